@@ -1,0 +1,47 @@
+#include "kernels/allocator.h"
+
+#include <algorithm>
+
+namespace mpbench {
+
+const char* mem_category_name(MemCategory c) {
+  static const char* names[] = {"weights",     "master_weights", "gradients", "optimizer_state",
+                                "activations", "workspace",      "data"};
+  return names[static_cast<int>(c)];
+}
+
+TrackingAllocator::~TrackingAllocator() { release_all(); }
+
+Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
+  Tensor t;
+  t.shape = shape;
+  t.dtype = dtype;
+  t.device = backend_.device();
+  size_t bytes = std::max<size_t>(t.bytes(), 1);
+  t.data = backend_.raw_alloc(bytes);
+  blocks_[t.data] = Block{bytes, cat};
+  int i = static_cast<int>(cat);
+  current_[i] += bytes;
+  peak_[i] = std::max(peak_[i], current_[i]);
+  current_total_ += bytes;
+  peak_total_ = std::max(peak_total_, current_total_);
+  return t;
+}
+
+void TrackingAllocator::release(const Tensor& t) {
+  auto it = blocks_.find(t.data);
+  MPB_CHECK(it != blocks_.end(), "release of a buffer this allocator does not own");
+  current_[static_cast<int>(it->second.cat)] -= it->second.bytes;
+  current_total_ -= it->second.bytes;
+  backend_.raw_free(it->first);
+  blocks_.erase(it);
+}
+
+void TrackingAllocator::release_all() {
+  for (auto& [p, b] : blocks_) backend_.raw_free(p);
+  blocks_.clear();
+  current_.fill(0);
+  current_total_ = 0;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,54 @@
+#pragma once
+// One tracking allocator per run: every buffer of a model, its optimizer and its data comes from
+// here, tagged with a category, so that peak memory can be reported per category and in total.
+#include <array>
+#include <cstddef>
+#include <unordered_map>
+
+#include "kernels/backend.h"
+
+namespace mpbench {
+
+enum class MemCategory {
+  Weights,         // the weights used in math (fp32, or the fp16/bf16 copies in AMP modes)
+  MasterWeights,   // fp32 masters in AMP modes
+  Gradients,
+  OptimizerState,
+  Activations,     // forward activations and their gradients
+  Workspace,       // GEMM / convolution workspace
+  Data,            // the dataset on the device
+  Count
+};
+constexpr int kMemCategoryCount = static_cast<int>(MemCategory::Count);
+const char* mem_category_name(MemCategory c);  // "weights", "master_weights", ...
+
+class TrackingAllocator {
+ public:
+  explicit TrackingAllocator(Backend& backend) : backend_(backend) {}
+  ~TrackingAllocator();
+  TrackingAllocator(const TrackingAllocator&) = delete;
+  TrackingAllocator& operator=(const TrackingAllocator&) = delete;
+
+  // Contents are undefined. Throws Error with is_oom() when the device is full.
+  Tensor alloc(Shape shape, DType dtype, MemCategory cat);
+  void release(const Tensor& t);
+  void release_all();
+
+  size_t current(MemCategory c) const { return current_[static_cast<int>(c)]; }
+  size_t peak(MemCategory c) const { return peak_[static_cast<int>(c)]; }
+  size_t current_total() const { return current_total_; }
+  size_t peak_total() const { return peak_total_; }
+  Backend& backend() { return backend_; }
+
+ private:
+  struct Block {
+    size_t bytes;
+    MemCategory cat;
+  };
+  Backend& backend_;
+  std::unordered_map<void*, Block> blocks_;
+  std::array<size_t, kMemCategoryCount> current_{}, peak_{};
+  size_t current_total_ = 0, peak_total_ = 0;
+};
+
+}  // namespace mpbench

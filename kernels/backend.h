@@ -1,0 +1,158 @@
+#pragma once
+// The op interface. Every op has a CPU reference (kernels/cpu/<op>.cpp) and a CUDA implementation
+// (kernels/cuda/<op>.cu) behind this one class; models and the trainer see only `Backend`.
+//
+// Conventions:
+//  - Tensors are row-major views (kernels/tensor.h) on the backend's device.
+//  - Device scalars (loss scale, found-inf flag, step count, loss sums) are 1-element fp32
+//    tensors, so that a training step never needs to read a value back to the host.
+//  - Parameters, gradients and optimizer state live in flat fp32 buffers; the ops that touch
+//    all parameters (unscale/check/norm, optimizer steps) take the whole flat buffer at once.
+//  - Ops enqueue work in order; only download(), synchronize() and Event::elapsed_ms block.
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "kernels/precision.h"
+#include "kernels/tensor.h"
+
+namespace mpbench {
+
+// GELU is the tanh approximation (what cuBLASLt's GELU epilogue computes).
+enum class Activation { None, Relu, Gelu };
+const char* activation_name(Activation a);
+
+struct GemmDesc {
+  bool trans_a = false;  // A is stored (K, M) instead of (M, K)
+  bool trans_b = false;  // B is stored (N, K) instead of (K, N)
+  float alpha = 1.0f;
+  float beta = 0.0f;     // C = alpha * op(A) op(B) + beta * C; C is read only when beta != 0
+  GemmMath math = GemmMath::Strict;
+  // Forward epilogue: C = act(alpha * op(A) op(B) + bias). pre_act, when given (same shape and
+  // dtype as C), receives the value before the activation, for the backward pass.
+  // Requires beta == 0 when bias or act is set.
+  Activation act = Activation::None;
+  const Tensor* bias = nullptr;  // (N), dtype of C or fp32
+  Tensor* pre_act = nullptr;
+};
+
+struct AdamWParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+};
+struct SgdParams {
+  float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+struct DeviceMemInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+struct DeviceInfo {
+  std::string kind;  // "cpu" or "cuda"
+  std::string name;  // GPU name, or the CPU model
+  int cc_major = 0, cc_minor = 0;
+  size_t total_memory = 0;
+  int sm_count = 0;
+  int cpu_threads = 0;
+  std::string driver_version, runtime_version, cublas_version, cudnn_version;
+};
+
+// A point in the backend's stream: CUDA events on the GPU, a steady clock on the CPU.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record() = 0;
+  // Milliseconds from `start` to this event; waits for this event to complete.
+  virtual double elapsed_ms(const Event& start) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- device, memory, transfers ------------------------------------------------------------
+  virtual Device device() const = 0;
+  virtual DeviceInfo info() const = 0;
+  // Raw device memory; throws Error with is_oom() (bytes asked, bytes free) when it does not fit.
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p) = 0;
+  // Device-wide memory use (cudaMemGetInfo); nullopt on the CPU.
+  virtual std::optional<DeviceMemInfo> memory_info() = 0;
+  // Bytes of GEMM workspace this backend wants, and the buffer (counted as workspace memory).
+  virtual size_t workspace_bytes() const = 0;
+  virtual void set_workspace(const Tensor& ws) = 0;
+
+  virtual void fill(Tensor& t, float value) = 0;  // any dtype, value converted
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same dtype and numel, on device
+  virtual void upload(const void* host, Tensor& dst) = 0;  // host bytes -> device, dst.bytes()
+  virtual void download(const Tensor& src, void* host) = 0;  // device -> host, blocks
+  virtual void synchronize() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
+
+  // Whole-step capture and replay (CUDA graphs). Backends without it return false and the
+  // trainer runs steps eagerly.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() {}
+  virtual void end_capture() {}
+  virtual void replay() {}
+
+  // ---- ops ----------------------------------------------------------------------------------
+  // C (M, N) = op(A) (M, K) * op(B) (K, N), fp32 accumulation. Rank-3 operands (batch, ., .) are
+  // a strided batched GEMM over the leading dimension. A and B share a dtype; C is that dtype or
+  // fp32. math selects strict fp32 / TF32 / 16-bit tensor-core math.
+  virtual void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) = 0;
+
+  // dx = dy * act'(pre_act) (a copy for Activation::None); dx may alias dy.
+  // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32.
+  // dy, pre_act, dx: (rows, N), one dtype.
+  virtual void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act,
+                                 Tensor& dx, Tensor* dbias) = 0;
+
+  // logits (N, C) fp32, labels (N) int32 in [0, C). Math in fp32.
+  // loss_sum[0] += sum_i loss_i / N; correct[0] += number of rows whose argmax is the label.
+  // dlogits (N, C, any float dtype), when given, = (softmax - onehot) * scale / N where scale is
+  // grad_scale[0] if given else 1 (the loss scale folded into the loss gradient).
+  virtual void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                            const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) = 0;
+
+  // Elementwise conversion between float dtypes (round to nearest even, overflow to inf).
+  virtual void cast(const Tensor& src, Tensor& dst) = 0;
+
+  // One fused pass over a flat fp32 gradient buffer: if scale is given, grads *= 1 / scale[0];
+  // found_inf[0] = 1 if any (unscaled) element is inf/NaN else 0; norm[0] = L2 norm of the
+  // unscaled gradients (computed in fp32). All three outputs are overwritten.
+  virtual void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                                  Tensor& norm) = 0;
+
+  // Optimizer steps over flat fp32 buffers (master weights, grads, state). When found_inf is
+  // given and found_inf[0] != 0 nothing is written (the step is skipped). weights_lowp, when
+  // given (fp16/bf16, same numel), receives the updated master weights cast down.
+  // AdamW (decoupled weight decay, PyTorch semantics); bias correction uses t = step_count[0] + 1.
+  virtual void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
+                          Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
+                          const Tensor* found_inf) = 0;
+  // SGD with momentum, PyTorch semantics (g += wd * w; buf = momentum * buf + g; buf starts 0).
+  virtual void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads,
+                        Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) = 0;
+
+  // GradScaler's update on device scalars: on found_inf, scale *= backoff and tracker = 0; else
+  // ++tracker and when it reaches growth_interval, scale *= growth (only if that stays finite)
+  // and tracker = 0. growth_tracker is an fp32 scalar holding an integer.
+  virtual void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
+                                 float growth_factor, float backoff_factor,
+                                 int growth_interval) = 0;
+  // step_count[0] += 1 unless found_inf is given and set (a skipped step is not a step).
+  virtual void count_step(Tensor& step_count, const Tensor* found_inf) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// Number of usable CUDA devices; 0 with a one-line reason when there is none (no GPU, no driver,
+// or a build without CUDA).
+int cuda_device_count(std::string* why_not);
+// Throws Error(BadInput) when there is no usable device.
+std::unique_ptr<Backend> make_cuda_backend(int device_index = 0);
+
+}  // namespace mpbench

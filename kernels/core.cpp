@@ -1,0 +1,78 @@
+// Small shared pieces of the kernels layer: names, tensor views, the precision table.
+#include <fmt/format.h>
+
+#include "kernels/backend.h"
+#include "kernels/precision.h"
+#include "kernels/tensor.h"
+
+namespace mpbench {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "fp32";
+    case DType::F16: return "fp16";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "int32";
+  }
+  return "?";
+}
+
+const char* activation_name(Activation a) {
+  switch (a) {
+    case Activation::None: return "none";
+    case Activation::Relu: return "relu";
+    case Activation::Gelu: return "gelu";
+  }
+  return "?";
+}
+
+std::string Shape::str() const {
+  std::string s = "(";
+  for (int i = 0; i < rank; ++i) s += fmt::format("{}{}", i ? ", " : "", dims[i]);
+  return s + ")";
+}
+
+Tensor Tensor::reshaped(Shape s) const {
+  MPB_CHECK(s.numel() == numel(), "reshape {} -> {}", shape.str(), s.str());
+  Tensor t = *this;
+  t.shape = s;
+  return t;
+}
+
+Tensor Tensor::slice(int64_t offset, Shape s) const {
+  MPB_CHECK(offset >= 0 && offset + s.numel() <= numel(), "slice [{}, +{}) of {}", offset,
+            s.numel(), shape.str());
+  Tensor t = *this;
+  t.data = static_cast<char*>(data) + offset * static_cast<int64_t>(dtype_size(dtype));
+  t.shape = s;
+  return t;
+}
+
+static const PrecisionInfo kPrecisions[] = {
+    // mode               name        compute     gemm math              master loss scaling
+    {Precision::FP32, "fp32", DType::F32, GemmMath::Strict, false, false},
+    {Precision::TF32, "tf32", DType::F32, GemmMath::TF32, false, false},
+    {Precision::AMP_FP16, "amp_fp16", DType::F16, GemmMath::LowPrecision, true, true},
+    {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false},
+};
+
+const PrecisionInfo& precision_info(Precision p) { return kPrecisions[static_cast<int>(p)]; }
+
+std::optional<Precision> parse_precision(const std::string& name) {
+  for (const auto& info : kPrecisions)
+    if (name == info.name) return info.mode;
+  return std::nullopt;
+}
+
+const std::vector<Precision>& all_precisions() {
+  static const std::vector<Precision> all = {Precision::FP32, Precision::TF32, Precision::AMP_FP16,
+                                             Precision::AMP_BF16};
+  return all;
+}
+
+GemmMath gemm_math_for(Precision p, DType operand) {
+  if (operand == DType::F32) return p == Precision::TF32 ? GemmMath::TF32 : GemmMath::Strict;
+  return GemmMath::LowPrecision;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,103 @@
+#include "test_util.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace mpbench::test {
+
+double tolerance_for(DType dt, GemmMath math) {
+  switch (dt) {
+    case DType::F16: return 5e-3;
+    case DType::BF16: return 1e-2;
+    default: return math == GemmMath::TF32 ? 1e-3 : 1e-5;
+  }
+}
+
+CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol) {
+  CompareResult r;
+  if (got.size() != ref.size()) {
+    r.message = fmt::format("size {} != {}", got.size(), ref.size());
+    return r;
+  }
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ref_finite = std::isfinite(ref[i]);
+    if (std::isnan(got[i]) || (ref_finite && !std::isfinite(got[i]))) {
+      r.message = fmt::format("element {} is {} (reference {})", i, got[i], ref[i]);
+      return r;
+    }
+    if (!ref_finite) {
+      if (got[i] != ref[i]) {
+        r.message = fmt::format("element {} is {} (reference {})", i, got[i], ref[i]);
+        return r;
+      }
+      continue;
+    }
+    double d = static_cast<double>(got[i]) - ref[i];
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  r.rel_error = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  r.ok = r.rel_error <= tol;
+  r.message = fmt::format("relative error {:.3g} (tolerance {:.3g})", r.rel_error, tol);
+  return r;
+}
+
+std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> mag(scale / 100.0f, scale);
+  std::bernoulli_distribution sign(0.5);
+  std::vector<float> v(n);
+  for (auto& x : v) x = sign(rng) ? mag(rng) : -mag(rng);
+  return v;
+}
+
+std::vector<float> to_host_f32(Backend& be, const Tensor& t) {
+  std::vector<float> out(t.numel());
+  switch (t.dtype) {
+    case DType::F32: be.download(t, out.data()); break;
+    case DType::I32: {
+      std::vector<int32_t> raw(t.numel());
+      be.download(t, raw.data());
+      for (size_t i = 0; i < raw.size(); ++i) out[i] = static_cast<float>(raw[i]);
+      break;
+    }
+    default: {
+      std::vector<uint16_t> raw(t.numel());
+      be.download(t, raw.data());
+      for (size_t i = 0; i < raw.size(); ++i)
+        out[i] = t.dtype == DType::F16 ? f16_to_f32(raw[i]) : bf16_to_f32(raw[i]);
+    }
+  }
+  return out;
+}
+
+void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
+  MPB_CHECK(values.size() == static_cast<size_t>(t.numel()), "size mismatch");
+  switch (t.dtype) {
+    case DType::F32: be.upload(values.data(), t); break;
+    case DType::I32: {
+      std::vector<int32_t> raw(values.begin(), values.end());
+      be.upload(raw.data(), t);
+      break;
+    }
+    default: {
+      std::vector<uint16_t> raw(values.size());
+      for (size_t i = 0; i < raw.size(); ++i)
+        raw[i] = t.dtype == DType::F16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+      be.upload(raw.data(), t);
+    }
+  }
+}
+
+void poison(Backend& be, Tensor& t) {
+  if (t.dtype == DType::I32) {
+    std::vector<int32_t> raw(t.numel(), 0x7fffffff);
+    be.upload(raw.data(), t);
+  } else {
+    be.fill(t, std::nanf(""));
+  }
+}
+
+}  // namespace mpbench::test

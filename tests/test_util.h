@@ -1,0 +1,34 @@
+#pragma once
+// Shared test helpers: random non-zero inputs, poisoning, and the one comparator with per-dtype
+// tolerances that every CPU-vs-CUDA and reference check uses.
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace mpbench::test {
+
+// Relative error ||got - ref|| / ||ref|| allowed per dtype of the computation under test.
+double tolerance_for(DType dt, GemmMath math = GemmMath::Strict);
+
+struct CompareResult {
+  bool ok = false;
+  double rel_error = 0;
+  std::string message;  // first offending element or NaN position, for the failure message
+};
+// NaN or inf in `got` where `ref` is finite never passes.
+CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol);
+
+// Uniform in [-scale, scale] with |x| >= scale / 100 (never zero), deterministic from seed.
+std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);
+
+// Host <-> device helpers that convert through the tensor's dtype.
+std::vector<float> to_host_f32(Backend& be, const Tensor& t);
+void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
+
+// Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
+void poison(Backend& be, Tensor& t);
+
+}  // namespace mpbench::test
