@@ -1,0 +1,88 @@
+#pragma once
+// The results model: what one run (one model x one precision on one device) produced. Writers in
+// app/ turn these into the console table, JSON (schema_version 1), CSV, Markdown.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+
+namespace mpbench {
+
+enum class RunStatus { Ok, Oom, Diverged, Failed };
+const char* run_status_name(RunStatus s);  // "ok", "oom", "diverged", "failed"
+
+struct EpochResult {
+  double time_ms = 0;       // training steps of this epoch (warm-up excluded), evaluation apart
+  double eval_time_ms = 0;
+  double train_loss = 0;    // mean over the epoch's steps (skipped steps included)
+  double eval_loss = 0;
+  double eval_accuracy = 0; // fraction in [0, 1]
+  int64_t steps = 0;
+};
+
+struct StepRecord {
+  float loss = 0;
+  float grad_norm = 0;
+  float loss_scale = 1;
+  bool skipped = false;
+};
+
+struct TimeStats {
+  double median = 0, mean = 0, stddev = 0, cv = 0, min = 0, max = 0;
+};
+TimeStats compute_time_stats(const std::vector<double>& samples);
+
+struct MemoryReport {
+  size_t tracked_peak = 0;                              // TrackingAllocator peak total
+  std::array<size_t, kMemCategoryCount> by_category{};  // peak per category
+  bool has_device = false;                              // cudaMemGetInfo samples taken
+  size_t device_peak = 0;     // max over samples of (used - baseline)
+  size_t device_baseline = 0; // device used bytes before the model was built
+};
+
+struct RunResult {
+  std::string model;      // spec name
+  std::string family;     // mlp, resnet_bottleneck, transformer
+  std::string precision;  // fp32, tf32, amp_fp16, amp_bf16
+  std::string device;     // "cpu" or "cuda"
+  RunStatus status = RunStatus::Ok;
+  std::string status_detail;  // why, for oom / diverged / failed
+  bool cuda_graphs = false;
+
+  int64_t batch_size = 0;
+  int64_t train_samples = 0;
+  int64_t warmup_steps = 0;
+  std::vector<EpochResult> epochs;
+  TimeStats epoch_time_ms;
+  double samples_per_second = 0;  // train samples / median epoch time
+  double flops_per_step = 0;      // counted training FLOPs per step (forward + backward)
+  double tflops = 0;              // achieved, from the median epoch time
+  double peak_tflops = 0;         // the device's peak for this mode, 0 if unknown
+  double percent_of_peak = 0;
+
+  MemoryReport memory;
+  double final_accuracy = 0;  // eval accuracy after the last epoch, in [0, 1]
+  double final_loss = 0;      // eval loss after the last epoch
+  int64_t skipped_steps = 0;
+  double final_loss_scale = 1;
+  bool loss_scaling = false;
+  std::vector<StepRecord> steps;  // every training step, warm-up included, in order
+};
+
+nlohmann::json to_json(const RunResult& r);
+
+// Everything one `mpbench run` produced, for the writers.
+struct Report {
+  nlohmann::json tool;  // name, version, git
+  nlohmann::json env;   // device facts, versions, CPU
+  std::vector<nlohmann::json> specs;  // resolved specs, one per spec file
+  std::vector<RunResult> runs;
+};
+nlohmann::json to_json(const Report& r);
+
+}  // namespace mpbench
