@@ -17,11 +17,11 @@ enum class RunStatus { Ok, Oom, Diverged, Failed };
 const char* run_status_name(RunStatus s);  // "ok", "oom", "diverged", "failed"
 
 struct EpochResult {
-  double time_ms = 0;       // training steps of this epoch (warm-up excluded), evaluation apart
+  double time_ms = 0;  // training steps of this epoch (warm-up excluded), evaluation apart
   double eval_time_ms = 0;
-  double train_loss = 0;    // mean over the epoch's steps (skipped steps included)
+  double train_loss = 0;  // mean over the epoch's steps (skipped steps included)
   double eval_loss = 0;
-  double eval_accuracy = 0; // fraction in [0, 1]
+  double eval_accuracy = 0;  // fraction in [0, 1]
   int64_t steps = 0;
 };
 
@@ -41,8 +41,8 @@ struct MemoryReport {
   size_t tracked_peak = 0;                              // TrackingAllocator peak total
   std::array<size_t, kMemCategoryCount> by_category{};  // peak per category
   bool has_device = false;                              // cudaMemGetInfo samples taken
-  size_t device_peak = 0;     // max over samples of (used - baseline)
-  size_t device_baseline = 0; // device used bytes before the model was built
+  size_t device_peak = 0;                               // max over samples of (used - baseline)
+  size_t device_baseline = 0;  // device used bytes before the model was built
 };
 
 struct RunResult {
@@ -78,11 +78,23 @@ nlohmann::json to_json(const RunResult& r);
 
 // Everything one `mpbench run` produced, for the writers.
 struct Report {
-  nlohmann::json tool;  // name, version, git
-  nlohmann::json env;   // device facts, versions, CPU
+  nlohmann::json tool;                // name, version, git
+  nlohmann::json env;                 // device facts, versions, CPU
   std::vector<nlohmann::json> specs;  // resolved specs, one per spec file
   std::vector<RunResult> runs;
 };
 nlohmann::json to_json(const Report& r);
+
+// Readers for result files (the `compare` command). Non-finite numbers were written as null and
+// come back as NaN. Throw Error(BadInput) naming the JSON path of a missing or mistyped field,
+// or a schema_version other than 1.
+RunResult run_from_json(const nlohmann::json& j);
+Report report_from_json(const nlohmann::json& j);
+RunStatus run_status_from_name(const std::string& name);  // throws BadInput for unknown names
+
+// The `env` facts of one backend, in the keys the writers read: kind, name, compute_capability
+// ("9.0", null on the CPU), total_memory_bytes, sm_count, cpu_threads, driver_version,
+// runtime_version, cublas_version, cudnn_version. Callers may add keys (e.g. "cpu").
+nlohmann::json env_to_json(const DeviceInfo& info);
 
 }  // namespace mpbench

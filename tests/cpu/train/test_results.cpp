@@ -1,0 +1,297 @@
+#include "train/results.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+#include "kernels/error.h"
+
+namespace mpbench {
+namespace {
+
+using nlohmann::json;
+
+TEST(TimeStats, OddCountKnownSample) {
+  // 2, 4, 4, 4, 5, 5, 7, 9 is the textbook set; drop the 9 for an odd count.
+  TimeStats t = compute_time_stats({5, 4, 2, 7, 4, 5, 4});
+  EXPECT_DOUBLE_EQ(t.median, 4);
+  EXPECT_DOUBLE_EQ(t.mean, 31.0 / 7);
+  double ss = 0;
+  for (double v : {5., 4., 2., 7., 4., 5., 4.}) ss += (v - 31.0 / 7) * (v - 31.0 / 7);
+  EXPECT_NEAR(t.stddev, std::sqrt(ss / 6), 1e-12);
+  EXPECT_NEAR(t.cv, t.stddev / t.mean, 1e-12);
+  EXPECT_DOUBLE_EQ(t.min, 2);
+  EXPECT_DOUBLE_EQ(t.max, 7);
+}
+
+TEST(TimeStats, EvenCountUsesMeanOfMiddleTwoAndSampleStddev) {
+  TimeStats t = compute_time_stats({2, 4, 4, 4, 5, 5, 7, 9});
+  EXPECT_DOUBLE_EQ(t.median, 4.5);
+  EXPECT_DOUBLE_EQ(t.mean, 5);
+  // Population stddev of this set is exactly 2; the sample (n-1) one is sqrt(32/7).
+  EXPECT_NEAR(t.stddev, std::sqrt(32.0 / 7.0), 1e-12);
+  EXPECT_NEAR(t.cv, std::sqrt(32.0 / 7.0) / 5, 1e-12);
+  EXPECT_DOUBLE_EQ(t.min, 2);
+  EXPECT_DOUBLE_EQ(t.max, 9);
+}
+
+TEST(TimeStats, SingleAndEmpty) {
+  TimeStats one = compute_time_stats({12.5});
+  EXPECT_DOUBLE_EQ(one.median, 12.5);
+  EXPECT_DOUBLE_EQ(one.mean, 12.5);
+  EXPECT_DOUBLE_EQ(one.stddev, 0);
+  EXPECT_DOUBLE_EQ(one.cv, 0);
+  EXPECT_DOUBLE_EQ(one.min, 12.5);
+  EXPECT_DOUBLE_EQ(one.max, 12.5);
+
+  TimeStats none = compute_time_stats({});
+  EXPECT_EQ(none.median, 0);
+  EXPECT_EQ(none.mean, 0);
+  EXPECT_EQ(none.stddev, 0);
+  EXPECT_EQ(none.cv, 0);
+  EXPECT_EQ(none.min, 0);
+  EXPECT_EQ(none.max, 0);
+}
+
+TEST(RunStatus, Names) {
+  EXPECT_STREQ(run_status_name(RunStatus::Ok), "ok");
+  EXPECT_STREQ(run_status_name(RunStatus::Oom), "oom");
+  EXPECT_STREQ(run_status_name(RunStatus::Diverged), "diverged");
+  EXPECT_STREQ(run_status_name(RunStatus::Failed), "failed");
+  EXPECT_EQ(run_status_from_name("diverged"), RunStatus::Diverged);
+  EXPECT_THROW(run_status_from_name("crashed"), Error);
+}
+
+RunResult sample_run() {
+  RunResult r;
+  r.model = "mnist_mlp";
+  r.family = "mlp";
+  r.precision = "amp_fp16";
+  r.device = "cuda";
+  r.batch_size = 128;
+  r.train_samples = 60000;
+  r.warmup_steps = 10;
+  r.cuda_graphs = true;
+  for (int e = 0; e < 3; ++e) {
+    EpochResult er;
+    er.time_ms = 100 + e;
+    er.eval_time_ms = 10 + e;
+    er.train_loss = 1.0 / (e + 1);
+    er.eval_loss = 0.9 / (e + 1);
+    er.eval_accuracy = 0.9 + 0.01 * e;
+    er.steps = 469;
+    r.epochs.push_back(er);
+  }
+  r.epoch_time_ms = compute_time_stats({100, 101, 102});
+  r.samples_per_second = 60000 / 0.101;
+  r.flops_per_step = 1.5e9;
+  r.tflops = 12.5;
+  r.peak_tflops = 989;
+  r.percent_of_peak = 1.26;
+  r.memory.tracked_peak = 123456789;
+  for (int c = 0; c < kMemCategoryCount; ++c) r.memory.by_category[c] = 1000 * (c + 1);
+  r.memory.has_device = true;
+  r.memory.device_peak = 200000000;
+  r.memory.device_baseline = 5000000;
+  r.final_accuracy = 0.92;
+  r.final_loss = 0.3;
+  r.skipped_steps = 2;
+  r.final_loss_scale = 32768;
+  r.loss_scaling = true;
+  r.steps = {{2.5f, 10.0f, 65536.0f, true}, {0.123f, 1.5f, 32768.0f, false}};
+  return r;
+}
+
+TEST(RunJson, HasEveryContractField) {
+  json j = to_json(sample_run());
+  for (const char* key :
+       {"model",          "family",        "precision",          "device",
+        "status",         "status_detail", "cuda_graphs",        "batch_size",
+        "epochs",         "epoch_time_ms", "samples_per_second", "flops_per_step",
+        "tflops",         "peak_tflops",   "percent_of_peak",    "peak_memory_bytes",
+        "final_accuracy", "final_loss",    "skipped_steps",      "final_loss_scale",
+        "loss_scaling",   "steps"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_EQ(j["precision"], "amp_fp16");
+  EXPECT_EQ(j["cuda_graphs"], true);
+  ASSERT_EQ(j["epochs"].size(), 3u);
+  for (const char* key :
+       {"time_ms", "eval_time_ms", "train_loss", "eval_loss", "eval_accuracy", "steps"}) {
+    EXPECT_TRUE(j["epochs"][0].contains(key)) << key;
+  }
+  EXPECT_DOUBLE_EQ(j["epochs"][2]["time_ms"].get<double>(), 102);
+  EXPECT_EQ(j["epochs"][1]["steps"], 469);
+  for (const char* key : {"median", "mean", "stddev", "cv", "min", "max"}) {
+    EXPECT_TRUE(j["epoch_time_ms"][key].is_number()) << key;
+  }
+  EXPECT_DOUBLE_EQ(j["epoch_time_ms"]["median"].get<double>(), 101);
+
+  const json& mem = j["peak_memory_bytes"];
+  EXPECT_EQ(mem["tracked"], 123456789u);
+  EXPECT_EQ(mem["device"], 200000000u);
+  EXPECT_EQ(mem["device_baseline"], 5000000u);
+  const char* cats[] = {"weights",     "master_weights", "gradients", "optimizer_state",
+                        "activations", "workspace",      "data"};
+  for (int c = 0; c < 7; ++c) EXPECT_EQ(mem["by_category"][cats[c]], 1000u * (c + 1)) << cats[c];
+
+  const json& steps = j["steps"];
+  for (const char* key : {"loss", "grad_norm", "loss_scale", "skipped"}) {
+    ASSERT_TRUE(steps[key].is_array()) << key;
+    EXPECT_EQ(steps[key].size(), 2u) << key;
+  }
+  EXPECT_EQ(steps["skipped"][0], true);
+  EXPECT_EQ(steps["loss_scale"][1].get<double>(), 32768);
+  // Float series are written as their shortest decimal, not the widened double.
+  EXPECT_EQ(steps["loss"][1].dump(), "0.123");
+}
+
+TEST(RunJson, NoDeviceSamplesWritesNull) {
+  RunResult r = sample_run();
+  r.memory.has_device = false;
+  json j = to_json(r);
+  EXPECT_TRUE(j["peak_memory_bytes"]["device"].is_null());
+  EXPECT_EQ(j["peak_memory_bytes"]["tracked"], 123456789u);
+}
+
+TEST(RunJson, NonFiniteBecomesNullAndDumpParses) {
+  RunResult r = sample_run();
+  r.status = RunStatus::Diverged;
+  r.status_detail = "loss not finite at step 17";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  r.final_loss = nan;
+  r.epochs[2].train_loss = inf;
+  r.epochs[2].eval_loss = -inf;
+  r.steps.push_back({std::numeric_limits<float>::quiet_NaN(),
+                     std::numeric_limits<float>::infinity(), 1.0f, true});
+  json j = to_json(r);
+  EXPECT_EQ(j["status"], "diverged");
+  EXPECT_EQ(j["status_detail"], "loss not finite at step 17");
+  EXPECT_TRUE(j["final_loss"].is_null());
+  EXPECT_TRUE(j["epochs"][2]["train_loss"].is_null());
+  EXPECT_TRUE(j["epochs"][2]["eval_loss"].is_null());
+  EXPECT_TRUE(j["steps"]["loss"][2].is_null());
+  EXPECT_TRUE(j["steps"]["grad_norm"][2].is_null());
+
+  const std::string text = j.dump();
+  EXPECT_EQ(text.find("NaN"), std::string::npos);
+  EXPECT_EQ(text.find("nan"), std::string::npos);
+  EXPECT_EQ(text.find("inf"), std::string::npos);
+  json back = json::parse(text);  // throws on invalid JSON
+  RunResult rr = run_from_json(back);
+  EXPECT_TRUE(std::isnan(rr.final_loss));
+  EXPECT_TRUE(std::isnan(rr.steps[2].loss));
+  EXPECT_EQ(rr.status, RunStatus::Diverged);
+}
+
+Report sample_report() {
+  Report rep;
+  rep.tool = {{"name", "mpbench"}, {"version", "0.1.0"}, {"git", "abc123"}};
+  DeviceInfo info;
+  info.kind = "cuda";
+  info.name = "NVIDIA H200";
+  info.cc_major = 9;
+  info.total_memory = size_t(141) << 30;
+  info.driver_version = "580.1";
+  rep.env = env_to_json(info);
+  rep.specs.push_back({{"name", "mnist_mlp"}, {"model", {{"type", "mlp"}}}});
+  RunResult fp32 = sample_run();
+  fp32.precision = "fp32";
+  fp32.loss_scaling = false;
+  RunResult oom = sample_run();
+  oom.status = RunStatus::Oom;
+  oom.status_detail = "out of memory";
+  rep.runs = {fp32, sample_run(), oom};
+  return rep;
+}
+
+TEST(ReportJson, TopLevelShape) {
+  json j = to_json(sample_report());
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["tool"]["name"], "mpbench");
+  EXPECT_EQ(j["env"]["name"], "NVIDIA H200");
+  EXPECT_EQ(j["env"]["compute_capability"], "9.0");
+  EXPECT_TRUE(j["env"]["cudnn_version"].is_null());
+  ASSERT_TRUE(j["specs"].is_array());
+  EXPECT_EQ(j["specs"].size(), 1u);
+  ASSERT_TRUE(j["runs"].is_array());
+  EXPECT_EQ(j["runs"].size(), 3u);
+  EXPECT_EQ(j["runs"][2]["status"], "oom");
+
+  json empty = to_json(Report{});
+  EXPECT_TRUE(empty["tool"].is_object());
+  EXPECT_TRUE(empty["runs"].is_array());
+  EXPECT_TRUE(empty["specs"].is_array());
+}
+
+TEST(ReportJson, RoundTrip) {
+  Report rep = sample_report();
+  json j = to_json(rep);
+  Report back = report_from_json(json::parse(j.dump(2)));
+  // Writing what was read gives the same document: every field survives.
+  EXPECT_EQ(to_json(back), j);
+  ASSERT_EQ(back.runs.size(), 3u);
+  const RunResult& r = back.runs[1];
+  const RunResult& o = rep.runs[1];
+  EXPECT_EQ(r.model, o.model);
+  EXPECT_EQ(r.precision, o.precision);
+  EXPECT_EQ(r.batch_size, o.batch_size);
+  EXPECT_EQ(r.epochs.size(), o.epochs.size());
+  EXPECT_DOUBLE_EQ(r.epochs[1].eval_accuracy, o.epochs[1].eval_accuracy);
+  EXPECT_DOUBLE_EQ(r.epoch_time_ms.stddev, o.epoch_time_ms.stddev);
+  EXPECT_EQ(r.memory.tracked_peak, o.memory.tracked_peak);
+  EXPECT_EQ(r.memory.by_category, o.memory.by_category);
+  EXPECT_TRUE(r.memory.has_device);
+  EXPECT_EQ(r.memory.device_peak, o.memory.device_peak);
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[1].loss, 0.123f);  // exact float round trip through the short decimal
+  EXPECT_TRUE(r.steps[0].skipped);
+  EXPECT_EQ(r.skipped_steps, 2);
+  EXPECT_EQ(r.final_loss_scale, 32768);
+  EXPECT_EQ(back.runs[2].status, RunStatus::Oom);
+  EXPECT_EQ(back.runs[2].status_detail, "out of memory");
+  EXPECT_EQ(back.specs.size(), 1u);
+}
+
+std::string bad_input_message(const json& j) {
+  try {
+    report_from_json(j);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an Error";
+  return "";
+}
+
+TEST(ReportJson, ReaderErrorsNameThePath) {
+  json good = to_json(sample_report());
+
+  json v2 = good;
+  v2["schema_version"] = 2;
+  EXPECT_NE(bad_input_message(v2).find("schema_version"), std::string::npos);
+
+  json no_runs = good;
+  no_runs.erase("runs");
+  EXPECT_NE(bad_input_message(no_runs).find("runs"), std::string::npos);
+
+  json bad_type = good;
+  bad_type["runs"][1]["epochs"][0]["time_ms"] = "fast";
+  EXPECT_NE(bad_input_message(bad_type).find("runs[1].epochs[0].time_ms"), std::string::npos);
+
+  json bad_status = good;
+  bad_status["runs"][0]["status"] = "exploded";
+  EXPECT_NE(bad_input_message(bad_status).find("runs[0].status"), std::string::npos);
+
+  json ragged = good;
+  ragged["runs"][0]["steps"]["grad_norm"].push_back(1.0);
+  EXPECT_NE(bad_input_message(ragged).find("runs[0].steps.grad_norm"), std::string::npos);
+
+  EXPECT_NE(bad_input_message(json::array()).find("expected"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mpbench
