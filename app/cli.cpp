@@ -1,0 +1,124 @@
+// Command-line front end: CLI11 definitions of every subcommand, and the one place where errors
+// become a single line on stderr and an exit code (0 ok, 1 regression, 2 bad input, 3 runtime).
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "app/commands.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+
+nlohmann::json tool_json() {
+  return {{"name", "mpbench"}, {"version", MPBENCH_VERSION}, {"git", MPBENCH_GIT}};
+}
+
+namespace {
+
+const char* kExamples = R"(
+Examples:
+  mpbench run configs/mnist_mlp.json                  compare all four modes on the default device
+  mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json
+  mpbench run configs/*.json --device cpu --csv results.csv --md results.md --quiet
+  mpbench validate configs/*.json                     check spec files without running them
+  mpbench inspect configs/mnist_mlp.json --precision amp_fp16   per-layer shapes, FLOPs, dtypes
+
+Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure.
+)";
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+int mpbench_main(int argc, char** argv) {
+  CLI::App app{"mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
+               "shapes on your GPU: time per epoch, peak memory, final accuracy."};
+  app.footer(kExamples);
+  app.set_version_flag("--version", std::string("mpbench ") + MPBENCH_VERSION + " (" +
+                                        MPBENCH_GIT + ")");
+  app.require_subcommand(1);
+
+  RunArgs run;
+  std::string precisions;
+  auto* run_cmd = app.add_subcommand(
+      "run", "Train each spec's model in each precision mode and print the comparison table");
+  run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required();
+  run_cmd->add_option("--device", run.device, "auto (GPU if present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->default_val("auto");
+  run_cmd->add_option("--precisions", precisions,
+                      "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
+  run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
+  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here");
+  run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here");
+  run_cmd->add_flag("--quiet,-q", run.quiet, "No progress bar and no informational lines");
+  run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
+                    "Capture the training step once as a CUDA graph and replay it (GPU only)");
+
+  std::vector<std::string> validate_specs;
+  auto* validate_cmd = app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
+  validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
+
+  InspectArgs inspect;
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "Per-layer table: output shape, parameters, FLOPs, dtypes, activation bytes");
+  inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
+  inspect_cmd->add_option("--precision", inspect.precision,
+                          "One mode (default: each of the spec's modes)");
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+      std::string msg = e.what();
+      if (msg.empty()) msg = "bad arguments";
+      std::cerr << "mpbench: " << msg << " (see mpbench --help)\n";
+      return 2;
+    }
+    if (*run_cmd) {
+      if (!precisions.empty()) run.precisions = split_list(precisions);
+      return cmd_run(run);
+    }
+    if (*validate_cmd) return cmd_validate(validate_specs);
+    if (*inspect_cmd) return cmd_inspect(inspect);
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "mpbench: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::cerr << "mpbench: out of host memory\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "mpbench: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+}  // namespace mpbench

@@ -1,0 +1,121 @@
+// `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
+#include <iostream>
+#include <thread>
+
+#include "app/atomic_file.h"
+#include "app/commands.h"
+#include "app/console_table.h"
+#include "app/progress.h"
+#include "app/report_writers.h"
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "train/trainer.h"
+
+namespace mpbench {
+
+std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet) {
+  if (device == "cpu") return make_cpu_backend();
+  std::string why;
+  int n = cuda_device_count(&why);
+  if (device == "cuda") {
+    if (n == 0) throw_bad_input("--device cuda: " + why);
+    return make_cuda_backend(0);
+  }
+  if (n > 0) return make_cuda_backend(0);
+  if (!quiet) std::cerr << "mpbench: " << why << "; running on the CPU (--device cpu)\n";
+  return make_cpu_backend();
+}
+
+nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
+  nlohmann::json env = {{"device", d.kind}};
+  if (d.kind == "cuda") {
+    env["gpu"] = {{"name", d.name},
+                  {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+                  {"memory_bytes", d.total_memory},
+                  {"sm_count", d.sm_count},
+                  {"driver_version", d.driver_version},
+                  {"cuda_runtime_version", d.runtime_version},
+                  {"cublas_version", d.cublas_version},
+                  {"cudnn_version", d.cudnn_version}};
+  }
+  env["cpu"] = {{"name", cpu.name}, {"threads", cpu.cpu_threads}};
+  return env;
+}
+
+namespace {
+
+// Command-line overrides are applied to the parsed spec and checked against the same limits
+// the spec's own values must meet.
+void apply_overrides(Spec& spec, const RunArgs& a) {
+  if (!a.precisions.empty()) {
+    spec.precisions.clear();
+    for (const auto& name : a.precisions) {
+      auto p = parse_precision(name);
+      if (!p)
+        throw_bad_input(fmt::format(
+            "--precisions: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)", name));
+      if (std::find(spec.precisions.begin(), spec.precisions.end(), *p) != spec.precisions.end())
+        throw_bad_input(fmt::format("--precisions: '{}' given twice", name));
+      spec.precisions.push_back(*p);
+    }
+  }
+  if (a.epochs > 0) spec.train.epochs = a.epochs;
+  if (a.seed >= 0) spec.data.seed = static_cast<uint64_t>(a.seed);
+  if (a.batch_size > 0) {
+    if (a.batch_size > spec.data.train_samples)
+      throw_bad_input(fmt::format("--batch-size {}: larger than {}'s {} training samples",
+                                  a.batch_size, spec.source_path, spec.data.train_samples));
+    spec.train.batch_size = a.batch_size;
+  }
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& args) {
+  // Everything that can be wrong with the input is checked before minutes of training.
+  std::vector<Spec> specs;
+  for (const auto& path : args.specs) {
+    specs.push_back(load_spec(path));
+    apply_overrides(specs.back(), args);
+  }
+  for (const auto* path : {&args.json_path, &args.csv_path, &args.md_path})
+    if (!path->empty()) check_writable(*path);
+
+  auto be = select_backend(args.device, args.quiet);
+  const bool show_progress = !args.quiet && Progress::stderr_is_tty();
+  if (args.cuda_graphs && !be->supports_graphs() && !args.quiet)
+    std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
+
+  Report report;
+  report.tool = tool_json();
+  report.env = env_json(be->info(), make_cpu_backend()->info());
+  for (const Spec& spec : specs) {
+    Dataset data = make_dataset(spec);
+    report.specs.push_back(to_json(spec));
+    for (Precision p : spec.precisions) {
+      const int64_t total_steps = spec.train.warmup_steps +
+                                  spec.train.epochs * (data.train_size() / spec.train.batch_size);
+      Progress bar(fmt::format("{} {}", spec.name, precision_name(p)), total_steps, show_progress);
+      TrainOptions opts;
+      opts.cuda_graphs = args.cuda_graphs;
+      opts.on_progress = [&](const TrainProgress& tp) {
+        std::string suffix =
+            tp.last_eval_accuracy < 0
+                ? fmt::format("epoch {}", tp.epoch + 1)
+                : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
+                              tp.last_train_loss, 100 * tp.last_eval_accuracy);
+        bar.update(tp.step, suffix);
+      };
+      report.runs.push_back(train_and_measure(spec, data, p, *be, opts));
+      bar.finish();
+    }
+  }
+
+  std::cout << format_console(report) << std::flush;
+  if (!args.json_path.empty()) write_file_atomic(args.json_path, to_json(report).dump(2) + "\n");
+  if (!args.csv_path.empty()) write_file_atomic(args.csv_path, format_csv(report));
+  if (!args.md_path.empty()) write_file_atomic(args.md_path, format_markdown(report));
+  return 0;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,43 @@
+#pragma once
+// The subcommands of the mpbench executable, one file each (app/cmd_<name>.cpp). Each returns the
+// process exit code; errors are thrown as mpbench::Error and mapped to exit codes in app/cli.cpp.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/backend.h"
+
+namespace mpbench {
+
+struct RunArgs {
+  std::vector<std::string> specs;
+  std::string device = "auto";      // auto | cpu | cuda
+  std::vector<std::string> precisions;  // empty: the spec's own list
+  int64_t epochs = 0, batch_size = 0;   // 0: the spec's value
+  int64_t seed = -1;                    // -1: the spec's value
+  std::string json_path, csv_path, md_path;
+  bool quiet = false;
+  bool cuda_graphs = false;
+};
+int cmd_run(const RunArgs& args);
+
+int cmd_validate(const std::vector<std::string>& specs);
+
+struct InspectArgs {
+  std::string spec;
+  std::string precision;  // empty: every precision of the spec
+};
+int cmd_inspect(const InspectArgs& args);
+
+// Picks the backend for --device; for auto without a GPU it says so in one line on stderr
+// (unless quiet).
+std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);
+
+// tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
+nlohmann::json tool_json();
+nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
+
+int mpbench_main(int argc, char** argv);
+
+}  // namespace mpbench

@@ -1,0 +1,105 @@
+#include "models/linear.h"
+
+#include <cmath>
+
+namespace mpbench {
+
+namespace {
+Tensor rows_of(const Tensor& t, int64_t rows) { return t.slice(0, Shape{rows, t.cols()}); }
+}  // namespace
+
+Linear::Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,
+               bool fp32_out)
+    : Layer(std::move(name)), in_(in), out_(out), act_(act), prec_(prec), fp32_out_(fp32_out) {}
+
+void Linear::declare_params(ParamStore& ps) {
+  float bound = 1.0f / std::sqrt(static_cast<float>(in_));
+  w_ = ps.declare(name_ + ".weight", Shape{out_, in_}, bound);
+  b_ = ps.declare(name_ + ".bias", Shape{out_}, bound);
+}
+
+void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) {
+  input_dtype_ = input_dtype;
+  const DType cd = prec_.compute;
+  if (input_dtype != cd) {
+    x_cast_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
+    dx_cast_ = alloc.alloc(Shape{batch, in_}, input_dtype, MemCategory::Activations);
+  }
+  const DType od = output_dtype(input_dtype);
+  y_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
+  if (act_ != Activation::None)
+    pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
+  dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
+}
+
+Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
+  rows_ = x.rows();
+  MPB_CHECK(x.cols() == in_ && x.dtype == input_dtype_, "{}: input {} {}", name_, x.shape.str(),
+            dtype_name(x.dtype));
+  x_saved_ = x;
+  if (x.dtype != prec_.compute) {
+    Tensor xc = rows_of(x_cast_, rows_);
+    be.cast(x, xc);
+    x_saved_ = xc;
+  }
+  Tensor w = ps.weight(w_, prec_.compute);
+  // The bias follows the output dtype: fp32 logits take the fp32 master bias.
+  Tensor b = fp32_out_ ? ps.master(b_) : ps.weight(b_, prec_.compute);
+  Tensor y = rows_of(y_, rows_);
+  Tensor pre = act_ != Activation::None ? rows_of(pre_act_, rows_) : Tensor{};
+  GemmDesc d;
+  d.trans_b = true;
+  d.math = prec_.math;
+  d.act = act_;
+  d.bias = &b;
+  d.pre_act = act_ != Activation::None ? &pre : nullptr;
+  be.gemm(d, x_saved_, w, y);
+  return y;
+}
+
+Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, bool need_dx) {
+  MPB_CHECK(dy_in.rows() == rows_ && dy_in.cols() == out_, "{}: dy {}", name_, dy_in.shape.str());
+  // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
+  Tensor dy = dy_in;
+  Tensor db = ps.grad(b_);
+  Tensor pre = act_ != Activation::None ? rows_of(pre_act_, rows_) : dy;
+  be.bias_act_backward(act_, dy, pre, dy, &db);
+  Tensor dz = dy;
+  // Even a head with fp32 logits gets its gradient in the compute dtype (the loss writes it so),
+  // because the two GEMMs below run in that dtype.
+  MPB_CHECK(dz.dtype == prec_.compute, "{}: gradient dtype {} differs from compute dtype {}", name_,
+            dtype_name(dz.dtype), dtype_name(prec_.compute));
+  // dW (out, in) = dz^T (out, rows) x (rows, in), written straight to the fp32 gradient.
+  Tensor dw = ps.grad(w_);
+  GemmDesc gw;
+  gw.trans_a = true;
+  gw.math = prec_.math;
+  be.gemm(gw, dz, x_saved_, dw);
+  if (!need_dx) return Tensor{};
+  // dx (rows, in) = dz (rows, out) W (out, in).
+  Tensor dx = rows_of(dx_, rows_);
+  GemmDesc gx;
+  gx.math = prec_.math;
+  be.gemm(gx, dz, ps.weight(w_, prec_.compute), dx);
+  if (input_dtype_ == prec_.compute) return dx;
+  Tensor dxc = rows_of(dx_cast_, rows_);
+  be.cast(dx, dxc);
+  return dxc;
+}
+
+LayerInfo Linear::info(DType input_dtype) const {
+  LayerInfo li;
+  li.name = name_;
+  li.kind = act_ == Activation::None ? "linear" : std::string("linear+") + activation_name(act_);
+  li.output_shape = Shape{out_};
+  li.params = out_ * in_ + out_;
+  li.forward_flops = 2.0 * static_cast<double>(in_) * out_ + out_;
+  li.compute_dtype = prec_.compute;
+  li.storage_dtype = output_dtype(input_dtype);
+  // Saved for backward: the input in the compute dtype and the pre-activation.
+  li.activation_bytes = in_ * static_cast<int64_t>(dtype_size(prec_.compute));
+  if (act_ != Activation::None) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
+  return li;
+}
+
+}  // namespace mpbench

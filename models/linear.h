@@ -1,0 +1,34 @@
+#pragma once
+#include "models/model.h"
+
+namespace mpbench {
+
+// y = act(x W^T + b), PyTorch's nn.Linear layout: W (out, in), b (out).
+// x: (rows, in) -> y: (rows, out). A head (fp32_out) writes fp32 logits whatever its compute dtype,
+// as autocast hands the loss fp32 logits.
+class Linear : public Layer {
+ public:
+  Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,
+         bool fp32_out);
+  void declare_params(ParamStore& ps) override;
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override;
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override;
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override;
+  LayerInfo info(DType input_dtype) const override;
+  DType output_dtype(DType) const override { return fp32_out_ ? DType::F32 : prec_.compute; }
+
+ private:
+  int64_t in_, out_;
+  Activation act_;
+  LayerPrecision prec_;
+  bool fp32_out_;
+  int w_ = -1, b_ = -1;
+  DType input_dtype_ = DType::F32;
+  int64_t rows_ = 0;       // rows of the last forward
+  Tensor x_cast_;          // the input in the compute dtype, when it arrives in another one
+  Tensor x_saved_;         // the input the GEMM used (view), kept for dW
+  Tensor pre_act_, y_;     // pre-activation (saved for backward) and output
+  Tensor dx_, dx_cast_;    // input gradient in the compute dtype, and cast back to the input's
+};
+
+}  // namespace mpbench

@@ -1,0 +1,139 @@
+#include "models/model.h"
+
+#include <algorithm>
+
+#include "models/linear.h"
+
+namespace mpbench {
+
+// ---- ParamStore ---------------------------------------------------------------------------------
+
+int ParamStore::declare(const std::string& name, Shape shape, float init_bound) {
+  params_.push_back(Param{name, shape, total_, init_bound});
+  total_ += shape.numel();
+  return static_cast<int>(params_.size()) - 1;
+}
+
+namespace {
+// splitmix64: a tiny generator whose output is the same on every platform, so a seed gives the
+// same initial weights everywhere (std::uniform_real_distribution does not promise that).
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype,
+                          uint64_t seed) {
+  const bool amp = compute_dtype != DType::F32;
+  master_ = alloc.alloc(Shape{total_}, DType::F32,
+                        amp ? MemCategory::MasterWeights : MemCategory::Weights);
+  grads_ = alloc.alloc(Shape{total_}, DType::F32, MemCategory::Gradients);
+  std::vector<float> host(total_);
+  uint64_t state = seed;
+  for (const Param& p : params_) {
+    for (int64_t i = 0; i < p.shape.numel(); ++i) {
+      double u = static_cast<double>(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+      host[p.offset + i] = static_cast<float>((2.0 * u - 1.0) * p.init_bound);
+    }
+  }
+  be.upload(host.data(), master_);
+  be.fill(grads_, 0.0f);
+  if (amp) {
+    lowp_ = alloc.alloc(Shape{total_}, compute_dtype, MemCategory::Weights);
+    be.cast(master_, lowp_);
+  }
+}
+
+Tensor ParamStore::weight(int i, DType dt) const {
+  if (dt == DType::F32) return master(i);
+  MPB_CHECK(lowp_.defined() && lowp_.dtype == dt, "no {} copy of {}", dtype_name(dt),
+            params_[i].name);
+  return lowp_.slice(params_[i].offset, params_[i].shape);
+}
+
+// ---- Model --------------------------------------------------------------------------------------
+
+namespace {
+
+LayerPrecision layer_precision(Precision p, const std::vector<std::string>& pinned,
+                               const std::string& name) {
+  if (std::find(pinned.begin(), pinned.end(), name) != pinned.end())
+    return LayerPrecision{DType::F32, gemm_math_for(p, DType::F32)};
+  DType cd = precision_info(p).compute_dtype;
+  return LayerPrecision{cd, gemm_math_for(p, cd)};
+}
+
+}  // namespace
+
+Model::Model(const Spec& spec, Precision precision) : precision_(precision) {
+  if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
+    int64_t in = mlp->input_dim;
+    for (size_t i = 0; i < mlp->hidden.size(); ++i) {
+      std::string name = "fc" + std::to_string(i + 1);
+      layers_.push_back(std::make_unique<Linear>(
+          name, in, mlp->hidden[i], mlp->activation,
+          layer_precision(precision, spec.fp32_layers, name), /*fp32_out=*/false));
+      in = mlp->hidden[i];
+    }
+    layers_.push_back(std::make_unique<Linear>("head", in, mlp->num_classes, Activation::None,
+                                               layer_precision(precision, spec.fp32_layers, "head"),
+                                               /*fp32_out=*/true));
+    num_classes_ = mlp->num_classes;
+  } else {
+    throw_bad_input(fmt::format("{}: model.type: family '{}' is not implemented yet (only mlp)",
+                                spec.source_path, spec.family));
+  }
+  validate_fp32_layers(spec, layer_names());
+}
+
+std::vector<std::string> Model::layer_names() const {
+  std::vector<std::string> names;
+  for (const auto& l : layers_) names.push_back(l->name());
+  return names;
+}
+
+void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
+  for (auto& l : layers_) l->declare_params(params_);
+  params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
+  DType dt = input_dtype_;
+  for (auto& l : layers_) {
+    l->allocate(alloc, batch, dt);
+    dt = l->output_dtype(dt);
+  }
+  MPB_CHECK(dt == DType::F32, "the model must end in fp32 logits");
+  // The loss writes the logits' gradient in the dtype the head's GEMMs use.
+  DType head_dtype = layers_.back()->info(DType::F32).compute_dtype;
+  dlogits_ = alloc.alloc(Shape{batch, num_classes_}, head_dtype, MemCategory::Activations);
+}
+
+Tensor Model::forward(Backend& be, const Tensor& x) {
+  Tensor h = x;
+  for (auto& l : layers_) h = l->forward(be, params_, h);
+  return h;
+}
+
+void Model::backward(Backend& be, const Tensor& dlogits) {
+  Tensor g = dlogits;
+  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(be, params_, g, i > 0);
+}
+
+std::vector<LayerInfo> Model::layer_infos() const {
+  std::vector<LayerInfo> out;
+  DType dt = input_dtype_;
+  for (const auto& l : layers_) {
+    out.push_back(l->info(dt));
+    dt = l->output_dtype(dt);
+  }
+  return out;
+}
+
+double Model::forward_flops_per_sample() const {
+  double f = 0;
+  for (const auto& li : layer_infos()) f += li.forward_flops;
+  return f;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,119 @@
+#pragma once
+// Layers and models. A model is built once per precision mode: it declares its parameters and
+// activation buffers for a fixed batch size, all from the run's TrackingAllocator, and runs
+// forward/backward through the Backend op interface. It knows nothing of optimizers or loops.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+#include "models/spec.h"
+
+namespace mpbench {
+
+// All parameters of a model in three flat buffers, so that the ops touching every parameter
+// (unscale/check/norm, optimizer) run as one pass:
+//   master  fp32            MasterWeights in AMP modes, Weights otherwise
+//   lowp    compute dtype   Weights (AMP modes only): the copies used in math, written by the optimizer
+//   grads   fp32            Gradients
+class ParamStore {
+ public:
+  struct Param {
+    std::string name;  // "fc1.weight"
+    Shape shape;
+    int64_t offset = 0;
+    float init_bound = 0;  // U(-bound, bound), PyTorch's default for Linear
+  };
+  // Declaration phase: returns the index of the parameter.
+  int declare(const std::string& name, Shape shape, float init_bound);
+  // Allocates the flat buffers and initialises master (and lowp) deterministically from seed.
+  void allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype, uint64_t seed);
+
+  const std::vector<Param>& params() const { return params_; }
+  int64_t numel() const { return total_; }
+  // Views of one parameter. weight(i, dt): the tensor used in math for operand dtype dt.
+  Tensor master(int i) const { return master_.slice(params_[i].offset, params_[i].shape); }
+  Tensor grad(int i) const { return grads_.slice(params_[i].offset, params_[i].shape); }
+  Tensor weight(int i, DType dt) const;
+
+  Tensor& master_flat() { return master_; }
+  Tensor& grads_flat() { return grads_; }
+  Tensor* lowp_flat() { return lowp_.defined() ? &lowp_ : nullptr; }
+
+ private:
+  std::vector<Param> params_;
+  int64_t total_ = 0;
+  Tensor master_, lowp_, grads_;
+};
+
+// What `mpbench inspect` prints per layer.
+struct LayerInfo {
+  std::string name;
+  std::string kind;       // "linear+relu", ...
+  Shape output_shape;     // per sample
+  int64_t params = 0;
+  double forward_flops = 0;  // per sample
+  DType compute_dtype = DType::F32;  // operands of the GEMM / conv
+  DType storage_dtype = DType::F32;  // dtype of the output activation
+  int64_t activation_bytes = 0;      // per sample, saved for backward (inputs, pre-activations)
+};
+
+// Per-layer precision: the mode's compute dtype, or fp32 for a layer pinned by fp32_layers.
+struct LayerPrecision {
+  DType compute = DType::F32;
+  GemmMath math = GemmMath::Strict;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  const std::string& name() const { return name_; }
+  virtual void declare_params(ParamStore& ps) = 0;
+  // Allocates activation buffers for `batch` rows; input dtype is what forward() will receive.
+  virtual void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) = 0;
+  // x: (rows <= batch, ...). Returns a view of the output for the same rows.
+  virtual Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) = 0;
+  // dy: gradient of the output (dtype of the output). Writes parameter gradients (overwrite) and
+  // returns dx in the input's dtype, unless need_dx is false.
+  virtual Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) = 0;
+  virtual LayerInfo info(DType input_dtype) const = 0;
+  virtual DType output_dtype(DType input_dtype) const = 0;
+
+ protected:
+  explicit Layer(std::string name) : name_(std::move(name)) {}
+  std::string name_;
+};
+
+// A sequential model ending in fp32 logits (batch, num_classes).
+class Model {
+ public:
+  Model(const Spec& spec, Precision precision);
+  // Allocates parameters and activations; after this, forward/backward may run.
+  void allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed);
+
+  // x: (rows, input features) fp32 rows of the dataset. Returns fp32 logits (rows, classes).
+  Tensor forward(Backend& be, const Tensor& x);
+  // dlogits: the buffer from dlogits_buffer(), filled by the loss.
+  void backward(Backend& be, const Tensor& dlogits);
+  // Where the loss writes the logits' gradient: (batch, classes) in the head's compute dtype.
+  Tensor& dlogits_buffer() { return dlogits_; }
+
+  ParamStore& params() { return params_; }
+  std::vector<LayerInfo> layer_infos() const;
+  std::vector<std::string> layer_names() const;
+  Precision precision() const { return precision_; }
+  int64_t num_classes() const { return num_classes_; }
+  // Forward FLOPs per sample (training counts 3x: forward, and backward's two GEMMs per layer).
+  double forward_flops_per_sample() const;
+
+ private:
+  Precision precision_;
+  int64_t num_classes_ = 0;
+  DType input_dtype_ = DType::F32;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  ParamStore params_;
+  Tensor dlogits_;
+};
+
+}  // namespace mpbench

@@ -1,0 +1,317 @@
+#include "train/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/model.h"
+#include "train/optimizer.h"
+
+namespace mpbench {
+
+namespace {
+
+// Everything one run allocates besides the model: the dataset on the device, the staging buffers
+// a (replayable) step reads its batch from, device scalars, and the per-step series.
+struct RunState {
+  Tensor train_x, train_y, eval_x, eval_y;
+  Tensor x_stage, y_stage;
+  Tensor scale, scale_used, tracker, found_inf, grad_norm, step_count;
+  Tensor loss_step, correct_step;
+  Tensor eval_loss, eval_correct, eval_loss_tail;
+  Tensor series_loss, series_norm, series_scale, series_skip;
+};
+
+Tensor scalar(TrackingAllocator& alloc, Backend& be, float value) {
+  Tensor t = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
+  be.fill(t, value);
+  return t;
+}
+
+float read_scalar(Backend& be, const Tensor& t) {
+  float v = 0;
+  be.download(t, &v);
+  return v;
+}
+
+// Device-wide usage relative to the baseline taken before the model was built.
+void sample_device_memory(Backend& be, MemoryReport& mem) {
+  if (!mem.has_device) return;
+  be.synchronize();
+  auto info = be.memory_info();
+  if (!info) return;
+  size_t used = info->total_bytes - info->free_bytes;
+  if (used > mem.device_baseline) mem.device_peak = std::max(mem.device_peak, used - mem.device_baseline);
+}
+
+class Run {
+ public:
+  Run(const Spec& spec, const Dataset& data, Precision p, Backend& be, const TrainOptions& opts)
+      : spec_(spec), data_(data), precision_(p), be_(be), opts_(opts), alloc_(be) {}
+
+  void execute(RunResult& r);
+
+ private:
+  void build(RunResult& r);
+  void step_core(MemoryReport* mem = nullptr);
+  void train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r);
+  void evaluate(EpochResult& e);
+
+  const Spec& spec_;
+  const Dataset& data_;
+  Precision precision_;
+  Backend& be_;
+  const TrainOptions& opts_;
+  TrackingAllocator alloc_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> opt_;
+  RunState s_;
+  bool scaling_ = false;
+  bool graph_ready_ = false;
+  int64_t batch_ = 0;
+};
+
+void Run::build(RunResult& r) {
+  batch_ = spec_.train.batch_size;
+  model_ = std::make_unique<Model>(spec_, precision_);
+  model_->allocate(alloc_, be_, batch_, spec_.data.seed * 0x9e3779b97f4a7c15ull + 17);
+  if (size_t ws = be_.workspace_bytes()) {
+    Tensor w = alloc_.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
+    be_.set_workspace(w);
+  }
+  opt_ = Optimizer::make(spec_.train.optimizer, model_->params(), alloc_, be_);
+
+  const int64_t dim = data_.sample_dim;
+  auto upload = [&](const auto& host, Shape shape, DType dt) {
+    Tensor t = alloc_.alloc(shape, dt, MemCategory::Data);
+    be_.upload(host.data(), t);
+    return t;
+  };
+  s_.train_x = upload(data_.train_x, Shape{data_.train_size(), dim}, DType::F32);
+  s_.train_y = upload(data_.train_y, Shape{data_.train_size()}, DType::I32);
+  s_.eval_x = upload(data_.eval_x, Shape{data_.eval_size(), dim}, DType::F32);
+  s_.eval_y = upload(data_.eval_y, Shape{data_.eval_size()}, DType::I32);
+  s_.x_stage = alloc_.alloc(Shape{batch_, dim}, DType::F32, MemCategory::Data);
+  s_.y_stage = alloc_.alloc(Shape{batch_}, DType::I32, MemCategory::Data);
+
+  const auto& ls = spec_.loss_scale;
+  scaling_ = loss_scaling_enabled(ls, precision_);
+  r.loss_scaling = scaling_;
+  s_.scale = scalar(alloc_, be_, scaling_ ? ls.init : 1.0f);
+  s_.scale_used = scalar(alloc_, be_, 1.0f);
+  s_.tracker = scalar(alloc_, be_, 0.0f);
+  s_.found_inf = scalar(alloc_, be_, 0.0f);
+  s_.grad_norm = scalar(alloc_, be_, 0.0f);
+  s_.step_count = scalar(alloc_, be_, 0.0f);
+  s_.loss_step = scalar(alloc_, be_, 0.0f);
+  s_.correct_step = scalar(alloc_, be_, 0.0f);
+  s_.eval_loss = scalar(alloc_, be_, 0.0f);
+  s_.eval_correct = scalar(alloc_, be_, 0.0f);
+  s_.eval_loss_tail = scalar(alloc_, be_, 0.0f);
+  const int64_t total = static_cast<int64_t>(r.steps.size());
+  for (Tensor* t : {&s_.series_loss, &s_.series_norm, &s_.series_scale, &s_.series_skip})
+    *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1)}, DType::F32, MemCategory::Data);
+}
+
+// One training step on the staged batch. Reads and writes only fixed buffers, so it can be
+// captured once into a CUDA graph and replayed. With `mem`, device memory is sampled at the phase
+// boundaries (after forward, backward, and the optimizer step), which synchronizes.
+void Run::step_core(MemoryReport* mem) {
+  be_.copy(s_.scale, s_.scale_used);
+  be_.fill(s_.loss_step, 0.0f);
+  be_.fill(s_.correct_step, 0.0f);
+  Tensor logits = model_->forward(be_, s_.x_stage);
+  be_.softmax_xent(logits, s_.y_stage, &model_->dlogits_buffer(), scaling_ ? &s_.scale : nullptr,
+                   s_.loss_step, s_.correct_step);
+  if (mem) sample_device_memory(be_, *mem);
+  model_->backward(be_, model_->dlogits_buffer());
+  if (mem) sample_device_memory(be_, *mem);
+  be_.unscale_check_norm(model_->params().grads_flat(), scaling_ ? &s_.scale : nullptr,
+                         s_.found_inf, s_.grad_norm);
+  const Tensor* skip_flag = scaling_ ? &s_.found_inf : nullptr;
+  opt_->step(be_, model_->params(), skip_flag, s_.step_count);
+  if (scaling_) {
+    const auto& ls = spec_.loss_scale;
+    be_.update_loss_scale(s_.scale, s_.tracker, s_.found_inf, ls.growth_factor, ls.backoff_factor,
+                          static_cast<int>(ls.growth_interval));
+  }
+  be_.count_step(s_.step_count, skip_flag);
+  if (mem) sample_device_memory(be_, *mem);
+}
+
+void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r) {
+  const int64_t dim = data_.sample_dim;
+  Tensor xs = s_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
+  Tensor ys = s_.train_y.slice(batch_index * batch_, Shape{batch_});
+  be_.copy(xs, s_.x_stage);
+  be_.copy(ys, s_.y_stage);
+  if (graph_ready_) {
+    be_.replay();
+  } else {
+    step_core(sample_memory ? &r.memory : nullptr);
+  }
+  auto at = [&](Tensor& series) { return series.slice(global_step, Shape{1}); };
+  Tensor l = at(s_.series_loss), n = at(s_.series_norm), sc = at(s_.series_scale),
+         sk = at(s_.series_skip);
+  be_.copy(s_.loss_step, l);
+  be_.copy(s_.grad_norm, n);
+  be_.copy(s_.scale_used, sc);
+  be_.copy(s_.found_inf, sk);
+}
+
+void Run::evaluate(EpochResult& e) {
+  const int64_t dim = data_.sample_dim;
+  const int64_t n = data_.eval_size();
+  be_.fill(s_.eval_loss, 0.0f);
+  be_.fill(s_.eval_loss_tail, 0.0f);
+  be_.fill(s_.eval_correct, 0.0f);
+  const int64_t full = n / batch_, tail = n % batch_;
+  for (int64_t b = 0; b <= full; ++b) {
+    int64_t rows = b < full ? batch_ : tail;
+    if (rows == 0) break;
+    Tensor x = s_.eval_x.slice(b * batch_ * dim, Shape{rows, dim});
+    Tensor y = s_.eval_y.slice(b * batch_, Shape{rows});
+    Tensor logits = model_->forward(be_, x);
+    be_.softmax_xent(logits, y, nullptr, nullptr, b < full ? s_.eval_loss : s_.eval_loss_tail,
+                     s_.eval_correct);
+  }
+  // Each batch adds its mean loss; weight the batches by their rows.
+  double loss_full = read_scalar(be_, s_.eval_loss), loss_tail = read_scalar(be_, s_.eval_loss_tail);
+  e.eval_loss = (loss_full * batch_ + loss_tail * tail) / static_cast<double>(n);
+  e.eval_accuracy = read_scalar(be_, s_.eval_correct) / static_cast<double>(n);
+}
+
+void Run::execute(RunResult& r) {
+  r.memory.has_device = be_.memory_info().has_value();
+  if (r.memory.has_device) {
+    be_.synchronize();
+    auto info = be_.memory_info();
+    r.memory.device_baseline = info->total_bytes - info->free_bytes;
+  }
+  const int64_t steps_per_epoch = data_.train_size() / spec_.train.batch_size;
+  MPB_CHECK(steps_per_epoch > 0, "batch size larger than the training set");
+  const int64_t warmup = spec_.train.warmup_steps;
+  const int64_t total_steps = warmup + spec_.train.epochs * steps_per_epoch;
+  r.steps.resize(total_steps);
+
+  build(r);
+  sample_device_memory(be_, r.memory);
+  r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
+
+  TrainProgress prog;
+  prog.total_steps = total_steps;
+  auto report = [&] {
+    if (opts_.on_progress) opts_.on_progress(prog);
+  };
+  int64_t global = 0;
+  // Warm-up steps train on the first batches but stay out of every epoch's time.
+  for (int64_t i = 0; i < warmup; ++i, ++global) {
+    train_step(i % steps_per_epoch, global, global == 0, r);
+    prog.step = global + 1;
+    report();
+  }
+  if (opts_.cuda_graphs && be_.supports_graphs()) {
+    if (warmup == 0) {  // one eager step first: libraries initialise lazily, outside the capture
+      train_step(0, global, global == 0, r);
+    }
+    be_.begin_capture();
+    step_core();
+    be_.end_capture();
+    graph_ready_ = true;
+    r.cuda_graphs = true;
+  }
+  auto start = be_.create_event(), stop = be_.create_event();
+  for (int64_t ep = 0; ep < spec_.train.epochs; ++ep) {
+    EpochResult e;
+    e.steps = steps_per_epoch;
+    start->record();
+    for (int64_t b = 0; b < steps_per_epoch; ++b, ++global) {
+      train_step(b, global, global == 0, r);
+      prog.step = global + 1;
+      report();
+    }
+    stop->record();
+    e.time_ms = stop->elapsed_ms(*start);
+    start->record();
+    evaluate(e);
+    stop->record();
+    e.eval_time_ms = stop->elapsed_ms(*start);
+
+    std::vector<float> losses(steps_per_epoch);
+    be_.download(s_.series_loss.slice(global - steps_per_epoch, Shape{steps_per_epoch}),
+                 losses.data());
+    double sum = 0;
+    for (float l : losses) sum += l;
+    e.train_loss = sum / static_cast<double>(steps_per_epoch);
+    r.epochs.push_back(e);
+    prog.epoch = static_cast<int>(ep + 1);
+    prog.last_eval_accuracy = e.eval_accuracy;
+    prog.last_train_loss = e.train_loss;
+    report();
+    if (!std::isfinite(e.train_loss) || !std::isfinite(e.eval_loss)) {
+      r.status = RunStatus::Diverged;
+      r.status_detail = fmt::format("loss became non-finite in epoch {}", ep + 1);
+      break;
+    }
+  }
+  sample_device_memory(be_, r.memory);
+
+  // Per-step series, read back once at the end.
+  const int64_t done = global;
+  std::vector<float> loss(done), norm(done), scale(done), skip(done);
+  if (done > 0) {
+    be_.download(s_.series_loss.slice(0, Shape{done}), loss.data());
+    be_.download(s_.series_norm.slice(0, Shape{done}), norm.data());
+    be_.download(s_.series_scale.slice(0, Shape{done}), scale.data());
+    be_.download(s_.series_skip.slice(0, Shape{done}), skip.data());
+  }
+  r.steps.resize(done);
+  for (int64_t i = 0; i < done; ++i) {
+    r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f};
+    r.skipped_steps += r.steps[i].skipped ? 1 : 0;
+  }
+  r.final_loss_scale = read_scalar(be_, s_.scale);
+
+  std::vector<double> times;
+  for (const auto& e : r.epochs) times.push_back(e.time_ms);
+  r.epoch_time_ms = compute_time_stats(times);
+  if (!r.epochs.empty()) {
+    r.final_accuracy = r.epochs.back().eval_accuracy;
+    r.final_loss = r.epochs.back().eval_loss;
+  }
+  if (r.epoch_time_ms.median > 0) {
+    double secs = r.epoch_time_ms.median / 1000.0;
+    r.samples_per_second = static_cast<double>(steps_per_epoch * batch_) / secs;
+    r.tflops = r.flops_per_step * static_cast<double>(steps_per_epoch) / secs / 1e12;
+  }
+  r.memory.tracked_peak = alloc_.peak_total();
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    r.memory.by_category[c] = alloc_.peak(static_cast<MemCategory>(c));
+  if (be_.workspace_bytes()) be_.set_workspace(Tensor{});
+}
+
+}  // namespace
+
+RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision,
+                            Backend& be, const TrainOptions& opts) {
+  RunResult r;
+  r.model = spec.name;
+  r.family = spec.family;
+  r.precision = precision_name(precision);
+  r.device = be.device() == Device::CUDA ? "cuda" : "cpu";
+  r.batch_size = spec.train.batch_size;
+  r.train_samples = data.train_size();
+  r.warmup_steps = spec.train.warmup_steps;
+  try {
+    Run run(spec, data, precision, be, opts);
+    run.execute(r);
+  } catch (const Error& e) {
+    if (!e.is_oom()) throw;
+    // The run's buffers are freed as `run` unwinds; the other modes still get their turn.
+    r.status = RunStatus::Oom;
+    r.status_detail = e.what();
+    be.synchronize();
+  }
+  return r;
+}
+
+}  // namespace mpbench

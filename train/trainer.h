@@ -1,0 +1,29 @@
+#pragma once
+// Trains one model in one precision mode on one backend and measures it (DESIGN.md,
+// "Measurement"): the model is built fresh, trained, evaluated after every epoch, and everything
+// is freed before returning. Running out of memory or diverging is a result, not an exception.
+#include <functional>
+
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "train/results.h"
+
+namespace mpbench {
+
+struct TrainProgress {
+  int64_t step = 0;         // steps done, warm-up included
+  int64_t total_steps = 0;
+  int epoch = 0;            // epochs finished
+  double last_eval_accuracy = -1;  // after the last finished epoch, -1 before the first
+  double last_train_loss = -1;
+};
+
+struct TrainOptions {
+  bool cuda_graphs = false;  // capture the training step once and replay it
+  std::function<void(const TrainProgress&)> on_progress;  // called after every step, on the host
+};
+
+RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision,
+                            Backend& be, const TrainOptions& opts = {});
+
+}  // namespace mpbench
