@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -89,6 +90,11 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
       be.upload(raw.data(), t);
     }
   }
+}
+
+std::string source_dir() {
+  const char* env = std::getenv("MPBENCH_SOURCE_DIR");
+  return env && *env ? env : MPBENCH_SOURCE_DIR;
 }
 
 void poison(Backend& be, Tensor& t) {

@@ -28,6 +28,10 @@ std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);
 std::vector<float> to_host_f32(Backend& be, const Tensor& t);
 void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
 
+// The source tree (configs/ etc.): $MPBENCH_SOURCE_DIR when set (a build carried to another
+// machine), else the directory the tests were built from.
+std::string source_dir();
+
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
 void poison(Backend& be, Tensor& t);
 

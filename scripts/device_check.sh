@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The one prepared script for a GPU machine (DESIGN.md "Working with a GPU"):
+#   scripts/device_check.sh OUTDIR
+# 1. uses the portable build carried in .devcarry/ if it runs here, else builds for the card found
+#    (with .deps/ for the header-only and test dependencies such a machine lacks);
+# 2. runs the GPU tests; 3. runs every config in configs/ in all its modes on the GPU (and once
+#    more with --cuda-graphs); 4. writes logs and result JSONs to OUTDIR; prints a summary last.
+# Meant to finish in well under 8 minutes on an H200.
+set -uo pipefail
+out=${1:?usage: scripts/device_check.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+cd "$(dirname "$0")/.."
+root=$(pwd)
+log="$out/device_check.log"
+: >"$log"
+say() { echo "[device_check] $*" | tee -a "$log"; }
+t0=$(date +%s)
+
+say "gpu: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+cc=${cc:-90}
+
+# CUDA libraries: the toolkit's, else those of the pip packages PyTorch brings.
+libs=/usr/local/cuda/lib64
+py_libs=$(python3 - <<'PY' 2>/dev/null
+import importlib, os
+dirs = []
+for m in ("nvidia.cublas", "nvidia.cudnn", "nvidia.cuda_runtime", "nvidia.cu13"):
+    try:
+        mod = importlib.import_module(m)
+        for p in getattr(mod, "__path__", []):
+            for sub in ("lib", "lib64"):
+                if os.path.isdir(os.path.join(p, sub)): dirs.append(os.path.join(p, sub))
+    except Exception:
+        pass
+print(":".join(dirs))
+PY
+)
+export LD_LIBRARY_PATH="$libs${py_libs:+:$py_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MPBENCH_SOURCE_DIR="$root"
+
+bin=""
+if [ -x .devcarry/mpbench ] && .devcarry/mpbench --version >>"$log" 2>&1; then
+  bin="$root/.devcarry"
+  say "using the carried build: $(.devcarry/mpbench --version)"
+else
+  say "carried build missing or not runnable here; building for sm_$cc"
+  .devcarry/mpbench --version >>"$log" 2>&1 || true
+  ldd .devcarry/mpbench >>"$log" 2>&1 || true
+  build=/tmp/mpbench-build
+  prefix=""
+  [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$root/.deps/usr"
+  gen=""; command -v ninja >/dev/null && gen="-G Ninja"
+  if cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON \
+      -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$cc" $prefix >>"$log" 2>&1 &&
+     cmake --build "$build" -j"$(nproc)" >>"$log" 2>&1; then
+    mkdir -p "$build/carry"
+    cp "$build/mpbench" "$build/carry/"
+    find "$build/tests" -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$build/carry/" \;
+    bin="$build/carry"
+    say "built in $(( $(date +%s) - t0 )) s"
+  else
+    say "BUILD FAILED (see device_check.log)"
+    tail -40 "$log"
+    exit 3
+  fi
+fi
+
+# GPU tests, each binary with a time limit.
+tests_summary=""
+for t in "$bin"/gpu_test_*; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  timeout 300 "$t" --gtest_color=no >"$out/$name.log" 2>&1
+  rc=$?
+  passed=$(grep -c '^\[       OK \]' "$out/$name.log")
+  failed=$(grep -c '^\[  FAILED  \].*(' "$out/$name.log")
+  skipped=$(grep -c '^\[  SKIPPED \]' "$out/$name.log")
+  tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" "$passed" "$failed" "$skipped")$'\n'
+  grep -E '^\[  FAILED  \]|Failure|error' "$out/$name.log" | head -30 >>"$log"
+done
+cat "$out"/gpu_test_*.log > "$out/gpu_tests.log" 2>/dev/null && rm -f "$out"/gpu_test_*.log
+
+# Every shipped config in all its modes, eager and with CUDA graphs.
+runs_summary=""
+for cfg in configs/*.json; do
+  name=$(basename "$cfg" .json)
+  for variant in eager graphs; do
+    extra=""
+    [ "$variant" = graphs ] && extra="--cuda-graphs"
+    start=$(date +%s)
+    timeout 240 "$bin/mpbench" run "$cfg" --device cuda --quiet $extra \
+      --json "$out/${name}_${variant}.json" >"$out/${name}_${variant}.txt" 2>&1
+    rc=$?
+    runs_summary+="== $name ($variant): rc=$rc, $(( $(date +%s) - start )) s"$'\n'
+    runs_summary+=$(cat "$out/${name}_${variant}.txt")$'\n'
+  done
+done
+cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
+rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
+# Only the big config's JSONs are kept apart; the rest go into one file (the tool returns 8 files).
+python3 - "$out" <<'PY' 2>>"$log"
+import json, os, sys, glob
+out = sys.argv[1]
+merged = {}
+for p in sorted(glob.glob(os.path.join(out, "*_eager.json")) + glob.glob(os.path.join(out, "*_graphs.json"))):
+    if os.path.basename(p).startswith("mnist_mlp"):
+        continue
+    merged[os.path.basename(p)] = json.load(open(p))
+    os.remove(p)
+if merged:
+    json.dump(merged, open(os.path.join(out, "other_configs.json"), "w"))
+PY
+
+{
+  echo
+  echo "================ device_check summary ($(( $(date +%s) - t0 )) s) ================"
+  echo "GPU tests:"
+  printf '%s' "$tests_summary"
+  echo
+  printf '%s' "$runs_summary"
+} | tee -a "$log"

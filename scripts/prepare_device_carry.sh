@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Prepares what a GPU machine without Debian -dev packages needs, in two ignored folders that the
+# device tool carries along:
+#   .devcarry/  a portable build (static libstdc++/OpenBLAS, sm_90 + PTX): mpbench and the GPU tests
+#   .deps/      headers, static libs and CMake configs of CLI11, nlohmann-json, fmt, GoogleTest,
+#               so that scripts/device_check.sh can build there when the carried binaries do not run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+arch=${MPBENCH_DEVICE_ARCH:-90}
+build=build-device
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PORTABLE=ON \
+  -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+cmake --build "$build" -j"$(nproc)" --target mpbench $(cd "$build" && \
+  make help 2>/dev/null | awk '/gpu_test_/{print $2}' | tr '\n' ' ')
+rm -rf .devcarry && mkdir -p .devcarry
+cp "$build"/mpbench .devcarry/
+find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} .devcarry/ \;
+strip .devcarry/* 2>/dev/null || true
+
+rm -rf .deps && mkdir -p .deps/usr/include .deps/usr/lib/x86_64-linux-gnu/cmake .deps/usr/share/cmake
+cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt /usr/include/gtest /usr/include/gmock \
+  .deps/usr/include/
+cp -r /usr/share/cmake/CLI11 /usr/share/cmake/nlohmann_json .deps/usr/share/cmake/
+cp -r /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/lib/x86_64-linux-gnu/cmake/GTest \
+  .deps/usr/lib/x86_64-linux-gnu/cmake/
+cp -a /usr/lib/x86_64-linux-gnu/libfmt.so* /usr/lib/x86_64-linux-gnu/libgtest*.a \
+  /usr/lib/x86_64-linux-gnu/libgmock*.a .deps/usr/lib/x86_64-linux-gnu/
+grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
+du -sh .devcarry .deps

@@ -1,0 +1,199 @@
+// The mpbench executable on bad input: one line on stderr naming what and where, exit code 2;
+// and the happy paths: run writes JSON/CSV/Markdown, validate and inspect answer.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mpbench_cli_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    std::string cmd = std::string(MPBENCH_EXE) + " " + args + " >" + out.string() + " 2>" +
+                      err.string() + " </dev/null";
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = read_file(out);
+    r.err = read_file(err);
+    return r;
+  }
+  std::string spec_file(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string tiny() const { return std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json"; }
+
+  fs::path dir_;
+};
+
+const char* kGood = R"({"name": "t", "model": {"type": "mlp", "input_dim": 16, "hidden": [8],
+  "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
+  "train": {"batch_size": 32, "epochs": 1}})";
+
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  return s.replace(pos, from.size(), to);
+}
+
+struct BadCase {
+  std::string name;
+  std::string args;      // {spec} is replaced by a file holding `spec`
+  std::string spec;      // empty: none written
+  std::string fragment;  // must appear in stderr
+};
+
+}  // namespace
+
+TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
+  const std::string no_dir = (dir_ / "missing" / "x.json").string();
+  std::vector<BadCase> cases = {
+      {"no subcommand", "", "", "subcommand"},
+      {"unknown subcommand", "frobnicate", "", "frobnicate"},
+      {"run without spec", "run", "", "spec"},
+      {"unknown flag", "run {spec} --frob", kGood, "--frob"},
+      {"missing spec file", "run /nonexistent/spec.json", "", "/nonexistent/spec.json"},
+      {"bad device", "run {spec} --device tpu", kGood, "--device"},
+      {"unknown precision flag", "run {spec} --precisions fp32,fp8", kGood, "fp8"},
+      {"duplicate precision flag", "run {spec} --precisions fp32,fp32", kGood, "twice"},
+      {"zero epochs", "run {spec} --epochs 0", kGood, "--epochs"},
+      {"epochs not a number", "run {spec} --epochs abc", kGood, "--epochs"},
+      {"batch too large for data", "run {spec} --batch-size 5000", kGood, "--batch-size"},
+      {"negative seed", "run {spec} --seed -4", kGood, "--seed"},
+      {"json into missing dir", "run {spec} --json " + no_dir, kGood, no_dir},
+      {"csv into missing dir", "run {spec} --csv " + no_dir, kGood, no_dir},
+      {"syntax error", "run {spec}", "{\"name\": \"t\",\n \"model\": {,}}", ":2:"},
+      {"empty file", "validate {spec}", " ", "JSON"},
+      {"not an object", "validate {spec}", "[1, 2]", "object"},
+      {"unknown top key", "validate {spec}", with("\"train\"", "\"trian\""), "trian"},
+      {"unknown model key", "validate {spec}", with("\"hidden\"", "\"hiddn\""), "model.hiddn"},
+      {"negative hidden", "validate {spec}", with("[8]", "[8, -3]"), "model.hidden[1]"},
+      {"float size", "validate {spec}", with("\"input_dim\": 16", "\"input_dim\": 16.5"),
+       "model.input_dim"},
+      {"string size", "validate {spec}", with("\"num_classes\": 4", "\"num_classes\": \"4\""),
+       "model.num_classes"},
+      {"unknown family", "validate {spec}", with("\"mlp\"", "\"rnn\""), "model.type"},
+      {"unknown activation", "validate {spec}", with("\"hidden\": [8]", "\"hidden\": [8], \"activation\": \"tanh\""),
+       "model.activation"},
+      {"unknown precision", "validate {spec}",
+       with("\"name\": \"t\"", "\"name\": \"t\", \"precisions\": [\"fp8\"]"), "precisions[0]"},
+      {"empty precisions", "validate {spec}",
+       with("\"name\": \"t\"", "\"name\": \"t\", \"precisions\": []"), "precisions"},
+      {"unknown optimizer", "validate {spec}",
+       with("\"epochs\": 1", "\"epochs\": 1, \"optimizer\": {\"type\": \"lion\"}"),
+       "train.optimizer.type"},
+      {"bad growth factor", "validate {spec}",
+       with("\"name\": \"t\"", "\"name\": \"t\", \"loss_scale\": {\"growth_factor\": 0.5}"),
+       "loss_scale.growth_factor"},
+      {"bad fp32 layer", "validate {spec}",
+       with("\"name\": \"t\"", "\"name\": \"t\", \"fp32_layers\": [\"fc9\"]"), "fp32_layers[0]"},
+      {"batch larger than data", "validate {spec}", with("\"batch_size\": 32", "\"batch_size\": 999"),
+       "batch_size"},
+      {"idx without files", "validate {spec}",
+       with("\"train_samples\": 256", "\"type\": \"idx\", \"train_samples\": 256"), "data"},
+      {"inspect bad precision", "inspect {spec} --precision fp64", kGood, "fp64"},
+      {"cuda without a gpu", "run {spec} --device cuda", kGood, "--device cuda"},
+  };
+  for (const auto& c : cases) {
+    std::string args = c.args;
+    if (!c.spec.empty()) {
+      auto pos = args.find("{spec}");
+      args.replace(pos, 6, spec_file("spec.json", c.spec));
+    }
+    Result r = run(args);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.err;
+    EXPECT_NE(r.err.find(c.fragment), std::string::npos)
+        << c.name << ": expected '" << c.fragment << "' in: " << r.err;
+    // One line: a single newline at the end.
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.name << ": " << r.err;
+    EXPECT_FALSE(fs::exists(no_dir)) << c.name;
+  }
+}
+
+TEST_F(Cli, VersionAndHelp) {
+  Result v = run("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("mpbench"), std::string::npos);
+  Result h = run("--help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("Examples"), std::string::npos);
+  Result rh = run("run --help");
+  EXPECT_EQ(rh.code, 0);
+  EXPECT_NE(rh.out.find("--precisions"), std::string::npos);
+}
+
+TEST_F(Cli, ValidateAndInspect) {
+  Result v = run("validate " + tiny());
+  EXPECT_EQ(v.code, 0) << v.err;
+  EXPECT_NE(v.out.find("ok:"), std::string::npos);
+  Result i = run("inspect " + tiny() + " --precision amp_fp16");
+  EXPECT_EQ(i.code, 0) << i.err;
+  EXPECT_NE(i.out.find("head"), std::string::npos);
+  EXPECT_NE(i.out.find("fp16"), std::string::npos);
+}
+
+TEST_F(Cli, RunWritesAllOutputs) {
+  fs::path json = dir_ / "r.json", csv = dir_ / "r.csv", md = dir_ / "r.md";
+  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32,amp_bf16 --json " +
+                 json.string() + " --csv " + csv.string() + " --md " + md.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("amp_bf16"), std::string::npos) << r.out;
+  auto j = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(j["schema_version"], 1);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["precision"], "fp32");
+  EXPECT_EQ(j["runs"][1]["status"], "ok");
+  EXPECT_EQ(j["runs"][0]["epochs"].size(), 1u);
+  EXPECT_EQ(j["spec"].is_null() && j["specs"].is_null(), false);
+  std::string c = read_file(csv);
+  EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 3) << c;  // header + 2 rows
+  EXPECT_NE(read_file(md).find("|"), std::string::npos);
+  // Temporary files are renamed away.
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
+  Result r = run("run " + tiny() + " --epochs 1 --precisions fp32");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // On a machine without a GPU, one line says the CPU is used.
+  if (r.err.find("CPU") != std::string::npos)
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  Result q = run("run " + tiny() + " --epochs 1 --precisions fp32 --quiet");
+  EXPECT_EQ(q.code, 0);
+  EXPECT_TRUE(q.err.empty()) << q.err;
+}
