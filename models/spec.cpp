@@ -1,0 +1,841 @@
+// Spec parsing and validation. Every object is read through ObjectReader, which knows the file and
+// the JSON path, rejects unknown keys before anything else (a typo is the likeliest mistake, and
+// "unknown key hiddn" says more than "missing hidden"), and formats every error the same way.
+// Objects with a "type" ("model", "data", "train.optimizer") go through a table of types: the
+// keys each type accepts, how to read it, and how to write it back.
+#include "models/spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace mpbench {
+
+using json = nlohmann::json;
+
+namespace {
+
+// Sane upper bounds: large enough for any model an H200 could hold, small enough that sizes
+// computed from them cannot overflow int64 and that a typo cannot ask for petabytes.
+constexpr int64_t kMaxDim = int64_t{1} << 20;      // any width, class or vocabulary count
+constexpr int64_t kMaxSamples = int64_t{1} << 26;  // per split
+constexpr int64_t kMaxBatch = int64_t{1} << 20;
+constexpr int64_t kMaxEpochs = 10000;
+constexpr int64_t kMaxSteps = int64_t{1} << 30;     // warmup steps, loss-scale growth interval
+constexpr int64_t kMaxLayers = 1024;                // hidden layers, blocks, transformer layers
+constexpr double kMaxParams = 68719476736.0;        // 2^36 parameters: 256 GiB in fp32
+constexpr double kMaxActivations = 274877906944.0;  // 2^38 activation elements per step
+constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of host data
+
+// Floats are written as their shortest decimal form (0.001, not 0.0010000000474974513): the
+// echoed spec is read by people, and the decimal reads back to the same float.
+json fnum(float f) {
+  return std::stod(fmt::format("{}", f));
+}
+
+std::string render(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+std::string join_quoted(const std::vector<std::string>& names, bool quote) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i) out += ", ";
+    out += quote ? "\"" + names[i] + "\"" : names[i];
+  }
+  return out;
+}
+
+struct Ctx {
+  std::string file;
+  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
+    throw_bad_input(fmt::format("{}: {}: {}", file, path.empty() ? "(top level)" : path, what));
+  }
+};
+
+struct IntRange {
+  int64_t lo, hi;
+  std::string text() const {
+    if (lo == 1) return fmt::format("a positive integer <= {}", hi);
+    if (lo == 0) return fmt::format("a non-negative integer <= {}", hi);
+    return fmt::format("an integer in [{}, {}]", lo, hi);
+  }
+};
+
+// A number range with open or closed ends; text() is what the error message says is expected.
+struct RealRange {
+  double lo, hi;
+  bool lo_open, hi_open;
+  bool contains(double v) const {
+    return std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  std::string text() const {
+    const bool no_hi = std::isinf(hi);
+    if (no_hi) return fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo);
+    return fmt::format("a number in {}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
+  }
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class ObjectReader {
+ public:
+  // `keys` is every key this object accepts, in the order the error message lists them.
+  ObjectReader(const Ctx& ctx, const json& obj, std::string path, std::vector<std::string> keys)
+      : ctx_(ctx), obj_(obj), path_(std::move(path)), keys_(std::move(keys)) {
+    if (!obj_.is_object()) ctx_.fail(path_, "expected a JSON object, got " + render(obj_));
+    for (const auto& [key, value] : obj_.items()) {
+      if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
+        ctx_.fail(sub(key), "unknown key (expected one of: " + join_quoted(keys_, false) + ")");
+      }
+    }
+  }
+
+  const Ctx& ctx() const { return ctx_; }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool has(const std::string& key) const { return obj_.contains(key); }
+
+  // The value, or nullptr when absent; absence of a key without a default is an error.
+  const json* find(const std::string& key, bool required, const std::string& expected) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      if (required) ctx_.fail(sub(key), "missing (expected " + expected + ")");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  int64_t integer(const std::string& key, IntRange r, std::optional<int64_t> def) const {
+    const json* v = find(key, !def, r.text());
+    return v ? to_int(*v, sub(key), r) : *def;
+  }
+  int64_t integer_at(const json& v, const std::string& path, IntRange r) const {
+    return to_int(v, path, r);
+  }
+
+  float real(const std::string& key, RealRange r, float def) const {
+    const json* v = find(key, false, r.text());
+    if (!v) return def;
+    if (!v->is_number()) ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
+    const double d = v->get<double>();
+    // A value that does not survive the trip to float (1e-50, 1e50) is as wrong as one out of
+    // range.
+    const float f = static_cast<float>(d);
+    if (!r.contains(d) || !std::isfinite(f) || (d != 0 && f == 0)) {
+      ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
+    }
+    return f;
+  }
+
+  bool boolean(const std::string& key, bool def) const {
+    const json* v = find(key, false, "true or false");
+    if (!v) return def;
+    if (!v->is_boolean()) ctx_.fail(sub(key), "expected true or false, got " + render(*v));
+    return v->get<bool>();
+  }
+
+  std::string string(const std::string& key, std::optional<std::string> def) const {
+    const json* v = find(key, !def, "a string");
+    if (!v) return *def;
+    if (!v->is_string()) ctx_.fail(sub(key), "expected a string, got " + render(*v));
+    return v->get<std::string>();
+  }
+
+  // One of `names`; the message lists them.
+  std::string choice(const std::string& key, const std::vector<std::string>& names,
+                     std::optional<std::string> def) const {
+    const std::string expected = "one of " + join_quoted(names, true);
+    const json* v = find(key, !def, expected);
+    if (!v) return *def;
+    if (!v->is_string() ||
+        std::find(names.begin(), names.end(), v->get<std::string>()) == names.end()) {
+      ctx_.fail(sub(key), "expected " + expected + ", got " + render(*v));
+    }
+    return v->get<std::string>();
+  }
+
+  const json* array(const std::string& key, bool required, const std::string& expected) const {
+    const json* v = find(key, required, expected);
+    if (v && !v->is_array()) ctx_.fail(sub(key), "expected " + expected + ", got " + render(*v));
+    return v;
+  }
+
+ private:
+  int64_t to_int(const json& v, const std::string& path, IntRange r) const {
+    // Only JSON integers: 784.0 or 1e3 is rejected, a float where a size belongs is a typo.
+    const bool ok = (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= r.lo &&
+                     v.get<int64_t>() <= r.hi) ||
+                    (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(r.hi) &&
+                     static_cast<int64_t>(v.get<uint64_t>()) >= r.lo);
+    if (!ok) ctx_.fail(path, "expected " + r.text() + ", got " + render(v));
+    return v.get<int64_t>();
+  }
+
+  const Ctx& ctx_;
+  const json& obj_;
+  std::string path_;
+  std::vector<std::string> keys_;
+};
+
+// ---- model families -----------------------------------------------------------------------
+
+struct FamilyType {
+  std::string type;
+  std::vector<std::string> keys;  // besides "type"
+  std::function<ModelSpec(const ObjectReader&)> read;
+  std::function<json(const ModelSpec&)> write;
+};
+
+const std::vector<std::string> kActivationNames = {"relu", "gelu", "none"};
+
+Activation parse_activation(const std::string& name) {
+  for (Activation a : {Activation::Relu, Activation::Gelu, Activation::None}) {
+    if (name == activation_name(a)) return a;
+  }
+  MPB_CHECK(false, "unreachable: activation {}", name);
+  return Activation::None;
+}
+
+const IntRange kDim{1, kMaxDim};
+const IntRange kClasses{2, kMaxDim};
+const IntRange kLayers{1, kMaxLayers};
+
+ModelSpec read_mlp(const ObjectReader& r) {
+  MlpSpec m;
+  m.input_dim = r.integer("input_dim", kDim, std::nullopt);
+  const std::string list_text =
+      fmt::format("a list of at most {} positive integers (may be empty)", kMaxLayers);
+  const json* hidden = r.array("hidden", true, list_text);
+  if (hidden->size() > static_cast<size_t>(kMaxLayers)) {
+    r.ctx().fail(r.sub("hidden"),
+                 fmt::format("expected {}, got {} entries", list_text, hidden->size()));
+  }
+  for (size_t i = 0; i < hidden->size(); ++i) {
+    m.hidden.push_back(r.integer_at((*hidden)[i], fmt::format("{}[{}]", r.sub("hidden"), i), kDim));
+  }
+  m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
+  m.activation = parse_activation(r.choice("activation", kActivationNames, "relu"));
+  return m;
+}
+
+json write_mlp(const ModelSpec& v) {
+  const auto& m = std::get<MlpSpec>(v);
+  return {{"type", "mlp"},
+          {"input_dim", m.input_dim},
+          {"hidden", m.hidden},
+          {"num_classes", m.num_classes},
+          {"activation", activation_name(m.activation)}};
+}
+
+ModelSpec read_resnet(const ObjectReader& r) {
+  ResnetSpec m;
+  m.image_size = r.integer("image_size", {1, 4096}, std::nullopt);
+  m.in_channels = r.integer("in_channels", {1, 65536}, std::nullopt);
+  m.width = r.integer("width", {1, 65536}, std::nullopt);
+  m.out_channels = r.integer("out_channels", {1, 65536}, std::nullopt);
+  m.blocks = r.integer("blocks", kLayers, std::nullopt);
+  m.stride = r.integer("stride", {1, 2}, ResnetSpec{}.stride);
+  m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
+  // A stride-2 block halves the image; an odd size would leave the shortcut and the main path
+  // with different shapes.
+  if (m.image_size % m.stride != 0) {
+    r.ctx().fail(r.sub("image_size"),
+                 fmt::format("expected a multiple of stride {}, got {}", m.stride, m.image_size));
+  }
+  return m;
+}
+
+json write_resnet(const ModelSpec& v) {
+  const auto& m = std::get<ResnetSpec>(v);
+  return {{"type", "resnet_bottleneck"},
+          {"image_size", m.image_size},
+          {"in_channels", m.in_channels},
+          {"width", m.width},
+          {"out_channels", m.out_channels},
+          {"blocks", m.blocks},
+          {"stride", m.stride},
+          {"num_classes", m.num_classes}};
+}
+
+ModelSpec read_transformer(const ObjectReader& r) {
+  TransformerSpec m;
+  m.d_model = r.integer("d_model", {1, 65536}, std::nullopt);
+  m.heads = r.integer("heads", {1, 1024}, std::nullopt);
+  m.ffn_dim = r.integer("ffn_dim", {1, 1 << 18}, std::nullopt);
+  m.seq_len = r.integer("seq_len", {1, 1 << 17}, std::nullopt);
+  m.layers = r.integer("layers", kLayers, TransformerSpec{}.layers);
+  m.vocab_size = r.integer("vocab_size", kClasses, std::nullopt);
+  m.causal = r.boolean("causal", TransformerSpec{}.causal);
+  if (m.d_model % m.heads != 0) {
+    r.ctx().fail(r.sub("heads"), fmt::format("expected a divisor of model.d_model ({}), got {}",
+                                             m.d_model, m.heads));
+  }
+  return m;
+}
+
+json write_transformer(const ModelSpec& v) {
+  const auto& m = std::get<TransformerSpec>(v);
+  return {{"type", "transformer"},      {"d_model", m.d_model}, {"heads", m.heads},
+          {"ffn_dim", m.ffn_dim},       {"seq_len", m.seq_len}, {"layers", m.layers},
+          {"vocab_size", m.vocab_size}, {"causal", m.causal}};
+}
+
+const std::vector<FamilyType>& family_types() {
+  static const std::vector<FamilyType> types = {
+      {"mlp", {"input_dim", "hidden", "num_classes", "activation"}, read_mlp, write_mlp},
+      {"resnet_bottleneck",
+       {"image_size", "in_channels", "width", "out_channels", "blocks", "stride", "num_classes"},
+       read_resnet,
+       write_resnet},
+      {"transformer",
+       {"d_model", "heads", "ffn_dim", "seq_len", "layers", "vocab_size", "causal"},
+       read_transformer,
+       write_transformer},
+  };
+  return types;
+}
+
+// Finds the type table entry for an object's "type" key, read before the object's other keys.
+template <typename T>
+const T& lookup_type(const Ctx& ctx, const json& obj, const std::string& path,
+                     const std::vector<T>& types, std::optional<std::string> def) {
+  std::vector<std::string> names;
+  for (const auto& t : types) names.push_back(t.type);
+  // A first reader accepting any key only reads "type"; the typed reader then checks the rest.
+  if (!obj.is_object()) ctx.fail(path, "expected a JSON object, got " + render(obj));
+  std::vector<std::string> keys = {"type"};
+  for (const auto& [k, v] : obj.items()) {
+    if (k != "type") keys.push_back(k);
+  }
+  const std::string type = ObjectReader(ctx, obj, path, keys).choice("type", names, def);
+  for (const auto& t : types) {
+    if (t.type == type) return t;
+  }
+  MPB_CHECK(false, "unreachable: type {}", type);
+  return types.front();
+}
+
+template <typename T>
+std::vector<std::string> with_type(const T& t) {
+  std::vector<std::string> keys = {"type"};
+  keys.insert(keys.end(), t.keys.begin(), t.keys.end());
+  return keys;
+}
+
+// ---- optimizers ---------------------------------------------------------------------------
+
+struct OptimizerType {
+  std::string type;
+  std::vector<std::string> keys;
+  OptimizerSpec defaults;
+};
+
+OptimizerSpec optimizer_defaults(const std::string& type, float lr, float weight_decay) {
+  OptimizerSpec o;
+  o.type = type;
+  o.lr = lr;
+  o.weight_decay = weight_decay;
+  return o;
+}
+
+const std::vector<OptimizerType>& optimizer_types() {
+  // Defaults per type follow PyTorch's, except lr for adam/adamw, which is the spec default.
+  static const std::vector<OptimizerType> types = {
+      {"adam",
+       {"lr", "weight_decay", "beta1", "beta2", "eps"},
+       optimizer_defaults("adam", 1e-3f, 0)},
+      {"adamw",
+       {"lr", "weight_decay", "beta1", "beta2", "eps"},
+       optimizer_defaults("adamw", 1e-3f, 0.01f)},
+      {"sgd", {"lr", "weight_decay", "momentum", "nesterov"}, optimizer_defaults("sgd", 0.01f, 0)},
+  };
+  return types;
+}
+
+bool uses(const OptimizerType& t, const std::string& key) {
+  return std::find(t.keys.begin(), t.keys.end(), key) != t.keys.end();
+}
+
+OptimizerSpec read_optimizer(const Ctx& ctx, const json& obj, const std::string& path) {
+  const OptimizerType& t = lookup_type(ctx, obj, path, optimizer_types(), std::string("adam"));
+  ObjectReader r(ctx, obj, path, with_type(t));
+  OptimizerSpec o = t.defaults;
+  o.lr = r.real("lr", {0, kInf, true, false}, o.lr);
+  o.weight_decay = r.real("weight_decay", {0, kInf, false, false}, o.weight_decay);
+  if (uses(t, "beta1")) {
+    o.beta1 = r.real("beta1", {0, 1, false, true}, o.beta1);
+    o.beta2 = r.real("beta2", {0, 1, false, true}, o.beta2);
+    o.eps = r.real("eps", {0, kInf, true, false}, o.eps);
+  }
+  if (uses(t, "momentum")) {
+    o.momentum = r.real("momentum", {0, 1, false, true}, o.momentum);
+    o.nesterov = r.boolean("nesterov", o.nesterov);
+    if (o.nesterov && o.momentum == 0) {
+      ctx.fail(r.sub("nesterov"), "nesterov needs a momentum > 0, got momentum 0");
+    }
+  }
+  return o;
+}
+
+json write_optimizer(const OptimizerSpec& o) {
+  json j = {{"type", o.type}, {"lr", fnum(o.lr)}, {"weight_decay", fnum(o.weight_decay)}};
+  for (const auto& t : optimizer_types()) {
+    if (t.type != o.type) continue;
+    if (uses(t, "beta1")) {
+      j["beta1"] = fnum(o.beta1);
+      j["beta2"] = fnum(o.beta2);
+      j["eps"] = fnum(o.eps);
+    }
+    if (uses(t, "momentum")) {
+      j["momentum"] = fnum(o.momentum);
+      j["nesterov"] = o.nesterov;
+    }
+  }
+  return j;
+}
+
+// ---- data ---------------------------------------------------------------------------------
+
+struct DataType {
+  std::string type;
+  std::vector<std::string> keys;
+};
+
+const std::vector<DataType>& data_types() {
+  static const std::vector<DataType> types = {
+      {"synthetic", {"train_samples", "eval_samples", "seed"}},
+      {"idx",
+       {"train_samples", "eval_samples", "seed", "train_images", "train_labels", "eval_images",
+        "eval_labels"}},
+  };
+  return types;
+}
+
+const char* const kIdxFiles[] = {"train_images", "train_labels", "eval_images", "eval_labels"};
+
+std::string* idx_field(DataSpec& d, int i) {
+  std::string* fields[] = {&d.train_images, &d.train_labels, &d.eval_images, &d.eval_labels};
+  return fields[i];
+}
+
+DataSpec read_data(const Ctx& ctx, const json& obj, const std::string& path) {
+  const DataType& t = lookup_type(ctx, obj, path, data_types(), DataSpec{}.type);
+  ObjectReader r(ctx, obj, path, with_type(t));
+  DataSpec d;
+  d.type = t.type;
+  d.train_samples = r.integer("train_samples", {1, kMaxSamples}, d.train_samples);
+  d.eval_samples = r.integer("eval_samples", {1, kMaxSamples}, d.eval_samples);
+  if (const json* seed = r.find("seed", false, "a non-negative integer")) {
+    if (!seed->is_number_integer() || (!seed->is_number_unsigned() && seed->get<int64_t>() < 0)) {
+      ctx.fail(r.sub("seed"), "expected a non-negative integer < 2^64, got " + render(*seed));
+    }
+    d.seed = seed->get<uint64_t>();
+  }
+  if (d.type == "idx") {
+    namespace fs = std::filesystem;
+    const fs::path base = fs::path(ctx.file).parent_path();
+    for (int i = 0; i < 4; ++i) {
+      const std::string p = r.string(kIdxFiles[i], std::nullopt);
+      if (p.empty()) ctx.fail(r.sub(kIdxFiles[i]), "expected a file path, got \"\"");
+      fs::path resolved = fs::path(p).is_absolute() ? fs::path(p) : base / p;
+      *idx_field(d, i) = fs::absolute(resolved).lexically_normal().string();
+    }
+  }
+  return d;
+}
+
+json write_data(const DataSpec& d) {
+  json j = {{"type", d.type},
+            {"train_samples", d.train_samples},
+            {"eval_samples", d.eval_samples},
+            {"seed", d.seed}};
+  if (d.type == "idx") {
+    DataSpec copy = d;
+    for (int i = 0; i < 4; ++i) j[kIdxFiles[i]] = *idx_field(copy, i);
+  }
+  return j;
+}
+
+// ---- top level ----------------------------------------------------------------------------
+
+const std::vector<std::string> kTopKeys = {"name",       "model",      "data",       "train",
+                                           "precisions", "loss_scale", "fp32_layers"};
+
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names;
+  for (Precision p : all_precisions()) names.push_back(precision_name(p));
+  return names;
+}
+
+// Distinct strings, for precisions and fp32_layers: "duplicate" names the first occurrence.
+// With `allowed`, each entry must be one of those names.
+std::vector<std::string> read_string_list(const ObjectReader& r, const std::string& key,
+                                          bool non_empty, const std::string& expected,
+                                          const std::vector<std::string>* allowed = nullptr) {
+  std::vector<std::string> out;
+  const json* arr = r.array(key, false, expected);
+  if (!arr) return out;
+  if (non_empty && arr->empty()) r.ctx().fail(r.sub(key), "expected " + expected + ", got []");
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", r.sub(key), i);
+    const json& v = (*arr)[i];
+    if (!v.is_string()) r.ctx().fail(p, "expected a string, got " + render(v));
+    const std::string s = v.get<std::string>();
+    if (allowed && std::find(allowed->begin(), allowed->end(), s) == allowed->end()) {
+      r.ctx().fail(p, "expected one of " + join_quoted(*allowed, true) + ", got " + render(v));
+    }
+    auto it = std::find(out.begin(), out.end(), s);
+    if (it != out.end()) {
+      r.ctx().fail(
+          p, fmt::format("duplicate \"{}\" (already at {}[{}])", s, r.sub(key), it - out.begin()));
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+// Rough per-model sizes, in doubles so that absurd specs cannot overflow before being rejected.
+struct Footprint {
+  double params = 0, activations_per_sample = 0;
+};
+
+Footprint footprint(const ModelSpec& m) {
+  Footprint f;
+  if (const auto* mlp = std::get_if<MlpSpec>(&m)) {
+    double prev = static_cast<double>(mlp->input_dim);
+    f.activations_per_sample = prev;
+    std::vector<int64_t> widths = mlp->hidden;
+    widths.push_back(mlp->num_classes);
+    for (int64_t w : widths) {
+      f.params += prev * static_cast<double>(w) + static_cast<double>(w);
+      f.activations_per_sample += 2.0 * static_cast<double>(w);  // pre- and post-activation
+      prev = static_cast<double>(w);
+    }
+  } else if (const auto* r = std::get_if<ResnetSpec>(&m)) {
+    const double w = r->width, in = r->in_channels, out = r->out_channels;
+    const double hw = static_cast<double>(r->image_size) * r->image_size;
+    f.params = (in * w + 9 * w * w + w * out + in * out) +
+               static_cast<double>(r->blocks - 1) * (out * w + 9 * w * w + w * out) +
+               out * r->num_classes;
+    // Per block: three conv outputs, their BN and ReLU copies, plus the input.
+    f.activations_per_sample = hw * (in + static_cast<double>(r->blocks) * 3 * (2 * w + out));
+  } else if (const auto* t = std::get_if<TransformerSpec>(&m)) {
+    const double d = t->d_model, s = t->seq_len, ffn = t->ffn_dim;
+    f.params = static_cast<double>(t->vocab_size) * d * 2 + s * d +
+               static_cast<double>(t->layers) * (4 * d * d + 2 * d * ffn);
+    f.activations_per_sample =
+        static_cast<double>(t->layers) * s * (12 * d + 2 * ffn + 2 * t->heads * s);
+  }
+  return f;
+}
+
+void check_sizes(const Ctx& ctx, const Spec& s) {
+  const Footprint f = footprint(s.model);
+  if (f.params > kMaxParams) {
+    ctx.fail("model",
+             fmt::format("expected at most {:.0f} parameters, got {:.3g}", kMaxParams, f.params));
+  }
+  const double acts = f.activations_per_sample * static_cast<double>(s.train.batch_size);
+  if (acts > kMaxActivations) {
+    ctx.fail("train.batch_size",
+             fmt::format("expected at most {:.0f} activation elements per step, got {:.3g} "
+                         "(batch_size {} x {:.3g} per sample)",
+                         kMaxActivations, acts, s.train.batch_size, f.activations_per_sample));
+  }
+  if (const auto* mlp = std::get_if<MlpSpec>(&s.model)) {
+    const double floats = static_cast<double>(s.data.train_samples + s.data.eval_samples) *
+                          static_cast<double>(mlp->input_dim);
+    if (floats > kMaxDataFloats) {
+      ctx.fail("data", fmt::format("expected at most {:.0f} input floats in memory, got {:.3g} "
+                                   "((train_samples + eval_samples) x model.input_dim)",
+                                   kMaxDataFloats, floats));
+    }
+  }
+}
+
+// nlohmann reports a byte offset; editors want line:column.
+std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." -> the
+// part after the position, on one line.
+std::string json_message(const std::string& what) {
+  std::string s = what;
+  if (s.rfind("[json.exception.", 0) == 0) {
+    const size_t close = s.find("] ");
+    if (close != std::string::npos) s = s.substr(close + 2);
+  }
+  if (s.rfind("parse error", 0) == 0) {
+    const size_t colon = s.find(": ");
+    if (colon != std::string::npos) s = s.substr(colon + 2);
+  }
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// nlohmann keeps the last of duplicated keys silently; a spec with "lr" twice is a mistake.
+struct DuplicateKeyCheck {
+  struct Frame {
+    std::string path;
+    bool is_array;
+    size_t index = 0;
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  const Ctx* ctx;
+  std::vector<Frame> stack;
+
+  std::string child_path() const { return path_below(stack.size()); }
+  // The path of the container just pushed, computed from its parent frame.
+  std::string child_path_of_parent() const { return path_below(stack.size() - 1); }
+  std::string path_below(size_t depth) const {
+    if (depth == 0) return "";
+    const Frame& f = stack[depth - 1];
+    if (f.is_array) return fmt::format("{}[{}]", f.path, f.index);
+    return f.path.empty() ? f.last_key : f.path + "." + f.last_key;
+  }
+  void child_done() {
+    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
+  }
+  bool operator()(int, json::parse_event_t ev, json& parsed) {
+    switch (ev) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        stack.emplace_back();
+        stack.back().path = child_path_of_parent();
+        stack.back().is_array = ev == json::parse_event_t::array_start;
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        stack.pop_back();
+        child_done();
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = stack.back();
+        f.last_key = parsed.get<std::string>();
+        if (!f.keys.insert(f.last_key).second) ctx->fail(child_path(), "duplicate key");
+        break;
+      }
+      case json::parse_event_t::value:
+        child_done();
+        break;
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+Spec parse_spec(const std::string& text, const std::string& path) {
+  const Ctx ctx{path};
+  json root;
+  try {
+    DuplicateKeyCheck dup{&ctx, {}};
+    root = json::parse(text, std::ref(dup));
+  } catch (const json::parse_error& e) {
+    const auto [line, col] = line_col(text, e.byte);
+    throw_bad_input(
+        fmt::format("{}:{}:{}: JSON syntax error: {}", path, line, col, json_message(e.what())));
+  } catch (const json::exception& e) {
+    throw_bad_input(fmt::format("{}: JSON error: {}", path, json_message(e.what())));
+  }
+
+  ObjectReader top(ctx, root, "", kTopKeys);
+  Spec s;
+  s.source_path = path;
+
+  s.name = top.string("name", std::nullopt);
+  const bool name_ok =
+      !s.name.empty() && s.name.size() <= 128 &&
+      std::all_of(s.name.begin(), s.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      });
+  if (!name_ok) {
+    ctx.fail("name",
+             "expected 1 to 128 letters, digits, '_', '-' or '.', got " + render(root.at("name")));
+  }
+
+  const json* model = top.find("model", true, "a model object with a \"type\"");
+  const FamilyType& family = lookup_type(ctx, *model, "model", family_types(), std::nullopt);
+  s.family = family.type;
+  s.model = family.read(ObjectReader(ctx, *model, "model", with_type(family)));
+
+  if (const json* data = top.find("data", false, "")) s.data = read_data(ctx, *data, "data");
+
+  if (const json* train = top.find("train", false, "")) {
+    ObjectReader r(ctx, *train, "train", {"batch_size", "epochs", "warmup_steps", "optimizer"});
+    s.train.batch_size = r.integer("batch_size", {1, kMaxBatch}, s.train.batch_size);
+    s.train.epochs = r.integer("epochs", {1, kMaxEpochs}, s.train.epochs);
+    s.train.warmup_steps = r.integer("warmup_steps", {0, kMaxSteps}, s.train.warmup_steps);
+    if (const json* opt = r.find("optimizer", false, "")) {
+      s.train.optimizer = read_optimizer(ctx, *opt, "train.optimizer");
+    }
+  }
+  if (s.train.batch_size > s.data.train_samples) {
+    ctx.fail("train.batch_size", fmt::format("expected at most data.train_samples ({}), got {}",
+                                             s.data.train_samples, s.train.batch_size));
+  }
+
+  const std::vector<std::string> pnames = precision_names();
+  const std::string plist = "a non-empty list of distinct names from " + join_quoted(pnames, true);
+  if (top.has("precisions")) {
+    s.precisions.clear();
+    for (const std::string& name : read_string_list(top, "precisions", true, plist, &pnames)) {
+      s.precisions.push_back(*parse_precision(name));
+    }
+  }
+
+  if (const json* ls = top.find("loss_scale", false, "")) {
+    ObjectReader r(
+        ctx, *ls, "loss_scale",
+        {"init", "growth_factor", "backoff_factor", "growth_interval", "amp_fp16", "amp_bf16"});
+    LossScaleSpec& l = s.loss_scale;
+    l.init = r.real("init", {0, kInf, true, false}, l.init);
+    l.growth_factor = r.real("growth_factor", {1, kInf, true, false}, l.growth_factor);
+    l.backoff_factor = r.real("backoff_factor", {0, 1, true, true}, l.backoff_factor);
+    l.growth_interval = r.integer("growth_interval", {1, kMaxSteps}, l.growth_interval);
+    l.enabled_fp16 = r.boolean("amp_fp16", l.enabled_fp16);
+    l.enabled_bf16 = r.boolean("amp_bf16", l.enabled_bf16);
+  }
+
+  s.fp32_layers = read_string_list(top, "fp32_layers", false, "a list of distinct layer names");
+  if (const auto* mlp = std::get_if<MlpSpec>(&s.model)) {
+    validate_fp32_layers(s, mlp_layer_names(*mlp));
+  }
+
+  check_sizes(ctx, s);
+  return s;
+}
+
+Spec load_spec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_bad_input(fmt::format("{}: cannot read spec: {}", path, std::strerror(errno)));
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw_bad_input(fmt::format("{}: cannot read spec: {}", path, std::strerror(EISDIR)));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw_bad_input(fmt::format("{}: cannot read spec: read error", path));
+  return parse_spec(ss.str(), path);
+}
+
+json to_json(const Spec& s) {
+  json j;
+  j["name"] = s.name;
+  for (const auto& f : family_types()) {
+    if (f.type == s.family) j["model"] = f.write(s.model);
+  }
+  j["data"] = write_data(s.data);
+  j["train"] = {{"batch_size", s.train.batch_size},
+                {"epochs", s.train.epochs},
+                {"warmup_steps", s.train.warmup_steps},
+                {"optimizer", write_optimizer(s.train.optimizer)}};
+  j["precisions"] = json::array();
+  for (Precision p : s.precisions) j["precisions"].push_back(precision_name(p));
+  j["loss_scale"] = {{"init", fnum(s.loss_scale.init)},
+                     {"growth_factor", fnum(s.loss_scale.growth_factor)},
+                     {"backoff_factor", fnum(s.loss_scale.backoff_factor)},
+                     {"growth_interval", s.loss_scale.growth_interval},
+                     {"amp_fp16", s.loss_scale.enabled_fp16},
+                     {"amp_bf16", s.loss_scale.enabled_bf16}};
+  j["fp32_layers"] = s.fp32_layers;
+  return j;
+}
+
+std::vector<std::string> mlp_layer_names(const MlpSpec& mlp) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < mlp.hidden.size(); ++i) names.push_back(fmt::format("fc{}", i + 1));
+  names.push_back("head");
+  return names;
+}
+
+void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names) {
+  for (size_t i = 0; i < spec.fp32_layers.size(); ++i) {
+    const std::string& name = spec.fp32_layers[i];
+    if (std::find(layer_names.begin(), layer_names.end(), name) == layer_names.end()) {
+      throw_bad_input(fmt::format("{}: fp32_layers[{}]: unknown layer \"{}\" (expected one of: {})",
+                                  spec.source_path, i, name, join_quoted(layer_names, false)));
+    }
+  }
+}
+
+bool loss_scaling_enabled(const LossScaleSpec& ls, Precision p) {
+  switch (p) {
+    case Precision::AMP_FP16:
+      return ls.enabled_fp16;
+    case Precision::AMP_BF16:
+      return ls.enabled_bf16;
+    default:
+      return false;
+  }
+}
+
+bool operator==(const MlpSpec& a, const MlpSpec& b) {
+  return a.input_dim == b.input_dim && a.hidden == b.hidden && a.num_classes == b.num_classes &&
+         a.activation == b.activation;
+}
+bool operator==(const ResnetSpec& a, const ResnetSpec& b) {
+  return a.image_size == b.image_size && a.in_channels == b.in_channels && a.width == b.width &&
+         a.out_channels == b.out_channels && a.blocks == b.blocks && a.stride == b.stride &&
+         a.num_classes == b.num_classes;
+}
+bool operator==(const TransformerSpec& a, const TransformerSpec& b) {
+  return a.d_model == b.d_model && a.heads == b.heads && a.ffn_dim == b.ffn_dim &&
+         a.seq_len == b.seq_len && a.layers == b.layers && a.vocab_size == b.vocab_size &&
+         a.causal == b.causal;
+}
+bool operator==(const DataSpec& a, const DataSpec& b) {
+  return a.type == b.type && a.train_samples == b.train_samples &&
+         a.eval_samples == b.eval_samples && a.seed == b.seed && a.train_images == b.train_images &&
+         a.train_labels == b.train_labels && a.eval_images == b.eval_images &&
+         a.eval_labels == b.eval_labels;
+}
+bool operator==(const OptimizerSpec& a, const OptimizerSpec& b) {
+  return a.type == b.type && a.lr == b.lr && a.weight_decay == b.weight_decay &&
+         a.beta1 == b.beta1 && a.beta2 == b.beta2 && a.eps == b.eps && a.momentum == b.momentum &&
+         a.nesterov == b.nesterov;
+}
+bool operator==(const TrainSpec& a, const TrainSpec& b) {
+  return a.batch_size == b.batch_size && a.epochs == b.epochs && a.warmup_steps == b.warmup_steps &&
+         a.optimizer == b.optimizer;
+}
+bool operator==(const LossScaleSpec& a, const LossScaleSpec& b) {
+  return a.enabled_fp16 == b.enabled_fp16 && a.enabled_bf16 == b.enabled_bf16 && a.init == b.init &&
+         a.growth_factor == b.growth_factor && a.backoff_factor == b.backoff_factor &&
+         a.growth_interval == b.growth_interval;
+}
+bool operator==(const Spec& a, const Spec& b) {
+  return a.name == b.name && a.family == b.family && a.model == b.model && a.data == b.data &&
+         a.train == b.train && a.precisions == b.precisions && a.loss_scale == b.loss_scale &&
+         a.fp32_layers == b.fp32_layers;
+}
+
+}  // namespace mpbench

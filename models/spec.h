@@ -1,0 +1,132 @@
+#pragma once
+// The model spec: a JSON file that says which model to build, on which data, how to train it and
+// in which precision modes. DESIGN.md "Spec (JSON)" shows the format; this header is the one
+// place that holds every default (the member initializers below, plus the per-type tables in
+// spec.cpp for fields whose default depends on the "type", such as the optimizer's lr).
+//
+// Every problem with a spec is an mpbench::Error(BadInput) with a one-line message
+//   <file>: <json.path>: <what was expected>[, got <value>]
+// e.g. `configs/x.json: model.hidden[1]: expected a positive integer <= 1048576, got -3`.
+// JSON syntax errors read `<file>:<line>:<col>: JSON syntax error: ...`.
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/backend.h"
+#include "kernels/precision.h"
+
+namespace mpbench {
+
+// "type": "mlp". Layers are named "fc1", "fc2", ... for the hidden layers and "head" for the
+// output layer (see mlp_layer_names). `hidden` may be empty: that is a valid linear model
+// (softmax regression), useful as a baseline.
+struct MlpSpec {
+  int64_t input_dim = 0;
+  std::vector<int64_t> hidden;
+  int64_t num_classes = 0;
+  Activation activation = Activation::Relu;
+};
+
+// "type": "resnet_bottleneck": `blocks` bottleneck blocks (1x1 -> 3x3 -> 1x1 convolutions with
+// `width` inner channels) on an image_size x image_size x in_channels input; the first block has
+// the given stride and a projection shortcut, then a global pool and a linear head.
+struct ResnetSpec {
+  int64_t image_size = 0, in_channels = 0, width = 0, out_channels = 0, blocks = 0;
+  int64_t stride = 1;
+  int64_t num_classes = 0;
+};
+
+// "type": "transformer": `layers` encoder (or, with causal, decoder-only) blocks over token
+// sequences of seq_len from a vocabulary of vocab_size.
+struct TransformerSpec {
+  int64_t d_model = 0, heads = 0, ffn_dim = 0, seq_len = 0;
+  int64_t layers = 1;
+  int64_t vocab_size = 0;
+  bool causal = false;
+};
+
+using ModelSpec = std::variant<MlpSpec, ResnetSpec, TransformerSpec>;
+
+struct DataSpec {
+  std::string type = "synthetic";  // "synthetic" | "idx"
+  int64_t train_samples = 60000, eval_samples = 10000;
+  uint64_t seed = 1;
+  // idx only: MNIST-format files. Relative paths in the file are resolved against the spec
+  // file's directory; here they are absolute, so that to_json -> parse_spec is the identity.
+  std::string train_images, train_labels, eval_images, eval_labels;
+};
+
+// Per-type defaults (lr, weight_decay, ...) live in spec.cpp's optimizer table; the values here
+// are those of the default type, adam. Fields that a type does not use keep their defaults and
+// are not written by to_json.
+struct OptimizerSpec {
+  std::string type = "adam";  // adam | adamw | sgd
+  float lr = 1e-3f, weight_decay = 0.0f;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  float momentum = 0.9f;                            // sgd
+  bool nesterov = false;                            // sgd
+};
+
+struct TrainSpec {
+  int64_t batch_size = 128, epochs = 5;
+  int64_t warmup_steps = 10;  // steps run before timing starts, excluded from the epoch times
+  OptimizerSpec optimizer;
+};
+
+// JSON key "loss_scale": {"init", "growth_factor", "backoff_factor", "growth_interval",
+// "amp_fp16": bool, "amp_bf16": bool}. The two booleans switch dynamic loss scaling on or off
+// for that mode (fp32 and tf32 never scale); their defaults come from the precision table
+// (kernels/precision.h): on for amp_fp16, off for amp_bf16, whose fp32-sized exponent range
+// makes scaling unnecessary.
+struct LossScaleSpec {
+  bool enabled_fp16 = precision_info(Precision::AMP_FP16).loss_scaling_default;
+  bool enabled_bf16 = precision_info(Precision::AMP_BF16).loss_scaling_default;
+  float init = 65536.0f, growth_factor = 2.0f, backoff_factor = 0.5f;
+  int64_t growth_interval = 2000;
+};
+
+struct Spec {
+  std::string name;         // required; letters, digits, '_', '-', '.'
+  std::string source_path;  // the file it came from (for messages), not a JSON key
+  std::string family;       // model.type: "mlp" | "resnet_bottleneck" | "transformer"
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  std::vector<Precision> precisions = all_precisions();  // in the order given, no duplicates
+  LossScaleSpec loss_scale;
+  std::vector<std::string> fp32_layers;  // layers pinned to fp32 in every mode
+};
+
+bool operator==(const MlpSpec& a, const MlpSpec& b);
+bool operator==(const ResnetSpec& a, const ResnetSpec& b);
+bool operator==(const TransformerSpec& a, const TransformerSpec& b);
+bool operator==(const DataSpec& a, const DataSpec& b);
+bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
+bool operator==(const TrainSpec& a, const TrainSpec& b);
+bool operator==(const LossScaleSpec& a, const LossScaleSpec& b);
+bool operator==(const Spec& a, const Spec& b);  // ignores source_path
+inline bool operator!=(const Spec& a, const Spec& b) {
+  return !(a == b);
+}
+
+// Reads and parses a spec file; an unreadable file is `<file>: cannot read spec: <strerror>`.
+Spec load_spec(const std::string& path);
+// Parses spec text. `path` names the file in messages and anchors relative idx paths.
+Spec parse_spec(const std::string& text, const std::string& path);
+// The resolved spec with every default written out; parse_spec(to_json(s).dump(), p) == s.
+nlohmann::json to_json(const Spec& spec);
+
+// "fc1", ..., "fcN", "head": the names fp32_layers refers to for an MLP.
+std::vector<std::string> mlp_layer_names(const MlpSpec& mlp);
+// For model builders: every fp32_layers entry must be one of `layer_names`, else BadInput
+// `<file>: fp32_layers[i]: unknown layer "x" (expected one of: ...)`. parse_spec already does
+// this for MLPs.
+void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names);
+
+// Whether loss scaling is on for a mode under this spec (always false for fp32 and tf32).
+bool loss_scaling_enabled(const LossScaleSpec& ls, Precision p);
+
+}  // namespace mpbench

@@ -1,0 +1,482 @@
+// Spec parsing: good specs fill defaults, round-trip through to_json, and every malformed spec is a
+// one-line BadInput naming the file, the JSON path and what was expected.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include "kernels/error.h"
+#include "models/spec.h"
+
+namespace mpbench {
+namespace {
+
+using json = nlohmann::json;
+
+const char* kBase = R"({
+  "name": "t",
+  "model": { "type": "mlp", "input_dim": 784, "hidden": [512, 256], "num_classes": 10, "activation": "relu" },
+  "data": { "type": "synthetic", "train_samples": 60000, "eval_samples": 10000, "seed": 1 },
+  "train": { "batch_size": 128, "epochs": 5, "warmup_steps": 10,
+             "optimizer": { "type": "adam", "lr": 0.001, "weight_decay": 0.0 } },
+  "precisions": ["fp32", "tf32", "amp_fp16", "amp_bf16"],
+  "loss_scale": { "init": 65536, "growth_factor": 2.0, "backoff_factor": 0.5, "growth_interval": 2000 },
+  "fp32_layers": ["head"]
+})";
+
+std::string mutate(const std::function<void(json&)>& edit) {
+  json j = json::parse(kBase);
+  edit(j);
+  return j.dump();
+}
+
+// The message of the BadInput that parsing `text` as "x.json" throws ("" if none).
+std::string error_of(const std::string& text) {
+  try {
+    parse_spec(text, "x.json");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+void expect_bad(const std::string& text, const std::string& fragment) {
+  const std::string msg = error_of(text);
+  ASSERT_FALSE(msg.empty()) << "accepted: " << text;
+  EXPECT_EQ(msg.rfind("x.json", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fragment), std::string::npos)
+      << "message: " << msg << "\nwanted: " << fragment;
+}
+
+TEST(Spec, BaseParsesAsWritten) {
+  Spec s = parse_spec(kBase, "x.json");
+  EXPECT_EQ(s.name, "t");
+  EXPECT_EQ(s.family, "mlp");
+  EXPECT_EQ(s.source_path, "x.json");
+  const auto& m = std::get<MlpSpec>(s.model);
+  EXPECT_EQ(m.input_dim, 784);
+  EXPECT_EQ(m.hidden, (std::vector<int64_t>{512, 256}));
+  EXPECT_EQ(m.num_classes, 10);
+  EXPECT_EQ(m.activation, Activation::Relu);
+  EXPECT_EQ(s.data.train_samples, 60000);
+  EXPECT_EQ(s.train.batch_size, 128);
+  EXPECT_FLOAT_EQ(s.train.optimizer.lr, 1e-3f);
+  EXPECT_EQ(s.precisions.size(), 4u);
+  EXPECT_EQ(s.fp32_layers, std::vector<std::string>{"head"});
+}
+
+TEST(Spec, MinimalSpecGetsDefaults) {
+  Spec s = parse_spec(
+      R"({"name": "m", "model": {"type": "mlp", "input_dim": 8, "hidden": [], "num_classes": 3}})",
+      "x.json");
+  const auto& m = std::get<MlpSpec>(s.model);
+  EXPECT_TRUE(m.hidden.empty());  // a linear model is valid
+  EXPECT_EQ(m.activation, Activation::Relu);
+  EXPECT_EQ(s.data.type, "synthetic");
+  EXPECT_EQ(s.data.train_samples, 60000);
+  EXPECT_EQ(s.data.eval_samples, 10000);
+  EXPECT_EQ(s.data.seed, 1u);
+  EXPECT_EQ(s.train.batch_size, 128);
+  EXPECT_EQ(s.train.epochs, 5);
+  EXPECT_EQ(s.train.warmup_steps, 10);
+  EXPECT_EQ(s.train.optimizer.type, "adam");
+  EXPECT_FLOAT_EQ(s.train.optimizer.lr, 1e-3f);
+  EXPECT_FLOAT_EQ(s.train.optimizer.beta1, 0.9f);
+  EXPECT_FLOAT_EQ(s.train.optimizer.beta2, 0.999f);
+  EXPECT_FLOAT_EQ(s.train.optimizer.eps, 1e-8f);
+  EXPECT_FLOAT_EQ(s.train.optimizer.weight_decay, 0.0f);
+  EXPECT_EQ(s.precisions, all_precisions());
+  EXPECT_FLOAT_EQ(s.loss_scale.init, 65536.0f);
+  EXPECT_FLOAT_EQ(s.loss_scale.growth_factor, 2.0f);
+  EXPECT_FLOAT_EQ(s.loss_scale.backoff_factor, 0.5f);
+  EXPECT_EQ(s.loss_scale.growth_interval, 2000);
+  EXPECT_TRUE(loss_scaling_enabled(s.loss_scale, Precision::AMP_FP16));
+  EXPECT_FALSE(loss_scaling_enabled(s.loss_scale, Precision::AMP_BF16));
+  EXPECT_FALSE(loss_scaling_enabled(s.loss_scale, Precision::FP32));
+  EXPECT_TRUE(s.fp32_layers.empty());
+}
+
+TEST(Spec, OptimizerDefaultsDependOnType) {
+  Spec sgd = parse_spec(mutate([](json& j) {
+                          j["train"]["optimizer"] = {{"type", "sgd"}};
+                        }),
+                        "x.json");
+  EXPECT_FLOAT_EQ(sgd.train.optimizer.lr, 0.01f);
+  EXPECT_FLOAT_EQ(sgd.train.optimizer.momentum, 0.9f);
+  EXPECT_FALSE(sgd.train.optimizer.nesterov);
+  Spec adamw = parse_spec(mutate([](json& j) {
+                            j["train"]["optimizer"] = {{"type", "adamw"}};
+                          }),
+                          "x.json");
+  EXPECT_FLOAT_EQ(adamw.train.optimizer.weight_decay, 0.01f);
+  Spec deflt =
+      parse_spec(mutate([](json& j) { j["train"]["optimizer"] = json::object(); }), "x.json");
+  EXPECT_EQ(deflt.train.optimizer.type, "adam");
+}
+
+TEST(Spec, LossScaleFlagsAndPrecisionOrder) {
+  Spec s = parse_spec(mutate([](json& j) {
+                        j["loss_scale"]["amp_fp16"] = false;
+                        j["loss_scale"]["amp_bf16"] = true;
+                        j["precisions"] = {"amp_bf16", "fp32"};
+                      }),
+                      "x.json");
+  EXPECT_FALSE(loss_scaling_enabled(s.loss_scale, Precision::AMP_FP16));
+  EXPECT_TRUE(loss_scaling_enabled(s.loss_scale, Precision::AMP_BF16));
+  EXPECT_EQ(s.precisions, (std::vector<Precision>{Precision::AMP_BF16, Precision::FP32}));
+}
+
+TEST(Spec, OtherFamiliesParse) {
+  Spec r = parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
+      "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "stride": 1,
+      "num_classes": 10}, "train": {"batch_size": 32}})",
+                      "x.json");
+  EXPECT_EQ(r.family, "resnet_bottleneck");
+  EXPECT_EQ(std::get<ResnetSpec>(r.model).out_channels, 256);
+  Spec t = parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 768,
+      "heads": 12, "ffn_dim": 3072, "seq_len": 512, "layers": 1, "vocab_size": 1024,
+      "causal": true}, "train": {"batch_size": 8}})",
+                      "x.json");
+  EXPECT_EQ(t.family, "transformer");
+  EXPECT_EQ(std::get<TransformerSpec>(t.model).heads, 12);
+  EXPECT_TRUE(std::get<TransformerSpec>(t.model).causal);
+  // Layer names of other families are checked by their builders.
+  EXPECT_NO_THROW(validate_fp32_layers(t, {"head"}));
+  Spec t2 = t;
+  t2.fp32_layers = {"head", "nope"};
+  try {
+    validate_fp32_layers(t2, {"embed", "head"});
+    FAIL() << "accepted an unknown layer";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("fp32_layers[1]: unknown layer \"nope\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Spec, RoundTripsThroughToJson) {
+  const std::vector<std::string> texts = {
+      kBase,
+      mutate([](json& j) {
+        j["train"]["optimizer"] = {
+            {"type", "sgd"}, {"lr", 0.05}, {"momentum", 0.8}, {"nesterov", true}};
+        j["model"]["activation"] = "gelu";
+        j["model"]["hidden"] = json::array();
+        j["fp32_layers"] = json::array();
+        j["precisions"] = {"amp_fp16"};
+        j["loss_scale"] = {{"init", 1024.5}, {"amp_bf16", true}, {"growth_interval", 7}};
+        j["data"]["seed"] = 18446744073709551615ull;
+      }),
+      mutate([](json& j) {
+        j["data"] = {{"type", "idx"},
+                     {"train_samples", 100},
+                     {"eval_samples", 10},
+                     {"train_images", "d/ti.idx"},
+                     {"train_labels", "d/tl.idx"},
+                     {"eval_images", "/abs/ei.idx"},
+                     {"eval_labels", "../el.idx"}};
+        j["train"]["batch_size"] = 10;
+        j["train"]["optimizer"] = {{"type", "adamw"}, {"beta2", 0.95}, {"eps", 1e-6}};
+      }),
+      R"({"name": "t", "model": {"type": "transformer", "d_model": 64, "heads": 4,
+          "ffn_dim": 256, "seq_len": 32, "vocab_size": 100}})",
+      R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8, "in_channels": 3,
+          "width": 4, "out_channels": 16, "blocks": 2, "stride": 2, "num_classes": 10}})",
+  };
+  for (const std::string& text : texts) {
+    const Spec a = parse_spec(text, "cfg/x.json");
+    const json j = to_json(a);
+    const Spec b = parse_spec(j.dump(2), "cfg/x.json");
+    EXPECT_TRUE(a == b) << j.dump();
+    EXPECT_EQ(to_json(b), j);
+  }
+}
+
+TEST(Spec, ToJsonWritesEveryDefaultAndShortFloats) {
+  const json j = to_json(parse_spec(
+      R"({"name": "m", "model": {"type": "mlp", "input_dim": 8, "hidden": [4], "num_classes": 3}})",
+      "x.json"));
+  EXPECT_EQ(j["model"]["activation"], "relu");
+  EXPECT_EQ(j["data"]["type"], "synthetic");
+  EXPECT_EQ(j["train"]["optimizer"]["beta2"], json(0.999));
+  EXPECT_FALSE(j["train"]["optimizer"].contains("momentum"));  // not an adam key
+  EXPECT_EQ(j["loss_scale"]["amp_fp16"], true);
+  EXPECT_EQ(j["loss_scale"]["amp_bf16"], false);
+  EXPECT_EQ(j["precisions"].size(), 4u);
+  EXPECT_NE(j.dump().find("\"lr\":0.001"), std::string::npos) << j.dump();
+}
+
+TEST(Spec, IdxPathsResolveAgainstTheSpecDirectory) {
+  const std::string text = mutate([](json& j) {
+    j["data"] = {{"type", "idx"},
+                 {"train_images", "data/a.idx"},
+                 {"train_labels", "b.idx"},
+                 {"eval_images", "/x/c.idx"},
+                 {"eval_labels", "../d.idx"}};
+  });
+  const Spec s = parse_spec(text, "/cfg/dir/x.json");
+  EXPECT_EQ(s.data.train_images, "/cfg/dir/data/a.idx");
+  EXPECT_EQ(s.data.train_labels, "/cfg/dir/b.idx");
+  EXPECT_EQ(s.data.eval_images, "/x/c.idx");
+  EXPECT_EQ(s.data.eval_labels, "/cfg/d.idx");
+}
+
+struct BadCase {
+  std::function<void(json&)> edit;
+  const char* fragment;
+};
+
+TEST(Spec, MalformedSpecsNamePathAndExpectation) {
+  const std::vector<BadCase> cases = {
+      {[](json& j) { j["model"]["hidden"][1] = -3; },
+       "x.json: model.hidden[1]: expected a positive integer <= 1048576, got -3"},
+      {[](json& j) { j["model"]["hiddn"] = j["model"]["hidden"]; },
+       "x.json: model.hiddn: unknown key (expected one of: type, input_dim, hidden, num_classes, "
+       "activation)"},
+      {[](json& j) { j["bogus"] = 1; }, "x.json: bogus: unknown key (expected one of: name, "},
+      {[](json& j) { j["train"]["optimizer"]["momentum"] = 0.9; },
+       "train.optimizer.momentum: unknown key (expected one of: type, lr, weight_decay, beta1"},
+      {[](json& j) { j["data"]["train_images"] = "x.idx"; }, "data.train_images: unknown key"},
+      {[](json& j) { j["loss_scale"]["enabled"] = true; }, "loss_scale.enabled: unknown key"},
+      {[](json& j) { j.erase("name"); }, "name: missing (expected a string)"},
+      {[](json& j) { j["name"] = ""; }, "name: expected 1 to 128 letters"},
+      {[](json& j) { j["name"] = "a b/c"; }, "name: expected 1 to 128 letters"},
+      {[](json& j) { j["name"] = 5; }, "name: expected a string, got 5"},
+      {[](json& j) { j.erase("model"); }, "model: missing"},
+      {[](json& j) { j["model"] = "mlp"; }, "model: expected a JSON object, got \"mlp\""},
+      {[](json& j) { j["model"].erase("type"); }, "model.type: missing (expected one of \"mlp\""},
+      {[](json& j) { j["model"]["type"] = "cnn"; },
+       "model.type: expected one of \"mlp\", \"resnet_bottleneck\", \"transformer\", got \"cnn\""},
+      {[](json& j) { j["model"]["input_dim"] = 784.0; },
+       "model.input_dim: expected a positive integer <= 1048576, got 784.0"},
+      {[](json& j) { j["model"]["input_dim"] = "784"; },
+       "model.input_dim: expected a positive integer <= 1048576, got \"784\""},
+      {[](json& j) { j["model"]["input_dim"] = nullptr; },
+       "model.input_dim: expected a positive integer <= 1048576, got null"},
+      {[](json& j) { j["model"]["input_dim"] = true; }, "model.input_dim: expected a positive"},
+      {[](json& j) { j["model"]["input_dim"] = 0; }, "model.input_dim: expected a positive"},
+      {[](json& j) { j["model"]["input_dim"] = 1 << 21; }, "got 2097152"},
+      {[](json& j) { j["model"].erase("input_dim"); },
+       "model.input_dim: missing (expected a positive integer"},
+      {[](json& j) { j["model"]["hidden"] = 512; },
+       "model.hidden: expected a list of at most 1024 positive integers (may be empty), got 512"},
+      {[](json& j) {
+         j["model"]["hidden"] = {512, 1.5};
+       },
+       "model.hidden[1]: expected a positive"},
+      {[](json& j) { j["model"]["num_classes"] = 1; },
+       "model.num_classes: expected an integer in [2, 1048576], got 1"},
+      {[](json& j) { j["model"]["activation"] = "tanh"; },
+       "model.activation: expected one of \"relu\", \"gelu\", \"none\", got \"tanh\""},
+      {[](json& j) {
+         j["model"]["hidden"] = {1 << 20, 1 << 20};
+       },
+       "model: expected at most 68719476736 parameters"},
+      {[](json& j) {
+         j["model"]["hidden"] = {1 << 20};
+         j["train"]["batch_size"] = 1 << 19;
+         j["data"]["train_samples"] = 1 << 20;
+       },
+       "train.batch_size: expected at most 274877906944 activation elements per step"},
+      {[](json& j) {
+         j["model"]["input_dim"] = 1 << 20;
+         j["model"]["hidden"] = json::array();
+       },
+       "data: expected at most 4294967296 input floats"},
+      {[](json& j) { j["data"]["type"] = "csv"; },
+       "data.type: expected one of \"synthetic\", \"idx\", got \"csv\""},
+      {[](json& j) { j["data"]["train_samples"] = -1; }, "data.train_samples: expected a positive"},
+      {[](json& j) { j["data"]["eval_samples"] = 0; }, "data.eval_samples: expected a positive"},
+      {[](json& j) { j["data"]["seed"] = -1; }, "data.seed: expected a non-negative integer"},
+      {[](json& j) { j["data"]["seed"] = 1.5; }, "data.seed: expected a non-negative integer"},
+      {[](json& j) {
+         j["data"] = {{"type", "idx"}, {"train_images", "a"}};
+       },
+       "data.train_labels: missing (expected a string)"},
+      {[](json& j) {
+         j["data"] = {{"type", "idx"},
+                      {"train_images", ""},
+                      {"train_labels", "b"},
+                      {"eval_images", "c"},
+                      {"eval_labels", "d"}};
+       },
+       "data.train_images: expected a file path"},
+      {[](json& j) { j["train"]["batch_size"] = 0; }, "train.batch_size: expected a positive"},
+      {[](json& j) { j["train"]["batch_size"] = 70000; },
+       "train.batch_size: expected at most data.train_samples (60000), got 70000"},
+      {[](json& j) { j["train"]["epochs"] = 10001; },
+       "train.epochs: expected a positive integer <= 10000, got 10001"},
+      {[](json& j) { j["train"]["warmup_steps"] = -1; },
+       "train.warmup_steps: expected a non-negative integer"},
+      {[](json& j) { j["train"]["optimizer"]["type"] = "lamb"; },
+       "train.optimizer.type: expected one of \"adam\", \"adamw\", \"sgd\", got \"lamb\""},
+      {[](json& j) { j["train"]["optimizer"]["lr"] = 0; },
+       "train.optimizer.lr: expected a finite number > 0, got 0"},
+      {[](json& j) { j["train"]["optimizer"]["lr"] = -0.1; }, "train.optimizer.lr: expected"},
+      {[](json& j) { j["train"]["optimizer"]["lr"] = "fast"; }, "train.optimizer.lr: expected"},
+      {[](json& j) { j["train"]["optimizer"]["lr"] = 1e300; }, "train.optimizer.lr: expected"},
+      {[](json& j) { j["train"]["optimizer"]["beta1"] = 1.0; },
+       "train.optimizer.beta1: expected a number in [0, 1), got 1.0"},
+      {[](json& j) { j["train"]["optimizer"]["eps"] = 0; }, "train.optimizer.eps: expected"},
+      {[](json& j) { j["train"]["optimizer"]["weight_decay"] = -1; },
+       "train.optimizer.weight_decay: expected a finite number >= 0, got -1"},
+      {[](json& j) {
+         j["train"]["optimizer"] = {{"type", "sgd"}, {"momentum", 0.0}, {"nesterov", true}};
+       },
+       "train.optimizer.nesterov: nesterov needs a momentum > 0"},
+      {[](json& j) {
+         j["train"]["optimizer"] = {{"type", "sgd"}, {"nesterov", 1}};
+       },
+       "train.optimizer.nesterov: expected true or false, got 1"},
+      {[](json& j) { j["precisions"] = json::array(); },
+       "precisions: expected a non-empty list of distinct names from \"fp32\""},
+      {[](json& j) { j["precisions"] = "fp32"; }, "precisions: expected a non-empty list"},
+      {[](json& j) {
+         j["precisions"] = {"fp32", "fp8"};
+       },
+       "precisions[1]: expected one of \"fp32\", \"tf32\", \"amp_fp16\", \"amp_bf16\", got "
+       "\"fp8\""},
+      {[](json& j) {
+         j["precisions"] = {"fp32", "tf32", "fp32"};
+       },
+       "precisions[2]: duplicate \"fp32\" (already at precisions[0])"},
+      {[](json& j) {
+         j["precisions"] = {"fp32", 32};
+       },
+       "precisions[1]: expected a string, got 32"},
+      {[](json& j) { j["loss_scale"]["init"] = 0; },
+       "loss_scale.init: expected a finite number > 0"},
+      {[](json& j) { j["loss_scale"]["init"] = 1e39; }, "loss_scale.init: expected"},
+      {[](json& j) { j["loss_scale"]["growth_factor"] = 1.0; },
+       "loss_scale.growth_factor: expected a finite number > 1, got 1.0"},
+      {[](json& j) { j["loss_scale"]["backoff_factor"] = 1.0; },
+       "loss_scale.backoff_factor: expected a number in (0, 1), got 1.0"},
+      {[](json& j) { j["loss_scale"]["backoff_factor"] = 0; }, "loss_scale.backoff_factor"},
+      {[](json& j) { j["loss_scale"]["growth_interval"] = 0; },
+       "loss_scale.growth_interval: expected a positive integer"},
+      {[](json& j) { j["loss_scale"]["amp_fp16"] = "yes"; },
+       "loss_scale.amp_fp16: expected true or false, got \"yes\""},
+      {[](json& j) { j["fp32_layers"] = {"fc3"}; },
+       "fp32_layers[0]: unknown layer \"fc3\" (expected one of: fc1, fc2, head)"},
+      {[](json& j) {
+         j["fp32_layers"] = {"head", "head"};
+       },
+       "fp32_layers[1]: duplicate \"head\""},
+      {[](json& j) { j["fp32_layers"] = "head"; }, "fp32_layers: expected a list of distinct"},
+      {[](json& j) {
+         j["train"] = {1, 2};
+       },
+       "train: expected a JSON object, got [1,2]"},
+  };
+  EXPECT_GE(cases.size(), 25u);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    expect_bad(mutate(cases[i].edit), cases[i].fragment);
+  }
+}
+
+TEST(Spec, MalformedOtherFamilies) {
+  expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 768, "heads": 10,
+      "ffn_dim": 3072, "seq_len": 512, "vocab_size": 1024}})",
+             "model.heads: expected a divisor of model.d_model (768), got 10");
+  expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 64, "heads": 4,
+      "ffn_dim": 256, "seq_len": 32, "vocab_size": 100, "causal": "yes"}})",
+             "model.causal: expected true or false");
+  expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 64, "heads": 4,
+      "ffn_dim": 256, "seq_len": 32}})",
+             "model.vocab_size: missing");
+  expect_bad(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
+      "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "stride": 3,
+      "num_classes": 10}})",
+             "model.stride: expected a positive integer <= 2, got 3");
+  expect_bad(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 7,
+      "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "stride": 2,
+      "num_classes": 10}})",
+             "model.image_size: expected a multiple of stride 2, got 7");
+  expect_bad(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
+      "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "num_classes": 10,
+      "hidden": [1]}})",
+             "model.hidden: unknown key (expected one of: type, image_size, in_channels");
+}
+
+TEST(Spec, NotAnObjectAndDuplicateKeys) {
+  expect_bad("[1, 2]", "x.json: (top level): expected a JSON object, got [1,2]");
+  expect_bad(R"({"name": "a", "name": "b", "model": {}})", "x.json: name: duplicate key");
+  expect_bad(mutate([](json&) {}).insert(1, R"("model": {"type": "mlp", "type": "mlp"},)"),
+             "x.json: model.type: duplicate key");
+  // Keys of objects inside arrays are checked too, with the element index in the path.
+  expect_bad(R"({"name": "a", "fp32_layers": [{"a": 1, "a": 2}]})",
+             "x.json: fp32_layers[0].a: duplicate key");
+}
+
+TEST(Spec, SyntaxErrorsGiveLineAndColumn) {
+  const std::string text = "{\n  \"name\": \"t\",\n  \"model\": { \"type\": mlp }\n}\n";
+  const std::string msg = error_of(text);
+  EXPECT_EQ(msg.rfind("x.json:3:22: JSON syntax error: ", 0), 0u) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+
+  const std::string trailing = error_of("{\"name\": \"t\",}");
+  EXPECT_EQ(trailing.rfind("x.json:1:14: JSON syntax error: ", 0), 0u) << trailing;
+  EXPECT_EQ(error_of("").rfind("x.json:1:1: JSON syntax error: ", 0), 0u) << error_of("");
+  const std::string unterminated = error_of("{\"name\": \"t");
+  EXPECT_EQ(unterminated.rfind("x.json:1:", 0), 0u) << unterminated;
+  EXPECT_NE(unterminated.find("JSON syntax error"), std::string::npos);
+}
+
+TEST(Spec, LoadSpecReadsFilesAndReportsMissingOnes) {
+  const std::string missing = "/nonexistent_dir_mpbench/x.json";
+  try {
+    load_spec(missing);
+    FAIL() << "no error for a missing file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_EQ(std::string(e.what()), missing + ": cannot read spec: No such file or directory");
+  }
+  const auto dir = std::filesystem::temp_directory_path();
+  try {
+    load_spec(dir.string());
+    FAIL() << "no error for a directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(": cannot read spec: Is a directory"), std::string::npos)
+        << e.what();
+  }
+  const auto file = dir / ("mpbench_spec_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(file);
+    out << kBase;
+  }
+  const Spec s = load_spec(file.string());
+  EXPECT_EQ(s.source_path, file.string());
+  EXPECT_EQ(s.name, "t");
+  std::filesystem::remove(file);
+}
+
+TEST(Spec, ShippedConfigsParse) {
+  const std::string root = MPBENCH_SOURCE_DIR;
+  const Spec mnist = load_spec(root + "/configs/mnist_mlp.json");
+  EXPECT_EQ(mnist.name, "mnist_mlp");
+  EXPECT_EQ(std::get<MlpSpec>(mnist.model).hidden, (std::vector<int64_t>{512, 256}));
+  EXPECT_EQ(mnist.fp32_layers, std::vector<std::string>{"head"});
+  EXPECT_EQ(mnist.precisions, all_precisions());
+  // The shipped example is exactly DESIGN.md's, i.e. the defaults.
+  Spec defaults = parse_spec(
+      R"({"name": "mnist_mlp", "model": {"type": "mlp", "input_dim": 784, "hidden": [512, 256],
+          "num_classes": 10}, "fp32_layers": ["head"]})",
+      "d.json");
+  EXPECT_TRUE(mnist == defaults);
+
+  const Spec tiny = load_spec(root + "/configs/tiny_mlp.json");
+  const auto& m = std::get<MlpSpec>(tiny.model);
+  EXPECT_LE(m.input_dim * tiny.data.train_samples, 1 << 20);  // fast enough for unit tests
+  EXPECT_LE(tiny.train.epochs, 5);
+}
+
+}  // namespace
+}  // namespace mpbench
