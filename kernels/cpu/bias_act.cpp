@@ -1,0 +1,77 @@
+// Backward of the GEMM epilogue y = act(x + bias), CPU reference. The forward half lives in the
+// GEMM epilogue (gemm.cpp); both use the activations of elementwise.h.
+//
+// dy, pre_act, dx: (rows, N), one dtype; dbias: (N) fp32. dx may alias dy.
+#include <vector>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+namespace {
+
+using detail::dispatch_act;
+using detail::dispatch_float;
+
+// dbias sums the fp32 dx before it is rounded to its dtype, in double so that the reference is
+// not itself a source of error over many rows.
+template <class E, Activation A>
+void backward_rows(const typename E::T* dy, const typename E::T* pre, typename E::T* dx,
+                   int64_t rows, int64_t n, double* col_sums) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t base = i * n;
+    for (int64_t j = 0; j < n; ++j) {
+      const float g = E::load(dy[base + j]) * detail::act_derivative<A>(E::load(pre[base + j]));
+      if (col_sums) col_sums[j] += g;
+      dx[base + j] = E::store(g);
+    }
+  }
+}
+
+}  // namespace
+
+float activation_forward(Activation act, float x) {
+  float y = 0;
+  dispatch_act(act, [&](auto a) { y = detail::act_forward<decltype(a)::value>(x); });
+  return y;
+}
+
+float activation_derivative(Activation act, float x) {
+  float y = 0;
+  dispatch_act(act, [&](auto a) { y = detail::act_derivative<decltype(a)::value>(x); });
+  return y;
+}
+
+void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
+                       Tensor* dbias) {
+  MPB_CHECK(is_float_dtype(dy.dtype), "bias_act_backward: dy must be a float tensor, got {}",
+            dtype_name(dy.dtype));
+  check_tensor(dy, dy.dtype, "bias_act_backward: dy");
+  check_tensor(pre_act, dy.dtype, "bias_act_backward: pre_act");
+  check_tensor(dx, dy.dtype, "bias_act_backward: dx");
+  MPB_CHECK(dy.shape.rank >= 1 && pre_act.shape == dy.shape && dx.shape == dy.shape,
+            "bias_act_backward: dy {}, pre_act {}, dx {} must have one shape", dy.shape.str(),
+            pre_act.shape.str(), dx.shape.str());
+  const int64_t rows = dy.rows(), n = dy.cols();
+  std::vector<double> col_sums;
+  if (dbias) {
+    check_tensor(*dbias, DType::F32, "bias_act_backward: dbias");
+    MPB_CHECK(dbias->numel() == n, "bias_act_backward: dbias has {} elements, dy {} has {} columns",
+              dbias->numel(), dy.shape.str(), n);
+    col_sums.assign(static_cast<size_t>(n), 0.0);
+  }
+  dispatch_float(dy.dtype, [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    dispatch_act(act, [&](auto a) {
+      backward_rows<E, decltype(a)::value>(dy.ptr<T>(), pre_act.ptr<T>(), dx.ptr<T>(), rows, n,
+                                           dbias ? col_sums.data() : nullptr);
+    });
+  });
+  if (dbias) {
+    float* out = dbias->ptr<float>();
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(col_sums[j]);
+  }
+}
+
+}  // namespace mpbench::cpu

@@ -1,0 +1,103 @@
+#pragma once
+// Internal to kernels/cpu/: compile-time element access per dtype and the activations, so that the
+// hot loops are templates over (dtype, activation) with no per-element switch or indirect call.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/dtype.h"
+
+namespace mpbench::cpu::detail {
+
+template <DType D>
+struct Elem;
+template <>
+struct Elem<DType::F32> {
+  using T = float;
+  static float load(float x) { return x; }
+  static float store(float x) { return x; }
+};
+template <>
+struct Elem<DType::F16> {
+  using T = uint16_t;
+  static float load(uint16_t x) { return f16_to_f32(x); }
+  static uint16_t store(float x) { return f32_to_f16(x); }
+};
+template <>
+struct Elem<DType::BF16> {
+  using T = uint16_t;
+  static float load(uint16_t x) { return bf16_to_f32(x); }
+  static uint16_t store(float x) { return f32_to_bf16(x); }
+};
+
+// Calls f(Elem<dt>{}) for a float dtype; the caller has already rejected int32.
+template <class F>
+void dispatch_float(DType dt, F&& f) {
+  switch (dt) {
+    case DType::F32:
+      f(Elem<DType::F32>{});
+      return;
+    case DType::F16:
+      f(Elem<DType::F16>{});
+      return;
+    case DType::BF16:
+      f(Elem<DType::BF16>{});
+      return;
+    case DType::I32:
+      break;
+  }
+  throw_runtime("internal: dispatch_float on int32");
+}
+
+// Calls f(ActTag<act>{}); the activation becomes a compile-time constant of the loop.
+template <Activation A>
+struct ActTag {
+  static constexpr Activation value = A;
+};
+template <class F>
+void dispatch_act(Activation act, F&& f) {
+  switch (act) {
+    case Activation::None:
+      f(ActTag<Activation::None>{});
+      return;
+    case Activation::Relu:
+      f(ActTag<Activation::Relu>{});
+      return;
+    case Activation::Gelu:
+      f(ActTag<Activation::Gelu>{});
+      return;
+  }
+  throw_runtime("internal: unknown activation");
+}
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2 / pi), c = 0.044715.
+constexpr float kGeluK = 0.7978845608028654f;
+constexpr float kGeluC = 0.044715f;
+
+template <Activation A>
+inline float act_forward(float x) {
+  if constexpr (A == Activation::Relu) {
+    return x > 0.0f ? x : 0.0f;
+  } else if constexpr (A == Activation::Gelu) {
+    float t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
+    return 0.5f * x * (1.0f + t);
+  } else {
+    return x;
+  }
+}
+
+// d act / dx at x. ReLU'(0) = 0, as in PyTorch.
+template <Activation A>
+inline float act_derivative(float x) {
+  if constexpr (A == Activation::Relu) {
+    return x > 0.0f ? 1.0f : 0.0f;
+  } else if constexpr (A == Activation::Gelu) {
+    float x2 = x * x;
+    float t = std::tanh(kGeluK * (x + kGeluC * x2 * x));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * x2);
+  } else {
+    return 1.0f;
+  }
+}
+
+}  // namespace mpbench::cpu::detail

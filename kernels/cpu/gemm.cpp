@@ -1,0 +1,200 @@
+// GEMM with the fused forward epilogue (bias, pre-activation, activation), CPU reference.
+//
+// a: (M, K), or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b; c: (M, N);
+// bias: (N) fp32 or c's dtype; pre_act: like c. Rank 3: (batch, ., .) for a, b and c.
+//
+// Every mode runs on OpenBLAS sgemm with fp32 accumulation; what differs is what sgemm sees:
+//   Strict, fp32 operands     the buffers themselves (no copies, so the overhead is the call)
+//   TF32                      the operands rounded to a 10-bit mantissa, like the tensor cores
+//   16-bit operands           their exact fp32 values
+// and then one rounding of the fp32 result (after the epilogue) to c's dtype.
+#include <cblas.h>
+
+#include <climits>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+namespace {
+
+using detail::dispatch_act;
+using detail::dispatch_float;
+
+struct GemmDims {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+
+const char* math_name(GemmMath m) {
+  switch (m) {
+    case GemmMath::Strict:
+      return "strict";
+    case GemmMath::TF32:
+      return "tf32";
+    case GemmMath::LowPrecision:
+      return "lowp";
+  }
+  return "?";
+}
+
+GemmDims check_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
+  MPB_CHECK(a.defined() && b.defined() && c.defined(), "gemm: an operand is not allocated");
+  MPB_CHECK(a.device == Device::CPU && b.device == Device::CPU && c.device == Device::CPU,
+            "gemm: operands must be on the CPU");
+  const int rank = c.shape.rank;
+  MPB_CHECK((rank == 2 || rank == 3) && a.shape.rank == rank && b.shape.rank == rank,
+            "gemm: A {}, B {}, C {} must all be rank 2, or all rank 3 (batched)", a.shape.str(),
+            b.shape.str(), c.shape.str());
+  GemmDims g;
+  if (rank == 3) {
+    g.batch = c.shape[0];
+    MPB_CHECK(a.shape[0] == g.batch && b.shape[0] == g.batch,
+              "gemm: batch sizes differ: A {}, B {}, C {}", a.shape.str(), b.shape.str(),
+              c.shape.str());
+  }
+  const int64_t a_rows = a.shape[-2], a_cols = a.shape[-1];
+  const int64_t b_rows = b.shape[-2], b_cols = b.shape[-1];
+  g.m = d.trans_a ? a_cols : a_rows;
+  const int64_t k_a = d.trans_a ? a_rows : a_cols;
+  g.k = d.trans_b ? b_cols : b_rows;
+  g.n = d.trans_b ? b_rows : b_cols;
+  MPB_CHECK(k_a == g.k,
+            "gemm: inner dimensions differ: op(A) is {}x{}, op(B) is {}x{} (A {}{}, B {}{})", g.m,
+            k_a, g.k, g.n, a.shape.str(), d.trans_a ? "^T" : "", b.shape.str(),
+            d.trans_b ? "^T" : "");
+  MPB_CHECK(c.shape[-2] == g.m && c.shape[-1] == g.n, "gemm: C is {}, op(A) op(B) is ({}, {})",
+            c.shape.str(), g.m, g.n);
+  MPB_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm: empty operand A {}, B {}, C {}",
+            a.shape.str(), b.shape.str(), c.shape.str());
+  MPB_CHECK(g.m < INT_MAX && g.n < INT_MAX && g.k < INT_MAX && g.m * g.k < INT_MAX &&
+                g.k * g.n < INT_MAX && g.m * g.n < INT_MAX,
+            "gemm: A {}, B {} exceed the 32-bit BLAS interface", a.shape.str(), b.shape.str());
+
+  MPB_CHECK(is_float_dtype(a.dtype) && a.dtype == b.dtype,
+            "gemm: A and B must share a float dtype, got {} and {}", dtype_name(a.dtype),
+            dtype_name(b.dtype));
+  MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C must be {} or fp32, got {}",
+            dtype_name(a.dtype), dtype_name(c.dtype));
+  MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
+            "gemm: math {} needs fp16/bf16 operands, got fp32", math_name(d.math));
+  MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
+            "gemm: math {} needs fp32 operands, got {}", math_name(d.math), dtype_name(a.dtype));
+
+  const bool epilogue = d.bias != nullptr || d.act != Activation::None;
+  MPB_CHECK(!epilogue || d.beta == 0.0f, "gemm: beta must be 0 with a bias or activation, got {}",
+            d.beta);
+  if (d.bias) {
+    const Tensor& bias = *d.bias;
+    MPB_CHECK(bias.defined() && bias.device == Device::CPU, "gemm: bias is not allocated");
+    MPB_CHECK(bias.numel() == g.n, "gemm: bias has {} elements {}, C has {} columns", bias.numel(),
+              bias.shape.str(), g.n);
+    MPB_CHECK(bias.dtype == c.dtype || bias.dtype == DType::F32,
+              "gemm: bias must be fp32 or C's dtype {}, got {}", dtype_name(c.dtype),
+              dtype_name(bias.dtype));
+  }
+  if (d.pre_act) {
+    const Tensor& p = *d.pre_act;
+    MPB_CHECK(p.defined() && p.device == Device::CPU, "gemm: pre_act is not allocated");
+    MPB_CHECK(p.shape == c.shape && p.dtype == c.dtype, "gemm: pre_act {} {} must match C {} {}",
+              dtype_name(p.dtype), p.shape.str(), dtype_name(c.dtype), c.shape.str());
+  }
+  return g;
+}
+
+// Operand of `n` elements starting at element `offset`, as fp32 in `out`, TF32-rounded if asked.
+void load_operand(const Tensor& t, int64_t offset, int64_t n, bool tf32, float* out) {
+  if (t.dtype == DType::F32) {
+    const float* s = t.ptr<float>() + offset;
+    if (tf32) {
+      for (int64_t i = 0; i < n; ++i) out[i] = round_to_tf32(s[i]);
+    } else {
+      std::copy(s, s + n, out);
+    }
+    return;
+  }
+  // fp16 and bf16 values are exact in TF32, so there is nothing to round.
+  decode_f32(t.slice(offset, Shape{n}), out, n);
+}
+
+// acc: (M, N) fp32 result of the GEMM (with alpha and beta applied). Adds the bias, stores
+// pre_act, applies the activation and rounds once into c / pre_act (same dtype, offset elements
+// into their buffers). acc may be c's own buffer when c is fp32.
+template <class E, Activation A>
+void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typename E::T* c,
+              typename E::T* pre_act) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = acc + i * n;
+    typename E::T* c_row = c + i * n;
+    typename E::T* p_row = pre_act ? pre_act + i * n : nullptr;
+    for (int64_t j = 0; j < n; ++j) {
+      float x = row[j];
+      if (bias) x += bias[j];
+      if (p_row) p_row[j] = E::store(x);
+      c_row[j] = E::store(detail::act_forward<A>(x));
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
+          std::vector<float>& scratch) {
+  const GemmDims g = check_gemm(d, a, b, c);
+  const int64_t a_elems = g.m * g.k, b_elems = g.k * g.n, c_elems = g.m * g.n;
+  const bool tf32 = d.math == GemmMath::TF32;
+  const bool direct_ab = a.dtype == DType::F32 && !tf32;
+  const bool direct_c = c.dtype == DType::F32;
+  const bool has_epilogue = d.bias != nullptr || d.pre_act != nullptr || d.act != Activation::None;
+
+  // Scratch layout: [A | B] when the operands need converting, [C] when C is 16-bit, [bias].
+  const int64_t ab_size = direct_ab ? 0 : a_elems + b_elems;
+  const int64_t c_size = direct_c ? 0 : c_elems;
+  const int64_t bias_size = d.bias ? g.n : 0;
+  const size_t need = static_cast<size_t>(ab_size + c_size + bias_size);
+  if (scratch.size() < need) scratch.resize(need);
+  float* s_a = scratch.data();
+  float* s_b = s_a + (direct_ab ? 0 : a_elems);
+  float* s_c = scratch.data() + ab_size;
+  float* s_bias = s_c + c_size;
+  if (d.bias) decode_f32(*d.bias, s_bias, g.n);
+
+  const int lda = static_cast<int>(d.trans_a ? g.m : g.k);
+  const int ldb = static_cast<int>(d.trans_b ? g.k : g.n);
+  const int ldc = static_cast<int>(g.n);
+  for (int64_t bi = 0; bi < g.batch; ++bi) {
+    const float* pa;
+    const float* pb;
+    if (direct_ab) {
+      pa = a.ptr<float>() + bi * a_elems;
+      pb = b.ptr<float>() + bi * b_elems;
+    } else {
+      load_operand(a, bi * a_elems, a_elems, tf32, s_a);
+      load_operand(b, bi * b_elems, b_elems, tf32, s_b);
+      pa = s_a;
+      pb = s_b;
+    }
+    float* pc;
+    if (direct_c) {
+      pc = c.ptr<float>() + bi * c_elems;
+    } else {
+      pc = s_c;
+      if (d.beta != 0.0f) decode_f32(c.slice(bi * c_elems, Shape{c_elems}), s_c, c_elems);
+    }
+    cblas_sgemm(CblasRowMajor, d.trans_a ? CblasTrans : CblasNoTrans,
+                d.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(g.m), static_cast<int>(g.n),
+                static_cast<int>(g.k), d.alpha, pa, lda, pb, ldb, d.beta, pc, ldc);
+
+    if (direct_c && !has_epilogue) continue;
+    dispatch_float(c.dtype, [&](auto e) {
+      using E = decltype(e);
+      using T = typename E::T;
+      T* c_out = c.ptr<T>() + bi * c_elems;
+      T* p_out = d.pre_act ? d.pre_act->ptr<T>() + bi * c_elems : nullptr;
+      dispatch_act(d.act, [&](auto act) {
+        epilogue<E, decltype(act)::value>(pc, d.bias ? s_bias : nullptr, g.m, g.n, c_out, p_out);
+      });
+    });
+  }
+}
+
+}  // namespace mpbench::cpu

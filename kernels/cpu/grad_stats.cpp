@@ -1,0 +1,37 @@
+// The one fused pass over all gradients before the optimizer step: unscale by the loss scale,
+// detect inf/NaN, and take the L2 norm. CPU reference.
+//
+// grads: flat fp32; scale, found_inf, norm: (1) fp32.
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+
+void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf, Tensor& norm) {
+  check_tensor(grads, DType::F32, "unscale_check_norm: grads");
+  check_scalar(found_inf, "unscale_check_norm: found_inf");
+  check_scalar(norm, "unscale_check_norm: norm");
+  float* g = grads.ptr<float>();
+  const int64_t n = grads.numel();
+  if (scale) {
+    check_scalar(*scale, "unscale_check_norm: scale");
+    // GradScaler multiplies by the fp32 reciprocal (computed in double) rather than dividing.
+    const float inv = static_cast<float>(1.0 / static_cast<double>(scale->ptr<float>()[0]));
+    for (int64_t i = 0; i < n; ++i) g[i] *= inv;
+  }
+  // Squares of finite floats are finite in double and their sum cannot overflow, so the sum is
+  // non-finite exactly when some gradient is inf or NaN: the check and the norm are one pass.
+  // Four accumulators keep the additions independent (and a little more accurate).
+  double acc[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int k = 0; k < 4; ++k) acc[k] += static_cast<double>(g[i + k]) * g[i + k];
+  }
+  for (; i < n; ++i) acc[0] += static_cast<double>(g[i]) * g[i];
+  const double sum_sq = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  found_inf.ptr<float>()[0] = std::isfinite(sum_sq) ? 0.0f : 1.0f;
+  norm.ptr<float>()[0] = static_cast<float>(std::sqrt(sum_sq));
+}
+
+}  // namespace mpbench::cpu

@@ -1,0 +1,78 @@
+// Fused softmax + cross-entropy (forward loss, accuracy count, and the logits gradient), CPU
+// reference. Always fp32 math, whatever the mode: the logits reach the loss as fp32.
+//
+// logits: (N, C) fp32; labels: (N) int32 in [0, C); dlogits: (N, C) any float dtype;
+// grad_scale, loss_sum, correct: (1) fp32.
+#include <cmath>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+
+void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+  check_tensor(logits, DType::F32, "softmax_xent: logits");
+  check_tensor(labels, DType::I32, "softmax_xent: labels");
+  check_scalar(loss_sum, "softmax_xent: loss_sum");
+  check_scalar(correct, "softmax_xent: correct");
+  MPB_CHECK(logits.shape.rank == 2, "softmax_xent: logits must be (N, C), got {}",
+            logits.shape.str());
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  MPB_CHECK(rows > 0 && classes > 0, "softmax_xent: empty logits {}", logits.shape.str());
+  MPB_CHECK(labels.numel() == rows, "softmax_xent: {} labels for logits {}", labels.numel(),
+            logits.shape.str());
+  if (dlogits) {
+    MPB_CHECK(is_float_dtype(dlogits->dtype), "softmax_xent: dlogits must be float, got {}",
+              dtype_name(dlogits->dtype));
+    check_tensor(*dlogits, dlogits->dtype, "softmax_xent: dlogits");
+    MPB_CHECK(dlogits->shape == logits.shape, "softmax_xent: dlogits {} must match logits {}",
+              dlogits->shape.str(), logits.shape.str());
+  }
+  float scale = 1.0f;
+  if (grad_scale) {
+    check_scalar(*grad_scale, "softmax_xent: grad_scale");
+    scale = grad_scale->ptr<float>()[0];
+  }
+  const float* x = logits.ptr<float>();
+  const int32_t* y = labels.ptr<int32_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    MPB_CHECK(y[i] >= 0 && y[i] < classes, "softmax_xent: label {} of row {} is outside [0, {})",
+              y[i], i, classes);
+
+  // The gradient's 1/N and the loss scale fold into one factor, as on the GPU.
+  const float grad_factor = scale / static_cast<float>(rows);
+  double loss_total = 0;
+  int64_t hits = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = x + i * classes;
+    // Argmax with ties going to the lowest index; it is also the max for the stable softmax.
+    int64_t arg = 0;
+    float max = row[0];
+    for (int64_t j = 1; j < classes; ++j) {
+      if (row[j] > max) {
+        max = row[j];
+        arg = j;
+      }
+    }
+    float sum = 0;
+    for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - max);
+    const float log_sum = std::log(sum);
+    loss_total += static_cast<double>(log_sum + max - row[y[i]]);
+    hits += arg == y[i];
+    if (!dlogits) continue;
+    const float inv_sum = 1.0f / sum;
+    detail::dispatch_float(dlogits->dtype, [&](auto e) {
+      using E = decltype(e);
+      auto* d = dlogits->ptr<typename E::T>() + i * classes;
+      for (int64_t j = 0; j < classes; ++j) {
+        const float p = std::exp(row[j] - max) * inv_sum;
+        d[j] = E::store((p - (j == y[i] ? 1.0f : 0.0f)) * grad_factor);
+      }
+    });
+  }
+  loss_sum.ptr<float>()[0] += static_cast<float>(loss_total / static_cast<double>(rows));
+  correct.ptr<float>()[0] += static_cast<float>(hits);
+}
+
+}  // namespace mpbench::cpu
