@@ -24,6 +24,7 @@ Examples:
   mpbench run configs/*.json --device cpu --csv results.csv --md results.md --quiet
   mpbench validate configs/*.json                     check spec files without running them
   mpbench inspect configs/mnist_mlp.json --precision amp_fp16   per-layer shapes, FLOPs, dtypes
+  mpbench devices --json                              the GPU(s), versions and datasheet peaks
 
 Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure.
 )";
@@ -87,6 +88,11 @@ int mpbench_main(int argc, char** argv) {
   inspect_cmd->add_option("--precision", inspect.precision,
                           "One mode (default: each of the spec's modes)");
 
+  bool devices_json = false;
+  auto* devices_cmd = app.add_subcommand(
+      "devices", "GPUs and CPU of this machine: memory, SMs, tensor-core modes, datasheet peaks");
+  devices_cmd->add_flag("--json", devices_json, "Print as JSON");
+
   try {
     try {
       app.parse(argc, argv);
@@ -108,6 +114,7 @@ int mpbench_main(int argc, char** argv) {
     }
     if (*validate_cmd) return cmd_validate(validate_specs);
     if (*inspect_cmd) return cmd_inspect(inspect);
+    if (*devices_cmd) return cmd_devices(devices_json);
     return 2;
   } catch (const Error& e) {
     std::cerr << "mpbench: " << e.what() << "\n";

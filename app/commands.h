@@ -30,6 +30,8 @@ struct InspectArgs {
 };
 int cmd_inspect(const InspectArgs& args);
 
+int cmd_devices(bool as_json);
+
 // Picks the backend for --device; for auto without a GPU it says so in one line on stderr
 // (unless quiet).
 std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/model.h"
+#include "train/device_specs.h"
 #include "train/optimizer.h"
 
 namespace mpbench {
@@ -282,6 +283,10 @@ void Run::execute(RunResult& r) {
     double secs = r.epoch_time_ms.median / 1000.0;
     r.samples_per_second = static_cast<double>(steps_per_epoch * batch_) / secs;
     r.tflops = r.flops_per_step * static_cast<double>(steps_per_epoch) / secs / 1e12;
+  }
+  if (auto sheet = find_datasheet(be_.info().name); sheet && be_.device() == Device::CUDA) {
+    r.peak_tflops = peak_tflops(*sheet, precision_);
+    r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   r.memory.tracked_peak = alloc_.peak_total();
   for (int c = 0; c < kMemCategoryCount; ++c)

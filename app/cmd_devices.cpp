@@ -1,0 +1,73 @@
+// `mpbench devices`: what this machine offers, with the datasheet ceilings runs are measured
+// against. Without a GPU it says why and still lists the CPU (exit 0: that is an answer).
+#include <iostream>
+
+#include "app/commands.h"
+#include "train/device_specs.h"
+
+namespace mpbench {
+
+namespace {
+
+nlohmann::json device_json(const DeviceInfo& d) {
+  nlohmann::json j = {{"name", d.name},
+                      {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+                      {"memory_bytes", d.total_memory},
+                      {"sm_count", d.sm_count},
+                      {"driver_version", d.driver_version},
+                      {"cuda_runtime_version", d.runtime_version},
+                      {"cublas_version", d.cublas_version},
+                      {"cudnn_version", d.cudnn_version}};
+  auto sheet = find_datasheet(d.name);
+  for (Precision p : all_precisions()) {
+    nlohmann::json m = {{"tensor_cores", has_tensor_cores(d.cc_major, p)}};
+    m["peak_tflops"] = sheet ? nlohmann::json(peak_tflops(*sheet, p)) : nlohmann::json(nullptr);
+    j["modes"][precision_name(p)] = m;
+  }
+  j["memory_bandwidth_gbps"] = sheet ? nlohmann::json(sheet->memory_gbps) : nlohmann::json(nullptr);
+  return j;
+}
+
+}  // namespace
+
+int cmd_devices(bool as_json) {
+  DeviceInfo cpu = make_cpu_backend()->info();
+  std::string why;
+  int n = cuda_device_count(&why);
+  nlohmann::json j = {{"cpu", {{"name", cpu.name}, {"threads", cpu.cpu_threads}}},
+                      {"cuda_devices", nlohmann::json::array()}};
+  if (n == 0) j["no_cuda_reason"] = why;
+  for (int i = 0; i < n; ++i) j["cuda_devices"].push_back(device_json(make_cuda_backend(i)->info()));
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("CPU: {} ({} threads)\n", cpu.name, cpu.cpu_threads);
+  if (n == 0) std::cout << "GPU: none (" << why << ")\n";
+  for (int i = 0; i < n; ++i) {
+    const auto& d = j["cuda_devices"][i];
+    std::cout << fmt::format(
+        "GPU {}: {}, compute capability {}, {:.1f} GiB, {} SMs\n  driver {}, CUDA runtime {}, "
+        "cuBLAS {}, cuDNN {}\n",
+        i, d["name"].get<std::string>(), d["compute_capability"].get<std::string>(),
+        d["memory_bytes"].get<double>() / (1 << 30), d["sm_count"].get<int>(),
+        d["driver_version"].get<std::string>(), d["cuda_runtime_version"].get<std::string>(),
+        d["cublas_version"].get<std::string>(), d["cudnn_version"].get<std::string>());
+    std::cout << fmt::format("  {:<10} {:>12} {:>18}\n", "mode", "tensor cores",
+                             "datasheet TFLOP/s");
+    for (Precision p : all_precisions()) {
+      const auto& m = d["modes"][precision_name(p)];
+      std::cout << fmt::format("  {:<10} {:>12} {:>18}\n", precision_name(p),
+                               m["tensor_cores"].get<bool>() ? "yes" : "no",
+                               m["peak_tflops"].is_null()
+                                   ? std::string("unknown")
+                                   : fmt::format("{:.1f}", m["peak_tflops"].get<double>()));
+    }
+    if (!d["memory_bandwidth_gbps"].is_null())
+      std::cout << fmt::format("  memory bandwidth (datasheet): {:.0f} GB/s\n",
+                               d["memory_bandwidth_gbps"].get<double>());
+  }
+  return 0;
+}
+
+}  // namespace mpbench

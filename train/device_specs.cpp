@@ -1,0 +1,53 @@
+#include "train/device_specs.h"
+
+#include <cstring>
+
+namespace mpbench {
+
+const std::vector<GpuDatasheet>& gpu_datasheets() {
+  // name          fp32   tf32   fp16   bf16   GB/s   (dense; SXM parts unless named)
+  static const std::vector<GpuDatasheet> table = {
+      {"T4", 8.1, 0, 65, 0, 320},
+      {"A10", 31.2, 62.5, 125, 125, 600},
+      {"L4", 30.3, 60, 121, 121, 300},
+      {"L40S", 91.6, 183, 362, 362, 864},
+      {"A100-SXM4-80GB", 19.5, 156, 312, 312, 2039},
+      {"A100-PCIE-80GB", 19.5, 156, 312, 312, 1935},
+      {"A100", 19.5, 156, 312, 312, 1555},
+      {"H100 PCIe", 51, 378, 756, 756, 2000},
+      {"H100 NVL", 60, 418, 835, 835, 3900},
+      {"H100", 67, 494.7, 989.4, 989.4, 3350},
+      {"H200", 67, 494.7, 989.4, 989.4, 4800},
+  };
+  return table;
+}
+
+std::optional<GpuDatasheet> find_datasheet(const std::string& device_name) {
+  std::optional<GpuDatasheet> best;
+  for (const auto& d : gpu_datasheets()) {
+    if (device_name.find(d.name) == std::string::npos) continue;
+    if (!best || std::strlen(d.name) > std::strlen(best->name)) best = d;
+  }
+  return best;
+}
+
+double peak_tflops(const GpuDatasheet& d, Precision p) {
+  double v = 0;
+  switch (p) {
+    case Precision::FP32: v = d.fp32_tflops; break;
+    case Precision::TF32: v = d.tf32_tflops; break;
+    case Precision::AMP_FP16: v = d.fp16_tflops; break;
+    case Precision::AMP_BF16: v = d.bf16_tflops; break;
+  }
+  return v > 0 ? v : d.fp32_tflops;
+}
+
+bool has_tensor_cores(int cc_major, Precision p) {
+  switch (p) {
+    case Precision::FP32: return false;
+    case Precision::AMP_FP16: return cc_major >= 7;
+    default: return cc_major >= 8;
+  }
+}
+
+}  // namespace mpbench

@@ -1,0 +1,31 @@
+#pragma once
+// Datasheet ceilings per GPU, to report a run's achieved TFLOP/s as a share of what the card
+// can do in that mode. Dense (no sparsity) tensor-core rates, as NVIDIA's datasheets give them;
+// they are leads, not measurements (an H200 measured 788 TFLOP/s bf16 GEMM against 989 here).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/precision.h"
+
+namespace mpbench {
+
+struct GpuDatasheet {
+  const char* name;        // as matched against the device name ("H100 PCIe" before "H100")
+  double fp32_tflops;      // plain FP32 (CUDA cores)
+  double tf32_tflops;      // 0 where the card has no TF32 tensor cores
+  double fp16_tflops;      // fp16 tensor cores, fp32 accumulate
+  double bf16_tflops;      // 0 where the card has no bf16 tensor cores
+  double memory_gbps;      // memory bandwidth, GB/s
+};
+
+const std::vector<GpuDatasheet>& gpu_datasheets();
+// The datasheet entry whose name occurs in `device_name` (longest match), if any.
+std::optional<GpuDatasheet> find_datasheet(const std::string& device_name);
+// Peak TFLOP/s for a mode on that card (falls back to the fp32 rate where the mode has no
+// tensor-core path, e.g. tf32 on a T4); 0 when unknown.
+double peak_tflops(const GpuDatasheet& d, Precision p);
+// Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+).
+bool has_tensor_cores(int cc_major, Precision p);
+
+}  // namespace mpbench
