@@ -1,0 +1,74 @@
+// The CPU backend's device side: info, aligned allocation and its out-of-memory error, events.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+TEST(CpuBackend, DescribesTheHost) {
+  auto be = make_cpu_backend();
+  EXPECT_EQ(be->device(), Device::CPU);
+  const DeviceInfo info = be->info();
+  EXPECT_EQ(info.kind, "cpu");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GT(info.cpu_threads, 0);
+  EXPECT_GT(info.total_memory, size_t{1} << 20);
+  EXPECT_FALSE(be->memory_info().has_value());
+  EXPECT_EQ(be->workspace_bytes(), 0u);
+  EXPECT_FALSE(be->supports_graphs());
+}
+
+TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
+  auto be = make_cpu_backend();
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{100}, size_t{1} << 20}) {
+    void* p = be->raw_alloc(bytes);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u) << bytes;
+    std::memset(p, 0xab, bytes);
+    be->raw_free(p);
+  }
+  TrackingAllocator alloc(*be);
+  Tensor t = alloc.alloc(Shape{3, 5}, DType::F16, MemCategory::Weights);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u);
+  EXPECT_EQ(alloc.current(MemCategory::Weights), 30u);
+}
+
+TEST(CpuBackend, FailedAllocationIsAnOomError) {
+  auto be = make_cpu_backend();
+  for (size_t bytes : {SIZE_MAX - 8, size_t{1} << 62}) {
+    try {
+      void* p = be->raw_alloc(bytes);
+      be->raw_free(p);
+      FAIL() << "allocating " << bytes << " bytes succeeded";
+    } catch (const Error& e) {
+      EXPECT_TRUE(e.is_oom());
+      EXPECT_EQ(e.exit_code(), 3);
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CpuBackend, EventsMeasureWallTime) {
+  auto be = make_cpu_backend();
+  auto start = be->create_event(), stop = be->create_event();
+  start->record();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  stop->record();
+  be->synchronize();
+  const double ms = stop->elapsed_ms(*start);
+  EXPECT_GE(ms, 19.0);
+  EXPECT_LT(ms, 2000.0);
+  auto never = be->create_event();
+  EXPECT_THROW(never->elapsed_ms(*start), Error);
+}
+
+}  // namespace
+}  // namespace mpbench

@@ -1,0 +1,227 @@
+// AdamW and SGD against hand-computed values (skips, low-precision copies), the GradScaler update
+// (backoff, growth, never to inf) and count_step.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+using test::to_host_f32;
+
+class CpuOptimizer : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  TrackingAllocator alloc{*be};
+
+  Tensor make(const std::vector<float>& v, DType dt = DType::F32) {
+    Tensor t = alloc.alloc(Shape{static_cast<int64_t>(v.size())}, dt, MemCategory::OptimizerState);
+    test::from_host_f32(*be, v, t);
+    return t;
+  }
+  std::vector<float> get(const Tensor& t) { return to_host_f32(*be, t); }
+  float value(const Tensor& t) { return get(t)[0]; }
+};
+
+// The textbook form of AdamW, in double, for one element over several steps.
+struct AdamRef {
+  double p, m = 0, v = 0;
+  void step(const AdamWParams& a, double g, int t) {
+    p -= a.lr * a.weight_decay * p;
+    m = a.beta1 * m + (1 - a.beta1) * g;
+    v = a.beta2 * v + (1 - a.beta2) * g * g;
+    const double mhat = m / (1 - std::pow(a.beta1, t)), vhat = v / (1 - std::pow(a.beta2, t));
+    p -= a.lr * mhat / (std::sqrt(vhat) + a.eps);
+  }
+};
+
+TEST_F(CpuOptimizer, AdamWFirstStepByHand) {
+  // m = v = 0, t = 1: mhat = g, vhat = g^2, so p = p (1 - lr wd) - lr g / (|g| + eps).
+  AdamWParams a;
+  a.lr = 0.1f;
+  a.weight_decay = 0.01f;
+  Tensor p = make({1.0f, -2.0f}), g = make({0.5f, -0.25f}), m = make({0, 0}), v = make({0, 0});
+  Tensor step = make({0.0f});
+  be->adamw_step(a, p, g, m, v, nullptr, step, nullptr);
+  const auto got = get(p);
+  EXPECT_NEAR(got[0], 0.999 - 0.1 * 0.5 / (0.5 + 1e-8), 1e-7);
+  EXPECT_NEAR(got[1], -1.998 + 0.1 * 0.25 / (0.25 + 1e-8), 1e-7);
+  // The betas are fp32 (0.999f is not 0.999), so 1 - beta is taken from the fp32 values.
+  EXPECT_NEAR(get(m)[0], (1 - static_cast<double>(a.beta1)) * 0.5, 1e-8);
+  EXPECT_NEAR(get(v)[1], (1 - static_cast<double>(a.beta2)) * 0.0625, 1e-11);
+  EXPECT_EQ(value(step), 0.0f);  // the count is count_step's job
+}
+
+TEST_F(CpuOptimizer, AdamWFollowsTheReferenceOverStepsAndUsesStepCount) {
+  AdamWParams a;
+  a.lr = 1e-2f;
+  a.beta1 = 0.8f;
+  a.beta2 = 0.95f;
+  a.eps = 1e-6f;
+  a.weight_decay = 0.1f;
+  const std::vector<float> p0 = {0.3f, -1.2f, 2.5f};
+  Tensor p = make(p0), m = make({0, 0, 0}), v = make({0, 0, 0});
+  Tensor step = make({4.0f});  // resume at t = 5: bias correction must use step_count + 1
+  std::vector<AdamRef> ref;
+  for (float x : p0) ref.push_back({x});
+  for (int s = 0; s < 4; ++s) {
+    const std::vector<float> gv = {0.1f * (s + 1), -0.7f + s * 0.3f, 1e-3f};
+    Tensor g = make(gv);
+    be->adamw_step(a, p, g, m, v, nullptr, step, nullptr);
+    be->count_step(step, nullptr);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i].step(a, gv[i], 5 + s);
+  }
+  const auto got = get(p);
+  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i].p, 1e-6) << i;
+  EXPECT_EQ(value(step), 8.0f);
+}
+
+TEST_F(CpuOptimizer, SkippedStepWritesNothing) {
+  AdamWParams a;
+  Tensor p = make({1.0f, 2.0f}), g = make({NAN, 1.0f}), m = make({0.1f, 0.2f}),
+         v = make({0.3f, 0.4f}), step = make({3.0f}), inf = make({1.0f});
+  Tensor low = make({0.0f, 0.0f}, DType::F16);
+  be->fill(low, 9.0f);
+  be->adamw_step(a, p, g, m, v, &low, step, &inf);
+  EXPECT_EQ(get(p), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(get(m), (std::vector<float>{0.1f, 0.2f}));
+  EXPECT_EQ(get(v), (std::vector<float>{0.3f, 0.4f}));
+  EXPECT_EQ(get(low), (std::vector<float>{9.0f, 9.0f}));
+  SgdParams s;
+  Tensor buf = make({0.5f, 0.5f});
+  be->sgd_step(s, p, g, buf, &low, &inf);
+  EXPECT_EQ(get(p), (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(get(buf), (std::vector<float>{0.5f, 0.5f}));
+  EXPECT_EQ(get(low), (std::vector<float>{9.0f, 9.0f}));
+  be->count_step(step, &inf);
+  EXPECT_EQ(value(step), 3.0f);
+  // A clear flag is a normal step.
+  Tensor ok = make({0.0f});
+  Tensor g2 = make({0.5f, 1.0f});
+  be->adamw_step(a, p, g2, m, v, &low, step, &ok);
+  EXPECT_NE(get(p)[0], 1.0f);
+  be->count_step(step, &ok);
+  EXPECT_EQ(value(step), 4.0f);
+}
+
+TEST_F(CpuOptimizer, LowPrecisionCopyIsTheMasterRoundedOnce) {
+  AdamWParams a;
+  a.lr = 1e-3f;
+  const auto p0 = test::random_nonzero(37, 91, 100.0f);
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor p = make(p0), g = make(test::random_nonzero(37, 92)), m = make(std::vector<float>(37)),
+           v = make(std::vector<float>(37)), step = make({0.0f});
+    Tensor low = alloc.alloc(p.shape, dt, MemCategory::Weights);
+    test::poison(*be, low);
+    be->adamw_step(a, p, g, m, v, &low, step, nullptr);
+    std::vector<uint16_t> bits(37);
+    be->download(low, bits.data());
+    const auto master = get(p);
+    for (size_t i = 0; i < master.size(); ++i)
+      EXPECT_EQ(bits[i], dt == DType::F16 ? f32_to_f16(master[i]) : f32_to_bf16(master[i])) << i;
+
+    SgdParams s;
+    Tensor buf = make(std::vector<float>(37));
+    test::poison(*be, low);
+    be->sgd_step(s, p, g, buf, &low, nullptr);
+    be->download(low, bits.data());
+    const auto master2 = get(p);
+    for (size_t i = 0; i < master2.size(); ++i)
+      EXPECT_EQ(bits[i], dt == DType::F16 ? f32_to_f16(master2[i]) : f32_to_bf16(master2[i])) << i;
+  }
+  Tensor p = make({1.0f}), g = make({1.0f}), m = make({0.0f}), v = make({0.0f}),
+         step = make({0.0f});
+  Tensor wrong = make({0.0f}, DType::F32);
+  EXPECT_THROW(be->adamw_step(a, p, g, m, v, &wrong, step, nullptr), Error);
+}
+
+TEST_F(CpuOptimizer, SgdMomentumAndNesterovByHand) {
+  SgdParams s;
+  s.lr = 0.1f;
+  s.momentum = 0.9f;
+  s.weight_decay = 0.1f;
+  Tensor p = make({1.0f}), buf = make({0.0f});
+  Tensor g = make({0.5f});
+  be->sgd_step(s, p, g, buf, nullptr, nullptr);
+  // d = 0.5 + 0.1 * 1 = 0.6; buf = 0.6; p = 1 - 0.06.
+  EXPECT_NEAR(value(p), 0.94, 1e-7);
+  EXPECT_NEAR(value(buf), 0.6, 1e-7);
+  be->sgd_step(s, p, g, buf, nullptr, nullptr);
+  // d = 0.5 + 0.094 = 0.594; buf = 0.54 + 0.594 = 1.134; p = 0.94 - 0.1134.
+  EXPECT_NEAR(value(p), 0.8266, 1e-6);
+  EXPECT_NEAR(value(buf), 1.134, 1e-6);
+
+  s.nesterov = true;
+  Tensor pn = make({1.0f}), bn = make({0.0f});
+  be->sgd_step(s, pn, g, bn, nullptr, nullptr);
+  // buf = 0.6; d = 0.6 + 0.9 * 0.6 = 1.14; p = 1 - 0.114.
+  EXPECT_NEAR(value(pn), 0.886, 1e-7);
+  be->sgd_step(s, pn, g, bn, nullptr, nullptr);
+  // d = 0.5 + 0.0886 = 0.5886; buf = 0.54 + 0.5886 = 1.1286; d = 0.5886 + 1.01574 = 1.60434.
+  EXPECT_NEAR(value(pn), 0.886 - 0.160434, 1e-6);
+
+  // Plain SGD needs no momentum buffer.
+  SgdParams plain;
+  plain.momentum = 0.0f;
+  plain.lr = 0.5f;
+  Tensor pp = make({2.0f}), none;
+  be->sgd_step(plain, pp, g, none, nullptr, nullptr);
+  EXPECT_EQ(value(pp), 1.75f);
+}
+
+TEST_F(CpuOptimizer, LossScaleBacksOffGrowsAndNeverReachesInf) {
+  Tensor scale = make({65536.0f}), tracker = make({0.0f});
+  Tensor clean = make({0.0f}), inf = make({1.0f});
+  auto update = [&](const Tensor& f) { be->update_loss_scale(scale, tracker, f, 2.0f, 0.5f, 3); };
+  update(clean);
+  update(clean);
+  EXPECT_EQ(value(scale), 65536.0f);
+  EXPECT_EQ(value(tracker), 2.0f);
+  update(clean);  // third clean step in a row: grow
+  EXPECT_EQ(value(scale), 131072.0f);
+  EXPECT_EQ(value(tracker), 0.0f);
+  update(clean);
+  update(inf);  // backoff resets the count
+  EXPECT_EQ(value(scale), 65536.0f);
+  EXPECT_EQ(value(tracker), 0.0f);
+  update(inf);
+  EXPECT_EQ(value(scale), 32768.0f);
+  update(clean);
+  update(clean);
+  EXPECT_EQ(value(scale), 32768.0f);
+  update(clean);
+  EXPECT_EQ(value(scale), 65536.0f);
+
+  // Near FLT_MAX: growth would overflow, so the scale stays and the tracker still resets.
+  be->fill(scale, std::ldexp(1.0f, 127));
+  be->fill(tracker, 0.0f);
+  for (int i = 0; i < 9; ++i) update(clean);
+  EXPECT_EQ(value(scale), std::ldexp(1.0f, 127));
+  EXPECT_EQ(value(tracker), 0.0f);
+  be->fill(scale, FLT_MAX);
+  be->update_loss_scale(scale, tracker, clean, 2.0f, 0.5f, 1);
+  EXPECT_EQ(value(scale), FLT_MAX);
+  EXPECT_THROW(be->update_loss_scale(scale, tracker, clean, 2.0f, 0.5f, 0), Error);
+}
+
+TEST_F(CpuOptimizer, CountStep) {
+  Tensor step = make({0.0f});
+  be->count_step(step, nullptr);
+  be->count_step(step, nullptr);
+  Tensor set = make({1.0f}), clear = make({0.0f});
+  be->count_step(step, &set);
+  be->count_step(step, &clear);
+  EXPECT_EQ(value(step), 3.0f);
+  Tensor two = make({0.0f, 0.0f});
+  EXPECT_THROW(be->count_step(two, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace mpbench
