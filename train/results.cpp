@@ -372,20 +372,4 @@ Report report_from_json(const json& j) {
   return r;
 }
 
-json env_to_json(const DeviceInfo& info) {
-  const bool cuda = info.kind == "cuda";
-  auto opt = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  return {{"kind", info.kind},
-          {"name", info.name},
-          {"compute_capability",
-           cuda ? json(fmt::format("{}.{}", info.cc_major, info.cc_minor)) : json(nullptr)},
-          {"total_memory_bytes", info.total_memory},
-          {"sm_count", info.sm_count},
-          {"cpu_threads", info.cpu_threads},
-          {"driver_version", opt(info.driver_version)},
-          {"runtime_version", opt(info.runtime_version)},
-          {"cublas_version", opt(info.cublas_version)},
-          {"cudnn_version", opt(info.cudnn_version)}};
-}
-
 }  // namespace mpbench

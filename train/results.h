@@ -92,9 +92,4 @@ RunResult run_from_json(const nlohmann::json& j);
 Report report_from_json(const nlohmann::json& j);
 RunStatus run_status_from_name(const std::string& name);  // throws BadInput for unknown names
 
-// The `env` facts of one backend, in the keys the writers read: kind, name, compute_capability
-// ("9.0", null on the CPU), total_memory_bytes, sm_count, cpu_threads, driver_version,
-// runtime_version, cublas_version, cudnn_version. Callers may add keys (e.g. "cpu").
-nlohmann::json env_to_json(const DeviceInfo& info);
-
 }  // namespace mpbench

@@ -1,0 +1,297 @@
+#include "app/console_table.h"
+
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace mpbench {
+
+namespace {
+
+bool usable(double v) {
+  return std::isfinite(v) && v > 0;
+}
+
+std::string format_ms(double ms) {
+  if (ms >= 1000) return fmt::format("{:.0f}", ms);
+  if (ms >= 100) return fmt::format("{:.1f}", ms);
+  if (ms >= 10) return fmt::format("{:.2f}", ms);
+  return fmt::format("{:.3f}", ms);
+}
+
+std::string group_thousands(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string format_rate(double v) {
+  if (!std::isfinite(v)) return "nan";
+  if (v >= 1000) return group_thousands(std::llround(v));
+  return fmt::format("{:.1f}", v);
+}
+
+std::string format_loss(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4f}", v);
+}
+
+std::string format_percent(double fraction) {
+  if (!std::isfinite(fraction)) return "nan";
+  return fmt::format("{:.2f}%", fraction * 100);
+}
+
+// The device name is in env only for the device the report ran on.
+std::string device_label(const std::string& device, const Report& report) {
+  const std::string name = env_device_name(report.env, device);
+  return name.empty() ? device : device + ": " + name;
+}
+
+std::string pad(const std::string& s, size_t width, bool right) {
+  const size_t w = display_width(s);
+  if (w >= width) return s;
+  return right ? std::string(width - w, ' ') + s : s + std::string(width - w, ' ');
+}
+
+std::string repeat(const std::string& glyph, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += glyph;
+  return out;
+}
+
+// Splits `text` into lines of at most `width` columns, at spaces where possible.
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::string line, word;
+  auto flush_word = [&] {
+    while (display_width(word) > width) {  // a word longer than the cell: hard break
+      if (!line.empty()) {
+        lines.push_back(line);
+        line.clear();
+      }
+      size_t cut = 0, cols = 0;
+      while (cut < word.size() && cols < width) {
+        ++cut;
+        while (cut < word.size() && (static_cast<unsigned char>(word[cut]) & 0xC0) == 0x80) ++cut;
+        ++cols;
+      }
+      lines.push_back(word.substr(0, cut));
+      word = word.substr(cut);
+    }
+    if (word.empty()) return;
+    if (line.empty()) {
+      line = word;
+    } else if (display_width(line) + 1 + display_width(word) <= width) {
+      line += " " + word;
+    } else {
+      lines.push_back(line);
+      line = word;
+    }
+    word.clear();
+  };
+  for (char c : text) {
+    if (c == ' ' || c == '\n' || c == '\t') {
+      flush_word();
+    } else {
+      word += c;
+    }
+  }
+  flush_word();
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+
+std::string rtrim(std::string s) {
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+std::string env_device_name(const nlohmann::json& env, const std::string& device) {
+  if (!env.is_object()) return "";
+  auto str = [](const nlohmann::json& obj, const char* key) -> std::string {
+    if (!obj.is_object()) return "";
+    auto it = obj.find(key);
+    return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  // cmd_run's layout: {"device": "cuda", "gpu": {"name": ...}, "cpu": {"name": ...}}.
+  const std::string kind = str(env, "device");
+  if (!kind.empty() && kind != device) return "";
+  if (device == "cuda" && env.contains("gpu")) return str(env["gpu"], "name");
+  if (device == "cpu" && env.contains("cpu")) return str(env["cpu"], "name");
+  return "";
+}
+
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string format_bytes(size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (size_t(1) << 20)) return fmt::format("{:.1f} KiB", b / 1024);
+  if (bytes < (size_t(1) << 30)) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+}
+
+std::vector<ModelGroup> group_by_model(const Report& report) {
+  std::vector<ModelGroup> groups;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const RunResult& r : report.runs) {
+    auto key = std::make_pair(r.model, r.device);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, groups.size()).first;
+      ModelGroup g;
+      g.model = r.model;
+      g.family = r.family;
+      g.device = r.device;
+      groups.push_back(std::move(g));
+    }
+    ModelGroup& g = groups[it->second];
+    g.runs.push_back(&r);
+    if (!g.fp32 && r.precision == "fp32" && r.status == RunStatus::Ok) g.fp32 = &r;
+  }
+  return groups;
+}
+
+std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
+  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
+  const double base = fp32->epoch_time_ms.median, t = run.epoch_time_ms.median;
+  if (!usable(base) || !usable(t)) return std::nullopt;
+  return base / t;
+}
+
+std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {
+  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
+  if (fp32->memory.tracked_peak == 0 || run.memory.tracked_peak == 0) return std::nullopt;
+  return static_cast<double>(run.memory.tracked_peak) /
+         static_cast<double>(fp32->memory.tracked_peak);
+}
+
+Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
+  const std::string dash = ascii ? "-" : "—";
+  const std::string pm = ascii ? "+/-" : "±";
+  const std::string dot = ascii ? " | " : " · ";
+
+  bool any_device = false;
+  const RunResult* first_ok = nullptr;
+  for (const RunResult* r : group.runs) {
+    any_device = any_device || r->memory.has_device;
+    if (!first_ok && r->status == RunStatus::Ok) first_ok = r;
+  }
+  const RunResult& first = *group.runs.front();
+
+  Table t;
+  t.title = group.family.empty() ? group.model : fmt::format("{} ({})", group.model, group.family);
+  t.title += dot + device_label(group.device, report);
+  t.title += dot + fmt::format("batch {}", first.batch_size);
+  if (first_ok) t.title += dot + fmt::format("{} epochs", first_ok->epochs.size());
+
+  auto col = [&](const char* header, bool right) {
+    t.headers.push_back(header);
+    t.right_align.push_back(right);
+  };
+  col("mode", false);
+  col("epoch ms", true);
+  col("samples/s", true);
+  col(any_device ? "peak mem (tracked)" : "peak mem", true);
+  if (any_device) col("peak mem (device)", true);
+  col("accuracy", true);
+  col("loss", true);
+  col("speedup", true);
+  col("mem vs fp32", true);
+  col("skipped", true);
+  col("scale", true);
+
+  auto ratio = [&](std::optional<double> v) { return v ? fmt::format("{:.2f}x", *v) : dash; };
+  for (const RunResult* r : group.runs) {
+    TableRow row;
+    std::string mode = r->precision + (r->cuda_graphs ? " +graphs" : "");
+    row.cells.push_back(mode);
+    if (r->status != RunStatus::Ok) {
+      row.ok = false;
+      row.status = run_status_name(r->status);
+      if (!r->status_detail.empty()) row.status += ": " + r->status_detail;
+      t.rows.push_back(std::move(row));
+      continue;
+    }
+    const TimeStats& et = r->epoch_time_ms;
+    row.cells.push_back(fmt::format("{} {} {:.1f}%", format_ms(et.median), pm, et.cv * 100));
+    row.cells.push_back(format_rate(r->samples_per_second));
+    row.cells.push_back(format_bytes(r->memory.tracked_peak));
+    if (any_device) {
+      row.cells.push_back(r->memory.has_device ? format_bytes(r->memory.device_peak) : dash);
+    }
+    row.cells.push_back(format_percent(r->final_accuracy));
+    row.cells.push_back(format_loss(r->final_loss));
+    row.cells.push_back(ratio(speedup_vs_fp32(*r, group.fp32)));
+    row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32)));
+    row.cells.push_back(std::to_string(r->skipped_steps));
+    row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string format_console(const Report& report, bool ascii) {
+  const std::string vbar = ascii ? "|" : "│";
+  const std::string hbar = ascii ? "-" : "─";
+  const std::string cross = ascii ? "+" : "┼";
+  std::string out;
+  for (const ModelGroup& group : group_by_model(report)) {
+    const Table t = build_table(group, report, ascii);
+    const size_t ncol = t.headers.size();
+    std::vector<size_t> width(ncol);
+    for (size_t c = 0; c < ncol; ++c) width[c] = display_width(t.headers[c]);
+    for (const TableRow& row : t.rows) {
+      for (size_t c = 0; c < row.cells.size() && c < ncol; ++c) {
+        width[c] = std::max(width[c], display_width(row.cells[c]));
+      }
+    }
+    // A failed row's status runs across all number columns.
+    size_t span = 0;
+    for (size_t c = 1; c < ncol; ++c) span += width[c] + (c > 1 ? 3 : 0);
+
+    auto line = [&](const std::vector<std::string>& cells, const std::vector<size_t>& widths,
+                    const std::vector<bool>& right) {
+      std::string s;
+      for (size_t c = 0; c < cells.size(); ++c) {
+        s += (c == 0 ? " " : " " + vbar + " ") + pad(cells[c], widths[c], right[c]);
+      }
+      return rtrim(s) + "\n";
+    };
+
+    if (!out.empty()) out += "\n";
+    out += t.title + "\n";
+    out += line(t.headers, width, std::vector<bool>(ncol, false));
+    std::string rule;
+    for (size_t c = 0; c < ncol; ++c) rule += (c ? cross : "") + repeat(hbar, width[c] + 2);
+    out += rtrim(rule) + "\n";
+    for (const TableRow& row : t.rows) {
+      if (row.ok) {
+        out += line(row.cells, width, t.right_align);
+        continue;
+      }
+      bool first_line = true;
+      for (const std::string& part : wrap(row.status, span)) {
+        out += line({first_line ? row.cells[0] : "", part}, {width[0], span}, {false, false});
+        first_line = false;
+      }
+    }
+  }
+  if (out.empty()) out = "no runs\n";
+  return out;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,54 @@
+#pragma once
+// The comparison table, one per model, as the published AMP tables print it: time per epoch,
+// throughput, peak memory, accuracy, and the ratios against the fp32 row of the same model.
+// The console and Markdown writers share the cells built here so they never disagree.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/results.h"
+
+namespace mpbench {
+
+// The runs of one model on one device, in report order.
+struct ModelGroup {
+  std::string model, family, device;
+  std::vector<const RunResult*> runs;
+  const RunResult* fp32 = nullptr;  // first fp32 run with status ok: the baseline for ratios
+};
+std::vector<ModelGroup> group_by_model(const Report& report);
+
+// fp32 median epoch time / this run's; nullopt when there is no usable baseline or this run did
+// not finish ok.
+std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);
+// This run's tracked peak / fp32's (below 1 means less memory).
+std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
+
+// 512 B, 12.3 KiB, 45.6 MiB, 1.23 GiB.
+std::string format_bytes(size_t bytes);
+
+struct TableRow {
+  bool ok = true;
+  std::vector<std::string> cells;  // one per column when ok
+  std::string status;              // when not ok: "oom: <detail>", shown across the numbers
+};
+struct Table {
+  std::string title;  // model, family, device, batch, epochs
+  std::vector<std::string> headers;
+  std::vector<bool> right_align;
+  std::vector<TableRow> rows;
+};
+// `ascii` replaces ±, — and × with plain-ASCII spellings.
+Table build_table(const ModelGroup& group, const Report& report, bool ascii = false);
+
+// One box-drawn table per model, separated by blank lines. `ascii` draws with | - + instead.
+std::string format_console(const Report& report, bool ascii = false);
+
+// The name of `device` ("cuda": the GPU, "cpu": the CPU model) from a report's env, or "" when
+// env does not describe that device.
+std::string env_device_name(const nlohmann::json& env, const std::string& device);
+
+// Display columns of a UTF-8 string (every code point counted as one column).
+size_t display_width(const std::string& s);
+
+}  // namespace mpbench

@@ -1,0 +1,103 @@
+#include "app/progress.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace mpbench {
+
+namespace {
+
+constexpr double kShowAfterS = 1.0;
+constexpr double kRedrawEveryS = 0.1;
+
+int terminal_width() {
+  struct winsize ws {};
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s) || s < 0) return "--:--";
+  const int64_t t = static_cast<int64_t>(std::llround(s));
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, (t / 60) % 60, t % 60);
+  return fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+// Cuts to `cols` code points; the suffix may carry UTF-8 and must not be split mid-character.
+std::string cut(const std::string& s, int cols) {
+  int n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (n == cols) return s.substr(0, i);
+      ++n;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+Progress::Progress(std::string label, int64_t total, bool enabled)
+    : label_(std::move(label)), total_(total), enabled_(enabled && total > 0) {
+  start_ = Clock::now();
+  last_draw_ = start_;
+}
+
+Progress::~Progress() {
+  finish();
+}
+
+bool Progress::stderr_is_tty() {
+  return ::isatty(STDERR_FILENO) == 1;
+}
+
+std::string Progress::format_line(const std::string& label, int64_t done, int64_t total,
+                                  double elapsed_s, const std::string& suffix, int width) {
+  done = std::clamp<int64_t>(done, 0, std::max<int64_t>(total, 0));
+  const double frac = total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 0.0;
+  const double eta = done > 0 ? elapsed_s * static_cast<double>(total - done) / done : NAN;
+  const std::string head = fmt::format("{} {:3.0f}% ", label, std::floor(frac * 100));
+  std::string tail = fmt::format(" {}/{} ETA {}", done, total, format_duration(eta));
+  if (!suffix.empty()) tail += "  " + suffix;
+
+  const int max_cols = std::max(width - 1, 10);
+  const int room = max_cols - static_cast<int>(head.size() + tail.size()) - 2;
+  std::string line = head;
+  if (room >= 10) {
+    const int bar = std::min(room, 30);
+    const int filled = static_cast<int>(std::floor(frac * bar));
+    line += "[" + std::string(filled, '#') + std::string(bar - filled, '.') + "]";
+  }
+  line += tail;
+  return cut(line, max_cols);
+}
+
+void Progress::update(int64_t done, const std::string& suffix) {
+  if (!enabled_) return;
+  const Clock::time_point now = Clock::now();
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  if (elapsed < kShowAfterS) return;
+  if (drawn_ && std::chrono::duration<double>(now - last_draw_).count() < kRedrawEveryS) return;
+  const std::string line = format_line(label_, done, total_, elapsed, suffix, terminal_width());
+  // \r back to the start, then erase to the end of the line so a shorter line leaves no residue.
+  std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+  std::fflush(stderr);
+  drawn_ = true;
+  last_draw_ = now;
+}
+
+void Progress::finish() {
+  enabled_ = false;  // work is over: a late update() must not draw a stale bar
+  if (!drawn_) return;
+  std::fputs("\r\x1b[K", stderr);
+  std::fflush(stderr);
+  drawn_ = false;
+}
+
+}  // namespace mpbench

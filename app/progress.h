@@ -1,0 +1,42 @@
+#pragma once
+// A one-line progress bar on stderr for long work (training epochs). Drawn only on a terminal and
+// never for work that finishes within a second, so that logs, CI output and piped stderr stay
+// clean.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace mpbench {
+
+class Progress {
+ public:
+  // `enabled` is the caller's decision: typically stderr_is_tty() && !quiet.
+  Progress(std::string label, int64_t total, bool enabled);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // Records `done` of `total` units; redraws at most ~10 times a second and only once the work
+  // has run for a second. `suffix` is shown after the ETA, e.g. "loss 0.123".
+  void update(int64_t done, const std::string& suffix = "");
+  // Clears the line (if anything was drawn). Idempotent; the destructor calls it.
+  void finish();
+
+  static bool stderr_is_tty();
+
+  // The line drawn for `done` of `total` after `elapsed_s`, at most `width - 1` columns so the
+  // terminal never wraps it (a wrapped line breaks the \r redraw).
+  static std::string format_line(const std::string& label, int64_t done, int64_t total,
+                                 double elapsed_s, const std::string& suffix, int width);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::string label_;
+  int64_t total_;
+  bool enabled_;
+  bool drawn_ = false;
+  Clock::time_point start_;
+  Clock::time_point last_draw_;
+};
+
+}  // namespace mpbench

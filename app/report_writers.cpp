@@ -1,0 +1,215 @@
+#include "app/report_writers.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "app/console_table.h"
+
+namespace mpbench {
+
+namespace {
+
+using nlohmann::json;
+
+std::string str_at(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number()) return it->dump();
+  return "";
+}
+
+// Shortest text that reads back as the same double; empty for values that do not exist.
+std::string csv_num(double v) {
+  return std::isfinite(v) ? fmt::format("{}", v) : "";
+}
+std::string csv_num(std::optional<double> v) {
+  return v ? csv_num(*v) : "";
+}
+
+std::string md_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_json(const Report& report) {
+  return to_json(report).dump(2) + "\n";
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string format_csv(const Report& report) {
+  static const char* kHeader[] = {"model",
+                                  "family",
+                                  "precision",
+                                  "device",
+                                  "cuda_graphs",
+                                  "status",
+                                  "status_detail",
+                                  "batch_size",
+                                  "epochs",
+                                  "epoch_time_median_ms",
+                                  "epoch_time_mean_ms",
+                                  "epoch_time_stddev_ms",
+                                  "epoch_time_cv",
+                                  "epoch_time_min_ms",
+                                  "epoch_time_max_ms",
+                                  "samples_per_second",
+                                  "tflops",
+                                  "percent_of_peak",
+                                  "peak_memory_tracked_bytes",
+                                  "peak_memory_device_bytes",
+                                  "final_accuracy",
+                                  "final_loss",
+                                  "speedup_vs_fp32",
+                                  "memory_vs_fp32",
+                                  "skipped_steps",
+                                  "final_loss_scale"};
+  std::string out;
+  for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
+  out += "\n";
+
+  for (const ModelGroup& group : group_by_model(report)) {
+    for (const RunResult* r : group.runs) {
+      // A run that did not finish has no meaningful timing or accuracy; its memory peak (how far
+      // it got before running out) and loss-scale state are still worth keeping.
+      const bool ok = r->status == RunStatus::Ok;
+      auto when_ok = [&](double v) { return ok ? csv_num(v) : ""; };
+      const TimeStats& t = r->epoch_time_ms;
+      std::vector<std::string> f = {
+          r->model,
+          r->family,
+          r->precision,
+          r->device,
+          r->cuda_graphs ? "true" : "false",
+          run_status_name(r->status),
+          r->status_detail,
+          std::to_string(r->batch_size),
+          std::to_string(r->epochs.size()),
+          when_ok(t.median),
+          when_ok(t.mean),
+          when_ok(t.stddev),
+          when_ok(t.cv),
+          when_ok(t.min),
+          when_ok(t.max),
+          when_ok(r->samples_per_second),
+          when_ok(r->tflops),
+          ok && r->peak_tflops > 0 ? csv_num(r->percent_of_peak) : "",
+          std::to_string(r->memory.tracked_peak),
+          r->memory.has_device ? std::to_string(r->memory.device_peak) : "",
+          when_ok(r->final_accuracy),
+          when_ok(r->final_loss),
+          csv_num(speedup_vs_fp32(*r, group.fp32)),
+          csv_num(memory_vs_fp32(*r, group.fp32)),
+          std::to_string(r->skipped_steps),
+          r->loss_scaling ? csv_num(r->final_loss_scale) : "",
+      };
+      for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csv_field(f[i]);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::string env_summary(const Report& report) {
+  std::vector<std::string> parts;
+  const std::string name = str_at(report.tool, "name");
+  const std::string version = str_at(report.tool, "version");
+  const std::string git = str_at(report.tool, "git");
+  if (!name.empty() || !version.empty()) {
+    std::string tool = name.empty() ? "mpbench" : name;
+    if (!version.empty()) tool += " " + version;
+    if (!git.empty()) tool += " (" + git + ")";
+    parts.push_back(tool);
+  }
+
+  // cmd_run's layout: {"device": kind, "gpu": {name, compute_capability, memory_bytes,
+  // driver_version, cuda_runtime_version, cublas_version, cudnn_version}, "cpu": {name, threads}}.
+  const json& env = report.env;
+  const std::string kind = str_at(env, "device");
+  const json gpu = env.is_object() && env.contains("gpu") ? env["gpu"] : json();
+  if (kind == "cuda" || gpu.is_object()) {
+    std::string dev = "cuda";
+    if (std::string n = str_at(gpu, "name"); !n.empty()) dev += ": " + n;
+    if (std::string cc = str_at(gpu, "compute_capability"); !cc.empty()) dev += ", sm " + cc;
+    if (gpu.is_object() && gpu.contains("memory_bytes") &&
+        gpu["memory_bytes"].is_number_unsigned()) {
+      dev += ", " + format_bytes(gpu["memory_bytes"].get<size_t>());
+    }
+    parts.push_back(dev);
+    const std::pair<const char*, const char*> versions[] = {{"driver_version", "driver"},
+                                                            {"cuda_runtime_version", "CUDA"},
+                                                            {"cublas_version", "cuBLAS"},
+                                                            {"cudnn_version", "cuDNN"}};
+    for (const auto& [key, label] : versions) {
+      if (std::string v = str_at(gpu, key); !v.empty())
+        parts.push_back(std::string(label) + " " + v);
+    }
+  } else if (!kind.empty()) {
+    parts.push_back(kind);
+  }
+  const json cpu = env.is_object() && env.contains("cpu") ? env["cpu"] : json();
+  if (std::string n = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name"); !n.empty()) {
+    std::string t = str_at(cpu, "threads");
+    parts.push_back("CPU: " + n + (t.empty() ? "" : " (" + t + " threads)"));
+  }
+
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? " · " : "") + parts[i];
+  return out;
+}
+
+std::string format_markdown(const Report& report) {
+  std::string out;
+  const std::string env = env_summary(report);
+  if (!env.empty()) out += "_" + md_cell(env) + "_\n";
+  for (const ModelGroup& group : group_by_model(report)) {
+    const Table t = build_table(group, report);
+    out += "\n### " + md_cell(t.title) + "\n\n";
+    const size_t ncol = t.headers.size();
+    out += "|";
+    for (const std::string& h : t.headers) out += " " + md_cell(h) + " |";
+    out += "\n|";
+    for (size_t c = 0; c < ncol; ++c) out += t.right_align[c] ? " ---: |" : " --- |";
+    out += "\n";
+    for (const TableRow& row : t.rows) {
+      std::vector<std::string> cells = row.cells;
+      if (!row.ok) {
+        // GitHub tables cannot span columns: the status goes in the first number column.
+        const size_t colon = row.status.find(':');
+        cells.push_back(colon == std::string::npos
+                            ? "**" + row.status + "**"
+                            : "**" + row.status.substr(0, colon) + "**" + row.status.substr(colon));
+      }
+      cells.resize(ncol);
+      out += "|";
+      for (const std::string& c : cells) out += " " + md_cell(c) + " |";
+      out += "\n";
+    }
+  }
+  if (report.runs.empty()) out += "\nno runs\n";
+  return out;
+}
+
+}  // namespace mpbench

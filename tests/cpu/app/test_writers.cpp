@@ -1,0 +1,504 @@
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "app/atomic_file.h"
+#include "app/console_table.h"
+#include "app/progress.h"
+#include "app/report_writers.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+namespace {
+
+RunResult make_run(const std::string& precision, double median_ms, size_t tracked,
+                   RunStatus status = RunStatus::Ok) {
+  RunResult r;
+  r.model = "mnist_mlp";
+  r.family = "mlp";
+  r.precision = precision;
+  r.device = "cpu";
+  r.status = status;
+  r.batch_size = 128;
+  r.train_samples = 60000;
+  for (int e = 0; e < 3; ++e) {
+    EpochResult er;
+    er.time_ms = median_ms;
+    er.eval_accuracy = 0.97;
+    r.epochs.push_back(er);
+  }
+  r.epoch_time_ms = compute_time_stats({median_ms * 0.98, median_ms, median_ms * 1.02});
+  r.samples_per_second = 60000 / (median_ms / 1000);
+  r.memory.tracked_peak = tracked;
+  r.final_accuracy = 0.9783;
+  r.final_loss = 0.07123;
+  if (precision == "amp_fp16") {
+    r.loss_scaling = true;
+    r.final_loss_scale = 32768;
+    r.skipped_steps = 3;
+  }
+  return r;
+}
+
+Report make_report() {
+  Report rep;
+  rep.tool = {{"name", "mpbench"}, {"version", "0.1.0"}, {"git", "abc123"}};
+  rep.env = {{"device", "cpu"}, {"cpu", {{"name", "Test CPU"}, {"threads", 2}}}};
+  rep.runs.push_back(make_run("fp32", 100, size_t(200) << 20));
+  rep.runs.push_back(make_run("tf32", 80, size_t(200) << 20));
+  rep.runs.push_back(make_run("amp_fp16", 40, size_t(110) << 20));
+  RunResult oom = make_run("amp_bf16", 0, size_t(3) << 30, RunStatus::Oom);
+  oom.status_detail = "out of memory allocating 2.00 GiB for activations";
+  rep.runs.push_back(oom);
+  return rep;
+}
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The first line holding `needle`; a needle starting with a space matches at the line start only
+// (" fp32 " is the fp32 row, not the "mem vs fp32" header).
+std::string line_with(const std::string& text, const std::string& needle) {
+  for (const std::string& l : lines_of(text)) {
+    const size_t at = l.find(needle);
+    if (at != std::string::npos && (needle[0] != ' ' || at == 0)) return l;
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+// ---- ratios and units ----------------------------------------------------------------------
+
+TEST(Ratios, SpeedupAndMemoryAgainstFp32) {
+  Report rep = make_report();
+  auto groups = group_by_model(rep);
+  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_NE(groups[0].fp32, nullptr);
+  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[2], groups[0].fp32), 2.5);
+  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[0], groups[0].fp32), 1.0);
+  EXPECT_DOUBLE_EQ(*memory_vs_fp32(rep.runs[2], groups[0].fp32), 0.55);
+  EXPECT_FALSE(speedup_vs_fp32(rep.runs[3], groups[0].fp32));  // the oom row
+  EXPECT_FALSE(speedup_vs_fp32(rep.runs[2], nullptr));
+}
+
+TEST(Ratios, NoBaselineWhenFp32DidNotFinish) {
+  Report rep = make_report();
+  rep.runs[0].status = RunStatus::Oom;
+  auto groups = group_by_model(rep);
+  EXPECT_EQ(groups[0].fp32, nullptr);
+  const std::string table = format_console(rep);
+  EXPECT_FALSE(contains(table, "2.50x"));
+  EXPECT_TRUE(contains(line_with(table, "amp_fp16"), "—"));
+}
+
+TEST(Units, FormatBytes) {
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(format_bytes(size_t(110) << 20), "110.0 MiB");
+  EXPECT_EQ(format_bytes(size_t(3) << 30), "3.00 GiB");
+}
+
+TEST(Grouping, OneGroupPerModelInReportOrder) {
+  Report rep = make_report();
+  RunResult other = make_run("fp32", 10, 1000);
+  other.model = "tiny";
+  rep.runs.insert(rep.runs.begin() + 1, other);
+  auto groups = group_by_model(rep);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].model, "mnist_mlp");
+  EXPECT_EQ(groups[0].runs.size(), 4u);
+  EXPECT_EQ(groups[1].model, "tiny");
+  EXPECT_EQ(groups[1].runs.size(), 1u);
+}
+
+// ---- console -------------------------------------------------------------------------------
+
+TEST(Console, SpeedupsStatusAndAlignment) {
+  const std::string table = format_console(make_report());
+  const std::string amp = line_with(table, "amp_fp16");
+  EXPECT_TRUE(contains(amp, "2.50x")) << table;  // 100 ms / 40 ms
+  EXPECT_TRUE(contains(amp, "0.55x")) << table;  // 110 MiB / 200 MiB
+  EXPECT_TRUE(contains(amp, "32768")) << table;  // final loss scale
+  EXPECT_TRUE(contains(amp, "40.00 ± 2.0%")) << table;
+  EXPECT_TRUE(contains(amp, "1,500,000")) << table;  // samples/s
+  EXPECT_TRUE(contains(amp, "97.83%")) << table;
+  EXPECT_TRUE(contains(amp, "0.0712")) << table;
+  EXPECT_TRUE(contains(line_with(table, "tf32"), "1.25x")) << table;
+  EXPECT_TRUE(contains(line_with(table, " fp32 "), "1.00x")) << table;
+  // No loss scaling in tf32: the scale column is a dash.
+  EXPECT_TRUE(contains(line_with(table, "tf32"), "—")) << table;
+
+  const std::string oom = line_with(table, "amp_bf16");
+  EXPECT_TRUE(contains(oom, "oom: out of memory")) << table;
+  EXPECT_FALSE(contains(oom, "x ")) << table;
+
+  // Header line names the model, the device and the batch.
+  const std::vector<std::string> ls = lines_of(table);
+  ASSERT_GE(ls.size(), 7u);
+  EXPECT_TRUE(contains(ls[0], "mnist_mlp")) << ls[0];
+  EXPECT_TRUE(contains(ls[0], "cpu: Test CPU")) << ls[0];
+  EXPECT_TRUE(contains(ls[0], "batch 128")) << ls[0];
+  EXPECT_TRUE(contains(ls[1], "speedup")) << ls[1];
+
+  // Every column separator of the header, rule and ok rows lines up.
+  auto seps = [](const std::string& l, const std::string& glyph) {
+    std::vector<size_t> cols;
+    size_t col = 0;
+    for (size_t i = 0; i < l.size(); ++i) {
+      if ((static_cast<unsigned char>(l[i]) & 0xC0) == 0x80) continue;
+      if (l.compare(i, glyph.size(), glyph) == 0) cols.push_back(col);
+      ++col;
+    }
+    return cols;
+  };
+  const std::vector<size_t> header_cols = seps(ls[1], "│");
+  EXPECT_EQ(header_cols.size(), 9u);  // 10 columns
+  EXPECT_EQ(seps(ls[2], "┼"), header_cols);
+  for (const char* mode : {" fp32 ", " tf32 ", " amp_fp16 "}) {
+    EXPECT_EQ(seps(line_with(table, mode), "│"), header_cols) << mode;
+  }
+}
+
+TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
+  Report rep = make_report();
+  EXPECT_FALSE(contains(format_console(rep), "device)"));
+  for (RunResult& r : rep.runs) {
+    r.device = "cuda";
+    r.memory.has_device = true;
+    r.memory.device_peak = size_t(300) << 20;
+  }
+  rep.env = {{"device", "cuda"}, {"gpu", {{"name", "NVIDIA H200"}}}};
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, "peak mem (device)")) << table;
+  EXPECT_TRUE(contains(line_with(table, "amp_fp16"), "300.0 MiB")) << table;
+  EXPECT_TRUE(contains(table, "cuda: NVIDIA H200")) << table;
+}
+
+TEST(Console, LongStatusWrapsInsideTheTable) {
+  Report rep = make_report();
+  rep.runs[3].status = RunStatus::Diverged;
+  rep.runs[3].status_detail = std::string(40, 'a') + " " + std::string(200, 'b');
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, "diverged: aaaa")) << table;
+  size_t widest = 0;
+  for (const std::string& l : lines_of(table)) {
+    if (!contains(l, "mnist_mlp")) widest = std::max(widest, display_width(l));
+  }
+  EXPECT_LE(widest, display_width(lines_of(table)[2])) << table;  // no line beyond the rule
+  auto count_b = [](const std::string& s) {
+    size_t n = 0;
+    for (char c : s) n += c == 'b';
+    return n;
+  };
+  rep.runs[3].status_detail.clear();
+  EXPECT_EQ(count_b(table) - count_b(format_console(rep)), 200u);  // nothing lost to wrapping
+}
+
+TEST(Console, NonFiniteLossAndAsciiStyle) {
+  Report rep = make_report();
+  rep.runs[2].final_loss = std::numeric_limits<double>::quiet_NaN();
+  const std::string ascii = format_console(rep, true);
+  EXPECT_TRUE(contains(line_with(ascii, "amp_fp16"), "nan")) << ascii;
+  for (unsigned char c : ascii) EXPECT_LT(c, 0x80) << ascii;
+  EXPECT_TRUE(contains(ascii, "+/-")) << ascii;
+}
+
+TEST(Console, EmptyReport) {
+  EXPECT_EQ(format_console(Report{}), "no runs\n");
+}
+
+// ---- CSV -----------------------------------------------------------------------------------
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string f;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        f += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        f += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(f);
+      f.clear();
+    } else {
+      f += c;
+    }
+  }
+  fields.push_back(f);
+  return fields;
+}
+
+TEST(Csv, HeaderRowsAndValues) {
+  const std::string csv = format_csv(make_report());
+  const auto ls = lines_of(csv);
+  ASSERT_EQ(ls.size(), 5u);  // header + 4 runs
+  const auto header = split_csv_line(ls[0]);
+  for (const char* col :
+       {"model", "family", "precision", "device", "status", "batch_size", "epochs",
+        "epoch_time_median_ms", "epoch_time_cv", "samples_per_second", "tflops",
+        "peak_memory_tracked_bytes", "peak_memory_device_bytes", "final_accuracy", "final_loss",
+        "speedup_vs_fp32", "memory_vs_fp32", "skipped_steps", "final_loss_scale"}) {
+    EXPECT_NE(std::find(header.begin(), header.end(), col), header.end()) << col;
+  }
+  auto col = [&](const char* name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  for (size_t i = 1; i < ls.size(); ++i) {
+    EXPECT_EQ(split_csv_line(ls[i]).size(), header.size()) << ls[i];
+  }
+  const auto amp = split_csv_line(ls[3]);
+  EXPECT_EQ(amp[col("precision")], "amp_fp16");
+  EXPECT_DOUBLE_EQ(std::stod(amp[col("speedup_vs_fp32")]), 2.5);
+  EXPECT_DOUBLE_EQ(std::stod(amp[col("memory_vs_fp32")]), 0.55);
+  EXPECT_EQ(amp[col("final_loss_scale")], "32768");
+  EXPECT_EQ(amp[col("skipped_steps")], "3");
+  EXPECT_EQ(amp[col("peak_memory_device_bytes")], "");
+  EXPECT_EQ(std::stoull(amp[col("peak_memory_tracked_bytes")]), size_t(110) << 20);
+  EXPECT_DOUBLE_EQ(std::stod(amp[col("epoch_time_median_ms")]), 40);
+
+  const auto oom = split_csv_line(ls[4]);
+  EXPECT_EQ(oom[col("status")], "oom");
+  EXPECT_EQ(oom[col("speedup_vs_fp32")], "");
+  EXPECT_EQ(oom[col("epoch_time_median_ms")], "");
+}
+
+TEST(Csv, QuotesCommasQuotesAndNewlines) {
+  EXPECT_EQ(csv_field("plain"), "plain");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+
+  Report rep = make_report();
+  rep.runs[3].status_detail = "cudaMalloc failed: \"out of memory\", 2 GiB";
+  rep.runs[0].model = "mlp, wide";
+  rep.runs[1].model = "mlp, wide";
+  const std::string csv = format_csv(rep);
+  const auto ls = lines_of(csv);
+  ASSERT_EQ(ls.size(), 5u);
+  const auto header = split_csv_line(ls[0]);
+  bool found_detail = false, found_model = false;
+  for (size_t i = 1; i < ls.size(); ++i) {
+    const auto f = split_csv_line(ls[i]);
+    EXPECT_EQ(f.size(), header.size()) << ls[i];
+    for (const auto& v : f) {
+      found_detail = found_detail || v == "cudaMalloc failed: \"out of memory\", 2 GiB";
+      found_model = found_model || v == "mlp, wide";
+    }
+  }
+  EXPECT_TRUE(found_detail) << csv;
+  EXPECT_TRUE(found_model) << csv;
+}
+
+// ---- Markdown ------------------------------------------------------------------------------
+
+TEST(Markdown, OneTablePerModelWithTheRightRows) {
+  Report rep = make_report();
+  RunResult other = make_run("fp32", 10, 1000);
+  other.model = "tiny";
+  rep.runs.push_back(other);
+  rep.runs[3].status_detail = "a | b";
+  const std::string md = format_markdown(rep);
+  EXPECT_TRUE(contains(lines_of(md)[0], "mpbench 0.1.0 (abc123)")) << md;
+  EXPECT_TRUE(contains(lines_of(md)[0], "CPU: Test CPU (2 threads)")) << md;
+
+  size_t tables = 0, table_lines = 0, rules = 0;
+  for (const std::string& l : lines_of(md)) {
+    if (l.rfind("### ", 0) == 0) ++tables;
+    if (l.rfind("|", 0) == 0) {
+      ++table_lines;
+      if (contains(l, "---")) ++rules;
+      // Every table line has the same number of unescaped pipes as the header.
+      size_t pipes = 0;
+      for (size_t i = 0; i < l.size(); ++i) pipes += l[i] == '|' && (i == 0 || l[i - 1] != '\\');
+      EXPECT_EQ(pipes, 11u) << l;  // 10 columns
+    }
+  }
+  EXPECT_EQ(tables, 2u) << md;
+  EXPECT_EQ(rules, 2u) << md;
+  EXPECT_EQ(table_lines, 2u * 2 + 5) << md;  // header + rule per table, 4 + 1 runs
+  EXPECT_TRUE(contains(md, "2.50x")) << md;
+  EXPECT_TRUE(contains(md, "**oom**: a \\| b")) << md;
+}
+
+// ---- atomic files --------------------------------------------------------------------------
+
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mpbench_writers_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const std::string& f : files()) std::remove((dir_ + "/" + f).c_str());
+    chmod(dir_.c_str(), 0700);
+    rmdir(dir_.c_str());
+  }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir_.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.push_back(n);
+      }
+      closedir(d);
+    }
+    return out;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  std::string dir_;
+};
+
+TEST_F(TempDir, AtomicWriteReplacesAndLeavesNoTempFile) {
+  const std::string path = dir_ + "/r.json";
+  write_file_atomic(path, "first");
+  write_file_atomic(path, std::string(1 << 20, 'x') + "end");
+  EXPECT_EQ(read(path), std::string(1 << 20, 'x') + "end");
+  EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
+  write_file_atomic(path, "");
+  EXPECT_EQ(read(path), "");
+}
+
+TEST_F(TempDir, AtomicWriteIntoMissingDirectoryFailsCleanly) {
+  const std::string path = dir_ + "/missing/r.json";
+  try {
+    write_file_atomic(path, "data");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 3);
+    EXPECT_TRUE(contains(e.what(), "cannot write " + path)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "No such file or directory")) << e.what();
+  }
+  EXPECT_TRUE(files().empty());
+}
+
+TEST_F(TempDir, AtomicWriteOntoDirectoryRemovesTempFile) {
+  const std::string path = dir_ + "/sub";
+  ASSERT_EQ(mkdir(path.c_str(), 0700), 0);
+  EXPECT_THROW(write_file_atomic(path, "data"), Error);  // rename onto a directory fails
+  rmdir(path.c_str());
+  EXPECT_TRUE(files().empty());
+}
+
+TEST_F(TempDir, CheckWritable) {
+  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));
+  write_file_atomic(dir_ + "/r.json", "old");
+  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));  // replacing an existing file is fine
+
+  try {
+    check_writable(dir_ + "/nope/r.json", "--json");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()),
+              "--json " + dir_ + "/nope/r.json: directory " + dir_ + "/nope does not exist");
+  }
+  try {
+    check_writable(dir_ + "/r.json/x.csv");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_TRUE(contains(e.what(), "not a directory") || contains(e.what(), "does not exist"))
+        << e.what();
+  }
+  EXPECT_THROW(check_writable(dir_), Error);  // a directory, not a file
+  EXPECT_THROW(check_writable(""), Error);
+  EXPECT_NO_THROW(check_writable("relative_name.json"));  // the current directory
+
+  if (geteuid() != 0) {  // root writes anywhere
+    chmod(dir_.c_str(), 0500);
+    try {
+      check_writable(dir_ + "/r2.json");
+      ADD_FAILURE() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "not writable")) << e.what();
+    }
+    chmod(dir_.c_str(), 0700);
+  }
+}
+
+// ---- progress ------------------------------------------------------------------------------
+
+TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
+  const std::string l = Progress::format_line("mnist fp32", 50, 200, 10.0, "loss 0.123", 100);
+  EXPECT_TRUE(contains(l, "mnist fp32")) << l;
+  EXPECT_TRUE(contains(l, " 25%")) << l;
+  EXPECT_TRUE(contains(l, "50/200")) << l;
+  EXPECT_TRUE(contains(l, "ETA 0:30")) << l;  // 10 s for a quarter: 30 s left
+  EXPECT_TRUE(contains(l, "loss 0.123")) << l;
+  EXPECT_TRUE(contains(l, "[#######")) << l;
+  EXPECT_LT(display_width(l), 100u);
+
+  const std::string narrow = Progress::format_line("x", 1, 3, 1.0, "a long suffix here", 30);
+  EXPECT_LE(display_width(narrow), 29u) << narrow;
+  const std::string start = Progress::format_line("x", 0, 3, 1.0, "", 80);
+  EXPECT_TRUE(contains(start, "ETA --:--")) << start;
+  const std::string hours = Progress::format_line("x", 1, 3, 3600.0, "", 80);
+  EXPECT_TRUE(contains(hours, "ETA 2:00:00")) << hours;
+}
+
+TEST(Progress, DisabledOrShortWorkDrawsNothing) {
+  // stderr is captured by the test runner, so drawing would show up there.
+  ::testing::internal::CaptureStderr();
+  {
+    Progress off("off", 10, false);
+    for (int i = 0; i <= 10; ++i) off.update(i, "loss 1");
+    off.finish();
+    Progress fast("fast", 10, true);  // runs well under a second
+    for (int i = 0; i <= 10; ++i) fast.update(i, "loss 1");
+    fast.finish();
+  }
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST(Progress, DrawsAfterOneSecondAndClearsOnFinish) {
+  ::testing::internal::CaptureStderr();
+  {
+    Progress bar("slow", 4, true);
+    bar.update(1, "loss 0.5");
+    usleep(1100 * 1000);
+    bar.update(2, "loss 0.25");
+    bar.update(3, "loss 0.1");  // within 100 ms of the last draw: skipped
+    bar.finish();
+    bar.update(4, "late");  // after finish: nothing
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "\rslow  50%")) << err;
+  EXPECT_TRUE(contains(err, "loss 0.25")) << err;
+  EXPECT_FALSE(contains(err, "loss 0.5")) << err;
+  EXPECT_FALSE(contains(err, "loss 0.1")) << err;
+  EXPECT_FALSE(contains(err, "late")) << err;
+  EXPECT_EQ(err.substr(err.size() - 4), "\r\x1b[K") << err;
+}
+
+}  // namespace
+}  // namespace mpbench
