@@ -30,9 +30,9 @@ struct MlpSpec {
   Activation activation = Activation::Relu;
 };
 
-// "type": "resnet_bottleneck": `blocks` bottleneck blocks (1x1 -> 3x3 -> 1x1 convolutions with
-// `width` inner channels) on an image_size x image_size x in_channels input; the first block has
-// the given stride and a projection shortcut, then a global pool and a linear head.
+// "type": "resnet_bottleneck": `blocks` ResNet bottleneck blocks (1x1 -> 3x3 -> 1x1 convolutions,
+// `width` inner channels, `out_channels` out) on image_size x image_size x in_channels inputs,
+// the first block with `stride`; the model builder owns the remaining details.
 struct ResnetSpec {
   int64_t image_size = 0, in_channels = 0, width = 0, out_channels = 0, blocks = 0;
   int64_t stride = 1;

@@ -1,0 +1,274 @@
+// Synthetic and idx datasets. See dataset.h for the synthetic task.
+#include "models/dataset.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace mpbench {
+
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// xoshiro256** with a Gaussian on top. Only integer arithmetic, IEEE division and sqrt, and log,
+// so that the stream is the same on every platform (std::normal_distribution is not).
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream) {
+    uint64_t sm = seed ^ (0x6a09e667f3bcc909ull * (stream + 1));
+    for (uint64_t& w : s_) w = splitmix64(sm);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [0, n) without modulo bias worth mentioning (Lemire's multiply-high).
+  uint32_t below(uint32_t n) {
+    return static_cast<uint32_t>(((next() >> 32) * static_cast<uint64_t>(n)) >> 32);
+  }
+  // Uniform in (-1, 1) from 53 random bits.
+  double uniform_pm1() { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; }
+  // Marsaglia's polar method: no sin/cos, whose last bits vary between libms.
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double u, v, s;
+    do {
+      u = uniform_pm1();
+      v = uniform_pm1();
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    spare_ = v * f;
+    has_spare_ = true;
+    return u * f;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+// Streams of one seed: prototypes, train split, eval split.
+enum Stream : uint64_t { kPrototypes = 0, kTrain = 1, kEval = 2 };
+
+void fill_split(const std::vector<float>& protos, int64_t dim, int num_classes, int k, double a,
+                double sigma, int64_t n, Rng rng, std::vector<float>& x, std::vector<int32_t>& y) {
+  x.resize(static_cast<size_t>(n * dim));
+  y.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t c = rng.below(static_cast<uint32_t>(num_classes));
+    const uint32_t sub = rng.below(static_cast<uint32_t>(k));
+    const float* p = protos.data() + (static_cast<int64_t>(c) * k + sub) * dim;
+    float* row = x.data() + i * dim;
+    for (int64_t d = 0; d < dim; ++d) row[d] = static_cast<float>(a * p[d] + sigma * rng.normal());
+    y[static_cast<size_t>(i)] = static_cast<int32_t>(c);
+  }
+}
+
+std::string read_error(const std::string& path) {
+  return fmt::format("{}: cannot read: {}", path, std::strerror(errno));
+}
+
+uint32_t be32(const unsigned char* b) {
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
+// Opens an idx file, checks the magic and returns the header's dims and the file size.
+std::vector<int64_t> read_idx_header(const std::string& path, std::ifstream& in, uint32_t magic,
+                                     const char* kind, int64_t& file_size) {
+  in.open(path, std::ios::binary);
+  if (!in) throw_bad_input(read_error(path));
+  std::error_code ec;
+  file_size = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  if (ec) throw_bad_input(fmt::format("{}: cannot read: {}", path, ec.message()));
+  const int ndims = static_cast<int>(magic & 0xff);
+  const int64_t header = 4 + 4 * ndims;
+  unsigned char buf[16];
+  if (file_size < header || !in.read(reinterpret_cast<char*>(buf), header)) {
+    throw_bad_input(fmt::format("{}: not an idx {} file: {} bytes, shorter than the {}-byte header",
+                                path, kind, file_size, header));
+  }
+  const uint32_t got = be32(buf);
+  if (got != magic) {
+    throw_bad_input(fmt::format("{}: not an idx {} file: magic 0x{:08x}, expected 0x{:08x}", path,
+                                kind, got, magic));
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < ndims; ++i) dims.push_back(be32(buf + 4 + 4 * i));
+  return dims;
+}
+
+}  // namespace
+
+Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, int64_t n_eval,
+                           uint64_t seed, const SyntheticMlpTask& task) {
+  MPB_CHECK(input_dim > 0 && num_classes >= 2 && n_train > 0 && n_eval > 0,
+            "synthetic dims {} classes {} n {} {}", input_dim, num_classes, n_train, n_eval);
+  MPB_CHECK(task.subclusters >= 1 && task.separation > 0, "synthetic task {} {}", task.subclusters,
+            task.separation);
+  const double ratio = task.separation / std::sqrt(2.0 * static_cast<double>(input_dim));
+  const double sigma = 1.0 / std::sqrt(1.0 + ratio * ratio);
+  const double a = ratio * sigma;
+
+  const int k = task.subclusters;
+  const double proto_floats = static_cast<double>(num_classes) * k * static_cast<double>(input_dim);
+  if (proto_floats > 268435456.0) {
+    throw_bad_input(
+        fmt::format("synthetic data: {} classes x {} sub-clusters x {} dims = {:.3g} "
+                    "prototype floats, more than the 2^28 supported",
+                    num_classes, k, input_dim, proto_floats));
+  }
+  std::vector<float> protos(static_cast<size_t>(num_classes) * k * input_dim);
+  Rng proto_rng(seed, kPrototypes);
+  for (float& v : protos) v = static_cast<float>(proto_rng.normal());
+
+  Dataset ds;
+  ds.sample_dim = input_dim;
+  ds.num_classes = num_classes;
+  fill_split(protos, input_dim, num_classes, k, a, sigma, n_train, Rng(seed, kTrain), ds.train_x,
+             ds.train_y);
+  fill_split(protos, input_dim, num_classes, k, a, sigma, n_eval, Rng(seed, kEval), ds.eval_x,
+             ds.eval_y);
+  ds.description = fmt::format(
+      "synthetic: {} classes x {} sub-clusters in {} dims, separation {} (signal {:.3f}, noise "
+      "{:.3f}), seed {}, {} train / {} eval",
+      num_classes, k, input_dim, task.separation, a, sigma, seed, n_train, n_eval);
+  return ds;
+}
+
+IdxImages read_idx_images(const std::string& path, int64_t max_count) {
+  std::ifstream in;
+  int64_t size = 0;
+  const std::vector<int64_t> dims = read_idx_header(path, in, 0x00000803, "image", size);
+  IdxImages im;
+  im.count = dims[0];
+  im.rows = dims[1];
+  im.cols = dims[2];
+  // In double: three 32-bit dims can overflow int64, and such a header is wrong anyway.
+  const double expected_d = 16.0 + static_cast<double>(im.count) * im.rows * im.cols;
+  const int64_t expected = expected_d > 1e18 ? -1 : 16 + im.count * im.rows * im.cols;
+  if (size != expected) {
+    throw_bad_input(
+        fmt::format("{}: {}: the header says {} images of {}x{} ({:.0f} bytes with the header), "
+                    "the file has {} "
+                    "bytes",
+                    path, size < expected_d ? "truncated" : "trailing data", im.count, im.rows,
+                    im.cols, expected_d, size));
+  }
+  const int64_t n = max_count < 0 ? im.count : std::min(max_count, im.count);
+  im.pixels.resize(static_cast<size_t>(n * im.rows * im.cols));
+  if (!in.read(reinterpret_cast<char*>(im.pixels.data()),
+               static_cast<std::streamsize>(im.pixels.size()))) {
+    throw_bad_input(read_error(path));
+  }
+  return im;
+}
+
+std::vector<uint8_t> read_idx_labels(const std::string& path) {
+  std::ifstream in;
+  int64_t size = 0;
+  const std::vector<int64_t> dims = read_idx_header(path, in, 0x00000801, "label", size);
+  const int64_t expected = 8 + dims[0];
+  if (size != expected) {
+    throw_bad_input(fmt::format(
+        "{}: {}: the header says {} labels ({} bytes with the header), the file has {} bytes", path,
+        size < expected ? "truncated" : "trailing data", dims[0], expected, size));
+  }
+  std::vector<uint8_t> labels(static_cast<size_t>(dims[0]));
+  if (!in.read(reinterpret_cast<char*>(labels.data()), static_cast<std::streamsize>(dims[0]))) {
+    throw_bad_input(read_error(path));
+  }
+  return labels;
+}
+
+namespace {
+
+void load_idx_split(const std::string& images_path, const std::string& labels_path, int64_t n,
+                    const char* samples_key, int64_t input_dim, int num_classes,
+                    std::vector<float>& x, std::vector<int32_t>& y) {
+  const std::vector<uint8_t> labels = read_idx_labels(labels_path);
+  const IdxImages im = read_idx_images(images_path, n);
+  if (im.rows * im.cols != input_dim) {
+    throw_bad_input(fmt::format("{}: images are {}x{} = {} pixels, but model.input_dim is {}",
+                                images_path, im.rows, im.cols, im.rows * im.cols, input_dim));
+  }
+  if (static_cast<int64_t>(labels.size()) != im.count) {
+    throw_bad_input(fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.size(),
+                                images_path, im.count));
+  }
+  if (im.count < n) {
+    throw_bad_input(fmt::format("{}: {} images, but data.{} asks for {}", images_path, im.count,
+                                samples_key, n));
+  }
+  // Labels past the first n are checked too: a bad label anywhere means a wrong file.
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i] >= num_classes) {
+      throw_bad_input(
+          fmt::format("{}: label {} at index {} is out of range for model.num_classes {}",
+                      labels_path, labels[i], i, num_classes));
+    }
+  }
+  x.resize(im.pixels.size());
+  for (size_t i = 0; i < im.pixels.size(); ++i) x[i] = static_cast<float>(im.pixels[i]) / 255.0f;
+  y.assign(labels.begin(), labels.begin() + n);
+}
+
+}  // namespace
+
+Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
+  Dataset ds;
+  ds.sample_dim = input_dim;
+  ds.num_classes = num_classes;
+  load_idx_split(data.train_images, data.train_labels, data.train_samples, "train_samples",
+                 input_dim, num_classes, ds.train_x, ds.train_y);
+  load_idx_split(data.eval_images, data.eval_labels, data.eval_samples, "eval_samples", input_dim,
+                 num_classes, ds.eval_x, ds.eval_y);
+  ds.description =
+      fmt::format("idx: {} ({} train), {} ({} eval), pixels scaled to [0, 1]", data.train_images,
+                  ds.train_size(), data.eval_images, ds.eval_size());
+  return ds;
+}
+
+Dataset make_dataset(const Spec& spec) {
+  const auto* mlp = std::get_if<MlpSpec>(&spec.model);
+  if (!mlp) {
+    throw_bad_input(
+        fmt::format("{}: data.type: \"{}\" data for model.type \"{}\" is not "
+                    "supported yet (only \"mlp\")",
+                    spec.source_path, spec.data.type, spec.family));
+  }
+  const int classes = static_cast<int>(mlp->num_classes);
+  if (spec.data.type == "synthetic") {
+    return make_synthetic_mlp(mlp->input_dim, classes, spec.data.train_samples,
+                              spec.data.eval_samples, spec.data.seed);
+  }
+  if (spec.data.type == "idx") return load_idx(spec.data, mlp->input_dim, classes);
+  throw_bad_input(
+      fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, spec.data.type));
+}
+
+}  // namespace mpbench
