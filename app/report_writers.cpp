@@ -166,13 +166,21 @@ std::string env_summary(const Report& report) {
       if (std::string v = str_at(gpu, key); !v.empty())
         parts.push_back(std::string(label) + " " + v);
     }
-  } else if (!kind.empty()) {
-    parts.push_back(kind);
   }
   const json cpu = env.is_object() && env.contains("cpu") ? env["cpu"] : json();
-  if (std::string n = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name"); !n.empty()) {
-    std::string t = str_at(cpu, "threads");
-    parts.push_back("CPU: " + n + (t.empty() ? "" : " (" + t + " threads)"));
+  const std::string cpu_name = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name");
+  const std::string threads = str_at(cpu, "threads");
+  const std::string cpu_text =
+      cpu_name.empty() ? "" : cpu_name + (threads.empty() ? "" : " (" + threads + " threads)");
+  if (kind == "cpu" || (kind.empty() && !gpu.is_object())) {
+    // The run was on the CPU: the CPU is the device.
+    if (!cpu_text.empty()) {
+      parts.push_back("cpu: " + cpu_text);
+    } else if (!kind.empty()) {
+      parts.push_back(kind);
+    }
+  } else if (!cpu_text.empty()) {
+    parts.push_back("CPU: " + cpu_text);
   }
 
   std::string out;

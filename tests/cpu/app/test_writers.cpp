@@ -182,7 +182,17 @@ TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
     r.memory.has_device = true;
     r.memory.device_peak = size_t(300) << 20;
   }
-  rep.env = {{"device", "cuda"}, {"gpu", {{"name", "NVIDIA H200"}}}};
+  rep.env = {{"device", "cuda"},
+             {"gpu",
+              {{"name", "NVIDIA H200"},
+               {"compute_capability", "9.0"},
+               {"memory_bytes", size_t(140) << 30},
+               {"cuda_runtime_version", "13.0"}}},
+             {"cpu", {{"name", "Xeon"}, {"threads", 16}}}};
+  EXPECT_EQ(
+      env_summary(rep),
+      "mpbench 0.1.0 (abc123) · cuda: NVIDIA H200, sm 9.0, 140.00 GiB · CUDA 13.0 · CPU: Xeon "
+      "(16 threads)");
   const std::string table = format_console(rep);
   EXPECT_TRUE(contains(table, "peak mem (device)")) << table;
   EXPECT_TRUE(contains(line_with(table, "amp_fp16"), "300.0 MiB")) << table;
@@ -323,7 +333,7 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   rep.runs[3].status_detail = "a | b";
   const std::string md = format_markdown(rep);
   EXPECT_TRUE(contains(lines_of(md)[0], "mpbench 0.1.0 (abc123)")) << md;
-  EXPECT_TRUE(contains(lines_of(md)[0], "CPU: Test CPU (2 threads)")) << md;
+  EXPECT_TRUE(contains(lines_of(md)[0], "cpu: Test CPU (2 threads)")) << md;
 
   size_t tables = 0, table_lines = 0, rules = 0;
   for (const std::string& l : lines_of(md)) {
