@@ -1,0 +1,196 @@
+// Bias + activation outside the GEMM epilogue, and its backward.
+// x, pre_act, y, dy, dx: (rows, N); bias, dbias: (N).
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+// GELU, tanh approximation (the cuBLASLt epilogue's and the CPU reference's definition).
+__device__ __forceinline__ float apply_act(float x, Activation act) {
+  switch (act) {
+    case Activation::Relu:
+      return x > 0.0f ? x : 0.0f;
+    case Activation::Gelu:
+      return 0.5f * x * (1.0f + tanhf(kGeluC * (x + kGeluA * x * x * x)));
+    case Activation::None:
+      break;
+  }
+  return x;
+}
+
+__device__ __forceinline__ float act_grad(float x, Activation act) {
+  switch (act) {
+    case Activation::Relu:
+      return x > 0.0f ? 1.0f : 0.0f;
+    case Activation::Gelu: {
+      float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
+      return 0.5f * (1.0f + t) +
+             0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+    }
+    case Activation::None:
+      break;
+  }
+  return 1.0f;
+}
+
+// No __restrict__: x may alias pre or y; each element is read before it is written.
+template <typename T, typename TB>
+__global__ void bias_act_forward_kernel(const T* x, const TB* bias, T* pre, T* y, int64_t total,
+                                        int64_t cols, Activation act) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float v = to_f32(x[i]);
+    if (bias) v += to_f32(bias[i % cols]);
+    if (pre) pre[i] = from_f32<T>(v);
+    y[i] = from_f32<T>(apply_act(v, act));
+  }
+}
+
+template <typename T>
+__global__ void act_backward_kernel(const T* dy, const T* pre, T* dx, int64_t total,
+                                    Activation act) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    dx[i] = from_f32<T>(to_f32(dy[i]) * act_grad(to_f32(pre[i]), act));
+  }
+}
+
+constexpr int kColTile = 32, kRowThreads = 8;
+
+// Block (32, 8) covers 32 columns of one chunk of rows: writes dx and the fp32 column sums of
+// dx before its rounding to T (as the CPU reference does), either straight into dbias (one chunk)
+// or into per-chunk partials that column_sum_kernel adds up in a fixed order, so dbias is
+// deterministic.
+template <typename T>
+__global__ void act_backward_dbias_kernel(const T* dy, const T* pre, T* dx, float* out,
+                                          int64_t rows, int64_t cols, int64_t rows_per_chunk,
+                                          Activation act) {
+  __shared__ float partial[kRowThreads][kColTile + 1];
+  const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float sum = 0.0f;
+  if (col < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
+      int64_t i = r * cols + col;
+      float g = to_f32(dy[i]) * act_grad(to_f32(pre[i]), act);
+      dx[i] = from_f32<T>(g);
+      sum += g;
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float s = 0.0f;
+    for (int t = 0; t < kRowThreads; ++t) s += partial[t][threadIdx.x];
+    out[blockIdx.y * cols + col] = s;
+  }
+}
+
+__global__ void column_sum_kernel(const float* partials, float* dbias, int64_t chunks,
+                                  int64_t cols) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    float s = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) s += partials[k * cols + c];
+    dbias[c] = s;
+  }
+}
+
+}  // namespace
+
+void bias_act_forward(DeviceContext& ctx, Activation act, const Tensor& x, const Tensor* bias,
+                      Tensor* pre_act, Tensor& y) {
+  check_on_device(x, "bias_act x");
+  check_on_device(y, "bias_act y");
+  MPB_CHECK(x.dtype == y.dtype && x.numel() == y.numel(), "bias_act: x {} {} vs y {} {}",
+            dtype_name(x.dtype), x.shape.str(), dtype_name(y.dtype), y.shape.str());
+  const int64_t total = y.numel(), cols = y.cols();
+  if (bias) {
+    check_on_device(*bias, "bias_act bias");
+    MPB_CHECK(bias->numel() == cols && (bias->dtype == y.dtype || bias->dtype == DType::F32),
+              "bias_act: bias {} {} for {} columns of {}", dtype_name(bias->dtype),
+              bias->shape.str(), cols, dtype_name(y.dtype));
+  }
+  if (pre_act) {
+    check_on_device(*pre_act, "bias_act pre_act");
+    MPB_CHECK(pre_act->dtype == y.dtype && pre_act->numel() == total, "bias_act: pre_act mismatch");
+  }
+  if (total == 0) return;
+  const int grid = ctx.grid_for(total, kThreads);
+  dispatch_float(y.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* pre = pre_act ? pre_act->ptr<T>() : nullptr;
+    if (bias && bias->dtype == DType::F32) {
+      bias_act_forward_kernel<T, float><<<grid, kThreads, 0, ctx.stream()>>>(
+          x.ptr<const T>(), bias->ptr<const float>(), pre, y.ptr<T>(), total, cols, act);
+    } else {
+      bias_act_forward_kernel<T, T><<<grid, kThreads, 0, ctx.stream()>>>(
+          x.ptr<const T>(), bias ? bias->ptr<const T>() : nullptr, pre, y.ptr<T>(), total, cols,
+          act);
+    }
+    CUDA_LAUNCH_CHECK();
+  });
+}
+
+void bias_act_backward(DeviceContext& ctx, Activation act, const Tensor& dy, const Tensor& pre_act,
+                       Tensor& dx, Tensor* dbias) {
+  check_on_device(dy, "bias_act_backward dy");
+  check_on_device(pre_act, "bias_act_backward pre_act");
+  check_on_device(dx, "bias_act_backward dx");
+  MPB_CHECK(dy.dtype == dx.dtype && pre_act.dtype == dx.dtype && dy.numel() == dx.numel() &&
+                pre_act.numel() == dx.numel() && dy.cols() == dx.cols(),
+            "bias_act_backward: dy {} {}, pre_act {} {}, dx {} {} must match", dtype_name(dy.dtype),
+            dy.shape.str(), dtype_name(pre_act.dtype), pre_act.shape.str(), dtype_name(dx.dtype),
+            dx.shape.str());
+  const int64_t total = dx.numel(), cols = dx.cols(), rows = dx.rows();
+  if (dbias) {
+    check_on_device(*dbias, "bias_act_backward dbias");
+    MPB_CHECK(dbias->dtype == DType::F32 && dbias->numel() == cols,
+              "bias_act_backward: dbias must be fp32 ({}), got {} {}", cols,
+              dtype_name(dbias->dtype), dbias->shape.str());
+  }
+  if (total == 0) {
+    if (dbias && cols > 0)
+      CUDA_CHECK(cudaMemsetAsync(dbias->data, 0, dbias->bytes(), ctx.stream()));
+    return;
+  }
+  dispatch_float(dx.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (!dbias) {
+      act_backward_kernel<T><<<ctx.grid_for(total, kThreads), kThreads, 0, ctx.stream()>>>(
+          dy.ptr<const T>(), pre_act.ptr<const T>(), dx.ptr<T>(), total, act);
+      CUDA_LAUNCH_CHECK();
+      return;
+    }
+    // Enough row chunks to fill the device, limited by the scratch space for the partials.
+    const int64_t col_tiles = (cols + kColTile - 1) / kColTile;
+    const int64_t target_blocks = 4 * int64_t{ctx.prop().multiProcessorCount};
+    int64_t chunks = (target_blocks + col_tiles - 1) / col_tiles;
+    chunks = std::min(chunks, (rows + kRowThreads - 1) / kRowThreads);
+    chunks = std::min(chunks, static_cast<int64_t>(ctx.scratch_floats()) / cols);
+    chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
+    const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+    MPB_CHECK(col_tiles <= 0x7fffffff, "bias_act_backward: too many columns ({})", cols);
+    float* out = chunks == 1 ? dbias->ptr<float>() : ctx.scratch();
+    dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+    act_backward_dbias_kernel<T><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+        dy.ptr<const T>(), pre_act.ptr<const T>(), dx.ptr<T>(), out, rows, cols, rows_per_chunk,
+        act);
+    CUDA_LAUNCH_CHECK();
+    if (chunks > 1) {
+      column_sum_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+          ctx.scratch(), dbias->ptr<float>(), chunks, cols);
+      CUDA_LAUNCH_CHECK();
+    }
+  });
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,100 @@
+#pragma once
+// Shared device helpers: fp32 <-> storage conversions, dtype dispatch, vector access.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/device_context.h"
+#include "kernels/tensor.h"
+
+namespace mpbench::cuda {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float to_f32(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_f32(__half x) {
+  return __half2float(x);
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+// V contiguous elements moved as one aligned load/store (at most 16 bytes).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+inline bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) with the storage type of a float dtype.
+template <typename F>
+void dispatch_float(DType dt, F&& f) {
+  switch (dt) {
+    case DType::F32:
+      f(TypeTag<float>{});
+      return;
+    case DType::F16:
+      f(TypeTag<__half>{});
+      return;
+    case DType::BF16:
+      f(TypeTag<__nv_bfloat16>{});
+      return;
+    default:
+      throw_runtime(fmt::format("expected a float dtype, got {}", dtype_name(dt)));
+  }
+}
+
+inline cudaDataType_t cuda_type(DType dt) {
+  switch (dt) {
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::F16:
+      return CUDA_R_16F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::I32:
+      return CUDA_R_32I;
+  }
+  return CUDA_R_32F;
+}
+
+inline void check_on_device(const Tensor& t, const char* what) {
+  MPB_CHECK(t.device == Device::CUDA, "{}: tensor is not on the CUDA device", what);
+  MPB_CHECK(t.data != nullptr || t.numel() == 0, "{}: tensor has no data", what);
+}
+
+inline void check_scalar(const Tensor& t, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype == DType::F32 && t.numel() == 1, "{}: expected an fp32 scalar, got {} {}", what,
+            dtype_name(t.dtype), t.shape.str());
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,254 @@
+// The CUDA backend: device memory, transfers, events and graphs here; each op family lives in its
+// own file (see ops.h) and is only forwarded to.
+#include <memory>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_context.h"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench {
+
+namespace {
+
+using cuda::DeviceContext;
+
+// "13.0" from 13000 (CUDA's major * 1000 + minor * 10).
+std::string cuda_version_string(int v) {
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
+// "9.10.2" from 91002 (cuBLAS and cuDNN 9: major * 10000 + minor * 100 + patch).
+std::string lib_version_string(size_t v) {
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
+
+class CudaEvent : public Event {
+ public:
+  explicit CudaEvent(cudaStream_t stream) : stream_(stream) {
+    CUDA_CHECK(cudaEventCreate(&event_));
+  }
+  ~CudaEvent() override {
+    if (event_) cudaEventDestroy(event_);
+  }
+  void record() override { CUDA_CHECK(cudaEventRecord(event_, stream_)); }
+  double elapsed_ms(const Event& start) override {
+    const auto* s = dynamic_cast<const CudaEvent*>(&start);
+    MPB_CHECK(s != nullptr, "elapsed_ms: start event is not a CUDA event");
+    CUDA_CHECK(cudaEventSynchronize(event_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, s->event_, event_));
+    return ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t event_ = nullptr;
+};
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(int device) : ctx_(device) {}
+
+  Device device() const override { return Device::CUDA; }
+
+  DeviceInfo info() const override {
+    const cudaDeviceProp& p = ctx_.prop();
+    DeviceInfo d;
+    d.kind = "cuda";
+    d.name = p.name;
+    d.cc_major = p.major;
+    d.cc_minor = p.minor;
+    d.total_memory = p.totalGlobalMem;
+    d.sm_count = p.multiProcessorCount;
+    int v = 0;
+    CUDA_CHECK(cudaDriverGetVersion(&v));
+    d.driver_version = cuda_version_string(v);
+    CUDA_CHECK(cudaRuntimeGetVersion(&v));
+    d.runtime_version = cuda_version_string(v);
+    d.cublas_version = lib_version_string(cublasLtGetVersion());
+#if defined(MPBENCH_HAVE_CUDNN)
+    d.cudnn_version = lib_version_string(cudnnGetVersion());
+#endif
+    return d;
+  }
+
+  void* raw_alloc(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it so the next call does not see it
+      size_t free_b = 0, total_b = 0;
+      if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+      throw Error(ErrorKind::OutOfMemory,
+                  fmt::format("out of memory: asked for {} bytes, {} free", bytes, free_b), true);
+    }
+    CUDA_CHECK(err);
+    return p;
+  }
+
+  void raw_free(void* p) override {
+    // Called from allocator destructors, so it must not throw; a failing cudaFree means the
+    // context is already broken and that error was reported where it happened.
+    if (p && cudaFree(p) != cudaSuccess) cudaGetLastError();
+  }
+
+  std::optional<DeviceMemInfo> memory_info() override {
+    DeviceMemInfo m;
+    CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+    return m;
+  }
+
+  size_t workspace_bytes() const override {
+    return ctx_.workspace_bytes();
+  }
+  void set_workspace(const Tensor& ws) override {
+    if (ws.defined()) cuda::check_on_device(ws, "set_workspace");
+    ctx_.set_workspace(ws.data, ws.bytes());
+  }
+
+  void fill(Tensor& t, float value) override {
+    cuda::fill(ctx_, t, value);
+  }
+
+  void copy(const Tensor& src, Tensor& dst) override {
+    cuda::check_on_device(src, "copy");
+    cuda::check_on_device(dst, "copy");
+    MPB_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel(), "copy {} {} -> {} {}",
+              dtype_name(src.dtype), src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
+    if (src.bytes() == 0 || src.data == dst.data) return;
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx_.stream()));
+  }
+
+  void upload(const void* host, Tensor& dst) override {
+    cuda::check_on_device(dst, "upload");
+    if (dst.bytes() == 0) return;
+    MPB_CHECK(host != nullptr, "upload from a null host pointer");
+    // Pageable source: the runtime stages it before returning, so the caller may free it.
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream()));
+  }
+
+  void download(const Tensor& src, void* host) override {
+    cuda::check_on_device(src, "download");
+    if (src.bytes() == 0) return;
+    MPB_CHECK(host != nullptr, "download to a null host pointer");
+    CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  void synchronize() override {
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+
+  std::unique_ptr<Event> create_event() override {
+    return std::make_unique<CudaEvent>(ctx_.stream());
+  }
+
+  bool supports_graphs() const override {
+    return true;
+  }
+
+  void begin_capture() override {
+    if (ctx_.capturing) abandon_capture();
+    // Relaxed: host-side calls made while a step is captured (cudaMalloc for a first-use
+    // buffer, cudaMemGetInfo for memory sampling) must not invalidate the capture.
+    CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeRelaxed));
+    ctx_.capturing = true;
+  }
+
+  void end_capture() override {
+    MPB_CHECK(ctx_.capturing, "end_capture without begin_capture");
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamEndCapture(ctx_.stream(), &graph);
+    ctx_.capturing = false;
+    CUDA_CHECK(err);
+    cudaGraphExec_t exec = nullptr;
+    err = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_CHECK(err);
+    if (ctx_.graph_exec) cudaGraphExecDestroy(ctx_.graph_exec);
+    ctx_.graph_exec = exec;
+  }
+
+  void replay() override {
+    MPB_CHECK(ctx_.graph_exec != nullptr, "replay without a captured graph");
+    MPB_CHECK(!ctx_.capturing, "replay while capturing");
+    CUDA_CHECK(cudaGraphLaunch(ctx_.graph_exec, ctx_.stream()));
+  }
+
+  void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) override {
+    cuda::gemm(ctx_, d, a, b, c);
+  }
+  void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
+                         Tensor* dbias) override {
+    cuda::bias_act_backward(ctx_, act, dy, pre_act, dx, dbias);
+  }
+  void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override {
+    cuda::softmax_xent(ctx_, logits, labels, dlogits, grad_scale, loss_sum, correct);
+  }
+  void cast(const Tensor& src, Tensor& dst) override {
+    cuda::cast(ctx_, src, dst);
+  }
+  void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                          Tensor& norm) override {
+    cuda::unscale_check_norm(ctx_, grads, scale, found_inf, norm);
+  }
+  void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m, Tensor& v,
+                  Tensor* weights_lowp, const Tensor& step_count,
+                  const Tensor* found_inf) override {
+    cuda::adamw_step(ctx_, p, master, grads, m, v, weights_lowp, step_count, found_inf);
+  }
+  void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
+                Tensor* weights_lowp, const Tensor* found_inf) override {
+    cuda::sgd_step(ctx_, p, master, grads, momentum_buf, weights_lowp, found_inf);
+  }
+  void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
+                         float growth_factor, float backoff_factor, int growth_interval) override {
+    cuda::update_loss_scale(ctx_, scale, growth_tracker, found_inf, growth_factor, backoff_factor,
+                            growth_interval);
+  }
+  void count_step(Tensor& step_count, const Tensor* found_inf) override {
+    cuda::count_step(ctx_, step_count, found_inf);
+  }
+
+ private:
+  // A capture left open by an exception: end it and drop whatever was recorded.
+  void abandon_capture() {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(ctx_.stream(), &graph) == cudaSuccess && graph)
+      cudaGraphDestroy(graph);
+    cudaGetLastError();
+    ctx_.capturing = false;
+  }
+
+  DeviceContext ctx_;
+};
+
+}  // namespace
+
+int cuda_device_count(std::string* why_not) {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (why_not) *why_not = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    return 0;
+  }
+  if (n == 0 && why_not) *why_not = "no CUDA device: cudaGetDeviceCount reported none";
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  std::string why;
+  int n = cuda_device_count(&why);
+  if (n == 0) throw_bad_input("--device cuda: " + why);
+  if (device_index < 0 || device_index >= n)
+    throw_bad_input(
+        fmt::format("--device cuda:{}: there are only {} CUDA device(s)", device_index, n));
+  return std::make_unique<CudaBackend>(device_index);
+}
+
+}  // namespace mpbench

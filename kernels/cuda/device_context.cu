@@ -1,0 +1,208 @@
+#include "kernels/cuda/device_context.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "kernels/cuda/check.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr size_t kScratchBytes = size_t{1} << 20;
+
+uint32_t set_pref_u32(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+                      uint32_t value) {
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+  return value;
+}
+
+void destroy_plan(GemmPlan& p) {
+  // Called from destructors and error paths: report nothing, release everything.
+  if (p.layout_a) cublasLtMatrixLayoutDestroy(p.layout_a);
+  if (p.layout_b) cublasLtMatrixLayoutDestroy(p.layout_b);
+  if (p.layout_c) cublasLtMatrixLayoutDestroy(p.layout_c);
+  if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+  p = GemmPlan{};
+}
+
+cublasLtMatrixLayout_t make_layout(int32_t type, int64_t rows, int64_t cols, int64_t ld,
+                                   int64_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, static_cast<cudaDataType_t>(type),
+                                          static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                                          ld));
+  if (batch > 1) {
+    int32_t count = static_cast<int32_t>(batch);
+    cublasStatus_t st = cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                         &count, sizeof(count));
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                            &stride, sizeof(stride));
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      cublasLtMatrixLayoutDestroy(layout);
+      throw_cublas("cublasLtMatrixLayoutSetAttribute(batch)", st, __FILE__, __LINE__);
+    }
+  }
+  return layout;
+}
+
+// Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, so cuBLASLt's
+// "A" is our B and its "B" is our A; a row-major matrix is its column-major transpose in place.
+void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, size_t ws_bytes,
+                GemmPlan& plan) {
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(
+      &plan.desc, static_cast<cublasComputeType_t>(key.compute_type), CUDA_R_32F));
+  int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  uint32_t epi = key.epilogue;
+  CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (key.bias_type >= 0) {
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof(bias)));
+    if (key.bias_type != key.c_type) {
+      int32_t bt = key.bias_type;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                  &bt, sizeof(bt)));
+    }
+  }
+
+  // Our B (K, N) row-major is column-major (N, K) with ld N; transposed storage (N, K) is
+  // column-major (K, N) with ld K.
+  plan.layout_a = key.trans_b
+                      ? make_layout(key.ab_type, key.k, key.n, key.k, key.batch, key.stride_b)
+                      : make_layout(key.ab_type, key.n, key.k, key.n, key.batch, key.stride_b);
+  plan.layout_b = key.trans_a
+                      ? make_layout(key.ab_type, key.m, key.k, key.m, key.batch, key.stride_a)
+                      : make_layout(key.ab_type, key.k, key.m, key.k, key.batch, key.stride_a);
+  plan.layout_c = make_layout(key.c_type, key.n, key.m, key.n, key.batch, key.stride_c);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  try {
+    uint64_t ws = ws_bytes;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // cuBLASLt's "A" is our B, see above.
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+    set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+    st = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.layout_a, plan.layout_b, plan.layout_c,
+                                        plan.layout_c, pref, 1, &result, &returned);
+  } catch (...) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  // NOT_SUPPORTED / no result means "no algorithm for this combination" (e.g. an epilogue with
+  // pedantic math or a misaligned bias); the caller falls back rather than failing the run.
+  if (st != CUBLAS_STATUS_SUCCESS || returned < 1 || result.state != CUBLAS_STATUS_SUCCESS ||
+      result.workspaceSize > ws_bytes) {
+    destroy_plan(plan);
+    plan.ok = false;
+    return;
+  }
+  plan.algo = result.algo;
+  plan.workspace_size = result.workspaceSize;
+  plan.ok = true;
+}
+
+template <typename T>
+void hash_combine(size_t& seed, const T& v) {
+  seed ^= std::hash<T>{}(v) + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2);
+}
+
+}  // namespace
+
+bool GemmKey::operator==(const GemmKey& o) const {
+  return m == o.m && n == o.n && k == o.k && batch == o.batch && stride_a == o.stride_a &&
+         stride_b == o.stride_b && stride_c == o.stride_c && ab_type == o.ab_type &&
+         c_type == o.c_type && bias_type == o.bias_type && compute_type == o.compute_type &&
+         epilogue == o.epilogue && align_a == o.align_a && align_b == o.align_b &&
+         align_c == o.align_c && align_bias == o.align_bias && trans_a == o.trans_a &&
+         trans_b == o.trans_b;
+}
+
+size_t GemmKeyHash::operator()(const GemmKey& k) const {
+  size_t h = 0;
+  for (int64_t v : {k.m, k.n, k.k, k.batch, k.stride_a, k.stride_b, k.stride_c}) hash_combine(h, v);
+  for (int64_t v :
+       {int64_t{k.ab_type}, int64_t{k.c_type}, int64_t{k.bias_type}, int64_t{k.compute_type},
+        int64_t{k.epilogue}, int64_t{k.align_a}, int64_t{k.align_b}, int64_t{k.align_c},
+        int64_t{k.align_bias}, int64_t{k.trans_a}, int64_t{k.trans_b}})
+    hash_combine(h, v);
+  return h;
+}
+
+DeviceContext::DeviceContext(int device) : device_(device) {
+  try {
+    CUDA_CHECK(cudaSetDevice(device_));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop_, device_));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&lt_));
+    CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
+    scratch_floats_ = kScratchBytes / sizeof(float);
+  } catch (...) {
+    if (scratch_) cudaFree(scratch_);
+    if (lt_) cublasLtDestroy(lt_);
+    if (stream_) cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+DeviceContext::~DeviceContext() {
+  // Destructors must not throw: errors here are ignored (the process is usually exiting, or the
+  // device is already in an error state that was reported where it happened).
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (graph_exec) cudaGraphExecDestroy(graph_exec);
+  clear_plans();
+  if (scratch_) cudaFree(scratch_);
+  if (lt_) cublasLtDestroy(lt_);
+  if (stream_) cudaStreamDestroy(stream_);
+  cudaGetLastError();
+}
+
+size_t DeviceContext::workspace_bytes() const {
+  return prop_.major >= 9 ? size_t{32} << 20 : size_t{4} << 20;
+}
+
+void DeviceContext::set_workspace(void* ptr, size_t bytes) {
+  clear_plans();
+  workspace_ = ptr;
+  workspace_size_ = ptr ? bytes : 0;
+}
+
+int DeviceContext::grid_for(int64_t n, int threads) const {
+  int64_t blocks = (n + threads - 1) / threads;
+  int64_t cap = static_cast<int64_t>(std::max(prop_.multiProcessorCount, 1)) * 16;
+  return static_cast<int>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+const GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  GemmPlan plan;
+  try {
+    build_plan(lt_, key, bias, workspace_size_, plan);
+  } catch (...) {
+    destroy_plan(plan);
+    throw;
+  }
+  return plans_.emplace(key, plan).first->second;
+}
+
+void DeviceContext::clear_plans() {
+  for (auto& [key, plan] : plans_) destroy_plan(plan);
+  plans_.clear();
+}
+
+}  // namespace mpbench::cuda

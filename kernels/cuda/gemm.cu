@@ -1,0 +1,229 @@
+// C (M, N) = act(alpha * op(A) op(B) + beta * C + bias) through cuBLASLt.
+// a: (M, K) or (K, M) with trans_a, optionally (batch, ., .); b: (K, N) or (N, K) with trans_b;
+// c: (M, N) or (batch, M, N). Row-major is handled by computing C^T = op(B)^T op(A)^T in
+// cuBLASLt's column-major terms (see build_plan in device_context.cu).
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+// The one table from GemmMath to the cuBLASLt compute type. 16-bit operands always accumulate
+// in plain fp32 (there is no TF32 or "pedantic" question for them); fp32 operands in strict mode
+// must never touch TF32 tensor cores or reduced-precision split-K reductions.
+cublasComputeType_t compute_type_for(GemmMath math, DType operand) {
+  static const cublasComputeType_t table[3][2] = {
+      // fp32 operands               16-bit operands
+      {CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_COMPUTE_32F},   // Strict
+      {CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F},  // TF32
+      {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F},            // LowPrecision
+  };
+  return table[static_cast<int>(math)][operand == DType::F32 ? 0 : 1];
+}
+
+uint32_t alignment_of(const void* p) {
+  if (!p) return 0;
+  uintptr_t u = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 1;
+  while (a < 256 && (u & (2 * a - 1)) == 0) a *= 2;
+  return a;
+}
+
+cublasLtEpilogue_t epilogue_for(bool bias, Activation act) {
+  switch (act) {
+    case Activation::Relu:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Activation::Gelu:
+      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case Activation::None:
+      break;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// TF32 input rounding exactly as the CPU reference does it (kernels/dtype.h round_to_tf32).
+__device__ __forceinline__ float round_tf32(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7f800000u) == 0x7f800000u) return f;
+  u += 0xfffu + ((u >> 13) & 1u);
+  return __uint_as_float(u & 0xffffe000u);
+}
+
+// Fallback when cuBLASLt offers no algorithm (e.g. an odd alignment combination): one thread per
+// output element, fp32 accumulation in k order. Correct, not fast.
+template <typename TI, typename TO>
+__global__ void naive_gemm_kernel(const TI* a, const TI* b, TO* c, int64_t m, int64_t n, int64_t k,
+                                  int64_t batch, int64_t stride_a, int64_t stride_b,
+                                  int64_t stride_c, bool trans_a, bool trans_b, float alpha,
+                                  float beta, bool tf32) {
+  int64_t total = batch * m * n;
+  for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
+       idx += int64_t{gridDim.x} * blockDim.x) {
+    int64_t bt = idx / (m * n);
+    int64_t r = idx - bt * m * n;
+    int64_t i = r / n, j = r - (r / n) * n;
+    const TI* ab = a + bt * stride_a;
+    const TI* bb = b + bt * stride_b;
+    float acc = 0.0f;
+    for (int64_t p = 0; p < k; ++p) {
+      float av = to_f32(ab[trans_a ? p * m + i : i * k + p]);
+      float bv = to_f32(bb[trans_b ? j * k + p : p * n + j]);
+      if (tf32) {
+        av = round_tf32(av);
+        bv = round_tf32(bv);
+      }
+      acc = fmaf(av, bv, acc);
+    }
+    float out = alpha * acc;
+    TO* cp = c + bt * stride_c + i * n + j;
+    if (beta != 0.0f) out += beta * to_f32(*cp);
+    *cp = from_f32<TO>(out);
+  }
+}
+
+}  // namespace
+
+void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
+  check_on_device(a, "gemm A");
+  check_on_device(b, "gemm B");
+  check_on_device(c, "gemm C");
+  MPB_CHECK(a.dtype == b.dtype && a.dtype != DType::I32,
+            "gemm: A {} and B {} must share a float dtype", dtype_name(a.dtype),
+            dtype_name(b.dtype));
+  MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C {} must be {} or fp32",
+            dtype_name(c.dtype), dtype_name(a.dtype));
+  MPB_CHECK(a.shape.rank >= 2 && a.shape.rank <= 3 && b.shape.rank >= 2 && b.shape.rank <= 3 &&
+                c.shape.rank >= 2 && c.shape.rank <= 3,
+            "gemm: operands must be rank 2 or 3, got A {} B {} C {}", a.shape.str(), b.shape.str(),
+            c.shape.str());
+  const int64_t m = d.trans_a ? a.shape[-1] : a.shape[-2];
+  const int64_t k = d.trans_a ? a.shape[-2] : a.shape[-1];
+  const int64_t kb = d.trans_b ? b.shape[-1] : b.shape[-2];
+  const int64_t n = d.trans_b ? b.shape[-2] : b.shape[-1];
+  const int64_t batch = c.shape.rank == 3 ? c.shape[0] : 1;
+  MPB_CHECK(k == kb && c.shape[-2] == m && c.shape[-1] == n,
+            "gemm: shapes do not match: A {}{} B {}{} C {}", a.shape.str(), d.trans_a ? "^T" : "",
+            b.shape.str(), d.trans_b ? "^T" : "", c.shape.str());
+  MPB_CHECK(
+      (a.shape.rank == 2 || a.shape[0] == batch) && (b.shape.rank == 2 || b.shape[0] == batch),
+      "gemm: batch sizes differ: A {} B {} C {}", a.shape.str(), b.shape.str(), c.shape.str());
+  MPB_CHECK(m > 0 && n > 0 && k > 0 && batch > 0, "gemm: empty operand A {}, B {}, C {}",
+            a.shape.str(), b.shape.str(), c.shape.str());
+  MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
+            "gemm: low-precision math needs fp16/bf16 operands, got fp32");
+  MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
+            "gemm: TF32 math needs fp32 operands, got {}", dtype_name(a.dtype));
+  const bool has_epilogue = d.bias != nullptr || d.act != Activation::None || d.pre_act != nullptr;
+  MPB_CHECK(d.beta == 0.0f || !has_epilogue,
+            "gemm: beta must be 0 with bias / activation / pre_act");
+  if (d.bias) {
+    check_on_device(*d.bias, "gemm bias");
+    MPB_CHECK(d.bias->numel() == n && (d.bias->dtype == c.dtype || d.bias->dtype == DType::F32),
+              "gemm: bias {} {} must be ({}) of {} or fp32", dtype_name(d.bias->dtype),
+              d.bias->shape.str(), n, dtype_name(c.dtype));
+  }
+  if (d.pre_act) {
+    check_on_device(*d.pre_act, "gemm pre_act");
+    MPB_CHECK(d.pre_act->dtype == c.dtype && d.pre_act->shape == c.shape,
+              "gemm: pre_act {} {} must match C {} {}", dtype_name(d.pre_act->dtype),
+              d.pre_act->shape.str(), dtype_name(c.dtype), c.shape.str());
+  }
+  GemmKey key;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.batch = batch;
+  key.trans_a = d.trans_a;
+  key.trans_b = d.trans_b;
+  if (batch > 1) {
+    key.stride_a = a.shape.rank == 3 ? m * k : 0;
+    key.stride_b = b.shape.rank == 3 ? k * n : 0;
+    key.stride_c = m * n;
+    // A batch of row-major (M, K) blocks against one shared B is a single (batch * M, K) GEMM.
+    if (a.shape.rank == 3 && b.shape.rank == 2 && !d.trans_a) {
+      key.m = batch * m;
+      key.batch = 1;
+      key.stride_a = key.stride_b = key.stride_c = 0;
+    }
+  }
+  key.ab_type = cuda_type(a.dtype);
+  key.c_type = cuda_type(c.dtype);
+  key.compute_type = compute_type_for(d.math, a.dtype);
+  key.align_a = alignment_of(a.data);
+  key.align_b = alignment_of(b.data);
+  Tensor& target = d.pre_act ? *d.pre_act : c;  // where the matmul itself writes
+  key.align_c = alignment_of(target.data);
+
+  // What the cuBLASLt epilogue does; the rest is done by bias_act_forward afterwards. A bias
+  // needs 16-byte alignment for the epilogue kernels. The pre-activation is needed for backward,
+  // but RELU_AUX stores a bitmask, so with pre_act the matmul stops after the bias. The GELU
+  // epilogue may use a fast tanh, which strict fp32 must not.
+  bool epi_bias = d.bias != nullptr && alignment_of(d.bias->data) >= 16;
+  Activation epi_act = d.act;
+  if (d.pre_act || (d.act == Activation::Gelu && d.math == GemmMath::Strict))
+    epi_act = Activation::None;
+
+  const GemmPlan* plan = nullptr;
+  {
+    key.epilogue = epilogue_for(epi_bias, epi_act);
+    key.bias_type = epi_bias ? cuda_type(d.bias->dtype) : -1;
+    key.align_bias = epi_bias ? alignment_of(d.bias->data) : 0;
+    plan = &ctx.gemm_plan(key, epi_bias ? d.bias->data : nullptr);
+    if (!plan->ok && key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      epi_bias = false;
+      epi_act = Activation::None;
+      key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+      key.bias_type = -1;
+      key.align_bias = 0;
+      plan = &ctx.gemm_plan(key, nullptr);
+    }
+  }
+  if (!plan || !plan->ok) {
+    epi_bias = false;
+    epi_act = Activation::None;
+  }
+
+  const float alpha = d.alpha, beta = d.beta;
+  if (plan && plan->ok) {
+    if (epi_bias) {
+      const void* bias_ptr = d.bias->data;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias_ptr, sizeof(bias_ptr)));
+    }
+    // cuBLASLt's A is our B and vice versa (column-major transpose trick).
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), plan->desc, &alpha, b.data, plan->layout_a, a.data,
+                                plan->layout_b, &beta, target.data, plan->layout_c, target.data,
+                                plan->layout_c, &plan->algo, ctx.workspace(), ctx.workspace_size(),
+                                ctx.stream()));
+  } else {
+    const int64_t sa = a.shape.rank == 3 ? m * k : 0, sb = b.shape.rank == 3 ? k * n : 0;
+    const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
+    const int grid = ctx.grid_for(batch * m * n, kThreads);
+    dispatch_float(a.dtype, [&](auto in_tag) {
+      using TI = typename decltype(in_tag)::type;
+      dispatch_float(c.dtype, [&](auto out_tag) {
+        using TO = typename decltype(out_tag)::type;
+        naive_gemm_kernel<TI, TO><<<grid, kThreads, 0, ctx.stream()>>>(
+            a.ptr<const TI>(), b.ptr<const TI>(), target.ptr<TO>(), m, n, k, batch, sa, sb, m * n,
+            d.trans_a, d.trans_b, alpha, beta, tf32);
+        CUDA_LAUNCH_CHECK();
+      });
+    });
+  }
+
+  const bool post_bias = d.bias != nullptr && !epi_bias;
+  const bool post_act = d.act != Activation::None && epi_act == Activation::None;
+  if (d.pre_act) {
+    // target is pre_act: add the bias there if the matmul did not, then C = act(pre_act).
+    bias_act_forward(ctx, d.act, *d.pre_act, post_bias ? d.bias : nullptr,
+                     post_bias ? d.pre_act : nullptr, c);
+  } else if (post_bias || post_act) {
+    bias_act_forward(ctx, post_act ? d.act : Activation::None, c, post_bias ? d.bias : nullptr,
+                     nullptr, c);
+  }
+}
+
+}  // namespace mpbench::cuda

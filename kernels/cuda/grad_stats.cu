@@ -1,0 +1,109 @@
+// One fused pass over the flat fp32 gradients: unscale, detect inf/NaN, sum of squares; then a
+// one-block finalize writes found_inf and the L2 norm. Per-block partials go to the context's
+// scratch and are summed in a fixed order, so the norm is deterministic.
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kMaxBlocks = 1024;
+
+// Fixed-order tree reduction over the block; every thread must call it.
+__device__ float block_sum(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__device__ __forceinline__ void unscale_one(float& g, float inv, bool scaled, float& sq,
+                                            float& bad) {
+  if (scaled) g *= inv;
+  if (!isfinite(g)) bad = 1.0f;
+  sq += g * g;
+}
+
+__global__ void unscale_partial_kernel(float* grads, int64_t n, const float* scale,
+                                       float* partial_sq, float* partial_bad, bool vectorized) {
+  __shared__ float shared[kThreads];
+  const bool scaled = scale != nullptr;
+  const float inv = scaled ? 1.0f / scale[0] : 1.0f;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  float sq = 0.0f, bad = 0.0f;
+  int64_t done = 0;
+  if (vectorized) {
+    auto* g4 = reinterpret_cast<Vec<float, 4>*>(grads);
+    const int64_t nvec = n / 4;
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nvec; i += stride) {
+      Vec<float, 4> v = g4[i];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) unscale_one(v.v[k], inv, scaled, sq, bad);
+      if (scaled) g4[i] = v;
+    }
+    done = nvec * 4;
+  }
+  for (int64_t i = done + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
+    float v = grads[i];
+    unscale_one(v, inv, scaled, sq, bad);
+    if (scaled) grads[i] = v;
+  }
+  float block_sq = block_sum(sq, shared);
+  float block_bad = block_sum(bad, shared);
+  if (threadIdx.x == 0) {
+    partial_sq[blockIdx.x] = block_sq;
+    partial_bad[blockIdx.x] = block_bad;
+  }
+}
+
+__global__ void unscale_finalize_kernel(const float* partial_sq, const float* partial_bad,
+                                        int blocks, float* found_inf, float* norm) {
+  __shared__ float shared[kThreads];
+  float sq = 0.0f, bad = 0.0f;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
+    sq += partial_sq[i];
+    bad += partial_bad[i];
+  }
+  sq = block_sum(sq, shared);
+  bad = block_sum(bad, shared);
+  if (threadIdx.x == 0) {
+    found_inf[0] = bad != 0.0f ? 1.0f : 0.0f;
+    norm[0] = sqrtf(sq);
+  }
+}
+
+}  // namespace
+
+void unscale_check_norm(DeviceContext& ctx, Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                        Tensor& norm) {
+  check_on_device(grads, "unscale_check_norm grads");
+  MPB_CHECK(grads.dtype == DType::F32, "unscale_check_norm: gradients must be fp32, got {}",
+            dtype_name(grads.dtype));
+  check_scalar(found_inf, "unscale_check_norm found_inf");
+  check_scalar(norm, "unscale_check_norm norm");
+  if (scale) check_scalar(*scale, "unscale_check_norm scale");
+  const int64_t n = grads.numel();
+  const bool vectorized = aligned_to(grads.data, 16);
+  const int blocks =
+      n == 0 ? 1 : std::min(kMaxBlocks, ctx.grid_for(vectorized ? (n + 3) / 4 : n, kThreads));
+  MPB_CHECK(ctx.scratch_floats() >= 2 * static_cast<size_t>(kMaxBlocks), "scratch too small");
+  float* partial_sq = ctx.scratch();
+  float* partial_bad = ctx.scratch() + kMaxBlocks;
+  unscale_partial_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(
+      grads.ptr<float>(), n, scale ? scale->ptr<const float>() : nullptr, partial_sq, partial_bad,
+      vectorized);
+  CUDA_LAUNCH_CHECK();
+  unscale_finalize_kernel<<<1, kThreads, 0, ctx.stream()>>>(
+      partial_sq, partial_bad, blocks, found_inf.ptr<float>(), norm.ptr<float>());
+  CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,121 @@
+// Softmax cross-entropy with the loss gradient, fused: logits (N, C) fp32, labels (N) int32,
+// dlogits (N, C) any float dtype. One warp per row, all math in fp32.
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+template <typename TG>
+__global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, TG* dlogits,
+                                    const float* grad_scale, float* loss_sum, float* correct,
+                                    int64_t rows, int64_t cols, float inv_n) {
+  __shared__ float block_loss[kWarpsPerBlock];
+  __shared__ float block_correct[kWarpsPerBlock];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float coeff = (grad_scale ? grad_scale[0] : 1.0f) * inv_n;
+  float warp_loss = 0.0f, warp_correct = 0.0f;
+
+  for (int64_t row = blockIdx.x * int64_t{kWarpsPerBlock} + warp; row < rows;
+       row += int64_t{gridDim.x} * kWarpsPerBlock) {
+    const float* x = logits + row * cols;
+    // Max and argmax; ties go to the higher index, as in the CPU reference.
+    float mx = -INFINITY;
+    int64_t am = -1;
+    for (int64_t j = lane; j < cols; j += 32) {
+      float v = x[j];
+      if (v >= mx) {
+        mx = v;
+        am = j;
+      }
+    }
+    for (int off = 16; off > 0; off /= 2) {
+      float omx = __shfl_xor_sync(0xffffffffu, mx, off);
+      int64_t oam = __shfl_xor_sync(0xffffffffu, am, off);
+      if (omx > mx || (omx == mx && oam > am)) {
+        mx = omx;
+        am = oam;
+      }
+    }
+    float sum = 0.0f;
+    for (int64_t j = lane; j < cols; j += 32) sum += expf(x[j] - mx);
+    for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+
+    const int32_t label = labels[row];
+    const bool valid = label >= 0 && label < cols;
+    if (lane == 0) {
+      // An out-of-range label cannot be reported from here; a NaN loss makes it visible.
+      warp_loss += valid ? logf(sum) + mx - x[label] : NAN;
+      warp_correct += (valid && am == label) ? 1.0f : 0.0f;
+    }
+    if (dlogits) {
+      TG* g = dlogits + row * cols;
+      const float inv_sum = 1.0f / sum;
+      for (int64_t j = lane; j < cols; j += 32) {
+        float p = expf(x[j] - mx) * inv_sum;
+        g[j] = from_f32<TG>((p - (j == label ? 1.0f : 0.0f)) * coeff);
+      }
+    }
+  }
+
+  if (lane == 0) {
+    block_loss[warp] = warp_loss;
+    block_correct[warp] = warp_correct;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float l = 0.0f, c = 0.0f;
+    for (int w = 0; w < kWarpsPerBlock; ++w) {
+      l += block_loss[w];
+      c += block_correct[w];
+    }
+    atomicAdd(loss_sum, l * inv_n);
+    atomicAdd(correct, c);
+  }
+}
+
+}  // namespace
+
+void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+  check_on_device(logits, "softmax_xent logits");
+  check_on_device(labels, "softmax_xent labels");
+  check_scalar(loss_sum, "softmax_xent loss_sum");
+  check_scalar(correct, "softmax_xent correct");
+  MPB_CHECK(logits.dtype == DType::F32 && logits.shape.rank == 2,
+            "softmax_xent: logits must be fp32 (N, C), got {} {}", dtype_name(logits.dtype),
+            logits.shape.str());
+  const int64_t rows = logits.shape[0], cols = logits.shape[1];
+  MPB_CHECK(labels.dtype == DType::I32 && labels.numel() == rows,
+            "softmax_xent: labels must be int32 ({}), got {} {}", rows, dtype_name(labels.dtype),
+            labels.shape.str());
+  if (dlogits) {
+    check_on_device(*dlogits, "softmax_xent dlogits");
+    MPB_CHECK(dlogits->numel() == logits.numel(), "softmax_xent: dlogits {} vs logits {}",
+              dlogits->shape.str(), logits.shape.str());
+  }
+  if (grad_scale) check_scalar(*grad_scale, "softmax_xent grad_scale");
+  if (rows == 0 || cols == 0) return;
+  const float inv_n = 1.0f / static_cast<float>(rows);
+  const int grid = ctx.grid_for(rows, kWarpsPerBlock);
+  const float* gs = grad_scale ? grad_scale->ptr<const float>() : nullptr;
+  auto launch = [&](auto tag) {
+    using TG = typename decltype(tag)::type;
+    softmax_xent_kernel<TG><<<grid, kThreads, 0, ctx.stream()>>>(
+        logits.ptr<const float>(), labels.ptr<const int32_t>(),
+        dlogits ? dlogits->ptr<TG>() : nullptr, gs, loss_sum.ptr<float>(), correct.ptr<float>(),
+        rows, cols, inv_n);
+    CUDA_LAUNCH_CHECK();
+  };
+  if (dlogits)
+    dispatch_float(dlogits->dtype, launch);
+  else
+    launch(TypeTag<float>{});
+}
+
+}  // namespace mpbench::cuda

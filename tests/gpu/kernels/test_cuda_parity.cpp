@@ -1,0 +1,696 @@
+// Every CUDA op against the CPU reference backend on the same fresh random non-zero inputs, with
+// outputs poisoned first, plus the CUDA-only parts (OOM, events, graphs, info, GEMM speed as a
+// check that cuBLASLt and not the fallback kernel ran). Skips when there is no CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+using test::compare;
+using test::from_host_f32;
+using test::poison;
+using test::random_nonzero;
+using test::to_host_f32;
+using test::tolerance_for;
+
+// A tensor allocated on both backends.
+struct Pair {
+  Tensor cpu, gpu;
+};
+
+// Both backends, an allocator each (destroyed before their backends) and the GEMM workspace.
+struct Env {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  TrackingAllocator cpu_alloc{*cpu};
+  TrackingAllocator gpu_alloc{*gpu};
+
+  Env() {
+    const int64_t ws_floats = static_cast<int64_t>(gpu->workspace_bytes() / 4);
+    Tensor ws = gpu_alloc.alloc(Shape{ws_floats}, DType::F32, MemCategory::Workspace);
+    gpu->set_workspace(ws);
+  }
+
+  Pair make(Shape s, DType dt, const std::vector<float>& values) {
+    Pair p{cpu_alloc.alloc(s, dt, MemCategory::Activations),
+           gpu_alloc.alloc(s, dt, MemCategory::Activations)};
+    from_host_f32(*cpu, values, p.cpu);
+    from_host_f32(*gpu, values, p.gpu);
+    return p;
+  }
+  Pair random(Shape s, DType dt, uint64_t seed, float scale = 1.0f) {
+    return make(s, dt, random_nonzero(static_cast<size_t>(s.numel()), seed, scale));
+  }
+  Pair poisoned(Shape s, DType dt) {
+    Pair p{cpu_alloc.alloc(s, dt, MemCategory::Activations),
+           gpu_alloc.alloc(s, dt, MemCategory::Activations)};
+    poison(*cpu, p.cpu);
+    poison(*gpu, p.gpu);
+    return p;
+  }
+  Pair scalar(float v) { return make(Shape{1}, DType::F32, {v}); }
+  void release(const Pair& p) {
+    if (p.cpu.defined()) cpu_alloc.release(p.cpu);
+    if (p.gpu.defined()) gpu_alloc.release(p.gpu);
+  }
+
+  std::vector<float> host_cpu(const Pair& p) { return to_host_f32(*cpu, p.cpu); }
+  std::vector<float> host_gpu(const Pair& p) { return to_host_f32(*gpu, p.gpu); }
+
+  // GPU result against the CPU reference, relative error within tol.
+  ::testing::AssertionResult close(const Pair& p, double tol) {
+    auto r = compare(host_gpu(p), host_cpu(p), tol);
+    if (r.ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << r.message;
+  }
+  // Bit-for-bit after decoding (NaN matches NaN, whatever its payload).
+  ::testing::AssertionResult same(const Pair& p) {
+    auto g = host_gpu(p), c = host_cpu(p);
+    for (size_t i = 0; i < g.size(); ++i) {
+      bool both_nan = std::isnan(g[i]) && std::isnan(c[i]);
+      if (!both_nan && (f32_bits(g[i]) != f32_bits(c[i])))
+        return ::testing::AssertionFailure()
+               << "element " << i << ": cuda " << g[i] << " cpu " << c[i];
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
+#define SKIP_WITHOUT_CUDA() \
+  std::string why;          \
+  if (mpbench::cuda_device_count(&why) == 0) GTEST_SKIP() << why
+
+// ---- GEMM ------------------------------------------------------------------------------------
+
+struct GemmConfig {
+  DType ab, c;
+  GemmMath math;
+};
+
+struct Epilogue {
+  const char* name;
+  Activation act;
+  bool bias, bias_f32, pre_act;
+  float alpha, beta;
+};
+
+const Epilogue kEpilogues[] = {
+    {"plain", Activation::None, false, false, false, 1.0f, 0.0f},
+    {"bias", Activation::None, true, false, false, 1.0f, 0.0f},
+    {"relu_bias", Activation::Relu, true, false, false, 1.0f, 0.0f},
+    {"gelu_bias", Activation::Gelu, true, false, false, 1.0f, 0.0f},
+    {"gelu", Activation::Gelu, false, false, false, 1.0f, 0.0f},
+    {"relu_bias_pre", Activation::Relu, true, false, true, 1.0f, 0.0f},
+    {"gelu_bias32_pre", Activation::Gelu, true, true, true, 1.0f, 0.0f},
+    {"bias32_pre", Activation::None, true, true, true, 1.0f, 0.0f},
+    {"relu_bias32", Activation::Relu, true, true, false, 1.0f, 0.0f},
+    {"alpha_beta", Activation::None, false, false, false, 0.5f, 0.75f},
+};
+
+void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, int64_t n, int64_t k,
+                   bool ta, bool tb, const Epilogue& e, uint64_t seed) {
+  auto shape = [&](int64_t r, int64_t c) { return batch > 0 ? Shape{batch, r, c} : Shape{r, c}; };
+  Pair a = env.random(ta ? shape(k, m) : shape(m, k), cfg.ab, seed);
+  Pair b = env.random(tb ? shape(n, k) : shape(k, n), cfg.ab, seed + 1);
+  Pair c =
+      e.beta != 0.0f ? env.random(shape(m, n), cfg.c, seed + 2) : env.poisoned(shape(m, n), cfg.c);
+  Pair bias, pre;
+  GemmDesc d;
+  d.trans_a = ta;
+  d.trans_b = tb;
+  d.alpha = e.alpha;
+  d.beta = e.beta;
+  d.math = cfg.math;
+  d.act = e.act;
+  if (e.bias) bias = env.random(Shape{n}, e.bias_f32 ? DType::F32 : cfg.c, seed + 3);
+  if (e.pre_act) pre = env.poisoned(shape(m, n), cfg.c);
+
+  d.bias = e.bias ? &bias.cpu : nullptr;
+  d.pre_act = e.pre_act ? &pre.cpu : nullptr;
+  env.cpu->gemm(d, a.cpu, b.cpu, c.cpu);
+  d.bias = e.bias ? &bias.gpu : nullptr;
+  d.pre_act = e.pre_act ? &pre.gpu : nullptr;
+  env.gpu->gemm(d, a.gpu, b.gpu, c.gpu);
+
+  const double tol = std::max(tolerance_for(cfg.ab, cfg.math), tolerance_for(cfg.c, cfg.math));
+  const std::string what = fmt::format(
+      "{} -> {} math {}, batch {} M {} N {} K {}, trans_a {} trans_b {}, {}", dtype_name(cfg.ab),
+      dtype_name(cfg.c), static_cast<int>(cfg.math), batch, m, n, k, ta, tb, e.name);
+  EXPECT_TRUE(env.close(c, tol)) << "C: " << what;
+  if (e.pre_act) EXPECT_TRUE(env.close(pre, tol)) << "pre_act: " << what;
+  for (Pair* p : {&a, &b, &c, &bias, &pre}) env.release(*p);
+}
+
+const GemmConfig kGemmConfigs[] = {
+    {DType::F32, DType::F32, GemmMath::Strict},
+    {DType::F32, DType::F32, GemmMath::TF32},
+    {DType::F16, DType::F16, GemmMath::LowPrecision},
+    {DType::BF16, DType::BF16, GemmMath::LowPrecision},
+    {DType::F16, DType::F32, GemmMath::LowPrecision},
+    {DType::BF16, DType::F32, GemmMath::LowPrecision},
+};
+
+TEST(CudaParity, GemmShapesTransposesEpilogues) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  struct Mnk {
+    int64_t m, n, k;
+  };
+  const Mnk shapes[] = {{1, 1, 1},       {7, 33, 1},      {33, 7, 128},
+                        {128, 128, 128}, {257, 33, 7},    {1, 257, 128},
+                        {128, 1, 257},   {257, 257, 257}, {64, 128, 32}};
+  uint64_t seed = 1000;
+  for (const auto& cfg : kGemmConfigs)
+    for (const auto& s : shapes)
+      for (int t = 0; t < 4; ++t)
+        for (const auto& e : kEpilogues)
+          run_gemm_case(env, cfg, 0, s.m, s.n, s.k, t & 1, t & 2, e, seed += 10);
+}
+
+TEST(CudaParity, GemmBatched) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 5000;
+  for (const auto& cfg : kGemmConfigs)
+    for (int t = 0; t < 4; ++t)
+      for (const auto& e : {kEpilogues[0], kEpilogues[2], kEpilogues[6], kEpilogues[9]}) {
+        run_gemm_case(env, cfg, 3, 33, 7, 65, t & 1, t & 2, e, seed += 10);
+        run_gemm_case(env, cfg, 4, 64, 128, 64, t & 1, t & 2, e, seed += 10);
+      }
+}
+
+// Views that start mid-buffer (odd element offsets) must not reuse plans chosen for aligned
+// pointers, and the epilogue must cope with a misaligned bias.
+TEST(CudaParity, GemmMisalignedViews) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  for (const auto& cfg : kGemmConfigs) {
+    const int64_t m = 64, n = 96, k = 48;
+    Pair a = env.random(Shape{m * k + 1}, cfg.ab, 1);
+    Pair b = env.random(Shape{k * n + 3}, cfg.ab, 2);
+    Pair bias = env.random(Shape{n + 1}, cfg.c, 3);
+    Pair c = env.poisoned(Shape{m * n + 1}, cfg.c);
+    for (int64_t off : {0, 1}) {
+      poison(*env.cpu, c.cpu);
+      poison(*env.gpu, c.gpu);
+      GemmDesc d;
+      d.math = cfg.math;
+      d.act = Activation::Relu;
+      Tensor bias_c = bias.cpu.slice(off, Shape{n}), bias_g = bias.gpu.slice(off, Shape{n});
+      Tensor ac = a.cpu.slice(off, Shape{m, k}), ag = a.gpu.slice(off, Shape{m, k});
+      Tensor bc = b.cpu.slice(off, Shape{k, n}), bg = b.gpu.slice(off, Shape{k, n});
+      Tensor cc = c.cpu.slice(off, Shape{m, n}), cg = c.gpu.slice(off, Shape{m, n});
+      d.bias = &bias_c;
+      env.cpu->gemm(d, ac, bc, cc);
+      d.bias = &bias_g;
+      env.gpu->gemm(d, ag, bg, cg);
+      Pair view{cc, cg};
+      EXPECT_TRUE(env.close(
+          view, std::max(tolerance_for(cfg.ab, cfg.math), tolerance_for(cfg.c, cfg.math))))
+          << dtype_name(cfg.ab) << " -> " << dtype_name(cfg.c) << " offset " << off;
+    }
+  }
+}
+
+TEST(CudaParity, GemmRejectsWhatTheCpuRejects) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  Pair a = env.random(Shape{4, 5}, DType::F32, 1), b = env.random(Shape{6, 3}, DType::F32, 2);
+  Pair c = env.poisoned(Shape{4, 3}, DType::F32);
+  GemmDesc d;
+  EXPECT_THROW(env.gpu->gemm(d, a.gpu, b.gpu, c.gpu), Error);  // K 5 vs 6
+  Pair h = env.random(Shape{4, 6}, DType::F16, 3);
+  d.math = GemmMath::TF32;
+  EXPECT_THROW(env.gpu->gemm(d, h.gpu, b.gpu, c.gpu), Error);  // dtypes differ
+}
+
+// ---- bias_act_backward ---------------------------------------------------------------------
+
+TEST(CudaParity, BiasActBackward) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 7000;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu})
+      for (int64_t rows : {1, 7, 33, 257, 4096})
+        for (int64_t n : {1, 7, 33, 128, 1000})
+          for (int mode = 0; mode < 3; ++mode) {  // 0: no dbias, 1: dbias, 2: dbias, dx aliases dy
+            if (rows * n > 1 << 20) continue;
+            Pair dy = env.random(Shape{rows, n}, dt, seed += 3);
+            Pair pre = env.random(Shape{rows, n}, dt, seed + 1, 3.0f);
+            Pair dx = mode == 2 ? dy : env.poisoned(Shape{rows, n}, dt);
+            Pair dbias = env.poisoned(Shape{n}, DType::F32);
+            env.cpu->bias_act_backward(act, dy.cpu, pre.cpu, dx.cpu, mode ? &dbias.cpu : nullptr);
+            env.gpu->bias_act_backward(act, dy.gpu, pre.gpu, dx.gpu, mode ? &dbias.gpu : nullptr);
+            const std::string what = fmt::format("{} {} rows {} n {} mode {}", dtype_name(dt),
+                                                 activation_name(act), rows, n, mode);
+            EXPECT_TRUE(env.close(dx, tolerance_for(dt))) << "dx " << what;
+            if (mode) EXPECT_TRUE(env.close(dbias, 1e-5)) << "dbias " << what;
+            for (Pair* p : {&dy, &pre, &dbias}) env.release(*p);
+            if (mode != 2) env.release(dx);
+          }
+}
+
+// ---- softmax_xent --------------------------------------------------------------------------
+
+TEST(CudaParity, SoftmaxXent) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 9000;
+  for (int64_t rows : {1, 7, 33, 128, 257})
+    for (int64_t classes : {1, 2, 10, 33, 1000}) {
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      std::uniform_int_distribution<int> label(0, static_cast<int>(classes - 1));
+      std::vector<float> labels(rows);
+      for (auto& l : labels) l = static_cast<float>(label(rng));
+      Pair lab = env.make(Shape{rows}, DType::I32, labels);
+      Pair logits = env.random(Shape{rows, classes}, DType::F32, seed += 7, 5.0f);
+      for (int variant = 0; variant < 5; ++variant) {
+        // 0: no gradient; 1-3: dlogits fp32/fp16/bf16 with a loss scale; 4: fp32, no scale.
+        const DType gdt = variant == 2 ? DType::F16 : variant == 3 ? DType::BF16 : DType::F32;
+        Pair loss = env.scalar(1.5f), correct = env.scalar(2.0f), scale = env.scalar(1024.0f);
+        Pair dlogits = env.poisoned(Shape{rows, classes}, gdt);
+        const bool grad = variant != 0, scaled = variant >= 1 && variant <= 3;
+        env.cpu->softmax_xent(logits.cpu, lab.cpu, grad ? &dlogits.cpu : nullptr,
+                              scaled ? &scale.cpu : nullptr, loss.cpu, correct.cpu);
+        env.gpu->softmax_xent(logits.gpu, lab.gpu, grad ? &dlogits.gpu : nullptr,
+                              scaled ? &scale.gpu : nullptr, loss.gpu, correct.gpu);
+        const std::string what =
+            fmt::format("rows {} classes {} variant {}", rows, classes, variant);
+        EXPECT_TRUE(env.close(loss, 1e-5)) << "loss " << what;
+        EXPECT_EQ(env.host_gpu(correct), env.host_cpu(correct)) << "correct " << what;
+        if (grad) EXPECT_TRUE(env.close(dlogits, tolerance_for(gdt))) << "dlogits " << what;
+      }
+    }
+}
+
+// ---- cast, fill, transfers ------------------------------------------------------------------
+
+std::vector<float> special_values(size_t n, uint64_t seed) {
+  std::vector<float> v = random_nonzero(n, seed, 4.0f);
+  const float specials[] = {std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::nanf(""),
+                            -0.0f,
+                            0.0f,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -70000.0f,
+                            3.0e38f,
+                            1.0e-8f,   // fp16 subnormal
+                            6.0e-8f,   // near the smallest fp16 subnormal
+                            2.9e-8f,   // below half of it: rounds to 0 in fp16
+                            1.0e-40f,  // fp32 subnormal
+                            -1.2e-38f,
+                            1.00048828125f /* fp16 tie */,
+                            1.00390625f /* bf16 tie */,
+                            3.3895314e38f};
+  for (size_t i = 0; i < sizeof(specials) / sizeof(specials[0]) && i * 3 < n; ++i)
+    v[i * 3] = specials[i];
+  return v;
+}
+
+TEST(CudaParity, CastAllPairsWithSpecials) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  const DType types[] = {DType::F32, DType::F16, DType::BF16};
+  uint64_t seed = 11000;
+  for (DType from : types)
+    for (DType to : types)
+      for (int64_t n : {1, 7, 64, 1000, 4099})
+        for (int64_t off : {0, 1}) {  // offset 1: the scalar (unaligned) path
+          Pair src = env.make(Shape{n + off}, from, special_values(n + off, seed += 5));
+          Pair dst = env.poisoned(Shape{n + off}, to);
+          Tensor sc = src.cpu.slice(off, Shape{n}), sg = src.gpu.slice(off, Shape{n});
+          Tensor dc = dst.cpu.slice(off, Shape{n}), dg = dst.gpu.slice(off, Shape{n});
+          env.cpu->cast(sc, dc);
+          env.gpu->cast(sg, dg);
+          Pair view{dc, dg};
+          EXPECT_TRUE(env.same(view))
+              << dtype_name(from) << " -> " << dtype_name(to) << " n " << n << " offset " << off;
+        }
+}
+
+TEST(CudaParity, FillUploadDownloadCopy) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
+    for (int64_t n : {1, 5, 1000}) {
+      Pair t = env.poisoned(Shape{n}, dt);
+      for (float v : {0.0f, -3.0f, 1.0e-7f, 70000.0f}) {
+        if (dt == DType::I32 && v != std::trunc(v)) continue;
+        env.cpu->fill(t.cpu, v);
+        env.gpu->fill(t.gpu, v);
+        EXPECT_TRUE(env.same(t)) << dtype_name(dt) << " fill " << v;
+      }
+      Pair src = env.random(Shape{n}, dt == DType::I32 ? DType::F32 : dt, 42, 100.0f);
+      if (dt == DType::I32) src = env.make(Shape{n}, dt, std::vector<float>(n, -17.0f));
+      Pair dst = env.poisoned(Shape{n}, dt);
+      env.cpu->copy(src.cpu, dst.cpu);
+      env.gpu->copy(src.gpu, dst.gpu);
+      EXPECT_TRUE(env.same(dst)) << dtype_name(dt) << " copy";
+    }
+}
+
+// ---- unscale_check_norm --------------------------------------------------------------------
+
+TEST(CudaParity, UnscaleCheckNorm) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 13000;
+  for (int64_t n : {1, 7, 1000, 100003})
+    for (int64_t off : {0, 1})
+      for (bool scaled : {false, true})
+        for (int bad = 0; bad < 3; ++bad) {  // 0: finite, 1: an inf, 2: a NaN
+          std::vector<float> g = random_nonzero(n + off, seed += 3, scaled ? 4096.0f : 1.0f);
+          if (bad) g[off + (n - 1) / 2] = bad == 1 ? -INFINITY : std::nanf("");
+          Pair grads = env.make(Shape{n + off}, DType::F32, g);
+          Pair scale = env.scalar(1024.0f);
+          Pair found = env.poisoned(Shape{1}, DType::F32),
+               norm = env.poisoned(Shape{1}, DType::F32);
+          Tensor gc = grads.cpu.slice(off, Shape{n}), gg = grads.gpu.slice(off, Shape{n});
+          env.cpu->unscale_check_norm(gc, scaled ? &scale.cpu : nullptr, found.cpu, norm.cpu);
+          env.gpu->unscale_check_norm(gg, scaled ? &scale.gpu : nullptr, found.gpu, norm.gpu);
+          const std::string what =
+              fmt::format("n {} offset {} scaled {} bad {}", n, off, scaled, bad);
+          EXPECT_TRUE(env.same(grads)) << "grads " << what;
+          EXPECT_EQ(env.host_gpu(found), env.host_cpu(found)) << "found_inf " << what;
+          EXPECT_EQ(env.host_gpu(found)[0], bad ? 1.0f : 0.0f) << what;
+          const float ng = env.host_gpu(norm)[0], nc = env.host_cpu(norm)[0];
+          if (bad) {
+            EXPECT_FALSE(std::isfinite(ng)) << "norm " << what;
+          } else {
+            EXPECT_NEAR(ng, nc, 1e-5 * nc) << "norm " << what;
+          }
+        }
+}
+
+// ---- optimizers and loss scaling -----------------------------------------------------------
+
+TEST(CudaParity, AdamW) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 15000;
+  for (int64_t n : {1, 7, 1000, 4099})
+    for (int lowp = 0; lowp < 3; ++lowp)
+      for (int skip = 0; skip < 3; ++skip) {  // 0: no found_inf, 1: found_inf = 0, 2: = 1
+        const DType ldt = lowp == 2 ? DType::BF16 : DType::F16;
+        AdamWParams p;
+        p.lr = 1e-2f;
+        p.weight_decay = 0.05f;
+        const std::vector<float> w0 = random_nonzero(n, seed += 5);
+        Pair w = env.make(Shape{n}, DType::F32, w0);
+        Pair m = env.make(Shape{n}, DType::F32, std::vector<float>(n, 0.0f));
+        Pair v = env.make(Shape{n}, DType::F32, std::vector<float>(n, 0.0f));
+        Pair low = env.make(Shape{n}, ldt, std::vector<float>(n, 7.0f));
+        Pair step = env.scalar(0.0f), found = env.scalar(skip == 2 ? 1.0f : 0.0f);
+        for (int it = 0; it < 3; ++it) {
+          Pair g = env.random(Shape{n}, DType::F32, seed + 100 + it, 0.1f);
+          env.cpu->adamw_step(p, w.cpu, g.cpu, m.cpu, v.cpu, lowp ? &low.cpu : nullptr, step.cpu,
+                              skip ? &found.cpu : nullptr);
+          env.gpu->adamw_step(p, w.gpu, g.gpu, m.gpu, v.gpu, lowp ? &low.gpu : nullptr, step.gpu,
+                              skip ? &found.gpu : nullptr);
+          env.cpu->count_step(step.cpu, skip ? &found.cpu : nullptr);
+          env.gpu->count_step(step.gpu, skip ? &found.gpu : nullptr);
+        }
+        const std::string what = fmt::format("n {} lowp {} skip {}", n, lowp, skip);
+        EXPECT_EQ(env.host_gpu(step), env.host_cpu(step)) << what;
+        if (skip == 2) {
+          EXPECT_EQ(env.host_gpu(w), w0) << "skipped step wrote master weights " << what;
+          EXPECT_EQ(env.host_gpu(low), std::vector<float>(n, 7.0f)) << "skipped step wrote lowp";
+          EXPECT_EQ(env.host_gpu(m), std::vector<float>(n, 0.0f)) << what;
+          EXPECT_EQ(env.host_gpu(step)[0], 0.0f) << what;
+          continue;
+        }
+        EXPECT_TRUE(env.close(w, 1e-5)) << "master " << what;
+        EXPECT_TRUE(env.close(m, 1e-5)) << "m " << what;
+        EXPECT_TRUE(env.close(v, 1e-5)) << "v " << what;
+        if (lowp) EXPECT_TRUE(env.close(low, tolerance_for(ldt))) << "lowp " << what;
+      }
+}
+
+TEST(CudaParity, Sgd) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 17000;
+  for (int64_t n : {1, 7, 1000, 4099})
+    for (float momentum : {0.0f, 0.9f})
+      for (bool nesterov : {false, true})
+        for (int variant = 0; variant < 3; ++variant) {  // 0: plain, 1: fp16 copy + wd, 2: skip
+          if (nesterov && momentum == 0.0f) continue;
+          SgdParams p;
+          p.lr = 0.05f;
+          p.momentum = momentum;
+          p.nesterov = nesterov;
+          p.weight_decay = variant == 1 ? 0.01f : 0.0f;
+          const std::vector<float> w0 = random_nonzero(n, seed += 5);
+          Pair w = env.make(Shape{n}, DType::F32, w0);
+          Pair buf = env.make(Shape{n}, DType::F32, std::vector<float>(n, 0.0f));
+          Pair low = env.make(Shape{n}, DType::F16, std::vector<float>(n, 7.0f));
+          Pair found = env.scalar(variant == 2 ? 1.0f : 0.0f);
+          // With momentum 0 there is no buffer at all: the op must not touch it.
+          Tensor no_buf;
+          for (int it = 0; it < 3; ++it) {
+            Pair g = env.random(Shape{n}, DType::F32, seed + 100 + it, 0.1f);
+            env.cpu->sgd_step(p, w.cpu, g.cpu, momentum ? buf.cpu : no_buf,
+                              variant ? &low.cpu : nullptr, &found.cpu);
+            env.gpu->sgd_step(p, w.gpu, g.gpu, momentum ? buf.gpu : no_buf,
+                              variant ? &low.gpu : nullptr, &found.gpu);
+          }
+          const std::string what = fmt::format("n {} momentum {} nesterov {} variant {}", n,
+                                               momentum, nesterov, variant);
+          if (variant == 2) {
+            EXPECT_EQ(env.host_gpu(w), w0) << what;
+            EXPECT_EQ(env.host_gpu(low), std::vector<float>(n, 7.0f)) << what;
+            continue;
+          }
+          EXPECT_TRUE(env.close(w, 1e-5)) << "master " << what;
+          if (momentum != 0.0f) EXPECT_TRUE(env.close(buf, 1e-5)) << "buf " << what;
+          if (variant) EXPECT_TRUE(env.close(low, tolerance_for(DType::F16))) << "lowp " << what;
+        }
+}
+
+TEST(CudaParity, UpdateLossScaleSequences) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  struct Seq {
+    float init, growth, backoff;
+    int interval;
+    std::vector<int> found;
+  };
+  const Seq seqs[] = {
+      {65536.0f, 2.0f, 0.5f, 3, {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0}},
+      {1.0f, 2.0f, 0.25f, 1, {0, 0, 0, 0, 1, 0, 1, 1, 1, 0}},
+      {3.0e38f, 2.0f, 0.5f, 1, {0, 0, 0, 1, 0, 0}},  // never grows to inf
+      {65536.0f, 2.0f, 0.5f, 2000, std::vector<int>(2003, 0)},
+  };
+  for (const auto& s : seqs) {
+    Pair scale = env.scalar(s.init), tracker = env.scalar(0.0f), step = env.scalar(0.0f);
+    for (size_t i = 0; i < s.found.size(); ++i) {
+      Pair found = env.scalar(static_cast<float>(s.found[i]));
+      env.cpu->update_loss_scale(scale.cpu, tracker.cpu, found.cpu, s.growth, s.backoff,
+                                 s.interval);
+      env.gpu->update_loss_scale(scale.gpu, tracker.gpu, found.gpu, s.growth, s.backoff,
+                                 s.interval);
+      env.cpu->count_step(step.cpu, &found.cpu);
+      env.gpu->count_step(step.gpu, &found.gpu);
+      if (s.found.size() < 100 || i + 5 > s.found.size()) {
+        ASSERT_EQ(env.host_gpu(scale), env.host_cpu(scale)) << "step " << i;
+        ASSERT_EQ(env.host_gpu(tracker), env.host_cpu(tracker)) << "step " << i;
+        ASSERT_EQ(env.host_gpu(step), env.host_cpu(step)) << "step " << i;
+        EXPECT_TRUE(std::isfinite(env.host_gpu(scale)[0]));
+      }
+      env.release(found);
+    }
+  }
+  // count_step without found_inf always counts.
+  Pair step = env.scalar(41.0f);
+  env.gpu->count_step(step.gpu, nullptr);
+  EXPECT_EQ(env.host_gpu(step)[0], 42.0f);
+}
+
+// ---- CUDA-only behaviour -------------------------------------------------------------------
+
+TEST(CudaParity, OutOfMemoryIsAnOomErrorAndRecoverable) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  try {
+    env.gpu->raw_alloc(size_t{1} << 50);  // 1 PiB
+    ADD_FAILURE() << "a 1 PiB allocation succeeded";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom()) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of memory"), std::string::npos) << e.what();
+  }
+  // The error must not be sticky: the device keeps working.
+  Pair t = env.poisoned(Shape{100}, DType::F32);
+  env.gpu->fill(t.gpu, 3.0f);
+  EXPECT_EQ(env.host_gpu(t), std::vector<float>(100, 3.0f));
+}
+
+TEST(CudaParity, InfoMemoryEvents) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  DeviceInfo info = env.gpu->info();
+  EXPECT_EQ(info.kind, "cuda");
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.cc_major, 7);
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GT(info.total_memory, size_t{0});
+  EXPECT_FALSE(info.driver_version.empty());
+  EXPECT_FALSE(info.runtime_version.empty());
+  EXPECT_FALSE(info.cublas_version.empty());
+  std::printf("device: %s cc %d.%d, %d SMs, driver %s, runtime %s, cuBLAS %s, cuDNN %s\n",
+              info.name.c_str(), info.cc_major, info.cc_minor, info.sm_count,
+              info.driver_version.c_str(), info.runtime_version.c_str(),
+              info.cublas_version.c_str(), info.cudnn_version.c_str());
+  auto mem = env.gpu->memory_info();
+  ASSERT_TRUE(mem.has_value());
+  EXPECT_GT(mem->total_bytes, size_t{0});
+  EXPECT_LE(mem->free_bytes, mem->total_bytes);
+  EXPECT_EQ(env.gpu->workspace_bytes(), info.cc_major >= 9 ? size_t{32} << 20 : size_t{4} << 20);
+  auto start = env.gpu->create_event(), stop = env.gpu->create_event();
+  Pair t = env.poisoned(Shape{1 << 20}, DType::F32);
+  start->record();
+  env.gpu->fill(t.gpu, 1.0f);
+  stop->record();
+  double ms = stop->elapsed_ms(*start);
+  EXPECT_GE(ms, 0.0);
+  EXPECT_LT(ms, 10000.0);
+}
+
+// One small training step (cast, GEMM with fp32 logits, softmax-xent, weight-gradient GEMM,
+// unscale/check, AdamW, loss scale) captured once and replayed must match running it eagerly.
+TEST(CudaParity, GraphReplayMatchesEager) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  Backend& be = *env.gpu;
+  TrackingAllocator& al = env.gpu_alloc;
+  const int64_t batch = 64, in = 96, classes = 10;
+  auto alloc = [&](Shape s, DType dt) { return al.alloc(s, dt, MemCategory::Activations); };
+  Tensor x = alloc(Shape{batch, in}, DType::F16), labels = alloc(Shape{batch}, DType::I32);
+  Tensor master = alloc(Shape{in * classes}, DType::F32),
+         w16 = alloc(Shape{in, classes}, DType::F16);
+  Tensor bias = alloc(Shape{classes}, DType::F32),
+         logits = alloc(Shape{batch, classes}, DType::F32);
+  Tensor dlogits = alloc(Shape{batch, classes}, DType::F16);
+  Tensor grads = alloc(Shape{in * classes}, DType::F32), m = alloc(Shape{in * classes}, DType::F32);
+  Tensor v = alloc(Shape{in * classes}, DType::F32);
+  Tensor scale = alloc(Shape{1}, DType::F32), tracker = alloc(Shape{1}, DType::F32);
+  Tensor found = alloc(Shape{1}, DType::F32), norm = alloc(Shape{1}, DType::F32);
+  Tensor step = alloc(Shape{1}, DType::F32), loss = alloc(Shape{1}, DType::F32);
+  Tensor correct = alloc(Shape{1}, DType::F32);
+  std::vector<float> lab(batch);
+  for (int64_t i = 0; i < batch; ++i) lab[i] = static_cast<float>((i * 7) % classes);
+
+  auto reset = [&] {
+    from_host_f32(be, random_nonzero(batch * in, 1), x);
+    from_host_f32(be, lab, labels);
+    from_host_f32(be, random_nonzero(in * classes, 2, 0.1f), master);
+    from_host_f32(be, random_nonzero(classes, 3, 0.1f), bias);
+    for (Tensor* t : {&m, &v, &tracker, &step, &loss, &correct}) be.fill(*t, 0.0f);
+    be.fill(scale, 1024.0f);
+  };
+  AdamWParams ap;
+  auto train_step = [&] {
+    Tensor w16_flat = w16.reshaped(Shape{in * classes});
+    be.cast(master, w16_flat);
+    GemmDesc fwd;
+    fwd.math = GemmMath::LowPrecision;
+    fwd.bias = &bias;
+    be.gemm(fwd, x, w16, logits);
+    be.softmax_xent(logits, labels, &dlogits, &scale, loss, correct);
+    GemmDesc bwd;
+    bwd.math = GemmMath::LowPrecision;
+    bwd.trans_a = true;
+    Tensor grads2d = grads.reshaped(Shape{in, classes});
+    be.gemm(bwd, x, dlogits, grads2d);
+    be.unscale_check_norm(grads, &scale, found, norm);
+    be.adamw_step(ap, master, grads, m, v, &w16_flat, step, &found);
+    be.update_loss_scale(scale, tracker, found, 2.0f, 0.5f, 2);
+    be.count_step(step, &found);
+  };
+  auto snapshot = [&] {
+    std::vector<std::vector<float>> out;
+    for (Tensor* t : {&master, &m, &v, &scale, &tracker, &step, &loss, &correct, &norm})
+      out.push_back(to_host_f32(be, *t));
+    return out;
+  };
+
+  reset();
+  for (int i = 0; i < 3; ++i) train_step();
+  auto eager = snapshot();
+
+  reset();
+  be.synchronize();
+  ASSERT_TRUE(be.supports_graphs());
+  be.begin_capture();
+  train_step();
+  be.end_capture();
+  for (int i = 0; i < 3; ++i) be.replay();
+  auto replayed = snapshot();
+
+  const char* names[] = {"master", "m", "v", "scale", "tracker", "step", "loss", "correct", "norm"};
+  for (size_t i = 0; i < eager.size(); ++i) {
+    auto r = compare(replayed[i], eager[i], 1e-6);
+    EXPECT_TRUE(r.ok) << names[i] << ": " << r.message;
+  }
+  EXPECT_EQ(replayed[5][0], 3.0f);  // three counted steps: nothing overflowed at scale 1024
+}
+
+// cuBLASLt, not the one-thread-per-element fallback, must run the common shapes: the fallback
+// is two orders of magnitude below these floors on any GPU this tool targets.
+TEST(CudaParity, GemmRunsOnCublasLt) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  const int64_t s = 4096;
+  struct Mode {
+    DType dt;
+    GemmMath math;
+    double min_tflops;
+  };
+  for (const Mode& mode :
+       {Mode{DType::F32, GemmMath::Strict, 8.0}, Mode{DType::F32, GemmMath::TF32, 40.0},
+        Mode{DType::F16, GemmMath::LowPrecision, 100.0},
+        Mode{DType::BF16, GemmMath::LowPrecision, 100.0}}) {
+    Tensor a = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor b = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor c = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor bias = env.gpu_alloc.alloc(Shape{s}, mode.dt, MemCategory::Activations);
+    for (Tensor* t : {&a, &b, &bias}) env.gpu->fill(*t, 0.01f);
+    GemmDesc d;
+    d.math = mode.math;
+    d.bias = &bias;
+    d.act = Activation::Relu;
+    env.gpu->gemm(d, a, b, c);  // plan + warm-up
+    auto start = env.gpu->create_event(), stop = env.gpu->create_event();
+    const int reps = 5;
+    start->record();
+    for (int i = 0; i < reps; ++i) env.gpu->gemm(d, a, b, c);
+    stop->record();
+    const double ms = stop->elapsed_ms(*start) / reps;
+    const double tflops = 2.0 * s * s * s / (ms * 1e-3) / 1e12;
+    std::printf("gemm %s math %d %lldx%lldx%lld: %.3f ms, %.1f TFLOP/s\n", dtype_name(mode.dt),
+                static_cast<int>(mode.math), static_cast<long long>(s), static_cast<long long>(s),
+                static_cast<long long>(s), ms, tflops);
+    EXPECT_GE(tflops, mode.min_tflops) << dtype_name(mode.dt);
+    auto out = to_host_f32(*env.gpu, c.slice(0, Shape{8}));
+    const float expect = static_cast<float>(s) * 0.01f * 0.01f + 0.01f;
+    EXPECT_NEAR(out[0], expect, expect * 2e-2);
+    for (Tensor* t : {&a, &b, &c, &bias}) env.gpu_alloc.release(*t);
+  }
+}
+
+}  // namespace
+}  // namespace mpbench
