@@ -628,6 +628,9 @@ struct DuplicateKeyCheck {
     switch (ev) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
+        // Specs nest four levels; the cap keeps absurd input from costing quadratic memory
+        // in the paths kept here.
+        if (stack.size() >= 32) ctx->fail(child_path(), "expected at most 32 levels of nesting");
         stack.emplace_back();
         stack.back().path = child_path_of_parent();
         stack.back().is_array = ev == json::parse_event_t::array_start;

@@ -414,6 +414,11 @@ TEST(Spec, NotAnObjectAndDuplicateKeys) {
   // Keys of objects inside arrays are checked too, with the element index in the path.
   expect_bad(R"({"name": "a", "fp32_layers": [{"a": 1, "a": 2}]})",
              "x.json: fp32_layers[0].a: duplicate key");
+  // Absurd nesting is refused early, before it costs memory or stack.
+  expect_bad(std::string(1000000, '[') + std::string(1000000, ']'),
+             "[0][0]: expected at most 32 levels of nesting");
+  // Numbers beyond double have no position from the parser but are still one clean line.
+  expect_bad(R"({"name": "a", "seed": 1e999})", "x.json: JSON error: number overflow");
 }
 
 TEST(Spec, SyntaxErrorsGiveLineAndColumn) {
