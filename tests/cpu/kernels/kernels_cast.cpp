@@ -84,6 +84,14 @@ TEST_F(CpuCast, Fp16DecodesSubnormalsInfAndNaN) {
   EXPECT_EQ(v[6], 65504.0f);
 }
 
+TEST_F(CpuCast, EveryFp16PatternDecodesExactly) {
+  std::vector<uint16_t> all(65536);
+  for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
+  const auto got = from_bits(DType::F16, all);
+  for (uint32_t h = 0; h < 65536; ++h)
+    ASSERT_EQ(f32_bits(got[h]), f32_bits(f16_to_f32(static_cast<uint16_t>(h)))) << std::hex << h;
+}
+
 TEST_F(CpuCast, NaNAndInfSurviveEveryDirection) {
   for (DType dt : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(dt));

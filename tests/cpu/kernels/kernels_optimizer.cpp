@@ -65,13 +65,14 @@ TEST_F(CpuOptimizer, AdamWFollowsTheReferenceOverStepsAndUsesStepCount) {
   a.beta2 = 0.95f;
   a.eps = 1e-6f;
   a.weight_decay = 0.1f;
-  const std::vector<float> p0 = {0.3f, -1.2f, 2.5f};
-  Tensor p = make(p0), m = make({0, 0, 0}), v = make({0, 0, 0});
+  // 11 elements: the vectorized body and the scalar tail.
+  const std::vector<float> p0 = test::random_nonzero(11, 93, 2.0f);
+  Tensor p = make(p0), m = make(std::vector<float>(11)), v = make(std::vector<float>(11));
   Tensor step = make({4.0f});  // resume at t = 5: bias correction must use step_count + 1
   std::vector<AdamRef> ref;
   for (float x : p0) ref.push_back({x});
   for (int s = 0; s < 4; ++s) {
-    const std::vector<float> gv = {0.1f * (s + 1), -0.7f + s * 0.3f, 1e-3f};
+    const std::vector<float> gv = test::random_nonzero(11, 94 + s, 0.5f * (s + 1));
     Tensor g = make(gv);
     be->adamw_step(a, p, g, m, v, nullptr, step, nullptr);
     be->count_step(step, nullptr);
