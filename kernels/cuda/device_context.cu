@@ -177,8 +177,17 @@ size_t DeviceContext::workspace_bytes() const {
 
 void DeviceContext::set_workspace(void* ptr, size_t bytes) {
   clear_plans();
-  workspace_ = ptr;
-  workspace_size_ = ptr ? bytes : 0;
+  // cuBLASLt wants an aligned workspace; a view that starts mid-buffer loses its head.
+  constexpr uintptr_t kAlign = 256;
+  uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
+  uintptr_t aligned = (p + kAlign - 1) & ~(kAlign - 1);
+  if (!ptr || bytes < aligned - p) {
+    workspace_ = nullptr;
+    workspace_size_ = 0;
+    return;
+  }
+  workspace_ = reinterpret_cast<void*>(aligned);
+  workspace_size_ = bytes - (aligned - p);
 }
 
 int DeviceContext::grid_for(int64_t n, int threads) const {

@@ -16,7 +16,7 @@ namespace mpbench::cuda {
 // must not be reused for a view that starts mid-buffer.
 struct GemmKey {
   int64_t m = 0, n = 0, k = 0, batch = 1;
-  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches (0: broadcast)
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches
   int32_t ab_type = 0, c_type = 0, bias_type = -1;   // cudaDataType_t; -1: no bias pointer
   int32_t compute_type = 0;                          // cublasComputeType_t
   uint32_t epilogue = 0;                             // cublasLtEpilogue_t

@@ -95,10 +95,11 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
             dtype_name(b.dtype));
   MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C {} must be {} or fp32",
             dtype_name(c.dtype), dtype_name(a.dtype));
-  MPB_CHECK(a.shape.rank >= 2 && a.shape.rank <= 3 && b.shape.rank >= 2 && b.shape.rank <= 3 &&
-                c.shape.rank >= 2 && c.shape.rank <= 3,
-            "gemm: operands must be rank 2 or 3, got A {} B {} C {}", a.shape.str(), b.shape.str(),
-            c.shape.str());
+  // As in the CPU reference: all rank 2, or all rank 3 with one batch size (no broadcasting).
+  MPB_CHECK((c.shape.rank == 2 || c.shape.rank == 3) && a.shape.rank == c.shape.rank &&
+                b.shape.rank == c.shape.rank,
+            "gemm: A {}, B {}, C {} must all be rank 2, or all rank 3 (batched)", a.shape.str(),
+            b.shape.str(), c.shape.str());
   const int64_t m = d.trans_a ? a.shape[-1] : a.shape[-2];
   const int64_t k = d.trans_a ? a.shape[-2] : a.shape[-1];
   const int64_t kb = d.trans_b ? b.shape[-1] : b.shape[-2];
@@ -107,9 +108,9 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   MPB_CHECK(k == kb && c.shape[-2] == m && c.shape[-1] == n,
             "gemm: shapes do not match: A {}{} B {}{} C {}", a.shape.str(), d.trans_a ? "^T" : "",
             b.shape.str(), d.trans_b ? "^T" : "", c.shape.str());
-  MPB_CHECK(
-      (a.shape.rank == 2 || a.shape[0] == batch) && (b.shape.rank == 2 || b.shape[0] == batch),
-      "gemm: batch sizes differ: A {} B {} C {}", a.shape.str(), b.shape.str(), c.shape.str());
+  MPB_CHECK(c.shape.rank == 2 || (a.shape[0] == batch && b.shape[0] == batch),
+            "gemm: batch sizes differ: A {} B {} C {}", a.shape.str(), b.shape.str(),
+            c.shape.str());
   MPB_CHECK(m > 0 && n > 0 && k > 0 && batch > 0, "gemm: empty operand A {}, B {}, C {}",
             a.shape.str(), b.shape.str(), c.shape.str());
   MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
@@ -139,15 +140,9 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   key.trans_a = d.trans_a;
   key.trans_b = d.trans_b;
   if (batch > 1) {
-    key.stride_a = a.shape.rank == 3 ? m * k : 0;
-    key.stride_b = b.shape.rank == 3 ? k * n : 0;
+    key.stride_a = m * k;
+    key.stride_b = k * n;
     key.stride_c = m * n;
-    // A batch of row-major (M, K) blocks against one shared B is a single (batch * M, K) GEMM.
-    if (a.shape.rank == 3 && b.shape.rank == 2 && !d.trans_a) {
-      key.m = batch * m;
-      key.batch = 1;
-      key.stride_a = key.stride_b = key.stride_c = 0;
-    }
   }
   key.ab_type = cuda_type(a.dtype);
   key.c_type = cuda_type(c.dtype);
@@ -199,7 +194,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
                                 plan->layout_c, &plan->algo, ctx.workspace(), ctx.workspace_size(),
                                 ctx.stream()));
   } else {
-    const int64_t sa = a.shape.rank == 3 ? m * k : 0, sb = b.shape.rank == 3 ? k * n : 0;
+    const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
     const int grid = ctx.grid_for(batch * m * n, kThreads);
     dispatch_float(a.dtype, [&](auto in_tag) {
