@@ -149,6 +149,9 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend();
+// The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has
+// AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
+const char* blas_coretype_hint();
 // Number of usable CUDA devices; 0 with a one-line reason when there is none (no GPU, no driver,
 // or a build without CUDA).
 int cuda_device_count(std::string* why_not);
