@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares what a GPU machine without Debian -dev packages needs, in two ignored folders that the
 # device tool carries along:
-#   .devcarry/  a portable build (static libstdc++/OpenBLAS, sm_90 + PTX): mpbench and the GPU tests
+#   .devcarry/  a portable build (static libstdc++/OpenBLAS, sm_90 + PTX) of mpbench and the GPU
+#               tests, as bins.tar.xz
 #   .deps/      headers, static libs and CMake configs of CLI11, nlohmann-json, fmt, GoogleTest,
 #               so that scripts/device_check.sh can build there when the carried binaries do not run
 set -euo pipefail
@@ -12,10 +13,14 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PO
   -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mpbench $(cd "$build" && \
   make help 2>/dev/null | awk '/gpu_test_/{print $2}' | tr '\n' ' ')
+# Static OpenBLAS makes each binary ~30 MB; xz brings the three to ~7 MB (the carry limit is 64 MiB).
+stage=$(mktemp -d)
+cp "$build"/mpbench "$stage"/
+find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$stage"/ \;
+strip "$stage"/* 2>/dev/null || true
 rm -rf .devcarry && mkdir -p .devcarry
-cp "$build"/mpbench .devcarry/
-find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} .devcarry/ \;
-strip .devcarry/* 2>/dev/null || true
+tar -cJf .devcarry/bins.tar.xz -C "$stage" .
+rm -rf "$stage"
 
 rm -rf .deps && mkdir -p .deps/usr/include .deps/usr/lib/x86_64-linux-gnu/cmake .deps/usr/share/cmake
 cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt /usr/include/gtest /usr/include/gmock \
