@@ -15,9 +15,10 @@ double tolerance_for(DType dt, GemmMath math) {
   }
 }
 
-CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol) {
+CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol,
+                      const std::vector<float>* scale) {
   CompareResult r;
-  if (got.size() != ref.size()) {
+  if (got.size() != ref.size() || (scale && scale->size() != ref.size())) {
     r.message = fmt::format("size {} != {}", got.size(), ref.size());
     return r;
   }
@@ -37,7 +38,8 @@ CompareResult compare(const std::vector<float>& got, const std::vector<float>& r
     }
     double d = static_cast<double>(got[i]) - ref[i];
     num += d * d;
-    den += static_cast<double>(ref[i]) * ref[i];
+    const double s = scale ? (*scale)[i] : ref[i];
+    den += s * s;
   }
   r.rel_error = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   r.ok = r.rel_error <= tol;

@@ -18,8 +18,12 @@ struct CompareResult {
   double rel_error = 0;
   std::string message;  // first offending element or NaN position, for the failure message
 };
-// NaN or inf in `got` where `ref` is finite never passes.
-CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol);
+// NaN or inf in `got` where `ref` is finite never passes. With `scale` (same size), the error is
+// ||got - ref|| / ||scale|| instead of / ||ref||: for sums such as GEMM outputs, scale holds the
+// sums of absolute values, so that a result that cancels to near zero is not held to a relative
+// accuracy no floating-point sum has.
+CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol,
+                      const std::vector<float>* scale = nullptr);
 
 // Uniform in [-scale, scale] with |x| >= scale / 100 (never zero), deterministic from seed.
 std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);

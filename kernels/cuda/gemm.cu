@@ -158,7 +158,9 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   // epilogue may use a fast tanh, which strict fp32 must not.
   bool epi_bias = d.bias != nullptr && alignment_of(d.bias->data) >= 16;
   Activation epi_act = d.act;
-  if (d.pre_act || (d.act == Activation::Gelu && d.math == GemmMath::Strict))
+  // The activation follows the bias: when the bias is added afterwards, so is the activation.
+  if (d.pre_act || (d.bias && !epi_bias) ||
+      (d.act == Activation::Gelu && d.math == GemmMath::Strict))
     epi_act = Activation::None;
 
   const GemmPlan* plan = nullptr;
