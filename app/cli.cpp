@@ -94,6 +94,15 @@ int mpbench_main(int argc, char** argv) {
   devices_cmd->add_flag("--json", devices_json, "Print as JSON");
 
   try {
+    // CLI11 would read an unknown first word as a stray argument; name it instead.
+    const auto known = app.get_subcommands([&](const CLI::App* sub) {
+      return argc > 1 && sub->get_name() == argv[1];
+    });
+    if (argc > 1 && argv[1][0] != '-' && known.empty()) {
+      std::cerr << "mpbench: unknown subcommand '" << argv[1]
+                << "' (expected run, validate, inspect or devices; see mpbench --help)\n";
+      return 2;
+    }
     try {
       app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
