@@ -212,8 +212,9 @@ json to_json(const RunResult& r) {
   // Parallel arrays rather than an array of objects: a third the size, and each series loads
   // straight into a plotting column.
   json loss = json::array(), grad_norm = json::array(), scale = json::array(),
-       skipped = json::array();
+       skipped = json::array(), time_ms = json::array();
   for (const StepRecord& s : r.steps) {
+    time_ms.push_back(num_f(s.time_ms));
     loss.push_back(num_f(s.loss));
     grad_norm.push_back(num_f(s.grad_norm));
     scale.push_back(num_f(s.loss_scale));
@@ -222,7 +223,8 @@ json to_json(const RunResult& r) {
   j["steps"] = {{"loss", std::move(loss)},
                 {"grad_norm", std::move(grad_norm)},
                 {"loss_scale", std::move(scale)},
-                {"skipped", std::move(skipped)}};
+                {"skipped", std::move(skipped)},
+                {"time_ms", std::move(time_ms)}};
   return j;
 }
 
@@ -315,9 +317,10 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const json* gn = get_array(s, "grad_norm", p);
     const json* sc = get_array(s, "loss_scale", p);
     const json* sk = get_array(s, "skipped", p);
+    const json* tm = get_array(s, "time_ms", p);
     const size_t n = loss ? loss->size() : 0;
     for (const auto& [arr, key] :
-         {std::pair{gn, "grad_norm"}, {sc, "loss_scale"}, std::pair{sk, "skipped"}}) {
+         {std::pair{gn, "grad_norm"}, {sc, "loss_scale"}, {sk, "skipped"}, std::pair{tm, "time_ms"}}) {
       if (arr && arr->size() != n) {
         throw_bad_input(
             fmt::format("{}: {} entries, but loss has {}", sub(p, key), arr->size(), n));
@@ -336,6 +339,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       st.loss = as_float(loss, i, "loss", 0.0f);
       st.grad_norm = as_float(gn, i, "grad_norm", 0.0f);
       st.loss_scale = as_float(sc, i, "loss_scale", 1.0f);
+      st.time_ms = as_float(tm, i, "time_ms", 0.0f);
       if (sk) {
         const json& v = (*sk)[i];
         if (!v.is_boolean()) bad(fmt::format("{}[{}]", sub(p, "skipped"), i), "true or false");

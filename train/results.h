@@ -30,6 +30,7 @@ struct StepRecord {
   float grad_norm = 0;
   float loss_scale = 1;
   bool skipped = false;
+  float time_ms = 0;  // device time of the step (events around it); NaN for warm-up steps
 };
 
 struct TimeStats {

@@ -221,17 +221,27 @@ void Run::execute(RunResult& r) {
     r.cuda_graphs = true;
   }
   auto start = be_.create_event(), stop = be_.create_event();
+  // Events between consecutive steps give per-step times; they are read after the epoch, so
+  // recording them adds no synchronisation.
+  std::vector<std::unique_ptr<Event>> marks;
+  for (int64_t b = 0; b <= steps_per_epoch; ++b) marks.push_back(be_.create_event());
+  std::vector<float> step_ms(total_steps, std::nanf(""));
   for (int64_t ep = 0; ep < spec_.train.epochs; ++ep) {
     EpochResult e;
     e.steps = steps_per_epoch;
+    const int64_t first = global;
     start->record();
+    marks[0]->record();
     for (int64_t b = 0; b < steps_per_epoch; ++b, ++global) {
       train_step(b, global, global == 0, r);
+      marks[b + 1]->record();
       prog.step = global + 1;
       report();
     }
     stop->record();
     e.time_ms = stop->elapsed_ms(*start);
+    for (int64_t b = 0; b < steps_per_epoch; ++b)
+      step_ms[first + b] = static_cast<float>(marks[b + 1]->elapsed_ms(*marks[b]));
     start->record();
     evaluate(e);
     stop->record();
@@ -267,7 +277,7 @@ void Run::execute(RunResult& r) {
   }
   r.steps.resize(done);
   for (int64_t i = 0; i < done; ++i) {
-    r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f};
+    r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f, step_ms[i]};
     r.skipped_steps += r.steps[i].skipped ? 1 : 0;
   }
   r.final_loss_scale = read_scalar(be_, s_.scale);
