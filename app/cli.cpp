@@ -47,11 +47,12 @@ std::vector<std::string> split_list(const std::string& s) {
 }  // namespace
 
 int mpbench_main(int argc, char** argv) {
-  CLI::App app{"mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
-               "shapes on your GPU: time per epoch, peak memory, final accuracy."};
+  CLI::App app{
+      "mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
+      "shapes on your GPU: time per epoch, peak memory, final accuracy."};
   app.footer(kExamples);
-  app.set_version_flag("--version", std::string("mpbench ") + MPBENCH_VERSION + " (" +
-                                        MPBENCH_GIT + ")");
+  app.set_version_flag("--version",
+                       std::string("mpbench ") + MPBENCH_VERSION + " (" + MPBENCH_GIT + ")");
   app.require_subcommand(1);
 
   RunArgs run;
@@ -78,7 +79,8 @@ int mpbench_main(int argc, char** argv) {
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
 
   std::vector<std::string> validate_specs;
-  auto* validate_cmd = app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
+  auto* validate_cmd =
+      app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
   validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
 
   InspectArgs inspect;
@@ -95,9 +97,8 @@ int mpbench_main(int argc, char** argv) {
 
   try {
     // CLI11 would read an unknown first word as a stray argument; name it instead.
-    const auto known = app.get_subcommands([&](const CLI::App* sub) {
-      return argc > 1 && sub->get_name() == argv[1];
-    });
+    const auto known = app.get_subcommands(
+        [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
       std::cerr << "mpbench: unknown subcommand '" << argv[1]
                 << "' (expected run, validate, inspect or devices; see mpbench --help)\n";

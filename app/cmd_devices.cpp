@@ -37,7 +37,8 @@ int cmd_devices(bool as_json) {
   nlohmann::json j = {{"cpu", {{"name", cpu.name}, {"threads", cpu.cpu_threads}}},
                       {"cuda_devices", nlohmann::json::array()}};
   if (n == 0) j["no_cuda_reason"] = why;
-  for (int i = 0; i < n; ++i) j["cuda_devices"].push_back(device_json(make_cuda_backend(i)->info()));
+  for (int i = 0; i < n; ++i)
+    j["cuda_devices"].push_back(device_json(make_cuda_backend(i)->info()));
   if (as_json) {
     std::cout << j.dump(2) << "\n";
     return 0;

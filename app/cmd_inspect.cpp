@@ -42,10 +42,10 @@ void print_table(const Spec& spec, Precision p) {
   for (const auto& li : model.layer_infos()) {
     std::string out = li.output_shape.str();
     out.replace(0, 1, fmt::format("({}, ", batch));
-    std::cout << fmt::format("{:<8} {:<12} {:>12} {:>10} {:>12} {:>8} {:>8} {:>14}\n", li.name,
-                             li.kind, out, human_count(li.params),
-                             human_count(li.forward_flops * batch), dtype_name(li.compute_dtype),
-                             dtype_name(li.storage_dtype), human_bytes(li.activation_bytes * batch));
+    std::cout << fmt::format(
+        "{:<8} {:<12} {:>12} {:>10} {:>12} {:>8} {:>8} {:>14}\n", li.name, li.kind, out,
+        human_count(li.params), human_count(li.forward_flops * batch), dtype_name(li.compute_dtype),
+        dtype_name(li.storage_dtype), human_bytes(li.activation_bytes * batch));
     params += li.params;
     flops += li.forward_flops * batch;
     act += li.activation_bytes * batch;
@@ -62,9 +62,9 @@ int cmd_inspect(const InspectArgs& args) {
   if (!args.precision.empty()) {
     auto p = parse_precision(args.precision);
     if (!p)
-      throw_bad_input(fmt::format(
-          "--precision: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)",
-          args.precision));
+      throw_bad_input(
+          fmt::format("--precision: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)",
+                      args.precision));
     print_table(spec, *p);
     return 0;
   }

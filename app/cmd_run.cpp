@@ -93,17 +93,16 @@ int cmd_run(const RunArgs& args) {
     Dataset data = make_dataset(spec);
     report.specs.push_back(to_json(spec));
     for (Precision p : spec.precisions) {
-      const int64_t total_steps = spec.train.warmup_steps +
-                                  spec.train.epochs * (data.train_size() / spec.train.batch_size);
+      const int64_t total_steps =
+          spec.train.warmup_steps + spec.train.epochs * (data.train_size() / spec.train.batch_size);
       Progress bar(fmt::format("{} {}", spec.name, precision_name(p)), total_steps, show_progress);
       TrainOptions opts;
       opts.cuda_graphs = args.cuda_graphs;
       opts.on_progress = [&](const TrainProgress& tp) {
-        std::string suffix =
-            tp.last_eval_accuracy < 0
-                ? fmt::format("epoch {}", tp.epoch + 1)
-                : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
-                              tp.last_train_loss, 100 * tp.last_eval_accuracy);
+        std::string suffix = tp.last_eval_accuracy < 0
+                                 ? fmt::format("epoch {}", tp.epoch + 1)
+                                 : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
+                                               tp.last_train_loss, 100 * tp.last_eval_accuracy);
         bar.update(tp.step, suffix);
       };
       report.runs.push_back(train_and_measure(spec, data, p, *be, opts));

@@ -12,7 +12,7 @@ namespace mpbench {
 
 struct RunArgs {
   std::vector<std::string> specs;
-  std::string device = "auto";      // auto | cpu | cuda
+  std::string device = "auto";          // auto | cpu | cuda
   std::vector<std::string> precisions;  // empty: the spec's own list
   int64_t epochs = 0, batch_size = 0;   // 0: the spec's value
   int64_t seed = -1;                    // -1: the spec's value

@@ -10,7 +10,9 @@ const char* mem_category_name(MemCategory c) {
   return names[static_cast<int>(c)];
 }
 
-TrackingAllocator::~TrackingAllocator() { release_all(); }
+TrackingAllocator::~TrackingAllocator() {
+  release_all();
+}
 
 Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
   Tensor t;

@@ -10,13 +10,13 @@
 namespace mpbench {
 
 enum class MemCategory {
-  Weights,         // the weights used in math (fp32, or the fp16/bf16 copies in AMP modes)
-  MasterWeights,   // fp32 masters in AMP modes
+  Weights,        // the weights used in math (fp32, or the fp16/bf16 copies in AMP modes)
+  MasterWeights,  // fp32 masters in AMP modes
   Gradients,
   OptimizerState,
-  Activations,     // forward activations and their gradients
-  Workspace,       // GEMM / convolution workspace
-  Data,            // the dataset on the device
+  Activations,  // forward activations and their gradients
+  Workspace,    // GEMM / convolution workspace
+  Data,         // the dataset on the device
   Count
 };
 constexpr int kMemCategoryCount = static_cast<int>(MemCategory::Count);

@@ -27,7 +27,7 @@ struct GemmDesc {
   bool trans_a = false;  // A is stored (K, M) instead of (M, K)
   bool trans_b = false;  // B is stored (N, K) instead of (K, N)
   float alpha = 1.0f;
-  float beta = 0.0f;     // C = alpha * op(A) op(B) + beta * C; C is read only when beta != 0
+  float beta = 0.0f;  // C = alpha * op(A) op(B) + beta * C; C is read only when beta != 0
   GemmMath math = GemmMath::Strict;
   // Forward epilogue: C = act(alpha * op(A) op(B) + bias). pre_act, when given (same shape and
   // dtype as C), receives the value before the activation, for the backward pass.
@@ -85,9 +85,9 @@ class Backend {
   virtual size_t workspace_bytes() const = 0;
   virtual void set_workspace(const Tensor& ws) = 0;
 
-  virtual void fill(Tensor& t, float value) = 0;  // any dtype, value converted
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;  // same dtype and numel, on device
-  virtual void upload(const void* host, Tensor& dst) = 0;  // host bytes -> device, dst.bytes()
+  virtual void fill(Tensor& t, float value) = 0;             // any dtype, value converted
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;     // same dtype and numel, on device
+  virtual void upload(const void* host, Tensor& dst) = 0;    // host bytes -> device, dst.bytes()
   virtual void download(const Tensor& src, void* host) = 0;  // device -> host, blocks
   virtual void synchronize() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;

@@ -9,19 +9,26 @@ namespace mpbench {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "fp32";
-    case DType::F16: return "fp16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "int32";
+    case DType::F32:
+      return "fp32";
+    case DType::F16:
+      return "fp16";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "int32";
   }
   return "?";
 }
 
 const char* activation_name(Activation a) {
   switch (a) {
-    case Activation::None: return "none";
-    case Activation::Relu: return "relu";
-    case Activation::Gelu: return "gelu";
+    case Activation::None:
+      return "none";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Gelu:
+      return "gelu";
   }
   return "?";
 }
@@ -56,7 +63,9 @@ static const PrecisionInfo kPrecisions[] = {
     {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false},
 };
 
-const PrecisionInfo& precision_info(Precision p) { return kPrecisions[static_cast<int>(p)]; }
+const PrecisionInfo& precision_info(Precision p) {
+  return kPrecisions[static_cast<int>(p)];
+}
 
 std::optional<Precision> parse_precision(const std::string& name) {
   for (const auto& info : kPrecisions)

@@ -10,7 +10,9 @@ namespace mpbench {
 
 enum class DType { F32, F16, BF16, I32 };
 
-inline size_t dtype_size(DType t) { return (t == DType::F32 || t == DType::I32) ? 4 : 2; }
+inline size_t dtype_size(DType t) {
+  return (t == DType::F32 || t == DType::I32) ? 4 : 2;
+}
 const char* dtype_name(DType t);  // "fp32", "fp16", "bf16", "int32"
 
 inline uint32_t f32_bits(float f) {
@@ -24,11 +26,14 @@ inline float bits_f32(uint32_t u) {
   return f;
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_f32(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
   uint32_t lsb = (u >> 16) & 1u;
   u += 0x7fffu + lsb;  // round to nearest even; overflows into inf exactly like the hardware
   return static_cast<uint16_t>(u >> 16);

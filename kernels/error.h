@@ -36,11 +36,12 @@ class Error : public std::runtime_error {
 
 }  // namespace mpbench
 
-// Internal invariant / runtime check: throws mpbench::Error(Runtime) with the expression and file:line.
-#define MPB_CHECK(cond, ...)                                                                 \
-  do {                                                                                       \
-    if (!(cond)) {                                                                           \
-      ::mpbench::throw_runtime(::fmt::format("{}:{}: check `{}` failed: {}", __FILE__,      \
-                                             __LINE__, #cond, ::fmt::format(__VA_ARGS__))); \
-    }                                                                                        \
+// Internal invariant / runtime check: throws mpbench::Error(Runtime) with the expression and
+// file:line.
+#define MPB_CHECK(cond, ...)                                                                     \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      ::mpbench::throw_runtime(::fmt::format("{}:{}: check `{}` failed: {}", __FILE__, __LINE__, \
+                                             #cond, ::fmt::format(__VA_ARGS__)));                \
+    }                                                                                            \
   } while (0)

@@ -17,17 +17,19 @@ enum class GemmMath { Strict, TF32, LowPrecision };
 
 struct PrecisionInfo {
   Precision mode;
-  const char* name;          // spec / CLI name
-  DType compute_dtype;       // activations and the weight copies used in math
+  const char* name;     // spec / CLI name
+  DType compute_dtype;  // activations and the weight copies used in math
   GemmMath gemm_math;
-  bool master_weights;       // fp32 master + low-precision copy
-  bool loss_scaling_default; // dynamic loss scaling unless the spec says otherwise
+  bool master_weights;        // fp32 master + low-precision copy
+  bool loss_scaling_default;  // dynamic loss scaling unless the spec says otherwise
 };
 
 const PrecisionInfo& precision_info(Precision p);
 std::optional<Precision> parse_precision(const std::string& name);
 const std::vector<Precision>& all_precisions();
-inline const char* precision_name(Precision p) { return precision_info(p).name; }
+inline const char* precision_name(Precision p) {
+  return precision_info(p).name;
+}
 
 // The math a GEMM uses for a given operand dtype under a mode (fp32 operands in an AMP mode,
 // e.g. a layer pinned to fp32, run strict).

@@ -5,7 +5,9 @@
 namespace mpbench {
 
 namespace {
-Tensor rows_of(const Tensor& t, int64_t rows) { return t.slice(0, Shape{rows, t.cols()}); }
+Tensor rows_of(const Tensor& t, int64_t rows) {
+  return t.slice(0, Shape{rows, t.cols()});
+}
 }  // namespace
 
 Linear::Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,

@@ -24,11 +24,11 @@ class Linear : public Layer {
   bool fp32_out_;
   int w_ = -1, b_ = -1;
   DType input_dtype_ = DType::F32;
-  int64_t rows_ = 0;       // rows of the last forward
-  Tensor x_cast_;          // the input in the compute dtype, when it arrives in another one
-  Tensor x_saved_;         // the input the GEMM used (view), kept for dW
-  Tensor pre_act_, y_;     // pre-activation (saved for backward) and output
-  Tensor dx_, dx_cast_;    // input gradient in the compute dtype, and cast back to the input's
+  int64_t rows_ = 0;     // rows of the last forward
+  Tensor x_cast_;        // the input in the compute dtype, when it arrives in another one
+  Tensor x_saved_;       // the input the GEMM used (view), kept for dW
+  Tensor pre_act_, y_;   // pre-activation (saved for backward) and output
+  Tensor dx_, dx_cast_;  // input gradient in the compute dtype, and cast back to the input's
 };
 
 }  // namespace mpbench

@@ -73,9 +73,9 @@ Model::Model(const Spec& spec, Precision precision) : precision_(precision) {
     int64_t in = mlp->input_dim;
     for (size_t i = 0; i < mlp->hidden.size(); ++i) {
       std::string name = "fc" + std::to_string(i + 1);
-      layers_.push_back(std::make_unique<Linear>(
-          name, in, mlp->hidden[i], mlp->activation,
-          layer_precision(precision, spec.fp32_layers, name), /*fp32_out=*/false));
+      layers_.push_back(std::make_unique<Linear>(name, in, mlp->hidden[i], mlp->activation,
+                                                 layer_precision(precision, spec.fp32_layers, name),
+                                                 /*fp32_out=*/false));
       in = mlp->hidden[i];
     }
     layers_.push_back(std::make_unique<Linear>("head", in, mlp->num_classes, Activation::None,

@@ -15,8 +15,8 @@ namespace mpbench {
 // All parameters of a model in three flat buffers, so that the ops touching every parameter
 // (unscale/check/norm, optimizer) run as one pass:
 //   master  fp32            MasterWeights in AMP modes, Weights otherwise
-//   lowp    compute dtype   Weights (AMP modes only): the copies used in math, written by the optimizer
-//   grads   fp32            Gradients
+//   lowp    compute dtype   Weights (AMP modes only): the copies used in math, written by the
+//   optimizer grads   fp32            Gradients
 class ParamStore {
  public:
   struct Param {
@@ -50,10 +50,10 @@ class ParamStore {
 // What `mpbench inspect` prints per layer.
 struct LayerInfo {
   std::string name;
-  std::string kind;       // "linear+relu", ...
-  Shape output_shape;     // per sample
+  std::string kind;    // "linear+relu", ...
+  Shape output_shape;  // per sample
   int64_t params = 0;
-  double forward_flops = 0;  // per sample
+  double forward_flops = 0;          // per sample
   DType compute_dtype = DType::F32;  // operands of the GEMM / conv
   DType storage_dtype = DType::F32;  // dtype of the output activation
   int64_t activation_bytes = 0;      // per sample, saved for backward (inputs, pre-activations)

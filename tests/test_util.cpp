@@ -9,9 +9,12 @@ namespace mpbench::test {
 
 double tolerance_for(DType dt, GemmMath math) {
   switch (dt) {
-    case DType::F16: return 5e-3;
-    case DType::BF16: return 1e-2;
-    default: return math == GemmMath::TF32 ? 1e-3 : 1e-5;
+    case DType::F16:
+      return 5e-3;
+    case DType::BF16:
+      return 1e-2;
+    default:
+      return math == GemmMath::TF32 ? 1e-3 : 1e-5;
   }
 }
 
@@ -59,7 +62,9 @@ std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale) {
 std::vector<float> to_host_f32(Backend& be, const Tensor& t) {
   std::vector<float> out(t.numel());
   switch (t.dtype) {
-    case DType::F32: be.download(t, out.data()); break;
+    case DType::F32:
+      be.download(t, out.data());
+      break;
     case DType::I32: {
       std::vector<int32_t> raw(t.numel());
       be.download(t, raw.data());
@@ -79,7 +84,9 @@ std::vector<float> to_host_f32(Backend& be, const Tensor& t) {
 void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
   MPB_CHECK(values.size() == static_cast<size_t>(t.numel()), "size mismatch");
   switch (t.dtype) {
-    case DType::F32: be.upload(values.data(), t); break;
+    case DType::F32:
+      be.upload(values.data(), t);
+      break;
     case DType::I32: {
       std::vector<int32_t> raw(values.begin(), values.end());
       be.upload(raw.data(), t);

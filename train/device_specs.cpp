@@ -34,19 +34,30 @@ std::optional<GpuDatasheet> find_datasheet(const std::string& device_name) {
 double peak_tflops(const GpuDatasheet& d, Precision p) {
   double v = 0;
   switch (p) {
-    case Precision::FP32: v = d.fp32_tflops; break;
-    case Precision::TF32: v = d.tf32_tflops; break;
-    case Precision::AMP_FP16: v = d.fp16_tflops; break;
-    case Precision::AMP_BF16: v = d.bf16_tflops; break;
+    case Precision::FP32:
+      v = d.fp32_tflops;
+      break;
+    case Precision::TF32:
+      v = d.tf32_tflops;
+      break;
+    case Precision::AMP_FP16:
+      v = d.fp16_tflops;
+      break;
+    case Precision::AMP_BF16:
+      v = d.bf16_tflops;
+      break;
   }
   return v > 0 ? v : d.fp32_tflops;
 }
 
 bool has_tensor_cores(int cc_major, Precision p) {
   switch (p) {
-    case Precision::FP32: return false;
-    case Precision::AMP_FP16: return cc_major >= 7;
-    default: return cc_major >= 8;
+    case Precision::FP32:
+      return false;
+    case Precision::AMP_FP16:
+      return cc_major >= 7;
+    default:
+      return cc_major >= 8;
   }
 }
 

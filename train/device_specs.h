@@ -11,12 +11,12 @@
 namespace mpbench {
 
 struct GpuDatasheet {
-  const char* name;        // as matched against the device name ("H100 PCIe" before "H100")
-  double fp32_tflops;      // plain FP32 (CUDA cores)
-  double tf32_tflops;      // 0 where the card has no TF32 tensor cores
-  double fp16_tflops;      // fp16 tensor cores, fp32 accumulate
-  double bf16_tflops;      // 0 where the card has no bf16 tensor cores
-  double memory_gbps;      // memory bandwidth, GB/s
+  const char* name;    // as matched against the device name ("H100 PCIe" before "H100")
+  double fp32_tflops;  // plain FP32 (CUDA cores)
+  double tf32_tflops;  // 0 where the card has no TF32 tensor cores
+  double fp16_tflops;  // fp16 tensor cores, fp32 accumulate
+  double bf16_tflops;  // 0 where the card has no bf16 tensor cores
+  double memory_gbps;  // memory bandwidth, GB/s
 };
 
 const std::vector<GpuDatasheet>& gpu_datasheets();

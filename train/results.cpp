@@ -319,8 +319,10 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const json* sk = get_array(s, "skipped", p);
     const json* tm = get_array(s, "time_ms", p);
     const size_t n = loss ? loss->size() : 0;
-    for (const auto& [arr, key] :
-         {std::pair{gn, "grad_norm"}, {sc, "loss_scale"}, {sk, "skipped"}, std::pair{tm, "time_ms"}}) {
+    for (const auto& [arr, key] : {std::pair{gn, "grad_norm"},
+                                   {sc, "loss_scale"},
+                                   {sk, "skipped"},
+                                   std::pair{tm, "time_ms"}}) {
       if (arr && arr->size() != n) {
         throw_bad_input(
             fmt::format("{}: {} entries, but loss has {}", sub(p, key), arr->size(), n));

@@ -41,7 +41,8 @@ void sample_device_memory(Backend& be, MemoryReport& mem) {
   auto info = be.memory_info();
   if (!info) return;
   size_t used = info->total_bytes - info->free_bytes;
-  if (used > mem.device_baseline) mem.device_peak = std::max(mem.device_peak, used - mem.device_baseline);
+  if (used > mem.device_baseline)
+    mem.device_peak = std::max(mem.device_peak, used - mem.device_baseline);
 }
 
 class Run {
@@ -76,7 +77,8 @@ void Run::build(RunResult& r) {
   model_ = std::make_unique<Model>(spec_, precision_);
   model_->allocate(alloc_, be_, batch_, spec_.data.seed * 0x9e3779b97f4a7c15ull + 17);
   if (size_t ws = be_.workspace_bytes()) {
-    Tensor w = alloc_.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
+    Tensor w =
+        alloc_.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
     be_.set_workspace(w);
   }
   opt_ = Optimizer::make(spec_.train.optimizer, model_->params(), alloc_, be_);
@@ -176,7 +178,8 @@ void Run::evaluate(EpochResult& e) {
                      s_.eval_correct);
   }
   // Each batch adds its mean loss; weight the batches by their rows.
-  double loss_full = read_scalar(be_, s_.eval_loss), loss_tail = read_scalar(be_, s_.eval_loss_tail);
+  double loss_full = read_scalar(be_, s_.eval_loss),
+         loss_tail = read_scalar(be_, s_.eval_loss_tail);
   e.eval_loss = (loss_full * batch_ + loss_tail * tail) / static_cast<double>(n);
   e.eval_accuracy = read_scalar(be_, s_.eval_correct) / static_cast<double>(n);
 }
@@ -306,8 +309,8 @@ void Run::execute(RunResult& r) {
 
 }  // namespace
 
-RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision,
-                            Backend& be, const TrainOptions& opts) {
+RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
+                            const TrainOptions& opts) {
   RunResult r;
   r.model = spec.name;
   r.family = spec.family;

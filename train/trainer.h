@@ -11,9 +11,9 @@
 namespace mpbench {
 
 struct TrainProgress {
-  int64_t step = 0;         // steps done, warm-up included
+  int64_t step = 0;  // steps done, warm-up included
   int64_t total_steps = 0;
-  int epoch = 0;            // epochs finished
+  int epoch = 0;                   // epochs finished
   double last_eval_accuracy = -1;  // after the last finished epoch, -1 before the first
   double last_train_loss = -1;
 };
@@ -23,7 +23,7 @@ struct TrainOptions {
   std::function<void(const TrainProgress&)> on_progress;  // called after every step, on the host
 };
 
-RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision,
-                            Backend& be, const TrainOptions& opts = {});
+RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
+                            const TrainOptions& opts = {});
 
 }  // namespace mpbench

@@ -14,7 +14,9 @@ using namespace mpbench;
 
 namespace {
 
-Spec tiny_spec() { return load_spec(test::source_dir() + "/configs/tiny_mlp.json"); }
+Spec tiny_spec() {
+  return load_spec(test::source_dir() + "/configs/tiny_mlp.json");
+}
 
 RunResult run_cpu(const Spec& spec, Precision p) {
   auto be = make_cpu_backend();
@@ -53,7 +55,8 @@ INSTANTIATE_TEST_SUITE_P(AllModes, TinyLearns,
 TEST(LossScaling, OverflowBacksOffAndSkips) {
   Spec spec = tiny_spec();
   spec.train.epochs = 2;
-  spec.loss_scale.init = 1099511627776.0f;  // 2^40: fp16 gradients overflow, those steps are skipped
+  spec.loss_scale.init =
+      1099511627776.0f;  // 2^40: fp16 gradients overflow, those steps are skipped
   RunResult r = run_cpu(spec, Precision::AMP_FP16);
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   ASSERT_FALSE(r.steps.empty());

@@ -189,9 +189,9 @@ TEST(CudaParity, GemmShapesTransposesEpilogues) {
   struct Mnk {
     int64_t m, n, k;
   };
-  const Mnk shapes[] = {{1, 1, 1},       {1, 1, 64},      {7, 33, 1},      {33, 7, 128},
-                        {128, 128, 128}, {257, 33, 7},    {1, 257, 128},
-                        {128, 1, 257},   {257, 257, 257}, {64, 128, 32}};
+  const Mnk shapes[] = {{1, 1, 1},       {1, 1, 64},   {7, 33, 1},    {33, 7, 128},
+                        {128, 128, 128}, {257, 33, 7}, {1, 257, 128}, {128, 1, 257},
+                        {257, 257, 257}, {64, 128, 32}};
   uint64_t seed = 1000;
   for (const auto& cfg : kGemmConfigs)
     for (const auto& s : shapes)

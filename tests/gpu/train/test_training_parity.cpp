@@ -33,7 +33,8 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
   const double tol = precision_info(GetParam()).master_weights ? 2e-2 : 1e-4;
   for (size_t i = 0; i < 50; ++i) {
     double a = rc.steps[i].loss, b = rg.steps[i].loss;
-    EXPECT_LE(std::fabs(a - b), tol * std::fabs(a)) << "step " << i << ": cpu " << a << " gpu " << b;
+    EXPECT_LE(std::fabs(a - b), tol * std::fabs(a))
+        << "step " << i << ": cpu " << a << " gpu " << b;
     EXPECT_EQ(rc.steps[i].loss_scale, rg.steps[i].loss_scale) << "step " << i;
     EXPECT_EQ(rc.steps[i].skipped, rg.steps[i].skipped) << "step " << i;
   }
