@@ -7,9 +7,7 @@
 
 namespace mpbench {
 
-namespace {
-
-nlohmann::json device_json(const DeviceInfo& d) {
+nlohmann::json gpu_facts_json(const DeviceInfo& d) {
   nlohmann::json j = {{"name", d.name},
                       {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
                       {"memory_bytes", d.total_memory},
@@ -28,8 +26,6 @@ nlohmann::json device_json(const DeviceInfo& d) {
   return j;
 }
 
-}  // namespace
-
 int cmd_devices(bool as_json) {
   DeviceInfo cpu = make_cpu_backend()->info();
   std::string why;
@@ -38,7 +34,7 @@ int cmd_devices(bool as_json) {
                       {"cuda_devices", nlohmann::json::array()}};
   if (n == 0) j["no_cuda_reason"] = why;
   for (int i = 0; i < n; ++i)
-    j["cuda_devices"].push_back(device_json(make_cuda_backend(i)->info()));
+    j["cuda_devices"].push_back(gpu_facts_json(make_cuda_backend(i)->info()));
   if (as_json) {
     std::cout << j.dump(2) << "\n";
     return 0;

@@ -29,14 +29,7 @@ std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet) {
 nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   nlohmann::json env = {{"device", d.kind}};
   if (d.kind == "cuda") {
-    env["gpu"] = {{"name", d.name},
-                  {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
-                  {"memory_bytes", d.total_memory},
-                  {"sm_count", d.sm_count},
-                  {"driver_version", d.driver_version},
-                  {"cuda_runtime_version", d.runtime_version},
-                  {"cublas_version", d.cublas_version},
-                  {"cudnn_version", d.cudnn_version}};
+    env["gpu"] = gpu_facts_json(d);  // the same facts `mpbench devices` lists
   }
   env["cpu"] = {{"name", cpu.name}, {"threads", cpu.cpu_threads}};
   return env;

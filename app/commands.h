@@ -39,6 +39,8 @@ std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
 nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
+// A GPU's facts: name, capability, memory, SMs, versions, tensor-core modes, datasheet peaks.
+nlohmann::json gpu_facts_json(const DeviceInfo& d);
 
 int mpbench_main(int argc, char** argv);
 

@@ -10,17 +10,11 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/rng.h"
 
 namespace mpbench {
 
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // xoshiro256** with a Gaussian on top. Only integer arithmetic, IEEE division and sqrt, and log,
 // so that the stream is the same on every platform (std::normal_distribution is not).

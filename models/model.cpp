@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "models/linear.h"
+#include "models/rng.h"
 
 namespace mpbench {
 
@@ -13,17 +14,6 @@ int ParamStore::declare(const std::string& name, Shape shape, float init_bound) 
   total_ += shape.numel();
   return static_cast<int>(params_.size()) - 1;
 }
-
-namespace {
-// splitmix64: a tiny generator whose output is the same on every platform, so a seed gives the
-// same initial weights everywhere (std::uniform_real_distribution does not promise that).
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-}  // namespace
 
 void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype,
                           uint64_t seed) {

@@ -101,6 +101,18 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
   }
 }
 
+double activation_ref(Activation act, double x) {
+  switch (act) {
+    case Activation::Relu:
+      return x > 0 ? x : 0;
+    case Activation::Gelu:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case Activation::None:
+      break;
+  }
+  return x;
+}
+
 std::string source_dir() {
   const char* env = std::getenv("MPBENCH_SOURCE_DIR");
   return env && *env ? env : MPBENCH_SOURCE_DIR;

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "kernels/allocator.h"
 #include "kernels/backend.h"
 
 namespace mpbench::test {
@@ -38,5 +41,22 @@ std::string source_dir();
 
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
 void poison(Backend& be, Tensor& t);
+
+// ReLU / GELU (tanh form) in double, written independently of the kernels.
+double activation_ref(Activation act, double x);
+
+// Fixture for op tests on the CPU reference: a backend and an allocator for its tensors.
+class CpuOpsTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  TrackingAllocator alloc{*be};
+
+  Tensor make(Shape s, DType dt, const std::vector<float>& values) {
+    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
+    from_host_f32(*be, values, t);
+    return t;
+  }
+  Tensor scalar(float v) { return make(Shape{1}, DType::F32, {v}); }
+};
 
 }  // namespace mpbench::test

@@ -17,18 +17,6 @@ using test::from_host_f32;
 using test::random_nonzero;
 using test::to_host_f32;
 
-double act_ref(Activation act, double x) {
-  switch (act) {
-    case Activation::Relu:
-      return x > 0 ? x : 0;
-    case Activation::Gelu:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::None:
-      break;
-  }
-  return x;
-}
-
 // act'(x) in double, written independently of the kernel's fp32 version.
 float activation_derivative_ref(Activation act, double x) {
   if (act == Activation::Relu) return x > 0 ? 1.0f : 0.0f;
@@ -38,16 +26,8 @@ float activation_derivative_ref(Activation act, double x) {
   return static_cast<float>(0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x));
 }
 
-class CpuBiasAct : public ::testing::Test {
+class CpuBiasAct : public test::CpuOpsTest {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  TrackingAllocator alloc{*be};
-
-  Tensor make(Shape s, DType dt, const std::vector<float>& values) {
-    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
-    from_host_f32(*be, values, t);
-    return t;
-  }
   Tensor poisoned(Shape s, DType dt) {
     Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
     test::poison(*be, t);
@@ -72,7 +52,7 @@ TEST_F(CpuBiasAct, GradientsMatchFiniteDifferences) {
 
     auto f = [&](const std::vector<double>& p) {
       double s = 0;
-      for (size_t i = 0; i < p.size(); ++i) s += w_v[i] * act_ref(act, p[i]);
+      for (size_t i = 0; i < p.size(); ++i) s += w_v[i] * test::activation_ref(act, p[i]);
       return s;
     };
     const double h = 1e-4;
@@ -139,7 +119,7 @@ TEST_F(CpuBiasAct, LinearLayerBackwardMatchesFiniteDifferences) {
         for (int64_t j = 0; j < out; ++j) {
           double z = pb[j];
           for (int64_t l = 0; l < in; ++l) z += px[i * in + l] * pw[j * in + l];
-          s += gv[i * out + j] * act_ref(act, z);
+          s += gv[i * out + j] * test::activation_ref(act, z);
         }
       return s;
     };

@@ -22,18 +22,6 @@ struct Case {
   bool trans_a, trans_b;
 };
 
-double act_ref(Activation act, double x) {
-  switch (act) {
-    case Activation::Relu:
-      return x > 0 ? x : 0;
-    case Activation::Gelu:
-      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-    case Activation::None:
-      break;
-  }
-  return x;
-}
-
 // C = act(alpha op(A) op(B) + beta C0 + bias) in double from the values the operands hold.
 std::vector<double> gemm_ref(const Case& c, const std::vector<float>& a,
                              const std::vector<float>& b, const std::vector<float>& c0,
@@ -58,7 +46,7 @@ std::vector<double> gemm_ref(const Case& c, const std::vector<float>& a,
         if (beta != 0) x += beta * static_cast<double>(c0[o]);
         if (!bias.empty()) x += bias[j];
         if (pre) (*pre)[o] = x;
-        out[o] = act_ref(act, x);
+        out[o] = test::activation_ref(act, x);
       }
     }
   }
@@ -79,16 +67,8 @@ double max_elem_rel(const std::vector<float>& got, const std::vector<double>& re
   return worst;
 }
 
-class CpuGemm : public ::testing::Test {
+class CpuGemm : public test::CpuOpsTest {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  TrackingAllocator alloc{*be};
-
-  Tensor make(Shape s, DType dt, const std::vector<float>& values) {
-    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
-    from_host_f32(*be, values, t);
-    return t;
-  }
   static Shape shape(int64_t batch, int64_t r, int64_t c) {
     return batch == 0 ? Shape{r, c} : Shape{batch, r, c};
   }

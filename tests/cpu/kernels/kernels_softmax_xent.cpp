@@ -31,17 +31,8 @@ double mean_loss(const std::vector<double>& x, const std::vector<int>& y, int64_
   return total / rows;
 }
 
-class CpuSoftmaxXent : public ::testing::Test {
+class CpuSoftmaxXent : public test::CpuOpsTest {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  TrackingAllocator alloc{*be};
-
-  Tensor make(Shape s, DType dt, const std::vector<float>& values) {
-    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
-    from_host_f32(*be, values, t);
-    return t;
-  }
-  Tensor scalar(float v) { return make(Shape{1}, DType::F32, {v}); }
   float value(const Tensor& t) { return to_host_f32(*be, t)[0]; }
 };
 
