@@ -95,13 +95,26 @@ int mpbench_main(int argc, char** argv) {
       "devices", "GPUs and CPU of this machine: memory, SMs, tensor-core modes, datasheet peaks");
   devices_cmd->add_flag("--json", devices_json, "Print as JSON");
 
+  DataArgs data_args;
+  auto* data_cmd = app.add_subcommand(
+      "data", "Write the spec's dataset as raw arrays (for training it with another framework)");
+  data_cmd->add_option("spec", data_args.spec, "Model spec JSON file")->required();
+  data_cmd
+      ->add_option("--out", data_args.out_prefix,
+                   "File prefix: writes PREFIX.json, PREFIX.train_x.f32, PREFIX.train_y.i32, "
+                   "PREFIX.eval_x.f32, PREFIX.eval_y.i32")
+      ->required();
+  data_cmd->add_option("--seed", data_args.seed, "Override the spec's data seed")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
+  data_cmd->add_flag("--quiet,-q", data_args.quiet, "No informational line");
+
   try {
     // CLI11 would read an unknown first word as a stray argument; name it instead.
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
       std::cerr << "mpbench: unknown subcommand '" << argv[1]
-                << "' (expected run, validate, inspect or devices; see mpbench --help)\n";
+                << "' (expected run, validate, inspect, devices or data; see mpbench --help)\n";
       return 2;
     }
     try {
@@ -125,6 +138,7 @@ int mpbench_main(int argc, char** argv) {
     if (*validate_cmd) return cmd_validate(validate_specs);
     if (*inspect_cmd) return cmd_inspect(inspect);
     if (*devices_cmd) return cmd_devices(devices_json);
+    if (*data_cmd) return cmd_data(data_args);
     return 2;
   } catch (const Error& e) {
     std::cerr << "mpbench: " << e.what() << "\n";

@@ -32,6 +32,14 @@ int cmd_inspect(const InspectArgs& args);
 
 int cmd_devices(bool as_json);
 
+struct DataArgs {
+  std::string spec;
+  std::string out_prefix;  // writes <prefix>.json and <prefix>.{train,eval}_{x.f32,y.i32}
+  int64_t seed = -1;       // -1: the spec's value
+  bool quiet = false;
+};
+int cmd_data(const DataArgs& args);
+
 // Picks the backend for --device; for auto without a GPU it says so in one line on stderr
 // (unless quiet).
 std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);

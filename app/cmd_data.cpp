@@ -1,0 +1,92 @@
+// `mpbench data`: writes the exact dataset `mpbench run` trains on (make_dataset), so that another
+// framework (scripts/pytorch_reference.py) can train on bit-identical inputs without
+// reimplementing our generator. Raw little-endian arrays plus a JSON index that names them.
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "app/atomic_file.h"
+#include "app/commands.h"
+#include "kernels/error.h"
+#include "models/dataset.h"
+#include "models/spec.h"
+
+namespace mpbench {
+
+namespace {
+
+bool host_is_little_endian() {
+  const uint32_t one = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+template <typename T>
+std::string raw_bytes(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+}  // namespace
+
+int cmd_data(const DataArgs& args) {
+  Spec spec = load_spec(args.spec);
+  if (args.seed >= 0) spec.data.seed = static_cast<uint64_t>(args.seed);
+  if (args.out_prefix.empty()) throw_bad_input("--out: expected a file prefix, got \"\"");
+  if (std::filesystem::is_directory(args.out_prefix))
+    throw_bad_input(fmt::format("--out {}: is a directory (expected a file prefix such as {}/{})",
+                                args.out_prefix, args.out_prefix, spec.name));
+  // The consumers read the files with the host's byte order; say so rather than write
+  // big-endian bytes that a reader would silently misinterpret.
+  if (!host_is_little_endian())
+    throw_runtime("mpbench data writes little-endian files; this host is big-endian");
+
+  const std::string& prefix = args.out_prefix;
+  const std::string index = prefix + ".json";
+  struct Part {
+    const char* key;
+    std::string suffix;
+  };
+  const std::vector<Part> parts = {{"train_x", ".train_x.f32"},
+                                   {"train_y", ".train_y.i32"},
+                                   {"eval_x", ".eval_x.f32"},
+                                   {"eval_y", ".eval_y.i32"}};
+  check_writable(index, "--out");
+  for (const Part& p : parts) check_writable(prefix + p.suffix, "--out");
+
+  Dataset data = make_dataset(spec);
+  const std::string base = std::filesystem::path(prefix).filename().string();
+  nlohmann::json files = nlohmann::json::object();
+  for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
+
+  write_file_atomic(prefix + parts[0].suffix, raw_bytes(data.train_x));
+  write_file_atomic(prefix + parts[1].suffix, raw_bytes(data.train_y));
+  write_file_atomic(prefix + parts[2].suffix, raw_bytes(data.eval_x));
+  write_file_atomic(prefix + parts[3].suffix, raw_bytes(data.eval_y));
+
+  nlohmann::json j = {{"spec", spec.name},
+                      {"spec_file", args.spec},
+                      {"data", to_json(spec)["data"]},
+                      {"sample_dim", data.sample_dim},
+                      {"num_classes", data.num_classes},
+                      {"train_size", data.train_size()},
+                      {"eval_size", data.eval_size()},
+                      {"description", data.description},
+                      {"x_dtype", "float32"},
+                      {"y_dtype", "int32"},
+                      {"byte_order", "little"},
+                      {"layout", "row-major (n, sample_dim) inputs, (n) labels"},
+                      {"files", files}};
+  // The index goes last: its presence means the arrays are complete.
+  write_file_atomic(index, j.dump(2) + "\n");
+  if (!args.quiet)
+    std::cerr << fmt::format("mpbench: wrote {} ({} train + {} eval samples of {} floats)\n", index,
+                             data.train_size(), data.eval_size(), data.sample_dim);
+  return 0;
+}
+
+}  // namespace mpbench
