@@ -70,7 +70,8 @@ int cmd_data(const DataArgs& args) {
 
   nlohmann::json j = {{"spec", spec.name},
                       {"spec_file", args.spec},
-                      {"data", to_json(spec)["data"]},
+                      // Every default filled in, so that a reader needs no copy of spec.cpp's.
+                      {"resolved_spec", to_json(spec)},
                       {"sample_dim", data.sample_dim},
                       {"num_classes", data.num_classes},
                       {"train_size", data.train_size()},

@@ -109,7 +109,10 @@ TEST_F(DataExport, DeterministicAndSeedOverride) {
   EXPECT_EQ(read_file(dir_ / "a.train_x.f32"), read_file(dir_ / "b.train_x.f32"));
   EXPECT_EQ(read_file(dir_ / "a.eval_y.i32"), read_file(dir_ / "b.eval_y.i32"));
   EXPECT_NE(read_file(dir_ / "a.train_x.f32"), read_file(dir_ / "c.train_x.f32"));
-  EXPECT_EQ(nlohmann::json::parse(read_file(dir_ / "c.json"))["data"]["seed"], 8);
+  auto c = nlohmann::json::parse(read_file(dir_ / "c.json"));
+  EXPECT_EQ(c["resolved_spec"]["data"]["seed"], 8);
+  EXPECT_EQ(c["resolved_spec"]["name"], "tiny_mlp");
+  EXPECT_EQ(c["resolved_spec"]["train"]["optimizer"]["beta2"], 0.999);  // a default, written out
 }
 
 TEST_F(DataExport, BadInputIsExitTwo) {
