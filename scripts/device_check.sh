@@ -107,19 +107,34 @@ for cfg in configs/*.json; do
 done
 cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
 rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
-# Only the big config's JSONs are kept apart; the rest go into one file (the tool returns 8 files).
+
+# The PyTorch reference on the same specs, where this machine has PyTorch, and the two side by side.
+side=""
+if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
+  start=$(date +%s)
+  PYTHONUNBUFFERED=1 timeout "$(limit 240)" python3 scripts/pytorch_reference.py configs/*.json \
+    --device cuda --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data --out "$out/pytorch.json" \
+    >"$out/pytorch.txt" 2>&1
+  say "pytorch reference: rc=$?, $(( $(date +%s) - start )) s"
+  if [ -f "$out/pytorch.json" ]; then
+    python3 scripts/side_by_side.py --mpbench "$out"/*_eager.json "$out"/*_graphs.json \
+      --pytorch "$out/pytorch.json" --md "$out/side_by_side.md" >/dev/null 2>>"$log"
+    side=$(cat "$out/side_by_side.md" 2>/dev/null)
+  fi
+  cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
+fi
+
+# The tool returns at most 8 files: all mpbench result files go into one, keyed by file name.
 python3 - "$out" <<'PY' 2>>"$log"
 import json, os, sys, glob
 out = sys.argv[1]
 merged = {}
 for p in sorted(glob.glob(os.path.join(out, "*_eager.json")) + glob.glob(os.path.join(out, "*_graphs.json"))):
-    if os.path.basename(p).startswith("mnist_mlp"):
-        continue
     merged[os.path.basename(p)] = json.load(open(p))
     os.remove(p)
-if merged:
-    json.dump(merged, open(os.path.join(out, "other_configs.json"), "w"))
+json.dump(merged, open(os.path.join(out, "mpbench_results.json"), "w"))
 PY
+cat "$out/devices.txt" >>"$log"
 
 {
   echo
@@ -129,4 +144,6 @@ PY
   printf '%s' "$tests_summary"
   echo
   printf '%s' "$runs_summary"
+  [ -n "$side" ] && printf '\nmpbench vs PyTorch:\n%s\n' "$side"
 } | tee -a "$log"
+rm -f "$out/devices.txt"
