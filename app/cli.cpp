@@ -44,6 +44,23 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+const char* kCompareRule = R"(
+Runs are matched by model, precision, device and cuda_graphs. Time: the ratio of median epoch
+times (current / baseline) with a 95% percentile bootstrap confidence interval over the per-epoch
+samples (2000 resamples, fixed seed: the output is deterministic). With threshold t:
+  slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
+  faster        CI upper bound < 1 and ratio < 1-t
+  same          the whole CI within [1-t, 1+t]
+  inconclusive  anything else (noise), or fewer than 3 epochs on a side
+  env-mismatch  other GPU, driver, CUDA or cuDNN version (cuda runs) or CPU (cpu runs)
+Memory (tracked peak), accuracy and final loss are compared without an interval. A run that was
+ok and is now oom, diverged or failed is a regression; runs on one side only are listed as
+missing / new.
+
+Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
+input, 4 (--strict only) no regression but inconclusive, env-mismatch or missing rows.
+)";
+
 }  // namespace
 
 int mpbench_main(int argc, char** argv) {
@@ -108,13 +125,43 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   data_cmd->add_flag("--quiet,-q", data_args.quiet, "No informational line");
 
+  CompareArgs compare;
+  auto* compare_cmd = app.add_subcommand(
+      "compare",
+      "CI regression gate: compare a current result JSON against a baseline, run by run");
+  compare_cmd->add_option("baseline", compare.baseline, "Baseline result JSON (mpbench run --json)")
+      ->required();
+  compare_cmd->add_option("current", compare.current, "Current result JSON")->required();
+  compare_cmd
+      ->add_option("--time-threshold", compare.time_threshold,
+                   "Slowdown of the median epoch time that fails, in percent")
+      ->default_str("5%");
+  compare_cmd
+      ->add_option("--memory-threshold", compare.memory_threshold,
+                   "Growth of the tracked peak memory that fails, in percent")
+      ->default_str("2%");
+  compare_cmd
+      ->add_option("--accuracy-threshold", compare.accuracy_threshold,
+                   "Drop of the final accuracy that fails, in percentage points")
+      ->default_str("0.5");
+  compare_cmd->add_option("--loss-threshold", compare.loss_threshold,
+                          "Relative change of the final loss (either way) that fails, in "
+                          "percent; 0 requires an exact match (default: not compared)");
+  compare_cmd->add_option("--md", compare.md_path,
+                          "Write the comparison as Markdown (for a CI job summary) here");
+  compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here");
+  compare_cmd->add_flag("--strict", compare.strict,
+                        "Exit 4 when inconclusive, env-mismatch or missing rows remain");
+  compare_cmd->footer(kCompareRule);
+
   try {
     // CLI11 would read an unknown first word as a stray argument; name it instead.
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
       std::cerr << "mpbench: unknown subcommand '" << argv[1]
-                << "' (expected run, validate, inspect, devices or data; see mpbench --help)\n";
+                << "' (expected run, validate, inspect, devices, data or compare; see mpbench "
+                   "--help)\n";
       return 2;
     }
     try {
@@ -139,6 +186,7 @@ int mpbench_main(int argc, char** argv) {
     if (*inspect_cmd) return cmd_inspect(inspect);
     if (*devices_cmd) return cmd_devices(devices_json);
     if (*data_cmd) return cmd_data(data_args);
+    if (*compare_cmd) return cmd_compare(compare);
     return 2;
   } catch (const Error& e) {
     std::cerr << "mpbench: " << e.what() << "\n";

@@ -40,6 +40,17 @@ struct DataArgs {
 };
 int cmd_data(const DataArgs& args);
 
+// `compare`: thresholds as given on the command line ("5%", "5"), parsed by cmd_compare so a
+// bad value is one line naming the option.
+struct CompareArgs {
+  std::string baseline, current;
+  std::string time_threshold = "5%", memory_threshold = "2%", accuracy_threshold = "0.5";
+  std::string loss_threshold;  // empty: final loss not compared
+  std::string md_path, json_path;
+  bool strict = false;
+};
+int cmd_compare(const CompareArgs& args);
+
 // Picks the backend for --device; for auto without a GPU it says so in one line on stderr
 // (unless quiet).
 std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);

@@ -1,0 +1,508 @@
+#include "app/compare.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "app/console_table.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+
+namespace {
+
+// splitmix64: tiny, and its output is fixed by its definition, unlike std:: distributions whose
+// results differ between standard libraries; the bootstrap must print the same CI everywhere.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  size_t below(size_t n) {  // multiply-high: unbiased enough for n << 2^32, and portable
+    return static_cast<size_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
+  }
+};
+
+double median_of(std::vector<double>& v) {
+  const size_t n = v.size();
+  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
+  const double upper = v[n / 2];
+  if (n % 2 == 1) return upper;
+  const double lower = *std::max_element(v.begin(), v.begin() + n / 2);
+  return 0.5 * (lower + upper);
+}
+
+// Linear interpolation between order statistics of a sorted vector.
+double quantile_sorted(const std::vector<double>& s, double q) {
+  const double pos = q * static_cast<double>(s.size() - 1);
+  const size_t i = static_cast<size_t>(std::floor(pos));
+  const size_t j = std::min(i + 1, s.size() - 1);
+  const double f = pos - static_cast<double>(i);
+  return s[i] + f * (s[j] - s[i]);
+}
+
+std::vector<double> usable(const std::vector<double>& v) {
+  std::vector<double> out;
+  for (double x : v)
+    if (std::isfinite(x) && x > 0) out.push_back(x);
+  return out;
+}
+
+std::vector<double> epoch_times(const RunResult& r) {
+  std::vector<double> t;
+  for (const EpochResult& e : r.epochs) t.push_back(e.time_ms);
+  return usable(t);
+}
+
+std::string json_str(const nlohmann::json& obj, const std::string& key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+using Key = std::tuple<std::string, std::string, std::string, bool>;
+
+Key key_of(const RunResult& r) {
+  return {r.model, r.precision, r.device, r.cuda_graphs};
+}
+
+std::string key_name(const Key& k) {
+  return fmt::format("{} {} {}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+                     std::get<3>(k) ? " (cuda graphs)" : "");
+}
+
+std::map<Key, const RunResult*> index_runs(const Report& r, const char* side) {
+  std::map<Key, const RunResult*> m;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    const Key k = key_of(r.runs[i]);
+    if (!m.emplace(k, &r.runs[i]).second) {
+      throw_bad_input(
+          fmt::format("{}: runs[{}]: {} appears twice; cannot match it", side, i, key_name(k)));
+    }
+  }
+  return m;
+}
+
+void judge_pair(CompareRow& row, const CompareOptions& o,
+                const std::vector<std::string>& env_diff) {
+  const RunResult& b = *row.baseline;
+  const RunResult& c = *row.current;
+  const bool both_ok = b.status == RunStatus::Ok && c.status == RunStatus::Ok;
+
+  const std::vector<double> tb = epoch_times(b), tc = epoch_times(c);
+  row.n_baseline = tb.size();
+  row.n_current = tc.size();
+  if (both_ok) {
+    row.time = bootstrap_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
+    if (b.memory.tracked_peak > 0) {
+      row.memory_change =
+          static_cast<double>(c.memory.tracked_peak) / static_cast<double>(b.memory.tracked_peak) -
+          1.0;
+    }
+    row.accuracy_delta = 100.0 * (c.final_accuracy - b.final_accuracy);
+    if (b.final_loss != 0 || c.final_loss != 0) {
+      row.loss_change = b.final_loss != 0 ? c.final_loss / b.final_loss - 1.0
+                                          : std::numeric_limits<double>::infinity();
+    } else {
+      row.loss_change = 0.0;
+    }
+  }
+
+  // Another GPU, driver or library makes every number incomparable, statuses included (a smaller
+  // GPU may OOM): say so rather than gate on it.
+  if (!env_diff.empty()) {
+    row.verdict = "env-mismatch";
+    row.detail = env_diff.front();
+    for (size_t i = 1; i < env_diff.size(); ++i) row.detail += "; " + env_diff[i];
+    if (c.status != RunStatus::Ok)
+      row.detail += fmt::format("; current: {}", run_status_name(c.status));
+    row.blocking = true;
+    return;
+  }
+  if (c.status != RunStatus::Ok) {
+    row.verdict = run_status_name(c.status);
+    row.detail = c.status_detail;
+    if (b.status == RunStatus::Ok) {
+      row.regressions.push_back("status");
+    } else {
+      row.detail = fmt::format("baseline: {}{}", run_status_name(b.status),
+                               c.status_detail.empty() ? "" : "; " + c.status_detail);
+    }
+    return;
+  }
+  if (b.status != RunStatus::Ok) {
+    row.verdict = "recovered";
+    row.detail = fmt::format("baseline: {}", run_status_name(b.status));
+    return;
+  }
+
+  row.verdict =
+      time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_samples);
+  if (row.verdict == "slower") row.regressions.push_back("time");
+  if (row.verdict == "inconclusive") {
+    row.blocking = true;
+    row.detail = std::min(row.n_baseline, row.n_current) < static_cast<size_t>(o.min_samples)
+                     ? fmt::format("{} vs {} epoch samples (need {})", row.n_baseline,
+                                   row.n_current, o.min_samples)
+                     : "confidence interval wider than the threshold band";
+  }
+  // A NaN difference must fail the gate, hence the negated comparisons.
+  if (row.memory_change && !(*row.memory_change <= o.memory_threshold))
+    row.regressions.push_back("memory");
+  if (row.accuracy_delta && !(-*row.accuracy_delta <= o.accuracy_threshold))
+    row.regressions.push_back("accuracy");
+  if (o.loss_threshold) {
+    const double diff = std::fabs(c.final_loss - b.final_loss);
+    if (!(diff <= *o.loss_threshold * std::fabs(b.final_loss))) row.regressions.push_back("loss");
+  }
+}
+
+std::string pct(double x, int digits = 1) {
+  return fmt::format("{:+.{}f}%", 100.0 * x, digits);
+}
+
+std::string time_cell(const CompareRow& r) {
+  if (!r.time.valid) return "-";
+  return fmt::format("{:.3f} [{:.3f}, {:.3f}]", r.time.ratio, r.time.lo, r.time.hi);
+}
+std::string memory_cell(const CompareRow& r) {
+  if (!r.memory_change) return "-";
+  return fmt::format("{} ({})", pct(*r.memory_change, 2),
+                     format_bytes(r.current->memory.tracked_peak));
+}
+std::string accuracy_cell(const CompareRow& r) {
+  if (!r.accuracy_delta) return "-";
+  return fmt::format("{:+.2f} pt ({:.2f}%)", *r.accuracy_delta, 100.0 * r.current->final_accuracy);
+}
+std::string loss_cell(const CompareRow& r) {
+  if (!r.loss_change) return "-";
+  return fmt::format("{} ({:.4g})", pct(*r.loss_change, 3), r.current->final_loss);
+}
+std::string regress_cell(const CompareRow& r) {
+  std::string s;
+  for (const auto& x : r.regressions) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "-" : s;
+}
+std::string mode_cell(const CompareRow& r) {
+  return r.device + (r.cuda_graphs ? "+graphs" : "");
+}
+
+std::vector<std::string> headers() {
+  return {"model",    "precision",  "device",  "time ratio [95% CI]", "epochs", "memory",
+          "accuracy", "final loss", "verdict", "regressed",           "detail"};
+}
+std::vector<std::string> cells(const CompareRow& r) {
+  const std::string n =
+      r.baseline && r.current ? fmt::format("{}/{}", r.n_baseline, r.n_current) : "-";
+  return {r.model,
+          r.precision,
+          mode_cell(r),
+          time_cell(r),
+          n,
+          memory_cell(r),
+          accuracy_cell(r),
+          loss_cell(r),
+          r.verdict,
+          regress_cell(r),
+          r.detail.empty() ? "-" : r.detail};
+}
+
+std::string summary_line(const Comparison& c) {
+  if (c.exit_code == 1)
+    return fmt::format("FAIL: {} regression(s) beyond the thresholds", c.regressions);
+  if (c.exit_code == 4)
+    return fmt::format("FAIL (--strict): {} inconclusive, env-mismatch or missing row(s)",
+                       c.blocking);
+  if (c.blocking > 0)
+    return fmt::format(
+        "PASS: no regression ({} inconclusive, env-mismatch or missing row(s); "
+        "--strict would fail)",
+        c.blocking);
+  return "PASS: no regression";
+}
+
+std::string rule_text(const CompareOptions& o) {
+  std::string s = fmt::format(
+      "time: median epoch-time ratio, 95% bootstrap CI ({} resamples); threshold {:.4g}%; memory "
+      "(tracked peak) threshold {:.4g}%; accuracy threshold {:.4g} pt",
+      o.bootstrap_resamples, 100 * o.time_threshold, 100 * o.memory_threshold,
+      o.accuracy_threshold);
+  if (o.loss_threshold) s += fmt::format("; final loss threshold {:.4g}%", 100 * *o.loss_threshold);
+  return s;
+}
+
+}  // namespace
+
+RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
+                                     const std::vector<double>& current, int resamples,
+                                     uint64_t seed) {
+  RatioEstimate est;
+  std::vector<double> b = usable(baseline), c = usable(current);
+  if (b.empty() || c.empty()) return est;
+  {
+    std::vector<double> bb = b, cc = c;
+    est.ratio = median_of(cc) / median_of(bb);
+  }
+  est.valid = true;
+  SplitMix64 rng{seed};
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(std::max(resamples, 1)));
+  std::vector<double> rb(b.size()), rc(c.size());
+  for (int i = 0; i < resamples; ++i) {
+    for (double& x : rb) x = b[rng.below(b.size())];
+    for (double& x : rc) x = c[rng.below(c.size())];
+    ratios.push_back(median_of(rc) / median_of(rb));
+  }
+  if (ratios.empty()) {
+    est.lo = est.hi = est.ratio;
+    return est;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  est.lo = quantile_sorted(ratios, 0.025);
+  est.hi = quantile_sorted(ratios, 0.975);
+  return est;
+}
+
+std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
+                         double threshold, int min_samples) {
+  const size_t need = static_cast<size_t>(std::max(min_samples, 1));
+  if (!est.valid || n_baseline < need || n_current < need) return "inconclusive";
+  if (est.lo > 1.0 && est.ratio > 1.0 + threshold) return "slower";
+  if (est.hi < 1.0 && est.ratio < 1.0 - threshold) return "faster";
+  if (est.lo >= 1.0 - threshold && est.hi <= 1.0 + threshold) return "same";
+  return "inconclusive";
+}
+
+std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
+                                         const nlohmann::json& current_env,
+                                         const std::string& device) {
+  std::vector<std::string> out;
+  auto check = [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& block,
+                   const std::string& key) {
+    const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json& x =
+        block.empty() ? a : (a.is_object() && a.contains(block) ? a[block] : empty);
+    const nlohmann::json& y =
+        block.empty() ? b : (b.is_object() && b.contains(block) ? b[block] : empty);
+    const std::string vx = json_str(x, key), vy = json_str(y, key);
+    if (vx != vy) {
+      out.push_back(fmt::format("{}{}: {} -> {}", block.empty() ? "" : block + ".", key,
+                                vx.empty() ? "(none)" : vx, vy.empty() ? "(none)" : vy));
+    }
+  };
+  check(baseline_env, current_env, "", "device");
+  if (device == "cuda") {
+    for (const char* k : {"name", "driver_version", "cuda_runtime_version", "cudnn_version"})
+      check(baseline_env, current_env, "gpu", k);
+  } else {
+    check(baseline_env, current_env, "cpu", "name");
+  }
+  return out;
+}
+
+Comparison compare_reports(const Report& baseline, const Report& current,
+                           const CompareOptions& options) {
+  Comparison out;
+  out.options = options;
+  const auto base_idx = index_runs(baseline, "baseline");
+  const auto cur_idx = index_runs(current, "current");
+  std::map<std::string, std::vector<std::string>> env_by_device;
+  auto env_for = [&](const std::string& device) -> const std::vector<std::string>& {
+    auto it = env_by_device.find(device);
+    if (it == env_by_device.end())
+      it = env_by_device.emplace(device, env_differences(baseline.env, current.env, device)).first;
+    return it->second;
+  };
+
+  auto start_row = [](const RunResult& r) {
+    CompareRow row;
+    row.model = r.model;
+    row.precision = r.precision;
+    row.device = r.device;
+    row.cuda_graphs = r.cuda_graphs;
+    return row;
+  };
+  for (const RunResult& b : baseline.runs) {
+    CompareRow row = start_row(b);
+    row.baseline = &b;
+    auto it = cur_idx.find(key_of(b));
+    if (it == cur_idx.end()) {
+      row.verdict = "missing";
+      row.detail = "in the baseline only";
+      row.blocking = true;
+    } else {
+      row.current = it->second;
+      judge_pair(row, options, env_for(b.device));
+      if (out.env_differences.empty()) out.env_differences = env_for(b.device);
+    }
+    out.rows.push_back(std::move(row));
+  }
+  for (const RunResult& c : current.runs) {
+    if (base_idx.count(key_of(c))) continue;
+    CompareRow row = start_row(c);
+    row.current = &c;
+    row.verdict = "new";
+    row.detail = c.status == RunStatus::Ok
+                     ? "in the current file only"
+                     : fmt::format("in the current file only; {}", run_status_name(c.status));
+    out.rows.push_back(std::move(row));
+  }
+  for (const CompareRow& r : out.rows) {
+    if (!r.regressions.empty()) ++out.regressions;
+    if (r.blocking) ++out.blocking;
+  }
+  out.exit_code = out.regressions > 0 ? 1 : (options.strict && out.blocking > 0 ? 4 : 0);
+  return out;
+}
+
+Report read_report_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_bad_input(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_bad_input(fmt::format("{}: not a JSON result file: {}", path, e.what()));
+  }
+  try {
+    return report_from_json(j);
+  } catch (const Error& e) {
+    throw_bad_input(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+std::string format_compare_console(const Comparison& c) {
+  const auto hs = headers();
+  std::vector<std::vector<std::string>> table;
+  table.push_back(hs);
+  for (const CompareRow& r : c.rows) table.push_back(cells(r));
+  std::vector<size_t> width(hs.size(), 0);
+  for (const auto& row : table)
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
+  std::string out;
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string s;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i) s += "  ";
+      const bool last = i + 1 == row.size();
+      s += row[i];
+      if (!last) s += std::string(width[i] - display_width(row[i]), ' ');
+    }
+    out += s + "\n";
+  };
+  line(table[0]);
+  std::string rule;
+  for (size_t i = 0; i < width.size(); ++i) rule += (i ? "  " : "") + std::string(width[i], '-');
+  out += rule + "\n";
+  for (size_t i = 1; i < table.size(); ++i) line(table[i]);
+  out += "\n" + rule_text(c.options) + "\n";
+  if (!c.env_differences.empty()) {
+    std::string d;
+    for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
+    out += "environment differs: " + d + "\n";
+  }
+  out += summary_line(c) + "\n";
+  return out;
+}
+
+std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,
+                                    const std::string& current_name) {
+  auto esc = [](const std::string& s) {
+    std::string o;
+    for (char ch : s) {
+      if (ch == '|')
+        o += "\\|";
+      else if (ch == '\n')
+        o += ' ';
+      else
+        o += ch;
+    }
+    return o;
+  };
+  std::string out = "### mpbench compare\n\n";
+  const char* icon = c.exit_code == 0 ? (c.blocking ? ":warning:" : ":white_check_mark:") : ":x:";
+  out += fmt::format("{} **{}**\n\n", icon, esc(summary_line(c)));
+  out += fmt::format("Baseline `{}`, current `{}`.\n\n", esc(baseline_name), esc(current_name));
+  if (!c.env_differences.empty()) {
+    std::string d;
+    for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
+    out += "Environment differs: " + esc(d) + "\n\n";
+  }
+  const auto hs = headers();
+  out += "|";
+  for (const auto& h : hs) out += " " + h + " |";
+  out += "\n|";
+  for (size_t i = 0; i < hs.size(); ++i) out += (i >= 3 && i <= 7) ? " ---: |" : " --- |";
+  out += "\n";
+  for (const CompareRow& r : c.rows) {
+    auto cs = cells(r);
+    if (!r.regressions.empty()) cs[8] = "**" + cs[8] + "**";
+    out += "|";
+    for (const auto& x : cs) out += " " + esc(x) + " |";
+    out += "\n";
+  }
+  out += "\n" + esc(rule_text(c.options)) + "\n";
+  return out;
+}
+
+nlohmann::json compare_to_json(const Comparison& c) {
+  using nlohmann::json;
+  auto num = [](double x) -> json { return std::isfinite(x) ? json(x) : json(nullptr); };
+  auto opt = [&](const std::optional<double>& x) -> json { return x ? num(*x) : json(nullptr); };
+  const CompareOptions& o = c.options;
+  json rows = json::array();
+  for (const CompareRow& r : c.rows) {
+    json row = {
+        {"model", r.model},
+        {"precision", r.precision},
+        {"device", r.device},
+        {"cuda_graphs", r.cuda_graphs},
+        {"verdict", r.verdict},
+        {"detail", r.detail},
+        {"regressions", r.regressions},
+        {"blocking", r.blocking},
+        {"baseline_status", r.baseline ? json(run_status_name(r.baseline->status)) : json(nullptr)},
+        {"current_status", r.current ? json(run_status_name(r.current->status)) : json(nullptr)},
+        {"samples", {{"baseline", r.n_baseline}, {"current", r.n_current}}},
+        {"memory_change", opt(r.memory_change)},
+        {"accuracy_delta_points", opt(r.accuracy_delta)},
+        {"loss_change", opt(r.loss_change)}};
+    row["time_ratio"] = r.time.valid ? json{{"ratio", num(r.time.ratio)},
+                                            {"ci_low", num(r.time.lo)},
+                                            {"ci_high", num(r.time.hi)}}
+                                     : json(nullptr);
+    rows.push_back(std::move(row));
+  }
+  return {{"kind", "mpbench-compare"},
+          {"schema_version", 1},
+          {"options",
+           {{"time_threshold", o.time_threshold},
+            {"memory_threshold", o.memory_threshold},
+            {"accuracy_threshold_points", o.accuracy_threshold},
+            {"loss_threshold", o.loss_threshold ? json(*o.loss_threshold) : json(nullptr)},
+            {"strict", o.strict},
+            {"method", "ratio of median epoch times, 95% percentile bootstrap CI"},
+            {"bootstrap_resamples", o.bootstrap_resamples},
+            {"seed", o.seed}}},
+          {"env_differences", c.env_differences},
+          {"regressions", c.regressions},
+          {"blocking", c.blocking},
+          {"exit_code", c.exit_code},
+          {"rows", std::move(rows)}};
+}
+
+}  // namespace mpbench
