@@ -1,0 +1,1061 @@
+#include "app/html_report.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "app/console_table.h"
+#include "app/report_writers.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+
+namespace {
+
+using nlohmann::json;
+using Points = std::vector<std::pair<double, double>>;
+
+// ---------------------------------------------------------------------------------------------
+// Text and numbers
+
+std::string esc(const std::string& s) {
+  return html_escape(s);
+}
+
+// An SVG coordinate. Non-finite values never reach here by construction; clamping keeps a bug
+// from producing an unparsable attribute.
+std::string px(double v) {
+  if (!std::isfinite(v)) v = 0;
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string str_at(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number() || it->is_boolean()) return it->dump();
+  return "";
+}
+
+std::string format_ms(double ms) {
+  if (ms >= 1000) return fmt::format("{:.0f} ms", ms);
+  if (ms >= 100) return fmt::format("{:.1f} ms", ms);
+  if (ms >= 10) return fmt::format("{:.2f} ms", ms);
+  return fmt::format("{:.3f} ms", ms);
+}
+
+std::string group_thousands(double v) {
+  const auto n = static_cast<long long>(std::llround(v));
+  std::string digits = std::to_string(n < 0 ? -n : n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+// 1.23M, 456k, 12.3 — for axis ticks and bar labels of rates.
+std::string format_si(double v) {
+  const double a = std::fabs(v);
+  if (a >= 1e9) return fmt::format("{:.3g}G", v / 1e9);
+  if (a >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
+  if (a >= 1e3) return fmt::format("{:.3g}k", v / 1e3);
+  return fmt::format("{:.3g}", v);
+}
+
+std::string format_general(double v) {
+  if (v == 0) return "0";
+  const double a = std::fabs(v);
+  if (a >= 1e4 || a < 1e-3) return fmt::format("{:.0e}", v);
+  return fmt::format("{:g}", v);
+}
+
+struct ByteUnit {
+  double scale;
+  const char* name;
+};
+ByteUnit byte_unit(double max_bytes) {
+  if (max_bytes >= 1024.0 * 1024 * 1024) return {1024.0 * 1024 * 1024, "GiB"};
+  if (max_bytes >= 1024.0 * 1024) return {1024.0 * 1024, "MiB"};
+  if (max_bytes >= 1024.0) return {1024.0, "KiB"};
+  return {1.0, "B"};
+}
+
+// 2¹⁶ for e = 16: loss scales are powers of two, and 65536 reads worse than its exponent.
+std::string power_of_two(double e) {
+  static const char* kSup[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+  const long long n = std::llround(e);
+  std::string digits = std::to_string(n < 0 ? -n : n), out = "2";
+  if (n < 0) out += "⁻";
+  for (char c : digits) out += kSup[c - '0'];
+  return out;
+}
+
+// Identifier-safe form of a model name for ids: [A-Za-z0-9_-] kept, anything else '-'.
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '_' || c == '-';
+    out += keep ? c : '-';
+  }
+  return out.empty() ? "unnamed" : out;
+}
+
+std::string shorten(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return s.substr(0, cut) + "…";
+}
+
+// Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
+// that ends at the last tick covers every value.
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  }
+  std::vector<double> ticks;
+  const double first = std::ceil(lo / step - 1e-9), last = std::ceil(hi / step - 1e-9);
+  for (double k = first; k <= last; k += 1) ticks.push_back(k == 0 ? 0 : k * step);
+  return ticks;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Colours: one per precision, the same in every chart; runs from further files (another tool,
+// CUDA graphs, another device) get lighter shades of it and dashed lines.
+
+const char* precision_color(const std::string& p) {
+  if (p == "fp32") return "#3b6fb6";
+  if (p == "tf32") return "#2e9d6b";
+  if (p == "amp_fp16") return "#e07b24";
+  if (p == "amp_bf16") return "#8e5cb8";
+  return "#6e7781";
+}
+
+std::string shade(const std::string& hex, int variant) {
+  if (variant == 0 || hex.size() != 7) return hex;
+  const double t = std::min(0.6, 0.3 * variant);
+  auto ch = [&](int i) {
+    const int v = std::stoi(hex.substr(1 + 2 * i, 2), nullptr, 16);
+    return static_cast<int>(std::lround(v + (255 - v) * t));
+  };
+  return fmt::format("#{:02x}{:02x}{:02x}", ch(0), ch(1), ch(2));
+}
+
+const char* dash_for(int variant) {
+  static const char* kDash[] = {"", "7 4", "2 3", "10 3 2 3", "4 4 1 4"};
+  return kDash[variant % 5];
+}
+
+const char* kCategoryColor[kMemCategoryCount] = {"#3b6fb6", "#9dbbe3", "#e07b24", "#f3c08e",
+                                                 "#2e9d6b", "#8e5cb8", "#a8a29e"};
+
+// ---------------------------------------------------------------------------------------------
+// The runs of the page
+
+struct Series {
+  const RunResult* run = nullptr;
+  size_t input = 0;
+  const RunResult* fp32 = nullptr;  // baseline in the same file, for the speedup labels
+  std::string label;
+  std::string color;  // precision colour, shaded by variant
+  std::string base_color;
+  int variant = 0;
+};
+
+struct ModelSection {
+  std::string model, id;
+  std::vector<Series> series;
+  std::vector<std::pair<size_t, ModelGroup>> groups;  // (input, group) for the tables
+};
+
+std::string tool_name(const Report& r) {
+  std::string n = str_at(r.tool, "name");
+  return n.empty() ? "mpbench" : n;
+}
+
+std::string file_stem(const std::string& path) {
+  return std::filesystem::path(path).stem().string();
+}
+
+std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs) {
+  std::vector<ModelSection> sections;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (ModelGroup& g : group_by_model(inputs[i].report)) {
+      auto it = index.find(g.model);
+      if (it == index.end()) {
+        it = index.emplace(g.model, sections.size()).first;
+        sections.push_back({g.model, "", {}, {}});
+      }
+      ModelSection& sec = sections[it->second];
+      for (const RunResult* r : g.runs) {
+        Series s;
+        s.run = r;
+        s.input = i;
+        s.fp32 = g.fp32;
+        s.label =
+            tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
+        sec.series.push_back(std::move(s));
+      }
+      sec.groups.emplace_back(i, std::move(g));
+    }
+  }
+
+  std::set<std::string> used_ids;
+  for (ModelSection& sec : sections) {
+    std::string id = "model-" + slug(sec.model);
+    for (int k = 2; used_ids.count(id); ++k)
+      id = "model-" + slug(sec.model) + "-" + std::to_string(k);
+    used_ids.insert(id);
+    sec.id = id;
+
+    // Labels that collide (the same tool and mode from two files) get the device, then the file.
+    auto disambiguate = [&](auto suffix) {
+      std::map<std::string, int> count;
+      for (const Series& s : sec.series) ++count[s.label];
+      for (Series& s : sec.series) {
+        if (count[s.label] > 1) s.label += suffix(s);
+      }
+    };
+    std::set<std::string> devices;
+    for (const Series& s : sec.series) devices.insert(s.run->device);
+    if (devices.size() > 1) disambiguate([](const Series& s) { return " · " + s.run->device; });
+    disambiguate([&](const Series& s) { return " · " + file_stem(inputs[s.input].path); });
+
+    // Variant: the position of the series' (file, graphs) among the section's, so that the first
+    // file's runs get the full colours.
+    std::vector<std::pair<size_t, bool>> variants;
+    for (Series& s : sec.series) {
+      const auto key = std::make_pair(s.input, s.run->cuda_graphs);
+      auto it = std::find(variants.begin(), variants.end(), key);
+      if (it == variants.end()) it = variants.insert(variants.end(), key);
+      s.variant = static_cast<int>(it - variants.begin());
+      s.base_color = precision_color(s.run->precision);
+      s.color = shade(s.base_color, s.variant);
+    }
+  }
+  return sections;
+}
+
+std::string status_text(const RunResult& r) {
+  std::string s = run_status_name(r.status);
+  if (!r.status_detail.empty()) s += ": " + r.status_detail;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SVG pieces
+
+constexpr double kFont = 12;
+
+std::string svg_open(const std::string& kind, double w, double h, const std::string& label) {
+  return fmt::format(
+      "<svg class=\"chart {}\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+      "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+      kind, px(w), px(h), px(w), px(h), esc(label));
+}
+
+std::string text(double x, double y, const std::string& s, const std::string& cls,
+                 const char* anchor = "start") {
+  return fmt::format("<text x=\"{}\" y=\"{}\" class=\"{}\" text-anchor=\"{}\">{}</text>\n", px(x),
+                     px(y), cls, anchor, esc(s));
+}
+
+struct Bar {
+  std::string label, color;
+  bool drawn = true;       // false: no value (the run did not finish); `note` says why
+  double value = 0;        // bar length in data units
+  std::string value_text;  // after the bar end
+  std::string note;        // bold, after the value (speedup) or instead of the bar (status)
+  bool note_is_status = false;
+  std::string tooltip;
+  std::optional<std::pair<double, double>> whisker;  // min..max
+  std::optional<double> marker;                      // a tick across the bar (device peak)
+  bool faded = false;                                // drawn, but the run did not finish
+};
+
+struct Axis {
+  std::string label;
+  std::function<std::string(double)> tick_text;
+  double scale = 1;  // tick values are data / scale
+};
+
+constexpr double kBarW = 560, kBarLeft = 190, kBarRight = 125, kBarRow = 26, kBarTop = 14,
+                 kBarBottom = 46;
+
+std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, const Axis& axis) {
+  double max_v = 0;
+  for (const Bar& b : bars) {
+    if (b.drawn && std::isfinite(b.value)) max_v = std::max(max_v, b.value);
+    if (b.whisker && std::isfinite(b.whisker->second)) max_v = std::max(max_v, b.whisker->second);
+    if (b.marker && std::isfinite(*b.marker)) max_v = std::max(max_v, *b.marker);
+  }
+  if (!(max_v > 0)) max_v = 1;
+  const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
+  const double top_v = std::max(max_v, ticks.back() * axis.scale);
+  const double x0 = kBarLeft, pw = kBarW - kBarLeft - kBarRight;
+  const double h = kBarTop + bars.size() * kBarRow + kBarBottom;
+  const double y_axis = kBarTop + bars.size() * kBarRow;
+  auto xs = [&](double v) { return x0 + pw * std::clamp(v / top_v, 0.0, 1.0); };
+
+  std::string s = svg_open(kind, kBarW, h, axis.label);
+  for (double t : ticks) {
+    const double x = xs(t * axis.scale);
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
+                     px(x), px(kBarTop - 4), px(y_axis));
+    s += text(x, y_axis + 15, axis.tick_text(t), "tick", "middle");
+  }
+  s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x0),
+                   px(x0), px(kBarTop - 4), px(y_axis));
+  s += text(x0 + pw / 2, h - 8, axis.label, "axis-label", "middle");
+
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const Bar& b = bars[i];
+    const double y = kBarTop + i * kBarRow + 4, bh = kBarRow - 8, cy = y + bh / 2 + 4;
+    s += "<g class=\"bar\">";
+    s += "<title>" + esc(b.tooltip) + "</title>\n";
+    s += text(x0 - 8, cy, shorten(b.label, 30), "bar-label", "end");
+    if (b.drawn && std::isfinite(b.value)) {
+      const double x1 = xs(b.value);
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" fill=\"{}\"{}/>\n", px(x0),
+          px(y), px(std::max(1.0, x1 - x0)), px(bh), b.color,
+          b.faded ? " fill-opacity=\"0.35\" stroke-dasharray=\"3 2\" stroke=\"#9a3412\"" : "");
+      double label_x = x1 + 6;
+      if (b.whisker && std::isfinite(b.whisker->first) && std::isfinite(b.whisker->second)) {
+        const double wa = xs(b.whisker->first), wb = xs(b.whisker->second);
+        s += fmt::format("<path class=\"whisker\" d=\"M{} {}H{}M{} {}V{}M{} {}V{}\"/>\n", px(wa),
+                         px(y + bh / 2), px(wb), px(wa), px(y + 3), px(y + bh - 3), px(wb),
+                         px(y + 3), px(y + bh - 3));
+        label_x = std::max(label_x, wb + 6);
+      }
+      if (b.marker && std::isfinite(*b.marker)) {
+        const double xm = xs(*b.marker);
+        s += fmt::format("<path class=\"marker\" d=\"M{} {}V{}\"/>\n", px(xm), px(y - 2),
+                         px(y + bh + 2));
+        label_x = std::max(label_x, xm + 6);
+      }
+      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"value\">{}", px(label_x), px(cy),
+                       esc(b.value_text));
+      if (!b.note.empty()) {
+        s += fmt::format("<tspan class=\"{}\" dx=\"6\">{}</tspan>",
+                         b.note_is_status ? "status" : "speedup", esc(shorten(b.note, 24)));
+      }
+      s += "</text>\n";
+    } else {
+      s += text(x0 + 6, cy, shorten(b.note, 48), "status");
+    }
+    s += "</g>\n";
+  }
+  return s + "</svg>\n";
+}
+
+std::string legend_html(const std::vector<std::pair<std::string, std::string>>& items,
+                        const std::vector<std::string>& dashes = {}) {
+  std::string s = "<div class=\"legend\">";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string dash = i < dashes.size() ? dashes[i] : "";
+    if (dash.empty()) {
+      s += fmt::format(
+          "<span class=\"key\"><i class=\"swatch\" style=\"background:{}\"></i>{}</span>",
+          items[i].second, esc(items[i].first));
+    } else {
+      s += fmt::format(
+          "<span class=\"key\"><svg class=\"swatch-line\" width=\"26\" height=\"10\"><line "
+          "x1=\"1\" "
+          "y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"2.5\" "
+          "stroke-dasharray=\"{}\"/></svg>{}</span>",
+          items[i].second, dash, esc(items[i].first));
+    }
+  }
+  return s + "</div>\n";
+}
+
+struct Line {
+  std::string label, color, dash;
+  Points pts;  // NaN y: a gap
+  std::string tooltip;
+};
+
+// Line chart over steps. `log_base` 0: linear y; 10 or 2: logarithmic y with ticks at powers.
+std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
+                       const std::string& x_label, const std::string& y_label, int log_base,
+                       const std::vector<double>& x_markers, double H) {
+  const double W = 1120, L = 70, R = 20, T = 14, B = 46;
+  const double pw = W - L - R, ph = H - T - B;
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  auto fy = [&](double y) { return log_base ? std::log(y) / std::log(double(log_base)) : y; };
+  for (const Line& l : lines) {
+    for (auto [x, y] : l.pts) {
+      if (!std::isfinite(y) || (log_base && !(y > 0))) continue;
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+      ymin = std::min(ymin, fy(y));
+      ymax = std::max(ymax, fy(y));
+    }
+  }
+  std::string s = svg_open(kind, W, H, y_label + " over " + x_label);
+  if (!std::isfinite(xmin)) {
+    s += text(W / 2, H / 2, "no finite values to plot", "status", "middle");
+    return s + "</svg>\n";
+  }
+  if (!(xmax > xmin)) xmax = xmin + 1;
+  std::vector<std::pair<double, std::string>> yticks;  // (transformed value, text)
+  if (log_base) {
+    // Whole powers; a flat series still gets one power above and below.
+    double lo = std::floor(ymin), hi = std::ceil(ymax);
+    if (hi - lo < 1) {
+      lo -= 1;
+      hi += 1;
+    }
+    const double step = std::max(1.0, std::ceil((hi - lo) / 8));
+    ymin = lo;
+    ymax = hi;
+    for (double e = lo; e <= hi + 1e-9; e += step) {
+      const double v = std::pow(double(log_base), e);
+      yticks.emplace_back(e, log_base == 2 ? power_of_two(e) : format_general(v));
+    }
+  } else {
+    double lo = std::min(0.0, ymin), hi = ymax;
+    if (!(hi > lo)) hi = lo + 1;
+    for (double t : nice_ticks(lo, hi, 5)) yticks.emplace_back(t, format_general(t));
+    ymin = lo;
+    ymax = std::max(hi, yticks.back().first);
+  }
+  auto X = [&](double x) { return L + pw * (x - xmin) / (xmax - xmin); };
+  auto Y = [&](double v) { return T + ph * (1 - (v - ymin) / (ymax - ymin)); };
+
+  for (const auto& [v, label] : yticks) {
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(L),
+                     px(L + pw), px(Y(v)), px(Y(v)));
+    s += text(L - 6, Y(v) + 4, label, "tick", "end");
+  }
+  for (double t : nice_ticks(xmin, xmax, 8)) {
+    if (t < xmin - 1e-9 || t > xmax + 1e-9) continue;
+    s += text(X(t), T + ph + 16, group_thousands(t), "tick", "middle");
+  }
+  for (double m : x_markers) {
+    if (m <= xmin || m >= xmax) continue;
+    s += fmt::format("<line class=\"epoch\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(X(m)),
+                     px(X(m)), px(T), px(T + ph));
+  }
+  s += fmt::format("<path class=\"axis\" d=\"M{} {}V{}H{}\"/>\n", px(L), px(T), px(T + ph),
+                   px(L + pw));
+  s += text(L + pw / 2, H - 8, x_label, "axis-label", "middle");
+  s += fmt::format(
+      "<text class=\"axis-label\" text-anchor=\"middle\" transform=\"translate(16 {}) "
+      "rotate(-90)\">{}</text>\n",
+      px(T + ph / 2), esc(y_label));
+
+  for (const Line& l : lines) {
+    std::string d;
+    bool pen = false;
+    for (auto [x, y] : l.pts) {
+      if (!std::isfinite(y) || (log_base && !(y > 0))) {
+        pen = false;
+        continue;
+      }
+      d += fmt::format("{}{} {}", pen ? "L" : "M", px(X(x)), px(Y(fy(y))));
+      pen = true;
+    }
+    if (d.empty()) continue;
+    s += fmt::format("<path class=\"series\" d=\"{}\" stroke=\"{}\"{}><title>{}</title></path>\n",
+                     d, l.color, l.dash.empty() ? "" : " stroke-dasharray=\"" + l.dash + "\"",
+                     esc(l.tooltip));
+  }
+  return s + "</svg>\n";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Page sections
+
+std::string figure(const std::string& caption, const std::string& body, bool wide = false) {
+  return fmt::format("<figure class=\"card{}\"><figcaption>{}</figcaption>\n{}</figure>\n",
+                     wide ? " wide" : "", caption, body);
+}
+
+std::string bars_legend(const std::vector<Series>& series) {
+  std::vector<std::pair<std::string, std::string>> items;
+  std::set<std::string> seen;
+  for (const Series& s : series) {
+    if (seen.insert(s.run->precision).second) items.emplace_back(s.run->precision, s.base_color);
+  }
+  return legend_html(items);
+}
+
+std::string time_chart(const std::vector<Series>& series) {
+  std::vector<Bar> bars;
+  for (const Series& s : series) {
+    const RunResult& r = *s.run;
+    Bar b;
+    b.label = s.label;
+    b.color = s.color;
+    const TimeStats& t = r.epoch_time_ms;
+    b.drawn = r.status == RunStatus::Ok && std::isfinite(t.median) && t.median > 0;
+    if (b.drawn) {
+      b.value = t.median;
+      b.value_text = format_ms(t.median);
+      if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
+        b.whisker = std::make_pair(t.min, t.max);
+      if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
+      b.tooltip =
+          fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%), {} epochs{}", s.label,
+                      format_ms(t.median), format_ms(t.min), format_ms(t.max), t.cv * 100,
+                      r.epochs.size(), b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
+    } else {
+      b.note = status_text(r);
+      b.note_is_status = true;
+      b.tooltip = s.label + ": " + b.note;
+    }
+    bars.push_back(std::move(b));
+  }
+  return bar_chart(
+      "chart-time", bars,
+      {"median epoch time (ms), whiskers min–max", [](double v) { return format_general(v); }, 1});
+}
+
+std::string throughput_chart(const std::vector<Series>& series) {
+  std::vector<Bar> bars;
+  for (const Series& s : series) {
+    const RunResult& r = *s.run;
+    Bar b;
+    b.label = s.label;
+    b.color = s.color;
+    b.drawn = r.status == RunStatus::Ok && std::isfinite(r.samples_per_second) &&
+              r.samples_per_second > 0;
+    if (b.drawn) {
+      b.value = r.samples_per_second;
+      b.value_text = format_si(r.samples_per_second) + "/s";
+      if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
+      b.tooltip = fmt::format("{}: {} samples/s", s.label, group_thousands(r.samples_per_second));
+      if (r.tflops > 0 && std::isfinite(r.tflops)) {
+        b.tooltip += fmt::format(", {:.1f} TFLOP/s", r.tflops);
+        if (r.peak_tflops > 0 && std::isfinite(r.percent_of_peak))
+          b.tooltip += fmt::format(" ({:.0f}% of {:.0f} peak)", r.percent_of_peak, r.peak_tflops);
+      }
+    } else {
+      b.note = status_text(r);
+      b.note_is_status = true;
+      b.tooltip = s.label + ": " + b.note;
+    }
+    bars.push_back(std::move(b));
+  }
+  return bar_chart("chart-throughput", bars,
+                   {"training samples per second", [](double v) { return format_si(v); }, 1});
+}
+
+std::string memory_chart(const std::vector<Series>& series) {
+  double max_b = 0;
+  bool any_device = false;
+  for (const Series& s : series) {
+    max_b = std::max(max_b, double(s.run->memory.tracked_peak));
+    if (s.run->memory.has_device) {
+      any_device = true;
+      max_b = std::max(max_b, double(s.run->memory.device_peak));
+    }
+  }
+  const ByteUnit u = byte_unit(max_b);
+  std::vector<Bar> bars;
+  for (const Series& s : series) {
+    const RunResult& r = *s.run;
+    Bar b;
+    b.label = s.label;
+    b.color = s.color;
+    b.value = double(r.memory.tracked_peak);
+    b.value_text = format_bytes(r.memory.tracked_peak);
+    b.tooltip = s.label + ": tracked peak " + format_bytes(r.memory.tracked_peak);
+    if (r.memory.has_device) {
+      b.marker = double(r.memory.device_peak);
+      b.tooltip += ", device peak " + format_bytes(r.memory.device_peak);
+    }
+    if (r.status != RunStatus::Ok) {
+      // The peak it reached before it stopped is still worth seeing.
+      b.faded = true;
+      b.note = run_status_name(r.status);
+      b.note_is_status = true;
+      b.tooltip += " (" + status_text(r) + ")";
+    } else if (auto m = memory_vs_fp32(r, s.fp32)) {
+      b.note = fmt::format("{:.2f}×", *m);
+      b.tooltip += ", " + b.note + " of fp32";
+    }
+    bars.push_back(std::move(b));
+  }
+  std::string label = std::string("peak memory (") + u.name + ")";
+  if (any_device) label += ", bar: tracked, tick: device";
+  return bar_chart("chart-memory", bars,
+                   {label, [](double v) { return format_general(v); }, u.scale});
+}
+
+std::string memory_breakdown_chart(const std::vector<Series>& series) {
+  const double W = kBarW, left = kBarLeft, right = kBarRight, row = kBarRow, top = kBarTop,
+               bottom = 46;
+  const double pw = W - left - right;
+  double max_b = 0;
+  std::array<bool, kMemCategoryCount> used{};
+  for (const Series& s : series) {
+    double sum = 0;
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      sum += double(s.run->memory.by_category[c]);
+      used[c] = used[c] || s.run->memory.by_category[c] > 0;
+    }
+    max_b = std::max(max_b, sum);
+  }
+  const ByteUnit u = byte_unit(max_b);
+  const std::vector<double> ticks = nice_ticks(0, std::max(max_b, 1.0) / u.scale, 6);
+  const double top_v = std::max(max_b, ticks.back() * u.scale);
+  const double y_axis = top + series.size() * row, H = y_axis + bottom;
+  auto xs = [&](double v) { return left + pw * std::clamp(v / top_v, 0.0, 1.0); };
+
+  std::string s = svg_open("chart-memory-breakdown", W, H, "peak memory by category");
+  for (double t : ticks) {
+    const double x = xs(t * u.scale);
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
+                     px(x), px(top - 4), px(y_axis));
+    s += text(x, y_axis + 15, format_general(t), "tick", "middle");
+  }
+  s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(left),
+                   px(left), px(top - 4), px(y_axis));
+  s += text(left + pw / 2, H - 8, std::string("peak per category (") + u.name + ")", "axis-label",
+            "middle");
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& se = series[i];
+    const double y = top + i * row + 4, bh = row - 8, cy = y + bh / 2 + 4;
+    s += text(left - 8, cy, shorten(se.label, 30), "bar-label", "end");
+    double acc = 0;
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      const size_t v = se.run->memory.by_category[c];
+      if (v == 0) continue;
+      const double xa = xs(acc), xb = xs(acc + double(v));
+      acc += double(v);
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} {}"
+          "</title></rect>\n",
+          px(xa), px(y), px(std::max(0.5, xb - xa)), px(bh), kCategoryColor[c], esc(se.label),
+          mem_category_name(static_cast<MemCategory>(c)), format_bytes(v));
+    }
+    std::string total = format_bytes(static_cast<size_t>(acc));
+    if (se.run->status != RunStatus::Ok)
+      total += " · " + std::string(run_status_name(se.run->status));
+    s += text(xs(acc) + 6, cy, total, se.run->status != RunStatus::Ok ? "status" : "value");
+  }
+  s += "</svg>\n";
+
+  std::vector<std::pair<std::string, std::string>> items;
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    if (used[c])
+      items.emplace_back(mem_category_name(static_cast<MemCategory>(c)), kCategoryColor[c]);
+  }
+  return legend_html(items) + s;
+}
+
+std::vector<double> epoch_boundaries(const RunResult& r) {
+  std::vector<double> out;
+  double step = double(r.warmup_steps);
+  if (step > 0) out.push_back(step);
+  for (const EpochResult& e : r.epochs) {
+    step += double(e.steps);
+    out.push_back(step);
+  }
+  return out;
+}
+
+std::string loss_charts(const std::vector<Series>& series) {
+  std::vector<Line> loss, scale;
+  std::vector<std::pair<std::string, std::string>> loss_keys, scale_keys;
+  std::vector<std::string> loss_dash, scale_dash;
+  double lo = INFINITY, hi = -INFINITY;
+  std::vector<double> markers;
+  for (const Series& s : series) {
+    const RunResult& r = *s.run;
+    if (r.steps.empty()) continue;
+    if (markers.empty()) markers = epoch_boundaries(r);
+    std::vector<double> ys, scales;
+    int64_t skipped = 0;
+    for (const StepRecord& st : r.steps) {
+      ys.push_back(st.loss);
+      scales.push_back(st.loss_scale);
+      skipped += st.skipped ? 1 : 0;
+    }
+    const std::string dash = dash_for(s.variant);
+    Line l{s.label, s.color, dash, downsample(ys, 500), ""};
+    for (auto& p : l.pts) {
+      if (std::isfinite(p.second) && p.second > 0) {
+        lo = std::min(lo, p.second);
+        hi = std::max(hi, p.second);
+      }
+    }
+    const double last = ys.back();
+    l.tooltip = fmt::format("{}: {} steps, last loss {}{}", s.label, r.steps.size(),
+                            std::isfinite(last) ? fmt::format("{:.4g}", last) : "non-finite",
+                            r.status != RunStatus::Ok ? " (" + status_text(r) + ")" : "");
+    loss_keys.emplace_back(
+        s.label +
+            (r.status != RunStatus::Ok ? " (" + std::string(run_status_name(r.status)) + ")" : ""),
+        s.color);
+    loss_dash.push_back(dash.empty() ? "none" : dash);
+    loss.push_back(std::move(l));
+    if (r.loss_scaling) {
+      Line sl{s.label, s.color, dash, downsample(scales, 500, true), ""};
+      sl.tooltip = fmt::format("{}: final loss scale {:g}, {} skipped steps", s.label,
+                               r.final_loss_scale, skipped);
+      scale_keys.emplace_back(s.label + fmt::format(" ({} skipped)", skipped), s.color);
+      scale_dash.push_back(dash.empty() ? "none" : dash);
+      scale.push_back(std::move(sl));
+    }
+  }
+  std::string out;
+  if (loss.empty()) {
+    return figure("Training loss", "<p class=\"note\">No per-step series in these results.</p>",
+                  true);
+  }
+  const bool log_loss = lo > 0 && hi / lo >= 20;
+  out += figure(
+      std::string("Training loss per step") + (log_loss ? " (log scale)" : "") +
+          " <span class=\"sub\">mean over buckets of steps, at most 500 points per curve; dotted "
+          "lines: epoch boundaries</span>",
+      legend_html(loss_keys, loss_dash) +
+          line_chart("chart-loss", loss, "step", "training loss", log_loss ? 10 : 0, markers, 330),
+      true);
+  if (scale.empty()) {
+    out += figure("Loss scale",
+                  "<p class=\"note\">No run of this model used dynamic loss scaling "
+                  "(only amp_fp16 does).</p>",
+                  true);
+  } else {
+    out += figure(
+        "Loss scale per step (log scale) <span class=\"sub\">minimum over buckets of steps, so "
+        "back-offs stay visible</span>",
+        legend_html(scale_keys, scale_dash) +
+            line_chart("chart-loss-scale", scale, "step", "loss scale", 2, markers, 240),
+        true);
+  }
+  return out;
+}
+
+std::string table_html(const Table& t, const std::string& caption) {
+  std::string s =
+      "<div class=\"table-wrap\"><table>\n<caption>" + esc(caption) + "</caption>\n<tr>";
+  for (size_t c = 0; c < t.headers.size(); ++c)
+    s += fmt::format("<th{}>{}</th>", t.right_align[c] ? " class=\"num\"" : "", esc(t.headers[c]));
+  s += "</tr>\n";
+  for (const TableRow& row : t.rows) {
+    s += "<tr>";
+    if (row.ok) {
+      for (size_t c = 0; c < row.cells.size(); ++c) {
+        s += fmt::format("<td{}>{}</td>",
+                         c < t.right_align.size() && t.right_align[c] ? " class=\"num\"" : "",
+                         esc(row.cells[c]));
+      }
+    } else {
+      s += "<td>" + esc(row.cells.empty() ? "" : row.cells[0]) + "</td>";
+      const std::string kind = row.status.substr(0, row.status.find(':'));
+      s += fmt::format("<td class=\"status-cell status-{}\" colspan=\"{}\">{}</td>", slug(kind),
+                       t.headers.size() - 1, esc(row.status));
+    }
+    s += "</tr>\n";
+  }
+  return s + "</table></div>\n";
+}
+
+std::string env_html(const ReportInput& in) {
+  const Report& r = in.report;
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto add = [&](const std::string& k, const std::string& v) {
+    if (!v.empty()) rows.emplace_back(k, v);
+  };
+  {
+    std::string tool = tool_name(r);
+    if (auto v = str_at(r.tool, "version"); !v.empty()) tool += " " + v;
+    if (auto g = str_at(r.tool, "git"); !g.empty()) tool += " (git " + g + ")";
+    add("tool", tool);
+    if (r.tool.is_object()) {
+      for (const auto& [k, v] : r.tool.items()) {
+        if (k != "name" && k != "version" && k != "git" && (v.is_string() || v.is_number()))
+          add("tool " + k, v.is_string() ? v.get<std::string>() : v.dump());
+      }
+    }
+  }
+  const json& env = r.env;
+  add("device", str_at(env, "device"));
+  static const std::pair<const char*, const char*> kGpu[] = {
+      {"name", "GPU"},
+      {"compute_capability", "compute capability"},
+      {"memory_bytes", "GPU memory"},
+      {"sm_count", "SMs"},
+      {"driver_version", "driver"},
+      {"cuda_runtime_version", "CUDA runtime"},
+      {"cublas_version", "cuBLAS"},
+      {"cudnn_version", "cuDNN"}};
+  if (env.is_object() && env.contains("gpu") && env["gpu"].is_object()) {
+    const json& gpu = env["gpu"];
+    std::set<std::string> known;
+    for (const auto& [k, label] : kGpu) {
+      known.insert(k);
+      if (std::string(k) == "memory_bytes" && gpu.contains(k) && gpu[k].is_number_unsigned()) {
+        add(label, format_bytes(gpu[k].get<size_t>()));
+      } else {
+        add(label, str_at(gpu, k));
+      }
+    }
+    for (const auto& [k, v] : gpu.items()) {
+      if (!known.count(k) && (v.is_string() || v.is_number() || v.is_boolean()))
+        add("gpu " + k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  }
+  if (env.is_object() && env.contains("cpu")) {
+    const json& cpu = env["cpu"];
+    std::string c = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name");
+    if (auto t = str_at(cpu, "threads"); !t.empty()) c += " (" + t + " threads)";
+    add("CPU", c);
+  }
+  if (env.is_object()) {
+    for (const auto& [k, v] : env.items()) {
+      if (k != "device" && k != "gpu" && k != "cpu" && (v.is_string() || v.is_number()))
+        add(k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+  }
+  std::string s = "<div class=\"card env\"><h3>" + esc(in.path) + "</h3>\n<dl>";
+  for (const auto& [k, v] : rows) s += "<dt>" + esc(k) + "</dt><dd>" + esc(v) + "</dd>";
+  return s + "</dl></div>\n";
+}
+
+const char* kCss = R"CSS(
+:root { --fg: #1f2328; --muted: #656d76; --line: #d0d7de; --bg: #f6f8fa; --card: #fff;
+        --bad: #b42318; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+       font: 14px/1.5 -apple-system, "Segoe UI", "Noto Sans", Helvetica, Arial, sans-serif; }
+main { max-width: 1200px; margin: 0 auto; padding: 24px 24px 64px; }
+header h1 { font-size: 26px; margin: 0 0 4px; }
+header p { margin: 2px 0; color: var(--muted); }
+nav { margin: 14px 0 6px; }
+nav a { display: inline-block; margin: 0 8px 6px 0; padding: 3px 10px; border: 1px solid var(--line);
+        border-radius: 999px; background: var(--card); color: var(--fg); text-decoration: none; }
+nav a:hover { border-color: #3b6fb6; }
+h2 { font-size: 21px; margin: 36px 0 4px; padding-bottom: 6px; border-bottom: 1px solid var(--line); }
+h2 .family { color: var(--muted); font-weight: normal; font-size: 15px; }
+h3 { font-size: 15px; margin: 0 0 8px; }
+.meta { color: var(--muted); margin: 0 0 12px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(540px, 1fr)); gap: 14px; }
+.card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px;
+        margin: 0 0 14px; box-shadow: 0 1px 2px rgba(31,35,40,.04); }
+figure.card { margin: 0 0 14px; }
+.charts { margin: 0 0 14px; }
+.charts figure.card { margin: 0; }
+figcaption { font-weight: 600; margin-bottom: 6px; }
+figcaption .sub { font-weight: normal; color: var(--muted); font-size: 12.5px; margin-left: 6px; }
+svg.chart { display: block; width: 100%; height: auto; max-width: 100%; }
+svg.chart text { font-family: inherit; font-size: 12px; fill: var(--fg); }
+svg.chart .tick { fill: var(--muted); font-size: 11px; font-variant-numeric: tabular-nums; }
+svg.chart .axis-label { fill: var(--muted); font-size: 12px; }
+svg.chart .bar-label { font-size: 12px; }
+svg.chart .value { font-variant-numeric: tabular-nums; }
+svg.chart .speedup { font-weight: 700; }
+svg.chart .status { fill: var(--bad); font-weight: 600; }
+svg.chart .grid { stroke: #eaeef2; stroke-width: 1; }
+svg.chart .axis { stroke: #8c959f; stroke-width: 1; fill: none; }
+svg.chart .epoch { stroke: #afb8c1; stroke-width: 1; stroke-dasharray: 2 3; }
+svg.chart .whisker { stroke: #24292f; stroke-width: 1.2; fill: none; }
+svg.chart .marker { stroke: #24292f; stroke-width: 2.5; }
+svg.chart .series { fill: none; stroke-width: 1.8; stroke-linejoin: round; stroke-linecap: round; }
+svg.chart .bar:hover rect { filter: brightness(0.92); }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 16px; font-size: 12.5px; margin: 0 0 6px; }
+.legend .key { display: inline-flex; align-items: center; gap: 6px; }
+.legend .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; font-variant-numeric: tabular-nums; }
+caption { text-align: left; font-weight: 600; padding: 0 0 6px; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #eaeef2; white-space: nowrap; text-align: left; }
+th { color: var(--muted); font-weight: 600; border-bottom-color: var(--line); }
+.num { text-align: right; }
+tr:nth-child(even) td { background: #fafbfc; }
+.status-cell { color: var(--bad); font-weight: 600; white-space: normal; }
+.note { color: var(--muted); margin: 4px 0; }
+.env dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0; }
+.env dt { color: var(--muted); }
+.env dd { margin: 0; }
+footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+)CSS";
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys, size_t max_points,
+                                                  bool use_min) {
+  Points out;
+  const size_t n = ys.size();
+  if (n == 0 || max_points == 0) return out;
+  const size_t bucket = (n + max_points - 1) / max_points;
+  for (size_t start = 0; start < n; start += bucket) {
+    const size_t end = std::min(n, start + bucket);
+    double acc = use_min ? INFINITY : 0;
+    size_t finite = 0;
+    for (size_t i = start; i < end; ++i) {
+      if (!std::isfinite(ys[i])) continue;
+      acc = use_min ? std::min(acc, ys[i]) : acc + ys[i];
+      ++finite;
+    }
+    const double x = bucket == 1 ? double(start) : (double(start) + double(end - 1)) / 2;
+    const double y = finite == 0 ? NAN : use_min ? acc : acc / double(finite);
+    out.emplace_back(x, y);
+  }
+  return out;
+}
+
+Report load_report_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_bad_input(fmt::format("{}: cannot open result file", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> after "] ".
+    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw_bad_input(fmt::format("{}: not valid JSON: {}", path, what));
+  }
+  try {
+    return report_from_json(j);
+  } catch (const Error& e) {
+    throw_bad_input(fmt::format("{}: {}", path, e.what()));
+  } catch (const json::exception& e) {
+    throw_bad_input(fmt::format("{}: not an mpbench result file: {}", path, e.what()));
+  }
+}
+
+std::string format_html(const std::vector<ReportInput>& inputs) {
+  const std::vector<ModelSection> sections = build_sections(inputs);
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  std::string title = "mpbench report";
+  if (!sections.empty()) {
+    title += ":";
+    for (size_t i = 0; i < sections.size(); ++i) title += (i ? ", " : " ") + sections[i].model;
+  }
+  h += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
+  h += "<header><h1>mpbench report</h1>\n";
+  h += fmt::format("<p>{} result file{}:", inputs.size(), inputs.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < inputs.size(); ++i) h += (i ? ", " : " ") + esc(inputs[i].path);
+  h += "</p>\n";
+  {
+    // Files from one machine and build share a line.
+    std::vector<std::pair<std::string, std::vector<std::string>>> envs;
+    for (const ReportInput& in : inputs) {
+      const std::string e = env_summary(in.report);
+      if (e.empty()) continue;
+      auto it = std::find_if(envs.begin(), envs.end(), [&](const auto& p) { return p.first == e; });
+      if (it == envs.end()) it = envs.insert(envs.end(), {e, {}});
+      it->second.push_back(file_stem(in.path));
+    }
+    for (const auto& [e, files] : envs) {
+      h += "<p class=\"env-line\"><b>" + esc(fmt::format("{}", fmt::join(files, ", "))) +
+           "</b>: " + esc(e) + "</p>\n";
+    }
+  }
+  h += "<nav>";
+  for (const ModelSection& sec : sections)
+    h += "<a href=\"#" + sec.id + "\">" + esc(sec.model) + "</a>";
+  h += "<a href=\"#environment\">environment</a></nav></header>\n";
+  if (sections.empty()) h += "<p class=\"note\">These files hold no runs.</p>\n";
+
+  for (const ModelSection& sec : sections) {
+    const RunResult& first = *sec.series.front().run;
+    h += "<section class=\"model\">\n";
+    h += fmt::format(
+        "<h2 id=\"{}\">{}{}</h2>\n", sec.id, esc(sec.model),
+        first.family.empty() ? "" : " <span class=\"family\">" + esc(first.family) + "</span>");
+    std::set<std::string> devices;
+    std::set<int64_t> batches;
+    for (const Series& s : sec.series) {
+      devices.insert(s.run->device);
+      batches.insert(s.run->batch_size);
+    }
+    std::vector<std::string> dev(devices.begin(), devices.end());
+    std::vector<std::string> bat;
+    for (int64_t b : batches) bat.push_back(std::to_string(b));
+    h += fmt::format("<p class=\"meta\">{} run{} · device {} · batch {}</p>\n", sec.series.size(),
+                     sec.series.size() == 1 ? "" : "s",
+                     esc(fmt::format("{}", fmt::join(dev, ", "))), fmt::join(bat, ", "));
+
+    h += "<div class=\"charts\">\n";
+    h += figure("Epoch time <span class=\"sub\">lower is better; bold: speedup over fp32</span>",
+                bars_legend(sec.series) + time_chart(sec.series));
+    h += figure("Throughput <span class=\"sub\">higher is better; bold: speedup over fp32</span>",
+                bars_legend(sec.series) + throughput_chart(sec.series));
+    h += figure("Peak memory <span class=\"sub\">bold: ratio to fp32</span>",
+                bars_legend(sec.series) + memory_chart(sec.series));
+    h += figure("Memory by category <span class=\"sub\">each category's own peak</span>",
+                memory_breakdown_chart(sec.series));
+    h += "</div>\n";
+    h += loss_charts(sec.series);
+    h += "<div class=\"card\">\n";
+    for (const auto& [i, group] : sec.groups) {
+      const Table t = build_table(group, inputs[i].report);
+      h += table_html(
+          t, file_stem(inputs[i].path) + " · " + tool_name(inputs[i].report) + " · " + t.title);
+    }
+    h += "</div>\n</section>\n";
+  }
+
+  h += "<section>\n<h2 id=\"environment\">Environment</h2>\n<div class=\"charts\">\n";
+  for (const ReportInput& in : inputs) h += env_html(in);
+  h += "</div>\n</section>\n";
+  h += fmt::format(
+      "<footer>Written by mpbench {} ({}). Hover over bars and curves for details."
+      "</footer>\n</main>\n</body>\n</html>\n",
+      esc(MPBENCH_VERSION), esc(MPBENCH_GIT));
+  return h;
+}
+
+}  // namespace mpbench
