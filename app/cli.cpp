@@ -25,6 +25,7 @@ Examples:
   mpbench validate configs/*.json                     check spec files without running them
   mpbench inspect configs/mnist_mlp.json --precision amp_fp16   per-layer shapes, FLOPs, dtypes
   mpbench devices --json                              the GPU(s), versions and datasheet peaks
+  mpbench report results/h200/*.json --html report.html   charts of result files as one page
 
 Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure.
 )";
@@ -112,6 +113,14 @@ int mpbench_main(int argc, char** argv) {
       "devices", "GPUs and CPU of this machine: memory, SMs, tensor-core modes, datasheet peaks");
   devices_cmd->add_flag("--json", devices_json, "Print as JSON");
 
+  ReportArgs report_args;
+  auto* report_cmd = app.add_subcommand(
+      "report", "Render result JSON files as one self-contained HTML page with charts");
+  report_cmd->add_option("results", report_args.inputs, "Result JSON file(s) (mpbench run --json)")
+      ->required();
+  report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
+  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");
+
   DataArgs data_args;
   auto* data_cmd = app.add_subcommand(
       "data", "Write the spec's dataset as raw arrays (for training it with another framework)");
@@ -160,8 +169,8 @@ int mpbench_main(int argc, char** argv) {
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
       std::cerr << "mpbench: unknown subcommand '" << argv[1]
-                << "' (expected run, validate, inspect, devices, data or compare; see mpbench "
-                   "--help)\n";
+                << "' (expected run, validate, inspect, devices, data, compare or report; "
+                   "see mpbench --help)\n";
       return 2;
     }
     try {
@@ -185,6 +194,7 @@ int mpbench_main(int argc, char** argv) {
     if (*validate_cmd) return cmd_validate(validate_specs);
     if (*inspect_cmd) return cmd_inspect(inspect);
     if (*devices_cmd) return cmd_devices(devices_json);
+    if (*report_cmd) return cmd_report(report_args);
     if (*data_cmd) return cmd_data(data_args);
     if (*compare_cmd) return cmd_compare(compare);
     return 2;

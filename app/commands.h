@@ -51,6 +51,14 @@ struct CompareArgs {
 };
 int cmd_compare(const CompareArgs& args);
 
+// `report`: result JSON files -> one self-contained HTML page (--html, required) and optionally
+// their console tables as Markdown (--md).
+struct ReportArgs {
+  std::vector<std::string> inputs;
+  std::string html_path, md_path;
+};
+int cmd_report(const ReportArgs& args);
+
 // Picks the backend for --device; for auto without a GPU it says so in one line on stderr
 // (unless quiet).
 std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);
