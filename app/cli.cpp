@@ -50,8 +50,8 @@ Runs are matched by model, precision, device and cuda_graphs. Time: the ratio of
 times (current / baseline) with a 95% percentile bootstrap confidence interval over the per-epoch
 samples (2000 resamples, fixed seed: the output is deterministic). With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
-  faster        CI upper bound < 1 and ratio < 1-t
-  same          the whole CI within [1-t, 1+t]
+  faster        CI upper bound < 1 and ratio < 1/(1+t)
+  same          the whole CI within [1/(1+t), 1+t]
   inconclusive  anything else (noise), or fewer than 3 epochs on a side
   env-mismatch  other GPU, driver, CUDA or cuDNN version (cuda runs) or CPU (cpu runs)
 Memory (tracked peak), accuracy and final loss are compared without an interval. A run that was

@@ -280,8 +280,11 @@ std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_c
   const size_t need = static_cast<size_t>(std::max(min_samples, 1));
   if (!est.valid || n_baseline < need || n_current < need) return "inconclusive";
   if (est.lo > 1.0 && est.ratio > 1.0 + threshold) return "slower";
-  if (est.hi < 1.0 && est.ratio < 1.0 - threshold) return "faster";
-  if (est.lo >= 1.0 - threshold && est.hi <= 1.0 + threshold) return "same";
+  // The band is symmetric in log space: 1/(1+t) is as much faster as 1+t is slower, and stays
+  // positive for thresholds of 100% and more.
+  const double fast = 1.0 / (1.0 + threshold);
+  if (est.hi < 1.0 && est.ratio < fast) return "faster";
+  if (est.lo >= fast && est.hi <= 1.0 + threshold) return "same";
   return "inconclusive";
 }
 

@@ -6,13 +6,14 @@
 // medians (current / baseline); its 95% confidence interval is a percentile bootstrap (each side
 // resampled with replacement, independently, 2000 times, fixed seed, so the output is
 // deterministic). With threshold t:
-//   fewer than 3 samples on a side                   -> inconclusive
-//   CI lower bound > 1 (significant) and ratio > 1+t -> slower   (a regression)
-//   CI upper bound < 1 (significant) and ratio < 1-t -> faster
-//   CI entirely within [1-t, 1+t]                    -> same
-//   anything else (wide CI, noise)                   -> inconclusive
-// "Significant and beyond the threshold" rather than "CI entirely beyond the threshold": the
-// latter would let a slowdown of exactly 2t pass half the time on noisy runners.
+//   fewer than 3 samples on a side                       -> inconclusive
+//   CI lower bound > 1 (significant) and ratio > 1+t     -> slower (a regression)
+//   CI upper bound < 1 (significant) and ratio < 1/(1+t) -> faster
+//   CI entirely within [1/(1+t), 1+t]                    -> same
+//   anything else (wide CI, noise)                       -> inconclusive
+// "Significant and beyond the threshold" rather than "CI entirely beyond the threshold": with the
+// few epochs a run has, the latter would wave through most real slowdowns a little beyond t,
+// whose interval straddles 1+t.
 //
 // Memory (tracked peak), accuracy and final loss are deterministic-ish, so they are compared
 // without an interval: memory regresses when current > baseline * (1 + memory threshold), accuracy

@@ -1,0 +1,459 @@
+// `mpbench compare`: the statistics and verdicts (app/compare.h) on crafted reports, and a few
+// cases through the real executable (exit codes, one-line errors, the --md / --json files).
+#include "app/compare.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace mpbench {
+namespace {
+
+nlohmann::json cpu_env(const std::string& name = "Test CPU") {
+  return {{"device", "cpu"}, {"cpu", {{"name", name}, {"threads", 2}}}};
+}
+nlohmann::json gpu_env(const std::string& driver = "13.0") {
+  return {{"device", "cuda"},
+          {"gpu",
+           {{"name", "NVIDIA H200"},
+            {"driver_version", driver},
+            {"cuda_runtime_version", "13.0"},
+            {"cudnn_version", "9.19.0"}}},
+          {"cpu", {{"name", "Xeon"}, {"threads", 16}}}};
+}
+
+RunResult make_run(const std::vector<double>& times, const std::string& precision = "fp32",
+                   const std::string& model = "m", const std::string& device = "cpu") {
+  RunResult r;
+  r.model = model;
+  r.family = "mlp";
+  r.precision = precision;
+  r.device = device;
+  for (double t : times) {
+    EpochResult e;
+    e.time_ms = t;
+    r.epochs.push_back(e);
+  }
+  r.epoch_time_ms = compute_time_stats(times);
+  r.memory.tracked_peak = 1000000;
+  r.final_accuracy = 0.90;
+  r.final_loss = 0.25;
+  return r;
+}
+
+Report make_report(std::vector<RunResult> runs, json env = cpu_env()) {
+  Report r;
+  r.tool = {{"name", "mpbench"}, {"version", "test"}, {"git", "x"}};
+  r.env = std::move(env);
+  r.runs = std::move(runs);
+  return r;
+}
+
+const std::vector<double> kBase = {100, 101, 99, 100.5, 99.5, 100.2};
+std::vector<double> scaled(double f, const std::vector<double>& v = kBase) {
+  std::vector<double> out;
+  for (double x : v) out.push_back(x * f);
+  return out;
+}
+
+Comparison cmp(const Report& b, const Report& c, CompareOptions o = {}) {
+  return compare_reports(b, c, o);
+}
+
+TEST(Bootstrap, RatioOfMediansAndDeterministicInterval) {
+  const auto a = bootstrap_median_ratio(kBase, scaled(1.3), 2000, 42);
+  ASSERT_TRUE(a.valid);
+  EXPECT_NEAR(a.ratio, 1.3, 1e-12);  // every sample scaled: the medians scale too
+  EXPECT_LE(a.lo, a.ratio);
+  EXPECT_GE(a.hi, a.ratio);
+  EXPECT_GT(a.lo, 1.2);
+  EXPECT_LT(a.hi, 1.4);
+  const auto b = bootstrap_median_ratio(kBase, scaled(1.3), 2000, 42);
+  EXPECT_EQ(a.lo, b.lo);
+  EXPECT_EQ(a.hi, b.hi);
+
+  const auto same = bootstrap_median_ratio({5, 5, 5}, {5, 5, 5}, 2000, 1);
+  EXPECT_EQ(same.ratio, 1.0);
+  EXPECT_EQ(same.lo, 1.0);
+  EXPECT_EQ(same.hi, 1.0);
+
+  // Noisy samples give a wide interval.
+  const auto noisy =
+      bootstrap_median_ratio({50, 150, 100, 60, 140}, {55, 145, 100, 70, 160}, 2000, 1);
+  EXPECT_LT(noisy.lo, 0.9);
+  EXPECT_GT(noisy.hi, 1.1);
+
+  EXPECT_FALSE(bootstrap_median_ratio({}, {1, 2, 3}, 100, 1).valid);
+  EXPECT_FALSE(bootstrap_median_ratio({NAN, -1}, {1, 2, 3}, 100, 1).valid);
+}
+
+TEST(TimeVerdict, Rule) {
+  auto est = [](double r, double lo, double hi) {
+    RatioEstimate e;
+    e.ratio = r;
+    e.lo = lo;
+    e.hi = hi;
+    e.valid = true;
+    return e;
+  };
+  EXPECT_EQ(time_verdict(est(1.10, 1.02, 1.20), 5, 5, 0.05), "slower");
+  EXPECT_EQ(time_verdict(est(1.10, 0.98, 1.20), 5, 5, 0.05), "inconclusive");  // not significant
+  EXPECT_EQ(time_verdict(est(1.04, 1.01, 1.07), 5, 5, 0.05), "inconclusive");  // maybe beyond
+  EXPECT_EQ(time_verdict(est(1.03, 1.01, 1.04), 5, 5, 0.05), "same");  // significant but small
+  EXPECT_EQ(time_verdict(est(0.80, 0.75, 0.85), 5, 5, 0.05), "faster");
+  EXPECT_EQ(time_verdict(est(1.00, 0.97, 1.03), 5, 5, 0.05), "same");
+  EXPECT_EQ(time_verdict(est(1.00, 0.97, 1.03), 2, 5, 0.05), "inconclusive");  // too few
+  EXPECT_EQ(time_verdict(est(1.50, 1.40, 1.60), 5, 2, 0.05), "inconclusive");
+  RatioEstimate invalid;
+  EXPECT_EQ(time_verdict(invalid, 5, 5, 0.05), "inconclusive");
+}
+
+TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
+  const Report b = make_report({make_run(kBase)});
+  const Report c = make_report({make_run(scaled(1.30))});
+  const Comparison r = cmp(b, c);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"time"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NEAR(r.rows[0].time.ratio, 1.30, 1e-9);
+}
+
+TEST(Compare, ClearImprovementIsFasterAndExitZero) {
+  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({make_run(scaled(0.6))}));
+  EXPECT_EQ(r.rows[0].verdict, "faster");
+  EXPECT_TRUE(r.rows[0].regressions.empty());
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Compare, SmallNoiseIsSame) {
+  const std::vector<double> cur = {100.3, 99.2, 100.9, 100.1, 99.7, 100.4};
+  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({make_run(cur)}));
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Compare, LargeNoiseIsInconclusiveAndBlocksStrict) {
+  // The medians differ by 10%, but the spread makes that indistinguishable from noise.
+  const std::vector<double> b = {60, 140, 100, 70, 130};
+  const std::vector<double> c = {66, 154, 110, 77, 143};
+  Comparison r = cmp(make_report({make_run(b)}), make_report({make_run(c)}));
+  EXPECT_EQ(r.rows[0].verdict, "inconclusive");
+  EXPECT_TRUE(r.rows[0].blocking);
+  EXPECT_EQ(r.exit_code, 0);
+  CompareOptions strict;
+  strict.strict = true;
+  r = cmp(make_report({make_run(b)}), make_report({make_run(c)}), strict);
+  EXPECT_EQ(r.exit_code, 4);
+}
+
+TEST(Compare, TooFewSamplesIsInconclusive) {
+  const Comparison r =
+      cmp(make_report({make_run({100, 100})}), make_report({make_run({300, 300})}));
+  EXPECT_EQ(r.rows[0].verdict, "inconclusive");
+  EXPECT_NE(r.rows[0].detail.find("need 3"), std::string::npos) << r.rows[0].detail;
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Compare, EnvMismatchIsReportedNotGated) {
+  // Twice as slow on another CPU: not a regression, but --strict refuses to pass it.
+  const Report b = make_report({make_run(kBase)}, cpu_env("CPU A"));
+  const Report c = make_report({make_run(scaled(2.0))}, cpu_env("CPU B"));
+  Comparison r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "env-mismatch");
+  EXPECT_NE(r.rows[0].detail.find("cpu.name: CPU A -> CPU B"), std::string::npos)
+      << r.rows[0].detail;
+  EXPECT_EQ(r.exit_code, 0);
+  CompareOptions strict;
+  strict.strict = true;
+  EXPECT_EQ(cmp(b, c, strict).exit_code, 4);
+}
+
+TEST(Compare, GpuDriverChangeIsEnvMismatch) {
+  const Report b = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env("13.0"));
+  const Report c = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env("13.1"));
+  const Comparison r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "env-mismatch");
+  ASSERT_EQ(r.env_differences.size(), 1u);
+  EXPECT_EQ(r.env_differences[0], "gpu.driver_version: 13.0 -> 13.1");
+  // The CPU does not matter for GPU runs.
+  json other_cpu = gpu_env("13.0");
+  other_cpu["cpu"]["name"] = "Epyc";
+  EXPECT_EQ(cmp(b, make_report({make_run(kBase, "fp32", "m", "cuda")}, other_cpu)).rows[0].verdict,
+            "same");
+}
+
+TEST(EnvDifferences, CpuRunsLookAtTheCpuName) {
+  EXPECT_TRUE(env_differences(cpu_env("A"), cpu_env("A"), "cpu").empty());
+  EXPECT_EQ(env_differences(cpu_env("A"), cpu_env("B"), "cpu").size(), 1u);
+  EXPECT_EQ(env_differences(cpu_env("A"), gpu_env(), "cpu").size(), 2u);  // device and name
+}
+
+TEST(Compare, MissingAndNewRunsAreListed) {
+  const Report b = make_report({make_run(kBase, "fp32"), make_run(kBase, "tf32")});
+  const Report c = make_report({make_run(kBase, "fp32"), make_run(kBase, "amp_bf16")});
+  Comparison r = cmp(b, c);
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_EQ(r.rows[1].precision, "tf32");
+  EXPECT_EQ(r.rows[1].verdict, "missing");
+  EXPECT_EQ(r.rows[2].precision, "amp_bf16");
+  EXPECT_EQ(r.rows[2].verdict, "new");
+  EXPECT_EQ(r.exit_code, 0);
+  CompareOptions strict;
+  strict.strict = true;
+  EXPECT_EQ(cmp(b, c, strict).exit_code, 4);  // a run that vanished blocks a strict gate
+}
+
+TEST(Compare, RunsMatchOnCudaGraphsToo) {
+  RunResult g = make_run(kBase, "fp32", "m", "cuda");
+  g.cuda_graphs = true;
+  const Report b = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env());
+  const Report c = make_report({g}, gpu_env());
+  const Comparison r = cmp(b, c);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].verdict, "missing");
+  EXPECT_EQ(r.rows[1].verdict, "new");
+}
+
+TEST(Compare, OomOnOneSide) {
+  RunResult oom = make_run({});
+  oom.status = RunStatus::Oom;
+  oom.status_detail = "needs 3 GiB";
+  Comparison r = cmp(make_report({make_run(kBase)}), make_report({oom}));
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
+  EXPECT_EQ(r.rows[0].detail, "needs 3 GiB");
+  EXPECT_EQ(r.exit_code, 1);
+
+  r = cmp(make_report({oom}), make_report({make_run(kBase)}));
+  EXPECT_EQ(r.rows[0].verdict, "recovered");
+  EXPECT_EQ(r.exit_code, 0);
+
+  r = cmp(make_report({oom}), make_report({oom}));
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_TRUE(r.rows[0].regressions.empty());
+  EXPECT_EQ(r.exit_code, 0);
+
+  RunResult div = make_run(kBase);
+  div.status = RunStatus::Diverged;
+  r = cmp(make_report({make_run(kBase)}), make_report({div}));
+  EXPECT_EQ(r.rows[0].verdict, "diverged");
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+TEST(Compare, MemoryRegression) {
+  RunResult more = make_run(kBase);
+  more.memory.tracked_peak = 1030000;  // +3% > 2%
+  Comparison r = cmp(make_report({make_run(kBase)}), make_report({more}));
+  EXPECT_EQ(r.rows[0].verdict, "same");  // time is fine; memory is not
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"memory"});
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_TRUE(r.rows[0].memory_change);
+  EXPECT_NEAR(*r.rows[0].memory_change, 0.03, 1e-12);
+
+  more.memory.tracked_peak = 1010000;  // +1%: within
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({more})).exit_code, 0);
+  CompareOptions zero;
+  zero.memory_threshold = 0;
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({more}), zero).exit_code, 1);
+}
+
+TEST(Compare, AccuracyRegression) {
+  RunResult worse = make_run(kBase);
+  worse.final_accuracy = 0.894;  // -0.6 points
+  Comparison r = cmp(make_report({make_run(kBase)}), make_report({worse}));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"accuracy"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NEAR(*r.rows[0].accuracy_delta, -0.6, 1e-9);
+
+  worse.final_accuracy = 0.896;  // -0.4 points: within 0.5
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({worse})).exit_code, 0);
+  RunResult better = make_run(kBase);
+  better.final_accuracy = 0.99;
+  CompareOptions zero;
+  zero.accuracy_threshold = 0;
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({better}), zero).exit_code, 0);
+}
+
+TEST(Compare, LossThresholdIsOffByDefaultAndTwoSided) {
+  RunResult other = make_run(kBase);
+  other.final_loss = 0.2500001;
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({other})).exit_code, 0);
+  CompareOptions exact;
+  exact.loss_threshold = 0.0;
+  Comparison r = cmp(make_report({make_run(kBase)}), make_report({other}), exact);
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"loss"});
+  EXPECT_EQ(r.exit_code, 1);
+  other.final_loss = 0.24;  // lower is a change too: the gate asks for the same numerics
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({other}), exact).exit_code, 1);
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({make_run(kBase)}), exact).exit_code,
+            0);
+  other.final_loss = NAN;
+  CompareOptions loose;
+  loose.loss_threshold = 0.5;
+  EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({other}), loose).exit_code, 1);
+}
+
+TEST(Compare, DuplicateRunsAreBadInput) {
+  const Report b = make_report({make_run(kBase), make_run(kBase)});
+  try {
+    cmp(b, make_report({make_run(kBase)}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("baseline: runs[1]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Compare, WritersAgreeWithTheVerdicts) {
+  RunResult oom = make_run({}, "tf32");
+  oom.status = RunStatus::Oom;
+  const Report b = make_report({make_run(kBase, "fp32"), make_run(kBase, "tf32")});
+  const Report c = make_report({make_run(scaled(1.3), "fp32"), oom});
+  const Comparison r = cmp(b, c);
+  const std::string console = format_compare_console(r);
+  EXPECT_NE(console.find("slower"), std::string::npos) << console;
+  EXPECT_NE(console.find("oom"), std::string::npos) << console;
+  EXPECT_NE(console.find("FAIL: 2 regression(s)"), std::string::npos) << console;
+  const std::string md = format_compare_markdown(r, "base.json", "cur.json");
+  EXPECT_NE(md.find("| m | fp32 | cpu |"), std::string::npos) << md;
+  EXPECT_NE(md.find("**slower**"), std::string::npos) << md;
+  EXPECT_NE(md.find("`base.json`"), std::string::npos) << md;
+  const json j = compare_to_json(r);
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_EQ(j["rows"][0]["verdict"], "slower");
+  EXPECT_NEAR(j["rows"][0]["time_ratio"]["ratio"].get<double>(), 1.3, 1e-9);
+  EXPECT_EQ(j["rows"][1]["current_status"], "oom");
+  EXPECT_TRUE(j["rows"][1]["time_ratio"].is_null());
+}
+
+// ---- through the executable -------------------------------------------------------------------
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class CompareCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mpbench_compare_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    const std::string cmd = std::string(MPBENCH_EXE) + " " + args + " >" + out.string() + " 2>" +
+                            err.string() + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string write(const std::string& name, const Report& r) {
+    return write(name, to_json(r).dump(2));
+  }
+  fs::path dir_;
+};
+
+TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
+  const std::string b = write("b.json", make_report({make_run(kBase)}));
+  const std::string c = write("c.json", make_report({make_run(scaled(1.3))}));
+  const std::string md = (dir_ / "cmp.md").string(), js = (dir_ / "cmp.json").string();
+  const Result r = run("compare " + b + " " + c + " --md " + md + " --json " + js);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("slower"), std::string::npos) << r.out;
+  EXPECT_NE(slurp(md).find("**slower**"), std::string::npos);
+  const json j = json::parse(slurp(js));
+  EXPECT_EQ(j["rows"][0]["verdict"], "slower");
+  EXPECT_EQ(j["exit_code"], 1);
+
+  // A generous threshold lets the same files pass.
+  EXPECT_EQ(run("compare " + b + " " + c + " --time-threshold 50%").code, 0);
+  EXPECT_EQ(run("compare " + b + " " + c + " --time-threshold 50").code, 0);
+}
+
+TEST_F(CompareCli, ImprovementAndStrictEnvMismatch) {
+  const std::string b = write("b.json", make_report({make_run(kBase)}, cpu_env("A")));
+  const std::string faster = write("f.json", make_report({make_run(scaled(0.5))}, cpu_env("A")));
+  Result r = run("compare " + b + " " + faster);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("faster"), std::string::npos) << r.out;
+
+  const std::string other = write("o.json", make_report({make_run(kBase)}, cpu_env("B")));
+  r = run("compare " + b + " " + other);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("env-mismatch"), std::string::npos) << r.out;
+  EXPECT_EQ(run("compare " + b + " " + other + " --strict").code, 4);
+}
+
+TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
+  const std::string good = write("good.json", make_report({make_run(kBase)}));
+  json wrong_schema = to_json(make_report({make_run(kBase)}));
+  wrong_schema["schema_version"] = 2;
+  json no_model = to_json(make_report({make_run(kBase)}));
+  no_model["runs"][0].erase("model");
+  struct Case {
+    std::string what, args, fragment;
+  };
+  const std::vector<Case> cases = {
+      {"not json", good + " " + write("bad.json", "{\"runs\": [1,"), "bad.json"},
+      {"wrong schema", good + " " + write("v2.json", wrong_schema.dump()), "schema_version"},
+      {"missing field", write("nm.json", no_model.dump()) + " " + good, "runs[0].model"},
+      {"missing file", good + " " + (dir_ / "nope.json").string(), "nope.json"},
+      {"one file only", good, "current"},
+      {"bad threshold", good + " " + good + " --time-threshold fast", "--time-threshold"},
+      {"negative threshold", good + " " + good + " --accuracy-threshold -1",
+       "--accuracy-threshold"},
+      {"md into missing dir", good + " " + good + " --md " + (dir_ / "x" / "y.md").string(),
+       "--md"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run("compare " + c.args);
+    EXPECT_EQ(r.code, 2) << c.what << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(c.fragment), std::string::npos) << c.what << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.what << ": " << r.err;
+  }
+}
+
+TEST_F(CompareCli, HelpStatesTheMethod) {
+  const Result r = run("compare --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("bootstrap"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--strict"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mpbench

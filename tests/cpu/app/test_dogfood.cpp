@@ -1,0 +1,118 @@
+// Dogfooding the CI gate: the real executable trains configs/tiny_mlp.json on the CPU and
+// `mpbench compare` holds it against results/baseline-cpu.json (made by the same command). Final
+// loss, accuracy and tracked memory must match exactly; time only fails on a gross slowdown (the
+// tiny run's epochs take milliseconds, so they are noisy). BLAS runs single-threaded, here and
+// when the baseline was made: numerics do not change, but on a loaded runner (ctest -j) handing
+// millisecond GEMMs between BLAS threads made single epochs up to 9x slower.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Dogfood : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("mpbench_dogfood_" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  int run(const std::string& args, std::string* out = nullptr) {
+    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
+    const std::string cmd = "OPENBLAS_NUM_THREADS=1 " + std::string(MPBENCH_EXE) + " " + args +
+                            " >" + o.string() + " 2>" + e.string() + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    if (out) *out = slurp(o) + slurp(e);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  fs::path dir_;
+};
+
+TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
+  const std::string src = MPBENCH_SOURCE_DIR;
+  const std::string baseline = src + "/results/baseline-cpu.json";
+  ASSERT_TRUE(fs::exists(baseline)) << baseline;
+  const std::string current = (dir_ / "current.json").string();
+  std::string log;
+  ASSERT_EQ(
+      run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --json " + current, &log), 0)
+      << log;
+
+  const std::string cmp_json = (dir_ / "compare.json").string();
+  const int code = run("compare " + baseline + " " + current +
+                           " --time-threshold 300% --memory-threshold 0 --accuracy-threshold 0"
+                           " --loss-threshold 0 --json " +
+                           cmp_json,
+                       &log);
+  EXPECT_EQ(code, 0) << log;
+
+  const json c = json::parse(slurp(cmp_json));
+  const json base = json::parse(slurp(baseline));
+  const json cur = json::parse(slurp(current));
+  ASSERT_EQ(c["rows"].size(), base["runs"].size()) << log;  // no missing / new rows
+  // On another CPU the AVX-512/AVX2 kernels round differently and the gate reports env-mismatch
+  // (exit 0 without --strict) instead of comparing; on the baseline's CPU every number is checked.
+  if (base["env"]["cpu"]["name"] != cur["env"]["cpu"]["name"]) {
+    GTEST_SKIP() << "baseline recorded on " << base["env"]["cpu"]["name"] << ", this CPU is "
+                 << cur["env"]["cpu"]["name"] << ": numbers not compared\n"
+                 << log;
+  }
+  for (const json& row : c["rows"]) {
+    EXPECT_TRUE(row["regressions"].empty()) << row.dump();
+    EXPECT_NE(row["verdict"], "env-mismatch") << row.dump();
+    EXPECT_EQ(row["current_status"], "ok") << row.dump();
+    EXPECT_EQ(row["loss_change"], 0.0) << row.dump();
+    EXPECT_EQ(row["accuracy_delta_points"], 0.0) << row.dump();
+    EXPECT_EQ(row["memory_change"], 0.0) << row.dump();
+  }
+  EXPECT_EQ(c["exit_code"], 0);
+}
+
+// The gate itself must catch a change in the numerics: the same run with another data seed
+// differs in final loss and is exit 1 under --loss-threshold 0.
+TEST_F(Dogfood, ChangedNumericsFailTheGate) {
+  const std::string src = MPBENCH_SOURCE_DIR;
+  const std::string current = (dir_ / "seed.json").string();
+  std::string log;
+  ASSERT_EQ(run("run " + src +
+                    "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 "
+                    "--seed 8 --json " +
+                    current,
+                &log),
+            0)
+      << log;
+  const std::string first = (dir_ / "first.json").string();
+  ASSERT_EQ(run("run " + src +
+                    "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 "
+                    "--json " +
+                    first,
+                &log),
+            0)
+      << log;
+  EXPECT_EQ(
+      run("compare " + first + " " + current + " --time-threshold 300% --loss-threshold 0", &log),
+      1)
+      << log;
+  EXPECT_NE(log.find("loss"), std::string::npos) << log;
+}
+
+}  // namespace
