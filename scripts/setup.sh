@@ -3,8 +3,9 @@
 # The CUDA toolkit is optional and not installed here: with /usr/local/cuda present the CUDA
 # backend is built too.
 set -euo pipefail
+# chromium: the `mpbench report` test renders the HTML page headless (it skips without it).
 pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev libgtest-dev
-      libbenchmark-dev)
+      libbenchmark-dev chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,341 @@
+// `mpbench report`: the real executable on the committed H200 results and on a fresh CPU run; the
+// page's structure (charts per model, escaping, no NaN coordinates); a render in headless Chromium
+// (skipped when it is not installed); bad inputs exit 2. Plus the pieces: escaping, downsampling.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/html_report.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+Result sh(const std::string& cmd, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string full = cmd + " >" + out.string() + " 2>" + err.string() + " </dev/null";
+  const int status = std::system(full.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::vector<std::string> h200_files() {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(fs::path(MPBENCH_SOURCE_DIR) / "results/h200")) {
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string find_chromium() {
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome"}) {
+    for (const char* dir : {"/usr/bin/", "/usr/local/bin/", "/snap/bin/"}) {
+      const std::string p = std::string(dir) + name;
+      if (access(p.c_str(), X_OK) == 0) return p;
+    }
+  }
+  return "";
+}
+
+// Every number in d="…", x=, y=, width=, height=, x1=… of the SVGs is finite.
+void expect_finite_coordinates(const std::string& html) {
+  static const std::regex attr(R"re(\s(?:x|y|x1|x2|y1|y2|width|height|d|viewBox)="([^"]*)")re");
+  size_t checked = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), attr); it != std::sregex_iterator();
+       ++it) {
+    const std::string v = (*it)[1].str();
+    ASSERT_EQ(v.find_first_of("nNiI"), std::string::npos) << "non-finite coordinate: " << v;
+    ++checked;
+  }
+  EXPECT_GT(checked, 100u);
+}
+
+class ReportHtml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("mpbench_report_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result mpbench(const std::string& args) {
+    return sh(std::string(MPBENCH_EXE) + " " + args, dir_);
+  }
+
+  // A fresh CPU run of tiny_mlp: the format as this build writes it.
+  std::string cpu_run() {
+    const std::string out = (dir_ / "tiny_cpu.json").string();
+    const Result r = mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
+                             "/configs/tiny_mlp.json --device cpu --quiet --json " + out);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return out;
+  }
+
+  // The CPU run with a hostile model name, one run oom and one diverged (NaN losses from step
+  // 20), and the same run relabelled as PyTorch's.
+  void write_variants(const std::string& cpu, std::string* evil, std::string* torch) {
+    json j = json::parse(slurp(cpu));
+    for (json& r : j["runs"]) r["model"] = "<script>x</script> & \"q\"";
+    j["runs"][2]["status"] = "oom";
+    j["runs"][2]["status_detail"] = "out of <memory>";
+    j["runs"][3]["status"] = "diverged";
+    j["runs"][3]["status_detail"] = "loss is not finite";
+    json& loss = j["runs"][3]["steps"]["loss"];
+    for (size_t i = 20; i < loss.size(); ++i) loss[i] = nullptr;
+    *evil = (dir_ / "hostile.json").string();
+    std::ofstream(*evil) << j.dump();
+
+    json t = json::parse(slurp(cpu));
+    t["tool"] = {{"name", "pytorch"}, {"version", "2.5.1"}};
+    *torch = (dir_ / "pytorch.json").string();
+    std::ofstream(*torch) << t.dump();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
+  const std::vector<std::string> files = h200_files();
+  ASSERT_EQ(files.size(), 6u);
+  std::string args = "report";
+  for (const auto& f : files) args += " " + f;
+  args += " " + cpu_run();
+  const fs::path html_path = dir_ / "r.html", md_path = dir_ / "r.md";
+  const Result r = mpbench(args + " --html " + html_path.string() + " --md " + md_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string html = slurp(html_path);
+  ASSERT_GT(html.size(), 10000u);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("</html>"), std::string::npos);
+  // Self-contained: no scripts, nothing fetched.
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+
+  for (const char* model : {"mlp_wide", "mnist_mlp", "tiny_mlp"}) {
+    EXPECT_NE(html.find(std::string("id=\"model-") + model + "\""), std::string::npos) << model;
+  }
+  // Three models, each with every chart; all three have an amp_fp16 run, so a loss-scale chart.
+  for (const char* kind : {"chart-time\"", "chart-throughput\"", "chart-memory\"",
+                           "chart-memory-breakdown\"", "chart-loss\"", "chart-loss-scale\""}) {
+    EXPECT_EQ(count(html, std::string("class=\"chart ") + kind), 3u) << kind;
+  }
+  // Eager and graphs runs of one model are told apart, and the H200 is named.
+  EXPECT_NE(html.find("mpbench amp_bf16 +graphs"), std::string::npos);
+  EXPECT_NE(html.find("NVIDIA H200"), std::string::npos);
+  EXPECT_NE(html.find("5.65×"), std::string::npos);  // mlp_wide amp_bf16 with graphs, as README
+  // tiny_mlp is on two devices: the labels say which.
+  EXPECT_NE(html.find("mpbench fp32 · cpu"), std::string::npos);
+  EXPECT_NE(html.find("mpbench fp32 · cuda"), std::string::npos);
+  expect_finite_coordinates(html);
+
+  // mnist_mlp has 2350 steps per run: downsampled to at most 500 points per curve.
+  static const std::regex path_d("<path class=\"series\" d=\"([^\"]*)\"");
+  size_t curves = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), path_d);
+       it != std::sregex_iterator(); ++it) {
+    const std::string d = (*it)[1].str();
+    EXPECT_LE(count(d, "L") + count(d, "M"), 500u);
+    ++curves;
+  }
+  // Loss: 8 + 8 + (8 + 4) runs; loss scale: the amp_fp16 runs, 2 + 2 + 3.
+  EXPECT_EQ(curves, 8u + 8 + 12 + 2 + 2 + 3);
+
+  const std::string md = slurp(md_path);
+  EXPECT_EQ(count(md, "\n## "), files.size());  // one section per input file, the first at 0
+  EXPECT_EQ(md.rfind("## ", 0), 0u);
+  EXPECT_EQ(count(md, "### "), files.size() + 1);  // one table per file (one model each)
+  EXPECT_NE(md.find("| amp_bf16 +graphs |"), std::string::npos);
+}
+
+TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
+  std::string evil, torch;
+  write_variants(cpu_run(), &evil, &torch);
+  const fs::path html_path = dir_ / "e.html";
+  const Result r = mpbench("report " + evil + " " + torch + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = slurp(html_path);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<memory>"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;x&lt;/script&gt; &amp; &quot;q&quot;"), std::string::npos);
+  EXPECT_NE(html.find("id=\"model--script-x--script-----q-\""), std::string::npos);
+  EXPECT_NE(html.find("oom: out of &lt;memory&gt;"), std::string::npos);
+  EXPECT_NE(html.find("diverged: loss is not finite"), std::string::npos);
+  EXPECT_NE(html.find("mpbench amp_bf16 (diverged)"), std::string::npos);
+  // The PyTorch file's runs are a second set of bars, labelled by tool.
+  EXPECT_NE(html.find("pytorch amp_bf16"), std::string::npos);
+  EXPECT_NE(html.find("pytorch 2.5.1"), std::string::npos);
+  expect_finite_coordinates(html);
+}
+
+TEST_F(ReportHtml, RendersInHeadlessChromium) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    GTEST_SKIP() << "chromium not found (apt-get install chromium; scripts/setup.sh installs it)";
+  }
+  std::string evil, torch;
+  const std::string cpu = cpu_run();
+  write_variants(cpu, &evil, &torch);
+  const std::string mnist = std::string(MPBENCH_SOURCE_DIR) + "/results/h200/mnist_mlp_graphs.json";
+  const fs::path html_path = dir_ / "page.html";
+  ASSERT_EQ(mpbench("report " + mnist + " " + cpu + " " + evil + " " + torch + " --html " +
+                    html_path.string())
+                .code,
+            0);
+
+  // Chromium wants a writable home and profile; keep both inside the test's directory.
+  const std::string env = "HOME=" + dir_.string() + " XDG_CONFIG_HOME=" + dir_.string() +
+                          " XDG_CACHE_HOME=" + dir_.string() + " ";
+  const std::string base = env + "timeout 120 " + chromium +
+                           " --headless --no-sandbox --disable-gpu --no-first-run "
+                           "--user-data-dir=" +
+                           (dir_ / "profile").string() + " --enable-logging=stderr --v=0 ";
+  const Result dom = sh(base + "--dump-dom file://" + html_path.string(), dir_);
+  ASSERT_EQ(dom.code, 0) << dom.err.substr(0, 2000);
+  // Three models (mnist_mlp, tiny_mlp, the hostile one), each with its charts.
+  EXPECT_EQ(count(dom.out, "<section class=\"model\">"), 3u);
+  for (const char* kind : {"chart chart-time\"", "chart chart-throughput\"", "chart chart-memory\"",
+                           "chart chart-memory-breakdown\"", "chart chart-loss\""}) {
+    EXPECT_EQ(count(dom.out, kind), 3u) << kind;
+  }
+  EXPECT_EQ(count(dom.out, "chart chart-loss-scale\""), 3u);
+  EXPECT_EQ(dom.out.find("<script"), std::string::npos);
+  EXPECT_NE(dom.out.find("&lt;script&gt;x&lt;/script&gt;"), std::string::npos);
+
+  // Console errors or parse failures of the page itself (Chromium's own dbus/GPU noise aside).
+  std::istringstream lines(dom.err);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.find("Uncaught"), std::string::npos) << line;
+    EXPECT_EQ(line.find("CONSOLE"), std::string::npos) << line;
+    if (line.find("page.html") != std::string::npos) {
+      EXPECT_EQ(line.find("ERROR"), std::string::npos) << line;
+    }
+  }
+
+  const fs::path png = dir_ / "shot.png";
+  const Result shot =
+      sh(base + "--hide-scrollbars --window-size=1280,4000 --screenshot=" + png.string() +
+             " file://" + html_path.string(),
+         dir_);
+  ASSERT_EQ(shot.code, 0) << shot.err.substr(0, 2000);
+  const std::string bytes = slurp(png);
+  ASSERT_GT(bytes.size(), 50000u);  // a blank 1280x4000 page compresses to a few KiB
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+  if (const char* keep = std::getenv("MPBENCH_REPORT_SCREENSHOT"))
+    fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
+}
+
+TEST_F(ReportHtml, BadInputsExit2) {
+  const std::string good = std::string(MPBENCH_SOURCE_DIR) + "/results/h200/tiny_mlp_eager.json";
+  const std::string out = (dir_ / "o.html").string();
+  auto file = [&](const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  };
+  json wrong_version = json::parse(slurp(good));
+  wrong_version["schema_version"] = 7;
+  json missing_field = json::parse(slurp(good));
+  missing_field["runs"][0].erase("precision");
+
+  struct Case {
+    std::string args, fragment;
+  };
+  const std::vector<Case> cases = {
+      {"report " + (dir_ / "nope.json").string() + " --html " + out, "nope.json: cannot open"},
+      {"report " + file("bad.json", "{\"runs\": [") + " --html " + out, "bad.json: not valid JSON"},
+      {"report " + file("v7.json", wrong_version.dump()) + " --html " + out, "v7.json"},
+      {"report " + file("nofield.json", missing_field.dump()) + " --html " + out, "precision"},
+      {"report " + file("arr.json", "[1, 2]") + " --html " + out, "arr.json"},
+      {"report " + good, "--html"},
+      {"report --html " + out, "results"},
+      {"report " + good + " --html " + (dir_ / "no/such/dir/o.html").string(), "--html"},
+      {"report " + good + " --html " + out + " --md " + dir_.string(), "--md"},
+  };
+  for (const Case& c : cases) {
+    const Result r = mpbench(c.args);
+    EXPECT_EQ(r.code, 2) << c.args << "\n" << r.err;
+    EXPECT_EQ(count(r.err, "\n"), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.fragment), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.args;
+  }
+  // The version error says what it expected.
+  const Result v = mpbench("report " + file("v7b.json", wrong_version.dump()) + " --html " + out);
+  EXPECT_NE(v.err.find("schema_version"), std::string::npos) << v.err;
+}
+
+TEST(HtmlReport, EscapesEveryMarkupCharacter) {
+  EXPECT_EQ(mpbench::html_escape("<a href=\"x\">'&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
+  EXPECT_EQ(mpbench::html_escape("plain ±"), "plain ±");
+}
+
+TEST(HtmlReport, DownsamplesToAtMostMaxPointsKeepingGapsAndMinima) {
+  std::vector<double> ys(2350);
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = 2.0 + std::sin(double(i));
+  auto pts = mpbench::downsample(ys, 500);
+  EXPECT_LE(pts.size(), 500u);
+  EXPECT_GE(pts.size(), 400u);
+  EXPECT_DOUBLE_EQ(pts.front().first, 2.0);  // bucket of 5: steps 0..4, centre 2
+  EXPECT_NEAR(pts.front().second, (ys[0] + ys[1] + ys[2] + ys[3] + ys[4]) / 5, 1e-12);
+
+  // Short series are kept as they are.
+  auto same = mpbench::downsample({1, 2, 3}, 500);
+  ASSERT_EQ(same.size(), 3u);
+  EXPECT_EQ(same[2], std::make_pair(2.0, 3.0));
+
+  // Non-finite values drop out of their bucket; a bucket of nothing but NaN is a gap.
+  std::vector<double> with_nan = {1, NAN, 3, NAN, NAN, NAN};
+  auto g = mpbench::downsample(with_nan, 3);
+  ASSERT_EQ(g.size(), 3u);
+  EXPECT_DOUBLE_EQ(g[0].second, 1);
+  EXPECT_DOUBLE_EQ(g[1].second, 3);
+  EXPECT_TRUE(std::isnan(g[2].second));
+
+  // The minimum keeps a single-step loss-scale back-off visible.
+  std::vector<double> scale(1000, 65536);
+  scale[777] = 32768;
+  auto m = mpbench::downsample(scale, 100, true);
+  double lowest = INFINITY;
+  for (auto [x, y] : m) lowest = std::min(lowest, y);
+  EXPECT_EQ(lowest, 32768);
+}
+
+}  // namespace
