@@ -421,6 +421,7 @@ std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
     s += text(W / 2, H / 2, "no finite values to plot", "status", "middle");
     return s + "</svg>\n";
   }
+  xmin = std::min(xmin, 0.0);  // steps count from 0; bucket centres start a little later
   if (!(xmax > xmin)) xmax = xmin + 1;
   std::vector<std::pair<double, std::string>> yticks;  // (transformed value, text)
   if (log_base) {
@@ -885,6 +886,7 @@ svg.chart .bar:hover rect { filter: brightness(0.92); }
 .legend .key { display: inline-flex; align-items: center; gap: 6px; }
 .legend .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; }
 .table-wrap { overflow-x: auto; }
+.table-wrap + .table-wrap { margin-top: 16px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-weight: 600; padding: 0 0 6px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid #eaeef2; white-space: nowrap; text-align: left; }
