@@ -1,15 +1,16 @@
 // Dogfooding the CI gate: the real executable trains configs/tiny_mlp.json on the CPU and
 // `mpbench compare` holds it against results/baseline-cpu.json (made by the same command). Final
 // loss, accuracy and tracked memory must match exactly; time only fails on a gross slowdown (the
-// tiny run's epochs take milliseconds, so they are noisy). BLAS runs single-threaded, here and
-// when the baseline was made: numerics do not change, but on a loaded runner (ctest -j) handing
-// millisecond GEMMs between BLAS threads made single epochs up to 9x slower.
+// tiny run's epochs take milliseconds, so they are noisy; see below). BLAS runs single-threaded,
+// here and when the baseline was made: numerics do not change, but on a loaded runner (ctest -j)
+// handing millisecond GEMMs between BLAS threads made single epochs up to 9x slower.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 
@@ -51,22 +52,39 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
   const std::string src = MPBENCH_SOURCE_DIR;
   const std::string baseline = src + "/results/baseline-cpu.json";
   ASSERT_TRUE(fs::exists(baseline)) << baseline;
+  const json base = json::parse(slurp(baseline));
   const std::string current = (dir_ / "current.json").string();
-  std::string log;
-  ASSERT_EQ(
-      run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --json " + current, &log), 0)
-      << log;
-
   const std::string cmp_json = (dir_ / "compare.json").string();
-  const int code = run("compare " + baseline + " " + current +
-                           " --time-threshold 300% --memory-threshold 0 --accuracy-threshold 0"
-                           " --loss-threshold 0 --json " +
-                           cmp_json,
-                       &log);
+
+  // A tiny epoch takes ~1.5 ms, so one preemption on a loaded runner adds a scheduler slice
+  // (~4 ms) to it; on the 2-core development machine, under parallel builds, medians of 3 such
+  // epochs came out up to 7.6x the baseline's (80 runs). Hence 1000% (fail above 11x), and a
+  // time-only failure is confirmed by one rerun before it counts; numerics are checked exactly on
+  // every attempt.
+  json c;
+  int code = -1;
+  std::string log;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ASSERT_EQ(
+        run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --json " + current, &log),
+        0)
+        << log;
+    code = run("compare " + baseline + " " + current +
+                   " --time-threshold 1000% --memory-threshold 0 --accuracy-threshold 0"
+                   " --loss-threshold 0 --json " +
+                   cmp_json,
+               &log);
+    ASSERT_TRUE(code == 0 || code == 1) << log;
+    c = json::parse(slurp(cmp_json));
+    bool time_only = code == 1;
+    for (const json& row : c["rows"]) {
+      for (const json& what : row["regressions"]) time_only = time_only && what == "time";
+    }
+    if (!time_only) break;
+    std::cerr << "time-only regression, confirming with a rerun:\n" << log;
+  }
   EXPECT_EQ(code, 0) << log;
 
-  const json c = json::parse(slurp(cmp_json));
-  const json base = json::parse(slurp(baseline));
   const json cur = json::parse(slurp(current));
   ASSERT_EQ(c["rows"].size(), base["runs"].size()) << log;  // no missing / new rows
   // On another CPU the AVX-512/AVX2 kernels round differently and the gate reports env-mismatch
@@ -109,7 +127,7 @@ TEST_F(Dogfood, ChangedNumericsFailTheGate) {
             0)
       << log;
   EXPECT_EQ(
-      run("compare " + first + " " + current + " --time-threshold 300% --loss-threshold 0", &log),
+      run("compare " + first + " " + current + " --time-threshold 1000% --loss-threshold 0", &log),
       1)
       << log;
   EXPECT_NE(log.find("loss"), std::string::npos) << log;
