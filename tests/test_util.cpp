@@ -1,7 +1,11 @@
 #include "test_util.h"
 
+#include <sys/wait.h>
 #include <cmath>
+
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -99,6 +103,24 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
       be.upload(raw.data(), t);
     }
   }
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+ShellResult run_shell(const std::string& cmd, const std::string& dir) {
+  const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
+  const std::string full = cmd + " >" + out + " 2>" + err + " </dev/null";
+  const int status = std::system(full.c_str());
+  ShellResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
 }
 
 double activation_ref(Activation act, double x) {

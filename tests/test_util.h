@@ -1,7 +1,11 @@
 #pragma once
 // Shared test helpers: random non-zero inputs, poisoning, and the one comparator with per-dtype
 // tolerances that every CPU-vs-CUDA and reference check uses.
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,6 +48,42 @@ void poison(Backend& be, Tensor& t);
 
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);
+
+// The whole file (binary); empty when it cannot be read.
+std::string read_file(const std::filesystem::path& path);
+
+struct ShellResult {
+  int code = -1;  // exit code, -1 when killed by a signal
+  std::string out, err;
+};
+// Runs `cmd` with sh, stdin from /dev/null, stdout and stderr captured through files in `dir`.
+ShellResult run_shell(const std::string& cmd, const std::string& dir);
+
+#ifdef MPBENCH_EXE
+// Fixture for tests of the mpbench executable: a fresh temporary directory per test.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = std::filesystem::temp_directory_path() /
+           (std::string("mpbench_") + info->test_suite_name() + "_" + info->name() + "_" +
+            std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  ShellResult run(const std::string& args) {
+    return run_shell(std::string(MPBENCH_EXE) + " " + args, dir_.string());
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const auto p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  std::filesystem::path dir_;
+};
+#endif
 
 // Fixture for op tests on the CPU reference: a backend and an allocator for its tensors.
 class CpuOpsTest : public ::testing::Test {

@@ -1,62 +1,25 @@
 // The mpbench executable on bad input: one line on stderr naming what and where, exit code 2;
 // and the happy paths: run writes JSON/CSV/Markdown, validate and inspect answer.
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace fs = std::filesystem;
+using mpbench::test::read_file;
+using Result = mpbench::test::ShellResult;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class Cli : public ::testing::Test {
+class Cli : public mpbench::test::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mpbench_cli_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Result run(const std::string& args) {
-    fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    std::string cmd = std::string(MPBENCH_EXE) + " " + args + " >" + out.string() + " 2>" +
-                      err.string() + " </dev/null";
-    int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = read_file(out);
-    r.err = read_file(err);
-    return r;
-  }
   std::string spec_file(const std::string& name, const std::string& text) {
-    fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
+    return write(name, text);
   }
   std::string tiny() const { return std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json"; }
-
-  fs::path dir_;
 };
 
 const char* kGood = R"({"name": "t", "model": {"type": "mlp", "input_dim": 16, "hidden": [8],
@@ -172,16 +135,16 @@ TEST_F(Cli, RunWritesAllOutputs) {
                  json.string() + " --csv " + csv.string() + " --md " + md.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("amp_bf16"), std::string::npos) << r.out;
-  auto j = nlohmann::json::parse(read_file(json));
+  auto j = nlohmann::json::parse(read_file(json.string()));
   EXPECT_EQ(j["schema_version"], 1);
   ASSERT_EQ(j["runs"].size(), 2u);
   EXPECT_EQ(j["runs"][0]["precision"], "fp32");
   EXPECT_EQ(j["runs"][1]["status"], "ok");
   EXPECT_EQ(j["runs"][0]["epochs"].size(), 1u);
   EXPECT_EQ(j["spec"].is_null() && j["specs"].is_null(), false);
-  std::string c = read_file(csv);
+  std::string c = read_file(csv.string());
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 3) << c;  // header + 2 rows
-  EXPECT_NE(read_file(md).find("|"), std::string::npos);
+  EXPECT_NE(read_file(md.string()).find("|"), std::string::npos);
   // Temporary files are renamed away.
   for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();

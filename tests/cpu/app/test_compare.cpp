@@ -2,9 +2,6 @@
 // cases through the real executable (exit codes, one-line errors, the --md / --json files).
 #include "app/compare.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -344,48 +342,14 @@ TEST(Compare, WritersAgreeWithTheVerdicts) {
 
 // ---- through the executable -------------------------------------------------------------------
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = test::ShellResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-class CompareCli : public ::testing::Test {
+class CompareCli : public test::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mpbench_compare_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  Result run(const std::string& args) {
-    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = std::string(MPBENCH_EXE) + " " + args + " >" + out.string() + " 2>" +
-                            err.string() + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-  std::string write(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
+  using CliTest::write;
   std::string write(const std::string& name, const Report& r) {
     return write(name, to_json(r).dump(2));
   }
-  fs::path dir_;
 };
 
 TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
@@ -395,8 +359,8 @@ TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
   const Result r = run("compare " + b + " " + c + " --md " + md + " --json " + js);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("slower"), std::string::npos) << r.out;
-  EXPECT_NE(slurp(md).find("**slower**"), std::string::npos);
-  const json j = json::parse(slurp(js));
+  EXPECT_NE(test::read_file(md).find("**slower**"), std::string::npos);
+  const json j = json::parse(test::read_file(js));
   EXPECT_EQ(j["rows"][0]["verdict"], "slower");
   EXPECT_EQ(j["exit_code"], 1);
 

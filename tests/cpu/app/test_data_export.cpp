@@ -16,38 +16,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using mpbench::test::read_file;
 
-class DataExport : public ::testing::Test {
+class DataExport : public mpbench::test::CliTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("mpbench_data_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
+  // Exit code; stderr into *err.
   int run(const std::string& args, std::string* err = nullptr) {
-    fs::path e = dir_ / "stderr.txt";
-    std::string cmd =
-        std::string(MPBENCH_EXE) + " " + args + " >/dev/null 2>" + e.string() + " </dev/null";
-    int status = std::system(cmd.c_str());
-    if (err) *err = read_file(e);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    auto r = CliTest::run(args);
+    if (err) *err = r.err;
+    return r.code;
   }
   std::string tiny() const { return std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json"; }
-
-  fs::path dir_;
 };
 
 TEST_F(DataExport, TinyMlpSizesAndLabels) {
@@ -55,7 +40,7 @@ TEST_F(DataExport, TinyMlpSizesAndLabels) {
   std::string err;
   ASSERT_EQ(run("data " + tiny() + " --out " + prefix.string(), &err), 0) << err;
 
-  auto idx = nlohmann::json::parse(read_file(dir_ / "tiny.json"));
+  auto idx = nlohmann::json::parse(read_file((dir_ / "tiny.json").string()));
   // configs/tiny_mlp.json: 64 inputs, 4 classes, 2048 train / 512 eval samples.
   EXPECT_EQ(idx["sample_dim"], 64);
   EXPECT_EQ(idx["num_classes"], 4);
@@ -77,7 +62,7 @@ TEST_F(DataExport, TinyMlpSizesAndLabels) {
   }
 
   for (const char* key : {"train_y", "eval_y"}) {
-    std::string raw = read_file(dir_ / idx["files"][key].get<std::string>());
+    std::string raw = read_file((dir_ / idx["files"][key].get<std::string>()).string());
     std::vector<int32_t> y(raw.size() / 4);
     std::memcpy(y.data(), raw.data(), raw.size());
     std::vector<int> count(4, 0);
@@ -90,7 +75,7 @@ TEST_F(DataExport, TinyMlpSizesAndLabels) {
     for (int c = 0; c < 4; ++c) EXPECT_GT(count[c], 0) << key << " class " << c;
   }
 
-  std::string raw = read_file(dir_ / "tiny.train_x.f32");
+  std::string raw = read_file((dir_ / "tiny.train_x.f32").string());
   std::vector<float> x(raw.size() / 4);
   std::memcpy(x.data(), raw.data(), raw.size());
   double sum_sq = 0;
@@ -106,10 +91,13 @@ TEST_F(DataExport, DeterministicAndSeedOverride) {
   ASSERT_EQ(run("data " + tiny() + " --out " + (dir_ / "a").string()), 0);
   ASSERT_EQ(run("data " + tiny() + " --out " + (dir_ / "b").string()), 0);
   ASSERT_EQ(run("data " + tiny() + " --seed 8 --out " + (dir_ / "c").string()), 0);
-  EXPECT_EQ(read_file(dir_ / "a.train_x.f32"), read_file(dir_ / "b.train_x.f32"));
-  EXPECT_EQ(read_file(dir_ / "a.eval_y.i32"), read_file(dir_ / "b.eval_y.i32"));
-  EXPECT_NE(read_file(dir_ / "a.train_x.f32"), read_file(dir_ / "c.train_x.f32"));
-  auto c = nlohmann::json::parse(read_file(dir_ / "c.json"));
+  EXPECT_EQ(read_file((dir_ / "a.train_x.f32").string()),
+            read_file((dir_ / "b.train_x.f32").string()));
+  EXPECT_EQ(read_file((dir_ / "a.eval_y.i32").string()),
+            read_file((dir_ / "b.eval_y.i32").string()));
+  EXPECT_NE(read_file((dir_ / "a.train_x.f32").string()),
+            read_file((dir_ / "c.train_x.f32").string()));
+  auto c = nlohmann::json::parse(read_file((dir_ / "c.json").string()));
   EXPECT_EQ(c["resolved_spec"]["data"]["seed"], 8);
   EXPECT_EQ(c["resolved_spec"]["name"], "tiny_mlp");
   EXPECT_EQ(c["resolved_spec"]["train"]["optimizer"]["beta2"], 0.999);  // a default, written out

@@ -17,17 +17,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using mpbench::test::read_file;
 
 class Dogfood : public ::testing::Test {
  protected:
@@ -38,12 +35,10 @@ class Dogfood : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   int run(const std::string& args, std::string* out = nullptr) {
-    const fs::path o = dir_ / "stdout.txt", e = dir_ / "stderr.txt";
-    const std::string cmd = "OPENBLAS_NUM_THREADS=1 " + std::string(MPBENCH_EXE) + " " + args +
-                            " >" + o.string() + " 2>" + e.string() + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    if (out) *out = slurp(o) + slurp(e);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const auto r = mpbench::test::run_shell(
+        "OPENBLAS_NUM_THREADS=1 " + std::string(MPBENCH_EXE) + " " + args, dir_.string());
+    if (out) *out = r.out + r.err;
+    return r.code;
   }
   fs::path dir_;
 };
@@ -52,7 +47,7 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
   const std::string src = MPBENCH_SOURCE_DIR;
   const std::string baseline = src + "/results/baseline-cpu.json";
   ASSERT_TRUE(fs::exists(baseline)) << baseline;
-  const json base = json::parse(slurp(baseline));
+  const json base = json::parse(read_file(baseline));
   const std::string current = (dir_ / "current.json").string();
   const std::string cmp_json = (dir_ / "compare.json").string();
 
@@ -75,7 +70,7 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
                    cmp_json,
                &log);
     ASSERT_TRUE(code == 0 || code == 1) << log;
-    c = json::parse(slurp(cmp_json));
+    c = json::parse(read_file(cmp_json));
     bool time_only = code == 1;
     for (const json& row : c["rows"]) {
       for (const json& what : row["regressions"]) time_only = time_only && what == "time";
@@ -85,7 +80,7 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
   }
   EXPECT_EQ(code, 0) << log;
 
-  const json cur = json::parse(slurp(current));
+  const json cur = json::parse(read_file(current));
   ASSERT_EQ(c["rows"].size(), base["runs"].size()) << log;  // no missing / new rows
   // On another CPU the AVX-512/AVX2 kernels round differently and the gate reports env-mismatch
   // (exit 0 without --strict) instead of comparing; on the baseline's CPU every number is checked.

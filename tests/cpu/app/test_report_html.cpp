@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_util.h"
+
 #include "app/html_report.h"
 
 namespace fs = std::filesystem;
@@ -23,17 +25,8 @@ using nlohmann::json;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using Result = mpbench::test::ShellResult;
+using mpbench::test::read_file;
 
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
@@ -42,14 +35,7 @@ size_t count(const std::string& hay, const std::string& needle) {
 }
 
 Result sh(const std::string& cmd, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string full = cmd + " >" + out.string() + " 2>" + err.string() + " </dev/null";
-  const int status = std::system(full.c_str());
-  Result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  return mpbench::test::run_shell(cmd, dir.string());
 }
 
 std::vector<std::string> h200_files() {
@@ -110,7 +96,7 @@ class ReportHtml : public ::testing::Test {
   // The CPU run with a hostile model name, one run oom and one diverged (NaN losses from step
   // 20), and the same run relabelled as PyTorch's.
   void write_variants(const std::string& cpu, std::string* evil, std::string* torch) {
-    json j = json::parse(slurp(cpu));
+    json j = json::parse(read_file(cpu));
     for (json& r : j["runs"]) r["model"] = "<script>x</script> & \"q\"";
     j["runs"][2]["status"] = "oom";
     j["runs"][2]["status_detail"] = "out of <memory>";
@@ -121,7 +107,7 @@ class ReportHtml : public ::testing::Test {
     *evil = (dir_ / "hostile.json").string();
     std::ofstream(*evil) << j.dump();
 
-    json t = json::parse(slurp(cpu));
+    json t = json::parse(read_file(cpu));
     t["tool"] = {{"name", "pytorch"}, {"version", "2.5.1"}};
     *torch = (dir_ / "pytorch.json").string();
     std::ofstream(*torch) << t.dump();
@@ -140,7 +126,7 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   const Result r = mpbench(args + " --html " + html_path.string() + " --md " + md_path.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  const std::string html = slurp(html_path);
+  const std::string html = read_file(html_path);
   ASSERT_GT(html.size(), 10000u);
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html.find("</html>"), std::string::npos);
@@ -178,7 +164,7 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   // Loss: 8 + 8 + (8 + 4) runs; loss scale: the amp_fp16 runs, 2 + 2 + 3.
   EXPECT_EQ(curves, 8u + 8 + 12 + 2 + 2 + 3);
 
-  const std::string md = slurp(md_path);
+  const std::string md = read_file(md_path);
   EXPECT_EQ(count(md, "\n## "), files.size());  // one section per input file, the first at 0
   EXPECT_EQ(md.rfind("## ", 0), 0u);
   EXPECT_EQ(count(md, "### "), files.size() + 1);  // one table per file (one model each)
@@ -191,7 +177,7 @@ TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
   const fs::path html_path = dir_ / "e.html";
   const Result r = mpbench("report " + evil + " " + torch + " --html " + html_path.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  const std::string html = slurp(html_path);
+  const std::string html = read_file(html_path);
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("<memory>"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;x&lt;/script&gt; &amp; &quot;q&quot;"), std::string::npos);
@@ -255,7 +241,7 @@ TEST_F(ReportHtml, RendersInHeadlessChromium) {
              " file://" + html_path.string(),
          dir_);
   ASSERT_EQ(shot.code, 0) << shot.err.substr(0, 2000);
-  const std::string bytes = slurp(png);
+  const std::string bytes = read_file(png);
   ASSERT_GT(bytes.size(), 50000u);  // a blank 1280x4000 page compresses to a few KiB
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
   if (const char* keep = std::getenv("MPBENCH_REPORT_SCREENSHOT"))
@@ -270,9 +256,9 @@ TEST_F(ReportHtml, BadInputsExit2) {
     std::ofstream(p) << text;
     return p.string();
   };
-  json wrong_version = json::parse(slurp(good));
+  json wrong_version = json::parse(read_file(good));
   wrong_version["schema_version"] = 7;
-  json missing_field = json::parse(slurp(good));
+  json missing_field = json::parse(read_file(good));
   missing_field["runs"][0].erase("precision");
 
   struct Case {
