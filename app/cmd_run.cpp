@@ -71,8 +71,9 @@ int cmd_run(const RunArgs& args) {
     specs.push_back(load_spec(path));
     apply_overrides(specs.back(), args);
   }
-  for (const auto* path : {&args.json_path, &args.csv_path, &args.md_path})
-    if (!path->empty()) check_writable(*path);
+  for (const auto& [path, option] :
+       {std::pair{&args.json_path, "--json"}, {&args.csv_path, "--csv"}, {&args.md_path, "--md"}})
+    if (!path->empty()) check_writable(*path, option);
 
   auto be = select_backend(args.device, args.quiet);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
