@@ -323,11 +323,17 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     Run run(spec, data, precision, be, opts);
     run.execute(r);
   } catch (const Error& e) {
-    if (!e.is_oom()) throw;
-    // The run's buffers are freed as `run` unwinds; the other modes still get their turn.
-    r.status = RunStatus::Oom;
+    // Bad input is the user's to fix and stops everything; running out of memory or a runtime
+    // failure in one mode is that mode's row, and the other modes still get their turn (the
+    // run's buffers are freed as `run` unwinds).
+    if (e.kind() == ErrorKind::BadInput) throw;
+    r.status = e.is_oom() ? RunStatus::Oom : RunStatus::Failed;
     r.status_detail = e.what();
-    be.synchronize();
+    try {
+      be.synchronize();
+    } catch (const Error&) {
+      // The device may be unusable after the failure; the next mode will say so in its own row.
+    }
   }
   return r;
 }
