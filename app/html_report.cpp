@@ -506,6 +506,13 @@ std::string bars_legend(const std::vector<Series>& series) {
   return legend_html(items);
 }
 
+// A run that did not finish gets its status in place of a bar.
+void show_status_instead(Bar& b, const Series& s) {
+  b.note = status_text(*s.run);
+  b.note_is_status = true;
+  b.tooltip = s.label + ": " + b.note;
+}
+
 std::string time_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
@@ -526,9 +533,7 @@ std::string time_chart(const std::vector<Series>& series) {
                       format_ms(t.median), format_ms(t.min), format_ms(t.max), t.cv * 100,
                       r.epochs.size(), b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
     } else {
-      b.note = status_text(r);
-      b.note_is_status = true;
-      b.tooltip = s.label + ": " + b.note;
+      show_status_instead(b, s);
     }
     bars.push_back(std::move(b));
   }
@@ -557,9 +562,7 @@ std::string throughput_chart(const std::vector<Series>& series) {
           b.tooltip += fmt::format(" ({:.0f}% of {:.0f} peak)", r.percent_of_peak, r.peak_tflops);
       }
     } else {
-      b.note = status_text(r);
-      b.note_is_status = true;
-      b.tooltip = s.label + ": " + b.note;
+      show_status_instead(b, s);
     }
     bars.push_back(std::move(b));
   }
