@@ -1,0 +1,79 @@
+// Attention probabilities (the softmax between Q K^T and the product with V), CPU reference.
+// Always fp32 math, whatever the dtypes of the score and probability tensors, as in autocast.
+//
+// x, y, dy, dx: (batch, S, S); row i of each (S, S) matrix is query i, column j key j.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+namespace {
+
+void check_square(const Tensor& t, const char* what) {
+  MPB_CHECK(t.defined(), "{}: tensor is not allocated", what);
+  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
+            dtype_name(t.dtype));
+  check_tensor(t, t.dtype, what);
+  MPB_CHECK(t.shape.rank == 3 && t.shape[1] == t.shape[2] && t.shape[1] > 0,
+            "{}: must be (batch, S, S), got {}", what, t.shape.str());
+}
+
+void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
+  decode_f32(t.slice(r * n, Shape{n}), out, n);
+}
+void store_row(const float* in, Tensor& t, int64_t r, int64_t n) {
+  Tensor row = t.slice(r * n, Shape{n});
+  encode_f32(in, row, n);
+}
+
+}  // namespace
+
+void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {
+  check_square(x, "attention_softmax_forward: x");
+  check_square(y, "attention_softmax_forward: y");
+  MPB_CHECK(y.shape == x.shape, "attention_softmax_forward: y {} must match x {}", y.shape.str(),
+            x.shape.str());
+  const int64_t s = x.shape[1], rows = x.shape[0] * s;
+  std::vector<float> row(static_cast<size_t>(s));
+  for (int64_t r = 0; r < rows; ++r) {
+    load_row(x, r, s, row.data());
+    // Query i sees keys 0..i under the causal mask; the rest are never read, so a masked score
+    // of any value (even inf or NaN) cannot leak into the row.
+    const int64_t visible = causal ? r % s + 1 : s;
+    float max = scale * row[0];
+    for (int64_t j = 1; j < visible; ++j) max = std::fmax(max, scale * row[j]);
+    float sum = 0;
+    for (int64_t j = 0; j < visible; ++j) {
+      row[j] = std::exp(scale * row[j] - max);
+      sum += row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
+    for (int64_t j = visible; j < s; ++j) row[j] = 0.0f;
+    store_row(row.data(), y, r, s);
+  }
+}
+
+// The mask needs no argument here: masked probabilities are exactly 0, so their dx is too.
+void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, Tensor& dx) {
+  check_square(dy, "attention_softmax_backward: dy");
+  check_square(y, "attention_softmax_backward: y");
+  check_square(dx, "attention_softmax_backward: dx");
+  MPB_CHECK(y.shape == dy.shape && dx.shape == dy.shape,
+            "attention_softmax_backward: dy {}, y {}, dx {} must have one shape", dy.shape.str(),
+            y.shape.str(), dx.shape.str());
+  const int64_t s = dy.shape[1], rows = dy.shape[0] * s;
+  std::vector<float> g(static_cast<size_t>(s)), p(static_cast<size_t>(s));
+  for (int64_t r = 0; r < rows; ++r) {
+    load_row(dy, r, s, g.data());  // read whole before dx is written: dx may alias dy
+    load_row(y, r, s, p.data());
+    double dot = 0;
+    for (int64_t j = 0; j < s; ++j) dot += static_cast<double>(g[j]) * p[j];
+    const float d = static_cast<float>(dot);
+    for (int64_t j = 0; j < s; ++j) g[j] = p[j] == 0.0f ? 0.0f : scale * p[j] * (g[j] - d);
+    store_row(g.data(), dx, r, s);
+  }
+}
+
+}  // namespace mpbench::cpu
