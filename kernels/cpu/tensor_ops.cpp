@@ -1,0 +1,140 @@
+// Shape-level ops, CPU reference: global average pooling (forward and backward), elementwise add,
+// and permute (the QKV split and head transposes of attention).
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace mpbench::cpu {
+namespace {
+
+void check_float(const Tensor& t, const char* what) {
+  MPB_CHECK(t.defined() && t.device == Device::CPU, "{}: tensor is not allocated on the CPU", what);
+  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
+            dtype_name(t.dtype));
+}
+
+// x (N, HW, C) and y (N, C) of one pooling, checked against each other.
+void check_pool(const char* op, const Tensor& x, const char* xn, const Tensor& y, const char* yn) {
+  check_float(x, (std::string(op) + ": " + xn).c_str());
+  check_float(y, (std::string(op) + ": " + yn).c_str());
+  MPB_CHECK(x.shape.rank == 3 && y.shape.rank == 2 && x.shape[0] == y.shape[0] &&
+                x.shape[2] == y.shape[1] && x.shape[1] > 0,
+            "{}: {} {} must be (N, HW, C) and {} {} (N, C)", op, xn, x.shape.str(), yn,
+            y.shape.str());
+}
+
+}  // namespace
+
+// x (N, HW, C) -> y (N, C) = mean over HW.
+void avgpool_forward(const Tensor& x, Tensor& y) {
+  check_pool("avgpool_forward", x, "x", y, "y");
+  const int64_t n = x.shape[0], hw = x.shape[1], c = x.shape[2];
+  std::vector<float> row(c), out(c);
+  std::vector<double> sum(c);
+  for (int64_t b = 0; b < n; ++b) {
+    std::fill(sum.begin(), sum.end(), 0.0);
+    for (int64_t i = 0; i < hw; ++i) {
+      decode_f32(x.slice((b * hw + i) * c, Shape{c}), row.data(), c);
+      for (int64_t j = 0; j < c; ++j) sum[j] += row[j];
+    }
+    for (int64_t j = 0; j < c; ++j) out[j] = static_cast<float>(sum[j] / static_cast<double>(hw));
+    Tensor y_row = y.slice(b * c, Shape{c});
+    encode_f32(out.data(), y_row, c);
+  }
+}
+
+// dy (N, C) -> dx (N, HW, C) = dy / HW at every position.
+void avgpool_backward(const Tensor& dy, Tensor& dx) {
+  check_pool("avgpool_backward", dx, "dx", dy, "dy");
+  const int64_t n = dx.shape[0], hw = dx.shape[1], c = dx.shape[2];
+  std::vector<float> g(c);
+  for (int64_t b = 0; b < n; ++b) {
+    decode_f32(dy.slice(b * c, Shape{c}), g.data(), c);
+    for (int64_t j = 0; j < c; ++j) g[j] = g[j] / static_cast<float>(hw);
+    for (int64_t i = 0; i < hw; ++i) {
+      Tensor dx_row = dx.slice((b * hw + i) * c, Shape{c});
+      encode_f32(g.data(), dx_row, c);
+    }
+  }
+}
+
+// out = a + b over one numel; blocks are read completely before they are written, so out may
+// alias a or b.
+void add(const Tensor& a, const Tensor& b, Tensor& out) {
+  check_float(a, "add: a");
+  check_float(b, "add: b");
+  check_float(out, "add: out");
+  MPB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(),
+            "add: a {}, b {}, out {} must have one element count", a.shape.str(), b.shape.str(),
+            out.shape.str());
+  constexpr int64_t kBlock = 4096;
+  std::vector<float> va(kBlock), vb(kBlock);
+  const int64_t n = a.numel();
+  for (int64_t off = 0; off < n; off += kBlock) {
+    const int64_t len = std::min(kBlock, n - off);
+    decode_f32(a.slice(off, Shape{len}), va.data(), len);
+    decode_f32(b.slice(off, Shape{len}), vb.data(), len);
+    for (int64_t i = 0; i < len; ++i) va[i] += vb[i];
+    Tensor o = out.slice(off, Shape{len});
+    encode_f32(va.data(), o, len);
+  }
+}
+
+// dst[i0, .., i_{r-1}] = src[j] with j[perm[k]] = i_k: dst's dimension k is src's perm[k].
+void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
+  MPB_CHECK(
+      src.defined() && dst.defined() && src.device == Device::CPU && dst.device == Device::CPU,
+      "permute: tensor is not allocated on the CPU");
+  MPB_CHECK(src.dtype == dst.dtype, "permute: src is {}, dst is {}", dtype_name(src.dtype),
+            dtype_name(dst.dtype));
+  const int rank = src.shape.rank;
+  MPB_CHECK(rank >= 1 && rank <= Shape::kMaxRank && dst.shape.rank == rank,
+            "permute: src {} and dst {} must share a rank in [1, 5]", src.shape.str(),
+            dst.shape.str());
+  bool seen[Shape::kMaxRank] = {};
+  for (int k = 0; k < rank; ++k) {
+    MPB_CHECK(perm[k] >= 0 && perm[k] < rank && !seen[perm[k]],
+              "permute: ({}, {}, {}, {}, {}) is not a permutation of the first {} dimensions",
+              perm[0], perm[1], perm[2], perm[3], perm[4], rank);
+    seen[perm[k]] = true;
+    MPB_CHECK(dst.shape[k] == src.shape[perm[k]],
+              "permute: dst {} dimension {} is {}, src {} dimension {} is {}", dst.shape.str(), k,
+              dst.shape[k], src.shape.str(), perm[k], src.shape[perm[k]]);
+  }
+  MPB_CHECK(src.data != dst.data || src.numel() == 0, "permute: dst must not alias src");
+  const int64_t n = src.numel();
+  if (n == 0) return;
+
+  // Strides of src, taken in dst's dimension order.
+  int64_t src_stride[Shape::kMaxRank];
+  int64_t s = 1;
+  for (int k = rank - 1; k >= 0; --k) {
+    src_stride[k] = s;
+    s *= src.shape[k];
+  }
+  int64_t stride[Shape::kMaxRank];
+  for (int k = 0; k < rank; ++k) stride[k] = src_stride[perm[k]];
+
+  const size_t es = dtype_size(src.dtype);
+  const char* in = static_cast<const char*>(src.data);
+  char* out = static_cast<char*>(dst.data);
+  const int64_t inner = dst.shape[rank - 1], inner_stride = stride[rank - 1];
+  int64_t idx[Shape::kMaxRank] = {};
+  int64_t src_off = 0;
+  for (int64_t o = 0; o < n; o += inner) {
+    for (int64_t i = 0; i < inner; ++i)
+      std::memcpy(out + (o + i) * es, in + (src_off + i * inner_stride) * es, es);
+    // Advance the outer dimensions of dst like an odometer, tracking the src offset.
+    for (int k = rank - 2; k >= 0; --k) {
+      src_off += stride[k];
+      if (++idx[k] < dst.shape[k]) break;
+      src_off -= stride[k] * dst.shape[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+}  // namespace mpbench::cpu

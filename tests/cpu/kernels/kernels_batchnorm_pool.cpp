@@ -1,0 +1,516 @@
+// CPU batchnorm (training, evaluation, backward; with the fused residual add and ReLU), global
+// average pooling, add and permute, against double-precision references written here: forward
+// values, running statistics, fp16/bf16 outputs against the fp32 result rounded, gradients
+// against central differences, permute against index arithmetic, and the argument checks.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+using test::compare;
+using test::random_nonzero;
+using test::to_host_f32;
+
+float round_to(DType dt, float v) {
+  switch (dt) {
+    case DType::F16:
+      return f16_to_f32(f32_to_f16(v));
+    case DType::BF16:
+      return bf16_to_f32(f32_to_bf16(v));
+    default:
+      return v;
+  }
+}
+
+std::vector<float> rounded(DType dt, std::vector<float> v) {
+  for (float& e : v) e = round_to(dt, e);
+  return v;
+}
+
+std::vector<float> to_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+template <class T>
+std::vector<double> to_double(const std::vector<T>& v) {
+  return {v.begin(), v.end()};
+}
+
+// ---- batchnorm --------------------------------------------------------------------------------
+
+struct BnRef {
+  std::vector<double> y, mean, var;  // var biased
+};
+
+// Training-mode batchnorm of x (rows, C) in double, then [+ residual] and [ReLU].
+BnRef bn_ref(int64_t rows, int64_t c, const std::vector<double>& x, const std::vector<double>& g,
+             const std::vector<double>& b, const std::vector<double>* res, bool relu, double eps) {
+  BnRef r{std::vector<double>(x.size()), std::vector<double>(c, 0.0), std::vector<double>(c, 0.0)};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < c; ++j) r.mean[j] += x[i * c + j] / rows;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      const double dev = x[i * c + j] - r.mean[j];
+      r.var[j] += dev * dev / rows;
+    }
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < c; ++j) {
+      double v = g[j] * (x[i * c + j] - r.mean[j]) / std::sqrt(r.var[j] + eps) + b[j];
+      if (res) v += (*res)[i * c + j];
+      r.y[i * c + j] = relu ? std::max(v, 0.0) : v;
+    }
+  return r;
+}
+
+class CpuBatchNorm : public test::CpuOpsTest {
+ protected:
+  const int64_t rows = 12, c = 3;
+  Tensor vec(const std::vector<float>& v) { return make(Shape{c}, DType::F32, v); }
+  Tensor out_c() {
+    Tensor t = alloc.alloc(Shape{c}, DType::F32, MemCategory::Activations);
+    test::poison(*be, t);
+    return t;
+  }
+  Tensor out_act(DType dt) {
+    Tensor t = alloc.alloc(Shape{rows, c}, dt, MemCategory::Activations);
+    test::poison(*be, t);
+    return t;
+  }
+  // Values spread so that channel means are not near zero and the variance is not tiny.
+  std::vector<float> act_values(uint64_t seed, float offset) {
+    auto v = random_nonzero(rows * c, seed, 2.0f);
+    for (int64_t i = 0; i < rows * c; ++i) v[i] += offset * static_cast<float>(i % c + 1);
+    return v;
+  }
+};
+
+TEST_F(CpuBatchNorm, TrainForwardMatchesReferenceAndUpdatesRunningStatistics) {
+  for (bool with_res : {false, true}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "residual " << with_res << " relu " << relu);
+      const auto xv = act_values(1, 0.5f), rv_ = act_values(2, -0.3f);
+      const auto gv = random_nonzero(c, 3), bv = random_nonzero(c, 4);
+      const std::vector<float> rm0 = {0.25f, -0.5f, 1.0f}, rvar0 = {1.0f, 0.5f, 2.0f};
+      Tensor x = make(Shape{rows, c}, DType::F32, xv), res = make(Shape{rows, c}, DType::F32, rv_);
+      Tensor gamma = vec(gv), beta = vec(bv), rm = vec(rm0), rvar = vec(rvar0);
+      Tensor sm = out_c(), sr = out_c(), y = out_act(DType::F32);
+      BatchNormDesc d;
+      d.relu = relu;
+      d.momentum = 0.2f;
+      be->batchnorm_forward_train(d, x, with_res ? &res : nullptr, gamma, beta, rm, rvar, sm, sr,
+                                  y);
+      const auto rd = to_double(rv_);
+      const BnRef ref = bn_ref(rows, c, to_double(xv), to_double(gv), to_double(bv),
+                               with_res ? &rd : nullptr, relu, d.eps);
+      auto r = compare(to_host_f32(*be, y), to_float(ref.y), 1e-5);
+      EXPECT_TRUE(r.ok) << r.message;
+      std::vector<float> rstd_ref(c), rm_ref(c), rv_ref(c);
+      for (int64_t j = 0; j < c; ++j) {
+        rstd_ref[j] = static_cast<float>(1.0 / std::sqrt(ref.var[j] + d.eps));
+        rm_ref[j] = static_cast<float>(0.8 * rm0[j] + 0.2 * ref.mean[j]);
+        // The running variance takes the unbiased estimate, as PyTorch does.
+        rv_ref[j] = static_cast<float>(0.8 * rvar0[j] + 0.2 * ref.var[j] * rows / (rows - 1));
+      }
+      EXPECT_TRUE(compare(to_host_f32(*be, sm), to_float(ref.mean), 1e-6).ok);
+      EXPECT_TRUE(compare(to_host_f32(*be, sr), rstd_ref, 1e-6).ok);
+      auto rrm = compare(to_host_f32(*be, rm), rm_ref, 1e-6);
+      auto rrv = compare(to_host_f32(*be, rvar), rv_ref, 1e-6);
+      EXPECT_TRUE(rrm.ok) << "running_mean: " << rrm.message;
+      EXPECT_TRUE(rrv.ok) << "running_var: " << rrv.message;
+      if (relu) {
+        for (float v : to_host_f32(*be, y)) EXPECT_GE(v, 0.0f);
+      }
+    }
+  }
+}
+
+TEST_F(CpuBatchNorm, EvalUsesRunningStatisticsAndUpdatesNothing) {
+  const auto xv = act_values(5, 0.5f), rv_ = act_values(6, 0.1f);
+  const auto gv = random_nonzero(c, 7), bv = random_nonzero(c, 8);
+  const std::vector<float> rm0 = {0.25f, -0.5f, 1.0f}, rvar0 = {1.0f, 0.5f, 2.0f};
+  Tensor x = make(Shape{rows, c}, DType::F32, xv), res = make(Shape{rows, c}, DType::F32, rv_);
+  Tensor gamma = vec(gv), beta = vec(bv), rm = vec(rm0), rvar = vec(rvar0);
+  for (bool relu : {false, true}) {
+    Tensor y = out_act(DType::F32);
+    BatchNormDesc d;
+    d.relu = relu;
+    be->batchnorm_forward_eval(d, x, &res, gamma, beta, rm, rvar, y);
+    std::vector<float> ref(rows * c);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < c; ++j) {
+        double v =
+            gv[j] * (xv[i * c + j] - rm0[j]) / std::sqrt(rvar0[j] + 1e-5) + bv[j] + rv_[i * c + j];
+        ref[i * c + j] = static_cast<float>(relu ? std::max(v, 0.0) : v);
+      }
+    auto r = compare(to_host_f32(*be, y), ref, 1e-5);
+    EXPECT_TRUE(r.ok) << r.message;
+  }
+  EXPECT_EQ(to_host_f32(*be, rm), rm0);
+  EXPECT_EQ(to_host_f32(*be, rvar), rvar0);
+}
+
+// y = relu(bn(x) + residual); L = sum(G o y). batchnorm_backward with relu_out = y must give
+// dL/dx, dL/dgamma, dL/dbeta, and d_pre = dL/dresidual, all by central differences.
+TEST_F(CpuBatchNorm, BackwardMatchesFiniteDifferences) {
+  for (bool with_res : {false, true}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "residual " << with_res << " relu " << relu);
+      const auto xv = act_values(11, 0.5f), rv_ = act_values(12, 0.2f);
+      const auto gv = random_nonzero(c, 13), bv = random_nonzero(c, 14);
+      const auto Gv = random_nonzero(rows * c, 15);
+      Tensor x = make(Shape{rows, c}, DType::F32, xv), res = make(Shape{rows, c}, DType::F32, rv_);
+      Tensor gamma = vec(gv), beta = vec(bv), rm = vec({0, 0, 0}), rvar = vec({1, 1, 1});
+      Tensor sm = out_c(), sr = out_c(), y = out_act(DType::F32);
+      BatchNormDesc d;
+      d.relu = relu;
+      be->batchnorm_forward_train(d, x, with_res ? &res : nullptr, gamma, beta, rm, rvar, sm, sr,
+                                  y);
+      Tensor dy = make(Shape{rows, c}, DType::F32, Gv);
+      Tensor dx = out_act(DType::F32), d_pre = out_act(DType::F32);
+      Tensor dgamma = out_c(), dbeta = out_c();
+      be->batchnorm_backward(dy, relu ? &y : nullptr, x, gamma, sm, sr, dx, dgamma, dbeta,
+                             with_res ? &d_pre : nullptr);
+
+      auto x_d = to_double(xv), g_d = to_double(gv), b_d = to_double(bv), r_d = to_double(rv_);
+      auto loss = [&](const std::vector<double>& xx, const std::vector<double>& gg,
+                      const std::vector<double>& bb, const std::vector<double>& rr) {
+        const BnRef f = bn_ref(rows, c, xx, gg, bb, with_res ? &rr : nullptr, relu, d.eps);
+        double s = 0;
+        for (size_t i = 0; i < f.y.size(); ++i) s += Gv[i] * f.y[i];
+        return s;
+      };
+      const double h = 1e-5;
+      const auto fd_x = test::central_differences(
+          [&](const std::vector<double>& v) { return loss(v, g_d, b_d, r_d); }, x_d, h);
+      const auto fd_g = test::central_differences(
+          [&](const std::vector<double>& v) { return loss(x_d, v, b_d, r_d); }, g_d, h);
+      const auto fd_b = test::central_differences(
+          [&](const std::vector<double>& v) { return loss(x_d, g_d, v, r_d); }, b_d, h);
+      auto rx = compare(to_host_f32(*be, dx), fd_x, 1e-4);
+      auto rg = compare(to_host_f32(*be, dgamma), fd_g, 1e-4);
+      auto rb = compare(to_host_f32(*be, dbeta), fd_b, 1e-4);
+      EXPECT_TRUE(rx.ok) << "dx: " << rx.message;
+      EXPECT_TRUE(rg.ok) << "dgamma: " << rg.message;
+      EXPECT_TRUE(rb.ok) << "dbeta: " << rb.message;
+      if (with_res) {
+        const auto fd_r = test::central_differences(
+            [&](const std::vector<double>& v) { return loss(x_d, g_d, b_d, v); }, r_d, h);
+        auto rr = compare(to_host_f32(*be, d_pre), fd_r, 1e-4);
+        EXPECT_TRUE(rr.ok) << "d_pre: " << rr.message;
+      }
+      if (relu) {  // the mask really bites: some outputs were clamped
+        int clamped = 0;
+        for (float v : to_host_f32(*be, y)) clamped += v == 0.0f;
+        EXPECT_GT(clamped, 0);
+      }
+    }
+  }
+}
+
+// fp16/bf16 activations (x, residual, y, dy, dx, d_pre) with fp32 statistics: each 16-bit
+// output is the fp32 computation on the same values, rounded once.
+TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto xv = rounded(dt, act_values(21, 0.5f)), rv_ = rounded(dt, act_values(22, 0.2f));
+    const auto Gv = rounded(dt, random_nonzero(rows * c, 23));
+    const auto gv = random_nonzero(c, 24), bv = random_nonzero(c, 25);
+    std::vector<float> outs[2][5];  // [fp32, dt][y, dx, d_pre, dgamma, running_var]
+    for (int k = 0; k < 2; ++k) {
+      const DType t = k == 0 ? DType::F32 : dt;
+      Tensor x = make(Shape{rows, c}, t, xv), res = make(Shape{rows, c}, t, rv_);
+      Tensor gamma = vec(gv), beta = vec(bv), rm = vec({0, 0, 0}), rvar = vec({1, 1, 1});
+      Tensor sm = out_c(), sr = out_c(), y = out_act(t);
+      BatchNormDesc d;
+      d.relu = true;
+      be->batchnorm_forward_train(d, x, &res, gamma, beta, rm, rvar, sm, sr, y);
+      Tensor dy = make(Shape{rows, c}, t, Gv);
+      Tensor dx = out_act(t), d_pre = out_act(t), dgamma = out_c(), dbeta = out_c();
+      be->batchnorm_backward(dy, &y, x, gamma, sm, sr, dx, dgamma, dbeta, &d_pre);
+      outs[k][0] = to_host_f32(*be, y);
+      outs[k][1] = to_host_f32(*be, dx);
+      outs[k][2] = to_host_f32(*be, d_pre);
+      outs[k][3] = to_host_f32(*be, dgamma);
+      outs[k][4] = to_host_f32(*be, rvar);
+    }
+    // y and d_pre are exact roundings; dx and dgamma see the 16-bit y only through its sign.
+    const char* names[] = {"y", "dx", "d_pre"};
+    for (int i = 0; i < 3; ++i) {
+      auto r = compare(outs[1][i], rounded(dt, outs[0][i]), test::tolerance_for(dt));
+      EXPECT_TRUE(r.ok) << names[i] << ": " << r.message;
+    }
+    EXPECT_EQ(outs[1][0], rounded(dt, outs[0][0]));
+    EXPECT_EQ(outs[1][2], rounded(dt, outs[0][2]));
+    // Statistics stay fp32: identical whatever the activation dtype.
+    EXPECT_EQ(outs[1][3], outs[0][3]);
+    EXPECT_EQ(outs[1][4], outs[0][4]);
+  }
+}
+
+TEST_F(CpuBatchNorm, MixedDtypesForResidualAndOutput) {
+  // bf16 x with an fp32 residual into an fp32 y: the same as everything fp32 on the bf16 values.
+  const auto xv = rounded(DType::BF16, act_values(31, 0.5f)), rv_ = act_values(32, 0.2f);
+  const auto gv = random_nonzero(c, 33), bv = random_nonzero(c, 34);
+  Tensor x = make(Shape{rows, c}, DType::BF16, xv), res = make(Shape{rows, c}, DType::F32, rv_);
+  Tensor gamma = vec(gv), beta = vec(bv), rm = vec({0, 0, 0}), rvar = vec({1, 1, 1});
+  Tensor sm = out_c(), sr = out_c(), y = out_act(DType::F32);
+  BatchNormDesc d;
+  be->batchnorm_forward_train(d, x, &res, gamma, beta, rm, rvar, sm, sr, y);
+  const auto rd = to_double(rv_);
+  const BnRef ref = bn_ref(rows, c, to_double(xv), to_double(gv), to_double(bv), &rd, false, d.eps);
+  auto r = compare(to_host_f32(*be, y), to_float(ref.y), 1e-5);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST_F(CpuBatchNorm, RejectsMismatchedArguments) {
+  Tensor x = make(Shape{rows, c}, DType::F32, act_values(41, 0.5f));
+  Tensor gamma = vec({1, 1, 1}), beta = vec({0, 0, 0}), rm = vec({0, 0, 0}), rvar = vec({1, 1, 1});
+  Tensor sm = out_c(), sr = out_c(), y = out_act(DType::F32);
+  BatchNormDesc d;
+  Tensor short_gamma = make(Shape{2}, DType::F32, {1, 1});
+  EXPECT_THROW(be->batchnorm_forward_train(d, x, nullptr, short_gamma, beta, rm, rvar, sm, sr, y),
+               Error);
+  Tensor y_bad = make(Shape{rows, c + 1}, DType::F32, random_nonzero(rows * (c + 1), 1));
+  EXPECT_THROW(be->batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rvar, sm, sr, y_bad),
+               Error);
+  Tensor res_bad = make(Shape{rows - 1, c}, DType::F32, random_nonzero((rows - 1) * c, 2));
+  EXPECT_THROW(be->batchnorm_forward_train(d, x, &res_bad, gamma, beta, rm, rvar, sm, sr, y),
+               Error);
+  EXPECT_THROW(be->batchnorm_forward_eval(d, x, &res_bad, gamma, beta, rm, rvar, y), Error);
+  Tensor gamma16 = make(Shape{c}, DType::F16, {1, 1, 1});
+  EXPECT_THROW(be->batchnorm_forward_eval(d, x, nullptr, gamma16, beta, rm, rvar, y), Error);
+  Tensor one_row = make(Shape{1, c}, DType::F32, {1, 2, 3});
+  Tensor y1 = make(Shape{1, c}, DType::F32, {0, 0, 0});
+  EXPECT_THROW(be->batchnorm_forward_train(d, one_row, nullptr, gamma, beta, rm, rvar, sm, sr, y1),
+               Error);  // no variance from one value per channel, as in PyTorch
+
+  be->batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rvar, sm, sr, y);
+  Tensor dx = out_act(DType::F32), dg = out_c(), db = out_c();
+  Tensor dx16 = out_act(DType::F16);
+  EXPECT_THROW(be->batchnorm_backward(y, nullptr, x, gamma, sm, sr, dx16, dg, db, nullptr),
+               Error);  // dx must have x's dtype
+  EXPECT_THROW(be->batchnorm_backward(y_bad, nullptr, x, gamma, sm, sr, dx, dg, db, nullptr),
+               Error);
+  EXPECT_THROW(be->batchnorm_backward(y, &y_bad, x, gamma, sm, sr, dx, dg, db, nullptr), Error);
+  EXPECT_THROW(be->batchnorm_backward(y, nullptr, x, gamma, sm, sr, dx, short_gamma, db, nullptr),
+               Error);
+  be->batchnorm_backward(y, &y, x, gamma, sm, sr, dx, dg, db, nullptr);  // valid call works
+}
+
+// ---- avgpool, add -----------------------------------------------------------------------------
+
+class CpuPoolAdd : public test::CpuOpsTest {};
+
+TEST_F(CpuPoolAdd, AvgPoolForwardAndBackward) {
+  const int64_t n = 3, hw = 7, c = 5;
+  const auto xv = random_nonzero(n * hw * c, 1), gv = random_nonzero(n * c, 2);
+  Tensor x = make(Shape{n, hw, c}, DType::F32, xv);
+  Tensor y = alloc.alloc(Shape{n, c}, DType::F32, MemCategory::Activations);
+  Tensor dy = make(Shape{n, c}, DType::F32, gv);
+  Tensor dx = alloc.alloc(Shape{n, hw, c}, DType::F32, MemCategory::Activations);
+  test::poison(*be, y);
+  test::poison(*be, dx);
+  be->avgpool_forward(x, y);
+  be->avgpool_backward(dy, dx);
+  auto pool = [&](const std::vector<double>& v) {
+    std::vector<double> out(n * c, 0.0);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < hw; ++i)
+        for (int64_t j = 0; j < c; ++j) out[b * c + j] += v[(b * hw + i) * c + j] / hw;
+    return out;
+  };
+  auto r = compare(to_host_f32(*be, y), to_float(pool(to_double(xv))), 1e-6);
+  EXPECT_TRUE(r.ok) << r.message;
+  const auto fd = test::central_differences(
+      [&](const std::vector<double>& v) {
+        const auto p = pool(v);
+        double s = 0;
+        for (size_t i = 0; i < p.size(); ++i) s += gv[i] * p[i];
+        return s;
+      },
+      to_double(xv), 1e-3);
+  auto rd = compare(to_host_f32(*be, dx), fd, 1e-6);
+  EXPECT_TRUE(rd.ok) << rd.message;
+}
+
+TEST_F(CpuPoolAdd, AvgPoolLowPrecisionIsTheFp32ResultRounded) {
+  const int64_t n = 2, hw = 49, c = 8;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto xv = rounded(dt, random_nonzero(n * hw * c, 3, 4.0f));
+    const auto gv = rounded(dt, random_nonzero(n * c, 4));
+    std::vector<float> y32, dx32, y16, dx16;
+    for (DType t : {DType::F32, dt}) {
+      Tensor x = make(Shape{n, hw, c}, t, xv), dy = make(Shape{n, c}, t, gv);
+      Tensor y = alloc.alloc(Shape{n, c}, t, MemCategory::Activations);
+      Tensor dx = alloc.alloc(Shape{n, hw, c}, t, MemCategory::Activations);
+      test::poison(*be, y);
+      test::poison(*be, dx);
+      be->avgpool_forward(x, y);
+      be->avgpool_backward(dy, dx);
+      (t == DType::F32 ? y32 : y16) = to_host_f32(*be, y);
+      (t == DType::F32 ? dx32 : dx16) = to_host_f32(*be, dx);
+    }
+    EXPECT_EQ(y16, rounded(dt, y32));
+    EXPECT_EQ(dx16, rounded(dt, dx32));
+    EXPECT_TRUE(compare(y16, y32, test::tolerance_for(dt)).ok);
+  }
+  Tensor x = make(Shape{2, 3, 4}, DType::F32, random_nonzero(24, 5));
+  Tensor y_bad = make(Shape{2, 3}, DType::F32, random_nonzero(6, 6));
+  EXPECT_THROW(be->avgpool_forward(x, y_bad), Error);
+  EXPECT_THROW(be->avgpool_backward(y_bad, x), Error);
+  Tensor x2 = x.reshaped(Shape{6, 4});
+  Tensor y_ok = make(Shape{2, 4}, DType::F32, random_nonzero(8, 7));
+  EXPECT_THROW(be->avgpool_forward(x2, y_ok), Error);  // x must be (N, HW, C)
+}
+
+TEST_F(CpuPoolAdd, AddAnyDtypesAndInPlace) {
+  const int64_t n = 5000;  // more than one internal block
+  const auto av = random_nonzero(n, 1), bv = random_nonzero(n, 2);
+  for (DType da : {DType::F32, DType::F16, DType::BF16}) {
+    for (DType db : {DType::F32, DType::BF16}) {
+      for (DType dout : {DType::F32, DType::F16}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(da) << " + " << dtype_name(db) << " -> " << dtype_name(dout));
+        Tensor a = make(Shape{n}, da, av), b = make(Shape{50, 100}, db, bv);
+        Tensor out = alloc.alloc(Shape{100, 50}, dout, MemCategory::Activations);
+        test::poison(*be, out);
+        be->add(a, b, out);
+        const auto ah = to_host_f32(*be, a), bh = to_host_f32(*be, b);
+        std::vector<float> ref(n);
+        for (int64_t i = 0; i < n; ++i) ref[i] = round_to(dout, ah[i] + bh[i]);
+        EXPECT_EQ(to_host_f32(*be, out), ref);
+      }
+    }
+  }
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor a = make(Shape{n}, dt, av), b = make(Shape{n}, dt, bv);
+    const auto ah = to_host_f32(*be, a), bh = to_host_f32(*be, b);
+    be->add(a, b, a);  // out aliases a
+    be->add(a, b, b);  // out aliases b: b = (a + b) + b
+    const auto got = to_host_f32(*be, b);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(got[i], round_to(dt, round_to(dt, ah[i] + bh[i]) + bh[i])) << i;
+  }
+  Tensor a = make(Shape{4}, DType::F32, {1, 2, 3, 4}),
+         b = make(Shape{5}, DType::F32, {1, 2, 3, 4, 5});
+  EXPECT_THROW(be->add(a, b, a), Error);
+  Tensor ai = alloc.alloc(Shape{4}, DType::I32, MemCategory::Activations);
+  EXPECT_THROW(be->add(ai, a, a), Error);
+}
+
+// ---- permute ----------------------------------------------------------------------------------
+
+class CpuPermute : public test::CpuOpsTest {
+ protected:
+  // dst[i0..] = src[j] with j[perm[k]] = i_k, by plain index arithmetic on flat offsets.
+  static std::vector<float> permute_ref(const std::vector<float>& src, const Shape& s,
+                                        const std::array<int, 5>& perm) {
+    const int rank = s.rank;
+    std::vector<int64_t> dshape(rank), sstride(rank);
+    for (int k = 0; k < rank; ++k) dshape[k] = s[perm[k]];
+    int64_t st = 1;
+    for (int k = rank - 1; k >= 0; --k) sstride[k] = st, st *= s[k];
+    std::vector<float> out(src.size());
+    for (int64_t o = 0; o < static_cast<int64_t>(src.size()); ++o) {
+      int64_t rem = o, soff = 0;
+      for (int k = rank - 1; k >= 0; --k) {
+        const int64_t i = rem % dshape[k];
+        rem /= dshape[k];
+        soff += i * sstride[perm[k]];
+      }
+      out[o] = src[soff];
+    }
+    return out;
+  }
+  static Shape permuted(const Shape& s, const std::array<int, 5>& perm) {
+    Shape d = s;
+    for (int k = 0; k < s.rank; ++k) d.dims[k] = s[perm[k]];
+    return d;
+  }
+};
+
+TEST_F(CpuPermute, MatchesIndexArithmetic) {
+  struct Case {
+    Shape s;
+    std::array<int, 5> perm;
+  };
+  const Case cases[] = {
+      {Shape{2, 5, 3, 4, 6}, {2, 0, 3, 1, 4}},  // (B, S, 3, H, Dh) -> (3, B, H, S, Dh): QKV split
+      {Shape{2, 4, 5, 6}, {0, 2, 1, 3}},        // (B, H, S, Dh) <-> (B, S, H, Dh)
+      {Shape{7, 3}, {1, 0, 0, 0, 0}},           // transpose; entries past the rank ignored
+      {Shape{3, 4, 5}, {2, 1, 0}},
+      {Shape{3, 4, 5}, {0, 1, 2}},  // identity
+      {Shape{9}, {0}},
+  };
+  for (const Case& c : cases) {
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      SCOPED_TRACE(::testing::Message()
+                   << c.s.str() << " " << dtype_name(dt) << " perm " << c.perm[0] << c.perm[1]
+                   << c.perm[2] << c.perm[3] << c.perm[4]);
+      // Distinct small integers: exact in every dtype, so any misplaced element shows.
+      std::vector<float> v(c.s.numel());
+      for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 251) - 125.0f;
+      Tensor src = make(c.s, dt, v);
+      Tensor dst = alloc.alloc(permuted(c.s, c.perm), dt, MemCategory::Activations);
+      test::poison(*be, dst);
+      be->permute(src, dst, c.perm);
+      EXPECT_EQ(to_host_f32(*be, dst), permute_ref(v, c.s, c.perm));
+    }
+  }
+}
+
+TEST_F(CpuPermute, Int32AndTheQkvLayoutByHand) {
+  // (B, S, 3, H, Dh) = (1, 2, 3, 2, 2); element value encodes its source index b s t h d.
+  const Shape s{1, 2, 3, 2, 2};
+  std::vector<int32_t> v(s.numel());
+  for (int si = 0; si < 2; ++si)
+    for (int t = 0; t < 3; ++t)
+      for (int h = 0; h < 2; ++h)
+        for (int d = 0; d < 2; ++d)
+          v[((si * 3 + t) * 2 + h) * 2 + d] = si * 100 + t * 10 + h * 2 + d;
+  Tensor src = alloc.alloc(s, DType::I32, MemCategory::Activations);
+  be->upload(v.data(), src);
+  Tensor dst = alloc.alloc(Shape{3, 1, 2, 2, 2}, DType::I32, MemCategory::Activations);
+  test::poison(*be, dst);
+  be->permute(src, dst, {2, 0, 3, 1, 4});
+  std::vector<int32_t> got(dst.numel());
+  be->download(dst, got.data());
+  // dst (t, b, h, s, d) holds src (b, s, t, h, d).
+  for (int t = 0; t < 3; ++t)
+    for (int h = 0; h < 2; ++h)
+      for (int si = 0; si < 2; ++si)
+        for (int d = 0; d < 2; ++d)
+          EXPECT_EQ(got[((t * 2 + h) * 2 + si) * 2 + d], si * 100 + t * 10 + h * 2 + d);
+}
+
+TEST_F(CpuPermute, RejectsMismatches) {
+  Tensor src = make(Shape{2, 3, 4}, DType::F32, random_nonzero(24, 1));
+  Tensor dst = alloc.alloc(Shape{4, 3, 2}, DType::F32, MemCategory::Activations);
+  be->permute(src, dst, {2, 1, 0});
+  try {
+    be->permute(src, dst, {1, 0, 2});  // would need (3, 2, 4)
+    FAIL() << "shape mismatch accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dimension"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(be->permute(src, dst, {2, 2, 0}), Error);  // not a permutation
+  EXPECT_THROW(be->permute(src, dst, {3, 1, 0}), Error);  // out of range
+  Tensor dst16 = alloc.alloc(Shape{4, 3, 2}, DType::F16, MemCategory::Activations);
+  EXPECT_THROW(be->permute(src, dst16, {2, 1, 0}), Error);  // dtype differs
+  Tensor dst2 = alloc.alloc(Shape{4, 6}, DType::F32, MemCategory::Activations);
+  EXPECT_THROW(be->permute(src, dst2, {1, 0, 0}), Error);  // rank differs
+  Tensor same = make(Shape{3, 3}, DType::F32, random_nonzero(9, 2));
+  EXPECT_THROW(be->permute(same, same, {1, 0}), Error);  // in place is not supported
+}
+
+}  // namespace
+}  // namespace mpbench
