@@ -1,0 +1,179 @@
+// Attention probabilities: row softmax of scale * x over each (S, S) matrix, optionally causal.
+// One warp per row. Forward: the row's unmasked prefix is scaled into fp32 once, into the warp's
+// slice of shared memory when it fits (S <= 12288), then max, sum of exponentials and the output
+// read it from there; masked columns (j > i) are only written, as exact zeros. Backward: two
+// passes over the row (dot product, then dx), L1-resident at these row lengths.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kVec = 4;
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kSmemBytes = 48 * 1024;  // the default per-block limit: no opt-in needed
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Calls f(j, v) for the elements j < limit of a row this lane owns (groups of kVec with one
+// vector load when vectorized). Every pass uses the same ownership, so a lane only reads back
+// shared-memory slots it wrote itself.
+template <typename T, typename F>
+__device__ __forceinline__ void for_prefix(const T* row, int64_t limit, bool vectorized, int lane,
+                                           F&& f) {
+  if (vectorized) {
+    const auto* rv = reinterpret_cast<const Vec<T, kVec>*>(row);
+    const int64_t groups = (limit + kVec - 1) / kVec;
+    for (int64_t g = lane; g < groups; g += 32) {
+      const Vec<T, kVec> in = rv[g];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int64_t j = g * kVec + k;
+        if (j < limit) f(j, to_f32(in.v[k]));
+      }
+    }
+  } else {
+    for (int64_t j = lane; j < limit; j += 32) f(j, to_f32(row[j]));
+  }
+}
+
+template <typename TX, typename TY>
+__global__ void attention_softmax_forward_kernel(const TX* x, TY* y, int64_t rows, int64_t cols,
+                                                 float scale, bool causal, bool cache,
+                                                 bool vectorized) {
+  extern __shared__ float smem[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* buf = smem + static_cast<int64_t>(warp) * cols;
+  for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {
+    const TX* xr = x + r * cols;
+    TY* yr = y + r * cols;
+    // Row i of its (S, S) matrix sees columns j <= i.
+    const int64_t limit = causal ? (r % cols) + 1 : cols;
+    float mx = -INFINITY;
+    for_prefix(xr, limit, vectorized, lane, [&](int64_t j, float v) {
+      v *= scale;
+      if (cache) buf[j] = v;
+      mx = fmaxf(mx, v);
+    });
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    if (cache) {
+      for_prefix(buf, limit, vectorized, lane, [&](int64_t j, float v) {
+        const float e = expf(v - mx);
+        buf[j] = e;
+        sum += e;
+      });
+    } else {
+      for_prefix(xr, limit, vectorized, lane,
+                 [&](int64_t j, float v) { sum += expf(v * scale - mx); });
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    if (cache) {
+      for_prefix(buf, limit, vectorized, lane,
+                 [&](int64_t j, float e) { yr[j] = from_f32<TY>(e * inv); });
+    } else {
+      for_prefix(xr, limit, vectorized, lane,
+                 [&](int64_t j, float v) { yr[j] = from_f32<TY>(expf(v * scale - mx) * inv); });
+    }
+    for (int64_t j = limit + lane; j < cols; j += 32) yr[j] = from_f32<TY>(0.0f);
+  }
+}
+
+// dx = scale * y * (dy - sum_j dy_j y_j); where y is 0 (masked) dx is exactly +0.
+// No __restrict__: dx may alias dy; the dot product is complete (warp reduction) before any lane
+// writes, and each lane then reads its own elements before writing them.
+template <typename TD, typename TY, typename TX>
+__global__ void attention_softmax_backward_kernel(const TD* dy, const TY* y, TX* dx, int64_t rows,
+                                                  int64_t cols, float scale) {
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {
+    const TD* dyr = dy + r * cols;
+    const TY* yr = y + r * cols;
+    TX* dxr = dx + r * cols;
+    float dot = 0.0f;
+    for (int64_t j = lane; j < cols; j += 32) dot += to_f32(dyr[j]) * to_f32(yr[j]);
+    dot = warp_sum(dot);
+    for (int64_t j = lane; j < cols; j += 32) {
+      const float p = to_f32(yr[j]);
+      dxr[j] = from_f32<TX>(p == 0.0f ? 0.0f : scale * p * (to_f32(dyr[j]) - dot));
+    }
+  }
+}
+
+// x: (batch, S, S) with S its last dimension; returns S.
+int64_t check_square(const Tensor& t, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype != DType::I32 && t.shape.rank >= 2 && t.shape[-1] == t.shape[-2],
+            "{}: expected a float (batch, S, S), got {} {}", what, dtype_name(t.dtype),
+            t.shape.str());
+  return t.cols();
+}
+
+}  // namespace
+
+void attention_softmax_forward(DeviceContext& ctx, const Tensor& x, float scale, bool causal,
+                               Tensor& y) {
+  const int64_t cols = check_square(x, "attention_softmax_forward x");
+  check_square(y, "attention_softmax_forward y");
+  MPB_CHECK(y.shape == x.shape, "attention_softmax_forward: y {} vs x {}", y.shape.str(),
+            x.shape.str());
+  const int64_t rows = x.rows();
+  if (rows == 0 || cols == 0) return;
+  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
+  const bool cache = row_bytes <= kSmemBytes;
+  const int warps =
+      cache ? static_cast<int>(std::min<int64_t>(kWarps, kSmemBytes / row_bytes)) : kWarps;
+  const size_t smem = cache ? static_cast<size_t>(warps * row_bytes) : 0;
+  const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
+  const int grid = ctx.grid_for(rows, warps);
+  dispatch_float(x.dtype, [&](auto xt) {
+    using TX = typename decltype(xt)::type;
+    dispatch_float(y.dtype, [&](auto yt) {
+      using TY = typename decltype(yt)::type;
+      attention_softmax_forward_kernel<TX, TY><<<grid, warps * 32, smem, ctx.stream()>>>(
+          x.ptr<const TX>(), y.ptr<TY>(), rows, cols, scale, causal, cache, vec);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void attention_softmax_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& y, float scale,
+                                Tensor& dx) {
+  const int64_t cols = check_square(y, "attention_softmax_backward y");
+  check_square(dy, "attention_softmax_backward dy");
+  check_square(dx, "attention_softmax_backward dx");
+  MPB_CHECK(dy.shape == y.shape && dx.shape == y.shape,
+            "attention_softmax_backward: dy {}, y {}, dx {} must match", dy.shape.str(),
+            y.shape.str(), dx.shape.str());
+  MPB_CHECK(dx.data != dy.data || dx.dtype == dy.dtype,
+            "attention_softmax_backward: dx aliases dy with another dtype");
+  const int64_t rows = y.rows();
+  if (rows == 0 || cols == 0) return;
+  const int grid = ctx.grid_for(rows, kWarps);
+  dispatch_float(dy.dtype, [&](auto dt) {
+    using TD = typename decltype(dt)::type;
+    dispatch_float(y.dtype, [&](auto yt) {
+      using TY = typename decltype(yt)::type;
+      dispatch_float(dx.dtype, [&](auto xt) {
+        using TX = typename decltype(xt)::type;
+        attention_softmax_backward_kernel<TD, TY, TX><<<grid, kThreads, 0, ctx.stream()>>>(
+            dy.ptr<const TD>(), y.ptr<const TY>(), dx.ptr<TX>(), rows, cols, scale);
+        CUDA_LAUNCH_CHECK();
+      });
+    });
+  });
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,495 @@
+// Batch normalisation over the channels of (rows = N*H*W, C), NHWC.
+//
+// Training forward: a Welford pass over row chunks (block = 32 channels x 8 row threads, coalesced
+// over C) writes per-chunk (mean, M2) partials to the context's scratch; a finalize kernel merges
+// them in a fixed chunk order (Chan et al.), so the statistics are deterministic, writes
+// save_mean / save_rstd, updates the running statistics and leaves per-channel (mean, gamma*rstd,
+// beta) in scratch for the elementwise apply kernel. Backward has the same shape: per-chunk sums
+// of g and g*(x - mean), a finalize writing dgamma / dbeta and the dx coefficients, then an
+// elementwise dx kernel. No op allocates or synchronises, so all of it can be graph-captured.
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kColTile = 32, kRowThreads = 8;
+constexpr int kVec = 4;
+
+// Residual, relu_out and d_pre take any float dtype; a uniform runtime switch keeps the number of
+// kernel instantiations down (the branch is the same for the whole grid).
+__device__ __forceinline__ float load_any(const void* p, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::F16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    case DType::BF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v) {
+  switch (dt) {
+    case DType::F16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      return;
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      return;
+    default:
+      static_cast<float*>(p)[i] = v;
+  }
+}
+
+// Number of rows r0 + k * step (k >= 0) below r1.
+__device__ __forceinline__ float rows_seen(int64_t r0, int64_t r1, int64_t step) {
+  return r0 < r1 ? static_cast<float>((r1 - r0 + step - 1) / step) : 0.0f;
+}
+
+// Chan's parallel merge of (n, mean, m2) with (nb, mb, m2b).
+__device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb, float mb,
+                                              float m2b) {
+  if (nb == 0.0f) return;
+  const float total = n + nb;
+  const float delta = mb - mean;
+  const float fb = nb / total;
+  mean += delta * fb;
+  m2 += m2b + delta * delta * n * fb;
+  n = total;
+}
+
+template <typename T>
+__global__ void bn_stats_partial_kernel(const T* x, float* part_mean, float* part_m2, int64_t rows,
+                                        int64_t cols, int64_t rows_per_chunk) {
+  __shared__ float s_mean[kRowThreads][kColTile + 1];
+  __shared__ float s_m2[kRowThreads][kColTile + 1];
+  const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+  if (col < cols) {
+    int64_t r = r0 + threadIdx.y;
+    // Four independent loads in flight per thread before the dependent Welford updates.
+    for (; r + 3 * kRowThreads < r1; r += 4 * kRowThreads) {
+      float v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = to_f32(x[(r + k * kRowThreads) * cols + col]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        n += 1.0f;
+        const float d = v[k] - mean;
+        mean += d / n;
+        m2 += d * (v[k] - mean);
+      }
+    }
+    for (; r < r1; r += kRowThreads) {
+      const float v = to_f32(x[r * cols + col]);
+      n += 1.0f;
+      const float d = v - mean;
+      mean += d / n;
+      m2 += d * (v - mean);
+    }
+  }
+  s_mean[threadIdx.y][threadIdx.x] = mean;
+  s_m2[threadIdx.y][threadIdx.x] = m2;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float tn = 0.0f, tm = 0.0f, tm2 = 0.0f;
+    for (int t = 0; t < kRowThreads; ++t)
+      welford_merge(tn, tm, tm2, rows_seen(r0 + t, r1, kRowThreads), s_mean[t][threadIdx.x],
+                    s_m2[t][threadIdx.x]);
+    part_mean[blockIdx.y * cols + col] = tm;
+    part_m2[blockIdx.y * cols + col] = tm2;
+  }
+}
+
+// coef layout: [mean (C) | gamma * rstd (C) | beta (C)], what bn_apply_kernel reads.
+// part_mean / part_m2 may be save_mean / save_rstd themselves (one chunk): each thread reads its
+// channel before writing it.
+__global__ void bn_stats_finalize_kernel(const float* part_mean, const float* part_m2,
+                                         int64_t chunks, int64_t rows, int64_t rows_per_chunk,
+                                         int64_t cols, float eps, float momentum,
+                                         const float* gamma, const float* beta, float* running_mean,
+                                         float* running_var, float* save_mean, float* save_rstd,
+                                         float* coef) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      const int64_t r0 = k * rows_per_chunk;
+      const float nb = static_cast<float>(min(rows, r0 + rows_per_chunk) - r0);
+      welford_merge(n, mean, m2, nb, part_mean[k * cols + c], part_m2[k * cols + c]);
+    }
+    const float var = m2 / static_cast<float>(rows);
+    const float rstd = 1.0f / sqrtf(var + eps);
+    const float unbiased = m2 / static_cast<float>(rows - 1);
+    save_mean[c] = mean;
+    save_rstd[c] = rstd;
+    running_mean[c] = (1.0f - momentum) * running_mean[c] + momentum * mean;
+    running_var[c] = (1.0f - momentum) * running_var[c] + momentum * unbiased;
+    coef[c] = mean;
+    coef[cols + c] = gamma[c] * rstd;
+    coef[2 * cols + c] = beta[c];
+  }
+}
+
+__global__ void bn_eval_coef_kernel(const float* running_mean, const float* running_var,
+                                    const float* gamma, const float* beta, int64_t cols, float eps,
+                                    float* coef) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    coef[c] = running_mean[c];
+    coef[cols + c] = gamma[c] * (1.0f / sqrtf(running_var[c] + eps));
+    coef[2 * cols + c] = beta[c];
+  }
+}
+
+// y = [relu]((x - mean) * (gamma * rstd) + beta [+ residual]). Vectorised over groups of kVec
+// channels when cols % kVec == 0 and the pointers allow it. The channel index is carried along
+// the grid-stride loop instead of a 64-bit modulo per element.
+template <typename TX, typename TY>
+__global__ void bn_apply_kernel(const TX* x, const void* res, DType res_dt, const float* coef,
+                                bool relu, TY* y, int64_t rows, int64_t cols, bool vectorized) {
+  const int v = vectorized ? kVec : 1;
+  const int64_t groups_per_row = cols / v;
+  const int64_t total = rows * groups_per_row;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= total) return;
+  int64_t g = i % groups_per_row;
+  const int64_t g_step = stride % groups_per_row;
+  const float* mean = coef;
+  const float* scale = coef + cols;
+  const float* shift = coef + 2 * cols;
+  for (; i < total; i += stride) {
+    const int64_t c0 = g * v;
+    if (vectorized) {
+      const Vec<TX, kVec> in = reinterpret_cast<const Vec<TX, kVec>*>(x)[i];
+      Vec<TY, kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        float o = (to_f32(in.v[k]) - mean[c0 + k]) * scale[c0 + k] + shift[c0 + k];
+        if (res) o += load_any(res, res_dt, i * kVec + k);
+        if (relu) o = o > 0.0f ? o : 0.0f;
+        out.v[k] = from_f32<TY>(o);
+      }
+      reinterpret_cast<Vec<TY, kVec>*>(y)[i] = out;
+    } else {
+      float o = (to_f32(x[i]) - mean[c0]) * scale[c0] + shift[c0];
+      if (res) o += load_any(res, res_dt, i);
+      if (relu) o = o > 0.0f ? o : 0.0f;
+      y[i] = from_f32<TY>(o);
+    }
+    g += g_step;
+    if (g >= groups_per_row) g -= groups_per_row;
+  }
+}
+
+// Per-chunk column sums of g and g * (x - mean), g = dy masked by relu_out > 0; writes d_pre = g.
+template <typename TD, typename TX>
+__global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, DType relu_dt,
+                                           const TX* x, const float* save_mean, void* d_pre,
+                                           DType d_pre_dt, float* part_g, float* part_gx,
+                                           int64_t rows, int64_t cols, int64_t rows_per_chunk) {
+  __shared__ float s_g[kRowThreads][kColTile + 1];
+  __shared__ float s_gx[kRowThreads][kColTile + 1];
+  const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float sg = 0.0f, sgx = 0.0f;
+  if (col < cols) {
+    const float mean = save_mean[col];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
+      const int64_t i = r * cols + col;
+      float g = to_f32(dy[i]);
+      if (relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f)) g = 0.0f;
+      if (d_pre) store_any(d_pre, d_pre_dt, i, g);
+      sg += g;
+      sgx += g * (to_f32(x[i]) - mean);
+    }
+  }
+  s_g[threadIdx.y][threadIdx.x] = sg;
+  s_gx[threadIdx.y][threadIdx.x] = sgx;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float a = 0.0f, b = 0.0f;
+    for (int t = 0; t < kRowThreads; ++t) {
+      a += s_g[t][threadIdx.x];
+      b += s_gx[t][threadIdx.x];
+    }
+    part_g[blockIdx.y * cols + col] = a;
+    part_gx[blockIdx.y * cols + col] = b;
+  }
+}
+
+// coef layout: [mean | gamma * rstd | dbeta / N | rstd * dgamma / N], so that
+// dx = gamma * rstd * (g - dbeta / N - xhat * dgamma / N) = coef1 * (g - coef2 - (x - mean) coef3).
+// part_g / part_gx may be dbeta / dgamma themselves (one chunk).
+__global__ void bn_backward_finalize_kernel(const float* part_g, const float* part_gx,
+                                            int64_t chunks, int64_t rows, int64_t cols,
+                                            const float* gamma, const float* save_mean,
+                                            const float* save_rstd, float* dgamma, float* dbeta,
+                                            float* coef) {
+  const float inv_n = 1.0f / static_cast<float>(rows);
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      sg += part_g[k * cols + c];
+      sgx += part_gx[k * cols + c];
+    }
+    const float rstd = save_rstd[c];
+    const float dg = sgx * rstd;
+    dbeta[c] = sg;
+    dgamma[c] = dg;
+    coef[c] = save_mean[c];
+    coef[cols + c] = gamma[c] * rstd;
+    coef[2 * cols + c] = sg * inv_n;
+    coef[3 * cols + c] = rstd * dg * inv_n;
+  }
+}
+
+template <typename TD, typename TX>
+__global__ void bn_backward_dx_kernel(const TD* dy, const void* relu_out, DType relu_dt,
+                                      const TX* x, const float* coef, TX* dx, int64_t rows,
+                                      int64_t cols, bool vectorized) {
+  const int v = vectorized ? kVec : 1;
+  const int64_t groups_per_row = cols / v;
+  const int64_t total = rows * groups_per_row;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= total) return;
+  int64_t g = i % groups_per_row;
+  const int64_t g_step = stride % groups_per_row;
+  const float* mean = coef;
+  const float* k1 = coef + cols;
+  const float* k2 = coef + 2 * cols;
+  const float* k3 = coef + 3 * cols;
+  for (; i < total; i += stride) {
+    const int64_t c0 = g * v;
+    if (vectorized) {
+      const Vec<TD, kVec> d = reinterpret_cast<const Vec<TD, kVec>*>(dy)[i];
+      const Vec<TX, kVec> xv = reinterpret_cast<const Vec<TX, kVec>*>(x)[i];
+      Vec<TX, kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        const int64_t c = c0 + k;
+        float gr = to_f32(d.v[k]);
+        if (relu_out && !(load_any(relu_out, relu_dt, i * kVec + k) > 0.0f)) gr = 0.0f;
+        out.v[k] = from_f32<TX>(k1[c] * (gr - k2[c] - (to_f32(xv.v[k]) - mean[c]) * k3[c]));
+      }
+      reinterpret_cast<Vec<TX, kVec>*>(dx)[i] = out;
+    } else {
+      float gr = to_f32(dy[i]);
+      if (relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f)) gr = 0.0f;
+      dx[i] = from_f32<TX>(k1[c0] * (gr - k2[c0] - (to_f32(x[i]) - mean[c0]) * k3[c0]));
+    }
+    g += g_step;
+    if (g >= groups_per_row) g -= groups_per_row;
+  }
+}
+
+struct Chunking {
+  int64_t chunks = 1, rows_per_chunk = 1;
+};
+
+// Enough row chunks to fill the device, limited by the scratch left after `reserved` floats
+// (two partial floats per chunk and channel) and by the grid's y limit.
+Chunking plan_chunks(const DeviceContext& ctx, int64_t rows, int64_t cols, int64_t reserved) {
+  const int64_t col_tiles = (cols + kColTile - 1) / kColTile;
+  const int64_t target_blocks = 8 * int64_t{ctx.prop().multiProcessorCount};
+  int64_t chunks = (target_blocks + col_tiles - 1) / col_tiles;
+  // At least 64 rows (8 per thread) per chunk, so the merge does not dominate.
+  chunks = std::min(chunks, (rows + 63) / 64);
+  const int64_t room = static_cast<int64_t>(ctx.scratch_floats()) - reserved;
+  chunks = std::min(chunks, room / (2 * cols));
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
+  Chunking ch;
+  ch.rows_per_chunk = std::max<int64_t>(1, (rows + chunks - 1) / chunks);
+  ch.chunks = std::max<int64_t>(1, (rows + ch.rows_per_chunk - 1) / ch.rows_per_chunk);
+  return ch;
+}
+
+void check_channel_param(const Tensor& t, int64_t cols, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype == DType::F32 && t.numel() == cols, "{}: expected fp32 ({}), got {} {}", what,
+            cols, dtype_name(t.dtype), t.shape.str());
+}
+
+void check_like(const Tensor& t, const Tensor& x, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype != DType::I32 && t.numel() == x.numel() && t.cols() == x.cols(),
+            "{}: {} {} does not match x {}", what, dtype_name(t.dtype), t.shape.str(),
+            x.shape.str());
+}
+
+// The apply kernel's scratch needs (coefficients) must fit next to nothing else.
+void check_coef_room(const DeviceContext& ctx, int64_t floats, const char* what) {
+  MPB_CHECK(static_cast<size_t>(floats) <= ctx.scratch_floats(),
+            "{}: {} channels do not fit the reduction scratch", what, floats);
+}
+
+bool vector_ok(int64_t cols, std::initializer_list<const Tensor*> ts) {
+  if (cols % kVec != 0) return false;
+  for (const Tensor* t : ts)
+    if (t && !aligned_to(t->data, dtype_size(t->dtype) * kVec)) return false;
+  return true;
+}
+
+void launch_apply(DeviceContext& ctx, const Tensor& x, const Tensor* residual, const float* coef,
+                  bool relu, Tensor& y) {
+  const int64_t rows = x.rows(), cols = x.cols();
+  const bool vec = vector_ok(cols, {&x, &y});
+  const int64_t work = vec ? rows * (cols / kVec) : rows * cols;
+  const int grid = ctx.grid_for(work, kThreads);
+  dispatch_float(x.dtype, [&](auto xt) {
+    using TX = typename decltype(xt)::type;
+    dispatch_float(y.dtype, [&](auto yt) {
+      using TY = typename decltype(yt)::type;
+      bn_apply_kernel<TX, TY><<<grid, kThreads, 0, ctx.stream()>>>(
+          x.ptr<const TX>(), residual ? residual->data : nullptr,
+          residual ? residual->dtype : DType::F32, coef, relu, y.ptr<TY>(), rows, cols, vec);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void check_forward(const Tensor& x, const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                   const Tensor& y, const char* op) {
+  check_on_device(x, op);
+  MPB_CHECK(x.dtype != DType::I32 && x.shape.rank >= 1,
+            "{}: x must be a float (rows, C), got {} {}", op, dtype_name(x.dtype), x.shape.str());
+  check_like(y, x, "batchnorm y");
+  if (residual) check_like(*residual, x, "batchnorm residual");
+  check_channel_param(gamma, x.cols(), "batchnorm gamma");
+  check_channel_param(beta, x.cols(), "batchnorm beta");
+}
+
+}  // namespace
+
+void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
+                             const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                             Tensor& save_rstd, Tensor& y) {
+  check_forward(x, residual, gamma, beta, y, "batchnorm_forward_train");
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_channel_param(running_mean, cols, "batchnorm running_mean");
+  check_channel_param(running_var, cols, "batchnorm running_var");
+  check_channel_param(save_mean, cols, "batchnorm save_mean");
+  check_channel_param(save_rstd, cols, "batchnorm save_rstd");
+  // As PyTorch: the unbiased variance of one value is undefined.
+  MPB_CHECK(rows > 1, "batchnorm_forward_train: expected more than 1 value per channel, got {}",
+            rows);
+  if (cols == 0) return;
+  const int64_t coef_floats = 3 * cols;
+  check_coef_room(ctx, coef_floats, "batchnorm_forward_train");
+  const Chunking ch = plan_chunks(ctx, rows, cols, coef_floats);
+  float* coef = ctx.scratch();
+  float* part_mean = ch.chunks == 1 ? save_mean.ptr<float>() : ctx.scratch() + coef_floats;
+  float* part_m2 = ch.chunks == 1 ? save_rstd.ptr<float>() : part_mean + ch.chunks * cols;
+  const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
+                  static_cast<unsigned>(ch.chunks));
+  MPB_CHECK((cols + kColTile - 1) / kColTile <= 0x7fffffff, "batchnorm: too many channels ({})",
+            cols);
+  dispatch_float(x.dtype, [&](auto xt) {
+    using TX = typename decltype(xt)::type;
+    bn_stats_partial_kernel<TX><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+        x.ptr<const TX>(), part_mean, part_m2, rows, cols, ch.rows_per_chunk);
+    CUDA_LAUNCH_CHECK();
+  });
+  bn_stats_finalize_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+      part_mean, part_m2, ch.chunks, rows, ch.rows_per_chunk, cols, d.eps, d.momentum,
+      gamma.ptr<const float>(), beta.ptr<const float>(), running_mean.ptr<float>(),
+      running_var.ptr<float>(), save_mean.ptr<float>(), save_rstd.ptr<float>(), coef);
+  CUDA_LAUNCH_CHECK();
+  launch_apply(ctx, x, residual, coef, d.relu, y);
+}
+
+void batchnorm_forward_eval(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
+                            const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
+  check_forward(x, residual, gamma, beta, y, "batchnorm_forward_eval");
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_channel_param(running_mean, cols, "batchnorm running_mean");
+  check_channel_param(running_var, cols, "batchnorm running_var");
+  if (rows == 0 || cols == 0) return;
+  check_coef_room(ctx, 3 * cols, "batchnorm_forward_eval");
+  float* coef = ctx.scratch();
+  bn_eval_coef_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+      running_mean.ptr<const float>(), running_var.ptr<const float>(), gamma.ptr<const float>(),
+      beta.ptr<const float>(), cols, d.eps, coef);
+  CUDA_LAUNCH_CHECK();
+  launch_apply(ctx, x, residual, coef, d.relu, y);
+}
+
+void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu_out,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        Tensor* d_pre) {
+  check_on_device(x, "batchnorm_backward x");
+  MPB_CHECK(x.dtype != DType::I32 && x.shape.rank >= 1,
+            "batchnorm_backward: x must be a float (rows, C), got {} {}", dtype_name(x.dtype),
+            x.shape.str());
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_like(dy, x, "batchnorm_backward dy");
+  check_like(dx, x, "batchnorm_backward dx");
+  MPB_CHECK(dx.dtype == x.dtype, "batchnorm_backward: dx is {}, x is {}", dtype_name(dx.dtype),
+            dtype_name(x.dtype));
+  if (relu_out) check_like(*relu_out, x, "batchnorm_backward relu_out");
+  if (d_pre) check_like(*d_pre, x, "batchnorm_backward d_pre");
+  check_channel_param(gamma, cols, "batchnorm_backward gamma");
+  check_channel_param(save_mean, cols, "batchnorm_backward save_mean");
+  check_channel_param(save_rstd, cols, "batchnorm_backward save_rstd");
+  check_channel_param(dgamma, cols, "batchnorm_backward dgamma");
+  check_channel_param(dbeta, cols, "batchnorm_backward dbeta");
+  if (cols == 0) return;
+  if (rows == 0) {
+    CUDA_CHECK(cudaMemsetAsync(dgamma.data, 0, dgamma.bytes(), ctx.stream()));
+    CUDA_CHECK(cudaMemsetAsync(dbeta.data, 0, dbeta.bytes(), ctx.stream()));
+    return;
+  }
+  const int64_t coef_floats = 4 * cols;
+  check_coef_room(ctx, coef_floats, "batchnorm_backward");
+  const Chunking ch = plan_chunks(ctx, rows, cols, coef_floats);
+  float* coef = ctx.scratch();
+  float* part_g = ch.chunks == 1 ? dbeta.ptr<float>() : ctx.scratch() + coef_floats;
+  float* part_gx = ch.chunks == 1 ? dgamma.ptr<float>() : part_g + ch.chunks * cols;
+  const dim3 grid(static_cast<unsigned>((cols + kColTile - 1) / kColTile),
+                  static_cast<unsigned>(ch.chunks));
+  const void* relu_ptr = relu_out ? relu_out->data : nullptr;
+  const DType relu_dt = relu_out ? relu_out->dtype : DType::F32;
+  dispatch_float(dy.dtype, [&](auto dt) {
+    using TD = typename decltype(dt)::type;
+    dispatch_float(x.dtype, [&](auto xt) {
+      using TX = typename decltype(xt)::type;
+      bn_backward_partial_kernel<TD, TX><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+          dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), save_mean.ptr<const float>(),
+          d_pre ? d_pre->data : nullptr, d_pre ? d_pre->dtype : DType::F32, part_g, part_gx, rows,
+          cols, ch.rows_per_chunk);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+  bn_backward_finalize_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+      part_g, part_gx, ch.chunks, rows, cols, gamma.ptr<const float>(),
+      save_mean.ptr<const float>(), save_rstd.ptr<const float>(), dgamma.ptr<float>(),
+      dbeta.ptr<float>(), coef);
+  CUDA_LAUNCH_CHECK();
+  const bool vec = vector_ok(cols, {&dy, &x, &dx});
+  const int grid_dx = ctx.grid_for(vec ? rows * (cols / kVec) : rows * cols, kThreads);
+  dispatch_float(dy.dtype, [&](auto dt) {
+    using TD = typename decltype(dt)::type;
+    dispatch_float(x.dtype, [&](auto xt) {
+      using TX = typename decltype(xt)::type;
+      bn_backward_dx_kernel<TD, TX><<<grid_dx, kThreads, 0, ctx.stream()>>>(
+          dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), coef, dx.ptr<TX>(), rows, cols,
+          vec);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+}  // namespace mpbench::cuda

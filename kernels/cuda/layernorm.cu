@@ -1,0 +1,268 @@
+// LayerNorm over the last dimension, statistics in fp32.
+// Forward: one warp per row; the row is converted to fp32 once into the warp's slice of shared
+// memory (when it fits), then the two-pass mean / variance and the output read it from there.
+// Backward: one warp per row for dx (two passes over the row), and a separate column reduction
+// for dgamma / dbeta (block = 32 columns x 8 row threads over row chunks, per-chunk partials in
+// the context's scratch summed in a fixed order), so every output is deterministic.
+#include <algorithm>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kVec = 4;
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kSmemBytes = 48 * 1024;  // the default per-block limit: no opt-in needed
+constexpr int kColTile = 32, kRowThreads = 8;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Calls f(j, v) for the elements j of a row this lane owns: groups of kVec read with one vector
+// load when vectorized, single elements otherwise. Every pass uses the same ownership, so a lane
+// only ever reads back shared-memory slots it wrote itself.
+template <typename T, typename F>
+__device__ __forceinline__ void for_row(const T* row, int64_t cols, bool vectorized, int lane,
+                                        F&& f) {
+  if (vectorized) {
+    const auto* rv = reinterpret_cast<const Vec<T, kVec>*>(row);
+    for (int64_t g = lane; g < cols / kVec; g += 32) {
+      const Vec<T, kVec> in = rv[g];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) f(g * kVec + k, to_f32(in.v[k]));
+    }
+  } else {
+    for (int64_t j = lane; j < cols; j += 32) f(j, to_f32(row[j]));
+  }
+}
+
+template <typename TX, typename TY>
+__global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const float* beta, TY* y,
+                                         float* mean_out, float* rstd_out, int64_t rows,
+                                         int64_t cols, float eps, bool cache, bool vectorized) {
+  extern __shared__ float smem[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* buf = smem + static_cast<int64_t>(warp) * cols;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {
+    const TX* xr = x + r * cols;
+    float s = 0.0f;
+    for_row(xr, cols, vectorized, lane, [&](int64_t j, float v) {
+      if (cache) buf[j] = v;
+      s += v;
+    });
+    const float mean = warp_sum(s) * inv_cols;
+    float q = 0.0f;
+    auto sq = [&](int64_t j, float v) {
+      const float d = v - mean;
+      q += d * d;
+    };
+    if (cache) {
+      for_row(buf, cols, vectorized, lane, sq);
+    } else {
+      for_row(xr, cols, vectorized, lane, sq);
+    }
+    const float rstd = 1.0f / sqrtf(warp_sum(q) * inv_cols + eps);
+    if (lane == 0) {
+      mean_out[r] = mean;
+      rstd_out[r] = rstd;
+    }
+    TY* yr = y + r * cols;
+    auto out = [&](int64_t j, float v) {
+      yr[j] = from_f32<TY>((v - mean) * rstd * gamma[j] + beta[j]);
+    };
+    if (cache) {
+      for_row(buf, cols, vectorized, lane, out);
+    } else {
+      for_row(xr, cols, vectorized, lane, out);
+    }
+  }
+}
+
+// dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma, xhat = (x - mean) * rstd.
+// No __restrict__: dx may alias x or dy; each lane reads its elements before writing them.
+template <typename TD, typename TX>
+__global__ void layernorm_dx_kernel(const TD* dy, const TX* x, const float* gamma,
+                                    const float* mean_in, const float* rstd_in, TX* dx,
+                                    int64_t rows, int64_t cols) {
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float inv_cols = 1.0f / static_cast<float>(cols);
+  for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {
+    const TD* dyr = dy + r * cols;
+    const TX* xr = x + r * cols;
+    const float mean = mean_in[r], rstd = rstd_in[r];
+    float sg = 0.0f, sgx = 0.0f;
+    for (int64_t j = lane; j < cols; j += 32) {
+      const float g = to_f32(dyr[j]) * gamma[j];
+      sg += g;
+      sgx += g * (to_f32(xr[j]) - mean) * rstd;
+    }
+    const float a = warp_sum(sg) * inv_cols;
+    const float b = warp_sum(sgx) * inv_cols;
+    TX* dxr = dx + r * cols;
+    for (int64_t j = lane; j < cols; j += 32) {
+      const float g = to_f32(dyr[j]) * gamma[j];
+      const float xhat = (to_f32(xr[j]) - mean) * rstd;
+      dxr[j] = from_f32<TX>(rstd * (g - a - xhat * b));
+    }
+  }
+}
+
+template <typename TD, typename TX>
+__global__ void layernorm_param_partial_kernel(const TD* dy, const TX* x, const float* mean_in,
+                                               const float* rstd_in, float* part_gamma,
+                                               float* part_beta, int64_t rows, int64_t cols,
+                                               int64_t rows_per_chunk) {
+  __shared__ float s_g[kRowThreads][kColTile + 1];
+  __shared__ float s_b[kRowThreads][kColTile + 1];
+  const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
+  const int64_t r0 = blockIdx.y * rows_per_chunk;
+  const int64_t r1 = min(rows, r0 + rows_per_chunk);
+  float sg = 0.0f, sb = 0.0f;
+  if (col < cols) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
+      const int64_t i = r * cols + col;
+      const float d = to_f32(dy[i]);
+      sg += d * ((to_f32(x[i]) - mean_in[r]) * rstd_in[r]);
+      sb += d;
+    }
+  }
+  s_g[threadIdx.y][threadIdx.x] = sg;
+  s_b[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float a = 0.0f, b = 0.0f;
+    for (int t = 0; t < kRowThreads; ++t) {
+      a += s_g[t][threadIdx.x];
+      b += s_b[t][threadIdx.x];
+    }
+    part_gamma[blockIdx.y * cols + col] = a;
+    part_beta[blockIdx.y * cols + col] = b;
+  }
+}
+
+__global__ void column_sums_kernel(const float* part_gamma, const float* part_beta, int64_t chunks,
+                                   int64_t cols, float* dgamma, float* dbeta) {
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < cols;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    float a = 0.0f, b = 0.0f;
+    for (int64_t k = 0; k < chunks; ++k) {
+      a += part_gamma[k * cols + c];
+      b += part_beta[k * cols + c];
+    }
+    dgamma[c] = a;
+    dbeta[c] = b;
+  }
+}
+
+void check_fp32_vec(const Tensor& t, int64_t n, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype == DType::F32 && t.numel() == n, "{}: expected fp32 ({}), got {} {}", what, n,
+            dtype_name(t.dtype), t.shape.str());
+}
+
+void check_rows_like(const Tensor& t, const Tensor& x, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype != DType::I32 && t.numel() == x.numel() && t.cols() == x.cols(),
+            "{}: {} {} does not match x {}", what, dtype_name(t.dtype), t.shape.str(),
+            x.shape.str());
+}
+
+}  // namespace
+
+void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Tensor& gamma,
+                       const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) {
+  check_on_device(x, "layernorm_forward x");
+  MPB_CHECK(x.dtype != DType::I32 && x.shape.rank >= 1,
+            "layernorm_forward: x must be a float (rows, D), got {} {}", dtype_name(x.dtype),
+            x.shape.str());
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_rows_like(y, x, "layernorm_forward y");
+  check_fp32_vec(gamma, cols, "layernorm_forward gamma");
+  check_fp32_vec(beta, cols, "layernorm_forward beta");
+  check_fp32_vec(mean, rows, "layernorm_forward mean");
+  check_fp32_vec(rstd, rows, "layernorm_forward rstd");
+  if (rows == 0 || cols == 0) return;
+  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
+  const bool cache = row_bytes <= kSmemBytes;
+  const int warps =
+      cache ? static_cast<int>(std::min<int64_t>(kWarps, kSmemBytes / row_bytes)) : kWarps;
+  const size_t smem = cache ? static_cast<size_t>(warps * row_bytes) : 0;
+  const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
+  const int grid = ctx.grid_for(rows, warps);
+  dispatch_float(x.dtype, [&](auto xt) {
+    using TX = typename decltype(xt)::type;
+    dispatch_float(y.dtype, [&](auto yt) {
+      using TY = typename decltype(yt)::type;
+      layernorm_forward_kernel<TX, TY><<<grid, warps * 32, smem, ctx.stream()>>>(
+          x.ptr<const TX>(), gamma.ptr<const float>(), beta.ptr<const float>(), y.ptr<TY>(),
+          mean.ptr<float>(), rstd.ptr<float>(), rows, cols, eps, cache, vec);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void layernorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                        Tensor& dbeta) {
+  check_on_device(x, "layernorm_backward x");
+  MPB_CHECK(x.dtype != DType::I32 && x.shape.rank >= 1,
+            "layernorm_backward: x must be a float (rows, D), got {} {}", dtype_name(x.dtype),
+            x.shape.str());
+  const int64_t rows = x.rows(), cols = x.cols();
+  check_rows_like(dy, x, "layernorm_backward dy");
+  check_rows_like(dx, x, "layernorm_backward dx");
+  MPB_CHECK(dx.dtype == x.dtype, "layernorm_backward: dx is {}, x is {}", dtype_name(dx.dtype),
+            dtype_name(x.dtype));
+  check_fp32_vec(gamma, cols, "layernorm_backward gamma");
+  check_fp32_vec(mean, rows, "layernorm_backward mean");
+  check_fp32_vec(rstd, rows, "layernorm_backward rstd");
+  check_fp32_vec(dgamma, cols, "layernorm_backward dgamma");
+  check_fp32_vec(dbeta, cols, "layernorm_backward dbeta");
+  if (cols == 0) return;
+  if (rows == 0) {
+    CUDA_CHECK(cudaMemsetAsync(dgamma.data, 0, dgamma.bytes(), ctx.stream()));
+    CUDA_CHECK(cudaMemsetAsync(dbeta.data, 0, dbeta.bytes(), ctx.stream()));
+    return;
+  }
+  // The parameter gradients first: dx may alias dy or x.
+  const int64_t col_tiles = (cols + kColTile - 1) / kColTile;
+  const int64_t target_blocks = 4 * int64_t{ctx.prop().multiProcessorCount};
+  int64_t chunks = (target_blocks + col_tiles - 1) / col_tiles;
+  chunks = std::min(chunks, (rows + kRowThreads - 1) / kRowThreads);
+  chunks = std::min(chunks, static_cast<int64_t>(ctx.scratch_floats()) / (2 * cols));
+  chunks = std::max<int64_t>(1, std::min<int64_t>(chunks, 65535));
+  const int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
+  chunks = (rows + rows_per_chunk - 1) / rows_per_chunk;
+  MPB_CHECK(col_tiles <= 0x7fffffff, "layernorm_backward: too many columns ({})", cols);
+  float* part_gamma = chunks == 1 ? dgamma.ptr<float>() : ctx.scratch();
+  float* part_beta = chunks == 1 ? dbeta.ptr<float>() : ctx.scratch() + chunks * cols;
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
+  dispatch_float(dy.dtype, [&](auto dt) {
+    using TD = typename decltype(dt)::type;
+    dispatch_float(x.dtype, [&](auto xt) {
+      using TX = typename decltype(xt)::type;
+      layernorm_param_partial_kernel<TD, TX>
+          <<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+              dy.ptr<const TD>(), x.ptr<const TX>(), mean.ptr<const float>(),
+              rstd.ptr<const float>(), part_gamma, part_beta, rows, cols, rows_per_chunk);
+      CUDA_LAUNCH_CHECK();
+      if (chunks > 1) {
+        column_sums_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+            part_gamma, part_beta, chunks, cols, dgamma.ptr<float>(), dbeta.ptr<float>());
+        CUDA_LAUNCH_CHECK();
+      }
+      layernorm_dx_kernel<TD, TX><<<ctx.grid_for(rows, kWarps), kThreads, 0, ctx.stream()>>>(
+          dy.ptr<const TD>(), x.ptr<const TX>(), gamma.ptr<const float>(), mean.ptr<const float>(),
+          rstd.ptr<const float>(), dx.ptr<TX>(), rows, cols);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+}  // namespace mpbench::cuda

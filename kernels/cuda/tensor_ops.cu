@@ -1,0 +1,231 @@
+// Small tensor ops of the model families: global average pooling, elementwise add with mixed
+// float dtypes, and permute (a generic rank <= 5 index mapping, bit-exact: it only moves bits).
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+constexpr int kVec = 4;
+
+// One thread per (n, c), summing its HW column in fp32: consecutive threads read consecutive
+// channels, so every load of the loop is coalesced.
+template <typename TX, typename TY>
+__global__ void avgpool_forward_kernel(const TX* x, TY* y, int64_t n, int64_t hw, int64_t c) {
+  const int64_t total = n * c;
+  const float inv = 1.0f / static_cast<float>(hw);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = i / c, ch = i - b * c;
+    const TX* p = x + b * hw * c + ch;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    int64_t k = 0;
+    for (; k + 3 < hw; k += 4) {
+      s0 += to_f32(p[k * c]);
+      s1 += to_f32(p[(k + 1) * c]);
+      s2 += to_f32(p[(k + 2) * c]);
+      s3 += to_f32(p[(k + 3) * c]);
+    }
+    for (; k < hw; ++k) s0 += to_f32(p[k * c]);
+    y[i] = from_f32<TY>(((s0 + s1) + (s2 + s3)) * inv);
+  }
+}
+
+template <typename TD, typename TX>
+__global__ void avgpool_backward_kernel(const TD* dy, TX* dx, int64_t n, int64_t hw, int64_t c) {
+  const int64_t total = n * hw * c, plane = hw * c;
+  const float inv = 1.0f / static_cast<float>(hw);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t b = i / plane;
+    const int64_t ch = i % c;
+    dx[i] = from_f32<TX>(to_f32(dy[b * c + ch]) * inv);
+  }
+}
+
+// No __restrict__: out may alias a or b (each element is read before it is written).
+template <typename TA, typename TB, typename TO>
+__global__ void add_kernel(const TA* a, const TB* b, TO* out, int64_t n, bool vectorized) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x;
+  int64_t done = 0;
+  if (vectorized) {
+    const int64_t nvec = n / kVec;
+    for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < nvec; i += stride) {
+      const Vec<TA, kVec> va = reinterpret_cast<const Vec<TA, kVec>*>(a)[i];
+      const Vec<TB, kVec> vb = reinterpret_cast<const Vec<TB, kVec>*>(b)[i];
+      Vec<TO, kVec> vo;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) vo.v[k] = from_f32<TO>(to_f32(va.v[k]) + to_f32(vb.v[k]));
+      reinterpret_cast<Vec<TO, kVec>*>(out)[i] = vo;
+    }
+    done = nvec * kVec;
+  }
+  for (int64_t i = done + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride)
+    out[i] = from_f32<TO>(to_f32(a[i]) + to_f32(b[i]));
+}
+
+struct PermuteParams {
+  int rank = 0;
+  int64_t dst_dims[Shape::kMaxRank] = {};
+  int64_t src_strides[Shape::kMaxRank] = {};  // element stride in src of dst dimension i
+};
+
+// One thread per destination element (coalesced writes); the source offset is the dot product of
+// the destination coordinates with the permuted source strides. 32-bit index math when it fits.
+template <typename U, typename I>
+__global__ void permute_kernel(const U* src, U* dst, I n, PermuteParams p) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
+    I rem = i, off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const I dim = static_cast<I>(p.dst_dims[d]);
+      const I q = rem / dim;
+      off += (rem - q * dim) * static_cast<I>(p.src_strides[d]);
+      rem = q;
+    }
+    dst[i] = src[off];
+  }
+}
+
+bool vec_aligned(const Tensor& t) {
+  return aligned_to(t.data, dtype_size(t.dtype) * kVec);
+}
+
+void check_float(const Tensor& t, const char* what) {
+  check_on_device(t, what);
+  MPB_CHECK(t.dtype != DType::I32, "{}: expected a float dtype, got int32", what);
+}
+
+// (N, HW, C) from x's shape: N the leading dimension, C the last, HW what is between.
+void pool_dims(const Tensor& x, int64_t& n, int64_t& hw, int64_t& c, const char* op) {
+  MPB_CHECK(x.shape.rank >= 2, "{}: x must be (N, HW, C), got {}", op, x.shape.str());
+  n = x.shape[0];
+  c = x.cols();
+  hw = (n * c) == 0 ? 0 : x.numel() / (n * c);
+}
+
+}  // namespace
+
+void avgpool_forward(DeviceContext& ctx, const Tensor& x, Tensor& y) {
+  check_float(x, "avgpool_forward x");
+  check_float(y, "avgpool_forward y");
+  int64_t n, hw, c;
+  pool_dims(x, n, hw, c, "avgpool_forward");
+  MPB_CHECK(y.numel() == n * c && y.cols() == c, "avgpool_forward: y {} for x {}", y.shape.str(),
+            x.shape.str());
+  MPB_CHECK(hw > 0 || n * c == 0, "avgpool_forward: empty pooling window in {}", x.shape.str());
+  if (n * c == 0) return;
+  const int grid = ctx.grid_for(n * c, kThreads);
+  dispatch_float(x.dtype, [&](auto xt) {
+    using TX = typename decltype(xt)::type;
+    dispatch_float(y.dtype, [&](auto yt) {
+      using TY = typename decltype(yt)::type;
+      avgpool_forward_kernel<TX, TY>
+          <<<grid, kThreads, 0, ctx.stream()>>>(x.ptr<const TX>(), y.ptr<TY>(), n, hw, c);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void avgpool_backward(DeviceContext& ctx, const Tensor& dy, Tensor& dx) {
+  check_float(dy, "avgpool_backward dy");
+  check_float(dx, "avgpool_backward dx");
+  int64_t n, hw, c;
+  pool_dims(dx, n, hw, c, "avgpool_backward");
+  MPB_CHECK(dy.numel() == n * c && dy.cols() == c, "avgpool_backward: dy {} for dx {}",
+            dy.shape.str(), dx.shape.str());
+  if (dx.numel() == 0) return;
+  const int grid = ctx.grid_for(dx.numel(), kThreads);
+  dispatch_float(dy.dtype, [&](auto dt) {
+    using TD = typename decltype(dt)::type;
+    dispatch_float(dx.dtype, [&](auto xt) {
+      using TX = typename decltype(xt)::type;
+      avgpool_backward_kernel<TD, TX>
+          <<<grid, kThreads, 0, ctx.stream()>>>(dy.ptr<const TD>(), dx.ptr<TX>(), n, hw, c);
+      CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void add(DeviceContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
+  check_float(a, "add a");
+  check_float(b, "add b");
+  check_float(out, "add out");
+  MPB_CHECK(a.numel() == out.numel() && b.numel() == out.numel(), "add: {} + {} into {}",
+            a.shape.str(), b.shape.str(), out.shape.str());
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const bool vec = vec_aligned(a) && vec_aligned(b) && vec_aligned(out);
+  const int grid = ctx.grid_for(vec ? (n + kVec - 1) / kVec : n, kThreads);
+  dispatch_float(a.dtype, [&](auto at) {
+    using TA = typename decltype(at)::type;
+    dispatch_float(b.dtype, [&](auto bt) {
+      using TB = typename decltype(bt)::type;
+      dispatch_float(out.dtype, [&](auto ot) {
+        using TO = typename decltype(ot)::type;
+        add_kernel<TA, TB, TO><<<grid, kThreads, 0, ctx.stream()>>>(
+            a.ptr<const TA>(), b.ptr<const TB>(), out.ptr<TO>(), n, vec);
+        CUDA_LAUNCH_CHECK();
+      });
+    });
+  });
+}
+
+void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
+  check_on_device(src, "permute src");
+  check_on_device(dst, "permute dst");
+  const int rank = src.shape.rank;
+  MPB_CHECK(dst.dtype == src.dtype && dst.shape.rank == rank,
+            "permute: src {} {} and dst {} {} must share dtype and rank", dtype_name(src.dtype),
+            src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
+  MPB_CHECK(rank <= Shape::kMaxRank, "permute: rank {} too large", rank);
+  bool seen[Shape::kMaxRank] = {};
+  for (int i = 0; i < rank; ++i) {
+    MPB_CHECK(perm[i] >= 0 && perm[i] < rank && !seen[perm[i]],
+              "permute: ({}, {}, {}, {}, {}) is not a permutation of rank {}", perm[0], perm[1],
+              perm[2], perm[3], perm[4], rank);
+    seen[perm[i]] = true;
+    MPB_CHECK(dst.shape[i] == src.shape[perm[i]], "permute: dst {} is not src {} permuted",
+              dst.shape.str(), src.shape.str());
+  }
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  PermuteParams p;
+  p.rank = std::max(rank, 1);
+  int64_t src_strides[Shape::kMaxRank] = {};
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    src_strides[d] = s;
+    s *= src.shape[d];
+  }
+  if (rank == 0) {
+    p.dst_dims[0] = 1;
+    p.src_strides[0] = 1;
+  }
+  for (int i = 0; i < rank; ++i) {
+    p.dst_dims[i] = dst.shape[i];
+    p.src_strides[i] = src_strides[perm[i]];
+  }
+  const int grid = ctx.grid_for(n, kThreads);
+  const bool small = n <= int64_t{INT32_MAX};
+  auto launch = [&](auto word) {
+    using U = decltype(word);
+    if (small) {
+      permute_kernel<U, uint32_t><<<grid, kThreads, 0, ctx.stream()>>>(
+          src.ptr<const U>(), dst.ptr<U>(), static_cast<uint32_t>(n), p);
+    } else {
+      permute_kernel<U, int64_t>
+          <<<grid, kThreads, 0, ctx.stream()>>>(src.ptr<const U>(), dst.ptr<U>(), n, p);
+    }
+    CUDA_LAUNCH_CHECK();
+  };
+  if (dtype_size(src.dtype) == 4)
+    launch(uint32_t{});
+  else
+    launch(uint16_t{});
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,432 @@
+// The CUDA ops of the resnet_bottleneck and transformer families (batchnorm, avgpool, add,
+// permute, layernorm, embedding, attention softmax) against the CPU reference on the same fresh
+// random non-zero inputs, outputs poisoned first, odd sizes included. Skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "parity_env.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+using test::Env;
+using test::Pair;
+using test::random_nonzero;
+using test::tolerance_for;
+
+const DType kFloatTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// Random values around `offset`, so that statistics such as a mean are far from zero and can be
+// compared relatively.
+std::vector<float> shifted(size_t n, uint64_t seed, float offset, float scale = 1.0f) {
+  auto v = random_nonzero(n, seed, scale);
+  for (auto& x : v) x += offset;
+  return v;
+}
+
+// The dtype of x, and fp32 when that is another one.
+std::vector<DType> out_types(DType x) {
+  if (x == DType::F32) return {DType::F32};
+  return {x, DType::F32};
+}
+
+double tol2(DType a, DType b) {
+  return std::max(tolerance_for(a), tolerance_for(b));
+}
+
+// ---- batchnorm ---------------------------------------------------------------------------------
+
+struct BnCase {
+  int64_t rows, c;
+};
+const BnCase kBnCases[] = {{2, 1},    {7, 3},     {33, 64},    {257, 100},
+                           {1000, 5}, {4099, 64}, {512, 2048}, {20000, 33}};
+
+TEST(FamilyOpsParity, BatchNormForwardTrainAndEval) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 100;
+  for (DType xdt : kFloatTypes)
+    for (const auto& bc : kBnCases)
+      for (int variant = 0; variant < 3; ++variant) {  // 0 plain, 1 relu, 2 residual + relu
+        const DType ydt = variant == 2 && xdt != DType::F32 ? DType::F32 : xdt;  // mixed dtypes
+        const Shape s{bc.rows, bc.c};
+        const std::string what = fmt::format("{} -> {} rows {} C {} variant {}", dtype_name(xdt),
+                                             dtype_name(ydt), bc.rows, bc.c, variant);
+        Pair x = env.make(s, xdt, shifted(s.numel(), seed += 11, 3.0f));
+        Pair res = env.random(s, DType::BF16, seed + 1);
+        Pair gamma = env.random(Shape{bc.c}, DType::F32, seed + 2, 2.0f);
+        Pair beta = env.random(Shape{bc.c}, DType::F32, seed + 3);
+        Pair rmean = env.random(Shape{bc.c}, DType::F32, seed + 4);
+        Pair rvar = env.make(Shape{bc.c}, DType::F32, shifted(bc.c, seed + 5, 2.0f));
+        Pair smean = env.poisoned(Shape{bc.c}, DType::F32);
+        Pair srstd = env.poisoned(Shape{bc.c}, DType::F32);
+        Pair y = env.poisoned(s, ydt);
+        BatchNormDesc d;
+        d.relu = variant >= 1;
+        d.momentum = 0.25f;
+        const bool use_res = variant == 2;
+        env.cpu->batchnorm_forward_train(d, x.cpu, use_res ? &res.cpu : nullptr, gamma.cpu,
+                                         beta.cpu, rmean.cpu, rvar.cpu, smean.cpu, srstd.cpu,
+                                         y.cpu);
+        env.gpu->batchnorm_forward_train(d, x.gpu, use_res ? &res.gpu : nullptr, gamma.gpu,
+                                         beta.gpu, rmean.gpu, rvar.gpu, smean.gpu, srstd.gpu,
+                                         y.gpu);
+        EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "train y " << what;
+        EXPECT_TRUE(env.close(smean, 1e-5)) << "save_mean " << what;
+        EXPECT_TRUE(env.close(srstd, 1e-4)) << "save_rstd " << what;
+        EXPECT_TRUE(env.close(rmean, 1e-5)) << "running_mean " << what;
+        EXPECT_TRUE(env.close(rvar, 1e-4)) << "running_var " << what;
+        if (d.relu) {
+          auto hy = env.host_gpu(y);
+          EXPECT_TRUE(std::all_of(hy.begin(), hy.end(), [](float v) { return v >= 0.0f; })) << what;
+        }
+
+        Pair ye = env.poisoned(s, ydt);
+        env.cpu->batchnorm_forward_eval(d, x.cpu, use_res ? &res.cpu : nullptr, gamma.cpu, beta.cpu,
+                                        rmean.cpu, rvar.cpu, ye.cpu);
+        env.gpu->batchnorm_forward_eval(d, x.gpu, use_res ? &res.gpu : nullptr, gamma.gpu, beta.gpu,
+                                        rmean.gpu, rvar.gpu, ye.gpu);
+        EXPECT_TRUE(env.close(ye, tol2(xdt, ydt))) << "eval y " << what;
+        for (Pair* p : {&x, &res, &gamma, &beta, &rmean, &rvar, &smean, &srstd, &y, &ye})
+          env.release(*p);
+      }
+}
+
+// Sums over rows can cancel: judge them against the sum of absolute values.
+std::vector<float> column_abs_sums(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> s(cols, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) s[c] += std::fabs(v[r * cols + c]);
+  return s;
+}
+
+TEST(FamilyOpsParity, BatchNormBackward) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 2000;
+  for (DType dt : kFloatTypes)
+    for (const auto& bc : kBnCases)
+      for (int variant = 0; variant < 3; ++variant) {  // 0 plain, 1 relu mask, 2 mask + d_pre
+        const Shape s{bc.rows, bc.c};
+        const DType xdt = variant == 2 ? DType::F32 : dt;  // dy and x dtypes may differ
+        const std::string what = fmt::format("dy {} x {} rows {} C {} variant {}", dtype_name(dt),
+                                             dtype_name(xdt), bc.rows, bc.c, variant);
+        Pair x = env.make(s, xdt, shifted(s.numel(), seed += 13, 1.0f));
+        Pair dy = env.random(s, dt, seed + 1);
+        Pair relu_out = env.random(s, dt, seed + 2);  // about half of it positive
+        Pair gamma = env.random(Shape{bc.c}, DType::F32, seed + 3, 2.0f);
+        // Statistics as a forward pass would have saved them.
+        std::vector<float> hx = env.host_cpu(x), mean(bc.c, 0.0f), rstd(bc.c, 0.0f);
+        for (int64_t c = 0; c < bc.c; ++c) {
+          double m = 0, q = 0;
+          for (int64_t r = 0; r < bc.rows; ++r) m += hx[r * bc.c + c];
+          m /= bc.rows;
+          for (int64_t r = 0; r < bc.rows; ++r)
+            q += (hx[r * bc.c + c] - m) * (hx[r * bc.c + c] - m);
+          mean[c] = static_cast<float>(m);
+          rstd[c] = static_cast<float>(1.0 / std::sqrt(q / bc.rows + 1e-5));
+        }
+        Pair smean = env.make(Shape{bc.c}, DType::F32, mean);
+        Pair srstd = env.make(Shape{bc.c}, DType::F32, rstd);
+        Pair dx = env.poisoned(s, xdt);
+        Pair dgamma = env.poisoned(Shape{bc.c}, DType::F32);
+        Pair dbeta = env.poisoned(Shape{bc.c}, DType::F32);
+        Pair d_pre = env.poisoned(s, DType::BF16);
+        const bool mask = variant >= 1, pre = variant == 2;
+        env.cpu->batchnorm_backward(dy.cpu, mask ? &relu_out.cpu : nullptr, x.cpu, gamma.cpu,
+                                    smean.cpu, srstd.cpu, dx.cpu, dgamma.cpu, dbeta.cpu,
+                                    pre ? &d_pre.cpu : nullptr);
+        env.gpu->batchnorm_backward(dy.gpu, mask ? &relu_out.gpu : nullptr, x.gpu, gamma.gpu,
+                                    smean.gpu, srstd.gpu, dx.gpu, dgamma.gpu, dbeta.gpu,
+                                    pre ? &d_pre.gpu : nullptr);
+        auto hdy = env.host_cpu(dy);
+        auto dbeta_scale = column_abs_sums(hdy, bc.rows, bc.c);
+        std::vector<float> gx(hdy.size());
+        for (size_t i = 0; i < gx.size(); ++i) {
+          const size_t c = i % bc.c;
+          gx[i] = hdy[i] * (hx[i] - mean[c]) * rstd[c];
+        }
+        auto dgamma_scale = column_abs_sums(gx, bc.rows, bc.c);
+        EXPECT_TRUE(env.close(dx, tol2(dt, xdt) * 10)) << "dx " << what;
+        EXPECT_TRUE(env.close(dbeta, 1e-5, &dbeta_scale)) << "dbeta " << what;
+        EXPECT_TRUE(env.close(dgamma, 1e-5, &dgamma_scale)) << "dgamma " << what;
+        if (pre) EXPECT_TRUE(env.same(d_pre)) << "d_pre " << what;
+        for (Pair* p : {&x, &dy, &relu_out, &gamma, &smean, &srstd, &dx, &dgamma, &dbeta, &d_pre})
+          env.release(*p);
+      }
+}
+
+// ---- avgpool, add, permute
+// -----------------------------------------------------------------------
+
+TEST(FamilyOpsParity, AvgPool) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 3000;
+  struct P {
+    int64_t n, hw, c;
+  };
+  for (DType xdt : kFloatTypes)
+    for (DType ydt : out_types(xdt))
+      for (const P& p : {P{1, 1, 1}, P{2, 49, 3}, P{3, 7, 64}, P{8, 49, 2048}, P{5, 33, 100}}) {
+        const std::string what = fmt::format("{} / {} N {} HW {} C {}", dtype_name(xdt),
+                                             dtype_name(ydt), p.n, p.hw, p.c);
+        Pair x = env.random(Shape{p.n, p.hw, p.c}, xdt, seed += 7);
+        Pair y = env.poisoned(Shape{p.n, p.c}, ydt);
+        env.cpu->avgpool_forward(x.cpu, y.cpu);
+        env.gpu->avgpool_forward(x.gpu, y.gpu);
+        EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "forward " << what;
+        Pair dy = env.random(Shape{p.n, p.c}, ydt, seed + 1);
+        Pair dx = env.poisoned(Shape{p.n, p.hw, p.c}, xdt);
+        env.cpu->avgpool_backward(dy.cpu, dx.cpu);
+        env.gpu->avgpool_backward(dy.gpu, dx.gpu);
+        EXPECT_TRUE(env.close(dx, tol2(xdt, ydt))) << "backward " << what;
+        for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
+      }
+}
+
+TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 4000;
+  for (DType at : kFloatTypes)
+    for (DType bt : kFloatTypes)
+      for (DType ot : kFloatTypes)
+        for (int64_t n : {1, 7, 1000, 4099})
+          for (int64_t off : {0, 1}) {  // offset 1: the unaligned, scalar path
+            const std::string what = fmt::format("{} + {} -> {} n {} offset {}", dtype_name(at),
+                                                 dtype_name(bt), dtype_name(ot), n, off);
+            Pair a = env.random(Shape{n + off}, at, seed += 5);
+            Pair b = env.random(Shape{n + off}, bt, seed + 1);
+            Pair o = env.poisoned(Shape{n + off}, ot);
+            Pair av{a.cpu.slice(off, Shape{n}), a.gpu.slice(off, Shape{n})};
+            Pair bv{b.cpu.slice(off, Shape{n}), b.gpu.slice(off, Shape{n})};
+            Pair ov{o.cpu.slice(off, Shape{n}), o.gpu.slice(off, Shape{n})};
+            env.cpu->add(av.cpu, bv.cpu, ov.cpu);
+            env.gpu->add(av.gpu, bv.gpu, ov.gpu);
+            EXPECT_TRUE(env.close(ov, std::max(tol2(at, bt), tolerance_for(ot)))) << what;
+            if (ot == at) {  // out aliases a
+              env.cpu->add(av.cpu, bv.cpu, av.cpu);
+              env.gpu->add(av.gpu, bv.gpu, av.gpu);
+              EXPECT_TRUE(env.close(av, std::max(tol2(at, bt), tolerance_for(ot))))
+                  << "aliased " << what;
+            }
+            for (Pair* p : {&a, &b, &o}) env.release(*p);
+          }
+}
+
+TEST(FamilyOpsParity, PermuteBitExact) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  struct P {
+    Shape s;
+    std::array<int, 5> perm;
+  };
+  const P cases[] = {
+      {Shape{7}, {0, 0, 0, 0, 0}},
+      {Shape{3, 5}, {1, 0, 0, 0, 0}},
+      {Shape{2, 3, 4}, {2, 0, 1, 0, 0}},
+      {Shape{2, 33, 4, 16}, {0, 2, 1, 3, 0}},  // (B, S, H, Dh) -> (B, H, S, Dh)
+      {Shape{3, 12, 17, 8}, {0, 2, 1, 3, 0}},
+      {Shape{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}},
+      {Shape{2, 3, 1, 5, 7}, {1, 0, 2, 4, 3}},
+  };
+  uint64_t seed = 5000;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
+    for (const P& p : cases) {
+      Shape ds;
+      ds.rank = p.s.rank;
+      for (int i = 0; i < p.s.rank; ++i) ds.dims[i] = p.s[p.perm[i]];
+      std::vector<float> values = random_nonzero(p.s.numel(), seed += 3, 100.0f);
+      if (dt == DType::I32)
+        for (auto& v : values) v = std::round(v);
+      Pair src = env.make(p.s, dt, values);
+      Pair dst = env.poisoned(ds, dt);
+      env.cpu->permute(src.cpu, dst.cpu, p.perm);
+      env.gpu->permute(src.gpu, dst.gpu, p.perm);
+      EXPECT_TRUE(env.same(dst)) << dtype_name(dt) << " " << p.s.str() << " -> " << ds.str();
+      env.release(src);
+      env.release(dst);
+    }
+  Pair src = env.random(Shape{2, 3}, DType::F32, 1);
+  Pair dst = env.poisoned(Shape{3, 2}, DType::F32);
+  const std::array<int, 5> repeated{0, 0, 0, 0, 0}, identity{0, 1, 0, 0, 0};
+  EXPECT_THROW(env.gpu->permute(src.gpu, dst.gpu, repeated), Error);  // not a permutation
+  EXPECT_THROW(env.gpu->permute(src.gpu, dst.gpu, identity), Error);  // (2, 3) is not (3, 2)
+}
+
+// ---- layernorm
+// -----------------------------------------------------------------------------------
+
+TEST(FamilyOpsParity, LayerNorm) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 6000;
+  struct P {
+    int64_t rows, d;
+  };
+  for (DType xdt : kFloatTypes)
+    for (DType ydt : out_types(xdt))
+      for (const P& p :
+           {P{1, 1}, P{7, 33}, P{33, 768}, P{257, 100}, P{64, 1024}, P{5, 13000}, P{4096, 768}}) {
+        const Shape s{p.rows, p.d};
+        const std::string what =
+            fmt::format("x {} y {} rows {} D {}", dtype_name(xdt), dtype_name(ydt), p.rows, p.d);
+        Pair x = env.make(s, xdt, shifted(s.numel(), seed += 9, 2.0f));
+        Pair gamma = env.random(Shape{p.d}, DType::F32, seed + 1, 2.0f);
+        Pair beta = env.random(Shape{p.d}, DType::F32, seed + 2);
+        Pair y = env.poisoned(s, ydt);
+        Pair mean = env.poisoned(Shape{p.rows}, DType::F32);
+        Pair rstd = env.poisoned(Shape{p.rows}, DType::F32);
+        env.cpu->layernorm_forward(1e-5f, x.cpu, gamma.cpu, beta.cpu, y.cpu, mean.cpu, rstd.cpu);
+        env.gpu->layernorm_forward(1e-5f, x.gpu, gamma.gpu, beta.gpu, y.gpu, mean.gpu, rstd.gpu);
+        EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "y " << what;
+        EXPECT_TRUE(env.close(mean, 1e-5)) << "mean " << what;
+        if (p.d > 1) EXPECT_TRUE(env.close(rstd, 1e-4)) << "rstd " << what;
+
+        // Backward from the CPU's saved statistics, so both sides start from the same values.
+        Pair dy = env.random(s, ydt, seed + 3);
+        Pair dx = env.poisoned(s, xdt);
+        Pair dgamma = env.poisoned(Shape{p.d}, DType::F32);
+        Pair dbeta = env.poisoned(Shape{p.d}, DType::F32);
+        Pair smean = env.make(Shape{p.rows}, DType::F32, env.host_cpu(mean));
+        Pair srstd = env.make(Shape{p.rows}, DType::F32, env.host_cpu(rstd));
+        env.cpu->layernorm_backward(dy.cpu, x.cpu, gamma.cpu, smean.cpu, srstd.cpu, dx.cpu,
+                                    dgamma.cpu, dbeta.cpu);
+        env.gpu->layernorm_backward(dy.gpu, x.gpu, gamma.gpu, smean.gpu, srstd.gpu, dx.gpu,
+                                    dgamma.gpu, dbeta.gpu);
+        auto hdy = env.host_cpu(dy), hx = env.host_cpu(x), hm = env.host_cpu(smean),
+             hr = env.host_cpu(srstd);
+        std::vector<float> gx(hdy.size());
+        for (size_t i = 0; i < gx.size(); ++i) {
+          const size_t r = i / p.d;
+          gx[i] = hdy[i] * (hx[i] - hm[r]) * hr[r];
+        }
+        auto dbeta_scale = column_abs_sums(hdy, p.rows, p.d);
+        auto dgamma_scale = column_abs_sums(gx, p.rows, p.d);
+        if (p.d > 1) EXPECT_TRUE(env.close(dx, tol2(xdt, ydt) * 10)) << "dx " << what;
+        EXPECT_TRUE(env.close(dbeta, 1e-5, &dbeta_scale)) << "dbeta " << what;
+        EXPECT_TRUE(env.close(dgamma, 1e-5, &dgamma_scale)) << "dgamma " << what;
+        for (Pair* q :
+             {&x, &gamma, &beta, &y, &mean, &rstd, &dy, &dx, &dgamma, &dbeta, &smean, &srstd})
+          env.release(*q);
+      }
+}
+
+// ---- embedding
+// -----------------------------------------------------------------------------------
+
+TEST(FamilyOpsParity, Embedding) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 7000;
+  struct P {
+    int64_t b, s, v, p, d;
+  };
+  for (DType dt : kFloatTypes)
+    for (const P& p : {P{1, 1, 1, 1, 1}, P{2, 7, 11, 9, 33}, P{4, 64, 1000, 128, 768},
+                       P{3, 17, 5, 17, 64}, P{8, 128, 50257, 1024, 64}}) {
+      const std::string what =
+          fmt::format("{} B {} S {} V {} P {} D {}", dtype_name(dt), p.b, p.s, p.v, p.p, p.d);
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      // Half of the vocabulary at most, so that some rows of dtok_emb stay unused.
+      std::uniform_int_distribution<int> tok(0,
+                                             static_cast<int>(std::max<int64_t>(1, p.v / 2)) - 1);
+      std::vector<float> toks(p.b * p.s);
+      for (auto& t : toks) t = static_cast<float>(tok(rng));
+      Pair tokens = env.make(Shape{p.b, p.s}, DType::I32, toks);
+      Pair te = env.random(Shape{p.v, p.d}, DType::F32, seed += 5);
+      Pair pe = env.random(Shape{p.p, p.d}, DType::F32, seed + 1);
+      Pair y = env.poisoned(Shape{p.b * p.s, p.d}, dt);
+      env.cpu->embedding_forward(tokens.cpu, te.cpu, pe.cpu, y.cpu);
+      env.gpu->embedding_forward(tokens.gpu, te.gpu, pe.gpu, y.gpu);
+      EXPECT_TRUE(env.same(y)) << "forward " << what;
+
+      Pair dy = env.random(Shape{p.b * p.s, p.d}, dt, seed + 2);
+      Pair dte = env.poisoned(Shape{p.v, p.d}, DType::F32);
+      Pair dpe = env.poisoned(Shape{p.p, p.d}, DType::F32);
+      env.cpu->embedding_backward(tokens.cpu, dy.cpu, dte.cpu, dpe.cpu);
+      env.gpu->embedding_backward(tokens.gpu, dy.gpu, dte.gpu, dpe.gpu);
+      EXPECT_TRUE(env.close(dte, 1e-5)) << "dtok_emb " << what;
+      EXPECT_TRUE(env.close(dpe, 1e-5)) << "dpos_emb " << what;
+      // Rows no token uses and positions past S are exactly zero.
+      auto hdte = env.host_gpu(dte), hdpe = env.host_gpu(dpe);
+      std::vector<bool> used(p.v, false);
+      for (float t : toks) used[static_cast<size_t>(t)] = true;
+      for (int64_t v = 0; v < p.v; ++v)
+        if (!used[v])
+          for (int64_t d = 0; d < p.d; ++d) ASSERT_EQ(hdte[v * p.d + d], 0.0f) << what;
+      for (int64_t i = p.s * p.d; i < p.p * p.d; ++i) ASSERT_EQ(hdpe[i], 0.0f) << what;
+      for (Pair* q : {&tokens, &te, &pe, &y, &dy, &dte, &dpe}) env.release(*q);
+    }
+}
+
+// ---- attention softmax
+// ---------------------------------------------------------------------------
+
+TEST(FamilyOpsParity, AttentionSoftmax) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 8000;
+  struct P {
+    int64_t batch, s;
+  };
+  for (DType xdt : kFloatTypes)
+    for (DType ydt : out_types(xdt))
+      for (const P& p : {P{1, 1}, P{3, 7}, P{2, 33}, P{4, 128}, P{2, 512}, P{1, 1024}, P{1, 12289}})
+        for (bool causal : {false, true}) {
+          // Rows past 48 KiB of fp32 take the kernel's uncached path; one case of it, as the CPU
+          // side is slow at that size.
+          if (p.s > 4096 && (xdt != DType::F32 || !causal)) continue;
+          const Shape s{p.batch, p.s, p.s};
+          const std::string what = fmt::format("x {} y {} batch {} S {} causal {}", dtype_name(xdt),
+                                               dtype_name(ydt), p.batch, p.s, causal);
+          const float scale = 0.125f;
+          Pair x = env.random(s, xdt, seed += 3, 8.0f);
+          Pair y = env.poisoned(s, ydt);
+          env.cpu->attention_softmax_forward(x.cpu, scale, causal, y.cpu);
+          env.gpu->attention_softmax_forward(x.gpu, scale, causal, y.gpu);
+          EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "forward " << what;
+          auto hy = env.host_gpu(y);
+          if (causal) {
+            bool zeros = true;
+            for (int64_t b = 0; b < p.batch; ++b)
+              for (int64_t i = 0; i < p.s; ++i)
+                for (int64_t j = i + 1; j < p.s; ++j)
+                  zeros = zeros && hy[(b * p.s + i) * p.s + j] == 0.0f;
+            EXPECT_TRUE(zeros) << "masked entries not exactly 0: " << what;
+          }
+
+          // Backward from the CPU's probabilities; dx aliasing dy when the dtypes allow it.
+          Pair yy = env.make(s, ydt, env.host_cpu(y));
+          Pair dy = env.random(s, ydt, seed + 1);
+          const bool alias = p.s % 2 == 1;
+          Pair dx = alias ? dy : env.poisoned(s, xdt);
+          env.cpu->attention_softmax_backward(dy.cpu, yy.cpu, scale, dx.cpu);
+          env.gpu->attention_softmax_backward(dy.gpu, yy.gpu, scale, dx.gpu);
+          EXPECT_TRUE(env.close(dx, tol2(xdt, ydt) * 10)) << "backward " << what;
+          if (causal) {
+            auto hdx = env.host_gpu(dx);
+            bool zeros = true;
+            for (int64_t b = 0; b < p.batch; ++b)
+              for (int64_t i = 0; i < p.s; ++i)
+                for (int64_t j = i + 1; j < p.s; ++j)
+                  zeros = zeros && hdx[(b * p.s + i) * p.s + j] == 0.0f;
+            EXPECT_TRUE(zeros) << "masked gradients not exactly 0: " << what;
+          }
+          for (Pair* q : {&x, &y, &yy, &dy}) env.release(*q);
+          if (!alias) env.release(dx);
+        }
+}
+
+}  // namespace
+}  // namespace mpbench
