@@ -7,6 +7,17 @@
 
 namespace mpbench::cuda {
 
+void destroy_conv_plan(ConvPlan& p) {
+  // Called from destructors and error paths: report nothing, release everything.
+#if defined(MPBENCH_HAVE_CUDNN)
+  if (p.conv_desc) cudnnDestroyConvolutionDescriptor(p.conv_desc);
+  if (p.w_desc) cudnnDestroyFilterDescriptor(p.w_desc);
+  if (p.y_desc) cudnnDestroyTensorDescriptor(p.y_desc);
+  if (p.x_desc) cudnnDestroyTensorDescriptor(p.x_desc);
+#endif
+  p = ConvPlan{};
+}
+
 namespace {
 
 constexpr size_t kScratchBytes = size_t{1} << 20;
@@ -143,6 +154,20 @@ size_t GemmKeyHash::operator()(const GemmKey& k) const {
   return h;
 }
 
+bool ConvKey::operator==(const ConvKey& o) const {
+  return op == o.op && n == o.n && h == o.h && w == o.w && c == o.c && k == o.k && r == o.r &&
+         s == o.s && stride == o.stride && pad == o.pad && data_type == o.data_type &&
+         math_type == o.math_type;
+}
+
+size_t ConvKeyHash::operator()(const ConvKey& k) const {
+  size_t h = 0;
+  for (int64_t v : {int64_t{k.op}, k.n, k.h, k.w, k.c, k.k, k.r, k.s, k.stride, k.pad,
+                    int64_t{k.data_type}, int64_t{k.math_type}})
+    hash_combine(h, v);
+  return h;
+}
+
 DeviceContext::DeviceContext(int device) : device_(device) {
   try {
     CUDA_CHECK(cudaSetDevice(device_));
@@ -151,7 +176,9 @@ DeviceContext::DeviceContext(int device) : device_(device) {
     CUBLAS_CHECK(cublasLtCreate(&lt_));
     CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
     scratch_floats_ = kScratchBytes / sizeof(float);
+    create_cudnn();
   } catch (...) {
+    destroy_cudnn();
     if (scratch_) cudaFree(scratch_);
     if (lt_) cublasLtDestroy(lt_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -165,10 +192,41 @@ DeviceContext::~DeviceContext() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (graph_exec) cudaGraphExecDestroy(graph_exec);
   clear_plans();
+  destroy_cudnn();
   if (scratch_) cudaFree(scratch_);
   if (lt_) cublasLtDestroy(lt_);
   if (stream_) cudaStreamDestroy(stream_);
   cudaGetLastError();
+}
+
+void DeviceContext::create_cudnn() {
+#if defined(MPBENCH_HAVE_CUDNN)
+  // A cuDNN that fails to load or initialise costs the convolutions, not the whole backend: the
+  // MLP and transformer models never need it. The reason is kept for the first conv to report.
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = cudnnCreate(&h);
+  if (st == CUDNN_STATUS_SUCCESS) {
+    st = cudnnSetStream(h, stream_);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      cudnn_ = h;
+      return;
+    }
+    cudnnDestroy(h);
+    cudnn_error_ = fmt::format("cudnnSetStream failed: {}", cudnnGetErrorString(st));
+  } else {
+    cudnn_error_ = fmt::format("cudnnCreate failed: {}", cudnnGetErrorString(st));
+  }
+  cudaGetLastError();  // whatever CUDA error cuDNN met is reported through cudnn_error_
+#else
+  cudnn_error_ = "this build has no cuDNN (it was not found when mpbench was configured)";
+#endif
+}
+
+void DeviceContext::destroy_cudnn() {
+#if defined(MPBENCH_HAVE_CUDNN)
+  if (cudnn_) cudnnDestroy(cudnn_);
+#endif
+  cudnn_ = nullptr;
 }
 
 size_t DeviceContext::workspace_bytes() const {
@@ -209,9 +267,27 @@ const GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias) {
   return plans_.emplace(key, plan).first->second;
 }
 
+const ConvPlan* DeviceContext::find_conv_plan(const ConvKey& key) const {
+  auto it = conv_plans_.find(key);
+  return it == conv_plans_.end() ? nullptr : &it->second;
+}
+
+const ConvPlan& DeviceContext::add_conv_plan(const ConvKey& key, const ConvPlan& plan) {
+  auto [it, inserted] = conv_plans_.emplace(key, plan);
+  if (!inserted) {
+    // Already cached (cannot happen with one stream and one thread): keep the old plan and
+    // release the new one, which the caller handed over.
+    ConvPlan dup = plan;
+    destroy_conv_plan(dup);
+  }
+  return it->second;
+}
+
 void DeviceContext::clear_plans() {
   for (auto& [key, plan] : plans_) destroy_plan(plan);
   plans_.clear();
+  for (auto& [key, plan] : conv_plans_) destroy_conv_plan(plan);
+  conv_plans_.clear();
 }
 
 }  // namespace mpbench::cuda

@@ -1,13 +1,26 @@
 #pragma once
-// The one object that owns the CUDA state of a backend: device, stream, cuBLASLt handle, GEMM
-// workspace, a small reduction scratch buffer and the cache of GEMM plans. It is passed to every
-// op explicitly; nothing in kernels/cuda/ is global.
+// The one object that owns the CUDA state of a backend: device, stream, cuBLASLt and cuDNN
+// handles, GEMM workspace, a small reduction scratch buffer and the caches of GEMM and
+// convolution plans. It is passed to every op explicitly; nothing in kernels/cuda/ is global.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.h"
+
+// cuDNN's handle and descriptor types (cudnnHandle_t is cudnnContext*, and so on), declared here
+// rather than through cudnn.h so that this class has one layout whether or not the build has
+// cuDNN (MPBENCH_HAVE_CUDNN).
+struct cudnnContext;
+struct cudnnTensorStruct;
+struct cudnnFilterStruct;
+struct cudnnConvolutionStruct;
 
 namespace mpbench::cuda {
 
@@ -40,6 +53,47 @@ struct GemmPlan {
   size_t workspace_size = 0;
 };
 
+enum class ConvOp : int32_t { Forward, BackwardData, BackwardFilter };
+
+// Everything a cuDNN convolution algorithm choice depends on (x (N, H, W, C), w (K, R, S, C)).
+// Pointers are not part of it: the legacy cuDNN API takes no alignment hints at selection time.
+struct ConvKey {
+  int32_t op = 0;  // ConvOp
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 0, s = 0;
+  int64_t stride = 1, pad = 0;
+  int32_t data_type = 0;  // cudnnDataType_t of x, w and y
+  int32_t math_type = 0;  // cudnnMathType_t asked for
+
+  bool operator==(const ConvKey& o) const;
+};
+
+struct ConvKeyHash {
+  size_t operator()(const ConvKey& k) const;
+};
+
+// A ready-to-run cuDNN convolution: descriptors in the op's own roles (x or dx, y or dy, w or
+// dw) and the chosen algorithm. conv_desc carries the math type of that algorithm, which cuDNN
+// needs at execution as well as the algorithm itself.
+struct ConvPlan {
+  cudnnTensorStruct* x_desc = nullptr;
+  cudnnTensorStruct* y_desc = nullptr;
+  cudnnFilterStruct* w_desc = nullptr;
+  cudnnConvolutionStruct* conv_desc = nullptr;
+  int32_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
+  int32_t math_type = 0;  // cudnnMathType_t of the chosen algorithm
+  size_t workspace_size = 0;
+};
+
+// Releases the descriptors of a plan the context does not own yet (error paths while building).
+void destroy_conv_plan(ConvPlan& p);
+
+// For tests, which cannot include CUDA headers (so declare this themselves): on a fresh context
+// of `device`, runs one fp32 convolution per call (op 0 forward, 1 backward data, 2 backward
+// filter; x (2, 9, 9, 8), w (8, 3, 3, 8), fresh buffers each time) and returns the context's
+// conv plan count after each. Defined in conv.cu.
+std::vector<size_t> conv_plan_cache_trace(int device,
+                                          const std::vector<std::pair<int, ConvDesc>>& calls);
+
 class DeviceContext {
  public:
   explicit DeviceContext(int device);
@@ -71,22 +125,40 @@ class DeviceContext {
   // the heuristic should assume (only its alignment matters).
   const GemmPlan& gemm_plan(const GemmKey& key, const void* bias);
 
+  // The cuDNN handle, bound to stream(); nullptr when the build has no cuDNN or creating it
+  // failed, and then cudnn_error() says why. Only the convolutions need it, so the other ops
+  // still run without it.
+  cudnnContext* cudnn() const { return cudnn_; }
+  const std::string& cudnn_error() const { return cudnn_error_; }
+
+  // Convolution plans, chosen once per key by conv.cu. add_conv_plan takes ownership of the
+  // plan's descriptors; plans live until the context or the workspace goes (their algorithms
+  // were chosen to fit the workspace).
+  const ConvPlan* find_conv_plan(const ConvKey& key) const;
+  const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
+  size_t conv_plan_count() const { return conv_plans_.size(); }
+
   // Graph state of begin_capture / end_capture / replay.
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
 
  private:
-  void clear_plans();
+  void clear_plans();  // GEMM and convolution plans
+  void create_cudnn();
+  void destroy_cudnn();
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
+  cudnnContext* cudnn_ = nullptr;
+  std::string cudnn_error_;
   cudaDeviceProp prop_{};
   void* workspace_ = nullptr;
   size_t workspace_size_ = 0;
   float* scratch_ = nullptr;
   size_t scratch_floats_ = 0;
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
+  std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
 };
 
 }  // namespace mpbench::cuda

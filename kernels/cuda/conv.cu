@@ -1,0 +1,411 @@
+// 2-D convolution through cuDNN's legacy (v7-style) API, same semantics as kernels/cpu/conv.cpp:
+//   x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K); cross-correlation (as PyTorch), symmetric
+//   pad, no dilation, one dtype for all three, fp32 accumulation (CUDNN_DATA_FLOAT compute).
+// cuDNN's NHWC tensor format is our NHWC, and its NHWC filter format is our KRSC.
+//
+// The algorithm is chosen once per key (op, shape, dtype, math, stride, pad) and cached in the
+// DeviceContext with its descriptors. Selection uses cuDNN's heuristics (cudnnGet*_v7), never
+// cudnnFind*: heuristics neither allocate nor launch work, so a first call made while a step is
+// being captured into a CUDA graph still works. The algorithm must run in the context's (GEMM)
+// workspace; ops are serialised on one stream, so sharing it with cuBLASLt is safe.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+
+namespace mpbench::cuda {
+
+namespace {
+
+struct ConvGeom {
+  int64_t n, h, w, c;  // x
+  int64_t k, r, s;     // w
+  int64_t p, q;        // y
+  int64_t stride, pad;
+};
+
+// Checks x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K) against each other and the descriptor,
+// as the CPU reference does. xn, wn, yn name the three as the op calls them (dx, dy, dw).
+ConvGeom check_conv(const char* op, const ConvDesc& d, const Tensor& x, const char* xn,
+                    const Tensor& w, const char* wn, const Tensor& y, const char* yn) {
+  check_on_device(x, op);
+  check_on_device(w, op);
+  check_on_device(y, op);
+  MPB_CHECK(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16,
+            "{}: {} must be a float tensor, got {}", op, xn, dtype_name(x.dtype));
+  MPB_CHECK(w.dtype == x.dtype && y.dtype == x.dtype, "{}: {} {}, {} {}, {} {} must share a dtype",
+            op, xn, dtype_name(x.dtype), wn, dtype_name(w.dtype), yn, dtype_name(y.dtype));
+  MPB_CHECK(x.shape.rank == 4 && w.shape.rank == 4 && y.shape.rank == 4,
+            "{}: {} {}, {} {}, {} {} must be rank 4 (NHWC, KRSC, NPQK)", op, xn, x.shape.str(), wn,
+            w.shape.str(), yn, y.shape.str());
+  MPB_CHECK(d.stride >= 1 && d.pad >= 0, "{}: stride {} must be >= 1 and pad {} >= 0", op, d.stride,
+            d.pad);
+  ConvGeom g{};
+  g.n = x.shape[0], g.h = x.shape[1], g.w = x.shape[2], g.c = x.shape[3];
+  g.k = w.shape[0], g.r = w.shape[1], g.s = w.shape[2];
+  g.stride = d.stride, g.pad = d.pad;
+  MPB_CHECK(g.n > 0 && g.h > 0 && g.w > 0 && g.c > 0 && g.k > 0 && g.r > 0 && g.s > 0,
+            "{}: empty operand {} {}, {} {}", op, xn, x.shape.str(), wn, w.shape.str());
+  MPB_CHECK(w.shape[3] == g.c, "{}: {} {} has {} input channels, {} {} has {}", op, wn,
+            w.shape.str(), w.shape[3], xn, x.shape.str(), g.c);
+  MPB_CHECK(g.h + 2 * g.pad >= g.r && g.w + 2 * g.pad >= g.s,
+            "{}: filter {}x{} is larger than the padded input {}x{}", op, g.r, g.s, g.h + 2 * g.pad,
+            g.w + 2 * g.pad);
+  g.p = (g.h + 2 * g.pad - g.r) / g.stride + 1;
+  g.q = (g.w + 2 * g.pad - g.s) / g.stride + 1;
+  MPB_CHECK(y.shape[0] == g.n && y.shape[1] == g.p && y.shape[2] == g.q && y.shape[3] == g.k,
+            "{}: {} is {}, expected ({}, {}, {}, {}) for {} {}, {} {}, stride {}, pad {}", op, yn,
+            y.shape.str(), g.n, g.p, g.q, g.k, xn, x.shape.str(), wn, w.shape.str(), g.stride,
+            g.pad);
+  MPB_CHECK(d.math != GemmMath::LowPrecision || x.dtype != DType::F32,
+            "{}: low-precision math needs fp16/bf16 operands, got fp32", op);
+  MPB_CHECK(d.math != GemmMath::TF32 || x.dtype == DType::F32,
+            "{}: TF32 math needs fp32 operands, got {}", op, dtype_name(x.dtype));
+  // cuDNN's 4-d descriptors take int dimensions and its legacy kernels index with 32 bits.
+  for (const Tensor* t : {&x, &w, &y})
+    MPB_CHECK(t->numel() <= INT_MAX, "{}: {} has {} elements, more than cuDNN's 32-bit limit", op,
+              t->shape.str(), t->numel());
+  MPB_CHECK(g.stride <= INT_MAX && g.pad <= INT_MAX, "{}: stride {} / pad {} too large", op,
+            g.stride, g.pad);
+  return g;
+}
+
+#if defined(MPBENCH_HAVE_CUDNN)
+
+cudnnDataType_t cudnn_type(DType dt) {
+  switch (dt) {
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      break;
+  }
+  throw_runtime(fmt::format("conv2d: no cuDNN type for {}", dtype_name(dt)));
+}
+
+// The one table from GemmMath to the cuDNN math type, as gemm.cu's compute_type_for for
+// cuBLASLt. Strict fp32 must never touch tensor cores (CUDNN_DEFAULT_MATH would allow TF32 on
+// Ampere and newer). TF32 asks for tensor-op math, which for fp32 data means TF32;
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION is never used, because for fp32 data it permits
+// down-conversion to fp16, which is not TF32 numerics. 16-bit data has no TF32 question: it
+// always runs on tensor cores with fp32 accumulation, like cuBLASLt's CUBLAS_COMPUTE_32F.
+// (TF32 with 16-bit data and LowPrecision with fp32 data are rejected by check_conv.)
+cudnnMathType_t math_type_for(GemmMath math, DType data) {
+  static const cudnnMathType_t table[3][2] = {
+      // fp32 data            16-bit data
+      {CUDNN_FMA_MATH, CUDNN_TENSOR_OP_MATH},        // Strict
+      {CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH},  // TF32
+      {CUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH},  // LowPrecision
+  };
+  return table[static_cast<int>(math)][data == DType::F32 ? 0 : 1];
+}
+
+const char* op_name(ConvOp op) {
+  switch (op) {
+    case ConvOp::Forward:
+      return "conv2d_forward";
+    case ConvOp::BackwardData:
+      return "conv2d_backward_data";
+    case ConvOp::BackwardFilter:
+      return "conv2d_backward_filter";
+  }
+  return "conv2d";
+}
+
+// What the heuristic offered, for the error message when nothing fits.
+struct Offer {
+  int algo;
+  cudnnMathType_t math;
+  cudnnStatus_t status;
+  size_t workspace;
+};
+
+// Picks from the heuristic's ranked list (best first): an algorithm that cuDNN says works, whose
+// workspace fits, and whose math type is the one asked for. Strict takes nothing else (so never
+// a tensor-op algorithm); the tensor-op modes fall back to a non-tensor-op algorithm when no
+// tensor-op one exists for the shape (e.g. odd channel counts), which is more precise, never
+// less, and better than failing the run. workspace_of(algo, math) asks cuDNN for the exact
+// workspace with that math type set on the descriptor, as the run will have it.
+template <typename Perf, typename WorkspaceOf>
+void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
+                      const std::vector<Perf>& perf, int returned, size_t ws_limit,
+                      cudnnConvolutionDescriptor_t conv, WorkspaceOf&& workspace_of,
+                      ConvPlan& plan) {
+  std::vector<Offer> offers;
+  const bool strict = want == CUDNN_FMA_MATH;
+  for (int pass = 0; pass < (strict ? 1 : 2); ++pass) {
+    for (int i = 0; i < returned; ++i) {
+      const Perf& pf = perf[static_cast<size_t>(i)];
+      const bool math_ok =
+          pass == 0 ? pf.mathType == want
+                    : pf.mathType != want && pf.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+      if (pass == 0) offers.push_back({static_cast<int>(pf.algo), pf.mathType, pf.status, 0});
+      if (pf.status != CUDNN_STATUS_SUCCESS || !math_ok) continue;
+      CUDNN_CHECK(cudnnSetConvolutionMathType(conv, pf.mathType));
+      size_t ws = 0;
+      if (!workspace_of(pf.algo, &ws)) continue;  // cuDNN rejects it after all
+      ws = std::max(ws, pf.memory);
+      if (pass == 0) offers.back().workspace = ws;
+      if (ws > ws_limit) continue;
+      plan.algo = static_cast<int32_t>(pf.algo);
+      plan.math_type = static_cast<int32_t>(pf.mathType);
+      plan.workspace_size = ws;
+      return;  // the descriptor keeps this algorithm's math type
+    }
+  }
+  std::string offered;
+  for (const Offer& o : offers)
+    offered +=
+        fmt::format("{}algo {} math {} status {} workspace {}", offered.empty() ? "" : "; ", o.algo,
+                    static_cast<int>(o.math), cudnnGetErrorString(o.status), o.workspace);
+  throw_runtime(fmt::format(
+      "{}: cuDNN offers no algorithm with math type {} that fits the {}-byte workspace for {} "
+      "x ({}, {}, {}, {}), w ({}, {}, {}, {}), stride {}, pad {} (offered: {})",
+      op_name(op), static_cast<int>(want), ws_limit, dtype_name(dt), g.n, g.h, g.w, g.c, g.k, g.r,
+      g.s, g.c, g.stride, g.pad, offered.empty() ? "none" : offered));
+}
+
+void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
+                ConvPlan& plan) {
+  cudnnHandle_t h = ctx.cudnn();
+  const cudnnDataType_t type = cudnn_type(dt);
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };  // bounds checked in check_conv
+
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.x_desc));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan.y_desc));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan.w_desc));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan.conv_desc));
+  // cuDNN takes dimensions in NCHW order whatever the memory format.
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.x_desc, CUDNN_TENSOR_NHWC, type, i32(g.n), i32(g.c),
+                                         i32(g.h), i32(g.w)));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan.y_desc, CUDNN_TENSOR_NHWC, type, i32(g.n), i32(g.k),
+                                         i32(g.p), i32(g.q)));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan.w_desc, type, CUDNN_TENSOR_NHWC, i32(g.k), i32(g.c),
+                                         i32(g.r), i32(g.s)));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan.conv_desc, i32(g.pad), i32(g.pad), i32(g.stride),
+                                              i32(g.stride), 1, 1, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan.conv_desc, want));
+
+  // Our output-size formula and cuDNN's must agree, or the descriptors describe other tensors.
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan.conv_desc, plan.x_desc, plan.w_desc, &on,
+                                                    &oc, &oh, &ow));
+  MPB_CHECK(on == g.n && oc == g.k && oh == g.p && ow == g.q,
+            "{}: cuDNN's output dims ({}, {}, {}, {}) (NCHW order) differ from ({}, {}, {}, {})",
+            op_name(op), on, oc, oh, ow, g.n, g.k, g.p, g.q);
+
+  const size_t ws_limit = ctx.workspace() ? ctx.workspace_size() : 0;
+  int max_count = 0, returned = 0;
+  switch (op) {
+    case ConvOp::Forward: {
+      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
+      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x_desc, plan.w_desc,
+                                                         plan.conv_desc, plan.y_desc, max_count,
+                                                         &returned, perf.data()));
+      returned = std::min(returned, static_cast<int>(perf.size()));
+      choose_algorithm(
+          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          [&](cudnnConvolutionFwdAlgo_t algo, size_t* ws) {
+            return cudnnGetConvolutionForwardWorkspaceSize(h, plan.x_desc, plan.w_desc,
+                                                           plan.conv_desc, plan.y_desc, algo,
+                                                           ws) == CUDNN_STATUS_SUCCESS;
+          },
+          plan);
+      break;
+    }
+    case ConvOp::BackwardData: {
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
+          static_cast<size_t>(std::max(max_count, 1)));
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w_desc, plan.y_desc,
+                                                              plan.conv_desc, plan.x_desc,
+                                                              max_count, &returned, perf.data()));
+      returned = std::min(returned, static_cast<int>(perf.size()));
+      choose_algorithm(
+          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* ws) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.w_desc, plan.y_desc,
+                                                                plan.conv_desc, plan.x_desc, algo,
+                                                                ws) == CUDNN_STATUS_SUCCESS;
+          },
+          plan);
+      break;
+    }
+    case ConvOp::BackwardFilter: {
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
+          static_cast<size_t>(std::max(max_count, 1)));
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan.x_desc, plan.y_desc,
+                                                                plan.conv_desc, plan.w_desc,
+                                                                max_count, &returned, perf.data()));
+      returned = std::min(returned, static_cast<int>(perf.size()));
+      choose_algorithm(
+          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* ws) {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan.x_desc, plan.y_desc,
+                                                                  plan.conv_desc, plan.w_desc, algo,
+                                                                  ws) == CUDNN_STATUS_SUCCESS;
+          },
+          plan);
+      break;
+    }
+  }
+}
+
+// The cached plan for this convolution, chosen on first use.
+const ConvPlan& conv_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt,
+                          GemmMath math) {
+  if (!ctx.cudnn())
+    throw_runtime(fmt::format("{}: cuDNN is not available: {}", op_name(op), ctx.cudnn_error()));
+  const cudnnMathType_t want = math_type_for(math, dt);
+  ConvKey key;
+  key.op = static_cast<int32_t>(op);
+  key.n = g.n, key.h = g.h, key.w = g.w, key.c = g.c;
+  key.k = g.k, key.r = g.r, key.s = g.s;
+  key.stride = g.stride, key.pad = g.pad;
+  key.data_type = static_cast<int32_t>(cudnn_type(dt));
+  key.math_type = static_cast<int32_t>(want);
+  if (const ConvPlan* cached = ctx.find_conv_plan(key)) return *cached;
+  ConvPlan plan;
+  try {
+    build_plan(ctx, op, g, dt, want, plan);
+  } catch (...) {
+    destroy_conv_plan(plan);
+    throw;
+  }
+  return ctx.add_conv_plan(key, plan);
+}
+
+// The workspace pointer and size to pass: none when the algorithm needs none (the context may
+// have no workspace at all).
+void* workspace_for(const DeviceContext& ctx, const ConvPlan& plan, size_t* bytes) {
+  if (plan.workspace_size == 0) {
+    *bytes = 0;
+    return nullptr;
+  }
+  *bytes = ctx.workspace_size();
+  return ctx.workspace();
+}
+
+#endif  // MPBENCH_HAVE_CUDNN
+
+[[noreturn]] [[maybe_unused]] void no_cudnn(const char* op) {
+  throw_runtime(fmt::format("{}: this build has no cuDNN, which the CUDA convolutions need", op));
+}
+
+}  // namespace
+
+// y (N, P, Q, K) = x (N, H, W, C) conv w (K, R, S, C)
+void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const Tensor& x, const Tensor& w,
+                    Tensor& y) {
+  const ConvGeom g = check_conv("conv2d_forward", d, x, "x", w, "w", y, "y");
+#if defined(MPBENCH_HAVE_CUDNN)
+  const ConvPlan& plan = conv_plan(ctx, ConvOp::Forward, g, x.dtype, d.math);
+  const float alpha = 1.0f, beta = 0.0f;  // float scalars for every non-double data type
+  size_t ws_bytes = 0;
+  void* ws = workspace_for(ctx, plan, &ws_bytes);
+  CUDNN_CHECK(cudnnConvolutionForward(
+      ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.w_desc, w.data, plan.conv_desc,
+      static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws, ws_bytes, &beta, plan.y_desc, y.data));
+#else
+  (void)ctx, (void)g;
+  no_cudnn("conv2d_forward");
+#endif
+}
+
+// dx (N, H, W, C) = dy (N, P, Q, K) conv^T w (K, R, S, C); overwritten (beta = 0), so pixels no
+// output depends on (stride > 1 leftovers) become 0.
+void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) {
+  const ConvGeom g = check_conv("conv2d_backward_data", d, dx, "dx", w, "w", dy, "dy");
+#if defined(MPBENCH_HAVE_CUDNN)
+  const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardData, g, dx.dtype, d.math);
+  const float alpha = 1.0f, beta = 0.0f;
+  size_t ws_bytes = 0;
+  void* ws = workspace_for(ctx, plan, &ws_bytes);
+  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &alpha, plan.w_desc, w.data, plan.y_desc,
+                                           dy.data, plan.conv_desc,
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                           ws, ws_bytes, &beta, plan.x_desc, dx.data));
+#else
+  (void)ctx, (void)g;
+  no_cudnn("conv2d_backward_data");
+#endif
+}
+
+// dw (K, R, S, C) = sum over n, p, q of dy (N, P, Q, K) x patches of x (N, H, W, C), in x's dtype;
+// overwritten (beta = 0).
+void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const Tensor& x,
+                            const Tensor& dy, Tensor& dw) {
+  const ConvGeom g = check_conv("conv2d_backward_filter", d, x, "x", dw, "dw", dy, "dy");
+#if defined(MPBENCH_HAVE_CUDNN)
+  const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardFilter, g, x.dtype, d.math);
+  const float alpha = 1.0f, beta = 0.0f;
+  size_t ws_bytes = 0;
+  void* ws = workspace_for(ctx, plan, &ws_bytes);
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.y_desc, dy.data, plan.conv_desc,
+      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, ws_bytes, &beta, plan.w_desc,
+      dw.data));
+#else
+  (void)ctx, (void)g;
+  no_cudnn("conv2d_backward_filter");
+#endif
+}
+
+std::vector<size_t> conv_plan_cache_trace(int device,
+                                          const std::vector<std::pair<int, ConvDesc>>& calls) {
+  DeviceContext ctx(device);
+  // Buffers are freed on every path; the context outlives them.
+  struct DeviceBuffers {
+    std::vector<void*> ptrs;
+    void* alloc(size_t bytes) {
+      void* p = nullptr;
+      CUDA_CHECK(cudaMalloc(&p, bytes));
+      ptrs.push_back(p);
+      return p;
+    }
+    ~DeviceBuffers() {
+      for (void* p : ptrs) cudaFree(p);
+    }
+  } keep;
+  const size_t ws_bytes = ctx.workspace_bytes();
+  ctx.set_workspace(keep.alloc(ws_bytes), ws_bytes);
+  std::vector<size_t> counts;
+  for (const auto& [op, d] : calls) {
+    MPB_CHECK(op >= 0 && op <= 2, "conv_plan_cache_trace: op {} is not 0, 1 or 2", op);
+    const int64_t n = 2, h = 9, w = 9, c = 8, k = 8, r = 3, s = 3;
+    MPB_CHECK(d.stride >= 1 && d.pad >= 0 && d.pad <= 4, "conv_plan_cache_trace: bad desc");
+    const int64_t p = (h + 2 * d.pad - r) / d.stride + 1, q = (w + 2 * d.pad - s) / d.stride + 1;
+    // Fresh buffers for every call: the cache must not depend on the pointers.
+    auto make = [&](Shape shape) {
+      Tensor t;
+      t.shape = shape;
+      t.dtype = DType::F32;
+      t.device = Device::CUDA;
+      t.data = keep.alloc(static_cast<size_t>(shape.numel()) * sizeof(float));
+      CUDA_CHECK(cudaMemsetAsync(t.data, 0, static_cast<size_t>(shape.numel()) * sizeof(float),
+                                 ctx.stream()));
+      return t;
+    };
+    Tensor x = make(Shape{n, h, w, c}), wt = make(Shape{k, r, s, c}), y = make(Shape{n, p, q, k});
+    if (op == 0) conv2d_forward(ctx, d, x, wt, y);
+    if (op == 1) conv2d_backward_data(ctx, d, y, wt, x);
+    if (op == 2) conv2d_backward_filter(ctx, d, x, y, wt);
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    counts.push_back(ctx.conv_plan_count());
+  }
+  return counts;
+}
+
+}  // namespace mpbench::cuda

@@ -1,0 +1,240 @@
+// CUDA (cuDNN) convolutions against the CPU reference: forward, backward data and backward
+// filter on ResNet-like shapes in every math mode, the plan cache, a first call inside a CUDA
+// graph capture, and shape errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/error.h"
+#include "parity_env.h"
+#include "test_util.h"
+
+#if defined(MPBENCH_HAVE_CUDA)
+namespace mpbench::cuda {
+// Defined in kernels/cuda/conv.cu, declared in kernels/cuda/device_context.h (a CUDA header,
+// which tests cannot include).
+std::vector<size_t> conv_plan_cache_trace(int device,
+                                          const std::vector<std::pair<int, ConvDesc>>& calls);
+}  // namespace mpbench::cuda
+#endif
+
+namespace mpbench {
+namespace {
+
+using test::Env;
+using test::Pair;
+using test::tolerance_for;
+
+struct ConvShape {
+  const char* name;
+  int64_t n, h, w, c, k, r, s, stride, pad;
+  int64_t p() const { return (h + 2 * pad - r) / stride + 1; }
+  int64_t q() const { return (w + 2 * pad - s) / stride + 1; }
+};
+
+// Small versions of what a ResNet bottleneck does, plus the awkward cases: odd spatial sizes
+// whose last rows a stride-2 filter never reaches, odd channel counts, a 7x7 stem, N = 1.
+const ConvShape kShapes[] = {
+    {"1x1", 2, 8, 8, 16, 32, 1, 1, 1, 0},
+    {"3x3_pad1", 2, 9, 9, 8, 16, 3, 3, 1, 1},
+    {"3x3_stride2_pad1", 3, 11, 11, 16, 8, 3, 3, 2, 1},
+    {"1x1_stride2_odd", 2, 7, 7, 8, 16, 1, 1, 2, 0},
+    {"3x3_odd_channels", 1, 5, 7, 3, 5, 3, 3, 1, 1},
+    {"7x7_stem_stride2", 1, 15, 13, 3, 8, 7, 7, 2, 3},
+    {"3x3_stride2_nopad_even", 2, 8, 8, 8, 8, 3, 3, 2, 0},
+};
+
+struct ConvConfig {
+  DType dt;
+  GemmMath math;
+};
+
+const ConvConfig kConfigs[] = {
+    {DType::F32, GemmMath::Strict},
+    {DType::F32, GemmMath::TF32},
+    {DType::F16, GemmMath::LowPrecision},
+    {DType::BF16, GemmMath::LowPrecision},
+};
+
+// Error scales of y, dx and dw: each output's sum of |a||b| over the products that make it, in
+// double (what the GEMM parity tests use: a relative error against the sum itself would blow up
+// where terms cancel).
+struct ConvScales {
+  std::vector<float> y, dx, dw;
+};
+
+ConvScales conv_scales(const ConvShape& g, const std::vector<float>& x, const std::vector<float>& w,
+                       const std::vector<float>& dy) {
+  const int64_t p_n = g.p(), q_n = g.q();
+  std::vector<double> sy(static_cast<size_t>(g.n * p_n * q_n * g.k), 0.0);
+  std::vector<double> sdx(static_cast<size_t>(g.n * g.h * g.w * g.c), 0.0);
+  std::vector<double> sdw(static_cast<size_t>(g.k * g.r * g.s * g.c), 0.0);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t p = 0; p < p_n; ++p)
+      for (int64_t q = 0; q < q_n; ++q)
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t s = 0; s < g.s; ++s) {
+            const int64_t h = p * g.stride - g.pad + r, wi = q * g.stride - g.pad + s;
+            if (h < 0 || h >= g.h || wi < 0 || wi >= g.w) continue;
+            const size_t xo = static_cast<size_t>(((n * g.h + h) * g.w + wi) * g.c);
+            const size_t yo = static_cast<size_t>(((n * p_n + p) * q_n + q) * g.k);
+            for (int64_t k = 0; k < g.k; ++k) {
+              const size_t wo = static_cast<size_t>(((k * g.r + r) * g.s + s) * g.c);
+              double acc_y = 0;
+              const double ady = std::fabs(static_cast<double>(dy[yo + k]));
+              for (int64_t c = 0; c < g.c; ++c) {
+                const double ax = std::fabs(static_cast<double>(x[xo + c]));
+                const double aw = std::fabs(static_cast<double>(w[wo + c]));
+                acc_y += ax * aw;
+                sdx[xo + c] += ady * aw;
+                sdw[wo + c] += ady * ax;
+              }
+              sy[yo + k] += acc_y;
+            }
+          }
+  auto to_f = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  return {to_f(sy), to_f(sdx), to_f(sdw)};
+}
+
+void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t seed) {
+  const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
+  Pair x = env.random(xs, cfg.dt, seed);
+  Pair w = env.random(ws, cfg.dt, seed + 1);
+  Pair dy = env.random(ys, cfg.dt, seed + 2);
+  Pair y = env.poisoned(ys, cfg.dt);
+  Pair dx = env.poisoned(xs, cfg.dt);
+  Pair dw = env.poisoned(ws, cfg.dt);
+  // Scales from the values as stored (after rounding to the dtype), as both backends see them.
+  const ConvScales sc = conv_scales(g, env.host_cpu(x), env.host_cpu(w), env.host_cpu(dy));
+
+  ConvDesc d;
+  d.stride = g.stride;
+  d.pad = g.pad;
+  d.math = cfg.math;
+  env.cpu->conv2d_forward(d, x.cpu, w.cpu, y.cpu);
+  env.cpu->conv2d_backward_data(d, dy.cpu, w.cpu, dx.cpu);
+  env.cpu->conv2d_backward_filter(d, x.cpu, dy.cpu, dw.cpu);
+  env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
+  env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
+  env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
+
+  const double tol = tolerance_for(cfg.dt, cfg.math);
+  const std::string what =
+      fmt::format("{} math {}, {} x {} w {} stride {} pad {}", dtype_name(cfg.dt),
+                  static_cast<int>(cfg.math), g.name, xs.str(), ws.str(), g.stride, g.pad);
+  EXPECT_TRUE(env.close(y, tol, &sc.y)) << "y: " << what;
+  EXPECT_TRUE(env.close(dx, tol, &sc.dx)) << "dx: " << what;
+  EXPECT_TRUE(env.close(dw, tol, &sc.dw)) << "dw: " << what;
+  for (Pair* p : {&x, &w, &dy, &y, &dx, &dw}) env.release(*p);
+}
+
+TEST(CudaConvParity, MatchesCpuReference) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 100;
+  for (const ConvConfig& cfg : kConfigs)
+    for (const ConvShape& g : kShapes) run_conv_case(env, cfg, g, seed += 7);
+}
+
+// A second call with the same key must reuse the plan (the cache does not grow), whatever the
+// buffers; another stride, pad, math or op is another plan.
+TEST(CudaConvParity, PlanIsCachedPerKey) {
+  SKIP_WITHOUT_CUDA();
+#if defined(MPBENCH_HAVE_CUDA)
+  ConvDesc a;
+  a.stride = 1;
+  a.pad = 1;
+  ConvDesc b = a;
+  b.stride = 2;
+  ConvDesc a_tf32 = a;
+  a_tf32.math = GemmMath::TF32;
+  const std::vector<std::pair<int, ConvDesc>> calls = {{0, a}, {0, a}, {0, b}, {0, a}, {0, a_tf32},
+                                                       {1, a}, {1, a}, {2, a}, {2, b}, {2, a}};
+  const std::vector<size_t> expected = {1, 1, 2, 2, 3, 4, 4, 5, 6, 6};
+  EXPECT_EQ(cuda::conv_plan_cache_trace(0, calls), expected);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+// Algorithm selection uses heuristics only, so a convolution whose key is new can be captured
+// into a CUDA graph; the replay must give the eager result.
+TEST(CudaConvParity, FirstCallInsideGraphCapture) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  ASSERT_TRUE(env.gpu->supports_graphs());
+  // A shape no other test uses, so that its plans are chosen during the capture.
+  const ConvShape g{"capture", 2, 6, 10, 8, 12, 3, 3, 2, 1};
+  for (const ConvConfig& cfg : kConfigs) {
+    const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
+    Pair x = env.random(xs, cfg.dt, 11), w = env.random(ws, cfg.dt, 12);
+    Pair dy = env.random(ys, cfg.dt, 13);
+    Pair y = env.poisoned(ys, cfg.dt), dx = env.poisoned(xs, cfg.dt), dw = env.poisoned(ws, cfg.dt);
+    ConvDesc d;
+    d.stride = g.stride;
+    d.pad = g.pad;
+    d.math = cfg.math;
+    const std::string what =
+        fmt::format("{} math {}", dtype_name(cfg.dt), static_cast<int>(cfg.math));
+    env.gpu->begin_capture();
+    env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
+    env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
+    env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
+    env.gpu->end_capture();
+    env.gpu->replay();
+    const auto gy = env.host_gpu(y), gdx = env.host_gpu(dx), gdw = env.host_gpu(dw);
+    test::poison(*env.gpu, y.gpu);
+    test::poison(*env.gpu, dx.gpu);
+    test::poison(*env.gpu, dw.gpu);
+    env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
+    env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
+    env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
+    // Same algorithm, same inputs: bitwise equal unless an algorithm is nondeterministic
+    // (atomics in backward filter), so compare with the dtype's tolerance.
+    const double tol = tolerance_for(cfg.dt, cfg.math);
+    EXPECT_TRUE(test::compare(gy, env.host_gpu(y), tol).ok) << "y " << what;
+    EXPECT_TRUE(test::compare(gdx, env.host_gpu(dx), tol).ok) << "dx " << what;
+    EXPECT_TRUE(test::compare(gdw, env.host_gpu(dw), tol).ok) << "dw " << what;
+    for (Pair* p : {&x, &w, &dy, &y, &dx, &dw}) env.release(*p);
+  }
+}
+
+TEST(CudaConvParity, BadShapesThrow) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  auto& be = *env.gpu;
+  Pair x = env.random(Shape{2, 8, 8, 4}, DType::F32, 1);
+  Pair w = env.random(Shape{6, 3, 3, 4}, DType::F32, 2);
+  Pair y = env.poisoned(Shape{2, 8, 8, 6}, DType::F32);  // stride 1, pad 1
+  ConvDesc d;
+  d.pad = 1;
+  // The valid call works, so the failures below are about the shapes.
+  EXPECT_NO_THROW(be.conv2d_forward(d, x.gpu, w.gpu, y.gpu));
+  Pair w_bad_c = env.random(Shape{6, 3, 3, 5}, DType::F32, 3);
+  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w_bad_c.gpu, y.gpu), Error);
+  ConvDesc d_stride2 = d;
+  d_stride2.stride = 2;  // y should be (2, 4, 4, 6)
+  EXPECT_THROW(be.conv2d_forward(d_stride2, x.gpu, w.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_backward_data(d_stride2, y.gpu, w.gpu, x.gpu), Error);
+  EXPECT_THROW(be.conv2d_backward_filter(d_stride2, x.gpu, y.gpu, w.gpu), Error);
+  Pair x3 = env.random(Shape{2, 64, 4}, DType::F32, 4);  // rank 3
+  EXPECT_THROW(be.conv2d_forward(d, x3.gpu, w.gpu, y.gpu), Error);
+  Pair y16 = env.poisoned(Shape{2, 8, 8, 6}, DType::F16);  // mixed dtypes
+  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w.gpu, y16.gpu), Error);
+  ConvDesc d_low = d;
+  d_low.math = GemmMath::LowPrecision;  // fp32 data
+  EXPECT_THROW(be.conv2d_forward(d_low, x.gpu, w.gpu, y.gpu), Error);
+  ConvDesc d_neg = d;
+  d_neg.pad = -1;
+  EXPECT_THROW(be.conv2d_forward(d_neg, x.gpu, w.gpu, y.gpu), Error);
+  Pair w_big = env.random(Shape{6, 11, 11, 4}, DType::F32, 5);  // larger than the padded input
+  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w_big.gpu, y.gpu), Error);
+  for (Pair* p : {&x, &w, &y, &w_bad_c, &x3, &y16, &w_big}) env.release(*p);
+}
+
+}  // namespace
+}  // namespace mpbench
