@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "kernels/error.h"
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 
 namespace mpbench {
@@ -51,9 +52,12 @@ int cmd_data(const DataArgs& args) {
     const char* key;
     std::string suffix;
   };
-  const std::vector<Part> parts = {{"train_x", ".train_x.f32"},
+  // Which kind of inputs the model family takes decides the x files' suffix (token ids or floats).
+  const bool tokens = model_io(spec).input_dtype == DType::I32;
+  const char* x_suffix = tokens ? ".i32" : ".f32";
+  const std::vector<Part> parts = {{"train_x", std::string(".train_x") + x_suffix},
                                    {"train_y", ".train_y.i32"},
-                                   {"eval_x", ".eval_x.f32"},
+                                   {"eval_x", std::string(".eval_x") + x_suffix},
                                    {"eval_y", ".eval_y.i32"}};
   check_writable(index, "--out");
   for (const Part& p : parts) check_writable(prefix + p.suffix, "--out");
@@ -63,9 +67,11 @@ int cmd_data(const DataArgs& args) {
   nlohmann::json files = nlohmann::json::object();
   for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
 
-  write_file_atomic(prefix + parts[0].suffix, raw_bytes(data.train_x));
+  write_file_atomic(prefix + parts[0].suffix,
+                    tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x));
   write_file_atomic(prefix + parts[1].suffix, raw_bytes(data.train_y));
-  write_file_atomic(prefix + parts[2].suffix, raw_bytes(data.eval_x));
+  write_file_atomic(prefix + parts[2].suffix,
+                    tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x));
   write_file_atomic(prefix + parts[3].suffix, raw_bytes(data.eval_y));
 
   nlohmann::json j = {{"spec", spec.name},
@@ -77,16 +83,18 @@ int cmd_data(const DataArgs& args) {
                       {"train_size", data.train_size()},
                       {"eval_size", data.eval_size()},
                       {"description", data.description},
-                      {"x_dtype", "float32"},
+                      {"x_dtype", tokens ? "int32" : "float32"},
                       {"y_dtype", "int32"},
+                      {"labels_per_sample", data.labels_per_sample},
                       {"byte_order", "little"},
-                      {"layout", "row-major (n, sample_dim) inputs, (n) labels"},
+                      {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
                       {"files", files}};
   // The index goes last: its presence means the arrays are complete.
   write_file_atomic(index, j.dump(2) + "\n");
   if (!args.quiet)
-    std::cerr << fmt::format("mpbench: wrote {} ({} train + {} eval samples of {} floats)\n", index,
-                             data.train_size(), data.eval_size(), data.sample_dim);
+    std::cerr << fmt::format("mpbench: wrote {} ({} train + {} eval samples of {} {})\n", index,
+                             data.train_size(), data.eval_size(), data.sample_dim,
+                             tokens ? "tokens" : "floats");
   return 0;
 }
 

@@ -9,6 +9,7 @@
 //  - Parameters, gradients and optimizer state live in flat fp32 buffers; the ops that touch
 //    all parameters (unscale/check/norm, optimizer steps) take the whole flat buffer at once.
 //  - Ops enqueue work in order; only download(), synchronize() and Event::elapsed_ms block.
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -35,6 +36,22 @@ struct GemmDesc {
   Activation act = Activation::None;
   const Tensor* bias = nullptr;  // (N), dtype of C or fp32
   Tensor* pre_act = nullptr;
+};
+
+// Convolution in NHWC with KRSC filters (PyTorch's channels_last, cuDNN's NHWC filter format):
+//   x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K), P = (H + 2 pad - R) / stride + 1 (Q alike).
+// All three share one dtype; products accumulate in fp32. No dilation, no groups.
+struct ConvDesc {
+  int64_t stride = 1;
+  int64_t pad = 0;
+  GemmMath math = GemmMath::Strict;
+};
+
+// Batch normalisation over the channels of an NHWC tensor viewed as (rows = N*H*W, C).
+struct BatchNormDesc {
+  float eps = 1e-5f;
+  float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch statistic
+  bool relu = false;      // apply ReLU after the (optional) residual add
 };
 
 struct AdamWParams {
@@ -146,6 +163,78 @@ class Backend {
                                  int growth_interval) = 0;
   // step_count[0] += 1 unless found_inf is given and set (a skipped step is not a step).
   virtual void count_step(Tensor& step_count, const Tensor* found_inf) = 0;
+
+  // ---- ops of the resnet_bottleneck family (kernels/<cpu|cuda>/conv, batchnorm, pool) --------
+  // Shapes and dtypes: see ConvDesc. dx is overwritten. dw has the dtype of x (as PyTorch's
+  // autocast computes the gradient of the low-precision weight copy); the caller casts it into
+  // the fp32 gradient buffer.
+  virtual void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) = 0;
+  virtual void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                                    Tensor& dx) = 0;
+  virtual void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
+                                      Tensor& dw) = 0;
+
+  // x, residual, y: (rows, C), any float dtypes (y's own); gamma, beta, running_mean,
+  // running_var, save_mean, save_rstd: (C) fp32. Statistics in fp32.
+  // Training: y = [relu](gamma * (x - mean) * rstd + beta [+ residual]) with the batch mean and
+  // biased variance, rstd = 1 / sqrt(var + eps); save_mean / save_rstd receive them for the
+  // backward pass, and the running statistics are updated with the unbiased variance (PyTorch).
+  virtual void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x,
+                                       const Tensor* residual, const Tensor& gamma,
+                                       const Tensor& beta, Tensor& running_mean,
+                                       Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                                       Tensor& y) = 0;
+  // Evaluation: the same with the running statistics; nothing is updated.
+  virtual void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x,
+                                      const Tensor* residual, const Tensor& gamma,
+                                      const Tensor& beta, const Tensor& running_mean,
+                                      const Tensor& running_var, Tensor& y) = 0;
+  // g = dy, masked by (relu_out > 0) when relu_out (the forward's y) is given. d_pre, when given,
+  // receives g (the gradient at the residual add, in its own dtype). Then the batchnorm backward
+  // of training mode: dx (dtype of x) and dgamma, dbeta (fp32, overwritten).
+  virtual void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                                  const Tensor& gamma, const Tensor& save_mean,
+                                  const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
+                                  Tensor& dbeta, Tensor* d_pre) = 0;
+
+  // Global average pooling: x (N, HW, C) -> y (N, C), fp32 sums; backward dx = dy / HW broadcast.
+  // Any float dtypes.
+  virtual void avgpool_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void avgpool_backward(const Tensor& dy, Tensor& dx) = 0;
+
+  // out = a + b elementwise, any float dtypes, one numel, computed in fp32. out may alias a or b.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+
+  // ---- ops of the transformer family (kernels/<cpu|cuda>/layernorm, embedding, attention) ----
+  // LayerNorm over the last dimension: x (rows, D), y (rows, D) any float dtypes; gamma, beta (D)
+  // fp32; mean, rstd (rows) fp32 saved for the backward pass. Statistics in fp32.
+  virtual void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
+                                 const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  // dy (dtype of y), dx (dtype of x, overwritten); dgamma, dbeta (D) fp32, overwritten.
+  virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                  const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                  Tensor& dgamma, Tensor& dbeta) = 0;
+
+  // tokens (B, S) int32 in [0, V); tok_emb (V, D), pos_emb (P >= S, D) fp32;
+  // y (B*S, D) any float dtype: y[b*S + s] = tok_emb[tokens[b, s]] + pos_emb[s].
+  virtual void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                                 Tensor& y) = 0;
+  // dy (B*S, D) any float dtype; dtok_emb (V, D) and dpos_emb (P, D) fp32, overwritten (rows
+  // no token uses are zero), sums accumulated in fp32.
+  virtual void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                                  Tensor& dpos_emb) = 0;
+
+  // dst = src with its dimensions permuted: dst.shape[i] == src.shape[perm[i]] for i < rank.
+  // Same dtype and rank (<= 5); perm entries past the rank are ignored.
+  virtual void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) = 0;
+
+  // Attention probabilities: x, y (batch, S, S), any float dtypes. Per row i of each (S, S)
+  // matrix, y[i, :] = softmax(scale * x[i, :]) in fp32; with causal, columns j > i are masked
+  // (their y is exactly 0).
+  virtual void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) = 0;
+  // dx = scale * y * (dy - sum_j dy * y) per row, in fp32; dx may alias dy. Masked entries get 0.
+  virtual void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
+                                          Tensor& dx) = 0;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -11,60 +11,12 @@
 
 #include "kernels/error.h"
 #include "models/rng.h"
+#include "models/synthetic_images.h"
+#include "models/synthetic_sequences.h"
 
 namespace mpbench {
 
 namespace {
-
-// xoshiro256** with a Gaussian on top. Only integer arithmetic, IEEE division and sqrt, and log,
-// so that the stream is the same on every platform (std::normal_distribution is not).
-class Rng {
- public:
-  Rng(uint64_t seed, uint64_t stream) {
-    uint64_t sm = seed ^ (0x6a09e667f3bcc909ull * (stream + 1));
-    for (uint64_t& w : s_) w = splitmix64(sm);
-  }
-  uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
-  // Uniform in [0, n) without modulo bias worth mentioning (Lemire's multiply-high).
-  uint32_t below(uint32_t n) {
-    return static_cast<uint32_t>(((next() >> 32) * static_cast<uint64_t>(n)) >> 32);
-  }
-  // Uniform in (-1, 1) from 53 random bits.
-  double uniform_pm1() { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; }
-  // Marsaglia's polar method: no sin/cos, whose last bits vary between libms.
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double u, v, s;
-    do {
-      u = uniform_pm1();
-      v = uniform_pm1();
-      s = u * u + v * v;
-    } while (s >= 1.0 || s == 0.0);
-    const double f = std::sqrt(-2.0 * std::log(s) / s);
-    spare_ = v * f;
-    has_spare_ = true;
-    return u * f;
-  }
-
- private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
-  double spare_ = 0;
-  bool has_spare_ = false;
-};
 
 // Streams of one seed: prototypes, train split, eval split.
 enum Stream : uint64_t { kPrototypes = 0, kTrain = 1, kEval = 2 };
@@ -248,21 +200,25 @@ Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
 }
 
 Dataset make_dataset(const Spec& spec) {
-  const auto* mlp = std::get_if<MlpSpec>(&spec.model);
-  if (!mlp) {
+  const DataSpec& d = spec.data;
+  if (d.type != "synthetic" && d.type != "idx")
     throw_bad_input(
-        fmt::format("{}: data.type: \"{}\" data for model.type \"{}\" is not "
-                    "supported yet (only \"mlp\")",
-                    spec.source_path, spec.data.type, spec.family));
+        fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, d.type));
+  if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
+    const int classes = static_cast<int>(mlp->num_classes);
+    if (d.type == "idx") return load_idx(d, mlp->input_dim, classes);
+    return make_synthetic_mlp(mlp->input_dim, classes, d.train_samples, d.eval_samples, d.seed);
   }
-  const int classes = static_cast<int>(mlp->num_classes);
-  if (spec.data.type == "synthetic") {
-    return make_synthetic_mlp(mlp->input_dim, classes, spec.data.train_samples,
-                              spec.data.eval_samples, spec.data.seed);
+  if (d.type == "idx") {
+    throw_bad_input(fmt::format(
+        "{}: data.type: \"idx\" files hold flat images for an mlp; model.type \"{}\" takes "
+        "\"synthetic\" data",
+        spec.source_path, spec.family));
   }
-  if (spec.data.type == "idx") return load_idx(spec.data, mlp->input_dim, classes);
-  throw_bad_input(
-      fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, spec.data.type));
+  if (const auto* r = std::get_if<ResnetSpec>(&spec.model))
+    return make_synthetic_images(*r, d.train_samples, d.eval_samples, d.seed);
+  return make_synthetic_sequences(std::get<TransformerSpec>(spec.model), d.train_samples,
+                                  d.eval_samples, d.seed);
 }
 
 }  // namespace mpbench

@@ -11,13 +11,17 @@
 namespace mpbench {
 
 struct Dataset {
-  int64_t sample_dim = 0;  // floats per sample
+  int64_t sample_dim = 0;  // inputs per sample
   int num_classes = 0;
-  std::vector<float> train_x, eval_x;  // (n, sample_dim), row-major
-  std::vector<int32_t> train_y, eval_y;
-  std::string description;  // one line for the console and the results
-  int64_t train_size() const { return static_cast<int64_t>(train_y.size()); }
-  int64_t eval_size() const { return static_cast<int64_t>(eval_y.size()); }
+  // F32: features / pixels in train_x, eval_x. I32: token ids in train_tokens, eval_tokens.
+  DType input_dtype = DType::F32;
+  std::vector<float> train_x, eval_x;              // (n, sample_dim), row-major
+  std::vector<int32_t> train_tokens, eval_tokens;  // (n, sample_dim), row-major
+  int64_t labels_per_sample = 1;                   // seq_len for next-token prediction
+  std::vector<int32_t> train_y, eval_y;            // (n, labels_per_sample)
+  std::string description;                         // one line for the console and the results
+  int64_t train_size() const { return static_cast<int64_t>(train_y.size()) / labels_per_sample; }
+  int64_t eval_size() const { return static_cast<int64_t>(eval_y.size()) / labels_per_sample; }
 };
 
 // Dispatches on spec.data.type; the model family gives the sample shape. Errors are BadInput.

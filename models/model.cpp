@@ -3,14 +3,16 @@
 #include <algorithm>
 
 #include "models/linear.h"
+#include "models/resnet.h"
 #include "models/rng.h"
+#include "models/transformer.h"
 
 namespace mpbench {
 
 // ---- ParamStore ---------------------------------------------------------------------------------
 
-int ParamStore::declare(const std::string& name, Shape shape, float init_bound) {
-  params_.push_back(Param{name, shape, total_, init_bound});
+int ParamStore::declare(const std::string& name, Shape shape, Init init) {
+  params_.push_back(Param{name, shape, total_, init});
   total_ += shape.numel();
   return static_cast<int>(params_.size()) - 1;
 }
@@ -23,10 +25,17 @@ void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_d
   grads_ = alloc.alloc(Shape{total_}, DType::F32, MemCategory::Gradients);
   std::vector<float> host(total_);
   uint64_t state = seed;
+  Rng normal_rng(seed, /*stream=*/7);  // a separate stream, so MLP inits stay as they were
   for (const Param& p : params_) {
     for (int64_t i = 0; i < p.shape.numel(); ++i) {
-      double u = static_cast<double>(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
-      host[p.offset + i] = static_cast<float>((2.0 * u - 1.0) * p.init_bound);
+      double v = p.init.value;
+      if (p.init.kind == Init::Uniform) {
+        double u = static_cast<double>(splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
+        v = (2.0 * u - 1.0) * p.init.value;
+      } else if (p.init.kind == Init::Normal) {
+        v = p.init.value * normal_rng.normal();
+      }
+      host[p.offset + i] = static_cast<float>(v);
     }
   }
   be.upload(host.data(), master_);
@@ -46,8 +55,6 @@ Tensor ParamStore::weight(int i, DType dt) const {
 
 // ---- Model --------------------------------------------------------------------------------------
 
-namespace {
-
 LayerPrecision layer_precision(Precision p, const std::vector<std::string>& pinned,
                                const std::string& name) {
   if (std::find(pinned.begin(), pinned.end(), name) != pinned.end())
@@ -56,10 +63,30 @@ LayerPrecision layer_precision(Precision p, const std::vector<std::string>& pinn
   return LayerPrecision{cd, gemm_math_for(p, cd)};
 }
 
-}  // namespace
-
-Model::Model(const Spec& spec, Precision precision) : precision_(precision) {
+ModelIo model_io(const Spec& spec) {
+  ModelIo io;
   if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
+    io.input_dim = mlp->input_dim;
+    io.num_classes = mlp->num_classes;
+  } else if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
+    io.input_dim = r->image_size * r->image_size * r->in_channels;  // NHWC pixels
+    io.num_classes = r->num_classes;
+  } else {
+    const auto& t = std::get<TransformerSpec>(spec.model);
+    io.input_dtype = DType::I32;
+    io.input_dim = t.seq_len;
+    io.labels_per_sample = t.seq_len;
+    io.num_classes = t.vocab_size;
+  }
+  return io;
+}
+
+Model::Model(const Spec& spec, Precision precision) : precision_(precision), io_(model_io(spec)) {
+  if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
+    build_resnet(spec, *r, precision, layers_);
+  } else if (const auto* t = std::get_if<TransformerSpec>(&spec.model)) {
+    build_transformer(spec, *t, precision, layers_);
+  } else if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
     int64_t in = mlp->input_dim;
     for (size_t i = 0; i < mlp->hidden.size(); ++i) {
       std::string name = "fc" + std::to_string(i + 1);
@@ -71,10 +98,6 @@ Model::Model(const Spec& spec, Precision precision) : precision_(precision) {
     layers_.push_back(std::make_unique<Linear>("head", in, mlp->num_classes, Activation::None,
                                                layer_precision(precision, spec.fp32_layers, "head"),
                                                /*fp32_out=*/true));
-    num_classes_ = mlp->num_classes;
-  } else {
-    throw_bad_input(fmt::format("{}: model.type: family '{}' is not implemented yet (only mlp)",
-                                spec.source_path, spec.family));
   }
   validate_fp32_layers(spec, layer_names());
 }
@@ -88,7 +111,7 @@ std::vector<std::string> Model::layer_names() const {
 void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
   for (auto& l : layers_) l->declare_params(params_);
   params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
-  DType dt = input_dtype_;
+  DType dt = io_.input_dtype;
   for (auto& l : layers_) {
     l->allocate(alloc, batch, dt);
     dt = l->output_dtype(dt);
@@ -96,13 +119,18 @@ void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint6
   MPB_CHECK(dt == DType::F32, "the model must end in fp32 logits");
   // The loss writes the logits' gradient in the dtype the head's GEMMs use.
   DType head_dtype = layers_.back()->info(DType::F32).compute_dtype;
-  dlogits_ = alloc.alloc(Shape{batch, num_classes_}, head_dtype, MemCategory::Activations);
+  dlogits_ = alloc.alloc(Shape{batch * io_.labels_per_sample, io_.num_classes}, head_dtype,
+                         MemCategory::Activations);
 }
 
 Tensor Model::forward(Backend& be, const Tensor& x) {
   Tensor h = x;
   for (auto& l : layers_) h = l->forward(be, params_, h);
   return h;
+}
+
+void Model::set_training(bool training) {
+  for (auto& l : layers_) l->set_training(training);
 }
 
 void Model::backward(Backend& be, const Tensor& dlogits) {
@@ -112,7 +140,7 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
 
 std::vector<LayerInfo> Model::layer_infos() const {
   std::vector<LayerInfo> out;
-  DType dt = input_dtype_;
+  DType dt = io_.input_dtype;
   for (const auto& l : layers_) {
     out.push_back(l->info(dt));
     dt = l->output_dtype(dt);

@@ -19,14 +19,25 @@ namespace mpbench {
 //   optimizer grads   fp32            Gradients
 class ParamStore {
  public:
+  // How a parameter starts: PyTorch's defaults per layer kind.
+  struct Init {
+    enum Kind { Uniform, Constant, Normal } kind = Uniform;
+    float value = 0;  // Uniform: bound of U(-b, b); Constant: the value; Normal: the std of N(0, s)
+    static Init uniform(float bound) { return {Uniform, bound}; }
+    static Init constant(float v) { return {Constant, v}; }
+    static Init normal(float std) { return {Normal, std}; }
+  };
   struct Param {
     std::string name;  // "fc1.weight"
     Shape shape;
     int64_t offset = 0;
-    float init_bound = 0;  // U(-bound, bound), PyTorch's default for Linear
+    Init init;
   };
   // Declaration phase: returns the index of the parameter.
-  int declare(const std::string& name, Shape shape, float init_bound);
+  int declare(const std::string& name, Shape shape, Init init);
+  int declare(const std::string& name, Shape shape, float init_bound) {
+    return declare(name, shape, Init::uniform(init_bound));
+  }
   // Allocates the flat buffers and initialises master (and lowp) deterministically from seed.
   void allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype, uint64_t seed);
 
@@ -64,6 +75,8 @@ struct LayerPrecision {
   DType compute = DType::F32;
   GemmMath math = GemmMath::Strict;
 };
+LayerPrecision layer_precision(Precision p, const std::vector<std::string>& fp32_layers,
+                               const std::string& layer_name);
 
 class Layer {
  public:
@@ -79,38 +92,55 @@ class Layer {
   virtual Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) = 0;
   virtual LayerInfo info(DType input_dtype) const = 0;
   virtual DType output_dtype(DType input_dtype) const = 0;
+  // Training (batch statistics, the default) or evaluation (running statistics) behaviour, for
+  // the layers where they differ (batchnorm).
+  virtual void set_training(bool training) { training_ = training; }
 
  protected:
   explicit Layer(std::string name) : name_(std::move(name)) {}
   std::string name_;
+  bool training_ = true;
 };
 
-// A sequential model ending in fp32 logits (batch, num_classes).
+// What a model family reads and predicts per sample.
+struct ModelIo {
+  DType input_dtype = DType::F32;  // F32 features / pixels, or I32 token ids
+  int64_t input_dim = 0;           // inputs per sample (features, H*W*C pixels, seq_len tokens)
+  int64_t labels_per_sample = 1;   // 1 for classification, seq_len for next-token prediction
+  int64_t num_classes = 0;         // classes, or the vocabulary
+};
+ModelIo model_io(const Spec& spec);
+
+// A sequential model ending in fp32 logits (batch * labels_per_sample, num_classes).
 class Model {
  public:
   Model(const Spec& spec, Precision precision);
   // Allocates parameters and activations; after this, forward/backward may run.
   void allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed);
 
-  // x: (rows, input features) fp32 rows of the dataset. Returns fp32 logits (rows, classes).
+  // x: (rows, input_dim) rows of the dataset in io().input_dtype. Returns fp32 logits
+  // (rows * labels_per_sample, classes).
   Tensor forward(Backend& be, const Tensor& x);
+  // Batch statistics while training, running statistics for evaluation (see Layer).
+  void set_training(bool training);
   // dlogits: the buffer from dlogits_buffer(), filled by the loss.
   void backward(Backend& be, const Tensor& dlogits);
-  // Where the loss writes the logits' gradient: (batch, classes) in the head's compute dtype.
+  // Where the loss writes the logits' gradient: (batch * labels_per_sample, classes) in the
+  // head's compute dtype.
   Tensor& dlogits_buffer() { return dlogits_; }
 
   ParamStore& params() { return params_; }
   std::vector<LayerInfo> layer_infos() const;
   std::vector<std::string> layer_names() const;
   Precision precision() const { return precision_; }
-  int64_t num_classes() const { return num_classes_; }
+  const ModelIo& io() const { return io_; }
+  int64_t num_classes() const { return io_.num_classes; }
   // Forward FLOPs per sample (training counts 3x: forward, and backward's two GEMMs per layer).
   double forward_flops_per_sample() const;
 
  private:
   Precision precision_;
-  int64_t num_classes_ = 0;
-  DType input_dtype_ = DType::F32;
+  ModelIo io_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ParamStore params_;
   Tensor dlogits_;

@@ -1,6 +1,8 @@
 #pragma once
-// splitmix64: a tiny generator whose output is the same on every platform, so a seed gives the
-// same data and initial weights everywhere (the std:: distributions do not promise that).
+// splitmix64 and xoshiro256**: small generators whose output is the same on every platform, so a
+// seed gives the same data and initial weights everywhere (the std:: distributions do not promise
+// that).
+#include <cmath>
 #include <cstdint>
 
 namespace mpbench {
@@ -11,5 +13,55 @@ inline uint64_t splitmix64(uint64_t& state) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+// xoshiro256** with a Gaussian on top. Only integer arithmetic, IEEE division and sqrt, and log,
+// so that the stream is the same on every platform (std::normal_distribution is not).
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream) {
+    uint64_t sm = seed ^ (0x6a09e667f3bcc909ull * (stream + 1));
+    for (uint64_t& w : s_) w = splitmix64(sm);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [0, n) without modulo bias worth mentioning (Lemire's multiply-high).
+  uint32_t below(uint32_t n) {
+    return static_cast<uint32_t>(((next() >> 32) * static_cast<uint64_t>(n)) >> 32);
+  }
+  // Uniform in (-1, 1) from 53 random bits.
+  double uniform_pm1() { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; }
+  // Marsaglia's polar method: no sin/cos, whose last bits vary between libms.
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double u, v, s;
+    do {
+      u = uniform_pm1();
+      v = uniform_pm1();
+      s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(s) / s);
+    spare_ = v * f;
+    has_spare_ = true;
+    return u * f;
+  }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
 
 }  // namespace mpbench

@@ -149,4 +149,19 @@ void poison(Backend& be, Tensor& t) {
   }
 }
 
+std::vector<float> central_differences(const std::function<double(const std::vector<double>&)>& f,
+                                       std::vector<double> x, double h) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const double up = f(x);
+    x[i] = keep - h;
+    const double down = f(x);
+    x[i] = keep;
+    out[i] = static_cast<float>((up - down) / (2 * h));
+  }
+  return out;
+}
+
 }  // namespace mpbench::test

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -45,6 +46,11 @@ std::string source_dir();
 
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
 void poison(Backend& be, Tensor& t);
+
+// Central differences (f(x + h e_i) - f(x - h e_i)) / 2h of a scalar function written in double,
+// for every coordinate of x: the reference the CPU ops' backward passes are checked against.
+std::vector<float> central_differences(const std::function<double(const std::vector<double>&)>& f,
+                                       std::vector<double> x, double h = 1e-6);
 
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);

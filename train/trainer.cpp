@@ -83,18 +83,27 @@ void Run::build(RunResult& r) {
   }
   opt_ = Optimizer::make(spec_.train.optimizer, model_->params(), alloc_, be_);
 
-  const int64_t dim = data_.sample_dim;
+  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
+  const ModelIo& io = model_->io();
+  MPB_CHECK(io.input_dtype == data_.input_dtype && io.input_dim == dim &&
+                io.labels_per_sample == lps && io.num_classes == data_.num_classes,
+            "dataset ({} x {} {}, {} labels per sample, {} classes) does not fit the model", dim,
+            data_.train_size(), dtype_name(data_.input_dtype), lps, data_.num_classes);
   auto upload = [&](const auto& host, Shape shape, DType dt) {
     Tensor t = alloc_.alloc(shape, dt, MemCategory::Data);
     be_.upload(host.data(), t);
     return t;
   };
-  s_.train_x = upload(data_.train_x, Shape{data_.train_size(), dim}, DType::F32);
-  s_.train_y = upload(data_.train_y, Shape{data_.train_size()}, DType::I32);
-  s_.eval_x = upload(data_.eval_x, Shape{data_.eval_size(), dim}, DType::F32);
-  s_.eval_y = upload(data_.eval_y, Shape{data_.eval_size()}, DType::I32);
-  s_.x_stage = alloc_.alloc(Shape{batch_, dim}, DType::F32, MemCategory::Data);
-  s_.y_stage = alloc_.alloc(Shape{batch_}, DType::I32, MemCategory::Data);
+  const bool tokens = data_.input_dtype == DType::I32;
+  const DType xdt = data_.input_dtype;
+  s_.train_x = tokens ? upload(data_.train_tokens, Shape{data_.train_size(), dim}, xdt)
+                      : upload(data_.train_x, Shape{data_.train_size(), dim}, xdt);
+  s_.eval_x = tokens ? upload(data_.eval_tokens, Shape{data_.eval_size(), dim}, xdt)
+                     : upload(data_.eval_x, Shape{data_.eval_size(), dim}, xdt);
+  s_.train_y = upload(data_.train_y, Shape{data_.train_size() * lps}, DType::I32);
+  s_.eval_y = upload(data_.eval_y, Shape{data_.eval_size() * lps}, DType::I32);
+  s_.x_stage = alloc_.alloc(Shape{batch_, dim}, xdt, MemCategory::Data);
+  s_.y_stage = alloc_.alloc(Shape{batch_ * lps}, DType::I32, MemCategory::Data);
 
   const auto& ls = spec_.loss_scale;
   scaling_ = loss_scaling_enabled(ls, precision_);
@@ -142,9 +151,9 @@ void Run::step_core(MemoryReport* mem) {
 }
 
 void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r) {
-  const int64_t dim = data_.sample_dim;
+  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
   Tensor xs = s_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
-  Tensor ys = s_.train_y.slice(batch_index * batch_, Shape{batch_});
+  Tensor ys = s_.train_y.slice(batch_index * batch_ * lps, Shape{batch_ * lps});
   be_.copy(xs, s_.x_stage);
   be_.copy(ys, s_.y_stage);
   if (graph_ready_) {
@@ -162,8 +171,9 @@ void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memor
 }
 
 void Run::evaluate(EpochResult& e) {
-  const int64_t dim = data_.sample_dim;
+  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
   const int64_t n = data_.eval_size();
+  model_->set_training(false);
   be_.fill(s_.eval_loss, 0.0f);
   be_.fill(s_.eval_loss_tail, 0.0f);
   be_.fill(s_.eval_correct, 0.0f);
@@ -172,16 +182,18 @@ void Run::evaluate(EpochResult& e) {
     int64_t rows = b < full ? batch_ : tail;
     if (rows == 0) break;
     Tensor x = s_.eval_x.slice(b * batch_ * dim, Shape{rows, dim});
-    Tensor y = s_.eval_y.slice(b * batch_, Shape{rows});
+    Tensor y = s_.eval_y.slice(b * batch_ * lps, Shape{rows * lps});
     Tensor logits = model_->forward(be_, x);
     be_.softmax_xent(logits, y, nullptr, nullptr, b < full ? s_.eval_loss : s_.eval_loss_tail,
                      s_.eval_correct);
   }
+  model_->set_training(true);
   // Each batch adds its mean loss; weight the batches by their rows.
   double loss_full = read_scalar(be_, s_.eval_loss),
          loss_tail = read_scalar(be_, s_.eval_loss_tail);
   e.eval_loss = (loss_full * batch_ + loss_tail * tail) / static_cast<double>(n);
-  e.eval_accuracy = read_scalar(be_, s_.eval_correct) / static_cast<double>(n);
+  // Accuracy over every predicted label (every position for next-token prediction).
+  e.eval_accuracy = read_scalar(be_, s_.eval_correct) / static_cast<double>(n * lps);
 }
 
 void Run::execute(RunResult& r) {

@@ -169,4 +169,87 @@ std::unique_ptr<Backend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 
+void CpuBackend::conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) {
+  cpu::conv2d_forward(d, x, w, y, gemm_scratch_);
+}
+
+void CpuBackend::conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                                      Tensor& dx) {
+  cpu::conv2d_backward_data(d, dy, w, dx, gemm_scratch_);
+}
+
+void CpuBackend::conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
+                                        Tensor& dw) {
+  cpu::conv2d_backward_filter(d, x, dy, dw, gemm_scratch_);
+}
+
+void CpuBackend::batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x,
+                                         const Tensor* residual, const Tensor& gamma,
+                                         const Tensor& beta, Tensor& running_mean,
+                                         Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                                         Tensor& y) {
+  cpu::batchnorm_forward_train(d, x, residual, gamma, beta, running_mean, running_var, save_mean,
+                               save_rstd, y);
+}
+
+void CpuBackend::batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x,
+                                        const Tensor* residual, const Tensor& gamma,
+                                        const Tensor& beta, const Tensor& running_mean,
+                                        const Tensor& running_var, Tensor& y) {
+  cpu::batchnorm_forward_eval(d, x, residual, gamma, beta, running_mean, running_var, y);
+}
+
+void CpuBackend::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                                    const Tensor& gamma, const Tensor& save_mean,
+                                    const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
+                                    Tensor& dbeta, Tensor* d_pre) {
+  cpu::batchnorm_backward(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma, dbeta, d_pre);
+}
+
+void CpuBackend::avgpool_forward(const Tensor& x, Tensor& y) {
+  cpu::avgpool_forward(x, y);
+}
+
+void CpuBackend::avgpool_backward(const Tensor& dy, Tensor& dx) {
+  cpu::avgpool_backward(dy, dx);
+}
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
+  cpu::add(a, b, out);
+}
+
+void CpuBackend::layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) {
+  cpu::layernorm_forward(eps, x, gamma, beta, y, mean, rstd);
+}
+
+void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                    Tensor& dgamma, Tensor& dbeta) {
+  cpu::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+}
+
+void CpuBackend::embedding_forward(const Tensor& tokens, const Tensor& tok_emb,
+                                   const Tensor& pos_emb, Tensor& y) {
+  cpu::embedding_forward(tokens, tok_emb, pos_emb, y);
+}
+
+void CpuBackend::embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                                    Tensor& dpos_emb) {
+  cpu::embedding_backward(tokens, dy, dtok_emb, dpos_emb);
+}
+
+void CpuBackend::permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
+  cpu::permute(src, dst, perm);
+}
+
+void CpuBackend::attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {
+  cpu::attention_softmax_forward(x, scale, causal, y);
+}
+
+void CpuBackend::attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
+                                            Tensor& dx) {
+  cpu::attention_softmax_backward(dy, y, scale, dx);
+}
+
 }  // namespace mpbench

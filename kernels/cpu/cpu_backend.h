@@ -42,6 +42,38 @@ class CpuBackend final : public Backend {
                          float growth_factor, float backoff_factor, int growth_interval) override;
   void count_step(Tensor& step_count, const Tensor* found_inf) override;
 
+  void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) override;
+  void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override;
+  void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
+                              Tensor& dw) override;
+  void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                               const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                               Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                               Tensor& y) override;
+  void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                              const Tensor& running_var, Tensor& y) override;
+  void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre) override;
+  void avgpool_forward(const Tensor& x, Tensor& y) override;
+  void avgpool_backward(const Tensor& dy, Tensor& dx) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         Tensor& y, Tensor& mean, Tensor& rstd) override;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                          Tensor& dbeta) override;
+  void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                         Tensor& y) override;
+  void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                          Tensor& dpos_emb) override;
+  void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override;
+  void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) override;
+  void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
+                                  Tensor& dx) override;
+
  private:
   DeviceInfo info_;
   // Decoded / TF32-rounded GEMM operands, grown to the largest GEMM seen and then reused.

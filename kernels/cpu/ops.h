@@ -57,6 +57,53 @@ void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& foun
                        float growth_factor, float backoff_factor, int growth_interval);
 void count_step(Tensor& step_count, const Tensor* found_inf);
 
+// ---- conv.cpp ---------------------------------------------------------------------------------
+// x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K): im2col + the CPU GEMM (so fp16/bf16/TF32
+// numerics are the GEMM's). scratch holds the column matrix.
+void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y,
+                    std::vector<float>& scratch);
+void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx,
+                          std::vector<float>& scratch);
+void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
+                            std::vector<float>& scratch);
+
+// ---- batchnorm.cpp ----------------------------------------------------------------------------
+// x, residual, y, dy, dx: (rows, C); gamma .. save_rstd, dgamma, dbeta: (C) fp32.
+void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                             const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                             Tensor& running_var, Tensor& save_mean, Tensor& save_rstd, Tensor& y);
+void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                            const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                            const Tensor& running_var, Tensor& y);
+void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                        const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
+                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre);
+
+// ---- tensor_ops.cpp ---------------------------------------------------------------------------
+// avgpool: x (N, HW, C) -> y (N, C). add: one numel, any float dtypes. permute: rank <= 5.
+void avgpool_forward(const Tensor& x, Tensor& y);
+void avgpool_backward(const Tensor& dy, Tensor& dx);
+void add(const Tensor& a, const Tensor& b, Tensor& out);
+void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm);
+
+// ---- layernorm.cpp ----------------------------------------------------------------------------
+// x, y, dy, dx: (rows, D); gamma, beta, dgamma, dbeta: (D) fp32; mean, rstd: (rows) fp32.
+void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       Tensor& y, Tensor& mean, Tensor& rstd);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+
+// ---- embedding.cpp ----------------------------------------------------------------------------
+// tokens (B, S) int32; tok_emb (V, D), pos_emb (P, D) fp32; y, dy (B*S, D).
+void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                       Tensor& y);
+void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb);
+
+// ---- attention.cpp ----------------------------------------------------------------------------
+// x, y, dy, dx: (batch, S, S).
+void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y);
+void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, Tensor& dx);
+
 // ---- shared checks (cast.cpp) ----------------------------------------------------------------
 // Throws a Runtime error naming `what` unless t is a defined host tensor of dtype dt.
 void check_tensor(const Tensor& t, DType dt, const char* what);

@@ -214,6 +214,72 @@ class CudaBackend : public Backend {
     cuda::count_step(ctx_, step_count, found_inf);
   }
 
+  void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) override {
+    cuda::conv2d_forward(ctx_, d, x, w, y);
+  }
+  void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                            Tensor& dx) override {
+    cuda::conv2d_backward_data(ctx_, d, dy, w, dx);
+  }
+  void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
+                              Tensor& dw) override {
+    cuda::conv2d_backward_filter(ctx_, d, x, dy, dw);
+  }
+  void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                               const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                               Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                               Tensor& y) override {
+    cuda::batchnorm_forward_train(ctx_, d, x, residual, gamma, beta, running_mean, running_var,
+                                  save_mean, save_rstd, y);
+  }
+  void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                              const Tensor& running_var, Tensor& y) override {
+    cuda::batchnorm_forward_eval(ctx_, d, x, residual, gamma, beta, running_mean, running_var, y);
+  }
+  void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre) override {
+    cuda::batchnorm_backward(ctx_, dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma, dbeta,
+                             d_pre);
+  }
+  void avgpool_forward(const Tensor& x, Tensor& y) override {
+    cuda::avgpool_forward(ctx_, x, y);
+  }
+  void avgpool_backward(const Tensor& dy, Tensor& dx) override {
+    cuda::avgpool_backward(ctx_, dy, dx);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+    cuda::add(ctx_, a, b, out);
+  }
+  void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         Tensor& y, Tensor& mean, Tensor& rstd) override {
+    cuda::layernorm_forward(ctx_, eps, x, gamma, beta, y, mean, rstd);
+  }
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                          Tensor& dbeta) override {
+    cuda::layernorm_backward(ctx_, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
+  }
+  void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                         Tensor& y) override {
+    cuda::embedding_forward(ctx_, tokens, tok_emb, pos_emb, y);
+  }
+  void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                          Tensor& dpos_emb) override {
+    cuda::embedding_backward(ctx_, tokens, dy, dtok_emb, dpos_emb);
+  }
+  void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override {
+    cuda::permute(ctx_, src, dst, perm);
+  }
+  void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) override {
+    cuda::attention_softmax_forward(ctx_, x, scale, causal, y);
+  }
+  void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
+                                  Tensor& dx) override {
+    cuda::attention_softmax_backward(ctx_, dy, y, scale, dx);
+  }
+
  private:
   // A capture left open by an exception: end it and drop whatever was recorded.
   void abandon_capture() {

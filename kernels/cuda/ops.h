@@ -35,4 +35,42 @@ void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker
                        int growth_interval);
 void count_step(DeviceContext& ctx, Tensor& step_count, const Tensor* found_inf);
 
+// ---- resnet_bottleneck family: conv.cu (cuDNN), batchnorm.cu, tensor_ops.cu ------------------
+void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const Tensor& x, const Tensor& w,
+                    Tensor& y);
+void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const Tensor& dy, const Tensor& w,
+                          Tensor& dx);
+void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const Tensor& x,
+                            const Tensor& dy, Tensor& dw);
+void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
+                             const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                             Tensor& save_rstd, Tensor& y);
+void batchnorm_forward_eval(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
+                            const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& running_mean, const Tensor& running_var, Tensor& y);
+void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu_out,
+                        const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                        const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                        Tensor* d_pre);
+void avgpool_forward(DeviceContext& ctx, const Tensor& x, Tensor& y);
+void avgpool_backward(DeviceContext& ctx, const Tensor& dy, Tensor& dx);
+void add(DeviceContext& ctx, const Tensor& a, const Tensor& b, Tensor& out);
+void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::array<int, 5>& perm);
+
+// ---- transformer family: layernorm.cu, embedding.cu, attention.cu ----------------------------
+void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Tensor& gamma,
+                       const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd);
+void layernorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                        const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                        Tensor& dbeta);
+void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& tok_emb,
+                       const Tensor& pos_emb, Tensor& y);
+void embedding_backward(DeviceContext& ctx, const Tensor& tokens, const Tensor& dy,
+                        Tensor& dtok_emb, Tensor& dpos_emb);
+void attention_softmax_forward(DeviceContext& ctx, const Tensor& x, float scale, bool causal,
+                               Tensor& y);
+void attention_softmax_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& y, float scale,
+                                Tensor& dx);
+
 }  // namespace mpbench::cuda
