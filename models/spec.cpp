@@ -556,14 +556,26 @@ void check_sizes(const Ctx& ctx, const Spec& s) {
                          "(batch_size {} x {:.3g} per sample)",
                          kMaxActivations, acts, s.train.batch_size, f.activations_per_sample));
   }
+  // The dataset is held in host memory (and on the device) whole: inputs per sample are features,
+  // pixels or tokens (a token is 4 bytes, like a float).
+  double per_sample = 0;
+  const char* what = "";
   if (const auto* mlp = std::get_if<MlpSpec>(&s.model)) {
-    const double floats = static_cast<double>(s.data.train_samples + s.data.eval_samples) *
-                          static_cast<double>(mlp->input_dim);
-    if (floats > kMaxDataFloats) {
-      ctx.fail("data", fmt::format("expected at most {:.0f} input floats in memory, got {:.3g} "
-                                   "((train_samples + eval_samples) x model.input_dim)",
-                                   kMaxDataFloats, floats));
-    }
+    per_sample = static_cast<double>(mlp->input_dim);
+    what = "model.input_dim";
+  } else if (const auto* r = std::get_if<ResnetSpec>(&s.model)) {
+    per_sample = static_cast<double>(r->image_size) * r->image_size * r->in_channels;
+    what = "model.image_size^2 x model.in_channels";
+  } else if (const auto* t = std::get_if<TransformerSpec>(&s.model)) {
+    per_sample = 2.0 * static_cast<double>(t->seq_len);  // tokens and a label per position
+    what = "2 x model.seq_len";
+  }
+  const double floats =
+      static_cast<double>(s.data.train_samples + s.data.eval_samples) * per_sample;
+  if (floats > kMaxDataFloats) {
+    ctx.fail("data", fmt::format("expected at most {:.0f} input values in memory, got {:.3g} "
+                                 "((train_samples + eval_samples) x {})",
+                                 kMaxDataFloats, floats, what));
   }
 }
 
