@@ -5,8 +5,13 @@
 //
 //   bench_ops [--benchmark_filter=cuda/gemm] [--benchmark_counters_tabular=true]
 //
-// The CPU runs smaller problems than the GPU (same layer widths, fewer rows or parameters) so
-// that the whole CPU suite takes a minute or two on two cores.
+// The resnet_bottleneck and transformer families add ResNet-50's convolutions (forward, dX, dW),
+// batchnorm and average pool, BERT's backward GEMMs, and the LayerNorm, attention softmax,
+// embedding, permute and add kernels of BERT-base / GPT-2 small.
+//
+// The CPU runs smaller problems than the GPU (same layer widths, fewer rows, images, sequences
+// or parameters) and, for the newer ops, fewer shapes, so that the whole CPU suite stays within
+// a few minutes on two cores.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -253,6 +258,28 @@ void add_bert_cases(std::vector<GemmCase>& out, int64_t seqs) {
   out.push_back({"bert_ffn_down", 1, tokens, d, ffn, false, true});
 }
 
+// The same layer's backward GEMMs. Each Linear(in -> out): dX = dY W, (tokens x out) . (out x in),
+// and dW = dY^T X, (tokens x out)^T . (tokens x in). Attention, per head, with S = Q K^T and
+// O = P V: dP = dO V^T (the shape of Q K^T), dV = P^T dO and dK = dS^T Q (one shape: dKV), and
+// dQ = dS K (the shape of P V).
+void add_bert_backward_cases(std::vector<GemmCase>& out, int64_t seqs) {
+  const int64_t seq = 512, d = 768, heads = seqs * 12, dh = 64, ffn = 3072, tokens = seqs * seq;
+  const struct {
+    const char* name;
+    int64_t in, out;
+  } linears[] = {{"bert_qkv", d, 3 * d},
+                 {"bert_out_proj", d, d},
+                 {"bert_ffn_up", d, ffn},
+                 {"bert_ffn_down", ffn, d}};
+  for (const auto& l : linears) {
+    out.push_back({std::string(l.name) + "_dX", 1, tokens, l.in, l.out, false, false});
+    out.push_back({std::string(l.name) + "_dW", 1, l.out, l.in, tokens, true, false});
+  }
+  out.push_back({"bert_attn_dP", heads, seq, seq, dh, false, true});
+  out.push_back({"bert_attn_dKV", heads, seq, dh, seq, true, false});
+  out.push_back({"bert_attn_dQ", heads, seq, dh, seq, false, false});
+}
+
 std::vector<GemmCase> gemm_cases(Device dev) {
   const bool gpu = dev == Device::CUDA;
   std::vector<GemmCase> cases;
@@ -261,6 +288,20 @@ std::vector<GemmCase> gemm_cases(Device dev) {
   add_mlp_cases(cases, "wide", gpu ? 1024 : 128, {1024, 4096, 4096, 10});
   add_bert_cases(cases, gpu ? 8 : 1);  // 4096 tokens on the GPU, 512 on the CPU
   return cases;
+}
+
+std::vector<GemmCase> backward_gemm_cases(Device dev) {
+  std::vector<GemmCase> cases;
+  add_bert_backward_cases(cases, dev == Device::CUDA ? 8 : 1);
+  return cases;
+}
+
+// The precisions of the conv and BERT backward rows. On the CPU, tf32 and fp16 are the fp32
+// sgemm after another rounding pass of the operands, which the forward GEMM rows measure
+// already; running fp32 and bf16 only there keeps the CPU suite short.
+std::vector<GemmPrecision> gemm_precisions(Device dev) {
+  if (dev == Device::CUDA) return {std::begin(kGemmPrecisions), std::end(kGemmPrecisions)};
+  return {kGemmPrecisions[0], kGemmPrecisions[3]};
 }
 
 Shape batched(int64_t batch, int64_t r, int64_t c) {
@@ -427,6 +468,342 @@ void bm_bias_act_backward(benchmark::State& state, Device dev, ActShape sh, DTyp
   });
 }
 
+// ---- convolution (ResNet-50) -----------------------------------------------------------------
+
+// ResNet-50's training batch on the GPU; the CPU runs the same layers on 2 images.
+int64_t resnet_batch(Device dev) {
+  return dev == Device::CUDA ? 256 : 2;
+}
+
+// One convolution of a ResNet-50 bottleneck stage (v1.5: a stage's downsampling stride is on
+// the first block's 3x3 and projection): NHWC input hw x hw x c, k filters of r x r.
+struct ConvCase {
+  std::string name;
+  int64_t hw, c, k, r, stride;
+  bool on_cpu;  // the CPU runs a few representative shapes only (see conv_cases)
+  int64_t pad() const { return r / 2; }
+  int64_t out() const { return (hw + 2 * pad() - r) / stride + 1; }
+};
+
+// The distinct convolutions of stage `stage` (2..5, Caffe's res2..res5): output size hw, bottleneck
+// width `width`, output 4 width channels; the first block takes in_c channels at in_hw.
+//   first block: first_reduce 1x1 in_c -> width at in_hw; first_3x3_s2 (3x3, stride in_hw / hw);
+//                expand 1x1 width -> 4 width; first_proj_s2 1x1 in_c -> 4 width, stride as the 3x3
+//   later blocks: reduce 1x1 4 width -> width; 3x3 stride 1; expand
+// Stage 2 has no downsampling: its first 3x3 and projection are the later 3x3 and expand shapes.
+void add_conv_stage(std::vector<ConvCase>& out, int stage, int64_t hw, int64_t width, int64_t in_c,
+                    int64_t in_hw) {
+  const std::string p = "res" + std::to_string(stage) + "_";
+  const int64_t stride = in_hw / hw, wide = 4 * width;
+  out.push_back({p + "first_reduce", in_hw, in_c, width, 1, 1, false});
+  if (stride > 1) {
+    out.push_back({p + "first_3x3_s2", in_hw, width, width, 3, stride, false});
+    out.push_back({p + "first_proj_s2", in_hw, in_c, wide, 1, stride, false});
+  }
+  out.push_back({p + "reduce", hw, wide, width, 1, 1, false});
+  out.push_back({p + "3x3", hw, width, width, 3, 1, false});
+  out.push_back({p + "expand", hw, width, wide, 1, 1, false});
+}
+
+std::vector<ConvCase> conv_cases(Device dev) {
+  std::vector<ConvCase> all;
+  add_conv_stage(all, 2, 56, 64, 64, 56);  // after the stem's max pool: 56 x 56 x 64
+  add_conv_stage(all, 3, 28, 128, 256, 56);
+  add_conv_stage(all, 4, 14, 256, 512, 28);
+  add_conv_stage(all, 5, 7, 512, 1024, 14);
+  if (dev == Device::CUDA) return all;
+  // CPU: a 3x3, the strided 3x3 and projection (other im2col paths), and a wide 1x1.
+  std::vector<ConvCase> cpu;
+  for (const ConvCase& c : all)
+    if (c.name == "res2_3x3" || c.name == "res3_first_3x3_s2" || c.name == "res3_first_proj_s2" ||
+        c.name == "res5_expand")
+      cpu.push_back(c);
+  return cpu;
+}
+
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
+const char* conv_pass_name(ConvPass p) {
+  switch (p) {
+    case ConvPass::Forward:
+      return "fwd";
+    case ConvPass::BackwardData:
+      return "dX";
+    default:
+      return "dW";
+  }
+}
+
+void bm_conv(benchmark::State& state, Device dev, ConvCase cc, ConvPass pass, GemmPrecision p) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t n = resnet_batch(dev), pq = cc.out();
+    // Small weights and gradients: the R S C- and N P Q-term sums stay far from the fp16 range.
+    Tensor x = buf.random(Shape{n, cc.hw, cc.hw, cc.c}, p.dtype);
+    Tensor w = buf.random(Shape{cc.k, cc.r, cc.r, cc.c}, p.dtype, 0.05f);
+    Tensor y = buf.random(Shape{n, pq, pq, cc.k}, p.dtype, 0.01f);
+    ConvDesc d;
+    d.stride = cc.stride;
+    d.pad = cc.pad();
+    d.math = p.math;
+    const double s = run_timed(state, be, [&] {
+      switch (pass) {
+        case ConvPass::Forward:
+          be.conv2d_forward(d, x, w, y);
+          break;
+        case ConvPass::BackwardData:
+          be.conv2d_backward_data(d, y, w, x);
+          break;
+        case ConvPass::BackwardFilter:
+          be.conv2d_backward_filter(d, x, y, w);
+          break;
+      }
+    });
+    set_flops(state, 2.0 * n * pq * pq * cc.k * cc.r * cc.r * cc.c, s);
+    const std::string hw = std::to_string(cc.hw), o = std::to_string(pq);
+    state.SetLabel("N" + std::to_string(n) + " " + hw + "x" + hw + "x" + std::to_string(cc.c) +
+                   " -> " + o + "x" + o + "x" + std::to_string(cc.k) + " " + std::to_string(cc.r) +
+                   "x" + std::to_string(cc.r) + "/" + std::to_string(cc.stride));
+  });
+}
+
+// ---- batchnorm, avgpool --------------------------------------------------------------------
+
+// A batchnorm's input: (N hw hw, c). Each stage has its width-channel BNs (after the 1x1 reduce
+// and the 3x3, ReLU fused) and its 4 width-channel ones (after the expand: residual add + ReLU
+// fused; after the projection: neither). Stage 3's first reduce runs at 56 x 56 before the
+// stride: res3_first (56 x 56, 128).
+struct BnCase {
+  std::string name;
+  int64_t hw, c;
+};
+
+std::vector<BnCase> bn_cases(Device dev) {
+  if (dev == Device::CPU) return {{"res2_wide", 56, 256}};
+  return {{"res2", 56, 64},        {"res2_wide", 56, 256}, {"res3_first", 56, 128},
+          {"res3", 28, 128},       {"res3_wide", 28, 512}, {"res4", 14, 256},
+          {"res4_wide", 14, 1024}, {"res5", 7, 512},       {"res5_wide", 7, 2048}};
+}
+
+enum class BnPass { Forward, ForwardResidualRelu, Backward, BackwardRelu };
+const char* bn_pass_name(BnPass p) {
+  switch (p) {
+    case BnPass::Forward:
+      return "fwd";
+    case BnPass::ForwardResidualRelu:
+      return "fwd_res_relu";
+    case BnPass::Backward:
+      return "bwd";
+    default:
+      return "bwd_relu";
+  }
+}
+
+void bm_batchnorm(benchmark::State& state, Device dev, BnCase bc, BnPass pass, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t rows = resnet_batch(dev) * bc.hw * bc.hw, c = bc.c;
+    const Shape act{rows, c}, ch{c};
+    Tensor x = buf.random(act, dt);
+    Tensor y = buf.random(act, dt);  // the forward's output, or dx
+    Tensor gamma = buf.random(ch, DType::F32, 1.0f, true), beta = buf.random(ch, DType::F32);
+    Tensor mean = buf.random(ch, DType::F32, 0.1f), rstd = buf.random(ch, DType::F32, 2.0f, true);
+    const double ta = static_cast<double>(rows) * c * dtype_size(dt);  // one activation tensor
+    double s = 0, bytes = 0;
+    if (pass == BnPass::Forward || pass == BnPass::ForwardResidualRelu) {
+      const bool fused = pass == BnPass::ForwardResidualRelu;
+      Tensor residual = fused ? buf.random(act, dt) : Tensor{};
+      Tensor run_mean = buf.random(ch, DType::F32, 0.1f);
+      Tensor run_var = buf.random(ch, DType::F32, 1.0f, true);
+      BatchNormDesc d;
+      d.relu = fused;
+      s = run_timed(state, be, [&] {
+        be.batchnorm_forward_train(d, x, fused ? &residual : nullptr, gamma, beta, run_mean,
+                                   run_var, mean, rstd, y);
+      });
+      // x (and residual) read, y written; gamma, beta read, running stats read and written,
+      // save_mean and save_rstd written.
+      bytes = ta * (fused ? 3 : 2) + 32.0 * c;
+    } else {
+      const bool relu = pass == BnPass::BackwardRelu;
+      Tensor dy = buf.random(act, dt, 0.1f);
+      Tensor relu_out = relu ? buf.random(act, dt) : Tensor{};  // half the entries masked
+      Tensor d_pre = relu ? buf.random(act, dt) : Tensor{};
+      Tensor dgamma = buf.random(ch, DType::F32), dbeta = buf.random(ch, DType::F32);
+      s = run_timed(state, be, [&] {
+        be.batchnorm_backward(dy, relu ? &relu_out : nullptr, x, gamma, mean, rstd, y, dgamma,
+                              dbeta, relu ? &d_pre : nullptr);
+      });
+      // dy, x (and relu_out) read, dx (and d_pre) written; gamma, save_mean, save_rstd read,
+      // dgamma, dbeta written.
+      bytes = ta * (relu ? 5 : 3) + 20.0 * c;
+    }
+    set_bytes(state, bytes, s);
+    state.SetLabel(std::to_string(rows) + "x" + std::to_string(c));
+  });
+}
+
+// ResNet-50's global average pool: (N, 7 x 7, 2048) -> (N, 2048).
+void bm_avgpool(benchmark::State& state, Device dev, bool backward, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t n = resnet_batch(dev), hw = 49, c = 2048;
+    Tensor big = buf.random(Shape{n, hw, c}, dt), small = buf.random(Shape{n, c}, dt);
+    const double s = run_timed(state, be, [&] {
+      if (backward)
+        be.avgpool_backward(small, big);
+      else
+        be.avgpool_forward(big, small);
+    });
+    set_bytes(state, static_cast<double>(n) * c * (hw + 1) * dtype_size(dt), s);
+    state.SetLabel("N" + std::to_string(n) + " 7x7x2048");
+  });
+}
+
+// ---- transformer kernels ---------------------------------------------------------------------
+
+// Sequences of BERT-base (512 tokens) and GPT-2 small (1024 tokens), both d 768 and 12 heads of
+// 64. The GPU runs 8 sequences of each, the CPU one.
+struct SeqShape {
+  const char* name;
+  int64_t seqs, seq;
+  bool causal;
+};
+std::vector<SeqShape> seq_shapes(Device dev) {
+  const int64_t seqs = dev == Device::CUDA ? 8 : 1;
+  return {{"bert", seqs, 512, false}, {"gpt2", seqs, 1024, true}};
+}
+constexpr int64_t kModelDim = 768, kHeads = 12, kHeadDim = 64;
+
+std::string tokens_label(const SeqShape& sh) {
+  return std::to_string(sh.seqs) + "x" + std::to_string(sh.seq) + " tokens";
+}
+
+void bm_layernorm(benchmark::State& state, Device dev, SeqShape sh, bool backward, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t rows = sh.seqs * sh.seq, d = kModelDim;
+    Tensor x = buf.random(Shape{rows, d}, dt), y = buf.random(Shape{rows, d}, dt);
+    Tensor gamma = buf.random(Shape{d}, DType::F32, 1.0f, true);
+    Tensor beta = buf.random(Shape{d}, DType::F32);
+    Tensor mean = buf.random(Shape{rows}, DType::F32, 0.1f);
+    Tensor rstd = buf.random(Shape{rows}, DType::F32, 2.0f, true);
+    const double rd = static_cast<double>(rows) * d * dtype_size(dt);
+    double s = 0, bytes = 0;
+    if (!backward) {
+      s = run_timed(state, be, [&] { be.layernorm_forward(1e-5f, x, gamma, beta, y, mean, rstd); });
+      bytes = 2 * rd + 8.0 * d + 8.0 * rows;  // x; gamma, beta; y, mean, rstd
+    } else {
+      Tensor dy = buf.random(Shape{rows, d}, dt, 0.1f);
+      Tensor dgamma = buf.random(Shape{d}, DType::F32), dbeta = buf.random(Shape{d}, DType::F32);
+      s = run_timed(state, be,
+                    [&] { be.layernorm_backward(dy, x, gamma, mean, rstd, y, dgamma, dbeta); });
+      // dy, x, gamma, mean, rstd read; dx, dgamma, dbeta written.
+      bytes = 3 * rd + 12.0 * d + 8.0 * rows;
+    }
+    set_bytes(state, bytes, s);
+    state.SetLabel(tokens_label(sh) + " x " + std::to_string(d));
+  });
+}
+
+// The attention probabilities of every head of every sequence: (seqs x 12, S, S), scale
+// 1 / sqrt(64). BERT's are full, GPT-2's causal.
+void bm_attention_softmax(benchmark::State& state, Device dev, SeqShape sh, bool backward,
+                          DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t b = sh.seqs * kHeads, sq = sh.seq;
+    const Shape shape{b, sq, sq};
+    const float scale = 0.125f;
+    Tensor x = buf.random(shape, dt, 4.0f), y = buf.random(shape, dt);
+    // A causal softmax must read only the unmasked scores (and y, dy there), but writes every
+    // entry.
+    const double full = static_cast<double>(b) * sq * sq;
+    const double live = sh.causal ? static_cast<double>(b) * sq * (sq + 1) / 2 : full;
+    double s = 0, bytes = 0;
+    if (!backward) {
+      s = run_timed(state, be, [&] { be.attention_softmax_forward(x, scale, sh.causal, y); });
+      bytes = (live + full) * dtype_size(dt);
+    } else {
+      be.attention_softmax_forward(x, scale, sh.causal, y);  // real probabilities (and zeros)
+      Tensor dy = buf.random(shape, dt);
+      // dx apart from dy: in place, every call would rescale the previous gradient.
+      s = run_timed(state, be, [&] { be.attention_softmax_backward(dy, y, scale, x); });
+      bytes = (2 * live + full) * dtype_size(dt);
+    }
+    set_bytes(state, bytes, s);
+    state.SetLabel(std::to_string(b) + "x" + std::to_string(sq) + "x" + std::to_string(sq) +
+                   (sh.causal ? " causal" : ""));
+  });
+}
+
+// Token + position embedding with a 1024-token vocabulary and a position table of one sequence.
+constexpr int64_t kVocab = 1024;
+
+void bm_embedding(benchmark::State& state, Device dev, SeqShape sh, bool backward, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const int64_t bs = sh.seqs * sh.seq, d = kModelDim;
+    Tensor tokens = buf.labels(bs, kVocab).reshaped(Shape{sh.seqs, sh.seq});
+    Tensor tok_emb = buf.random(Shape{kVocab, d}, DType::F32, 0.05f);
+    Tensor pos_emb = buf.random(Shape{sh.seq, d}, DType::F32, 0.05f);
+    Tensor y = buf.random(Shape{bs, d}, dt);
+    const double act = static_cast<double>(bs) * d;
+    double s = 0, bytes = 0;
+    if (!backward) {
+      s = run_timed(state, be, [&] { be.embedding_forward(tokens, tok_emb, pos_emb, y); });
+      // tokens; one gathered token row per token; the position table; y.
+      bytes = 4.0 * bs + 4 * act + 4.0 * sh.seq * d + act * dtype_size(dt);
+    } else {
+      s = run_timed(state, be, [&] { be.embedding_backward(tokens, y, tok_emb, pos_emb); });
+      // tokens, dy read; both fp32 tables written whole.
+      bytes = 4.0 * bs + act * dtype_size(dt) + 4.0 * (kVocab + sh.seq) * d;
+    }
+    set_bytes(state, bytes, s);
+    state.SetLabel(tokens_label(sh) + ", V" + std::to_string(kVocab) + " D" + std::to_string(d));
+  });
+}
+
+// The head transposes around attention, on BERT's sequences: the QKV GEMM's (B, S, 3, 12, 64)
+// output split into Q, K, V of (B, 12, S, 64) each, and the heads merged back from
+// (B, 12, S, 64) to (B, S, 12, 64) before the output projection.
+void bm_permute(benchmark::State& state, Device dev, bool split, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const SeqShape sh = seq_shapes(dev)[0];
+    const int64_t b = sh.seqs, sq = sh.seq, h = kHeads, dh = kHeadDim;
+    Tensor src =
+        split ? buf.random(Shape{b, sq, 3, h, dh}, dt) : buf.random(Shape{b, h, sq, dh}, dt);
+    Tensor dst =
+        split ? buf.random(Shape{3, b, h, sq, dh}, dt) : buf.random(Shape{b, sq, h, dh}, dt);
+    const std::array<int, 5> perm =
+        split ? std::array<int, 5>{2, 0, 3, 1, 4} : std::array<int, 5>{0, 2, 1, 3, 0};
+    const double s = run_timed(state, be, [&] { be.permute(src, dst, perm); });
+    set_bytes(state, 2.0 * src.numel() * dtype_size(dt), s);
+    state.SetLabel(src.shape.str() + " -> " + dst.shape.str());
+  });
+}
+
+// A transformer residual add on BERT's tokens: out = a + b, out apart from both.
+void bm_add(benchmark::State& state, Device dev, DType dt) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    Buffers buf(be);
+    const SeqShape sh = seq_shapes(dev)[0];
+    const Shape shape{sh.seqs * sh.seq, kModelDim};
+    Tensor a = buf.random(shape, dt), b = buf.random(shape, dt), out = buf.random(shape, dt);
+    const double s = run_timed(state, be, [&] { be.add(a, b, out); });
+    set_bytes(state, 3.0 * shape.numel() * dtype_size(dt), s);
+    state.SetLabel(tokens_label(sh) + " x " + std::to_string(kModelDim));
+  });
+}
+
 // ---- registration ----------------------------------------------------------------------------
 
 template <typename Fn, typename... Args>
@@ -469,6 +846,58 @@ void register_device(Device dev) {
           std::string("bias_act_backward/") + sh.name + "_" + std::to_string(sh.rows) + "x" +
               std::to_string(sh.cols) + "/" + dtype_name(dt),
           bm_bias_act_backward, sh, dt);
+
+  // The resnet_bottleneck and transformer families.
+  const std::vector<GemmPrecision> precisions = gemm_precisions(dev);
+  for (const GemmCase& g : backward_gemm_cases(dev))
+    for (const GemmPrecision& p : precisions)
+      add(dev, "gemm/" + g.name + "/" + p.name, bm_gemm, g, p);
+  for (const ConvCase& c : conv_cases(dev))
+    for (ConvPass pass : {ConvPass::Forward, ConvPass::BackwardData, ConvPass::BackwardFilter})
+      for (const GemmPrecision& p : precisions)
+        add(dev, "conv/" + c.name + "_" + conv_pass_name(pass) + "/" + p.name, bm_conv, c, pass, p);
+  for (const BnCase& bc : bn_cases(dev))
+    for (BnPass pass :
+         {BnPass::Forward, BnPass::ForwardResidualRelu, BnPass::Backward, BnPass::BackwardRelu})
+      for (DType dt : kFloat)
+        add(dev, "batchnorm/" + bc.name + "_" + bn_pass_name(pass) + "/" + dtype_name(dt),
+            bm_batchnorm, bc, pass, dt);
+  for (bool backward : {false, true})
+    for (DType dt : kFloat)
+      add(dev, std::string("avgpool/res5_") + (backward ? "bwd/" : "fwd/") + dtype_name(dt),
+          bm_avgpool, backward, dt);
+  auto seq_name = [](const SeqShape& sh) {
+    return std::string(sh.name) + "_" + std::to_string(sh.seqs) + "x" + std::to_string(sh.seq);
+  };
+  for (const SeqShape& sh : seq_shapes(dev)) {
+    // The CPU's LayerNorm costs the same per token at either sequence length.
+    if (dev == Device::CPU && sh.causal) continue;
+    for (bool backward : {false, true})
+      for (DType dt : kFloat)
+        add(dev, "layernorm/" + seq_name(sh) + (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
+            bm_layernorm, sh, backward, dt);
+  }
+  for (const SeqShape& sh : seq_shapes(dev))
+    for (bool backward : {false, true})
+      for (DType dt : kFloat)
+        add(dev,
+            "attention_softmax/" + seq_name(sh) + (sh.causal ? "_causal" : "") +
+                (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
+            bm_attention_softmax, sh, backward, dt);
+  for (const SeqShape& sh : seq_shapes(dev)) {
+    if (dev == Device::CPU && sh.causal) continue;  // as LayerNorm
+    for (bool backward : {false, true})
+      for (DType dt : kFloat)
+        add(dev, "embedding/" + seq_name(sh) + (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
+            bm_embedding, sh, backward, dt);
+  }
+  for (bool split : {true, false})
+    for (DType dt : kFloat)
+      add(dev,
+          std::string("permute/") + (split ? "bert_qkv_split/" : "bert_heads_merge/") +
+              dtype_name(dt),
+          bm_permute, split, dt);
+  for (DType dt : kFloat) add(dev, std::string("add/bert_residual/") + dtype_name(dt), bm_add, dt);
 }
 
 }  // namespace
