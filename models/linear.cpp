@@ -29,8 +29,7 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
   }
   const DType od = output_dtype(input_dtype);
   y_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
-  if (act_ != Activation::None)
-    pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
+  if (keeps_pre_act()) pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
   dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
 }
 
@@ -48,13 +47,13 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   // The bias follows the output dtype: fp32 logits take the fp32 master bias.
   Tensor b = fp32_out_ ? ps.master(b_) : ps.weight(b_, prec_.compute);
   Tensor y = rows_of(y_, rows_);
-  Tensor pre = act_ != Activation::None ? rows_of(pre_act_, rows_) : Tensor{};
+  Tensor pre = keeps_pre_act() ? rows_of(pre_act_, rows_) : Tensor{};
   GemmDesc d;
   d.trans_b = true;
   d.math = prec_.math;
   d.act = act_;
   d.bias = &b;
-  d.pre_act = act_ != Activation::None ? &pre : nullptr;
+  d.pre_act = keeps_pre_act() ? &pre : nullptr;
   be.gemm(d, x_saved_, w, y);
   return y;
 }
@@ -64,7 +63,11 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, 
   // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
   Tensor dy = dy_in;
   Tensor db = ps.grad(b_);
-  Tensor pre = act_ != Activation::None ? rows_of(pre_act_, rows_) : dy;
+  // ReLU's derivative is read off its output (y > 0 exactly where pre > 0), so the forward GEMM
+  // fuses the whole epilogue and no pre-activation buffer is kept.
+  Tensor pre = keeps_pre_act()            ? rows_of(pre_act_, rows_)
+               : act_ == Activation::Relu ? rows_of(y_, rows_)
+                                          : dy;
   be.bias_act_backward(act_, dy, pre, dy, &db);
   Tensor dz = dy;
   // Even a head with fp32 logits gets its gradient in the compute dtype (the loss writes it so),
@@ -98,9 +101,10 @@ LayerInfo Linear::info(DType input_dtype) const {
   li.forward_flops = 2.0 * static_cast<double>(in_) * out_ + out_;
   li.compute_dtype = prec_.compute;
   li.storage_dtype = output_dtype(input_dtype);
-  // Saved for backward: the input in the compute dtype and the pre-activation.
+  // Saved for backward: the input in the compute dtype, and GELU's pre-activation (ReLU's
+  // backward reads the output, which the next layer keeps as its input anyway).
   li.activation_bytes = in_ * static_cast<int64_t>(dtype_size(prec_.compute));
-  if (act_ != Activation::None) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
+  if (keeps_pre_act()) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
   return li;
 }
 

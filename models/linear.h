@@ -18,6 +18,8 @@ class Linear : public Layer {
   DType output_dtype(DType) const override { return fp32_out_ ? DType::F32 : prec_.compute; }
 
  private:
+  bool keeps_pre_act() const { return act_ == Activation::Gelu; }
+
   int64_t in_, out_;
   Activation act_;
   LayerPrecision prec_;
@@ -27,7 +29,7 @@ class Linear : public Layer {
   int64_t rows_ = 0;     // rows of the last forward
   Tensor x_cast_;        // the input in the compute dtype, when it arrives in another one
   Tensor x_saved_;       // the input the GEMM used (view), kept for dW
-  Tensor pre_act_, y_;   // pre-activation (saved for backward) and output
+  Tensor pre_act_, y_;   // pre-activation (GELU only, saved for backward) and output
   Tensor dx_, dx_cast_;  // input gradient in the compute dtype, and cast back to the input's
 };
 

@@ -101,7 +101,8 @@ TEST_P(GraphsMatchEager, AmpFp16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, GraphsMatchEager,
-                         ::testing::Values("tiny_mlp", "tiny_resnet", "tiny_transformer"));
+                         ::testing::Values("tiny_mlp", "tiny_resnet", "tiny_transformer"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(CudaRun, OutOfMemoryIsARow) {
   std::string why;
