@@ -1,12 +1,457 @@
-// PLACEHOLDER (being written this session).
+// The resnet_bottleneck family; resnet.h describes the layers, their precision and memory.
 #include "models/resnet.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "models/linear.h"
 
 namespace mpbench {
 
-void build_resnet(const Spec& spec, const ResnetSpec&, Precision,
-                  std::vector<std::unique_ptr<Layer>>&) {
-  throw_bad_input(spec.source_path + ": model.type: family '" + spec.family +
-                  "' is not implemented yet");
+double conv_flops(int64_t p, int64_t q, int64_t k, int64_t r, int64_t s, int64_t c) {
+  return 2.0 * static_cast<double>(p) * q * k * r * s * c;
+}
+
+namespace {
+
+// A view of `base`'s memory with another shape and dtype (the arena's slots are untyped).
+Tensor view_as(const Tensor& base, Shape s, DType dt) {
+  MPB_CHECK(static_cast<size_t>(s.numel()) * dtype_size(dt) <= base.bytes(),
+            "arena slot of {} bytes is too small for {} {}", base.bytes(), s.str(), dtype_name(dt));
+  Tensor t = base;
+  t.shape = s;
+  t.dtype = dt;
+  return t;
+}
+
+Tensor rows2d(const Tensor& t, int64_t c) {
+  return t.reshaped(Shape{t.numel() / c, c});
+}
+
+// Gradient buffers shared by all blocks and the pool (see resnet.h, "Memory"). Sizes are
+// registered while the layers are built and allocated by the first layer's allocate().
+class GradArena {
+ public:
+  enum Slot { kDx0, kDx1, kGradOut, kDPre, kGradA, kGradB, kDw, kSlots };
+  // Bytes per sample of the batch (kDw: bytes in all, as it holds one filter gradient).
+  void need(Slot s, int64_t bytes) { need_[s] = std::max(need_[s], bytes); }
+  void allocate(TrackingAllocator& alloc, int64_t batch) {
+    if (allocated_) return;
+    allocated_ = true;
+    for (int s = 0; s < kSlots; ++s) {
+      if (need_[s] == 0) continue;
+      const int64_t bytes = s == kDw ? need_[s] : need_[s] * batch;
+      slots_[s] = alloc.alloc(Shape{(bytes + 3) / 4}, DType::F32,
+                              s == kDw ? MemCategory::Gradients : MemCategory::Activations);
+    }
+  }
+  Tensor view(Slot s, Shape shape, DType dt) const {
+    MPB_CHECK(slots_[s].defined(), "gradient arena slot {} was not allocated", static_cast<int>(s));
+    return view_as(slots_[s], shape, dt);
+  }
+
+ private:
+  std::array<int64_t, kSlots> need_{};
+  std::array<Tensor, kSlots> slots_{};
+  bool allocated_ = false;
+};
+
+// A convolution without bias: KRSC weight, its geometry per sample.
+struct Conv {
+  std::string name;
+  int64_t h = 0, w = 0, c = 0;  // input
+  int64_t k = 0, r = 1, stride = 1, pad = 0;
+  int64_t p = 0, q = 0;  // output
+  int param = -1;
+
+  Conv() = default;
+  Conv(std::string n, int64_t h_, int64_t w_, int64_t c_, int64_t k_, int64_t r_, int64_t stride_)
+      : name(std::move(n)), h(h_), w(w_), c(c_), k(k_), r(r_), stride(stride_), pad(r_ / 2) {
+    p = (h + 2 * pad - r) / stride + 1;
+    q = (w + 2 * pad - r) / stride + 1;
+  }
+  Shape weight_shape() const { return Shape{k, r, r, c}; }
+  int64_t in_numel() const { return h * w * c; }
+  int64_t out_numel() const { return p * q * k; }
+  double flops() const { return conv_flops(p, q, k, r, r, c); }
+  void declare(ParamStore& ps) {
+    // PyTorch's Conv2d default (kaiming_uniform with a = sqrt(5)): U(+-1 / sqrt(fan_in)).
+    const float bound = 1.0f / std::sqrt(static_cast<float>(r * r * c));
+    param = ps.declare(name + ".weight", weight_shape(), ParamStore::Init::uniform(bound));
+  }
+};
+
+struct Bn {
+  Bn() = default;
+  Bn(std::string n, int64_t c_) : name(std::move(n)), c(c_) {}
+  std::string name;
+  int64_t c = 0;
+  int gamma = -1, beta = -1;
+  Tensor running_mean, running_var, save_mean, save_rstd;
+
+  void declare(ParamStore& ps) {
+    gamma = ps.declare(name + ".weight", Shape{c}, ParamStore::Init::constant(1.0f));
+    beta = ps.declare(name + ".bias", Shape{c}, ParamStore::Init::constant(0.0f));
+  }
+  void allocate(TrackingAllocator& alloc) {
+    // Running statistics are model state (PyTorch's buffers), kept with the weights.
+    running_mean = alloc.alloc(Shape{c}, DType::F32, MemCategory::Weights);
+    running_var = alloc.alloc(Shape{c}, DType::F32, MemCategory::Weights);
+    alloc.backend().fill(running_mean, 0.0f);
+    alloc.backend().fill(running_var, 1.0f);
+    save_mean = alloc.alloc(Shape{c}, DType::F32, MemCategory::Activations);
+    save_rstd = alloc.alloc(Shape{c}, DType::F32, MemCategory::Activations);
+  }
+};
+
+class Bottleneck : public Layer {
+ public:
+  Bottleneck(std::string name, int index, int64_t size, int64_t cin, int64_t width, int64_t cout,
+             int64_t stride, LayerPrecision prec, std::shared_ptr<GradArena> arena)
+      : Layer(std::move(name)), index_(index), prec_(prec), arena_(std::move(arena)) {
+    conv1_ = Conv(name_ + ".conv1", size, size, cin, width, 1, 1);
+    conv2_ = Conv(name_ + ".conv2", size, size, width, width, 3, stride);
+    conv3_ = Conv(name_ + ".conv3", conv2_.p, conv2_.q, width, cout, 1, 1);
+    proj_ = stride != 1 || cin != cout;
+    if (proj_) proj_conv_ = Conv(name_ + ".shortcut.conv", size, size, cin, cout, 1, stride);
+    MPB_CHECK(!proj_ || (proj_conv_.p == conv3_.p && proj_conv_.q == conv3_.q),
+              "{}: shortcut output {}x{} differs from the main path's {}x{}", name_, proj_conv_.p,
+              proj_conv_.q, conv3_.p, conv3_.q);
+    bn1_ = Bn(name_ + ".bn1", width);
+    bn2_ = Bn(name_ + ".bn2", width);
+    bn3_ = Bn(name_ + ".bn3", cout);
+    if (proj_) proj_bn_ = Bn(name_ + ".shortcut.bn", cout);
+
+    const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
+    arena_->need(dx_slot(index_), conv1_.in_numel() * es);
+    arena_->need(GradArena::kGradOut, conv3_.out_numel() * es);
+    arena_->need(GradArena::kDPre, conv3_.out_numel() * es);
+    arena_->need(GradArena::kGradA, std::max({conv2_.in_numel(), conv2_.out_numel(),
+                                              proj_ ? conv1_.in_numel() : int64_t{0}}) *
+                                        es);
+    arena_->need(GradArena::kGradB, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
+    if (prec_.compute != DType::F32) {
+      int64_t wmax = std::max({conv1_.weight_shape().numel(), conv2_.weight_shape().numel(),
+                               conv3_.weight_shape().numel()});
+      if (proj_) wmax = std::max(wmax, proj_conv_.weight_shape().numel());
+      arena_->need(GradArena::kDw, wmax * es);
+    }
+  }
+
+  // Block k writes its dx to slot k % 2 and reads its dy from (k + 1) % 2 (the next block's, or
+  // the pool's, dx).
+  static GradArena::Slot dx_slot(int index) {
+    return index % 2 == 0 ? GradArena::kDx0 : GradArena::kDx1;
+  }
+
+  void declare_params(ParamStore& ps) override {
+    conv1_.declare(ps);
+    bn1_.declare(ps);
+    conv2_.declare(ps);
+    bn2_.declare(ps);
+    conv3_.declare(ps);
+    bn3_.declare(ps);
+    if (proj_) {
+      proj_conv_.declare(ps);
+      proj_bn_.declare(ps);
+    }
+  }
+
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    arena_->allocate(alloc, batch);
+    input_dtype_ = input_dtype;
+    const DType cd = prec_.compute;
+    auto act = [&](const Conv& c, bool out) {
+      return out ? alloc.alloc(Shape{batch, c.p, c.q, c.k}, cd, MemCategory::Activations)
+                 : alloc.alloc(Shape{batch, c.h, c.w, c.c}, cd, MemCategory::Activations);
+    };
+    if (input_dtype != cd) {
+      x_cast_ = act(conv1_, false);
+      dx_cast_ = alloc.alloc(Shape{batch, conv1_.h, conv1_.w, conv1_.c}, input_dtype,
+                             MemCategory::Activations);
+    }
+    a1_ = act(conv1_, true);
+    h1_ = act(conv1_, true);
+    a2_ = act(conv2_, true);
+    h2_ = act(conv2_, true);
+    a3_ = act(conv3_, true);
+    y_ = act(conv3_, true);
+    if (proj_) sa_ = act(proj_conv_, true);
+    for (Bn* bn : bns()) bn->allocate(alloc);
+  }
+
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x_in) override {
+    rows_ = x_in.rows();
+    MPB_CHECK(x_in.numel() == rows_ * conv1_.in_numel() && x_in.dtype == input_dtype_,
+              "{}: input {} {}, expected (rows, {}) {}", name_, x_in.shape.str(),
+              dtype_name(x_in.dtype), conv1_.in_numel(), dtype_name(input_dtype_));
+    Tensor x = x_in.reshaped(Shape{rows_, conv1_.h, conv1_.w, conv1_.c});
+    if (x.dtype != prec_.compute) {
+      Tensor xc = rows_of(x_cast_);
+      be.cast(x, xc);
+      x = xc;
+    }
+    x_ = x;
+    Tensor a1 = rows_of(a1_), h1 = rows_of(h1_), a2 = rows_of(a2_), h2 = rows_of(h2_);
+    Tensor a3 = rows_of(a3_), y = rows_of(y_);
+    conv_forward(be, ps, conv1_, x, a1);
+    bn_forward(be, ps, bn1_, a1, nullptr, true, h1);
+    conv_forward(be, ps, conv2_, h1, a2);
+    bn_forward(be, ps, bn2_, a2, nullptr, true, h2);
+    conv_forward(be, ps, conv3_, h2, a3);
+    Tensor residual = x;
+    if (proj_) {
+      Tensor sa = rows_of(sa_);
+      conv_forward(be, ps, proj_conv_, x, sa);
+      // Forward-only: bn3 reads it as its residual; the gradient buffer is idle until backward.
+      residual = arena_->view(GradArena::kGradOut, sa.shape, prec_.compute);
+      bn_forward(be, ps, proj_bn_, sa, nullptr, false, residual);
+    }
+    bn_forward(be, ps, bn3_, a3, &residual, true, y);
+    return y.reshaped(Shape{rows_, conv3_.out_numel()});
+  }
+
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, bool need_dx) override {
+    const DType cd = prec_.compute;
+    MPB_CHECK(dy_in.numel() == rows_ * conv3_.out_numel() && dy_in.dtype == cd, "{}: dy {} {}",
+              name_, dy_in.shape.str(), dtype_name(dy_in.dtype));
+    const Shape out4{rows_, conv3_.p, conv3_.q, conv3_.k};
+    const Tensor dy = dy_in.reshaped(out4);
+    const Tensor a1 = rows_of(a1_), h1 = rows_of(h1_), a2 = rows_of(a2_), h2 = rows_of(h2_);
+    const Tensor a3 = rows_of(a3_), y = rows_of(y_);
+
+    // bn3 (with the ReLU after the add): da3, and the gradient at the add for the shortcut.
+    Tensor da3 = arena_->view(GradArena::kGradOut, out4, cd);
+    Tensor dpre = arena_->view(GradArena::kDPre, out4, cd);
+    bn_backward(be, ps, bn3_, dy, &y, a3, da3, &dpre);
+    conv_backward_filter(be, ps, conv3_, h2, da3);
+    Tensor dh2 = arena_->view(GradArena::kGradA, h2.shape, cd);
+    conv_backward_data(be, ps, conv3_, da3, dh2);
+
+    Tensor da2 = arena_->view(GradArena::kGradB, a2.shape, cd);
+    bn_backward(be, ps, bn2_, dh2, &h2, a2, da2, nullptr);
+    conv_backward_filter(be, ps, conv2_, h1, da2);
+    Tensor dh1 = arena_->view(GradArena::kGradA, h1.shape, cd);  // dh2 is consumed
+    conv_backward_data(be, ps, conv2_, da2, dh1);
+
+    Tensor da1 = arena_->view(GradArena::kGradB, a1.shape, cd);  // da2 is consumed
+    bn_backward(be, ps, bn1_, dh1, &h1, a1, da1, nullptr);
+    conv_backward_filter(be, ps, conv1_, x_, da1);
+    Tensor dx;
+    if (need_dx) {
+      dx = arena_->view(dx_slot(index_), x_.shape, cd);
+      conv_backward_data(be, ps, conv1_, da1, dx);
+    }
+
+    if (proj_) {
+      Tensor dsa = arena_->view(GradArena::kGradOut, out4, cd);  // da3 is consumed
+      bn_backward(be, ps, proj_bn_, dpre, nullptr, rows_of(sa_), dsa, nullptr);
+      conv_backward_filter(be, ps, proj_conv_, x_, dsa);
+      if (need_dx) {
+        Tensor dxs = arena_->view(GradArena::kGradA, x_.shape, cd);  // dh1 is consumed
+        conv_backward_data(be, ps, proj_conv_, dsa, dxs);
+        be.add(dx, dxs, dx);
+      }
+    } else if (need_dx) {
+      be.add(dx, dpre, dx);
+    }
+    if (!need_dx) return Tensor{};
+    const Shape flat{rows_, conv1_.in_numel()};
+    if (input_dtype_ == cd) return dx.reshaped(flat);
+    Tensor dxc = rows_of(dx_cast_);
+    be.cast(dx, dxc);
+    return dxc.reshaped(flat);
+  }
+
+  LayerInfo info(DType input_dtype) const override {
+    LayerInfo li;
+    li.name = name_;
+    li.kind = proj_ ? "bottleneck+proj" : "bottleneck";
+    if (conv2_.stride != 1) li.kind += "/s" + std::to_string(conv2_.stride);
+    li.output_shape = Shape{conv3_.p, conv3_.q, conv3_.k};
+    for (const Conv* c : convs()) {
+      li.params += c->weight_shape().numel();
+      li.forward_flops += c->flops();
+    }
+    for (const Bn* bn : bns()) li.params += 2 * bn->c;
+    li.compute_dtype = prec_.compute;
+    li.storage_dtype = prec_.compute;
+    // What this block's buffers keep for its backward (resnet.h, "Memory"); the input is the
+    // previous layer's output and counted there, except a cast copy made here.
+    int64_t elems = 2 * conv1_.out_numel() + 2 * conv2_.out_numel() + 2 * conv3_.out_numel();
+    if (proj_) elems += proj_conv_.out_numel();
+    if (input_dtype != prec_.compute) elems += conv1_.in_numel();
+    li.activation_bytes = elems * static_cast<int64_t>(dtype_size(prec_.compute));
+    return li;
+  }
+  DType output_dtype(DType) const override { return prec_.compute; }
+
+ private:
+  Tensor rows_of(const Tensor& t) const {
+    return t.slice(0, Shape{rows_, t.shape[1], t.shape[2], t.shape[3]});
+  }
+  std::vector<const Conv*> convs() const {
+    std::vector<const Conv*> v{&conv1_, &conv2_, &conv3_};
+    if (proj_) v.push_back(&proj_conv_);
+    return v;
+  }
+  std::vector<Bn*> bns() {
+    std::vector<Bn*> v{&bn1_, &bn2_, &bn3_};
+    if (proj_) v.push_back(&proj_bn_);
+    return v;
+  }
+  std::vector<const Bn*> bns() const {
+    std::vector<const Bn*> v{&bn1_, &bn2_, &bn3_};
+    if (proj_) v.push_back(&proj_bn_);
+    return v;
+  }
+
+  ConvDesc desc(const Conv& c) const {
+    ConvDesc d;
+    d.stride = c.stride;
+    d.pad = c.pad;
+    d.math = prec_.math;
+    return d;
+  }
+  void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
+    be.conv2d_forward(desc(c), x, ps.weight(c.param, prec_.compute), y);
+  }
+  void conv_backward_data(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& dy,
+                          Tensor& dx) {
+    be.conv2d_backward_data(desc(c), dy, ps.weight(c.param, prec_.compute), dx);
+  }
+  // dw comes in the compute dtype; the fp32 gradient buffer gets it directly in fp32 modes and
+  // through a cast otherwise.
+  void conv_backward_filter(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x,
+                            const Tensor& dy) {
+    Tensor g = ps.grad(c.param);
+    if (prec_.compute == DType::F32) {
+      be.conv2d_backward_filter(desc(c), x, dy, g);
+      return;
+    }
+    Tensor dw = arena_->view(GradArena::kDw, c.weight_shape(), prec_.compute);
+    be.conv2d_backward_filter(desc(c), x, dy, dw);
+    be.cast(dw, g);
+  }
+  void bn_forward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& x,
+                  const Tensor* residual, bool relu, Tensor& y) {
+    BatchNormDesc d;
+    d.relu = relu;
+    const Tensor x2 = rows2d(x, bn.c);
+    Tensor y2 = rows2d(y, bn.c);
+    Tensor r2 = residual ? rows2d(*residual, bn.c) : Tensor{};
+    const Tensor gamma = ps.master(bn.gamma), beta = ps.master(bn.beta);
+    if (training_) {
+      be.batchnorm_forward_train(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
+                                 bn.running_var, bn.save_mean, bn.save_rstd, y2);
+    } else {
+      be.batchnorm_forward_eval(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
+                                bn.running_var, y2);
+    }
+  }
+  void bn_backward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& dy,
+                   const Tensor* relu_out, const Tensor& x, Tensor& dx, Tensor* d_pre) {
+    const Tensor dy2 = rows2d(dy, bn.c), x2 = rows2d(x, bn.c);
+    Tensor ro2 = relu_out ? rows2d(*relu_out, bn.c) : Tensor{};
+    Tensor dx2 = rows2d(dx, bn.c);
+    Tensor dp2 = d_pre ? rows2d(*d_pre, bn.c) : Tensor{};
+    Tensor dgamma = ps.grad(bn.gamma), dbeta = ps.grad(bn.beta);
+    be.batchnorm_backward(dy2, relu_out ? &ro2 : nullptr, x2, ps.master(bn.gamma), bn.save_mean,
+                          bn.save_rstd, dx2, dgamma, dbeta, d_pre ? &dp2 : nullptr);
+  }
+
+  int index_;
+  LayerPrecision prec_;
+  std::shared_ptr<GradArena> arena_;
+  Conv conv1_, conv2_, conv3_, proj_conv_;
+  Bn bn1_, bn2_, bn3_, proj_bn_;
+  bool proj_ = false;
+  DType input_dtype_ = DType::F32;
+  int64_t rows_ = 0;
+  Tensor x_;  // the input the convolutions used (the cast copy, or the caller's tensor)
+  Tensor x_cast_, dx_cast_, a1_, h1_, a2_, h2_, a3_, sa_, y_;
+};
+
+// Global average pooling: (rows, H*W*C) -> (rows, C) in the input's dtype (sums in fp32). Its
+// dx goes to the arena's dx slot that the last block reads.
+class GlobalAvgPool : public Layer {
+ public:
+  GlobalAvgPool(std::string name, int64_t hw, int64_t c, GradArena::Slot dx_slot,
+                DType expected_input, std::shared_ptr<GradArena> arena)
+      : Layer(std::move(name)), hw_(hw), c_(c), dx_slot_(dx_slot), arena_(std::move(arena)) {
+    arena_->need(dx_slot_, hw_ * c_ * static_cast<int64_t>(dtype_size(expected_input)));
+  }
+  void declare_params(ParamStore&) override {}
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    arena_->allocate(alloc, batch);
+    input_dtype_ = input_dtype;
+    y_ = alloc.alloc(Shape{batch, c_}, input_dtype, MemCategory::Activations);
+  }
+  Tensor forward(Backend& be, const ParamStore&, const Tensor& x) override {
+    rows_ = x.rows();
+    MPB_CHECK(x.numel() == rows_ * hw_ * c_ && x.dtype == input_dtype_, "{}: input {} {}", name_,
+              x.shape.str(), dtype_name(x.dtype));
+    Tensor y = y_.slice(0, Shape{rows_, c_});
+    be.avgpool_forward(x.reshaped(Shape{rows_, hw_, c_}), y);
+    return y;
+  }
+  Tensor backward(Backend& be, const ParamStore&, const Tensor& dy, bool need_dx) override {
+    MPB_CHECK(dy.numel() == rows_ * c_ && dy.dtype == input_dtype_, "{}: dy {} {}", name_,
+              dy.shape.str(), dtype_name(dy.dtype));
+    if (!need_dx) return Tensor{};
+    Tensor dx = arena_->view(dx_slot_, Shape{rows_, hw_, c_}, input_dtype_);
+    be.avgpool_backward(dy.reshaped(Shape{rows_, c_}), dx);
+    return dx.reshaped(Shape{rows_, hw_ * c_});
+  }
+  LayerInfo info(DType input_dtype) const override {
+    LayerInfo li;
+    li.name = name_;
+    li.kind = "avgpool";
+    li.output_shape = Shape{c_};
+    li.forward_flops = static_cast<double>(hw_ * c_);
+    li.compute_dtype = DType::F32;  // fp32 sums
+    li.storage_dtype = input_dtype;
+    li.activation_bytes = 0;  // backward needs only the shape
+    return li;
+  }
+  DType output_dtype(DType input_dtype) const override { return input_dtype; }
+
+ private:
+  int64_t hw_, c_;
+  GradArena::Slot dx_slot_;
+  std::shared_ptr<GradArena> arena_;
+  DType input_dtype_ = DType::F32;
+  int64_t rows_ = 0;
+  Tensor y_;
+};
+
+}  // namespace
+
+void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
+                  std::vector<std::unique_ptr<Layer>>& layers) {
+  MPB_CHECK(r.blocks >= 1 && r.image_size % r.stride == 0, "resnet: {} blocks, image {} stride {}",
+            r.blocks, r.image_size, r.stride);
+  auto arena = std::make_shared<GradArena>();
+  int64_t size = r.image_size, cin = r.in_channels;
+  DType last = DType::F32;
+  for (int64_t b = 1; b <= r.blocks; ++b) {
+    const std::string name = "block" + std::to_string(b);
+    const LayerPrecision prec = layer_precision(precision, spec.fp32_layers, name);
+    const int64_t stride = b == 1 ? r.stride : 1;
+    layers.push_back(std::make_unique<Bottleneck>(name, static_cast<int>(b), size, cin, r.width,
+                                                  r.out_channels, stride, prec, arena));
+    size = (size - 1) / stride + 1;  // the 3x3 pad-1 conv: (size + 2 - 3) / stride + 1
+    cin = r.out_channels;
+    last = prec.compute;
+  }
+  layers.push_back(std::make_unique<GlobalAvgPool>(
+      "pool", size * size, r.out_channels, Bottleneck::dx_slot(static_cast<int>(r.blocks) + 1),
+      last, arena));
+  layers.push_back(std::make_unique<Linear>("head", r.out_channels, r.num_classes, Activation::None,
+                                            layer_precision(precision, spec.fp32_layers, "head"),
+                                            /*fp32_out=*/true));
 }
 
 }  // namespace mpbench
