@@ -1,12 +1,404 @@
-// PLACEHOLDER (being written this session).
 #include "models/transformer.h"
 
-namespace mpbench {
+#include <algorithm>
+#include <cmath>
 
-void build_transformer(const Spec& spec, const TransformerSpec&, Precision,
-                       std::vector<std::unique_ptr<Layer>>&) {
-  throw_bad_input(spec.source_path + ": model.type: family '" + spec.family +
-                  "' is not implemented yet");
+#include "models/linear.h"
+
+namespace mpbench {
+namespace {
+
+constexpr float kLayerNormEps = 1e-5f;
+constexpr float kEmbeddingStd = 0.02f;  // GPT-2 / BERT
+
+// The first elements of a buffer allocated for the full batch, viewed with shape s.
+Tensor head_of(const Tensor& buf, Shape s) {
+  return buf.slice(0, s);
+}
+
+int64_t dsize(DType dt) {
+  return static_cast<int64_t>(dtype_size(dt));
+}
+
+// ---- embedding ----------------------------------------------------------------------------------
+
+class Embedding : public Layer {
+ public:
+  explicit Embedding(const TransformerSpec& t) : Layer("embedding"), t_(t) {}
+
+  void declare_params(ParamStore& ps) override {
+    tok_ = ps.declare(name_ + ".token", Shape{t_.vocab_size, t_.d_model},
+                      ParamStore::Init::normal(kEmbeddingStd));
+    pos_ = ps.declare(name_ + ".position", Shape{t_.seq_len, t_.d_model},
+                      ParamStore::Init::normal(kEmbeddingStd));
+  }
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    MPB_CHECK(input_dtype == DType::I32, "embedding: input must be int32 tokens, got {}",
+              dtype_name(input_dtype));
+    y_ = alloc.alloc(Shape{batch * t_.seq_len, t_.d_model}, DType::F32, MemCategory::Activations);
+  }
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
+    MPB_CHECK(x.dtype == DType::I32 && x.shape.rank == 2 && x.shape[1] == t_.seq_len,
+              "embedding: input {} {}, expected (rows, {}) int32", x.shape.str(),
+              dtype_name(x.dtype), t_.seq_len);
+    tokens_ = x;
+    Tensor y = head_of(y_, Shape{x.shape[0] * t_.seq_len, t_.d_model});
+    be.embedding_forward(x, ps.master(tok_), ps.master(pos_), y);
+    return y;
+  }
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool) override {
+    Tensor dtok = ps.grad(tok_), dpos = ps.grad(pos_);
+    be.embedding_backward(tokens_, dy, dtok, dpos);
+    return Tensor{};  // tokens have no gradient
+  }
+  LayerInfo info(DType) const override {
+    LayerInfo li;
+    li.name = name_;
+    li.kind = "embedding";
+    li.output_shape = Shape{t_.seq_len, t_.d_model};
+    li.params = (t_.vocab_size + t_.seq_len) * t_.d_model;
+    li.compute_dtype = DType::F32;
+    li.storage_dtype = DType::F32;
+    li.activation_bytes = t_.seq_len * dsize(DType::I32);  // the token ids
+    return li;
+  }
+  DType output_dtype(DType) const override { return DType::F32; }
+
+ private:
+  TransformerSpec t_;
+  int tok_ = -1, pos_ = -1;
+  Tensor y_, tokens_;
+};
+
+// ---- encoder layer ------------------------------------------------------------------------------
+
+class EncoderLayer : public Layer {
+ public:
+  EncoderLayer(std::string name, const TransformerSpec& t, LayerPrecision prec)
+      : Layer(std::move(name)),
+        t_(t),
+        prec_(prec),
+        dh_(t.d_model / t.heads),
+        qkv_(name_ + ".qkv", t.d_model, 3 * t.d_model, Activation::None, prec, false),
+        proj_(name_ + ".proj", t.d_model, t.d_model, Activation::None, prec, false),
+        fc1_(name_ + ".fc1", t.d_model, t.ffn_dim, Activation::Gelu, prec, false),
+        fc2_(name_ + ".fc2", t.ffn_dim, t.d_model, Activation::None, prec, false) {}
+
+  void declare_params(ParamStore& ps) override {
+    const Shape d{t_.d_model};
+    ln1_g_ = ps.declare(name_ + ".ln1.gamma", d, ParamStore::Init::constant(1.0f));
+    ln1_b_ = ps.declare(name_ + ".ln1.beta", d, ParamStore::Init::constant(0.0f));
+    qkv_.declare_params(ps);
+    proj_.declare_params(ps);
+    ln2_g_ = ps.declare(name_ + ".ln2.gamma", d, ParamStore::Init::constant(1.0f));
+    ln2_b_ = ps.declare(name_ + ".ln2.beta", d, ParamStore::Init::constant(0.0f));
+    fc1_.declare_params(ps);
+    fc2_.declare_params(ps);
+  }
+
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    MPB_CHECK(input_dtype == DType::F32, "{}: the residual stream must be fp32, got {}", name_,
+              dtype_name(input_dtype));
+    const DType cd = prec_.compute;
+    const int64_t tokens = batch * t_.seq_len, d = t_.d_model;
+    const int64_t bh = batch * t_.heads, s = t_.seq_len;
+    auto act = [&](Shape sh, DType dt) { return alloc.alloc(sh, dt, MemCategory::Activations); };
+    // Forward.
+    ln1_out_ = act(Shape{tokens, d}, cd);
+    mean1_ = act(Shape{tokens}, DType::F32);
+    rstd1_ = act(Shape{tokens}, DType::F32);
+    qkv_.allocate(alloc, tokens, cd);
+    qkv_heads_ = act(Shape{3 * tokens * d}, cd);
+    scores_ = act(Shape{bh, s, s}, cd);
+    probs_ = act(Shape{bh, s, s}, cd);
+    ctx_heads_ = act(Shape{tokens * d}, cd);
+    ctx_ = act(Shape{tokens, d}, cd);
+    proj_.allocate(alloc, tokens, cd);
+    x1_ = act(Shape{tokens, d}, DType::F32);
+    ln2_out_ = act(Shape{tokens, d}, cd);
+    mean2_ = act(Shape{tokens}, DType::F32);
+    rstd2_ = act(Shape{tokens}, DType::F32);
+    fc1_.allocate(alloc, tokens, cd);
+    fc2_.allocate(alloc, tokens, cd);
+    out_ = act(Shape{tokens, d}, DType::F32);
+    // Backward. In fp32 the branch gradient is the stream gradient itself (see backward()).
+    if (cd != DType::F32) branch_grad_ = act(Shape{tokens, d}, cd);
+    dln_ = act(Shape{tokens, d}, DType::F32);
+    dx_ = act(Shape{tokens, d}, DType::F32);
+    dqkv_heads_ = act(Shape{3 * tokens * d}, cd);
+  }
+
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
+    const int64_t d = t_.d_model, s = t_.seq_len, h = t_.heads;
+    MPB_CHECK(x.dtype == DType::F32 && x.cols() == d && x.rows() % s == 0, "{}: input {} {}", name_,
+              x.shape.str(), dtype_name(x.dtype));
+    rows_ = x.rows() / s;
+    const int64_t tokens = rows_ * s, bh = rows_ * h;
+    x_ = x;
+
+    // Attention branch.
+    Tensor ln1 = head_of(ln1_out_, Shape{tokens, d});
+    Tensor mean1 = head_of(mean1_, Shape{tokens}), rstd1 = head_of(rstd1_, Shape{tokens});
+    be.layernorm_forward(kLayerNormEps, x, ps.master(ln1_g_), ps.master(ln1_b_), ln1, mean1, rstd1);
+    qkv_out_ = qkv_.forward(be, ps, ln1);  // (tokens, 3D) = (B, S, 3, H, Dh)
+    Tensor qkv_heads = head_of(qkv_heads_, Shape{3, rows_, h, s, dh_});
+    be.permute(qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_}), qkv_heads, {2, 0, 3, 1, 4});
+    Tensor q = head(qkv_heads_, 0), k = head(qkv_heads_, 1), v = head(qkv_heads_, 2);
+    Tensor scores = head_of(scores_, Shape{bh, s, s});
+    Tensor probs = head_of(probs_, Shape{bh, s, s});
+    GemmDesc qk;
+    qk.trans_b = true;
+    qk.alpha = alpha();
+    qk.math = prec_.math;
+    be.gemm(qk, q, k, scores);
+    be.attention_softmax_forward(scores, 1.0f, t_.causal, probs);
+    Tensor ctx_heads = head_of(ctx_heads_, Shape{bh, s, dh_});
+    GemmDesc pv;
+    pv.math = prec_.math;
+    be.gemm(pv, probs, v, ctx_heads);
+    Tensor ctx = head_of(ctx_, Shape{rows_, s, h, dh_});
+    be.permute(ctx_heads.reshaped(Shape{rows_, h, s, dh_}), ctx, {0, 2, 1, 3});
+    Tensor attn = proj_.forward(be, ps, ctx.reshaped(Shape{tokens, d}));
+    Tensor x1 = head_of(x1_, Shape{tokens, d});
+    be.add(x, attn, x1);
+
+    // FFN branch.
+    Tensor ln2 = head_of(ln2_out_, Shape{tokens, d});
+    Tensor mean2 = head_of(mean2_, Shape{tokens}), rstd2 = head_of(rstd2_, Shape{tokens});
+    be.layernorm_forward(kLayerNormEps, x1, ps.master(ln2_g_), ps.master(ln2_b_), ln2, mean2,
+                         rstd2);
+    Tensor f = fc2_.forward(be, ps, fc1_.forward(be, ps, ln2));
+    Tensor out = head_of(out_, Shape{tokens, d});
+    be.add(x1, f, out);
+    return out;
+  }
+
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool) override {
+    const int64_t d = t_.d_model, s = t_.seq_len, h = t_.heads;
+    const int64_t tokens = rows_ * s, bh = rows_ * h;
+    MPB_CHECK(dy.dtype == DType::F32 && dy.rows() == tokens && dy.cols() == d, "{}: dy {} {}",
+              name_, dy.shape.str(), dtype_name(dy.dtype));
+    Tensor dln = head_of(dln_, Shape{tokens, d});
+    Tensor dx = head_of(dx_, Shape{tokens, d});  // the stream gradient, dx1 then dx
+
+    // FFN branch: dx1 = dy + LN2'(fc1'(fc2'(dy))).
+    Tensor dln2 = fc1_.backward(be, ps, fc2_.backward(be, ps, branch_grad(be, dy), true), true);
+    Tensor dg2 = ps.grad(ln2_g_), db2 = ps.grad(ln2_b_);
+    be.layernorm_backward(dln2, head_of(x1_, Shape{tokens, d}), ps.master(ln2_g_),
+                          head_of(mean2_, Shape{tokens}), head_of(rstd2_, Shape{tokens}), dln, dg2,
+                          db2);
+    be.add(dy, dln, dx);
+
+    // Attention branch.
+    Tensor dctx = proj_.backward(be, ps, branch_grad(be, dx), true);  // (B, S, H, Dh)
+    Tensor dout = head_of(ctx_heads_, Shape{rows_, h, s, dh_});       // forward's ctx is not needed
+    be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
+    dout = dout.reshaped(Shape{bh, s, dh_});
+    Tensor q = head(qkv_heads_, 0), k = head(qkv_heads_, 1), v = head(qkv_heads_, 2);
+    Tensor dq = head(dqkv_heads_, 0), dk = head(dqkv_heads_, 1), dv = head(dqkv_heads_, 2);
+    Tensor probs = head_of(probs_, Shape{bh, s, s});
+    Tensor dp = head_of(scores_, Shape{bh, s, s});  // the scores are not needed either
+    GemmDesc g_dv;                                  // dv = P^T dO
+    g_dv.trans_a = true;
+    g_dv.math = prec_.math;
+    be.gemm(g_dv, probs, dout, dv);
+    GemmDesc g_dp;  // dP = dO v^T
+    g_dp.trans_b = true;
+    g_dp.math = prec_.math;
+    be.gemm(g_dp, dout, v, dp);
+    be.attention_softmax_backward(dp, probs, 1.0f, dp);  // dS, in place
+    GemmDesc g_dq;                                       // dq = alpha dS k
+    g_dq.alpha = alpha();
+    g_dq.math = prec_.math;
+    be.gemm(g_dq, dp, k, dq);
+    GemmDesc g_dk;  // dk = alpha dS^T q
+    g_dk.trans_a = true;
+    g_dk.alpha = alpha();
+    g_dk.math = prec_.math;
+    be.gemm(g_dk, dp, q, dk);
+    // Heads back to (B, S, 3, H, Dh), into the QKV output buffer (backward does not read it).
+    Tensor dqkv = qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_});
+    be.permute(head_of(dqkv_heads_, Shape{3, rows_, h, s, dh_}), dqkv, {1, 3, 0, 2, 4});
+    Tensor dln1 = qkv_.backward(be, ps, qkv_out_, true);
+    Tensor dg1 = ps.grad(ln1_g_), db1 = ps.grad(ln1_b_);
+    be.layernorm_backward(dln1, x_, ps.master(ln1_g_), head_of(mean1_, Shape{tokens}),
+                          head_of(rstd1_, Shape{tokens}), dln, dg1, db1);
+    be.add(dx, dln, dx);
+    return dx;
+  }
+
+  LayerInfo info(DType) const override {
+    const int64_t d = t_.d_model, s = t_.seq_len, f = t_.ffn_dim;
+    const int64_t cs = dsize(prec_.compute), f32 = dsize(DType::F32);
+    LayerInfo li;
+    li.name = name_;
+    li.kind = t_.causal ? "decoder" : "encoder";  // causal self-attention is a GPT decoder block
+    li.output_shape = Shape{s, d};
+    li.params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (f * d + f) + (d * f + d);
+    li.forward_flops = transformer_layer_flops(t_);
+    li.compute_dtype = prec_.compute;
+    li.storage_dtype = DType::F32;
+    li.activation_bytes = s * (2 * d * f32        // x, x1
+                               + 2 * d * cs       // LN outputs
+                               + 4 * f32          // LN mean, rstd
+                               + 3 * d * cs       // q, k, v
+                               + d * cs           // merged attention output
+                               + 2 * f * cs) +    // fc1 pre-activation and output
+                          t_.heads * s * s * cs;  // probabilities
+    return li;
+  }
+  DType output_dtype(DType) const override { return DType::F32; }
+
+ private:
+  float alpha() const { return 1.0f / std::sqrt(static_cast<float>(dh_)); }
+  // q, k or v (which = 0, 1, 2) of the last forward: (B*H, S, Dh) of the (3, B, H, S, Dh) buffer.
+  Tensor head(const Tensor& buf, int which) const {
+    const int64_t n = rows_ * t_.heads * t_.seq_len * dh_;
+    return buf.slice(which * n, Shape{rows_ * t_.heads, t_.seq_len, dh_});
+  }
+  // The gradient entering a branch: the fp32 stream gradient in the compute dtype. In fp32 it
+  // is the stream gradient itself: the branch ends in a Linear without activation, whose
+  // in-place bias_act_backward leaves the values as they are.
+  Tensor branch_grad(Backend& be, const Tensor& g) {
+    if (prec_.compute == DType::F32) return g;
+    Tensor out = head_of(branch_grad_, g.shape);
+    be.cast(g, out);
+    return out;
+  }
+
+  TransformerSpec t_;
+  LayerPrecision prec_;
+  int64_t dh_;
+  Linear qkv_, proj_, fc1_, fc2_;
+  int ln1_g_ = -1, ln1_b_ = -1, ln2_g_ = -1, ln2_b_ = -1;
+  int64_t rows_ = 0;
+  Tensor x_, qkv_out_;
+  Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, scores_, probs_, ctx_heads_, ctx_, x1_;
+  Tensor ln2_out_, mean2_, rstd2_, out_;
+  Tensor branch_grad_, dln_, dx_, dqkv_heads_;
+};
+
+// ---- final LayerNorm and head -------------------------------------------------------------------
+
+class FinalNorm : public Layer {
+ public:
+  // out_dtype: the dtype the head's GEMM reads.
+  FinalNorm(const TransformerSpec& t, DType out_dtype)
+      : Layer("final_norm"), t_(t), out_dtype_(out_dtype) {}
+  void declare_params(ParamStore& ps) override {
+    g_ = ps.declare(name_ + ".gamma", Shape{t_.d_model}, ParamStore::Init::constant(1.0f));
+    b_ = ps.declare(name_ + ".beta", Shape{t_.d_model}, ParamStore::Init::constant(0.0f));
+  }
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    MPB_CHECK(input_dtype == DType::F32, "final_norm: input must be fp32, got {}",
+              dtype_name(input_dtype));
+    const int64_t tokens = batch * t_.seq_len;
+    y_ = alloc.alloc(Shape{tokens, t_.d_model}, out_dtype_, MemCategory::Activations);
+    mean_ = alloc.alloc(Shape{tokens}, DType::F32, MemCategory::Activations);
+    rstd_ = alloc.alloc(Shape{tokens}, DType::F32, MemCategory::Activations);
+    dx_ = alloc.alloc(Shape{tokens, t_.d_model}, DType::F32, MemCategory::Activations);
+  }
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
+    x_ = x;
+    const int64_t tokens = x.rows();
+    Tensor y = head_of(y_, Shape{tokens, t_.d_model});
+    Tensor mean = head_of(mean_, Shape{tokens}), rstd = head_of(rstd_, Shape{tokens});
+    be.layernorm_forward(kLayerNormEps, x, ps.master(g_), ps.master(b_), y, mean, rstd);
+    return y;
+  }
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool) override {
+    const int64_t tokens = x_.rows();
+    Tensor dx = head_of(dx_, Shape{tokens, t_.d_model});
+    Tensor dg = ps.grad(g_), db = ps.grad(b_);
+    be.layernorm_backward(dy, x_, ps.master(g_), head_of(mean_, Shape{tokens}),
+                          head_of(rstd_, Shape{tokens}), dx, dg, db);
+    return dx;
+  }
+  LayerInfo info(DType) const override {
+    LayerInfo li;
+    li.name = name_;
+    li.kind = "layernorm";
+    li.output_shape = Shape{t_.seq_len, t_.d_model};
+    li.params = 2 * t_.d_model;
+    li.compute_dtype = DType::F32;  // statistics
+    li.storage_dtype = out_dtype_;
+    li.activation_bytes = t_.seq_len * (t_.d_model + 2) * dsize(DType::F32);  // x, mean, rstd
+    return li;
+  }
+  DType output_dtype(DType) const override { return out_dtype_; }
+
+ private:
+  TransformerSpec t_;
+  DType out_dtype_;
+  int g_ = -1, b_ = -1;
+  Tensor x_, y_, mean_, rstd_, dx_;
+};
+
+// The vocabulary projection applied at every position: a Linear over rows * seq_len rows, with
+// the counts of a sample (seq_len tokens).
+class Head : public Layer {
+ public:
+  Head(const TransformerSpec& t, LayerPrecision prec)
+      : Layer("head"),
+        t_(t),
+        linear_("head", t.d_model, t.vocab_size, Activation::None, prec, /*fp32_out=*/true) {}
+  void declare_params(ParamStore& ps) override { linear_.declare_params(ps); }
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    linear_.allocate(alloc, batch * t_.seq_len, input_dtype);
+  }
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
+    return linear_.forward(be, ps, x);
+  }
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override {
+    return linear_.backward(be, ps, dy, need_dx);
+  }
+  LayerInfo info(DType input_dtype) const override {
+    LayerInfo li = linear_.info(input_dtype);
+    li.output_shape = Shape{t_.seq_len, t_.vocab_size};
+    li.forward_flops = transformer_head_flops(t_);
+    li.activation_bytes *= t_.seq_len;
+    return li;
+  }
+  DType output_dtype(DType) const override { return DType::F32; }
+
+ private:
+  TransformerSpec t_;
+  Linear linear_;
+};
+
+}  // namespace
+
+double transformer_layer_flops(const TransformerSpec& t) {
+  const double d = static_cast<double>(t.d_model), s = static_cast<double>(t.seq_len);
+  const double f = static_cast<double>(t.ffn_dim);
+  const double attention = (t.causal ? 2.0 : 4.0) * s * d;
+  return s * (2.0 * (4.0 * d * d + 2.0 * d * f) + attention);
+}
+
+double transformer_head_flops(const TransformerSpec& t) {
+  return static_cast<double>(t.seq_len) * 2.0 * static_cast<double>(t.d_model) *
+         static_cast<double>(t.vocab_size);
+}
+
+void build_transformer(const Spec& spec, const TransformerSpec& t, Precision precision,
+                       std::vector<std::unique_ptr<Layer>>& layers) {
+  MPB_CHECK(t.heads > 0 && t.d_model % t.heads == 0 && t.layers > 0 && t.seq_len > 0 &&
+                t.vocab_size > 0 && t.ffn_dim > 0,
+            "{}: transformer: d_model {} must be a multiple of heads {}", spec.source_path,
+            t.d_model, t.heads);
+  auto prec = [&](const std::string& name) {
+    return layer_precision(precision, spec.fp32_layers, name);
+  };
+  layers.push_back(std::make_unique<Embedding>(t));
+  for (int64_t i = 1; i <= t.layers; ++i) {
+    const std::string name = "layer" + std::to_string(i);
+    layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name)));
+  }
+  // The final norm writes what the head's GEMM reads; pinning either of them keeps it fp32.
+  const LayerPrecision head = prec("head");
+  const DType norm_out = prec("final_norm").compute == DType::F32 ? DType::F32 : head.compute;
+  layers.push_back(std::make_unique<FinalNorm>(t, norm_out));
+  layers.push_back(std::make_unique<Head>(t, head));
 }
 
 }  // namespace mpbench

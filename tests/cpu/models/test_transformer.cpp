@@ -1,0 +1,341 @@
+// The transformer family on the CPU backend: layer names, FLOP and parameter counts against the
+// formulas of the issue (24 d^2 + 4 s d per token, causal 2 s d), Model::backward against central
+// differences of the model's own fp32 loss (causal and not), the causal mask, partial batches,
+// the AMP paths against fp32, and the synthetic sequence task (deterministic, labels as defined,
+// and not solvable from (token, position) alone).
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/synthetic_sequences.h"
+#include "models/transformer.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+Spec transformer_spec(int64_t d, int64_t heads, int64_t ffn, int64_t seq, int64_t layers,
+                      int64_t vocab, bool causal) {
+  Spec s;
+  s.name = "t";
+  s.family = "transformer";
+  TransformerSpec t;
+  t.d_model = d;
+  t.heads = heads;
+  t.ffn_dim = ffn;
+  t.seq_len = seq;
+  t.layers = layers;
+  t.vocab_size = vocab;
+  t.causal = causal;
+  s.model = t;
+  return s;
+}
+
+// A model with a batch of tokens and per-position labels on the CPU backend.
+struct Harness {
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  TrackingAllocator alloc{*be};
+  Model model;
+  int64_t batch, seq, vocab;
+  std::vector<int32_t> tokens_host, labels_host;
+  Tensor x, labels, loss, correct;
+
+  Harness(const Spec& spec, Precision p, int64_t batch_, uint64_t seed = 3)
+      : model(spec, p), batch(batch_) {
+    model.allocate(alloc, *be, batch, seed);
+    seq = model.io().input_dim;
+    vocab = model.num_classes();
+    x = alloc.alloc(Shape{batch, seq}, DType::I32, MemCategory::Data);
+    labels = alloc.alloc(Shape{batch * seq}, DType::I32, MemCategory::Data);
+    loss = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
+    correct = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
+    for (int64_t i = 0; i < batch * seq; ++i) {
+      tokens_host.push_back(static_cast<int32_t>((i * 5 + 3 + i / 7) % vocab));
+      labels_host.push_back(static_cast<int32_t>((i * 3 + 1) % vocab));
+    }
+    upload_tokens();
+    be->upload(labels_host.data(), labels);
+  }
+  void upload_tokens() { be->upload(tokens_host.data(), x); }
+  std::vector<float> logits(int64_t rows) {
+    Tensor out = model.forward(*be, x.slice(0, Shape{rows, seq}));
+    return test::to_host_f32(*be, out);
+  }
+  // Mean cross-entropy over every position of the batch, from the model's fp32 logits, in double.
+  double loss_value() {
+    const std::vector<float> z = logits(batch);
+    double total = 0;
+    const int64_t n = batch * seq;
+    for (int64_t i = 0; i < n; ++i) {
+      double mx = -1e300;
+      for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, double{z[i * vocab + j]});
+      double se = 0;
+      for (int64_t j = 0; j < vocab; ++j) se += std::exp(z[i * vocab + j] - mx);
+      total += std::log(se) + mx - z[i * vocab + labels_host[i]];
+    }
+    return total / static_cast<double>(n);
+  }
+  // One forward and backward; returns the fp32 parameter gradients.
+  std::vector<float> gradients() {
+    Tensor z = model.forward(*be, x);
+    be->fill(loss, 0.0f);
+    be->fill(correct, 0.0f);
+    be->softmax_xent(z, labels, &model.dlogits_buffer(), nullptr, loss, correct);
+    model.backward(*be, model.dlogits_buffer());
+    return test::to_host_f32(*be, model.params().grads_flat());
+  }
+};
+
+TEST(Transformer, LayerNamesKindsAndDtypes) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/tiny_transformer.json");
+  const auto& t = std::get<TransformerSpec>(spec.model);
+  Model m(spec, Precision::AMP_BF16);
+  std::vector<std::string> names{"embedding"};
+  for (int64_t i = 1; i <= t.layers; ++i) names.push_back("layer" + std::to_string(i));
+  names.push_back("final_norm");
+  names.push_back("head");
+  EXPECT_EQ(m.layer_names(), names);
+  const ModelIo& io = m.io();
+  EXPECT_EQ(io.input_dtype, DType::I32);
+  EXPECT_EQ(io.labels_per_sample, t.seq_len);
+  const auto infos = m.layer_infos();
+  EXPECT_EQ(infos[1].kind, t.causal ? "decoder" : "encoder");
+  EXPECT_EQ(infos[1].output_shape, (Shape{t.seq_len, t.d_model}));
+  EXPECT_EQ(infos[1].compute_dtype, DType::BF16);
+  EXPECT_EQ(infos[1].storage_dtype, DType::F32);  // the residual stream
+  EXPECT_EQ(infos[0].storage_dtype, DType::F32);
+  EXPECT_EQ(infos.end()[-2].storage_dtype, DType::BF16);  // the final norm feeds the head's GEMM
+  EXPECT_EQ(infos.back().output_shape, (Shape{t.seq_len, t.vocab_size}));
+  EXPECT_EQ(infos.back().compute_dtype, DType::BF16);
+  EXPECT_EQ(infos.back().storage_dtype, DType::F32);
+  // 16-bit activations save less than fp32 ones.
+  Model f(spec, Precision::FP32);
+  EXPECT_LT(infos[1].activation_bytes, f.layer_infos()[1].activation_bytes);
+
+  // Pinning the head keeps the final norm's output and the head's GEMM in fp32.
+  Spec pinned = spec;
+  pinned.fp32_layers = {"head", "layer1"};
+  Model p(pinned, Precision::AMP_FP16);
+  const auto pi = p.layer_infos();
+  EXPECT_EQ(pi[1].compute_dtype, DType::F32);
+  EXPECT_EQ(pi[2].compute_dtype, DType::F16);
+  EXPECT_EQ(pi.end()[-2].storage_dtype, DType::F32);
+  EXPECT_EQ(pi.back().compute_dtype, DType::F32);
+  pinned.fp32_layers = {"layer9"};
+  EXPECT_THROW(Model(pinned, Precision::AMP_FP16), Error);
+}
+
+// Forward FLOPs per token per layer: 24 d^2 + 4 s d with ffn = 4 d; the causal mask halves the
+// attention term. Head: 2 d V per token.
+TEST(Transformer, FlopsMatchTheFormula) {
+  for (const char* file : {"bert_base_layer", "gpt2_small_layer"}) {
+    const Spec spec = load_spec(test::source_dir() + "/configs/" + file + ".json");
+    const auto& t = std::get<TransformerSpec>(spec.model);
+    ASSERT_EQ(t.ffn_dim, 4 * t.d_model) << file;
+    const double d = t.d_model, s = t.seq_len;
+    const double per_token = 24 * d * d + (t.causal ? 2 : 4) * s * d;
+    Model m(spec, Precision::AMP_FP16);
+    const auto infos = m.layer_infos();
+    ASSERT_EQ(infos.size(), static_cast<size_t>(t.layers + 3)) << file;
+    EXPECT_DOUBLE_EQ(infos[1].forward_flops, per_token * s) << file;
+    EXPECT_DOUBLE_EQ(infos.back().forward_flops, 2 * d * t.vocab_size * s) << file;
+    EXPECT_DOUBLE_EQ(m.forward_flops_per_sample(),
+                     t.layers * per_token * s + 2 * d * t.vocab_size * s)
+        << file;
+  }
+  // The literal numbers: BERT-base at 512 tokens, GPT-2 small at 1024 (causal).
+  const Spec bert = load_spec(test::source_dir() + "/configs/bert_base_layer.json");
+  EXPECT_DOUBLE_EQ(Model(bert, Precision::FP32).layer_infos()[1].forward_flops,
+                   512.0 * (24.0 * 768 * 768 + 4.0 * 512 * 768));  // 8.05 GFLOP per sample
+  const Spec gpt = load_spec(test::source_dir() + "/configs/gpt2_small_layer.json");
+  EXPECT_DOUBLE_EQ(Model(gpt, Precision::FP32).layer_infos()[1].forward_flops,
+                   1024.0 * (24.0 * 768 * 768 + 2.0 * 1024 * 768));  // 16.1 GFLOP per sample
+}
+
+TEST(Transformer, ParameterCount) {
+  const Spec spec = transformer_spec(24, 3, 96, 10, 2, 13, false);
+  Harness h(spec, Precision::FP32, 2);
+  const int64_t d = 24, f = 96, s = 10, v = 13;
+  // Per layer: 2 LayerNorms, QKV, projection, FFN (weights and biases) = 12 d^2 + 13 d at f = 4d.
+  const int64_t layer = 4 * d + 3 * d * d + 3 * d + d * d + d + 2 * d * f + f + d;
+  EXPECT_EQ(layer, 12 * d * d + 13 * d);
+  const int64_t total = (v + s) * d + 2 * layer + 2 * d + d * v + v;
+  EXPECT_EQ(h.model.params().numel(), total);
+  int64_t from_infos = 0;
+  for (const auto& li : h.model.layer_infos()) from_infos += li.params;
+  EXPECT_EQ(from_infos, total);
+  // Initialisation: LayerNorm gamma 1 and beta 0, embeddings N(0, 0.02).
+  const ParamStore& ps = h.model.params();
+  for (size_t i = 0; i < ps.params().size(); ++i) {
+    const auto& p = ps.params()[i];
+    const std::vector<float> w = test::to_host_f32(*h.be, ps.master(static_cast<int>(i)));
+    if (p.name == "layer1.ln1.gamma") EXPECT_EQ(w, std::vector<float>(d, 1.0f));
+    if (p.name == "layer2.ln2.beta") EXPECT_EQ(w, std::vector<float>(d, 0.0f));
+    if (p.name == "embedding.token") {
+      double sq = 0;
+      for (float x : w) sq += double{x} * x;
+      EXPECT_NEAR(std::sqrt(sq / w.size()), 0.02, 0.004);
+    }
+  }
+}
+
+// Model::backward's gradient of every parameter against central differences of the loss, using
+// the model's own fp32 forward. Two layers, two heads, a partial-looking vocabulary.
+void check_gradients(bool causal) {
+  const Spec spec = transformer_spec(8, 2, 16, 6, 2, 7, causal);
+  Harness h(spec, Precision::FP32, 3);
+  const std::vector<float> grads = h.gradients();
+  ParamStore& ps = h.model.params();
+  std::vector<float> master = test::to_host_f32(*h.be, ps.master_flat());
+  const double step = 2e-3;
+  for (const auto& p : ps.params()) {
+    std::vector<float> fd(static_cast<size_t>(p.shape.numel())), got(fd.size());
+    for (int64_t i = 0; i < p.shape.numel(); ++i) {
+      const size_t at = static_cast<size_t>(p.offset + i);
+      const float keep = master[at];
+      master[at] = keep + static_cast<float>(step);
+      h.be->upload(master.data(), ps.master_flat());
+      const double up = h.loss_value();
+      master[at] = keep - static_cast<float>(step);
+      h.be->upload(master.data(), ps.master_flat());
+      const double down = h.loss_value();
+      master[at] = keep;
+      fd[i] = static_cast<float>((up - down) / (2 * step));
+      got[i] = grads[at];
+    }
+    h.be->upload(master.data(), ps.master_flat());
+    const auto c = test::compare(got, fd, 1e-2);
+    EXPECT_TRUE(c.ok) << p.name << (causal ? " (causal)" : "") << ": " << c.message << " rel error "
+                      << c.rel_error;
+  }
+}
+
+TEST(Transformer, GradientsMatchCentralDifferences) {
+  check_gradients(false);
+}
+TEST(Transformer, CausalGradientsMatchCentralDifferences) {
+  check_gradients(true);
+}
+
+// With the causal mask, position t's logits do not depend on later tokens; without it they do.
+TEST(Transformer, CausalMaskHidesTheFuture) {
+  for (bool causal : {true, false}) {
+    const Spec spec = transformer_spec(8, 2, 16, 6, 2, 7, causal);
+    Harness h(spec, Precision::FP32, 2);
+    const std::vector<float> before = h.logits(2);
+    h.tokens_host[4] = (h.tokens_host[4] + 1) % 7;  // sample 0, position 4
+    h.upload_tokens();
+    const std::vector<float> after = h.logits(2);
+    const int64_t v = 7;
+    for (int64_t pos = 0; pos < 6; ++pos) {
+      bool same = true;
+      for (int64_t j = 0; j < v; ++j) same &= before[pos * v + j] == after[pos * v + j];
+      if (causal)
+        EXPECT_EQ(same, pos < 4) << "causal, position " << pos;
+      else
+        EXPECT_FALSE(same) << "bidirectional, position " << pos;
+    }
+    // Sample 1 is untouched either way.
+    EXPECT_TRUE(std::equal(before.begin() + 6 * v, before.end(), after.begin() + 6 * v));
+  }
+}
+
+// A partial batch (the eval tail) gives the same logits as those rows of a full one.
+TEST(Transformer, PartialBatchMatchesFullBatch) {
+  const Spec spec = transformer_spec(8, 2, 16, 6, 1, 7, false);
+  Harness h(spec, Precision::FP32, 3);
+  const std::vector<float> full = h.logits(3);
+  const std::vector<float> part = h.logits(2);
+  ASSERT_EQ(part.size(), 2u * 6 * 7);
+  for (size_t i = 0; i < part.size(); ++i) EXPECT_FLOAT_EQ(part[i], full[i]) << i;
+}
+
+// The AMP modes compute the same gradients as fp32, to 16-bit accuracy.
+TEST(Transformer, AmpGradientsFollowFp32) {
+  const Spec spec = transformer_spec(16, 2, 32, 8, 2, 11, true);
+  Harness ref(spec, Precision::FP32, 4);
+  const std::vector<float> g32 = ref.gradients();
+  for (Precision p : {Precision::AMP_FP16, Precision::AMP_BF16, Precision::TF32}) {
+    Harness h(spec, p, 4);
+    const std::vector<float> g = h.gradients();
+    const double tol = p == Precision::AMP_BF16 ? 5e-2 : p == Precision::AMP_FP16 ? 1e-2 : 5e-3;
+    const auto c = test::compare(g, g32, tol);
+    EXPECT_TRUE(c.ok) << precision_name(p) << ": " << c.message << " rel error " << c.rel_error;
+    EXPECT_GT(c.rel_error, 0.0) << precision_name(p) << " should round somewhere";
+  }
+}
+
+// ---- synthetic sequences -----------------------------------------------------------------------
+
+TEST(SyntheticSequences, ShapesLabelsAndDeterminism) {
+  TransformerSpec t;
+  t.seq_len = 12;
+  t.vocab_size = 9;
+  const Dataset a = make_synthetic_sequences(t, 50, 20, 4);
+  EXPECT_EQ(a.input_dtype, DType::I32);
+  EXPECT_EQ(a.sample_dim, 12);
+  EXPECT_EQ(a.labels_per_sample, 12);
+  EXPECT_EQ(a.num_classes, 9);
+  EXPECT_EQ(a.train_size(), 50);
+  EXPECT_EQ(a.eval_size(), 20);
+  ASSERT_EQ(a.train_tokens.size(), 50u * 12);
+  ASSERT_EQ(a.eval_tokens.size(), 20u * 12);
+  for (int32_t v : a.train_tokens) ASSERT_TRUE(v >= 0 && v < 9);
+  // The rule, written out: x_t names a pointer 1..K back, clamped at position 0.
+  const int k = SyntheticSequenceTask{}.max_offset;
+  for (int64_t i = 0; i < 50; ++i) {
+    const int32_t* x = a.train_tokens.data() + i * 12;
+    for (int64_t s = 0; s < 12; ++s) {
+      const int64_t src = std::max<int64_t>(0, s - 1 - x[s] % k);
+      ASSERT_EQ(a.train_y[i * 12 + s], x[src]) << i << " " << s;
+    }
+  }
+  const Dataset b = make_synthetic_sequences(t, 50, 20, 4);
+  EXPECT_EQ(a.train_tokens, b.train_tokens);
+  EXPECT_EQ(a.eval_y, b.eval_y);
+  const Dataset c = make_synthetic_sequences(t, 50, 20, 5);
+  EXPECT_NE(a.train_tokens, c.train_tokens);
+  EXPECT_NE(std::vector<int32_t>(a.train_tokens.begin(), a.train_tokens.begin() + 240),
+            a.eval_tokens);  // separate streams
+
+  // make_dataset dispatches here for the transformer family.
+  const Spec spec = load_spec(test::source_dir() + "/configs/tiny_transformer.json");
+  const Dataset d = make_dataset(spec);
+  const auto& ts = std::get<TransformerSpec>(spec.model);
+  EXPECT_EQ(d.train_tokens, make_synthetic_sequences(ts, spec.data.train_samples,
+                                                     spec.data.eval_samples, spec.data.seed)
+                                .train_tokens);
+}
+
+// The best any attention-free model can do: predict y_t from (t, x_t) alone. The Bayes rule
+// fitted on the training split (majority label per (t, x_t)) stays at the documented bound on the
+// eval split, far below what the tiny transformer reaches.
+TEST(SyntheticSequences, NotSolvableWithoutAttention) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/tiny_transformer.json");
+  const auto& t = std::get<TransformerSpec>(spec.model);
+  const Dataset d = make_synthetic_sequences(t, 20000, 4000, 3);
+  const int64_t s = t.seq_len, v = t.vocab_size;
+  std::vector<int64_t> counts(static_cast<size_t>(s * v * v), 0);
+  for (size_t i = 0; i < d.train_y.size(); ++i) {
+    const int64_t pos = static_cast<int64_t>(i) % s;
+    ++counts[(pos * v + d.train_tokens[i]) * v + d.train_y[i]];
+  }
+  int64_t right = 0;
+  for (size_t i = 0; i < d.eval_y.size(); ++i) {
+    const int64_t pos = static_cast<int64_t>(i) % s;
+    const int64_t* c = &counts[(pos * v + d.eval_tokens[i]) * v];
+    right += (std::max_element(c, c + v) - c) == d.eval_y[i];
+  }
+  const double acc = static_cast<double>(right) / static_cast<double>(d.eval_y.size());
+  const double bound = attention_free_accuracy_bound(s, v);
+  EXPECT_NEAR(bound, (1 + 15.0 / 16) / 16, 1e-12);
+  EXPECT_NEAR(acc, bound, 0.01);
+  EXPECT_LT(acc, 0.15);
+}
+
+}  // namespace
+}  // namespace mpbench
