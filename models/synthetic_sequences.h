@@ -17,9 +17,14 @@
 // 1024, V = 1024. A model with attention can reach 100%: one head per layer has to attend to the
 // relative offset 1 + (x_t mod K), a content-dependent position lookup.
 //
-// Measured, fp32, CPU reference, configs/tiny_transformer.json (2 causal layers, d 32, 2 heads,
-// ffn 64, S 16, V 16, K 4, AdamW 3e-3, batch 32, 4096 samples, seed 11), eval accuracy after its
-// 4 epochs: see kMeasuredTinyAccuracy below.
+// Measured on the CPU reference with configs/tiny_transformer.json (2 causal layers, d 32,
+// 2 heads, ffn 64, S 16, V 16, K 4, AdamW 3e-3, batch 32, 4096 train / 512 eval samples,
+// seed 11), eval accuracy after epochs 1 / 2 / 3 / 4 (128 steps each):
+//   fp32      93.7% / 99.1% / 100%  / 100%   (eval loss 0.001)
+//   tf32      93.5% / 99.0% / 100%  / 98.2%
+//   amp_fp16  93.7% / 98.1% / 99.7% / 99.99%
+//   amp_bf16  93.6% / 98.8% / 98.1% / 100%
+// against the attention-free bound of 12.1%; after a single step it is at 8.5%, near chance.
 //
 // Everything comes from our own RNG (models/rng.h), so a seed gives the same bytes everywhere;
 // the train and eval splits use separate streams.
