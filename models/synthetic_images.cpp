@@ -24,6 +24,11 @@ int motif_side(const ResnetSpec& r, const SyntheticImageTask& task) {
   return static_cast<int>(std::min<int64_t>(task.motif_size, r.image_size));
 }
 
+// Motif copies per side: one per cell_size x cell_size cell (at least one).
+int64_t image_cells(const ResnetSpec& r, int cell_size) {
+  return std::max<int64_t>(1, r.image_size / cell_size);
+}
+
 // Four 16-bit uniforms summed (Irwin-Hall, variance 4/12), centred and scaled to unit variance.
 inline float fast_noise(Rng& rng) {
   const uint64_t v = rng.next();
@@ -35,26 +40,36 @@ inline float fast_noise(Rng& rng) {
 }
 
 void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, double amplitude,
-                uint64_t seed, uint64_t stream_base, int64_t n, std::vector<float>& x,
-                std::vector<int32_t>& y) {
+                int cell_size, uint64_t seed, uint64_t stream_base, int64_t n,
+                std::vector<float>& x, std::vector<int32_t>& y) {
   const int64_t s = r.image_size, c = r.in_channels, dim = s * s * c;
   const int classes = static_cast<int>(r.num_classes);
+  const int64_t cells = image_cells(r, cell_size), extent = s / cells;
+  const float amp = static_cast<float>(amplitude);
   x.resize(static_cast<size_t>(n * dim));
   y.resize(static_cast<size_t>(n));
   auto work = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       Rng rng(seed, stream_base + static_cast<uint64_t>(i));
       const uint32_t cls = rng.below(static_cast<uint32_t>(classes));
-      const int64_t top = rng.below(static_cast<uint32_t>(s - m + 1));
-      const int64_t left = rng.below(static_cast<uint32_t>(s - m + 1));
       float* img = x.data() + i * dim;
       for (int64_t k = 0; k < dim; ++k) img[k] = fast_noise(rng);
       const float* motif = motifs.data() + static_cast<int64_t>(cls) * m * m * c;
-      for (int64_t u = 0; u < m; ++u) {
-        for (int64_t v = 0; v < m; ++v) {
-          float* px = img + ((top + u) * s + left + v) * c;
-          const float* mp = motif + (u * m + v) * c;
-          for (int64_t ch = 0; ch < c; ++ch) px[ch] += static_cast<float>(amplitude * mp[ch]);
+      // One copy per cell, at a random offset inside it; the last cell of a row or column
+      // takes the remainder of the image.
+      for (int64_t cy = 0; cy < cells; ++cy) {
+        for (int64_t cx = 0; cx < cells; ++cx) {
+          const int64_t ey = cy + 1 < cells ? extent : s - cy * extent;
+          const int64_t ex = cx + 1 < cells ? extent : s - cx * extent;
+          const int64_t top = cy * extent + rng.below(static_cast<uint32_t>(ey - m + 1));
+          const int64_t left = cx * extent + rng.below(static_cast<uint32_t>(ex - m + 1));
+          for (int64_t u = 0; u < m; ++u) {
+            for (int64_t v = 0; v < m; ++v) {
+              float* px = img + ((top + u) * s + left + v) * c;
+              const float* mp = motif + (u * m + v) * c;
+              for (int64_t ch = 0; ch < c; ++ch) px[ch] += amp * mp[ch];
+            }
+          }
         }
       }
       y[static_cast<size_t>(i)] = static_cast<int32_t>(cls);
@@ -81,8 +96,9 @@ std::vector<float> synthetic_image_motifs(const ResnetSpec& r, uint64_t seed,
   MPB_CHECK(r.image_size > 0 && r.in_channels > 0 && r.num_classes >= 2,
             "synthetic images {}x{}x{} classes {}", r.image_size, r.image_size, r.in_channels,
             r.num_classes);
-  MPB_CHECK(task.motif_size >= 2 && task.amplitude > 0, "synthetic image task: motif {} amp {}",
-            task.motif_size, task.amplitude);
+  MPB_CHECK(task.motif_size >= 2 && task.amplitude > 0 && task.cell_size >= task.motif_size,
+            "synthetic image task: motif {} amplitude {} cell {}", task.motif_size, task.amplitude,
+            task.cell_size);
   const int m = motif_side(r, task);
   const int64_t c = r.in_channels, pixels = static_cast<int64_t>(m) * m;
   Rng rng(seed, kMotifStream);
@@ -127,8 +143,10 @@ Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_ev
   ds.num_classes = static_cast<int>(r.num_classes);
   ds.input_dtype = DType::F32;
   ds.labels_per_sample = 1;
-  fill_split(r, motifs, m, task.amplitude, seed, kTrainBase, n_train, ds.train_x, ds.train_y);
-  fill_split(r, motifs, m, task.amplitude, seed, kEvalBase, n_eval, ds.eval_x, ds.eval_y);
+  fill_split(r, motifs, m, task.amplitude, task.cell_size, seed, kTrainBase, n_train, ds.train_x,
+             ds.train_y);
+  fill_split(r, motifs, m, task.amplitude, task.cell_size, seed, kEvalBase, n_eval, ds.eval_x,
+             ds.eval_y);
   ds.description = fmt::format(
       "synthetic images: {}x{}x{}, {} classes told apart only by the arrangement of one shared "
       "set of {}x{} motif pixels (amplitude {}) at random positions in unit noise, seed {}, {} "

@@ -313,8 +313,8 @@ TEST(SyntheticImages, BalancedUnitScaleNoise) {
   }
   const double n = static_cast<double>(d.train_x.size());
   EXPECT_NEAR(sum / n, 0.0, 0.01);
-  // Unit noise plus the motif's 16 of 256 pixels at amplitude 1.5: 1 + 2.25 / 16.
-  EXPECT_NEAR(sq / n, 1.0 + 2.25 / 16.0, 0.02);
+  // Unit noise plus four motif copies (one per 8x8 cell), 64 of 256 pixels at amplitude 1.5.
+  EXPECT_NEAR(sq / n, 1.0 + 2.25 / 4.0, 0.02);
 }
 
 // Every class's motif holds the same pixel vectors: only their arrangement differs.
