@@ -262,11 +262,17 @@ TEST(Transformer, AmpGradientsFollowFp32) {
   for (Precision p : {Precision::AMP_FP16, Precision::AMP_BF16, Precision::TF32}) {
     Harness h(spec, p, 4);
     const std::vector<float> g = h.gradients();
-    const double tol = p == Precision::AMP_BF16 ? 5e-2 : p == Precision::AMP_FP16 ? 1e-2 : 5e-3;
+    const double tol = p == Precision::AMP_BF16 ? 3e-2 : 5e-3;  // measured 6.7e-3, 1.2e-3
     const auto c = test::compare(g, g32, tol);
     EXPECT_TRUE(c.ok) << precision_name(p) << ": " << c.message << " rel error " << c.rel_error;
     EXPECT_GT(c.rel_error, 0.0) << precision_name(p) << " should round somewhere";
   }
+  // Pinned layers mix fp32 and fp16 GEMMs (and the casts between them) in one model.
+  Spec pinned = spec;
+  pinned.fp32_layers = {"layer1", "final_norm"};
+  Harness h(pinned, Precision::AMP_FP16, 4);
+  const auto c = test::compare(h.gradients(), g32, 5e-3);  // measured 7e-4
+  EXPECT_TRUE(c.ok) << "pinned: " << c.message << " rel error " << c.rel_error;
 }
 
 // ---- synthetic sequences -----------------------------------------------------------------------
