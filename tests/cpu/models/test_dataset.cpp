@@ -139,10 +139,32 @@ TEST(Synthetic, MakeDatasetFollowsTheSpec) {
   EXPECT_EQ(d.train_x, direct.train_x);
   EXPECT_EQ(d.eval_y, direct.eval_y);
 
+  // Token data for the transformer family: int32 inputs and a label per position.
   const Spec t = parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 64,
-      "heads": 4, "ffn_dim": 256, "seq_len": 32, "vocab_size": 100}, "train": {"batch_size": 8}})",
+      "heads": 4, "ffn_dim": 256, "seq_len": 32, "vocab_size": 100},
+      "data": {"train_samples": 16, "eval_samples": 8}, "train": {"batch_size": 8}})",
                             "t.json");
-  EXPECT_THROW(make_dataset(t), Error);
+  const Dataset ds = make_dataset(t);
+  EXPECT_EQ(ds.input_dtype, DType::I32);
+  EXPECT_EQ(ds.labels_per_sample, 32);
+  EXPECT_EQ(ds.num_classes, 100);
+  EXPECT_EQ(ds.train_size(), 16);
+  EXPECT_EQ(ds.train_tokens.size(), 16u * 32);
+  EXPECT_EQ(ds.eval_y.size(), 8u * 32);
+
+  // idx files hold flat images for an MLP; the other families say so.
+  Spec r = parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8,
+      "in_channels": 4, "width": 8, "out_channels": 16, "blocks": 1, "num_classes": 4},
+      "train": {"batch_size": 8}})",
+                      "r.json");
+  r.data.type = "idx";
+  try {
+    make_dataset(r);
+    ADD_FAILURE() << "idx data for a resnet spec must be rejected";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("data.type"), std::string::npos) << e.what();
+  }
 }
 
 // ---- idx ----------------------------------------------------------------------------------
