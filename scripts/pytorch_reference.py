@@ -2,11 +2,29 @@
 """PyTorch reference for mpbench: the same model, data and training loop, measured the same way.
 
     scripts/pytorch_reference.py SPEC... --out results.json [--precisions LIST] [--epochs N]
-                                 [--device cuda|cpu] [--mpbench BIN] [--data-dir DIR] [--quiet]
+                                 [--device cuda|cpu] [--mpbench BIN] [--data-dir DIR]
+                                 [--attention plain|sdpa] [--quiet]
 
-For each spec (only model.type "mlp" for now) and each precision mode it builds the MLP from
-nn.Linear layers, trains it and writes mpbench's result JSON (schema_version 1) with tool.name
-"pytorch", so that `mpbench compare` or a notebook can put the two side by side.
+For each spec and each precision mode it builds the same model as mpbench from stock torch.nn
+modules, trains it and writes mpbench's result JSON (schema_version 1) with tool.name "pytorch",
+so that `mpbench compare` or a notebook can put the two side by side. Families (model.type):
+  * mlp: nn.Linear layers fc1..fcN (ReLU or tanh-GELU) and head.
+  * resnet_bottleneck: ResNet-50 v1.5 bottleneck blocks block1..blockN (nn.Conv2d without bias,
+    nn.BatchNorm2d eps 1e-5 momentum 0.1, the stride on the 3x3 conv, a 1x1 conv + BN shortcut
+    when the shape changes), then head = global average pooling + nn.Linear. Model and inputs
+    in channels_last memory format: mpbench's NHWC pixel rows (n, H*W*C) are viewed as
+    (n, H, W, C) and permuted to NCHW shape, which is channels_last without a copy. Batchnorm
+    uses batch statistics in training and running statistics in evaluation, as mpbench does.
+  * transformer: embedding (token + learned position), pre-LN layers layer1..layerN
+    (x + proj(MHA(LN1(x))) with a fused QKV nn.Linear, then x + Linear(GELU-tanh(Linear(LN2(x))))),
+    head = final LayerNorm + nn.Linear over the vocabulary, a label at every position; the loss
+    is the mean over all batch x seq_len positions and accuracy counts every position. Attention
+    is by default written out (QK^T GEMM, softmax in fp32 with the optional causal mask, PV GEMM)
+    because that is mpbench's math, probabilities materialised and rounded to the mode's dtype
+    before the PV GEMM; --attention sdpa uses F.scaled_dot_product_attention instead (fused
+    flash / memory-efficient kernels: what a PyTorch user would run, with other numerics and far
+    less activation memory).
+Layer names are mpbench's, so fp32_layers pins the same layers.
 
 How it mirrors mpbench (train/trainer.cpp):
   * Data: `mpbench data SPEC --out DIR/NAME` writes the exact dataset mpbench trains on, plus the
@@ -23,11 +41,13 @@ How it mirrors mpbench (train/trainer.cpp):
     Fused optimizers, used on CUDA where available, take found_inf on the device.)
   * Modes: fp32 (TF32 off), tf32 (TF32 matmuls), amp_fp16 (autocast fp16 + GradScaler with the
     spec's loss_scale settings), amp_bf16 (autocast bf16, GradScaler only if loss_scale.amp_bf16).
-    Layers in fp32_layers run with autocast disabled on fp32 inputs. The loss is cross-entropy
+    Layers in fp32_layers run with autocast disabled on fp32 inputs (the embedding never runs
+    under autocast: its output is fp32 in every mode). The loss is cross-entropy
     on float32 logits. grad_norm is the L2 norm of the unscaled gradients; a step counts as
     skipped when the scaler lowered the scale after it.
-  * FLOPs per step = 3 x forward FLOPs x batch, forward FLOPs per sample = sum over the linear
-    layers of 2*in*out + out (models/linear.cpp). Peak TFLOP/s from the same datasheet table as
+  * FLOPs per step = 3 x forward FLOPs x batch, forward FLOPs per sample counted as mpbench's
+    LayerInfo counts them (see the *_flops functions below; for an MLP the sum over the linear
+    layers of 2*in*out + out, models/linear.cpp). Peak TFLOP/s from the same datasheet table as
     train/device_specs.cpp.
   * Memory: peak_memory_bytes.tracked = torch.cuda.max_memory_allocated(); .device = the largest
     rise of cudaMemGetInfo's used bytes over a baseline taken before the model is built, sampled
@@ -95,9 +115,9 @@ def read_family(path):
     except json.JSONDecodeError as e:
         raise BadInput(f"{path}:{e.lineno}:{e.colno}: JSON syntax error: {e.msg}")
     family = raw.get("model", {}).get("type") if isinstance(raw, dict) else None
-    if family != "mlp":
-        raise BadInput(f"{path}: model.type: only \"mlp\" is built by the PyTorch reference so "
-                       f"far, got {json.dumps(family)}")
+    if family not in FAMILIES:
+        raise BadInput(f"{path}: model.type: expected one of {', '.join(map(json.dumps, FAMILIES))}"
+                       f", got {json.dumps(family)}")
 
 
 def export_data(spec_path, mpbench, data_dir, index):
@@ -114,25 +134,78 @@ def export_data(spec_path, mpbench, data_dir, index):
     with open(prefix + ".json") as f:
         meta = json.load(f)
     n_tr, n_ev, dim = meta["train_size"], meta["eval_size"], meta["sample_dim"]
-    shapes = {"train_x": ((n_tr, dim), torch.float32), "train_y": ((n_tr,), torch.int32),
-              "eval_x": ((n_ev, dim), torch.float32), "eval_y": ((n_ev,), torch.int32)}
+    lps = meta.get("labels_per_sample", 1)
+    xdt = {"float32": torch.float32, "int32": torch.int32}.get(meta.get("x_dtype", "float32"))
+    if xdt is None:
+        raise BadInput(f"{spec_path}: `mpbench data` wrote x_dtype {meta['x_dtype']!r}")
+    # Labels stay flat, (n * labels_per_sample): batch b's are rows [b*B*lps, (b+1)*B*lps).
+    shapes = {"train_x": ((n_tr, dim), xdt), "train_y": ((n_tr * lps,), torch.int32),
+              "eval_x": ((n_ev, dim), xdt), "eval_y": ((n_ev * lps,), torch.int32)}
     data = {}
     for key, (shape, dtype) in shapes.items():
         path = os.path.join(data_dir, meta["files"][key])
         count = math.prod(shape)
         t = torch.from_file(path, shared=False, size=count, dtype=dtype)  # little-endian hosts
         data[key] = t.reshape(shape)
+    # cross_entropy wants int64 targets; token ids stay int32 (nn.Embedding takes them), the
+    # bytes mpbench holds.
     data["train_y"] = data["train_y"].long()
     data["eval_y"] = data["eval_y"].long()
-    return meta["resolved_spec"], data, meta["description"]
+    spec = meta["resolved_spec"]
+    if spec["model"]["type"] == "resnet_bottleneck":
+        # mpbench's pixels are NHWC rows (n, H*W*C); the same bytes viewed as (n, C, H, W) with
+        # channels_last strides, so the convolutions read them in the layout mpbench uses.
+        m = spec["model"]
+        hw, c = m["image_size"], m["in_channels"]
+        for key in ("train_x", "eval_x"):
+            data[key] = data[key].reshape(-1, hw, hw, c).permute(0, 3, 1, 2)
+    return spec, data, meta["description"], lps
 
 
 # ---- model ------------------------------------------------------------------------------------
 
+# Forward FLOPs per sample, counted as mpbench's LayerInfo counts them (models/*.cpp), so that
+# both tools' tflops divide the same work by their own times.
+
+def linear_flops(n_in, n_out):  # models/linear.cpp: the GEMM and the bias
+    return 2.0 * n_in * n_out + n_out
+
+
+def conv_flops(cin, cout, k, out_size):  # models/resnet.cpp: 2 * P * Q * K * R * S * C
+    return 2.0 * cin * cout * k * k * out_size * out_size
+
+
+def resnet_block_flops(cin, width, cout, stride, size):
+    """The block's convolutions only (batchnorm, add and ReLU are not counted)."""
+    out = (size + 2 - 3) // stride + 1
+    f = conv_flops(cin, width, 1, size) + conv_flops(width, width, 3, out) + \
+        conv_flops(width, cout, 1, out)
+    if stride != 1 or cin != cout:
+        f += conv_flops(cin, cout, 1, out)
+    return f
+
+
+def transformer_flops(m):
+    """models/transformer.cpp: GEMMs only (no embedding, LayerNorm, softmax, biases, adds);
+    attention counts only the unmasked half of the scores when causal."""
+    d, s, ffn, v = m["d_model"], m["seq_len"], m["ffn_dim"], m["vocab_size"]
+    attention = (2.0 if m["causal"] else 4.0) * s * d
+    layer = s * (2.0 * (4.0 * d * d + 2.0 * d * ffn) + attention)
+    return m["layers"] * layer + s * 2.0 * d * v
+
+
+def pinned(module, name, x):
+    """Runs module; a layer named in fp32_layers runs with autocast off on fp32 inputs."""
+    if name in module.fp32:
+        with torch.autocast(module.device_type, enabled=False):
+            return module.layers[name](x.float())
+    return module.layers[name](x)
+
+
 class Mlp(nn.Module):
     """fc1..fcN (hidden, with the activation) then head; names match mpbench's mlp_layer_names."""
 
-    def __init__(self, m, fp32_layers, device_type):
+    def __init__(self, m, fp32_layers, device_type, attention=None):
         super().__init__()
         dims = [m["input_dim"], *m["hidden"], m["num_classes"]]
         names = [f"fc{i + 1}" for i in range(len(m["hidden"]))] + ["head"]
@@ -143,19 +216,176 @@ class Mlp(nn.Module):
         self.device_type = device_type
 
     def forward(self, x):
-        for name, layer in self.layers.items():
-            if name in self.fp32:
-                with torch.autocast(self.device_type, enabled=False):
-                    x = layer(x.float())
-            else:
-                x = layer(x)
+        for name in self.layers:
+            x = pinned(self, name, x)
             if name != "head":
                 x = F.gelu(x, approximate="tanh") if self.gelu else F.relu(x)
         return x
 
     def forward_flops_per_sample(self):
-        return sum(2.0 * l.in_features * l.out_features + l.out_features
-                   for l in self.layers.values())
+        return sum(linear_flops(l.in_features, l.out_features) for l in self.layers.values())
+
+
+class Bottleneck(nn.Module):
+    """ResNet-50 v1.5 bottleneck: 1x1 -> BN -> ReLU -> 3x3 (stride) -> BN -> ReLU -> 1x1 -> BN,
+    plus the shortcut (1x1 conv with the stride + BN when the shape changes), add, ReLU."""
+
+    def __init__(self, cin, width, cout, stride, size):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width, eps=1e-5, momentum=0.1)
+        self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width, eps=1e-5, momentum=0.1)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                      nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1))
+        self.cin, self.width, self.cout, self.stride, self.size = cin, width, cout, stride, size
+        self.out_size = (size + 2 - 3) // stride + 1
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = F.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+    def forward_flops(self):
+        return resnet_block_flops(self.cin, self.width, self.cout, self.stride, self.size)
+
+
+class GlobalAvgPool(nn.Module):
+    """(n, C, H, W) -> (n, C), in the input's dtype."""
+
+    def forward(self, x):
+        return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
+
+
+class Resnet(nn.Module):
+    """block1..blockN, pool, head (names as models/resnet.h); inputs (n, C, H, W) in
+    channels_last memory format."""
+
+    def __init__(self, m, fp32_layers, device_type, attention=None):
+        super().__init__()
+        layers, cin, size = {}, m["in_channels"], m["image_size"]
+        for i in range(m["blocks"]):
+            stride = m["stride"] if i == 0 else 1
+            b = Bottleneck(cin, m["width"], m["out_channels"], stride, size)
+            layers[f"block{i + 1}"] = b
+            cin, size = m["out_channels"], b.out_size
+        layers["pool"] = GlobalAvgPool()
+        layers["head"] = nn.Linear(cin, m["num_classes"])
+        self.layers = nn.ModuleDict(layers)
+        self.final_size, self.channels = size, cin
+        self.fp32 = set(fp32_layers)
+        self.device_type = device_type
+
+    def forward(self, x):
+        for name in self.layers:
+            x = pinned(self, name, x)
+        return x
+
+    def forward_flops_per_sample(self):
+        f = sum(b.forward_flops() for b in self.layers.values() if isinstance(b, Bottleneck))
+        pool = float(self.final_size * self.final_size * self.channels)  # one add per input
+        head = self.layers["head"]
+        return f + pool + linear_flops(head.in_features, head.out_features)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with a fused QKV projection (q, k, v = thirds of its output,
+    heads contiguous in each). "plain": the scores GEMM with 1/sqrt(Dh) as its alpha (baddbmm,
+    as mpbench, so fp16 scores stay small), stored in the GEMM's dtype, the softmax in fp32 with
+    the causal mask, the probabilities back in the GEMM's dtype for P v; "sdpa":
+    F.scaled_dot_product_attention (fused flash / memory-efficient kernels where available)."""
+
+    def __init__(self, d, heads, causal, impl):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.heads, self.causal, self.impl = heads, causal, impl
+
+    def forward(self, x):
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(x).view(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4)  # 3 x (b, h, s, dh)
+        if self.impl == "sdpa":
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        else:
+            q3, k3 = q.reshape(b * h, s, d // h), k.reshape(b * h, s, d // h)
+            # beta=0: the input is ignored (NaNs in it included); one broadcast element, so no
+            # extra (S, S) buffer.
+            scores = torch.baddbmm(q3.new_zeros(1, 1, 1), q3, k3.transpose(1, 2), beta=0.0,
+                                   alpha=1.0 / math.sqrt(d // h))
+            scores = scores.float()
+            if self.causal:
+                mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+                scores = scores.masked_fill(mask, float("-inf"))
+            probs = torch.softmax(scores, dim=-1).to(v.dtype)  # v: the GEMMs' dtype
+            y = torch.matmul(probs.view(b, h, s, s), v)
+        return self.proj(y.transpose(1, 2).reshape(b, s, d))
+
+
+class TransformerLayer(nn.Module):
+    """Pre-LN: x + proj(MHA(LN1(x))), then x + FFN(LN2(x)) with a tanh-GELU."""
+
+    def __init__(self, d, heads, ffn, causal, impl):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d, eps=1e-5)
+        self.attn = Attention(d, heads, causal, impl)
+        self.ln2 = nn.LayerNorm(d, eps=1e-5)
+        self.fc1 = nn.Linear(d, ffn)
+        self.fc2 = nn.Linear(ffn, d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+
+class Embedding(nn.Module):
+    """Token + learned position embedding, both N(0, 0.02) (GPT-2 / BERT, as mpbench)."""
+
+    def __init__(self, vocab, seq_len, d):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq_len, d)
+        nn.init.normal_(self.tok.weight, std=0.02)
+        nn.init.normal_(self.pos.weight, std=0.02)
+
+    def forward(self, tokens):
+        return self.tok(tokens) + self.pos.weight[:tokens.shape[1]]
+
+
+class Transformer(nn.Module):
+    """embedding, layer1..layerN, final_norm, head (names as models/transformer.h); logits
+    (n * seq_len, vocab): a label at every position."""
+
+    def __init__(self, m, fp32_layers, device_type, attention="plain"):
+        super().__init__()
+        d = m["d_model"]
+        layers = {"embedding": Embedding(m["vocab_size"], m["seq_len"], d)}
+        for i in range(m["layers"]):
+            layers[f"layer{i + 1}"] = TransformerLayer(d, m["heads"], m["ffn_dim"], m["causal"],
+                                                       attention)
+        layers["final_norm"] = nn.LayerNorm(d, eps=1e-5)
+        layers["head"] = nn.Linear(d, m["vocab_size"])
+        self.layers = nn.ModuleDict(layers)
+        self.m = m
+        self.fp32 = set(fp32_layers)
+        self.device_type = device_type
+
+    def forward(self, tokens):
+        x = tokens
+        for name in self.layers:
+            x = self.layers[name](x) if name == "embedding" else pinned(self, name, x)
+        return x.reshape(-1, x.shape[-1])
+
+    def forward_flops_per_sample(self):
+        return transformer_flops(self.m)
+
+
+FAMILIES = {"mlp": Mlp, "resnet_bottleneck": Resnet, "transformer": Transformer}
 
 
 def set_matmul_mode(mode):
@@ -238,7 +468,7 @@ def time_stats(xs):
             "cv": sd / mean if mean else 0.0, "min": min(xs), "max": max(xs)}
 
 
-def train_mode(spec, host_data, mode, device, r):
+def train_mode(spec, host_data, lps, mode, device, r):
     """Fills run dict r; raises on OOM or failure (the caller turns those into a status)."""
     cuda = device.type == "cuda"
     tr, ls = spec["train"], spec["loss_scale"]
@@ -269,7 +499,11 @@ def train_mode(spec, host_data, mode, device, r):
     r["loss_scaling"] = scaling
 
     torch.manual_seed(spec["data"]["seed"])  # same init for every mode and device
-    model = Mlp(spec["model"], spec["fp32_layers"], device.type).to(device)
+    family = FAMILIES[spec["model"]["type"]]
+    model = family(spec["model"], spec["fp32_layers"], device.type, ARGS.attention).to(device)
+    if family is Resnet:
+        model = model.to(memory_format=torch.channels_last)
+    model.train()
     params = list(model.parameters())
     opt, fused = make_optimizer(tr["optimizer"], params, device.type)
     scaler_kw = dict(init_scale=ls["init"], growth_factor=ls["growth_factor"],
@@ -280,10 +514,18 @@ def train_mode(spec, host_data, mode, device, r):
     else:  # torch < 2.3: CUDA only
         scaler = torch.cuda.amp.GradScaler(**scaler_kw)
     d = {k: v.to(device) for k, v in host_data.items()}
+    if family is Resnet:
+        d = {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v
+             for k, v in d.items()}
     r["pytorch"] = {"fused_optimizer": fused, "grad_scaler": scaling,
+                    "params": sum(p.numel() for p in params),
                     "autocast_dtype": str(amp_dtype).replace("torch.", "") if amp_dtype else None,
                     "tracked_memory": "torch.cuda.max_memory_allocated" if cuda
                     else "sum of the categories (no allocator statistics on the CPU)"}
+    if family is Transformer:
+        r["pytorch"]["attention"] = ARGS.attention
+    if family is Resnet:
+        r["pytorch"]["memory_format"] = "channels_last"
     sample_memory()
 
     def autocast():
@@ -291,7 +533,7 @@ def train_mode(spec, host_data, mode, device, r):
             return contextlib.nullcontext()
         return torch.autocast(device.type, dtype=amp_dtype)
 
-    steps_per_epoch = d["train_y"].numel() // batch
+    steps_per_epoch = d["train_x"].shape[0] // batch
     if steps_per_epoch == 0:
         raise BadInput(f"{spec['name']}: batch size larger than the training set")
     total = warmup + epochs * steps_per_epoch
@@ -305,7 +547,7 @@ def train_mode(spec, host_data, mode, device, r):
 
     def step(b, g, first):
         xb = d["train_x"][b * batch:(b + 1) * batch]
-        yb = d["train_y"][b * batch:(b + 1) * batch]
+        yb = d["train_y"][b * batch * lps:(b + 1) * batch * lps]
         opt.zero_grad(set_to_none=True)
         with autocast():
             logits = model(xb)
@@ -334,17 +576,19 @@ def train_mode(spec, host_data, mode, device, r):
 
     @torch.no_grad()
     def evaluate():
-        n = d["eval_y"].numel()
+        n = d["eval_x"].shape[0]
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), device=device, dtype=torch.long)
+        model.eval()  # batchnorm on its running statistics, as mpbench's evaluation
         for s in range(0, n, batch):
-            x, y = d["eval_x"][s:s + batch], d["eval_y"][s:s + batch]
+            x, y = d["eval_x"][s:s + batch], d["eval_y"][s * lps:(s + batch) * lps]
             with autocast():
                 logits = model(x)
             logits = logits.float()
             loss_sum += F.cross_entropy(logits, y, reduction="sum")
             correct += (logits.argmax(dim=1) == y).sum()
-        return loss_sum, correct, n
+        model.train()
+        return loss_sum, correct, n * lps  # loss and accuracy over every predicted label
 
     g = 0
     for i in range(warmup):  # on the first batches, outside every timing
@@ -421,11 +665,11 @@ def peak_tflops(sheet, mode):
     return v if v > 0 else sheet[1]
 
 
-def run_mode(spec, data, mode, device):
-    r = empty_run(spec, mode, device, data["train_y"].numel())
+def run_mode(spec, data, lps, mode, device):
+    r = empty_run(spec, mode, device, data["train_x"].shape[0])
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     try:
-        train_mode(spec, data, mode, device, r)
+        train_mode(spec, data, lps, mode, device, r)
     except BadInput:
         raise
     except oom as e:
@@ -518,14 +762,15 @@ def write_atomic(path, text):
 
 
 def console_table(runs):
-    head = f"{'model':<12} {'mode':<9} {'epoch ms':>16} {'samples/s':>12} {'peak mem':>11} " \
+    w = max([12] + [len(r["model"]) for r in runs])
+    head = f"{'model':<{w}} {'mode':<9} {'epoch ms':>16} {'samples/s':>12} {'peak mem':>11} " \
            f"{'accuracy':>9} {'loss':>7} {'speedup':>8} {'skipped':>7} {'scale':>7}"
     lines = [head, "-" * len(head)]
     base = {r["model"]: r["epoch_time_ms"]["median"] for r in runs
             if r["precision"] == "fp32" and r["status"] == "ok"}
     for r in runs:
         if r["status"] not in ("ok", "diverged"):
-            lines.append(f"{r['model']:<12} {r['precision']:<9} {r['status']}: "
+            lines.append(f"{r['model']:<{w}} {r['precision']:<9} {r['status']}: "
                          f"{r['status_detail']}")
             continue
         t = r["epoch_time_ms"]
@@ -533,7 +778,7 @@ def console_table(runs):
         sp = (f"{base[r['model']] / t['median']:.2f}x" if r["model"] in base and t["median"]
               else "-")
         scale = f"{r['final_loss_scale']:.0f}" if r["loss_scaling"] else "-"
-        lines.append(f"{r['model']:<12} {r['precision']:<9} "
+        lines.append(f"{r['model']:<{w}} {r['precision']:<9} "
                      f"{t['median']:>9.3f} ±{100 * t['cv']:>4.1f}% {r['samples_per_second']:>12,.0f} "
                      f"{m:>7.1f} MiB {100 * r['final_accuracy']:>8.2f}% {r['final_loss']:>7.4f} "
                      f"{sp:>8} {r['skipped_steps']:>7} {scale:>7}")
@@ -553,6 +798,9 @@ def parse_args(argv):
     ap.add_argument("--mpbench", default=os.environ.get("MPBENCH", "build/mpbench"),
                     help="the mpbench binary (default: $MPBENCH or build/mpbench)")
     ap.add_argument("--data-dir", help="keep the exported datasets here (default: a temp dir)")
+    ap.add_argument("--attention", choices=("plain", "sdpa"), default="plain",
+                    help="transformer attention: plain GEMMs + fp32 softmax, as mpbench computes "
+                         "it (default), or F.scaled_dot_product_attention")
     ap.add_argument("--quiet", "-q", action="store_true")
     return ap.parse_args(argv)
 
@@ -586,7 +834,7 @@ def main(argv):
               "env": env_json(device), "specs": [], "runs": []}
     try:
         for i, path in enumerate(args.specs):
-            spec, data, desc = export_data(path, args.mpbench, data_dir, i)
+            spec, data, desc, lps = export_data(path, args.mpbench, data_dir, i)
             if modes:
                 spec["precisions"] = modes
             if args.epochs:
@@ -595,7 +843,7 @@ def main(argv):
             log(args, f"{spec['name']}: {desc}")
             for mode in spec["precisions"]:
                 log(args, f"{spec['name']} {mode} on {device.type}")
-                r = run_mode(spec, data, mode, device)
+                r = run_mode(spec, data, lps, mode, device)
                 report["runs"].append(r)
             del data
             gc.collect()
