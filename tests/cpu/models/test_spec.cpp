@@ -135,10 +135,22 @@ TEST(Spec, LossScaleFlagsAndPrecisionOrder) {
 TEST(Spec, OtherFamiliesParse) {
   Spec r = parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
       "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "stride": 1,
-      "num_classes": 10}, "train": {"batch_size": 32}})",
+      "num_classes": 10}, "data": {"train_samples": 2048, "eval_samples": 512},
+      "train": {"batch_size": 32}})",
                       "x.json");
   EXPECT_EQ(r.family, "resnet_bottleneck");
   EXPECT_EQ(std::get<ResnetSpec>(r.model).out_channels, 256);
+  // The whole dataset lives in memory: the default 70000 images of 56x56x64 do not fit.
+  try {
+    parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
+      "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "num_classes": 10}})",
+               "x.json");
+    FAIL() << "accepted 1.4e10 pixels of data";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find("x.json: data: expected at most"), std::string::npos)
+        << e.what();
+  }
   Spec t = parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 768,
       "heads": 12, "ffn_dim": 3072, "seq_len": 512, "layers": 1, "vocab_size": 1024,
       "causal": true}, "train": {"batch_size": 8}})",
@@ -289,7 +301,7 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
          j["model"]["input_dim"] = 1 << 20;
          j["model"]["hidden"] = json::array();
        },
-       "data: expected at most 4294967296 input floats"},
+       "data: expected at most 4294967296 input values"},
       {[](json& j) { j["data"]["type"] = "csv"; },
        "data.type: expected one of \"synthetic\", \"idx\", got \"csv\""},
       {[](json& j) { j["data"]["train_samples"] = -1; }, "data.train_samples: expected a positive"},
