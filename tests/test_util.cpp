@@ -164,4 +164,23 @@ std::vector<float> central_differences(const std::function<double(const std::vec
   return out;
 }
 
+float round_to(DType dt, float v) {
+  switch (dt) {
+    case DType::F16:
+      return f16_to_f32(f32_to_f16(v));
+    case DType::BF16:
+      return bf16_to_f32(f32_to_bf16(v));
+    default:
+      return v;
+  }
+}
+
+std::vector<float> to_float(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
+
+std::vector<double> to_double(const std::vector<float>& v) {
+  return {v.begin(), v.end()};
+}
+
 }  // namespace mpbench::test

@@ -47,6 +47,12 @@ std::string source_dir();
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
 void poison(Backend& be, Tensor& t);
 
+// v rounded to dt and decoded again (fp32: unchanged), the reference of a 16-bit output.
+float round_to(DType dt, float v);
+// Element-wise conversions between the double references and the fp32 results.
+std::vector<float> to_float(const std::vector<double>& v);
+std::vector<double> to_double(const std::vector<float>& v);
+
 // Central differences (f(x + h e_i) - f(x - h e_i)) / 2h of a scalar function written in double,
 // for every coordinate of x: the reference the CPU ops' backward passes are checked against.
 std::vector<float> central_differences(const std::function<double(const std::vector<double>&)>& f,
@@ -103,6 +109,12 @@ class CpuOpsTest : public ::testing::Test {
     return t;
   }
   Tensor scalar(float v) { return make(Shape{1}, DType::F32, {v}); }
+  // An output tensor filled with NaN (see poison), so that elements an op fails to write show.
+  Tensor poisoned(Shape s, DType dt) {
+    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
+    poison(*be, t);
+    return t;
+  }
 };
 
 }  // namespace mpbench::test

@@ -19,14 +19,6 @@ void check_square(const Tensor& t, const char* what) {
             "{}: must be (batch, S, S), got {}", what, t.shape.str());
 }
 
-void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
-  decode_f32(t.slice(r * n, Shape{n}), out, n);
-}
-void store_row(const float* in, Tensor& t, int64_t r, int64_t n) {
-  Tensor row = t.slice(r * n, Shape{n});
-  encode_f32(in, row, n);
-}
-
 }  // namespace
 
 void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {

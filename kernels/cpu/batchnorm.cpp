@@ -44,15 +44,6 @@ RowsC check_x(const char* op, const Tensor& x) {
   return {x.rows(), x.cols()};
 }
 
-// Row i (c elements) of t decoded into out.
-void load_row(const Tensor& t, int64_t i, int64_t c, float* out) {
-  decode_f32(t.slice(i * c, Shape{c}), out, c);
-}
-void store_row(const float* in, Tensor& t, int64_t i, int64_t c) {
-  Tensor row = t.slice(i * c, Shape{c});
-  encode_f32(in, row, c);
-}
-
 // y = [relu](gamma * (x - mean) * rstd + beta [+ residual]), row by row.
 void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,
                const float* gamma, const float* beta, bool relu, Tensor& y) {

@@ -116,4 +116,13 @@ void fill(Tensor& t, float value) {
   });
 }
 
+void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
+  decode_f32(t.slice(r * n, Shape{n}), out, n);
+}
+
+void store_row(const float* in, Tensor& t, int64_t r, int64_t n) {
+  Tensor row = t.slice(r * n, Shape{n});
+  encode_f32(in, row, n);
+}
+
 }  // namespace mpbench::cpu

@@ -23,15 +23,6 @@ void check_vector(const Tensor& t, int64_t n, const char* what, const char* of) 
   MPB_CHECK(t.numel() == n, "{}: has {} elements, expected {} ({})", what, t.numel(), n, of);
 }
 
-// Row r of a (rows, n) float tensor, decoded to fp32 / rounded from fp32.
-void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
-  decode_f32(t.slice(r * n, Shape{n}), out, n);
-}
-void store_row(const float* in, Tensor& t, int64_t r, int64_t n) {
-  Tensor row = t.slice(r * n, Shape{n});
-  encode_f32(in, row, n);
-}
-
 }  // namespace
 
 void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,

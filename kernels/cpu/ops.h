@@ -41,6 +41,10 @@ void fill(Tensor& t, float value);
 // Decodes n elements of a float tensor into fp32 / rounds fp32 into one, from element 0.
 void decode_f32(const Tensor& src, float* out, int64_t n);
 void encode_f32(const float* in, Tensor& dst, int64_t n);
+// Row r of a (rows, n) float tensor decoded to fp32 / rounded from fp32: the row-wise ops
+// (layernorm, batchnorm, attention softmax) work on one fp32 row at a time.
+void load_row(const Tensor& t, int64_t r, int64_t n, float* out);
+void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 
 // ---- grad_stats.cpp --------------------------------------------------------------------------
 // grads: flat fp32; scale, found_inf, norm: (1) fp32.

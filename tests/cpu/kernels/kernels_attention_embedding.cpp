@@ -17,6 +17,9 @@
 namespace mpbench {
 namespace {
 
+using test::to_double;
+using test::to_float;
+
 using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
@@ -48,21 +51,7 @@ std::vector<double> softmax_ref(const std::vector<double>& x, int64_t batch, int
   return y;
 }
 
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-std::vector<double> to_double(const std::vector<float>& v) {
-  return {v.begin(), v.end()};
-}
-
-class CpuAttention : public test::CpuOpsTest {
- protected:
-  Tensor poisoned(Shape s, DType dt) {
-    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
-    test::poison(*be, t);
-    return t;
-  }
-};
+class CpuAttention : public test::CpuOpsTest {};
 using CpuEmbedding = CpuAttention;
 
 TEST_F(CpuAttention, ForwardMatchesDoubleReferenceAndMasksExactly) {

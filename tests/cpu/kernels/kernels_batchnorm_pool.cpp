@@ -15,33 +15,17 @@
 namespace mpbench {
 namespace {
 
+using test::round_to;
+using test::to_double;
+using test::to_float;
+
 using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
 
-float round_to(DType dt, float v) {
-  switch (dt) {
-    case DType::F16:
-      return f16_to_f32(f32_to_f16(v));
-    case DType::BF16:
-      return bf16_to_f32(f32_to_bf16(v));
-    default:
-      return v;
-  }
-}
-
 std::vector<float> rounded(DType dt, std::vector<float> v) {
   for (float& e : v) e = round_to(dt, e);
   return v;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-
-template <class T>
-std::vector<double> to_double(const std::vector<T>& v) {
-  return {v.begin(), v.end()};
 }
 
 // ---- batchnorm --------------------------------------------------------------------------------

@@ -13,6 +13,9 @@
 namespace mpbench {
 namespace {
 
+using test::round_to;
+using test::to_float;
+
 using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
@@ -53,21 +56,6 @@ std::vector<double> conv_ref(const ConvCase& g, const std::vector<T>& x, const s
           y[((n * g.p() + p) * g.q() + q) * g.k + k] = acc;
         }
   return y;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-
-float round_to(DType dt, float v) {
-  switch (dt) {
-    case DType::F16:
-      return f16_to_f32(f32_to_f16(v));
-    case DType::BF16:
-      return bf16_to_f32(f32_to_bf16(v));
-    default:
-      return v;
-  }
 }
 
 const ConvCase kCases[] = {

@@ -12,6 +12,8 @@
 namespace mpbench {
 namespace {
 
+using test::to_float;
+
 using test::compare;
 using test::from_host_f32;
 using test::random_nonzero;
@@ -51,10 +53,6 @@ std::vector<double> gemm_ref(const Case& c, const std::vector<float>& a,
     }
   }
   return out;
-}
-
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
 }
 
 // Largest |got - ref| / |ref| over elements whose reference is not tiny: catches any element

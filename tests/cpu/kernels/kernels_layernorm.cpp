@@ -13,6 +13,9 @@
 namespace mpbench {
 namespace {
 
+using test::to_double;
+using test::to_float;
+
 using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
@@ -48,21 +51,7 @@ LnRef layernorm_ref(const std::vector<double>& x, const std::vector<double>& gam
   return r;
 }
 
-std::vector<float> to_float(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-std::vector<double> to_double(const std::vector<float>& v) {
-  return {v.begin(), v.end()};
-}
-
-class CpuLayerNorm : public test::CpuOpsTest {
- protected:
-  Tensor poisoned(Shape s, DType dt) {
-    Tensor t = alloc.alloc(s, dt, MemCategory::Activations);
-    test::poison(*be, t);
-    return t;
-  }
-};
+class CpuLayerNorm : public test::CpuOpsTest {};
 
 TEST_F(CpuLayerNorm, ForwardAndStatisticsMatchDoubleReference) {
   const int64_t rows = 6, d = 13;
