@@ -46,6 +46,11 @@ const ConvShape kShapes[] = {
     {"3x3_odd_channels", 1, 5, 7, 3, 5, 3, 3, 1, 1},
     {"7x7_stem_stride2", 1, 15, 13, 3, 8, 7, 7, 2, 3},
     {"3x3_stride2_nopad_even", 2, 8, 8, 8, 8, 3, 3, 2, 0},
+    // Bottleneck channel counts (64 and up), where cuDNN picks its tensor-core NHWC kernels;
+    // the tiny_resnet config's 4 input channels, which they cannot take.
+    {"bottleneck_3x3_64", 2, 14, 14, 64, 64, 3, 3, 1, 1},
+    {"projection_1x1_s2_64_128", 2, 14, 14, 64, 128, 1, 1, 2, 0},
+    {"tiny_resnet_1x1_c4", 4, 8, 8, 4, 8, 1, 1, 1, 0},
 };
 
 struct ConvConfig {
