@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_harness.h"
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/resnet.h"
@@ -35,58 +36,7 @@ Spec resnet_spec(int64_t size, int64_t cin, int64_t width, int64_t cout, int64_t
   return s;
 }
 
-// A model with its input batch and labels on the CPU backend.
-struct Harness {
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  TrackingAllocator alloc{*be};
-  Model model;
-  int64_t batch;
-  Tensor x, labels, loss, correct;
-
-  Harness(const Spec& spec, Precision p, int64_t batch_, uint64_t seed = 3)
-      : model(spec, p), batch(batch_) {
-    model.allocate(alloc, *be, batch, seed);
-    const int64_t dim = model.io().input_dim;
-    x = alloc.alloc(Shape{batch, dim}, DType::F32, MemCategory::Data);
-    labels = alloc.alloc(Shape{batch}, DType::I32, MemCategory::Data);
-    loss = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
-    correct = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
-    test::from_host_f32(*be, test::random_nonzero(static_cast<size_t>(batch * dim), seed + 1), x);
-    std::vector<int32_t> y(static_cast<size_t>(batch));
-    for (int64_t i = 0; i < batch; ++i)
-      y[i] = static_cast<int32_t>((i * 7 + 1) % model.num_classes());
-    be->upload(y.data(), labels);
-  }
-  std::vector<float> logits(int64_t rows) {
-    Tensor out = model.forward(*be, x.slice(0, Shape{rows, x.shape[1]}));
-    return test::to_host_f32(*be, out);
-  }
-  // Mean cross-entropy of the batch, from the model's fp32 logits, in double.
-  double loss_value() {
-    const std::vector<float> z = logits(batch);
-    std::vector<int32_t> y(static_cast<size_t>(batch));
-    be->download(labels, y.data());
-    const int64_t k = model.num_classes();
-    double total = 0;
-    for (int64_t i = 0; i < batch; ++i) {
-      double mx = -1e300;
-      for (int64_t j = 0; j < k; ++j) mx = std::max(mx, double{z[i * k + j]});
-      double se = 0;
-      for (int64_t j = 0; j < k; ++j) se += std::exp(z[i * k + j] - mx);
-      total += std::log(se) + mx - z[i * k + y[i]];
-    }
-    return total / static_cast<double>(batch);
-  }
-  // One forward and backward; returns the fp32 parameter gradients.
-  std::vector<float> gradients() {
-    Tensor z = model.forward(*be, x);
-    be->fill(loss, 0.0f);
-    be->fill(correct, 0.0f);
-    be->softmax_xent(z, labels, &model.dlogits_buffer(), nullptr, loss, correct);
-    model.backward(*be, model.dlogits_buffer());
-    return test::to_host_f32(*be, model.params().grads_flat());
-  }
-};
+using Harness = test::ModelHarness;
 
 TEST(Resnet, LayerNamesShapesAndDtypes) {
   const Spec spec = load_spec(test::source_dir() + "/configs/tiny_resnet.json");

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model_harness.h"
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/synthetic_sequences.h"
@@ -35,60 +36,7 @@ Spec transformer_spec(int64_t d, int64_t heads, int64_t ffn, int64_t seq, int64_
   return s;
 }
 
-// A model with a batch of tokens and per-position labels on the CPU backend.
-struct Harness {
-  std::unique_ptr<Backend> be = make_cpu_backend();
-  TrackingAllocator alloc{*be};
-  Model model;
-  int64_t batch, seq, vocab;
-  std::vector<int32_t> tokens_host, labels_host;
-  Tensor x, labels, loss, correct;
-
-  Harness(const Spec& spec, Precision p, int64_t batch_, uint64_t seed = 3)
-      : model(spec, p), batch(batch_) {
-    model.allocate(alloc, *be, batch, seed);
-    seq = model.io().input_dim;
-    vocab = model.num_classes();
-    x = alloc.alloc(Shape{batch, seq}, DType::I32, MemCategory::Data);
-    labels = alloc.alloc(Shape{batch * seq}, DType::I32, MemCategory::Data);
-    loss = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
-    correct = alloc.alloc(Shape{1}, DType::F32, MemCategory::Data);
-    for (int64_t i = 0; i < batch * seq; ++i) {
-      tokens_host.push_back(static_cast<int32_t>((i * 5 + 3 + i / 7) % vocab));
-      labels_host.push_back(static_cast<int32_t>((i * 3 + 1) % vocab));
-    }
-    upload_tokens();
-    be->upload(labels_host.data(), labels);
-  }
-  void upload_tokens() { be->upload(tokens_host.data(), x); }
-  std::vector<float> logits(int64_t rows) {
-    Tensor out = model.forward(*be, x.slice(0, Shape{rows, seq}));
-    return test::to_host_f32(*be, out);
-  }
-  // Mean cross-entropy over every position of the batch, from the model's fp32 logits, in double.
-  double loss_value() {
-    const std::vector<float> z = logits(batch);
-    double total = 0;
-    const int64_t n = batch * seq;
-    for (int64_t i = 0; i < n; ++i) {
-      double mx = -1e300;
-      for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, double{z[i * vocab + j]});
-      double se = 0;
-      for (int64_t j = 0; j < vocab; ++j) se += std::exp(z[i * vocab + j] - mx);
-      total += std::log(se) + mx - z[i * vocab + labels_host[i]];
-    }
-    return total / static_cast<double>(n);
-  }
-  // One forward and backward; returns the fp32 parameter gradients.
-  std::vector<float> gradients() {
-    Tensor z = model.forward(*be, x);
-    be->fill(loss, 0.0f);
-    be->fill(correct, 0.0f);
-    be->softmax_xent(z, labels, &model.dlogits_buffer(), nullptr, loss, correct);
-    model.backward(*be, model.dlogits_buffer());
-    return test::to_host_f32(*be, model.params().grads_flat());
-  }
-};
+using Harness = test::ModelHarness;
 
 TEST(Transformer, LayerNamesKindsAndDtypes) {
   const Spec spec = load_spec(test::source_dir() + "/configs/tiny_transformer.json");
