@@ -47,6 +47,24 @@ struct ConvDesc {
   GemmMath math = GemmMath::Strict;
 };
 
+// The sizes of one convolution, from conv_geometry().
+struct ConvGeom {
+  int64_t n = 0, h = 0, w = 0, c = 0;  // x
+  int64_t k = 0, r = 0, s = 0;         // w
+  int64_t p = 0, q = 0;                // y
+  int64_t stride = 1, pad = 0;
+
+  int64_t npq() const { return n * p * q; }
+  int64_t rsc() const { return r * s * c; }
+  bool is_pointwise() const { return r == 1 && s == 1 && stride == 1 && pad == 0; }
+};
+// The checks every backend makes of a convolution's operands (device and size limits aside):
+// one float dtype for x, w, y; rank 4; w's channels match x's; the filter fits the padded input;
+// y has the output shape; the math suits the dtype. xn, wn, yn name the three as the op calls
+// them (dx, dw, dy in the backward passes). Throws a Runtime error naming `op`.
+ConvGeom conv_geometry(const char* op, const ConvDesc& d, const Tensor& x, const char* xn,
+                       const Tensor& w, const char* wn, const Tensor& y, const char* yn);
+
 // Batch normalisation over the channels of an NHWC tensor viewed as (rows = N*H*W, C).
 struct BatchNormDesc {
   float eps = 1e-5f;
