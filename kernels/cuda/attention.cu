@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kVec = 4;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kSmemBytes = 48 * 1024;  // the default per-block limit: no opt-in needed
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
@@ -131,19 +130,14 @@ void attention_softmax_forward(DeviceContext& ctx, const Tensor& x, float scale,
             x.shape.str());
   const int64_t rows = x.rows();
   if (rows == 0 || cols == 0) return;
-  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
-  const bool cache = row_bytes <= kSmemBytes;
-  const int warps =
-      cache ? static_cast<int>(std::min<int64_t>(kWarps, kSmemBytes / row_bytes)) : kWarps;
-  const size_t smem = cache ? static_cast<size_t>(warps * row_bytes) : 0;
+  const RowLaunch l = row_launch(ctx, rows, cols, kWarps);
   const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
-  const int grid = ctx.grid_for(rows, warps);
   dispatch_float(x.dtype, [&](auto xt) {
     using TX = typename decltype(xt)::type;
     dispatch_float(y.dtype, [&](auto yt) {
       using TY = typename decltype(yt)::type;
-      attention_softmax_forward_kernel<TX, TY><<<grid, warps * 32, smem, ctx.stream()>>>(
-          x.ptr<const TX>(), y.ptr<TY>(), rows, cols, scale, causal, cache, vec);
+      attention_softmax_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
+          x.ptr<const TX>(), y.ptr<TY>(), rows, cols, scale, causal, l.cache, vec);
       CUDA_LAUNCH_CHECK();
     });
   });

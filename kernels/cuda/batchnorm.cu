@@ -195,8 +195,6 @@ __global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, D
                                            const TX* x, const float* save_mean, void* d_pre,
                                            DType d_pre_dt, float* part_g, float* part_gx,
                                            int64_t rows, int64_t cols, int64_t rows_per_chunk) {
-  __shared__ float s_g[kRowThreads][kColTile + 1];
-  __shared__ float s_gx[kRowThreads][kColTile + 1];
   const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(rows, r0 + rows_per_chunk);
@@ -212,18 +210,7 @@ __global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, D
       sgx += g * (to_f32(x[i]) - mean);
     }
   }
-  s_g[threadIdx.y][threadIdx.x] = sg;
-  s_gx[threadIdx.y][threadIdx.x] = sgx;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float a = 0.0f, b = 0.0f;
-    for (int t = 0; t < kRowThreads; ++t) {
-      a += s_g[t][threadIdx.x];
-      b += s_gx[t][threadIdx.x];
-    }
-    part_g[blockIdx.y * cols + col] = a;
-    part_gx[blockIdx.y * cols + col] = b;
-  }
+  write_column_partials<kRowThreads, kColTile>(sg, sgx, col, cols, part_g, part_gx);
 }
 
 // coef layout: [mean | gamma * rstd | dbeta / N | rstd * dgamma / N], so that

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
@@ -95,6 +96,49 @@ inline void check_scalar(const Tensor& t, const char* what) {
   check_on_device(t, what);
   MPB_CHECK(t.dtype == DType::F32 && t.numel() == 1, "{}: expected an fp32 scalar, got {} {}", what,
             dtype_name(t.dtype), t.shape.str());
+}
+
+// Launch shape of the one-warp-per-row kernels (layernorm, attention softmax): a warp caches its
+// row as fp32 in dynamic shared memory when `warps` such rows fit the default 48 KiB per block (no
+// opt-in attribute needed), otherwise it re-reads the row from global memory.
+struct RowLaunch {
+  bool cache = false;
+  int warps = 0;
+  size_t smem = 0;
+  int grid = 0;
+};
+inline RowLaunch row_launch(const DeviceContext& ctx, int64_t rows, int64_t cols, int max_warps) {
+  constexpr int64_t kSmemBytes = 48 * 1024;
+  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
+  RowLaunch l;
+  l.cache = row_bytes <= kSmemBytes;
+  l.warps =
+      l.cache ? static_cast<int>(std::min<int64_t>(max_warps, kSmemBytes / row_bytes)) : max_warps;
+  l.smem = l.cache ? static_cast<size_t>(l.warps * row_bytes) : 0;
+  l.grid = ctx.grid_for(rows, l.warps);
+  return l;
+}
+
+// The end of a column-partials kernel: a (kRowThreads x kColTile) block has summed two values per
+// column over its rows in (a, b); this adds them over threadIdx.y and writes row blockIdx.y of
+// the (chunks, cols) partial sums. Summation order is fixed, so the result is deterministic.
+template <int kRowThreads, int kColTile>
+__device__ void write_column_partials(float a, float b, int64_t col, int64_t cols, float* part_a,
+                                      float* part_b) {
+  __shared__ float s_a[kRowThreads][kColTile + 1];
+  __shared__ float s_b[kRowThreads][kColTile + 1];
+  s_a[threadIdx.y][threadIdx.x] = a;
+  s_b[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float sa = 0.0f, sb = 0.0f;
+    for (int t = 0; t < kRowThreads; ++t) {
+      sa += s_a[t][threadIdx.x];
+      sb += s_b[t][threadIdx.x];
+    }
+    part_a[blockIdx.y * cols + col] = sa;
+    part_b[blockIdx.y * cols + col] = sb;
+  }
 }
 
 }  // namespace mpbench::cuda

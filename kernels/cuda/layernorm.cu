@@ -15,7 +15,6 @@ namespace {
 
 constexpr int kVec = 4;
 constexpr int kWarps = kThreads / 32;
-constexpr int64_t kSmemBytes = 48 * 1024;  // the default per-block limit: no opt-in needed
 constexpr int kColTile = 32, kRowThreads = 8;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -118,8 +117,6 @@ __global__ void layernorm_param_partial_kernel(const TD* dy, const TX* x, const 
                                                const float* rstd_in, float* part_gamma,
                                                float* part_beta, int64_t rows, int64_t cols,
                                                int64_t rows_per_chunk) {
-  __shared__ float s_g[kRowThreads][kColTile + 1];
-  __shared__ float s_b[kRowThreads][kColTile + 1];
   const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(rows, r0 + rows_per_chunk);
@@ -132,18 +129,7 @@ __global__ void layernorm_param_partial_kernel(const TD* dy, const TX* x, const 
       sb += d;
     }
   }
-  s_g[threadIdx.y][threadIdx.x] = sg;
-  s_b[threadIdx.y][threadIdx.x] = sb;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float a = 0.0f, b = 0.0f;
-    for (int t = 0; t < kRowThreads; ++t) {
-      a += s_g[t][threadIdx.x];
-      b += s_b[t][threadIdx.x];
-    }
-    part_gamma[blockIdx.y * cols + col] = a;
-    part_beta[blockIdx.y * cols + col] = b;
-  }
+  write_column_partials<kRowThreads, kColTile>(sg, sb, col, cols, part_gamma, part_beta);
 }
 
 __global__ void column_sums_kernel(const float* part_gamma, const float* part_beta, int64_t chunks,
@@ -188,20 +174,15 @@ void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Ten
   check_fp32_vec(mean, rows, "layernorm_forward mean");
   check_fp32_vec(rstd, rows, "layernorm_forward rstd");
   if (rows == 0 || cols == 0) return;
-  const int64_t row_bytes = cols * static_cast<int64_t>(sizeof(float));
-  const bool cache = row_bytes <= kSmemBytes;
-  const int warps =
-      cache ? static_cast<int>(std::min<int64_t>(kWarps, kSmemBytes / row_bytes)) : kWarps;
-  const size_t smem = cache ? static_cast<size_t>(warps * row_bytes) : 0;
+  const RowLaunch l = row_launch(ctx, rows, cols, kWarps);
   const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
-  const int grid = ctx.grid_for(rows, warps);
   dispatch_float(x.dtype, [&](auto xt) {
     using TX = typename decltype(xt)::type;
     dispatch_float(y.dtype, [&](auto yt) {
       using TY = typename decltype(yt)::type;
-      layernorm_forward_kernel<TX, TY><<<grid, warps * 32, smem, ctx.stream()>>>(
+      layernorm_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
           x.ptr<const TX>(), gamma.ptr<const float>(), beta.ptr<const float>(), y.ptr<TY>(),
-          mean.ptr<float>(), rstd.ptr<float>(), rows, cols, eps, cache, vec);
+          mean.ptr<float>(), rstd.ptr<float>(), rows, cols, eps, l.cache, vec);
       CUDA_LAUNCH_CHECK();
     });
   });
