@@ -16,38 +16,6 @@ namespace {
 constexpr int kVec = 4;
 constexpr int kWarps = kThreads / 32;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
-// Calls f(j, v) for the elements j < limit of a row this lane owns (groups of kVec with one
-// vector load when vectorized). Every pass uses the same ownership, so a lane only reads back
-// shared-memory slots it wrote itself.
-template <typename T, typename F>
-__device__ __forceinline__ void for_prefix(const T* row, int64_t limit, bool vectorized, int lane,
-                                           F&& f) {
-  if (vectorized) {
-    const auto* rv = reinterpret_cast<const Vec<T, kVec>*>(row);
-    const int64_t groups = (limit + kVec - 1) / kVec;
-    for (int64_t g = lane; g < groups; g += 32) {
-      const Vec<T, kVec> in = rv[g];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        const int64_t j = g * kVec + k;
-        if (j < limit) f(j, to_f32(in.v[k]));
-      }
-    }
-  } else {
-    for (int64_t j = lane; j < limit; j += 32) f(j, to_f32(row[j]));
-  }
-}
-
 template <typename TX, typename TY>
 __global__ void attention_softmax_forward_kernel(const TX* x, TY* y, int64_t rows, int64_t cols,
                                                  float scale, bool causal, bool cache,
@@ -61,7 +29,7 @@ __global__ void attention_softmax_forward_kernel(const TX* x, TY* y, int64_t row
     // Row i of its (S, S) matrix sees columns j <= i.
     const int64_t limit = causal ? (r % cols) + 1 : cols;
     float mx = -INFINITY;
-    for_prefix(xr, limit, vectorized, lane, [&](int64_t j, float v) {
+    for_row_elements<kVec>(xr, limit, vectorized, lane, [&](int64_t j, float v) {
       v *= scale;
       if (cache) buf[j] = v;
       mx = fmaxf(mx, v);
@@ -69,22 +37,23 @@ __global__ void attention_softmax_forward_kernel(const TX* x, TY* y, int64_t row
     mx = warp_max(mx);
     float sum = 0.0f;
     if (cache) {
-      for_prefix(buf, limit, vectorized, lane, [&](int64_t j, float v) {
+      for_row_elements<kVec>(buf, limit, vectorized, lane, [&](int64_t j, float v) {
         const float e = expf(v - mx);
         buf[j] = e;
         sum += e;
       });
     } else {
-      for_prefix(xr, limit, vectorized, lane,
-                 [&](int64_t j, float v) { sum += expf(v * scale - mx); });
+      for_row_elements<kVec>(xr, limit, vectorized, lane,
+                             [&](int64_t j, float v) { sum += expf(v * scale - mx); });
     }
     const float inv = 1.0f / warp_sum(sum);
     if (cache) {
-      for_prefix(buf, limit, vectorized, lane,
-                 [&](int64_t j, float e) { yr[j] = from_f32<TY>(e * inv); });
+      for_row_elements<kVec>(buf, limit, vectorized, lane,
+                             [&](int64_t j, float e) { yr[j] = from_f32<TY>(e * inv); });
     } else {
-      for_prefix(xr, limit, vectorized, lane,
-                 [&](int64_t j, float v) { yr[j] = from_f32<TY>(expf(v * scale - mx) * inv); });
+      for_row_elements<kVec>(xr, limit, vectorized, lane, [&](int64_t j, float v) {
+        yr[j] = from_f32<TY>(expf(v * scale - mx) * inv);
+      });
     }
     for (int64_t j = limit + lane; j < cols; j += 32) yr[j] = from_f32<TY>(0.0f);
   }

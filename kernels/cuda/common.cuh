@@ -98,6 +98,39 @@ inline void check_scalar(const Tensor& t, const char* what) {
             dtype_name(t.dtype), t.shape.str());
 }
 
+// Sum / max over the 32 lanes of a full warp; every lane gets the result.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// For the warp-per-row kernels: calls f(j, v) for the elements j < limit of a row that this lane
+// owns, in groups of V read with one vector load when `vectorized` (row aligned to V elements),
+// single elements otherwise. Every pass uses the same ownership, so a lane only ever reads back
+// the shared-memory slots it wrote itself.
+template <int V, typename T, typename F>
+__device__ __forceinline__ void for_row_elements(const T* row, int64_t limit, bool vectorized,
+                                                 int lane, F&& f) {
+  if (vectorized) {
+    const auto* rv = reinterpret_cast<const Vec<T, V>*>(row);
+    const int64_t groups = (limit + V - 1) / V;
+    for (int64_t g = lane; g < groups; g += 32) {
+      const Vec<T, V> in = rv[g];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int64_t j = g * V + k;
+        if (j < limit) f(j, to_f32(in.v[k]));
+      }
+    }
+  } else {
+    for (int64_t j = lane; j < limit; j += 32) f(j, to_f32(row[j]));
+  }
+}
+
 // Launch shape of the one-warp-per-row kernels (layernorm, attention softmax): a warp caches its
 // row as fp32 in dynamic shared memory when `warps` such rows fit the default 48 KiB per block (no
 // opt-in attribute needed), otherwise it re-reads the row from global memory.

@@ -17,29 +17,6 @@ constexpr int kVec = 4;
 constexpr int kWarps = kThreads / 32;
 constexpr int kColTile = 32, kRowThreads = 8;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-// Calls f(j, v) for the elements j of a row this lane owns: groups of kVec read with one vector
-// load when vectorized, single elements otherwise. Every pass uses the same ownership, so a lane
-// only ever reads back shared-memory slots it wrote itself.
-template <typename T, typename F>
-__device__ __forceinline__ void for_row(const T* row, int64_t cols, bool vectorized, int lane,
-                                        F&& f) {
-  if (vectorized) {
-    const auto* rv = reinterpret_cast<const Vec<T, kVec>*>(row);
-    for (int64_t g = lane; g < cols / kVec; g += 32) {
-      const Vec<T, kVec> in = rv[g];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) f(g * kVec + k, to_f32(in.v[k]));
-    }
-  } else {
-    for (int64_t j = lane; j < cols; j += 32) f(j, to_f32(row[j]));
-  }
-}
-
 template <typename TX, typename TY>
 __global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const float* beta, TY* y,
                                          float* mean_out, float* rstd_out, int64_t rows,
@@ -51,7 +28,7 @@ __global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const 
   for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {
     const TX* xr = x + r * cols;
     float s = 0.0f;
-    for_row(xr, cols, vectorized, lane, [&](int64_t j, float v) {
+    for_row_elements<kVec>(xr, cols, vectorized, lane, [&](int64_t j, float v) {
       if (cache) buf[j] = v;
       s += v;
     });
@@ -62,9 +39,9 @@ __global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const 
       q += d * d;
     };
     if (cache) {
-      for_row(buf, cols, vectorized, lane, sq);
+      for_row_elements<kVec>(buf, cols, vectorized, lane, sq);
     } else {
-      for_row(xr, cols, vectorized, lane, sq);
+      for_row_elements<kVec>(xr, cols, vectorized, lane, sq);
     }
     const float rstd = 1.0f / sqrtf(warp_sum(q) * inv_cols + eps);
     if (lane == 0) {
@@ -76,9 +53,9 @@ __global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const 
       yr[j] = from_f32<TY>((v - mean) * rstd * gamma[j] + beta[j]);
     };
     if (cache) {
-      for_row(buf, cols, vectorized, lane, out);
+      for_row_elements<kVec>(buf, cols, vectorized, lane, out);
     } else {
-      for_row(xr, cols, vectorized, lane, out);
+      for_row_elements<kVec>(xr, cols, vectorized, lane, out);
     }
   }
 }
