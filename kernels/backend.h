@@ -36,6 +36,16 @@ struct GemmDesc {
   Activation act = Activation::None;
   const Tensor* bias = nullptr;  // (N), dtype of C or fp32
   Tensor* pre_act = nullptr;
+  // Backward epilogue (the backward of another layer's forward epilogue, riding on this GEMM):
+  // C = (alpha * op(A) op(B)) * act'(dact_input) elementwise, dact_input being that layer's
+  // pre-activation (same shape and dtype as C; for ReLU its output serves as well). dbias (fp32,
+  // (N)), when given, is overwritten with the column sums of that C, accumulated in fp32. The
+  // result equals gemm() followed by bias_act_backward(dact, C, dact_input, C, dbias). Excludes
+  // the forward epilogue and requires beta == 0; dact None with dbias gives the bias gradient
+  // alone.
+  Activation dact = Activation::None;
+  const Tensor* dact_input = nullptr;
+  Tensor* dbias = nullptr;
 };
 
 // Convolution in NHWC with KRSC filters (PyTorch's channels_last, cuDNN's NHWC filter format):

@@ -58,18 +58,36 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   return y;
 }
 
-Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, bool need_dx) {
-  MPB_CHECK(dy_in.rows() == rows_ && dy_in.cols() == out_, "{}: dy {}", name_, dy_in.shape.str());
-  // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
-  Tensor dy = dy_in;
-  Tensor db = ps.grad(b_);
+Tensor Linear::act_grad_input() const {
   // ReLU's derivative is read off its output (y > 0 exactly where pre > 0), so the forward GEMM
   // fuses the whole epilogue and no pre-activation buffer is kept.
-  Tensor pre = keeps_pre_act()            ? rows_of(pre_act_, rows_)
-               : act_ == Activation::Relu ? rows_of(y_, rows_)
-                                          : dy;
-  be.bias_act_backward(act_, dy, pre, dy, &db);
+  if (keeps_pre_act()) return rows_of(pre_act_, rows_);
+  if (act_ == Activation::Relu) return rows_of(y_, rows_);
+  return Tensor{};
+}
+
+bool Linear::can_fuse_upstream(const Linear& upstream) const {
+  return input_dtype_ == prec_.compute &&
+         upstream.output_dtype(upstream.input_dtype_) == prec_.compute && upstream.out_ == in_ &&
+         !upstream.fp32_out_;
+}
+
+Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) {
+  return backward(be, ps, dy, need_dx, nullptr, false);
+}
+
+Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx,
+                        const Linear* upstream, bool dz_ready) {
+  MPB_CHECK(dy.rows() == rows_ && dy.cols() == out_, "{}: dy {}", name_, dy.shape.str());
+  MPB_CHECK(!upstream || (need_dx && can_fuse_upstream(*upstream) && upstream->rows_ == rows_),
+            "{}: cannot fuse the backward of {}", name_, upstream ? upstream->name_ : "");
   Tensor dz = dy;
+  if (!dz_ready) {
+    // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
+    Tensor db = ps.grad(b_);
+    Tensor pre = act_ == Activation::None ? dz : act_grad_input();
+    be.bias_act_backward(act_, dz, pre, dz, &db);
+  }
   // Even a head with fp32 logits gets its gradient in the compute dtype (the loss writes it so),
   // because the two GEMMs below run in that dtype.
   MPB_CHECK(dz.dtype == prec_.compute, "{}: gradient dtype {} differs from compute dtype {}", name_,
@@ -85,6 +103,15 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, 
   Tensor dx = rows_of(dx_, rows_);
   GemmDesc gx;
   gx.math = prec_.math;
+  Tensor up_pre, up_db;
+  if (upstream) {
+    // dx is upstream's dy: finish it into upstream's dz here, as bias_act_backward would.
+    up_pre = upstream->act_grad_input();
+    up_db = ps.grad(upstream->b_);
+    gx.dact = upstream->act_;
+    gx.dact_input = up_pre.defined() ? &up_pre : nullptr;
+    gx.dbias = &up_db;
+  }
   be.gemm(gx, dz, ps.weight(w_, prec_.compute), dx);
   if (input_dtype_ == prec_.compute) return dx;
   Tensor dxc = rows_of(dx_cast_, rows_);

@@ -14,11 +14,25 @@ class Linear : public Layer {
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override;
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override;
   Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override;
+
+  // Fused backward of two consecutive Linear layers, `upstream` feeding this one: this layer's
+  // dX GEMM also applies upstream's activation derivative and writes upstream's bias gradient
+  // (GemmDesc's backward epilogue), so upstream's backward must then be called with
+  // dz_ready = true and skips its own bias_act_backward. upstream = nullptr: no fusion.
+  // Only valid when can_fuse_upstream(*upstream).
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx,
+                  const Linear* upstream, bool dz_ready);
+  // Whether this layer's dX GEMM can carry upstream's activation backward: it writes the
+  // gradient in upstream's output dtype (no cast in between) and upstream is allocated for it.
+  bool can_fuse_upstream(const Linear& upstream) const;
   LayerInfo info(DType input_dtype) const override;
   DType output_dtype(DType) const override { return fp32_out_ ? DType::F32 : prec_.compute; }
 
  private:
   bool keeps_pre_act() const { return act_ == Activation::Gelu; }
+  // The tensor act' is evaluated on for the last forward's rows (GELU: the pre-activation; ReLU:
+  // the output, positive exactly where the pre-activation is); undefined for no activation.
+  Tensor act_grad_input() const;
 
   int64_t in_, out_;
   Activation act_;

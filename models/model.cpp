@@ -135,7 +135,21 @@ void Model::set_training(bool training) {
 
 void Model::backward(Backend& be, const Tensor& dlogits) {
   Tensor g = dlogits;
-  for (size_t i = layers_.size(); i-- > 0;) g = layers_[i]->backward(be, params_, g, i > 0);
+  // Between two Linear layers, the activation backward and bias gradient of the lower one ride on
+  // the dX GEMM of the upper one (Linear's fused protocol); other layers go one by one.
+  bool dz_ready = false;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    auto* lin = dynamic_cast<Linear*>(layers_[i].get());
+    if (!lin) {
+      g = layers_[i]->backward(be, params_, g, i > 0);
+      dz_ready = false;
+      continue;
+    }
+    const auto* up = i > 0 ? dynamic_cast<const Linear*>(layers_[i - 1].get()) : nullptr;
+    if (up && !lin->can_fuse_upstream(*up)) up = nullptr;
+    g = lin->backward(be, params_, g, i > 0, up, dz_ready);
+    dz_ready = up != nullptr;
+  }
 }
 
 std::vector<LayerInfo> Model::layer_infos() const {

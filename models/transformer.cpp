@@ -182,7 +182,10 @@ class EncoderLayer : public Layer {
     Tensor dx = head_of(dx_, Shape{tokens, d});  // the stream gradient, dx1 then dx
 
     // FFN branch: dx1 = dy + LN2'(fc1'(fc2'(dy))).
-    Tensor dln2 = fc1_.backward(be, ps, fc2_.backward(be, ps, branch_grad(be, dy), true), true);
+    // fc2's dX GEMM applies fc1's GELU derivative and writes fc1's bias gradient.
+    const Linear* fuse = fc2_.can_fuse_upstream(fc1_) ? &fc1_ : nullptr;
+    Tensor dh = fc2_.backward(be, ps, branch_grad(be, dy), true, fuse, false);
+    Tensor dln2 = fc1_.backward(be, ps, dh, true, nullptr, fuse != nullptr);
     Tensor dg2 = ps.grad(ln2_g_), db2 = ps.grad(ln2_b_);
     be.layernorm_backward(dln2, head_of(x1_, Shape{tokens, d}), ps.master(ln2_g_),
                           head_of(mean2_, Shape{tokens}), head_of(rstd2_, Shape{tokens}), dln, dg2,

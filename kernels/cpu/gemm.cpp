@@ -1,4 +1,5 @@
-// GEMM with the fused forward epilogue (bias, pre-activation, activation), CPU reference.
+// GEMM with the fused forward epilogue (bias, pre-activation, activation) or the backward one
+// (activation derivative, bias gradient), CPU reference.
 //
 // a: (M, K), or (K, M) with trans_a; b: (K, N), or (N, K) with trans_b; c: (M, N);
 // bias: (N) fp32 or c's dtype; pre_act: like c. Rank 3: (batch, ., .) for a, b and c.
@@ -7,10 +8,14 @@
 //   Strict, fp32 operands     the buffers themselves (no copies, so the overhead is the call)
 //   TF32                      the operands rounded to a 10-bit mantissa, like the tensor cores
 //   16-bit operands           their exact fp32 values
-// and then one rounding of the fp32 result (after the epilogue) to c's dtype.
+// and then one rounding of the fp32 result (after the forward epilogue) to c's dtype. The backward
+// epilogue reproduces gemm() + bias_act_backward() bit for bit, so it rounds the product to c's
+// dtype before multiplying by the derivative (and rounds again): fusing it into the models'
+// GEMMs leaves the CPU training trajectories exactly as they were.
 #include <cblas.h>
 
 #include <climits>
+#include <vector>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
@@ -98,6 +103,30 @@ GemmDims check_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const T
     MPB_CHECK(p.shape == c.shape && p.dtype == c.dtype, "gemm: pre_act {} {} must match C {} {}",
               dtype_name(p.dtype), p.shape.str(), dtype_name(c.dtype), c.shape.str());
   }
+
+  const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
+  if (backward) {
+    MPB_CHECK(!epilogue && !d.pre_act,
+              "gemm: the backward epilogue (dact, dact_input, dbias) excludes bias, act and "
+              "pre_act");
+    MPB_CHECK(d.beta == 0.0f, "gemm: beta must be 0 with the backward epilogue, got {}", d.beta);
+    MPB_CHECK((d.dact != Activation::None) == (d.dact_input != nullptr),
+              "gemm: dact {} needs dact_input, and dact_input needs an activation",
+              activation_name(d.dact));
+  }
+  if (d.dact_input) {
+    const Tensor& p = *d.dact_input;
+    MPB_CHECK(p.defined() && p.device == Device::CPU, "gemm: dact_input is not allocated");
+    MPB_CHECK(p.shape == c.shape && p.dtype == c.dtype, "gemm: dact_input {} {} must match C {} {}",
+              dtype_name(p.dtype), p.shape.str(), dtype_name(c.dtype), c.shape.str());
+  }
+  if (d.dbias) {
+    const Tensor& db = *d.dbias;
+    MPB_CHECK(db.defined() && db.device == Device::CPU, "gemm: dbias is not allocated");
+    MPB_CHECK(db.dtype == DType::F32 && db.numel() == g.n,
+              "gemm: dbias must be fp32 with {} elements (C's columns), got {} {}", g.n,
+              dtype_name(db.dtype), db.shape.str());
+  }
   return g;
 }
 
@@ -135,6 +164,25 @@ void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typenam
   }
 }
 
+// acc: (M, N) fp32 result of the GEMM. C = round(round(acc) * act'(pre)), exactly the values of
+// gemm() followed by bias_act_backward(); col_sums (double, as bias_act_backward sums) gathers
+// the products before their last rounding. acc may be c's own buffer when c is fp32.
+template <class E, Activation A>
+void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, int64_t n,
+                       typename E::T* c, double* col_sums) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = acc + i * n;
+    typename E::T* c_row = c + i * n;
+    const typename E::T* p_row = pre ? pre + i * n : nullptr;
+    for (int64_t j = 0; j < n; ++j) {
+      const float dy = E::load(E::store(row[j]));
+      const float g = p_row ? dy * detail::act_derivative<A>(E::load(p_row[j])) : dy;
+      if (col_sums) col_sums[j] += g;
+      c_row[j] = E::store(g);
+    }
+  }
+}
+
 }  // namespace
 
 void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
@@ -144,7 +192,10 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
   const bool tf32 = d.math == GemmMath::TF32;
   const bool direct_ab = a.dtype == DType::F32 && !tf32;
   const bool direct_c = c.dtype == DType::F32;
-  const bool has_epilogue = d.bias != nullptr || d.pre_act != nullptr || d.act != Activation::None;
+  const bool backward = d.dact != Activation::None || d.dbias != nullptr;
+  const bool has_epilogue =
+      d.bias != nullptr || d.pre_act != nullptr || d.act != Activation::None || backward;
+  std::vector<double> col_sums(d.dbias ? static_cast<size_t>(g.n) : 0, 0.0);
 
   // Scratch layout: [A | B] when the operands need converting, [C] when C is 16-bit, [bias].
   const int64_t ab_size = direct_ab ? 0 : a_elems + b_elems;
@@ -189,11 +240,23 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
       using E = decltype(e);
       using T = typename E::T;
       T* c_out = c.ptr<T>() + bi * c_elems;
+      if (backward) {
+        const T* pre = d.dact_input ? d.dact_input->ptr<T>() + bi * c_elems : nullptr;
+        dispatch_act(d.dact, [&](auto act) {
+          backward_epilogue<E, decltype(act)::value>(pc, pre, g.m, g.n, c_out,
+                                                     d.dbias ? col_sums.data() : nullptr);
+        });
+        return;
+      }
       T* p_out = d.pre_act ? d.pre_act->ptr<T>() + bi * c_elems : nullptr;
       dispatch_act(d.act, [&](auto act) {
         epilogue<E, decltype(act)::value>(pc, d.bias ? s_bias : nullptr, g.m, g.n, c_out, p_out);
       });
     });
+  }
+  if (d.dbias) {
+    float* out = d.dbias->ptr<float>();
+    for (int64_t j = 0; j < g.n; ++j) out[j] = static_cast<float>(col_sums[j]);
   }
 }
 

@@ -60,8 +60,8 @@ cublasLtMatrixLayout_t make_layout(int32_t type, int64_t rows, int64_t cols, int
 
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, so cuBLASLt's
 // "A" is our B and its "B" is our A; a row-major matrix is its column-major transpose in place.
-void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, size_t ws_bytes,
-                GemmPlan& plan) {
+void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const void* aux,
+                size_t ws_bytes, GemmPlan& plan) {
   CUBLAS_CHECK(cublasLtMatmulDescCreate(
       &plan.desc, static_cast<cublasComputeType_t>(key.compute_type), CUDA_R_32F));
   int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -80,6 +80,19 @@ void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, size_
       int32_t bt = key.bias_type;
       CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                   &bt, sizeof(bt)));
+    }
+  }
+  if (key.align_aux != 0) {
+    // The aux matrix is laid out like C^T in cuBLASLt's terms: column-major (N, M), ld N.
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    int64_t ld = key.n;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                &ld, sizeof(ld)));
+    if (key.batch > 1) {
+      int64_t stride = key.stride_c;
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride, sizeof(stride)));
     }
   }
 
@@ -139,8 +152,8 @@ bool GemmKey::operator==(const GemmKey& o) const {
          stride_b == o.stride_b && stride_c == o.stride_c && ab_type == o.ab_type &&
          c_type == o.c_type && bias_type == o.bias_type && compute_type == o.compute_type &&
          epilogue == o.epilogue && align_a == o.align_a && align_b == o.align_b &&
-         align_c == o.align_c && align_bias == o.align_bias && trans_a == o.trans_a &&
-         trans_b == o.trans_b;
+         align_c == o.align_c && align_bias == o.align_bias && align_aux == o.align_aux &&
+         trans_a == o.trans_a && trans_b == o.trans_b;
 }
 
 size_t GemmKeyHash::operator()(const GemmKey& k) const {
@@ -149,7 +162,7 @@ size_t GemmKeyHash::operator()(const GemmKey& k) const {
   for (int64_t v :
        {int64_t{k.ab_type}, int64_t{k.c_type}, int64_t{k.bias_type}, int64_t{k.compute_type},
         int64_t{k.epilogue}, int64_t{k.align_a}, int64_t{k.align_b}, int64_t{k.align_c},
-        int64_t{k.align_bias}, int64_t{k.trans_a}, int64_t{k.trans_b}})
+        int64_t{k.align_bias}, int64_t{k.align_aux}, int64_t{k.trans_a}, int64_t{k.trans_b}})
     hash_combine(h, v);
   return h;
 }
@@ -254,12 +267,12 @@ int DeviceContext::grid_for(int64_t n, int threads) const {
   return static_cast<int>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
-const GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias) {
+const GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias, const void* aux) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   GemmPlan plan;
   try {
-    build_plan(lt_, key, bias, workspace_size_, plan);
+    build_plan(lt_, key, bias, aux, workspace_size_, plan);
   } catch (...) {
     destroy_plan(plan);
     throw;

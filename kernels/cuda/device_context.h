@@ -34,6 +34,9 @@ struct GemmKey {
   int32_t compute_type = 0;                          // cublasComputeType_t
   uint32_t epilogue = 0;                             // cublasLtEpilogue_t
   uint32_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
+  // Alignment of the epilogue's auxiliary matrix (GELU_AUX*'s pre-activation output, DGELU*'s
+  // input; C's dtype, C's shape); 0: the epilogue has none.
+  uint32_t align_aux = 0;
   bool trans_a = false, trans_b = false;
 
   bool operator==(const GemmKey& o) const;
@@ -121,9 +124,10 @@ class DeviceContext {
   // Blocks for a grid-stride loop over n items: enough to fill the device, never more than needed.
   int grid_for(int64_t n, int threads) const;
 
-  // The cached plan for a key, created (heuristic query) on first use. bias is the bias pointer
-  // the heuristic should assume (only its alignment matters).
-  const GemmPlan& gemm_plan(const GemmKey& key, const void* bias);
+  // The cached plan for a key, created (heuristic query) on first use. bias (or the bias
+  // gradient) and aux (when key.align_aux != 0) are the pointers the heuristic should assume
+  // (only their alignment matters).
+  const GemmPlan& gemm_plan(const GemmKey& key, const void* bias, const void* aux = nullptr);
 
   // The cuDNN handle, bound to stream(); nullptr when the build has no cuDNN or creating it
   // failed, and then cudnn_error() says why. Only the convolutions need it, so the other ops

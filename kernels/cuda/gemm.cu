@@ -2,6 +2,16 @@
 // a: (M, K) or (K, M) with trans_a, optionally (batch, ., .); b: (K, N) or (N, K) with trans_b;
 // c: (M, N) or (batch, M, N). Row-major is handled by computing C^T = op(B)^T op(A)^T in
 // cuBLASLt's column-major terms (see build_plan in device_context.cu).
+//
+// In those terms cuBLASLt's D is (N, M) column-major with ld N: its rows are our columns, so the
+// bias (broadcast over D's columns) and the bias gradient (reduced over D's columns) both run
+// over our N, and an epilogue aux matrix (pre-activation) has ld N like C.
+//
+// Backward epilogue (GemmDesc::dact, dbias): GELU goes through DGELU / DGELU_BGRAD when
+// cuBLASLt offers an algorithm, rounding C once after the derivative (the CPU reference rounds
+// the product first, as the unfused pair does: at most one 16-bit rounding apart). Everything
+// else (ReLU, whose DRELU wants a bitmask we do not keep; strict fp32, whose GELU epilogues may
+// use a fast tanh; batches; no algorithm) runs the plain GEMM and then bias_act_backward in place.
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
@@ -120,6 +130,26 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   const bool has_epilogue = d.bias != nullptr || d.act != Activation::None || d.pre_act != nullptr;
   MPB_CHECK(d.beta == 0.0f || !has_epilogue,
             "gemm: beta must be 0 with bias / activation / pre_act");
+  const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
+  if (backward) {
+    MPB_CHECK(!has_epilogue, "gemm: the backward epilogue excludes bias, act and pre_act");
+    MPB_CHECK(d.beta == 0.0f, "gemm: beta must be 0 with the backward epilogue");
+    MPB_CHECK((d.dact != Activation::None) == (d.dact_input != nullptr),
+              "gemm: dact {} needs dact_input, and dact_input needs an activation",
+              activation_name(d.dact));
+  }
+  if (d.dact_input) {
+    check_on_device(*d.dact_input, "gemm dact_input");
+    MPB_CHECK(d.dact_input->dtype == c.dtype && d.dact_input->shape == c.shape,
+              "gemm: dact_input {} {} must match C {} {}", dtype_name(d.dact_input->dtype),
+              d.dact_input->shape.str(), dtype_name(c.dtype), c.shape.str());
+  }
+  if (d.dbias) {
+    check_on_device(*d.dbias, "gemm dbias");
+    MPB_CHECK(d.dbias->dtype == DType::F32 && d.dbias->numel() == n,
+              "gemm: dbias {} {} must be ({}) fp32", dtype_name(d.dbias->dtype),
+              d.dbias->shape.str(), n);
+  }
   if (d.bias) {
     check_on_device(*d.bias, "gemm bias");
     MPB_CHECK(d.bias->numel() == n && (d.bias->dtype == c.dtype || d.bias->dtype == DType::F32),
@@ -149,6 +179,67 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   key.compute_type = compute_type_for(d.math, a.dtype);
   key.align_a = alignment_of(a.data);
   key.align_b = alignment_of(b.data);
+  key.align_c = alignment_of(c.data);
+
+  // The cuBLASLt epilogues with an aux matrix (ld N, so N must be a multiple of 8). The GELU
+  // epilogues may use a fast tanh, which strict fp32 must not; batches would need batch strides
+  // for the bias (gradient) too, and no layer has them.
+  const bool aux_ok = batch == 1 && n % 8 == 0 && d.math != GemmMath::Strict;
+  auto run_plan = [&](const GemmPlan& p, const void* bias_ptr, const void* aux_ptr, void* out) {
+    if (bias_ptr) {
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias_ptr, sizeof(bias_ptr)));
+    }
+    if (aux_ptr) {
+      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &aux_ptr, sizeof(aux_ptr)));
+    }
+    const float alpha = d.alpha, beta = d.beta;
+    // cuBLASLt's A is our B and vice versa (column-major transpose trick).
+    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), p.desc, &alpha, b.data, p.layout_a, a.data, p.layout_b,
+                                &beta, out, p.layout_c, out, p.layout_c, &p.algo, ctx.workspace(),
+                                ctx.workspace_size(), ctx.stream()));
+  };
+
+  if (backward) {
+    if (d.dact == Activation::Gelu && aux_ok) {
+      GemmKey fk = key;
+      fk.epilogue = d.dbias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+      fk.bias_type = d.dbias ? CUDA_R_32F : -1;  // dbias is fp32 whatever C's dtype
+      fk.align_bias = d.dbias ? alignment_of(d.dbias->data) : 0;
+      fk.align_aux = alignment_of(d.dact_input->data);
+      const void* db = d.dbias ? d.dbias->data : nullptr;
+      const GemmPlan& p = ctx.gemm_plan(fk, db, d.dact_input->data);
+      if (p.ok) {
+        run_plan(p, db, d.dact_input->data, c.data);
+        return;
+      }
+    }
+    GemmDesc plain = d;
+    plain.dact = Activation::None;
+    plain.dact_input = nullptr;
+    plain.dbias = nullptr;
+    gemm(ctx, plain, a, b, c);
+    bias_act_backward(ctx, d.dact, c, d.dact_input ? *d.dact_input : c, c, d.dbias);
+    return;
+  }
+
+  // GELU with its pre-activation: GELU_AUX[_BIAS] writes both in the matmul.
+  if (d.act == Activation::Gelu && d.pre_act && aux_ok &&
+      (!d.bias || alignment_of(d.bias->data) >= 16)) {
+    GemmKey fk = key;
+    fk.epilogue = d.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    fk.bias_type = d.bias ? cuda_type(d.bias->dtype) : -1;
+    fk.align_bias = d.bias ? alignment_of(d.bias->data) : 0;
+    fk.align_aux = alignment_of(d.pre_act->data);
+    const void* bias_ptr = d.bias ? d.bias->data : nullptr;
+    const GemmPlan& p = ctx.gemm_plan(fk, bias_ptr, d.pre_act->data);
+    if (p.ok) {
+      run_plan(p, bias_ptr, d.pre_act->data, c.data);
+      return;
+    }
+  }
+
   Tensor& target = d.pre_act ? *d.pre_act : c;  // where the matmul itself writes
   key.align_c = alignment_of(target.data);
 
@@ -185,16 +276,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
 
   const float alpha = d.alpha, beta = d.beta;
   if (plan && plan->ok) {
-    if (epi_bias) {
-      const void* bias_ptr = d.bias->data;
-      CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                  &bias_ptr, sizeof(bias_ptr)));
-    }
-    // cuBLASLt's A is our B and vice versa (column-major transpose trick).
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), plan->desc, &alpha, b.data, plan->layout_a, a.data,
-                                plan->layout_b, &beta, target.data, plan->layout_c, target.data,
-                                plan->layout_c, &plan->algo, ctx.workspace(), ctx.workspace_size(),
-                                ctx.stream()));
+    run_plan(*plan, epi_bias ? d.bias->data : nullptr, nullptr, target.data);
   } else {
     const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;

@@ -250,6 +250,168 @@ TEST_F(CpuGemm, RejectsBadArguments) {
   be->gemm(d, a32, b32, c);                      // and the valid call still works
 }
 
+// The backward epilogue is defined as gemm() followed by bias_act_backward() on its result; the
+// CPU reference must reproduce that bit for bit (the models rely on it to keep their CPU
+// trajectories when they fuse), in every dtype, math mode and with batching.
+TEST_F(CpuGemm, BackwardEpilogueEqualsGemmThenBiasActBackward) {
+  struct Mode {
+    DType in, out;
+    GemmMath math;
+  };
+  const Mode modes[] = {{DType::F32, DType::F32, GemmMath::Strict},
+                        {DType::F32, DType::F32, GemmMath::TF32},
+                        {DType::F16, DType::F16, GemmMath::LowPrecision},
+                        {DType::BF16, DType::BF16, GemmMath::LowPrecision},
+                        {DType::F16, DType::F32, GemmMath::LowPrecision}};
+  const Case cases[] = {{0, 9, 13, 6, false, false},
+                        {0, 16, 24, 32, false, true},
+                        {0, 7, 5, 11, true, false},
+                        {2, 5, 8, 7, true, true}};
+  for (const Mode& mo : modes) {
+    for (const Case& c : cases) {
+      for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu}) {
+        for (bool with_dbias : {false, true}) {
+          if (act == Activation::None && !with_dbias) continue;  // that is a plain GEMM
+          SCOPED_TRACE(::testing::Message()
+                       << "in " << dtype_name(mo.in) << " out " << dtype_name(mo.out) << " math "
+                       << static_cast<int>(mo.math) << " batch " << c.batch << " m " << c.m << " n "
+                       << c.n << " k " << c.k << " act " << activation_name(act) << " dbias "
+                       << with_dbias);
+          const int64_t nb = std::max<int64_t>(c.batch, 1);
+          Tensor a = make(c.trans_a ? shape(c.batch, c.k, c.m) : shape(c.batch, c.m, c.k), mo.in,
+                          random_nonzero(nb * c.m * c.k, 31));
+          Tensor b = make(c.trans_b ? shape(c.batch, c.n, c.k) : shape(c.batch, c.k, c.n), mo.in,
+                          random_nonzero(nb * c.k * c.n, 32));
+          // Pre-activations of both signs and around GELU's curved region.
+          Tensor pre =
+              make(shape(c.batch, c.m, c.n), mo.out, random_nonzero(nb * c.m * c.n, 33, 3.0f));
+          Tensor fused = poisoned(pre.shape, mo.out);
+          Tensor plain = poisoned(pre.shape, mo.out);
+          Tensor db_fused = poisoned(Shape{c.n}, DType::F32);
+          Tensor db_plain = poisoned(Shape{c.n}, DType::F32);
+
+          GemmDesc d;
+          d.trans_a = c.trans_a;
+          d.trans_b = c.trans_b;
+          d.alpha = 0.75f;
+          d.math = mo.math;
+          be->gemm(d, a, b, plain);
+          be->bias_act_backward(act, plain, act == Activation::None ? plain : pre, plain,
+                                with_dbias ? &db_plain : nullptr);
+
+          d.dact = act;
+          d.dact_input = act == Activation::None ? nullptr : &pre;
+          d.dbias = with_dbias ? &db_fused : nullptr;
+          be->gemm(d, a, b, fused);
+
+          const auto got = to_host_f32(*be, fused), want = to_host_f32(*be, plain);
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+          if (with_dbias) {
+            const auto gb = to_host_f32(*be, db_fused), wb = to_host_f32(*be, db_plain);
+            for (int64_t j = 0; j < c.n; ++j) ASSERT_EQ(gb[j], wb[j]) << "dbias " << j;
+          }
+          if (act == Activation::Relu) {
+            // And the derivative really is applied: elements with pre <= 0 are exactly zero.
+            const auto pv = to_host_f32(*be, pre);
+            for (size_t i = 0; i < got.size(); ++i)
+              if (pv[i] <= 0) ASSERT_EQ(got[i], 0.0f) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The bias gradient against a double reference of its definition: column sums over all rows
+// (and batches) of (op(A) op(B)) * gelu'(pre).
+TEST_F(CpuGemm, BackwardEpilogueBiasGradientIsColumnSums) {
+  const int64_t m = 37, n = 6, k = 4;
+  auto av = random_nonzero(m * k, 41), bv = random_nonzero(k * n, 42),
+       pv = random_nonzero(m * n, 43, 2.0f);
+  Tensor a = make(Shape{m, k}, DType::F32, av);
+  Tensor b = make(Shape{k, n}, DType::F32, bv);
+  Tensor pre = make(Shape{m, n}, DType::F32, pv);
+  Tensor c = poisoned(Shape{m, n}, DType::F32);
+  Tensor db = poisoned(Shape{n}, DType::F32);
+  GemmDesc d;
+  d.dact = Activation::Gelu;
+  d.dact_input = &pre;
+  d.dbias = &db;
+  be->gemm(d, a, b, c);
+  std::vector<double> sums(n, 0.0);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l < k; ++l) s += static_cast<double>(av[i * k + l]) * bv[l * n + j];
+      // gelu'(x) by central differences of the double GELU.
+      const double x = pv[i * n + j], h = 1e-5;
+      const double dg = (test::activation_ref(Activation::Gelu, x + h) -
+                         test::activation_ref(Activation::Gelu, x - h)) /
+                        (2 * h);
+      sums[j] += s * dg;
+    }
+  }
+  auto r = compare(to_host_f32(*be, db), to_float(sums), 1e-4);
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST_F(CpuGemm, BackwardEpilogueRejectsBadArguments) {
+  Tensor a = make(Shape{4, 5}, DType::F32, random_nonzero(20, 1));
+  Tensor b = make(Shape{5, 3}, DType::F32, random_nonzero(15, 2));
+  Tensor c = make(Shape{4, 3}, DType::F32, random_nonzero(12, 3));
+  Tensor pre = make(Shape{4, 3}, DType::F32, random_nonzero(12, 4));
+  Tensor pre_t = make(Shape{3, 4}, DType::F32, random_nonzero(12, 4));
+  Tensor pre16 = make(Shape{4, 3}, DType::F16, random_nonzero(12, 4));
+  Tensor db = make(Shape{3}, DType::F32, random_nonzero(3, 5));
+  Tensor db_short = make(Shape{2}, DType::F32, random_nonzero(2, 5));
+  Tensor db16 = make(Shape{3}, DType::F16, random_nonzero(3, 5));
+  Tensor bias = make(Shape{3}, DType::F32, random_nonzero(3, 6));
+  auto expect_throw = [&](GemmDesc d, const char* what) {
+    SCOPED_TRACE(what);
+    EXPECT_THROW(be->gemm(d, a, b, c), Error);
+  };
+  GemmDesc ok;
+  ok.dact = Activation::Gelu;
+  ok.dact_input = &pre;
+  ok.dbias = &db;
+  be->gemm(ok, a, b, c);  // the valid call works
+
+  GemmDesc d = ok;
+  d.dact_input = nullptr;
+  expect_throw(d, "dact without dact_input");
+  d = ok;
+  d.dact = Activation::None;
+  expect_throw(d, "dact_input without dact");
+  d = ok;
+  d.dact_input = &pre_t;
+  expect_throw(d, "dact_input shape");
+  d = ok;
+  d.dact_input = &pre16;
+  expect_throw(d, "dact_input dtype");
+  d = ok;
+  d.dbias = &db_short;
+  expect_throw(d, "dbias length");
+  d = ok;
+  d.dbias = &db16;
+  expect_throw(d, "dbias not fp32");
+  d = ok;
+  d.beta = 1.0f;
+  expect_throw(d, "beta != 0");
+  d = ok;
+  d.bias = &bias;
+  expect_throw(d, "with a forward bias");
+  d = ok;
+  d.act = Activation::Relu;
+  expect_throw(d, "with a forward activation");
+  d = ok;
+  d.pre_act = &pre;
+  expect_throw(d, "with pre_act");
+  d = GemmDesc{};
+  d.dbias = &db;
+  be->gemm(d, a, b, c);  // the bias gradient alone is valid
+}
+
 // L(A, B) = sum(G o op(A) op(B)); the backward GEMMs (with the transposes a layer uses) must give
 // dL/dA and dL/dB of the stored operands, checked by central differences in double.
 TEST_F(CpuGemm, BackwardGemmsMatchFiniteDifferences) {

@@ -40,6 +40,9 @@ struct Epilogue {
   Activation act;
   bool bias, bias_f32, pre_act;
   float alpha, beta;
+  // Backward epilogue: C *= dact'(dact_input), dbias = column sums of C.
+  Activation dact = Activation::None;
+  bool dbias = false;
 };
 
 const Epilogue kEpilogues[] = {
@@ -53,6 +56,13 @@ const Epilogue kEpilogues[] = {
     {"bias32_pre", Activation::None, true, true, true, 1.0f, 0.0f},
     {"relu_bias32", Activation::Relu, true, true, false, 1.0f, 0.0f},
     {"alpha_beta", Activation::None, false, false, false, 0.5f, 0.75f},
+    {"gelu_pre", Activation::Gelu, false, false, true, 1.0f, 0.0f},
+    // The backward epilogues (cuBLASLt's DGELU[_BGRAD], or the GEMM + bias_act_backward fallback).
+    {"dgelu", Activation::None, false, false, false, 1.0f, 0.0f, Activation::Gelu, false},
+    {"dgelu_bgrad", Activation::None, false, false, false, 0.5f, 0.0f, Activation::Gelu, true},
+    {"drelu", Activation::None, false, false, false, 1.0f, 0.0f, Activation::Relu, false},
+    {"drelu_bgrad", Activation::None, false, false, false, 1.0f, 0.0f, Activation::Relu, true},
+    {"bgrad", Activation::None, false, false, false, 1.0f, 0.0f, Activation::None, true},
 };
 
 void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, int64_t n, int64_t k,
@@ -72,6 +82,10 @@ void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, in
   d.act = e.act;
   if (e.bias) bias = env.random(Shape{n}, e.bias_f32 ? DType::F32 : cfg.c, seed + 3);
   if (e.pre_act) pre = env.poisoned(shape(m, n), cfg.c);
+  Pair dact_in, dbias;
+  if (e.dact != Activation::None) dact_in = env.random(shape(m, n), cfg.c, seed + 4, 3.0f);
+  if (e.dbias) dbias = env.poisoned(Shape{n}, DType::F32);
+  d.dact = e.dact;
 
   // The error scale of each output: alpha * sum_k |a||b| + |beta c| + |bias|, in double.
   std::vector<float> scale(static_cast<size_t>((batch > 0 ? batch : 1) * m * n));
@@ -91,13 +105,22 @@ void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, in
           const int64_t o = bt * m * n + i * n + j;
           scale[o] = static_cast<float>(std::fabs(e.alpha) * acc + std::fabs(e.beta * hc[o]) +
                                         std::fabs(hbias[j]));
+          // GELU's derivative reaches 1.13 (ReLU's 1).
+          if (e.dact != Activation::None) scale[o] *= 1.2f;
         }
   }
+  // The bias gradient's error scale: the sum of its column's scales.
+  std::vector<float> dbias_scale(static_cast<size_t>(n), 0.0f);
+  for (size_t o = 0; o < scale.size(); ++o) dbias_scale[o % n] += scale[o];
   d.bias = e.bias ? &bias.cpu : nullptr;
   d.pre_act = e.pre_act ? &pre.cpu : nullptr;
+  d.dact_input = e.dact != Activation::None ? &dact_in.cpu : nullptr;
+  d.dbias = e.dbias ? &dbias.cpu : nullptr;
   env.cpu->gemm(d, a.cpu, b.cpu, c.cpu);
   d.bias = e.bias ? &bias.gpu : nullptr;
   d.pre_act = e.pre_act ? &pre.gpu : nullptr;
+  d.dact_input = e.dact != Activation::None ? &dact_in.gpu : nullptr;
+  d.dbias = e.dbias ? &dbias.gpu : nullptr;
   env.gpu->gemm(d, a.gpu, b.gpu, c.gpu);
 
   const double tol = std::max(tolerance_for(cfg.ab, cfg.math), tolerance_for(cfg.c, cfg.math));
@@ -106,7 +129,8 @@ void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, in
       dtype_name(cfg.c), static_cast<int>(cfg.math), batch, m, n, k, ta, tb, e.name);
   EXPECT_TRUE(env.close(c, tol, &scale)) << "C: " << what;
   if (e.pre_act) EXPECT_TRUE(env.close(pre, tol, &scale)) << "pre_act: " << what;
-  for (Pair* p : {&a, &b, &c, &bias, &pre}) env.release(*p);
+  if (e.dbias) EXPECT_TRUE(env.close(dbias, tol, &dbias_scale)) << "dbias: " << what;
+  for (Pair* p : {&a, &b, &c, &bias, &pre, &dact_in, &dbias}) env.release(*p);
 }
 
 const GemmConfig kGemmConfigs[] = {
@@ -141,7 +165,8 @@ TEST(CudaParity, GemmBatched) {
   uint64_t seed = 5000;
   for (const auto& cfg : kGemmConfigs)
     for (int t = 0; t < 4; ++t)
-      for (const auto& e : {kEpilogues[0], kEpilogues[2], kEpilogues[6], kEpilogues[9]}) {
+      for (const auto& e : {kEpilogues[0], kEpilogues[2], kEpilogues[6], kEpilogues[9],
+                            kEpilogues[12], kEpilogues[14]}) {
         run_gemm_case(env, cfg, 3, 33, 7, 65, t & 1, t & 2, e, seed += 10);
         run_gemm_case(env, cfg, 4, 64, 128, 64, t & 1, t & 2, e, seed += 10);
       }
