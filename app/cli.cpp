@@ -21,9 +21,10 @@ const char* kExamples = R"(
 Examples:
   mpbench run configs/mnist_mlp.json                  compare all four modes on the default device
   mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json
-  mpbench run configs/*.json --device cpu --csv results.csv --md results.md --quiet
+  mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet
+  mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs
   mpbench validate configs/*.json                     check spec files without running them
-  mpbench inspect configs/mnist_mlp.json --precision amp_fp16   per-layer shapes, FLOPs, dtypes
+  mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, memory
   mpbench devices --json                              the GPU(s), versions and datasheet peaks
   mpbench report results/h200/*.json --html report.html   charts of result files as one page
 
