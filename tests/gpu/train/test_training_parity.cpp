@@ -85,9 +85,10 @@ TEST_P(GraphsMatchEager, AmpFp16) {
   ASSERT_EQ(graph.status, RunStatus::Ok) << graph.status_detail;
   EXPECT_TRUE(graph.cuda_graphs);
   ASSERT_EQ(eager.steps.size(), graph.steps.size());
-  // Bitwise for the MLP; the transformer's embedding gradient sums with atomics, whose order
-  // varies from run to run.
-  const double tol = spec.family == "transformer" ? 1e-5 : 0.0;
+  // Bitwise for the MLP. The transformer's embedding gradient sums with atomics, and some of
+  // cuDNN's backward-filter algorithms do too, so their order varies from run to run and the
+  // trajectories drift apart by rounding.
+  const double tol = spec.family == "mlp" ? 0.0 : 1e-4;
   for (size_t i = 0; i < eager.steps.size(); ++i) {
     const double a = eager.steps[i].loss, b = graph.steps[i].loss;
     if (tol == 0.0)
