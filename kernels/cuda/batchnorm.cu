@@ -301,19 +301,6 @@ Chunking plan_chunks(const DeviceContext& ctx, int64_t rows, int64_t cols, int64
   return ch;
 }
 
-void check_channel_param(const Tensor& t, int64_t cols, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype == DType::F32 && t.numel() == cols, "{}: expected fp32 ({}), got {} {}", what,
-            cols, dtype_name(t.dtype), t.shape.str());
-}
-
-void check_like(const Tensor& t, const Tensor& x, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype != DType::I32 && t.numel() == x.numel() && t.cols() == x.cols(),
-            "{}: {} {} does not match x {}", what, dtype_name(t.dtype), t.shape.str(),
-            x.shape.str());
-}
-
 // The apply kernel's scratch needs (coefficients) must fit next to nothing else.
 void check_coef_room(const DeviceContext& ctx, int64_t floats, const char* what) {
   MPB_CHECK(static_cast<size_t>(floats) <= ctx.scratch_floats(),
@@ -350,10 +337,10 @@ void check_forward(const Tensor& x, const Tensor* residual, const Tensor& gamma,
   check_on_device(x, op);
   MPB_CHECK(x.dtype != DType::I32 && x.shape.rank >= 1,
             "{}: x must be a float (rows, C), got {} {}", op, dtype_name(x.dtype), x.shape.str());
-  check_like(y, x, "batchnorm y");
-  if (residual) check_like(*residual, x, "batchnorm residual");
-  check_channel_param(gamma, x.cols(), "batchnorm gamma");
-  check_channel_param(beta, x.cols(), "batchnorm beta");
+  check_rows_like(y, x, "batchnorm y");
+  if (residual) check_rows_like(*residual, x, "batchnorm residual");
+  check_fp32_vec(gamma, x.cols(), "batchnorm gamma");
+  check_fp32_vec(beta, x.cols(), "batchnorm beta");
 }
 
 }  // namespace
@@ -364,10 +351,10 @@ void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const T
                              Tensor& save_rstd, Tensor& y) {
   check_forward(x, residual, gamma, beta, y, "batchnorm_forward_train");
   const int64_t rows = x.rows(), cols = x.cols();
-  check_channel_param(running_mean, cols, "batchnorm running_mean");
-  check_channel_param(running_var, cols, "batchnorm running_var");
-  check_channel_param(save_mean, cols, "batchnorm save_mean");
-  check_channel_param(save_rstd, cols, "batchnorm save_rstd");
+  check_fp32_vec(running_mean, cols, "batchnorm running_mean");
+  check_fp32_vec(running_var, cols, "batchnorm running_var");
+  check_fp32_vec(save_mean, cols, "batchnorm save_mean");
+  check_fp32_vec(save_rstd, cols, "batchnorm save_rstd");
   // As PyTorch: the unbiased variance of one value is undefined.
   MPB_CHECK(rows > 1, "batchnorm_forward_train: expected more than 1 value per channel, got {}",
             rows);
@@ -401,8 +388,8 @@ void batchnorm_forward_eval(DeviceContext& ctx, const BatchNormDesc& d, const Te
                             const Tensor& running_mean, const Tensor& running_var, Tensor& y) {
   check_forward(x, residual, gamma, beta, y, "batchnorm_forward_eval");
   const int64_t rows = x.rows(), cols = x.cols();
-  check_channel_param(running_mean, cols, "batchnorm running_mean");
-  check_channel_param(running_var, cols, "batchnorm running_var");
+  check_fp32_vec(running_mean, cols, "batchnorm running_mean");
+  check_fp32_vec(running_var, cols, "batchnorm running_var");
   if (rows == 0 || cols == 0) return;
   check_coef_room(ctx, 3 * cols, "batchnorm_forward_eval");
   float* coef = ctx.scratch();
@@ -422,17 +409,17 @@ void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu
             "batchnorm_backward: x must be a float (rows, C), got {} {}", dtype_name(x.dtype),
             x.shape.str());
   const int64_t rows = x.rows(), cols = x.cols();
-  check_like(dy, x, "batchnorm_backward dy");
-  check_like(dx, x, "batchnorm_backward dx");
+  check_rows_like(dy, x, "batchnorm_backward dy");
+  check_rows_like(dx, x, "batchnorm_backward dx");
   MPB_CHECK(dx.dtype == x.dtype, "batchnorm_backward: dx is {}, x is {}", dtype_name(dx.dtype),
             dtype_name(x.dtype));
-  if (relu_out) check_like(*relu_out, x, "batchnorm_backward relu_out");
-  if (d_pre) check_like(*d_pre, x, "batchnorm_backward d_pre");
-  check_channel_param(gamma, cols, "batchnorm_backward gamma");
-  check_channel_param(save_mean, cols, "batchnorm_backward save_mean");
-  check_channel_param(save_rstd, cols, "batchnorm_backward save_rstd");
-  check_channel_param(dgamma, cols, "batchnorm_backward dgamma");
-  check_channel_param(dbeta, cols, "batchnorm_backward dbeta");
+  if (relu_out) check_rows_like(*relu_out, x, "batchnorm_backward relu_out");
+  if (d_pre) check_rows_like(*d_pre, x, "batchnorm_backward d_pre");
+  check_fp32_vec(gamma, cols, "batchnorm_backward gamma");
+  check_fp32_vec(save_mean, cols, "batchnorm_backward save_mean");
+  check_fp32_vec(save_rstd, cols, "batchnorm_backward save_rstd");
+  check_fp32_vec(dgamma, cols, "batchnorm_backward dgamma");
+  check_fp32_vec(dbeta, cols, "batchnorm_backward dbeta");
   if (cols == 0) return;
   if (rows == 0) {
     CUDA_CHECK(cudaMemsetAsync(dgamma.data, 0, dgamma.bytes(), ctx.stream()));

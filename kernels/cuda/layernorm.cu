@@ -123,19 +123,6 @@ __global__ void column_sums_kernel(const float* part_gamma, const float* part_be
   }
 }
 
-void check_fp32_vec(const Tensor& t, int64_t n, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype == DType::F32 && t.numel() == n, "{}: expected fp32 ({}), got {} {}", what, n,
-            dtype_name(t.dtype), t.shape.str());
-}
-
-void check_rows_like(const Tensor& t, const Tensor& x, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype != DType::I32 && t.numel() == x.numel() && t.cols() == x.cols(),
-            "{}: {} {} does not match x {}", what, dtype_name(t.dtype), t.shape.str(),
-            x.shape.str());
-}
-
 }  // namespace
 
 void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Tensor& gamma,
