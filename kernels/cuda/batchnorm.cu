@@ -358,6 +358,11 @@ void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const T
   // As PyTorch: the unbiased variance of one value is undefined.
   MPB_CHECK(rows > 1, "batchnorm_forward_train: expected more than 1 value per channel, got {}",
             rows);
+  // The CPU reference's checks: eps 0 would divide by a zero variance, and a momentum outside
+  // [0, 1] extrapolates the running statistics.
+  MPB_CHECK(d.eps > 0.0f && d.momentum >= 0.0f && d.momentum <= 1.0f,
+            "batchnorm_forward_train: eps {} must be > 0 and momentum {} in [0, 1]", d.eps,
+            d.momentum);
   if (cols == 0) return;
   const int64_t coef_floats = 3 * cols;
   check_coef_room(ctx, coef_floats, "batchnorm_forward_train");
@@ -390,6 +395,7 @@ void batchnorm_forward_eval(DeviceContext& ctx, const BatchNormDesc& d, const Te
   const int64_t rows = x.rows(), cols = x.cols();
   check_fp32_vec(running_mean, cols, "batchnorm running_mean");
   check_fp32_vec(running_var, cols, "batchnorm running_var");
+  MPB_CHECK(d.eps > 0.0f, "batchnorm_forward_eval: eps {} must be > 0", d.eps);
   if (rows == 0 || cols == 0) return;
   check_coef_room(ctx, 3 * cols, "batchnorm_forward_eval");
   float* coef = ctx.scratch();

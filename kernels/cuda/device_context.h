@@ -50,6 +50,7 @@ struct GemmKeyHash {
 // then falls back).
 struct GemmPlan {
   bool ok = false;
+  std::string why_not;  // when !ok: what the heuristic query answered, for the fallback's warning
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_c = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -142,6 +143,9 @@ class DeviceContext {
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
 
+  // True the first time it is asked: the naive-GEMM fallback warns once per context, not per call.
+  bool first_naive_gemm() { return !std::exchange(naive_gemm_warned_, true); }
+
   // Graph state of begin_capture / end_capture / replay.
   cudaGraphExec_t graph_exec = nullptr;
   bool capturing = false;
@@ -163,6 +167,7 @@ class DeviceContext {
   size_t scratch_floats_ = 0;
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
+  bool naive_gemm_warned_ = false;
 };
 
 }  // namespace mpbench::cuda

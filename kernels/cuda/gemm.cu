@@ -14,6 +14,8 @@
 // use a fast tanh; batches; no algorithm) runs the plain GEMM and then bias_act_backward in place.
 #include <algorithm>
 
+#include <iostream>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -278,6 +280,17 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
   if (plan && plan->ok) {
     run_plan(*plan, epi_bias ? d.bias->data : nullptr, nullptr, target.data);
   } else {
+    // Correct but one to two orders of magnitude slower than cuBLASLt: a benchmark that lands
+    // here must say so, or its times would be read as cuBLASLt's.
+    if (ctx.first_naive_gemm())
+      std::cerr << fmt::format(
+          "mpbench: warning: cuBLASLt offers no algorithm for a {}x{}x{}{} {}->{} GEMM ({} math: "
+          "{}); it runs on mpbench's naive kernel, far slower (said once per run)\n",
+          m, n, k, batch > 1 ? fmt::format(" (batch {})", batch) : std::string(),
+          dtype_name(a.dtype), dtype_name(c.dtype),
+          d.math == GemmMath::Strict ? "strict fp32"
+                                     : (d.math == GemmMath::TF32 ? "TF32" : "16-bit"),
+          plan ? plan->why_not : std::string("no plan"));
     const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
     const int grid = ctx.grid_for(batch * m * n, kThreads);

@@ -1,6 +1,9 @@
 // One fused pass over the flat fp32 gradients: unscale, detect inf/NaN, sum of squares; then a
 // one-block finalize writes found_inf and the L2 norm. Per-block partials go to the context's
-// scratch and are summed in a fixed order, so the norm is deterministic.
+// scratch and are summed in a fixed order, so the norm is deterministic. The squares are summed
+// in double, as the CPU reference does: an fp32 sum overflows to inf for finite gradients (one
+// |g| > 1.8e19, or a norm above that), giving an infinite norm with found_inf == 0. The kernel
+// is bound by memory, so the double adds cost nothing.
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
@@ -13,32 +16,36 @@ namespace {
 constexpr int kMaxBlocks = 1024;
 
 // Fixed-order tree reduction over the block; every thread must call it.
-__device__ float block_sum(float v, float* shared) {
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s /= 2) {
     if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
     __syncthreads();
   }
-  float r = shared[0];
+  T r = shared[0];
   __syncthreads();
   return r;
 }
 
-__device__ __forceinline__ void unscale_one(float& g, float inv, bool scaled, float& sq,
+__device__ __forceinline__ void unscale_one(float& g, float inv, bool scaled, double& sq,
                                             float& bad) {
   if (scaled) g *= inv;
   if (!isfinite(g)) bad = 1.0f;
-  sq += g * g;
+  const double d = g;
+  sq += d * d;
 }
 
 __global__ void unscale_partial_kernel(float* grads, int64_t n, const float* scale,
-                                       float* partial_sq, float* partial_bad, bool vectorized) {
-  __shared__ float shared[kThreads];
+                                       double* partial_sq, float* partial_bad, bool vectorized) {
+  __shared__ double shared_sq[kThreads];
+  __shared__ float shared_bad[kThreads];
   const bool scaled = scale != nullptr;
   const float inv = scaled ? 1.0f / scale[0] : 1.0f;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
-  float sq = 0.0f, bad = 0.0f;
+  double sq = 0.0;
+  float bad = 0.0f;
   int64_t done = 0;
   if (vectorized) {
     auto* g4 = reinterpret_cast<Vec<float, 4>*>(grads);
@@ -56,27 +63,29 @@ __global__ void unscale_partial_kernel(float* grads, int64_t n, const float* sca
     unscale_one(v, inv, scaled, sq, bad);
     if (scaled) grads[i] = v;
   }
-  float block_sq = block_sum(sq, shared);
-  float block_bad = block_sum(bad, shared);
+  const double block_sq = block_sum(sq, shared_sq);
+  const float block_bad = block_sum(bad, shared_bad);
   if (threadIdx.x == 0) {
     partial_sq[blockIdx.x] = block_sq;
     partial_bad[blockIdx.x] = block_bad;
   }
 }
 
-__global__ void unscale_finalize_kernel(const float* partial_sq, const float* partial_bad,
+__global__ void unscale_finalize_kernel(const double* partial_sq, const float* partial_bad,
                                         int blocks, float* found_inf, float* norm) {
-  __shared__ float shared[kThreads];
-  float sq = 0.0f, bad = 0.0f;
+  __shared__ double shared_sq[kThreads];
+  __shared__ float shared_bad[kThreads];
+  double sq = 0.0;
+  float bad = 0.0f;
   for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
     sq += partial_sq[i];
     bad += partial_bad[i];
   }
-  sq = block_sum(sq, shared);
-  bad = block_sum(bad, shared);
+  sq = block_sum(sq, shared_sq);
+  bad = block_sum(bad, shared_bad);
   if (threadIdx.x == 0) {
     found_inf[0] = bad != 0.0f ? 1.0f : 0.0f;
-    norm[0] = sqrtf(sq);
+    norm[0] = static_cast<float>(sqrt(sq));
   }
 }
 
@@ -94,9 +103,10 @@ void unscale_check_norm(DeviceContext& ctx, Tensor& grads, const Tensor* scale, 
   const bool vectorized = aligned_to(grads.data, 16);
   const int blocks =
       n == 0 ? 1 : std::min(kMaxBlocks, ctx.grid_for(vectorized ? (n + 3) / 4 : n, kThreads));
-  MPB_CHECK(ctx.scratch_floats() >= 2 * static_cast<size_t>(kMaxBlocks), "scratch too small");
-  float* partial_sq = ctx.scratch();
-  float* partial_bad = ctx.scratch() + kMaxBlocks;
+  // Partials: kMaxBlocks doubles (the scratch is cudaMalloc'd, so 8-byte aligned), then the flags.
+  MPB_CHECK(ctx.scratch_floats() >= 3 * static_cast<size_t>(kMaxBlocks), "scratch too small");
+  auto* partial_sq = reinterpret_cast<double*>(ctx.scratch());
+  float* partial_bad = ctx.scratch() + 2 * kMaxBlocks;
   unscale_partial_kernel<<<blocks, kThreads, 0, ctx.stream()>>>(
       grads.ptr<float>(), n, scale ? scale->ptr<const float>() : nullptr, partial_sq, partial_bad,
       vectorized);

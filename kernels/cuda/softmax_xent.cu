@@ -24,20 +24,22 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
   for (int64_t row = blockIdx.x * int64_t{kWarpsPerBlock} + warp; row < rows;
        row += int64_t{gridDim.x} * kWarpsPerBlock) {
     const float* x = logits + row * cols;
-    // Max and argmax; ties go to the higher index, as in the CPU reference.
+    // Max and argmax; ties go to the lowest index, as in the CPU reference (and PyTorch). A lane
+    // takes its first element unconditionally (am < 0: it owns none yet), so a row of -inf still
+    // gets index 0; lanes that own no element (cols < 32) keep am = -1 and never win the merge.
     float mx = -INFINITY;
     int64_t am = -1;
     for (int64_t j = lane; j < cols; j += 32) {
-      float v = x[j];
-      if (v >= mx) {
+      const float v = x[j];
+      if (am < 0 || v > mx) {
         mx = v;
         am = j;
       }
     }
     for (int off = 16; off > 0; off /= 2) {
-      float omx = __shfl_xor_sync(0xffffffffu, mx, off);
-      int64_t oam = __shfl_xor_sync(0xffffffffu, am, off);
-      if (omx > mx || (omx == mx && oam > am)) {
+      const float omx = __shfl_xor_sync(0xffffffffu, mx, off);
+      const int64_t oam = __shfl_xor_sync(0xffffffffu, am, off);
+      if (oam >= 0 && (am < 0 || omx > mx || (omx == mx && oam < am))) {
         mx = omx;
         am = oam;
       }

@@ -193,6 +193,8 @@ void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::arra
   }
   const int64_t n = src.numel();
   if (n == 0) return;
+  // Threads read elements that others overwrite: in place would race (the CPU rejects it too).
+  MPB_CHECK(src.data != dst.data, "permute: dst must not alias src");
   PermuteParams p;
   p.rank = std::max(rank, 1);
   int64_t src_strides[Shape::kMaxRank] = {};
