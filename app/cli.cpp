@@ -23,6 +23,7 @@ Examples:
   mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json
   mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet
   mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs
+  mpbench profile configs/bert_base_layer.json --precision amp_bf16   where a step's time goes
   mpbench validate configs/*.json                     check spec files without running them
   mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, memory
   mpbench devices --json                              the GPU(s), versions and datasheet peaks
@@ -82,7 +83,8 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--device", run.device, "auto (GPU if present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_val("auto");
-  run_cmd->add_option("--precisions", precisions,
+  // --precision too, since inspect takes one mode under that name and people type either.
+  run_cmd->add_option("--precisions,--precision", precisions,
                       "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
   run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
@@ -108,6 +110,33 @@ int mpbench_main(int argc, char** argv) {
   inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
   inspect_cmd->add_option("--precision", inspect.precision,
                           "One mode (default: each of the spec's modes)");
+
+  ProfileArgs profile;
+  std::string profile_precisions;
+  auto* profile_cmd = app.add_subcommand(
+      "profile",
+      "Where a training step's time goes: every op timed with events, by layer, by op, top ops");
+  profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")->required();
+  profile_cmd
+      ->add_option("--device", profile.run.device, "auto (GPU if present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->default_val("auto");
+  profile_cmd->add_option("--precisions,--precision", profile_precisions,
+                          "Comma-separated modes (default: the spec's)");
+  profile_cmd
+      ->add_option("--steps", profile.steps,
+                   "Training steps to profile per mode, after the warm-up (at least 2 steps)")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->default_val(10);
+  profile_cmd->add_option("--batch-size", profile.run.batch_size, "Override the spec's batch size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->default_val(25);
+  profile_cmd->add_option("--json", profile.json_path,
+                          "Write every op's time per step (and the run's env) as JSON here");
+  profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
+                        "No progress bar and no informational lines");
 
   bool devices_json = false;
   auto* devices_cmd = app.add_subcommand(
@@ -170,7 +199,7 @@ int mpbench_main(int argc, char** argv) {
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
       std::cerr << "mpbench: unknown subcommand '" << argv[1]
-                << "' (expected run, validate, inspect, devices, data, compare or report; "
+                << "' (expected run, profile, validate, inspect, devices, data, compare or report; "
                    "see mpbench --help)\n";
       return 2;
     }
@@ -191,6 +220,10 @@ int mpbench_main(int argc, char** argv) {
     if (*run_cmd) {
       if (!precisions.empty()) run.precisions = split_list(precisions);
       return cmd_run(run);
+    }
+    if (*profile_cmd) {
+      if (!profile_precisions.empty()) profile.run.precisions = split_list(profile_precisions);
+      return cmd_profile(profile);
     }
     if (*validate_cmd) return cmd_validate(validate_specs);
     if (*inspect_cmd) return cmd_inspect(inspect);
