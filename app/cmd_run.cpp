@@ -35,11 +35,9 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   return env;
 }
 
-namespace {
-
 // Command-line overrides are applied to the parsed spec and checked against the same limits
 // the spec's own values must meet.
-void apply_overrides(Spec& spec, const RunArgs& a) {
+void apply_run_overrides(Spec& spec, const RunArgs& a) {
   if (!a.precisions.empty()) {
     spec.precisions.clear();
     for (const auto& name : a.precisions) {
@@ -62,14 +60,12 @@ void apply_overrides(Spec& spec, const RunArgs& a) {
   }
 }
 
-}  // namespace
-
 int cmd_run(const RunArgs& args) {
   // Everything that can be wrong with the input is checked before minutes of training.
   std::vector<Spec> specs;
   for (const auto& path : args.specs) {
     specs.push_back(load_spec(path));
-    apply_overrides(specs.back(), args);
+    apply_run_overrides(specs.back(), args);
   }
   for (const auto& [path, option] :
        {std::pair{&args.json_path, "--json"}, {&args.csv_path, "--csv"}, {&args.md_path, "--md"}})

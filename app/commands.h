@@ -21,6 +21,21 @@ struct RunArgs {
   bool cuda_graphs = false;
 };
 int cmd_run(const RunArgs& args);
+// The spec as `run` would train it: --precisions, --epochs, --batch-size and --seed applied and
+// checked (bad input names the option).
+struct Spec;
+void apply_run_overrides(Spec& spec, const RunArgs& args);
+
+// `profile`: a few training steps of one spec per mode with every op timed by events; tables of
+// where a step's time goes (by layer, by op, the top ops) and optionally a JSON of every op.
+struct ProfileArgs {
+  std::string spec;
+  RunArgs run;         // device, precisions, batch size, seed, quiet; epochs are ignored
+  int64_t steps = 10;  // profiled steps per mode, after the warm-up
+  int64_t top = 25;    // rows of the top-ops table
+  std::string json_path;
+};
+int cmd_profile(const ProfileArgs& args);
 
 int cmd_validate(const std::vector<std::string>& specs);
 

@@ -125,7 +125,11 @@ void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint6
 
 Tensor Model::forward(Backend& be, const Tensor& x) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(be, params_, h);
+  for (auto& l : layers_) {
+    if (observer_) observer_->on_layer(l->name(), false);
+    h = l->forward(be, params_, h);
+  }
+  if (observer_) observer_->on_layer("", false);
   return h;
 }
 
@@ -139,6 +143,7 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
   // the dX GEMM of the upper one (Linear's fused protocol); other layers go one by one.
   bool dz_ready = false;
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (observer_) observer_->on_layer(layers_[i]->name(), true);
     auto* lin = dynamic_cast<Linear*>(layers_[i].get());
     if (!lin) {
       g = layers_[i]->backward(be, params_, g, i > 0);
@@ -150,6 +155,7 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
     g = lin->backward(be, params_, g, i > 0, up, dz_ready);
     dz_ready = up != nullptr;
   }
+  if (observer_) observer_->on_layer("", true);
 }
 
 std::vector<LayerInfo> Model::layer_infos() const {

@@ -111,6 +111,15 @@ struct ModelIo {
 };
 ModelIo model_io(const Spec& spec);
 
+// Told which layer is about to run, by tools that attribute device time to layers
+// (`mpbench profile`). Called on the host as the layer's ops are enqueued.
+class LayerObserver {
+ public:
+  virtual ~LayerObserver() = default;
+  // layer: the layer's name; "" once the model's forward or backward pass is over.
+  virtual void on_layer(const std::string& layer, bool backward) = 0;
+};
+
 // A sequential model ending in fp32 logits (batch * labels_per_sample, num_classes).
 class Model {
  public:
@@ -129,6 +138,9 @@ class Model {
   // head's compute dtype.
   Tensor& dlogits_buffer() { return dlogits_; }
 
+  // Not owned; nullptr (the default) for none.
+  void set_observer(LayerObserver* observer) { observer_ = observer; }
+
   ParamStore& params() { return params_; }
   std::vector<LayerInfo> layer_infos() const;
   std::vector<std::string> layer_names() const;
@@ -144,6 +156,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   ParamStore params_;
   Tensor dlogits_;
+  LayerObserver* observer_ = nullptr;
 };
 
 }  // namespace mpbench

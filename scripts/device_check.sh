@@ -12,6 +12,7 @@
 #   MPBENCH_CHECK_CONFIGS  the spec files to run (default: configs/*.json), space-separated
 #   MPBENCH_CHECK_TESTS    0 skips the GPU test binaries
 #   MPBENCH_CHECK_GRAPHS   0 skips the --cuda-graphs rerun of each config
+#   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
 set -uo pipefail
 out=${1:?usage: scripts/device_check.sh OUTDIR}
 mkdir -p "$out"
@@ -118,12 +119,35 @@ done
 cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
 rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
 
+# Where each config's step time goes, op by op (`mpbench profile`), for the rows slower than
+# PyTorch: a few steps per mode, every op timed with events. Text and JSON, one file each.
+if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
+  for cfg in $configs; do
+    name=$(basename "$cfg" .json)
+    start=$(date +%s)
+    timeout "$(limit 60)" "$bin/mpbench" profile "$cfg" --device cuda --quiet --steps 5 --top 15 \
+      --json "$out/profile_${name}.json" >>"$out/profiles.txt" 2>&1
+    say "profile $name: rc=$?, $(( $(date +%s) - start )) s"
+  done
+  python3 - "$out" <<'PY' 2>>"$log"
+import json, os, sys, glob
+out = sys.argv[1]
+merged = {}
+for p in sorted(glob.glob(os.path.join(out, "profile_*.json"))):
+    merged[os.path.basename(p)] = json.load(open(p))
+    os.remove(p)
+if merged:
+    json.dump(merged, open(os.path.join(out, "profiles.json"), "w"))
+PY
+fi
+
 # The PyTorch reference on the same specs, where this machine has PyTorch, and the two side by side.
 side=""
 if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
   start=$(date +%s)
   PYTHONUNBUFFERED=1 timeout "$(limit 240)" python3 scripts/pytorch_reference.py $configs \
     --device cuda --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data --out "$out/pytorch.json" \
+    --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
     >"$out/pytorch.txt" 2>&1
   say "pytorch reference: rc=$?, $(( $(date +%s) - start )) s"
   if [ -f "$out/pytorch.json" ]; then

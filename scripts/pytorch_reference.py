@@ -3,7 +3,7 @@
 
     scripts/pytorch_reference.py SPEC... --out results.json [--precisions LIST] [--epochs N]
                                  [--device cuda|cpu] [--mpbench BIN] [--data-dir DIR]
-                                 [--attention plain|sdpa] [--quiet]
+                                 [--attention plain|sdpa] [--profile-steps N] [--quiet]
 
 For each spec and each precision mode it builds the same model as mpbench from stock torch.nn
 modules, trains it and writes mpbench's result JSON (schema_version 1) with tool.name "pytorch",
@@ -52,6 +52,11 @@ How it mirrors mpbench (train/trainer.cpp):
   * Memory: peak_memory_bytes.tracked = torch.cuda.max_memory_allocated(); .device = the largest
     rise of cudaMemGetInfo's used bytes over a baseline taken before the model is built, sampled
     after build, after the first forward, backward and step, and at the end.
+
+  * --profile-steps N: after the measured epochs, N more steps run under torch.profiler and the
+    run gets a "profile" block: the kernels / ops by self device time per step (self CPU time
+    on the CPU), to set beside `mpbench profile SPEC --json` when a row is slower than PyTorch.
+    These steps are outside every figure above.
 
 Needs Python 3.10+ and torch; nothing else.
 """
@@ -623,6 +628,10 @@ def train_mode(spec, host_data, lps, mode, device, r):
     sample_memory()
 
     host = {k: v[:g].tolist() for k, v in series.items()}
+    if ARGS.profile_steps and r["status"] == "ok":
+        # After the series were read back: these steps overwrite the last slot, nothing else.
+        r["profile"] = profile_ops(lambda i: step(i % steps_per_epoch, g - 1, False),
+                                   ARGS.profile_steps, cuda)
     r["steps"] = {"loss": host["loss"], "grad_norm": host["norm"], "loss_scale": host["scale"],
                   "skipped": [scaling and s != 0 for s in host["skip"]], "time_ms": step_ms[:g]}
     r["skipped_steps"] = sum(r["steps"]["skipped"])
@@ -650,6 +659,33 @@ def train_mode(spec, host_data, lps, mode, device, r):
     cats["data"] = tensor_bytes(d.values()) + tensor_bytes(series.values())
     mem["tracked"] = (torch.cuda.max_memory_allocated(device) if cuda
                       else sum(v for v in cats.values() if v))
+
+
+def profile_ops(run_step, n, cuda):
+    """Runs n steps under torch.profiler; returns the entries with self device time (kernels,
+    memcpys) per step, largest first, or self CPU time per op on the CPU. Self times do not
+    double count, so the entries add up to the step's busy time."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        for i in range(n):
+            run_step(i)
+        if cuda:
+            torch.cuda.synchronize()
+
+    def self_us(e):
+        if not cuda:
+            return e.self_cpu_time_total
+        for attr in ("self_device_time_total", "self_cuda_time_total"):  # newer, older torch
+            if hasattr(e, attr):
+                return getattr(e, attr)
+        return 0.0
+
+    rows = [{"name": e.key, "calls_per_step": e.count / n, "ms_per_step": self_us(e) / 1000.0 / n}
+            for e in prof.key_averages() if self_us(e) > 0]
+    rows.sort(key=lambda x: -x["ms_per_step"])
+    return {"steps": n, "basis": "self device time" if cuda else "self CPU time",
+            "total_ms_per_step": sum(x["ms_per_step"] for x in rows), "entries": rows[:60]}
 
 
 def find_datasheet(name):
@@ -801,6 +837,9 @@ def parse_args(argv):
     ap.add_argument("--attention", choices=("plain", "sdpa"), default="plain",
                     help="transformer attention: plain GEMMs + fp32 softmax, as mpbench computes "
                          "it (default), or F.scaled_dot_product_attention")
+    ap.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                    help="after each mode's epochs, profile N more steps with torch.profiler "
+                         "(the run's \"profile\" block: time per kernel per step)")
     ap.add_argument("--quiet", "-q", action="store_true")
     return ap.parse_args(argv)
 
@@ -817,6 +856,8 @@ def main(argv):
         for m in modes:
             if m not in MODES:
                 raise BadInput(f"--precisions: unknown mode '{m}' (expected {', '.join(MODES)})")
+    if args.profile_steps < 0:
+        raise BadInput(f"--profile-steps {args.profile_steps}: expected 0 or more")
     if args.epochs is not None and args.epochs < 1:
         raise BadInput(f"--epochs {args.epochs}: expected a positive integer")
     device = torch.device(args.device)

@@ -76,6 +76,7 @@ void Run::build(RunResult& r) {
   batch_ = spec_.train.batch_size;
   model_ = std::make_unique<Model>(spec_, precision_);
   model_->allocate(alloc_, be_, batch_, spec_.data.seed * 0x9e3779b97f4a7c15ull + 17);
+  model_->set_observer(opts_.layer_observer);
   if (size_t ws = be_.workspace_bytes()) {
     Tensor w =
         alloc_.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "train/results.h"
 
@@ -21,6 +22,7 @@ struct TrainProgress {
 struct TrainOptions {
   bool cuda_graphs = false;  // capture the training step once and replay it
   std::function<void(const TrainProgress&)> on_progress;  // called after every step, on the host
+  LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
 };
 
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,

@@ -90,12 +90,17 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
        with("\"train_samples\": 256", "\"type\": \"idx\", \"train_samples\": 256"), "data"},
       {"inspect bad precision", "inspect {spec} --precision fp64", kGood, "fp64"},
       {"cuda without a gpu", "run {spec} --device cuda", kGood, "--device cuda"},
+      {"profile zero steps", "profile {spec} --steps 0", kGood, "--steps"},
+      {"profile unknown precision", "profile {spec} --precision fp8", kGood, "fp8"},
+      {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},
+      {"profile two specs", "profile {spec} {spec}", kGood, "spec"},
   };
   for (const auto& c : cases) {
     std::string args = c.args;
     if (!c.spec.empty()) {
-      auto pos = args.find("{spec}");
-      args.replace(pos, 6, spec_file("spec.json", c.spec));
+      const std::string path = spec_file("spec.json", c.spec);
+      for (auto pos = args.find("{spec}"); pos != std::string::npos; pos = args.find("{spec}"))
+        args.replace(pos, 6, path);
     }
     Result r = run(args);
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.err;
@@ -159,4 +164,26 @@ TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
   Result q = run("run " + tiny() + " --epochs 1 --precisions fp32 --quiet");
   EXPECT_EQ(q.code, 0);
   EXPECT_TRUE(q.err.empty()) << q.err;
+}
+
+TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
+  fs::path json = dir_ / "p.json";
+  Result r = run("profile " + tiny() + " --device cpu --steps 3 --precision fp32,amp_fp16 --top 5" +
+                 " --json " + json.string() + " --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  for (const char* part : {"3 steps profiled", "by layer", "by op", "fc1 fwd", "head bwd", "gemm"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
+  auto j = nlohmann::json::parse(read_file(json.string()));
+  ASSERT_EQ(j["profiles"].size(), 2u);
+  EXPECT_EQ(j["env"]["device"], "cpu");
+  for (const auto& p : j["profiles"]) {
+    EXPECT_EQ(p["status"], "ok");
+    EXPECT_EQ(p["profiled_steps"], 3);
+    EXPECT_GT(p["step_time_ms"].get<double>(), 0.0);
+    double ms = 0;
+    for (const auto& o : p["ops"]) ms += o["ms_per_step"].get<double>();
+    EXPECT_GT(ms, 0.0);
+  }
+  EXPECT_EQ(j["profiles"][1]["precision"], "amp_fp16");
 }

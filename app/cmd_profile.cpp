@@ -1,0 +1,227 @@
+// `mpbench profile`: where a training step's time goes. Trains the spec's model for a few steps
+// per mode under an OpProfiler (train/op_profile.h), which times every op with the backend's
+// events, and prints the time per step by layer, by op, and the top ops with their achieved
+// TFLOP/s. This is how a slow row of `mpbench run` (against PyTorch, or against the card's
+// peak) is taken apart.
+#include <algorithm>
+#include <iostream>
+#include <map>
+
+#include "app/atomic_file.h"
+#include "app/commands.h"
+#include "app/progress.h"
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "train/op_profile.h"
+#include "train/trainer.h"
+
+namespace mpbench {
+
+namespace {
+
+// Steps before profiling starts, at least: the first steps choose cuBLASLt / cuDNN algorithms
+// and initialise libraries lazily, which is not what a step costs.
+constexpr int64_t kMinWarmup = 2;
+
+struct Profile {
+  std::string precision;
+  RunResult run;
+  int64_t steps = 0;   // profiled steps
+  double step_ms = 0;  // median device time of a profiled step (events between steps)
+  std::vector<OpTotal> ops;
+};
+
+// Shrinks the spec to the steps asked for: one epoch of `steps` batches where the data is
+// synthetic (and an evaluation set of one batch, since evaluation is not profiled); with file
+// data the epoch is the file's, and as many epochs run as reach `steps`.
+void fit_to_steps(Spec& spec, int64_t steps) {
+  const int64_t batch = spec.train.batch_size;
+  spec.train.warmup_steps = std::max(spec.train.warmup_steps, kMinWarmup);
+  if (spec.data.type == "synthetic") {
+    spec.data.train_samples = batch * steps;
+    spec.data.eval_samples = std::min(spec.data.eval_samples, batch);
+    spec.train.epochs = 1;
+  } else {
+    const int64_t per_epoch = std::max<int64_t>(1, spec.data.train_samples / batch);
+    spec.train.epochs = (steps + per_epoch - 1) / per_epoch;
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Profile profile_one(const Spec& spec, const Dataset& data, Precision p, Backend& be, bool bar_on) {
+  Profile out;
+  out.precision = precision_name(p);
+  OpProfiler prof(be);
+  const int64_t warmup = spec.train.warmup_steps;
+  const int64_t per_epoch = data.train_size() / spec.train.batch_size;
+  const int64_t total = warmup + spec.train.epochs * per_epoch;
+  Progress bar(fmt::format("profile {} {}", spec.name, out.precision), total, bar_on);
+  TrainOptions opts;
+  opts.layer_observer = &prof;
+  // Called after every step and after every evaluation. Ops are timed from the first step after
+  // the warm-up until the last one, and not while an epoch's evaluation runs: the report after
+  // an epoch's last step comes before its evaluation (prog.epoch still counts it unfinished).
+  bool timing = false;
+  int64_t last_step = 0;
+  opts.on_progress = [&](const TrainProgress& tp) {
+    if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
+    last_step = tp.step;
+    timing = tp.step >= warmup && tp.step < total &&
+             tp.epoch == (tp.step - warmup) / std::max<int64_t>(per_epoch, 1);
+    prof.set_enabled(timing);
+    bar.update(tp.step);
+  };
+  out.run = train_and_measure(spec, data, p, prof, opts);
+  bar.finish();
+  if (out.run.status != RunStatus::Ok) return out;
+  out.ops = prof.collect();
+  std::vector<double> times;
+  for (int64_t i = warmup; i < static_cast<int64_t>(out.run.steps.size()); ++i)
+    if (out.run.steps[i].time_ms == out.run.steps[i].time_ms)  // not NaN
+      times.push_back(out.run.steps[i].time_ms);
+  out.step_ms = median(times);
+  return out;
+}
+
+std::string pct(double part, double whole) {
+  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
+}
+
+// A left-aligned first column and right-aligned others, each as wide as its widest cell.
+void print_table(const std::vector<std::string>& head,
+                 const std::vector<std::vector<std::string>>& rows, size_t left_cols = 1) {
+  std::vector<size_t> w(head.size());
+  for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t i = 0; i < r.size(); ++i) {
+      if (i) s += "  ";
+      s += i < left_cols ? fmt::format("{:<{}}", r[i], w[i]) : fmt::format("{:>{}}", r[i], w[i]);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    std::cout << s << "\n";
+  };
+  line(head);
+  for (const auto& r : rows) line(r);
+}
+
+void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, int64_t top) {
+  std::cout << fmt::format("{} ({}) · {} · {}: {} · batch {}\n", spec.name, spec.family,
+                           pr.precision, dev.kind, dev.name, spec.train.batch_size);
+  if (pr.run.status != RunStatus::Ok) {
+    std::cout << fmt::format("  {}: {}\n\n", run_status_name(pr.run.status), pr.run.status_detail);
+    return;
+  }
+  const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
+  double ops_ms = 0;
+  for (const auto& o : pr.ops) ops_ms += o.ms;
+  ops_ms /= steps;
+  std::cout << fmt::format(
+      "{} steps profiled: step {:.3f} ms (median, events between steps); the ops account for "
+      "{:.3f} ms ({}), the rest is host time between them\n\n",
+      pr.steps, pr.step_ms, ops_ms, pct(ops_ms, pr.step_ms));
+
+  // By layer and by op: sums over the (scope, op, detail) totals, in first-seen order.
+  auto grouped = [&](auto key) {
+    std::vector<std::pair<std::string, std::pair<double, double>>> g;
+    std::map<std::string, size_t> at;
+    for (const auto& o : pr.ops) {
+      auto [it, fresh] = at.try_emplace(key(o), g.size());
+      if (fresh) g.push_back({key(o), {0.0, 0.0}});
+      g[it->second].second.first += o.ms / steps;
+      g[it->second].second.second += o.flops / steps;
+    }
+    return g;
+  };
+  auto tflops = [](double flops, double ms) {
+    return flops > 0 && ms > 0 ? fmt::format("{:.3g}", flops / (ms * 1e9)) : std::string("");
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [scope, v] : grouped([](const OpTotal& o) { return o.scope; }))
+    rows.push_back(
+        {scope, fmt::format("{:.3f}", v.first), pct(v.first, ops_ms), tflops(v.second, v.first)});
+  print_table({"by layer", "ms/step", "share", "TFLOP/s"}, rows);
+  std::cout << "\n";
+
+  auto by_op = grouped([](const OpTotal& o) { return o.op; });
+  std::sort(by_op.begin(), by_op.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  rows.clear();
+  for (const auto& [op, v] : by_op)
+    rows.push_back(
+        {op, fmt::format("{:.3f}", v.first), pct(v.first, ops_ms), tflops(v.second, v.first)});
+  print_table({"by op", "ms/step", "share", "TFLOP/s"}, rows);
+  std::cout << "\n";
+
+  std::vector<const OpTotal*> order;
+  for (const auto& o : pr.ops) order.push_back(&o);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
+  rows.clear();
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < top; ++i) {
+    const OpTotal& o = *order[i];
+    const double ms = o.ms / steps;
+    rows.push_back({o.scope, o.op, o.detail, fmt::format("{:g}", o.calls / steps),
+                    fmt::format("{:.3f}", ms), pct(ms, ops_ms), tflops(o.flops / steps, ms)});
+  }
+  print_table({"scope", "op", "shape", "calls", "ms/step", "share", "TFLOP/s"}, rows, 3);
+  if (order.size() > static_cast<size_t>(top))
+    std::cout << fmt::format("({} more; --top N shows more, --json writes all)\n",
+                             order.size() - static_cast<size_t>(top));
+  std::cout << "\n";
+}
+
+nlohmann::json profile_json(const Profile& pr) {
+  nlohmann::json j = {{"precision", pr.precision},
+                      {"status", run_status_name(pr.run.status)},
+                      {"profiled_steps", pr.steps},
+                      {"step_time_ms", pr.step_ms}};
+  if (!pr.run.status_detail.empty()) j["status_detail"] = pr.run.status_detail;
+  const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& o : pr.ops)
+    ops.push_back({{"scope", o.scope},
+                   {"op", o.op},
+                   {"detail", o.detail},
+                   {"calls_per_step", o.calls / steps},
+                   {"ms_per_step", o.ms / steps},
+                   {"flops_per_step", o.flops / steps}});
+  j["ops"] = ops;
+  return j;
+}
+
+}  // namespace
+
+int cmd_profile(const ProfileArgs& args) {
+  Spec spec = load_spec(args.spec);
+  apply_run_overrides(spec, args.run);
+  fit_to_steps(spec, args.steps);
+  if (!args.json_path.empty()) check_writable(args.json_path, "--json");
+
+  auto be = select_backend(args.run.device, args.run.quiet);
+  const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
+  Dataset data = make_dataset(spec);
+  const DeviceInfo dev = be->info();
+  nlohmann::json out = {{"tool", tool_json()},
+                        {"env", env_json(dev, make_cpu_backend()->info())},
+                        {"spec", to_json(spec)}};
+  out["profiles"] = nlohmann::json::array();
+  bool failed = false;
+  for (Precision p : spec.precisions) {
+    Profile pr = profile_one(spec, data, p, *be, bar_on);
+    print_profile(spec, dev, pr, args.top);
+    out["profiles"].push_back(profile_json(pr));
+    failed = failed || pr.run.status != RunStatus::Ok;
+  }
+  if (!args.json_path.empty()) write_file_atomic(args.json_path, out.dump(2) + "\n");
+  return failed ? 3 : 0;
+}
+
+}  // namespace mpbench

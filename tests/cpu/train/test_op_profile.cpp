@@ -1,0 +1,157 @@
+// The op profiler (`mpbench profile`): it must not change what it measures (a profiled run
+// trains bit-identically), it must see every op of a step in the right layer's scope, and the
+// FLOPs it counts must agree with the model's own count.
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/spec.h"
+#include "test_util.h"
+#include "train/op_profile.h"
+#include "train/trainer.h"
+
+using namespace mpbench;
+
+namespace {
+
+Spec config(const std::string& name) {
+  Spec s = load_spec(test::source_dir() + "/configs/" + name + ".json");
+  s.train.epochs = 1;
+  s.train.warmup_steps = 2;
+  s.data.train_samples = 4 * s.train.batch_size;
+  s.data.eval_samples = s.train.batch_size;
+  return s;
+}
+
+struct Profiled {
+  RunResult run;
+  std::vector<OpTotal> ops;
+  int64_t steps = 0;  // steps run while enabled
+};
+
+// Profiles every step after the warm-up, as `mpbench profile` does for a one-epoch spec.
+Profiled profile(const Spec& spec, Precision p) {
+  auto cpu = make_cpu_backend();
+  OpProfiler prof(*cpu);
+  Dataset data = make_dataset(spec);
+  const int64_t warmup = spec.train.warmup_steps;
+  const int64_t total = warmup + data.train_size() / spec.train.batch_size;
+  Profiled out;
+  TrainOptions opts;
+  opts.layer_observer = &prof;
+  bool on = false;
+  int64_t last = 0;
+  opts.on_progress = [&](const TrainProgress& tp) {
+    if (on) out.steps += tp.step - last;
+    last = tp.step;
+    on = tp.step >= warmup && tp.step < total;
+    prof.set_enabled(on);
+  };
+  out.run = train_and_measure(spec, data, p, prof, opts);
+  out.ops = prof.collect();
+  return out;
+}
+
+}  // namespace
+
+TEST(OpProfiler, TrainsExactlyAsWithoutIt) {
+  for (const char* name : {"tiny_mlp", "tiny_resnet", "tiny_transformer"}) {
+    Spec spec = config(name);
+    auto cpu = make_cpu_backend();
+    Dataset data = make_dataset(spec);
+    RunResult plain = train_and_measure(spec, data, Precision::AMP_FP16, *cpu);
+    Profiled prof = profile(spec, Precision::AMP_FP16);
+    ASSERT_EQ(plain.status, RunStatus::Ok) << plain.status_detail;
+    ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+    ASSERT_EQ(plain.steps.size(), prof.run.steps.size()) << name;
+    for (size_t i = 0; i < plain.steps.size(); ++i) {
+      EXPECT_EQ(plain.steps[i].loss, prof.run.steps[i].loss) << name << " step " << i;
+      EXPECT_EQ(plain.steps[i].grad_norm, prof.run.steps[i].grad_norm) << name << " step " << i;
+    }
+    EXPECT_EQ(plain.final_accuracy, prof.run.final_accuracy) << name;
+    EXPECT_EQ(plain.memory.tracked_peak, prof.run.memory.tracked_peak) << name;
+  }
+}
+
+TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
+  for (const char* name : {"tiny_mlp", "tiny_resnet", "tiny_transformer"}) {
+    Spec spec = config(name);
+    Profiled prof = profile(spec, Precision::AMP_BF16);
+    ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+    EXPECT_EQ(prof.steps, 4) << name;
+    std::set<std::string> scopes;
+    std::map<std::string, int64_t> calls_by_op;
+    for (const auto& o : prof.ops) {
+      scopes.insert(o.scope);
+      calls_by_op[o.op] += o.calls;
+      EXPECT_GT(o.calls, 0);
+      EXPECT_GE(o.ms, 0.0);
+    }
+    const std::vector<std::string> layers = Model(spec, Precision::AMP_BF16).layer_names();
+    for (const auto& l : layers) {
+      EXPECT_TRUE(scopes.count(l + " fwd")) << name << ": " << l;
+      EXPECT_TRUE(scopes.count(l + " bwd")) << name << ": " << l;
+    }
+    EXPECT_TRUE(scopes.count("step")) << name;
+    EXPECT_EQ(scopes.size(), 2 * layers.size() + 1) << name;
+    // Once per profiled step: neither the warm-up nor the evaluation's forward passes count.
+    EXPECT_EQ(calls_by_op["softmax_xent"], 4) << name;
+    EXPECT_EQ(calls_by_op["adamw_step"] + calls_by_op["sgd_step"], 4) << name;
+    EXPECT_EQ(calls_by_op["unscale_check_norm"], 4) << name;
+  }
+}
+
+// The GEMM FLOPs the profiler counts are the model's: per Linear 2*in*out per sample forward
+// (`inspect` adds the bias's `out`), and backward a dW GEMM per layer and a dX GEMM for every
+// layer but the first.
+TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
+  Spec spec = config("tiny_mlp");
+  Profiled prof = profile(spec, Precision::FP32);
+  ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+  double fwd = 0, all = 0;
+  for (const auto& o : prof.ops) {
+    if (o.op != "gemm") continue;
+    all += o.flops;
+    if (o.scope.size() > 4 && o.scope.compare(o.scope.size() - 4, 4, " fwd") == 0) fwd += o.flops;
+  }
+  const auto infos = Model(spec, Precision::FP32).layer_infos();
+  const double batch = static_cast<double>(spec.train.batch_size);
+  double model_fwd = 0;
+  for (const auto& li : infos) model_fwd += (li.forward_flops - li.output_shape.numel()) * batch;
+  const double first = (infos[0].forward_flops - infos[0].output_shape.numel()) * batch;
+  EXPECT_DOUBLE_EQ(fwd / prof.steps, model_fwd);
+  EXPECT_DOUBLE_EQ(all / prof.steps, 3 * model_fwd - first);
+}
+
+TEST(OpProfiler, DisabledRecordsNothing) {
+  auto cpu = make_cpu_backend();
+  OpProfiler prof(*cpu);
+  Spec spec = config("tiny_mlp");
+  Dataset data = make_dataset(spec);
+  TrainOptions opts;
+  opts.layer_observer = &prof;
+  RunResult r = train_and_measure(spec, data, Precision::FP32, prof, opts);
+  ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+  EXPECT_TRUE(prof.collect().empty());
+}
+
+TEST(OpProfiler, GemmDetailNamesShapeDtypesAndEpilogue) {
+  auto cpu = make_cpu_backend();
+  std::vector<uint16_t> a_host(6 * 4), c_host(6 * 5);
+  Tensor a{a_host.data(), Shape{6, 4}, DType::BF16, Device::CPU};
+  Tensor c{c_host.data(), Shape{6, 5}, DType::BF16, Device::CPU};
+  Tensor bias{nullptr, Shape{5}, DType::F32, Device::CPU};
+  GemmDesc d;
+  d.bias = &bias;
+  d.act = Activation::Gelu;
+  EXPECT_EQ(gemm_detail(d, a, c), "6x5x4 bf16 +bias +gelu");
+  EXPECT_DOUBLE_EQ(gemm_flops(d, a, c), 2.0 * 6 * 5 * 4);
+  GemmDesc t;
+  t.trans_a = true;  // a stored (K, M): K = 6 rows of a, M = c's rows
+  Tensor at{a_host.data(), Shape{4, 6}, DType::BF16, Device::CPU};
+  Tensor c32{c_host.data(), Shape{6, 5}, DType::F32, Device::CPU};
+  EXPECT_EQ(gemm_detail(t, at, c32), "6x5x4 bf16->fp32");
+}
