@@ -134,11 +134,12 @@ void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const
     destroy_plan(plan);
     plan.ok = false;
     if (st != CUBLAS_STATUS_SUCCESS)
-      plan.why_not = fmt::format("heuristic query returned {}", cublasGetStatusName(st));
+      plan.why_not = fmt::format("heuristic query returned {}", cublasLtGetStatusName(st));
     else if (returned < 1)
       plan.why_not = "the heuristic query returned no algorithm";
     else if (result.state != CUBLAS_STATUS_SUCCESS)
-      plan.why_not = fmt::format("the algorithm's state is {}", cublasGetStatusName(result.state));
+      plan.why_not =
+          fmt::format("the algorithm's state is {}", cublasLtGetStatusName(result.state));
     else
       plan.why_not = fmt::format("the algorithm needs {} bytes of workspace, {} available",
                                  result.workspaceSize, ws_bytes);
