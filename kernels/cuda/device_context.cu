@@ -277,7 +277,7 @@ int DeviceContext::grid_for(int64_t n, int threads) const {
   return static_cast<int>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
-const GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias, const void* aux) {
+GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias, const void* aux) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   GemmPlan plan;

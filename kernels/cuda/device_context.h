@@ -128,7 +128,8 @@ class DeviceContext {
   // The cached plan for a key, created (heuristic query) on first use. bias (or the bias
   // gradient) and aux (when key.align_aux != 0) are the pointers the heuristic should assume
   // (only their alignment matters).
-  const GemmPlan& gemm_plan(const GemmKey& key, const void* bias, const void* aux = nullptr);
+  // Not const: a fused plan that cuBLASLt refuses when it runs is marked !ok (see gemm.cu).
+  GemmPlan& gemm_plan(const GemmKey& key, const void* bias, const void* aux = nullptr);
 
   // The cuDNN handle, bound to stream(); nullptr when the build has no cuDNN or creating it
   // failed, and then cudnn_error() says why. Only the convolutions need it, so the other ops

@@ -198,9 +198,22 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
     }
     const float alpha = d.alpha, beta = d.beta;
     // cuBLASLt's A is our B and vice versa (column-major transpose trick).
-    CUBLAS_CHECK(cublasLtMatmul(ctx.lt(), p.desc, &alpha, b.data, p.layout_a, a.data, p.layout_b,
-                                &beta, out, p.layout_c, out, p.layout_c, &p.algo, ctx.workspace(),
-                                ctx.workspace_size(), ctx.stream()));
+    return cublasLtMatmul(ctx.lt(), p.desc, &alpha, b.data, p.layout_a, a.data, p.layout_b, &beta,
+                          out, p.layout_c, out, p.layout_c, &p.algo, ctx.workspace(),
+                          ctx.workspace_size(), ctx.stream());
+  };
+  // A fused plan (bias, activation, GELU aux and DGELU epilogues) that the heuristic offered can
+  // still be refused when it runs, e.g. for an fp32 bias gradient beside 16-bit C. Nothing has been
+  // launched then, so the plan is marked unusable and the unfused path runs instead, now and for
+  // every later call with this key. Any other status is an error.
+  auto run_fused = [&](GemmPlan& p, const void* bias_ptr, const void* aux_ptr, void* out) {
+    const cublasStatus_t st = run_plan(p, bias_ptr, aux_ptr, out);
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE)
+      throw_cublas("cublasLtMatmul (fused epilogue)", st, __FILE__, __LINE__);
+    p.ok = false;
+    p.why_not = fmt::format("cublasLtMatmul returned {}", cublasLtGetStatusName(st));
+    return false;
   };
 
   if (backward) {
@@ -211,11 +224,8 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
       fk.align_bias = d.dbias ? alignment_of(d.dbias->data) : 0;
       fk.align_aux = alignment_of(d.dact_input->data);
       const void* db = d.dbias ? d.dbias->data : nullptr;
-      const GemmPlan& p = ctx.gemm_plan(fk, db, d.dact_input->data);
-      if (p.ok) {
-        run_plan(p, db, d.dact_input->data, c.data);
-        return;
-      }
+      GemmPlan& p = ctx.gemm_plan(fk, db, d.dact_input->data);
+      if (p.ok && run_fused(p, db, d.dact_input->data, c.data)) return;
     }
     GemmDesc plain = d;
     plain.dact = Activation::None;
@@ -235,11 +245,8 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
     fk.align_bias = d.bias ? alignment_of(d.bias->data) : 0;
     fk.align_aux = alignment_of(d.pre_act->data);
     const void* bias_ptr = d.bias ? d.bias->data : nullptr;
-    const GemmPlan& p = ctx.gemm_plan(fk, bias_ptr, d.pre_act->data);
-    if (p.ok) {
-      run_plan(p, bias_ptr, d.pre_act->data, c.data);
-      return;
-    }
+    GemmPlan& p = ctx.gemm_plan(fk, bias_ptr, d.pre_act->data);
+    if (p.ok && run_fused(p, bias_ptr, d.pre_act->data, c.data)) return;
   }
 
   Tensor& target = d.pre_act ? *d.pre_act : c;  // where the matmul itself writes
@@ -256,30 +263,31 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
       (d.act == Activation::Gelu && d.math == GemmMath::Strict))
     epi_act = Activation::None;
 
-  const GemmPlan* plan = nullptr;
-  {
-    key.epilogue = epilogue_for(epi_bias, epi_act);
+  GemmPlan* plan = nullptr;
+  bool done = false;
+  key.epilogue = epilogue_for(epi_bias, epi_act);
+  if (key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     key.bias_type = epi_bias ? cuda_type(d.bias->dtype) : -1;
     key.align_bias = epi_bias ? alignment_of(d.bias->data) : 0;
-    plan = &ctx.gemm_plan(key, epi_bias ? d.bias->data : nullptr);
-    if (!plan->ok && key.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-      epi_bias = false;
-      epi_act = Activation::None;
-      key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-      key.bias_type = -1;
-      key.align_bias = 0;
-      plan = &ctx.gemm_plan(key, nullptr);
-    }
+    const void* bias_ptr = epi_bias ? d.bias->data : nullptr;
+    plan = &ctx.gemm_plan(key, bias_ptr);
+    done = plan->ok && run_fused(*plan, bias_ptr, nullptr, target.data);
   }
-  if (!plan || !plan->ok) {
+  if (!done) {  // the plain matmul; bias and activation follow in bias_act_forward
     epi_bias = false;
     epi_act = Activation::None;
+    key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    key.bias_type = -1;
+    key.align_bias = 0;
+    plan = &ctx.gemm_plan(key, nullptr);
   }
 
-  const float alpha = d.alpha, beta = d.beta;
-  if (plan && plan->ok) {
-    run_plan(*plan, epi_bias ? d.bias->data : nullptr, nullptr, target.data);
-  } else {
+  if (!done && plan->ok) {
+    CUBLAS_CHECK(run_plan(*plan, nullptr, nullptr, target.data));
+    done = true;
+  }
+  if (!done) {
+    const float alpha = d.alpha, beta = d.beta;
     // Correct but one to two orders of magnitude slower than cuBLASLt: a benchmark that lands
     // here must say so, or its times would be read as cuBLASLt's.
     if (ctx.first_naive_gemm())
@@ -290,7 +298,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
           dtype_name(a.dtype), dtype_name(c.dtype),
           d.math == GemmMath::Strict ? "strict fp32"
                                      : (d.math == GemmMath::TF32 ? "TF32" : "16-bit"),
-          plan ? plan->why_not : std::string("no plan"));
+          plan->why_not);
     const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
     const int grid = ctx.grid_for(batch * m * n, kThreads);
