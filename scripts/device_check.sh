@@ -13,6 +13,8 @@
 #   MPBENCH_CHECK_TESTS    0 skips the GPU test binaries
 #   MPBENCH_CHECK_GRAPHS   0 skips the --cuda-graphs rerun of each config
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
+#   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
+#                          a machine without a GPU (default cuda)
 set -uo pipefail
 out=${1:?usage: scripts/device_check.sh OUTDIR}
 mkdir -p "$out"
@@ -28,6 +30,7 @@ t0=$(date +%s)
 deadline=$(( t0 + ${MPBENCH_CHECK_BUDGET:-420} ))
 limit() { local left=$(( deadline - $(date +%s) - 15 )); (( left < 5 )) && left=5; (( left < $1 )) && echo "$left" || echo "$1"; }
 
+dev=${MPBENCH_CHECK_DEVICE:-cuda}
 say "gpu: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
 cc=${cc:-90}
@@ -109,7 +112,7 @@ for cfg in $configs; do
     extra=""
     [ "$variant" = graphs ] && extra="--cuda-graphs"
     start=$(date +%s)
-    timeout "$(limit 120)" "$bin/mpbench" run "$cfg" --device cuda --quiet $extra \
+    timeout "$(limit 120)" "$bin/mpbench" run "$cfg" --device "$dev" --quiet $extra \
       --json "$out/${name}_${variant}.json" >"$out/${name}_${variant}.txt" 2>&1
     rc=$?
     runs_summary+="== $name ($variant): rc=$rc, $(( $(date +%s) - start )) s"$'\n'
@@ -125,7 +128,7 @@ if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
   for cfg in $configs; do
     name=$(basename "$cfg" .json)
     start=$(date +%s)
-    timeout "$(limit 60)" "$bin/mpbench" profile "$cfg" --device cuda --quiet --steps 5 --top 15 \
+    timeout "$(limit 60)" "$bin/mpbench" profile "$cfg" --device "$dev" --quiet --steps 5 --top 15 \
       --json "$out/profile_${name}.json" >>"$out/profiles.txt" 2>&1
     say "profile $name: rc=$?, $(( $(date +%s) - start )) s"
   done
@@ -146,15 +149,16 @@ side=""
 if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
   start=$(date +%s)
   PYTHONUNBUFFERED=1 timeout "$(limit 240)" python3 scripts/pytorch_reference.py $configs \
-    --device cuda --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data --out "$out/pytorch.json" \
+    --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data --out "$out/pytorch.json" \
     --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
     >"$out/pytorch.txt" 2>&1
   say "pytorch reference: rc=$?, $(( $(date +%s) - start )) s"
   if [ -f "$out/pytorch.json" ]; then
     mpb_files=$(ls "$out"/*_eager.json "$out"/*_graphs.json 2>/dev/null)
+    profs=""; [ -f "$out/profiles.json" ] && profs="--profiles $out/profiles.json"
     python3 scripts/side_by_side.py --mpbench $mpb_files \
-      --pytorch "$out/pytorch.json" --md "$out/side_by_side.md" >/dev/null 2>>"$log"
-    side=$(cat "$out/side_by_side.md" 2>/dev/null)
+      --pytorch "$out/pytorch.json" $profs --md "$out/side_by_side.md" >/dev/null 2>>"$log"
+    side=$(sed '/^## Where the time goes/,$d' "$out/side_by_side.md" 2>/dev/null)
   fi
   cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
 fi

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Side-by-side Markdown table of mpbench and PyTorch result files (both mpbench's JSON schema).
 
-    scripts/side_by_side.py --mpbench A.json [B.json ...] --pytorch P.json [--md OUT.md]
+    scripts/side_by_side.py --mpbench A.json [B.json ...] --pytorch P.json
+                            [--profiles PROF.json ...] [--md OUT.md]
 
 Per model and precision: step time both ways (median epoch time / steps per epoch), their ratio
 (mpbench / PyTorch: below 1 means mpbench is faster), each tool's speedup over its own fp32, peak
 memory both ways (mpbench: tracked allocator peak; PyTorch: max_memory_allocated), final accuracy.
+
+With --profiles (`mpbench profile --json` files, or device_check's merged profiles.json) a second
+section takes apart every eager row where mpbench is slower: mpbench's time per step by op and
+its top ops, beside PyTorch's top kernels from the run's "profile" block
+(`scripts/pytorch_reference.py --profile-steps N`).
 Standard library only.
 """
 import argparse
@@ -32,6 +38,63 @@ def load_runs(paths):
     return runs
 
 
+def load_profiles(paths):
+    """(model, precision) -> profile entry of `mpbench profile --json`; a file is one profile
+    document or a {file name: document} map of them (device_check's profiles.json)."""
+    out = {}
+    for path in paths or []:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit(f"side_by_side: {path}: {e}")
+        docs = [doc] if "profiles" in doc else list(doc.values())
+        for d in docs:
+            name = (d.get("spec") or {}).get("name")
+            for p in d.get("profiles", []):
+                out[(name, p.get("precision"))] = p
+    return out
+
+
+def by_op(profile):
+    totals = {}
+    for o in profile.get("ops", []):
+        totals[o["op"]] = totals.get(o["op"], 0.0) + o["ms_per_step"]
+    return sorted(totals.items(), key=lambda kv: -kv[1])
+
+
+def where_time_goes(model, prec, m_prof, p_run, top=8):
+    """Markdown lines for one slower row: mpbench by op and top ops, PyTorch's top kernels."""
+    lines = [f"### {model} {prec}", ""]
+    if m_prof and m_prof.get("status") == "ok":
+        total = sum(o["ms_per_step"] for o in m_prof.get("ops", []))
+        lines.append(f"mpbench (`mpbench profile`, {m_prof.get('profiled_steps')} steps): step "
+                     f"{m_prof.get('step_time_ms', 0):.3f} ms, ops {total:.3f} ms")
+        lines += ["", "| mpbench op | ms/step | share |", "|---|---:|---:|"]
+        for op, ms in by_op(m_prof)[:top]:
+            lines.append(f"| {op} | {ms:.3f} | {100 * ms / total if total else 0:.1f}% |")
+        lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s |", "|---|---|---|---:|---:|"]
+        for o in sorted(m_prof.get("ops", []), key=lambda o: -o["ms_per_step"])[:top]:
+            ms, fl = o["ms_per_step"], o.get("flops_per_step") or 0
+            tf = f"{fl / (ms * 1e9):.3g}" if fl and ms else ""
+            lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} |")
+    else:
+        lines.append("mpbench: no profile for this row")
+    prof = (p_run or {}).get("profile")
+    lines.append("")
+    if prof:
+        lines.append(f"PyTorch (torch.profiler, {prof.get('steps')} steps, {prof.get('basis')}): "
+                     f"{prof.get('total_ms_per_step', 0):.3f} ms per step")
+        lines += ["", "| PyTorch kernel / op | calls | ms/step |", "|---|---:|---:|"]
+        for e in prof.get("entries", [])[:top]:
+            name = e["name"] if len(e["name"]) <= 90 else e["name"][:87] + "..."
+            lines.append(f"| `{name.replace('|', '/')}` | {e['calls_per_step']:g} | "
+                         f"{e['ms_per_step']:.3f} |")
+    else:
+        lines.append("PyTorch: no profile for this row (--profile-steps)")
+    return lines + [""]
+
+
 def step_ms(run):
     if run.get("status") != "ok" or not run.get("epochs"):
         return None
@@ -52,9 +115,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mpbench", nargs="+", required=True)
     ap.add_argument("--pytorch", nargs="+", required=True)
+    ap.add_argument("--profiles", nargs="+")
     ap.add_argument("--md")
     a = ap.parse_args()
     mp, pt = load_runs(a.mpbench), load_runs(a.pytorch)
+    profiles = load_profiles(a.profiles)
+    slower = []
     lines = ["| model | precision | mpbench step ms | PyTorch step ms | ratio | mpbench speedup | "
              "PyTorch speedup | mpbench peak MiB | PyTorch peak MiB | mpbench acc | PyTorch acc |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -72,10 +138,16 @@ def main():
         macc = m.get("final_accuracy") if m.get("status") == "ok" else None
         pacc = p.get("final_accuracy") if p and p.get("status") == "ok" else None
         status = "" if m.get("status") == "ok" else f" ({m.get('status')})"
+        if ratio and ratio > 1 and "+graphs" not in prec:
+            slower.append((model, prec, p))
         lines.append(
             f"| {model} | {prec}{status} | {fmt(ms, '.3f')} | {fmt(ps, '.3f')} | {fmt(ratio, '.2f')} | "
             f"{fmt(msp, '.2f')}x | {fmt(psp, '.2f')}x | {fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
             f"{fmt(macc and 100 * macc, '.2f')} | {fmt(pacc and 100 * pacc, '.2f')} |")
+    if a.profiles and slower:
+        lines += ["", "## Where the time goes where mpbench is slower", ""]
+        for model, prec, p in slower:
+            lines += where_time_goes(model, prec, profiles.get((model, prec)), p)
     text = "\n".join(lines) + "\n"
     if a.md:
         tmp = a.md + ".tmp"
