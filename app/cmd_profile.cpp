@@ -31,20 +31,20 @@ struct Profile {
   std::vector<OpTotal> ops;
 };
 
-// Shrinks the spec to the steps asked for: one epoch of `steps` batches where the data is
-// synthetic (and an evaluation set of one batch, since evaluation is not profiled); with file
-// data the epoch is the file's, and as many epochs run as reach `steps`.
+// Shrinks the spec to what the profile needs: epochs of at most `steps` batches, from no more
+// training data than the spec itself holds (its size was checked when it was loaded), and an
+// evaluation set of one batch, since evaluation is not profiled. With file data the epoch is the
+// file's. Enough epochs run to reach `steps`; profile_one stops timing after that many.
 void fit_to_steps(Spec& spec, int64_t steps) {
   const int64_t batch = spec.train.batch_size;
   spec.train.warmup_steps = std::max(spec.train.warmup_steps, kMinWarmup);
+  int64_t per_epoch = std::max<int64_t>(1, spec.data.train_samples / batch);
   if (spec.data.type == "synthetic") {
-    spec.data.train_samples = batch * steps;
+    per_epoch = std::min(per_epoch, steps);
+    spec.data.train_samples = batch * per_epoch;
     spec.data.eval_samples = std::min(spec.data.eval_samples, batch);
-    spec.train.epochs = 1;
-  } else {
-    const int64_t per_epoch = std::max<int64_t>(1, spec.data.train_samples / batch);
-    spec.train.epochs = (steps + per_epoch - 1) / per_epoch;
   }
+  spec.train.epochs = (steps + per_epoch - 1) / per_epoch;
 }
 
 double median(std::vector<double> v) {
@@ -54,7 +54,8 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-Profile profile_one(const Spec& spec, const Dataset& data, Precision p, Backend& be, bool bar_on) {
+Profile profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps, Backend& be,
+                    bool bar_on) {
   Profile out;
   out.precision = precision_name(p);
   OpProfiler prof(be);
@@ -72,7 +73,7 @@ Profile profile_one(const Spec& spec, const Dataset& data, Precision p, Backend&
   opts.on_progress = [&](const TrainProgress& tp) {
     if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
     last_step = tp.step;
-    timing = tp.step >= warmup && tp.step < total &&
+    timing = tp.step >= warmup && tp.step < total && out.steps < steps &&
              tp.epoch == (tp.step - warmup) / std::max<int64_t>(per_epoch, 1);
     prof.set_enabled(timing);
     bar.update(tp.step);
@@ -81,8 +82,8 @@ Profile profile_one(const Spec& spec, const Dataset& data, Precision p, Backend&
   bar.finish();
   if (out.run.status != RunStatus::Ok) return out;
   out.ops = prof.collect();
-  std::vector<double> times;
-  for (int64_t i = warmup; i < static_cast<int64_t>(out.run.steps.size()); ++i)
+  std::vector<double> times;  // of the profiled steps, the first `steps` after the warm-up
+  for (int64_t i = warmup; i < std::min<int64_t>(warmup + out.steps, out.run.steps.size()); ++i)
     if (out.run.steps[i].time_ms == out.run.steps[i].time_ms)  // not NaN
       times.push_back(out.run.steps[i].time_ms);
   out.step_ms = median(times);
@@ -215,7 +216,7 @@ int cmd_profile(const ProfileArgs& args) {
   out["profiles"] = nlohmann::json::array();
   bool failed = false;
   for (Precision p : spec.precisions) {
-    Profile pr = profile_one(spec, data, p, *be, bar_on);
+    Profile pr = profile_one(spec, data, p, args.steps, *be, bar_on);
     print_profile(spec, dev, pr, args.top);
     out["profiles"].push_back(profile_json(pr));
     failed = failed || pr.run.status != RunStatus::Ok;

@@ -186,4 +186,9 @@ TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
     EXPECT_GT(ms, 0.0);
   }
   EXPECT_EQ(j["profiles"][1]["precision"], "amp_fp16");
+  // More steps than an epoch of the spec's data (32 batches): several epochs, no more data, and
+  // exactly the steps asked for profiled (evaluations in between are not).
+  Result many = run("profile " + tiny() + " --device cpu --steps 40 --precision fp32 --quiet");
+  ASSERT_EQ(many.code, 0) << many.err;
+  EXPECT_NE(many.out.find("40 steps profiled"), std::string::npos) << many.out;
 }
