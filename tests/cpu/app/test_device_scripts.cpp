@@ -1,0 +1,99 @@
+// The scripts a GPU session relies on to turn device_check.sh's output into results/<gpu>/, tried
+// here on CPU results so that their plumbing does not cost device time: side_by_side.py (the
+// table, and the where-the-time-goes section from `mpbench profile` and PyTorch's profile
+// blocks) and unpack_device_results.py (the merged files split back). Needs python3, standard
+// library only; skipped where there is none.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using mpbench::test::read_file;
+using nlohmann::json;
+using Result = mpbench::test::ShellResult;
+
+namespace {
+
+class DeviceScripts : public mpbench::test::CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
+      GTEST_SKIP() << "no python3";
+    const std::string cfg = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
+    Result r = run("run " + cfg + " --device cpu --epochs 1 --precisions fp32,amp_bf16 --quiet " +
+                   "--json " + path("tiny_mlp_eager.json"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    Result p = run("profile " + cfg + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+                   "--quiet --json " + path("profile_tiny_mlp.json"));
+    ASSERT_EQ(p.code, 0) << p.err;
+    // A stand-in for pytorch_reference.py's output: mpbench's runs, 4x faster, with a profile
+    // block as --profile-steps writes it, so that every row is "mpbench slower".
+    json pt = json::parse(read_file(path("tiny_mlp_eager.json")));
+    pt["tool"]["name"] = "pytorch";
+    for (auto& run : pt["runs"]) {
+      run["epoch_time_ms"]["median"] = run["epoch_time_ms"]["median"].get<double>() / 4;
+      run["profile"] = {
+          {"steps", 2},
+          {"basis", "self CPU time"},
+          {"total_ms_per_step", 0.5},
+          {"entries", {{{"name", "aten::addmm"}, {"calls_per_step", 2}, {"ms_per_step", 0.3}}}}};
+    }
+    write("pytorch.json", pt.dump());
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string script(const std::string& name) const {
+    return std::string("python3 ") + MPBENCH_SOURCE_DIR + "/scripts/" + name;
+  }
+};
+
+}  // namespace
+
+TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
+  Result r = mpbench::test::run_shell(
+      script("side_by_side.py") + " --mpbench " + path("tiny_mlp_eager.json") + " --pytorch " +
+          path("pytorch.json") + " --profiles " + path("profile_tiny_mlp.json") + " --md " +
+          path("side.md"),
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string md = read_file(path("side.md"));
+  EXPECT_EQ(md, r.out);
+  for (const char* part : {"| tiny_mlp | fp32 |", "| tiny_mlp | amp_bf16 |",
+                           "## Where the time goes", "### tiny_mlp fp32", "### tiny_mlp amp_bf16",
+                           "| mpbench op |", "| gemm |", "fc1 fwd", "`aten::addmm`"})
+    EXPECT_NE(md.find(part), std::string::npos) << part << " in:\n" << md;
+  // The ratio column says 4.00 (mpbench over PyTorch) for every row.
+  EXPECT_NE(md.find("| 4.00 |"), std::string::npos) << md;
+}
+
+TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
+  // What device_check.sh leaves in OUTDIR: the result and profile JSONs merged by file name.
+  fs::create_directories(dir_ / "out");
+  json runs = {{"tiny_mlp_eager.json", json::parse(read_file(path("tiny_mlp_eager.json")))}};
+  json profs = {{"profile_tiny_mlp.json", json::parse(read_file(path("profile_tiny_mlp.json")))}};
+  write("out/mpbench_results.json", runs.dump());
+  write("out/profiles.json", profs.dump());
+  write("out/pytorch.json", read_file(path("pytorch.json")));
+  write("out/device_check.log", "log\n");
+  Result r = mpbench::test::run_shell(
+      script("unpack_device_results.py") + " " + path("out") + " --to " + path("results"),
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"tiny_mlp_eager.json", "profile_tiny_mlp.json", "pytorch.json",
+                        "device_check.log", "side_by_side.md"})
+    EXPECT_TRUE(fs::exists(dir_ / "results" / f)) << f << "\n" << r.out;
+  const json back = json::parse(read_file(path("results/tiny_mlp_eager.json")));
+  EXPECT_EQ(back, runs["tiny_mlp_eager.json"]);
+  EXPECT_NE(read_file(path("results/side_by_side.md")).find("## Where the time goes"),
+            std::string::npos);
+  // A missing source folder is bad input, said in one line.
+  Result bad = mpbench::test::run_shell(
+      script("unpack_device_results.py") + " " + path("nope") + " --to " + path("results"),
+      dir_.string());
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
+}
