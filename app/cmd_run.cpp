@@ -8,6 +8,7 @@
 #include "app/progress.h"
 #include "app/report_writers.h"
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "train/trainer.h"
 
@@ -60,6 +61,30 @@ void apply_run_overrides(Spec& spec, const RunArgs& a) {
   }
 }
 
+namespace {
+
+// Training FLOPs above which a CPU run gets a note: ~17 minutes at 100 GFLOP/s, more than a
+// desktop's CPU reference does (bench/README.md), so without a GPU such a run looks hung in a
+// log that has no progress bar.
+constexpr double kHeavyCpuFlops = 1e14;
+
+void warn_if_heavy_for_cpu(const std::vector<Spec>& specs) {
+  for (const Spec& spec : specs) {
+    const int64_t steps = spec.train.warmup_steps +
+                          spec.train.epochs * (spec.data.train_samples / spec.train.batch_size);
+    const double flops = 3.0 * Model(spec, Precision::FP32).forward_flops_per_sample() *
+                         static_cast<double>(spec.train.batch_size) * static_cast<double>(steps) *
+                         static_cast<double>(spec.precisions.size());
+    if (flops > kHeavyCpuFlops)
+      std::cerr << fmt::format(
+          "mpbench: note: {} trains {:.3g} TFLOP over its {} mode(s), {:.0f} min at 100 GFLOP/s; "
+          "the CPU reference is meant for small specs (configs/tiny_*.json)\n",
+          spec.name, flops / 1e12, spec.precisions.size(), flops / 1e11 / 60);
+  }
+}
+
+}  // namespace
+
 int cmd_run(const RunArgs& args) {
   // Everything that can be wrong with the input is checked before minutes of training.
   std::vector<Spec> specs;
@@ -72,6 +97,7 @@ int cmd_run(const RunArgs& args) {
     if (!path->empty()) check_writable(*path, option);
 
   auto be = select_backend(args.device, args.quiet);
+  if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   if (args.cuda_graphs && !be->supports_graphs() && !args.quiet)
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";

@@ -166,6 +166,22 @@ TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
   EXPECT_TRUE(q.err.empty()) << q.err;
 }
 
+TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
+  // ~5e14 training FLOPs: the note comes before the data is even made; the run is cut short.
+  const std::string heavy =
+      spec_file("heavy.json", R"({"name": "heavy", "model": {"type": "mlp", "input_dim": 256,
+      "hidden": [8192, 8192], "num_classes": 4}, "data": {"train_samples": 100000,
+      "eval_samples": 1000}, "train": {"batch_size": 1000, "epochs": 10},
+      "precisions": ["fp32"]})");
+  Result r = mpbench::test::run_shell(
+      "timeout 2 " + std::string(MPBENCH_EXE) + " run " + heavy + " --device cpu", dir_.string());
+  EXPECT_NE(r.err.find("heavy trains"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TFLOP"), std::string::npos) << r.err;
+  Result small = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32");
+  EXPECT_EQ(small.code, 0) << small.err;
+  EXPECT_EQ(small.err.find("TFLOP"), std::string::npos) << small.err;
+}
+
 TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
   fs::path json = dir_ / "p.json";
   Result r = run("profile " + tiny() + " --device cpu --steps 3 --precision fp32,amp_fp16 --top 5" +
