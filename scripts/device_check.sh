@@ -13,6 +13,7 @@
 #   MPBENCH_CHECK_TESTS    0 skips the GPU test binaries
 #   MPBENCH_CHECK_GRAPHS   0 skips the --cuda-graphs rerun of each config
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
+#   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
 #                          a machine without a GPU (default cuda)
 set -uo pipefail
@@ -99,6 +100,20 @@ for t in "$bin"/gpu_test_*; do
   tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" "$passed" "$failed" "$skipped")$'\n'
   grep -E '^\[  FAILED  \]|Failure|error' "$out/$name.log" | head -30 >>"$log"
 done
+# Optionally the kernel parity tests again under compute-sanitizer's memcheck (out-of-bounds
+# and misaligned accesses in kernels that ran clean), without the cases that take long under it.
+if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  for name in gpu_test_cuda_parity gpu_test_family_ops_parity gpu_test_conv_parity; do
+    [ -x "$bin/$name" ] || continue
+    timeout "$(limit 150)" compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/$name" \
+      --gtest_color=no \
+      --gtest_filter=-*OutOfMemory*:FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes \
+      >"$out/gpu_test_memcheck_$name.log" 2>&1
+    rc=$?
+    tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
+      "$(grep -m1 'ERROR SUMMARY' "$out/gpu_test_memcheck_$name.log" || echo 'no summary')")$'\n'
+  done
+fi
 cat "$out"/gpu_test_*.log > "$out/gpu_tests.log" 2>/dev/null && rm -f "$out"/gpu_test_*.log
 
 # Every shipped config in all its modes, eager and with CUDA graphs.
