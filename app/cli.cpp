@@ -124,8 +124,9 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_option("--precisions,--precision", profile_precisions,
                           "Comma-separated modes (default: the spec's)");
   profile_cmd
-      ->add_option("--steps", profile.steps,
-                   "Training steps to profile per mode, after the warm-up (at least 2 steps)")
+      ->add_option(
+          "--steps", profile.steps,
+          "Training steps to profile per mode, after the spec's warm-up (at least 2 steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   profile_cmd->add_option("--batch-size", profile.run.batch_size, "Override the spec's batch size")
