@@ -157,7 +157,27 @@ TEST(FamilyOpsParity, BatchNormBackward) {
           gx[i] = hdy[i] * (hx[i] - mean[c]) * rstd[c];
         }
         auto dgamma_scale = column_abs_sums(gx, bc.rows, bc.c);
-        EXPECT_TRUE(env.close(dx, tol2(dt, xdt) * 10)) << "dx " << what;
+        // dx = gamma rstd (g - mean(g) - xhat mean(g xhat)) is g less its projections on 1 and
+        // xhat. At rows = 2 nothing else is left: dx is eps / (var + eps), about 1e-4, of its
+        // terms, so fp32 rounding in the terms (any order, either backend) is a relative error of
+        // order 1e-3 or more in dx. Judge dx against the magnitudes of its terms.
+        const auto hmask = env.host_cpu(relu_out), hgamma = env.host_cpu(gamma);
+        std::vector<double> mean_g(bc.c, 0.0), mean_gx(bc.c, 0.0);
+        std::vector<float> g(hdy.size()), dx_scale(hdy.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+          const size_t c = i % bc.c;
+          g[i] = mask && !(hmask[i] > 0.0f) ? 0.0f : hdy[i];
+          mean_g[c] += g[i] / static_cast<double>(bc.rows);
+          mean_gx[c] += g[i] * ((hx[i] - mean[c]) * rstd[c]) / static_cast<double>(bc.rows);
+        }
+        for (size_t i = 0; i < g.size(); ++i) {
+          const size_t c = i % bc.c;
+          const double xhat = (hx[i] - mean[c]) * rstd[c];
+          dx_scale[i] = static_cast<float>(
+              std::fabs(hgamma[c] * rstd[c]) *
+              (std::fabs(g[i]) + std::fabs(mean_g[c]) + std::fabs(xhat * mean_gx[c])));
+        }
+        EXPECT_TRUE(env.close(dx, tol2(dt, xdt) * 10, &dx_scale)) << "dx " << what;
         EXPECT_TRUE(env.close(dbeta, 1e-5, &dbeta_scale)) << "dbeta " << what;
         EXPECT_TRUE(env.close(dgamma, 1e-5, &dgamma_scale)) << "dgamma " << what;
         if (pre) EXPECT_TRUE(env.same(d_pre)) << "d_pre " << what;

@@ -1,5 +1,5 @@
 // A 50-step training run on the GPU follows the CPU reference step by step: per-step loss within
-// 1e-4 (fp32) or 2e-2 (AMP modes) relative, and the loss-scale trajectory exactly.
+// the tolerance below, and the loss-scale trajectory exactly.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -12,6 +12,44 @@
 #include "train/trainer.h"
 
 using namespace mpbench;
+
+namespace {
+
+// Two runs of one spec whose kernels round differently (summation orders, atomics, cuDNN's
+// algorithms, the GELU epilogue's tanh) drift apart as they train; how far depends on the mode and
+// the family. Measured on the CPU reference, rerun with every reduction's output perturbed by
+// 3e-7 to 3e-6 relative (a different summation order's size), 3 to 10 runs per case, the worst
+// relative loss difference over the 50 steps was:
+//   fp32: mlp 9e-7, transformer 1e-7, resnet 9e-5 (at the lowered lr below);
+//   tf32: mlp 7e-5 (3e-4 with 1e-4 perturbations, a TF32 input rounding done differently),
+//         transformer 1.8e-3, resnet 2.2e-4;
+//   amp_fp16 / amp_bf16: mlp 5e-4 (1.2e-3 with 1e-4), transformer 1.6e-3, resnet 7e-4.
+// TF32 rounds GEMM inputs to fp16's 10-bit mantissa: a perturbation that flips one of those
+// roundings moves a value by 2^-11, so it drifts like the AMP modes, not like fp32.
+double loss_tolerance(const Spec& spec, Precision p) {
+  const bool mlp = spec.family == "mlp";
+  if (p == Precision::FP32) return mlp ? 1e-4 : 1e-3;
+  if (p == Precision::TF32 && mlp) return 1e-3;
+  return 2e-2;
+}
+
+// The tiny resnet at its own lr (SGD 0.05, momentum 0.9, batch statistics over 32 images) is
+// chaotic: in the experiment above its runs drifted apart by 7.5e-3 (fp32) and 0.07 to 0.13
+// (tf32, AMP) within 50 steps, from perturbations as small as 3e-8. At lr 0.001 its weights
+// still move every step, and its runs stay within the numbers above.
+void make_comparable(Spec& spec) {
+  if (spec.family == "resnet_bottleneck") spec.train.optimizer.lr *= 0.02f;
+}
+
+// Every 10 steps, so that the scale moves within 50 steps. The resnet's fp16 weight gradients
+// overflow at a scale of 524288 on a knife edge (the CPU run overflowed at a step where 8 of 8
+// perturbed runs did not), so its scale grows every 20 steps and peaks at 262144, where no run
+// overflowed.
+int64_t growth_interval_for_parity(const Spec& spec) {
+  return spec.family == "resnet_bottleneck" ? 20 : 10;
+}
+
+}  // namespace
 
 // The tiny config of each model family, in every mode.
 struct ParityCase {
@@ -29,7 +67,8 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
   spec.train.epochs = 1;
   spec.train.warmup_steps = 0;
   spec.data.train_samples = 50 * spec.train.batch_size;
-  spec.loss_scale.growth_interval = 10;  // the scale moves within 50 steps
+  make_comparable(spec);
+  spec.loss_scale.growth_interval = growth_interval_for_parity(spec);
   Dataset data = make_dataset(spec);
   auto cpu = make_cpu_backend();
   auto gpu = make_cuda_backend(0);
@@ -39,11 +78,7 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
   ASSERT_EQ(rg.status, RunStatus::Ok) << rg.status_detail;
   ASSERT_EQ(rc.steps.size(), 50u);
   ASSERT_EQ(rg.steps.size(), 50u);
-  // fp32 modes: 1e-4 for the MLP (GEMMs only). Convolutions (cuDNN picks its own summation
-  // order), batch statistics and the embedding gradient's atomics add more rounding differences
-  // that 50 steps of training amplify, hence 1e-3 for the other families.
-  const bool mlp = spec.family == "mlp";
-  const double tol = precision_info(c.precision).master_weights ? 2e-2 : (mlp ? 1e-4 : 1e-3);
+  const double tol = loss_tolerance(spec, c.precision);
   for (size_t i = 0; i < 50; ++i) {
     double a = rc.steps[i].loss, b = rg.steps[i].loss;
     EXPECT_LE(std::fabs(a - b), tol * std::fabs(a))
@@ -75,6 +110,7 @@ TEST_P(GraphsMatchEager, AmpFp16) {
   if (cuda_device_count(&why) == 0) GTEST_SKIP() << why;
   Spec spec = load_spec(test::source_dir() + "/configs/" + GetParam() + ".json");
   spec.train.epochs = 1;
+  make_comparable(spec);
   Dataset data = make_dataset(spec);
   auto gpu = make_cuda_backend(0);
   RunResult eager = train_and_measure(spec, data, Precision::AMP_FP16, *gpu);
@@ -87,8 +123,11 @@ TEST_P(GraphsMatchEager, AmpFp16) {
   ASSERT_EQ(eager.steps.size(), graph.steps.size());
   // Bitwise for the MLP. The transformer's embedding gradient sums with atomics, and some of
   // cuDNN's backward-filter algorithms do too, so their order varies from run to run and the
-  // trajectories drift apart by rounding.
-  const double tol = spec.family == "mlp" ? 0.0 : 1e-4;
+  // trajectories drift apart by rounding. On the CPU reference, one-ulp perturbations of the
+  // embedding gradient alone drifted the transformer's 130 amp_fp16 steps apart by up to 5.5e-3
+  // (3 runs); 3e-7 perturbations of every reduction drifted the resnet's 66 steps apart by
+  // 2.4e-4 at make_comparable's lr (by 0.2 at its own).
+  const double tol = spec.family == "mlp" ? 0.0 : 2e-2;
   for (size_t i = 0; i < eager.steps.size(); ++i) {
     const double a = eager.steps[i].loss, b = graph.steps[i].loss;
     if (tol == 0.0)
