@@ -147,7 +147,10 @@ int mpbench_main(int argc, char** argv) {
   ReportArgs report_args;
   auto* report_cmd = app.add_subcommand(
       "report", "Render result JSON files as one self-contained HTML page with charts");
-  report_cmd->add_option("results", report_args.inputs, "Result JSON file(s) (mpbench run --json)")
+  report_cmd
+      ->add_option(
+          "results", report_args.inputs,
+          "Result JSON file(s) (mpbench run --json), and optionally mpbench profile --json files")
       ->required();
   report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
   report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");

@@ -19,9 +19,18 @@ int cmd_report(const ReportArgs& args) {
   if (!args.md_path.empty()) check_writable(args.md_path, "--md");
 
   std::vector<ReportInput> inputs;
-  for (const std::string& path : args.inputs) inputs.push_back({path, load_report_file(path)});
+  std::vector<ProfileInput> profiles;
+  for (const std::string& path : args.inputs) {
+    if (auto prof = load_profile_file(path)) {
+      profiles.push_back(std::move(*prof));
+    } else {
+      inputs.push_back({path, load_report_file(path)});
+    }
+  }
+  if (inputs.empty())
+    throw_bad_input("report: give at least one result JSON file (profiles go beside its runs)");
 
-  write_file_atomic(args.html_path, format_html(inputs));
+  write_file_atomic(args.html_path, format_html(inputs, profiles));
   if (!args.md_path.empty()) {
     std::string md;
     if (inputs.size() == 1) {

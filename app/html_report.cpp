@@ -612,66 +612,149 @@ std::string memory_chart(const std::vector<Series>& series) {
                    {label, [](double v) { return format_general(v); }, u.scale});
 }
 
-std::string memory_breakdown_chart(const std::vector<Series>& series) {
+// One horizontal stacked bar per row on a shared axis, parts coloured by legend key.
+struct Stack {
+  std::string label;
+  std::vector<double> parts;  // one per legend key (0: none)
+  std::string total;          // written after the bar
+  bool bad = false;           // the total is a run status
+};
+
+// tip(row, key, value): a part's hover text. Values are divided by `scale` for the ticks.
+std::string stacked_chart(const std::string& kind, const std::string& aria,
+                          const std::vector<Stack>& stacks,
+                          const std::vector<std::pair<std::string, std::string>>& keys,
+                          const std::string& axis_label, double scale,
+                          const std::function<std::string(size_t, size_t, double)>& tip) {
   const double W = kBarW, left = kBarLeft, right = kBarRight, row = kBarRow, top = kBarTop,
                bottom = 46;
   const double pw = W - left - right;
-  double max_b = 0;
-  std::array<bool, kMemCategoryCount> used{};
-  for (const Series& s : series) {
+  double max_v = 0;
+  std::vector<bool> used(keys.size());
+  for (const Stack& st : stacks) {
     double sum = 0;
-    for (int c = 0; c < kMemCategoryCount; ++c) {
-      sum += double(s.run->memory.by_category[c]);
-      used[c] = used[c] || s.run->memory.by_category[c] > 0;
+    for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
+      sum += st.parts[k];
+      used[k] = used[k] || st.parts[k] > 0;
     }
-    max_b = std::max(max_b, sum);
+    max_v = std::max(max_v, sum);
   }
-  const ByteUnit u = byte_unit(max_b);
-  const std::vector<double> ticks = nice_ticks(0, std::max(max_b, 1.0) / u.scale, 6);
-  const double top_v = std::max(max_b, ticks.back() * u.scale);
-  const double y_axis = top + series.size() * row, H = y_axis + bottom;
+  const std::vector<double> ticks = nice_ticks(0, std::max(max_v / scale, 1e-9), 6);
+  const double top_v = std::max(max_v, ticks.back() * scale);
+  const double y_axis = top + stacks.size() * row, H = y_axis + bottom;
   auto xs = [&](double v) { return left + pw * std::clamp(v / top_v, 0.0, 1.0); };
 
-  std::string s = svg_open("chart-memory-breakdown", W, H, "peak memory by category");
+  std::string s = svg_open(kind, W, H, aria);
   for (double t : ticks) {
-    const double x = xs(t * u.scale);
+    const double x = xs(t * scale);
     s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
                      px(x), px(top - 4), px(y_axis));
     s += text(x, y_axis + 15, format_general(t), "tick", "middle");
   }
   s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(left),
                    px(left), px(top - 4), px(y_axis));
-  s += text(left + pw / 2, H - 8, std::string("peak per category (") + u.name + ")", "axis-label",
-            "middle");
-  for (size_t i = 0; i < series.size(); ++i) {
-    const Series& se = series[i];
+  s += text(left + pw / 2, H - 8, axis_label, "axis-label", "middle");
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const Stack& st = stacks[i];
     const double y = top + i * row + 4, bh = row - 8, cy = y + bh / 2 + 4;
-    s += text(left - 8, cy, shorten(se.label, 30), "bar-label", "end");
+    s += text(left - 8, cy, shorten(st.label, 30), "bar-label", "end");
     double acc = 0;
-    for (int c = 0; c < kMemCategoryCount; ++c) {
-      const size_t v = se.run->memory.by_category[c];
-      if (v == 0) continue;
-      const double xa = xs(acc), xb = xs(acc + double(v));
-      acc += double(v);
+    for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
+      const double v = st.parts[k];
+      if (!(v > 0)) continue;
+      const double xa = xs(acc), xb = xs(acc + v);
+      acc += v;
       s += fmt::format(
-          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>{}: {} {}"
-          "</title></rect>\n",
-          px(xa), px(y), px(std::max(0.5, xb - xa)), px(bh), kCategoryColor[c], esc(se.label),
-          mem_category_name(static_cast<MemCategory>(c)), format_bytes(v));
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+          "fill=\"{}\"><title>{}</title></rect>\n",
+          px(xa), px(y), px(std::max(0.5, xb - xa)), px(bh), keys[k].second, esc(tip(i, k, v)));
     }
-    std::string total = format_bytes(static_cast<size_t>(acc));
-    if (se.run->status != RunStatus::Ok)
-      total += " · " + std::string(run_status_name(se.run->status));
-    s += text(xs(acc) + 6, cy, total, se.run->status != RunStatus::Ok ? "status" : "value");
+    s += text(xs(acc) + 6, cy, st.total, st.bad ? "status" : "value");
   }
   s += "</svg>\n";
 
   std::vector<std::pair<std::string, std::string>> items;
-  for (int c = 0; c < kMemCategoryCount; ++c) {
-    if (used[c])
-      items.emplace_back(mem_category_name(static_cast<MemCategory>(c)), kCategoryColor[c]);
-  }
+  for (size_t k = 0; k < keys.size(); ++k)
+    if (used[k]) items.push_back(keys[k]);
   return legend_html(items) + s;
+}
+
+std::string memory_breakdown_chart(const std::vector<Series>& series) {
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    keys.emplace_back(mem_category_name(static_cast<MemCategory>(c)), kCategoryColor[c]);
+  std::vector<Stack> stacks;
+  double max_b = 0;
+  for (const Series& se : series) {
+    Stack st{se.label, {}, "", se.run->status != RunStatus::Ok};
+    double sum = 0;
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      st.parts.push_back(double(se.run->memory.by_category[c]));
+      sum += st.parts.back();
+    }
+    st.total = format_bytes(static_cast<size_t>(sum));
+    if (st.bad) st.total += " · " + std::string(run_status_name(se.run->status));
+    max_b = std::max(max_b, sum);
+    stacks.push_back(std::move(st));
+  }
+  const ByteUnit u = byte_unit(max_b);
+  return stacked_chart("chart-memory-breakdown", "peak memory by category", stacks, keys,
+                       std::string("peak per category (") + u.name + ")", u.scale,
+                       [&](size_t i, size_t k, double v) {
+                         return series[i].label + ": " + keys[k].first + " " +
+                                format_bytes(static_cast<size_t>(v));
+                       });
+}
+
+// Op groups of the profile chart: few enough for a legend, each a kind of work.
+const std::array<std::pair<const char*, const char*>, 7> kOpGroups = {{
+    {"GEMM", "#3b6fb6"},
+    {"convolution", "#9dbbe3"},
+    {"normalisation", "#2e9d6b"},
+    {"attention softmax", "#8e5cb8"},
+    {"loss", "#e07b24"},
+    {"optimizer, unscale, loss scale", "#f3c08e"},
+    {"elementwise, casts, copies", "#a8a29e"},
+}};
+
+size_t op_group(const std::string& op) {
+  auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
+  if (op == "gemm") return 0;
+  if (starts("conv2d_")) return 1;
+  if (starts("batchnorm_") || starts("layernorm_")) return 2;
+  if (starts("attention_softmax_")) return 3;
+  if (op == "softmax_xent") return 4;
+  if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
+      op == "update_loss_scale" || op == "count_step")
+    return 5;
+  return 6;
+}
+
+// The profiles of one model: a bar per (file, mode) of the time per step by op group.
+std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
+  std::vector<std::pair<std::string, std::string>> keys;
+  for (const auto& [name, color] : kOpGroups) keys.emplace_back(name, color);
+  std::vector<Stack> stacks;
+  for (const ProfileInput* pr : profiles) {
+    for (const ProfileInput::Mode& m : pr->modes) {
+      Stack st;
+      st.label = m.precision + (profiles.size() > 1 ? " · " + file_stem(pr->path) : "");
+      st.parts.assign(keys.size(), 0.0);
+      double sum = 0;
+      for (const auto& [op, ms] : m.ms_by_op) {
+        st.parts[op_group(op)] += ms;
+        sum += ms;
+      }
+      st.bad = m.status != "ok";
+      // Short, to fit right of the longest bar: the ops' sum of the step's median time.
+      st.total = st.bad ? m.status : fmt::format("{:.3g} of {:.3g} ms", sum, m.step_ms);
+      stacks.push_back(std::move(st));
+    }
+  }
+  return stacked_chart("chart-profile", "time per training step by op", stacks, keys,
+                       "device time per step (ms)", 1.0, [&](size_t i, size_t k, double v) {
+                         return stacks[i].label + ": " + keys[k].first + " " + format_ms(v);
+                       });
 }
 
 std::vector<double> epoch_boundaries(const RunResult& r) {
@@ -955,20 +1038,55 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
   return out;
 }
 
-Report load_report_file(const std::string& path) {
+namespace {
+
+json read_json_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw_bad_input(fmt::format("{}: cannot open result file", path));
   std::stringstream ss;
   ss << f.rdbuf();
-  json j;
   try {
-    j = json::parse(ss.str());
+    return json::parse(ss.str());
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> after "] ".
     if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
     throw_bad_input(fmt::format("{}: not valid JSON: {}", path, what));
   }
+}
+
+}  // namespace
+
+std::optional<ProfileInput> load_profile_file(const std::string& path) {
+  const json j = read_json_file(path);
+  if (!j.is_object() || !j.contains("profiles")) return std::nullopt;
+  try {
+    ProfileInput in;
+    in.path = path;
+    in.model = j.at("spec").at("name").get<std::string>();
+    for (const json& p : j.at("profiles")) {
+      ProfileInput::Mode m;
+      m.precision = p.at("precision").get<std::string>();
+      m.status = p.at("status").get<std::string>();
+      m.step_ms = p.at("step_time_ms").get<double>();
+      for (const json& o : p.at("ops")) {
+        const std::string op = o.at("op").get<std::string>();
+        const double ms = o.at("ms_per_step").get<double>();
+        auto it = std::find_if(m.ms_by_op.begin(), m.ms_by_op.end(),
+                               [&](const auto& e) { return e.first == op; });
+        if (it == m.ms_by_op.end()) it = m.ms_by_op.insert(m.ms_by_op.end(), {op, 0.0});
+        it->second += ms;
+      }
+      in.modes.push_back(std::move(m));
+    }
+    return in;
+  } catch (const json::exception& e) {
+    throw_bad_input(fmt::format("{}: not an mpbench profile file: {}", path, e.what()));
+  }
+}
+
+Report load_report_file(const std::string& path) {
+  const json j = read_json_file(path);
   try {
     return report_from_json(j);
   } catch (const Error& e) {
@@ -978,8 +1096,15 @@ Report load_report_file(const std::string& path) {
   }
 }
 
-std::string format_html(const std::vector<ReportInput>& inputs) {
+std::string format_html(const std::vector<ReportInput>& inputs,
+                        const std::vector<ProfileInput>& profiles) {
   const std::vector<ModelSection> sections = build_sections(inputs);
+  for (const ProfileInput& pr : profiles) {
+    if (std::none_of(sections.begin(), sections.end(),
+                     [&](const ModelSection& sec) { return sec.model == pr.model; }))
+      throw_bad_input(fmt::format("{}: profiles model '{}', which has no runs in the result files",
+                                  pr.path, pr.model));
+  }
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
@@ -992,6 +1117,10 @@ std::string format_html(const std::vector<ReportInput>& inputs) {
   h += "<header><h1>mpbench report</h1>\n";
   h += fmt::format("<p>{} result file{}:", inputs.size(), inputs.size() == 1 ? "" : "s");
   for (size_t i = 0; i < inputs.size(); ++i) h += (i ? ", " : " ") + esc(inputs[i].path);
+  if (!profiles.empty()) {
+    h += fmt::format("; {} profile file{}:", profiles.size(), profiles.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < profiles.size(); ++i) h += (i ? ", " : " ") + esc(profiles[i].path);
+  }
   h += "</p>\n";
   {
     // Files from one machine and build share a line.
@@ -1042,6 +1171,14 @@ std::string format_html(const std::vector<ReportInput>& inputs) {
                 bars_legend(sec.series) + memory_chart(sec.series));
     h += figure("Memory by category <span class=\"sub\">each category's own peak</span>",
                 memory_breakdown_chart(sec.series));
+    std::vector<const ProfileInput*> mine;
+    for (const ProfileInput& pr : profiles)
+      if (pr.model == sec.model) mine.push_back(&pr);
+    if (!mine.empty())
+      h += figure(
+          "Where a step's time goes <span class=\"sub\">mpbench profile: each op's device time "
+          "per step, by kind</span>",
+          profile_chart(mine));
     h += "</div>\n";
     h += loss_charts(sec.series);
     h += "<div class=\"card\">\n";

@@ -3,6 +3,7 @@
 // shows one or more result files side by side: per model, bars of epoch time, throughput and peak
 // memory per run, the memory breakdown by category, loss curves and loss-scale trajectories, the
 // console tables, and each file's environment.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,8 +17,23 @@ struct ReportInput {
   Report report;
 };
 
+// What `mpbench profile --json` wrote: per mode, the time per training step summed per op.
+struct ProfileInput {
+  std::string path;
+  std::string model;  // the spec's name
+  struct Mode {
+    std::string precision, status;
+    double step_ms = 0;                                    // median step time of the profiled run
+    std::vector<std::pair<std::string, double>> ms_by_op;  // op -> ms per step, first-seen order
+  };
+  std::vector<Mode> modes;
+};
+
 // The whole page. Every text taken from the inputs is HTML-escaped; no coordinate is ever NaN.
-std::string format_html(const std::vector<ReportInput>& inputs);
+// Each profile adds a chart of where a step's time goes to its model's section; a profile of a
+// model with no runs among `inputs` is bad input.
+std::string format_html(const std::vector<ReportInput>& inputs,
+                        const std::vector<ProfileInput>& profiles = {});
 
 // & < > " ' as entities.
 std::string html_escape(const std::string& s);
@@ -30,5 +46,9 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
 
 // Reads and checks a result file (schema_version 1). Throws Error(BadInput) naming the file.
 Report load_report_file(const std::string& path);
+// Reads a file written by `mpbench profile --json`; nullopt when the JSON is not one (it has no
+// "profiles"), so that the caller reads it as a result file. Throws Error(BadInput) naming the
+// file when it is malformed.
+std::optional<ProfileInput> load_profile_file(const std::string& path);
 
 }  // namespace mpbench

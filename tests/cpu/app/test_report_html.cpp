@@ -38,12 +38,17 @@ Result sh(const std::string& cmd, const fs::path& dir) {
   return mpbench::test::run_shell(cmd, dir.string());
 }
 
+// The committed H200 results of the three MLP configs, eager and with graphs (named, so that
+// results of other configs added to the folder later do not change what this test expects).
 std::vector<std::string> h200_files() {
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(fs::path(MPBENCH_SOURCE_DIR) / "results/h200")) {
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  for (const char* model : {"mlp_wide", "mnist_mlp", "tiny_mlp"}) {
+    for (const char* variant : {"eager", "graphs"}) {
+      const fs::path p = fs::path(MPBENCH_SOURCE_DIR) / "results/h200" /
+                         (std::string(model) + "_" + variant + ".json");
+      if (fs::exists(p)) files.push_back(p.string());
+    }
   }
-  std::sort(files.begin(), files.end());
   return files;
 }
 
@@ -246,6 +251,51 @@ TEST_F(ReportHtml, RendersInHeadlessChromium) {
   EXPECT_EQ(bytes.substr(1, 3), "PNG");
   if (const char* keep = std::getenv("MPBENCH_REPORT_SCREENSHOT"))
     fs::copy_file(png, keep, fs::copy_options::overwrite_existing);
+}
+
+TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
+  const std::string run = cpu_run();
+  const std::string prof = (dir_ / "prof.json").string();
+  const Result p = mpbench("profile " + std::string(MPBENCH_SOURCE_DIR) +
+                           "/configs/tiny_mlp.json --device cpu --quiet --steps 2 " +
+                           "--precisions fp32,amp_bf16 --json " + prof);
+  ASSERT_EQ(p.code, 0) << p.err;
+  const fs::path html_path = dir_ / "r.html";
+  const Result r = mpbench("report " + run + " " + prof + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(count(html, "class=\"chart chart-profile\""), 1u);
+  EXPECT_NE(html.find("Where a step"), std::string::npos);
+  EXPECT_NE(html.find("1 profile file: " + prof), std::string::npos);
+  // A bar per profiled mode, the GEMMs and the optimizer among its parts, the step beside it.
+  const std::string chart = html.substr(html.find("chart chart-profile"));
+  EXPECT_NE(chart.find(">fp32<"), std::string::npos);
+  EXPECT_NE(chart.find(">amp_bf16<"), std::string::npos);
+  EXPECT_NE(chart.find("fp32: GEMM "), std::string::npos);
+  EXPECT_NE(chart.find("amp_bf16: optimizer, unscale, loss scale "), std::string::npos);
+  EXPECT_NE(chart.find(" ms</text>"), std::string::npos);
+  expect_finite_coordinates(html);
+
+  // Profiles are extras: one alone, or one of a model without runs, is bad input.
+  json other = json::parse(read_file(prof));
+  other["spec"]["name"] = "elsewhere";
+  const std::string other_path = (dir_ / "other.json").string();
+  std::ofstream(other_path) << other.dump();
+  json broken = json::parse(read_file(prof));
+  broken["profiles"][0].erase("ops");
+  const std::string broken_path = (dir_ / "broken.json").string();
+  std::ofstream(broken_path) << broken.dump();
+  const std::string out = (dir_ / "o.html").string();
+  for (const auto& [args, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {"report " + prof + " --html " + out, "at least one result"},
+           {"report " + run + " " + other_path + " --html " + out, "elsewhere"},
+           {"report " + run + " " + broken_path + " --html " + out, "not an mpbench profile"}}) {
+    const Result b = mpbench(args);
+    EXPECT_EQ(b.code, 2) << args << "\n" << b.err;
+    EXPECT_EQ(count(b.err, "\n"), 1u) << b.err;
+    EXPECT_NE(b.err.find(fragment), std::string::npos) << b.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
 }
 
 TEST_F(ReportHtml, BadInputsExit2) {
