@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/synthetic_images.h"
 
 namespace mpbench {
 
@@ -579,6 +580,26 @@ void check_sizes(const Ctx& ctx, const Spec& s) {
   }
 }
 
+// What a resnet spec needs beyond its own fields' ranges: batchnorm statistics over more than
+// one value per channel (the smallest batchnorm sees batch x (image_size / stride)^2 of them),
+// and synthetic data with at least as many motif arrangements as classes.
+void check_resnet_training(const Ctx& ctx, const Spec& s, const ResnetSpec& r) {
+  const int64_t side = r.image_size / r.stride;
+  if (s.train.batch_size * side * side < 2) {
+    ctx.fail("train.batch_size",
+             fmt::format("expected batch_size x (model.image_size / model.stride)^2 >= 2 "
+                         "(batchnorm needs more than one value per channel), got {} x {}^2",
+                         s.train.batch_size, side));
+  }
+  if (s.data.type == "synthetic" && r.num_classes > synthetic_image_max_classes(r)) {
+    ctx.fail(
+        "model.num_classes",
+        fmt::format("expected at most {} for synthetic {}x{} images (the distinct "
+                    "arrangements of their motif), got {}",
+                    synthetic_image_max_classes(r), r.image_size, r.image_size, r.num_classes));
+  }
+}
+
 // nlohmann reports a byte offset; editors want line:column.
 std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
   size_t line = 1, col = 1;
@@ -745,6 +766,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     validate_fp32_layers(s, mlp_layer_names(*mlp));
   }
 
+  if (const auto* res = std::get_if<ResnetSpec>(&s.model)) check_resnet_training(ctx, s, *res);
   check_sizes(ctx, s);
   return s;
 }

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -116,14 +118,20 @@ std::vector<float> synthetic_image_motifs(const ResnetSpec& r, uint64_t seed,
     const double scale = sq > 0 ? 1.0 / std::sqrt(sq / static_cast<double>(pixels)) : 0.0;
     for (int64_t p = 0; p < pixels; ++p) base[p * c + ch] *= scale;
   }
-  // One arrangement per class (Fisher-Yates); two equal ones are redrawn.
+  // One arrangement per class (Fisher-Yates); two equal ones are redrawn. There must be enough
+  // arrangements (the spec's validation checks), else this would never end; `seen` keeps the
+  // check for a repeat logarithmic, for up to a million classes.
+  MPB_CHECK(r.num_classes <= synthetic_image_max_classes(r, task),
+            "synthetic images: {} classes, but {}x{} images have only {} motif arrangements",
+            r.num_classes, r.image_size, r.image_size, synthetic_image_max_classes(r, task));
   std::vector<std::vector<int>> perms;
+  std::set<std::vector<int>> seen;
   while (static_cast<int64_t>(perms.size()) < r.num_classes) {
     std::vector<int> p(static_cast<size_t>(pixels));
     for (int j = 0; j < pixels; ++j) p[j] = j;
     for (int j = static_cast<int>(pixels) - 1; j > 0; --j)
       std::swap(p[j], p[rng.below(static_cast<uint32_t>(j + 1))]);
-    if (std::find(perms.begin(), perms.end(), p) == perms.end()) perms.push_back(std::move(p));
+    if (seen.insert(p).second) perms.push_back(std::move(p));
   }
   std::vector<float> motifs(static_cast<size_t>(r.num_classes * pixels * c));
   for (int64_t k = 0; k < r.num_classes; ++k)
@@ -131,6 +139,16 @@ std::vector<float> synthetic_image_motifs(const ResnetSpec& r, uint64_t seed,
       for (int64_t ch = 0; ch < c; ++ch)
         motifs[(k * pixels + j) * c + ch] = static_cast<float>(base[perms[k][j] * c + ch]);
   return motifs;
+}
+
+int64_t synthetic_image_max_classes(const ResnetSpec& r, const SyntheticImageTask& task) {
+  const int64_t pixels = static_cast<int64_t>(motif_side(r, task)) * motif_side(r, task);
+  int64_t f = 1;
+  for (int64_t k = 2; k <= pixels; ++k) {
+    if (f > std::numeric_limits<int64_t>::max() / k) return std::numeric_limits<int64_t>::max();
+    f *= k;
+  }
+  return f;
 }
 
 Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_eval, uint64_t seed,

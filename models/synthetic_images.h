@@ -61,4 +61,10 @@ Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_ev
 std::vector<float> synthetic_image_motifs(const ResnetSpec& r, uint64_t seed,
                                           const SyntheticImageTask& task = SyntheticImageTask{});
 
+// The most classes the task can tell apart at r's image size: the distinct arrangements of the
+// motif, (m*m)! with m = min(motif_size, image_size), capped at INT64_MAX. 1 for 1x1 images,
+// 24 for 2x2. Spec validation holds num_classes to it.
+int64_t synthetic_image_max_classes(const ResnetSpec& r,
+                                    const SyntheticImageTask& task = SyntheticImageTask{});
+
 }  // namespace mpbench

@@ -26,6 +26,18 @@ const char* kGood = R"({"name": "t", "model": {"type": "mlp", "input_dim": 16, "
   "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
   "train": {"batch_size": 32, "epochs": 1}})";
 
+// A 1x1-image resnet at batch 1: its batchnorms would see one value per channel.
+const char* kTinyImages = R"({"name": "r", "model": {"type": "resnet_bottleneck",
+  "image_size": 1, "in_channels": 4, "width": 4, "out_channels": 8, "blocks": 1,
+  "num_classes": 2}, "data": {"train_samples": 4, "eval_samples": 2},
+  "train": {"batch_size": 1, "epochs": 1}})";
+
+// 2x2 images: their 2x2 motif has 4! = 24 arrangements, one per class at most.
+const char* kManyClasses = R"({"name": "r", "model": {"type": "resnet_bottleneck",
+  "image_size": 2, "in_channels": 4, "width": 4, "out_channels": 8, "blocks": 1,
+  "num_classes": 25}, "data": {"train_samples": 4, "eval_samples": 2},
+  "train": {"batch_size": 1, "epochs": 1}})";
+
 std::string with(const std::string& from, const std::string& to) {
   std::string s = kGood;
   auto pos = s.find(from);
@@ -90,6 +102,9 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
        with("\"train_samples\": 256", "\"type\": \"idx\", \"train_samples\": 256"), "data"},
       {"inspect bad precision", "inspect {spec} --precision fp64", kGood, "fp64"},
       {"cuda without a gpu", "run {spec} --device cuda", kGood, "--device cuda"},
+      {"resnet batchnorm over one value", "validate {spec}", kTinyImages, "train.batch_size"},
+      {"resnet more classes than arrangements", "validate {spec}", kManyClasses,
+       "model.num_classes"},
       {"profile zero steps", "profile {spec} --steps 0", kGood, "--steps"},
       {"profile unknown precision", "profile {spec} --precision fp8", kGood, "fp8"},
       {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <numeric>
 
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "model_harness.h"
@@ -295,6 +297,21 @@ TEST(SyntheticImages, MotifsArePermutationsOfOneSet) {
     EXPECT_NEAR(s, 0.0, 1e-5);
     EXPECT_NEAR(s2 / pixels, 1.0, 1e-5);
   }
+}
+
+// As many classes as the motif has arrangements, and no more: 1x1 images have one, 2x2 have 4! =
+// 24 (all of them drawn, each once), and from 4x4 on the 4x4 motif has 16!.
+TEST(SyntheticImages, ClassesUpToTheMotifsArrangements) {
+  EXPECT_EQ(synthetic_image_max_classes(image_spec(1, 3, 2)), 1);
+  EXPECT_EQ(synthetic_image_max_classes(image_spec(2, 3, 2)), 24);
+  EXPECT_EQ(synthetic_image_max_classes(image_spec(3, 3, 2)), 362880);
+  EXPECT_EQ(synthetic_image_max_classes(image_spec(4, 3, 2)), 20922789888000);
+  EXPECT_EQ(synthetic_image_max_classes(image_spec(56, 3, 2)), 20922789888000);
+  const std::vector<float> m = synthetic_image_motifs(image_spec(2, 1, 24), 5);
+  std::set<std::vector<float>> distinct;
+  for (int64_t k = 0; k < 24; ++k) distinct.emplace(m.begin() + k * 4, m.begin() + (k + 1) * 4);
+  EXPECT_EQ(distinct.size(), 24u);
+  EXPECT_THROW(synthetic_image_motifs(image_spec(2, 1, 25), 5), Error);
 }
 
 // Features: per-channel mean and mean square of an image (what global pooling of per-pixel
