@@ -137,6 +137,41 @@ done
 cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
 rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
 
+# The PyTorch reference on the same specs, where this machine has PyTorch: one process per
+# config, so that a config cut off by the time limit loses only its own runs; merged into one
+# pytorch.json. It comes before the profiles: the side-by-side table is worth more than they are.
+have_torch=0
+if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
+  have_torch=1
+  for cfg in $configs; do
+    name=$(basename "$cfg" .json)
+    start=$(date +%s)
+    PYTHONUNBUFFERED=1 timeout "$(limit 120)" python3 scripts/pytorch_reference.py "$cfg" \
+      --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data \
+      --out "$out/pytorch_${name}.json" \
+      --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
+      >>"$out/pytorch.txt" 2>&1
+    say "pytorch $name: rc=$?, $(( $(date +%s) - start )) s"
+    rm -rf /tmp/mpbench-data  # the exported dataset (8 GB for resnet50_conv3)
+  done
+  python3 - "$out" <<'PY' 2>>"$log"
+import json, os, sys, glob
+out = sys.argv[1]
+merged = None
+for p in sorted(glob.glob(os.path.join(out, "pytorch_*.json"))):
+    doc = json.load(open(p))
+    os.remove(p)
+    if merged is None:
+        merged = doc
+    else:
+        merged["specs"] += doc.get("specs", [])
+        merged["runs"] += doc.get("runs", [])
+if merged is not None:
+    json.dump(merged, open(os.path.join(out, "pytorch.json"), "w"), indent=1)
+PY
+  cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
+fi
+
 # Where each config's step time goes, op by op (`mpbench profile`), for the rows slower than
 # PyTorch: a few steps per mode, every op timed with events. Text and JSON, one file each.
 if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
@@ -159,23 +194,16 @@ if merged:
 PY
 fi
 
-# The PyTorch reference on the same specs, where this machine has PyTorch, and the two side by side.
+# mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
 side=""
-if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
-  start=$(date +%s)
-  PYTHONUNBUFFERED=1 timeout "$(limit 240)" python3 scripts/pytorch_reference.py $configs \
-    --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data --out "$out/pytorch.json" \
-    --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
-    >"$out/pytorch.txt" 2>&1
-  say "pytorch reference: rc=$?, $(( $(date +%s) - start )) s"
-  if [ -f "$out/pytorch.json" ]; then
-    mpb_files=$(ls "$out"/*_eager.json "$out"/*_graphs.json 2>/dev/null)
-    profs=""; [ -f "$out/profiles.json" ] && profs="--profiles $out/profiles.json"
-    python3 scripts/side_by_side.py --mpbench $mpb_files \
-      --pytorch "$out/pytorch.json" $profs --md "$out/side_by_side.md" >/dev/null 2>>"$log"
-    side=$(sed '/^## Where the time goes/,$d' "$out/side_by_side.md" 2>/dev/null)
-  fi
-  cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
+if [ -f "$out/pytorch.json" ]; then
+  mpb_files=$(ls "$out"/*_eager.json "$out"/*_graphs.json 2>/dev/null)
+  profs=""; [ -f "$out/profiles.json" ] && profs="--profiles $out/profiles.json"
+  python3 scripts/side_by_side.py --mpbench $mpb_files \
+    --pytorch "$out/pytorch.json" $profs --md "$out/side_by_side.md" >/dev/null 2>>"$log"
+  side=$(sed '/^## Where the time goes/,$d' "$out/side_by_side.md" 2>/dev/null)
+elif [ "$have_torch" = 0 ]; then
+  say "no PyTorch on this machine: no side-by-side"
 fi
 
 # The tool returns at most 8 files: all mpbench result files go into one, keyed by file name.
