@@ -57,6 +57,14 @@ void apply_run_overrides(Spec& spec, const RunArgs& a) {
     if (a.batch_size > spec.data.train_samples)
       throw_bad_input(fmt::format("--batch-size {}: larger than {}'s {} training samples",
                                   a.batch_size, spec.source_path, spec.data.train_samples));
+    if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
+      // The spec's own batch size met this when it was loaded (models/spec.cpp).
+      const int64_t side = r->image_size / r->stride;
+      if (a.batch_size * side * side < 2)
+        throw_bad_input(fmt::format(
+            "--batch-size {}: {}'s batchnorms would see {} value(s) per channel, need 2 or more",
+            a.batch_size, spec.source_path, a.batch_size * side * side));
+    }
     spec.train.batch_size = a.batch_size;
   }
 }

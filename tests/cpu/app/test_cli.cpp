@@ -38,6 +38,12 @@ const char* kManyClasses = R"({"name": "r", "model": {"type": "resnet_bottleneck
   "num_classes": 25}, "data": {"train_samples": 4, "eval_samples": 2},
   "train": {"batch_size": 1, "epochs": 1}})";
 
+// Valid at batch 2 (2 x 1x1 values per channel after the stride), not at 1.
+const char* kTwoByTwo = R"({"name": "r", "model": {"type": "resnet_bottleneck",
+  "image_size": 2, "in_channels": 4, "width": 4, "out_channels": 8, "blocks": 1, "stride": 2,
+  "num_classes": 2}, "data": {"train_samples": 4, "eval_samples": 2},
+  "train": {"batch_size": 2, "epochs": 1}})";
+
 std::string with(const std::string& from, const std::string& to) {
   std::string s = kGood;
   auto pos = s.find(from);
@@ -105,6 +111,8 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"resnet batchnorm over one value", "validate {spec}", kTinyImages, "train.batch_size"},
       {"resnet more classes than arrangements", "validate {spec}", kManyClasses,
        "model.num_classes"},
+      {"batchnorm over one value after --batch-size", "run {spec} --batch-size 1", kTwoByTwo,
+       "--batch-size 1"},
       {"profile zero steps", "profile {spec} --steps 0", kGood, "--steps"},
       {"profile unknown precision", "profile {spec} --precision fp8", kGood, "fp8"},
       {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},
