@@ -105,7 +105,8 @@ class OpProfiler final : public Backend, public LayerObserver {
                                   Tensor& dx) override;
 
  private:
-  // Runs f, bracketed by events when enabled, and files its time under (scope, op, detail).
+  // Runs f bracketed by a pair of events and files its time under (scope, op, detail); only
+  // called while enabled.
   template <typename F>
   void timed(const char* op, const std::string& detail, double flops, F&& f);
   // Resolves the pending events into the totals (blocks until they complete).
