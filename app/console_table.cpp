@@ -244,6 +244,33 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
   return t;
 }
 
+namespace {
+
+// Epoch times that vary more than this (coefficient of variation) make a run's time and speedup
+// unreliable; on a quiet GPU they vary by well under 2%.
+constexpr double kNoisyCv = 0.10;
+
+// One line per finished run whose epoch times are not steady, after the table: which one, how
+// much, and the two usual causes (a first epoch much slower than the rest means the warm-up was
+// too short).
+std::string noisy_notes(const ModelGroup& group) {
+  std::string out;
+  for (const RunResult* r : group.runs) {
+    const TimeStats& t = r->epoch_time_ms;
+    if (r->status != RunStatus::Ok || r->epochs.size() < 3 || !(t.cv > kNoisyCv)) continue;
+    const double first = r->epochs.front().time_ms;
+    const bool first_slow = first == t.max && first > 1.5 * t.median;
+    out += fmt::format(
+        " note: {}{}: epoch times vary by {:.0f}% ({} to {} ms); {}\n", r->precision,
+        r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min), format_ms(t.max),
+        first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
+                   : "the machine was busy or its clocks moved: time and speedup are unreliable");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string format_console(const Report& report, bool ascii) {
   const std::string vbar = ascii ? "|" : "│";
   const std::string hbar = ascii ? "-" : "─";
@@ -289,6 +316,7 @@ std::string format_console(const Report& report, bool ascii) {
         first_line = false;
       }
     }
+    out += noisy_notes(group);
   }
   if (out.empty()) out = "no runs\n";
   return out;

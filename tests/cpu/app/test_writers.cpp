@@ -228,6 +228,28 @@ TEST(Console, NonFiniteLossAndAsciiStyle) {
   EXPECT_TRUE(contains(ascii, "+/-")) << ascii;
 }
 
+// Unsteady epoch times get a note under the table naming the run and the likely cause; steady
+// ones (the other rows, 2% apart) and unfinished ones none.
+TEST(Console, NotesUnsteadyEpochTimes) {
+  Report rep = make_report();
+  auto set_times = [](RunResult& r, std::vector<double> ms) {
+    for (size_t e = 0; e < ms.size(); ++e) r.epochs[e].time_ms = ms[e];
+    r.epoch_time_ms = compute_time_stats(ms);
+  };
+  set_times(rep.runs[1], {80, 120, 80});  // tf32: a busy machine in the middle
+  set_times(rep.runs[2], {130, 40, 41});  // amp_fp16: a slow first epoch
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table,
+                       " note: tf32: epoch times vary by 25% (80.00 to 120.0 ms); the "
+                       "machine was busy"))
+      << table;
+  EXPECT_TRUE(contains(table, " note: amp_fp16: epoch times vary by"));
+  EXPECT_TRUE(contains(table, "raise train.warmup_steps"));
+  EXPECT_FALSE(contains(table, "note: fp32"));
+  EXPECT_FALSE(contains(table, "note: amp_bf16"));  // oom
+  EXPECT_FALSE(contains(format_console(make_report()), "note:"));
+}
+
 TEST(Console, EmptyReport) {
   EXPECT_EQ(format_console(Report{}), "no runs\n");
 }
