@@ -630,8 +630,14 @@ def train_mode(spec, host_data, lps, mode, device, r):
     host = {k: v[:g].tolist() for k, v in series.items()}
     if ARGS.profile_steps and r["status"] == "ok":
         # After the series were read back: these steps overwrite the last slot, nothing else.
-        r["profile"] = profile_ops(lambda i: step(i % steps_per_epoch, g - 1, False),
-                                   ARGS.profile_steps, cuda)
+        # The run's figures are complete by now, so a profiler that fails (no CUPTI, say) costs
+        # the profile only.
+        try:
+            r["profile"] = profile_ops(lambda i: step(i % steps_per_epoch, g - 1, False),
+                                       ARGS.profile_steps, cuda)
+        except Exception as e:  # noqa: BLE001 - any profiler failure, reported in the file
+            r["profile"] = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+            log(ARGS, f"{spec['name']} {mode}: torch.profiler failed: {r['profile']['error']}")
     r["steps"] = {"loss": host["loss"], "grad_norm": host["norm"], "loss_scale": host["scale"],
                   "skipped": [scaling and s != 0 for s in host["skip"]], "time_ms": step_ms[:g]}
     r["skipped_steps"] = sum(r["steps"]["skipped"])

@@ -82,7 +82,9 @@ def where_time_goes(model, prec, m_prof, p_run, top=8):
         lines.append("mpbench: no profile for this row")
     prof = (p_run or {}).get("profile")
     lines.append("")
-    if prof:
+    if prof and "error" in prof:
+        lines.append(f"PyTorch: torch.profiler failed: {prof['error']}")
+    elif prof:
         lines.append(f"PyTorch (torch.profiler, {prof.get('steps')} steps, {prof.get('basis')}): "
                      f"{prof.get('total_ms_per_step', 0):.3f} ms per step")
         lines += ["", "| PyTorch kernel / op | calls | ms/step |", "|---|---:|---:|"]
