@@ -1,7 +1,7 @@
 // `mpbench profile` on the GPU: the OpProfiler's CUDA events around every op leave the training
 // itself alone (the MLP's eager steps are reproducible on the GPU, so the losses must agree with
-// and without it), every layer is seen in both scopes, and the ops' device time
-// fits inside the steps the trainer timed with its own events.
+// and without it), every layer is seen in both scopes, and the ops' device time fits inside the
+// steps the trainer timed with its own events.
 #include <set>
 
 #include <gtest/gtest.h>
