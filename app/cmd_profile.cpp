@@ -131,35 +131,52 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
       pr.steps, pr.step_ms, ops_ms, pct(ops_ms, pr.step_ms));
 
   // By layer and by op: sums over the (scope, op, detail) totals, in first-seen order.
+  struct Sum {
+    double ms = 0, flops = 0, bytes = 0;
+  };
   auto grouped = [&](auto key) {
-    std::vector<std::pair<std::string, std::pair<double, double>>> g;
+    std::vector<std::pair<std::string, Sum>> g;
     std::map<std::string, size_t> at;
     for (const auto& o : pr.ops) {
       auto [it, fresh] = at.try_emplace(key(o), g.size());
-      if (fresh) g.push_back({key(o), {0.0, 0.0}});
-      g[it->second].second.first += o.ms / steps;
-      g[it->second].second.second += o.flops / steps;
+      if (fresh) g.push_back({key(o), Sum{}});
+      Sum& sum = g[it->second].second;
+      sum.ms += o.ms / steps;
+      sum.flops += o.flops / steps;
+      sum.bytes += o.bytes / steps;
     }
     return g;
   };
-  auto tflops = [](double flops, double ms) {
-    return flops > 0 && ms > 0 ? fmt::format("{:.3g}", flops / (ms * 1e9)) : std::string("");
+  // Achieved rates: TFLOP/s for GEMMs and convolutions, GB/s (the least bytes the op must move)
+  // for the memory-bound rest; blank where the op has none.
+  auto rate = [](double amount, double ms, double unit) {
+    return amount > 0 && ms > 0 ? fmt::format("{:.3g}", amount / (ms * 1e-3) / unit)
+                                : std::string("");
   };
+  auto cells = [&](const Sum& v) {
+    return std::vector<std::string>{fmt::format("{:.3f}", v.ms), pct(v.ms, ops_ms),
+                                    rate(v.flops, v.ms, 1e12), rate(v.bytes, v.ms, 1e9)};
+  };
+  // A layer's TFLOP/s is its GEMMs' and convolutions' FLOPs over all of its time, as `inspect`
+  // counts a layer; a GB/s over a time that is mostly GEMMs would mean nothing.
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [scope, v] : grouped([](const OpTotal& o) { return o.scope; }))
-    rows.push_back(
-        {scope, fmt::format("{:.3f}", v.first), pct(v.first, ops_ms), tflops(v.second, v.first)});
+  for (const auto& [scope, v] : grouped([](const OpTotal& o) { return o.scope; })) {
+    rows.push_back({scope});
+    for (auto& c : cells(v)) rows.back().push_back(std::move(c));
+    rows.back().pop_back();
+  }
   print_table({"by layer", "ms/step", "share", "TFLOP/s"}, rows);
   std::cout << "\n";
 
   auto by_op = grouped([](const OpTotal& o) { return o.op; });
   std::sort(by_op.begin(), by_op.end(),
-            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
   rows.clear();
-  for (const auto& [op, v] : by_op)
-    rows.push_back(
-        {op, fmt::format("{:.3f}", v.first), pct(v.first, ops_ms), tflops(v.second, v.first)});
-  print_table({"by op", "ms/step", "share", "TFLOP/s"}, rows);
+  for (const auto& [op, v] : by_op) {
+    rows.push_back({op});
+    for (auto& c : cells(v)) rows.back().push_back(std::move(c));
+  }
+  print_table({"by op", "ms/step", "share", "TFLOP/s", "GB/s"}, rows);
   std::cout << "\n";
 
   std::vector<const OpTotal*> order;
@@ -168,11 +185,11 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
   rows.clear();
   for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < top; ++i) {
     const OpTotal& o = *order[i];
-    const double ms = o.ms / steps;
-    rows.push_back({o.scope, o.op, o.detail, fmt::format("{:g}", o.calls / steps),
-                    fmt::format("{:.3f}", ms), pct(ms, ops_ms), tflops(o.flops / steps, ms)});
+    rows.push_back({o.scope, o.op, o.detail, fmt::format("{:g}", o.calls / steps)});
+    for (auto& c : cells(Sum{o.ms / steps, o.flops / steps, o.bytes / steps}))
+      rows.back().push_back(std::move(c));
   }
-  print_table({"scope", "op", "shape", "calls", "ms/step", "share", "TFLOP/s"}, rows, 3);
+  print_table({"scope", "op", "shape", "calls", "ms/step", "share", "TFLOP/s", "GB/s"}, rows, 3);
   if (order.size() > static_cast<size_t>(top))
     std::cout << fmt::format("({} more; --top N shows more, --json writes all)\n",
                              order.size() - static_cast<size_t>(top));
@@ -193,7 +210,8 @@ nlohmann::json profile_json(const Profile& pr) {
                    {"detail", o.detail},
                    {"calls_per_step", o.calls / steps},
                    {"ms_per_step", o.ms / steps},
-                   {"flops_per_step", o.flops / steps}});
+                   {"flops_per_step", o.flops / steps},
+                   {"bytes_per_step", o.bytes / steps}});
   j["ops"] = ops;
   return j;
 }

@@ -73,11 +73,13 @@ def where_time_goes(model, prec, m_prof, p_run, top=8):
         lines += ["", "| mpbench op | ms/step | share |", "|---|---:|---:|"]
         for op, ms in by_op(m_prof)[:top]:
             lines.append(f"| {op} | {ms:.3f} | {100 * ms / total if total else 0:.1f}% |")
-        lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s |", "|---|---|---|---:|---:|"]
+        lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s | GB/s |",
+                  "|---|---|---|---:|---:|---:|"]
         for o in sorted(m_prof.get("ops", []), key=lambda o: -o["ms_per_step"])[:top]:
-            ms, fl = o["ms_per_step"], o.get("flops_per_step") or 0
+            ms, fl, by = o["ms_per_step"], o.get("flops_per_step") or 0, o.get("bytes_per_step") or 0
             tf = f"{fl / (ms * 1e9):.3g}" if fl and ms else ""
-            lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} |")
+            gb = f"{by / (ms * 1e6):.3g}" if by and ms else ""
+            lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} | {gb} |")
     else:
         lines.append("mpbench: no profile for this row")
     prof = (p_run or {}).get("profile")

@@ -1,5 +1,7 @@
 #include "train/op_profile.h"
 
+#include <initializer_list>
+
 #include <fmt/format.h>
 
 namespace mpbench {
@@ -9,6 +11,16 @@ namespace {
 // Pending event pairs kept before they are read back: bounds the events alive at once (a long
 // profile of a small model enqueues many thousands of ops) at the cost of one wait per batch.
 constexpr size_t kMaxPending = 4096;
+
+// The bytes an op must move at the least: each tensor it reads or writes once per read and per
+// write (a tensor read and written back is listed twice), nullptr for one it does not touch.
+// Against the time, the bandwidth it achieved: what judges a memory-bound op.
+double nbytes(std::initializer_list<const Tensor*> tensors) {
+  double b = 0;
+  for (const Tensor* t : tensors)
+    if (t) b += static_cast<double>(t->bytes());
+  return b;
+}
 
 std::string shape_dtype(const Tensor& t) {
   return fmt::format("{} {}", t.shape.str(), dtype_name(t.dtype));
@@ -68,7 +80,8 @@ void OpProfiler::on_layer(const std::string& layer, bool backward) {
 }
 
 template <typename F>
-void OpProfiler::timed(const char* op, const std::string& detail, double flops, F&& f) {
+void OpProfiler::timed(const char* op, const std::string& detail, double flops, double bytes,
+                       F&& f) {
   auto [it, inserted] =
       index_.try_emplace(std::make_tuple(scope_, std::string(op), detail), totals_.size());
   if (inserted) totals_.push_back(OpTotal{scope_, op, detail});
@@ -84,6 +97,7 @@ void OpProfiler::timed(const char* op, const std::string& detail, double flops, 
   p.stop->record();
   totals_[p.total].calls += 1;
   totals_[p.total].flops += flops;
+  totals_[p.total].bytes += bytes;
   pending_.push_back(std::move(p));
   if (pending_.size() >= kMaxPending) resolve();
 }
@@ -102,79 +116,87 @@ std::vector<OpTotal> OpProfiler::collect() {
   return totals_;
 }
 
-// Each op's detail and FLOPs are worked out only when enabled: formatting every op's shapes
-// would add host time to the warm-up and evaluation steps for nothing.
-#define MPB_PROFILED(op, detail, flops, call)         \
-  do {                                                \
-    if (!enabled_) {                                  \
-      inner_.call;                                    \
-    } else {                                          \
-      timed(op, detail, flops, [&] { inner_.call; }); \
-    }                                                 \
+// Each op's detail, FLOPs and bytes are worked out only when enabled: formatting every op's
+// shapes would add host time to the warm-up and evaluation steps for nothing.
+#define MPB_PROFILED(op, detail, flops, bytes, call)         \
+  do {                                                       \
+    if (!enabled_) {                                         \
+      inner_.call;                                           \
+    } else {                                                 \
+      timed(op, detail, flops, bytes, [&] { inner_.call; }); \
+    }                                                        \
   } while (0)
 
 void OpProfiler::fill(Tensor& t, float value) {
-  MPB_PROFILED("fill", shape_dtype(t), 0, fill(t, value));
+  MPB_PROFILED("fill", shape_dtype(t), 0, nbytes({&t}), fill(t, value));
 }
 void OpProfiler::copy(const Tensor& src, Tensor& dst) {
-  MPB_PROFILED("copy", shape_dtype(src), 0, copy(src, dst));
+  MPB_PROFILED("copy", shape_dtype(src), 0, nbytes({&src, &dst}), copy(src, dst));
 }
+// GEMMs are judged by FLOPs; their bytes are left out (0), as for convolutions.
 void OpProfiler::gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
-  MPB_PROFILED("gemm", gemm_detail(d, a, c), gemm_flops(d, a, c), gemm(d, a, b, c));
+  MPB_PROFILED("gemm", gemm_detail(d, a, c), gemm_flops(d, a, c), 0, gemm(d, a, b, c));
 }
 void OpProfiler::bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act,
                                    Tensor& dx, Tensor* dbias) {
   MPB_PROFILED(
       "bias_act_backward",
       fmt::format("{} {}{}", shape_dtype(dy), activation_name(act), dbias ? " +dbias" : ""), 0,
+      nbytes({&dy, act == Activation::None ? nullptr : &pre_act, &dx, dbias}),
       bias_act_backward(act, dy, pre_act, dx, dbias));
 }
 void OpProfiler::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                               const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
-  MPB_PROFILED("softmax_xent", shape_dtype(logits), 0,
+  MPB_PROFILED("softmax_xent", shape_dtype(logits), 0, nbytes({&logits, &labels, dlogits}),
                softmax_xent(logits, labels, dlogits, grad_scale, loss_sum, correct));
 }
 void OpProfiler::cast(const Tensor& src, Tensor& dst) {
   MPB_PROFILED("cast", fmt::format("{}->{}", shape_dtype(src), dtype_name(dst.dtype)), 0,
-               cast(src, dst));
+               nbytes({&src, &dst}), cast(src, dst));
 }
+// Read, and written back when unscaled.
 void OpProfiler::unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                     Tensor& norm) {
   MPB_PROFILED("unscale_check_norm", shape_dtype(grads), 0,
+               nbytes({&grads, scale ? &grads : nullptr}),
                unscale_check_norm(grads, scale, found_inf, norm));
 }
+// Master, m and v read and written, the gradients read, the 16-bit copy written.
 void OpProfiler::adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
                             Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
                             const Tensor* found_inf) {
   MPB_PROFILED("adamw_step", shape_dtype(master), 0,
+               nbytes({&master, &master, &grads, &m, &m, &v, &v, weights_lowp}),
                adamw_step(p, master, grads, m, v, weights_lowp, step_count, found_inf));
 }
 void OpProfiler::sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads,
                           Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) {
+  const Tensor* mom = p.momentum != 0.0f ? &momentum_buf : nullptr;
   MPB_PROFILED("sgd_step", shape_dtype(master), 0,
+               nbytes({&master, &master, &grads, mom, mom, weights_lowp}),
                sgd_step(p, master, grads, momentum_buf, weights_lowp, found_inf));
 }
 void OpProfiler::update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
                                    float growth_factor, float backoff_factor, int growth_interval) {
-  MPB_PROFILED("update_loss_scale", "", 0,
+  MPB_PROFILED("update_loss_scale", "", 0, 0,
                update_loss_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                                  growth_interval));
 }
 void OpProfiler::count_step(Tensor& step_count, const Tensor* found_inf) {
-  MPB_PROFILED("count_step", "", 0, count_step(step_count, found_inf));
+  MPB_PROFILED("count_step", "", 0, 0, count_step(step_count, found_inf));
 }
 void OpProfiler::conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) {
-  MPB_PROFILED("conv2d_forward", conv_detail(d, x, w), conv_flops(y, w),
+  MPB_PROFILED("conv2d_forward", conv_detail(d, x, w), conv_flops(y, w), 0,
                conv2d_forward(d, x, w, y));
 }
 void OpProfiler::conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
                                       Tensor& dx) {
-  MPB_PROFILED("conv2d_backward_data", conv_detail(d, dx, w), conv_flops(dy, w),
+  MPB_PROFILED("conv2d_backward_data", conv_detail(d, dx, w), conv_flops(dy, w), 0,
                conv2d_backward_data(d, dy, w, dx));
 }
 void OpProfiler::conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
                                         Tensor& dw) {
-  MPB_PROFILED("conv2d_backward_filter", conv_detail(d, x, dw), conv_flops(dy, dw),
+  MPB_PROFILED("conv2d_backward_filter", conv_detail(d, x, dw), conv_flops(dy, dw), 0,
                conv2d_backward_filter(d, x, dy, dw));
 }
 void OpProfiler::batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x,
@@ -185,7 +207,7 @@ void OpProfiler::batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x
   MPB_PROFILED(
       "batchnorm_forward_train",
       fmt::format("{}{}{}", shape_dtype(x), residual ? " +residual" : "", d.relu ? " +relu" : ""),
-      0,
+      0, nbytes({&x, residual, &y}),
       batchnorm_forward_train(d, x, residual, gamma, beta, running_mean, running_var, save_mean,
                               save_rstd, y));
 }
@@ -193,7 +215,7 @@ void OpProfiler::batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x,
                                         const Tensor* residual, const Tensor& gamma,
                                         const Tensor& beta, const Tensor& running_mean,
                                         const Tensor& running_var, Tensor& y) {
-  MPB_PROFILED("batchnorm_forward_eval", shape_dtype(x), 0,
+  MPB_PROFILED("batchnorm_forward_eval", shape_dtype(x), 0, nbytes({&x, residual, &y}),
                batchnorm_forward_eval(d, x, residual, gamma, beta, running_mean, running_var, y));
 }
 void OpProfiler::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
@@ -203,55 +225,61 @@ void OpProfiler::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, co
   MPB_PROFILED(
       "batchnorm_backward",
       fmt::format("{}{}{}", shape_dtype(x), relu_out ? " +relu" : "", d_pre ? " +d_pre" : ""), 0,
+      nbytes({&dy, relu_out, &x, &dx, d_pre}),
       batchnorm_backward(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma, dbeta, d_pre));
 }
 void OpProfiler::avgpool_forward(const Tensor& x, Tensor& y) {
-  MPB_PROFILED("avgpool_forward", shape_dtype(x), 0, avgpool_forward(x, y));
+  MPB_PROFILED("avgpool_forward", shape_dtype(x), 0, nbytes({&x, &y}), avgpool_forward(x, y));
 }
 void OpProfiler::avgpool_backward(const Tensor& dy, Tensor& dx) {
-  MPB_PROFILED("avgpool_backward", shape_dtype(dx), 0, avgpool_backward(dy, dx));
+  MPB_PROFILED("avgpool_backward", shape_dtype(dx), 0, nbytes({&dy, &dx}),
+               avgpool_backward(dy, dx));
 }
 void OpProfiler::add(const Tensor& a, const Tensor& b, Tensor& out) {
   MPB_PROFILED("add",
                fmt::format("{}+{}->{}", shape_dtype(a), dtype_name(b.dtype), dtype_name(out.dtype)),
-               0, add(a, b, out));
+               0, nbytes({&a, &b, &out}), add(a, b, out));
 }
 void OpProfiler::layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
                                    const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) {
   MPB_PROFILED("layernorm_forward", fmt::format("{}->{}", shape_dtype(x), dtype_name(y.dtype)), 0,
-               layernorm_forward(eps, x, gamma, beta, y, mean, rstd));
+               nbytes({&x, &y}), layernorm_forward(eps, x, gamma, beta, y, mean, rstd));
 }
 void OpProfiler::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                     const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                     Tensor& dgamma, Tensor& dbeta) {
-  MPB_PROFILED("layernorm_backward", shape_dtype(x), 0,
+  MPB_PROFILED("layernorm_backward", shape_dtype(x), 0, nbytes({&dy, &x, &dx}),
                layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta));
 }
+// The table rows gathered are as many fp32 values as y has elements, read twice (token and
+// position).
 void OpProfiler::embedding_forward(const Tensor& tokens, const Tensor& tok_emb,
                                    const Tensor& pos_emb, Tensor& y) {
   MPB_PROFILED("embedding_forward", shape_dtype(y), 0,
+               nbytes({&tokens, &y}) + 2.0 * 4.0 * static_cast<double>(y.numel()),
                embedding_forward(tokens, tok_emb, pos_emb, y));
 }
 void OpProfiler::embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
                                     Tensor& dpos_emb) {
   MPB_PROFILED("embedding_backward", shape_dtype(dy), 0,
+               nbytes({&tokens, &dy, &dtok_emb, &dpos_emb}),
                embedding_backward(tokens, dy, dtok_emb, dpos_emb));
 }
 void OpProfiler::permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
   std::string order;
   for (int i = 0; i < src.shape.rank; ++i) order += std::to_string(perm[i]);
-  MPB_PROFILED("permute", fmt::format("{} [{}]", shape_dtype(src), order), 0,
+  MPB_PROFILED("permute", fmt::format("{} [{}]", shape_dtype(src), order), 0, nbytes({&src, &dst}),
                permute(src, dst, perm));
 }
 void OpProfiler::attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {
   MPB_PROFILED(
       "attention_softmax_forward",
       fmt::format("{}->{}{}", shape_dtype(x), dtype_name(y.dtype), causal ? " causal" : ""), 0,
-      attention_softmax_forward(x, scale, causal, y));
+      nbytes({&x, &y}), attention_softmax_forward(x, scale, causal, y));
 }
 void OpProfiler::attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
                                             Tensor& dx) {
-  MPB_PROFILED("attention_softmax_backward", shape_dtype(dy), 0,
+  MPB_PROFILED("attention_softmax_backward", shape_dtype(dy), 0, nbytes({&dy, &y, &dx}),
                attention_softmax_backward(dy, y, scale, dx));
 }
 

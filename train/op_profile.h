@@ -28,6 +28,8 @@ struct OpTotal {
   int64_t calls = 0;
   double ms = 0;     // summed over the profiled calls
   double flops = 0;  // summed over the calls, for GEMMs and convolutions (else 0)
+  double bytes = 0;  // summed over the calls: the least each must move, for the memory-bound
+                     // ops (0 for GEMMs and convolutions, which FLOPs judge)
 };
 
 class OpProfiler final : public Backend, public LayerObserver {
@@ -108,7 +110,7 @@ class OpProfiler final : public Backend, public LayerObserver {
   // Runs f bracketed by a pair of events and files its time under (scope, op, detail); only
   // called while enabled.
   template <typename F>
-  void timed(const char* op, const std::string& detail, double flops, F&& f);
+  void timed(const char* op, const std::string& detail, double flops, double bytes, F&& f);
   // Resolves the pending events into the totals (blocks until they complete).
   void resolve();
 

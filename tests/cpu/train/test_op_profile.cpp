@@ -126,6 +126,48 @@ TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
   EXPECT_DOUBLE_EQ(all / prof.steps, 3 * model_fwd - first);
 }
 
+// The least bytes of the memory-bound ops: AdamW in an AMP mode reads and writes the fp32
+// master, m and v, reads the fp32 gradients and writes the 16-bit copy (30 bytes a parameter);
+// casts move their source and destination; GEMMs count FLOPs, not bytes.
+TEST(OpProfiler, BytesOfTheMemoryBoundOps) {
+  Spec spec = config("tiny_mlp");
+  Profiled prof = profile(spec, Precision::AMP_BF16);
+  ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+  int64_t params = 0;
+  for (const auto& li : Model(spec, Precision::AMP_BF16).layer_infos()) params += li.params;
+  bool saw_adamw = false;
+  for (const auto& o : prof.ops) {
+    if (o.op == "adamw_step") {
+      saw_adamw = true;
+      EXPECT_DOUBLE_EQ(o.bytes, 30.0 * static_cast<double>(params) * o.calls);
+    }
+    if (o.op == "gemm") EXPECT_EQ(o.bytes, 0.0) << o.detail;
+  }
+  EXPECT_TRUE(saw_adamw);
+
+  // Called directly: a cast of 1000 elements fp32 -> bf16 moves 4000 + 2000 bytes, an add of
+  // bf16 + fp32 into fp32 2000 + 4000 + 4000; nothing is counted while disabled.
+  auto cpu = make_cpu_backend();
+  OpProfiler direct(*cpu);
+  std::vector<float> f32(1000, 1.0f), out(1000);
+  std::vector<uint16_t> b16(1000);
+  Tensor a{f32.data(), Shape{1000}, DType::F32, Device::CPU};
+  Tensor b{b16.data(), Shape{1000}, DType::BF16, Device::CPU};
+  Tensor c{out.data(), Shape{1000}, DType::F32, Device::CPU};
+  direct.cast(a, b);  // disabled
+  direct.set_enabled(true);
+  direct.cast(a, b);
+  direct.add(b, a, c);
+  const auto ops = direct.collect();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].op, "cast");
+  EXPECT_EQ(ops[0].calls, 1);
+  EXPECT_EQ(ops[0].bytes, 6000.0);
+  EXPECT_EQ(ops[1].op, "add");
+  EXPECT_EQ(ops[1].bytes, 10000.0);
+  EXPECT_EQ(out[0], 2.0f);  // the ops ran
+}
+
 TEST(OpProfiler, DisabledRecordsNothing) {
   auto cpu = make_cpu_backend();
   OpProfiler prof(*cpu);
