@@ -179,6 +179,10 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
   print_table({"by op", "ms/step", "share", "TFLOP/s", "GB/s"}, rows);
   std::cout << "\n";
 
+  // On a card in the datasheet table, each top op's rate as a share of its ceiling (the mode's
+  // peak for FLOPs, the memory bandwidth for bytes): where the time is lost, at a glance.
+  const auto parsed = parse_precision(pr.precision);
+  const auto ceil = parsed ? ceilings_for(dev, *parsed) : std::nullopt;
   std::vector<const OpTotal*> order;
   for (const auto& o : pr.ops) order.push_back(&o);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
@@ -188,20 +192,33 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
     rows.push_back({o.scope, o.op, o.detail, fmt::format("{:g}", o.calls / steps)});
     for (auto& c : cells(Sum{o.ms / steps, o.flops / steps, o.bytes / steps}))
       rows.back().push_back(std::move(c));
+    if (ceil) {
+      const auto share = percent_of_ceiling(o, *ceil);
+      rows.back().push_back(share ? fmt::format("{:.1f}%", *share) : "");
+    }
   }
-  print_table({"scope", "op", "shape", "calls", "ms/step", "share", "TFLOP/s", "GB/s"}, rows, 3);
+  std::vector<std::string> head = {"scope",   "op",    "shape",   "calls",
+                                   "ms/step", "share", "TFLOP/s", "GB/s"};
+  if (ceil) head.push_back("of peak");
+  print_table(head, rows, 3);
+  if (ceil)
+    std::cout << fmt::format("(of peak: {:.0f} TFLOP/s {} dense, {:.0f} GB/s memory, datasheet)\n",
+                             ceil->peak_tflops, pr.precision, ceil->memory_gbps);
   if (order.size() > static_cast<size_t>(top))
     std::cout << fmt::format("({} more; --top N shows more, --json writes all)\n",
                              order.size() - static_cast<size_t>(top));
   std::cout << "\n";
 }
 
-nlohmann::json profile_json(const Profile& pr) {
+nlohmann::json profile_json(const Profile& pr, const DeviceInfo& dev) {
   nlohmann::json j = {{"precision", pr.precision},
                       {"status", run_status_name(pr.run.status)},
                       {"profiled_steps", pr.steps},
                       {"step_time_ms", pr.step_ms}};
   if (!pr.run.status_detail.empty()) j["status_detail"] = pr.run.status_detail;
+  if (const auto p = parse_precision(pr.precision))
+    if (const auto c = ceilings_for(dev, *p))
+      j["ceilings"] = {{"peak_tflops", c->peak_tflops}, {"memory_gbps", c->memory_gbps}};
   const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : pr.ops)
@@ -236,7 +253,7 @@ int cmd_profile(const ProfileArgs& args) {
   for (Precision p : spec.precisions) {
     Profile pr = profile_one(spec, data, p, args.steps, *be, bar_on);
     print_profile(spec, dev, pr, args.top);
-    out["profiles"].push_back(profile_json(pr));
+    out["profiles"].push_back(profile_json(pr, dev));
     failed = failed || pr.run.status != RunStatus::Ok;
   }
   if (!args.json_path.empty()) write_file_atomic(args.json_path, out.dump(2) + "\n");

@@ -73,13 +73,23 @@ def where_time_goes(model, prec, m_prof, p_run, top=8):
         lines += ["", "| mpbench op | ms/step | share |", "|---|---:|---:|"]
         for op, ms in by_op(m_prof)[:top]:
             lines.append(f"| {op} | {ms:.3f} | {100 * ms / total if total else 0:.1f}% |")
-        lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s | GB/s |",
-                  "|---|---|---|---:|---:|---:|"]
+        # The card's datasheet ceilings, when mpbench knew the card: the mode's peak TFLOP/s
+        # and the memory bandwidth, for an "of peak" share per op.
+        ceil = m_prof.get("ceilings") or {}
+        peak, bw = ceil.get("peak_tflops") or 0, ceil.get("memory_gbps") or 0
+        lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s | GB/s | of peak |",
+                  "|---|---|---|---:|---:|---:|---:|"]
         for o in sorted(m_prof.get("ops", []), key=lambda o: -o["ms_per_step"])[:top]:
             ms, fl, by = o["ms_per_step"], o.get("flops_per_step") or 0, o.get("bytes_per_step") or 0
             tf = f"{fl / (ms * 1e9):.3g}" if fl and ms else ""
             gb = f"{by / (ms * 1e6):.3g}" if by and ms else ""
-            lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} | {gb} |")
+            share = ""
+            if fl and ms and peak:
+                share = f"{100 * fl / (ms * 1e9) / peak:.1f}%"
+            elif by and ms and bw:
+                share = f"{100 * by / (ms * 1e6) / bw:.1f}%"
+            lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} | {gb} "
+                         f"| {share} |")
     else:
         lines.append("mpbench: no profile for this row")
     prof = (p_run or {}).get("profile")

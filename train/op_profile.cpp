@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "train/device_specs.h"
+
 namespace mpbench {
 
 namespace {
@@ -73,6 +75,21 @@ double gemm_flops(const GemmDesc& d, const Tensor& a, const Tensor& c) {
   const GemmSizes s = gemm_sizes(d, a, c);
   return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
          static_cast<double>(s.batch);
+}
+
+std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p) {
+  if (device.kind != "cuda") return std::nullopt;
+  const auto sheet = find_datasheet(device.name);
+  if (!sheet) return std::nullopt;
+  return Ceilings{peak_tflops(*sheet, p), sheet->memory_gbps};
+}
+
+std::optional<double> percent_of_ceiling(const OpTotal& op, const Ceilings& c) {
+  if (!(op.ms > 0)) return std::nullopt;
+  const double seconds = op.ms * 1e-3;
+  if (op.flops > 0 && c.peak_tflops > 0) return 100.0 * op.flops / seconds / (c.peak_tflops * 1e12);
+  if (op.bytes > 0 && c.memory_gbps > 0) return 100.0 * op.bytes / seconds / (c.memory_gbps * 1e9);
+  return std::nullopt;
 }
 
 void OpProfiler::on_layer(const std::string& layer, bool backward) {

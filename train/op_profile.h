@@ -12,6 +12,7 @@
 // profiling adds no host synchronisation to the steps (it does add the event records).
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -126,6 +127,17 @@ class OpProfiler final : public Backend, public LayerObserver {
   std::vector<Pending> pending_;
   std::vector<std::unique_ptr<Event>> spare_;  // events of resolved ops, reused
 };
+
+// What an op's achieved rate is held against: the card's datasheet peak for the mode and its
+// memory bandwidth (train/device_specs.h). Absent for a CPU or a card not in the table.
+struct Ceilings {
+  double peak_tflops = 0;  // the mode's dense peak
+  double memory_gbps = 0;
+};
+std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p);
+// The share of its ceiling an op reached, in percent: TFLOP/s against the peak when it has
+// FLOPs, else GB/s against the bandwidth when it has bytes; nullopt when it has neither.
+std::optional<double> percent_of_ceiling(const OpTotal& op, const Ceilings& c);
 
 // "8192x2304x768 bf16 +bias" for a GEMM, and 2*M*N*K (times the batch) FLOPs.
 std::string gemm_detail(const GemmDesc& d, const Tensor& a, const Tensor& c);

@@ -54,11 +54,16 @@ class DeviceScripts : public mpbench::test::CliTest {
 }  // namespace
 
 TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
-  Result r = mpbench::test::run_shell(
-      script("side_by_side.py") + " --mpbench " + path("tiny_mlp_eager.json") + " --pytorch " +
-          path("pytorch.json") + " --profiles " + path("profile_tiny_mlp.json") + " --md " +
-          path("side.md"),
-      dir_.string());
+  // As on a card in the datasheet table: ceilings in the fp32 profile (tiny ones, so that this
+  // CPU's rates are large shares of them).
+  json prof = json::parse(read_file(path("profile_tiny_mlp.json")));
+  prof["profiles"][0]["ceilings"] = {{"peak_tflops", 1e-3}, {"memory_gbps", 1.0}};
+  write("profile_ceil.json", prof.dump());
+  Result r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " +
+                                          path("tiny_mlp_eager.json") + " --pytorch " +
+                                          path("pytorch.json") + " --profiles " +
+                                          path("profile_ceil.json") + " --md " + path("side.md"),
+                                      dir_.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string md = read_file(path("side.md"));
   EXPECT_EQ(md, r.out);
@@ -68,6 +73,18 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
     EXPECT_NE(md.find(part), std::string::npos) << part << " in:\n" << md;
   // The ratio column says 4.00 (mpbench over PyTorch) for every row.
   EXPECT_NE(md.find("| 4.00 |"), std::string::npos) << md;
+  // fp32's top ops end in an "of peak" share; amp_bf16's profile has no ceilings, so its end
+  // empty. The first GEMM row of each section shows it.
+  auto first_gemm_row = [&](const std::string& section) {
+    const size_t at = md.find("| fc1 fwd | gemm |", md.find(section));
+    return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
+  };
+  const std::string fp32 = first_gemm_row("### tiny_mlp fp32"),
+                    bf16 = first_gemm_row("### tiny_mlp amp_bf16");
+  ASSERT_GE(fp32.size(), 4u) << md;
+  ASSERT_GE(bf16.size(), 4u) << md;
+  EXPECT_EQ(fp32.substr(fp32.size() - 3), "% |") << fp32;
+  EXPECT_EQ(bf16.substr(bf16.size() - 4), "|  |") << bf16;
 }
 
 TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {

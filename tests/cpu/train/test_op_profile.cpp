@@ -168,6 +168,31 @@ TEST(OpProfiler, BytesOfTheMemoryBoundOps) {
   EXPECT_EQ(out[0], 2.0f);  // the ops ran
 }
 
+// Against an H200's datasheet (989.4 TFLOP/s bf16, 4800 GB/s): a GEMM's FLOPs over its time
+// against the mode's peak, a memory-bound op's bytes against the bandwidth; no ceilings for the
+// CPU or a card not in the table.
+TEST(OpProfiler, PercentOfTheCardsCeilings) {
+  DeviceInfo h200;
+  h200.kind = "cuda";
+  h200.name = "NVIDIA H200";
+  const auto c = ceilings_for(h200, Precision::AMP_BF16);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_DOUBLE_EQ(c->peak_tflops, 989.4);
+  EXPECT_DOUBLE_EQ(c->memory_gbps, 4800);
+  OpTotal gemm{"layer1 fwd", "gemm", "", 1, 1.0, 494.7e9, 0};           // 494.7 TFLOP/s
+  OpTotal ln{"layer1 fwd", "layernorm_forward", "", 1, 0.5, 0, 1.2e9};  // 2400 GB/s
+  OpTotal none{"step", "count_step", "", 1, 0.01, 0, 0};
+  EXPECT_NEAR(*percent_of_ceiling(gemm, *c), 50.0, 1e-9);
+  EXPECT_NEAR(*percent_of_ceiling(ln, *c), 50.0, 1e-9);
+  EXPECT_FALSE(percent_of_ceiling(none, *c).has_value());
+  DeviceInfo cpu;
+  cpu.kind = "cpu";
+  cpu.name = "Intel(R) Xeon(R) Processor";
+  EXPECT_FALSE(ceilings_for(cpu, Precision::FP32).has_value());
+  h200.name = "Some Future GPU";
+  EXPECT_FALSE(ceilings_for(h200, Precision::FP32).has_value());
+}
+
 TEST(OpProfiler, DisabledRecordsNothing) {
   auto cpu = make_cpu_backend();
   OpProfiler prof(*cpu);
