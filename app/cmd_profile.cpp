@@ -23,14 +23,6 @@ namespace {
 // and initialise libraries lazily, which is not what a step costs.
 constexpr int64_t kMinWarmup = 2;
 
-struct Profile {
-  std::string precision;
-  RunResult run;
-  int64_t steps = 0;   // profiled steps
-  double step_ms = 0;  // median device time of a profiled step (events between steps)
-  std::vector<OpTotal> ops;
-};
-
 // Shrinks the spec to what the profile needs: epochs of at most `steps` batches, from no more
 // training data than the spec itself holds (its size was checked when it was loaded), and an
 // evaluation set of one batch, since evaluation is not profiled. With file data the epoch is the
@@ -47,46 +39,14 @@ void fit_to_steps(Spec& spec, int64_t steps) {
   spec.train.epochs = (steps + per_epoch - 1) / per_epoch;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-Profile profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps, Backend& be,
-                    bool bar_on) {
-  Profile out;
-  out.precision = precision_name(p);
-  OpProfiler prof(be);
-  const int64_t warmup = spec.train.warmup_steps;
-  const int64_t per_epoch = data.train_size() / spec.train.batch_size;
-  const int64_t total = warmup + spec.train.epochs * per_epoch;
-  Progress bar(fmt::format("profile {} {}", spec.name, out.precision), total, bar_on);
-  TrainOptions opts;
-  opts.layer_observer = &prof;
-  // Called after every step and after every evaluation. Ops are timed from the first step after
-  // the warm-up until the last one, and not while an epoch's evaluation runs: the report after
-  // an epoch's last step comes before its evaluation (prog.epoch still counts it unfinished).
-  bool timing = false;
-  int64_t last_step = 0;
-  opts.on_progress = [&](const TrainProgress& tp) {
-    if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
-    last_step = tp.step;
-    timing = tp.step >= warmup && tp.step < total && out.steps < steps &&
-             tp.epoch == (tp.step - warmup) / std::max<int64_t>(per_epoch, 1);
-    prof.set_enabled(timing);
-    bar.update(tp.step);
-  };
-  out.run = train_and_measure(spec, data, p, prof, opts);
+ProfiledRun profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
+                        Backend& be, bool bar_on) {
+  const int64_t total =
+      spec.train.warmup_steps + spec.train.epochs * (data.train_size() / spec.train.batch_size);
+  Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
+  ProfiledRun out = profile_training(spec, data, p, steps, be,
+                                     [&](const TrainProgress& tp) { bar.update(tp.step); });
   bar.finish();
-  if (out.run.status != RunStatus::Ok) return out;
-  out.ops = prof.collect();
-  std::vector<double> times;  // of the profiled steps, the first `steps` after the warm-up
-  for (int64_t i = warmup; i < std::min<int64_t>(warmup + out.steps, out.run.steps.size()); ++i)
-    if (out.run.steps[i].time_ms == out.run.steps[i].time_ms)  // not NaN
-      times.push_back(out.run.steps[i].time_ms);
-  out.step_ms = median(times);
   return out;
 }
 
@@ -114,9 +74,9 @@ void print_table(const std::vector<std::string>& head,
   for (const auto& r : rows) line(r);
 }
 
-void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, int64_t top) {
+void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top) {
   std::cout << fmt::format("{} ({}) · {} · {}: {} · batch {}\n", spec.name, spec.family,
-                           pr.precision, dev.kind, dev.name, spec.train.batch_size);
+                           pr.run.precision, dev.kind, dev.name, spec.train.batch_size);
   if (pr.run.status != RunStatus::Ok) {
     std::cout << fmt::format("  {}: {}\n\n", run_status_name(pr.run.status), pr.run.status_detail);
     return;
@@ -181,7 +141,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
 
   // On a card in the datasheet table, each top op's rate as a share of its ceiling (the mode's
   // peak for FLOPs, the memory bandwidth for bytes): where the time is lost, at a glance.
-  const auto parsed = parse_precision(pr.precision);
+  const auto parsed = parse_precision(pr.run.precision);
   const auto ceil = parsed ? ceilings_for(dev, *parsed) : std::nullopt;
   std::vector<const OpTotal*> order;
   for (const auto& o : pr.ops) order.push_back(&o);
@@ -203,20 +163,20 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const Profile& pr, i
   print_table(head, rows, 3);
   if (ceil)
     std::cout << fmt::format("(of peak: {:.0f} TFLOP/s {} dense, {:.0f} GB/s memory, datasheet)\n",
-                             ceil->peak_tflops, pr.precision, ceil->memory_gbps);
+                             ceil->peak_tflops, pr.run.precision, ceil->memory_gbps);
   if (order.size() > static_cast<size_t>(top))
     std::cout << fmt::format("({} more; --top N shows more, --json writes all)\n",
                              order.size() - static_cast<size_t>(top));
   std::cout << "\n";
 }
 
-nlohmann::json profile_json(const Profile& pr, const DeviceInfo& dev) {
-  nlohmann::json j = {{"precision", pr.precision},
+nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
+  nlohmann::json j = {{"precision", pr.run.precision},
                       {"status", run_status_name(pr.run.status)},
                       {"profiled_steps", pr.steps},
                       {"step_time_ms", pr.step_ms}};
   if (!pr.run.status_detail.empty()) j["status_detail"] = pr.run.status_detail;
-  if (const auto p = parse_precision(pr.precision))
+  if (const auto p = parse_precision(pr.run.precision))
     if (const auto c = ceilings_for(dev, *p))
       j["ceilings"] = {{"peak_tflops", c->peak_tflops}, {"memory_gbps", c->memory_gbps}};
   const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
@@ -251,7 +211,7 @@ int cmd_profile(const ProfileArgs& args) {
   out["profiles"] = nlohmann::json::array();
   bool failed = false;
   for (Precision p : spec.precisions) {
-    Profile pr = profile_one(spec, data, p, args.steps, *be, bar_on);
+    ProfiledRun pr = profile_one(spec, data, p, args.steps, *be, bar_on);
     print_profile(spec, dev, pr, args.top);
     out["profiles"].push_back(profile_json(pr, dev));
     failed = failed || pr.run.status != RunStatus::Ok;

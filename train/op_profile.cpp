@@ -1,5 +1,7 @@
 #include "train/op_profile.h"
 
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
 
 #include <fmt/format.h>
@@ -75,6 +77,40 @@ double gemm_flops(const GemmDesc& d, const Tensor& a, const Tensor& c) {
   const GemmSizes s = gemm_sizes(d, a, c);
   return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
          static_cast<double>(s.batch);
+}
+
+ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
+                             Backend& be,
+                             const std::function<void(const TrainProgress&)>& on_progress) {
+  ProfiledRun out;
+  OpProfiler prof(be);
+  const int64_t warmup = spec.train.warmup_steps;
+  const int64_t per_epoch = std::max<int64_t>(1, data.train_size() / spec.train.batch_size);
+  const int64_t total = warmup + spec.train.epochs * per_epoch;
+  TrainOptions opts;
+  opts.layer_observer = &prof;
+  // Called after every step and after every evaluation. Ops are timed from the first step after
+  // the warm-up on, and not while an epoch's evaluation runs: the report after an epoch's last
+  // step comes before its evaluation (prog.epoch still counts it unfinished).
+  bool timing = false;
+  int64_t last_step = 0;
+  opts.on_progress = [&](const TrainProgress& tp) {
+    if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
+    last_step = tp.step;
+    timing = tp.step >= warmup && tp.step < total && out.steps < steps &&
+             tp.epoch == (tp.step - warmup) / per_epoch;
+    prof.set_enabled(timing);
+    if (on_progress) on_progress(tp);
+  };
+  out.run = train_and_measure(spec, data, p, prof, opts);
+  if (out.run.status != RunStatus::Ok) return out;
+  out.ops = prof.collect();
+  std::vector<double> times;  // of the profiled steps, the first `steps` after the warm-up
+  const int64_t end = std::min<int64_t>(warmup + out.steps, out.run.steps.size());
+  for (int64_t i = warmup; i < end; ++i)
+    if (!std::isnan(out.run.steps[i].time_ms)) times.push_back(out.run.steps[i].time_ms);
+  out.step_ms = compute_time_stats(times).median;
+  return out;
 }
 
 std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p) {

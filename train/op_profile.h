@@ -10,6 +10,7 @@
 // optimizer and the batch copies — and a detail string of its shape and dtypes, so that two
 // GEMMs of one layer with different shapes stay apart. Events are read only in collect(), so
 // profiling adds no host synchronisation to the steps (it does add the event records).
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "models/model.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 
@@ -127,6 +129,19 @@ class OpProfiler final : public Backend, public LayerObserver {
   std::vector<Pending> pending_;
   std::vector<std::unique_ptr<Event>> spare_;  // events of resolved ops, reused
 };
+
+// A profiled training run: `steps` steps after the spec's warm-up are timed op by op (not the
+// warm-up, not the evaluations between epochs); the spec must run at least that many.
+struct ProfiledRun {
+  RunResult run;
+  int64_t steps = 0;   // steps profiled
+  double step_ms = 0;  // median device time of a profiled step (events between steps)
+  std::vector<OpTotal> ops;
+};
+// on_progress, if given, is called as train_and_measure's is.
+ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
+                             Backend& be,
+                             const std::function<void(const TrainProgress&)>& on_progress = {});
 
 // What an op's achieved rate is held against: the card's datasheet peak for the mode and its
 // memory bandwidth (train/device_specs.h). Absent for a CPU or a card not in the table.

@@ -26,33 +26,11 @@ Spec config(const std::string& name) {
   return s;
 }
 
-struct Profiled {
-  RunResult run;
-  std::vector<OpTotal> ops;
-  int64_t steps = 0;  // steps run while enabled
-};
-
-// Profiles every step after the warm-up, as `mpbench profile` does for a one-epoch spec.
-Profiled profile(const Spec& spec, Precision p) {
+// Every step after the warm-up (config() makes four), through what `mpbench profile` uses.
+ProfiledRun profile(const Spec& spec, Precision p) {
   auto cpu = make_cpu_backend();
-  OpProfiler prof(*cpu);
   Dataset data = make_dataset(spec);
-  const int64_t warmup = spec.train.warmup_steps;
-  const int64_t total = warmup + data.train_size() / spec.train.batch_size;
-  Profiled out;
-  TrainOptions opts;
-  opts.layer_observer = &prof;
-  bool on = false;
-  int64_t last = 0;
-  opts.on_progress = [&](const TrainProgress& tp) {
-    if (on) out.steps += tp.step - last;
-    last = tp.step;
-    on = tp.step >= warmup && tp.step < total;
-    prof.set_enabled(on);
-  };
-  out.run = train_and_measure(spec, data, p, prof, opts);
-  out.ops = prof.collect();
-  return out;
+  return profile_training(spec, data, p, 4, *cpu);
 }
 
 }  // namespace
@@ -63,7 +41,7 @@ TEST(OpProfiler, TrainsExactlyAsWithoutIt) {
     auto cpu = make_cpu_backend();
     Dataset data = make_dataset(spec);
     RunResult plain = train_and_measure(spec, data, Precision::AMP_FP16, *cpu);
-    Profiled prof = profile(spec, Precision::AMP_FP16);
+    ProfiledRun prof = profile(spec, Precision::AMP_FP16);
     ASSERT_EQ(plain.status, RunStatus::Ok) << plain.status_detail;
     ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
     ASSERT_EQ(plain.steps.size(), prof.run.steps.size()) << name;
@@ -79,7 +57,7 @@ TEST(OpProfiler, TrainsExactlyAsWithoutIt) {
 TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
   for (const char* name : {"tiny_mlp", "tiny_resnet", "tiny_transformer"}) {
     Spec spec = config(name);
-    Profiled prof = profile(spec, Precision::AMP_BF16);
+    ProfiledRun prof = profile(spec, Precision::AMP_BF16);
     ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
     EXPECT_EQ(prof.steps, 4) << name;
     std::set<std::string> scopes;
@@ -109,7 +87,7 @@ TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
 // layer but the first.
 TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
   Spec spec = config("tiny_mlp");
-  Profiled prof = profile(spec, Precision::FP32);
+  ProfiledRun prof = profile(spec, Precision::FP32);
   ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
   double fwd = 0, all = 0;
   for (const auto& o : prof.ops) {
@@ -131,7 +109,7 @@ TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
 // casts move their source and destination; GEMMs count FLOPs, not bytes.
 TEST(OpProfiler, BytesOfTheMemoryBoundOps) {
   Spec spec = config("tiny_mlp");
-  Profiled prof = profile(spec, Precision::AMP_BF16);
+  ProfiledRun prof = profile(spec, Precision::AMP_BF16);
   ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
   int64_t params = 0;
   for (const auto& li : Model(spec, Precision::AMP_BF16).layer_infos()) params += li.params;

@@ -27,15 +27,10 @@ TEST(OpProfilerGpu, TimesEveryOpWithoutChangingTheRun) {
   RunResult plain = train_and_measure(spec, data, Precision::AMP_BF16, *gpu);
   ASSERT_EQ(plain.status, RunStatus::Ok) << plain.status_detail;
 
-  OpProfiler prof(*gpu);
-  TrainOptions opts;
-  opts.layer_observer = &prof;
-  const int64_t total = 2 + 8;
-  opts.on_progress = [&](const TrainProgress& tp) {
-    prof.set_enabled(tp.step >= 2 && tp.step < total);
-  };
-  RunResult profiled = train_and_measure(spec, data, Precision::AMP_BF16, prof, opts);
+  ProfiledRun prof = profile_training(spec, data, Precision::AMP_BF16, 8, *gpu);
+  const RunResult& profiled = prof.run;
   ASSERT_EQ(profiled.status, RunStatus::Ok) << profiled.status_detail;
+  EXPECT_EQ(prof.steps, 8);
   ASSERT_EQ(plain.steps.size(), profiled.steps.size());
   // Within 4 ulps: the recorded loss is summed with per-block atomics (softmax_xent.cu), which
   // do not feed back into training.
@@ -43,7 +38,7 @@ TEST(OpProfilerGpu, TimesEveryOpWithoutChangingTheRun) {
     EXPECT_FLOAT_EQ(plain.steps[i].loss, profiled.steps[i].loss) << "step " << i;
   EXPECT_EQ(plain.final_accuracy, profiled.final_accuracy);
 
-  const std::vector<OpTotal> ops = prof.collect();
+  const std::vector<OpTotal>& ops = prof.ops;
   std::set<std::string> scopes;
   double op_ms = 0;
   int64_t calls = 0;
