@@ -138,8 +138,8 @@ cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
 rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
 
 # The PyTorch reference on the same specs, where this machine has PyTorch: one process per
-# config, so that a config cut off by the time limit loses only its own runs; merged into one
-# pytorch.json. It comes before the profiles: the side-by-side table is worth more than they are.
+# config, so that a config cut off by the time limit loses only its own runs. It comes before the
+# profiles: the side-by-side table is worth more than they are.
 have_torch=0
 if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
   have_torch=1
@@ -154,26 +154,11 @@ if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null;
     say "pytorch $name: rc=$?, $(( $(date +%s) - start )) s"
     rm -rf /tmp/mpbench-data  # the exported dataset (8 GB for resnet50_conv3)
   done
-  python3 - "$out" <<'PY' 2>>"$log"
-import json, os, sys, glob
-out = sys.argv[1]
-merged = None
-for p in sorted(glob.glob(os.path.join(out, "pytorch_*.json"))):
-    doc = json.load(open(p))
-    os.remove(p)
-    if merged is None:
-        merged = doc
-    else:
-        merged["specs"] += doc.get("specs", [])
-        merged["runs"] += doc.get("runs", [])
-if merged is not None:
-    json.dump(merged, open(os.path.join(out, "pytorch.json"), "w"), indent=1)
-PY
   cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
 fi
 
 # Where each config's step time goes, op by op (`mpbench profile`), for the rows slower than
-# PyTorch: a few steps per mode, every op timed with events. Text and JSON, one file each.
+# PyTorch: a few steps per mode, every op timed with events.
 if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
   for cfg in $configs; do
     name=$(basename "$cfg" .json)
@@ -182,39 +167,38 @@ if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
       --json "$out/profile_${name}.json" >>"$out/profiles.txt" 2>&1
     say "profile $name: rc=$?, $(( $(date +%s) - start )) s"
   done
-  python3 - "$out" <<'PY' 2>>"$log"
-import json, os, sys, glob
-out = sys.argv[1]
-merged = {}
-for p in sorted(glob.glob(os.path.join(out, "profile_*.json"))):
-    merged[os.path.basename(p)] = json.load(open(p))
-    os.remove(p)
-if merged:
-    json.dump(merged, open(os.path.join(out, "profiles.json"), "w"))
-PY
 fi
 
 # mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
 side=""
-if [ -f "$out/pytorch.json" ]; then
-  mpb_files=$(ls "$out"/*_eager.json "$out"/*_graphs.json 2>/dev/null)
-  profs=""; [ -f "$out/profiles.json" ] && profs="--profiles $out/profiles.json"
-  python3 scripts/side_by_side.py --mpbench $mpb_files \
-    --pytorch "$out/pytorch.json" $profs --md "$out/side_by_side.md" >/dev/null 2>>"$log"
+shopt -s nullglob
+mpb_files=("$out"/*_eager.json "$out"/*_graphs.json)
+pt_files=("$out"/pytorch_*.json)
+prof_files=("$out"/profile_*.json)
+shopt -u nullglob
+if (( ${#pt_files[@]} && ${#mpb_files[@]} )); then
+  profs=(); (( ${#prof_files[@]} )) && profs=(--profiles "${prof_files[@]}")
+  python3 scripts/side_by_side.py --mpbench "${mpb_files[@]}" --pytorch "${pt_files[@]}" \
+    "${profs[@]}" --md "$out/side_by_side.md" >/dev/null 2>>"$log"
   side=$(sed '/^## Where the time goes/,$d' "$out/side_by_side.md" 2>/dev/null)
 elif [ "$have_torch" = 0 ]; then
   say "no PyTorch on this machine: no side-by-side"
 fi
 
-# The tool returns at most 8 files: all mpbench result files go into one, keyed by file name.
+# The tool returns at most 8 files: the JSONs of each kind go into one, keyed by file name
+# (scripts/unpack_device_results.py splits them again).
 python3 - "$out" <<'PY' 2>>"$log"
 import json, os, sys, glob
 out = sys.argv[1]
-merged = {}
-for p in sorted(glob.glob(os.path.join(out, "*_eager.json")) + glob.glob(os.path.join(out, "*_graphs.json"))):
-    merged[os.path.basename(p)] = json.load(open(p))
-    os.remove(p)
-json.dump(merged, open(os.path.join(out, "mpbench_results.json"), "w"))
+for merged_name, patterns in (("mpbench_results.json", ("*_eager.json", "*_graphs.json")),
+                              ("pytorch.json", ("pytorch_*.json",)),
+                              ("profiles.json", ("profile_*.json",))):
+    merged = {}
+    for p in sorted(f for pat in patterns for f in glob.glob(os.path.join(out, pat))):
+        merged[os.path.basename(p)] = json.load(open(p))
+        os.remove(p)
+    if merged:
+        json.dump(merged, open(os.path.join(out, merged_name), "w"))
 PY
 cat "$out/devices.txt" >>"$log"
 

@@ -5,12 +5,12 @@ into a results folder such as results/h200/, in the layout results/README.md des
     scripts/unpack_device_results.py FROM_DIR [FROM_DIR ...] --to results/h200
 
 device_check.sh merges files because the device tool returns at most 8: mpbench_results.json
-(every `mpbench run --json` keyed by file name) and profiles.json (every `mpbench profile
---json`). They are split back into <config>_eager.json / <config>_graphs.json and
-profile_<config>.json. pytorch.json files of several calls are merged into one (their runs
-concatenated, the first call's env kept); logs and Markdown are copied, the later call's name
-suffixed with its index when two calls wrote the same file. Then side_by_side.md is remade
-over everything that was unpacked. Standard library only.
+(every `mpbench run --json`), pytorch.json (every pytorch_reference.py --out) and profiles.json
+(every `mpbench profile --json`), each keyed by file name. They are split back into
+<config>_eager.json / <config>_graphs.json, pytorch_<config>.json and profile_<config>.json.
+Logs and text are copied, the later call's name suffixed with its index when two calls wrote the
+same file. Then side_by_side.md is remade over everything that was unpacked. Standard library
+only.
 """
 import argparse
 import glob
@@ -50,23 +50,15 @@ def main():
             sys.exit(f"unpack_device_results: {src}: not a directory")
     os.makedirs(a.to, exist_ok=True)
 
-    written, pytorch = [], None
+    written = []
     for i, src in enumerate(a.sources):
-        for name in ("mpbench_results.json", "profiles.json"):
+        for name in ("mpbench_results.json", "pytorch.json", "profiles.json"):
             path = os.path.join(src, name)
             if not os.path.exists(path):
                 continue
             for fname, doc in load(path).items():
                 write_json(os.path.join(a.to, fname), doc)
                 written.append(fname)
-        path = os.path.join(src, "pytorch.json")
-        if os.path.exists(path):
-            doc = load(path)
-            if pytorch is None:
-                pytorch = doc
-            else:
-                pytorch["specs"] += doc.get("specs", [])
-                pytorch["runs"] += doc.get("runs", [])
         for path in sorted(glob.glob(os.path.join(src, "*.log")) +
                            glob.glob(os.path.join(src, "*.txt"))):
             base = os.path.basename(path)
@@ -76,17 +68,14 @@ def main():
                 dest = os.path.join(a.to, f"{stem}_{i + 1}{ext}")
             shutil.copyfile(path, dest)
             written.append(os.path.basename(dest))
-    if pytorch is not None:
-        write_json(os.path.join(a.to, "pytorch.json"), pytorch)
-        written.append("pytorch.json")
 
     runs = sorted(glob.glob(os.path.join(a.to, "*_eager.json")) +
                   glob.glob(os.path.join(a.to, "*_graphs.json")))
+    pytorch = sorted(glob.glob(os.path.join(a.to, "pytorch_*.json")))
     profiles = sorted(glob.glob(os.path.join(a.to, "profile_*.json")))
-    if runs and pytorch is not None:
+    if runs and pytorch:
         cmd = [sys.executable, os.path.join(HERE, "side_by_side.py"), "--mpbench", *runs,
-               "--pytorch", os.path.join(a.to, "pytorch.json"),
-               "--md", os.path.join(a.to, "side_by_side.md")]
+               "--pytorch", *pytorch, "--md", os.path.join(a.to, "side_by_side.md")]
         if profiles:
             cmd += ["--profiles", *profiles]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

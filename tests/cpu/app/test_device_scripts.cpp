@@ -88,19 +88,21 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
 }
 
 TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
-  // What device_check.sh leaves in OUTDIR: the result and profile JSONs merged by file name.
+  // What device_check.sh leaves in OUTDIR: the result, PyTorch and profile JSONs, each kind
+  // merged by file name.
   fs::create_directories(dir_ / "out");
   json runs = {{"tiny_mlp_eager.json", json::parse(read_file(path("tiny_mlp_eager.json")))}};
   json profs = {{"profile_tiny_mlp.json", json::parse(read_file(path("profile_tiny_mlp.json")))}};
   write("out/mpbench_results.json", runs.dump());
   write("out/profiles.json", profs.dump());
-  write("out/pytorch.json", read_file(path("pytorch.json")));
+  json torch = {{"pytorch_tiny_mlp.json", json::parse(read_file(path("pytorch.json")))}};
+  write("out/pytorch.json", torch.dump());
   write("out/device_check.log", "log\n");
   Result r = mpbench::test::run_shell(
       script("unpack_device_results.py") + " " + path("out") + " --to " + path("results"),
       dir_.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* f : {"tiny_mlp_eager.json", "profile_tiny_mlp.json", "pytorch.json",
+  for (const char* f : {"tiny_mlp_eager.json", "profile_tiny_mlp.json", "pytorch_tiny_mlp.json",
                         "device_check.log", "side_by_side.md"})
     EXPECT_TRUE(fs::exists(dir_ / "results" / f)) << f << "\n" << r.out;
   const json back = json::parse(read_file(path("results/tiny_mlp_eager.json")));
