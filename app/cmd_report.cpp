@@ -20,13 +20,7 @@ int cmd_report(const ReportArgs& args) {
 
   std::vector<ReportInput> inputs;
   std::vector<ProfileInput> profiles;
-  for (const std::string& path : args.inputs) {
-    if (auto prof = load_profile_file(path)) {
-      profiles.push_back(std::move(*prof));
-    } else {
-      inputs.push_back({path, load_report_file(path)});
-    }
-  }
+  for (const std::string& path : args.inputs) load_report_input(path, inputs, profiles);
   if (inputs.empty())
     throw_bad_input("report: give at least one result JSON file (profiles go beside its runs)");
 

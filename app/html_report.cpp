@@ -1057,9 +1057,9 @@ json read_json_file(const std::string& path) {
 
 }  // namespace
 
-std::optional<ProfileInput> load_profile_file(const std::string& path) {
-  const json j = read_json_file(path);
-  if (!j.is_object() || !j.contains("profiles")) return std::nullopt;
+namespace {
+
+ProfileInput profile_from_json(const json& j, const std::string& path) {
   try {
     ProfileInput in;
     in.path = path;
@@ -1085,14 +1085,25 @@ std::optional<ProfileInput> load_profile_file(const std::string& path) {
   }
 }
 
-Report load_report_file(const std::string& path) {
-  const json j = read_json_file(path);
+Report report_from_file_json(const json& j, const std::string& path) {
   try {
     return report_from_json(j);
   } catch (const Error& e) {
     throw_bad_input(fmt::format("{}: {}", path, e.what()));
   } catch (const json::exception& e) {
     throw_bad_input(fmt::format("{}: not an mpbench result file: {}", path, e.what()));
+  }
+}
+
+}  // namespace
+
+void load_report_input(const std::string& path, std::vector<ReportInput>& reports,
+                       std::vector<ProfileInput>& profiles) {
+  const json j = read_json_file(path);
+  if (j.is_object() && j.contains("profiles")) {
+    profiles.push_back(profile_from_json(j, path));
+  } else {
+    reports.push_back({path, report_from_file_json(j, path)});
   }
 }
 

@@ -3,7 +3,6 @@
 // shows one or more result files side by side: per model, bars of epoch time, throughput and peak
 // memory per run, the memory breakdown by category, loss curves and loss-scale trajectories, the
 // console tables, and each file's environment.
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,11 +43,10 @@ std::string html_escape(const std::string& s);
 std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys, size_t max_points,
                                                   bool use_min = false);
 
-// Reads and checks a result file (schema_version 1). Throws Error(BadInput) naming the file.
-Report load_report_file(const std::string& path);
-// Reads a file written by `mpbench profile --json`; nullopt when the JSON is not one (it has no
-// "profiles"), so that the caller reads it as a result file. Throws Error(BadInput) naming the
-// file when it is malformed.
-std::optional<ProfileInput> load_profile_file(const std::string& path);
+// Reads one input of `mpbench report`, once: a file written by `mpbench profile --json` (it has
+// "profiles") into `profiles`, anything else as a result file (schema_version 1) into `reports`.
+// Throws Error(BadInput) naming the file when it is neither.
+void load_report_input(const std::string& path, std::vector<ReportInput>& reports,
+                       std::vector<ProfileInput>& profiles);
 
 }  // namespace mpbench
