@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "kernels/error.h"
 
 namespace mpbench {
@@ -31,6 +32,12 @@ Examples:
 
 Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure.
 )";
+
+// An empty path or list given on purpose (`--json ''`, `--precisions ''`) is an error, not the
+// option left out: an unset option is simply not parsed.
+const CLI::Validator kNonEmpty(
+    [](std::string& s) { return s.empty() ? std::string("expected a value, got ''") : ""; }, "",
+    "non-empty");
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -66,7 +73,62 @@ input, 4 (--strict only) no regression but inconclusive, env-mismatch or missing
 
 }  // namespace
 
+std::string printable_line(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto escape = [&](unsigned char c) {
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += fmt::format("\\x{:02x}", c);
+    }
+  };
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence (no overlong forms, surrogates or code points past
+    // U+10FFFF) is kept, unless it encodes a C1 control; every other byte is escaped.
+    const int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+    uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+    bool ok = len > 0 && i + len <= n;
+    for (int k = 1; ok && k < len; ++k) {
+      ok = (p[i + k] & 0xc0) == 0x80;
+      cp = (cp << 6) | (p[i + k] & 0x3fu);
+    }
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) &&
+         !(cp >= 0x80 && cp <= 0x9f);
+    if (!ok) {
+      escape(c);
+      ++i;
+      continue;
+    }
+    out.append(s, i, static_cast<size_t>(len));
+    i += static_cast<size_t>(len);
+  }
+  return out;
+}
+
 int mpbench_main(int argc, char** argv) {
+  install_interrupt_handlers();
   CLI::App app{
       "mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
       "shapes on your GPU: time per epoch, peak memory, final accuracy."};
@@ -79,22 +141,27 @@ int mpbench_main(int argc, char** argv) {
   std::string precisions;
   auto* run_cmd = app.add_subcommand(
       "run", "Train each spec's model in each precision mode and print the comparison table");
-  run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required();
+  run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required()->check(kNonEmpty);
   run_cmd->add_option("--device", run.device, "auto (GPU if present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_val("auto");
   // --precision too, since inspect takes one mode under that name and people type either.
-  run_cmd->add_option("--precisions,--precision", precisions,
-                      "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
+  run_cmd
+      ->add_option("--precisions,--precision", precisions,
+                   "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)")
+      ->check(kNonEmpty);
   run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
-  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here");
-  run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here");
+  run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here")
+      ->check(kNonEmpty);
+  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here")
+      ->check(kNonEmpty);
+  run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here")
+      ->check(kNonEmpty);
   run_cmd->add_flag("--quiet,-q", run.quiet, "No progress bar and no informational lines");
   run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
@@ -102,27 +169,36 @@ int mpbench_main(int argc, char** argv) {
   std::vector<std::string> validate_specs;
   auto* validate_cmd =
       app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
-  validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
+  validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")
+      ->required()
+      ->check(kNonEmpty);
 
   InspectArgs inspect;
   auto* inspect_cmd = app.add_subcommand(
       "inspect", "Per-layer table: output shape, parameters, FLOPs, dtypes, activation bytes");
-  inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
-  inspect_cmd->add_option("--precision", inspect.precision,
-                          "One mode (default: each of the spec's modes)");
+  inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")
+      ->required()
+      ->check(kNonEmpty);
+  inspect_cmd
+      ->add_option("--precision", inspect.precision, "One mode (default: each of the spec's modes)")
+      ->check(kNonEmpty);
 
   ProfileArgs profile;
   std::string profile_precisions;
   auto* profile_cmd = app.add_subcommand(
       "profile",
       "Where a training step's time goes: every op timed with events, by layer, by op, top ops");
-  profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")->required();
+  profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")
+      ->required()
+      ->check(kNonEmpty);
   profile_cmd
       ->add_option("--device", profile.run.device, "auto (GPU if present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_val("auto");
-  profile_cmd->add_option("--precisions,--precision", profile_precisions,
-                          "Comma-separated modes (default: the spec's)");
+  profile_cmd
+      ->add_option("--precisions,--precision", profile_precisions,
+                   "Comma-separated modes (default: the spec's)")
+      ->check(kNonEmpty);
   profile_cmd
       ->add_option(
           "--steps", profile.steps,
@@ -134,8 +210,10 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(25);
-  profile_cmd->add_option("--json", profile.json_path,
-                          "Write every op's time per step (and the run's env) as JSON here");
+  profile_cmd
+      ->add_option("--json", profile.json_path,
+                   "Write every op's time per step (and the run's env) as JSON here")
+      ->check(kNonEmpty);
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
 
@@ -151,19 +229,26 @@ int mpbench_main(int argc, char** argv) {
       ->add_option(
           "results", report_args.inputs,
           "Result JSON file(s) (mpbench run --json), and optionally mpbench profile --json files")
-      ->required();
-  report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
-  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");
+      ->required()
+      ->check(kNonEmpty);
+  report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")
+      ->required()
+      ->check(kNonEmpty);
+  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here")
+      ->check(kNonEmpty);
 
   DataArgs data_args;
   auto* data_cmd = app.add_subcommand(
       "data", "Write the spec's dataset as raw arrays (for training it with another framework)");
-  data_cmd->add_option("spec", data_args.spec, "Model spec JSON file")->required();
+  data_cmd->add_option("spec", data_args.spec, "Model spec JSON file")
+      ->required()
+      ->check(kNonEmpty);
   data_cmd
       ->add_option("--out", data_args.out_prefix,
                    "File prefix: writes PREFIX.json, PREFIX.train_x.f32, PREFIX.train_y.i32, "
                    "PREFIX.eval_x.f32, PREFIX.eval_y.i32")
-      ->required();
+      ->required()
+      ->check(kNonEmpty);
   data_cmd->add_option("--seed", data_args.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   data_cmd->add_flag("--quiet,-q", data_args.quiet, "No informational line");
@@ -173,8 +258,11 @@ int mpbench_main(int argc, char** argv) {
       "compare",
       "CI regression gate: compare a current result JSON against a baseline, run by run");
   compare_cmd->add_option("baseline", compare.baseline, "Baseline result JSON (mpbench run --json)")
-      ->required();
-  compare_cmd->add_option("current", compare.current, "Current result JSON")->required();
+      ->required()
+      ->check(kNonEmpty);
+  compare_cmd->add_option("current", compare.current, "Current result JSON")
+      ->required()
+      ->check(kNonEmpty);
   compare_cmd
       ->add_option("--time-threshold", compare.time_threshold,
                    "Slowdown of the median epoch time that fails, in percent")
@@ -190,9 +278,12 @@ int mpbench_main(int argc, char** argv) {
   compare_cmd->add_option("--loss-threshold", compare.loss_threshold,
                           "Relative change of the final loss (either way) that fails, in "
                           "percent; 0 requires an exact match (default: not compared)");
-  compare_cmd->add_option("--md", compare.md_path,
-                          "Write the comparison as Markdown (for a CI job summary) here");
-  compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here");
+  compare_cmd
+      ->add_option("--md", compare.md_path,
+                   "Write the comparison as Markdown (for a CI job summary) here")
+      ->check(kNonEmpty);
+  compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here")
+      ->check(kNonEmpty);
   compare_cmd->add_flag("--strict", compare.strict,
                         "Exit 4 when inconclusive, env-mismatch or missing rows remain");
   compare_cmd->footer(kCompareRule);
@@ -202,7 +293,7 @@ int mpbench_main(int argc, char** argv) {
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
-      std::cerr << "mpbench: unknown subcommand '" << argv[1]
+      std::cerr << "mpbench: unknown subcommand '" << printable_line(argv[1])
                 << "' (expected run, profile, validate, inspect, devices, data, compare or report; "
                    "see mpbench --help)\n";
       return 2;
@@ -218,7 +309,7 @@ int mpbench_main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
-      std::cerr << "mpbench: " << msg << " (see mpbench --help)\n";
+      std::cerr << "mpbench: " << printable_line(msg) << " (see mpbench --help)\n";
       return 2;
     }
     if (*run_cmd) {
@@ -237,13 +328,13 @@ int mpbench_main(int argc, char** argv) {
     if (*compare_cmd) return cmd_compare(compare);
     return 2;
   } catch (const Error& e) {
-    std::cerr << "mpbench: " << e.what() << "\n";
+    std::cerr << "mpbench: " << printable_line(e.what()) << "\n";
     return e.exit_code();
   } catch (const std::bad_alloc&) {
     std::cerr << "mpbench: out of host memory\n";
     return 3;
   } catch (const std::exception& e) {
-    std::cerr << "mpbench: internal error: " << e.what() << "\n";
+    std::cerr << "mpbench: internal error: " << printable_line(e.what()) << "\n";
     return 3;
   }
 }

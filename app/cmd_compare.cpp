@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "app/atomic_file.h"
 #include "app/commands.h"
 #include "app/compare.h"
+#include "app/output_file.h"
 #include "kernels/error.h"
 
 namespace mpbench {
@@ -40,8 +40,8 @@ int cmd_compare(const CompareArgs& args) {
   if (!args.loss_threshold.empty())
     o.loss_threshold = parse_threshold("--loss-threshold", args.loss_threshold, true);
   o.strict = args.strict;
-  if (!args.md_path.empty()) check_writable(args.md_path, "--md");
-  if (!args.json_path.empty()) check_writable(args.json_path, "--json");
+  check_outputs({{"--md", args.md_path}, {"--json", args.json_path}},
+                {args.baseline, args.current});
 
   const Report baseline = read_report_file(args.baseline);
   const Report current = read_report_file(args.current);
@@ -49,8 +49,8 @@ int cmd_compare(const CompareArgs& args) {
 
   std::cout << format_compare_console(c) << std::flush;
   if (!args.md_path.empty())
-    write_file_atomic(args.md_path, format_compare_markdown(c, args.baseline, args.current));
-  if (!args.json_path.empty()) write_file_atomic(args.json_path, compare_to_json(c).dump(2) + "\n");
+    write_output(args.md_path, format_compare_markdown(c, args.baseline, args.current));
+  if (!args.json_path.empty()) write_output(args.json_path, compare_to_json(c).dump(2) + "\n");
   return c.exit_code;
 }
 

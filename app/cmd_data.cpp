@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "app/atomic_file.h"
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "kernels/error.h"
 #include "models/dataset.h"
 #include "models/model.h"
@@ -59,20 +59,21 @@ int cmd_data(const DataArgs& args) {
                                    {"train_y", ".train_y.i32"},
                                    {"eval_x", std::string(".eval_x") + x_suffix},
                                    {"eval_y", ".eval_y.i32"}};
-  check_writable(index, "--out");
-  for (const Part& p : parts) check_writable(prefix + p.suffix, "--out");
+  std::vector<OutputArg> outputs = {{"--out", index}};
+  for (const Part& p : parts) outputs.push_back({"--out", prefix + p.suffix});
+  check_outputs(outputs, spec_inputs(spec));
 
   Dataset data = make_dataset(spec);
   const std::string base = std::filesystem::path(prefix).filename().string();
   nlohmann::json files = nlohmann::json::object();
   for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
 
-  write_file_atomic(prefix + parts[0].suffix,
-                    tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x));
-  write_file_atomic(prefix + parts[1].suffix, raw_bytes(data.train_y));
-  write_file_atomic(prefix + parts[2].suffix,
-                    tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x));
-  write_file_atomic(prefix + parts[3].suffix, raw_bytes(data.eval_y));
+  write_output(prefix + parts[0].suffix,
+               tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x));
+  write_output(prefix + parts[1].suffix, raw_bytes(data.train_y));
+  write_output(prefix + parts[2].suffix,
+               tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x));
+  write_output(prefix + parts[3].suffix, raw_bytes(data.eval_y));
 
   nlohmann::json j = {{"spec", spec.name},
                       {"spec_file", args.spec},
@@ -90,7 +91,7 @@ int cmd_data(const DataArgs& args) {
                       {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
                       {"files", files}};
   // The index goes last: its presence means the arrays are complete.
-  write_file_atomic(index, j.dump(2) + "\n");
+  write_output(index, j.dump(2) + "\n");
   if (!args.quiet)
     std::cerr << fmt::format("mpbench: wrote {} ({} train + {} eval samples of {} {})\n", index,
                              data.train_size(), data.eval_size(), data.sample_dim,

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <map>
 
-#include "app/atomic_file.h"
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "app/progress.h"
 #include "models/dataset.h"
 #include "models/spec.h"
@@ -199,7 +199,7 @@ int cmd_profile(const ProfileArgs& args) {
   Spec spec = load_spec(args.spec);
   apply_run_overrides(spec, args.run);
   fit_to_steps(spec, args.steps);
-  if (!args.json_path.empty()) check_writable(args.json_path, "--json");
+  check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
 
   auto be = select_backend(args.run.device, args.run.quiet);
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
@@ -216,7 +216,7 @@ int cmd_profile(const ProfileArgs& args) {
     out["profiles"].push_back(profile_json(pr, dev));
     failed = failed || pr.run.status != RunStatus::Ok;
   }
-  if (!args.json_path.empty()) write_file_atomic(args.json_path, out.dump(2) + "\n");
+  if (!args.json_path.empty()) write_output(args.json_path, out.dump(2) + "\n");
   return failed ? 3 : 0;
 }
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "app/atomic_file.h"
 #include "app/commands.h"
 #include "app/html_report.h"
+#include "app/output_file.h"
 #include "app/report_writers.h"
 #include "kernels/error.h"
 
@@ -15,8 +15,7 @@ namespace mpbench {
 int cmd_report(const ReportArgs& args) {
   if (args.inputs.empty()) throw_bad_input("report: give at least one result JSON file");
   if (args.html_path.empty()) throw_bad_input("report: --html FILE is required");
-  check_writable(args.html_path, "--html");
-  if (!args.md_path.empty()) check_writable(args.md_path, "--md");
+  check_outputs({{"--html", args.html_path}, {"--md", args.md_path}}, args.inputs);
 
   std::vector<ReportInput> inputs;
   std::vector<ProfileInput> profiles;
@@ -24,7 +23,7 @@ int cmd_report(const ReportArgs& args) {
   if (inputs.empty())
     throw_bad_input("report: give at least one result JSON file (profiles go beside its runs)");
 
-  write_file_atomic(args.html_path, format_html(inputs, profiles));
+  write_output(args.html_path, format_html(inputs, profiles));
   if (!args.md_path.empty()) {
     std::string md;
     if (inputs.size() == 1) {
@@ -36,7 +35,7 @@ int cmd_report(const ReportArgs& args) {
         md += "## " + in.path + "\n\n" + format_markdown(in.report);
       }
     }
-    write_file_atomic(args.md_path, md);
+    write_output(args.md_path, md);
   }
   return 0;
 }

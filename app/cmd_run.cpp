@@ -2,9 +2,9 @@
 #include <iostream>
 #include <thread>
 
-#include "app/atomic_file.h"
 #include "app/commands.h"
 #include "app/console_table.h"
+#include "app/output_file.h"
 #include "app/progress.h"
 #include "app/report_writers.h"
 #include "models/dataset.h"
@@ -32,7 +32,16 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   if (d.kind == "cuda") {
     env["gpu"] = gpu_facts_json(d);  // the same facts `mpbench devices` lists
   }
-  env["cpu"] = {{"name", cpu.name}, {"threads", cpu.cpu_threads}};
+  env["cpu"] = {
+      {"name", cpu.name},
+      {"threads", cpu.cpu_threads},
+      {"blas", cpu.blas_config},
+      {"blas_core", cpu.blas_core},
+      {"blas_threads", cpu.blas_threads},
+      {"blas_threading", cpu.blas_threading},
+      // What OpenMP was told; mpbench's own code uses no OpenMP.
+      {"omp_num_threads", cpu.omp_num_threads.empty() ? nlohmann::json(nullptr)
+                                                      : nlohmann::json(cpu.omp_num_threads)}};
   return env;
 }
 
@@ -100,9 +109,11 @@ int cmd_run(const RunArgs& args) {
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), args);
   }
-  for (const auto& [path, option] :
-       {std::pair{&args.json_path, "--json"}, {&args.csv_path, "--csv"}, {&args.md_path, "--md"}})
-    if (!path->empty()) check_writable(*path, option);
+  std::vector<std::string> inputs;
+  for (const Spec& spec : specs)
+    for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
+  check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
+                inputs);
 
   auto be = select_backend(args.device, args.quiet);
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
@@ -135,9 +146,9 @@ int cmd_run(const RunArgs& args) {
   }
 
   std::cout << format_console(report) << std::flush;
-  if (!args.json_path.empty()) write_file_atomic(args.json_path, to_json(report).dump(2) + "\n");
-  if (!args.csv_path.empty()) write_file_atomic(args.csv_path, format_csv(report));
-  if (!args.md_path.empty()) write_file_atomic(args.md_path, format_markdown(report));
+  if (!args.json_path.empty()) write_output(args.json_path, to_json(report).dump(2) + "\n");
+  if (!args.csv_path.empty()) write_output(args.csv_path, format_csv(report));
+  if (!args.md_path.empty()) write_output(args.md_path, format_markdown(report));
   return 0;
 }
 

@@ -84,6 +84,10 @@ nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
 // A GPU's facts: name, capability, memory, SMs, versions, tensor-core modes, datasheet peaks.
 nlohmann::json gpu_facts_json(const DeviceInfo& d);
 
+// `s` as one printable line: control characters escaped (\n, \t, \xNN) and so is every byte that
+// is not part of well-formed UTF-8; for error messages that echo what the user gave.
+std::string printable_line(const std::string& s);
+
 int mpbench_main(int argc, char** argv);
 
 }  // namespace mpbench

@@ -102,6 +102,10 @@ struct DeviceInfo {
   size_t total_memory = 0;
   int sm_count = 0;
   int cpu_threads = 0;
+  // CPU: the BLAS the reference GEMMs run on and its threads, on which its sums (and so the
+  // CPU results, in the last digits) depend. OpenMP: "pthreads" or "openmp", and OMP_NUM_THREADS.
+  std::string blas_config, blas_core, blas_threading, omp_num_threads;
+  int blas_threads = 0;
   std::string driver_version, runtime_version, cublas_version, cudnn_version;
 };
 
@@ -183,12 +187,13 @@ class Backend {
   virtual void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads,
                         Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) = 0;
 
-  // GradScaler's update on device scalars: on found_inf, scale *= backoff and tracker = 0; else
-  // ++tracker and when it reaches growth_interval, scale *= growth (only if that stays finite)
-  // and tracker = 0. growth_tracker is an fp32 scalar holding an integer.
+  // GradScaler's update on device scalars (torch._amp_update_scale_): on found_inf,
+  // scale = float(scale * backoff) and tracker = 0; else ++tracker and when it reaches
+  // growth_interval, scale = float(scale * growth) (only if that stays finite) and tracker = 0.
+  // scale is an fp32 scalar multiplied in double and rounded once; growth_tracker an int32 scalar.
   virtual void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                                 float growth_factor, float backoff_factor,
-                                 int growth_interval) = 0;
+                                 double growth_factor, double backoff_factor,
+                                 int32_t growth_interval) = 0;
   // step_count[0] += 1 unless found_inf is given and set (a skipped step is not a step).
   virtual void count_step(Tensor& step_count, const Tensor* found_inf) = 0;
 
@@ -269,6 +274,8 @@ std::unique_ptr<Backend> make_cpu_backend();
 // The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has
 // AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
 const char* blas_coretype_hint();
+// Fills the blas_* and omp_num_threads fields of a CPU's DeviceInfo.
+void describe_blas(DeviceInfo& info);
 // Number of usable CUDA devices; 0 with a one-line reason when there is none (no GPU, no driver,
 // or a build without CUDA).
 int cuda_device_count(std::string* why_not);

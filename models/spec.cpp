@@ -128,18 +128,27 @@ class ObjectReader {
     return to_int(v, path, r);
   }
 
+  // A value the math uses as a float (learning rates, the initial loss scale).
   float real(const std::string& key, RealRange r, float def) const {
+    const double d = real64(key, r, def);
+    // A value that does not survive the trip to float (1e-50, 1e50) is as wrong as one out of
+    // range.
+    const float f = static_cast<float>(d);
+    if (!std::isfinite(f) || (d != 0 && f == 0)) {
+      ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*find(key, false, "")));
+    }
+    return f;
+  }
+  // A value used in double (the loss-scale factors, as GradScaler's Python floats).
+  double real64(const std::string& key, RealRange r, double def) const {
     const json* v = find(key, false, r.text());
     if (!v) return def;
     if (!v->is_number()) ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
     const double d = v->get<double>();
-    // A value that does not survive the trip to float (1e-50, 1e50) is as wrong as one out of
-    // range.
-    const float f = static_cast<float>(d);
-    if (!r.contains(d) || !std::isfinite(f) || (d != 0 && f == 0)) {
+    if (!r.contains(d) || !std::isfinite(d)) {
       ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
     }
-    return f;
+    return d;
   }
 
   bool boolean(const std::string& key, bool def) const {
@@ -753,9 +762,9 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         ctx, *ls, "loss_scale",
         {"init", "growth_factor", "backoff_factor", "growth_interval", "amp_fp16", "amp_bf16"});
     LossScaleSpec& l = s.loss_scale;
-    l.init = r.real("init", {0, kInf, true, false}, l.init);
-    l.growth_factor = r.real("growth_factor", {1, kInf, true, false}, l.growth_factor);
-    l.backoff_factor = r.real("backoff_factor", {0, 1, true, true}, l.backoff_factor);
+    l.init = r.real("init", {0, kInf, true, false}, static_cast<float>(l.init));
+    l.growth_factor = r.real64("growth_factor", {1, kInf, true, false}, l.growth_factor);
+    l.backoff_factor = r.real64("backoff_factor", {0, 1, true, true}, l.backoff_factor);
     l.growth_interval = r.integer("growth_interval", {1, kMaxSteps}, l.growth_interval);
     l.enabled_fp16 = r.boolean("amp_fp16", l.enabled_fp16);
     l.enabled_bf16 = r.boolean("amp_bf16", l.enabled_bf16);
@@ -784,6 +793,17 @@ Spec load_spec(const std::string& path) {
   return parse_spec(ss.str(), path);
 }
 
+std::vector<std::string> spec_inputs(const Spec& s) {
+  std::vector<std::string> files;
+  if (!s.source_path.empty()) files.push_back(s.source_path);
+  if (s.data.type == "idx") {
+    for (const std::string* f :
+         {&s.data.train_images, &s.data.train_labels, &s.data.eval_images, &s.data.eval_labels})
+      files.push_back(*f);
+  }
+  return files;
+}
+
 json to_json(const Spec& s) {
   json j;
   j["name"] = s.name;
@@ -797,9 +817,9 @@ json to_json(const Spec& s) {
                 {"optimizer", write_optimizer(s.train.optimizer)}};
   j["precisions"] = json::array();
   for (Precision p : s.precisions) j["precisions"].push_back(precision_name(p));
-  j["loss_scale"] = {{"init", fnum(s.loss_scale.init)},
-                     {"growth_factor", fnum(s.loss_scale.growth_factor)},
-                     {"backoff_factor", fnum(s.loss_scale.backoff_factor)},
+  j["loss_scale"] = {{"init", s.loss_scale.init},
+                     {"growth_factor", s.loss_scale.growth_factor},
+                     {"backoff_factor", s.loss_scale.backoff_factor},
                      {"growth_interval", s.loss_scale.growth_interval},
                      {"amp_fp16", s.loss_scale.enabled_fp16},
                      {"amp_bf16", s.loss_scale.enabled_bf16}};

@@ -84,7 +84,9 @@ struct TrainSpec {
 struct LossScaleSpec {
   bool enabled_fp16 = precision_info(Precision::AMP_FP16).loss_scaling_default;
   bool enabled_bf16 = precision_info(Precision::AMP_BF16).loss_scaling_default;
-  float init = 65536.0f, growth_factor = 2.0f, backoff_factor = 0.5f;
+  // Doubles, as GradScaler's Python floats: the scale is a float32 multiplied by these in double
+  // and rounded once (kernels' update_loss_scale).
+  double init = 65536.0, growth_factor = 2.0, backoff_factor = 0.5;
   int64_t growth_interval = 2000;
 };
 
@@ -114,6 +116,9 @@ inline bool operator!=(const Spec& a, const Spec& b) {
 
 // Reads and parses a spec file; an unreadable file is `<file>: cannot read spec: <strerror>`.
 Spec load_spec(const std::string& path);
+// The files a spec was read from and reads: its own file and, for idx data, the four idx files
+// (outputs must not be any of them).
+std::vector<std::string> spec_inputs(const Spec& spec);
 // Parses spec text. `path` names the file in messages and anchors relative idx paths.
 Spec parse_spec(const std::string& text, const std::string& path);
 // The resolved spec with every default written out; parse_spec(to_json(s).dump(), p) == s.

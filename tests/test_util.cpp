@@ -11,6 +11,14 @@
 
 namespace mpbench::test {
 
+std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf) {
+  std::mt19937_64 rng(seed);
+  std::bernoulli_distribution inf(p_inf);
+  std::vector<bool> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = inf(rng);
+  return out;
+}
+
 double tolerance_for(DType dt, GemmMath math) {
   switch (dt) {
     case DType::F16:

@@ -3,6 +3,7 @@
 // tolerances that every CPU-vs-CUDA and reference check uses.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +58,32 @@ std::vector<double> to_double(const std::vector<float>& v);
 // for every coordinate of x: the reference the CPU ops' backward passes are checked against.
 std::vector<float> central_differences(const std::function<double(const std::vector<double>&)>& f,
                                        std::vector<double> x, double h = 1e-6);
+
+// PyTorch's GradScaler update, torch._amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu),
+// written from its rule on host values: a float32 scale multiplied by the double factors and
+// rounded to float once, an int tracker, and a growth that would reach inf not taken. The
+// reference both backends' update_loss_scale are held to, bit for bit.
+struct GradScalerRef {
+  float scale;
+  int32_t tracker = 0;
+  void update(bool found_inf, double growth, double backoff, int32_t interval) {
+    if (found_inf) {
+      scale = static_cast<float>(static_cast<double>(scale) * backoff);
+      tracker = 0;
+      return;
+    }
+    const int32_t successful = tracker + 1;
+    if (successful == interval) {
+      const float grown = static_cast<float>(static_cast<double>(scale) * growth);
+      if (std::isfinite(grown)) scale = grown;
+      tracker = 0;
+    } else {
+      tracker = successful;
+    }
+  }
+};
+// A fixed pattern of finite (false) and non-finite (true) steps, deterministic from the seed.
+std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf = 0.2);
 
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);

@@ -230,7 +230,8 @@ void OpProfiler::sgd_step(const SgdParams& p, Tensor& master, const Tensor& grad
                sgd_step(p, master, grads, momentum_buf, weights_lowp, found_inf));
 }
 void OpProfiler::update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                                   float growth_factor, float backoff_factor, int growth_interval) {
+                                   double growth_factor, double backoff_factor,
+                                   int32_t growth_interval) {
   MPB_PROFILED("update_loss_scale", "", 0, 0,
                update_loss_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                                  growth_interval));

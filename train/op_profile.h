@@ -75,7 +75,8 @@ class OpProfiler final : public Backend, public LayerObserver {
   void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
                 Tensor* weights_lowp, const Tensor* found_inf) override;
   void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                         float growth_factor, float backoff_factor, int growth_interval) override;
+                         double growth_factor, double backoff_factor,
+                         int32_t growth_interval) override;
   void count_step(Tensor& step_count, const Tensor* found_inf) override;
   void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) override;
   void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,

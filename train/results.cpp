@@ -64,11 +64,11 @@ json num(double v) {
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
 
-// Per-step series are stored as float; writing them through the shortest decimal that round-trips
-// the float keeps result files small ("0.123", not "0.12300000339746475") and loses nothing.
+// Per-step series are stored as float and written as that float's exact double, so that any
+// reader gets the value the run had: a loss scale of 2^27 is 134217728, not the 134217730 of
+// the float's shortest decimal read as a double.
 json num_f(float v) {
-  if (!std::isfinite(v)) return json(nullptr);
-  return json(std::strtod(fmt::format("{}", v).c_str(), nullptr));
+  return num(static_cast<double>(v));
 }
 
 json time_stats_json(const TimeStats& t) {

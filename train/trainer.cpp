@@ -109,9 +109,10 @@ void Run::build(RunResult& r) {
   const auto& ls = spec_.loss_scale;
   scaling_ = loss_scaling_enabled(ls, precision_);
   r.loss_scaling = scaling_;
-  s_.scale = scalar(alloc_, be_, scaling_ ? ls.init : 1.0f);
+  s_.scale = scalar(alloc_, be_, scaling_ ? static_cast<float>(ls.init) : 1.0f);
   s_.scale_used = scalar(alloc_, be_, 1.0f);
-  s_.tracker = scalar(alloc_, be_, 0.0f);
+  s_.tracker = alloc_.alloc(Shape{1}, DType::I32, MemCategory::Data);
+  be_.fill(s_.tracker, 0.0f);
   s_.found_inf = scalar(alloc_, be_, 0.0f);
   s_.grad_norm = scalar(alloc_, be_, 0.0f);
   s_.step_count = scalar(alloc_, be_, 0.0f);
@@ -145,7 +146,7 @@ void Run::step_core(MemoryReport* mem) {
   if (scaling_) {
     const auto& ls = spec_.loss_scale;
     be_.update_loss_scale(s_.scale, s_.tracker, s_.found_inf, ls.growth_factor, ls.backoff_factor,
-                          static_cast<int>(ls.growth_interval));
+                          static_cast<int32_t>(ls.growth_interval));
   }
   be_.count_step(s_.step_count, skip_flag);
   if (mem) sample_device_memory(be_, *mem);

@@ -5,6 +5,7 @@
 // so the executable re-runs itself with it set (app/main.cpp).
 #include <cblas.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/backend.h"
@@ -18,6 +19,26 @@ const char* blas_coretype_hint() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
+}
+
+void describe_blas(DeviceInfo& info) {
+  const char* config = openblas_get_config();
+  const char* core = openblas_get_corename();
+  info.blas_config = config ? config : "OpenBLAS";
+  info.blas_core = core ? core : "";
+  info.blas_threads = openblas_get_num_threads();
+  switch (openblas_get_parallel()) {
+    case 0:
+      info.blas_threading = "sequential";
+      break;
+    case 2:
+      info.blas_threading = "openmp";
+      break;
+    default:
+      info.blas_threading = "pthreads";
+  }
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  info.omp_num_threads = omp ? omp : "";
 }
 
 }  // namespace mpbench

@@ -22,8 +22,8 @@ void check_tensor(const Tensor& t, DType dt, const char* what) {
             dtype_name(dt));
 }
 
-void check_scalar(const Tensor& t, const char* what) {
-  check_tensor(t, DType::F32, what);
+void check_scalar(const Tensor& t, const char* what, DType dt) {
+  check_tensor(t, dt, what);
   MPB_CHECK(t.numel() == 1, "{}: expected a one-element scalar, got shape {}", what, t.shape.str());
 }
 

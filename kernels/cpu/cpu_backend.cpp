@@ -68,6 +68,7 @@ CpuBackend::CpuBackend() {
   info_.name = proc_field("/proc/cpuinfo", "model name");
   if (info_.name.empty()) info_.name = "unknown CPU";
   info_.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+  describe_blas(info_);
   const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page_size > 0)
     info_.total_memory = static_cast<size_t>(pages) * static_cast<size_t>(page_size);
@@ -156,7 +157,8 @@ void CpuBackend::sgd_step(const SgdParams& p, Tensor& master, const Tensor& grad
 }
 
 void CpuBackend::update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                                   float growth_factor, float backoff_factor, int growth_interval) {
+                                   double growth_factor, double backoff_factor,
+                                   int32_t growth_interval) {
   cpu::update_loss_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                          growth_interval);
 }

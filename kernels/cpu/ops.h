@@ -58,7 +58,7 @@ void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tenso
 void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
               Tensor* weights_lowp, const Tensor* found_inf);
 void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                       float growth_factor, float backoff_factor, int growth_interval);
+                       double growth_factor, double backoff_factor, int32_t growth_interval);
 void count_step(Tensor& step_count, const Tensor* found_inf);
 
 // ---- conv.cpp ---------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, 
 // Throws a Runtime error naming `what` unless t is a defined host tensor of dtype dt.
 void check_tensor(const Tensor& t, DType dt, const char* what);
 // The same for a one-element fp32 device scalar.
-void check_scalar(const Tensor& t, const char* what);
+void check_scalar(const Tensor& t, const char* what, DType dt = DType::F32);
 bool is_float_dtype(DType dt);
 
 }  // namespace mpbench::cpu

@@ -154,25 +154,27 @@ void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& m
   }
 }
 
+// torch._amp_update_scale_: the float32 scale times a double factor, rounded to float once; the
+// tracker an int32 count of consecutive finite steps.
 void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                       float growth_factor, float backoff_factor, int growth_interval) {
+                       double growth_factor, double backoff_factor, int32_t growth_interval) {
   check_scalar(scale, "update_loss_scale: scale");
-  check_scalar(growth_tracker, "update_loss_scale: growth_tracker");
+  check_scalar(growth_tracker, "update_loss_scale: growth_tracker", DType::I32);
   check_scalar(found_inf, "update_loss_scale: found_inf");
   MPB_CHECK(growth_interval > 0, "update_loss_scale: growth_interval must be > 0, got {}",
             growth_interval);
   float& s = scale.ptr<float>()[0];
-  float& tracker = growth_tracker.ptr<float>()[0];
+  int32_t& tracker = growth_tracker.ptr<int32_t>()[0];
   if (found_inf.ptr<float>()[0] != 0.0f) {
-    s *= backoff_factor;
-    tracker = 0.0f;
+    s = static_cast<float>(static_cast<double>(s) * backoff_factor);
+    tracker = 0;
     return;
   }
-  const float successful = tracker + 1.0f;
-  if (successful >= static_cast<float>(growth_interval)) {
-    const float grown = s * growth_factor;
+  const int32_t successful = tracker + 1;
+  if (successful >= growth_interval) {
+    const float grown = static_cast<float>(static_cast<double>(s) * growth_factor);
     if (std::isfinite(grown)) s = grown;
-    tracker = 0.0f;
+    tracker = 0;
   } else {
     tracker = successful;
   }

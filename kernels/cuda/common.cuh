@@ -107,10 +107,10 @@ inline void check_rows_like(const Tensor& t, const Tensor& x, const char* what) 
             x.shape.str());
 }
 
-inline void check_scalar(const Tensor& t, const char* what) {
+inline void check_scalar(const Tensor& t, const char* what, DType dt = DType::F32) {
   check_on_device(t, what);
-  MPB_CHECK(t.dtype == DType::F32 && t.numel() == 1, "{}: expected an fp32 scalar, got {} {}", what,
-            dtype_name(t.dtype), t.shape.str());
+  MPB_CHECK(t.dtype == dt && t.numel() == 1, "{}: expected an {} scalar, got {} {}", what,
+            dtype_name(dt), dtype_name(t.dtype), t.shape.str());
 }
 
 // Sum / max over the 32 lanes of a full warp; every lane gets the result.

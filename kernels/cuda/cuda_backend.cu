@@ -206,7 +206,8 @@ class CudaBackend : public Backend {
     cuda::sgd_step(ctx_, p, master, grads, momentum_buf, weights_lowp, found_inf);
   }
   void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                         float growth_factor, float backoff_factor, int growth_interval) override {
+                         double growth_factor, double backoff_factor,
+                         int32_t growth_interval) override {
     cuda::update_loss_scale(ctx_, scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                             growth_interval);
   }

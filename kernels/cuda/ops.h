@@ -31,8 +31,8 @@ void adamw_step(DeviceContext& ctx, const AdamWParams& p, Tensor& master, const 
 void sgd_step(DeviceContext& ctx, const SgdParams& p, Tensor& master, const Tensor& grads,
               Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf);
 void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker,
-                       const Tensor& found_inf, float growth_factor, float backoff_factor,
-                       int growth_interval);
+                       const Tensor& found_inf, double growth_factor, double backoff_factor,
+                       int32_t growth_interval);
 void count_step(DeviceContext& ctx, Tensor& step_count, const Tensor* found_inf);
 
 // ---- resnet_bottleneck family: conv.cu (cuDNN), batchnorm.cu, tensor_ops.cu ------------------

@@ -90,18 +90,19 @@ __global__ void sgd_kernel(SgdParams p, float* w, const float* g, float* buf, TL
   }
 }
 
-__global__ void update_loss_scale_kernel(float* scale, float* tracker, const float* found_inf,
-                                         float growth, float backoff, int interval) {
+// As torch._amp_update_scale_: the product in double, rounded to float once; an int32 tracker.
+__global__ void update_loss_scale_kernel(float* scale, int32_t* tracker, const float* found_inf,
+                                         double growth, double backoff, int32_t interval) {
   if (found_inf[0] != 0.0f) {
-    scale[0] *= backoff;
-    tracker[0] = 0.0f;
+    scale[0] = static_cast<float>(static_cast<double>(scale[0]) * backoff);
+    tracker[0] = 0;
     return;
   }
-  float successful = tracker[0] + 1.0f;
-  if (successful >= static_cast<float>(interval)) {
-    float grown = scale[0] * growth;
+  const int32_t successful = tracker[0] + 1;
+  if (successful >= interval) {
+    const float grown = static_cast<float>(static_cast<double>(scale[0]) * growth);
     if (isfinite(grown)) scale[0] = grown;
-    tracker[0] = 0.0f;
+    tracker[0] = 0;
   } else {
     tracker[0] = successful;
   }
@@ -190,15 +191,15 @@ void sgd_step(DeviceContext& ctx, const SgdParams& p, Tensor& master, const Tens
 }
 
 void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker,
-                       const Tensor& found_inf, float growth_factor, float backoff_factor,
-                       int growth_interval) {
+                       const Tensor& found_inf, double growth_factor, double backoff_factor,
+                       int32_t growth_interval) {
   check_scalar(scale, "update_loss_scale scale");
-  check_scalar(growth_tracker, "update_loss_scale growth_tracker");
+  check_scalar(growth_tracker, "update_loss_scale growth_tracker", DType::I32);
   check_scalar(found_inf, "update_loss_scale found_inf");
   MPB_CHECK(growth_interval >= 1, "update_loss_scale: growth_interval {} < 1", growth_interval);
   update_loss_scale_kernel<<<1, 1, 0, ctx.stream()>>>(
-      scale.ptr<float>(), growth_tracker.ptr<float>(), found_inf.ptr<const float>(), growth_factor,
-      backoff_factor, growth_interval);
+      scale.ptr<float>(), growth_tracker.ptr<int32_t>(), found_inf.ptr<const float>(),
+      growth_factor, backoff_factor, growth_interval);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -1,16 +1,11 @@
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+// The writers of the result model: console table, CSV, Markdown, ratios, units, progress line.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
-#include "app/atomic_file.h"
 #include "app/console_table.h"
 #include "app/progress.h"
 #include "app/report_writers.h"
@@ -375,110 +370,6 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   EXPECT_TRUE(contains(md, "2.50x")) << md;
   EXPECT_TRUE(contains(md, "**oom**: a \\| b")) << md;
 }
-
-// ---- atomic files --------------------------------------------------------------------------
-
-class TempDir : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/mpbench_writers_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    for (const std::string& f : files()) std::remove((dir_ + "/" + f).c_str());
-    chmod(dir_.c_str(), 0700);
-    rmdir(dir_.c_str());
-  }
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    if (DIR* d = opendir(dir_.c_str())) {
-      while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") out.push_back(n);
-      }
-      closedir(d);
-    }
-    return out;
-  }
-  static std::string read(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  std::string dir_;
-};
-
-TEST_F(TempDir, AtomicWriteReplacesAndLeavesNoTempFile) {
-  const std::string path = dir_ + "/r.json";
-  write_file_atomic(path, "first");
-  write_file_atomic(path, std::string(1 << 20, 'x') + "end");
-  EXPECT_EQ(read(path), std::string(1 << 20, 'x') + "end");
-  EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
-  write_file_atomic(path, "");
-  EXPECT_EQ(read(path), "");
-}
-
-TEST_F(TempDir, AtomicWriteIntoMissingDirectoryFailsCleanly) {
-  const std::string path = dir_ + "/missing/r.json";
-  try {
-    write_file_atomic(path, "data");
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 3);
-    EXPECT_TRUE(contains(e.what(), "cannot write " + path)) << e.what();
-    EXPECT_TRUE(contains(e.what(), "No such file or directory")) << e.what();
-  }
-  EXPECT_TRUE(files().empty());
-}
-
-TEST_F(TempDir, AtomicWriteOntoDirectoryRemovesTempFile) {
-  const std::string path = dir_ + "/sub";
-  ASSERT_EQ(mkdir(path.c_str(), 0700), 0);
-  EXPECT_THROW(write_file_atomic(path, "data"), Error);  // rename onto a directory fails
-  rmdir(path.c_str());
-  EXPECT_TRUE(files().empty());
-}
-
-TEST_F(TempDir, CheckWritable) {
-  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));
-  write_file_atomic(dir_ + "/r.json", "old");
-  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));  // replacing an existing file is fine
-
-  try {
-    check_writable(dir_ + "/nope/r.json", "--json");
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_EQ(std::string(e.what()),
-              "--json " + dir_ + "/nope/r.json: directory " + dir_ + "/nope does not exist");
-  }
-  try {
-    check_writable(dir_ + "/r.json/x.csv");
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_TRUE(contains(e.what(), "not a directory") || contains(e.what(), "does not exist"))
-        << e.what();
-  }
-  EXPECT_THROW(check_writable(dir_), Error);  // a directory, not a file
-  EXPECT_THROW(check_writable(""), Error);
-  EXPECT_NO_THROW(check_writable("relative_name.json"));  // the current directory
-
-  if (geteuid() != 0) {  // root writes anywhere
-    chmod(dir_.c_str(), 0500);
-    try {
-      check_writable(dir_ + "/r2.json");
-      ADD_FAILURE() << "expected an Error";
-    } catch (const Error& e) {
-      EXPECT_TRUE(contains(e.what(), "not writable")) << e.what();
-    }
-    chmod(dir_.c_str(), 0700);
-  }
-}
-
-// ---- progress ------------------------------------------------------------------------------
 
 TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
   const std::string l = Progress::format_line("mnist fp32", 50, 200, 10.0, "loss 0.123", 100);

@@ -4,6 +4,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels/allocator.h"
@@ -178,9 +179,9 @@ TEST_F(CpuOptimizer, SgdMomentumAndNesterovByHand) {
 }
 
 TEST_F(CpuOptimizer, LossScaleBacksOffGrowsAndNeverReachesInf) {
-  Tensor scale = make({65536.0f}), tracker = make({0.0f});
+  Tensor scale = make({65536.0f}), tracker = make({0.0f}, DType::I32);
   Tensor clean = make({0.0f}), inf = make({1.0f});
-  auto update = [&](const Tensor& f) { be->update_loss_scale(scale, tracker, f, 2.0f, 0.5f, 3); };
+  auto update = [&](const Tensor& f) { be->update_loss_scale(scale, tracker, f, 2.0, 0.5, 3); };
   update(clean);
   update(clean);
   EXPECT_EQ(value(scale), 65536.0f);
@@ -207,9 +208,48 @@ TEST_F(CpuOptimizer, LossScaleBacksOffGrowsAndNeverReachesInf) {
   EXPECT_EQ(value(scale), std::ldexp(1.0f, 127));
   EXPECT_EQ(value(tracker), 0.0f);
   be->fill(scale, FLT_MAX);
-  be->update_loss_scale(scale, tracker, clean, 2.0f, 0.5f, 1);
+  be->update_loss_scale(scale, tracker, clean, 2.0, 0.5, 1);
   EXPECT_EQ(value(scale), FLT_MAX);
-  EXPECT_THROW(be->update_loss_scale(scale, tracker, clean, 2.0f, 0.5f, 0), Error);
+  EXPECT_THROW(be->update_loss_scale(scale, tracker, clean, 2.0, 0.5, 0), Error);
+  // The tracker is an int32: a float one would be refused.
+  Tensor float_tracker = make({0.0f});
+  EXPECT_THROW(be->update_loss_scale(scale, float_tracker, clean, 2.0, 0.5, 3), Error);
+}
+
+// Non-dyadic factors, where a float product and PyTorch's double product rounded once differ
+// (with 1.7 and 0.3 as floats, 92 of 98 steps did).
+TEST_F(CpuOptimizer, LossScaleFollowsPyTorchsUpdateRule) {
+  const std::vector<bool> found = test::found_inf_pattern(98, 7, 0.3);
+  for (const auto& [growth, backoff, interval] :
+       {std::tuple{1.7, 0.3, 2}, std::tuple{2.0, 0.5, 3}, std::tuple{1.0001, 0.999, 1}}) {
+    test::GradScalerRef ref{65536.0f};
+    Tensor scale = make({ref.scale}), tracker = make({0.0f}, DType::I32);
+    int changed = 0;
+    for (size_t i = 0; i < found.size(); ++i) {
+      Tensor f = make({found[i] ? 1.0f : 0.0f});
+      const float before = ref.scale;
+      ref.update(found[i], growth, backoff, interval);
+      changed += ref.scale != before;
+      be->update_loss_scale(scale, tracker, f, growth, backoff, interval);
+      ASSERT_EQ(value(scale), ref.scale) << "step " << i << " growth " << growth;
+      ASSERT_EQ(static_cast<int32_t>(value(tracker)), ref.tracker) << "step " << i;
+    }
+    EXPECT_GT(changed, 20) << "the sequence must move the scale both ways";
+  }
+}
+
+// A growth_interval above 2^24 (the spec allows 2^30) still grows: a float tracker would stick
+// at 2^24.
+TEST_F(CpuOptimizer, LossScaleGrowsAfterLongIntervals) {
+  const int32_t interval = (1 << 24) + 2;
+  Tensor scale = make({4.0f}), tracker = make({static_cast<float>(1 << 24)}, DType::I32);
+  Tensor clean = make({0.0f});
+  be->update_loss_scale(scale, tracker, clean, 2.0, 0.5, interval);
+  EXPECT_EQ(value(scale), 4.0f);
+  EXPECT_EQ(value(tracker), static_cast<float>((1 << 24) + 1));
+  be->update_loss_scale(scale, tracker, clean, 2.0, 0.5, interval);
+  EXPECT_EQ(value(scale), 8.0f);
+  EXPECT_EQ(value(tracker), 0.0f);
 }
 
 TEST_F(CpuOptimizer, CountStep) {

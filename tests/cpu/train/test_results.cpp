@@ -144,8 +144,21 @@ TEST(RunJson, HasEveryContractField) {
   }
   EXPECT_EQ(steps["skipped"][0], true);
   EXPECT_EQ(steps["loss_scale"][1].get<double>(), 32768);
-  // Float series are written as their shortest decimal, not the widened double.
-  EXPECT_EQ(steps["loss"][1].dump(), "0.123");
+  // Float series are written as the float's exact double: a reader gets the run's value.
+  EXPECT_EQ(steps["loss"][1].get<double>(), static_cast<double>(0.123f));
+}
+
+TEST(RunJson, LossScalesAreWrittenExactly) {
+  RunResult r = sample_run();
+  r.steps[0].loss_scale = std::ldexp(1.0f, 27);
+  r.steps[1].loss_scale = static_cast<float>(65536.0 * 1.7);  // not a short decimal
+  r.final_loss_scale = r.steps[1].loss_scale;
+  const json j = json::parse(to_json(r).dump());
+  EXPECT_EQ(j["steps"]["loss_scale"][0].dump(), "134217728.0");
+  EXPECT_EQ(j["steps"]["loss_scale"][1].get<double>(), static_cast<double>(r.steps[1].loss_scale));
+  EXPECT_EQ(j["final_loss_scale"].get<double>(), static_cast<double>(r.steps[1].loss_scale));
+  const RunResult back = run_from_json(j);
+  EXPECT_EQ(back.steps[1].loss_scale, r.steps[1].loss_scale);
 }
 
 TEST(RunJson, NoDeviceSamplesWritesNull) {

@@ -468,20 +468,26 @@ TEST(CudaParity, UpdateLossScaleSequences) {
   SKIP_WITHOUT_CUDA();
   Env env;
   struct Seq {
-    float init, growth, backoff;
-    int interval;
-    std::vector<int> found;
+    float init;
+    double growth, backoff;
+    int32_t interval;
+    std::vector<bool> found;
   };
   const Seq seqs[] = {
-      {65536.0f, 2.0f, 0.5f, 3, {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0}},
-      {1.0f, 2.0f, 0.25f, 1, {0, 0, 0, 0, 1, 0, 1, 1, 1, 0}},
-      {3.0e38f, 2.0f, 0.5f, 1, {0, 0, 0, 1, 0, 0}},  // never grows to inf
-      {65536.0f, 2.0f, 0.5f, 2000, std::vector<int>(2003, 0)},
+      {65536.0f, 2.0, 0.5, 3, {0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0}},
+      {1.0f, 2.0, 0.25, 1, {0, 0, 0, 0, 1, 0, 1, 1, 1, 0}},
+      {3.0e38f, 2.0, 0.5, 1, {0, 0, 0, 1, 0, 0}},  // never grows to inf
+      {65536.0f, 2.0, 0.5, 2000, std::vector<bool>(2003, false)},
+      // Non-dyadic factors: the product in double, rounded to float once, as PyTorch does.
+      {65536.0f, 1.7, 0.3, 2, test::found_inf_pattern(98, 7, 0.3)},
   };
   for (const auto& s : seqs) {
-    Pair scale = env.scalar(s.init), tracker = env.scalar(0.0f), step = env.scalar(0.0f);
+    Pair scale = env.scalar(s.init), step = env.scalar(0.0f);
+    Pair tracker = env.make(Shape{1}, DType::I32, {0.0f});
+    test::GradScalerRef ref{s.init};
     for (size_t i = 0; i < s.found.size(); ++i) {
-      Pair found = env.scalar(static_cast<float>(s.found[i]));
+      Pair found = env.scalar(s.found[i] ? 1.0f : 0.0f);
+      ref.update(s.found[i], s.growth, s.backoff, s.interval);
       env.cpu->update_loss_scale(scale.cpu, tracker.cpu, found.cpu, s.growth, s.backoff,
                                  s.interval);
       env.gpu->update_loss_scale(scale.gpu, tracker.gpu, found.gpu, s.growth, s.backoff,
@@ -489,7 +495,9 @@ TEST(CudaParity, UpdateLossScaleSequences) {
       env.cpu->count_step(step.cpu, &found.cpu);
       env.gpu->count_step(step.gpu, &found.gpu);
       if (s.found.size() < 100 || i + 5 > s.found.size()) {
-        ASSERT_EQ(env.host_gpu(scale), env.host_cpu(scale)) << "step " << i;
+        ASSERT_EQ(env.host_gpu(scale)[0], ref.scale) << "step " << i;
+        ASSERT_EQ(env.host_cpu(scale)[0], ref.scale) << "step " << i;
+        ASSERT_EQ(env.host_gpu(tracker)[0], static_cast<float>(ref.tracker)) << "step " << i;
         ASSERT_EQ(env.host_gpu(tracker), env.host_cpu(tracker)) << "step " << i;
         ASSERT_EQ(env.host_gpu(step), env.host_cpu(step)) << "step " << i;
         EXPECT_TRUE(std::isfinite(env.host_gpu(scale)[0]));
@@ -569,7 +577,7 @@ TEST(CudaParity, GraphReplayMatchesEager) {
   Tensor dlogits = alloc(Shape{batch, classes}, DType::F16);
   Tensor grads = alloc(Shape{in * classes}, DType::F32), m = alloc(Shape{in * classes}, DType::F32);
   Tensor v = alloc(Shape{in * classes}, DType::F32);
-  Tensor scale = alloc(Shape{1}, DType::F32), tracker = alloc(Shape{1}, DType::F32);
+  Tensor scale = alloc(Shape{1}, DType::F32), tracker = alloc(Shape{1}, DType::I32);
   Tensor found = alloc(Shape{1}, DType::F32), norm = alloc(Shape{1}, DType::F32);
   Tensor step = alloc(Shape{1}, DType::F32), loss = alloc(Shape{1}, DType::F32);
   Tensor correct = alloc(Shape{1}, DType::F32);
@@ -600,7 +608,7 @@ TEST(CudaParity, GraphReplayMatchesEager) {
     be.gemm(bwd, x, dlogits, grads2d);
     be.unscale_check_norm(grads, &scale, found, norm);
     be.adamw_step(ap, master, grads, m, v, &w16_flat, step, &found);
-    be.update_loss_scale(scale, tracker, found, 2.0f, 0.5f, 2);
+    be.update_loss_scale(scale, tracker, found, 2.0, 0.5, 2);
     be.count_step(step, &found);
   };
   auto snapshot = [&] {

@@ -1,0 +1,253 @@
+// Output files: regular files replaced whole (never partial, never a temporary left behind, even
+// when interrupted), devices and FIFOs written into, symlinks written through, outputs that
+// collide with each other or with an input refused.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "app/output_file.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+namespace {
+
+bool contains(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+class OutputFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/mpbench_output_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    chmod(dir_.c_str(), 0700);
+    for (const std::string& f : files()) std::remove((dir_ + "/" + f).c_str());
+    rmdir(dir_.c_str());
+  }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(dir_.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.push_back(n);
+      }
+      closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  static mode_t mode_of(const std::string& path, bool follow = true) {
+    struct stat st {};
+    EXPECT_EQ(follow ? stat(path.c_str(), &st) : lstat(path.c_str(), &st), 0) << path;
+    return st.st_mode;
+  }
+  std::string dir_;
+};
+
+TEST_F(OutputFile, ReplacesARegularFileAndLeavesNoTempFile) {
+  const std::string path = dir_ + "/r.json";
+  write_output(path, "first");
+  write_output(path, std::string(1 << 20, 'x') + "end");
+  EXPECT_EQ(read(path), std::string(1 << 20, 'x') + "end");
+  EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
+  write_output(path, "");
+  EXPECT_EQ(read(path), "");
+}
+
+TEST_F(OutputFile, KeepsTheReplacedFilesPermissions) {
+  const std::string path = dir_ + "/r.json";
+  write_output(path, "old");
+  ASSERT_EQ(chmod(path.c_str(), 0640), 0);
+  write_output(path, "new");
+  EXPECT_EQ(mode_of(path) & 0777, 0640u);
+}
+
+TEST_F(OutputFile, IntoAMissingDirectoryFailsCleanly) {
+  const std::string path = dir_ + "/missing/r.json";
+  try {
+    write_output(path, "data");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 3);
+    EXPECT_TRUE(contains(e.what(), "cannot write " + path)) << e.what();
+    EXPECT_TRUE(contains(e.what(), "No such file or directory")) << e.what();
+  }
+  EXPECT_TRUE(files().empty());
+}
+
+// The device is written into, not renamed over: as root, the old writer replaced /dev/null
+// with a regular file.
+TEST_F(OutputFile, DevNullStaysADevice) {
+  write_output("/dev/null", "{\"a\": 1}\n");
+  EXPECT_TRUE(S_ISCHR(mode_of("/dev/null")));
+  EXPECT_NO_THROW(check_writable("/dev/null", "--json"));
+}
+
+TEST_F(OutputFile, AFifoIsWrittenIntoAndStaysAFifo) {
+  const std::string fifo = dir_ + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = read(fifo); });
+  write_output(fifo, "through the pipe");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(S_ISFIFO(mode_of(fifo)));
+  EXPECT_EQ(files(), std::vector<std::string>{"pipe"});
+}
+
+TEST_F(OutputFile, ASymlinkIsWrittenThroughAndStaysALink) {
+  const std::string target = dir_ + "/target.json", link = dir_ + "/link.json";
+  write_output(target, "old");
+  ASSERT_EQ(symlink("target.json", link.c_str()), 0);  // relative, as people make them
+  check_writable(link, "--json");
+  write_output(link, "new");
+  EXPECT_TRUE(S_ISLNK(mode_of(link, false)));
+  EXPECT_EQ(read(target), "new");
+  EXPECT_EQ(files(), (std::vector<std::string>{"link.json", "target.json"}));
+
+  // A dangling link: the shell's `>` creates its target, and so do we.
+  const std::string dangling = dir_ + "/dangling.json";
+  ASSERT_EQ(symlink("created.json", dangling.c_str()), 0);
+  check_writable(dangling, "--json");
+  write_output(dangling, "made");
+  EXPECT_TRUE(S_ISLNK(mode_of(dangling, false)));
+  EXPECT_EQ(read(dir_ + "/created.json"), "made");
+}
+
+// A child process writes with SIGINT or SIGTERM arriving when the temporary file is complete and
+// not yet renamed; it must exit 128 + signal, say so in one line, and leave no file behind (and
+// the old file, when there was one, as it was).
+struct Interrupted {
+  int status = 0;
+  std::string err;
+};
+Interrupted interrupt_write(const std::string& path, int sig, const std::string& err_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDERR_FILENO);
+    install_interrupt_handlers();
+    try {
+      detail::write_output(path, std::string(1 << 16, 'y'), [sig] { raise(sig); });
+    } catch (...) {
+    }
+    _exit(0);  // not reached when the handler works
+  }
+  Interrupted r;
+  waitpid(pid, &r.status, 0);
+  std::ifstream in(err_path);
+  std::getline(in, r.err, '\0');
+  std::remove(err_path.c_str());
+  return r;
+}
+
+TEST_F(OutputFile, InterruptedWriteLeavesNothingBehind) {
+  for (const auto& [sig, code] : {std::pair{SIGINT, 130}, std::pair{SIGTERM, 143}}) {
+    const std::string path = dir_ + "/r.json";
+    const Interrupted r =
+        interrupt_write(path, sig, "/tmp/mpbench_interrupt_err_" + std::to_string(getpid()));
+    ASSERT_TRUE(WIFEXITED(r.status)) << "signal " << sig;
+    EXPECT_EQ(WEXITSTATUS(r.status), code);
+    EXPECT_EQ(r.err, "mpbench: interrupted\n");
+    EXPECT_TRUE(files().empty()) << files().front();
+
+    write_output(path, "old");
+    const Interrupted again =
+        interrupt_write(path, sig, "/tmp/mpbench_interrupt_err_" + std::to_string(getpid()));
+    EXPECT_EQ(WEXITSTATUS(again.status), code);
+    EXPECT_EQ(read(path), "old");
+    EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
+    std::remove(path.c_str());
+  }
+}
+
+TEST_F(OutputFile, CheckWritable) {
+  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));
+  write_output(dir_ + "/r.json", "old");
+  EXPECT_NO_THROW(check_writable(dir_ + "/r.json"));  // replacing an existing file is fine
+
+  try {
+    check_writable(dir_ + "/nope/r.json", "--json");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()),
+              "--json " + dir_ + "/nope/r.json: directory " + dir_ + "/nope does not exist");
+  }
+  try {
+    check_writable(dir_ + "/r.json/x.csv");
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_TRUE(contains(e.what(), "not a directory") || contains(e.what(), "does not exist"))
+        << e.what();
+  }
+  EXPECT_THROW(check_writable(dir_), Error);  // a directory, not a file
+  EXPECT_THROW(check_writable(""), Error);
+  EXPECT_NO_THROW(check_writable("relative_name.json"));  // the current directory
+
+  if (geteuid() != 0) {  // root writes anywhere
+    chmod(dir_.c_str(), 0500);
+    try {
+      check_writable(dir_ + "/r2.json");
+      ADD_FAILURE() << "expected an Error";
+    } catch (const Error& e) {
+      EXPECT_TRUE(contains(e.what(), "not writable")) << e.what();
+    }
+    chmod(dir_.c_str(), 0700);
+  }
+}
+
+std::string refusal(const std::vector<OutputArg>& outputs, const std::vector<std::string>& inputs) {
+  try {
+    check_outputs(outputs, inputs);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(OutputFile, CollidingOutputsAndInputsAreRefused) {
+  const std::string a = dir_ + "/a.json", b = dir_ + "/b.csv", link = dir_ + "/l.json";
+  write_output(a, "{}");
+  EXPECT_EQ(refusal({{"--json", a}, {"--csv", b}, {"--md", ""}}, {}), "");
+  EXPECT_EQ(refusal({{"--json", b}, {"--csv", b}}, {}),
+            "--csv " + b + ": the same file as --json " + b + "; give each output its own path");
+  // The same file by another name: a link, or a path with a detour.
+  ASSERT_EQ(symlink("a.json", link.c_str()), 0);
+  EXPECT_TRUE(contains(refusal({{"--json", a}, {"--md", link}}, {}), "the same file"));
+  EXPECT_TRUE(contains(refusal({{"--json", b}, {"--md", dir_ + "/./b.csv"}}, {}), "the same file"));
+  // An output that is an input.
+  EXPECT_EQ(refusal({{"--html", a}}, {a}),
+            "--html " + a + ": is the input " + a + "; refusing to overwrite it");
+  EXPECT_TRUE(contains(refusal({{"--html", link}}, {a}), "is the input"));
+  // A device may take several outputs.
+  EXPECT_EQ(refusal({{"--json", "/dev/null"}, {"--csv", "/dev/null"}}, {}), "");
+  EXPECT_EQ(read(a), "{}");
+}
+
+}  // namespace
+}  // namespace mpbench
