@@ -1,19 +1,16 @@
 #include "app/compare.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "app/console_table.h"
 #include "kernels/error.h"
+#include "models/input_file.h"
 
 namespace mpbench {
 
@@ -379,20 +376,13 @@ Comparison compare_reports(const Report& baseline, const Report& current,
 }
 
 Report read_report_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_bad_input(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_bad_input(fmt::format("{}: not a JSON result file: {}", path, e.what()));
-  }
+  const nlohmann::json j = read_json_file(path, "result file");
   try {
     return report_from_json(j);
   } catch (const Error& e) {
     throw_bad_input(fmt::format("{}: {}", path, e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(fmt::format("{}: not an mpbench result file: {}", path, e.what()));
   }
 }
 

@@ -4,18 +4,18 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "app/console_table.h"
 #include "app/report_writers.h"
 #include "kernels/error.h"
+#include "models/input_file.h"
+#include "train/json_check.h"
 
 namespace mpbench {
 
@@ -1040,70 +1040,53 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
 
 namespace {
 
-json read_json_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_bad_input(fmt::format("{}: cannot open result file", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  try {
-    return json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." -> after "] ".
-    if (auto p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
-    throw_bad_input(fmt::format("{}: not valid JSON: {}", path, what));
-  }
-}
-
-}  // namespace
-
-namespace {
-
-ProfileInput profile_from_json(const json& j, const std::string& path) {
-  try {
-    ProfileInput in;
-    in.path = path;
-    in.model = j.at("spec").at("name").get<std::string>();
-    for (const json& p : j.at("profiles")) {
-      ProfileInput::Mode m;
-      m.precision = p.at("precision").get<std::string>();
-      m.status = p.at("status").get<std::string>();
-      m.step_ms = p.at("step_time_ms").get<double>();
-      for (const json& o : p.at("ops")) {
-        const std::string op = o.at("op").get<std::string>();
-        const double ms = o.at("ms_per_step").get<double>();
-        auto it = std::find_if(m.ms_by_op.begin(), m.ms_by_op.end(),
-                               [&](const auto& e) { return e.first == op; });
-        if (it == m.ms_by_op.end()) it = m.ms_by_op.insert(m.ms_by_op.end(), {op, 0.0});
-        it->second += ms;
-      }
-      in.modes.push_back(std::move(m));
+ProfileInput profile_from_json(const json& j) {
+  using namespace json_check;
+  ProfileInput in;
+  in.model = string(object_at(j, "spec", ""), "name", "spec", true);
+  const json& profiles = *array_at(j, "profiles", "", true);
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    const std::string path = fmt::format("profiles[{}]", i);
+    const json& p = profiles[i];
+    if (!p.is_object()) bad(path, "an object");
+    ProfileInput::Mode m;
+    m.precision = string(p, "precision", path, true);
+    m.status = string(p, "status", path, true);
+    m.step_ms = number(p, "step_time_ms", path, kTime, true);
+    const json& ops = *array_at(p, "ops", path, true);
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const std::string op_path = fmt::format("{}.ops[{}]", path, k);
+      const json& o = ops[k];
+      if (!o.is_object()) bad(op_path, "an object");
+      const std::string op = string(o, "op", op_path, true);
+      const double ms = number(o, "ms_per_step", op_path, kTime, true);
+      auto it = std::find_if(m.ms_by_op.begin(), m.ms_by_op.end(),
+                             [&](const auto& e) { return e.first == op; });
+      if (it == m.ms_by_op.end()) it = m.ms_by_op.insert(m.ms_by_op.end(), {op, 0.0});
+      it->second += ms;
     }
-    return in;
-  } catch (const json::exception& e) {
-    throw_bad_input(fmt::format("{}: not an mpbench profile file: {}", path, e.what()));
+    in.modes.push_back(std::move(m));
   }
-}
-
-Report report_from_file_json(const json& j, const std::string& path) {
-  try {
-    return report_from_json(j);
-  } catch (const Error& e) {
-    throw_bad_input(fmt::format("{}: {}", path, e.what()));
-  } catch (const json::exception& e) {
-    throw_bad_input(fmt::format("{}: not an mpbench result file: {}", path, e.what()));
-  }
+  return in;
 }
 
 }  // namespace
 
 void load_report_input(const std::string& path, std::vector<ReportInput>& reports,
                        std::vector<ProfileInput>& profiles) {
-  const json j = read_json_file(path);
-  if (j.is_object() && j.contains("profiles")) {
-    profiles.push_back(profile_from_json(j, path));
-  } else {
-    reports.push_back({path, report_from_file_json(j, path)});
+  const json j = read_json_file(path, "result file");
+  // Every message names the file; json_check's name the JSON path in it.
+  try {
+    if (j.is_object() && j.contains("profiles")) {
+      profiles.push_back(profile_from_json(j));
+      profiles.back().path = path;
+    } else {
+      reports.push_back({path, report_from_json(j)});
+    }
+  } catch (const Error& e) {
+    throw_bad_input(fmt::format("{}: {}", path, e.what()));
+  } catch (const json::exception& e) {
+    throw_bad_input(fmt::format("{}: not an mpbench result or profile file: {}", path, e.what()));
   }
 }
 

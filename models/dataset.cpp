@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/input_file.h"
 #include "models/rng.h"
 #include "models/synthetic_images.h"
 #include "models/synthetic_sequences.h"
@@ -46,6 +47,7 @@ uint32_t be32(const unsigned char* b) {
 // Opens an idx file, checks the magic and returns the header's dims and the file size.
 std::vector<int64_t> read_idx_header(const std::string& path, std::ifstream& in, uint32_t magic,
                                      const char* kind, int64_t& file_size) {
+  check_input_file(path, "idx file", UINT64_MAX);  // a FIFO or directory, refused in one line
   in.open(path, std::ios::binary);
   if (!in) throw_bad_input(read_error(path));
   std::error_code ec;
@@ -158,9 +160,12 @@ void load_idx_split(const std::string& images_path, const std::string& labels_pa
                     std::vector<float>& x, std::vector<int32_t>& y) {
   const std::vector<uint8_t> labels = read_idx_labels(labels_path);
   const IdxImages im = read_idx_images(images_path, n);
-  if (im.rows * im.cols != input_dim) {
+  // Two 32-bit dims multiply without overflow in 64 unsigned bits (an empty file's header can
+  // claim 0 images of 2^32-1 x 2^32-1).
+  const uint64_t pixels = static_cast<uint64_t>(im.rows) * static_cast<uint64_t>(im.cols);
+  if (pixels != static_cast<uint64_t>(input_dim)) {
     throw_bad_input(fmt::format("{}: images are {}x{} = {} pixels, but model.input_dim is {}",
-                                images_path, im.rows, im.cols, im.rows * im.cols, input_dim));
+                                images_path, im.rows, im.cols, pixels, input_dim));
   }
   if (static_cast<int64_t>(labels.size()) != im.count) {
     throw_bad_input(fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.size(),

@@ -7,19 +7,17 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/input_file.h"
 #include "models/synthetic_images.h"
 
 namespace mpbench {
@@ -609,39 +607,6 @@ void check_resnet_training(const Ctx& ctx, const Spec& s, const ResnetSpec& r) {
   }
 }
 
-// nlohmann reports a byte offset; editors want line:column.
-std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
-  size_t line = 1, col = 1;
-  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
-  for (size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  return {line, col};
-}
-
-// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." -> the
-// part after the position, on one line.
-std::string json_message(const std::string& what) {
-  std::string s = what;
-  if (s.rfind("[json.exception.", 0) == 0) {
-    const size_t close = s.find("] ");
-    if (close != std::string::npos) s = s.substr(close + 2);
-  }
-  if (s.rfind("parse error", 0) == 0) {
-    const size_t colon = s.find(": ");
-    if (colon != std::string::npos) s = s.substr(colon + 2);
-  }
-  for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return s;
-}
-
 // nlohmann keeps the last of duplicated keys silently; a spec with "lr" twice is a mistake.
 struct DuplicateKeyCheck {
   struct Frame {
@@ -700,17 +665,8 @@ struct DuplicateKeyCheck {
 
 Spec parse_spec(const std::string& text, const std::string& path) {
   const Ctx ctx{path};
-  json root;
-  try {
-    DuplicateKeyCheck dup{&ctx, {}};
-    root = json::parse(text, std::ref(dup));
-  } catch (const json::parse_error& e) {
-    const auto [line, col] = line_col(text, e.byte);
-    throw_bad_input(
-        fmt::format("{}:{}:{}: JSON syntax error: {}", path, line, col, json_message(e.what())));
-  } catch (const json::exception& e) {
-    throw_bad_input(fmt::format("{}: JSON error: {}", path, json_message(e.what())));
-  }
+  DuplicateKeyCheck dup{&ctx, {}};
+  const json root = parse_json_text(text, path, std::ref(dup));
 
   ObjectReader top(ctx, root, "", kTopKeys);
   Spec s;
@@ -781,16 +737,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 }
 
 Spec load_spec(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_bad_input(fmt::format("{}: cannot read spec: {}", path, std::strerror(errno)));
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw_bad_input(fmt::format("{}: cannot read spec: {}", path, std::strerror(EISDIR)));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw_bad_input(fmt::format("{}: cannot read spec: read error", path));
-  return parse_spec(ss.str(), path);
+  return parse_spec(read_input_file(path, "spec", kMaxSpecFileBytes), path);
 }
 
 std::vector<std::string> spec_inputs(const Spec& s) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "train/json_check.h"
 
 namespace mpbench {
 
@@ -76,88 +77,15 @@ json time_stats_json(const TimeStats& t) {
           {"cv", num(t.cv)},         {"min", num(t.min)},   {"max", num(t.max)}};
 }
 
-// ---- reading ----------------------------------------------------------------------------------
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-std::string sub(const std::string& path, const char* key) {
-  return path.empty() ? std::string(key) : path + "." + key;
-}
-
-[[noreturn]] void bad(const std::string& path, const std::string& expected) {
-  throw_bad_input(fmt::format("{}: expected {}", path, expected));
-}
-
-const json* find(const json& obj, const char* key, const std::string& path, bool required) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (required) throw_bad_input(fmt::format("{}: missing", sub(path, key)));
-    return nullptr;
-  }
-  return &*it;
-}
-
-const json& object_at(const json& obj, const char* key, const std::string& path) {
-  const json* v = find(obj, key, path, true);
-  if (!v->is_object()) bad(sub(path, key), "an object");
-  return *v;
-}
-
-double get_num(const json& obj, const char* key, const std::string& path, bool required = false,
-               double def = 0) {
-  const json* v = find(obj, key, path, required);
-  if (!v) return def;
-  if (v->is_null()) return kNaN;
-  if (!v->is_number()) bad(sub(path, key), "a number or null");
-  return v->get<double>();
-}
-
-int64_t get_int(const json& obj, const char* key, const std::string& path, int64_t def = 0) {
-  const json* v = find(obj, key, path, false);
-  if (!v) return def;
-  if (!v->is_number_integer()) bad(sub(path, key), "an integer");
-  return v->get<int64_t>();
-}
-
-size_t get_size(const json& obj, const char* key, const std::string& path) {
-  const json* v = find(obj, key, path, false);
-  if (!v || v->is_null()) return 0;
-  if (!v->is_number_unsigned() && !(v->is_number_integer() && v->get<int64_t>() >= 0)) {
-    bad(sub(path, key), "a byte count");
-  }
-  return v->get<size_t>();
-}
-
-bool get_bool(const json& obj, const char* key, const std::string& path, bool def = false) {
-  const json* v = find(obj, key, path, false);
-  if (!v) return def;
-  if (!v->is_boolean()) bad(sub(path, key), "true or false");
-  return v->get<bool>();
-}
-
-std::string get_str(const json& obj, const char* key, const std::string& path,
-                    bool required = false) {
-  const json* v = find(obj, key, path, required);
-  if (!v) return "";
-  if (!v->is_string()) bad(sub(path, key), "a string");
-  return v->get<std::string>();
-}
-
-const json* get_array(const json& obj, const char* key, const std::string& path) {
-  const json* v = find(obj, key, path, false);
-  if (!v) return nullptr;
-  if (!v->is_array()) bad(sub(path, key), "an array");
-  return v;
-}
-
 TimeStats time_stats_from_json(const json& j, const std::string& path) {
+  using namespace json_check;
   TimeStats t;
-  t.median = get_num(j, "median", path);
-  t.mean = get_num(j, "mean", path);
-  t.stddev = get_num(j, "stddev", path);
-  t.cv = get_num(j, "cv", path);
-  t.min = get_num(j, "min", path);
-  t.max = get_num(j, "max", path);
+  t.median = number(j, "median", path, kTime);
+  t.mean = number(j, "mean", path, kTime);
+  t.stddev = number(j, "stddev", path, kTime);
+  t.cv = number(j, "cv", path, kTime);
+  t.min = number(j, "min", path, kTime);
+  t.max = number(j, "max", path, kTime);
   return t;
 }
 
@@ -241,35 +169,38 @@ json to_json(const Report& r) {
 }
 
 static RunResult run_from_json_at(const json& j, const std::string& path) {
+  using namespace json_check;
   if (!j.is_object()) bad(path.empty() ? "run" : path, "an object");
   RunResult r;
-  r.model = get_str(j, "model", path, true);
-  r.family = get_str(j, "family", path);
-  r.precision = get_str(j, "precision", path, true);
-  r.device = get_str(j, "device", path);
+  r.model = string(j, "model", path, true);
+  r.family = string(j, "family", path);
+  r.precision = string(j, "precision", path, true);
+  r.device = string(j, "device", path);
   try {
-    r.status = run_status_from_name(get_str(j, "status", path, true));
+    r.status = run_status_from_name(string(j, "status", path, true));
   } catch (const Error& e) {
     throw_bad_input(fmt::format("{}: {}", sub(path, "status"), e.what()));
   }
-  r.status_detail = get_str(j, "status_detail", path);
-  r.cuda_graphs = get_bool(j, "cuda_graphs", path);
-  r.batch_size = get_int(j, "batch_size", path);
-  r.train_samples = get_int(j, "train_samples", path);
-  r.warmup_steps = get_int(j, "warmup_steps", path);
+  r.status_detail = string(j, "status_detail", path);
+  r.cuda_graphs = boolean(j, "cuda_graphs", path);
+  r.batch_size = integer(j, "batch_size", path, 0);
+  r.train_samples = integer(j, "train_samples", path, 0);
+  r.warmup_steps = integer(j, "warmup_steps", path, 0);
 
-  if (const json* epochs = get_array(j, "epochs", path)) {
+  // Losses are null when they were not finite (a diverged run, an fp16 overflow).
+  const Range loss{0, kAny.hi, true};
+  if (const json* epochs = array_at(j, "epochs", path, false)) {
     for (size_t i = 0; i < epochs->size(); ++i) {
       const std::string p = fmt::format("{}[{}]", sub(path, "epochs"), i);
       const json& e = (*epochs)[i];
       if (!e.is_object()) bad(p, "an object");
       EpochResult er;
-      er.time_ms = get_num(e, "time_ms", p, true);
-      er.eval_time_ms = get_num(e, "eval_time_ms", p);
-      er.train_loss = get_num(e, "train_loss", p);
-      er.eval_loss = get_num(e, "eval_loss", p);
-      er.eval_accuracy = get_num(e, "eval_accuracy", p);
-      er.steps = get_int(e, "steps", p);
+      er.time_ms = number(e, "time_ms", p, kTime, true);
+      er.eval_time_ms = number(e, "eval_time_ms", p, kTime);
+      er.train_loss = number(e, "train_loss", p, loss);
+      er.eval_loss = number(e, "eval_loss", p, loss);
+      er.eval_accuracy = number(e, "eval_accuracy", p, kFraction);
+      er.steps = integer(e, "steps", p, 0);
       r.epochs.push_back(er);
     }
   }
@@ -281,44 +212,44 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     for (const EpochResult& e : r.epochs) times.push_back(e.time_ms);
     r.epoch_time_ms = compute_time_stats(times);
   }
-  r.samples_per_second = get_num(j, "samples_per_second", path);
-  r.flops_per_step = get_num(j, "flops_per_step", path);
-  r.tflops = get_num(j, "tflops", path);
-  r.peak_tflops = get_num(j, "peak_tflops", path);
-  r.percent_of_peak = get_num(j, "percent_of_peak", path);
+  r.samples_per_second = number(j, "samples_per_second", path, kNonNegative);
+  r.flops_per_step = number(j, "flops_per_step", path, kNonNegative);
+  r.tflops = number(j, "tflops", path, kNonNegative);
+  r.peak_tflops = number(j, "peak_tflops", path, kNonNegative);
+  r.percent_of_peak = number(j, "percent_of_peak", path, kNonNegative);
 
   if (j.contains("peak_memory_bytes")) {
     const std::string p = sub(path, "peak_memory_bytes");
     const json& m = object_at(j, "peak_memory_bytes", path);
-    r.memory.tracked_peak = get_size(m, "tracked", p);
+    r.memory.tracked_peak = byte_count(m, "tracked", p);
     const json* dev = find(m, "device", p, false);
     r.memory.has_device = dev && !dev->is_null();
-    r.memory.device_peak = get_size(m, "device", p);
-    r.memory.device_baseline = get_size(m, "device_baseline", p);
+    r.memory.device_peak = byte_count(m, "device", p);
+    r.memory.device_baseline = byte_count(m, "device_baseline", p);
     if (m.contains("by_category")) {
       const json& bc = object_at(m, "by_category", p);
       for (int c = 0; c < kMemCategoryCount; ++c) {
         r.memory.by_category[c] =
-            get_size(bc, mem_category_name(static_cast<MemCategory>(c)), sub(p, "by_category"));
+            byte_count(bc, mem_category_name(static_cast<MemCategory>(c)), sub(p, "by_category"));
       }
     }
   }
 
-  r.final_accuracy = get_num(j, "final_accuracy", path);
-  r.final_loss = get_num(j, "final_loss", path);
-  r.skipped_steps = get_int(j, "skipped_steps", path);
-  r.final_loss_scale = get_num(j, "final_loss_scale", path, false, 1.0);
-  r.loss_scaling = get_bool(j, "loss_scaling", path);
+  r.final_accuracy = number(j, "final_accuracy", path, kFraction);
+  r.final_loss = number(j, "final_loss", path, loss);
+  r.skipped_steps = integer(j, "skipped_steps", path, 0);
+  r.final_loss_scale = number(j, "final_loss_scale", path, kPositive, false, 1.0);
+  r.loss_scaling = boolean(j, "loss_scaling", path);
 
   if (j.contains("steps")) {
     const std::string p = sub(path, "steps");
     const json& s = object_at(j, "steps", path);
-    const json* loss = get_array(s, "loss", p);
-    const json* gn = get_array(s, "grad_norm", p);
-    const json* sc = get_array(s, "loss_scale", p);
-    const json* sk = get_array(s, "skipped", p);
-    const json* tm = get_array(s, "time_ms", p);
-    const size_t n = loss ? loss->size() : 0;
+    const json* losses = array_at(s, "loss", p, false);
+    const json* gn = array_at(s, "grad_norm", p, false);
+    const json* sc = array_at(s, "loss_scale", p, false);
+    const json* sk = array_at(s, "skipped", p, false);
+    const json* tm = array_at(s, "time_ms", p, false);
+    const size_t n = losses ? losses->size() : 0;
     for (const auto& [arr, key] : {std::pair{gn, "grad_norm"},
                                    {sc, "loss_scale"},
                                    {sk, "skipped"},
@@ -328,20 +259,22 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
             fmt::format("{}: {} entries, but loss has {}", sub(p, key), arr->size(), n));
       }
     }
-    auto as_float = [&](const json* arr, size_t i, const char* key, float def) -> float {
+    auto as_float = [&](const json* arr, size_t i, const char* key, Range range,
+                        float def) -> float {
       if (!arr) return def;
-      const json& v = (*arr)[i];
-      if (v.is_null()) return std::numeric_limits<float>::quiet_NaN();
-      if (!v.is_number()) bad(fmt::format("{}[{}]", sub(p, key), i), "a number or null");
-      return v.get<float>();
+      range.hi = std::min(range.hi, static_cast<double>(std::numeric_limits<float>::max()));
+      return static_cast<float>(
+          number_value((*arr)[i], fmt::format("{}[{}]", sub(p, key), i), range));
     };
+    // Warm-up steps have no time (null); a skipped step's norm may be inf (null).
+    const Range step_time{0, kAny.hi, true};
     r.steps.resize(n);
     for (size_t i = 0; i < n; ++i) {
       StepRecord& st = r.steps[i];
-      st.loss = as_float(loss, i, "loss", 0.0f);
-      st.grad_norm = as_float(gn, i, "grad_norm", 0.0f);
-      st.loss_scale = as_float(sc, i, "loss_scale", 1.0f);
-      st.time_ms = as_float(tm, i, "time_ms", 0.0f);
+      st.loss = as_float(losses, i, "loss", loss, 0.0f);
+      st.grad_norm = as_float(gn, i, "grad_norm", kNonNegative, 0.0f);
+      st.loss_scale = as_float(sc, i, "loss_scale", kPositive, 1.0f);
+      st.time_ms = as_float(tm, i, "time_ms", step_time, 0.0f);
       if (sk) {
         const json& v = (*sk)[i];
         if (!v.is_boolean()) bad(fmt::format("{}[{}]", sub(p, "skipped"), i), "true or false");
@@ -357,6 +290,7 @@ RunResult run_from_json(const json& j) {
 }
 
 Report report_from_json(const json& j) {
+  using namespace json_check;
   if (!j.is_object()) bad("(top level)", "an object with schema_version, runs");
   const json* version = find(j, "schema_version", "", true);
   if (!version->is_number_integer() || version->get<int64_t>() != 1) {
@@ -367,7 +301,7 @@ Report report_from_json(const json& j) {
   Report r;
   if (j.contains("tool")) r.tool = object_at(j, "tool", "");
   if (j.contains("env")) r.env = object_at(j, "env", "");
-  if (const json* specs = get_array(j, "specs", "")) {
+  if (const json* specs = array_at(j, "specs", "", false)) {
     for (const json& s : *specs) r.specs.push_back(s);
   }
   const json* runs = find(j, "runs", "", true);

@@ -1,5 +1,8 @@
 // The mpbench executable on bad input: one line on stderr naming what and where, exit code 2;
 // and the happy paths: run writes JSON/CSV/Markdown, validate and inspect answer.
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -62,7 +65,21 @@ struct BadCase {
 
 TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
   const std::string no_dir = (dir_ / "missing" / "x.json").string();
+  const std::string same = (dir_ / "same.out").string(), fifo = (dir_ / "fifo.json").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: reading it would block forever
   std::vector<BadCase> cases = {
+      {"empty --json", "run {spec} --json ''", kGood, "--json: expected a value, got ''"},
+      {"empty --md", "profile {spec} --json ''", kGood, "--json"},
+      {"empty --precisions", "run {spec} --precisions ''", kGood, "--precisions"},
+      {"empty spec path", "validate ''", "", "spec"},
+      {"two outputs on one file", "run {spec} --json " + same + " --csv " + same, kGood,
+       "--csv " + same + ": the same file as --json"},
+      {"output is the spec", "run {spec} --md {spec}", kGood, "is the input"},
+      {"fifo spec", "validate " + fifo, "", "is a FIFO, expected a regular file"},
+      {"directory spec", "validate " + dir_.string(), "", "is a directory"},
+      {"newline in a key", "validate {spec}", with("\"train\"", "\"tr\\nain\""),
+       "spec.json: tr\\nain: unknown key"},
+      {"binary spec", "validate {spec}", std::string("\x01\xff\xfe{\x7f", 5), "JSON"},
       {"no subcommand", "", "", "subcommand"},
       {"unknown subcommand", "frobnicate", "", "frobnicate"},
       {"run without spec", "run", "", "spec"},
@@ -129,8 +146,11 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
     EXPECT_EQ(r.code, 2) << c.name << ": " << r.err;
     EXPECT_NE(r.err.find(c.fragment), std::string::npos)
         << c.name << ": expected '" << c.fragment << "' in: " << r.err;
-    // One line: a single newline at the end.
+    // One line: a single newline at the end, and printable (the fragments are ASCII).
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.name << ": " << r.err;
+    EXPECT_TRUE(std::all_of(r.err.begin(), r.err.end() - 1,
+                            [](char ch) { return ch >= 0x20 && ch < 0x7f; }))
+        << c.name << ": " << r.err;
     EXPECT_FALSE(fs::exists(no_dir)) << c.name;
   }
 }
@@ -155,6 +175,22 @@ TEST_F(Cli, ValidateAndInspect) {
   EXPECT_EQ(i.code, 0) << i.err;
   EXPECT_NE(i.out.find("head"), std::string::npos);
   EXPECT_NE(i.out.find("fp16"), std::string::npos);
+}
+
+// As root (CI), the old writer renamed a temporary file over /dev/null and over links.
+TEST_F(Cli, OutputsIntoDevicesLinksAndStdoutDestroyNothing) {
+  const fs::path target = dir_ / "target.csv", link = dir_ / "link.csv";
+  write("target.csv", "old");
+  fs::create_symlink("target.csv", link);
+  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32 --json /dev/null" +
+                 " --csv " + link.string() + " --md /dev/stdout");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(read_file(target.string()).rfind("model,", 0), 0u) << read_file(target.string());
+  // The Markdown table follows the console table on stdout; neither is lost.
+  EXPECT_NE(r.out.find("tiny_mlp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| fp32"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, RunWritesAllOutputs) {

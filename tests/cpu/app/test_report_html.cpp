@@ -1,6 +1,7 @@
 // `mpbench report`: the real executable on the committed H200 results and on a fresh CPU run; the
 // page's structure (charts per model, escaping, no NaN coordinates); a render in headless Chromium
 // (skipped when it is not installed); bad inputs exit 2. Plus the pieces: escaping, downsampling.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -285,11 +287,16 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
   broken["profiles"][0].erase("ops");
   const std::string broken_path = (dir_ / "broken.json").string();
   std::ofstream(broken_path) << broken.dump();
+  broken["profiles"][0]["ops"] = nullptr;  // used to read as no ops at all
+  const std::string null_ops = (dir_ / "null_ops.json").string();
+  std::ofstream(null_ops) << broken.dump();
   const std::string out = (dir_ / "o.html").string();
   for (const auto& [args, fragment] : std::vector<std::pair<std::string, std::string>>{
            {"report " + prof + " --html " + out, "at least one result"},
            {"report " + run + " " + other_path + " --html " + out, "elsewhere"},
-           {"report " + run + " " + broken_path + " --html " + out, "not an mpbench profile"}}) {
+           {"report " + run + " " + broken_path + " --html " + out, "profiles[0].ops: missing"},
+           {"report " + run + " " + null_ops + " --html " + out,
+            "null_ops.json: profiles[0].ops: expected an array"}}) {
     const Result b = mpbench(args);
     EXPECT_EQ(b.code, 2) << args << "\n" << b.err;
     EXPECT_EQ(count(b.err, "\n"), 1u) << b.err;
@@ -311,12 +318,43 @@ TEST_F(ReportHtml, BadInputsExit2) {
   json missing_field = json::parse(read_file(good));
   missing_field["runs"][0].erase("precision");
 
+  // Values a result file must not hold, each refused with the file and the JSON path.
+  auto with = [&](const std::string& name, const std::function<void(json&)>& change) {
+    json j = json::parse(read_file(good));
+    change(j);
+    return file(name, j.dump());
+  };
+  const std::string copy = file("copy.json", read_file(good));
+  const std::string fifo = (dir_ / "fifo.json").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: reading it would block forever
+  std::string huge = read_file(good);
+  huge.replace(huge.find("\"batch_size\":"), 13, "\"batch_size\": 1e400, \"x\":");
+
   struct Case {
     std::string args, fragment;
   };
   const std::vector<Case> cases = {
-      {"report " + (dir_ / "nope.json").string() + " --html " + out, "nope.json: cannot open"},
-      {"report " + file("bad.json", "{\"runs\": [") + " --html " + out, "bad.json: not valid JSON"},
+      {"report " + file("huge.json", huge) + " --html " + out,
+       "huge.json: JSON error: number overflow parsing '1e400'"},
+      {"report " + with("neg.json", [](json& j) { j["runs"][0]["epochs"][0]["time_ms"] = -1; }) +
+           " --html " + out,
+       "neg.json: runs[0].epochs[0].time_ms: expected a number >= 0, got -1"},
+      {"report " + with("acc.json", [](json& j) { j["runs"][0]["final_accuracy"] = 1.5; }) +
+           " --html " + out,
+       "acc.json: runs[0].final_accuracy: expected a number in [0, 1], got 1.5"},
+      {"report " + with("nan.json", [](json& j) { j["runs"][0]["epoch_time_ms"]["median"] = {}; }) +
+           " --html " + out,
+       "nan.json: runs[0].epoch_time_ms.median: expected a number >= 0, got null"},
+      {"report " + with("scale.json", [](json& j) { j["runs"][0]["steps"]["loss_scale"][0] = 0; }) +
+           " --html " + out,
+       "scale.json: runs[0].steps.loss_scale[0]: expected a number > 0"},
+      {"report " + copy + " --html " + copy, "is the input"},
+      {"report " + (dir_ / "nope.json").string() + " --html " + out,
+       "nope.json: cannot read result file: No such file"},
+      {"report " + file("bad.json", "{\"runs\": [") + " --html " + out,
+       "bad.json:1:11: JSON syntax error"},
+      {"report " + dir_.string() + " --html " + out, "is a directory, expected a regular file"},
+      {"report " + fifo + " --html " + out, "is a FIFO, expected a regular file"},
       {"report " + file("v7.json", wrong_version.dump()) + " --html " + out, "v7.json"},
       {"report " + file("nofield.json", missing_field.dump()) + " --html " + out, "precision"},
       {"report " + file("arr.json", "[1, 2]") + " --html " + out, "arr.json"},
@@ -332,6 +370,7 @@ TEST_F(ReportHtml, BadInputsExit2) {
     EXPECT_NE(r.err.find(c.fragment), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_FALSE(fs::exists(out)) << c.args;
   }
+  EXPECT_EQ(read_file(copy), read_file(good)) << "the input was overwritten";
   // The version error says what it expected.
   const Result v = mpbench("report " + file("v7b.json", wrong_version.dump()) + " --html " + out);
   EXPECT_NE(v.err.find("schema_version"), std::string::npos) << v.err;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernels/error.h"
@@ -332,7 +333,30 @@ TEST_F(Idx, TooFewSamples) {
 TEST_F(Idx, MissingFile) {
   DataSpec d = spec();
   d.eval_labels = path("nope");
-  expect_error(d, path("nope") + ": cannot read: No such file or directory");
+  expect_error(d, path("nope") + ": cannot read idx file: No such file or directory");
+}
+
+// A FIFO with no writer used to block the run forever; a directory gave a read error.
+TEST_F(Idx, FifosAndDirectoriesAreRefused) {
+  ASSERT_EQ(mkfifo(path("fifo").c_str(), 0600), 0);
+  DataSpec d = spec();
+  d.train_images = path("fifo");
+  expect_error(d, path("fifo") + ": cannot read idx file: is a FIFO, expected a regular file");
+  fs::create_directory(path("sub"));
+  d.train_images = path("sub");
+  expect_error(d, path("sub") + ": cannot read idx file: is a directory");
+}
+
+// 0 images of (2^32-1)^2 pixels: a header that fits in 16 bytes, whose pixel count overflowed
+// int64 (UBSan) in the check against the model's input size.
+TEST_F(Idx, HugeDimsWithNoImagesDoNotOverflow) {
+  std::string empty;
+  put_be32(empty, 0x803);
+  put_be32(empty, 0);
+  put_be32(empty, 0xffffffffu);
+  put_be32(empty, 0xffffffffu);
+  write("ti", empty);
+  expect_error(spec(), "images are 4294967295x4294967295 = 18446744065119617025 pixels");
 }
 
 }  // namespace

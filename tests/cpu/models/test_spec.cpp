@@ -461,7 +461,9 @@ TEST(Spec, LoadSpecReadsFilesAndReportsMissingOnes) {
     load_spec(dir.string());
     FAIL() << "no error for a directory";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(": cannot read spec: Is a directory"), std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find(": cannot read spec: is a directory, expected a regular file"),
+        std::string::npos)
         << e.what();
   }
   const auto file = dir / ("mpbench_spec_" + std::to_string(::getpid()) + ".json");

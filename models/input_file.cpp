@@ -1,0 +1,138 @@
+#include "models/input_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
+namespace mpbench {
+
+using json = nlohmann::json;
+
+namespace {
+
+const char* kind_of(mode_t m) {
+  if (S_ISDIR(m)) return "is a directory";
+  if (S_ISFIFO(m)) return "is a FIFO";
+  if (S_ISCHR(m)) return "is a character device";
+  if (S_ISBLK(m)) return "is a block device";
+  if (S_ISSOCK(m)) return "is a socket";
+  return "is not a regular file";
+}
+
+[[noreturn]] void refuse(const std::string& path, const std::string& what, const std::string& why) {
+  throw_bad_input(fmt::format("{}: cannot read {}: {}", path, what, why));
+}
+
+// Opens without blocking (a FIFO with no writer would block in open itself) and checks what the
+// descriptor refers to; returns it open, at the start, in blocking mode.
+int open_regular(const std::string& path, const std::string& what, uint64_t max_bytes,
+                 uint64_t& size) {
+  if (path.empty()) refuse("(empty path)", what, "expected a file name");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) refuse(path, what, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    refuse(path, what, std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    refuse(path, what, fmt::format("{}, expected a regular file", kind_of(st.st_mode)));
+  }
+  size = static_cast<uint64_t>(st.st_size);
+  if (size > max_bytes) {
+    ::close(fd);
+    refuse(
+        path, what,
+        fmt::format("{} bytes, more than the {} MiB a {} may have", size, max_bytes >> 20, what));
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+std::pair<size_t, size_t> line_col(const std::string& text, size_t byte) {
+  size_t line = 1, col = 1;
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return {line, col};
+}
+
+// "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..." -> the
+// part after the position, which we print as file:line:col ourselves.
+std::string json_message(const std::string& what) {
+  std::string s = what;
+  if (s.rfind("[json.exception.", 0) == 0) {
+    const size_t close = s.find("] ");
+    if (close != std::string::npos) s = s.substr(close + 2);
+  }
+  if (s.rfind("parse error", 0) == 0) {
+    const size_t colon = s.find(": ");
+    if (colon != std::string::npos) s = s.substr(colon + 2);
+  }
+  return s;
+}
+
+}  // namespace
+
+uint64_t check_input_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  uint64_t size = 0;
+  ::close(open_regular(path, what, max_bytes, size));
+  return size;
+}
+
+std::string read_input_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  uint64_t size = 0;
+  const int fd = open_regular(path, what, max_bytes, size);
+  std::string text(static_cast<size_t>(size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, &text[got], text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      refuse(path, what, std::strerror(err));
+    }
+    if (n == 0) break;  // shrank while we read: take what is there
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  text.resize(got);
+  return text;
+}
+
+json parse_json_text(const std::string& text, const std::string& path,
+                     const json::parser_callback_t& callback) {
+  try {
+    return json::parse(text, callback);
+  } catch (const json::parse_error& e) {
+    const auto [line, col] = line_col(text, e.byte);
+    throw_bad_input(
+        fmt::format("{}:{}:{}: JSON syntax error: {}", path, line, col, json_message(e.what())));
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number beyond double range (1e400).
+    throw_bad_input(fmt::format("{}: JSON error: {}", path, json_message(e.what())));
+  }
+}
+
+json read_json_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
+  return parse_json_text(read_input_file(path, what, max_bytes), path);
+}
+
+}  // namespace mpbench
