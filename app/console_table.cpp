@@ -14,29 +14,6 @@ bool usable(double v) {
   return std::isfinite(v) && v > 0;
 }
 
-std::string format_ms(double ms) {
-  if (ms >= 1000) return fmt::format("{:.0f}", ms);
-  if (ms >= 100) return fmt::format("{:.1f}", ms);
-  if (ms >= 10) return fmt::format("{:.2f}", ms);
-  return fmt::format("{:.3f}", ms);
-}
-
-std::string group_thousands(int64_t v) {
-  std::string digits = std::to_string(v < 0 ? -v : v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return v < 0 ? "-" + out : out;
-}
-
-std::string format_rate(double v) {
-  if (!std::isfinite(v)) return "nan";
-  if (v >= 1000) return group_thousands(std::llround(v));
-  return fmt::format("{:.1f}", v);
-}
-
 std::string format_loss(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -114,6 +91,35 @@ std::string rtrim(std::string s) {
 }
 
 }  // namespace
+
+std::string format_ms(double ms) {
+  if (ms >= 1000) return fmt::format("{:.0f}", ms);
+  if (ms >= 100) return fmt::format("{:.1f}", ms);
+  if (ms >= 10) return fmt::format("{:.2f}", ms);
+  return fmt::format("{:.3f}", ms);
+}
+
+std::string group_thousands(double v) {
+  if (!std::isfinite(v)) return "nan";
+  // Rounding to an integer is undefined past 2^63 (1e300 samples/s once showed as "-0").
+  if (std::fabs(v) >= 9.2e18) return fmt::format("{:.3g}", v);
+  const long long n = std::llround(v);
+  const unsigned long long mag =
+      n < 0 ? 0ULL - static_cast<unsigned long long>(n) : static_cast<unsigned long long>(n);
+  const std::string digits = std::to_string(mag);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string format_rate(double v) {
+  if (!std::isfinite(v)) return "nan";
+  if (v >= 1000) return group_thousands(v);
+  return fmt::format("{:.1f}", v);
+}
 
 std::string env_device_name(const nlohmann::json& env, const std::string& device) {
   if (!env.is_object()) return "";

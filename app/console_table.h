@@ -26,6 +26,12 @@ std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32
 
 // 512 B, 12.3 KiB, 45.6 MiB, 1.23 GiB.
 std::string format_bytes(size_t bytes);
+// Milliseconds to 3-4 significant digits, no unit: "1234", "123.4", "12.35", "1.235".
+std::string format_ms(double ms);
+// 1234567 -> "1,234,567" (rounded); past 2^63 in exponent form ("1e+300"); NaN -> "nan".
+std::string group_thousands(double v);
+// Samples/s: grouped from 1000 on, one decimal below.
+std::string format_rate(double v);
 
 struct TableRow {
   bool ok = true;

@@ -50,21 +50,8 @@ std::string str_at(const json& obj, const char* key) {
   return "";
 }
 
-std::string format_ms(double ms) {
-  if (ms >= 1000) return fmt::format("{:.0f} ms", ms);
-  if (ms >= 100) return fmt::format("{:.1f} ms", ms);
-  if (ms >= 10) return fmt::format("{:.2f} ms", ms);
-  return fmt::format("{:.3f} ms", ms);
-}
-
-std::string group_thousands(double v) {
-  const auto n = static_cast<long long>(std::llround(v));
-  std::string digits = std::to_string(n < 0 ? -n : n), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return n < 0 ? "-" + out : out;
+std::string format_ms_unit(double ms) {
+  return format_ms(ms) + " ms";
 }
 
 // 1.23M, 456k, 12.3 — for axis ticks and bar labels of rates.
@@ -524,14 +511,14 @@ std::string time_chart(const std::vector<Series>& series) {
     b.drawn = r.status == RunStatus::Ok && std::isfinite(t.median) && t.median > 0;
     if (b.drawn) {
       b.value = t.median;
-      b.value_text = format_ms(t.median);
+      b.value_text = format_ms_unit(t.median);
       if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
         b.whisker = std::make_pair(t.min, t.max);
       if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
-      b.tooltip =
-          fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%), {} epochs{}", s.label,
-                      format_ms(t.median), format_ms(t.min), format_ms(t.max), t.cv * 100,
-                      r.epochs.size(), b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
+      b.tooltip = fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%), {} epochs{}",
+                              s.label, format_ms_unit(t.median), format_ms_unit(t.min),
+                              format_ms_unit(t.max), t.cv * 100, r.epochs.size(),
+                              b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
     } else {
       show_status_instead(b, s);
     }
@@ -753,7 +740,7 @@ std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
   }
   return stacked_chart("chart-profile", "time per training step by op", stacks, keys,
                        "device time per step (ms)", 1.0, [&](size_t i, size_t k, double v) {
-                         return stacks[i].label + ": " + keys[k].first + " " + format_ms(v);
+                         return stacks[i].label + ": " + keys[k].first + " " + format_ms_unit(v);
                        });
 }
 

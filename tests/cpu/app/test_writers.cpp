@@ -108,6 +108,21 @@ TEST(Units, FormatBytes) {
   EXPECT_EQ(format_bytes(size_t(3) << 30), "3.00 GiB");
 }
 
+// Console and HTML share these; past 2^63 llround is undefined (UBSan: 1e300 samples/s once
+// showed as "-0 samples/s" in the report).
+TEST(Units, GroupThousandsAndRates) {
+  EXPECT_EQ(group_thousands(1234567.4), "1,234,567");
+  EXPECT_EQ(group_thousands(-1234567.6), "-1,234,568");
+  EXPECT_EQ(group_thousands(999), "999");
+  EXPECT_EQ(group_thousands(1e300), "1e+300");
+  EXPECT_EQ(group_thousands(-1e19), "-1e+19");
+  EXPECT_EQ(group_thousands(std::nan("")), "nan");
+  EXPECT_EQ(format_rate(1e300), "1e+300");
+  EXPECT_EQ(format_rate(12345.6), "12,346");
+  EXPECT_EQ(format_rate(12.34), "12.3");
+  EXPECT_EQ(format_ms(12.3456), "12.35");
+}
+
 TEST(Grouping, OneGroupPerModelInReportOrder) {
   Report rep = make_report();
   RunResult other = make_run("fp32", 10, 1000);
