@@ -3,9 +3,11 @@
 #include "app/compare.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -97,6 +99,34 @@ TEST(Bootstrap, RatioOfMediansAndDeterministicInterval) {
 
   EXPECT_FALSE(bootstrap_median_ratio({}, {1, 2, 3}, 100, 1).valid);
   EXPECT_FALSE(bootstrap_median_ratio({NAN, -1}, {1, 2, 3}, 100, 1).valid);
+}
+
+// Past 10000 epochs the resample's median is drawn from its exact distribution instead of by
+// resampling (a million epochs took a minute): the interval must be the one resampling gives.
+TEST(Bootstrap, LargeSamplesGiveTheResamplingInterval) {
+  auto samples = [](size_t n, uint64_t seed, double scale) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(100.0, 3.0);
+    std::vector<double> v(n);
+    for (double& x : v) x = scale * noise(rng);
+    return v;
+  };
+  for (size_t n : {size_t{10000}, size_t{10001}, size_t{10002}}) {  // resampled, odd, even
+    const std::vector<double> base = samples(n, 1, 1.0), cur = samples(n, 2, 1.02);
+    const RatioEstimate e = bootstrap_median_ratio(base, cur, 2000, 42);
+    ASSERT_TRUE(e.valid);
+    EXPECT_LT(e.lo, e.ratio);
+    EXPECT_GT(e.hi, e.ratio);
+    // The median of N(100, 3) over n samples has a standard error of 3 sqrt(pi / 2n); the
+    // ratio's 95% interval is about 2 x 1.96 x sqrt(2) of it, relative.
+    const double expected = 2 * 1.96 * std::sqrt(2.0) * 3 * std::sqrt(M_PI / (2.0 * n)) / 100;
+    EXPECT_NEAR((e.hi - e.lo) / e.ratio, expected, 0.15 * expected) << "n " << n;
+    EXPECT_NEAR(e.ratio, 1.02, 0.003) << "n " << n;
+  }
+  // Deterministic for a seed on the direct path too.
+  const std::vector<double> big = samples(20001, 3, 1.0);
+  EXPECT_EQ(bootstrap_median_ratio(big, big, 500, 7).lo,
+            bootstrap_median_ratio(big, big, 500, 7).lo);
 }
 
 TEST(TimeVerdict, Rule) {
