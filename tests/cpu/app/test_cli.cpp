@@ -206,6 +206,10 @@ TEST_F(Cli, RunWritesAllOutputs) {
   EXPECT_EQ(j["runs"][1]["status"], "ok");
   EXPECT_EQ(j["runs"][0]["epochs"].size(), 1u);
   EXPECT_EQ(j["spec"].is_null() && j["specs"].is_null(), false);
+  // What the CPU numbers depend on: the BLAS and its threads.
+  EXPECT_GE(j["env"]["cpu"]["blas_threads"].get<int>(), 1);
+  EXPECT_TRUE(j["env"]["cpu"]["blas_threading"].is_string());
+  EXPECT_TRUE(j["env"]["cpu"].contains("omp_num_threads"));
   std::string c = read_file(csv.string());
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 3) << c;  // header + 2 rows
   EXPECT_NE(read_file(md.string()).find("|"), std::string::npos);
