@@ -11,41 +11,18 @@
 #include "app/console_table.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
+#include "models/rng.h"
 
 namespace mpbench {
 
 namespace {
 
-// splitmix64: tiny, and its output is fixed by its definition, unlike std:: distributions whose
-// results differ between standard libraries; the bootstrap must print the same CI everywhere.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  size_t below(size_t n) {  // multiply-high: unbiased enough for n << 2^32, and portable
-    return static_cast<size_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
-  double uniform() {  // in (0, 1): 53 random bits, never 0 (log is taken)
-    return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double normal() {  // Box-Muller
-    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
-  }
-  // Marsaglia and Tsang's method, shape >= 1.
-  double gamma(double shape) {
-    const double d = shape - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
-    for (;;) {
-      const double x = normal(), t = 1.0 + c * x;
-      if (t <= 0) continue;
-      const double v = t * t * t;
-      if (std::log(uniform()) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
-    }
-  }
-};
+// The generators of models/rng.h: their output is fixed by their definition, unlike std::
+// distributions whose results differ between standard libraries; the bootstrap must print the
+// same CI everywhere.
+size_t below(uint64_t& state, size_t n) {  // multiply-high: unbiased enough for n << 2^32
+  return static_cast<size_t>((static_cast<unsigned __int128>(splitmix64(state)) * n) >> 64);
+}
 
 // Resampling n epochs n times costs n per resample; past this many, the resample's median is
 // drawn directly from its distribution instead (median_of_resample), so that a file with a
@@ -56,7 +33,7 @@ constexpr size_t kDirectResampleMax = 10000;
 // drawing them: the draws are floor(n U_i) for uniform U_i, so their k-th smallest is
 // floor(n U_(k)) with U_(k) ~ Beta(k, n - k + 1); for even n the next order statistic is the
 // smallest of the n - k uniforms above U_(k).
-double median_of_resample(const std::vector<double>& sorted, SplitMix64& rng) {
+double median_of_resample(const std::vector<double>& sorted, Rng& rng) {
   const size_t n = sorted.size();
   const size_t k = (n + 1) / 2;  // 1-based rank of the (lower) median
   const double x = rng.gamma(static_cast<double>(k));
@@ -65,7 +42,8 @@ double median_of_resample(const std::vector<double>& sorted, SplitMix64& rng) {
     return sorted[std::min(n - 1, static_cast<size_t>(q * static_cast<double>(n)))];
   };
   if (n % 2 == 1) return at(u);
-  const double next = u + (1 - u) * (1 - std::pow(rng.uniform(), 1.0 / static_cast<double>(n - k)));
+  const double next =
+      u + (1 - u) * (1 - std::pow(rng.uniform01(), 1.0 / static_cast<double>(n - k)));
   return 0.5 * (at(u) + at(next));
 }
 
@@ -291,21 +269,22 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
     est.ratio = median_of(cc) / median_of(bb);
   }
   est.valid = true;
-  SplitMix64 rng{seed};
   std::vector<double> ratios;
   ratios.reserve(static_cast<size_t>(std::max(resamples, 1)));
   if (std::max(b.size(), c.size()) > kDirectResampleMax) {
     std::sort(b.begin(), b.end());
     std::sort(c.begin(), c.end());
+    Rng rng(seed, 0);
     for (int i = 0; i < resamples; ++i) {
       const double mb = median_of_resample(b, rng);
       ratios.push_back(median_of_resample(c, rng) / mb);
     }
   } else {
+    uint64_t state = seed;
     std::vector<double> rb(b.size()), rc(c.size());
     for (int i = 0; i < resamples; ++i) {
-      for (double& x : rb) x = b[rng.below(b.size())];
-      for (double& x : rc) x = c[rng.below(c.size())];
+      for (double& x : rb) x = b[below(state, b.size())];
+      for (double& x : rc) x = c[below(state, c.size())];
       ratios.push_back(median_of(rc) / median_of(rb));
     }
   }

@@ -30,6 +30,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "models/rng.h"
 
 namespace mpbench {
 namespace {
@@ -72,13 +73,6 @@ const char* device_prefix(Device dev) {
 }
 
 // ---- inputs ----------------------------------------------------------------------------------
-
-uint64_t splitmix64(uint64_t& s) {
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Uniform magnitudes in [scale / 100, scale], random signs unless `positive`: never zero, so no
 // kernel gets to skip work on zeros (or run on denormals).

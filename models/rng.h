@@ -39,6 +39,8 @@ class Rng {
   }
   // Uniform in (-1, 1) from 53 random bits.
   double uniform_pm1() { return static_cast<double>(next() >> 11) * 0x1.0p-52 - 1.0; }
+  // Uniform in (0, 1), never 0 (its log is taken).
+  double uniform01() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }
   // Marsaglia's polar method: no sin/cos, whose last bits vary between libms.
   double normal() {
     if (has_spare_) {
@@ -55,6 +57,16 @@ class Rng {
     spare_ = v * f;
     has_spare_ = true;
     return u * f;
+  }
+  // Gamma(shape, 1) for shape >= 1: Marsaglia and Tsang's method.
+  double gamma(double shape) {
+    const double d = shape - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+    for (;;) {
+      const double x = normal(), t = 1.0 + c * x;
+      if (t <= 0) continue;
+      const double v = t * t * t;
+      if (std::log(uniform01()) < 0.5 * x * x + d - d * v + d * std::log(v)) return d * v;
+    }
   }
 
  private:
