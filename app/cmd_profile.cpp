@@ -41,8 +41,7 @@ void fit_to_steps(Spec& spec, int64_t steps) {
 
 ProfiledRun profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                         Backend& be, bool bar_on) {
-  const int64_t total =
-      spec.train.warmup_steps + spec.train.epochs * (data.train_size() / spec.train.batch_size);
+  const int64_t total = step_plan(spec.train, data.train_size()).total();
   Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
   ProfiledRun out = profile_training(spec, data, p, steps, be,
                                      [&](const TrainProgress& tp) { bar.update(tp.step); });

@@ -87,8 +87,7 @@ constexpr double kHeavyCpuFlops = 1e14;
 
 void warn_if_heavy_for_cpu(const std::vector<Spec>& specs) {
   for (const Spec& spec : specs) {
-    const int64_t steps = spec.train.warmup_steps +
-                          spec.train.epochs * (spec.data.train_samples / spec.train.batch_size);
+    const int64_t steps = step_plan(spec.train, spec.data.train_samples).total();
     const double flops = 3.0 * Model(spec, Precision::FP32).forward_flops_per_sample() *
                          static_cast<double>(spec.train.batch_size) * static_cast<double>(steps) *
                          static_cast<double>(spec.precisions.size());
@@ -128,8 +127,7 @@ int cmd_run(const RunArgs& args) {
     Dataset data = make_dataset(spec);
     report.specs.push_back(to_json(spec));
     for (Precision p : spec.precisions) {
-      const int64_t total_steps =
-          spec.train.warmup_steps + spec.train.epochs * (data.train_size() / spec.train.batch_size);
+      const int64_t total_steps = step_plan(spec.train, data.train_size()).total();
       Progress bar(fmt::format("{} {}", spec.name, precision_name(p)), total_steps, show_progress);
       TrainOptions opts;
       opts.cuda_graphs = args.cuda_graphs;

@@ -84,9 +84,8 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
                              const std::function<void(const TrainProgress&)>& on_progress) {
   ProfiledRun out;
   OpProfiler prof(be);
-  const int64_t warmup = spec.train.warmup_steps;
-  const int64_t per_epoch = std::max<int64_t>(1, data.train_size() / spec.train.batch_size);
-  const int64_t total = warmup + spec.train.epochs * per_epoch;
+  const StepPlan plan = step_plan(spec.train, data.train_size());
+  const int64_t warmup = plan.warmup, total = plan.total();
   TrainOptions opts;
   opts.layer_observer = &prof;
   // Called after every step and after every evaluation. Ops are timed from the first step after
@@ -98,7 +97,7 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
     if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
     last_step = tp.step;
     timing = tp.step >= warmup && tp.step < total && out.steps < steps &&
-             tp.epoch == (tp.step - warmup) / per_epoch;
+             tp.epoch == (tp.step - warmup) / plan.per_epoch;
     prof.set_enabled(timing);
     if (on_progress) on_progress(tp);
   };

@@ -9,6 +9,16 @@
 
 namespace mpbench {
 
+StepPlan step_plan(const TrainSpec& train, int64_t train_samples) {
+  StepPlan p;
+  p.warmup = train.warmup_steps;
+  p.per_epoch = train_samples / train.batch_size;
+  p.epochs = train.epochs;
+  MPB_CHECK(p.per_epoch > 0, "batch size {} larger than the {} training samples", train.batch_size,
+            train_samples);
+  return p;
+}
+
 namespace {
 
 // Everything one run allocates besides the model: the dataset on the device, the staging buffers
@@ -205,10 +215,8 @@ void Run::execute(RunResult& r) {
     auto info = be_.memory_info();
     r.memory.device_baseline = info->total_bytes - info->free_bytes;
   }
-  const int64_t steps_per_epoch = data_.train_size() / spec_.train.batch_size;
-  MPB_CHECK(steps_per_epoch > 0, "batch size larger than the training set");
-  const int64_t warmup = spec_.train.warmup_steps;
-  const int64_t total_steps = warmup + spec_.train.epochs * steps_per_epoch;
+  const StepPlan plan = step_plan(spec_.train, data_.train_size());
+  const int64_t steps_per_epoch = plan.per_epoch, warmup = plan.warmup, total_steps = plan.total();
   r.steps.resize(total_steps);
 
   build(r);

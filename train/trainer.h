@@ -11,6 +11,15 @@
 
 namespace mpbench {
 
+// The steps a training run takes: the warm-up, then `epochs` epochs of
+// train_samples / batch_size steps each (a last partial batch is dropped). Everything that
+// counts steps (the trainer, progress bars, the profiler, the CPU cost note) takes them here.
+struct StepPlan {
+  int64_t warmup = 0, per_epoch = 0, epochs = 0;
+  int64_t total() const { return warmup + epochs * per_epoch; }
+};
+StepPlan step_plan(const TrainSpec& train, int64_t train_samples);
+
 struct TrainProgress {
   int64_t step = 0;  // steps done, warm-up included
   int64_t total_steps = 0;
