@@ -1,4 +1,5 @@
 // `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
+#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -45,37 +46,33 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   return env;
 }
 
-// Command-line overrides are applied to the parsed spec and checked against the same limits
-// the spec's own values must meet.
+// Each command-line override is written into the resolved spec and the spec read again, so that
+// it meets exactly the rules the spec's own value met (models/spec.cpp), with the option named.
 void apply_run_overrides(Spec& spec, const RunArgs& a) {
+  const auto reread = [&](const std::string& option, const std::string& value,
+                          const std::function<void(nlohmann::json&)>& set) {
+    nlohmann::json j = to_json(spec);
+    set(j);
+    try {
+      spec = parse_spec(j.dump(), spec.source_path);
+    } catch (const Error& e) {
+      throw_bad_input(fmt::format("{} {}: {}", option, value, e.what()));
+    }
+  };
   if (!a.precisions.empty()) {
-    spec.precisions.clear();
-    for (const auto& name : a.precisions) {
-      auto p = parse_precision(name);
-      if (!p)
-        throw_bad_input(fmt::format(
-            "--precisions: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)", name));
-      if (std::find(spec.precisions.begin(), spec.precisions.end(), *p) != spec.precisions.end())
-        throw_bad_input(fmt::format("--precisions: '{}' given twice", name));
-      spec.precisions.push_back(*p);
-    }
+    std::string list;
+    for (const std::string& p : a.precisions) list += (list.empty() ? "" : ",") + p;
+    reread("--precisions", list, [&](nlohmann::json& j) { j["precisions"] = a.precisions; });
   }
-  if (a.epochs > 0) spec.train.epochs = a.epochs;
-  if (a.seed >= 0) spec.data.seed = static_cast<uint64_t>(a.seed);
-  if (a.batch_size > 0) {
-    if (a.batch_size > spec.data.train_samples)
-      throw_bad_input(fmt::format("--batch-size {}: larger than {}'s {} training samples",
-                                  a.batch_size, spec.source_path, spec.data.train_samples));
-    if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
-      // The spec's own batch size met this when it was loaded (models/spec.cpp).
-      const int64_t side = r->image_size / r->stride;
-      if (a.batch_size * side * side < 2)
-        throw_bad_input(fmt::format(
-            "--batch-size {}: {}'s batchnorms would see {} value(s) per channel, need 2 or more",
-            a.batch_size, spec.source_path, a.batch_size * side * side));
-    }
-    spec.train.batch_size = a.batch_size;
-  }
+  if (a.epochs > 0)
+    reread("--epochs", std::to_string(a.epochs),
+           [&](nlohmann::json& j) { j["train"]["epochs"] = a.epochs; });
+  if (a.seed >= 0)
+    reread("--seed", std::to_string(a.seed),
+           [&](nlohmann::json& j) { j["data"]["seed"] = a.seed; });
+  if (a.batch_size > 0)
+    reread("--batch-size", std::to_string(a.batch_size),
+           [&](nlohmann::json& j) { j["train"]["batch_size"] = a.batch_size; });
 }
 
 namespace {
