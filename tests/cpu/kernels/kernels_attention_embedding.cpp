@@ -24,11 +24,7 @@ using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
 
-float round_to(DType dt, float v) {
-  if (dt == DType::F16) return f16_to_f32(f32_to_f16(v));
-  if (dt == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
-  return v;
-}
+using test::round_to;
 std::vector<float> rounded(DType dt, std::vector<float> v) {
   for (auto& x : v) x = round_to(dt, x);
   return v;
