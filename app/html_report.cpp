@@ -255,8 +255,6 @@ std::string status_text(const RunResult& r) {
 // ---------------------------------------------------------------------------------------------
 // SVG pieces
 
-constexpr double kFont = 12;
-
 std::string svg_open(const std::string& kind, double w, double h, const std::string& label) {
   return fmt::format(
       "<svg class=\"chart {}\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "

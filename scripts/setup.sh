@@ -5,9 +5,11 @@
 set -euo pipefail
 pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev libgtest-dev
       libbenchmark-dev)
-# chromium: the `mpbench report` test renders the HTML page headless (and skips without it), so
-# failing to install it must not stop the build.
-optional=(chromium)
+# Wanted, not needed, so failing to install them must not stop the build. chromium: the
+# `mpbench report` test renders the HTML page headless (and skips without it). clang and
+# libclang-rt-14-dev (the ASan, UBSan and libFuzzer runtimes): scripts/test.sh's sanitizer and
+# fuzzing build (skipped without them).
+optional=(chromium clang libclang-rt-14-dev)
 missing() {
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
@@ -23,9 +25,10 @@ if ((${#need[@]} + ${#want[@]})); then
     echo "setup: installing ${need[*]}" >&2
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
   fi
-  if ((${#want[@]})); then
-    echo "setup: installing ${want[*]} (optional)" >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-      "${want[@]}" || echo "setup: could not install ${want[*]}; the HTML render test will skip" >&2
-  fi
+  # One at a time: a package this distribution lacks must not keep the others out.
+  for p in "${want[@]}"; do
+    echo "setup: installing $p (optional)" >&2
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$p" ||
+      echo "setup: could not install $p; what needs it is skipped" >&2
+  done
 fi

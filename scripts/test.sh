@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (CUDA parts too when the toolkit is there) and runs
 # the whole suite through CTest. GPU tests skip on machines without a GPU.
+# Then, when clang++ and its sanitizer runtimes are there, a second, CPU-only build in build-san
+# with AddressSanitizer + UndefinedBehaviorSanitizer and the libFuzzer targets runs the CPU suite
+# and each fuzzer for 60 s (README "Testing"). MPBENCH_SKIP_SANITIZE=1 skips it.
+# Arguments are passed to both ctest runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,3 +12,20 @@ build=${MPBENCH_BUILD_DIR:-build-test}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release ${MPBENCH_CMAKE_ARGS:-}
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"
+
+if [ -n "${MPBENCH_SKIP_SANITIZE:-}" ]; then
+  echo "test: sanitizer build skipped (MPBENCH_SKIP_SANITIZE is set)" >&2
+  exit 0
+fi
+# clang without libclang-rt-14-dev compiles but cannot link a sanitized program.
+if ! command -v clang++ >/dev/null ||
+  ! echo 'int main() {}' | clang++ -fsanitize=address,undefined,fuzzer-no-link -x c++ - \
+    -o /dev/null 2>/dev/null; then
+  echo "test: sanitizer build skipped: no clang++ with sanitizer runtimes (scripts/setup.sh)" >&2
+  exit 0
+fi
+san=${MPBENCH_SANITIZE_BUILD_DIR:-build-san}
+CC=clang CXX=clang++ cmake -S . -B "$san" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMPBENCH_SANITIZE=ON -DMPBENCH_CUDA=OFF -DMPBENCH_BUILD_BENCH=OFF
+cmake --build "$san" -j"$(nproc)"
+ctest --test-dir "$san" --output-on-failure -j"$(nproc)" -L 'cpu|fuzz' "$@"

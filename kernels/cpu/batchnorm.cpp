@@ -144,7 +144,10 @@ void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& 
                         const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
                         Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre) {
   const char* op = "batchnorm_backward";
-  const auto [rows, c] = check_x(op, x);
+  // Plain variables, not a structured binding: C++17 does not let the lambda below capture one
+  // (g++ accepts it, clang rejects it).
+  const RowsC shape = check_x(op, x);
+  const int64_t rows = shape.rows, c = shape.c;
   check_act(op, "dy", dy, x);
   if (relu_out) check_act(op, "relu_out", *relu_out, x);
   check_act(op, "dx", dx, x);

@@ -41,6 +41,9 @@ TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
   EXPECT_EQ(alloc.current(MemCategory::Weights), 30u);
 }
 
+// The sizes are beyond what ASan serves: under MPBENCH_SANITIZE this test must run with
+// ASAN_OPTIONS=allocator_may_return_null=1 (tests/CMakeLists.txt sets it), so that the request
+// fails as it does without ASan instead of aborting the process.
 TEST(CpuBackend, FailedAllocationIsAnOomError) {
   auto be = make_cpu_backend();
   for (size_t bytes : {SIZE_MAX - 8, size_t{1} << 62}) {
