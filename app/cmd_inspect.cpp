@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/console_table.h"
 #include "models/model.h"
 #include "models/spec.h"
 
@@ -35,40 +36,28 @@ std::string human_bytes(double b) {
 void print_table(const Spec& spec, Precision p) {
   Model model(spec, p);
   const int64_t batch = spec.train.batch_size;
-  const auto infos = model.layer_infos();
-  // Columns as wide as their longest entry ("bottleneck+proj/s2", "final_norm").
-  size_t name_w = 5, kind_w = 4, out_w = 6;
-  std::vector<std::string> outs;
-  for (const auto& li : infos) {
-    std::string out = li.output_shape.str();
-    out.replace(0, 1, fmt::format("({}, ", batch));
-    name_w = std::max(name_w, li.name.size());
-    kind_w = std::max(kind_w, li.kind.size());
-    out_w = std::max(out_w, out.size());
-    outs.push_back(out);
-  }
-  auto row = [&](const std::string& name, const std::string& kind, const std::string& out,
-                 const std::string& params, const std::string& flops, const std::string& cdt,
-                 const std::string& sdt, const std::string& act) {
-    std::cout << fmt::format("{:<{}}  {:<{}}  {:>{}}  {:>10}  {:>12}  {:>8}  {:>8}  {:>12}\n", name,
-                             name_w, kind, kind_w, out, out_w, params, flops, cdt, sdt, act);
-  };
-  std::cout << fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family,
-                           precision_name(p), batch);
-  row("layer", "kind", "output", "params", "fwd FLOPs", "compute", "storage", "act bytes");
+  TextTable table;
+  table.head = {"layer",     "kind",    "output",  "params",
+                "fwd FLOPs", "compute", "storage", "act bytes"};
+  table.right = {false, false, true, true, true, true, true, true};
   int64_t params = 0, act = 0;
   double flops = 0;
-  for (size_t i = 0; i < infos.size(); ++i) {
-    const auto& li = infos[i];
-    row(li.name, li.kind, outs[i], human_count(li.params), human_count(li.forward_flops * batch),
-        dtype_name(li.compute_dtype), dtype_name(li.storage_dtype),
-        human_bytes(li.activation_bytes * batch));
+  for (const auto& li : model.layer_infos()) {
+    std::string out = li.output_shape.str();
+    out.replace(0, 1, fmt::format("({}, ", batch));
+    table.rows.push_back({li.name, li.kind, out, human_count(li.params),
+                          human_count(li.forward_flops * batch), dtype_name(li.compute_dtype),
+                          dtype_name(li.storage_dtype), human_bytes(li.activation_bytes * batch)});
     params += li.params;
     flops += li.forward_flops * batch;
     act += li.activation_bytes * batch;
   }
-  row("total", "", "", human_count(params), human_count(flops), "", "", human_bytes(act));
-  std::cout << fmt::format("training step ~ {} FLOPs (3 x forward)\n\n", human_count(3 * flops));
+  table.rows.push_back(
+      {"total", "", "", human_count(params), human_count(flops), "", "", human_bytes(act)});
+  std::cout << fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family,
+                           precision_name(p), batch)
+            << render_text_table(table)
+            << fmt::format("training step ~ {} FLOPs (3 x forward)\n\n", human_count(3 * flops));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "app/commands.h"
+#include "app/console_table.h"
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "models/dataset.h"
@@ -53,24 +54,12 @@ std::string pct(double part, double whole) {
   return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
 }
 
-// A left-aligned first column and right-aligned others, each as wide as its widest cell.
+// The first `left_cols` columns left-aligned (names), the numbers right-aligned.
 void print_table(const std::vector<std::string>& head,
                  const std::vector<std::vector<std::string>>& rows, size_t left_cols = 1) {
-  std::vector<size_t> w(head.size());
-  for (size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
-    for (size_t i = 0; i < r.size(); ++i) {
-      if (i) s += "  ";
-      s += i < left_cols ? fmt::format("{:<{}}", r[i], w[i]) : fmt::format("{:>{}}", r[i], w[i]);
-    }
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    std::cout << s << "\n";
-  };
-  line(head);
-  for (const auto& r : rows) line(r);
+  std::vector<bool> right(head.size(), true);
+  for (size_t i = 0; i < left_cols && i < right.size(); ++i) right[i] = false;
+  std::cout << render_text_table({head, rows, right});
 }
 
 void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top) {

@@ -413,29 +413,11 @@ Report read_report_file(const std::string& path) {
 }
 
 std::string format_compare_console(const Comparison& c) {
-  const auto hs = headers();
-  std::vector<std::vector<std::string>> table;
-  table.push_back(hs);
-  for (const CompareRow& r : c.rows) table.push_back(cells(r));
-  std::vector<size_t> width(hs.size(), 0);
-  for (const auto& row : table)
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
-  std::string out;
-  auto line = [&](const std::vector<std::string>& row) {
-    std::string s;
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i) s += "  ";
-      const bool last = i + 1 == row.size();
-      s += row[i];
-      if (!last) s += std::string(width[i] - display_width(row[i]), ' ');
-    }
-    out += s + "\n";
-  };
-  line(table[0]);
-  std::string rule;
-  for (size_t i = 0; i < width.size(); ++i) rule += (i ? "  " : "") + std::string(width[i], '-');
-  out += rule + "\n";
-  for (size_t i = 1; i < table.size(); ++i) line(table[i]);
+  TextTable table;
+  table.head = headers();
+  table.rule = true;
+  for (const CompareRow& r : c.rows) table.rows.push_back(cells(r));
+  std::string out = render_text_table(table);
   out += "\n" + rule_text(c.options) + "\n";
   if (!c.env_differences.empty()) {
     std::string d;

@@ -142,6 +142,33 @@ size_t display_width(const std::string& s) {
   return n;
 }
 
+std::string render_text_table(const TextTable& t) {
+  std::vector<size_t> width(t.head.size(), 0);
+  auto widen = [&](const std::vector<std::string>& row) {
+    if (row.size() > width.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
+  };
+  widen(t.head);
+  for (const auto& r : t.rows) widen(r);
+  std::string out;
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string s;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (i) s += "  ";
+      s += pad(row[i], width[i], i < t.right.size() && t.right[i]);
+    }
+    out += rtrim(s) + "\n";
+  };
+  line(t.head);
+  if (t.rule) {
+    std::string r;
+    for (size_t i = 0; i < width.size(); ++i) r += (i ? "  " : "") + std::string(width[i], '-');
+    out += r + "\n";
+  }
+  for (const auto& r : t.rows) line(r);
+  return out;
+}
+
 std::string format_bytes(size_t bytes) {
   const double b = static_cast<double>(bytes);
   if (bytes < 1024) return fmt::format("{} B", bytes);

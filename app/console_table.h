@@ -57,4 +57,16 @@ std::string env_device_name(const nlohmann::json& env, const std::string& device
 // Display columns of a UTF-8 string (every code point counted as one column).
 size_t display_width(const std::string& s);
 
+// A plain text table (profile, compare, inspect): columns two spaces apart, each as wide as its
+// widest cell in display width, right-aligned where `right` says (left where it says nothing),
+// optionally a rule of dashes under the header; no trailing spaces. The comparison table of
+// `run` (format_console) has its own: boxed, with wrapped status rows.
+struct TextTable {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> right;
+  bool rule = false;
+};
+std::string render_text_table(const TextTable& t);
+
 }  // namespace mpbench

@@ -84,22 +84,15 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
                              const std::function<void(const TrainProgress&)>& on_progress) {
   ProfiledRun out;
   OpProfiler prof(be);
-  const StepPlan plan = step_plan(spec.train, data.train_size());
-  const int64_t warmup = plan.warmup, total = plan.total();
+  const int64_t warmup = spec.train.warmup_steps;
   TrainOptions opts;
   opts.layer_observer = &prof;
-  // Called after every step and after every evaluation. Ops are timed from the first step after
-  // the warm-up on, and not while an epoch's evaluation runs: the report after an epoch's last
-  // step comes before its evaluation (prog.epoch still counts it unfinished).
-  bool timing = false;
-  int64_t last_step = 0;
-  opts.on_progress = [&](const TrainProgress& tp) {
-    if (timing) out.steps += tp.step - last_step;  // 0 for the report after an evaluation
-    last_step = tp.step;
-    timing = tp.step >= warmup && tp.step < total && out.steps < steps &&
-             tp.epoch == (tp.step - warmup) / plan.per_epoch;
-    prof.set_enabled(timing);
-    if (on_progress) on_progress(tp);
+  opts.on_progress = on_progress;
+  // The first `steps` training steps after the warm-up are timed; warm-up and evaluation not.
+  opts.on_phase = [&](TrainPhase phase) {
+    const bool timed = phase == TrainPhase::Step && out.steps < steps;
+    if (timed) ++out.steps;
+    prof.set_enabled(timed);
   };
   out.run = train_and_measure(spec, data, p, prof, opts);
   if (out.run.status != RunStatus::Ok) return out;

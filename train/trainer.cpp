@@ -230,7 +230,11 @@ void Run::execute(RunResult& r) {
   };
   int64_t global = 0;
   // Warm-up steps train on the first batches but stay out of every epoch's time.
+  const auto phase = [&](TrainPhase ph) {
+    if (opts_.on_phase) opts_.on_phase(ph);
+  };
   for (int64_t i = 0; i < warmup; ++i, ++global) {
+    phase(TrainPhase::WarmupStep);
     train_step(i % steps_per_epoch, global, global == 0, r);
     prog.step = global + 1;
     report();
@@ -258,6 +262,7 @@ void Run::execute(RunResult& r) {
     start->record();
     marks[0]->record();
     for (int64_t b = 0; b < steps_per_epoch; ++b, ++global) {
+      phase(TrainPhase::Step);
       train_step(b, global, global == 0, r);
       marks[b + 1]->record();
       prog.step = global + 1;
@@ -267,6 +272,7 @@ void Run::execute(RunResult& r) {
     e.time_ms = stop->elapsed_ms(*start);
     for (int64_t b = 0; b < steps_per_epoch; ++b)
       step_ms[first + b] = static_cast<float>(marks[b + 1]->elapsed_ms(*marks[b]));
+    phase(TrainPhase::Eval);
     start->record();
     evaluate(e);
     stop->record();

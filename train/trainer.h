@@ -28,9 +28,16 @@ struct TrainProgress {
   double last_train_loss = -1;
 };
 
+// What the trainer runs next, for an observer that treats them apart (the profiler times training
+// steps only).
+enum class TrainPhase { WarmupStep, Step, Eval };
+
 struct TrainOptions {
   bool cuda_graphs = false;  // capture the training step once and replay it
   std::function<void(const TrainProgress&)> on_progress;  // called after every step, on the host
+  // Called on the host before each warm-up step, each measured training step and each
+  // evaluation.
+  std::function<void(TrainPhase)> on_phase;
   LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
 };
 
