@@ -34,9 +34,6 @@ struct ProfileInput {
 std::string format_html(const std::vector<ReportInput>& inputs,
                         const std::vector<ProfileInput>& profiles = {});
 
-// & < > " ' as entities.
-std::string html_escape(const std::string& s);
-
 // At most `max_points` (x, y) points for a per-step series: steps are averaged in equal buckets
 // (`use_min`: the bucket's minimum, which keeps loss-scale back-offs visible). Non-finite values
 // are left out of a bucket; a bucket with none becomes a NaN y, which the charts draw as a gap.

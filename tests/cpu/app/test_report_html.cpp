@@ -21,6 +21,7 @@
 #include "test_util.h"
 
 #include "app/html_report.h"
+#include "app/svg.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

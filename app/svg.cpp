@@ -1,0 +1,346 @@
+#include "app/svg.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "app/console_table.h"
+
+namespace mpbench {
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+namespace svg {
+
+// An SVG coordinate. Non-finite values never reach here by construction; clamping keeps a bug
+// from producing an unparsable attribute.
+std::string px(double v) {
+  if (!std::isfinite(v)) v = 0;
+  std::string s = fmt::format("{:.1f}", v);
+  if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string format_general(double v) {
+  if (v == 0) return "0";
+  const double a = std::fabs(v);
+  if (a >= 1e4 || a < 1e-3) return fmt::format("{:.0e}", v);
+  return fmt::format("{:g}", v);
+}
+
+// 2¹⁶ for e = 16: loss scales are powers of two, and 65536 reads worse than its exponent.
+std::string power_of_two(double e) {
+  static const char* kSup[] = {"⁰", "¹", "²", "³", "⁴", "⁵", "⁶", "⁷", "⁸", "⁹"};
+  const long long n = std::llround(e);
+  std::string digits = std::to_string(n < 0 ? -n : n), out = "2";
+  if (n < 0) out += "⁻";
+  for (char c : digits) out += kSup[c - '0'];
+  return out;
+}
+
+std::string shorten(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  size_t cut = n;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+  return s.substr(0, cut) + "…";
+}
+
+// Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
+// that ends at the last tick covers every value.
+std::vector<double> nice_ticks(double lo, double hi, int target) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / std::max(1, target);
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0}) {
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  }
+  std::vector<double> ticks;
+  const double first = std::ceil(lo / step - 1e-9), last = std::ceil(hi / step - 1e-9);
+  for (double k = first; k <= last; k += 1) ticks.push_back(k == 0 ? 0 : k * step);
+  return ticks;
+}
+
+std::string svg_open(const std::string& kind, double w, double h, const std::string& label) {
+  return fmt::format(
+      "<svg class=\"chart {}\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" role=\"img\" "
+      "aria-label=\"{}\" xmlns=\"http://www.w3.org/2000/svg\">\n",
+      kind, px(w), px(h), px(w), px(h), html_escape(label));
+}
+
+std::string text(double x, double y, const std::string& s, const std::string& cls,
+                 const char* anchor) {
+  return fmt::format("<text x=\"{}\" y=\"{}\" class=\"{}\" text-anchor=\"{}\">{}</text>\n", px(x),
+                     px(y), cls, anchor, html_escape(s));
+}
+
+std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, const Axis& axis) {
+  double max_v = 0;
+  for (const Bar& b : bars) {
+    if (b.drawn && std::isfinite(b.value)) max_v = std::max(max_v, b.value);
+    if (b.whisker && std::isfinite(b.whisker->second)) max_v = std::max(max_v, b.whisker->second);
+    if (b.marker && std::isfinite(*b.marker)) max_v = std::max(max_v, *b.marker);
+  }
+  if (!(max_v > 0)) max_v = 1;
+  const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
+  const double top_v = std::max(max_v, ticks.back() * axis.scale);
+  const double x0 = kBarLeft, pw = kBarW - kBarLeft - kBarRight;
+  const double h = kBarTop + bars.size() * kBarRow + kBarBottom;
+  const double y_axis = kBarTop + bars.size() * kBarRow;
+  auto xs = [&](double v) { return x0 + pw * std::clamp(v / top_v, 0.0, 1.0); };
+
+  std::string s = svg_open(kind, kBarW, h, axis.label);
+  for (double t : ticks) {
+    const double x = xs(t * axis.scale);
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
+                     px(x), px(kBarTop - 4), px(y_axis));
+    s += text(x, y_axis + 15, axis.tick_text(t), "tick", "middle");
+  }
+  s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x0),
+                   px(x0), px(kBarTop - 4), px(y_axis));
+  s += text(x0 + pw / 2, h - 8, axis.label, "axis-label", "middle");
+
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const Bar& b = bars[i];
+    const double y = kBarTop + i * kBarRow + 4, bh = kBarRow - 8, cy = y + bh / 2 + 4;
+    s += "<g class=\"bar\">";
+    s += "<title>" + html_escape(b.tooltip) + "</title>\n";
+    s += text(x0 - 8, cy, shorten(b.label, 30), "bar-label", "end");
+    if (b.drawn && std::isfinite(b.value)) {
+      const double x1 = xs(b.value);
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" rx=\"2\" fill=\"{}\"{}/>\n", px(x0),
+          px(y), px(std::max(1.0, x1 - x0)), px(bh), b.color,
+          b.faded ? " fill-opacity=\"0.35\" stroke-dasharray=\"3 2\" stroke=\"#9a3412\"" : "");
+      double label_x = x1 + 6;
+      if (b.whisker && std::isfinite(b.whisker->first) && std::isfinite(b.whisker->second)) {
+        const double wa = xs(b.whisker->first), wb = xs(b.whisker->second);
+        s += fmt::format("<path class=\"whisker\" d=\"M{} {}H{}M{} {}V{}M{} {}V{}\"/>\n", px(wa),
+                         px(y + bh / 2), px(wb), px(wa), px(y + 3), px(y + bh - 3), px(wb),
+                         px(y + 3), px(y + bh - 3));
+        label_x = std::max(label_x, wb + 6);
+      }
+      if (b.marker && std::isfinite(*b.marker)) {
+        const double xm = xs(*b.marker);
+        s += fmt::format("<path class=\"marker\" d=\"M{} {}V{}\"/>\n", px(xm), px(y - 2),
+                         px(y + bh + 2));
+        label_x = std::max(label_x, xm + 6);
+      }
+      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"value\">{}", px(label_x), px(cy),
+                       html_escape(b.value_text));
+      if (!b.note.empty()) {
+        s += fmt::format("<tspan class=\"{}\" dx=\"6\">{}</tspan>",
+                         b.note_is_status ? "status" : "speedup", html_escape(shorten(b.note, 24)));
+      }
+      s += "</text>\n";
+    } else {
+      s += text(x0 + 6, cy, shorten(b.note, 48), "status");
+    }
+    s += "</g>\n";
+  }
+  return s + "</svg>\n";
+}
+
+std::string legend_html(const std::vector<std::pair<std::string, std::string>>& items,
+                        const std::vector<std::string>& dashes) {
+  std::string s = "<div class=\"legend\">";
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string dash = i < dashes.size() ? dashes[i] : "";
+    if (dash.empty()) {
+      s += fmt::format(
+          "<span class=\"key\"><i class=\"swatch\" style=\"background:{}\"></i>{}</span>",
+          items[i].second, html_escape(items[i].first));
+    } else {
+      s += fmt::format(
+          "<span class=\"key\"><svg class=\"swatch-line\" width=\"26\" height=\"10\"><line "
+          "x1=\"1\" "
+          "y1=\"5\" x2=\"25\" y2=\"5\" stroke=\"{}\" stroke-width=\"2.5\" "
+          "stroke-dasharray=\"{}\"/></svg>{}</span>",
+          items[i].second, dash, html_escape(items[i].first));
+    }
+  }
+  return s + "</div>\n";
+}
+
+// Line chart over steps. `log_base` 0: linear y; 10 or 2: logarithmic y with ticks at powers.
+std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
+                       const std::string& x_label, const std::string& y_label, int log_base,
+                       const std::vector<double>& x_markers, double H) {
+  const double W = 1120, L = 70, R = 20, T = 14, B = 46;
+  const double pw = W - L - R, ph = H - T - B;
+  double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
+  auto fy = [&](double y) { return log_base ? std::log(y) / std::log(double(log_base)) : y; };
+  for (const Line& l : lines) {
+    for (auto [x, y] : l.pts) {
+      if (!std::isfinite(y) || (log_base && !(y > 0))) continue;
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+      ymin = std::min(ymin, fy(y));
+      ymax = std::max(ymax, fy(y));
+    }
+  }
+  std::string s = svg_open(kind, W, H, y_label + " over " + x_label);
+  if (!std::isfinite(xmin)) {
+    s += text(W / 2, H / 2, "no finite values to plot", "status", "middle");
+    return s + "</svg>\n";
+  }
+  xmin = std::min(xmin, 0.0);  // steps count from 0; bucket centres start a little later
+  if (!(xmax > xmin)) xmax = xmin + 1;
+  std::vector<std::pair<double, std::string>> yticks;  // (transformed value, text)
+  if (log_base) {
+    // Whole powers; a flat series still gets one power above and below.
+    double lo = std::floor(ymin), hi = std::ceil(ymax);
+    if (hi - lo < 1) {
+      lo -= 1;
+      hi += 1;
+    }
+    const double step = std::max(1.0, std::ceil((hi - lo) / 8));
+    ymin = lo;
+    ymax = hi;
+    for (double e = lo; e <= hi + 1e-9; e += step) {
+      const double v = std::pow(double(log_base), e);
+      yticks.emplace_back(e, log_base == 2 ? power_of_two(e) : format_general(v));
+    }
+  } else {
+    double lo = std::min(0.0, ymin), hi = ymax;
+    if (!(hi > lo)) hi = lo + 1;
+    for (double t : nice_ticks(lo, hi, 5)) yticks.emplace_back(t, format_general(t));
+    ymin = lo;
+    ymax = std::max(hi, yticks.back().first);
+  }
+  auto X = [&](double x) { return L + pw * (x - xmin) / (xmax - xmin); };
+  auto Y = [&](double v) { return T + ph * (1 - (v - ymin) / (ymax - ymin)); };
+
+  for (const auto& [v, label] : yticks) {
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(L),
+                     px(L + pw), px(Y(v)), px(Y(v)));
+    s += text(L - 6, Y(v) + 4, label, "tick", "end");
+  }
+  for (double t : nice_ticks(xmin, xmax, 8)) {
+    if (t < xmin - 1e-9 || t > xmax + 1e-9) continue;
+    s += text(X(t), T + ph + 16, group_thousands(t), "tick", "middle");
+  }
+  for (double m : x_markers) {
+    if (m <= xmin || m >= xmax) continue;
+    s += fmt::format("<line class=\"epoch\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(X(m)),
+                     px(X(m)), px(T), px(T + ph));
+  }
+  s += fmt::format("<path class=\"axis\" d=\"M{} {}V{}H{}\"/>\n", px(L), px(T), px(T + ph),
+                   px(L + pw));
+  s += text(L + pw / 2, H - 8, x_label, "axis-label", "middle");
+  s += fmt::format(
+      "<text class=\"axis-label\" text-anchor=\"middle\" transform=\"translate(16 {}) "
+      "rotate(-90)\">{}</text>\n",
+      px(T + ph / 2), html_escape(y_label));
+
+  for (const Line& l : lines) {
+    std::string d;
+    bool pen = false;
+    for (auto [x, y] : l.pts) {
+      if (!std::isfinite(y) || (log_base && !(y > 0))) {
+        pen = false;
+        continue;
+      }
+      d += fmt::format("{}{} {}", pen ? "L" : "M", px(X(x)), px(Y(fy(y))));
+      pen = true;
+    }
+    if (d.empty()) continue;
+    s += fmt::format("<path class=\"series\" d=\"{}\" stroke=\"{}\"{}><title>{}</title></path>\n",
+                     d, l.color, l.dash.empty() ? "" : " stroke-dasharray=\"" + l.dash + "\"",
+                     html_escape(l.tooltip));
+  }
+  return s + "</svg>\n";
+}
+
+// tip(row, key, value): a part's hover text. Values are divided by `scale` for the ticks.
+std::string stacked_chart(const std::string& kind, const std::string& aria,
+                          const std::vector<Stack>& stacks,
+                          const std::vector<std::pair<std::string, std::string>>& keys,
+                          const std::string& axis_label, double scale,
+                          const std::function<std::string(size_t, size_t, double)>& tip) {
+  const double W = kBarW, left = kBarLeft, right = kBarRight, row = kBarRow, top = kBarTop,
+               bottom = 46;
+  const double pw = W - left - right;
+  double max_v = 0;
+  std::vector<bool> used(keys.size());
+  for (const Stack& st : stacks) {
+    double sum = 0;
+    for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
+      sum += st.parts[k];
+      used[k] = used[k] || st.parts[k] > 0;
+    }
+    max_v = std::max(max_v, sum);
+  }
+  const std::vector<double> ticks = nice_ticks(0, std::max(max_v / scale, 1e-9), 6);
+  const double top_v = std::max(max_v, ticks.back() * scale);
+  const double y_axis = top + stacks.size() * row, H = y_axis + bottom;
+  auto xs = [&](double v) { return left + pw * std::clamp(v / top_v, 0.0, 1.0); };
+
+  std::string s = svg_open(kind, W, H, aria);
+  for (double t : ticks) {
+    const double x = xs(t * scale);
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
+                     px(x), px(top - 4), px(y_axis));
+    s += text(x, y_axis + 15, format_general(t), "tick", "middle");
+  }
+  s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(left),
+                   px(left), px(top - 4), px(y_axis));
+  s += text(left + pw / 2, H - 8, axis_label, "axis-label", "middle");
+  for (size_t i = 0; i < stacks.size(); ++i) {
+    const Stack& st = stacks[i];
+    const double y = top + i * row + 4, bh = row - 8, cy = y + bh / 2 + 4;
+    s += text(left - 8, cy, shorten(st.label, 30), "bar-label", "end");
+    double acc = 0;
+    for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
+      const double v = st.parts[k];
+      if (!(v > 0)) continue;
+      const double xa = xs(acc), xb = xs(acc + v);
+      acc += v;
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+          "fill=\"{}\"><title>{}</title></rect>\n",
+          px(xa), px(y), px(std::max(0.5, xb - xa)), px(bh), keys[k].second,
+          html_escape(tip(i, k, v)));
+    }
+    s += text(xs(acc) + 6, cy, st.total, st.bad ? "status" : "value");
+  }
+  s += "</svg>\n";
+
+  std::vector<std::pair<std::string, std::string>> items;
+  for (size_t k = 0; k < keys.size(); ++k)
+    if (used[k]) items.push_back(keys[k]);
+  return legend_html(items) + s;
+}
+
+}  // namespace svg
+}  // namespace mpbench

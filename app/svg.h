@@ -1,0 +1,95 @@
+#pragma once
+// Inline SVG for the HTML report: coordinates, text, and the three chart kinds it draws (bars
+// with whiskers and markers, stacked bars, lines over steps), each returned as markup. No
+// JavaScript and no external resources: the page must render offline. Nothing here knows of
+// runs or results; app/html_report.cpp turns those into bars, stacks and lines.
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mpbench {
+
+// &, <, >, " and ' as entities, for text and attribute values.
+std::string html_escape(const std::string& s);
+
+namespace svg {
+
+using Points = std::vector<std::pair<double, double>>;
+
+// An SVG coordinate with one decimal at most ("12.5", "3", never "-0"); non-finite as 0.
+std::string px(double v);
+// Axis and tick numbers: "0", "0.25", "120", "1e+05".
+std::string format_general(double v);
+// 2¹⁶ for e = 16: loss scales are powers of two, and 65536 reads worse than its exponent.
+std::string power_of_two(double e);
+// At most n bytes of s, cut at a UTF-8 boundary, with "…" when cut.
+std::string shorten(const std::string& s, size_t n);
+// Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
+// that ends at the last tick covers every value.
+std::vector<double> nice_ticks(double lo, double hi, int target);
+
+std::string svg_open(const std::string& kind, double w, double h, const std::string& label);
+std::string text(double x, double y, const std::string& s, const std::string& cls,
+                 const char* anchor = "start");
+
+struct Bar {
+  std::string label, color;
+  bool drawn = true;       // false: no value (the run did not finish); `note` says why
+  double value = 0;        // bar length in data units
+  std::string value_text;  // after the bar end
+  std::string note;        // bold, after the value (speedup) or instead of the bar (status)
+  bool note_is_status = false;
+  std::string tooltip;
+  std::optional<std::pair<double, double>> whisker;  // min..max
+  std::optional<double> marker;                      // a tick across the bar (device peak)
+  bool faded = false;                                // drawn, but the run did not finish
+};
+
+struct Axis {
+  std::string label;
+  std::function<std::string(double)> tick_text;
+  double scale = 1;  // tick values are data / scale
+};
+
+// The bar charts' geometry, shared by bar_chart and stacked_chart so their rows line up.
+inline constexpr double kBarW = 560, kBarLeft = 190, kBarRight = 125, kBarRow = 26, kBarTop = 14,
+                        kBarBottom = 46;
+
+std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, const Axis& axis);
+
+// Colour keys (label, colour); a key with a dash pattern is drawn as a line.
+std::string legend_html(const std::vector<std::pair<std::string, std::string>>& items,
+                        const std::vector<std::string>& dashes = {});
+
+struct Line {
+  std::string label, color, dash;
+  Points pts;  // NaN y: a gap
+  std::string tooltip;
+};
+
+// Line chart over steps. `log_base` 0: linear y; 10 or 2: logarithmic y with ticks at powers.
+// x_markers: vertical lines (epoch boundaries); H: the chart's height.
+std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
+                       const std::string& x_label, const std::string& y_label, int log_base,
+                       const std::vector<double>& x_markers, double H);
+
+// One horizontal stacked bar per row on a shared axis, parts coloured by legend key.
+struct Stack {
+  std::string label;
+  std::vector<double> parts;  // one per legend key (0: none)
+  std::string total;          // written after the bar
+  bool bad = false;           // the total is a run status
+};
+
+// tip(row, key, value): a part's hover text. Values are divided by `scale` for the ticks.
+// The legend lists the keys that occur.
+std::string stacked_chart(const std::string& kind, const std::string& aria,
+                          const std::vector<Stack>& stacks,
+                          const std::vector<std::pair<std::string, std::string>>& keys,
+                          const std::string& axis_label, double scale,
+                          const std::function<std::string(size_t, size_t, double)>& tip);
+
+}  // namespace svg
+}  // namespace mpbench
