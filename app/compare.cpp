@@ -12,6 +12,7 @@
 #include "kernels/error.h"
 #include "models/input_file.h"
 #include "models/rng.h"
+#include "train/json_check.h"
 
 namespace mpbench {
 
@@ -76,13 +77,6 @@ std::vector<double> epoch_times(const RunResult& r) {
   std::vector<double> t;
   for (const EpochResult& e : r.epochs) t.push_back(e.time_ms);
   return usable(t);
-}
-
-std::string json_str(const nlohmann::json& obj, const std::string& key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return "";
-  return it->is_string() ? it->get<std::string>() : it->dump();
 }
 
 using Key = std::tuple<std::string, std::string, std::string, bool>;
@@ -322,7 +316,7 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
         block.empty() ? a : (a.is_object() && a.contains(block) ? a[block] : empty);
     const nlohmann::json& y =
         block.empty() ? b : (b.is_object() && b.contains(block) ? b[block] : empty);
-    const std::string vx = json_str(x, key), vy = json_str(y, key);
+    const std::string vx = json_check::text(x, key.c_str()), vy = json_check::text(y, key.c_str());
     if (vx != vy) {
       out.push_back(fmt::format("{}{}: {} -> {}", block.empty() ? "" : block + ".", key,
                                 vx.empty() ? "(none)" : vx, vy.empty() ? "(none)" : vy));

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "train/json_check.h"
+
 namespace mpbench {
 
 namespace {
@@ -123,11 +125,7 @@ std::string format_rate(double v) {
 
 std::string env_device_name(const nlohmann::json& env, const std::string& device) {
   if (!env.is_object()) return "";
-  auto str = [](const nlohmann::json& obj, const char* key) -> std::string {
-    if (!obj.is_object()) return "";
-    auto it = obj.find(key);
-    return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
-  };
+  const auto str = json_check::text;
   // cmd_run's layout: {"device": "cuda", "gpu": {"name": ...}, "cpu": {"name": ...}}.
   const std::string kind = str(env, "device");
   if (!kind.empty() && kind != device) return "";

@@ -32,15 +32,6 @@ std::string esc(const std::string& s) {
   return html_escape(s);
 }
 
-std::string str_at(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  if (it == obj.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number() || it->is_boolean()) return it->dump();
-  return "";
-}
-
 std::string format_ms_unit(double ms) {
   return format_ms(ms) + " ms";
 }
@@ -126,7 +117,7 @@ struct ModelSection {
 };
 
 std::string tool_name(const Report& r) {
-  std::string n = str_at(r.tool, "name");
+  std::string n = json_check::text(r.tool, "name");
   return n.empty() ? "mpbench" : n;
 }
 
@@ -518,8 +509,8 @@ std::string env_html(const ReportInput& in) {
   };
   {
     std::string tool = tool_name(r);
-    if (auto v = str_at(r.tool, "version"); !v.empty()) tool += " " + v;
-    if (auto g = str_at(r.tool, "git"); !g.empty()) tool += " (git " + g + ")";
+    if (auto v = json_check::text(r.tool, "version"); !v.empty()) tool += " " + v;
+    if (auto g = json_check::text(r.tool, "git"); !g.empty()) tool += " (git " + g + ")";
     add("tool", tool);
     if (r.tool.is_object()) {
       for (const auto& [k, v] : r.tool.items()) {
@@ -529,7 +520,7 @@ std::string env_html(const ReportInput& in) {
     }
   }
   const json& env = r.env;
-  add("device", str_at(env, "device"));
+  add("device", json_check::text(env, "device"));
   static const std::pair<const char*, const char*> kGpu[] = {
       {"name", "GPU"},
       {"compute_capability", "compute capability"},
@@ -547,7 +538,7 @@ std::string env_html(const ReportInput& in) {
       if (std::string(k) == "memory_bytes" && gpu.contains(k) && gpu[k].is_number_unsigned()) {
         add(label, format_bytes(gpu[k].get<size_t>()));
       } else {
-        add(label, str_at(gpu, k));
+        add(label, json_check::text(gpu, k));
       }
     }
     for (const auto& [k, v] : gpu.items()) {
@@ -557,8 +548,8 @@ std::string env_html(const ReportInput& in) {
   }
   if (env.is_object() && env.contains("cpu")) {
     const json& cpu = env["cpu"];
-    std::string c = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name");
-    if (auto t = str_at(cpu, "threads"); !t.empty()) c += " (" + t + " threads)";
+    std::string c = cpu.is_string() ? cpu.get<std::string>() : json_check::text(cpu, "name");
+    if (auto t = json_check::text(cpu, "threads"); !t.empty()) c += " (" + t + " threads)";
     add("CPU", c);
   }
   if (env.is_object()) {

@@ -5,21 +5,13 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"
+#include "train/json_check.h"
 
 namespace mpbench {
 
 namespace {
 
 using nlohmann::json;
-
-std::string str_at(const json& obj, const char* key) {
-  if (!obj.is_object()) return "";
-  auto it = obj.find(key);
-  if (it == obj.end()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number()) return it->dump();
-  return "";
-}
 
 // Shortest text that reads back as the same double; empty for values that do not exist.
 std::string csv_num(double v) {
@@ -134,9 +126,9 @@ std::string format_csv(const Report& report) {
 
 std::string env_summary(const Report& report) {
   std::vector<std::string> parts;
-  const std::string name = str_at(report.tool, "name");
-  const std::string version = str_at(report.tool, "version");
-  const std::string git = str_at(report.tool, "git");
+  const std::string name = json_check::text(report.tool, "name");
+  const std::string version = json_check::text(report.tool, "version");
+  const std::string git = json_check::text(report.tool, "git");
   if (!name.empty() || !version.empty()) {
     std::string tool = name.empty() ? "mpbench" : name;
     if (!version.empty()) tool += " " + version;
@@ -147,12 +139,13 @@ std::string env_summary(const Report& report) {
   // cmd_run's layout: {"device": kind, "gpu": {name, compute_capability, memory_bytes,
   // driver_version, cuda_runtime_version, cublas_version, cudnn_version}, "cpu": {name, threads}}.
   const json& env = report.env;
-  const std::string kind = str_at(env, "device");
+  const std::string kind = json_check::text(env, "device");
   const json gpu = env.is_object() && env.contains("gpu") ? env["gpu"] : json();
   if (kind == "cuda" || gpu.is_object()) {
     std::string dev = "cuda";
-    if (std::string n = str_at(gpu, "name"); !n.empty()) dev += ": " + n;
-    if (std::string cc = str_at(gpu, "compute_capability"); !cc.empty()) dev += ", sm " + cc;
+    if (std::string n = json_check::text(gpu, "name"); !n.empty()) dev += ": " + n;
+    if (std::string cc = json_check::text(gpu, "compute_capability"); !cc.empty())
+      dev += ", sm " + cc;
     if (gpu.is_object() && gpu.contains("memory_bytes") &&
         gpu["memory_bytes"].is_number_unsigned()) {
       dev += ", " + format_bytes(gpu["memory_bytes"].get<size_t>());
@@ -163,13 +156,14 @@ std::string env_summary(const Report& report) {
                                                             {"cublas_version", "cuBLAS"},
                                                             {"cudnn_version", "cuDNN"}};
     for (const auto& [key, label] : versions) {
-      if (std::string v = str_at(gpu, key); !v.empty())
+      if (std::string v = json_check::text(gpu, key); !v.empty())
         parts.push_back(std::string(label) + " " + v);
     }
   }
   const json cpu = env.is_object() && env.contains("cpu") ? env["cpu"] : json();
-  const std::string cpu_name = cpu.is_string() ? cpu.get<std::string>() : str_at(cpu, "name");
-  const std::string threads = str_at(cpu, "threads");
+  const std::string cpu_name =
+      cpu.is_string() ? cpu.get<std::string>() : json_check::text(cpu, "name");
+  const std::string threads = json_check::text(cpu, "threads");
   const std::string cpu_text =
       cpu_name.empty() ? "" : cpu_name + (threads.empty() ? "" : " (" + threads + " threads)");
   if (kind == "cpu" || (kind.empty() && !gpu.is_object())) {

@@ -110,4 +110,13 @@ std::string string(const json& obj, const char* key, const std::string& path, bo
   return v->get<std::string>();
 }
 
+std::string text(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  if (it == obj.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number() || it->is_boolean()) return it->dump();
+  return "";
+}
+
 }  // namespace mpbench::json_check

@@ -49,4 +49,8 @@ bool boolean(const json& obj, const char* key, const std::string& path, bool def
 std::string string(const json& obj, const char* key, const std::string& path,
                    bool required = false);
 
+// For display (env, tool): a string as it is, a number or boolean as its JSON text, anything
+// else, or a missing key or non-object, as "". Never throws.
+std::string text(const json& obj, const char* key);
+
 }  // namespace mpbench::json_check
