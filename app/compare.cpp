@@ -11,72 +11,16 @@
 #include "app/console_table.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
-#include "models/rng.h"
 #include "train/json_check.h"
 
 namespace mpbench {
 
 namespace {
 
-// The generators of models/rng.h: their output is fixed by their definition, unlike std::
-// distributions whose results differ between standard libraries; the bootstrap must print the
-// same CI everywhere.
-size_t below(uint64_t& state, size_t n) {  // multiply-high: unbiased enough for n << 2^32
-  return static_cast<size_t>((static_cast<unsigned __int128>(splitmix64(state)) * n) >> 64);
-}
-
-// Resampling n epochs n times costs n per resample; past this many, the resample's median is
-// drawn directly from its distribution instead (median_of_resample), so that a file with a
-// million epochs compares in a second rather than minutes. Below it, the textbook resampling.
-constexpr size_t kDirectResampleMax = 10000;
-
-// The median of n draws with replacement from `sorted` (ascending), sampled exactly without
-// drawing them: the draws are floor(n U_i) for uniform U_i, so their k-th smallest is
-// floor(n U_(k)) with U_(k) ~ Beta(k, n - k + 1); for even n the next order statistic is the
-// smallest of the n - k uniforms above U_(k).
-double median_of_resample(const std::vector<double>& sorted, Rng& rng) {
-  const size_t n = sorted.size();
-  const size_t k = (n + 1) / 2;  // 1-based rank of the (lower) median
-  const double x = rng.gamma(static_cast<double>(k));
-  const double u = x / (x + rng.gamma(static_cast<double>(n - k + 1)));
-  auto at = [&](double q) {
-    return sorted[std::min(n - 1, static_cast<size_t>(q * static_cast<double>(n)))];
-  };
-  if (n % 2 == 1) return at(u);
-  const double next =
-      u + (1 - u) * (1 - std::pow(rng.uniform01(), 1.0 / static_cast<double>(n - k)));
-  return 0.5 * (at(u) + at(next));
-}
-
-double median_of(std::vector<double>& v) {
-  const size_t n = v.size();
-  std::nth_element(v.begin(), v.begin() + n / 2, v.end());
-  const double upper = v[n / 2];
-  if (n % 2 == 1) return upper;
-  const double lower = *std::max_element(v.begin(), v.begin() + n / 2);
-  return 0.5 * (lower + upper);
-}
-
-// Linear interpolation between order statistics of a sorted vector.
-double quantile_sorted(const std::vector<double>& s, double q) {
-  const double pos = q * static_cast<double>(s.size() - 1);
-  const size_t i = static_cast<size_t>(std::floor(pos));
-  const size_t j = std::min(i + 1, s.size() - 1);
-  const double f = pos - static_cast<double>(i);
-  return s[i] + f * (s[j] - s[i]);
-}
-
-std::vector<double> usable(const std::vector<double>& v) {
-  std::vector<double> out;
-  for (double x : v)
-    if (std::isfinite(x) && x > 0) out.push_back(x);
-  return out;
-}
-
 std::vector<double> epoch_times(const RunResult& r) {
   std::vector<double> t;
   for (const EpochResult& e : r.epochs) t.push_back(e.time_ms);
-  return usable(t);
+  return positive_finite(t);
 }
 
 using Key = std::tuple<std::string, std::string, std::string, bool>;
@@ -251,46 +195,6 @@ std::string rule_text(const CompareOptions& o) {
 }
 
 }  // namespace
-
-RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
-                                     const std::vector<double>& current, int resamples,
-                                     uint64_t seed) {
-  RatioEstimate est;
-  std::vector<double> b = usable(baseline), c = usable(current);
-  if (b.empty() || c.empty()) return est;
-  {
-    std::vector<double> bb = b, cc = c;
-    est.ratio = median_of(cc) / median_of(bb);
-  }
-  est.valid = true;
-  std::vector<double> ratios;
-  ratios.reserve(static_cast<size_t>(std::max(resamples, 1)));
-  if (std::max(b.size(), c.size()) > kDirectResampleMax) {
-    std::sort(b.begin(), b.end());
-    std::sort(c.begin(), c.end());
-    Rng rng(seed, 0);
-    for (int i = 0; i < resamples; ++i) {
-      const double mb = median_of_resample(b, rng);
-      ratios.push_back(median_of_resample(c, rng) / mb);
-    }
-  } else {
-    uint64_t state = seed;
-    std::vector<double> rb(b.size()), rc(c.size());
-    for (int i = 0; i < resamples; ++i) {
-      for (double& x : rb) x = b[below(state, b.size())];
-      for (double& x : rc) x = c[below(state, c.size())];
-      ratios.push_back(median_of(rc) / median_of(rb));
-    }
-  }
-  if (ratios.empty()) {
-    est.lo = est.hi = est.ratio;
-    return est;
-  }
-  std::sort(ratios.begin(), ratios.end());
-  est.lo = quantile_sorted(ratios, 0.025);
-  est.hi = quantile_sorted(ratios, 0.975);
-  return est;
-}
 
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
                          double threshold, int min_samples) {

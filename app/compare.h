@@ -41,17 +41,6 @@ struct CompareOptions {
   int min_samples = 3;
 };
 
-struct RatioEstimate {
-  double ratio = 0;  // median(current) / median(baseline)
-  double lo = 0, hi = 0;
-  bool valid = false;  // false when a side has no positive finite samples
-};
-// median(current) / median(baseline) and its 95% percentile bootstrap CI (deterministic for a
-// given seed). Non-finite and non-positive samples are ignored.
-RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
-                                     const std::vector<double>& current, int resamples,
-                                     uint64_t seed);
-
 // The time verdict from an estimate and the sample counts, by the rule at the top of this file:
 // "faster", "slower", "same" or "inconclusive".
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,

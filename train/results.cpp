@@ -36,27 +36,6 @@ RunStatus run_status_from_name(const std::string& name) {
       fmt::format("unknown run status \"{}\" (expected ok, oom, diverged or failed)", name));
 }
 
-TimeStats compute_time_stats(const std::vector<double>& samples) {
-  TimeStats st;
-  const size_t n = samples.size();
-  if (n == 0) return st;
-  std::vector<double> s = samples;
-  std::sort(s.begin(), s.end());
-  st.min = s.front();
-  st.max = s.back();
-  st.median = (n % 2 == 1) ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  double sum = 0;
-  for (double v : s) sum += v;
-  st.mean = sum / static_cast<double>(n);
-  if (n >= 2) {
-    double ss = 0;
-    for (double v : s) ss += (v - st.mean) * (v - st.mean);
-    st.stddev = std::sqrt(ss / static_cast<double>(n - 1));
-  }
-  st.cv = st.mean != 0 ? st.stddev / st.mean : 0;
-  return st;
-}
-
 namespace {
 
 // JSON has no NaN or infinity: a diverged run's losses are written as null rather than produce a

@@ -10,6 +10,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "train/statistics.h"
 
 namespace mpbench {
 
@@ -32,11 +33,6 @@ struct StepRecord {
   bool skipped = false;
   float time_ms = 0;  // device time of the step (events around it); NaN for warm-up steps
 };
-
-struct TimeStats {
-  double median = 0, mean = 0, stddev = 0, cv = 0, min = 0, max = 0;
-};
-TimeStats compute_time_stats(const std::vector<double>& samples);
 
 struct MemoryReport {
   size_t tracked_peak = 0;                              // TrackingAllocator peak total
