@@ -63,10 +63,25 @@ class Run {
   void execute(RunResult& r);
 
  private:
+  // execute's phases, in order.
+  void take_memory_baseline(RunResult& r);
   void build(RunResult& r);
+  void warm_up(const StepPlan& plan, RunResult& r);
+  void capture_graph(const StepPlan& plan, RunResult& r);
+  // One epoch's timed steps and its evaluation; false when the loss stopped being finite.
+  bool run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r);
+  void read_back_series(RunResult& r);
+  void derive_metrics(const StepPlan& plan, RunResult& r);
+
   void step_core(MemoryReport* mem = nullptr);
   void train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r);
   void evaluate(EpochResult& e);
+  void report() {
+    if (opts_.on_progress) opts_.on_progress(prog_);
+  }
+  void phase(TrainPhase ph) {
+    if (opts_.on_phase) opts_.on_phase(ph);
+  }
 
   const Spec& spec_;
   const Dataset& data_;
@@ -80,6 +95,11 @@ class Run {
   bool scaling_ = false;
   bool graph_ready_ = false;
   int64_t batch_ = 0;
+  int64_t global_ = 0;          // training steps done, warm-up included
+  TrainProgress prog_;          // what on_progress is told
+  std::vector<float> step_ms_;  // per step, from the events between steps; NaN for warm-up
+  std::unique_ptr<Event> start_, stop_;
+  std::vector<std::unique_ptr<Event>> marks_;  // one per step boundary of an epoch
 };
 
 void Run::build(RunResult& r) {
@@ -209,96 +229,108 @@ void Run::evaluate(EpochResult& e) {
 }
 
 void Run::execute(RunResult& r) {
+  take_memory_baseline(r);
+  const StepPlan plan = step_plan(spec_.train, data_.train_size());
+  r.steps.resize(plan.total());
+  step_ms_.assign(plan.total(), std::nanf(""));
+  prog_.total_steps = plan.total();
+
+  build(r);
+  sample_device_memory(be_, r.memory);
+  r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
+
+  warm_up(plan, r);
+  if (opts_.cuda_graphs && be_.supports_graphs()) capture_graph(plan, r);
+  start_ = be_.create_event();
+  stop_ = be_.create_event();
+  for (int64_t b = 0; b <= plan.per_epoch; ++b) marks_.push_back(be_.create_event());
+  for (int64_t ep = 0; ep < plan.epochs; ++ep) {
+    if (!run_epoch(plan, ep, r)) break;
+  }
+  sample_device_memory(be_, r.memory);
+
+  read_back_series(r);
+  derive_metrics(plan, r);
+  if (be_.workspace_bytes()) be_.set_workspace(Tensor{});
+}
+
+void Run::take_memory_baseline(RunResult& r) {
   r.memory.has_device = be_.memory_info().has_value();
   if (r.memory.has_device) {
     be_.synchronize();
     auto info = be_.memory_info();
     r.memory.device_baseline = info->total_bytes - info->free_bytes;
   }
-  const StepPlan plan = step_plan(spec_.train, data_.train_size());
-  const int64_t steps_per_epoch = plan.per_epoch, warmup = plan.warmup, total_steps = plan.total();
-  r.steps.resize(total_steps);
+}
 
-  build(r);
-  sample_device_memory(be_, r.memory);
-  r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
-
-  TrainProgress prog;
-  prog.total_steps = total_steps;
-  auto report = [&] {
-    if (opts_.on_progress) opts_.on_progress(prog);
-  };
-  int64_t global = 0;
-  // Warm-up steps train on the first batches but stay out of every epoch's time.
-  const auto phase = [&](TrainPhase ph) {
-    if (opts_.on_phase) opts_.on_phase(ph);
-  };
-  for (int64_t i = 0; i < warmup; ++i, ++global) {
+// Warm-up steps train on the first batches but stay out of every epoch's time.
+void Run::warm_up(const StepPlan& plan, RunResult& r) {
+  for (int64_t i = 0; i < plan.warmup; ++i, ++global_) {
     phase(TrainPhase::WarmupStep);
-    train_step(i % steps_per_epoch, global, global == 0, r);
-    prog.step = global + 1;
+    train_step(i % plan.per_epoch, global_, global_ == 0, r);
+    prog_.step = global_ + 1;
     report();
   }
-  if (opts_.cuda_graphs && be_.supports_graphs()) {
-    if (warmup == 0) {  // one eager step first: libraries initialise lazily, outside the capture
-      train_step(0, global, global == 0, r);
-    }
-    be_.begin_capture();
-    step_core();
-    be_.end_capture();
-    graph_ready_ = true;
-    r.cuda_graphs = true;
+}
+
+void Run::capture_graph(const StepPlan& plan, RunResult& r) {
+  if (plan.warmup == 0) {  // one eager step first: libraries initialise lazily, outside the capture
+    train_step(0, global_, global_ == 0, r);
   }
-  auto start = be_.create_event(), stop = be_.create_event();
+  be_.begin_capture();
+  step_core();
+  be_.end_capture();
+  graph_ready_ = true;
+  r.cuda_graphs = true;
+}
+
+bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
+  const int64_t n = plan.per_epoch;
+  EpochResult e;
+  e.steps = n;
+  const int64_t first = global_;
   // Events between consecutive steps give per-step times; they are read after the epoch, so
   // recording them adds no synchronisation.
-  std::vector<std::unique_ptr<Event>> marks;
-  for (int64_t b = 0; b <= steps_per_epoch; ++b) marks.push_back(be_.create_event());
-  std::vector<float> step_ms(total_steps, std::nanf(""));
-  for (int64_t ep = 0; ep < spec_.train.epochs; ++ep) {
-    EpochResult e;
-    e.steps = steps_per_epoch;
-    const int64_t first = global;
-    start->record();
-    marks[0]->record();
-    for (int64_t b = 0; b < steps_per_epoch; ++b, ++global) {
-      phase(TrainPhase::Step);
-      train_step(b, global, global == 0, r);
-      marks[b + 1]->record();
-      prog.step = global + 1;
-      report();
-    }
-    stop->record();
-    e.time_ms = stop->elapsed_ms(*start);
-    for (int64_t b = 0; b < steps_per_epoch; ++b)
-      step_ms[first + b] = static_cast<float>(marks[b + 1]->elapsed_ms(*marks[b]));
-    phase(TrainPhase::Eval);
-    start->record();
-    evaluate(e);
-    stop->record();
-    e.eval_time_ms = stop->elapsed_ms(*start);
-
-    std::vector<float> losses(steps_per_epoch);
-    be_.download(s_.series_loss.slice(global - steps_per_epoch, Shape{steps_per_epoch}),
-                 losses.data());
-    double sum = 0;
-    for (float l : losses) sum += l;
-    e.train_loss = sum / static_cast<double>(steps_per_epoch);
-    r.epochs.push_back(e);
-    prog.epoch = static_cast<int>(ep + 1);
-    prog.last_eval_accuracy = e.eval_accuracy;
-    prog.last_train_loss = e.train_loss;
+  start_->record();
+  marks_[0]->record();
+  for (int64_t b = 0; b < n; ++b, ++global_) {
+    phase(TrainPhase::Step);
+    train_step(b, global_, global_ == 0, r);
+    marks_[b + 1]->record();
+    prog_.step = global_ + 1;
     report();
-    if (!std::isfinite(e.train_loss) || !std::isfinite(e.eval_loss)) {
-      r.status = RunStatus::Diverged;
-      r.status_detail = fmt::format("loss became non-finite in epoch {}", ep + 1);
-      break;
-    }
   }
-  sample_device_memory(be_, r.memory);
+  stop_->record();
+  e.time_ms = stop_->elapsed_ms(*start_);
+  for (int64_t b = 0; b < n; ++b)
+    step_ms_[first + b] = static_cast<float>(marks_[b + 1]->elapsed_ms(*marks_[b]));
+  phase(TrainPhase::Eval);
+  start_->record();
+  evaluate(e);
+  stop_->record();
+  e.eval_time_ms = stop_->elapsed_ms(*start_);
 
-  // Per-step series, read back once at the end.
-  const int64_t done = global;
+  std::vector<float> losses(n);
+  be_.download(s_.series_loss.slice(global_ - n, Shape{n}), losses.data());
+  double sum = 0;
+  for (float l : losses) sum += l;
+  e.train_loss = sum / static_cast<double>(n);
+  r.epochs.push_back(e);
+  prog_.epoch = static_cast<int>(epoch + 1);
+  prog_.last_eval_accuracy = e.eval_accuracy;
+  prog_.last_train_loss = e.train_loss;
+  report();
+  if (!std::isfinite(e.train_loss) || !std::isfinite(e.eval_loss)) {
+    r.status = RunStatus::Diverged;
+    r.status_detail = fmt::format("loss became non-finite in epoch {}", epoch + 1);
+    return false;
+  }
+  return true;
+}
+
+// Per-step series, read back once at the end.
+void Run::read_back_series(RunResult& r) {
+  const int64_t done = global_;
   std::vector<float> loss(done), norm(done), scale(done), skip(done);
   if (done > 0) {
     be_.download(s_.series_loss.slice(0, Shape{done}), loss.data());
@@ -308,11 +340,13 @@ void Run::execute(RunResult& r) {
   }
   r.steps.resize(done);
   for (int64_t i = 0; i < done; ++i) {
-    r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f, step_ms[i]};
+    r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f, step_ms_[i]};
     r.skipped_steps += r.steps[i].skipped ? 1 : 0;
   }
   r.final_loss_scale = read_scalar(be_, s_.scale);
+}
 
+void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
   std::vector<double> times;
   for (const auto& e : r.epochs) times.push_back(e.time_ms);
   r.epoch_time_ms = compute_time_stats(times);
@@ -322,8 +356,8 @@ void Run::execute(RunResult& r) {
   }
   if (r.epoch_time_ms.median > 0) {
     double secs = r.epoch_time_ms.median / 1000.0;
-    r.samples_per_second = static_cast<double>(steps_per_epoch * batch_) / secs;
-    r.tflops = r.flops_per_step * static_cast<double>(steps_per_epoch) / secs / 1e12;
+    r.samples_per_second = static_cast<double>(plan.per_epoch * batch_) / secs;
+    r.tflops = r.flops_per_step * static_cast<double>(plan.per_epoch) / secs / 1e12;
   }
   if (auto sheet = find_datasheet(be_.info().name); sheet && be_.device() == Device::CUDA) {
     r.peak_tflops = peak_tflops(*sheet, precision_);
@@ -332,7 +366,6 @@ void Run::execute(RunResult& r) {
   r.memory.tracked_peak = alloc_.peak_total();
   for (int c = 0; c < kMemCategoryCount; ++c)
     r.memory.by_category[c] = alloc_.peak(static_cast<MemCategory>(c));
-  if (be_.workspace_bytes()) be_.set_workspace(Tensor{});
 }
 
 }  // namespace
