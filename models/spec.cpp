@@ -1,6 +1,4 @@
-// Spec parsing and validation. Every object is read through ObjectReader, which knows the file and
-// the JSON path, rejects unknown keys before anything else (a typo is the likeliest mistake, and
-// "unknown key hiddn" says more than "missing hidden"), and formats every error the same way.
+// What a spec holds and the rules its values meet; how its JSON is read is models/spec_reader.h.
 // Objects with a "type" ("model", "data", "train.optimizer") go through a table of types: the
 // keys each type accepts, how to read it, and how to write it back.
 #include "models/spec.h"
@@ -18,11 +16,13 @@
 
 #include "kernels/error.h"
 #include "models/input_file.h"
+#include "models/spec_reader.h"
 #include "models/synthetic_images.h"
 
 namespace mpbench {
 
 using json = nlohmann::json;
+using namespace spec_json;
 
 namespace {
 
@@ -43,161 +43,6 @@ constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of h
 json fnum(float f) {
   return std::stod(fmt::format("{}", f));
 }
-
-std::string render(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
-
-std::string join_quoted(const std::vector<std::string>& names, bool quote) {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i) out += ", ";
-    out += quote ? "\"" + names[i] + "\"" : names[i];
-  }
-  return out;
-}
-
-struct Ctx {
-  std::string file;
-  [[noreturn]] void fail(const std::string& path, const std::string& what) const {
-    throw_bad_input(fmt::format("{}: {}: {}", file, path.empty() ? "(top level)" : path, what));
-  }
-};
-
-struct IntRange {
-  int64_t lo, hi;
-  std::string text() const {
-    if (lo == 1) return fmt::format("a positive integer <= {}", hi);
-    if (lo == 0) return fmt::format("a non-negative integer <= {}", hi);
-    return fmt::format("an integer in [{}, {}]", lo, hi);
-  }
-};
-
-// A number range with open or closed ends; text() is what the error message says is expected.
-struct RealRange {
-  double lo, hi;
-  bool lo_open, hi_open;
-  bool contains(double v) const {
-    return std::isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-  }
-  std::string text() const {
-    const bool no_hi = std::isinf(hi);
-    if (no_hi) return fmt::format("a finite number {} {}", lo_open ? ">" : ">=", lo);
-    return fmt::format("a number in {}{}, {}{}", lo_open ? "(" : "[", lo, hi, hi_open ? ")" : "]");
-  }
-};
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-class ObjectReader {
- public:
-  // `keys` is every key this object accepts, in the order the error message lists them.
-  ObjectReader(const Ctx& ctx, const json& obj, std::string path, std::vector<std::string> keys)
-      : ctx_(ctx), obj_(obj), path_(std::move(path)), keys_(std::move(keys)) {
-    if (!obj_.is_object()) ctx_.fail(path_, "expected a JSON object, got " + render(obj_));
-    for (const auto& [key, value] : obj_.items()) {
-      if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
-        ctx_.fail(sub(key), "unknown key (expected one of: " + join_quoted(keys_, false) + ")");
-      }
-    }
-  }
-
-  const Ctx& ctx() const { return ctx_; }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
-  bool has(const std::string& key) const { return obj_.contains(key); }
-
-  // The value, or nullptr when absent; absence of a key without a default is an error.
-  const json* find(const std::string& key, bool required, const std::string& expected) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end()) {
-      if (required) ctx_.fail(sub(key), "missing (expected " + expected + ")");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  int64_t integer(const std::string& key, IntRange r, std::optional<int64_t> def) const {
-    const json* v = find(key, !def, r.text());
-    return v ? to_int(*v, sub(key), r) : *def;
-  }
-  int64_t integer_at(const json& v, const std::string& path, IntRange r) const {
-    return to_int(v, path, r);
-  }
-
-  // A value the math uses as a float (learning rates, the initial loss scale).
-  float real(const std::string& key, RealRange r, float def) const {
-    const double d = real64(key, r, def);
-    // A value that does not survive the trip to float (1e-50, 1e50) is as wrong as one out of
-    // range.
-    const float f = static_cast<float>(d);
-    if (!std::isfinite(f) || (d != 0 && f == 0)) {
-      ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*find(key, false, "")));
-    }
-    return f;
-  }
-  // A value used in double (the loss-scale factors, as GradScaler's Python floats).
-  double real64(const std::string& key, RealRange r, double def) const {
-    const json* v = find(key, false, r.text());
-    if (!v) return def;
-    if (!v->is_number()) ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
-    const double d = v->get<double>();
-    if (!r.contains(d) || !std::isfinite(d)) {
-      ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*v));
-    }
-    return d;
-  }
-
-  bool boolean(const std::string& key, bool def) const {
-    const json* v = find(key, false, "true or false");
-    if (!v) return def;
-    if (!v->is_boolean()) ctx_.fail(sub(key), "expected true or false, got " + render(*v));
-    return v->get<bool>();
-  }
-
-  std::string string(const std::string& key, std::optional<std::string> def) const {
-    const json* v = find(key, !def, "a string");
-    if (!v) return *def;
-    if (!v->is_string()) ctx_.fail(sub(key), "expected a string, got " + render(*v));
-    return v->get<std::string>();
-  }
-
-  // One of `names`; the message lists them.
-  std::string choice(const std::string& key, const std::vector<std::string>& names,
-                     std::optional<std::string> def) const {
-    const std::string expected = "one of " + join_quoted(names, true);
-    const json* v = find(key, !def, expected);
-    if (!v) return *def;
-    if (!v->is_string() ||
-        std::find(names.begin(), names.end(), v->get<std::string>()) == names.end()) {
-      ctx_.fail(sub(key), "expected " + expected + ", got " + render(*v));
-    }
-    return v->get<std::string>();
-  }
-
-  const json* array(const std::string& key, bool required, const std::string& expected) const {
-    const json* v = find(key, required, expected);
-    if (v && !v->is_array()) ctx_.fail(sub(key), "expected " + expected + ", got " + render(*v));
-    return v;
-  }
-
- private:
-  int64_t to_int(const json& v, const std::string& path, IntRange r) const {
-    // Only JSON integers: 784.0 or 1e3 is rejected, a float where a size belongs is a typo.
-    const bool ok = (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= r.lo &&
-                     v.get<int64_t>() <= r.hi) ||
-                    (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(r.hi) &&
-                     static_cast<int64_t>(v.get<uint64_t>()) >= r.lo);
-    if (!ok) ctx_.fail(path, "expected " + r.text() + ", got " + render(v));
-    return v.get<int64_t>();
-  }
-
-  const Ctx& ctx_;
-  const json& obj_;
-  std::string path_;
-  std::vector<std::string> keys_;
-};
 
 // ---- model families -----------------------------------------------------------------------
 
@@ -606,60 +451,6 @@ void check_resnet_training(const Ctx& ctx, const Spec& s, const ResnetSpec& r) {
                     synthetic_image_max_classes(r), r.image_size, r.image_size, r.num_classes));
   }
 }
-
-// nlohmann keeps the last of duplicated keys silently; a spec with "lr" twice is a mistake.
-struct DuplicateKeyCheck {
-  struct Frame {
-    std::string path;
-    bool is_array;
-    size_t index = 0;
-    std::set<std::string> keys;
-    std::string last_key;
-  };
-  const Ctx* ctx;
-  std::vector<Frame> stack;
-
-  std::string child_path() const { return path_below(stack.size()); }
-  // The path of the container just pushed, computed from its parent frame.
-  std::string child_path_of_parent() const { return path_below(stack.size() - 1); }
-  std::string path_below(size_t depth) const {
-    if (depth == 0) return "";
-    const Frame& f = stack[depth - 1];
-    if (f.is_array) return fmt::format("{}[{}]", f.path, f.index);
-    return f.path.empty() ? f.last_key : f.path + "." + f.last_key;
-  }
-  void child_done() {
-    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
-  }
-  bool operator()(int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        // Specs nest four levels; the cap keeps absurd input from costing quadratic memory
-        // in the paths kept here.
-        if (stack.size() >= 32) ctx->fail(child_path(), "expected at most 32 levels of nesting");
-        stack.emplace_back();
-        stack.back().path = child_path_of_parent();
-        stack.back().is_array = ev == json::parse_event_t::array_start;
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        stack.pop_back();
-        child_done();
-        break;
-      case json::parse_event_t::key: {
-        Frame& f = stack.back();
-        f.last_key = parsed.get<std::string>();
-        if (!f.keys.insert(f.last_key).second) ctx->fail(child_path(), "duplicate key");
-        break;
-      }
-      case json::parse_event_t::value:
-        child_done();
-        break;
-    }
-    return true;
-  }
-};
 
 }  // namespace
 
