@@ -63,7 +63,8 @@ samples (2000 resamples, fixed seed: the output is deterministic). With threshol
   same          the whole CI within [1/(1+t), 1+t]
   inconclusive  anything else (noise), or fewer than 3 epochs on a side
   env-mismatch  other GPU, driver, CUDA or cuDNN version (cuda runs) or CPU (cpu runs)
-Memory (tracked peak), accuracy and final loss are compared without an interval. A run that was
+Memory (training peak: every category but the dataset copy), accuracy and final loss are
+compared without an interval. A run that was
 ok and is now oom, diverged or failed is a regression; runs on one side only are listed as
 missing / new.
 
@@ -268,8 +269,9 @@ int mpbench_main(int argc, char** argv) {
                    "Slowdown of the median epoch time that fails, in percent")
       ->default_str("5%");
   compare_cmd
-      ->add_option("--memory-threshold", compare.memory_threshold,
-                   "Growth of the tracked peak memory that fails, in percent")
+      ->add_option(
+          "--memory-threshold", compare.memory_threshold,
+          "Growth of the training memory (peak without the dataset) that fails, in percent")
       ->default_str("2%");
   compare_cmd
       ->add_option("--accuracy-threshold", compare.accuracy_threshold,

@@ -57,10 +57,10 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   row.n_current = tc.size();
   if (both_ok) {
     row.time = bootstrap_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
-    if (b.memory.tracked_peak > 0) {
-      row.memory_change =
-          static_cast<double>(c.memory.tracked_peak) / static_cast<double>(b.memory.tracked_peak) -
-          1.0;
+    if (b.memory.training_peak > 0) {
+      row.memory_change = static_cast<double>(c.memory.training_peak) /
+                              static_cast<double>(b.memory.training_peak) -
+                          1.0;
     }
     row.accuracy_delta = 100.0 * (c.final_accuracy - b.final_accuracy);
     if (b.final_loss != 0 || c.final_loss != 0) {
@@ -131,7 +131,7 @@ std::string time_cell(const CompareRow& r) {
 std::string memory_cell(const CompareRow& r) {
   if (!r.memory_change) return "-";
   return fmt::format("{} ({})", pct(*r.memory_change, 2),
-                     format_bytes(r.current->memory.tracked_peak));
+                     format_bytes(r.current->memory.training_peak));
 }
 std::string accuracy_cell(const CompareRow& r) {
   if (!r.accuracy_delta) return "-";
@@ -187,7 +187,7 @@ std::string summary_line(const Comparison& c) {
 std::string rule_text(const CompareOptions& o) {
   std::string s = fmt::format(
       "time: median epoch-time ratio, 95% bootstrap CI ({} resamples); threshold {:.4g}%; memory "
-      "(tracked peak) threshold {:.4g}%; accuracy threshold {:.4g} pt",
+      "(training peak) threshold {:.4g}%; accuracy threshold {:.4g} pt",
       o.bootstrap_resamples, 100 * o.time_threshold, 100 * o.memory_threshold,
       o.accuracy_threshold);
   if (o.loss_threshold) s += fmt::format("; final loss threshold {:.4g}%", 100 * *o.loss_threshold);

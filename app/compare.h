@@ -15,7 +15,7 @@
 // few epochs a run has, the latter would wave through most real slowdowns a little beyond t,
 // whose interval straddles 1+t.
 //
-// Memory (tracked peak), accuracy and final loss are deterministic-ish, so they are compared
+// Memory (training peak), accuracy and final loss are deterministic-ish, so they are compared
 // without an interval: memory regresses when current > baseline * (1 + memory threshold), accuracy
 // when it drops by more than the accuracy threshold (in percentage points), loss (only when a loss
 // threshold is given) when |current - baseline| > threshold * |baseline|, in either direction.

@@ -205,9 +205,9 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {
   if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
-  if (fp32->memory.tracked_peak == 0 || run.memory.tracked_peak == 0) return std::nullopt;
-  return static_cast<double>(run.memory.tracked_peak) /
-         static_cast<double>(fp32->memory.tracked_peak);
+  if (fp32->memory.training_peak == 0 || run.memory.training_peak == 0) return std::nullopt;
+  return static_cast<double>(run.memory.training_peak) /
+         static_cast<double>(fp32->memory.training_peak);
 }
 
 Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
@@ -236,8 +236,8 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
   col("mode", false);
   col("epoch ms", true);
   col("samples/s", true);
-  col(any_device ? "peak mem (tracked)" : "peak mem", true);
-  if (any_device) col("peak mem (device)", true);
+  col("train mem", true);
+  if (any_device) col("device mem", true);
   col("accuracy", true);
   col("loss", true);
   col("speedup", true);
@@ -260,7 +260,7 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     const TimeStats& et = r->epoch_time_ms;
     row.cells.push_back(fmt::format("{} {} {:.1f}%", format_ms(et.median), pm, et.cv * 100));
     row.cells.push_back(format_rate(r->samples_per_second));
-    row.cells.push_back(format_bytes(r->memory.tracked_peak));
+    row.cells.push_back(format_bytes(r->memory.training_peak));
     if (any_device) {
       row.cells.push_back(r->memory.has_device ? format_bytes(r->memory.device_peak) : dash);
     }

@@ -21,7 +21,7 @@ std::vector<ModelGroup> group_by_model(const Report& report);
 // fp32 median epoch time / this run's; nullopt when there is no usable baseline or this run did
 // not finish ok.
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);
-// This run's tracked peak / fp32's (below 1 means less memory).
+// This run's training memory (the peak of every category but data) / fp32's (below 1: less).
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
 
 // 512 B, 12.3 KiB, 45.6 MiB, 1.23 GiB.

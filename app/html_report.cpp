@@ -276,7 +276,7 @@ std::string memory_chart(const std::vector<Series>& series) {
   double max_b = 0;
   bool any_device = false;
   for (const Series& s : series) {
-    max_b = std::max(max_b, double(s.run->memory.tracked_peak));
+    max_b = std::max(max_b, double(s.run->memory.training_peak));
     if (s.run->memory.has_device) {
       any_device = true;
       max_b = std::max(max_b, double(s.run->memory.device_peak));
@@ -289,9 +289,11 @@ std::string memory_chart(const std::vector<Series>& series) {
     Bar b;
     b.label = s.label;
     b.color = s.color;
-    b.value = double(r.memory.tracked_peak);
-    b.value_text = format_bytes(r.memory.tracked_peak);
-    b.tooltip = s.label + ": tracked peak " + format_bytes(r.memory.tracked_peak);
+    b.value = double(r.memory.training_peak);
+    b.value_text = format_bytes(r.memory.training_peak);
+    b.tooltip = s.label + ": training peak " + format_bytes(r.memory.training_peak) +
+                " (+ dataset copy " +
+                format_bytes(r.memory.by_category[static_cast<int>(MemCategory::Data)]) + ")";
     if (r.memory.has_device) {
       b.marker = double(r.memory.device_peak);
       b.tooltip += ", device peak " + format_bytes(r.memory.device_peak);
@@ -308,37 +310,43 @@ std::string memory_chart(const std::vector<Series>& series) {
     }
     bars.push_back(std::move(b));
   }
-  std::string label = std::string("peak memory (") + u.name + ")";
-  if (any_device) label += ", bar: tracked, tick: device";
+  std::string label = std::string("training memory (") + u.name + ")";
+  if (any_device) label += ", bar: training, tick: device-wide (dataset included)";
   return bar_chart("chart-memory", bars,
                    {label, [](double v) { return format_general(v); }, u.scale});
 }
 
 std::string memory_breakdown_chart(const std::vector<Series>& series) {
+  // The training categories stacked; the dataset copy (the harness's, not training's) is named
+  // after the bar instead of drawn in it.
+  const int data = static_cast<int>(MemCategory::Data);
   std::vector<std::pair<std::string, std::string>> keys;
   for (int c = 0; c < kMemCategoryCount; ++c)
-    keys.emplace_back(mem_category_name(static_cast<MemCategory>(c)), kCategoryColor[c]);
+    if (c != data)
+      keys.emplace_back(mem_category_name(static_cast<MemCategory>(c)), kCategoryColor[c]);
   std::vector<Stack> stacks;
   double max_b = 0;
   for (const Series& se : series) {
     Stack st{se.label, {}, "", se.run->status != RunStatus::Ok};
     double sum = 0;
     for (int c = 0; c < kMemCategoryCount; ++c) {
+      if (c == data) continue;
       st.parts.push_back(double(se.run->memory.by_category[c]));
       sum += st.parts.back();
     }
-    st.total = format_bytes(static_cast<size_t>(sum));
+    st.total = format_bytes(static_cast<size_t>(sum)) + " + " +
+               format_bytes(se.run->memory.by_category[data]) + " data";
     if (st.bad) st.total += " · " + std::string(run_status_name(se.run->status));
     max_b = std::max(max_b, sum);
     stacks.push_back(std::move(st));
   }
   const ByteUnit u = byte_unit(max_b);
-  return stacked_chart("chart-memory-breakdown", "peak memory by category", stacks, keys,
-                       std::string("peak per category (") + u.name + ")", u.scale,
-                       [&](size_t i, size_t k, double v) {
-                         return series[i].label + ": " + keys[k].first + " " +
-                                format_bytes(static_cast<size_t>(v));
-                       });
+  return stacked_chart(
+      "chart-memory-breakdown", "training memory by category, the dataset copy apart", stacks, keys,
+      std::string("peak per category (") + u.name + ")", u.scale,
+      [&](size_t i, size_t k, double v) {
+        return series[i].label + ": " + keys[k].first + " " + format_bytes(static_cast<size_t>(v));
+      });
 }
 
 // Op groups of the profile chart: few enough for a legend, each a kind of work.

@@ -27,6 +27,10 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
   peak_[i] = std::max(peak_[i], current_[i]);
   current_total_ += bytes;
   peak_total_ = std::max(peak_total_, current_total_);
+  if (cat != MemCategory::Data) {
+    current_training_ += bytes;
+    peak_training_ = std::max(peak_training_, current_training_);
+  }
   return t;
 }
 
@@ -35,6 +39,7 @@ void TrackingAllocator::release(const Tensor& t) {
   MPB_CHECK(it != blocks_.end(), "release of a buffer this allocator does not own");
   current_[static_cast<int>(it->second.cat)] -= it->second.bytes;
   current_total_ -= it->second.bytes;
+  if (it->second.cat != MemCategory::Data) current_training_ -= it->second.bytes;
   backend_.raw_free(it->first);
   blocks_.erase(it);
 }
@@ -44,6 +49,7 @@ void TrackingAllocator::release_all() {
   blocks_.clear();
   current_.fill(0);
   current_total_ = 0;
+  current_training_ = 0;
 }
 
 }  // namespace mpbench

@@ -38,6 +38,9 @@ class TrackingAllocator {
   size_t peak(MemCategory c) const { return peak_[static_cast<int>(c)]; }
   size_t current_total() const { return current_total_; }
   size_t peak_total() const { return peak_total_; }
+  // The peak of every category but Data: what training needs, without the harness's copy of
+  // the dataset (which a real input pipeline would stream).
+  size_t peak_training() const { return peak_training_; }
   Backend& backend() { return backend_; }
 
  private:
@@ -49,6 +52,7 @@ class TrackingAllocator {
   std::unordered_map<void*, Block> blocks_;
   std::array<size_t, kMemCategoryCount> current_{}, peak_{};
   size_t current_total_ = 0, peak_total_ = 0;
+  size_t current_training_ = 0, peak_training_ = 0;
 };
 
 }  // namespace mpbench

@@ -105,6 +105,8 @@ json to_json(const RunResult& r) {
     by_cat[mem_category_name(static_cast<MemCategory>(c))] = r.memory.by_category[c];
   }
   j["peak_memory_bytes"] = {
+      {"training", r.memory.training_peak},
+      {"data", r.memory.by_category[static_cast<int>(MemCategory::Data)]},
       {"tracked", r.memory.tracked_peak},
       {"device", r.memory.has_device ? json(r.memory.device_peak) : json(nullptr)},
       {"device_baseline", r.memory.has_device ? json(r.memory.device_baseline) : json(nullptr)},
@@ -201,6 +203,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const std::string p = sub(path, "peak_memory_bytes");
     const json& m = object_at(j, "peak_memory_bytes", path);
     r.memory.tracked_peak = byte_count(m, "tracked", p);
+    r.memory.training_peak = byte_count(m, "training", p);
     const json* dev = find(m, "device", p, false);
     r.memory.has_device = dev && !dev->is_null();
     r.memory.device_peak = byte_count(m, "device", p);
@@ -211,6 +214,12 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
         r.memory.by_category[c] =
             byte_count(bc, mem_category_name(static_cast<MemCategory>(c)), sub(p, "by_category"));
       }
+    }
+    // Files from before "training" was written: the dataset is uploaded before training starts
+    // and stays, so the training peak is the tracked peak less the data.
+    if (!m.contains("training")) {
+      const size_t data = r.memory.by_category[static_cast<int>(MemCategory::Data)];
+      r.memory.training_peak = r.memory.tracked_peak > data ? r.memory.tracked_peak - data : 0;
     }
   }
 

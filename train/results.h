@@ -35,7 +35,8 @@ struct StepRecord {
 };
 
 struct MemoryReport {
-  size_t tracked_peak = 0;                              // TrackingAllocator peak total
+  size_t tracked_peak = 0;   // TrackingAllocator peak total
+  size_t training_peak = 0;  // peak of every category but data: the headline (DESIGN.md)
   std::array<size_t, kMemCategoryCount> by_category{};  // peak per category
   bool has_device = false;                              // cudaMemGetInfo samples taken
   size_t device_peak = 0;                               // max over samples of (used - baseline)

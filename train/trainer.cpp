@@ -364,6 +364,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   r.memory.tracked_peak = alloc_.peak_total();
+  r.memory.training_peak = alloc_.peak_training();
   for (int c = 0; c < kMemCategoryCount; ++c)
     r.memory.by_category[c] = alloc_.peak(static_cast<MemCategory>(c));
 }

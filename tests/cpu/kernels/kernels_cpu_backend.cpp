@@ -41,6 +41,23 @@ TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
   EXPECT_EQ(alloc.current(MemCategory::Weights), 30u);
 }
 
+// Training memory is every category but the dataset copy, peak over time, not a sum of peaks.
+TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
+  auto be = make_cpu_backend();
+  TrackingAllocator alloc(*be);
+  Tensor data = alloc.alloc(Shape{1000}, DType::F32, MemCategory::Data);
+  Tensor w = alloc.alloc(Shape{100}, DType::F32, MemCategory::Weights);
+  Tensor a = alloc.alloc(Shape{50}, DType::F32, MemCategory::Activations);
+  alloc.release(a);
+  Tensor g = alloc.alloc(Shape{25}, DType::F32, MemCategory::Gradients);
+  EXPECT_EQ(alloc.peak_training(), 600u);  // weights + activations, before those were freed
+  EXPECT_EQ(alloc.peak_total(), 4600u);
+  EXPECT_EQ(alloc.peak(MemCategory::Data), 4000u);
+  alloc.release(g);
+  alloc.release(w);
+  alloc.release(data);
+}
+
 // The sizes are beyond what ASan serves: under MPBENCH_SANITIZE this test must run with
 // ASAN_OPTIONS=allocator_may_return_null=1 (tests/CMakeLists.txt sets it), so that the request
 // fails as it does without ASan instead of aborting the process.

@@ -90,6 +90,7 @@ RunResult sample_run() {
   r.peak_tflops = 989;
   r.percent_of_peak = 1.26;
   r.memory.tracked_peak = 123456789;
+  r.memory.training_peak = 123449789;  // less the data category's 7000
   for (int c = 0; c < kMemCategoryCount; ++c) r.memory.by_category[c] = 1000 * (c + 1);
   r.memory.has_device = true;
   r.memory.device_peak = 200000000;
@@ -131,6 +132,8 @@ TEST(RunJson, HasEveryContractField) {
 
   const json& mem = j["peak_memory_bytes"];
   EXPECT_EQ(mem["tracked"], 123456789u);
+  EXPECT_EQ(mem["training"], 123449789u);
+  EXPECT_EQ(mem["data"], 7000u);
   EXPECT_EQ(mem["device"], 200000000u);
   EXPECT_EQ(mem["device_baseline"], 5000000u);
   const char* cats[] = {"weights",     "master_weights", "gradients", "optimizer_state",
@@ -250,7 +253,12 @@ TEST(ReportJson, RoundTrip) {
   EXPECT_DOUBLE_EQ(r.epochs[1].eval_accuracy, o.epochs[1].eval_accuracy);
   EXPECT_DOUBLE_EQ(r.epoch_time_ms.stddev, o.epoch_time_ms.stddev);
   EXPECT_EQ(r.memory.tracked_peak, o.memory.tracked_peak);
+  EXPECT_EQ(r.memory.training_peak, o.memory.training_peak);
   EXPECT_EQ(r.memory.by_category, o.memory.by_category);
+  // A file from before "training" was written: the tracked peak less the dataset copy.
+  json old = j;
+  old["runs"][1]["peak_memory_bytes"].erase("training");
+  EXPECT_EQ(report_from_json(old).runs[1].memory.training_peak, o.memory.training_peak);
   EXPECT_TRUE(r.memory.has_device);
   EXPECT_EQ(r.memory.device_peak, o.memory.device_peak);
   ASSERT_EQ(r.steps.size(), 2u);
