@@ -1,6 +1,11 @@
 // Command-line front end: CLI11 definitions of every subcommand, and the one place where errors
 // become a single line on stderr and an exit code (0 ok, 1 regression, 2 bad input, 3 runtime).
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
 
@@ -128,6 +133,40 @@ std::string printable_line(const std::string& s) {
   return out;
 }
 
+uint64_t parse_memory_size(const std::string& option, const std::string& text) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3}, {"MB", 1e6},
+      {"GB", 1e9},     {"B", 1.0}};
+  const auto bad = [&] {
+    throw_bad_input(
+        fmt::format("{}: expected a size such as 16GiB, 512MiB, 4GB or a number of bytes, got '{}'",
+                    option, text));
+  };
+  size_t end = text.size();
+  double unit = 1;
+  bool suffix = false;
+  for (const auto& [name, factor] : kUnits) {
+    const size_t n = std::strlen(name);
+    if (text.size() > n && text.compare(text.size() - n, n, name) == 0) {
+      end = text.size() - n;
+      unit = factor;
+      suffix = true;
+      break;
+    }
+  }
+  std::string number = text.substr(0, end);
+  while (!number.empty() && number.back() == ' ') number.pop_back();
+  // Digits, and a decimal point only before a unit: "1.5GiB" is a size, "1.5" bytes is not.
+  const size_t dots = static_cast<size_t>(std::count(number.begin(), number.end(), '.'));
+  const bool digits = !number.empty() && std::all_of(number.begin(), number.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+  if (!digits || dots > (suffix ? 1u : 0u) || number == ".") bad();
+  const double bytes = std::floor(std::strtod(number.c_str(), nullptr) * unit);
+  if (!(bytes >= 1) || bytes >= 18446744073709551616.0) bad();
+  return static_cast<uint64_t>(bytes);
+}
+
 int mpbench_main(int argc, char** argv) {
   install_interrupt_handlers();
   CLI::App app{
@@ -164,6 +203,11 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here")
       ->check(kNonEmpty);
   run_cmd->add_flag("--quiet,-q", run.quiet, "No progress bar and no informational lines");
+  std::string run_memory_limit, profile_memory_limit;
+  const char* kMemoryLimitHelp =
+      "Cap training memory (every category but the dataset copy, library workspaces included) "
+      "at SIZE, e.g. 16GiB: would it fit that card? A mode that needs more is an oom row";
+  run_cmd->add_option("--memory-limit", run_memory_limit, kMemoryLimitHelp)->check(kNonEmpty);
   run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
 
@@ -214,6 +258,8 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd
       ->add_option("--json", profile.json_path,
                    "Write every op's time per step (and the run's env) as JSON here")
+      ->check(kNonEmpty);
+  profile_cmd->add_option("--memory-limit", profile_memory_limit, kMemoryLimitHelp)
       ->check(kNonEmpty);
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
@@ -316,10 +362,14 @@ int mpbench_main(int argc, char** argv) {
     }
     if (*run_cmd) {
       if (!precisions.empty()) run.precisions = split_list(precisions);
+      if (!run_memory_limit.empty())
+        run.memory_limit = parse_memory_size("--memory-limit", run_memory_limit);
       return cmd_run(run);
     }
     if (*profile_cmd) {
       if (!profile_precisions.empty()) profile.run.precisions = split_list(profile_precisions);
+      if (!profile_memory_limit.empty())
+        profile.run.memory_limit = parse_memory_size("--memory-limit", profile_memory_limit);
       return cmd_profile(profile);
     }
     if (*validate_cmd) return cmd_validate(validate_specs);

@@ -41,11 +41,13 @@ void fit_to_steps(Spec& spec, int64_t steps) {
 }
 
 ProfiledRun profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                        Backend& be, bool bar_on) {
+                        Backend& be, bool bar_on, uint64_t memory_limit) {
   const int64_t total = step_plan(spec.train, data.train_size()).total();
   Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
-  ProfiledRun out = profile_training(spec, data, p, steps, be,
-                                     [&](const TrainProgress& tp) { bar.update(tp.step); });
+  TrainOptions opts;
+  opts.on_progress = [&](const TrainProgress& tp) { bar.update(tp.step); };
+  opts.memory_limit = memory_limit;
+  ProfiledRun out = profile_training(spec, data, p, steps, be, opts);
   bar.finish();
   return out;
 }
@@ -199,7 +201,7 @@ int cmd_profile(const ProfileArgs& args) {
   out["profiles"] = nlohmann::json::array();
   bool failed = false;
   for (Precision p : spec.precisions) {
-    ProfiledRun pr = profile_one(spec, data, p, args.steps, *be, bar_on);
+    ProfiledRun pr = profile_one(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit);
     print_profile(spec, dev, pr, args.top);
     out["profiles"].push_back(profile_json(pr, dev));
     failed = failed || pr.run.status != RunStatus::Ok;

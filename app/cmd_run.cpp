@@ -128,6 +128,7 @@ int cmd_run(const RunArgs& args) {
       Progress bar(fmt::format("{} {}", spec.name, precision_name(p)), total_steps, show_progress);
       TrainOptions opts;
       opts.cuda_graphs = args.cuda_graphs;
+      opts.memory_limit = args.memory_limit;
       opts.on_progress = [&](const TrainProgress& tp) {
         std::string suffix = tp.last_eval_accuracy < 0
                                  ? fmt::format("epoch {}", tp.epoch + 1)

@@ -19,8 +19,13 @@ struct RunArgs {
   std::string json_path, csv_path, md_path;
   bool quiet = false;
   bool cuda_graphs = false;
+  uint64_t memory_limit = 0;  // --memory-limit in bytes; 0: none
 };
 int cmd_run(const RunArgs& args);
+// "4GiB", "512 MiB", "16GB", "1.5GiB", "1000000": bytes (KiB/MiB/GiB powers of 1024, KB/MB/GB of
+// 1000; a plain number is bytes and must be an integer). Anything else, zero included, is
+// BadInput naming `option`.
+uint64_t parse_memory_size(const std::string& option, const std::string& text);
 // The spec as `run` would train it: --precisions, --epochs, --batch-size and --seed applied and
 // checked (bad input names the option).
 struct Spec;

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+
 namespace mpbench {
 
 const char* mem_category_name(MemCategory c) {
@@ -20,6 +24,15 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
   t.dtype = dtype;
   t.device = backend_.device();
   size_t bytes = std::max<size_t>(t.bytes(), 1);
+  if (limit_ && cat != MemCategory::Data && bytes > limit_ - std::min(limit_, current_training_)) {
+    const auto mib = [](size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+    throw Error(
+        ErrorKind::OutOfMemory,
+        fmt::format("over the memory limit of {:.1f} MiB: {} asked for {:.1f} MiB more "
+                    "with {:.1f} MiB of training memory in use",
+                    mib(limit_), mem_category_name(cat), mib(bytes), mib(current_training_)),
+        /*oom=*/true);
+  }
   t.data = backend_.raw_alloc(bytes);
   blocks_[t.data] = Block{bytes, cat};
   int i = static_cast<int>(cat);

@@ -29,8 +29,12 @@ class TrackingAllocator {
   TrackingAllocator(const TrackingAllocator&) = delete;
   TrackingAllocator& operator=(const TrackingAllocator&) = delete;
 
-  // Contents are undefined. Throws Error with is_oom() when the device is full.
+  // Contents are undefined. Throws Error with is_oom() when the device is full, or when the
+  // request would take training memory (every category but Data) past the limit.
   Tensor alloc(Shape shape, DType dtype, MemCategory cat);
+  // A cap on training memory (0: none), to answer "would this fit a 16 GB card?" on any machine.
+  // The dataset copy is not counted: it is the harness's, which a real input pipeline streams.
+  void set_limit(size_t bytes) { limit_ = bytes; }
   void release(const Tensor& t);
   void release_all();
 
@@ -53,6 +57,7 @@ class TrackingAllocator {
   std::array<size_t, kMemCategoryCount> current_{}, peak_{};
   size_t current_total_ = 0, peak_total_ = 0;
   size_t current_training_ = 0, peak_training_ = 0;
+  size_t limit_ = 0;
 };
 
 }  // namespace mpbench

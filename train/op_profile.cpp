@@ -80,14 +80,11 @@ double gemm_flops(const GemmDesc& d, const Tensor& a, const Tensor& c) {
 }
 
 ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                             Backend& be,
-                             const std::function<void(const TrainProgress&)>& on_progress) {
+                             Backend& be, TrainOptions opts) {
   ProfiledRun out;
   OpProfiler prof(be);
   const int64_t warmup = spec.train.warmup_steps;
-  TrainOptions opts;
   opts.layer_observer = &prof;
-  opts.on_progress = on_progress;
   // The first `steps` training steps after the warm-up are timed; warm-up and evaluation not.
   opts.on_phase = [&](TrainPhase phase) {
     const bool timed = phase == TrainPhase::Step && out.steps < steps;

@@ -139,10 +139,11 @@ struct ProfiledRun {
   double step_ms = 0;  // median device time of a profiled step (events between steps)
   std::vector<OpTotal> ops;
 };
-// on_progress, if given, is called as train_and_measure's is.
+// Trains as train_and_measure does with `opts` (its on_progress and memory_limit are kept; the
+// profiler takes the layer observer and the phases), timing every op of the first `steps`
+// training steps after the warm-up.
 ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                             Backend& be,
-                             const std::function<void(const TrainProgress&)>& on_progress = {});
+                             Backend& be, TrainOptions opts = {});
 
 // What an op's achieved rate is held against: the card's datasheet peak for the mode and its
 // memory bandwidth (train/device_specs.h). Absent for a CPU or a card not in the table.

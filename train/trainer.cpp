@@ -58,7 +58,9 @@ void sample_device_memory(Backend& be, MemoryReport& mem) {
 class Run {
  public:
   Run(const Spec& spec, const Dataset& data, Precision p, Backend& be, const TrainOptions& opts)
-      : spec_(spec), data_(data), precision_(p), be_(be), opts_(opts), alloc_(be) {}
+      : spec_(spec), data_(data), precision_(p), be_(be), opts_(opts), alloc_(be) {
+    alloc_.set_limit(opts.memory_limit);
+  }
 
   void execute(RunResult& r);
 

@@ -39,6 +39,7 @@ struct TrainOptions {
   // evaluation.
   std::function<void(TrainPhase)> on_phase;
   LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
+  size_t memory_limit = 0;  // cap on training memory (TrackingAllocator::set_limit); 0: none
 };
 
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "app/commands.h"
+#include "kernels/error.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -69,6 +71,10 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: reading it would block forever
   std::vector<BadCase> cases = {
       {"empty --json", "run {spec} --json ''", kGood, "--json: expected a value, got ''"},
+      {"unknown size unit", "run {spec} --memory-limit 16XB", kGood, "--memory-limit"},
+      {"zero size", "run {spec} --memory-limit 0", kGood, "--memory-limit"},
+      {"fractional bytes", "profile {spec} --memory-limit 1.5", kGood, "--memory-limit"},
+      {"negative size", "run {spec} --memory-limit -3GiB", kGood, "--memory-limit"},
       {"empty --md", "profile {spec} --json ''", kGood, "--json"},
       {"empty --precisions", "run {spec} --precisions ''", kGood, "--precisions"},
       {"empty spec path", "validate ''", "", "spec"},
@@ -192,6 +198,39 @@ TEST_F(Cli, OutputsIntoDevicesLinksAndStdoutDestroyNothing) {
   // The Markdown table follows the console table on stdout; neither is lost.
   EXPECT_NE(r.out.find("tiny_mlp"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| fp32"), std::string::npos) << r.out;
+}
+
+TEST(MemorySize, UnitsAndRefusals) {
+  using mpbench::parse_memory_size;
+  EXPECT_EQ(parse_memory_size("--m", "1000000"), 1000000u);
+  EXPECT_EQ(parse_memory_size("--m", "16GiB"), uint64_t{16} << 30);
+  EXPECT_EQ(parse_memory_size("--m", "512 MiB"), uint64_t{512} << 20);
+  EXPECT_EQ(parse_memory_size("--m", "4KiB"), 4096u);
+  EXPECT_EQ(parse_memory_size("--m", "16GB"), 16000000000u);
+  EXPECT_EQ(parse_memory_size("--m", "2MB"), 2000000u);
+  EXPECT_EQ(parse_memory_size("--m", "1.5GiB"), uint64_t{3} << 29);
+  for (const char* bad : {"", "GiB", "16 XB", "0", "0.1B", "1.5", "-3", "1e9", "16gib", "1..5GiB",
+                          "99999999999999999999GiB"})
+    EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error) << bad;
+}
+
+// Under a cap between the two modes' needs, fp32 is an oom row naming what did not fit, and
+// amp_bf16 still trains (tiny_resnet: 684 KB in fp32, 408 KB in amp_bf16 on the CPU).
+TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
+  const fs::path json = dir_ / "r.json";
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
+  Result r = run("run " + spec + " --device cpu --epochs 1 --precisions fp32,amp_bf16 " +
+                 "--memory-limit 500KB --quiet --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["status"], "oom");
+  const std::string why = j["runs"][0]["status_detail"];
+  EXPECT_NE(why.find("over the memory limit of 0.5 MiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("asked for"), std::string::npos) << why;
+  EXPECT_EQ(j["runs"][1]["status"], "ok");
+  EXPECT_LE(j["runs"][1]["peak_memory_bytes"]["training"].get<uint64_t>(), 500000u);
+  EXPECT_NE(r.out.find("oom"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, RunWritesAllOutputs) {
