@@ -181,69 +181,55 @@ int mpbench_main(int argc, char** argv) {
   std::string precisions;
   auto* run_cmd = app.add_subcommand(
       "run", "Train each spec's model in each precision mode and print the comparison table");
-  run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required()->check(kNonEmpty);
+  run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required();
   run_cmd->add_option("--device", run.device, "auto (GPU if present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_val("auto");
   // --precision too, since inspect takes one mode under that name and people type either.
-  run_cmd
-      ->add_option("--precisions,--precision", precisions,
-                   "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)")
-      ->check(kNonEmpty);
+  run_cmd->add_option("--precisions,--precision", precisions,
+                      "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
   run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
-  run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here")
-      ->check(kNonEmpty);
-  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here")
-      ->check(kNonEmpty);
-  run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here")
-      ->check(kNonEmpty);
+  run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
+  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here");
+  run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here");
   run_cmd->add_flag("--quiet,-q", run.quiet, "No progress bar and no informational lines");
   std::string run_memory_limit, profile_memory_limit;
   const char* kMemoryLimitHelp =
       "Cap training memory (every category but the dataset copy, library workspaces included) "
       "at SIZE, e.g. 16GiB: would it fit that card? A mode that needs more is an oom row";
-  run_cmd->add_option("--memory-limit", run_memory_limit, kMemoryLimitHelp)->check(kNonEmpty);
+  run_cmd->add_option("--memory-limit", run_memory_limit, kMemoryLimitHelp);
   run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
 
   std::vector<std::string> validate_specs;
   auto* validate_cmd =
       app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
-  validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")
-      ->required()
-      ->check(kNonEmpty);
+  validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
 
   InspectArgs inspect;
   auto* inspect_cmd = app.add_subcommand(
       "inspect", "Per-layer table: output shape, parameters, FLOPs, dtypes, activation bytes");
-  inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")
-      ->required()
-      ->check(kNonEmpty);
-  inspect_cmd
-      ->add_option("--precision", inspect.precision, "One mode (default: each of the spec's modes)")
-      ->check(kNonEmpty);
+  inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
+  inspect_cmd->add_option("--precision", inspect.precision,
+                          "One mode (default: each of the spec's modes)");
 
   ProfileArgs profile;
   std::string profile_precisions;
   auto* profile_cmd = app.add_subcommand(
       "profile",
       "Where a training step's time goes: every op timed with events, by layer, by op, top ops");
-  profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")
-      ->required()
-      ->check(kNonEmpty);
+  profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")->required();
   profile_cmd
       ->add_option("--device", profile.run.device, "auto (GPU if present, else CPU), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->default_val("auto");
-  profile_cmd
-      ->add_option("--precisions,--precision", profile_precisions,
-                   "Comma-separated modes (default: the spec's)")
-      ->check(kNonEmpty);
+  profile_cmd->add_option("--precisions,--precision", profile_precisions,
+                          "Comma-separated modes (default: the spec's)");
   profile_cmd
       ->add_option(
           "--steps", profile.steps,
@@ -255,12 +241,9 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(25);
-  profile_cmd
-      ->add_option("--json", profile.json_path,
-                   "Write every op's time per step (and the run's env) as JSON here")
-      ->check(kNonEmpty);
-  profile_cmd->add_option("--memory-limit", profile_memory_limit, kMemoryLimitHelp)
-      ->check(kNonEmpty);
+  profile_cmd->add_option("--json", profile.json_path,
+                          "Write every op's time per step (and the run's env) as JSON here");
+  profile_cmd->add_option("--memory-limit", profile_memory_limit, kMemoryLimitHelp);
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
 
@@ -276,26 +259,19 @@ int mpbench_main(int argc, char** argv) {
       ->add_option(
           "results", report_args.inputs,
           "Result JSON file(s) (mpbench run --json), and optionally mpbench profile --json files")
-      ->required()
-      ->check(kNonEmpty);
-  report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")
-      ->required()
-      ->check(kNonEmpty);
-  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here")
-      ->check(kNonEmpty);
+      ->required();
+  report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
+  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");
 
   DataArgs data_args;
   auto* data_cmd = app.add_subcommand(
       "data", "Write the spec's dataset as raw arrays (for training it with another framework)");
-  data_cmd->add_option("spec", data_args.spec, "Model spec JSON file")
-      ->required()
-      ->check(kNonEmpty);
+  data_cmd->add_option("spec", data_args.spec, "Model spec JSON file")->required();
   data_cmd
       ->add_option("--out", data_args.out_prefix,
                    "File prefix: writes PREFIX.json, PREFIX.train_x.f32, PREFIX.train_y.i32, "
                    "PREFIX.eval_x.f32, PREFIX.eval_y.i32")
-      ->required()
-      ->check(kNonEmpty);
+      ->required();
   data_cmd->add_option("--seed", data_args.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   data_cmd->add_flag("--quiet,-q", data_args.quiet, "No informational line");
@@ -305,11 +281,8 @@ int mpbench_main(int argc, char** argv) {
       "compare",
       "CI regression gate: compare a current result JSON against a baseline, run by run");
   compare_cmd->add_option("baseline", compare.baseline, "Baseline result JSON (mpbench run --json)")
-      ->required()
-      ->check(kNonEmpty);
-  compare_cmd->add_option("current", compare.current, "Current result JSON")
-      ->required()
-      ->check(kNonEmpty);
+      ->required();
+  compare_cmd->add_option("current", compare.current, "Current result JSON")->required();
   compare_cmd
       ->add_option("--time-threshold", compare.time_threshold,
                    "Slowdown of the median epoch time that fails, in percent")
@@ -326,15 +299,18 @@ int mpbench_main(int argc, char** argv) {
   compare_cmd->add_option("--loss-threshold", compare.loss_threshold,
                           "Relative change of the final loss (either way) that fails, in "
                           "percent; 0 requires an exact match (default: not compared)");
-  compare_cmd
-      ->add_option("--md", compare.md_path,
-                   "Write the comparison as Markdown (for a CI job summary) here")
-      ->check(kNonEmpty);
-  compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here")
-      ->check(kNonEmpty);
+  compare_cmd->add_option("--md", compare.md_path,
+                          "Write the comparison as Markdown (for a CI job summary) here");
+  compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here");
   compare_cmd->add_flag("--strict", compare.strict,
                         "Exit 4 when inconclusive, env-mismatch or missing rows remain");
   compare_cmd->footer(kCompareRule);
+
+  // Every option and argument that takes a value refuses an empty one (kNonEmpty).
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    for (CLI::Option* opt :
+         sub->get_options([](CLI::Option* o) { return o->get_expected_min() > 0; }))
+      opt->check(kNonEmpty);
 
   try {
     // CLI11 would read an unknown first word as a stray argument; name it instead.

@@ -219,18 +219,16 @@ void check_writable(const std::string& path, const std::string& option) {
     throw_bad_input(fmt::format("{}: empty path", option.empty() ? "output" : option));
   if (path.back() == '/') throw_bad_input(fmt::format("{}: is a directory, expected a file", what));
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      throw_bad_input(fmt::format("{}: is a directory, expected a file", what));
-    if (!S_ISREG(st.st_mode)) {
-      // A device or FIFO is written into, so its own permission is what counts.
-      if (::access(path.c_str(), W_OK) != 0)
-        throw_bad_input(fmt::format("{}: not writable: {}", what, std::strerror(errno)));
-      return;
-    }
-  }
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw_bad_input(fmt::format("{}: is a directory, expected a file", what));
   const Target t = resolve(path);
   if (t.kind == Kind::Stream) return;
+  if (t.kind == Kind::Direct) {
+    // A device or FIFO is written into, so its own permission is what counts.
+    if (::access(path.c_str(), W_OK) != 0)
+      throw_bad_input(fmt::format("{}: not writable: {}", what, std::strerror(errno)));
+    return;
+  }
   const std::string dir = parent_dir(t.path);
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) {
@@ -250,15 +248,15 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
   for (const OutputArg& o : outputs)
     if (!o.path.empty()) check_writable(o.path, o.option);
 
+  std::map<std::string, const std::string*> input_keys;
+  for (const std::string& in : inputs) input_keys.emplace(file_key(in), &in);
   std::map<std::string, const OutputArg*> seen;
   for (const OutputArg& o : outputs) {
     if (o.path.empty()) continue;
     const std::string key = file_key(o.path);
-    for (const std::string& in : inputs) {
-      if (file_key(in) == key)
-        throw_bad_input(
-            fmt::format("{} {}: is the input {}; refusing to overwrite it", o.option, o.path, in));
-    }
+    if (const auto in = input_keys.find(key); in != input_keys.end())
+      throw_bad_input(fmt::format("{} {}: is the input {}; refusing to overwrite it", o.option,
+                                  o.path, *in->second));
     // Writing twice into a device or FIFO loses nothing; a regular file would keep one output.
     if (is_special(o.path)) continue;
     const auto [it, fresh] = seen.emplace(key, &o);

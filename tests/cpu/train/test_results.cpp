@@ -262,7 +262,7 @@ TEST(ReportJson, RoundTrip) {
   EXPECT_TRUE(r.memory.has_device);
   EXPECT_EQ(r.memory.device_peak, o.memory.device_peak);
   ASSERT_EQ(r.steps.size(), 2u);
-  EXPECT_EQ(r.steps[1].loss, 0.123f);  // exact float round trip through the short decimal
+  EXPECT_EQ(r.steps[1].loss, 0.123f);  // exact float round trip through its double
   EXPECT_TRUE(r.steps[0].skipped);
   EXPECT_EQ(r.skipped_steps, 2);
   EXPECT_EQ(r.final_loss_scale, 32768);
