@@ -48,6 +48,16 @@ struct GemmDesc {
   Tensor* dbias = nullptr;
 };
 
+// The sizes of one GEMM, from the checks of Backend::gemm: op(A) (M, K), op(B) (K, N), C (M, N),
+// `batch` of each (1 for rank-2 operands).
+struct GemmGeom {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+};
+// "8192x2304x768 bf16 +bias" for a GEMM (M x N x K, the batch, the dtypes, the epilogue), and
+// its 2*M*N*K (times the batch) FLOPs: what the profiler files it under.
+std::string gemm_detail(const GemmDesc& d, const Tensor& a, const Tensor& c);
+double gemm_flops(const GemmDesc& d, const Tensor& a, const Tensor& c);
+
 // Convolution in NHWC with KRSC filters (PyTorch's channels_last, cuDNN's NHWC filter format):
 //   x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K), P = (H + 2 pad - R) / stride + 1 (Q alike).
 // All three share one dtype; products accumulate in fp32. No dilation, no groups.
@@ -57,7 +67,7 @@ struct ConvDesc {
   GemmMath math = GemmMath::Strict;
 };
 
-// The sizes of one convolution, from conv_geometry().
+// The sizes of one convolution, from the checks of Backend's convolution ops.
 struct ConvGeom {
   int64_t n = 0, h = 0, w = 0, c = 0;  // x
   int64_t k = 0, r = 0, s = 0;         // w
@@ -68,12 +78,6 @@ struct ConvGeom {
   int64_t rsc() const { return r * s * c; }
   bool is_pointwise() const { return r == 1 && s == 1 && stride == 1 && pad == 0; }
 };
-// The checks every backend makes of a convolution's operands (device and size limits aside):
-// one float dtype for x, w, y; rank 4; w's channels match x's; the filter fits the padded input;
-// y has the output shape; the math suits the dtype. xn, wn, yn name the three as the op calls
-// them (dx, dw, dy in the backward passes). Throws a Runtime error naming `op`.
-ConvGeom conv_geometry(const char* op, const ConvDesc& d, const Tensor& x, const char* xn,
-                       const Tensor& w, const char* wn, const Tensor& y, const char* yn);
 
 // Batch normalisation over the channels of an NHWC tensor viewed as (rows = N*H*W, C).
 struct BatchNormDesc {
@@ -118,6 +122,28 @@ class Event {
   virtual double elapsed_ms(const Event& start) = 0;
 };
 
+// What an observer is told of an op before it runs: which op, a detail string of its shapes and
+// dtypes (so that two GEMMs of one layer with different shapes stay apart), and what it costs.
+struct OpCall {
+  const char* op = "";  // the Backend method: "gemm", "conv2d_backward_filter", ...
+  std::string detail;   // e.g. "8192x2304x768 bf16 +bias"
+  double flops = 0;     // GEMMs and convolutions
+  double bytes = 0;     // the least a memory-bound op must move (0 for GEMMs and convolutions)
+};
+
+// Called around every op of a Backend it is attached to (the profiler is one). Describing an op
+// formats its shapes, so it is only done while observing() is true.
+class OpObserver {
+ public:
+  virtual ~OpObserver() = default;
+  virtual bool observing() const = 0;
+  virtual void op_begin(const OpCall& call) = 0;
+  virtual void op_end() = 0;
+};
+
+// A non-virtual interface: each public op checks its arguments once, here, for every backend
+// (kernels/backend.cpp: shapes, dtypes, devices, aliasing), tells the observer, and calls the
+// backend's *_impl, which keeps only what differs (device limits, what can be read on the host).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -134,140 +160,209 @@ class Backend {
   virtual size_t workspace_bytes() const = 0;
   virtual void set_workspace(const Tensor& ws) = 0;
 
-  virtual void fill(Tensor& t, float value) = 0;             // any dtype, value converted
-  virtual void copy(const Tensor& src, Tensor& dst) = 0;     // same dtype and numel, on device
-  virtual void upload(const void* host, Tensor& dst) = 0;    // host bytes -> device, dst.bytes()
-  virtual void download(const Tensor& src, void* host) = 0;  // device -> host, blocks
+  void fill(Tensor& t, float value);             // any dtype, value converted
+  void copy(const Tensor& src, Tensor& dst);     // same dtype and numel, on device
+  void upload(const void* host, Tensor& dst);    // host bytes -> device, dst.bytes()
+  void download(const Tensor& src, void* host);  // device -> host, blocks
   virtual void synchronize() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
 
-  // Whole-step capture and replay (CUDA graphs). Backends without it return false and the
-  // trainer runs steps eagerly.
-  virtual bool supports_graphs() const { return false; }
+  // Whole-step capture and replay (CUDA graphs). Without it (or with an observer attached, which
+  // a captured graph would hide the ops from) the trainer runs steps eagerly.
+  bool supports_graphs() const { return observer_ == nullptr && has_graphs(); }
   virtual void begin_capture() {}
   virtual void end_capture() {}
   virtual void replay() {}
+
+  // At most one observer; nullptr detaches it. The observer must outlive its attachment.
+  void set_observer(OpObserver* observer) { observer_ = observer; }
+  OpObserver* observer() const { return observer_; }
 
   // ---- ops ----------------------------------------------------------------------------------
   // C (M, N) = op(A) (M, K) * op(B) (K, N), fp32 accumulation. Rank-3 operands (batch, ., .) are
   // a strided batched GEMM over the leading dimension. A and B share a dtype; C is that dtype or
   // fp32. math selects strict fp32 / TF32 / 16-bit tensor-core math.
-  virtual void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) = 0;
+  void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c);
 
   // dx = dy * act'(pre_act) (a copy for Activation::None); dx may alias dy.
   // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32.
-  // dy, pre_act, dx: (rows, N), one dtype.
-  virtual void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act,
-                                 Tensor& dx, Tensor* dbias) = 0;
+  // dy, pre_act, dx: (rows, N), one dtype and shape.
+  void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
+                         Tensor* dbias);
 
   // logits (N, C) fp32, labels (N) int32 in [0, C). Math in fp32.
   // loss_sum[0] += sum_i loss_i / N; correct[0] += number of rows whose argmax is the label.
   // dlogits (N, C, any float dtype), when given, = (softmax - onehot) * scale / N where scale is
   // grad_scale[0] if given else 1 (the loss scale folded into the loss gradient).
-  virtual void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                            const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) = 0;
+  void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct);
 
   // Elementwise conversion between float dtypes (round to nearest even, overflow to inf).
-  virtual void cast(const Tensor& src, Tensor& dst) = 0;
+  void cast(const Tensor& src, Tensor& dst);
 
   // One fused pass over a flat fp32 gradient buffer: if scale is given, grads *= 1 / scale[0];
   // found_inf[0] = 1 if any (unscaled) element is inf/NaN else 0; norm[0] = L2 norm of the
   // unscaled gradients (computed in fp32). All three outputs are overwritten.
-  virtual void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
-                                  Tensor& norm) = 0;
+  void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf, Tensor& norm);
 
   // Optimizer steps over flat fp32 buffers (master weights, grads, state). When found_inf is
   // given and found_inf[0] != 0 nothing is written (the step is skipped). weights_lowp, when
   // given (fp16/bf16, same numel), receives the updated master weights cast down.
   // AdamW (decoupled weight decay, PyTorch semantics); bias correction uses t = step_count[0] + 1.
-  virtual void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
-                          Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
-                          const Tensor* found_inf) = 0;
+  void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m, Tensor& v,
+                  Tensor* weights_lowp, const Tensor& step_count, const Tensor* found_inf);
   // SGD with momentum, PyTorch semantics (g += wd * w; buf = momentum * buf + g; buf starts 0).
-  virtual void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads,
-                        Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) = 0;
+  void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
+                Tensor* weights_lowp, const Tensor* found_inf);
 
   // GradScaler's update on device scalars (torch._amp_update_scale_): on found_inf,
   // scale = float(scale * backoff) and tracker = 0; else ++tracker and when it reaches
   // growth_interval, scale = float(scale * growth) (only if that stays finite) and tracker = 0.
   // scale is an fp32 scalar multiplied in double and rounded once; growth_tracker an int32 scalar.
-  virtual void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                                 double growth_factor, double backoff_factor,
-                                 int32_t growth_interval) = 0;
+  void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
+                         double growth_factor, double backoff_factor, int32_t growth_interval);
   // step_count[0] += 1 unless found_inf is given and set (a skipped step is not a step).
-  virtual void count_step(Tensor& step_count, const Tensor* found_inf) = 0;
+  void count_step(Tensor& step_count, const Tensor* found_inf);
 
   // ---- ops of the resnet_bottleneck family (kernels/<cpu|cuda>/conv, batchnorm, pool) --------
   // Shapes and dtypes: see ConvDesc. dx is overwritten. dw has the dtype of x (as PyTorch's
   // autocast computes the gradient of the low-precision weight copy); the caller casts it into
   // the fp32 gradient buffer.
-  virtual void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) = 0;
-  virtual void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
-                                    Tensor& dx) = 0;
-  virtual void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
-                                      Tensor& dw) = 0;
+  void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y);
+  void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx);
+  void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw);
 
-  // x, residual, y: (rows, C), any float dtypes (y's own); gamma, beta, running_mean,
-  // running_var, save_mean, save_rstd: (C) fp32. Statistics in fp32.
+  // x, residual, y: (rows, C), any float dtypes (y's own), one shape; gamma, beta,
+  // running_mean, running_var, save_mean, save_rstd: (C) fp32. Statistics in fp32.
   // Training: y = [relu](gamma * (x - mean) * rstd + beta [+ residual]) with the batch mean and
   // biased variance, rstd = 1 / sqrt(var + eps); save_mean / save_rstd receive them for the
   // backward pass, and the running statistics are updated with the unbiased variance (PyTorch).
-  virtual void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x,
-                                       const Tensor* residual, const Tensor& gamma,
-                                       const Tensor& beta, Tensor& running_mean,
-                                       Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
-                                       Tensor& y) = 0;
+  void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                               const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                               Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                               Tensor& y);
   // Evaluation: the same with the running statistics; nothing is updated.
-  virtual void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x,
-                                      const Tensor* residual, const Tensor& gamma,
-                                      const Tensor& beta, const Tensor& running_mean,
-                                      const Tensor& running_var, Tensor& y) = 0;
+  void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                              const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
+                              const Tensor& running_var, Tensor& y);
   // g = dy, masked by (relu_out > 0) when relu_out (the forward's y) is given. d_pre, when given,
   // receives g (the gradient at the residual add, in its own dtype). Then the batchnorm backward
   // of training mode: dx (dtype of x) and dgamma, dbeta (fp32, overwritten).
-  virtual void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
-                                  const Tensor& gamma, const Tensor& save_mean,
-                                  const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
-                                  Tensor& dbeta, Tensor* d_pre) = 0;
+  void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
+                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre);
 
   // Global average pooling: x (N, HW, C) -> y (N, C), fp32 sums; backward dx = dy / HW broadcast.
   // Any float dtypes.
-  virtual void avgpool_forward(const Tensor& x, Tensor& y) = 0;
-  virtual void avgpool_backward(const Tensor& dy, Tensor& dx) = 0;
+  void avgpool_forward(const Tensor& x, Tensor& y);
+  void avgpool_backward(const Tensor& dy, Tensor& dx);
 
   // out = a + b elementwise, any float dtypes, one numel, computed in fp32. out may alias a or b.
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  void add(const Tensor& a, const Tensor& b, Tensor& out);
 
   // ---- ops of the transformer family (kernels/<cpu|cuda>/layernorm, embedding, attention) ----
-  // LayerNorm over the last dimension: x (rows, D), y (rows, D) any float dtypes; gamma, beta (D)
-  // fp32; mean, rstd (rows) fp32 saved for the backward pass. Statistics in fp32.
-  virtual void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
-                                 const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  // LayerNorm over the last dimension: x (rows, D), y (rows, D) any float dtypes, one shape;
+  // gamma, beta (D) fp32; mean, rstd (rows) fp32 saved for the backward pass. Statistics in fp32.
+  void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         Tensor& y, Tensor& mean, Tensor& rstd);
   // dy (dtype of y), dx (dtype of x, overwritten); dgamma, dbeta (D) fp32, overwritten.
-  virtual void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                  const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                  Tensor& dgamma, Tensor& dbeta) = 0;
+  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                          Tensor& dbeta);
 
   // tokens (B, S) int32 in [0, V); tok_emb (V, D), pos_emb (P >= S, D) fp32;
   // y (B*S, D) any float dtype: y[b*S + s] = tok_emb[tokens[b, s]] + pos_emb[s].
-  virtual void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
-                                 Tensor& y) = 0;
+  void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                         Tensor& y);
   // dy (B*S, D) any float dtype; dtok_emb (V, D) and dpos_emb (P, D) fp32, overwritten (rows
   // no token uses are zero), sums accumulated in fp32.
-  virtual void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                  Tensor& dpos_emb) = 0;
+  void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                          Tensor& dpos_emb);
 
   // dst = src with its dimensions permuted: dst.shape[i] == src.shape[perm[i]] for i < rank.
-  // Same dtype and rank (<= 5); perm entries past the rank are ignored.
-  virtual void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) = 0;
+  // Same dtype and rank (1 to 5); perm entries past the rank are ignored; dst must not alias src.
+  void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm);
 
   // Attention probabilities: x, y (batch, S, S), any float dtypes. Per row i of each (S, S)
   // matrix, y[i, :] = softmax(scale * x[i, :]) in fp32; with causal, columns j > i are masked
   // (their y is exactly 0).
-  virtual void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) = 0;
-  // dx = scale * y * (dy - sum_j dy * y) per row, in fp32; dx may alias dy. Masked entries get 0.
-  virtual void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
-                                          Tensor& dx) = 0;
+  void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y);
+  // dx = scale * y * (dy - sum_j dy * y) per row, in fp32; dx may alias dy (of its dtype).
+  // Masked entries get 0.
+  void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, Tensor& dx);
+
+ protected:
+  // ---- what each backend implements, called with arguments already checked -----------------
+  virtual bool has_graphs() const { return false; }
+  virtual void fill_impl(Tensor& t, float value) = 0;
+  virtual void copy_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void upload_impl(const void* host, Tensor& dst) = 0;
+  virtual void download_impl(const Tensor& src, void* host) = 0;
+  // g: the sizes the checks found.
+  virtual void gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b,
+                         Tensor& c) = 0;
+  virtual void bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
+                                      Tensor& dx, Tensor* dbias) = 0;
+  virtual void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                                 const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) = 0;
+  virtual void cast_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                                       Tensor& norm) = 0;
+  virtual void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
+                               Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
+                               const Tensor* found_inf) = 0;
+  virtual void sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads,
+                             Tensor& momentum_buf, Tensor* weights_lowp,
+                             const Tensor* found_inf) = 0;
+  virtual void update_loss_scale_impl(Tensor& scale, Tensor& growth_tracker,
+                                      const Tensor& found_inf, double growth_factor,
+                                      double backoff_factor, int32_t growth_interval) = 0;
+  virtual void count_step_impl(Tensor& step_count, const Tensor* found_inf) = 0;
+  virtual void conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                   const Tensor& w, Tensor& y) = 0;
+  virtual void conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& dy,
+                                         const Tensor& w, Tensor& dx) = 0;
+  virtual void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                           const Tensor& dy, Tensor& dw) = 0;
+  virtual void batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x,
+                                            const Tensor* residual, const Tensor& gamma,
+                                            const Tensor& beta, Tensor& running_mean,
+                                            Tensor& running_var, Tensor& save_mean,
+                                            Tensor& save_rstd, Tensor& y) = 0;
+  virtual void batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x,
+                                           const Tensor* residual, const Tensor& gamma,
+                                           const Tensor& beta, const Tensor& running_mean,
+                                           const Tensor& running_var, Tensor& y) = 0;
+  virtual void batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                                       const Tensor& gamma, const Tensor& save_mean,
+                                       const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
+                                       Tensor& dbeta, Tensor* d_pre) = 0;
+  virtual void avgpool_forward_impl(const Tensor& x, Tensor& y) = 0;
+  virtual void avgpool_backward_impl(const Tensor& dy, Tensor& dx) = 0;
+  virtual void add_impl(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
+                                      const Tensor& beta, Tensor& y, Tensor& mean,
+                                      Tensor& rstd) = 0;
+  virtual void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                       Tensor& dgamma, Tensor& dbeta) = 0;
+  virtual void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb,
+                                      const Tensor& pos_emb, Tensor& y) = 0;
+  virtual void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                                       Tensor& dpos_emb) = 0;
+  virtual void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) = 0;
+  virtual void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                              Tensor& y) = 0;
+  virtual void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                               Tensor& dx) = 0;
+
+ private:
+  // Runs impl, bracketed by the observer's calls when it is observing; describe() builds the
+  // OpCall only then.
+  template <typename Describe, typename Impl>
+  void observed(Describe&& describe, Impl&& impl);
+
+  OpObserver* observer_ = nullptr;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -5,27 +5,13 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
-namespace {
 
-void check_square(const Tensor& t, const char* what) {
-  MPB_CHECK(t.defined(), "{}: tensor is not allocated", what);
-  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
-            dtype_name(t.dtype));
-  check_tensor(t, t.dtype, what);
-  MPB_CHECK(t.shape.rank == 3 && t.shape[1] == t.shape[2] && t.shape[1] > 0,
-            "{}: must be (batch, S, S), got {}", what, t.shape.str());
-}
-
-}  // namespace
-
-void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {
-  check_square(x, "attention_softmax_forward: x");
-  check_square(y, "attention_softmax_forward: y");
-  MPB_CHECK(y.shape == x.shape, "attention_softmax_forward: y {} must match x {}", y.shape.str(),
-            x.shape.str());
+void CpuBackend::attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                                Tensor& y) {
   const int64_t s = x.shape[1], rows = x.shape[0] * s;
   std::vector<float> row(static_cast<size_t>(s));
   for (int64_t r = 0; r < rows; ++r) {
@@ -48,13 +34,8 @@ void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor
 }
 
 // The mask needs no argument here: masked probabilities are exactly 0, so their dx is too.
-void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, Tensor& dx) {
-  check_square(dy, "attention_softmax_backward: dy");
-  check_square(y, "attention_softmax_backward: y");
-  check_square(dx, "attention_softmax_backward: dx");
-  MPB_CHECK(y.shape == dy.shape && dx.shape == dy.shape,
-            "attention_softmax_backward: dy {}, y {}, dx {} must have one shape", dy.shape.str(),
-            y.shape.str(), dx.shape.str());
+void CpuBackend::attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                                 Tensor& dx) {
   const int64_t s = dy.shape[1], rows = dy.shape[0] * s;
   std::vector<float> g(static_cast<size_t>(s)), p(static_cast<size_t>(s));
   for (int64_t r = 0; r < rows; ++r) {

@@ -8,41 +8,13 @@
 // Rows are decoded one at a time into fp32; the per-channel sums run in double so that the
 // reference is not itself a source of error over many rows; each output is rounded once.
 #include <cmath>
-#include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
 namespace {
-
-struct RowsC {
-  int64_t rows, c;
-};
-
-void check_act(const char* op, const char* name, const Tensor& t, const Tensor& x) {
-  const std::string what = std::string(op) + ": " + name;
-  MPB_CHECK(t.defined() && t.device == Device::CPU, "{}: tensor is not allocated on the CPU", what);
-  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
-            dtype_name(t.dtype));
-  MPB_CHECK(t.shape == x.shape, "{}: shape {} differs from x {}", what, t.shape.str(),
-            x.shape.str());
-}
-
-void check_channels(const char* op, const char* name, const Tensor& t, int64_t c) {
-  const std::string what = std::string(op) + ": " + name;
-  check_tensor(t, DType::F32, what.c_str());
-  MPB_CHECK(t.numel() == c, "{}: has {} elements {}, x has {} channels", what, t.numel(),
-            t.shape.str(), c);
-}
-
-RowsC check_x(const char* op, const Tensor& x) {
-  MPB_CHECK(x.defined() && x.device == Device::CPU, "{}: x is not allocated on the CPU", op);
-  MPB_CHECK(is_float_dtype(x.dtype), "{}: x must be a float tensor, got {}", op,
-            dtype_name(x.dtype));
-  MPB_CHECK(x.shape.rank >= 1 && x.numel() > 0, "{}: x {} is empty", op, x.shape.str());
-  return {x.rows(), x.cols()};
-}
 
 // y = [relu](gamma * (x - mean) * rstd + beta [+ residual]), row by row.
 void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,
@@ -61,31 +33,14 @@ void normalise(const Tensor& x, const Tensor* residual, const float* mean, const
   }
 }
 
-void check_forward(const char* op, const Tensor& x, const Tensor* residual, const Tensor& gamma,
-                   const Tensor& beta, const Tensor& y, int64_t c) {
-  if (residual) check_act(op, "residual", *residual, x);
-  check_act(op, "y", y, x);
-  check_channels(op, "gamma", gamma, c);
-  check_channels(op, "beta", beta, c);
-}
-
 }  // namespace
 
-void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
-                             const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                             Tensor& running_var, Tensor& save_mean, Tensor& save_rstd, Tensor& y) {
-  const char* op = "batchnorm_forward_train";
-  const auto [rows, c] = check_x(op, x);
-  check_forward(op, x, residual, gamma, beta, y, c);
-  check_channels(op, "running_mean", running_mean, c);
-  check_channels(op, "running_var", running_var, c);
-  check_channels(op, "save_mean", save_mean, c);
-  check_channels(op, "save_rstd", save_rstd, c);
-  // As in PyTorch: one value per channel has no variance to normalise by.
-  MPB_CHECK(rows > 1, "{}: training needs more than one value per channel, x is {}", op,
-            x.shape.str());
-  MPB_CHECK(d.eps > 0.0f && d.momentum >= 0.0f && d.momentum <= 1.0f,
-            "{}: eps {} must be > 0 and momentum {} in [0, 1]", op, d.eps, d.momentum);
+void CpuBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x,
+                                              const Tensor* residual, const Tensor& gamma,
+                                              const Tensor& beta, Tensor& running_mean,
+                                              Tensor& running_var, Tensor& save_mean,
+                                              Tensor& save_rstd, Tensor& y) {
+  const int64_t rows = x.rows(), c = x.cols();
 
   // Two passes (mean, then squared deviations) rather than E[x^2] - E[x]^2, which cancels.
   std::vector<float> xr(c);
@@ -120,16 +75,11 @@ void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tens
   normalise(x, residual, mean, rstd, gamma.ptr<float>(), beta.ptr<float>(), d.relu, y);
 }
 
-void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
-                            const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                            const Tensor& running_var, Tensor& y) {
-  const char* op = "batchnorm_forward_eval";
-  const auto [rows, c] = check_x(op, x);
-  (void)rows;
-  check_forward(op, x, residual, gamma, beta, y, c);
-  check_channels(op, "running_mean", running_mean, c);
-  check_channels(op, "running_var", running_var, c);
-  MPB_CHECK(d.eps > 0.0f, "{}: eps {} must be > 0", op, d.eps);
+void CpuBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x,
+                                             const Tensor* residual, const Tensor& gamma,
+                                             const Tensor& beta, const Tensor& running_mean,
+                                             const Tensor& running_var, Tensor& y) {
+  const int64_t c = x.cols();
   const float* rv = running_var.ptr<float>();
   std::vector<float> rstd(c);
   for (int64_t j = 0; j < c; ++j)
@@ -140,25 +90,11 @@ void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tenso
 
 // With xhat = (x - mean) * rstd and g the gradient at the BN output:
 //   dbeta = sum g, dgamma = sum g xhat, dx = gamma rstd (g - dbeta / rows - xhat dgamma / rows).
-void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
-                        const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
-                        Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre) {
-  const char* op = "batchnorm_backward";
-  // Plain variables, not a structured binding: C++17 does not let the lambda below capture one
-  // (g++ accepts it, clang rejects it).
-  const RowsC shape = check_x(op, x);
-  const int64_t rows = shape.rows, c = shape.c;
-  check_act(op, "dy", dy, x);
-  if (relu_out) check_act(op, "relu_out", *relu_out, x);
-  check_act(op, "dx", dx, x);
-  MPB_CHECK(dx.dtype == x.dtype, "{}: dx is {}, must have x's dtype {}", op, dtype_name(dx.dtype),
-            dtype_name(x.dtype));
-  if (d_pre) check_act(op, "d_pre", *d_pre, x);
-  check_channels(op, "gamma", gamma, c);
-  check_channels(op, "save_mean", save_mean, c);
-  check_channels(op, "save_rstd", save_rstd, c);
-  check_channels(op, "dgamma", dgamma, c);
-  check_channels(op, "dbeta", dbeta, c);
+void CpuBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                                         const Tensor& gamma, const Tensor& save_mean,
+                                         const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
+                                         Tensor& dbeta, Tensor* d_pre) {
+  const int64_t rows = x.rows(), c = x.cols();
 
   const float* mean = save_mean.ptr<float>();
   const float* rstd = save_rstd.ptr<float>();

@@ -4,6 +4,7 @@
 // dy, pre_act, dx: (rows, N), one dtype; dbias: (N) fp32. dx may alias dy.
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 
@@ -30,36 +31,11 @@ void backward_rows(const typename E::T* dy, const typename E::T* pre, typename E
 
 }  // namespace
 
-float activation_forward(Activation act, float x) {
-  float y = 0;
-  dispatch_act(act, [&](auto a) { y = detail::act_forward<decltype(a)::value>(x); });
-  return y;
-}
-
-float activation_derivative(Activation act, float x) {
-  float y = 0;
-  dispatch_act(act, [&](auto a) { y = detail::act_derivative<decltype(a)::value>(x); });
-  return y;
-}
-
-void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
-                       Tensor* dbias) {
-  MPB_CHECK(is_float_dtype(dy.dtype), "bias_act_backward: dy must be a float tensor, got {}",
-            dtype_name(dy.dtype));
-  check_tensor(dy, dy.dtype, "bias_act_backward: dy");
-  check_tensor(pre_act, dy.dtype, "bias_act_backward: pre_act");
-  check_tensor(dx, dy.dtype, "bias_act_backward: dx");
-  MPB_CHECK(dy.shape.rank >= 1 && pre_act.shape == dy.shape && dx.shape == dy.shape,
-            "bias_act_backward: dy {}, pre_act {}, dx {} must have one shape", dy.shape.str(),
-            pre_act.shape.str(), dx.shape.str());
+void CpuBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
+                                        Tensor& dx, Tensor* dbias) {
   const int64_t rows = dy.rows(), n = dy.cols();
   std::vector<double> col_sums;
-  if (dbias) {
-    check_tensor(*dbias, DType::F32, "bias_act_backward: dbias");
-    MPB_CHECK(dbias->numel() == n, "bias_act_backward: dbias has {} elements, dy {} has {} columns",
-              dbias->numel(), dy.shape.str(), n);
-    col_sums.assign(static_cast<size_t>(n), 0.0);
-  }
+  if (dbias) col_sums.assign(static_cast<size_t>(n), 0.0);
   dispatch_float(dy.dtype, [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;

@@ -1,31 +1,16 @@
-// Conversions between float dtypes, fill, and the argument checks the other CPU ops share.
+// Conversions between float dtypes, and fill.
 // Rounding, overflow, subnormals and NaN follow the hardware through kernels/dtype.h.
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
 
 using detail::dispatch_float;
-
-bool is_float_dtype(DType dt) {
-  return dt == DType::F32 || dt == DType::F16 || dt == DType::BF16;
-}
-
-void check_tensor(const Tensor& t, DType dt, const char* what) {
-  MPB_CHECK(t.defined(), "{}: tensor is not allocated", what);
-  MPB_CHECK(t.device == Device::CPU, "{}: tensor is not on the CPU", what);
-  MPB_CHECK(t.dtype == dt, "{}: dtype is {}, expected {}", what, dtype_name(t.dtype),
-            dtype_name(dt));
-}
-
-void check_scalar(const Tensor& t, const char* what, DType dt) {
-  check_tensor(t, dt, what);
-  MPB_CHECK(t.numel() == 1, "{}: expected a one-element scalar, got shape {}", what, t.shape.str());
-}
 
 namespace {
 
@@ -68,14 +53,9 @@ void encode_f32(const float* in, Tensor& dst, int64_t n) {
 
 // src, dst: same numel, any float dtypes. fp16 <-> bf16 goes through fp32, which holds both
 // exactly, so there is one rounding.
-void cast(const Tensor& src, Tensor& dst) {
-  MPB_CHECK(src.defined() && dst.defined(), "cast: tensor is not allocated");
-  MPB_CHECK(is_float_dtype(src.dtype) && is_float_dtype(dst.dtype),
-            "cast: {} -> {} is not a float conversion", dtype_name(src.dtype),
-            dtype_name(dst.dtype));
-  MPB_CHECK(src.numel() == dst.numel(), "cast: {} elements {} into {} elements {}",
-            dtype_name(src.dtype), src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
+void CpuBackend::cast_impl(const Tensor& src, Tensor& dst) {
   const int64_t n = src.numel();
+  if (n == 0) return;
   if (src.dtype == dst.dtype) {
     std::memmove(dst.data, src.data, src.bytes());
     return;
@@ -96,13 +76,9 @@ void cast(const Tensor& src, Tensor& dst) {
 }
 
 // t: any shape and dtype.
-void fill(Tensor& t, float value) {
-  MPB_CHECK(t.defined() || t.numel() == 0, "fill: tensor is not allocated");
+void CpuBackend::fill_impl(Tensor& t, float value) {
   const int64_t n = t.numel();
   if (t.dtype == DType::I32) {
-    // Converting NaN or an out-of-range float to int is undefined behaviour, not a value.
-    MPB_CHECK(std::isfinite(value) && std::fabs(value) < 2147483648.0f,
-              "fill: {} does not fit an int32 tensor", value);
     auto* d = t.ptr<int32_t>();
     const auto v = static_cast<int32_t>(value);
     for (int64_t i = 0; i < n; ++i) d[i] = v;

@@ -11,27 +11,17 @@
 //
 // The column matrix is a pure gather, so it is built in x's own dtype (16-bit patterns copied
 // exactly), which is what the GEMM reads in the low-precision modes, as cuDNN's implicit GEMM
-// reads fp16 inputs. It lives in the `scratch` the backend passes; the GEMM decodes its operands
+// reads fp16 inputs. It lives in the backend's scratch; the GEMM decodes its operands
 // into a second, per-thread buffer (gemm_scratch below), since cpu::gemm resizes the vector it is
 // given and so cannot share the one that holds one of its operands.
 #include <algorithm>
 #include <string>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
 namespace {
-
-// Checks x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K) against each other and the descriptor.
-// xn, wn, yn name the three as the op calls them (dx, dy, dw in the backward passes).
-ConvGeom check_conv(const char* op, const ConvDesc& d, const Tensor& x, const char* xn,
-                    const Tensor& w, const char* wn, const Tensor& y, const char* yn) {
-  const std::string o(op);
-  check_tensor(x, x.dtype, (o + ": " + xn).c_str());
-  check_tensor(w, w.dtype, (o + ": " + wn).c_str());
-  check_tensor(y, y.dtype, (o + ": " + yn).c_str());
-  return conv_geometry(op, d, x, xn, w, wn, y, yn);
-}
 
 // A row-major (rows, cols) view of dtype dt, offset_floats into scratch.
 Tensor scratch_view(std::vector<float>& scratch, int64_t offset_floats, int64_t rows, int64_t cols,
@@ -117,28 +107,29 @@ std::vector<float>& gemm_scratch() {
 }  // namespace
 
 // x (N, H, W, C), w (K, R, S, C) -> y (N, P, Q, K).
-void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y,
-                    std::vector<float>& scratch) {
-  const ConvGeom g = check_conv("conv2d_forward", d, x, "x", w, "w", y, "y");
-  const Tensor col = column_matrix(g, x, scratch);
+void CpuBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                     const Tensor& w, Tensor& y) {
+  const Tensor col = column_matrix(g, x, scratch_);
   GemmDesc gd;
   gd.trans_b = true;
   gd.math = d.math;
   Tensor y2 = y.reshaped(Shape{g.npq(), g.k});
-  gemm(gd, col, w.reshaped(Shape{g.k, g.rsc()}), y2, gemm_scratch());
+  cpu::gemm(gd, GemmGeom{1, g.npq(), g.k, g.rsc()}, col, w.reshaped(Shape{g.k, g.rsc()}), y2,
+            gemm_scratch());
 }
 
 // dy (N, P, Q, K), w (K, R, S, C) -> dx (N, H, W, C), overwritten.
-void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx,
-                          std::vector<float>& scratch) {
-  const ConvGeom g = check_conv("conv2d_backward_data", d, dx, "dx", w, "w", dy, "dy");
+void CpuBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& dy,
+                                           const Tensor& w, Tensor& dx) {
+  std::vector<float>& scratch = scratch_;
+  const GemmGeom gg{1, g.npq(), g.rsc(), g.k};
   const Tensor dy2 = dy.reshaped(Shape{g.npq(), g.k});
   const Tensor w2 = w.reshaped(Shape{g.k, g.rsc()});
   GemmDesc gd;
   gd.math = d.math;
   if (g.is_pointwise()) {
     Tensor dx2 = dx.reshaped(Shape{g.npq(), g.rsc()});
-    gemm(gd, dy2, w2, dx2, gemm_scratch());
+    cpu::gemm(gd, gg, dy2, w2, dx2, gemm_scratch());
     return;
   }
   // Scratch: [dcol (NPQ, RSC) fp32 | dx accumulator (NHWC) fp32 unless dx is fp32 itself]. The
@@ -149,7 +140,7 @@ void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w, 
   const int64_t need = col_elems + (direct ? 0 : x_elems);
   if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(static_cast<size_t>(need));
   Tensor dcol = scratch_view(scratch, 0, g.npq(), g.rsc(), DType::F32);
-  gemm(gd, dy2, w2, dcol, gemm_scratch());
+  cpu::gemm(gd, gg, dy2, w2, dcol, gemm_scratch());
   float* acc = direct ? dx.ptr<float>() : scratch.data() + col_elems;
   std::fill(acc, acc + x_elems, 0.0f);
   col2im(g, dcol.ptr<float>(), acc);
@@ -157,15 +148,15 @@ void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w, 
 }
 
 // x (N, H, W, C), dy (N, P, Q, K) -> dw (K, R, S, C) in x's dtype, overwritten.
-void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
-                            std::vector<float>& scratch) {
-  const ConvGeom g = check_conv("conv2d_backward_filter", d, x, "x", dw, "dw", dy, "dy");
-  const Tensor col = column_matrix(g, x, scratch);
+void CpuBackend::conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                             const Tensor& dy, Tensor& dw) {
+  const Tensor col = column_matrix(g, x, scratch_);
   GemmDesc gd;
   gd.trans_a = true;
   gd.math = d.math;
   Tensor dw2 = dw.reshaped(Shape{g.k, g.rsc()});
-  gemm(gd, dy.reshaped(Shape{g.npq(), g.k}), col, dw2, gemm_scratch());
+  cpu::gemm(gd, GemmGeom{1, g.k, g.rsc(), g.npq()}, dy.reshaped(Shape{g.npq(), g.k}), col, dw2,
+            gemm_scratch());
 }
 
 }  // namespace mpbench::cpu

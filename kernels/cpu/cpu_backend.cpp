@@ -1,4 +1,4 @@
-// CpuBackend: memory, transfers and events on the host; every op forwards to kernels/cpu/<op>.cpp.
+// CpuBackend: memory, transfers and events on the host; the ops are in kernels/cpu/<op>.cpp.
 #include "kernels/cpu/cpu_backend.h"
 
 #include <unistd.h>
@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/ops.h"
 
-namespace mpbench {
+namespace mpbench::cpu {
 namespace {
 
 // 64 bytes: a cache line, and the widest vector load (AVX-512).
@@ -56,11 +56,6 @@ class CpuEvent final : public Event {
   bool recorded_ = false;
 };
 
-void check_host(const Tensor& t, const char* what) {
-  MPB_CHECK(t.defined() || t.numel() == 0, "{}: tensor is not allocated", what);
-  MPB_CHECK(t.device == Device::CPU, "{}: tensor is not on the CPU", what);
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend() {
@@ -92,166 +87,28 @@ void CpuBackend::raw_free(void* p) {
   std::free(p);
 }
 
-void CpuBackend::fill(Tensor& t, float value) {
-  check_host(t, "fill");
-  cpu::fill(t, value);
+void CpuBackend::copy_impl(const Tensor& src, Tensor& dst) {
+  if (src.bytes() && src.data != dst.data) std::memmove(dst.data, src.data, src.bytes());
 }
 
-void CpuBackend::copy(const Tensor& src, Tensor& dst) {
-  check_host(src, "copy: src");
-  check_host(dst, "copy: dst");
-  MPB_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel(),
-            "copy: {} {} into {} {}: dtype and element count must match", dtype_name(src.dtype),
-            src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
-  if (src.data != dst.data) std::memmove(dst.data, src.data, src.bytes());
+void CpuBackend::upload_impl(const void* host, Tensor& dst) {
+  std::memcpy(dst.data, host, dst.bytes());
 }
 
-void CpuBackend::upload(const void* host, Tensor& dst) {
-  check_host(dst, "upload");
-  MPB_CHECK(host != nullptr || dst.bytes() == 0, "upload: null host pointer");
-  if (dst.bytes()) std::memcpy(dst.data, host, dst.bytes());
-}
-
-void CpuBackend::download(const Tensor& src, void* host) {
-  check_host(src, "download");
-  MPB_CHECK(host != nullptr || src.bytes() == 0, "download: null host pointer");
-  if (src.bytes()) std::memcpy(host, src.data, src.bytes());
+void CpuBackend::download_impl(const Tensor& src, void* host) {
+  std::memcpy(host, src.data, src.bytes());
 }
 
 std::unique_ptr<Event> CpuBackend::create_event() {
   return std::make_unique<CpuEvent>();
 }
 
-void CpuBackend::gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
-  cpu::gemm(d, a, b, c, gemm_scratch_);
-}
+}  // namespace mpbench::cpu
 
-void CpuBackend::bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act,
-                                   Tensor& dx, Tensor* dbias) {
-  cpu::bias_act_backward(act, dy, pre_act, dx, dbias);
-}
-
-void CpuBackend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                              const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
-  cpu::softmax_xent(logits, labels, dlogits, grad_scale, loss_sum, correct);
-}
-
-void CpuBackend::cast(const Tensor& src, Tensor& dst) {
-  cpu::cast(src, dst);
-}
-
-void CpuBackend::unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
-                                    Tensor& norm) {
-  cpu::unscale_check_norm(grads, scale, found_inf, norm);
-}
-
-void CpuBackend::adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
-                            Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
-                            const Tensor* found_inf) {
-  cpu::adamw_step(p, master, grads, m, v, weights_lowp, step_count, found_inf);
-}
-
-void CpuBackend::sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads,
-                          Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) {
-  cpu::sgd_step(p, master, grads, momentum_buf, weights_lowp, found_inf);
-}
-
-void CpuBackend::update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                                   double growth_factor, double backoff_factor,
-                                   int32_t growth_interval) {
-  cpu::update_loss_scale(scale, growth_tracker, found_inf, growth_factor, backoff_factor,
-                         growth_interval);
-}
-
-void CpuBackend::count_step(Tensor& step_count, const Tensor* found_inf) {
-  cpu::count_step(step_count, found_inf);
-}
+namespace mpbench {
 
 std::unique_ptr<Backend> make_cpu_backend() {
-  return std::make_unique<CpuBackend>();
-}
-
-void CpuBackend::conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) {
-  cpu::conv2d_forward(d, x, w, y, gemm_scratch_);
-}
-
-void CpuBackend::conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
-                                      Tensor& dx) {
-  cpu::conv2d_backward_data(d, dy, w, dx, gemm_scratch_);
-}
-
-void CpuBackend::conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
-                                        Tensor& dw) {
-  cpu::conv2d_backward_filter(d, x, dy, dw, gemm_scratch_);
-}
-
-void CpuBackend::batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x,
-                                         const Tensor* residual, const Tensor& gamma,
-                                         const Tensor& beta, Tensor& running_mean,
-                                         Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
-                                         Tensor& y) {
-  cpu::batchnorm_forward_train(d, x, residual, gamma, beta, running_mean, running_var, save_mean,
-                               save_rstd, y);
-}
-
-void CpuBackend::batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x,
-                                        const Tensor* residual, const Tensor& gamma,
-                                        const Tensor& beta, const Tensor& running_mean,
-                                        const Tensor& running_var, Tensor& y) {
-  cpu::batchnorm_forward_eval(d, x, residual, gamma, beta, running_mean, running_var, y);
-}
-
-void CpuBackend::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
-                                    const Tensor& gamma, const Tensor& save_mean,
-                                    const Tensor& save_rstd, Tensor& dx, Tensor& dgamma,
-                                    Tensor& dbeta, Tensor* d_pre) {
-  cpu::batchnorm_backward(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma, dbeta, d_pre);
-}
-
-void CpuBackend::avgpool_forward(const Tensor& x, Tensor& y) {
-  cpu::avgpool_forward(x, y);
-}
-
-void CpuBackend::avgpool_backward(const Tensor& dy, Tensor& dx) {
-  cpu::avgpool_backward(dy, dx);
-}
-
-void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& out) {
-  cpu::add(a, b, out);
-}
-
-void CpuBackend::layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) {
-  cpu::layernorm_forward(eps, x, gamma, beta, y, mean, rstd);
-}
-
-void CpuBackend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                    const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                    Tensor& dgamma, Tensor& dbeta) {
-  cpu::layernorm_backward(dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
-}
-
-void CpuBackend::embedding_forward(const Tensor& tokens, const Tensor& tok_emb,
-                                   const Tensor& pos_emb, Tensor& y) {
-  cpu::embedding_forward(tokens, tok_emb, pos_emb, y);
-}
-
-void CpuBackend::embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                    Tensor& dpos_emb) {
-  cpu::embedding_backward(tokens, dy, dtok_emb, dpos_emb);
-}
-
-void CpuBackend::permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
-  cpu::permute(src, dst, perm);
-}
-
-void CpuBackend::attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) {
-  cpu::attention_softmax_forward(x, scale, causal, y);
-}
-
-void CpuBackend::attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
-                                            Tensor& dx) {
-  cpu::attention_softmax_backward(dy, y, scale, dx);
+  return std::make_unique<cpu::CpuBackend>();
 }
 
 }  // namespace mpbench

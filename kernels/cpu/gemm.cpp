@@ -17,6 +17,7 @@
 #include <climits>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 
@@ -25,110 +26,6 @@ namespace {
 
 using detail::dispatch_act;
 using detail::dispatch_float;
-
-struct GemmDims {
-  int64_t batch = 1, m = 0, n = 0, k = 0;
-};
-
-const char* math_name(GemmMath m) {
-  switch (m) {
-    case GemmMath::Strict:
-      return "strict";
-    case GemmMath::TF32:
-      return "tf32";
-    case GemmMath::LowPrecision:
-      return "lowp";
-  }
-  return "?";
-}
-
-GemmDims check_gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, const Tensor& c) {
-  MPB_CHECK(a.defined() && b.defined() && c.defined(), "gemm: an operand is not allocated");
-  MPB_CHECK(a.device == Device::CPU && b.device == Device::CPU && c.device == Device::CPU,
-            "gemm: operands must be on the CPU");
-  const int rank = c.shape.rank;
-  MPB_CHECK((rank == 2 || rank == 3) && a.shape.rank == rank && b.shape.rank == rank,
-            "gemm: A {}, B {}, C {} must all be rank 2, or all rank 3 (batched)", a.shape.str(),
-            b.shape.str(), c.shape.str());
-  GemmDims g;
-  if (rank == 3) {
-    g.batch = c.shape[0];
-    MPB_CHECK(a.shape[0] == g.batch && b.shape[0] == g.batch,
-              "gemm: batch sizes differ: A {}, B {}, C {}", a.shape.str(), b.shape.str(),
-              c.shape.str());
-  }
-  const int64_t a_rows = a.shape[-2], a_cols = a.shape[-1];
-  const int64_t b_rows = b.shape[-2], b_cols = b.shape[-1];
-  g.m = d.trans_a ? a_cols : a_rows;
-  const int64_t k_a = d.trans_a ? a_rows : a_cols;
-  g.k = d.trans_b ? b_cols : b_rows;
-  g.n = d.trans_b ? b_rows : b_cols;
-  MPB_CHECK(k_a == g.k,
-            "gemm: inner dimensions differ: op(A) is {}x{}, op(B) is {}x{} (A {}{}, B {}{})", g.m,
-            k_a, g.k, g.n, a.shape.str(), d.trans_a ? "^T" : "", b.shape.str(),
-            d.trans_b ? "^T" : "");
-  MPB_CHECK(c.shape[-2] == g.m && c.shape[-1] == g.n, "gemm: C is {}, op(A) op(B) is ({}, {})",
-            c.shape.str(), g.m, g.n);
-  MPB_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm: empty operand A {}, B {}, C {}",
-            a.shape.str(), b.shape.str(), c.shape.str());
-  MPB_CHECK(g.m < INT_MAX && g.n < INT_MAX && g.k < INT_MAX && g.m * g.k < INT_MAX &&
-                g.k * g.n < INT_MAX && g.m * g.n < INT_MAX,
-            "gemm: A {}, B {} exceed the 32-bit BLAS interface", a.shape.str(), b.shape.str());
-
-  MPB_CHECK(is_float_dtype(a.dtype) && a.dtype == b.dtype,
-            "gemm: A and B must share a float dtype, got {} and {}", dtype_name(a.dtype),
-            dtype_name(b.dtype));
-  MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C must be {} or fp32, got {}",
-            dtype_name(a.dtype), dtype_name(c.dtype));
-  MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
-            "gemm: math {} needs fp16/bf16 operands, got fp32", math_name(d.math));
-  MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
-            "gemm: math {} needs fp32 operands, got {}", math_name(d.math), dtype_name(a.dtype));
-
-  const bool epilogue = d.bias != nullptr || d.act != Activation::None;
-  MPB_CHECK(!epilogue || d.beta == 0.0f, "gemm: beta must be 0 with a bias or activation, got {}",
-            d.beta);
-  if (d.bias) {
-    const Tensor& bias = *d.bias;
-    MPB_CHECK(bias.defined() && bias.device == Device::CPU, "gemm: bias is not allocated");
-    MPB_CHECK(bias.numel() == g.n, "gemm: bias has {} elements {}, C has {} columns", bias.numel(),
-              bias.shape.str(), g.n);
-    MPB_CHECK(bias.dtype == c.dtype || bias.dtype == DType::F32,
-              "gemm: bias must be fp32 or C's dtype {}, got {}", dtype_name(c.dtype),
-              dtype_name(bias.dtype));
-  }
-  if (d.pre_act) {
-    const Tensor& p = *d.pre_act;
-    MPB_CHECK(p.defined() && p.device == Device::CPU, "gemm: pre_act is not allocated");
-    MPB_CHECK(p.shape == c.shape && p.dtype == c.dtype, "gemm: pre_act {} {} must match C {} {}",
-              dtype_name(p.dtype), p.shape.str(), dtype_name(c.dtype), c.shape.str());
-  }
-
-  const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
-  if (backward) {
-    MPB_CHECK(!epilogue && !d.pre_act,
-              "gemm: the backward epilogue (dact, dact_input, dbias) excludes bias, act and "
-              "pre_act");
-    MPB_CHECK(d.beta == 0.0f, "gemm: beta must be 0 with the backward epilogue, got {}", d.beta);
-    MPB_CHECK((d.dact != Activation::None) == (d.dact_input != nullptr),
-              "gemm: dact {} needs dact_input, and dact_input needs an activation",
-              activation_name(d.dact));
-  }
-  if (d.dact_input) {
-    const Tensor& p = *d.dact_input;
-    MPB_CHECK(p.defined() && p.device == Device::CPU, "gemm: dact_input is not allocated");
-    MPB_CHECK(p.shape == c.shape && p.dtype == c.dtype, "gemm: dact_input {} {} must match C {} {}",
-              dtype_name(p.dtype), p.shape.str(), dtype_name(c.dtype), c.shape.str());
-  }
-  if (d.dbias) {
-    const Tensor& db = *d.dbias;
-    MPB_CHECK(db.defined() && db.device == Device::CPU, "gemm: dbias is not allocated");
-    MPB_CHECK(db.dtype == DType::F32 && db.numel() == g.n,
-              "gemm: dbias must be fp32 with {} elements (C's columns), got {} {}", g.n,
-              dtype_name(db.dtype), db.shape.str());
-  }
-  return g;
-}
 
 // Operand of `n` elements starting at element `offset`, as fp32 in `out`, TF32-rounded if asked.
 void load_operand(const Tensor& t, int64_t offset, int64_t n, bool tf32, float* out) {
@@ -185,9 +82,11 @@ void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, in
 
 }  // namespace
 
-void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
+void gemm(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b, Tensor& c,
           std::vector<float>& scratch) {
-  const GemmDims g = check_gemm(d, a, b, c);
+  MPB_CHECK(g.m < INT_MAX && g.n < INT_MAX && g.k < INT_MAX && g.m * g.k < INT_MAX &&
+                g.k * g.n < INT_MAX && g.m * g.n < INT_MAX,
+            "gemm: A {}, B {} exceed the 32-bit BLAS interface", a.shape.str(), b.shape.str());
   const int64_t a_elems = g.m * g.k, b_elems = g.k * g.n, c_elems = g.m * g.n;
   const bool tf32 = d.math == GemmMath::TF32;
   const bool direct_ab = a.dtype == DType::F32 && !tf32;
@@ -258,6 +157,11 @@ void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c,
     float* out = d.dbias->ptr<float>();
     for (int64_t j = 0; j < g.n; ++j) out[j] = static_cast<float>(col_sums[j]);
   }
+}
+
+void CpuBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b,
+                           Tensor& c) {
+  cpu::gemm(d, g, a, b, c, scratch_);
 }
 
 }  // namespace mpbench::cpu

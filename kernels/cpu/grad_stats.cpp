@@ -4,18 +4,15 @@
 // grads: flat fp32; scale, found_inf, norm: (1) fp32.
 #include <cmath>
 
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/cpu_backend.h"
 
 namespace mpbench::cpu {
 
-void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf, Tensor& norm) {
-  check_tensor(grads, DType::F32, "unscale_check_norm: grads");
-  check_scalar(found_inf, "unscale_check_norm: found_inf");
-  check_scalar(norm, "unscale_check_norm: norm");
+void CpuBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                                         Tensor& norm) {
   float* g = grads.ptr<float>();
   const int64_t n = grads.numel();
   if (scale) {
-    check_scalar(*scale, "unscale_check_norm: scale");
     // GradScaler multiplies by the fp32 reciprocal (computed in double) rather than dividing.
     const float inv = static_cast<float>(1.0 / static_cast<double>(scale->ptr<float>()[0]));
     for (int64_t i = 0; i < n; ++i) g[i] *= inv;

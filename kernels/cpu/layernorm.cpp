@@ -6,40 +6,14 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
-namespace {
 
-void check_float(const Tensor& t, const char* what) {
-  MPB_CHECK(t.defined(), "{}: tensor is not allocated", what);
-  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
-            dtype_name(t.dtype));
-  check_tensor(t, t.dtype, what);
-}
-
-void check_vector(const Tensor& t, int64_t n, const char* what, const char* of) {
-  check_tensor(t, DType::F32, what);
-  MPB_CHECK(t.numel() == n, "{}: has {} elements, expected {} ({})", what, t.numel(), n, of);
-}
-
-}  // namespace
-
-void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                       Tensor& y, Tensor& mean, Tensor& rstd) {
-  check_float(x, "layernorm_forward: x");
-  check_float(y, "layernorm_forward: y");
-  MPB_CHECK(x.shape.rank >= 1 && x.cols() > 0, "layernorm_forward: x {} must be (rows, D)",
-            x.shape.str());
-  MPB_CHECK(y.shape == x.shape, "layernorm_forward: y {} must match x {}", y.shape.str(),
-            x.shape.str());
-  MPB_CHECK(std::isfinite(eps) && eps >= 0.0f, "layernorm_forward: eps {} must be >= 0", eps);
+void CpuBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& y, Tensor& mean, Tensor& rstd) {
   const int64_t rows = x.rows(), d = x.cols();
-  check_vector(gamma, d, "layernorm_forward: gamma", "D");
-  check_vector(beta, d, "layernorm_forward: beta", "D");
-  check_vector(mean, rows, "layernorm_forward: mean", "rows");
-  check_vector(rstd, rows, "layernorm_forward: rstd", "rows");
-
   const float* g = gamma.ptr<float>();
   const float* b = beta.ptr<float>();
   std::vector<float> row(static_cast<size_t>(d));
@@ -67,22 +41,10 @@ void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Te
 // With xhat = (x - mean) * rstd and g = dy * gamma:
 //   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)),  dgamma = sum_rows dy * xhat,
 //   dbeta = sum_rows dy.
-void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                        const Tensor& rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  check_float(dy, "layernorm_backward: dy");
-  check_float(x, "layernorm_backward: x");
-  check_tensor(dx, x.dtype, "layernorm_backward: dx");
-  MPB_CHECK(x.shape.rank >= 1 && x.cols() > 0, "layernorm_backward: x {} must be (rows, D)",
-            x.shape.str());
-  MPB_CHECK(dy.shape == x.shape && dx.shape == x.shape,
-            "layernorm_backward: dy {}, x {}, dx {} must have one shape", dy.shape.str(),
-            x.shape.str(), dx.shape.str());
+void CpuBackend::layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                         const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                         Tensor& dgamma, Tensor& dbeta) {
   const int64_t rows = x.rows(), d = x.cols();
-  check_vector(gamma, d, "layernorm_backward: gamma", "D");
-  check_vector(mean, rows, "layernorm_backward: mean", "rows");
-  check_vector(rstd, rows, "layernorm_backward: rstd", "rows");
-  check_vector(dgamma, d, "layernorm_backward: dgamma", "D");
-  check_vector(dbeta, d, "layernorm_backward: dbeta", "D");
 
   const float* gm = gamma.ptr<float>();
   std::vector<float> xr(static_cast<size_t>(d)), gr(static_cast<size_t>(d));

@@ -10,28 +10,14 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
 namespace {
 
-bool step_skipped(const Tensor* found_inf, const char* what) {
-  if (!found_inf) return false;
-  check_scalar(*found_inf, what);
-  return found_inf->ptr<float>()[0] != 0.0f;
-}
-
-void check_same_numel(const Tensor& t, const Tensor& master, DType dt, const char* what) {
-  check_tensor(t, dt, what);
-  MPB_CHECK(t.numel() == master.numel(), "{}: {} elements, master weights have {}", what, t.numel(),
-            master.numel());
-}
-
-void check_lowp(const Tensor* w, const Tensor& master, const char* what) {
-  if (!w) return;
-  MPB_CHECK(w->dtype == DType::F16 || w->dtype == DType::BF16,
-            "{}: the low-precision copy must be fp16 or bf16, got {}", what, dtype_name(w->dtype));
-  check_same_numel(*w, master, w->dtype, what);
+bool step_skipped(const Tensor* found_inf) {
+  return found_inf && found_inf->ptr<float>()[0] != 0.0f;
 }
 
 // Updates run over blocks that stay in L1: first the fp32 update, which vectorizes, then the
@@ -99,15 +85,10 @@ void copy_down(const float* master, Tensor* lowp, int64_t begin, int64_t n) {
 
 }  // namespace
 
-void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m, Tensor& v,
-                Tensor* weights_lowp, const Tensor& step_count, const Tensor* found_inf) {
-  check_tensor(master, DType::F32, "adamw_step: master");
-  check_same_numel(grads, master, DType::F32, "adamw_step: grads");
-  check_same_numel(m, master, DType::F32, "adamw_step: m");
-  check_same_numel(v, master, DType::F32, "adamw_step: v");
-  check_lowp(weights_lowp, master, "adamw_step: weights_lowp");
-  check_scalar(step_count, "adamw_step: step_count");
-  if (step_skipped(found_inf, "adamw_step: found_inf")) return;
+void CpuBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads,
+                                 Tensor& m, Tensor& v, Tensor* weights_lowp,
+                                 const Tensor& step_count, const Tensor* found_inf) {
+  if (step_skipped(found_inf)) return;
 
   // Bias corrections in double, as PyTorch computes them from a host step count.
   const double t = static_cast<double>(step_count.ptr<float>()[0]) + 1.0;
@@ -128,16 +109,11 @@ void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tenso
   }
 }
 
-void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
-              Tensor* weights_lowp, const Tensor* found_inf) {
-  check_tensor(master, DType::F32, "sgd_step: master");
-  check_same_numel(grads, master, DType::F32, "sgd_step: grads");
-  MPB_CHECK(!p.nesterov || p.momentum > 0.0f, "sgd_step: nesterov needs momentum > 0, got {}",
-            p.momentum);
-  // Without momentum PyTorch keeps no buffer, so none is required here.
-  if (p.momentum != 0.0f) check_same_numel(momentum_buf, master, DType::F32, "sgd_step: momentum");
-  check_lowp(weights_lowp, master, "sgd_step: weights_lowp");
-  if (step_skipped(found_inf, "sgd_step: found_inf")) return;
+void CpuBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads,
+                               Tensor& momentum_buf, Tensor* weights_lowp,
+                               const Tensor* found_inf) {
+  if (step_skipped(found_inf)) return;
+  // Without momentum PyTorch keeps no buffer.
 
   float* buf = p.momentum != 0.0f ? momentum_buf.ptr<float>() : nullptr;
   const int64_t n = master.numel();
@@ -156,13 +132,9 @@ void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& m
 
 // torch._amp_update_scale_: the float32 scale times a double factor, rounded to float once; the
 // tracker an int32 count of consecutive finite steps.
-void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                       double growth_factor, double backoff_factor, int32_t growth_interval) {
-  check_scalar(scale, "update_loss_scale: scale");
-  check_scalar(growth_tracker, "update_loss_scale: growth_tracker", DType::I32);
-  check_scalar(found_inf, "update_loss_scale: found_inf");
-  MPB_CHECK(growth_interval > 0, "update_loss_scale: growth_interval must be > 0, got {}",
-            growth_interval);
+void CpuBackend::update_loss_scale_impl(Tensor& scale, Tensor& growth_tracker,
+                                        const Tensor& found_inf, double growth_factor,
+                                        double backoff_factor, int32_t growth_interval) {
   float& s = scale.ptr<float>()[0];
   int32_t& tracker = growth_tracker.ptr<int32_t>()[0];
   if (found_inf.ptr<float>()[0] != 0.0f) {
@@ -180,9 +152,8 @@ void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& foun
   }
 }
 
-void count_step(Tensor& step_count, const Tensor* found_inf) {
-  check_scalar(step_count, "count_step: step_count");
-  if (step_skipped(found_inf, "count_step: found_inf")) return;
+void CpuBackend::count_step_impl(Tensor& step_count, const Tensor* found_inf) {
+  if (step_skipped(found_inf)) return;
   step_count.ptr<float>()[0] += 1.0f;
 }
 

@@ -5,37 +5,19 @@
 // grad_scale, loss_sum, correct: (1) fp32.
 #include <cmath>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
 
-void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
-  check_tensor(logits, DType::F32, "softmax_xent: logits");
-  check_tensor(labels, DType::I32, "softmax_xent: labels");
-  check_scalar(loss_sum, "softmax_xent: loss_sum");
-  check_scalar(correct, "softmax_xent: correct");
-  MPB_CHECK(logits.shape.rank == 2, "softmax_xent: logits must be (N, C), got {}",
-            logits.shape.str());
+void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                                   const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  MPB_CHECK(rows > 0 && classes > 0, "softmax_xent: empty logits {}", logits.shape.str());
-  MPB_CHECK(labels.numel() == rows, "softmax_xent: {} labels for logits {}", labels.numel(),
-            logits.shape.str());
-  if (dlogits) {
-    MPB_CHECK(is_float_dtype(dlogits->dtype), "softmax_xent: dlogits must be float, got {}",
-              dtype_name(dlogits->dtype));
-    check_tensor(*dlogits, dlogits->dtype, "softmax_xent: dlogits");
-    MPB_CHECK(dlogits->shape == logits.shape, "softmax_xent: dlogits {} must match logits {}",
-              dlogits->shape.str(), logits.shape.str());
-  }
-  float scale = 1.0f;
-  if (grad_scale) {
-    check_scalar(*grad_scale, "softmax_xent: grad_scale");
-    scale = grad_scale->ptr<float>()[0];
-  }
+  const float scale = grad_scale ? grad_scale->ptr<float>()[0] : 1.0f;
   const float* x = logits.ptr<float>();
   const int32_t* y = labels.ptr<int32_t>();
+  // Checked here, not by Backend: a GPU cannot read the labels without a synchronisation.
   for (int64_t i = 0; i < rows; ++i)
     MPB_CHECK(y[i] >= 0 && y[i] < classes, "softmax_xent: label {} of row {} is outside [0, {})",
               y[i], i, classes);

@@ -2,35 +2,15 @@
 // and permute (the QKV split and head transposes of attention).
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
-namespace {
-
-void check_float(const Tensor& t, const char* what) {
-  MPB_CHECK(t.defined() && t.device == Device::CPU, "{}: tensor is not allocated on the CPU", what);
-  MPB_CHECK(is_float_dtype(t.dtype), "{}: must be a float tensor, got {}", what,
-            dtype_name(t.dtype));
-}
-
-// x (N, HW, C) and y (N, C) of one pooling, checked against each other.
-void check_pool(const char* op, const Tensor& x, const char* xn, const Tensor& y, const char* yn) {
-  check_float(x, (std::string(op) + ": " + xn).c_str());
-  check_float(y, (std::string(op) + ": " + yn).c_str());
-  MPB_CHECK(x.shape.rank == 3 && y.shape.rank == 2 && x.shape[0] == y.shape[0] &&
-                x.shape[2] == y.shape[1] && x.shape[1] > 0,
-            "{}: {} {} must be (N, HW, C) and {} {} (N, C)", op, xn, x.shape.str(), yn,
-            y.shape.str());
-}
-
-}  // namespace
 
 // x (N, HW, C) -> y (N, C) = mean over HW.
-void avgpool_forward(const Tensor& x, Tensor& y) {
-  check_pool("avgpool_forward", x, "x", y, "y");
+void CpuBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
   const int64_t n = x.shape[0], hw = x.shape[1], c = x.shape[2];
   std::vector<float> row(c), out(c);
   std::vector<double> sum(c);
@@ -47,8 +27,7 @@ void avgpool_forward(const Tensor& x, Tensor& y) {
 }
 
 // dy (N, C) -> dx (N, HW, C) = dy / HW at every position.
-void avgpool_backward(const Tensor& dy, Tensor& dx) {
-  check_pool("avgpool_backward", dx, "dx", dy, "dy");
+void CpuBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
   const int64_t n = dx.shape[0], hw = dx.shape[1], c = dx.shape[2];
   std::vector<float> g(c);
   for (int64_t b = 0; b < n; ++b) {
@@ -63,13 +42,7 @@ void avgpool_backward(const Tensor& dy, Tensor& dx) {
 
 // out = a + b over one numel; blocks are read completely before they are written, so out may
 // alias a or b.
-void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  check_float(a, "add: a");
-  check_float(b, "add: b");
-  check_float(out, "add: out");
-  MPB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(),
-            "add: a {}, b {}, out {} must have one element count", a.shape.str(), b.shape.str(),
-            out.shape.str());
+void CpuBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   constexpr int64_t kBlock = 4096;
   std::vector<float> va(kBlock), vb(kBlock);
   const int64_t n = a.numel();
@@ -84,27 +57,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 // dst[i0, .., i_{r-1}] = src[j] with j[perm[k]] = i_k: dst's dimension k is src's perm[k].
-void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
-  MPB_CHECK(
-      src.defined() && dst.defined() && src.device == Device::CPU && dst.device == Device::CPU,
-      "permute: tensor is not allocated on the CPU");
-  MPB_CHECK(src.dtype == dst.dtype, "permute: src is {}, dst is {}", dtype_name(src.dtype),
-            dtype_name(dst.dtype));
+void CpuBackend::permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
   const int rank = src.shape.rank;
-  MPB_CHECK(rank >= 1 && rank <= Shape::kMaxRank && dst.shape.rank == rank,
-            "permute: src {} and dst {} must share a rank in [1, 5]", src.shape.str(),
-            dst.shape.str());
-  bool seen[Shape::kMaxRank] = {};
-  for (int k = 0; k < rank; ++k) {
-    MPB_CHECK(perm[k] >= 0 && perm[k] < rank && !seen[perm[k]],
-              "permute: ({}, {}, {}, {}, {}) is not a permutation of the first {} dimensions",
-              perm[0], perm[1], perm[2], perm[3], perm[4], rank);
-    seen[perm[k]] = true;
-    MPB_CHECK(dst.shape[k] == src.shape[perm[k]],
-              "permute: dst {} dimension {} is {}, src {} dimension {} is {}", dst.shape.str(), k,
-              dst.shape[k], src.shape.str(), perm[k], src.shape[perm[k]]);
-  }
-  MPB_CHECK(src.data != dst.data || src.numel() == 0, "permute: dst must not alias src");
   const int64_t n = src.numel();
   if (n == 0) return;
 

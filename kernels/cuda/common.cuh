@@ -92,27 +92,6 @@ inline void check_on_device(const Tensor& t, const char* what) {
   MPB_CHECK(t.data != nullptr || t.numel() == 0, "{}: tensor has no data", what);
 }
 
-// A per-channel or per-row fp32 vector of n elements (norm parameters, saved statistics).
-inline void check_fp32_vec(const Tensor& t, int64_t n, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype == DType::F32 && t.numel() == n, "{}: expected fp32 ({}), got {} {}", what, n,
-            dtype_name(t.dtype), t.shape.str());
-}
-
-// A float tensor with x's rows and columns (its own dtype), as the row-wise ops accept.
-inline void check_rows_like(const Tensor& t, const Tensor& x, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype != DType::I32 && t.numel() == x.numel() && t.cols() == x.cols(),
-            "{}: {} {} does not match x {}", what, dtype_name(t.dtype), t.shape.str(),
-            x.shape.str());
-}
-
-inline void check_scalar(const Tensor& t, const char* what, DType dt = DType::F32) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype == dt && t.numel() == 1, "{}: expected an {} scalar, got {} {}", what,
-            dtype_name(dt), dtype_name(t.dtype), t.shape.str());
-}
-
 // Sum / max over the 32 lanes of a full warp; every lane gets the result.
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);

@@ -22,21 +22,14 @@ namespace mpbench::cuda {
 
 namespace {
 
-// Checks x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K) against each other and the descriptor,
-// as the CPU reference does. xn, wn, yn name the three as the op calls them (dx, dy, dw).
-ConvGeom check_conv(const char* op, const ConvDesc& d, const Tensor& x, const char* xn,
-                    const Tensor& w, const char* wn, const Tensor& y, const char* yn) {
-  check_on_device(x, op);
-  check_on_device(w, op);
-  check_on_device(y, op);
-  const ConvGeom g = conv_geometry(op, d, x, xn, w, wn, y, yn);
-  // cuDNN's 4-d descriptors take int dimensions and its legacy kernels index with 32 bits.
+// cuDNN's 4-d descriptors take int dimensions and its legacy kernels index with 32 bits.
+void check_cudnn_limits(const char* op, const ConvGeom& g, const Tensor& x, const Tensor& w,
+                        const Tensor& y) {
   for (const Tensor* t : {&x, &w, &y})
     MPB_CHECK(t->numel() <= INT_MAX, "{}: {} has {} elements, more than cuDNN's 32-bit limit", op,
               t->shape.str(), t->numel());
   MPB_CHECK(g.stride <= INT_MAX && g.pad <= INT_MAX, "{}: stride {} / pad {} too large", op,
             g.stride, g.pad);
-  return g;
 }
 
 #if defined(MPBENCH_HAVE_CUDNN)
@@ -270,9 +263,9 @@ void* workspace_for(const DeviceContext& ctx, const ConvPlan& plan, size_t* byte
 }  // namespace
 
 // y (N, P, Q, K) = x (N, H, W, C) conv w (K, R, S, C)
-void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const Tensor& x, const Tensor& w,
-                    Tensor& y) {
-  const ConvGeom g = check_conv("conv2d_forward", d, x, "x", w, "w", y, "y");
+void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                    const Tensor& w, Tensor& y) {
+  check_cudnn_limits("conv2d_forward", g, x, w, y);
 #if defined(MPBENCH_HAVE_CUDNN)
   const ConvPlan& plan = conv_plan(ctx, ConvOp::Forward, g, x.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;  // float scalars for every non-double data type
@@ -289,9 +282,9 @@ void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const Tensor& x, cons
 
 // dx (N, H, W, C) = dy (N, P, Q, K) conv^T w (K, R, S, C); overwritten (beta = 0), so pixels no
 // output depends on (stride > 1 leftovers) become 0.
-void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const Tensor& dy, const Tensor& w,
-                          Tensor& dx) {
-  const ConvGeom g = check_conv("conv2d_backward_data", d, dx, "dx", w, "w", dy, "dy");
+void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
+                          const Tensor& dy, const Tensor& w, Tensor& dx) {
+  check_cudnn_limits("conv2d_backward_data", g, dx, w, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
   const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardData, g, dx.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;
@@ -309,9 +302,9 @@ void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const Tensor& d
 
 // dw (K, R, S, C) = sum over n, p, q of dy (N, P, Q, K) x patches of x (N, H, W, C), in x's dtype;
 // overwritten (beta = 0).
-void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const Tensor& x,
-                            const Tensor& dy, Tensor& dw) {
-  const ConvGeom g = check_conv("conv2d_backward_filter", d, x, "x", dw, "dw", dy, "dy");
+void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
+                            const Tensor& x, const Tensor& dy, Tensor& dw) {
+  check_cudnn_limits("conv2d_backward_filter", g, x, dw, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
   const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardFilter, g, x.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;
@@ -363,9 +356,12 @@ std::vector<size_t> conv_plan_cache_trace(int device,
       return t;
     };
     Tensor x = make(Shape{n, h, w, c}), wt = make(Shape{k, r, s, c}), y = make(Shape{n, p, q, k});
-    if (op == 0) conv2d_forward(ctx, d, x, wt, y);
-    if (op == 1) conv2d_backward_data(ctx, d, y, wt, x);
-    if (op == 2) conv2d_backward_filter(ctx, d, x, y, wt);
+    ConvGeom g;
+    g.n = n, g.h = h, g.w = w, g.c = c, g.k = k, g.r = r, g.s = s, g.p = p, g.q = q;
+    g.stride = d.stride, g.pad = d.pad;
+    if (op == 0) conv2d_forward(ctx, d, g, x, wt, y);
+    if (op == 1) conv2d_backward_data(ctx, d, g, y, wt, x);
+    if (op == 2) conv2d_backward_filter(ctx, d, g, x, y, wt);
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
     counts.push_back(ctx.conv_plan_count());
   }

@@ -1,5 +1,5 @@
 // The CUDA backend: device memory, transfers, events and graphs here; each op family lives in its
-// own file (see ops.h) and is only forwarded to.
+// own file (see ops.h) and is only forwarded to, its arguments checked by Backend.
 #include <memory>
 #include <string>
 
@@ -108,46 +108,12 @@ class CudaBackend : public Backend {
     ctx_.set_workspace(ws.data, ws.bytes());
   }
 
-  void fill(Tensor& t, float value) override {
-    cuda::fill(ctx_, t, value);
-  }
-
-  void copy(const Tensor& src, Tensor& dst) override {
-    cuda::check_on_device(src, "copy");
-    cuda::check_on_device(dst, "copy");
-    MPB_CHECK(src.dtype == dst.dtype && src.numel() == dst.numel(), "copy {} {} -> {} {}",
-              dtype_name(src.dtype), src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
-    if (src.bytes() == 0 || src.data == dst.data) return;
-    CUDA_CHECK(
-        cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx_.stream()));
-  }
-
-  void upload(const void* host, Tensor& dst) override {
-    cuda::check_on_device(dst, "upload");
-    if (dst.bytes() == 0) return;
-    MPB_CHECK(host != nullptr, "upload from a null host pointer");
-    // Pageable source: the runtime stages it before returning, so the caller may free it.
-    CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream()));
-  }
-
-  void download(const Tensor& src, void* host) override {
-    cuda::check_on_device(src, "download");
-    if (src.bytes() == 0) return;
-    MPB_CHECK(host != nullptr, "download to a null host pointer");
-    CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
-    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
-  }
-
   void synchronize() override {
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
   }
 
   std::unique_ptr<Event> create_event() override {
     return std::make_unique<CudaEvent>(ctx_.stream());
-  }
-
-  bool supports_graphs() const override {
-    return true;
   }
 
   void begin_capture() override {
@@ -178,106 +144,132 @@ class CudaBackend : public Backend {
     CUDA_CHECK(cudaGraphLaunch(ctx_.graph_exec, ctx_.stream()));
   }
 
-  void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) override {
-    cuda::gemm(ctx_, d, a, b, c);
+ protected:
+  // Each op in kernels/cuda/<op>.cu, with its arguments checked by Backend.
+  bool has_graphs() const override {
+    return true;
   }
-  void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
-                         Tensor* dbias) override {
+  void fill_impl(Tensor& t, float value) override {
+    cuda::fill(ctx_, t, value);
+  }
+  void copy_impl(const Tensor& src, Tensor& dst) override {
+    if (src.bytes() == 0 || src.data == dst.data) return;
+    CUDA_CHECK(
+        cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx_.stream()));
+  }
+  void upload_impl(const void* host, Tensor& dst) override {
+    // Pageable source: the runtime stages it before returning, so the caller may free it.
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, host, dst.bytes(), cudaMemcpyHostToDevice, ctx_.stream()));
+  }
+  void download_impl(const Tensor& src, void* host) override {
+    CUDA_CHECK(cudaMemcpyAsync(host, src.data, src.bytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
+    CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+  }
+  void gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b,
+                 Tensor& c) override {
+    cuda::gemm(ctx_, d, g, a, b, c);
+  }
+  void bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
+                              Tensor* dbias) override {
     cuda::bias_act_backward(ctx_, act, dy, pre_act, dx, dbias);
   }
-  void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override {
+  void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override {
     cuda::softmax_xent(ctx_, logits, labels, dlogits, grad_scale, loss_sum, correct);
   }
-  void cast(const Tensor& src, Tensor& dst) override {
+  void cast_impl(const Tensor& src, Tensor& dst) override {
     cuda::cast(ctx_, src, dst);
   }
-  void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf,
-                          Tensor& norm) override {
+  void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                               Tensor& norm) override {
     cuda::unscale_check_norm(ctx_, grads, scale, found_inf, norm);
   }
-  void adamw_step(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m, Tensor& v,
-                  Tensor* weights_lowp, const Tensor& step_count,
-                  const Tensor* found_inf) override {
+  void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
+                       Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
+                       const Tensor* found_inf) override {
     cuda::adamw_step(ctx_, p, master, grads, m, v, weights_lowp, step_count, found_inf);
   }
-  void sgd_step(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
-                Tensor* weights_lowp, const Tensor* found_inf) override {
+  void sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
+                     Tensor* weights_lowp, const Tensor* found_inf) override {
     cuda::sgd_step(ctx_, p, master, grads, momentum_buf, weights_lowp, found_inf);
   }
-  void update_loss_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
-                         double growth_factor, double backoff_factor,
-                         int32_t growth_interval) override {
+  void update_loss_scale_impl(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
+                              double growth_factor, double backoff_factor,
+                              int32_t growth_interval) override {
     cuda::update_loss_scale(ctx_, scale, growth_tracker, found_inf, growth_factor, backoff_factor,
                             growth_interval);
   }
-  void count_step(Tensor& step_count, const Tensor* found_inf) override {
+  void count_step_impl(Tensor& step_count, const Tensor* found_inf) override {
     cuda::count_step(ctx_, step_count, found_inf);
   }
 
-  void conv2d_forward(const ConvDesc& d, const Tensor& x, const Tensor& w, Tensor& y) override {
-    cuda::conv2d_forward(ctx_, d, x, w, y);
+  void conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x, const Tensor& w,
+                           Tensor& y) override {
+    cuda::conv2d_forward(ctx_, d, g, x, w, y);
   }
-  void conv2d_backward_data(const ConvDesc& d, const Tensor& dy, const Tensor& w,
-                            Tensor& dx) override {
-    cuda::conv2d_backward_data(ctx_, d, dy, w, dx);
+  void conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& dy,
+                                 const Tensor& w, Tensor& dx) override {
+    cuda::conv2d_backward_data(ctx_, d, g, dy, w, dx);
   }
-  void conv2d_backward_filter(const ConvDesc& d, const Tensor& x, const Tensor& dy,
-                              Tensor& dw) override {
-    cuda::conv2d_backward_filter(ctx_, d, x, dy, dw);
+  void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                   const Tensor& dy, Tensor& dw) override {
+    cuda::conv2d_backward_filter(ctx_, d, g, x, dy, dw);
   }
-  void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
-                               const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                               Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
-                               Tensor& y) override {
+  void batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                                    const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                                    Tensor& y) override {
     cuda::batchnorm_forward_train(ctx_, d, x, residual, gamma, beta, running_mean, running_var,
                                   save_mean, save_rstd, y);
   }
-  void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
-                              const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
-                              const Tensor& running_var, Tensor& y) override {
+  void batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                                   const Tensor& gamma, const Tensor& beta,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y) override {
     cuda::batchnorm_forward_eval(ctx_, d, x, residual, gamma, beta, running_mean, running_var, y);
   }
-  void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
-                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
-                          Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre) override {
+  void batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                               const Tensor& gamma, const Tensor& save_mean,
+                               const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                               Tensor* d_pre) override {
     cuda::batchnorm_backward(ctx_, dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma, dbeta,
                              d_pre);
   }
-  void avgpool_forward(const Tensor& x, Tensor& y) override {
+  void avgpool_forward_impl(const Tensor& x, Tensor& y) override {
     cuda::avgpool_forward(ctx_, x, y);
   }
-  void avgpool_backward(const Tensor& dy, Tensor& dx) override {
+  void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override {
     cuda::avgpool_backward(ctx_, dy, dx);
   }
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
+  void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override {
     cuda::add(ctx_, a, b, out);
   }
-  void layernorm_forward(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                         Tensor& y, Tensor& mean, Tensor& rstd) override {
+  void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                              Tensor& y, Tensor& mean, Tensor& rstd) override {
     cuda::layernorm_forward(ctx_, eps, x, gamma, beta, y, mean, rstd);
   }
-  void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                          const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                          Tensor& dbeta) override {
+  void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                               const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                               Tensor& dbeta) override {
     cuda::layernorm_backward(ctx_, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   }
-  void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
-                         Tensor& y) override {
+  void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
+                              Tensor& y) override {
     cuda::embedding_forward(ctx_, tokens, tok_emb, pos_emb, y);
   }
-  void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                          Tensor& dpos_emb) override {
+  void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
+                               Tensor& dpos_emb) override {
     cuda::embedding_backward(ctx_, tokens, dy, dtok_emb, dpos_emb);
   }
-  void permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override {
+  void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override {
     cuda::permute(ctx_, src, dst, perm);
   }
-  void attention_softmax_forward(const Tensor& x, float scale, bool causal, Tensor& y) override {
+  void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                      Tensor& y) override {
     cuda::attention_softmax_forward(ctx_, x, scale, causal, y);
   }
-  void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale,
-                                  Tensor& dx) override {
+  void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                       Tensor& dx) override {
     cuda::attention_softmax_backward(ctx_, dy, y, scale, dx);
   }
 

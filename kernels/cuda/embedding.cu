@@ -84,33 +84,13 @@ struct EmbDims {
   int64_t batch = 0, seq = 0, vocab = 0, positions = 0, dim = 0;
 };
 
-EmbDims check_embedding(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
-                        const Tensor& y, const char* op) {
-  check_on_device(tokens, op);
-  check_on_device(tok_emb, op);
-  check_on_device(pos_emb, op);
-  check_on_device(y, op);
-  MPB_CHECK(tokens.dtype == DType::I32 && tokens.shape.rank == 2,
-            "{}: tokens must be int32 (B, S), got {} {}", op, dtype_name(tokens.dtype),
-            tokens.shape.str());
-  MPB_CHECK(tok_emb.dtype == DType::F32 && tok_emb.shape.rank == 2,
-            "{}: token table must be fp32 (V, D), got {} {}", op, dtype_name(tok_emb.dtype),
-            tok_emb.shape.str());
-  MPB_CHECK(pos_emb.dtype == DType::F32 && pos_emb.shape.rank == 2,
-            "{}: position table must be fp32 (P, D), got {} {}", op, dtype_name(pos_emb.dtype),
-            pos_emb.shape.str());
+EmbDims dims_of(const Tensor& tokens, const Tensor& table, const Tensor& positions) {
   EmbDims e;
   e.batch = tokens.shape[0];
   e.seq = tokens.shape[1];
-  e.vocab = tok_emb.shape[0];
-  e.dim = tok_emb.shape[1];
-  e.positions = pos_emb.shape[0];
-  MPB_CHECK(pos_emb.shape[1] == e.dim && e.positions >= e.seq,
-            "{}: position table {} for sequence {} and width {}", op, pos_emb.shape.str(), e.seq,
-            e.dim);
-  MPB_CHECK(y.dtype != DType::I32 && y.numel() == e.batch * e.seq * e.dim && y.cols() == e.dim,
-            "{}: {} {} must be ({}, {})", op, dtype_name(y.dtype), y.shape.str(), e.batch * e.seq,
-            e.dim);
+  e.vocab = table.shape[0];
+  e.dim = table.shape[1];
+  e.positions = positions.shape[0];
   return e;
 }
 
@@ -118,7 +98,7 @@ EmbDims check_embedding(const Tensor& tokens, const Tensor& tok_emb, const Tenso
 
 void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& tok_emb,
                        const Tensor& pos_emb, Tensor& y) {
-  const EmbDims e = check_embedding(tokens, tok_emb, pos_emb, y, "embedding_forward");
+  const EmbDims e = dims_of(tokens, tok_emb, pos_emb);
   const int64_t rows = e.batch * e.seq;
   if (rows == 0 || e.dim == 0) return;
   const bool vec = e.dim % kVec == 0 && aligned_to(tok_emb.data, 4 * kVec) &&
@@ -136,7 +116,7 @@ void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& t
 
 void embedding_backward(DeviceContext& ctx, const Tensor& tokens, const Tensor& dy,
                         Tensor& dtok_emb, Tensor& dpos_emb) {
-  const EmbDims e = check_embedding(tokens, dtok_emb, dpos_emb, dy, "embedding_backward");
+  const EmbDims e = dims_of(tokens, dtok_emb, dpos_emb);
   if (dtok_emb.numel() > 0)
     CUDA_CHECK(cudaMemsetAsync(dtok_emb.data, 0, dtok_emb.bytes(), ctx.stream()));
   const int64_t rows = e.batch * e.seq;

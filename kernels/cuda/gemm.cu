@@ -98,72 +98,10 @@ __global__ void naive_gemm_kernel(const TI* a, const TI* b, TO* c, int64_t m, in
 
 }  // namespace
 
-void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c) {
-  check_on_device(a, "gemm A");
-  check_on_device(b, "gemm B");
-  check_on_device(c, "gemm C");
-  MPB_CHECK(a.dtype == b.dtype && a.dtype != DType::I32,
-            "gemm: A {} and B {} must share a float dtype", dtype_name(a.dtype),
-            dtype_name(b.dtype));
-  MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C {} must be {} or fp32",
-            dtype_name(c.dtype), dtype_name(a.dtype));
-  // As in the CPU reference: all rank 2, or all rank 3 with one batch size (no broadcasting).
-  MPB_CHECK((c.shape.rank == 2 || c.shape.rank == 3) && a.shape.rank == c.shape.rank &&
-                b.shape.rank == c.shape.rank,
-            "gemm: A {}, B {}, C {} must all be rank 2, or all rank 3 (batched)", a.shape.str(),
-            b.shape.str(), c.shape.str());
-  const int64_t m = d.trans_a ? a.shape[-1] : a.shape[-2];
-  const int64_t k = d.trans_a ? a.shape[-2] : a.shape[-1];
-  const int64_t kb = d.trans_b ? b.shape[-1] : b.shape[-2];
-  const int64_t n = d.trans_b ? b.shape[-2] : b.shape[-1];
-  const int64_t batch = c.shape.rank == 3 ? c.shape[0] : 1;
-  MPB_CHECK(k == kb && c.shape[-2] == m && c.shape[-1] == n,
-            "gemm: shapes do not match: A {}{} B {}{} C {}", a.shape.str(), d.trans_a ? "^T" : "",
-            b.shape.str(), d.trans_b ? "^T" : "", c.shape.str());
-  MPB_CHECK(c.shape.rank == 2 || (a.shape[0] == batch && b.shape[0] == batch),
-            "gemm: batch sizes differ: A {} B {} C {}", a.shape.str(), b.shape.str(),
-            c.shape.str());
-  MPB_CHECK(m > 0 && n > 0 && k > 0 && batch > 0, "gemm: empty operand A {}, B {}, C {}",
-            a.shape.str(), b.shape.str(), c.shape.str());
-  MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
-            "gemm: low-precision math needs fp16/bf16 operands, got fp32");
-  MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
-            "gemm: TF32 math needs fp32 operands, got {}", dtype_name(a.dtype));
-  const bool has_epilogue = d.bias != nullptr || d.act != Activation::None || d.pre_act != nullptr;
-  MPB_CHECK(d.beta == 0.0f || !has_epilogue,
-            "gemm: beta must be 0 with bias / activation / pre_act");
+void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor& a,
+          const Tensor& b, Tensor& c) {
+  const int64_t m = g.m, n = g.n, k = g.k, batch = g.batch;
   const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
-  if (backward) {
-    MPB_CHECK(!has_epilogue, "gemm: the backward epilogue excludes bias, act and pre_act");
-    MPB_CHECK(d.beta == 0.0f, "gemm: beta must be 0 with the backward epilogue");
-    MPB_CHECK((d.dact != Activation::None) == (d.dact_input != nullptr),
-              "gemm: dact {} needs dact_input, and dact_input needs an activation",
-              activation_name(d.dact));
-  }
-  if (d.dact_input) {
-    check_on_device(*d.dact_input, "gemm dact_input");
-    MPB_CHECK(d.dact_input->dtype == c.dtype && d.dact_input->shape == c.shape,
-              "gemm: dact_input {} {} must match C {} {}", dtype_name(d.dact_input->dtype),
-              d.dact_input->shape.str(), dtype_name(c.dtype), c.shape.str());
-  }
-  if (d.dbias) {
-    check_on_device(*d.dbias, "gemm dbias");
-    MPB_CHECK(d.dbias->dtype == DType::F32 && d.dbias->numel() == n,
-              "gemm: dbias {} {} must be ({}) fp32", dtype_name(d.dbias->dtype),
-              d.dbias->shape.str(), n);
-  }
-  if (d.bias) {
-    check_on_device(*d.bias, "gemm bias");
-    MPB_CHECK(d.bias->numel() == n && (d.bias->dtype == c.dtype || d.bias->dtype == DType::F32),
-              "gemm: bias {} {} must be ({}) of {} or fp32", dtype_name(d.bias->dtype),
-              d.bias->shape.str(), n, dtype_name(c.dtype));
-  }
-  if (d.pre_act) {
-    check_on_device(*d.pre_act, "gemm pre_act");
-    MPB_CHECK(d.pre_act->dtype == c.dtype && d.pre_act->shape == c.shape,
-              "gemm: pre_act {} {} must match C {} {}", dtype_name(d.pre_act->dtype),
-              d.pre_act->shape.str(), dtype_name(c.dtype), c.shape.str());
-  }
   GemmKey key;
   key.m = m;
   key.n = n;
@@ -231,7 +169,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& 
     plain.dact = Activation::None;
     plain.dact_input = nullptr;
     plain.dbias = nullptr;
-    gemm(ctx, plain, a, b, c);
+    gemm(ctx, plain, g, a, b, c);
     bias_act_backward(ctx, d.dact, c, d.dact_input ? *d.dact_input : c, c, d.dbias);
     return;
   }

@@ -1,16 +1,19 @@
 #pragma once
-// The CUDA implementations of the ops in kernels/backend.h, one file per op family
-// (gemm.cu, bias_act.cu, softmax_xent.cu, cast.cu, optimizer.cu, grad_stats.cu), same semantics
-// as kernels/cpu/. All enqueue on ctx.stream() and never synchronise the host.
+// The CUDA implementations of the ops in kernels/backend.h, one file per op family, with the
+// semantics documented there. Backend has checked the arguments (shapes, dtypes, devices); what
+// is left here are the limits of CUDA and its libraries. All enqueue on ctx.stream() and never
+// synchronise the host.
 #include "kernels/backend.h"
 #include "kernels/cuda/device_context.h"
 
 namespace mpbench::cuda {
 
-void gemm(DeviceContext& ctx, const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c);
+void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor& a,
+          const Tensor& b, Tensor& c);
 
 // y = act(x + bias) where bias (N) is broadcast over rows; pre_act, when given, = x + bias.
-// x may alias y or pre_act. Used for the parts of a GEMM epilogue cuBLASLt did not do.
+// x may alias y or pre_act. Used for the parts of a GEMM epilogue cuBLASLt did not do (not a
+// Backend op, so it checks its own arguments).
 void bias_act_forward(DeviceContext& ctx, Activation act, const Tensor& x, const Tensor* bias,
                       Tensor* pre_act, Tensor& y);
 void bias_act_backward(DeviceContext& ctx, Activation act, const Tensor& dy, const Tensor& pre_act,
@@ -36,12 +39,13 @@ void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker
 void count_step(DeviceContext& ctx, Tensor& step_count, const Tensor* found_inf);
 
 // ---- resnet_bottleneck family: conv.cu (cuDNN), batchnorm.cu, tensor_ops.cu ------------------
-void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const Tensor& x, const Tensor& w,
-                    Tensor& y);
-void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const Tensor& dy, const Tensor& w,
-                          Tensor& dx);
-void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const Tensor& x,
-                            const Tensor& dy, Tensor& dw);
+// g: the sizes Backend's checks found.
+void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                    const Tensor& w, Tensor& y);
+void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
+                          const Tensor& dy, const Tensor& w, Tensor& dx);
+void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
+                            const Tensor& x, const Tensor& dy, Tensor& dw);
 void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
                              const Tensor* residual, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, Tensor& save_mean,

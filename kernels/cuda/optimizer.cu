@@ -113,21 +113,6 @@ __global__ void count_step_kernel(float* step_count, const float* found_inf) {
   step_count[0] += 1.0f;
 }
 
-void check_flat(const Tensor& t, int64_t n, const char* what) {
-  check_on_device(t, what);
-  MPB_CHECK(t.dtype == DType::F32 && t.numel() == n,
-            "{}: expected fp32 with {} elements, got {} {}", what, n, dtype_name(t.dtype),
-            t.shape.str());
-}
-
-void check_lowp(const Tensor* t, int64_t n) {
-  if (!t) return;
-  check_on_device(*t, "weights_lowp");
-  MPB_CHECK((t->dtype == DType::F16 || t->dtype == DType::BF16) && t->numel() == n,
-            "weights_lowp: expected fp16/bf16 with {} elements, got {} {}", n, dtype_name(t->dtype),
-            t->shape.str());
-}
-
 // Calls f(TypeTag<TL>{}) for the low-precision copy's type (float stands for "none").
 template <typename F>
 void dispatch_lowp(const Tensor* lowp, F&& f) {
@@ -145,13 +130,6 @@ void adamw_step(DeviceContext& ctx, const AdamWParams& p, Tensor& master, const 
                 Tensor& m, Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
                 const Tensor* found_inf) {
   const int64_t n = master.numel();
-  check_flat(master, n, "adamw master");
-  check_flat(grads, n, "adamw grads");
-  check_flat(m, n, "adamw m");
-  check_flat(v, n, "adamw v");
-  check_lowp(weights_lowp, n);
-  check_scalar(step_count, "adamw step_count");
-  if (found_inf) check_scalar(*found_inf, "adamw found_inf");
   if (n == 0) return;
   const bool vectorized = aligned_to(master.data, 16) && aligned_to(grads.data, 16) &&
                           aligned_to(m.data, 16) && aligned_to(v.data, 16) &&
@@ -170,14 +148,7 @@ void adamw_step(DeviceContext& ctx, const AdamWParams& p, Tensor& master, const 
 void sgd_step(DeviceContext& ctx, const SgdParams& p, Tensor& master, const Tensor& grads,
               Tensor& momentum_buf, Tensor* weights_lowp, const Tensor* found_inf) {
   const int64_t n = master.numel();
-  check_flat(master, n, "sgd master");
-  check_flat(grads, n, "sgd grads");
-  MPB_CHECK(!p.nesterov || p.momentum > 0.0f, "sgd_step: nesterov needs momentum > 0, got {}",
-            p.momentum);
   const bool use_buf = p.momentum != 0.0f;
-  if (use_buf) check_flat(momentum_buf, n, "sgd momentum_buf");
-  check_lowp(weights_lowp, n);
-  if (found_inf) check_scalar(*found_inf, "sgd found_inf");
   if (n == 0) return;
   dispatch_lowp(weights_lowp, [&](auto tag) {
     using TL = typename decltype(tag)::type;
@@ -193,10 +164,6 @@ void sgd_step(DeviceContext& ctx, const SgdParams& p, Tensor& master, const Tens
 void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker,
                        const Tensor& found_inf, double growth_factor, double backoff_factor,
                        int32_t growth_interval) {
-  check_scalar(scale, "update_loss_scale scale");
-  check_scalar(growth_tracker, "update_loss_scale growth_tracker", DType::I32);
-  check_scalar(found_inf, "update_loss_scale found_inf");
-  MPB_CHECK(growth_interval >= 1, "update_loss_scale: growth_interval {} < 1", growth_interval);
   update_loss_scale_kernel<<<1, 1, 0, ctx.stream()>>>(
       scale.ptr<float>(), growth_tracker.ptr<int32_t>(), found_inf.ptr<const float>(),
       growth_factor, backoff_factor, growth_interval);
@@ -204,8 +171,6 @@ void update_loss_scale(DeviceContext& ctx, Tensor& scale, Tensor& growth_tracker
 }
 
 void count_step(DeviceContext& ctx, Tensor& step_count, const Tensor* found_inf) {
-  check_scalar(step_count, "count_step step_count");
-  if (found_inf) check_scalar(*found_inf, "count_step found_inf");
   count_step_kernel<<<1, 1, 0, ctx.stream()>>>(step_count.ptr<float>(),
                                                found_inf ? found_inf->ptr<const float>() : nullptr);
   CUDA_LAUNCH_CHECK();

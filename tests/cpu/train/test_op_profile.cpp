@@ -132,10 +132,10 @@ TEST(OpProfiler, BytesOfTheMemoryBoundOps) {
   Tensor a{f32.data(), Shape{1000}, DType::F32, Device::CPU};
   Tensor b{b16.data(), Shape{1000}, DType::BF16, Device::CPU};
   Tensor c{out.data(), Shape{1000}, DType::F32, Device::CPU};
-  direct.cast(a, b);  // disabled
+  cpu->cast(a, b);  // disabled
   direct.set_enabled(true);
-  direct.cast(a, b);
-  direct.add(b, a, c);
+  cpu->cast(a, b);
+  cpu->add(b, a, c);
   const auto ops = direct.collect();
   ASSERT_EQ(ops.size(), 2u);
   EXPECT_EQ(ops[0].op, "cast");
@@ -178,7 +178,7 @@ TEST(OpProfiler, DisabledRecordsNothing) {
   Dataset data = make_dataset(spec);
   TrainOptions opts;
   opts.layer_observer = &prof;
-  RunResult r = train_and_measure(spec, data, Precision::FP32, prof, opts);
+  RunResult r = train_and_measure(spec, data, Precision::FP32, *cpu, opts);
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   EXPECT_TRUE(prof.collect().empty());
 }
