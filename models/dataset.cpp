@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/family.h"
 #include "models/input_file.h"
 #include "models/rng.h"
 #include "models/synthetic_images.h"
@@ -209,21 +210,15 @@ Dataset make_dataset(const Spec& spec) {
   if (d.type != "synthetic" && d.type != "idx")
     throw_bad_input(
         fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, d.type));
-  if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
-    const int classes = static_cast<int>(mlp->num_classes);
-    if (d.type == "idx") return load_idx(d, mlp->input_dim, classes);
-    return make_synthetic_mlp(mlp->input_dim, classes, d.train_samples, d.eval_samples, d.seed);
-  }
-  if (d.type == "idx") {
-    throw_bad_input(fmt::format(
-        "{}: data.type: \"idx\" files hold flat images for an mlp; model.type \"{}\" takes "
-        "\"synthetic\" data",
-        spec.source_path, spec.family));
-  }
-  if (const auto* r = std::get_if<ResnetSpec>(&spec.model))
-    return make_synthetic_images(*r, d.train_samples, d.eval_samples, d.seed);
-  return make_synthetic_sequences(std::get<TransformerSpec>(spec.model), d.train_samples,
-                                  d.eval_samples, d.seed);
+  return family_of(spec.model).dataset(spec);
+}
+
+void require_synthetic_data(const Spec& spec) {
+  if (spec.data.type == "synthetic") return;
+  throw_bad_input(fmt::format(
+      "{}: data.type: \"{}\" files hold flat images for an mlp; model.type \"{}\" takes "
+      "\"synthetic\" data",
+      spec.source_path, spec.data.type, spec.family));
 }
 
 }  // namespace mpbench

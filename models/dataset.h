@@ -24,8 +24,10 @@ struct Dataset {
   int64_t eval_size() const { return static_cast<int64_t>(eval_y.size()) / labels_per_sample; }
 };
 
-// Dispatches on spec.data.type; the model family gives the sample shape. Errors are BadInput.
+// The spec's data.type for its model family (models/family.h). Errors are BadInput.
 Dataset make_dataset(const Spec& spec);
+// For a family that only takes synthetic data: BadInput naming data.type otherwise.
+void require_synthetic_data(const Spec& spec);
 
 // ---- synthetic classification for MLPs --------------------------------------------------------
 //

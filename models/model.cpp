@@ -2,10 +2,9 @@
 
 #include <algorithm>
 
+#include "models/family.h"
 #include "models/linear.h"
-#include "models/resnet.h"
 #include "models/rng.h"
-#include "models/transformer.h"
 
 namespace mpbench {
 
@@ -64,41 +63,11 @@ LayerPrecision layer_precision(Precision p, const std::vector<std::string>& pinn
 }
 
 ModelIo model_io(const Spec& spec) {
-  ModelIo io;
-  if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
-    io.input_dim = mlp->input_dim;
-    io.num_classes = mlp->num_classes;
-  } else if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
-    io.input_dim = r->image_size * r->image_size * r->in_channels;  // NHWC pixels
-    io.num_classes = r->num_classes;
-  } else {
-    const auto& t = std::get<TransformerSpec>(spec.model);
-    io.input_dtype = DType::I32;
-    io.input_dim = t.seq_len;
-    io.labels_per_sample = t.seq_len;
-    io.num_classes = t.vocab_size;
-  }
-  return io;
+  return family_of(spec.model).io(spec.model);
 }
 
 Model::Model(const Spec& spec, Precision precision) : precision_(precision), io_(model_io(spec)) {
-  if (const auto* r = std::get_if<ResnetSpec>(&spec.model)) {
-    build_resnet(spec, *r, precision, layers_);
-  } else if (const auto* t = std::get_if<TransformerSpec>(&spec.model)) {
-    build_transformer(spec, *t, precision, layers_);
-  } else if (const auto* mlp = std::get_if<MlpSpec>(&spec.model)) {
-    int64_t in = mlp->input_dim;
-    for (size_t i = 0; i < mlp->hidden.size(); ++i) {
-      std::string name = "fc" + std::to_string(i + 1);
-      layers_.push_back(std::make_unique<Linear>(name, in, mlp->hidden[i], mlp->activation,
-                                                 layer_precision(precision, spec.fp32_layers, name),
-                                                 /*fp32_out=*/false));
-      in = mlp->hidden[i];
-    }
-    layers_.push_back(std::make_unique<Linear>("head", in, mlp->num_classes, Activation::None,
-                                               layer_precision(precision, spec.fp32_layers, "head"),
-                                               /*fp32_out=*/true));
-  }
+  family_of(spec.model).build(spec, precision, layers_);
   validate_fp32_layers(spec, layer_names());
 }
 

@@ -6,7 +6,11 @@
 #include <cmath>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "models/family.h"
 #include "models/linear.h"
+#include "models/synthetic_images.h"
 
 namespace mpbench {
 
@@ -452,6 +456,106 @@ void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
   layers.push_back(std::make_unique<Linear>("head", r.out_channels, r.num_classes, Activation::None,
                                             layer_precision(precision, spec.fp32_layers, "head"),
                                             /*fp32_out=*/true));
+}
+
+// ---- the family's entry (models/family.h) ------------------------------------------------------
+
+namespace {
+
+nlohmann::json write_resnet(const ModelSpec& v) {
+  const auto& m = std::get<ResnetSpec>(v);
+  return {{"type", "resnet_bottleneck"},
+          {"image_size", m.image_size},
+          {"in_channels", m.in_channels},
+          {"width", m.width},
+          {"out_channels", m.out_channels},
+          {"blocks", m.blocks},
+          {"stride", m.stride},
+          {"num_classes", m.num_classes}};
+}
+
+ModelSpec read_resnet(const spec_json::ObjectReader& r) {
+  ResnetSpec m;
+  m.image_size = r.integer("image_size", {1, 4096}, std::nullopt);
+  m.in_channels = r.integer("in_channels", {1, 65536}, std::nullopt);
+  m.width = r.integer("width", {1, 65536}, std::nullopt);
+  m.out_channels = r.integer("out_channels", {1, 65536}, std::nullopt);
+  m.blocks = r.integer("blocks", kLayers, std::nullopt);
+  m.stride = r.integer("stride", {1, 2}, ResnetSpec{}.stride);
+  m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
+  // A stride-2 block halves the image; an odd size would leave the shortcut and the main path
+  // with different shapes.
+  if (m.image_size % m.stride != 0) {
+    r.ctx().fail(r.sub("image_size"),
+                 fmt::format("expected a multiple of stride {}, got {}", m.stride, m.image_size));
+  }
+  return m;
+}
+
+// Batchnorm statistics over more than one value per channel (the smallest batchnorm sees
+// batch x (image_size / stride)^2 of them), and synthetic data with at least as many motif
+// arrangements as classes.
+void check_resnet(const spec_json::Ctx& ctx, const Spec& s) {
+  const auto& r = std::get<ResnetSpec>(s.model);
+  const int64_t side = r.image_size / r.stride;
+  if (s.train.batch_size * side * side < 2) {
+    ctx.fail("train.batch_size",
+             fmt::format("expected batch_size x (model.image_size / model.stride)^2 >= 2 "
+                         "(batchnorm needs more than one value per channel), got {} x {}^2",
+                         s.train.batch_size, side));
+  }
+  if (s.data.type == "synthetic" && r.num_classes > synthetic_image_max_classes(r)) {
+    ctx.fail(
+        "model.num_classes",
+        fmt::format("expected at most {} for synthetic {}x{} images (the distinct "
+                    "arrangements of their motif), got {}",
+                    synthetic_image_max_classes(r), r.image_size, r.image_size, r.num_classes));
+  }
+}
+
+Footprint resnet_footprint(const ModelSpec& v) {
+  const auto& r = std::get<ResnetSpec>(v);
+  Footprint f;
+  const double w = r.width, in = r.in_channels, out = r.out_channels;
+  const double hw = static_cast<double>(r.image_size) * r.image_size;
+  f.params = (in * w + 9 * w * w + w * out + in * out) +
+             static_cast<double>(r.blocks - 1) * (out * w + 9 * w * w + w * out) +
+             out * r.num_classes;
+  // Per block: three conv outputs, their BN and ReLU copies, plus the input.
+  f.activations_per_sample = hw * (in + static_cast<double>(r.blocks) * 3 * (2 * w + out));
+  f.inputs_per_sample = hw * in;
+  f.inputs_what = "model.image_size^2 x model.in_channels";
+  return f;
+}
+
+ModelIo resnet_io(const ModelSpec& v) {
+  const auto& r = std::get<ResnetSpec>(v);
+  ModelIo io;
+  io.input_dim = r.image_size * r.image_size * r.in_channels;  // NHWC pixels
+  io.num_classes = r.num_classes;
+  return io;
+}
+
+}  // namespace
+
+Family resnet_family() {
+  return {"resnet_bottleneck",
+          {"image_size", "in_channels", "width", "out_channels", "blocks", "stride", "num_classes"},
+          [](const ModelSpec& m) { return std::holds_alternative<ResnetSpec>(m); },
+          read_resnet,
+          write_resnet,
+          check_resnet,
+          resnet_footprint,
+          resnet_io,
+          [](const Spec& s, Precision p, std::vector<std::unique_ptr<Layer>>& layers) {
+            build_resnet(s, std::get<ResnetSpec>(s.model), p, layers);
+          },
+          [](const Spec& s) {
+            require_synthetic_data(s);
+            const DataSpec& d = s.data;
+            return make_synthetic_images(std::get<ResnetSpec>(s.model), d.train_samples,
+                                         d.eval_samples, d.seed);
+          }};
 }
 
 }  // namespace mpbench

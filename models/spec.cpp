@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/family.h"
 #include "models/input_file.h"
 #include "models/spec_reader.h"
-#include "models/synthetic_images.h"
 
 namespace mpbench {
 
@@ -28,12 +28,10 @@ namespace {
 
 // Sane upper bounds: large enough for any model an H200 could hold, small enough that sizes
 // computed from them cannot overflow int64 and that a typo cannot ask for petabytes.
-constexpr int64_t kMaxDim = int64_t{1} << 20;      // any width, class or vocabulary count
 constexpr int64_t kMaxSamples = int64_t{1} << 26;  // per split
 constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int64_t kMaxEpochs = 10000;
 constexpr int64_t kMaxSteps = int64_t{1} << 30;     // warmup steps, loss-scale growth interval
-constexpr int64_t kMaxLayers = 1024;                // hidden layers, blocks, transformer layers
 constexpr double kMaxParams = 68719476736.0;        // 2^36 parameters: 256 GiB in fp32
 constexpr double kMaxActivations = 274877906944.0;  // 2^38 activation elements per step
 constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of host data
@@ -42,124 +40,6 @@ constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of h
 // echoed spec is read by people, and the decimal reads back to the same float.
 json fnum(float f) {
   return std::stod(fmt::format("{}", f));
-}
-
-// ---- model families -----------------------------------------------------------------------
-
-struct FamilyType {
-  std::string type;
-  std::vector<std::string> keys;  // besides "type"
-  std::function<ModelSpec(const ObjectReader&)> read;
-  std::function<json(const ModelSpec&)> write;
-};
-
-const std::vector<std::string> kActivationNames = {"relu", "gelu", "none"};
-
-Activation parse_activation(const std::string& name) {
-  for (Activation a : {Activation::Relu, Activation::Gelu, Activation::None}) {
-    if (name == activation_name(a)) return a;
-  }
-  MPB_CHECK(false, "unreachable: activation {}", name);
-  return Activation::None;
-}
-
-const IntRange kDim{1, kMaxDim};
-const IntRange kClasses{2, kMaxDim};
-const IntRange kLayers{1, kMaxLayers};
-
-ModelSpec read_mlp(const ObjectReader& r) {
-  MlpSpec m;
-  m.input_dim = r.integer("input_dim", kDim, std::nullopt);
-  const std::string list_text =
-      fmt::format("a list of at most {} positive integers (may be empty)", kMaxLayers);
-  const json* hidden = r.array("hidden", true, list_text);
-  if (hidden->size() > static_cast<size_t>(kMaxLayers)) {
-    r.ctx().fail(r.sub("hidden"),
-                 fmt::format("expected {}, got {} entries", list_text, hidden->size()));
-  }
-  for (size_t i = 0; i < hidden->size(); ++i) {
-    m.hidden.push_back(r.integer_at((*hidden)[i], fmt::format("{}[{}]", r.sub("hidden"), i), kDim));
-  }
-  m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
-  m.activation = parse_activation(r.choice("activation", kActivationNames, "relu"));
-  return m;
-}
-
-json write_mlp(const ModelSpec& v) {
-  const auto& m = std::get<MlpSpec>(v);
-  return {{"type", "mlp"},
-          {"input_dim", m.input_dim},
-          {"hidden", m.hidden},
-          {"num_classes", m.num_classes},
-          {"activation", activation_name(m.activation)}};
-}
-
-ModelSpec read_resnet(const ObjectReader& r) {
-  ResnetSpec m;
-  m.image_size = r.integer("image_size", {1, 4096}, std::nullopt);
-  m.in_channels = r.integer("in_channels", {1, 65536}, std::nullopt);
-  m.width = r.integer("width", {1, 65536}, std::nullopt);
-  m.out_channels = r.integer("out_channels", {1, 65536}, std::nullopt);
-  m.blocks = r.integer("blocks", kLayers, std::nullopt);
-  m.stride = r.integer("stride", {1, 2}, ResnetSpec{}.stride);
-  m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
-  // A stride-2 block halves the image; an odd size would leave the shortcut and the main path
-  // with different shapes.
-  if (m.image_size % m.stride != 0) {
-    r.ctx().fail(r.sub("image_size"),
-                 fmt::format("expected a multiple of stride {}, got {}", m.stride, m.image_size));
-  }
-  return m;
-}
-
-json write_resnet(const ModelSpec& v) {
-  const auto& m = std::get<ResnetSpec>(v);
-  return {{"type", "resnet_bottleneck"},
-          {"image_size", m.image_size},
-          {"in_channels", m.in_channels},
-          {"width", m.width},
-          {"out_channels", m.out_channels},
-          {"blocks", m.blocks},
-          {"stride", m.stride},
-          {"num_classes", m.num_classes}};
-}
-
-ModelSpec read_transformer(const ObjectReader& r) {
-  TransformerSpec m;
-  m.d_model = r.integer("d_model", {1, 65536}, std::nullopt);
-  m.heads = r.integer("heads", {1, 1024}, std::nullopt);
-  m.ffn_dim = r.integer("ffn_dim", {1, 1 << 18}, std::nullopt);
-  m.seq_len = r.integer("seq_len", {1, 1 << 17}, std::nullopt);
-  m.layers = r.integer("layers", kLayers, TransformerSpec{}.layers);
-  m.vocab_size = r.integer("vocab_size", kClasses, std::nullopt);
-  m.causal = r.boolean("causal", TransformerSpec{}.causal);
-  if (m.d_model % m.heads != 0) {
-    r.ctx().fail(r.sub("heads"), fmt::format("expected a divisor of model.d_model ({}), got {}",
-                                             m.d_model, m.heads));
-  }
-  return m;
-}
-
-json write_transformer(const ModelSpec& v) {
-  const auto& m = std::get<TransformerSpec>(v);
-  return {{"type", "transformer"},      {"d_model", m.d_model}, {"heads", m.heads},
-          {"ffn_dim", m.ffn_dim},       {"seq_len", m.seq_len}, {"layers", m.layers},
-          {"vocab_size", m.vocab_size}, {"causal", m.causal}};
-}
-
-const std::vector<FamilyType>& family_types() {
-  static const std::vector<FamilyType> types = {
-      {"mlp", {"input_dim", "hidden", "num_classes", "activation"}, read_mlp, write_mlp},
-      {"resnet_bottleneck",
-       {"image_size", "in_channels", "width", "out_channels", "blocks", "stride", "num_classes"},
-       read_resnet,
-       write_resnet},
-      {"transformer",
-       {"d_model", "heads", "ffn_dim", "seq_len", "layers", "vocab_size", "causal"},
-       read_transformer,
-       write_transformer},
-  };
-  return types;
 }
 
 // Finds the type table entry for an object's "type" key, read before the object's other keys.
@@ -361,43 +241,8 @@ std::vector<std::string> read_string_list(const ObjectReader& r, const std::stri
   return out;
 }
 
-// Rough per-model sizes, in doubles so that absurd specs cannot overflow before being rejected.
-struct Footprint {
-  double params = 0, activations_per_sample = 0;
-};
-
-Footprint footprint(const ModelSpec& m) {
-  Footprint f;
-  if (const auto* mlp = std::get_if<MlpSpec>(&m)) {
-    double prev = static_cast<double>(mlp->input_dim);
-    f.activations_per_sample = prev;
-    std::vector<int64_t> widths = mlp->hidden;
-    widths.push_back(mlp->num_classes);
-    for (int64_t w : widths) {
-      f.params += prev * static_cast<double>(w) + static_cast<double>(w);
-      f.activations_per_sample += 2.0 * static_cast<double>(w);  // pre- and post-activation
-      prev = static_cast<double>(w);
-    }
-  } else if (const auto* r = std::get_if<ResnetSpec>(&m)) {
-    const double w = r->width, in = r->in_channels, out = r->out_channels;
-    const double hw = static_cast<double>(r->image_size) * r->image_size;
-    f.params = (in * w + 9 * w * w + w * out + in * out) +
-               static_cast<double>(r->blocks - 1) * (out * w + 9 * w * w + w * out) +
-               out * r->num_classes;
-    // Per block: three conv outputs, their BN and ReLU copies, plus the input.
-    f.activations_per_sample = hw * (in + static_cast<double>(r->blocks) * 3 * (2 * w + out));
-  } else if (const auto* t = std::get_if<TransformerSpec>(&m)) {
-    const double d = t->d_model, s = t->seq_len, ffn = t->ffn_dim;
-    f.params = static_cast<double>(t->vocab_size) * d * 2 + s * d +
-               static_cast<double>(t->layers) * (4 * d * d + 2 * d * ffn);
-    f.activations_per_sample =
-        static_cast<double>(t->layers) * s * (12 * d + 2 * ffn + 2 * t->heads * s);
-  }
-  return f;
-}
-
 void check_sizes(const Ctx& ctx, const Spec& s) {
-  const Footprint f = footprint(s.model);
+  const Footprint f = family_of(s.model).footprint(s.model);
   if (f.params > kMaxParams) {
     ctx.fail("model",
              fmt::format("expected at most {:.0f} parameters, got {:.3g}", kMaxParams, f.params));
@@ -411,44 +256,12 @@ void check_sizes(const Ctx& ctx, const Spec& s) {
   }
   // The dataset is held in host memory (and on the device) whole: inputs per sample are features,
   // pixels or tokens (a token is 4 bytes, like a float).
-  double per_sample = 0;
-  const char* what = "";
-  if (const auto* mlp = std::get_if<MlpSpec>(&s.model)) {
-    per_sample = static_cast<double>(mlp->input_dim);
-    what = "model.input_dim";
-  } else if (const auto* r = std::get_if<ResnetSpec>(&s.model)) {
-    per_sample = static_cast<double>(r->image_size) * r->image_size * r->in_channels;
-    what = "model.image_size^2 x model.in_channels";
-  } else if (const auto* t = std::get_if<TransformerSpec>(&s.model)) {
-    per_sample = 2.0 * static_cast<double>(t->seq_len);  // tokens and a label per position
-    what = "2 x model.seq_len";
-  }
   const double floats =
-      static_cast<double>(s.data.train_samples + s.data.eval_samples) * per_sample;
+      static_cast<double>(s.data.train_samples + s.data.eval_samples) * f.inputs_per_sample;
   if (floats > kMaxDataFloats) {
     ctx.fail("data", fmt::format("expected at most {:.0f} input values in memory, got {:.3g} "
                                  "((train_samples + eval_samples) x {})",
-                                 kMaxDataFloats, floats, what));
-  }
-}
-
-// What a resnet spec needs beyond its own fields' ranges: batchnorm statistics over more than
-// one value per channel (the smallest batchnorm sees batch x (image_size / stride)^2 of them),
-// and synthetic data with at least as many motif arrangements as classes.
-void check_resnet_training(const Ctx& ctx, const Spec& s, const ResnetSpec& r) {
-  const int64_t side = r.image_size / r.stride;
-  if (s.train.batch_size * side * side < 2) {
-    ctx.fail("train.batch_size",
-             fmt::format("expected batch_size x (model.image_size / model.stride)^2 >= 2 "
-                         "(batchnorm needs more than one value per channel), got {} x {}^2",
-                         s.train.batch_size, side));
-  }
-  if (s.data.type == "synthetic" && r.num_classes > synthetic_image_max_classes(r)) {
-    ctx.fail(
-        "model.num_classes",
-        fmt::format("expected at most {} for synthetic {}x{} images (the distinct "
-                    "arrangements of their motif), got {}",
-                    synthetic_image_max_classes(r), r.image_size, r.image_size, r.num_classes));
+                                 kMaxDataFloats, floats, f.inputs_what));
   }
 }
 
@@ -475,7 +288,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
 
   const json* model = top.find("model", true, "a model object with a \"type\"");
-  const FamilyType& family = lookup_type(ctx, *model, "model", family_types(), std::nullopt);
+  const Family& family = lookup_type(ctx, *model, "model", families(), std::nullopt);
   s.family = family.type;
   s.model = family.read(ObjectReader(ctx, *model, "model", with_type(family)));
 
@@ -518,11 +331,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   }
 
   s.fp32_layers = read_string_list(top, "fp32_layers", false, "a list of distinct layer names");
-  if (const auto* mlp = std::get_if<MlpSpec>(&s.model)) {
-    validate_fp32_layers(s, mlp_layer_names(*mlp));
-  }
-
-  if (const auto* res = std::get_if<ResnetSpec>(&s.model)) check_resnet_training(ctx, s, *res);
+  if (family.check) family.check(ctx, s);
   check_sizes(ctx, s);
   return s;
 }
@@ -545,9 +354,7 @@ std::vector<std::string> spec_inputs(const Spec& s) {
 json to_json(const Spec& s) {
   json j;
   j["name"] = s.name;
-  for (const auto& f : family_types()) {
-    if (f.type == s.family) j["model"] = f.write(s.model);
-  }
+  j["model"] = family_of(s.model).write(s.model);
   j["data"] = write_data(s.data);
   j["train"] = {{"batch_size", s.train.batch_size},
                 {"epochs", s.train.epochs},
@@ -563,13 +370,6 @@ json to_json(const Spec& s) {
                      {"amp_bf16", s.loss_scale.enabled_bf16}};
   j["fp32_layers"] = s.fp32_layers;
   return j;
-}
-
-std::vector<std::string> mlp_layer_names(const MlpSpec& mlp) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < mlp.hidden.size(); ++i) names.push_back(fmt::format("fc{}", i + 1));
-  names.push_back("head");
-  return names;
 }
 
 void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names) {

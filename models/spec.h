@@ -21,7 +21,7 @@
 namespace mpbench {
 
 // "type": "mlp". Layers are named "fc1", "fc2", ... for the hidden layers and "head" for the
-// output layer (see mlp_layer_names). `hidden` may be empty: that is a valid linear model
+// output layer (models/mlp.h). `hidden` may be empty: that is a valid linear model
 // (softmax regression), useful as a baseline.
 struct MlpSpec {
   int64_t input_dim = 0;
@@ -124,8 +124,6 @@ Spec parse_spec(const std::string& text, const std::string& path);
 // The resolved spec with every default written out; parse_spec(to_json(s).dump(), p) == s.
 nlohmann::json to_json(const Spec& spec);
 
-// "fc1", ..., "fcN", "head": the names fp32_layers refers to for an MLP.
-std::vector<std::string> mlp_layer_names(const MlpSpec& mlp);
 // For model builders: every fp32_layers entry must be one of `layer_names`, else BadInput
 // `<file>: fp32_layers[i]: unknown layer "x" (expected one of: ...)`. parse_spec already does
 // this for MLPs.

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "models/family.h"
 #include "models/linear.h"
+#include "models/synthetic_sequences.h"
 
 namespace mpbench {
 namespace {
@@ -402,6 +406,78 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
   const DType norm_out = prec("final_norm").compute == DType::F32 ? DType::F32 : head.compute;
   layers.push_back(std::make_unique<FinalNorm>(t, norm_out));
   layers.push_back(std::make_unique<Head>(t, head));
+}
+
+// ---- the family's entry (models/family.h) ------------------------------------------------------
+
+namespace {
+
+ModelSpec read_transformer(const spec_json::ObjectReader& r) {
+  TransformerSpec m;
+  m.d_model = r.integer("d_model", {1, 65536}, std::nullopt);
+  m.heads = r.integer("heads", {1, 1024}, std::nullopt);
+  m.ffn_dim = r.integer("ffn_dim", {1, 1 << 18}, std::nullopt);
+  m.seq_len = r.integer("seq_len", {1, 1 << 17}, std::nullopt);
+  m.layers = r.integer("layers", kLayers, TransformerSpec{}.layers);
+  m.vocab_size = r.integer("vocab_size", kClasses, std::nullopt);
+  m.causal = r.boolean("causal", TransformerSpec{}.causal);
+  if (m.d_model % m.heads != 0) {
+    r.ctx().fail(r.sub("heads"), fmt::format("expected a divisor of model.d_model ({}), got {}",
+                                             m.d_model, m.heads));
+  }
+  return m;
+}
+
+nlohmann::json write_transformer(const ModelSpec& v) {
+  const auto& m = std::get<TransformerSpec>(v);
+  return {{"type", "transformer"},      {"d_model", m.d_model}, {"heads", m.heads},
+          {"ffn_dim", m.ffn_dim},       {"seq_len", m.seq_len}, {"layers", m.layers},
+          {"vocab_size", m.vocab_size}, {"causal", m.causal}};
+}
+
+Footprint transformer_footprint(const ModelSpec& v) {
+  const auto& t = std::get<TransformerSpec>(v);
+  Footprint f;
+  const double d = t.d_model, s = t.seq_len, ffn = t.ffn_dim;
+  f.params = static_cast<double>(t.vocab_size) * d * 2 + s * d +
+             static_cast<double>(t.layers) * (4 * d * d + 2 * d * ffn);
+  f.activations_per_sample =
+      static_cast<double>(t.layers) * s * (12 * d + 2 * ffn + 2 * t.heads * s);
+  f.inputs_per_sample = 2.0 * s;  // tokens and a label per position
+  f.inputs_what = "2 x model.seq_len";
+  return f;
+}
+
+ModelIo transformer_io(const ModelSpec& v) {
+  const auto& t = std::get<TransformerSpec>(v);
+  ModelIo io;
+  io.input_dtype = DType::I32;
+  io.input_dim = t.seq_len;
+  io.labels_per_sample = t.seq_len;
+  io.num_classes = t.vocab_size;
+  return io;
+}
+
+}  // namespace
+
+Family transformer_family() {
+  return {"transformer",
+          {"d_model", "heads", "ffn_dim", "seq_len", "layers", "vocab_size", "causal"},
+          [](const ModelSpec& m) { return std::holds_alternative<TransformerSpec>(m); },
+          read_transformer,
+          write_transformer,
+          nullptr,
+          transformer_footprint,
+          transformer_io,
+          [](const Spec& s, Precision p, std::vector<std::unique_ptr<Layer>>& layers) {
+            build_transformer(s, std::get<TransformerSpec>(s.model), p, layers);
+          },
+          [](const Spec& s) {
+            require_synthetic_data(s);
+            const DataSpec& d = s.data;
+            return make_synthetic_sequences(std::get<TransformerSpec>(s.model), d.train_samples,
+                                            d.eval_samples, d.seed);
+          }};
 }
 
 }  // namespace mpbench
