@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "app/compare.h"
 #include "app/output_file.h"
+#include "app/result_files.h"
 #include "kernels/error.h"
 
 namespace mpbench {
@@ -43,8 +44,8 @@ int cmd_compare(const CompareArgs& args) {
   check_outputs({{"--md", args.md_path}, {"--json", args.json_path}},
                 {args.baseline, args.current});
 
-  const Report baseline = read_report_file(args.baseline);
-  const Report current = read_report_file(args.current);
+  const Report baseline = read_result_file(args.baseline);
+  const Report current = read_result_file(args.current);
   const Comparison c = compare_reports(baseline, current, o);
 
   std::cout << format_compare_console(c) << std::flush;

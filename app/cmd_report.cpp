@@ -2,12 +2,14 @@
 // tables as Markdown) out. Every input is read and checked, and every output path checked, before
 // anything is written, so a bad file never leaves half a report behind.
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "app/commands.h"
 #include "app/html_report.h"
 #include "app/output_file.h"
 #include "app/report_writers.h"
+#include "app/result_files.h"
 #include "kernels/error.h"
 
 namespace mpbench {
@@ -19,7 +21,14 @@ int cmd_report(const ReportArgs& args) {
 
   std::vector<ReportInput> inputs;
   std::vector<ProfileInput> profiles;
-  for (const std::string& path : args.inputs) load_report_input(path, inputs, profiles);
+  for (const std::string& path : args.inputs) {
+    auto file = read_result_or_profile_file(path);
+    if (auto* report = std::get_if<Report>(&file)) {
+      inputs.push_back({path, std::move(*report)});
+    } else {
+      profiles.push_back(std::move(std::get<ProfileInput>(file)));
+    }
+  }
   if (inputs.empty())
     throw_bad_input("report: give at least one result JSON file (profiles go beside its runs)");
 

@@ -299,17 +299,6 @@ Comparison compare_reports(const Report& baseline, const Report& current,
   return out;
 }
 
-Report read_report_file(const std::string& path) {
-  const nlohmann::json j = read_json_file(path, "result file");
-  try {
-    return report_from_json(j);
-  } catch (const Error& e) {
-    throw_bad_input(fmt::format("{}: {}", path, e.what()));
-  } catch (const nlohmann::json::exception& e) {
-    throw_bad_input(fmt::format("{}: not an mpbench result file: {}", path, e.what()));
-  }
-}
-
 std::string format_compare_console(const Comparison& c) {
   TextTable table;
   table.head = headers();

@@ -90,10 +90,6 @@ struct Comparison {
 Comparison compare_reports(const Report& baseline, const Report& current,
                            const CompareOptions& options);
 
-// Reads a result file; any problem (missing, not JSON, wrong schema) is Error(BadInput) with the
-// path in front.
-Report read_report_file(const std::string& path);
-
 std::string format_compare_console(const Comparison& c);
 std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,
                                     const std::string& current_name);

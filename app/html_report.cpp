@@ -654,58 +654,6 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
   return out;
 }
 
-namespace {
-
-ProfileInput profile_from_json(const json& j) {
-  using namespace json_check;
-  ProfileInput in;
-  in.model = string(object_at(j, "spec", ""), "name", "spec", true);
-  const json& profiles = *array_at(j, "profiles", "", true);
-  for (size_t i = 0; i < profiles.size(); ++i) {
-    const std::string path = fmt::format("profiles[{}]", i);
-    const json& p = profiles[i];
-    if (!p.is_object()) bad(path, "an object");
-    ProfileInput::Mode m;
-    m.precision = string(p, "precision", path, true);
-    m.status = string(p, "status", path, true);
-    m.step_ms = number(p, "step_time_ms", path, kTime, true);
-    const json& ops = *array_at(p, "ops", path, true);
-    for (size_t k = 0; k < ops.size(); ++k) {
-      const std::string op_path = fmt::format("{}.ops[{}]", path, k);
-      const json& o = ops[k];
-      if (!o.is_object()) bad(op_path, "an object");
-      const std::string op = string(o, "op", op_path, true);
-      const double ms = number(o, "ms_per_step", op_path, kTime, true);
-      auto it = std::find_if(m.ms_by_op.begin(), m.ms_by_op.end(),
-                             [&](const auto& e) { return e.first == op; });
-      if (it == m.ms_by_op.end()) it = m.ms_by_op.insert(m.ms_by_op.end(), {op, 0.0});
-      it->second += ms;
-    }
-    in.modes.push_back(std::move(m));
-  }
-  return in;
-}
-
-}  // namespace
-
-void load_report_input(const std::string& path, std::vector<ReportInput>& reports,
-                       std::vector<ProfileInput>& profiles) {
-  const json j = read_json_file(path, "result file");
-  // Every message names the file; json_check's name the JSON path in it.
-  try {
-    if (j.is_object() && j.contains("profiles")) {
-      profiles.push_back(profile_from_json(j));
-      profiles.back().path = path;
-    } else {
-      reports.push_back({path, report_from_json(j)});
-    }
-  } catch (const Error& e) {
-    throw_bad_input(fmt::format("{}: {}", path, e.what()));
-  } catch (const json::exception& e) {
-    throw_bad_input(fmt::format("{}: not an mpbench result or profile file: {}", path, e.what()));
-  }
-}
-
 std::string format_html(const std::vector<ReportInput>& inputs,
                         const std::vector<ProfileInput>& profiles) {
   const std::vector<ModelSection> sections = build_sections(inputs);

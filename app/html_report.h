@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/result_files.h"
 #include "train/results.h"
 
 namespace mpbench {
@@ -14,18 +15,6 @@ namespace mpbench {
 struct ReportInput {
   std::string path;  // shown in the page and used to tell apart runs that would share a label
   Report report;
-};
-
-// What `mpbench profile --json` wrote: per mode, the time per training step summed per op.
-struct ProfileInput {
-  std::string path;
-  std::string model;  // the spec's name
-  struct Mode {
-    std::string precision, status;
-    double step_ms = 0;                                    // median step time of the profiled run
-    std::vector<std::pair<std::string, double>> ms_by_op;  // op -> ms per step, first-seen order
-  };
-  std::vector<Mode> modes;
 };
 
 // The whole page. Every text taken from the inputs is HTML-escaped; no coordinate is ever NaN.
@@ -39,11 +28,5 @@ std::string format_html(const std::vector<ReportInput>& inputs,
 // are left out of a bucket; a bucket with none becomes a NaN y, which the charts draw as a gap.
 std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys, size_t max_points,
                                                   bool use_min = false);
-
-// Reads one input of `mpbench report`, once: a file written by `mpbench profile --json` (it has
-// "profiles") into `profiles`, anything else as a result file (schema_version 1) into `reports`.
-// Throws Error(BadInput) naming the file when it is neither.
-void load_report_input(const std::string& path, std::vector<ReportInput>& reports,
-                       std::vector<ProfileInput>& profiles);
 
 }  // namespace mpbench

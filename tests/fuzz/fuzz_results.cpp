@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "app/console_table.h"
 #include "app/html_report.h"
 #include "app/report_writers.h"
+#include "app/result_files.h"
 #include "kernels/error.h"
 #include "train/results.h"
 
@@ -91,12 +93,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::ofstream out(file.path, std::ios::binary | std::ios::trunc);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
   }
-  expect_bad_input([&] { (void)read_report_file(file.path); });
+  expect_bad_input([&] { (void)read_result_file(file.path); });
   expect_bad_input([&] {
     std::vector<ReportInput> reports;
     std::vector<ProfileInput> profiles;
-    load_report_input(file.path, reports, profiles);
-    for (const ProfileInput& p : profiles) reports.push_back(runs_for(p));
+    auto read = read_result_or_profile_file(file.path);
+    if (auto* report = std::get_if<Report>(&read)) {
+      reports.push_back({file.path, std::move(*report)});
+    } else {
+      profiles.push_back(std::move(std::get<ProfileInput>(read)));
+      reports.push_back(runs_for(profiles.back()));
+    }
     (void)format_html(reports, profiles);
   });
   return 0;

@@ -456,6 +456,9 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
        "neg.json: runs[0].epochs[1].time_ms: expected a number >= 0"},
       {"output onto an input", good + " " + good + " --json " + good, "is the input"},
       {"empty output path", good + " " + good + " --md ''", "--md"},
+      {"a profile file",
+       good + " " + write("prof.json", R"({"spec": {"name": "m"}, "profiles": []})"),
+       "prof.json: a profile file (mpbench profile --json), not a result file"},
   };
   for (const Case& c : cases) {
     const Result r = run("compare " + c.args);
