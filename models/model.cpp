@@ -24,7 +24,9 @@ void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_d
   grads_ = alloc.alloc(Shape{total_}, DType::F32, MemCategory::Gradients);
   std::vector<float> host(total_);
   uint64_t state = seed;
-  Rng normal_rng(seed, /*stream=*/7);  // a separate stream, so MLP inits stay as they were
+  // Normal draws have a stream of their own: a parameter's values then do not depend on how many
+  // parameters of the other kind of init come before it.
+  Rng normal_rng(seed, /*stream=*/7);
   for (const Param& p : params_) {
     for (int64_t i = 0; i < p.shape.numel(); ++i) {
       double v = p.init.value;

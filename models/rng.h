@@ -20,17 +20,17 @@ class Rng {
  public:
   Rng(uint64_t seed, uint64_t stream) {
     uint64_t sm = seed ^ (0x6a09e667f3bcc909ull * (stream + 1));
-    for (uint64_t& w : s_) w = splitmix64(sm);
+    for (uint64_t& w : state_) w = splitmix64(sm);
   }
   uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
+    const uint64_t result = rotl(state_[1] * 5, 7) * 9;
+    const uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = rotl(state_[3], 45);
     return result;
   }
   // Uniform in [0, n) without modulo bias worth mentioning (Lemire's multiply-high).
@@ -71,7 +71,7 @@ class Rng {
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
+  uint64_t state_[4];
   double spare_ = 0;
   bool has_spare_ = false;
 };

@@ -38,7 +38,7 @@ constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of h
 
 // Floats are written as their shortest decimal form (0.001, not 0.0010000000474974513): the
 // echoed spec is read by people, and the decimal reads back to the same float.
-json fnum(float f) {
+json shortest_float(float f) {
   return std::stod(fmt::format("{}", f));
 }
 
@@ -125,16 +125,16 @@ OptimizerSpec read_optimizer(const Ctx& ctx, const json& obj, const std::string&
 }
 
 json write_optimizer(const OptimizerSpec& o) {
-  json j = {{"type", o.type}, {"lr", fnum(o.lr)}, {"weight_decay", fnum(o.weight_decay)}};
+  json j = {{"type", o.type}, {"lr", shortest_float(o.lr)}, {"weight_decay", shortest_float(o.weight_decay)}};
   for (const auto& t : optimizer_types()) {
     if (t.type != o.type) continue;
     if (uses(t, "beta1")) {
-      j["beta1"] = fnum(o.beta1);
-      j["beta2"] = fnum(o.beta2);
-      j["eps"] = fnum(o.eps);
+      j["beta1"] = shortest_float(o.beta1);
+      j["beta2"] = shortest_float(o.beta2);
+      j["eps"] = shortest_float(o.eps);
     }
     if (uses(t, "momentum")) {
-      j["momentum"] = fnum(o.momentum);
+      j["momentum"] = shortest_float(o.momentum);
       j["nesterov"] = o.nesterov;
     }
   }

@@ -67,9 +67,9 @@ void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, do
           const int64_t left = cx * extent + rng.below(static_cast<uint32_t>(ex - m + 1));
           for (int64_t u = 0; u < m; ++u) {
             for (int64_t v = 0; v < m; ++v) {
-              float* px = img + ((top + u) * s + left + v) * c;
+              float* pixel = img + ((top + u) * s + left + v) * c;
               const float* mp = motif + (u * m + v) * c;
-              for (int64_t ch = 0; ch < c; ++ch) px[ch] += amp * mp[ch];
+              for (int64_t ch = 0; ch < c; ++ch) pixel[ch] += amp * mp[ch];
             }
           }
         }

@@ -20,7 +20,7 @@ Tensor head_of(const Tensor& buf, Shape s) {
   return buf.slice(0, s);
 }
 
-int64_t dsize(DType dt) {
+int64_t bytes_per_element(DType dt) {
   return static_cast<int64_t>(dtype_size(dt));
 }
 
@@ -63,7 +63,7 @@ class Embedding : public Layer {
     li.params = (t_.vocab_size + t_.seq_len) * t_.d_model;
     li.compute_dtype = DType::F32;
     li.storage_dtype = DType::F32;
-    li.activation_bytes = t_.seq_len * dsize(DType::I32);  // the token ids
+    li.activation_bytes = t_.seq_len * bytes_per_element(DType::I32);  // the token ids
     return li;
   }
   DType output_dtype(DType) const override { return DType::F32; }
@@ -147,7 +147,7 @@ class EncoderLayer : public Layer {
     qkv_out_ = qkv_.forward(be, ps, ln1);  // (tokens, 3D) = (B, S, 3, H, Dh)
     Tensor qkv_heads = head_of(qkv_heads_, Shape{3, rows_, h, s, dh_});
     be.permute(qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_}), qkv_heads, {2, 0, 3, 1, 4});
-    Tensor q = head(qkv_heads_, 0), k = head(qkv_heads_, 1), v = head(qkv_heads_, 2);
+    Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
     Tensor scores = head_of(scores_, Shape{bh, s, s});
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     GemmDesc qk;
@@ -201,8 +201,8 @@ class EncoderLayer : public Layer {
     Tensor dout = head_of(ctx_heads_, Shape{rows_, h, s, dh_});       // forward's ctx is not needed
     be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
     dout = dout.reshaped(Shape{bh, s, dh_});
-    Tensor q = head(qkv_heads_, 0), k = head(qkv_heads_, 1), v = head(qkv_heads_, 2);
-    Tensor dq = head(dqkv_heads_, 0), dk = head(dqkv_heads_, 1), dv = head(dqkv_heads_, 2);
+    Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
+    Tensor dq = qkv_part(dqkv_heads_, 0), dk = qkv_part(dqkv_heads_, 1), dv = qkv_part(dqkv_heads_, 2);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     Tensor dp = head_of(scores_, Shape{bh, s, s});  // the scores are not needed either
     GemmDesc g_dv;                                  // dv = P^T dO
@@ -236,7 +236,7 @@ class EncoderLayer : public Layer {
 
   LayerInfo info(DType) const override {
     const int64_t d = t_.d_model, s = t_.seq_len, f = t_.ffn_dim;
-    const int64_t cs = dsize(prec_.compute), f32 = dsize(DType::F32);
+    const int64_t cs = bytes_per_element(prec_.compute), f32 = bytes_per_element(DType::F32);
     LayerInfo li;
     li.name = name_;
     li.kind = t_.causal ? "decoder" : "encoder";  // causal self-attention is a GPT decoder block
@@ -259,7 +259,7 @@ class EncoderLayer : public Layer {
  private:
   float alpha() const { return 1.0f / std::sqrt(static_cast<float>(dh_)); }
   // q, k or v (which = 0, 1, 2) of the last forward: (B*H, S, Dh) of the (3, B, H, S, Dh) buffer.
-  Tensor head(const Tensor& buf, int which) const {
+  Tensor qkv_part(const Tensor& buf, int which) const {
     const int64_t n = rows_ * t_.heads * t_.seq_len * dh_;
     return buf.slice(which * n, Shape{rows_ * t_.heads, t_.seq_len, dh_});
   }
@@ -329,7 +329,7 @@ class FinalNorm : public Layer {
     li.params = 2 * t_.d_model;
     li.compute_dtype = DType::F32;  // statistics
     li.storage_dtype = out_dtype_;
-    li.activation_bytes = t_.seq_len * (t_.d_model + 2) * dsize(DType::F32);  // x, mean, rstd
+    li.activation_bytes = t_.seq_len * (t_.d_model + 2) * bytes_per_element(DType::F32);  // x, mean, rstd
     return li;
   }
   DType output_dtype(DType) const override { return out_dtype_; }
@@ -402,10 +402,11 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
     layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name)));
   }
   // The final norm writes what the head's GEMM reads; pinning either of them keeps it fp32.
-  const LayerPrecision head = prec("head");
-  const DType norm_out = prec("final_norm").compute == DType::F32 ? DType::F32 : head.compute;
+  const LayerPrecision head_prec = prec("head");
+  const DType norm_out =
+      prec("final_norm").compute == DType::F32 ? DType::F32 : head_prec.compute;
   layers.push_back(std::make_unique<FinalNorm>(t, norm_out));
-  layers.push_back(std::make_unique<Head>(t, head));
+  layers.push_back(std::make_unique<Head>(t, head_prec));
 }
 
 // ---- the family's entry (models/family.h) ------------------------------------------------------

@@ -75,7 +75,7 @@ class Run {
   void read_back_series(RunResult& r);
   void derive_metrics(const StepPlan& plan, RunResult& r);
 
-  void step_core(MemoryReport* mem = nullptr);
+  void step_on_staged_batch(MemoryReport* mem = nullptr);
   void train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r);
   void evaluate(EpochResult& e);
   void report() {
@@ -93,7 +93,7 @@ class Run {
   TrackingAllocator alloc_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
-  RunState s_;
+  RunState dev_;  // the run's device buffers and scalars
   bool scaling_ = false;
   bool graph_ready_ = false;
   int64_t batch_ = 0;
@@ -116,12 +116,12 @@ void Run::build(RunResult& r) {
   }
   opt_ = Optimizer::make(spec_.train.optimizer, model_->params(), alloc_, be_);
 
-  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
+  const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
   const ModelIo& io = model_->io();
   MPB_CHECK(io.input_dtype == data_.input_dtype && io.input_dim == dim &&
-                io.labels_per_sample == lps && io.num_classes == data_.num_classes,
+                io.labels_per_sample == labels_per_sample && io.num_classes == data_.num_classes,
             "dataset ({} x {} {}, {} labels per sample, {} classes) does not fit the model", dim,
-            data_.train_size(), dtype_name(data_.input_dtype), lps, data_.num_classes);
+            data_.train_size(), dtype_name(data_.input_dtype), labels_per_sample, data_.num_classes);
   auto upload = [&](const auto& host, Shape shape, DType dt) {
     Tensor t = alloc_.alloc(shape, dt, MemCategory::Data);
     be_.upload(host.data(), t);
@@ -129,105 +129,105 @@ void Run::build(RunResult& r) {
   };
   const bool tokens = data_.input_dtype == DType::I32;
   const DType xdt = data_.input_dtype;
-  s_.train_x = tokens ? upload(data_.train_tokens, Shape{data_.train_size(), dim}, xdt)
+  dev_.train_x = tokens ? upload(data_.train_tokens, Shape{data_.train_size(), dim}, xdt)
                       : upload(data_.train_x, Shape{data_.train_size(), dim}, xdt);
-  s_.eval_x = tokens ? upload(data_.eval_tokens, Shape{data_.eval_size(), dim}, xdt)
+  dev_.eval_x = tokens ? upload(data_.eval_tokens, Shape{data_.eval_size(), dim}, xdt)
                      : upload(data_.eval_x, Shape{data_.eval_size(), dim}, xdt);
-  s_.train_y = upload(data_.train_y, Shape{data_.train_size() * lps}, DType::I32);
-  s_.eval_y = upload(data_.eval_y, Shape{data_.eval_size() * lps}, DType::I32);
-  s_.x_stage = alloc_.alloc(Shape{batch_, dim}, xdt, MemCategory::Data);
-  s_.y_stage = alloc_.alloc(Shape{batch_ * lps}, DType::I32, MemCategory::Data);
+  dev_.train_y = upload(data_.train_y, Shape{data_.train_size() * labels_per_sample}, DType::I32);
+  dev_.eval_y = upload(data_.eval_y, Shape{data_.eval_size() * labels_per_sample}, DType::I32);
+  dev_.x_stage = alloc_.alloc(Shape{batch_, dim}, xdt, MemCategory::Data);
+  dev_.y_stage = alloc_.alloc(Shape{batch_ * labels_per_sample}, DType::I32, MemCategory::Data);
 
   const auto& ls = spec_.loss_scale;
   scaling_ = loss_scaling_enabled(ls, precision_);
   r.loss_scaling = scaling_;
-  s_.scale = scalar(alloc_, be_, scaling_ ? static_cast<float>(ls.init) : 1.0f);
-  s_.scale_used = scalar(alloc_, be_, 1.0f);
-  s_.tracker = alloc_.alloc(Shape{1}, DType::I32, MemCategory::Data);
-  be_.fill(s_.tracker, 0.0f);
-  s_.found_inf = scalar(alloc_, be_, 0.0f);
-  s_.grad_norm = scalar(alloc_, be_, 0.0f);
-  s_.step_count = scalar(alloc_, be_, 0.0f);
-  s_.loss_step = scalar(alloc_, be_, 0.0f);
-  s_.correct_step = scalar(alloc_, be_, 0.0f);
-  s_.eval_loss = scalar(alloc_, be_, 0.0f);
-  s_.eval_correct = scalar(alloc_, be_, 0.0f);
-  s_.eval_loss_tail = scalar(alloc_, be_, 0.0f);
+  dev_.scale = scalar(alloc_, be_, scaling_ ? static_cast<float>(ls.init) : 1.0f);
+  dev_.scale_used = scalar(alloc_, be_, 1.0f);
+  dev_.tracker = alloc_.alloc(Shape{1}, DType::I32, MemCategory::Data);
+  be_.fill(dev_.tracker, 0.0f);
+  dev_.found_inf = scalar(alloc_, be_, 0.0f);
+  dev_.grad_norm = scalar(alloc_, be_, 0.0f);
+  dev_.step_count = scalar(alloc_, be_, 0.0f);
+  dev_.loss_step = scalar(alloc_, be_, 0.0f);
+  dev_.correct_step = scalar(alloc_, be_, 0.0f);
+  dev_.eval_loss = scalar(alloc_, be_, 0.0f);
+  dev_.eval_correct = scalar(alloc_, be_, 0.0f);
+  dev_.eval_loss_tail = scalar(alloc_, be_, 0.0f);
   const int64_t total = static_cast<int64_t>(r.steps.size());
-  for (Tensor* t : {&s_.series_loss, &s_.series_norm, &s_.series_scale, &s_.series_skip})
+  for (Tensor* t : {&dev_.series_loss, &dev_.series_norm, &dev_.series_scale, &dev_.series_skip})
     *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1)}, DType::F32, MemCategory::Data);
 }
 
 // One training step on the staged batch. Reads and writes only fixed buffers, so it can be
 // captured once into a CUDA graph and replayed. With `mem`, device memory is sampled at the phase
 // boundaries (after forward, backward, and the optimizer step), which synchronizes.
-void Run::step_core(MemoryReport* mem) {
-  be_.copy(s_.scale, s_.scale_used);
-  be_.fill(s_.loss_step, 0.0f);
-  be_.fill(s_.correct_step, 0.0f);
-  Tensor logits = model_->forward(be_, s_.x_stage);
-  be_.softmax_xent(logits, s_.y_stage, &model_->dlogits_buffer(), scaling_ ? &s_.scale : nullptr,
-                   s_.loss_step, s_.correct_step);
+void Run::step_on_staged_batch(MemoryReport* mem) {
+  be_.copy(dev_.scale, dev_.scale_used);
+  be_.fill(dev_.loss_step, 0.0f);
+  be_.fill(dev_.correct_step, 0.0f);
+  Tensor logits = model_->forward(be_, dev_.x_stage);
+  be_.softmax_xent(logits, dev_.y_stage, &model_->dlogits_buffer(), scaling_ ? &dev_.scale : nullptr,
+                   dev_.loss_step, dev_.correct_step);
   if (mem) sample_device_memory(be_, *mem);
   model_->backward(be_, model_->dlogits_buffer());
   if (mem) sample_device_memory(be_, *mem);
-  be_.unscale_check_norm(model_->params().grads_flat(), scaling_ ? &s_.scale : nullptr,
-                         s_.found_inf, s_.grad_norm);
-  const Tensor* skip_flag = scaling_ ? &s_.found_inf : nullptr;
-  opt_->step(be_, model_->params(), skip_flag, s_.step_count);
+  be_.unscale_check_norm(model_->params().grads_flat(), scaling_ ? &dev_.scale : nullptr,
+                         dev_.found_inf, dev_.grad_norm);
+  const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
+  opt_->step(be_, model_->params(), skip_flag, dev_.step_count);
   if (scaling_) {
     const auto& ls = spec_.loss_scale;
-    be_.update_loss_scale(s_.scale, s_.tracker, s_.found_inf, ls.growth_factor, ls.backoff_factor,
+    be_.update_loss_scale(dev_.scale, dev_.tracker, dev_.found_inf, ls.growth_factor, ls.backoff_factor,
                           static_cast<int32_t>(ls.growth_interval));
   }
-  be_.count_step(s_.step_count, skip_flag);
+  be_.count_step(dev_.step_count, skip_flag);
   if (mem) sample_device_memory(be_, *mem);
 }
 
 void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r) {
-  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
-  Tensor xs = s_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
-  Tensor ys = s_.train_y.slice(batch_index * batch_ * lps, Shape{batch_ * lps});
-  be_.copy(xs, s_.x_stage);
-  be_.copy(ys, s_.y_stage);
+  const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
+  Tensor xs = dev_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
+  Tensor ys = dev_.train_y.slice(batch_index * batch_ * labels_per_sample, Shape{batch_ * labels_per_sample});
+  be_.copy(xs, dev_.x_stage);
+  be_.copy(ys, dev_.y_stage);
   if (graph_ready_) {
     be_.replay();
   } else {
-    step_core(sample_memory ? &r.memory : nullptr);
+    step_on_staged_batch(sample_memory ? &r.memory : nullptr);
   }
   auto at = [&](Tensor& series) { return series.slice(global_step, Shape{1}); };
-  Tensor l = at(s_.series_loss), n = at(s_.series_norm), sc = at(s_.series_scale),
-         sk = at(s_.series_skip);
-  be_.copy(s_.loss_step, l);
-  be_.copy(s_.grad_norm, n);
-  be_.copy(s_.scale_used, sc);
-  be_.copy(s_.found_inf, sk);
+  Tensor l = at(dev_.series_loss), n = at(dev_.series_norm), sc = at(dev_.series_scale),
+         sk = at(dev_.series_skip);
+  be_.copy(dev_.loss_step, l);
+  be_.copy(dev_.grad_norm, n);
+  be_.copy(dev_.scale_used, sc);
+  be_.copy(dev_.found_inf, sk);
 }
 
 void Run::evaluate(EpochResult& e) {
-  const int64_t dim = data_.sample_dim, lps = data_.labels_per_sample;
+  const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
   const int64_t n = data_.eval_size();
   model_->set_training(false);
-  be_.fill(s_.eval_loss, 0.0f);
-  be_.fill(s_.eval_loss_tail, 0.0f);
-  be_.fill(s_.eval_correct, 0.0f);
+  be_.fill(dev_.eval_loss, 0.0f);
+  be_.fill(dev_.eval_loss_tail, 0.0f);
+  be_.fill(dev_.eval_correct, 0.0f);
   const int64_t full = n / batch_, tail = n % batch_;
   for (int64_t b = 0; b <= full; ++b) {
     int64_t rows = b < full ? batch_ : tail;
     if (rows == 0) break;
-    Tensor x = s_.eval_x.slice(b * batch_ * dim, Shape{rows, dim});
-    Tensor y = s_.eval_y.slice(b * batch_ * lps, Shape{rows * lps});
+    Tensor x = dev_.eval_x.slice(b * batch_ * dim, Shape{rows, dim});
+    Tensor y = dev_.eval_y.slice(b * batch_ * labels_per_sample, Shape{rows * labels_per_sample});
     Tensor logits = model_->forward(be_, x);
-    be_.softmax_xent(logits, y, nullptr, nullptr, b < full ? s_.eval_loss : s_.eval_loss_tail,
-                     s_.eval_correct);
+    be_.softmax_xent(logits, y, nullptr, nullptr, b < full ? dev_.eval_loss : dev_.eval_loss_tail,
+                     dev_.eval_correct);
   }
   model_->set_training(true);
   // Each batch adds its mean loss; weight the batches by their rows.
-  double loss_full = read_scalar(be_, s_.eval_loss),
-         loss_tail = read_scalar(be_, s_.eval_loss_tail);
+  double loss_full = read_scalar(be_, dev_.eval_loss),
+         loss_tail = read_scalar(be_, dev_.eval_loss_tail);
   e.eval_loss = (loss_full * batch_ + loss_tail * tail) / static_cast<double>(n);
   // Accuracy over every predicted label (every position for next-token prediction).
-  e.eval_accuracy = read_scalar(be_, s_.eval_correct) / static_cast<double>(n * lps);
+  e.eval_accuracy = read_scalar(be_, dev_.eval_correct) / static_cast<double>(n * labels_per_sample);
 }
 
 void Run::execute(RunResult& r) {
@@ -280,7 +280,7 @@ void Run::capture_graph(const StepPlan& plan, RunResult& r) {
     train_step(0, global_, global_ == 0, r);
   }
   be_.begin_capture();
-  step_core();
+  step_on_staged_batch();
   be_.end_capture();
   graph_ready_ = true;
   r.cuda_graphs = true;
@@ -313,7 +313,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   e.eval_time_ms = stop_->elapsed_ms(*start_);
 
   std::vector<float> losses(n);
-  be_.download(s_.series_loss.slice(global_ - n, Shape{n}), losses.data());
+  be_.download(dev_.series_loss.slice(global_ - n, Shape{n}), losses.data());
   double sum = 0;
   for (float l : losses) sum += l;
   e.train_loss = sum / static_cast<double>(n);
@@ -335,17 +335,17 @@ void Run::read_back_series(RunResult& r) {
   const int64_t done = global_;
   std::vector<float> loss(done), norm(done), scale(done), skip(done);
   if (done > 0) {
-    be_.download(s_.series_loss.slice(0, Shape{done}), loss.data());
-    be_.download(s_.series_norm.slice(0, Shape{done}), norm.data());
-    be_.download(s_.series_scale.slice(0, Shape{done}), scale.data());
-    be_.download(s_.series_skip.slice(0, Shape{done}), skip.data());
+    be_.download(dev_.series_loss.slice(0, Shape{done}), loss.data());
+    be_.download(dev_.series_norm.slice(0, Shape{done}), norm.data());
+    be_.download(dev_.series_scale.slice(0, Shape{done}), scale.data());
+    be_.download(dev_.series_skip.slice(0, Shape{done}), skip.data());
   }
   r.steps.resize(done);
   for (int64_t i = 0; i < done; ++i) {
     r.steps[i] = StepRecord{loss[i], norm[i], scale[i], scaling_ && skip[i] != 0.0f, step_ms_[i]};
     r.skipped_steps += r.steps[i].skipped ? 1 : 0;
   }
-  r.final_loss_scale = read_scalar(be_, s_.scale);
+  r.final_loss_scale = read_scalar(be_, dev_.scale);
 }
 
 void Run::derive_metrics(const StepPlan& plan, RunResult& r) {

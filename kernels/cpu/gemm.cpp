@@ -10,8 +10,8 @@
 //   16-bit operands           their exact fp32 values
 // and then one rounding of the fp32 result (after the forward epilogue) to c's dtype. The backward
 // epilogue reproduces gemm() + bias_act_backward() bit for bit, so it rounds the product to c's
-// dtype before multiplying by the derivative (and rounds again): fusing it into the models'
-// GEMMs leaves the CPU training trajectories exactly as they were.
+// dtype before multiplying by the derivative (and rounds again): a model that fuses the pair
+// trains on the CPU exactly as one that does not.
 #include <cblas.h>
 
 #include <climits>

@@ -89,14 +89,12 @@ void attention_softmax_forward(DeviceContext& ctx, const Tensor& x, float scale,
   if (rows == 0 || cols == 0) return;
   const RowLaunch l = row_launch(ctx, rows, cols, kWarps);
   const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
-  dispatch_float(x.dtype, [&](auto xt) {
+  dispatch_floats(std::array{x.dtype, y.dtype}, [&](auto xt, auto yt) {
     using TX = typename decltype(xt)::type;
-    dispatch_float(y.dtype, [&](auto yt) {
-      using TY = typename decltype(yt)::type;
-      attention_softmax_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
-          x.ptr<const TX>(), y.ptr<TY>(), rows, cols, scale, causal, l.cache, vec);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TY = typename decltype(yt)::type;
+    attention_softmax_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
+        x.ptr<const TX>(), y.ptr<TY>(), rows, cols, scale, causal, l.cache, vec);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
@@ -106,17 +104,13 @@ void attention_softmax_backward(DeviceContext& ctx, const Tensor& dy, const Tens
   const int64_t rows = y.rows();
   if (rows == 0 || cols == 0) return;
   const int grid = ctx.grid_for(rows, kWarps);
-  dispatch_float(dy.dtype, [&](auto dt) {
+  dispatch_floats(std::array{dy.dtype, y.dtype, dx.dtype}, [&](auto dt, auto yt, auto xt) {
     using TD = typename decltype(dt)::type;
-    dispatch_float(y.dtype, [&](auto yt) {
-      using TY = typename decltype(yt)::type;
-      dispatch_float(dx.dtype, [&](auto xt) {
-        using TX = typename decltype(xt)::type;
-        attention_softmax_backward_kernel<TD, TY, TX><<<grid, kThreads, 0, ctx.stream()>>>(
-            dy.ptr<const TD>(), y.ptr<const TY>(), dx.ptr<TX>(), rows, cols, scale);
-        CUDA_LAUNCH_CHECK();
-      });
-    });
+    using TY = typename decltype(yt)::type;
+    using TX = typename decltype(xt)::type;
+    attention_softmax_backward_kernel<TD, TY, TX><<<grid, kThreads, 0, ctx.stream()>>>(
+        dy.ptr<const TD>(), y.ptr<const TY>(), dx.ptr<TX>(), rows, cols, scale);
+    CUDA_LAUNCH_CHECK();
   });
 }
 

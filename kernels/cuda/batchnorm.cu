@@ -320,15 +320,13 @@ void launch_apply(DeviceContext& ctx, const Tensor& x, const Tensor* residual, c
   const bool vec = vector_ok(cols, {&x, &y});
   const int64_t work = vec ? rows * (cols / kVec) : rows * cols;
   const int grid = ctx.grid_for(work, kThreads);
-  dispatch_float(x.dtype, [&](auto xt) {
+  dispatch_floats(std::array{x.dtype, y.dtype}, [&](auto xt, auto yt) {
     using TX = typename decltype(xt)::type;
-    dispatch_float(y.dtype, [&](auto yt) {
-      using TY = typename decltype(yt)::type;
-      bn_apply_kernel<TX, TY><<<grid, kThreads, 0, ctx.stream()>>>(
-          x.ptr<const TX>(), residual ? residual->data : nullptr,
-          residual ? residual->dtype : DType::F32, coef, relu, y.ptr<TY>(), rows, cols, vec);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TY = typename decltype(yt)::type;
+    bn_apply_kernel<TX, TY><<<grid, kThreads, 0, ctx.stream()>>>(
+        x.ptr<const TX>(), residual ? residual->data : nullptr,
+        residual ? residual->dtype : DType::F32, coef, relu, y.ptr<TY>(), rows, cols, vec);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
@@ -399,16 +397,14 @@ void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu
                   static_cast<unsigned>(ch.chunks));
   const void* relu_ptr = relu_out ? relu_out->data : nullptr;
   const DType relu_dt = relu_out ? relu_out->dtype : DType::F32;
-  dispatch_float(dy.dtype, [&](auto dt) {
+  dispatch_floats(std::array{dy.dtype, x.dtype}, [&](auto dt, auto xt) {
     using TD = typename decltype(dt)::type;
-    dispatch_float(x.dtype, [&](auto xt) {
-      using TX = typename decltype(xt)::type;
-      bn_backward_partial_kernel<TD, TX><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
-          dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), save_mean.ptr<const float>(),
-          d_pre ? d_pre->data : nullptr, d_pre ? d_pre->dtype : DType::F32, part_g, part_gx, rows,
-          cols, ch.rows_per_chunk);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TX = typename decltype(xt)::type;
+    bn_backward_partial_kernel<TD, TX><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+        dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), save_mean.ptr<const float>(),
+        d_pre ? d_pre->data : nullptr, d_pre ? d_pre->dtype : DType::F32, part_g, part_gx, rows,
+        cols, ch.rows_per_chunk);
+    CUDA_LAUNCH_CHECK();
   });
   bn_backward_finalize_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
       part_g, part_gx, ch.chunks, rows, cols, gamma.ptr<const float>(),
@@ -417,15 +413,13 @@ void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu
   CUDA_LAUNCH_CHECK();
   const bool vec = vector_ok(cols, {&dy, &x, &dx});
   const int grid_dx = ctx.grid_for(vec ? rows * (cols / kVec) : rows * cols, kThreads);
-  dispatch_float(dy.dtype, [&](auto dt) {
+  dispatch_floats(std::array{dy.dtype, x.dtype}, [&](auto dt, auto xt) {
     using TD = typename decltype(dt)::type;
-    dispatch_float(x.dtype, [&](auto xt) {
-      using TX = typename decltype(xt)::type;
-      bn_backward_dx_kernel<TD, TX><<<grid_dx, kThreads, 0, ctx.stream()>>>(
-          dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), coef, dx.ptr<TX>(), rows, cols,
-          vec);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TX = typename decltype(xt)::type;
+    bn_backward_dx_kernel<TD, TX><<<grid_dx, kThreads, 0, ctx.stream()>>>(
+        dy.ptr<const TD>(), relu_ptr, relu_dt, x.ptr<const TX>(), coef, dx.ptr<TX>(), rows, cols,
+        vec);
+    CUDA_LAUNCH_CHECK();
   });
 }
 

@@ -54,14 +54,12 @@ void cast(DeviceContext& ctx, const Tensor& src, Tensor& dst) {
   const bool vectorized = aligned_to(src.data, dtype_size(src.dtype) * kVec) &&
                           aligned_to(dst.data, dtype_size(dst.dtype) * kVec);
   const int grid = ctx.grid_for(vectorized ? (n + kVec - 1) / kVec : n, kThreads);
-  dispatch_float(src.dtype, [&](auto src_tag) {
+  dispatch_floats(std::array{src.dtype, dst.dtype}, [&](auto src_tag, auto dst_tag) {
     using TS = typename decltype(src_tag)::type;
-    dispatch_float(dst.dtype, [&](auto dst_tag) {
-      using TD = typename decltype(dst_tag)::type;
-      cast_kernel<TS, TD>
-          <<<grid, kThreads, 0, ctx.stream()>>>(src.ptr<const TS>(), dst.ptr<TD>(), n, vectorized);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TD = typename decltype(dst_tag)::type;
+    cast_kernel<TS, TD>
+        <<<grid, kThreads, 0, ctx.stream()>>>(src.ptr<const TS>(), dst.ptr<TD>(), n, vectorized);
+    CUDA_LAUNCH_CHECK();
   });
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "kernels/cuda/check.h"
@@ -70,6 +71,18 @@ void dispatch_float(DType dt, F&& f) {
       return;
     default:
       throw_runtime(fmt::format("expected a float dtype, got {}", dtype_name(dt)));
+  }
+}
+
+// Calls f(TypeTag<T1>{}, ..., TypeTag<TN>{}) with the storage types of N float dtypes, for the
+// kernels templated on each operand's type: dispatch_floats(std::array{x.dtype, y.dtype}, f).
+template <size_t N, typename F, typename... Tags>
+void dispatch_floats(const std::array<DType, N>& dtypes, F&& f, Tags... tags) {
+  if constexpr (sizeof...(Tags) == N) {
+    f(tags...);
+  } else {
+    dispatch_float(dtypes[sizeof...(Tags)],
+                   [&](auto tag) { dispatch_floats(dtypes, f, tags..., tag); });
   }
 }
 

@@ -240,15 +240,13 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
     const int grid = ctx.grid_for(batch * m * n, kThreads);
-    dispatch_float(a.dtype, [&](auto in_tag) {
+    dispatch_floats(std::array{a.dtype, c.dtype}, [&](auto in_tag, auto out_tag) {
       using TI = typename decltype(in_tag)::type;
-      dispatch_float(c.dtype, [&](auto out_tag) {
-        using TO = typename decltype(out_tag)::type;
-        naive_gemm_kernel<TI, TO><<<grid, kThreads, 0, ctx.stream()>>>(
-            a.ptr<const TI>(), b.ptr<const TI>(), target.ptr<TO>(), m, n, k, batch, sa, sb, m * n,
-            d.trans_a, d.trans_b, alpha, beta, tf32);
-        CUDA_LAUNCH_CHECK();
-      });
+      using TO = typename decltype(out_tag)::type;
+      naive_gemm_kernel<TI, TO><<<grid, kThreads, 0, ctx.stream()>>>(
+          a.ptr<const TI>(), b.ptr<const TI>(), target.ptr<TO>(), m, n, k, batch, sa, sb, m * n,
+          d.trans_a, d.trans_b, alpha, beta, tf32);
+      CUDA_LAUNCH_CHECK();
     });
   }
 

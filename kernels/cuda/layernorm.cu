@@ -131,15 +131,13 @@ void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Ten
   if (rows == 0 || cols == 0) return;
   const RowLaunch l = row_launch(ctx, rows, cols, kWarps);
   const bool vec = cols % kVec == 0 && aligned_to(x.data, dtype_size(x.dtype) * kVec);
-  dispatch_float(x.dtype, [&](auto xt) {
+  dispatch_floats(std::array{x.dtype, y.dtype}, [&](auto xt, auto yt) {
     using TX = typename decltype(xt)::type;
-    dispatch_float(y.dtype, [&](auto yt) {
-      using TY = typename decltype(yt)::type;
-      layernorm_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
-          x.ptr<const TX>(), gamma.ptr<const float>(), beta.ptr<const float>(), y.ptr<TY>(),
-          mean.ptr<float>(), rstd.ptr<float>(), rows, cols, eps, l.cache, vec);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TY = typename decltype(yt)::type;
+    layernorm_forward_kernel<TX, TY><<<l.grid, l.warps * 32, l.smem, ctx.stream()>>>(
+        x.ptr<const TX>(), gamma.ptr<const float>(), beta.ptr<const float>(), y.ptr<TY>(),
+        mean.ptr<float>(), rstd.ptr<float>(), rows, cols, eps, l.cache, vec);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
@@ -166,25 +164,22 @@ void layernorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& x, c
   float* part_gamma = chunks == 1 ? dgamma.ptr<float>() : ctx.scratch();
   float* part_beta = chunks == 1 ? dbeta.ptr<float>() : ctx.scratch() + chunks * cols;
   const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(chunks));
-  dispatch_float(dy.dtype, [&](auto dt) {
+  dispatch_floats(std::array{dy.dtype, x.dtype}, [&](auto dt, auto xt) {
     using TD = typename decltype(dt)::type;
-    dispatch_float(x.dtype, [&](auto xt) {
-      using TX = typename decltype(xt)::type;
-      layernorm_param_partial_kernel<TD, TX>
-          <<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
-              dy.ptr<const TD>(), x.ptr<const TX>(), mean.ptr<const float>(),
-              rstd.ptr<const float>(), part_gamma, part_beta, rows, cols, rows_per_chunk);
+    using TX = typename decltype(xt)::type;
+    layernorm_param_partial_kernel<TD, TX><<<grid, dim3(kColTile, kRowThreads), 0, ctx.stream()>>>(
+        dy.ptr<const TD>(), x.ptr<const TX>(), mean.ptr<const float>(), rstd.ptr<const float>(),
+        part_gamma, part_beta, rows, cols, rows_per_chunk);
+    CUDA_LAUNCH_CHECK();
+    if (chunks > 1) {
+      column_sums_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
+          part_gamma, part_beta, chunks, cols, dgamma.ptr<float>(), dbeta.ptr<float>());
       CUDA_LAUNCH_CHECK();
-      if (chunks > 1) {
-        column_sums_kernel<<<ctx.grid_for(cols, kThreads), kThreads, 0, ctx.stream()>>>(
-            part_gamma, part_beta, chunks, cols, dgamma.ptr<float>(), dbeta.ptr<float>());
-        CUDA_LAUNCH_CHECK();
-      }
-      layernorm_dx_kernel<TD, TX><<<ctx.grid_for(rows, kWarps), kThreads, 0, ctx.stream()>>>(
-          dy.ptr<const TD>(), x.ptr<const TX>(), gamma.ptr<const float>(), mean.ptr<const float>(),
-          rstd.ptr<const float>(), dx.ptr<TX>(), rows, cols);
-      CUDA_LAUNCH_CHECK();
-    });
+    }
+    layernorm_dx_kernel<TD, TX><<<ctx.grid_for(rows, kWarps), kThreads, 0, ctx.stream()>>>(
+        dy.ptr<const TD>(), x.ptr<const TX>(), gamma.ptr<const float>(), mean.ptr<const float>(),
+        rstd.ptr<const float>(), dx.ptr<TX>(), rows, cols);
+    CUDA_LAUNCH_CHECK();
   });
 }
 

@@ -99,28 +99,24 @@ bool vec_aligned(const Tensor& t) {
 void avgpool_forward(DeviceContext& ctx, const Tensor& x, Tensor& y) {
   const int64_t n = x.shape[0], hw = x.shape[1], c = x.shape[2];
   const int grid = ctx.grid_for(n * c, kThreads);
-  dispatch_float(x.dtype, [&](auto xt) {
+  dispatch_floats(std::array{x.dtype, y.dtype}, [&](auto xt, auto yt) {
     using TX = typename decltype(xt)::type;
-    dispatch_float(y.dtype, [&](auto yt) {
-      using TY = typename decltype(yt)::type;
-      avgpool_forward_kernel<TX, TY>
-          <<<grid, kThreads, 0, ctx.stream()>>>(x.ptr<const TX>(), y.ptr<TY>(), n, hw, c);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TY = typename decltype(yt)::type;
+    avgpool_forward_kernel<TX, TY>
+        <<<grid, kThreads, 0, ctx.stream()>>>(x.ptr<const TX>(), y.ptr<TY>(), n, hw, c);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
 void avgpool_backward(DeviceContext& ctx, const Tensor& dy, Tensor& dx) {
   const int64_t n = dx.shape[0], hw = dx.shape[1], c = dx.shape[2];
   const int grid = ctx.grid_for(dx.numel(), kThreads);
-  dispatch_float(dy.dtype, [&](auto dt) {
+  dispatch_floats(std::array{dy.dtype, dx.dtype}, [&](auto dt, auto xt) {
     using TD = typename decltype(dt)::type;
-    dispatch_float(dx.dtype, [&](auto xt) {
-      using TX = typename decltype(xt)::type;
-      avgpool_backward_kernel<TD, TX>
-          <<<grid, kThreads, 0, ctx.stream()>>>(dy.ptr<const TD>(), dx.ptr<TX>(), n, hw, c);
-      CUDA_LAUNCH_CHECK();
-    });
+    using TX = typename decltype(xt)::type;
+    avgpool_backward_kernel<TD, TX>
+        <<<grid, kThreads, 0, ctx.stream()>>>(dy.ptr<const TD>(), dx.ptr<TX>(), n, hw, c);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
@@ -129,17 +125,13 @@ void add(DeviceContext& ctx, const Tensor& a, const Tensor& b, Tensor& out) {
   if (n == 0) return;
   const bool vec = vec_aligned(a) && vec_aligned(b) && vec_aligned(out);
   const int grid = ctx.grid_for(vec ? (n + kVec - 1) / kVec : n, kThreads);
-  dispatch_float(a.dtype, [&](auto at) {
+  dispatch_floats(std::array{a.dtype, b.dtype, out.dtype}, [&](auto at, auto bt, auto ot) {
     using TA = typename decltype(at)::type;
-    dispatch_float(b.dtype, [&](auto bt) {
-      using TB = typename decltype(bt)::type;
-      dispatch_float(out.dtype, [&](auto ot) {
-        using TO = typename decltype(ot)::type;
-        add_kernel<TA, TB, TO><<<grid, kThreads, 0, ctx.stream()>>>(
-            a.ptr<const TA>(), b.ptr<const TB>(), out.ptr<TO>(), n, vec);
-        CUDA_LAUNCH_CHECK();
-      });
-    });
+    using TB = typename decltype(bt)::type;
+    using TO = typename decltype(ot)::type;
+    add_kernel<TA, TB, TO><<<grid, kThreads, 0, ctx.stream()>>>(
+        a.ptr<const TA>(), b.ptr<const TB>(), out.ptr<TO>(), n, vec);
+    CUDA_LAUNCH_CHECK();
   });
 }
 
