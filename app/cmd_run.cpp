@@ -1,5 +1,4 @@
 // `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
-#include <functional>
 #include <iostream>
 #include <thread>
 
@@ -46,33 +45,20 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   return env;
 }
 
-// Each command-line override is written into the resolved spec and the spec read again, so that
-// it meets exactly the rules the spec's own value met (models/spec.cpp), with the option named.
 void apply_run_overrides(Spec& spec, const RunArgs& a) {
-  const auto reread = [&](const std::string& option, const std::string& value,
-                          const std::function<void(nlohmann::json&)>& set) {
-    nlohmann::json j = to_json(spec);
-    set(j);
-    try {
-      spec = parse_spec(j.dump(), spec.source_path);
-    } catch (const Error& e) {
-      throw_bad_input(fmt::format("{} {}: {}", option, value, e.what()));
-    }
-  };
+  std::vector<SpecOverride> o;
   if (!a.precisions.empty()) {
     std::string list;
     for (const std::string& p : a.precisions) list += (list.empty() ? "" : ",") + p;
-    reread("--precisions", list, [&](nlohmann::json& j) { j["precisions"] = a.precisions; });
+    o.push_back({"--precisions " + list, {"precisions"}, a.precisions});
   }
   if (a.epochs > 0)
-    reread("--epochs", std::to_string(a.epochs),
-           [&](nlohmann::json& j) { j["train"]["epochs"] = a.epochs; });
-  if (a.seed >= 0)
-    reread("--seed", std::to_string(a.seed),
-           [&](nlohmann::json& j) { j["data"]["seed"] = a.seed; });
+    o.push_back({fmt::format("--epochs {}", a.epochs), {"train", "epochs"}, a.epochs});
+  if (a.seed >= 0) o.push_back({fmt::format("--seed {}", a.seed), {"data", "seed"}, a.seed});
   if (a.batch_size > 0)
-    reread("--batch-size", std::to_string(a.batch_size),
-           [&](nlohmann::json& j) { j["train"]["batch_size"] = a.batch_size; });
+    o.push_back(
+        {fmt::format("--batch-size {}", a.batch_size), {"train", "batch_size"}, a.batch_size});
+  spec = with_overrides(spec, o);
 }
 
 namespace {

@@ -305,6 +305,32 @@ void check_pool(const Checks& ck, const char* op, const Tensor& x, const char* x
             y.shape.str());
 }
 
+// x (N, H, W, C) and y (N, P, Q, C) of a max pool, one float dtype, y of the output shape.
+void check_maxpool(const Checks& ck, const char* op, const PoolDesc& d, const Tensor& x,
+                   const char* xn, const Tensor& y, const char* yn) {
+  ck.float_operand(x, xn);
+  ck.typed(y, x.dtype, yn);
+  MPB_CHECK(d.kernel >= 1 && d.stride >= 1 && d.pad >= 0 && 2 * d.pad <= d.kernel,
+            "{}: kernel {} and stride {} must be >= 1, pad {} in [0, kernel / 2]", op, d.kernel,
+            d.stride, d.pad);
+  MPB_CHECK(x.shape.rank == 4 && x.numel() > 0, "{}: {} must be a non-empty (N, H, W, C), got {}",
+            op, xn, x.shape.str());
+  MPB_CHECK(x.shape[1] + 2 * d.pad >= d.kernel && x.shape[2] + 2 * d.pad >= d.kernel,
+            "{}: the {}x{} window is larger than the padded input {}", op, d.kernel, d.kernel,
+            x.shape.str());
+  const int64_t p = (x.shape[1] + 2 * d.pad - d.kernel) / d.stride + 1;
+  const int64_t q = (x.shape[2] + 2 * d.pad - d.kernel) / d.stride + 1;
+  MPB_CHECK(y.shape == (Shape{x.shape[0], p, q, x.shape[3]}),
+            "{}: {} is {}, expected ({}, {}, {}, {}) for {} {}, {}x{}/s{} pad {}", op, yn,
+            y.shape.str(), x.shape[0], p, q, x.shape[3], xn, x.shape.str(), d.kernel, d.kernel,
+            d.stride, d.pad);
+}
+
+std::string pool_detail(const PoolDesc& d, const Tensor& x) {
+  return fmt::format("{} {}x{}/s{} {}", x.shape.str(), d.kernel, d.kernel, d.stride,
+                     dtype_name(x.dtype));
+}
+
 // tokens (B, S) int32, tables (V, D) and (P >= S, D) fp32, y (B*S, D) float.
 void check_embedding(const Checks& ck, const char* op, const Tensor& tokens, const Tensor& tok_emb,
                      const Tensor& pos_emb, const Tensor& y, const char* y_name) {
@@ -687,6 +713,31 @@ void Backend::avgpool_backward(const Tensor& dy, Tensor& dx) {
         return OpCall{op, shape_dtype(dx), 0, nbytes({&dy, &dx})};
       },
       [&] { avgpool_backward_impl(dy, dx); });
+}
+
+void Backend::maxpool2d_forward(const PoolDesc& d, const Tensor& x, Tensor& y) {
+  const char* op = "maxpool2d_forward";
+  check_maxpool(Checks(op, device()), op, d, x, "x", y, "y");
+  observed(
+      [&] {
+        return OpCall{op, pool_detail(d, x), 0, nbytes({&x, &y})};
+      },
+      [&] { maxpool2d_forward_impl(d, x, y); });
+}
+
+void Backend::maxpool2d_backward(const PoolDesc& d, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  const char* op = "maxpool2d_backward";
+  const Checks ck(op, device());
+  check_maxpool(ck, op, d, x, "x", dy, "dy");
+  ck.like(dx, "dx", x, "x");
+  MPB_CHECK(dx.dtype == x.dtype, "{}: dx is {}, must have x's dtype {}", op, dtype_name(dx.dtype),
+            dtype_name(x.dtype));
+  MPB_CHECK(dx.data != x.data && dx.data != dy.data, "{}: dx must not alias x or dy", op);
+  observed(
+      [&] {
+        return OpCall{op, pool_detail(d, x), 0, nbytes({&x, &dy, &dx})};
+      },
+      [&] { maxpool2d_backward_impl(d, x, dy, dx); });
 }
 
 void Backend::add(const Tensor& a, const Tensor& b, Tensor& out) {

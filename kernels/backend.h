@@ -79,6 +79,15 @@ struct ConvGeom {
   bool is_pointwise() const { return r == 1 && s == 1 && stride == 1 && pad == 0; }
 };
 
+// Max pooling over k x k windows of an NHWC tensor: x (N, H, W, C) -> y (N, P, Q, C) with
+// P = (H + 2 pad - kernel) / stride + 1 (Q alike), as the ResNet stem's 3x3 stride-2 pad-1 pool.
+// Padding never wins a window (PyTorch pads with -inf); pad <= kernel / 2, as PyTorch requires.
+struct PoolDesc {
+  int64_t kernel = 3;
+  int64_t stride = 2;
+  int64_t pad = 1;
+};
+
 // Batch normalisation over the channels of an NHWC tensor viewed as (rows = N*H*W, C).
 struct BatchNormDesc {
   float eps = 1e-5f;
@@ -257,6 +266,13 @@ class Backend {
   void avgpool_forward(const Tensor& x, Tensor& y);
   void avgpool_backward(const Tensor& dy, Tensor& dx);
 
+  // Max pooling (PoolDesc): y = the max of each window, x and y of one float dtype. A window's
+  // winner is its first maximum in row-major order, or its first NaN (PyTorch's rule).
+  void maxpool2d_forward(const PoolDesc& d, const Tensor& x, Tensor& y);
+  // dx (x's shape and dtype, overwritten) = the sum of the dy of every window an input won, in
+  // fp32, rounded once; the winners are found again from x. x, dy, dx share a dtype.
+  void maxpool2d_backward(const PoolDesc& d, const Tensor& x, const Tensor& dy, Tensor& dx);
+
   // out = a + b elementwise, any float dtypes, one numel, computed in fp32. out may alias a or b.
   void add(const Tensor& a, const Tensor& b, Tensor& out);
 
@@ -339,6 +355,9 @@ class Backend {
                                        Tensor& dbeta, Tensor* d_pre) = 0;
   virtual void avgpool_forward_impl(const Tensor& x, Tensor& y) = 0;
   virtual void avgpool_backward_impl(const Tensor& dy, Tensor& dx) = 0;
+  virtual void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) = 0;
+  virtual void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                                       Tensor& dx) = 0;
   virtual void add_impl(const Tensor& a, const Tensor& b, Tensor& out) = 0;
   virtual void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
                                       const Tensor& beta, Tensor& y, Tensor& mean,

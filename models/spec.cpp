@@ -29,7 +29,6 @@ namespace {
 // Sane upper bounds: large enough for any model an H200 could hold, small enough that sizes
 // computed from them cannot overflow int64 and that a typo cannot ask for petabytes.
 constexpr int64_t kMaxSamples = int64_t{1} << 26;  // per split
-constexpr int64_t kMaxBatch = int64_t{1} << 20;
 constexpr int64_t kMaxEpochs = 10000;
 constexpr int64_t kMaxSteps = int64_t{1} << 30;     // warmup steps, loss-scale growth interval
 constexpr double kMaxParams = 68719476736.0;        // 2^36 parameters: 256 GiB in fp32
@@ -125,7 +124,9 @@ OptimizerSpec read_optimizer(const Ctx& ctx, const json& obj, const std::string&
 }
 
 json write_optimizer(const OptimizerSpec& o) {
-  json j = {{"type", o.type}, {"lr", shortest_float(o.lr)}, {"weight_decay", shortest_float(o.weight_decay)}};
+  json j = {{"type", o.type},
+            {"lr", shortest_float(o.lr)},
+            {"weight_decay", shortest_float(o.weight_decay)}};
   for (const auto& t : optimizer_types()) {
     if (t.type != o.type) continue;
     if (uses(t, "beta1")) {
@@ -296,7 +297,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
 
   if (const json* train = top.find("train", false, "")) {
     ObjectReader r(ctx, *train, "train", {"batch_size", "epochs", "warmup_steps", "optimizer"});
-    s.train.batch_size = r.integer("batch_size", {1, kMaxBatch}, s.train.batch_size);
+    s.train.batch_size = r.integer("batch_size", {1, kMaxBatchSize}, s.train.batch_size);
     s.train.epochs = r.integer("epochs", {1, kMaxEpochs}, s.train.epochs);
     s.train.warmup_steps = r.integer("warmup_steps", {0, kMaxSteps}, s.train.warmup_steps);
     if (const json* opt = r.find("optimizer", false, "")) {
@@ -380,6 +381,22 @@ void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& laye
                                   spec.source_path, i, name, join_quoted(layer_names, false)));
     }
   }
+}
+
+Spec with_overrides(const Spec& spec, const std::vector<SpecOverride>& overrides) {
+  Spec out = spec;
+  for (const SpecOverride& o : overrides) {
+    json j = to_json(out);
+    json* at = &j;
+    for (const std::string& key : o.path) at = &(*at)[key];
+    *at = o.value;
+    try {
+      out = parse_spec(j.dump(), out.source_path);
+    } catch (const Error& e) {
+      throw_bad_input(fmt::format("{}: {}", o.what, e.what()));
+    }
+  }
+  return out;
 }
 
 bool loss_scaling_enabled(const LossScaleSpec& ls, Precision p) {

@@ -70,6 +70,9 @@ struct OptimizerSpec {
   bool nesterov = false;                            // sgd
 };
 
+// The largest train.batch_size a spec takes.
+constexpr int64_t kMaxBatchSize = int64_t{1} << 20;
+
 struct TrainSpec {
   int64_t batch_size = 128, epochs = 5;
   int64_t warmup_steps = 10;  // steps run before timing starts, excluded from the epoch times
@@ -128,6 +131,17 @@ nlohmann::json to_json(const Spec& spec);
 // `<file>: fp32_layers[i]: unknown layer "x" (expected one of: ...)`. parse_spec already does
 // this for MLPs.
 void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names);
+
+// A value put into the spec's JSON at `path` (e.g. {"train", "batch_size"}); `what` names it in an
+// error, e.g. "--batch-size 64".
+struct SpecOverride {
+  std::string what;
+  std::vector<std::string> path;
+  nlohmann::json value;
+};
+// The spec with each override applied in turn and the spec read again after each, so that an
+// override meets exactly the rules the spec's own value met. BadInput "<what>: <the rule>".
+Spec with_overrides(const Spec& spec, const std::vector<SpecOverride>& overrides);
 
 // Whether loss scaling is on for a mode under this spec (always false for fp32 and tf32).
 bool loss_scaling_enabled(const LossScaleSpec& ls, Precision p);

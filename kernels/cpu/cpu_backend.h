@@ -66,6 +66,9 @@ class CpuBackend final : public Backend {
                                Tensor* d_pre) override;
   void avgpool_forward_impl(const Tensor& x, Tensor& y) override;
   void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override;
+  void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;
+  void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                               Tensor& dx) override;
   void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
   void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                               Tensor& y, Tensor& mean, Tensor& rstd) override;

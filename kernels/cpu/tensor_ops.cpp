@@ -1,11 +1,12 @@
-// Shape-level ops, CPU reference: global average pooling (forward and backward), elementwise add,
-// and permute (the QKV split and head transposes of attention).
+// Shape-level ops, CPU reference: global average and max pooling (forward and backward),
+// elementwise add, and permute (the QKV split and head transposes of attention).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/pool_window.h"
 
 namespace mpbench::cpu {
 
@@ -38,6 +39,70 @@ void CpuBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
       encode_f32(g.data(), dx_row, c);
     }
   }
+}
+
+namespace {
+
+PoolGeom pool_geom(const PoolDesc& d, const Tensor& x, const Tensor& y) {
+  return {x.shape[1], x.shape[2], y.shape[1], y.shape[2], d.kernel, d.stride, d.pad};
+}
+
+std::vector<float> decoded(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  decode_f32(t, v.data(), t.numel());
+  return v;
+}
+
+}  // namespace
+
+// y[n, p, q, c] = x at the winner of window (p, q) in channel c: an exact copy of the element.
+void CpuBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
+  const PoolGeom g = pool_geom(d, x, y);
+  const int64_t n = x.shape[0], c = x.shape[3];
+  const std::vector<float> xs = decoded(x);
+  const size_t es = dtype_size(x.dtype);
+  const char* in = static_cast<const char*>(x.data);
+  char* out = static_cast<char*>(y.data);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* plane = xs.data() + b * g.h * g.w * c + ch;
+      auto value = [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; };
+      for (int64_t op = 0; op < g.p; ++op)
+        for (int64_t oq = 0; oq < g.q; ++oq) {
+          const int64_t win = pool_winner(g, op, oq, value);
+          std::memcpy(out + (((b * g.p + op) * g.q + oq) * c + ch) * es,
+                      in + ((b * g.h * g.w + win) * c + ch) * es, es);
+        }
+    }
+}
+
+// Gathered per input, windows in row-major order: the order the CUDA kernel sums in.
+void CpuBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                                         Tensor& dx) {
+  const PoolGeom g = pool_geom(d, x, dy);
+  const int64_t n = x.shape[0], c = x.shape[3];
+  const std::vector<float> xs = decoded(x), gs = decoded(dy);
+  std::vector<float> out(static_cast<size_t>(dx.numel()));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float* plane = xs.data() + b * g.h * g.w * c + ch;
+      auto value = [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; };
+      for (int64_t h = 0; h < g.h; ++h) {
+        int64_t p0, p1;
+        pool_windows_of(h, g.p, g.kernel, g.stride, g.pad, &p0, &p1);
+        for (int64_t w = 0; w < g.w; ++w) {
+          int64_t q0, q1;
+          pool_windows_of(w, g.q, g.kernel, g.stride, g.pad, &q0, &q1);
+          float acc = 0.0f;
+          for (int64_t op = p0; op <= p1; ++op)
+            for (int64_t oq = q0; oq <= q1; ++oq)
+              if (pool_winner(g, op, oq, value) == h * g.w + w)
+                acc += gs[((b * g.p + op) * g.q + oq) * c + ch];
+          out[((b * g.h + h) * g.w + w) * c + ch] = acc;
+        }
+      }
+    }
+  encode_f32(out.data(), dx, dx.numel());
 }
 
 // out = a + b over one numel; blocks are read completely before they are written, so out may

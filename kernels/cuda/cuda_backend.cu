@@ -241,6 +241,13 @@ class CudaBackend : public Backend {
   void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override {
     cuda::avgpool_backward(ctx_, dy, dx);
   }
+  void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override {
+    cuda::maxpool2d_forward(ctx_, d, x, y);
+  }
+  void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                               Tensor& dx) override {
+    cuda::maxpool2d_backward(ctx_, d, x, dy, dx);
+  }
   void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override {
     cuda::add(ctx_, a, b, out);
   }

@@ -59,6 +59,9 @@ void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu
                         Tensor* d_pre);
 void avgpool_forward(DeviceContext& ctx, const Tensor& x, Tensor& y);
 void avgpool_backward(DeviceContext& ctx, const Tensor& dy, Tensor& dx);
+void maxpool2d_forward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, Tensor& y);
+void maxpool2d_backward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                        Tensor& dx);
 void add(DeviceContext& ctx, const Tensor& a, const Tensor& b, Tensor& out);
 void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::array<int, 5>& perm);
 

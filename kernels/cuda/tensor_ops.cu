@@ -1,10 +1,12 @@
-// Small tensor ops of the model families: global average pooling, elementwise add with mixed
-// float dtypes, and permute (a generic rank <= 5 index mapping, bit-exact: it only moves bits).
+// Small tensor ops of the model families: global average and max pooling, elementwise add with
+// mixed float dtypes, and permute (a generic rank <= 5 index mapping, bit-exact: it only moves
+// bits).
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/pool_window.h"
 
 namespace mpbench::cuda {
 
@@ -44,6 +46,45 @@ __global__ void avgpool_backward_kernel(const TD* dy, TX* dx, int64_t n, int64_t
     const int64_t b = i / plane;
     const int64_t ch = i % c;
     dx[i] = from_f32<TX>(to_f32(dy[b * c + ch]) * inv);
+  }
+}
+
+// One thread per output element (n, p, q, c), channels fastest: consecutive threads read
+// consecutive channels. The winner's element is copied, so the value is exact in any dtype.
+template <typename T>
+__global__ void maxpool_forward_kernel(const T* x, T* y, int64_t n, int64_t c, PoolGeom g) {
+  const int64_t total = n * g.p * g.q * c;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ch = i % c, oq = (i / c) % g.q, op = (i / (c * g.q)) % g.p;
+    const int64_t b = i / (c * g.q * g.p);
+    const T* plane = x + b * g.h * g.w * c + ch;
+    auto value = [&](int64_t h, int64_t w) { return to_f32(plane[(h * g.w + w) * c]); };
+    y[i] = plane[pool_winner(g, op, oq, value) * c];
+  }
+}
+
+// One thread per input element, gathering the dy of the windows it won in row-major window
+// order (no atomics: the sums are deterministic and the CPU reference's).
+template <typename T>
+__global__ void maxpool_backward_kernel(const T* x, const T* dy, T* dx, int64_t n, int64_t c,
+                                        PoolGeom g) {
+  const int64_t total = n * g.h * g.w * c;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ch = i % c, w = (i / c) % g.w, h = (i / (c * g.w)) % g.h;
+    const int64_t b = i / (c * g.w * g.h);
+    const T* plane = x + b * g.h * g.w * c + ch;
+    auto value = [&](int64_t hh, int64_t ww) { return to_f32(plane[(hh * g.w + ww) * c]); };
+    int64_t p0, p1, q0, q1;
+    pool_windows_of(h, g.p, g.kernel, g.stride, g.pad, &p0, &p1);
+    pool_windows_of(w, g.q, g.kernel, g.stride, g.pad, &q0, &q1);
+    float acc = 0.0f;
+    for (int64_t op = p0; op <= p1; ++op)
+      for (int64_t oq = q0; oq <= q1; ++oq)
+        if (pool_winner(g, op, oq, value) == h * g.w + w)
+          acc += to_f32(dy[((b * g.p + op) * g.q + oq) * c + ch]);
+    dx[i] = from_f32<T>(acc);
   }
 }
 
@@ -116,6 +157,37 @@ void avgpool_backward(DeviceContext& ctx, const Tensor& dy, Tensor& dx) {
     using TX = typename decltype(xt)::type;
     avgpool_backward_kernel<TD, TX>
         <<<grid, kThreads, 0, ctx.stream()>>>(dy.ptr<const TD>(), dx.ptr<TX>(), n, hw, c);
+    CUDA_LAUNCH_CHECK();
+  });
+}
+
+namespace {
+
+PoolGeom pool_geom(const PoolDesc& d, const Tensor& x, const Tensor& y) {
+  return {x.shape[1], x.shape[2], y.shape[1], y.shape[2], d.kernel, d.stride, d.pad};
+}
+
+}  // namespace
+
+void maxpool2d_forward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, Tensor& y) {
+  const PoolGeom g = pool_geom(d, x, y);
+  const int64_t n = x.shape[0], c = x.shape[3];
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    maxpool_forward_kernel<T><<<ctx.grid_for(y.numel(), kThreads), kThreads, 0, ctx.stream()>>>(
+        x.ptr<const T>(), y.ptr<T>(), n, c, g);
+    CUDA_LAUNCH_CHECK();
+  });
+}
+
+void maxpool2d_backward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                        Tensor& dx) {
+  const PoolGeom g = pool_geom(d, x, dy);
+  const int64_t n = x.shape[0], c = x.shape[3];
+  dispatch_float(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    maxpool_backward_kernel<T><<<ctx.grid_for(dx.numel(), kThreads), kThreads, 0, ctx.stream()>>>(
+        x.ptr<const T>(), dy.ptr<const T>(), dx.ptr<T>(), n, c, g);
     CUDA_LAUNCH_CHECK();
   });
 }

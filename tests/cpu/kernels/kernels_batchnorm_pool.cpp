@@ -1,9 +1,12 @@
 // CPU batchnorm (training, evaluation, backward; with the fused residual add and ReLU), global
-// average pooling, add and permute, against double-precision references written here: forward
-// values, running statistics, fp16/bf16 outputs against the fp32 result rounded, gradients
-// against central differences, permute against index arithmetic, and the argument checks.
+// average pooling, max pooling, add and permute, against double-precision references written
+// here: forward values, running statistics, fp16/bf16 outputs against the fp32 result rounded,
+// gradients against central differences or the scattered reference, permute against index
+// arithmetic, and the argument checks.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <vector>
@@ -354,6 +357,123 @@ TEST_F(CpuPoolAdd, AvgPoolLowPrecisionIsTheFp32ResultRounded) {
   Tensor x2 = x.reshaped(Shape{6, 4});
   Tensor y_ok = make(Shape{2, 4}, DType::F32, random_nonzero(8, 7));
   EXPECT_THROW(be->avgpool_forward(x2, y_ok), Error);  // x must be (N, HW, C)
+}
+
+// ---- max pool ---------------------------------------------------------------------------------
+
+// Max pooling of x (n, h, w, c) in double, written from PyTorch's kernel: per window, scanning
+// row-major from -inf, a value takes over when greater or NaN; the gradient is scattered to the
+// winners and summed in double.
+struct MaxPoolRef {
+  int64_t p = 0, q = 0;
+  std::vector<double> y;
+  std::vector<int64_t> winner;  // per output, the input index (n, h, w, c) it came from
+};
+MaxPoolRef maxpool_ref(const std::vector<double>& x, int64_t n, int64_t h, int64_t w, int64_t c,
+                       const PoolDesc& d) {
+  MaxPoolRef r;
+  r.p = (h + 2 * d.pad - d.kernel) / d.stride + 1;
+  r.q = (w + 2 * d.pad - d.kernel) / d.stride + 1;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t op = 0; op < r.p; ++op)
+      for (int64_t oq = 0; oq < r.q; ++oq)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int64_t hs = std::max<int64_t>(op * d.stride - d.pad, 0);
+          const int64_t ws = std::max<int64_t>(oq * d.stride - d.pad, 0);
+          const int64_t he = std::min(op * d.stride - d.pad + d.kernel, h);
+          const int64_t we = std::min(oq * d.stride - d.pad + d.kernel, w);
+          int64_t best = ((b * h + hs) * w + ws) * c + ch;
+          double best_v = -INFINITY;
+          for (int64_t i = hs; i < he; ++i)
+            for (int64_t j = ws; j < we; ++j) {
+              const int64_t idx = ((b * h + i) * w + j) * c + ch;
+              if (x[idx] > best_v || std::isnan(x[idx])) {
+                best = idx;
+                best_v = x[idx];
+              }
+            }
+          r.y.push_back(x[best]);
+          r.winner.push_back(best);
+        }
+  return r;
+}
+
+class CpuMaxPool : public test::CpuOpsTest {};
+
+TEST_F(CpuMaxPool, ForwardAndBackwardMatchTheReferenceInEveryDtype) {
+  struct Case {
+    int64_t n, h, w, c;
+    PoolDesc d;
+  };
+  const std::vector<Case> cases = {
+      {2, 8, 8, 3, {3, 2, 1}},  // the ResNet stem's pool
+      {1, 7, 5, 2, {3, 2, 1}},  // odd sizes: the last window hangs over the padding
+      {2, 6, 6, 4, {2, 2, 0}}, {1, 5, 5, 3, {3, 1, 1}},
+      {3, 4, 4, 1, {1, 1, 0}}, {1, 1, 1, 5, {3, 2, 1}},  // one pixel: the padding never wins
+  };
+  uint64_t seed = 40;
+  for (const Case& k : cases)
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      SCOPED_TRACE(fmt::format("{}x{}x{}x{} {}x{}/s{} pad {} {}", k.n, k.h, k.w, k.c, k.d.kernel,
+                               k.d.kernel, k.d.stride, k.d.pad, dtype_name(dt)));
+      const auto xv = rounded(dt, random_nonzero(k.n * k.h * k.w * k.c, ++seed, 3.0f));
+      const MaxPoolRef ref = maxpool_ref(to_double(xv), k.n, k.h, k.w, k.c, k.d);
+      const Shape ys{k.n, ref.p, ref.q, k.c};
+      const auto gv = rounded(dt, random_nonzero(ys.numel(), ++seed));
+      Tensor x = make(Shape{k.n, k.h, k.w, k.c}, dt, xv), y = poisoned(ys, dt);
+      Tensor dy = make(ys, dt, gv), dx = poisoned(x.shape, dt);
+      be->maxpool2d_forward(k.d, x, y);
+      be->maxpool2d_backward(k.d, x, dy, dx);
+      EXPECT_EQ(to_host_f32(*be, y), to_float(ref.y));  // a copy of the winner: exact
+      std::vector<double> dref(xv.size(), 0.0);
+      for (size_t i = 0; i < ref.winner.size(); ++i) dref[ref.winner[i]] += gv[i];
+      // At most ceil(kernel / stride)^2 terms, summed in fp32 and rounded once.
+      const auto r = compare(to_host_f32(*be, dx), rounded(dt, to_float(dref)),
+                             dt == DType::F32 ? 1e-6 : test::tolerance_for(dt));
+      EXPECT_TRUE(r.ok) << r.message;
+    }
+}
+
+TEST_F(CpuMaxPool, TiesGoToTheFirstMaximumAndNanToTheLast) {
+  const PoolDesc d{2, 2, 0};
+  // One 2x2 window per case, one channel: (equal values), (-inf everywhere), (NaN twice).
+  const float inf = INFINITY, nan = NAN;
+  for (const auto& [values, winner] :
+       std::vector<std::pair<std::vector<float>, int>>{{{1, 1, 1, 1}, 0},
+                                                       {{-inf, -inf, -inf, -inf}, 0},
+                                                       {{1, nan, 2, nan}, 3},
+                                                       {{0, 5, 5, 1}, 1}}) {
+    Tensor x = make(Shape{1, 2, 2, 1}, DType::F32, values),
+           y = poisoned(Shape{1, 1, 1, 1}, DType::F32);
+    Tensor dy = make(Shape{1, 1, 1, 1}, DType::F32, {7.0f}), dx = poisoned(x.shape, DType::F32);
+    be->maxpool2d_forward(d, x, y);
+    be->maxpool2d_backward(d, x, dy, dx);
+    const auto got = to_host_f32(*be, dx);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], i == winner ? 7.0f : 0.0f) << i;
+    const float yv = to_host_f32(*be, y)[0];
+    if (std::isnan(values[winner])) {
+      EXPECT_TRUE(std::isnan(yv));
+    } else {
+      EXPECT_EQ(yv, values[winner]);
+    }
+  }
+}
+
+TEST_F(CpuMaxPool, RejectsMismatchedArguments) {
+  const PoolDesc d;  // 3x3 / 2, pad 1: 8x8 -> 4x4
+  Tensor x = make(Shape{1, 8, 8, 2}, DType::F32, random_nonzero(128, 1));
+  Tensor y = poisoned(Shape{1, 4, 4, 2}, DType::F32), dx = poisoned(x.shape, DType::F32);
+  Tensor y_bad = poisoned(Shape{1, 3, 4, 2}, DType::F32);
+  Tensor y16 = poisoned(Shape{1, 4, 4, 2}, DType::BF16);
+  EXPECT_THROW(be->maxpool2d_forward(d, x, y_bad), Error);
+  EXPECT_THROW(be->maxpool2d_forward(d, x, y16), Error);                       // one dtype
+  EXPECT_THROW(be->maxpool2d_forward(d, x.reshaped(Shape{64, 2}), y), Error);  // not NHWC
+  EXPECT_THROW(be->maxpool2d_forward(PoolDesc{3, 2, 2}, x, y), Error);         // pad > kernel / 2
+  EXPECT_THROW(be->maxpool2d_forward(PoolDesc{3, 0, 1}, x, y), Error);
+  EXPECT_THROW(be->maxpool2d_backward(d, x, y, x), Error);  // dx aliases x
+  EXPECT_THROW(be->maxpool2d_backward(d, x, y_bad, dx), Error);
+  be->maxpool2d_forward(d, x, y);  // the right shapes pass
+  be->maxpool2d_backward(d, x, y, dx);
 }
 
 TEST_F(CpuPoolAdd, AddAnyDtypesAndInPlace) {

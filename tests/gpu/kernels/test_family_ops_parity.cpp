@@ -279,6 +279,38 @@ TEST(FamilyOpsParity, AvgPool) {
       }
 }
 
+// Bit for bit: the forward copies the winner's element, and both backends sum each input's
+// gradients in fp32 in the same window order and round once (kernels/pool_window.h).
+TEST(FamilyOpsParity, MaxPool) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 3500;
+  struct P {
+    int64_t n, h, w, c;
+    PoolDesc d;
+  };
+  for (DType dt : kFloatTypes)
+    for (const P& p : {P{2, 112, 112, 64, {3, 2, 1}}, P{1, 7, 5, 3, {3, 2, 1}},
+                       P{3, 6, 6, 17, {2, 2, 0}}, P{2, 9, 9, 8, {3, 1, 1}}}) {
+      const std::string what =
+          fmt::format("{} {}x{}x{}x{} {}x{}/s{} pad {}", dtype_name(dt), p.n, p.h, p.w, p.c,
+                      p.d.kernel, p.d.kernel, p.d.stride, p.d.pad);
+      const int64_t op = (p.h + 2 * p.d.pad - p.d.kernel) / p.d.stride + 1;
+      const int64_t oq = (p.w + 2 * p.d.pad - p.d.kernel) / p.d.stride + 1;
+      Pair x = env.random(Shape{p.n, p.h, p.w, p.c}, dt, seed += 7);
+      Pair y = env.poisoned(Shape{p.n, op, oq, p.c}, dt);
+      env.cpu->maxpool2d_forward(p.d, x.cpu, y.cpu);
+      env.gpu->maxpool2d_forward(p.d, x.gpu, y.gpu);
+      EXPECT_TRUE(env.same(y)) << "forward " << what;
+      Pair dy = env.random(Shape{p.n, op, oq, p.c}, dt, seed + 1);
+      Pair dx = env.poisoned(Shape{p.n, p.h, p.w, p.c}, dt);
+      env.cpu->maxpool2d_backward(p.d, x.cpu, dy.cpu, dx.cpu);
+      env.gpu->maxpool2d_backward(p.d, x.gpu, dy.gpu, dx.gpu);
+      EXPECT_TRUE(env.same(dx)) << "backward " << what;
+      for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
+    }
+}
+
 TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
   SKIP_WITHOUT_CUDA();
   Env env;
