@@ -247,6 +247,45 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
 
+  MaxBatchArgs maxbatch;
+  std::string maxbatch_precisions, maxbatch_memory_limit;
+  auto* maxbatch_cmd = app.add_subcommand(
+      "maxbatch",
+      "The largest batch per mode that really trains within a memory budget, and its ratio to "
+      "fp32's");
+  maxbatch_cmd->add_option("specs", maxbatch.specs, "Model spec JSON file(s)")->required();
+  maxbatch_cmd
+      ->add_option("--device", maxbatch.device, "auto (GPU if present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->default_val("auto");
+  maxbatch_cmd->add_option("--precisions,--precision", maxbatch_precisions,
+                           "Comma-separated modes (default: the spec's)");
+  maxbatch_cmd->add_option(
+      "--memory-limit", maxbatch_memory_limit,
+      "Training memory to fit in (every category but the dataset copy, library workspaces "
+      "included), e.g. 16GiB for a 16 GB card. Default: on a GPU its memory, on the CPU 4GiB");
+  maxbatch_cmd
+      ->add_option("--multiple", maxbatch.multiple,
+                   "Only try batch sizes that are multiples of K (e.g. 8 for tensor cores)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->default_val(1);
+  maxbatch_cmd
+      ->add_option("--steps", maxbatch.steps,
+                   "Timed training steps per probe, after one warm-up step (samples/s comes "
+                   "from them)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}))
+      ->default_val(2);
+  maxbatch_cmd->add_option("--json", maxbatch.json_path, "Write the results as JSON here");
+  maxbatch_cmd->add_option("--csv", maxbatch.csv_path, "Write the results as CSV here");
+  maxbatch_cmd->add_option("--md", maxbatch.md_path, "Write the table as Markdown here");
+  maxbatch_cmd->add_flag("--quiet,-q", maxbatch.quiet, "No line per probe");
+  maxbatch_cmd->footer(
+      "Each probe builds the model at one batch size and trains it for a warm-up step and --steps "
+      "steps on synthetic data (steps x batch samples) under the budget. The search doubles from "
+      "K until a probe does not fit, then bisects between the last batch that trained and the "
+      "first that did not: about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 "
+      "for bad input.");
+
   bool devices_json = false;
   auto* devices_cmd = app.add_subcommand(
       "devices", "GPUs and CPU of this machine: memory, SMs, tensor-core modes, datasheet peaks");
@@ -317,9 +356,11 @@ int mpbench_main(int argc, char** argv) {
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
-      std::cerr << "mpbench: unknown subcommand '" << printable_line(argv[1])
-                << "' (expected run, profile, validate, inspect, devices, data, compare or report; "
-                   "see mpbench --help)\n";
+      std::cerr
+          << "mpbench: unknown subcommand '" << printable_line(argv[1])
+          << "' (expected run, profile, maxbatch, validate, inspect, devices, data, compare or "
+             "report; "
+             "see mpbench --help)\n";
       return 2;
     }
     try {
@@ -347,6 +388,12 @@ int mpbench_main(int argc, char** argv) {
       if (!profile_memory_limit.empty())
         profile.run.memory_limit = parse_memory_size("--memory-limit", profile_memory_limit);
       return cmd_profile(profile);
+    }
+    if (*maxbatch_cmd) {
+      if (!maxbatch_precisions.empty()) maxbatch.precisions = split_list(maxbatch_precisions);
+      if (!maxbatch_memory_limit.empty())
+        maxbatch.memory_limit = parse_memory_size("--memory-limit", maxbatch_memory_limit);
+      return cmd_maxbatch(maxbatch);
     }
     if (*validate_cmd) return cmd_validate(validate_specs);
     if (*inspect_cmd) return cmd_inspect(inspect);

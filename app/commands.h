@@ -79,6 +79,23 @@ struct ReportArgs {
 };
 int cmd_report(const ReportArgs& args);
 
+// `maxbatch`: per spec and mode, the largest batch that trains within --memory-limit
+// (train/max_batch.h); the table, and JSON / CSV / Markdown files.
+struct MaxBatchArgs {
+  std::vector<std::string> specs;
+  std::string device = "auto";
+  std::vector<std::string> precisions;  // empty: each spec's own list
+  uint64_t memory_limit = 0;            // 0: on the CPU kDefaultCpuMemoryLimit, on a GPU its own
+  int64_t multiple = 1;
+  int64_t steps = 2;
+  std::string json_path, csv_path, md_path;
+  bool quiet = false;
+};
+// What maxbatch caps training memory at on the CPU without --memory-limit: host memory is shared
+// with everything else on the machine, and a search up to all of it would swap.
+constexpr uint64_t kDefaultCpuMemoryLimit = uint64_t{4} << 30;
+int cmd_maxbatch(const MaxBatchArgs& args);
+
 // Picks the backend for --device; for auto without a GPU it says so in one line on stderr
 // (unless quiet).
 std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);

@@ -317,18 +317,7 @@ std::string format_compare_console(const Comparison& c) {
 
 std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,
                                     const std::string& current_name) {
-  auto esc = [](const std::string& s) {
-    std::string o;
-    for (char ch : s) {
-      if (ch == '|')
-        o += "\\|";
-      else if (ch == '\n')
-        o += ' ';
-      else
-        o += ch;
-    }
-    return o;
-  };
+  const auto esc = markdown_cell;
   std::string out = "### mpbench compare\n\n";
   const char* icon = c.exit_code == 0 ? (c.blocking ? ":warning:" : ":white_check_mark:") : ":x:";
   out += fmt::format("{} **{}**\n\n", icon, esc(summary_line(c)));

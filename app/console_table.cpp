@@ -167,12 +167,32 @@ std::string render_text_table(const TextTable& t) {
   return out;
 }
 
-std::string format_bytes(size_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < (size_t(1) << 20)) return fmt::format("{:.1f} KiB", b / 1024);
-  if (bytes < (size_t(1) << 30)) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+std::string markdown_cell(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '|') {
+      out += "\\|";
+    } else if (c == '\n' || c == '\r') {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_markdown_table(const TextTable& t) {
+  auto line = [](const std::vector<std::string>& row) {
+    std::string s = "|";
+    for (const std::string& c : row) s += " " + markdown_cell(c) + " |";
+    return s + "\n";
+  };
+  std::string out = line(t.head) + "|";
+  for (size_t i = 0; i < t.head.size(); ++i)
+    out += i < t.right.size() && t.right[i] ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& r : t.rows) out += line(r);
+  return out;
 }
 
 std::vector<ModelGroup> group_by_model(const Report& report) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/allocator.h"  // format_bytes
 #include "train/results.h"
 
 namespace mpbench {
@@ -24,8 +25,6 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 // This run's training memory (the peak of every category but data) / fp32's (below 1: less).
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
 
-// 512 B, 12.3 KiB, 45.6 MiB, 1.23 GiB.
-std::string format_bytes(size_t bytes);
 // Milliseconds to 3-4 significant digits, no unit: "1234", "123.4", "12.35", "1.235".
 std::string format_ms(double ms);
 // 1234567 -> "1,234,567" (rounded); past 2^63 in exponent form ("1e+300"); NaN -> "nan".
@@ -68,5 +67,9 @@ struct TextTable {
   bool rule = false;
 };
 std::string render_text_table(const TextTable& t);
+// The same as a GitHub Markdown table (cells escaped; `rule` is implied).
+std::string render_markdown_table(const TextTable& t);
+// `s` safe in a Markdown table cell: | escaped, line breaks as spaces.
+std::string markdown_cell(const std::string& s);
 
 }  // namespace mpbench

@@ -21,20 +21,6 @@ std::string csv_num(std::optional<double> v) {
   return v ? csv_num(*v) : "";
 }
 
-std::string md_cell(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n' || c == '\r') {
-      out += ' ';
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string format_json(const Report& report) {
@@ -189,13 +175,13 @@ std::string env_summary(const Report& report) {
 std::string format_markdown(const Report& report) {
   std::string out;
   const std::string env = env_summary(report);
-  if (!env.empty()) out += "_" + md_cell(env) + "_\n";
+  if (!env.empty()) out += "_" + markdown_cell(env) + "_\n";
   for (const ModelGroup& group : group_by_model(report)) {
     const Table t = build_table(group, report);
-    out += "\n### " + md_cell(t.title) + "\n\n";
+    out += "\n### " + markdown_cell(t.title) + "\n\n";
     const size_t ncol = t.headers.size();
     out += "|";
-    for (const std::string& h : t.headers) out += " " + md_cell(h) + " |";
+    for (const std::string& h : t.headers) out += " " + markdown_cell(h) + " |";
     out += "\n|";
     for (size_t c = 0; c < ncol; ++c) out += t.right_align[c] ? " ---: |" : " --- |";
     out += "\n";
@@ -210,7 +196,7 @@ std::string format_markdown(const Report& report) {
       }
       cells.resize(ncol);
       out += "|";
-      for (const std::string& c : cells) out += " " + md_cell(c) + " |";
+      for (const std::string& c : cells) out += " " + markdown_cell(c) + " |";
       out += "\n";
     }
   }

@@ -14,6 +14,14 @@ const char* mem_category_name(MemCategory c) {
   return names[static_cast<int>(c)];
 }
 
+std::string format_bytes(size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (size_t(1) << 20)) return fmt::format("{:.1f} KiB", b / 1024);
+  if (bytes < (size_t(1) << 30)) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
+  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+}
+
 TrackingAllocator::~TrackingAllocator() {
   release_all();
 }
@@ -25,13 +33,12 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
   t.device = backend_.device();
   size_t bytes = std::max<size_t>(t.bytes(), 1);
   if (limit_ && cat != MemCategory::Data && bytes > limit_ - std::min(limit_, current_training_)) {
-    const auto mib = [](size_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
-    throw Error(
-        ErrorKind::OutOfMemory,
-        fmt::format("over the memory limit of {:.1f} MiB: {} asked for {:.1f} MiB more "
-                    "with {:.1f} MiB of training memory in use",
-                    mib(limit_), mem_category_name(cat), mib(bytes), mib(current_training_)),
-        /*oom=*/true);
+    throw Error(ErrorKind::OutOfMemory,
+                fmt::format("over the memory limit of {}: {} asked for {} more with {} of "
+                            "training memory in use",
+                            format_bytes(limit_), mem_category_name(cat), format_bytes(bytes),
+                            format_bytes(current_training_)),
+                /*oom=*/true);
   }
   t.data = backend_.raw_alloc(bytes);
   blocks_[t.data] = Block{bytes, cat};

@@ -3,11 +3,15 @@
 // here, tagged with a category, so that peak memory can be reported per category and in total.
 #include <array>
 #include <cstddef>
+#include <string>
 #include <unordered_map>
 
 #include "kernels/backend.h"
 
 namespace mpbench {
+
+// 512 B, 12.3 KiB, 45.6 MiB, 1.23 GiB: how every byte count is shown.
+std::string format_bytes(size_t bytes);
 
 enum class MemCategory {
   Weights,        // the weights used in math (fp32, or the fp16/bf16 copies in AMP modes)

@@ -70,6 +70,19 @@ TimeStats time_stats_from_json(const json& j, const std::string& path) {
 
 }  // namespace
 
+json to_json(const MemoryReport& m) {
+  json by_cat = json::object();
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    by_cat[mem_category_name(static_cast<MemCategory>(c))] = m.by_category[c];
+  }
+  return {{"training", m.training_peak},
+          {"data", m.by_category[static_cast<int>(MemCategory::Data)]},
+          {"tracked", m.tracked_peak},
+          {"device", m.has_device ? json(m.device_peak) : json(nullptr)},
+          {"device_baseline", m.has_device ? json(m.device_baseline) : json(nullptr)},
+          {"by_category", std::move(by_cat)}};
+}
+
 json to_json(const RunResult& r) {
   json j;
   j["model"] = r.model;
@@ -100,17 +113,7 @@ json to_json(const RunResult& r) {
   j["peak_tflops"] = num(r.peak_tflops);
   j["percent_of_peak"] = num(r.percent_of_peak);
 
-  json by_cat = json::object();
-  for (int c = 0; c < kMemCategoryCount; ++c) {
-    by_cat[mem_category_name(static_cast<MemCategory>(c))] = r.memory.by_category[c];
-  }
-  j["peak_memory_bytes"] = {
-      {"training", r.memory.training_peak},
-      {"data", r.memory.by_category[static_cast<int>(MemCategory::Data)]},
-      {"tracked", r.memory.tracked_peak},
-      {"device", r.memory.has_device ? json(r.memory.device_peak) : json(nullptr)},
-      {"device_baseline", r.memory.has_device ? json(r.memory.device_baseline) : json(nullptr)},
-      {"by_category", std::move(by_cat)}};
+  j["peak_memory_bytes"] = to_json(r.memory);
 
   j["final_accuracy"] = num(r.final_accuracy);
   j["final_loss"] = num(r.final_loss);

@@ -72,6 +72,8 @@ struct RunResult {
   std::vector<StepRecord> steps;  // every training step, warm-up included, in order
 };
 
+// peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.
+nlohmann::json to_json(const MemoryReport& m);
 nlohmann::json to_json(const RunResult& r);
 
 // Everything one `mpbench run` produced, for the writers.

@@ -121,7 +121,8 @@ void Run::build(RunResult& r) {
   MPB_CHECK(io.input_dtype == data_.input_dtype && io.input_dim == dim &&
                 io.labels_per_sample == labels_per_sample && io.num_classes == data_.num_classes,
             "dataset ({} x {} {}, {} labels per sample, {} classes) does not fit the model", dim,
-            data_.train_size(), dtype_name(data_.input_dtype), labels_per_sample, data_.num_classes);
+            data_.train_size(), dtype_name(data_.input_dtype), labels_per_sample,
+            data_.num_classes);
   auto upload = [&](const auto& host, Shape shape, DType dt) {
     Tensor t = alloc_.alloc(shape, dt, MemCategory::Data);
     be_.upload(host.data(), t);
@@ -130,9 +131,9 @@ void Run::build(RunResult& r) {
   const bool tokens = data_.input_dtype == DType::I32;
   const DType xdt = data_.input_dtype;
   dev_.train_x = tokens ? upload(data_.train_tokens, Shape{data_.train_size(), dim}, xdt)
-                      : upload(data_.train_x, Shape{data_.train_size(), dim}, xdt);
+                        : upload(data_.train_x, Shape{data_.train_size(), dim}, xdt);
   dev_.eval_x = tokens ? upload(data_.eval_tokens, Shape{data_.eval_size(), dim}, xdt)
-                     : upload(data_.eval_x, Shape{data_.eval_size(), dim}, xdt);
+                       : upload(data_.eval_x, Shape{data_.eval_size(), dim}, xdt);
   dev_.train_y = upload(data_.train_y, Shape{data_.train_size() * labels_per_sample}, DType::I32);
   dev_.eval_y = upload(data_.eval_y, Shape{data_.eval_size() * labels_per_sample}, DType::I32);
   dev_.x_stage = alloc_.alloc(Shape{batch_, dim}, xdt, MemCategory::Data);
@@ -166,8 +167,8 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   be_.fill(dev_.loss_step, 0.0f);
   be_.fill(dev_.correct_step, 0.0f);
   Tensor logits = model_->forward(be_, dev_.x_stage);
-  be_.softmax_xent(logits, dev_.y_stage, &model_->dlogits_buffer(), scaling_ ? &dev_.scale : nullptr,
-                   dev_.loss_step, dev_.correct_step);
+  be_.softmax_xent(logits, dev_.y_stage, &model_->dlogits_buffer(),
+                   scaling_ ? &dev_.scale : nullptr, dev_.loss_step, dev_.correct_step);
   if (mem) sample_device_memory(be_, *mem);
   model_->backward(be_, model_->dlogits_buffer());
   if (mem) sample_device_memory(be_, *mem);
@@ -177,8 +178,8 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   opt_->step(be_, model_->params(), skip_flag, dev_.step_count);
   if (scaling_) {
     const auto& ls = spec_.loss_scale;
-    be_.update_loss_scale(dev_.scale, dev_.tracker, dev_.found_inf, ls.growth_factor, ls.backoff_factor,
-                          static_cast<int32_t>(ls.growth_interval));
+    be_.update_loss_scale(dev_.scale, dev_.tracker, dev_.found_inf, ls.growth_factor,
+                          ls.backoff_factor, static_cast<int32_t>(ls.growth_interval));
   }
   be_.count_step(dev_.step_count, skip_flag);
   if (mem) sample_device_memory(be_, *mem);
@@ -187,7 +188,8 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
 void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r) {
   const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
   Tensor xs = dev_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
-  Tensor ys = dev_.train_y.slice(batch_index * batch_ * labels_per_sample, Shape{batch_ * labels_per_sample});
+  Tensor ys = dev_.train_y.slice(batch_index * batch_ * labels_per_sample,
+                                 Shape{batch_ * labels_per_sample});
   be_.copy(xs, dev_.x_stage);
   be_.copy(ys, dev_.y_stage);
   if (graph_ready_) {
@@ -227,7 +229,8 @@ void Run::evaluate(EpochResult& e) {
          loss_tail = read_scalar(be_, dev_.eval_loss_tail);
   e.eval_loss = (loss_full * batch_ + loss_tail * tail) / static_cast<double>(n);
   // Accuracy over every predicted label (every position for next-token prediction).
-  e.eval_accuracy = read_scalar(be_, dev_.eval_correct) / static_cast<double>(n * labels_per_sample);
+  e.eval_accuracy =
+      read_scalar(be_, dev_.eval_correct) / static_cast<double>(n * labels_per_sample);
 }
 
 void Run::execute(RunResult& r) {

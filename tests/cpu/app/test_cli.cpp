@@ -75,6 +75,11 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"zero size", "run {spec} --memory-limit 0", kGood, "--memory-limit"},
       {"fractional bytes", "profile {spec} --memory-limit 1.5", kGood, "--memory-limit"},
       {"negative size", "run {spec} --memory-limit -3GiB", kGood, "--memory-limit"},
+      {"maxbatch size unit", "maxbatch {spec} --memory-limit 2TB", kGood, "--memory-limit"},
+      {"maxbatch multiple 0", "maxbatch {spec} --multiple 0", kGood, "--multiple"},
+      {"maxbatch without spec", "maxbatch", "", "specs"},
+      {"maxbatch output is the spec", "maxbatch {spec} --csv {spec}", kGood, "is the input"},
+      {"maxbatch bad precision", "maxbatch {spec} --precisions fp33", kGood, "fp33"},
       {"empty --md", "profile {spec} --json ''", kGood, "--json"},
       {"empty --precisions", "run {spec} --precisions ''", kGood, "--precisions"},
       {"empty spec path", "validate ''", "", "spec"},
@@ -226,11 +231,59 @@ TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
   ASSERT_EQ(j["runs"].size(), 2u);
   EXPECT_EQ(j["runs"][0]["status"], "oom");
   const std::string why = j["runs"][0]["status_detail"];
-  EXPECT_NE(why.find("over the memory limit of 0.5 MiB"), std::string::npos) << why;
+  EXPECT_NE(why.find("over the memory limit of 488.3 KiB"), std::string::npos) << why;
   EXPECT_NE(why.find("asked for"), std::string::npos) << why;
   EXPECT_EQ(j["runs"][1]["status"], "ok");
   EXPECT_LE(j["runs"][1]["peak_memory_bytes"]["training"].get<uint64_t>(), 500000u);
   EXPECT_NE(r.out.find("oom"), std::string::npos) << r.out;
+}
+
+// maxbatch finds each mode's largest batch under the limit and writes it everywhere; on the CPU
+// without a limit it says which default it used.
+TEST_F(Cli, MaxBatchTableAndFiles) {
+  const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv", md = dir_ / "m.md";
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
+  Result r = run("maxbatch " + spec + " --device cpu --precisions fp32,amp_bf16 " +
+                 "--memory-limit 1MiB --multiple 8 --json " + json.string() + " --csv " +
+                 csv.string() + " --md " + md.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("tiny_resnet fp32 batch 8: trains"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": oom: over the memory limit of 1.0 MiB"), std::string::npos) << r.err;
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  EXPECT_EQ(j["memory_limit_bytes"], 1u << 20);
+  EXPECT_EQ(j["multiple"], 8);
+  ASSERT_EQ(j["max_batch"].size(), 2u);
+  const auto& fp32 = j["max_batch"][0];
+  const auto& bf16 = j["max_batch"][1];
+  EXPECT_EQ(fp32["model"], "tiny_resnet");
+  EXPECT_EQ(bf16["precision"], "amp_bf16");
+  for (const auto* m : {&fp32, &bf16}) {
+    EXPECT_GT((*m)["max_batch"].get<int64_t>(), 0);
+    EXPECT_EQ((*m)["max_batch"].get<int64_t>() % 8, 0);
+    EXPECT_LE((*m)["peak_memory_bytes"]["training"].get<uint64_t>(), 1u << 20);
+    EXPECT_GT((*m)["samples_per_second"].get<double>(), 0);
+  }
+  EXPECT_DOUBLE_EQ(bf16["vs_fp32"].get<double>(),
+                   bf16["max_batch"].get<double>() / fp32["max_batch"].get<double>());
+  const std::string table = r.out;
+  EXPECT_NE(table.find("memory 1.0 MiB (--memory-limit)"), std::string::npos) << table;
+  EXPECT_NE(table.find(std::to_string(bf16["max_batch"].get<int64_t>())), std::string::npos);
+  EXPECT_NE(read_file(csv.string())
+                .find("tiny_resnet,amp_bf16," + std::to_string(bf16["max_batch"].get<int64_t>())),
+            std::string::npos);
+  EXPECT_NE(read_file(md.string()).find("| tiny_resnet | amp_bf16 |"), std::string::npos);
+
+  // No limit on the CPU: the stated default, never the host's memory. 16384 rows of a 65536-wide
+  // layer need 8 GiB of activations: over it, so that batch is refused before it is allocated.
+  const std::string wide = spec_file(
+      "wide.json", R"({"name": "wide", "model": {"type": "mlp", "input_dim": 16,
+      "hidden": [65536], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
+      "train": {"batch_size": 32, "epochs": 1}})");
+  r = run("maxbatch " + wide + " --device cpu --precisions fp32 --multiple 16384 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("memory 4.00 GiB (the CPU default)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("none fits"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("oom at 16,384"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, RunWritesAllOutputs) {

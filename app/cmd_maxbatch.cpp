@@ -1,0 +1,191 @@
+// `mpbench maxbatch`: per spec and mode, the largest batch that really trains within a memory
+// budget (train/max_batch.h), and how it compares with fp32's: the "batch 16 -> 48 at 6.8 GB"
+// question of the mixed-precision guides, answered for one's own model on any machine.
+#include <iostream>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "app/commands.h"
+#include "app/console_table.h"
+#include "app/output_file.h"
+#include "app/report_writers.h"
+#include "models/spec.h"
+#include "train/max_batch.h"
+
+namespace mpbench {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Budget {
+  uint64_t bytes = 0;  // 0: the device's own memory
+  std::string source;  // what set it, for the table's title and the JSON
+};
+
+Budget budget_for(const MaxBatchArgs& args, const Backend& be) {
+  if (args.memory_limit > 0) return {args.memory_limit, "--memory-limit"};
+  if (be.device() == Device::CPU) return {kDefaultCpuMemoryLimit, "the CPU default"};
+  return {0, "the device's memory"};
+}
+
+std::string budget_text(const Budget& b, const DeviceInfo& d) {
+  if (b.bytes > 0) return fmt::format("{} ({})", format_bytes(b.bytes), b.source);
+  return fmt::format("{} ({})", format_bytes(d.total_memory), b.source);
+}
+
+// What stopped the search: the spec's largest batch, or the first batch that did not train.
+std::string bound_text(const MaxBatchResult& r) {
+  if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", kMaxBatchSize);
+  const BatchProbe* first_bad = nullptr;
+  for (const BatchProbe& p : r.probes)
+    if (p.status != RunStatus::Ok && (!first_bad || p.batch < first_bad->batch)) first_bad = &p;
+  if (!first_bad) return "";
+  return fmt::format("{} at {}", run_status_name(first_bad->status),
+                     group_thousands(static_cast<double>(first_bad->batch)));
+}
+
+// The fp32 result of the same model, the baseline of the ratio; nullptr when there is none.
+const MaxBatchResult* fp32_of(const std::vector<MaxBatchResult>& all, const MaxBatchResult& r) {
+  for (const MaxBatchResult& o : all)
+    if (o.model == r.model && o.precision == Precision::FP32 && o.max_batch > 0) return &o;
+  return nullptr;
+}
+
+TextTable build(const std::vector<MaxBatchResult>& results) {
+  TextTable t;
+  t.head = {"model",     "mode",      "max batch", "vs fp32",
+            "train mem", "samples/s", "probes",    "bound by"};
+  t.right = {false, false, true, true, true, true, true, false};
+  t.rule = true;
+  for (const MaxBatchResult& r : results) {
+    const BatchProbe* best = r.best();
+    const MaxBatchResult* base = fp32_of(results, r);
+    t.rows.push_back(
+        {r.model, precision_name(r.precision),
+         r.max_batch > 0 ? group_thousands(static_cast<double>(r.max_batch)) : "none fits",
+         base && r.max_batch > 0
+             ? fmt::format("{:.2f}x", static_cast<double>(r.max_batch) / base->max_batch)
+             : "-",
+         best ? format_bytes(best->run.memory.training_peak) : "-",
+         best ? format_rate(best->run.samples_per_second) : "-", std::to_string(r.probes.size()),
+         bound_text(r)});
+  }
+  return t;
+}
+
+std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
+  return fmt::format("maxbatch · {}: {} · memory {} · batches multiple of {} · {} step(s) a probe",
+                     d.kind, d.name, budget_text(b, d), a.multiple, a.steps);
+}
+
+json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>& specs,
+             const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
+  json out;
+  out["schema_version"] = 1;
+  out["tool"] = tool_json();
+  out["env"] = env_json(d, make_cpu_backend()->info());
+  out["memory_limit_bytes"] = b.bytes > 0 ? json(b.bytes) : json(nullptr);
+  out["memory_limit_source"] = b.source;
+  out["multiple"] = a.multiple;
+  out["steps_per_probe"] = a.steps;
+  out["specs"] = json::array();
+  for (const Spec& s : specs) out["specs"].push_back(mpbench::to_json(s));
+  out["max_batch"] = json::array();
+  for (const MaxBatchResult& r : results) {
+    const BatchProbe* best = r.best();
+    json probes = json::array();
+    for (const BatchProbe& p : r.probes)
+      probes.push_back(
+          {{"batch", p.batch},
+           {"status", run_status_name(p.status)},
+           {"detail", p.detail},
+           {"training_bytes",
+            p.status == RunStatus::Ok ? json(p.run.memory.training_peak) : json(nullptr)}});
+    const MaxBatchResult* base = fp32_of(results, r);
+    out["max_batch"].push_back(
+        {{"model", r.model},
+         {"precision", precision_name(r.precision)},
+         {"max_batch", r.max_batch},
+         {"at_spec_limit", r.at_limit},
+         {"vs_fp32", base && r.max_batch > 0
+                         ? json(static_cast<double>(r.max_batch) / base->max_batch)
+                         : json(nullptr)},
+         {"peak_memory_bytes", best ? mpbench::to_json(best->run.memory) : json(nullptr)},
+         {"samples_per_second", best ? json(best->run.samples_per_second) : json(nullptr)},
+         {"probes", std::move(probes)}});
+  }
+  return out;
+}
+
+std::string to_csv(const std::vector<MaxBatchResult>& results) {
+  std::string out =
+      "model,precision,max_batch,at_spec_limit,vs_fp32,peak_memory_training_bytes,"
+      "samples_per_second,probes\n";
+  for (const MaxBatchResult& r : results) {
+    const BatchProbe* best = r.best();
+    const MaxBatchResult* base = fp32_of(results, r);
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(r.model), precision_name(r.precision),
+                    r.max_batch, r.at_limit ? "true" : "false",
+                    base && r.max_batch > 0
+                        ? fmt::format("{}", static_cast<double>(r.max_batch) / base->max_batch)
+                        : "",
+                    best ? std::to_string(best->run.memory.training_peak) : "",
+                    best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size());
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_maxbatch(const MaxBatchArgs& args) {
+  if (args.specs.empty()) throw_bad_input("maxbatch: give at least one spec file");
+  check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
+                args.specs);
+  std::vector<Spec> specs;
+  for (const std::string& path : args.specs) {
+    RunArgs overrides;
+    overrides.precisions = args.precisions;
+    specs.push_back(load_spec(path));
+    apply_run_overrides(specs.back(), overrides);
+  }
+  auto be = select_backend(args.device, args.quiet);
+  const DeviceInfo device = be->info();
+  const Budget budget = budget_for(args, *be);
+  if (!args.quiet) std::cerr << "mpbench: maxbatch: memory " << budget_text(budget, device) << "\n";
+
+  std::vector<MaxBatchResult> results;
+  for (const Spec& spec : specs) {
+    for (Precision p : spec.precisions) {
+      MaxBatchOptions opts;
+      opts.memory_limit = budget.bytes;
+      opts.multiple = args.multiple;
+      opts.steps = args.steps;
+      opts.on_probe = [&](const BatchProbe& probe) {
+        if (args.quiet) return;
+        const std::string what =
+            probe.status == RunStatus::Ok
+                ? fmt::format("trains, {} of training memory",
+                              format_bytes(probe.run.memory.training_peak))
+                : fmt::format("{}: {}", run_status_name(probe.status), probe.detail);
+        std::cerr << fmt::format("mpbench: maxbatch: {} {} batch {}: {}\n", spec.name,
+                                 precision_name(p), probe.batch, printable_line(what));
+      };
+      results.push_back(find_max_batch(spec, p, *be, opts));
+    }
+  }
+
+  const TextTable table = build(results);
+  std::cout << title(device, budget, args) << "\n" << render_text_table(table) << std::flush;
+  if (!args.json_path.empty())
+    write_output(args.json_path, to_json(results, specs, device, budget, args).dump(2) + "\n");
+  if (!args.csv_path.empty()) write_output(args.csv_path, to_csv(results));
+  if (!args.md_path.empty())
+    write_output(args.md_path, "_" + markdown_cell(title(device, budget, args)) + "_\n\n" +
+                                   render_markdown_table(table));
+  return 0;
+}
+
+}  // namespace mpbench

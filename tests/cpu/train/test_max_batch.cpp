@@ -1,0 +1,101 @@
+// The largest-batch search (train/max_batch.h) on the CPU reference: the batch it finds trains
+// within the limit and the next multiple of K does not, the probes are multiples of K and about
+// 2 log2(max / K) of them, and a limit nothing fits in gives 0.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "test_util.h"
+#include "train/max_batch.h"
+#include "train/trainer.h"
+
+using namespace mpbench;
+
+namespace {
+
+Spec config(const std::string& name) {
+  return load_spec(test::source_dir() + "/configs/" + name + ".json");
+}
+
+// Trains the probe's spec at `batch` under `limit`, independently of the search.
+RunStatus train_at(const Spec& spec, Precision p, int64_t batch, size_t limit) {
+  auto be = make_cpu_backend();
+  const Spec s = probe_spec(spec, p, batch, 2);
+  const Dataset data = make_dataset(s);
+  TrainOptions opts;
+  opts.memory_limit = limit;
+  return train_and_measure(s, data, p, *be, opts).status;
+}
+
+}  // namespace
+
+TEST(MaxBatch, FindsTheEdgeOfTheLimitOnMultiplesOfK) {
+  const Spec spec = config("tiny_resnet");
+  const size_t limit = size_t{1} << 20;
+  for (const auto& [p, k] :
+       {std::pair{Precision::FP32, int64_t{1}}, std::pair{Precision::AMP_BF16, int64_t{8}}}) {
+    SCOPED_TRACE(precision_name(p));
+    auto be = make_cpu_backend();
+    MaxBatchOptions opts;
+    opts.memory_limit = limit;
+    opts.multiple = k;
+    int seen = 0;
+    opts.on_probe = [&](const BatchProbe&) { ++seen; };
+    const MaxBatchResult r = find_max_batch(spec, p, *be, opts);
+    ASSERT_GT(r.max_batch, 0);
+    EXPECT_FALSE(r.at_limit);
+    EXPECT_EQ(r.max_batch % k, 0);
+    EXPECT_EQ(seen, static_cast<int>(r.probes.size()));
+    for (const BatchProbe& pr : r.probes) EXPECT_EQ(pr.batch % k, 0) << pr.batch;
+    EXPECT_LE(static_cast<double>(r.probes.size()),
+              2 * std::ceil(std::log2(static_cast<double>(r.max_batch) / k)) + 2);
+    const BatchProbe* best = r.best();
+    ASSERT_NE(best, nullptr);
+    EXPECT_EQ(best->status, RunStatus::Ok);
+    EXPECT_LE(best->run.memory.training_peak, limit);
+    EXPECT_GT(best->run.samples_per_second, 0);
+    // Checked apart from the search: the batch trains, the next multiple of K does not.
+    EXPECT_EQ(train_at(spec, p, r.max_batch, limit), RunStatus::Ok);
+    EXPECT_EQ(train_at(spec, p, r.max_batch + k, limit), RunStatus::Oom);
+  }
+}
+
+// On tiny_resnet the bf16 activations are half the size: the larger batch fits.
+TEST(MaxBatch, Bf16FitsALargerBatchOfAConvNet) {
+  const Spec spec = config("tiny_resnet");
+  auto be = make_cpu_backend();
+  MaxBatchOptions opts;
+  opts.memory_limit = size_t{1} << 20;
+  const int64_t fp32 = find_max_batch(spec, Precision::FP32, *be, opts).max_batch;
+  const int64_t bf16 = find_max_batch(spec, Precision::AMP_BF16, *be, opts).max_batch;
+  EXPECT_GT(bf16, fp32);
+}
+
+TEST(MaxBatch, NothingFitsGivesZero) {
+  auto be = make_cpu_backend();
+  MaxBatchOptions opts;
+  opts.memory_limit = 1024;
+  const MaxBatchResult r = find_max_batch(config("tiny_mlp"), Precision::FP32, *be, opts);
+  EXPECT_EQ(r.max_batch, 0);
+  ASSERT_EQ(r.probes.size(), 1u);
+  EXPECT_EQ(r.probes[0].status, RunStatus::Oom);
+  EXPECT_NE(r.probes[0].detail.find("over the memory limit of 1.0 KiB"), std::string::npos)
+      << r.probes[0].detail;
+  EXPECT_EQ(r.best(), nullptr);
+}
+
+// The probe trains the spec's model, not its data: synthetic, steps x batch samples, one mode.
+TEST(MaxBatch, ProbeSpecKeepsTheModel) {
+  const Spec spec = config("mnist_mlp");
+  const Spec s = probe_spec(spec, Precision::AMP_BF16, 4096, 3);
+  EXPECT_TRUE(s.model == spec.model);
+  EXPECT_EQ(s.train.batch_size, 4096);
+  EXPECT_EQ(s.data.type, "synthetic");
+  EXPECT_EQ(s.data.train_samples, 3 * 4096);
+  EXPECT_EQ(s.train.epochs, 1);
+  ASSERT_EQ(s.precisions.size(), 1u);
+  EXPECT_EQ(s.precisions[0], Precision::AMP_BF16);
+  EXPECT_THROW(probe_spec(spec, Precision::FP32, kMaxBatchSize + 1, 1), Error);
+}

@@ -1,0 +1,110 @@
+#include "train/max_batch.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+#include "models/dataset.h"
+#include "train/trainer.h"
+
+namespace mpbench {
+
+const BatchProbe* MaxBatchResult::best() const {
+  for (const BatchProbe& p : probes)
+    if (p.batch == max_batch && p.status == RunStatus::Ok) return &p;
+  return nullptr;
+}
+
+Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps) {
+  const int64_t samples = steps * batch;
+  // The data first, large enough for the spec's own batch too, so that no step of the re-reading
+  // holds a batch above train_samples.
+  nlohmann::json data = {{"type", "synthetic"},
+                         {"train_samples", std::max(samples, spec.train.batch_size)},
+                         {"eval_samples", 1},
+                         {"seed", spec.data.seed}};
+  const std::string what = fmt::format("batch {}", batch);
+  return with_overrides(spec, {{what, {"data"}, data},
+                               {what, {"train", "batch_size"}, batch},
+                               {what, {"data", "train_samples"}, samples},
+                               {what, {"train", "epochs"}, 1},
+                               {what, {"train", "warmup_steps"}, 1},
+                               {what, {"precisions"}, {precision_name(p)}}});
+}
+
+namespace {
+
+BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
+                 const MaxBatchOptions& opts) {
+  BatchProbe out;
+  out.batch = batch;
+  Spec s;
+  try {
+    s = probe_spec(spec, p, batch, opts.steps);
+  } catch (const Error& e) {
+    // Past what a spec takes (its size limits, its rules): as far as the search can go.
+    if (e.kind() != ErrorKind::BadInput) throw;
+    out.status = RunStatus::Failed;
+    out.detail = e.what();
+    return out;
+  }
+  const Dataset data = make_dataset(s);
+  TrainOptions t;
+  t.memory_limit = opts.memory_limit;
+  out.run = train_and_measure(s, data, p, be, t);
+  out.status = out.run.status;
+  out.detail = out.run.status_detail;
+  return out;
+}
+
+}  // namespace
+
+MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
+                              const MaxBatchOptions& opts) {
+  MPB_CHECK(opts.multiple >= 1 && opts.steps >= 1,
+            "maxbatch: multiple {} and steps {} must be >= 1", opts.multiple, opts.steps);
+  MaxBatchResult r;
+  r.model = spec.name;
+  r.precision = p;
+  const int64_t k = opts.multiple;
+  const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
+  std::map<int64_t, bool> tried;              // batch -> trained
+  auto fits = [&](int64_t batch) {
+    auto it = tried.find(batch);
+    if (it != tried.end()) return it->second;
+    BatchProbe pr = probe(spec, p, batch, be, opts);
+    const bool ok = pr.status == RunStatus::Ok;
+    r.probes.push_back(std::move(pr));
+    if (opts.on_probe) opts.on_probe(r.probes.back());
+    tried[batch] = ok;
+    return ok;
+  };
+  if (top < k || !fits(k)) return r;  // not even K trains
+  int64_t good = k, bad = 0;
+  while (bad == 0) {
+    if (good >= top) {
+      r.max_batch = good;
+      r.at_limit = true;
+      return r;
+    }
+    const int64_t next = std::min(good * 2, top);
+    if (fits(next)) {
+      good = next;
+    } else {
+      bad = next;
+    }
+  }
+  while (bad - good > k) {
+    const int64_t mid = good + (bad - good) / (2 * k) * k;
+    if (fits(mid)) {
+      good = mid;
+    } else {
+      bad = mid;
+    }
+  }
+  r.max_batch = good;
+  return r;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,48 @@
+#pragma once
+// The largest batch that really trains within a memory budget (`mpbench maxbatch`). A probe
+// builds the model at one batch size and trains it for a few steps on synthetic data under the
+// cap (TrainOptions::memory_limit: every category but the dataset copy, workspaces included);
+// the search doubles from K until a probe fails, then bisects between the last batch that
+// trained and the first that did not, on multiples of K: about 2 log2(max / K) probes.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "models/spec.h"
+#include "train/results.h"
+
+namespace mpbench {
+
+struct BatchProbe {
+  int64_t batch = 0;
+  RunStatus status = RunStatus::Ok;  // oom when it did not fit
+  std::string detail;                // why it did not train
+  RunResult run;                     // the probe's training run (memory, samples/s)
+};
+
+struct MaxBatchOptions {
+  size_t memory_limit = 0;  // 0: none (on a GPU, its memory)
+  int64_t multiple = 1;     // K: every batch tried is a multiple of it
+  int64_t steps = 2;        // timed training steps per probe, after one warm-up step
+  std::function<void(const BatchProbe&)> on_probe;  // after each probe, e.g. a progress line
+};
+
+struct MaxBatchResult {
+  std::string model;
+  Precision precision = Precision::FP32;
+  int64_t max_batch = 0;  // 0: not even K trains
+  bool at_limit = false;  // max_batch is kMaxBatchSize, the largest a spec takes, not a bound
+  std::vector<BatchProbe> probes;  // in the order they ran
+  // The probe at max_batch; nullptr when there is none.
+  const BatchProbe* best() const;
+};
+
+// The spec a probe trains: `batch`, one epoch of `steps` steps after one warm-up step, on
+// synthetic data of steps x batch training samples and one evaluation sample, in mode p only.
+// Error(BadInput) when the spec's own rules refuse that batch.
+Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps);
+
+MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
+                              const MaxBatchOptions& opts);
+
+}  // namespace mpbench
