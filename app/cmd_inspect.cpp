@@ -8,6 +8,7 @@
 #include "app/console_table.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 
@@ -21,16 +22,6 @@ std::string human_count(double v) {
     ++u;
   }
   return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, units[u]);
-}
-
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (b >= 1024 && u < 3) {
-    b /= 1024;
-    ++u;
-  }
-  return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.1f} {}", b, units[u]);
 }
 
 void print_table(const Spec& spec, Precision p) {
@@ -47,17 +38,31 @@ void print_table(const Spec& spec, Precision p) {
     out.replace(0, 1, fmt::format("({}, ", batch));
     table.rows.push_back({li.name, li.kind, out, human_count(li.params),
                           human_count(li.forward_flops * batch), dtype_name(li.compute_dtype),
-                          dtype_name(li.storage_dtype), human_bytes(li.activation_bytes * batch)});
+                          dtype_name(li.storage_dtype),
+                          format_bytes(static_cast<size_t>(li.activation_bytes * batch))});
     params += li.params;
     flops += li.forward_flops * batch;
     act += li.activation_bytes * batch;
   }
-  table.rows.push_back(
-      {"total", "", "", human_count(params), human_count(flops), "", "", human_bytes(act)});
+  table.rows.push_back({"total", "", "", human_count(params), human_count(flops), "", "",
+                        format_bytes(static_cast<size_t>(act))});
   std::cout << fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family,
                            precision_name(p), batch)
             << render_text_table(table)
-            << fmt::format("training step ~ {} FLOPs (3 x forward)\n\n", human_count(3 * flops));
+            << fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
+  // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
+  auto cpu = make_cpu_backend();
+  const MemoryReport m = predict_training_memory(spec, p, *cpu);
+  std::string parts;
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    const auto cat = static_cast<MemCategory>(c);
+    if (cat == MemCategory::Data || m.by_category[c] == 0) continue;
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(cat),
+                         format_bytes(m.by_category[c]));
+  }
+  std::cout << fmt::format(
+      "predicted training memory {} ({}); a GPU adds its libraries' workspace\n\n",
+      format_bytes(m.training_peak), parts);
 }
 
 }  // namespace

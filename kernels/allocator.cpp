@@ -40,7 +40,12 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
                             format_bytes(current_training_)),
                 /*oom=*/true);
   }
-  t.data = backend_.raw_alloc(bytes);
+  if (counting_) {
+    t.data = reinterpret_cast<void*>(next_fake_);
+    next_fake_ += (bytes + 255) / 256 * 256;
+  } else {
+    t.data = backend_.raw_alloc(bytes);
+  }
   blocks_[t.data] = Block{bytes, cat};
   int i = static_cast<int>(cat);
   current_[i] += bytes;
@@ -60,12 +65,13 @@ void TrackingAllocator::release(const Tensor& t) {
   current_[static_cast<int>(it->second.cat)] -= it->second.bytes;
   current_total_ -= it->second.bytes;
   if (it->second.cat != MemCategory::Data) current_training_ -= it->second.bytes;
-  backend_.raw_free(it->first);
+  if (!counting_) backend_.raw_free(it->first);
   blocks_.erase(it);
 }
 
 void TrackingAllocator::release_all() {
-  for (auto& [p, b] : blocks_) backend_.raw_free(p);
+  if (!counting_)
+    for (auto& [p, b] : blocks_) backend_.raw_free(p);
   blocks_.clear();
   current_.fill(0);
   current_total_ = 0;

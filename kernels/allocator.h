@@ -3,6 +3,7 @@
 // here, tagged with a category, so that peak memory can be reported per category and in total.
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 
@@ -28,7 +29,11 @@ const char* mem_category_name(MemCategory c);  // "weights", "master_weights", .
 
 class TrackingAllocator {
  public:
-  explicit TrackingAllocator(Backend& backend) : backend_(backend) {}
+  // Count: nothing is allocated, every tensor gets a distinct address that must never be read or
+  // written, and the figures are what allocating would have taken (predicting a run's memory).
+  enum class Mode { Allocate, Count };
+  explicit TrackingAllocator(Backend& backend, Mode mode = Mode::Allocate)
+      : backend_(backend), counting_(mode == Mode::Count) {}
   ~TrackingAllocator();
   TrackingAllocator(const TrackingAllocator&) = delete;
   TrackingAllocator& operator=(const TrackingAllocator&) = delete;
@@ -50,6 +55,7 @@ class TrackingAllocator {
   // the dataset (which a real input pipeline would stream).
   size_t peak_training() const { return peak_training_; }
   Backend& backend() { return backend_; }
+  bool counting() const { return counting_; }
 
  private:
   struct Block {
@@ -62,6 +68,8 @@ class TrackingAllocator {
   size_t current_total_ = 0, peak_total_ = 0;
   size_t current_training_ = 0, peak_training_ = 0;
   size_t limit_ = 0;
+  bool counting_ = false;
+  uintptr_t next_fake_ = 4096;  // counting: the next address handed out
 };
 
 }  // namespace mpbench

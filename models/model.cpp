@@ -22,6 +22,8 @@ void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_d
   master_ = alloc.alloc(Shape{total_}, DType::F32,
                         amp ? MemCategory::MasterWeights : MemCategory::Weights);
   grads_ = alloc.alloc(Shape{total_}, DType::F32, MemCategory::Gradients);
+  if (amp) lowp_ = alloc.alloc(Shape{total_}, compute_dtype, MemCategory::Weights);
+  if (alloc.counting()) return;  // sizes only: nothing to initialise
   std::vector<float> host(total_);
   uint64_t state = seed;
   // Normal draws have a stream of their own: a parameter's values then do not depend on how many
@@ -41,10 +43,7 @@ void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_d
   }
   be.upload(host.data(), master_);
   be.fill(grads_, 0.0f);
-  if (amp) {
-    lowp_ = alloc.alloc(Shape{total_}, compute_dtype, MemCategory::Weights);
-    be.cast(master_, lowp_);
-  }
+  if (amp) be.cast(master_, lowp_);
 }
 
 Tensor ParamStore::weight(int i, DType dt) const {

@@ -38,7 +38,8 @@ class ParamStore {
   int declare(const std::string& name, Shape shape, float init_bound) {
     return declare(name, shape, Init::uniform(init_bound));
   }
-  // Allocates the flat buffers and initialises master (and lowp) deterministically from seed.
+  // Allocates the flat buffers and initialises master (and lowp) deterministically from seed; a
+  // counting allocator (TrackingAllocator::Mode::Count) only counts them.
   void allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype, uint64_t seed);
 
   const std::vector<Param>& params() const { return params_; }

@@ -103,8 +103,10 @@ struct Bn {
     // Running statistics are model state (PyTorch's buffers), kept with the weights.
     running_mean = alloc.alloc(Shape{c}, DType::F32, MemCategory::Weights);
     running_var = alloc.alloc(Shape{c}, DType::F32, MemCategory::Weights);
-    alloc.backend().fill(running_mean, 0.0f);
-    alloc.backend().fill(running_var, 1.0f);
+    if (!alloc.counting()) {
+      alloc.backend().fill(running_mean, 0.0f);
+      alloc.backend().fill(running_var, 1.0f);
+    }
     save_mean = alloc.alloc(Shape{c}, DType::F32, MemCategory::Activations);
     save_rstd = alloc.alloc(Shape{c}, DType::F32, MemCategory::Activations);
   }

@@ -11,6 +11,7 @@ class AdamW : public Optimizer {
     p_ = AdamWParams{s.lr, s.beta1, s.beta2, s.eps, s.weight_decay};
     m_ = alloc.alloc(Shape{ps.numel()}, DType::F32, MemCategory::OptimizerState);
     v_ = alloc.alloc(Shape{ps.numel()}, DType::F32, MemCategory::OptimizerState);
+    if (alloc.counting()) return;
     be.fill(m_, 0.0f);
     be.fill(v_, 0.0f);
   }
@@ -30,7 +31,7 @@ class Sgd : public Optimizer {
   Sgd(const OptimizerSpec& s, ParamStore& ps, TrackingAllocator& alloc, Backend& be) {
     p_ = SgdParams{s.lr, s.momentum, s.weight_decay, s.nesterov};
     buf_ = alloc.alloc(Shape{ps.numel()}, DType::F32, MemCategory::OptimizerState);
-    be.fill(buf_, 0.0f);
+    if (!alloc.counting()) be.fill(buf_, 0.0f);
   }
   void step(Backend& be, ParamStore& ps, const Tensor* found_inf, const Tensor&) override {
     be.sgd_step(p_, ps.master_flat(), ps.grads_flat(), buf_, ps.lowp_flat(), found_inf);

@@ -114,6 +114,15 @@ json to_json(const RunResult& r) {
   j["percent_of_peak"] = num(r.percent_of_peak);
 
   j["peak_memory_bytes"] = to_json(r.memory);
+  if (r.has_predicted_memory) {
+    json by_cat = json::object();
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      if (static_cast<MemCategory>(c) == MemCategory::Data) continue;
+      by_cat[mem_category_name(static_cast<MemCategory>(c))] = r.predicted_memory.by_category[c];
+    }
+    j["predicted_memory_bytes"] = {{"training", r.predicted_memory.training_peak},
+                                   {"by_category", std::move(by_cat)}};
+  }
 
   j["final_accuracy"] = num(r.final_accuracy);
   j["final_loss"] = num(r.final_loss);
@@ -223,6 +232,19 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     if (!m.contains("training")) {
       const size_t data = r.memory.by_category[static_cast<int>(MemCategory::Data)];
       r.memory.training_peak = r.memory.tracked_peak > data ? r.memory.tracked_peak - data : 0;
+    }
+  }
+
+  if (j.contains("predicted_memory_bytes")) {
+    const std::string p = sub(path, "predicted_memory_bytes");
+    const json& m = object_at(j, "predicted_memory_bytes", path);
+    r.has_predicted_memory = true;
+    r.predicted_memory.training_peak = byte_count(m, "training", p);
+    const json& bc = object_at(m, "by_category", p);
+    for (int c = 0; c < kMemCategoryCount; ++c) {
+      if (static_cast<MemCategory>(c) == MemCategory::Data) continue;
+      r.predicted_memory.by_category[c] =
+          byte_count(bc, mem_category_name(static_cast<MemCategory>(c)), sub(p, "by_category"));
     }
   }
 

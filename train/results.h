@@ -64,6 +64,10 @@ struct RunResult {
   double percent_of_peak = 0;
 
   MemoryReport memory;
+  // The training memory predicted before the run (predict_training_memory): training_peak and
+  // by_category (data 0); absent from files written before it was.
+  bool has_predicted_memory = false;
+  MemoryReport predicted_memory;
   double final_accuracy = 0;  // eval accuracy after the last epoch, in [0, 1]
   double final_loss = 0;      // eval loss after the last epoch
   int64_t skipped_steps = 0;

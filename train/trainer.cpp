@@ -106,15 +106,10 @@ class Run {
 
 void Run::build(RunResult& r) {
   batch_ = spec_.train.batch_size;
-  model_ = std::make_unique<Model>(spec_, precision_);
-  model_->allocate(alloc_, be_, batch_, spec_.data.seed * 0x9e3779b97f4a7c15ull + 17);
+  TrainingBuffers buffers = allocate_training(spec_, precision_, alloc_, be_);
+  model_ = std::move(buffers.model);
+  opt_ = std::move(buffers.optimizer);
   model_->set_observer(opts_.layer_observer);
-  if (size_t ws = be_.workspace_bytes()) {
-    Tensor w =
-        alloc_.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
-    be_.set_workspace(w);
-  }
-  opt_ = Optimizer::make(spec_.train.optimizer, model_->params(), alloc_, be_);
 
   const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
   const ModelIo& io = model_->io();
@@ -376,6 +371,30 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
 
 }  // namespace
 
+TrainingBuffers allocate_training(const Spec& spec, Precision precision, TrackingAllocator& alloc,
+                                  Backend& be) {
+  TrainingBuffers b;
+  b.model = std::make_unique<Model>(spec, precision);
+  b.model->allocate(alloc, be, spec.train.batch_size, spec.data.seed * 0x9e3779b97f4a7c15ull + 17);
+  if (size_t ws = be.workspace_bytes()) {
+    Tensor w = alloc.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
+    if (!alloc.counting()) be.set_workspace(w);
+  }
+  b.optimizer = Optimizer::make(spec.train.optimizer, b.model->params(), alloc, be);
+  return b;
+}
+
+MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be) {
+  TrackingAllocator count(be, TrackingAllocator::Mode::Count);
+  const TrainingBuffers b = allocate_training(spec, precision, count, be);
+  MemoryReport m;
+  m.training_peak = count.peak_training();
+  m.tracked_peak = count.peak_total();
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    m.by_category[c] = count.peak(static_cast<MemCategory>(c));
+  return m;
+}
+
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
                             const TrainOptions& opts) {
   RunResult r;
@@ -387,6 +406,8 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.train_samples = data.train_size();
   r.warmup_steps = spec.train.warmup_steps;
   try {
+    r.predicted_memory = predict_training_memory(spec, precision, be);
+    r.has_predicted_memory = true;
     Run run(spec, data, precision, be, opts);
     run.execute(r);
   } catch (const Error& e) {

@@ -7,6 +7,7 @@
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/optimizer.h"
 #include "train/results.h"
 
 namespace mpbench {
@@ -41,6 +42,21 @@ struct TrainOptions {
   LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
   size_t memory_limit = 0;  // cap on training memory (TrackingAllocator::set_limit); 0: none
 };
+
+// What training holds for the whole run: the model (parameters, gradients, activations), the
+// library workspace and the optimizer state, allocated in that order. The trainer allocates
+// through this, and predict_training_memory counts through it, so the two cannot disagree.
+struct TrainingBuffers {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+};
+TrainingBuffers allocate_training(const Spec& spec, Precision precision, TrackingAllocator& alloc,
+                                  Backend& be);
+
+// The training memory a run of `spec` in `precision` on `be` takes, per category, counted with a
+// counting allocator (nothing is allocated): every buffer of training is allocated before the
+// first step, so this is the run's tracked peak of every category but data.
+MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be);
 
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
                             const TrainOptions& opts = {});
