@@ -14,6 +14,7 @@
 #include "app/commands.h"
 #include "app/output_file.h"
 #include "kernels/error.h"
+#include "models/spec.h"
 
 namespace mpbench {
 
@@ -133,6 +134,25 @@ std::string printable_line(const std::string& s) {
   return out;
 }
 
+std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::string& text) {
+  std::vector<int64_t> out;
+  for (const std::string& item : split_list(text)) {
+    const bool digits =
+        !item.empty() && item.size() <= 7 &&
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t v = digits ? std::stoll(item) : 0;
+    if (v < 1 || v > kMaxBatchSize)
+      throw_bad_input(
+          fmt::format("{}: expected batch sizes from 1 to {} separated by commas, got "
+                      "'{}'",
+                      option, kMaxBatchSize, printable_line(item)));
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      throw_bad_input(fmt::format("{}: batch size {} is given twice", option, v));
+    out.push_back(v);
+  }
+  return out;
+}
+
 uint64_t parse_memory_size(const std::string& option, const std::string& text) {
   static const std::pair<const char*, double> kUnits[] = {
       {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"KB", 1e3}, {"MB", 1e6},
@@ -190,7 +210,13 @@ int mpbench_main(int argc, char** argv) {
                       "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
   run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
+  std::string run_batch_sizes;
+  auto* batch_sizes_opt = run_cmd->add_option(
+      "--batch-sizes", run_batch_sizes,
+      "A sweep: train each spec at each of these batch sizes (e.g. 32,64,128,256); the table and "
+      "the report give the speedup over fp32 at each");
   run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
+      ->excludes(batch_sizes_opt)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
@@ -379,6 +405,8 @@ int mpbench_main(int argc, char** argv) {
     }
     if (*run_cmd) {
       if (!precisions.empty()) run.precisions = split_list(precisions);
+      if (!run_batch_sizes.empty())
+        run.batch_sizes = parse_batch_sizes("--batch-sizes", run_batch_sizes);
       if (!run_memory_limit.empty())
         run.memory_limit = parse_memory_size("--memory-limit", run_memory_limit);
       return cmd_run(run);

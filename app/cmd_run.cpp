@@ -1,5 +1,6 @@
 // `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "app/commands.h"
@@ -91,6 +92,14 @@ int cmd_run(const RunArgs& args) {
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), args);
   }
+  if (!args.batch_sizes.empty()) {
+    std::vector<Spec> sweep;
+    for (const Spec& spec : specs)
+      for (int64_t b : args.batch_sizes)
+        sweep.push_back(with_overrides(
+            spec, {{fmt::format("--batch-sizes {}", b), {"train", "batch_size"}, b}}));
+    specs = std::move(sweep);
+  }
   std::vector<std::string> inputs;
   for (const Spec& spec : specs)
     for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
@@ -106,12 +115,21 @@ int cmd_run(const RunArgs& args) {
   Report report;
   report.tool = tool_json();
   report.env = env_json(be->info(), make_cpu_backend()->info());
+  std::optional<Dataset> data;
+  std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it
   for (const Spec& spec : specs) {
-    Dataset data = make_dataset(spec);
+    const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
+    if (!data || key != data_key) {
+      data = make_dataset(spec);
+      data_key = key;
+    }
     report.specs.push_back(to_json(spec));
     for (Precision p : spec.precisions) {
-      const int64_t total_steps = step_plan(spec.train, data.train_size()).total();
-      Progress bar(fmt::format("{} {}", spec.name, precision_name(p)), total_steps, show_progress);
+      const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
+      const std::string batch =
+          args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
+      Progress bar(fmt::format("{} {}{}", spec.name, precision_name(p), batch), total_steps,
+                   show_progress);
       TrainOptions opts;
       opts.cuda_graphs = args.cuda_graphs;
       opts.memory_limit = args.memory_limit;
@@ -122,7 +140,7 @@ int cmd_run(const RunArgs& args) {
                                                tp.last_train_loss, 100 * tp.last_eval_accuracy);
         bar.update(tp.step, suffix);
       };
-      report.runs.push_back(train_and_measure(spec, data, p, *be, opts));
+      report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
       bar.finish();
     }
   }

@@ -23,15 +23,15 @@ std::vector<double> epoch_times(const RunResult& r) {
   return positive_finite(t);
 }
 
-using Key = std::tuple<std::string, std::string, std::string, bool>;
+using Key = std::tuple<std::string, std::string, std::string, bool, int64_t>;
 
 Key key_of(const RunResult& r) {
-  return {r.model, r.precision, r.device, r.cuda_graphs};
+  return {r.model, r.precision, r.device, r.cuda_graphs, r.batch_size};
 }
 
 std::string key_name(const Key& k) {
-  return fmt::format("{} {} {}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                     std::get<3>(k) ? " (cuda graphs)" : "");
+  return fmt::format("{} {} {} batch {}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+                     std::get<4>(k), std::get<3>(k) ? " (cuda graphs)" : "");
 }
 
 std::map<Key, const RunResult*> index_runs(const Report& r, const char* side) {
@@ -151,23 +151,15 @@ std::string mode_cell(const CompareRow& r) {
 }
 
 std::vector<std::string> headers() {
-  return {"model",    "precision",  "device",  "time ratio [95% CI]", "epochs", "memory",
-          "accuracy", "final loss", "verdict", "regressed",           "detail"};
+  return {"model",  "precision", "device",     "batch",   "time ratio [95% CI]", "epochs",
+          "memory", "accuracy",  "final loss", "verdict", "regressed",           "detail"};
 }
 std::vector<std::string> cells(const CompareRow& r) {
   const std::string n =
       r.baseline && r.current ? fmt::format("{}/{}", r.n_baseline, r.n_current) : "-";
-  return {r.model,
-          r.precision,
-          mode_cell(r),
-          time_cell(r),
-          n,
-          memory_cell(r),
-          accuracy_cell(r),
-          loss_cell(r),
-          r.verdict,
-          regress_cell(r),
-          r.detail.empty() ? "-" : r.detail};
+  return {r.model,      r.precision, mode_cell(r),    std::to_string(r.batch_size),
+          time_cell(r), n,           memory_cell(r),  accuracy_cell(r),
+          loss_cell(r), r.verdict,   regress_cell(r), r.detail.empty() ? "-" : r.detail};
 }
 
 std::string summary_line(const Comparison& c) {
@@ -264,6 +256,7 @@ Comparison compare_reports(const Report& baseline, const Report& current,
     row.precision = r.precision;
     row.device = r.device;
     row.cuda_graphs = r.cuda_graphs;
+    row.batch_size = r.batch_size;
     return row;
   };
   for (const RunResult& b : baseline.runs) {
@@ -331,11 +324,11 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   out += "|";
   for (const auto& h : hs) out += " " + h + " |";
   out += "\n|";
-  for (size_t i = 0; i < hs.size(); ++i) out += (i >= 3 && i <= 7) ? " ---: |" : " --- |";
+  for (size_t i = 0; i < hs.size(); ++i) out += (i >= 3 && i <= 8) ? " ---: |" : " --- |";
   out += "\n";
   for (const CompareRow& r : c.rows) {
     auto cs = cells(r);
-    if (!r.regressions.empty()) cs[8] = "**" + cs[8] + "**";
+    if (!r.regressions.empty()) cs[9] = "**" + cs[9] + "**";
     out += "|";
     for (const auto& x : cs) out += " " + esc(x) + " |";
     out += "\n";
@@ -355,6 +348,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"model", r.model},
         {"precision", r.precision},
         {"device", r.device},
+        {"batch_size", r.batch_size},
         {"cuda_graphs", r.cuda_graphs},
         {"verdict", r.verdict},
         {"detail", r.detail},

@@ -56,6 +56,7 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
 struct CompareRow {
   std::string model, precision, device;
   bool cuda_graphs = false;
+  int64_t batch_size = 0;
   const RunResult* baseline = nullptr;  // null: `new`
   const RunResult* current = nullptr;   // null: `missing`
 

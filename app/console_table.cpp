@@ -211,9 +211,17 @@ std::vector<ModelGroup> group_by_model(const Report& report) {
     }
     ModelGroup& g = groups[it->second];
     g.runs.push_back(&r);
-    if (!g.fp32 && r.precision == "fp32" && r.status == RunStatus::Ok) g.fp32 = &r;
+    if (std::find(g.batches.begin(), g.batches.end(), r.batch_size) == g.batches.end())
+      g.batches.push_back(r.batch_size);
   }
   return groups;
+}
+
+const RunResult* ModelGroup::fp32_for(const RunResult& run) const {
+  for (const RunResult* r : runs)
+    if (r->precision == "fp32" && r->status == RunStatus::Ok && r->batch_size == run.batch_size)
+      return r;
+  return nullptr;
 }
 
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
@@ -246,7 +254,9 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
   Table t;
   t.title = group.family.empty() ? group.model : fmt::format("{} ({})", group.model, group.family);
   t.title += dot + device_label(group.device, report);
-  t.title += dot + fmt::format("batch {}", first.batch_size);
+  const bool sweep = group.batches.size() > 1;
+  t.title += dot + (sweep ? fmt::format("batches {}", fmt::join(group.batches, ", "))
+                          : fmt::format("batch {}", first.batch_size));
   if (first_ok) t.title += dot + fmt::format("{} epochs", first_ok->epochs.size());
 
   auto col = [&](const char* header, bool right) {
@@ -254,6 +264,7 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     t.right_align.push_back(right);
   };
   col("mode", false);
+  if (sweep) col("batch", true);
   col("epoch ms", true);
   col("samples/s", true);
   col("train mem", true);
@@ -270,6 +281,7 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     TableRow row;
     std::string mode = r->precision + (r->cuda_graphs ? " +graphs" : "");
     row.cells.push_back(mode);
+    if (sweep) row.cells.push_back(group_thousands(static_cast<double>(r->batch_size)));
     if (r->status != RunStatus::Ok) {
       row.ok = false;
       row.status = run_status_name(r->status);
@@ -286,8 +298,8 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     }
     row.cells.push_back(format_percent(r->final_accuracy));
     row.cells.push_back(format_loss(r->final_loss));
-    row.cells.push_back(ratio(speedup_vs_fp32(*r, group.fp32)));
-    row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32)));
+    row.cells.push_back(ratio(speedup_vs_fp32(*r, group.fp32_for(*r))));
+    row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(std::to_string(r->skipped_steps));
     row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);
     t.rows.push_back(std::move(row));

@@ -15,7 +15,9 @@ namespace mpbench {
 struct ModelGroup {
   std::string model, family, device;
   std::vector<const RunResult*> runs;
-  const RunResult* fp32 = nullptr;  // first fp32 run with status ok: the baseline for ratios
+  std::vector<int64_t> batches;  // the distinct batch sizes, in report order (a sweep: several)
+  // The baseline of a run's ratios: the first fp32 run with status ok at the run's batch size.
+  const RunResult* fp32_for(const RunResult& run) const;
 };
 std::vector<ModelGroup> group_by_model(const Report& report);
 

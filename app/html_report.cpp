@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -140,9 +141,10 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
         Series s;
         s.run = r;
         s.input = i;
-        s.fp32 = g.fp32;
+        s.fp32 = g.fp32_for(*r);
         s.label =
             tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
+        if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
         sec.series.push_back(std::move(s));
       }
       sec.groups.emplace_back(i, std::move(g));
@@ -484,6 +486,54 @@ std::string loss_charts(const std::vector<Series>& series) {
   return out;
 }
 
+// A sweep (run --batch-sizes): per mode (and file), its speedup over fp32 at each batch size,
+// on a log2 batch axis. Empty when the section's runs share one batch size.
+std::string speedup_by_batch_chart(const std::vector<Series>& series) {
+  std::set<int64_t> batches;
+  for (const Series& s : series) batches.insert(s.run->batch_size);
+  if (batches.size() < 2) return "";
+  struct Key {
+    size_t input;
+    std::string precision;
+    bool graphs;
+    bool operator<(const Key& o) const {
+      return std::tie(input, precision, graphs) < std::tie(o.input, o.precision, o.graphs);
+    }
+  };
+  std::map<Key, size_t> index;
+  std::vector<Line> lines;
+  std::vector<std::pair<std::string, std::string>> keys;
+  std::vector<std::string> dashes;
+  for (const Series& s : series) {
+    const Key k{s.input, s.run->precision, s.run->cuda_graphs};
+    auto it = index.find(k);
+    if (it == index.end()) {
+      it = index.emplace(k, lines.size()).first;
+      // The series' label without its batch: the line is the mode across batches.
+      std::string label = s.label.substr(0, s.label.rfind(" b"));
+      lines.push_back({label, s.color, dash_for(s.variant), {}, label + ":"});
+      keys.emplace_back(label, s.color);
+      const std::string dash = dash_for(s.variant);
+      dashes.push_back(dash.empty() ? "none" : dash);
+    }
+    Line& l = lines[it->second];
+    const auto sp = speedup_vs_fp32(*s.run, s.fp32);
+    l.pts.emplace_back(std::log2(static_cast<double>(s.run->batch_size)), sp ? *sp : NAN);
+    l.tooltip += fmt::format(" {} at {}", sp ? fmt::format("{:.2f}×", *sp) : status_text(*s.run),
+                             s.run->batch_size);
+  }
+  for (Line& l : lines) std::sort(l.pts.begin(), l.pts.end());
+  std::vector<std::pair<double, std::string>> ticks;
+  for (int64_t b : batches)
+    ticks.emplace_back(std::log2(static_cast<double>(b)), group_thousands(static_cast<double>(b)));
+  return figure(
+      "Speedup over fp32 against batch size <span class=\"sub\">each mode against "
+      "fp32 at the same batch; log2 batch axis</span>",
+      legend_html(keys, dashes) + line_chart("chart-speedup-batch", lines, "batch size",
+                                             "speedup over fp32", 0, {}, 300, ticks),
+      true);
+}
+
 std::string table_html(const Table& t, const std::string& caption) {
   std::string s =
       "<div class=\"table-wrap\"><table>\n<caption>" + esc(caption) + "</caption>\n<tr>";
@@ -738,6 +788,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
           "per step, by kind</span>",
           profile_chart(mine));
     h += "</div>\n";
+    h += speedup_by_batch_chart(sec.series);
     h += loss_charts(sec.series);
     h += "<div class=\"card\">\n";
     for (const auto& [i, group] : sec.groups) {

@@ -102,8 +102,8 @@ std::string format_csv(const Report& report) {
           r->memory.has_device ? std::to_string(r->memory.device_peak) : "",
           when_ok(r->final_accuracy),
           when_ok(r->final_loss),
-          csv_num(speedup_vs_fp32(*r, group.fp32)),
-          csv_num(memory_vs_fp32(*r, group.fp32)),
+          csv_num(speedup_vs_fp32(*r, group.fp32_for(*r))),
+          csv_num(memory_vs_fp32(*r, group.fp32_for(*r))),
           std::to_string(r->skipped_steps),
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",
       };

@@ -195,7 +195,8 @@ std::string legend_html(const std::vector<std::pair<std::string, std::string>>& 
 // Line chart over steps. `log_base` 0: linear y; 10 or 2: logarithmic y with ticks at powers.
 std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
                        const std::string& x_label, const std::string& y_label, int log_base,
-                       const std::vector<double>& x_markers, double H) {
+                       const std::vector<double>& x_markers, double H,
+                       const std::vector<std::pair<double, std::string>>& x_ticks) {
   const double W = 1120, L = 70, R = 20, T = 14, B = 46;
   const double pw = W - L - R, ph = H - T - B;
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
@@ -214,7 +215,14 @@ std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
     s += text(W / 2, H / 2, "no finite values to plot", "status", "middle");
     return s + "</svg>\n";
   }
-  xmin = std::min(xmin, 0.0);  // steps count from 0; bucket centres start a little later
+  if (x_ticks.empty()) {
+    xmin = std::min(xmin, 0.0);  // steps count from 0; bucket centres start a little later
+  } else {
+    for (const auto& [x, label] : x_ticks) {
+      xmin = std::min(xmin, x);
+      xmax = std::max(xmax, x);
+    }
+  }
   if (!(xmax > xmin)) xmax = xmin + 1;
   std::vector<std::pair<double, std::string>> yticks;  // (transformed value, text)
   if (log_base) {
@@ -246,9 +254,13 @@ std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
                      px(L + pw), px(Y(v)), px(Y(v)));
     s += text(L - 6, Y(v) + 4, label, "tick", "end");
   }
-  for (double t : nice_ticks(xmin, xmax, 8)) {
-    if (t < xmin - 1e-9 || t > xmax + 1e-9) continue;
-    s += text(X(t), T + ph + 16, group_thousands(t), "tick", "middle");
+  if (x_ticks.empty()) {
+    for (double t : nice_ticks(xmin, xmax, 8)) {
+      if (t < xmin - 1e-9 || t > xmax + 1e-9) continue;
+      s += text(X(t), T + ph + 16, group_thousands(t), "tick", "middle");
+    }
+  } else {
+    for (const auto& [x, label] : x_ticks) s += text(X(x), T + ph + 16, label, "tick", "middle");
   }
   for (double m : x_markers) {
     if (m <= xmin || m >= xmax) continue;
@@ -278,6 +290,12 @@ std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
     s += fmt::format("<path class=\"series\" d=\"{}\" stroke=\"{}\"{}><title>{}</title></path>\n",
                      d, l.color, l.dash.empty() ? "" : " stroke-dasharray=\"" + l.dash + "\"",
                      html_escape(l.tooltip));
+    // Few points on a labelled axis (a sweep): each one marked.
+    if (!x_ticks.empty())
+      for (auto [x, y] : l.pts)
+        if (std::isfinite(y) && (!log_base || y > 0))
+          s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"/>\n", px(X(x)),
+                           px(Y(fy(y))), l.color);
   }
   return s + "</svg>\n";
 }

@@ -71,9 +71,12 @@ struct Line {
 
 // Line chart over steps. `log_base` 0: linear y; 10 or 2: logarithmic y with ticks at powers.
 // x_markers: vertical lines (epoch boundaries); H: the chart's height.
+// x_ticks, when given, replace the round-number ticks of x (position, text), the x axis spans
+// them instead of starting at 0, and every point is marked.
 std::string line_chart(const std::string& kind, const std::vector<Line>& lines,
                        const std::string& x_label, const std::string& y_label, int log_base,
-                       const std::vector<double>& x_markers, double H);
+                       const std::vector<double>& x_markers, double H,
+                       const std::vector<std::pair<double, std::string>>& x_ticks = {});
 
 // One horizontal stacked bar per row on a shared axis, parts coloured by legend key.
 struct Stack {

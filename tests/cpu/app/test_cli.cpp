@@ -76,6 +76,13 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"fractional bytes", "profile {spec} --memory-limit 1.5", kGood, "--memory-limit"},
       {"negative size", "run {spec} --memory-limit -3GiB", kGood, "--memory-limit"},
       {"maxbatch size unit", "maxbatch {spec} --memory-limit 2TB", kGood, "--memory-limit"},
+      {"zero in a sweep", "run {spec} --batch-sizes 32,0", kGood, "--batch-sizes: expected"},
+      {"sweep twice a batch", "run {spec} --batch-sizes 32,32", kGood, "given twice"},
+      {"sweep not a number", "run {spec} --batch-sizes 32,x", kGood, "'x'"},
+      {"sweep and batch size", "run {spec} --batch-sizes 32 --batch-size 64", kGood,
+       "--batch-size"},
+      {"sweep batch over the data", "run {spec} --batch-sizes 32,5000", kGood,
+       "--batch-sizes 5000: "},
       {"maxbatch multiple 0", "maxbatch {spec} --multiple 0", kGood, "--multiple"},
       {"maxbatch without spec", "maxbatch", "", "specs"},
       {"maxbatch output is the spec", "maxbatch {spec} --csv {spec}", kGood, "is the input"},
@@ -275,8 +282,8 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
 
   // No limit on the CPU: the stated default, never the host's memory. 16384 rows of a 65536-wide
   // layer need 8 GiB of activations: over it, so that batch is refused before it is allocated.
-  const std::string wide = spec_file(
-      "wide.json", R"({"name": "wide", "model": {"type": "mlp", "input_dim": 16,
+  const std::string wide =
+      spec_file("wide.json", R"({"name": "wide", "model": {"type": "mlp", "input_dim": 16,
       "hidden": [65536], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
       "train": {"batch_size": 32, "epochs": 1}})");
   r = run("maxbatch " + wide + " --device cpu --precisions fp32 --multiple 16384 --quiet");
@@ -284,6 +291,41 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
   EXPECT_NE(r.out.find("memory 4.00 GiB (the CPU default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("none fits"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("oom at 16,384"), std::string::npos) << r.out;
+}
+
+// A sweep trains every mode at every batch size; each run's ratios are against fp32 at its own
+// batch, and the report draws speedup against batch.
+TEST_F(Cli, BatchSizesSweep) {
+  const fs::path json = dir_ / "s.json", html = dir_ / "s.html";
+  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32,amp_bf16 " +
+                 "--batch-sizes 32,128 --quiet --json " + json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("batches 32, 128"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  ASSERT_EQ(j["runs"].size(), 4u);
+  const std::vector<std::pair<int, std::string>> want = {
+      {32, "fp32"}, {32, "amp_bf16"}, {128, "fp32"}, {128, "amp_bf16"}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(j["runs"][i]["batch_size"], want[i].first) << i;
+    EXPECT_EQ(j["runs"][i]["precision"], want[i].second) << i;
+  }
+  EXPECT_EQ(j["specs"].size(), 2u);
+  r = run("report " + json.string() + " --html " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string page = read_file(html.string());
+  EXPECT_NE(page.find("chart-speedup-batch"), std::string::npos);
+  EXPECT_NE(page.find("mpbench amp_bf16 b128"), std::string::npos);
+  // Compared with itself, every batch finds its own row.
+  const fs::path cmp = dir_ / "c.json";
+  r = run("compare " + json.string() + " " + json.string() + " --json " + cmp.string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const auto c = nlohmann::json::parse(read_file(cmp.string()));
+  ASSERT_EQ(c["rows"].size(), 4u);
+  for (const auto& row : c["rows"]) {
+    EXPECT_NE(row["verdict"], "missing");
+    EXPECT_NE(row["verdict"], "new");
+  }
+  EXPECT_EQ(c["rows"][2]["batch_size"], 128);
 }
 
 TEST_F(Cli, RunWritesAllOutputs) {

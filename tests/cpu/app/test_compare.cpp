@@ -271,6 +271,18 @@ TEST(Compare, RunsMatchOnCudaGraphsToo) {
   EXPECT_EQ(r.rows[1].verdict, "new");
 }
 
+// Runs at another batch size are other runs: a sweep's rows match batch by batch.
+TEST(Compare, RunsMatchOnBatchSize) {
+  RunResult small = make_run(kBase), big = make_run(kBase);
+  small.batch_size = 64;
+  big.batch_size = 128;
+  const Comparison r = cmp(make_report({small}), make_report({big}));
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].verdict, "missing");
+  EXPECT_EQ(r.rows[1].verdict, "new");
+  EXPECT_EQ(r.rows[1].batch_size, big.batch_size);
+}
+
 TEST(Compare, OomOnOneSide) {
   RunResult oom = make_run({});
   oom.status = RunStatus::Oom;

@@ -86,19 +86,46 @@ TEST(Ratios, SpeedupAndMemoryAgainstFp32) {
   Report rep = make_report();
   auto groups = group_by_model(rep);
   ASSERT_EQ(groups.size(), 1u);
-  ASSERT_NE(groups[0].fp32, nullptr);
-  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[2], groups[0].fp32), 2.5);
-  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[0], groups[0].fp32), 1.0);
-  EXPECT_DOUBLE_EQ(*memory_vs_fp32(rep.runs[2], groups[0].fp32), 0.55);
-  EXPECT_FALSE(speedup_vs_fp32(rep.runs[3], groups[0].fp32));  // the oom row
+  const RunResult* fp32 = groups[0].fp32_for(rep.runs[2]);
+  ASSERT_EQ(fp32, &rep.runs[0]);
+  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[2], fp32), 2.5);
+  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[0], fp32), 1.0);
+  EXPECT_DOUBLE_EQ(*memory_vs_fp32(rep.runs[2], fp32), 0.55);
+  EXPECT_FALSE(speedup_vs_fp32(rep.runs[3], fp32));  // the oom row
   EXPECT_FALSE(speedup_vs_fp32(rep.runs[2], nullptr));
+}
+
+// A sweep: each run's ratios are against fp32 at its own batch size, and the table says which
+// batch each row ran at.
+TEST(Ratios, SweepComparesEachBatchWithFp32AtThatBatch) {
+  Report rep = make_report();
+  const size_t n = rep.runs.size();
+  for (size_t i = 0; i < n; ++i) {
+    RunResult r = rep.runs[i];
+    r.batch_size *= 4;
+    for (EpochResult& e : r.epochs) e.time_ms *= (r.precision == "fp32" ? 2.0 : 1.0);
+    r.epoch_time_ms.median *= (r.precision == "fp32" ? 2.0 : 1.0);
+    rep.runs.push_back(r);
+  }
+  auto groups = group_by_model(rep);
+  ASSERT_EQ(groups.size(), 1u);
+  ASSERT_EQ(groups[0].batches.size(), 2u);
+  EXPECT_EQ(groups[0].fp32_for(rep.runs[n + 2]), &rep.runs[n]);
+  EXPECT_DOUBLE_EQ(*speedup_vs_fp32(rep.runs[n + 2], groups[0].fp32_for(rep.runs[n + 2])), 5.0);
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, "batches " + std::to_string(rep.runs[0].batch_size) + ", " +
+                                  std::to_string(rep.runs[n].batch_size)))
+      << table;
+  EXPECT_TRUE(contains(table, " batch ")) << table;
+  EXPECT_TRUE(contains(table, "5.00x")) << table;
+  EXPECT_TRUE(contains(table, "2.50x")) << table;
 }
 
 TEST(Ratios, NoBaselineWhenFp32DidNotFinish) {
   Report rep = make_report();
   rep.runs[0].status = RunStatus::Oom;
   auto groups = group_by_model(rep);
-  EXPECT_EQ(groups[0].fp32, nullptr);
+  EXPECT_EQ(groups[0].fp32_for(rep.runs[2]), nullptr);
   const std::string table = format_console(rep);
   EXPECT_FALSE(contains(table, "2.50x"));
   EXPECT_TRUE(contains(line_with(table, "amp_fp16"), "—"));
@@ -302,12 +329,27 @@ TEST(Csv, HeaderRowsAndValues) {
   const auto ls = lines_of(csv);
   ASSERT_EQ(ls.size(), 5u);  // header + 4 runs
   const auto header = split_csv_line(ls[0]);
-  for (const char* col :
-       {"model", "family", "precision", "device", "status", "batch_size", "epochs",
-        "epoch_time_median_ms", "epoch_time_cv", "samples_per_second", "tflops",
-        "peak_memory_training_bytes", "peak_memory_data_bytes", "peak_memory_tracked_bytes",
-        "peak_memory_device_bytes", "final_accuracy", "final_loss",
-        "speedup_vs_fp32", "memory_vs_fp32", "skipped_steps", "final_loss_scale"}) {
+  for (const char* col : {"model",
+                          "family",
+                          "precision",
+                          "device",
+                          "status",
+                          "batch_size",
+                          "epochs",
+                          "epoch_time_median_ms",
+                          "epoch_time_cv",
+                          "samples_per_second",
+                          "tflops",
+                          "peak_memory_training_bytes",
+                          "peak_memory_data_bytes",
+                          "peak_memory_tracked_bytes",
+                          "peak_memory_device_bytes",
+                          "final_accuracy",
+                          "final_loss",
+                          "speedup_vs_fp32",
+                          "memory_vs_fp32",
+                          "skipped_steps",
+                          "final_loss_scale"}) {
     EXPECT_NE(std::find(header.begin(), header.end(), col), header.end()) << col;
   }
   auto col = [&](const char* name) {
