@@ -13,6 +13,8 @@
 #   MPBENCH_CHECK_TESTS    0 skips the GPU test binaries
 #   MPBENCH_CHECK_GRAPHS   0 skips the --cuda-graphs rerun of each config
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
+#   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of
+#                          resnet50_conv2 and bert_base_layer, when they are among the configs
 #   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
 #                          a machine without a GPU (default cuda)
@@ -169,6 +171,20 @@ if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
   done
 fi
 
+# The largest batch per mode under a 16 GB card's memory, for the two configs the memory issue
+# names; the tracked training memory is checked against the device-wide peak there too.
+if [ "${MPBENCH_CHECK_MAXBATCH:-1}" != 0 ]; then
+  for cfg in $configs; do
+    name=$(basename "$cfg" .json)
+    case "$name" in resnet50_conv2 | bert_base_layer) ;; *) continue ;; esac
+    start=$(date +%s)
+    timeout "$(limit 90)" "$bin/mpbench" maxbatch "$cfg" --device "$dev" --precisions fp32,amp_bf16 \
+      --memory-limit 16GiB --multiple 8 --json "$out/maxbatch_${name}.json" \
+      >>"$out/runs.txt" 2>&1
+    say "maxbatch $name: rc=$?, $(( $(date +%s) - start )) s"
+  done
+fi
+
 # mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
 side=""
 shopt -s nullglob
@@ -190,7 +206,8 @@ fi
 python3 - "$out" <<'PY' 2>>"$log"
 import json, os, sys, glob
 out = sys.argv[1]
-for merged_name, patterns in (("mpbench_results.json", ("*_eager.json", "*_graphs.json")),
+for merged_name, patterns in (("mpbench_results.json",
+                               ("*_eager.json", "*_graphs.json", "maxbatch_*.json")),
                               ("pytorch.json", ("pytorch_*.json",)),
                               ("profiles.json", ("profile_*.json",))):
     merged = {}
