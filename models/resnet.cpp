@@ -112,11 +112,100 @@ struct Bn {
   }
 };
 
-class Bottleneck : public Layer {
+// What the stem and the bottleneck blocks share: their precision, the gradient arena, and the
+// convolution and batchnorm calls in that precision.
+class ConvBnLayer : public Layer {
+ protected:
+  ConvBnLayer(std::string name, LayerPrecision prec, std::shared_ptr<GradArena> arena)
+      : Layer(std::move(name)), prec_(prec), arena_(std::move(arena)) {}
+
+  ConvDesc desc(const Conv& c) const {
+    ConvDesc d;
+    d.stride = c.stride;
+    d.pad = c.pad;
+    d.math = prec_.math;
+    return d;
+  }
+  void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
+    be.conv2d_forward(desc(c), x, ps.weight(c.param, prec_.compute), y);
+  }
+  void conv_backward_data(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& dy,
+                          Tensor& dx) {
+    be.conv2d_backward_data(desc(c), dy, ps.weight(c.param, prec_.compute), dx);
+  }
+  // dw comes in the compute dtype; the fp32 gradient buffer gets it directly in fp32 modes and
+  // through a cast otherwise.
+  void conv_backward_filter(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x,
+                            const Tensor& dy) {
+    Tensor g = ps.grad(c.param);
+    if (prec_.compute == DType::F32) {
+      be.conv2d_backward_filter(desc(c), x, dy, g);
+      return;
+    }
+    Tensor dw = arena_->view(GradArena::kDw, c.weight_shape(), prec_.compute);
+    be.conv2d_backward_filter(desc(c), x, dy, dw);
+    be.cast(dw, g);
+  }
+  void bn_forward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& x,
+                  const Tensor* residual, bool relu, Tensor& y) {
+    BatchNormDesc d;
+    d.relu = relu;
+    const Tensor x2 = rows2d(x, bn.c);
+    Tensor y2 = rows2d(y, bn.c);
+    Tensor r2 = residual ? rows2d(*residual, bn.c) : Tensor{};
+    const Tensor gamma = ps.master(bn.gamma), beta = ps.master(bn.beta);
+    if (training_) {
+      be.batchnorm_forward_train(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
+                                 bn.running_var, bn.save_mean, bn.save_rstd, y2);
+    } else {
+      be.batchnorm_forward_eval(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
+                                bn.running_var, y2);
+    }
+  }
+  void bn_backward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& dy,
+                   const Tensor* relu_out, const Tensor& x, Tensor& dx, Tensor* d_pre) {
+    const Tensor dy2 = rows2d(dy, bn.c), x2 = rows2d(x, bn.c);
+    Tensor ro2 = relu_out ? rows2d(*relu_out, bn.c) : Tensor{};
+    Tensor dx2 = rows2d(dx, bn.c);
+    Tensor dp2 = d_pre ? rows2d(*d_pre, bn.c) : Tensor{};
+    Tensor dgamma = ps.grad(bn.gamma), dbeta = ps.grad(bn.beta);
+    be.batchnorm_backward(dy2, relu_out ? &ro2 : nullptr, x2, ps.master(bn.gamma), bn.save_mean,
+                          bn.save_rstd, dx2, dgamma, dbeta, d_pre ? &dp2 : nullptr);
+  }
+
+  // The input as the first convolution reads it, (rows, H, W, C) in the compute dtype: through
+  // the cast buffer when it arrives in another dtype. Sets rows_ and x_.
+  Tensor take_input(Backend& be, const Tensor& x_in, const Conv& first) {
+    rows_ = x_in.rows();
+    MPB_CHECK(x_in.numel() == rows_ * first.in_numel() && x_in.dtype == input_dtype_,
+              "{}: input {} {}, expected (rows, {}) {}", name_, x_in.shape.str(),
+              dtype_name(x_in.dtype), first.in_numel(), dtype_name(input_dtype_));
+    x_ = x_in.reshaped(Shape{rows_, first.h, first.w, first.c});
+    if (x_.dtype != prec_.compute) {
+      Tensor xc = rows_of(x_cast_);
+      be.cast(x_, xc);
+      x_ = xc;
+    }
+    return x_;
+  }
+  // The first rows_ rows of a (batch, H, W, C) buffer.
+  Tensor rows_of(const Tensor& t) const {
+    return t.slice(0, Shape{rows_, t.shape[1], t.shape[2], t.shape[3]});
+  }
+
+  LayerPrecision prec_;
+  std::shared_ptr<GradArena> arena_;
+  DType input_dtype_ = DType::F32;
+  int64_t rows_ = 0;
+  Tensor x_;       // the input the convolutions used (the cast copy, or the caller's tensor)
+  Tensor x_cast_;  // the cast copy, when the input arrives in another dtype
+};
+
+class Bottleneck : public ConvBnLayer {
  public:
   Bottleneck(std::string name, int index, int64_t size, int64_t cin, int64_t width, int64_t cout,
              int64_t stride, LayerPrecision prec, std::shared_ptr<GradArena> arena)
-      : Layer(std::move(name)), index_(index), prec_(prec), arena_(std::move(arena)) {
+      : ConvBnLayer(std::move(name), prec, std::move(arena)), index_(index) {
     conv1_ = Conv(name_ + ".conv1", size, size, cin, width, 1, 1);
     conv2_ = Conv(name_ + ".conv2", size, size, width, width, 3, stride);
     conv3_ = Conv(name_ + ".conv3", conv2_.p, conv2_.q, width, cout, 1, 1);
@@ -189,17 +278,7 @@ class Bottleneck : public Layer {
   }
 
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x_in) override {
-    rows_ = x_in.rows();
-    MPB_CHECK(x_in.numel() == rows_ * conv1_.in_numel() && x_in.dtype == input_dtype_,
-              "{}: input {} {}, expected (rows, {}) {}", name_, x_in.shape.str(),
-              dtype_name(x_in.dtype), conv1_.in_numel(), dtype_name(input_dtype_));
-    Tensor x = x_in.reshaped(Shape{rows_, conv1_.h, conv1_.w, conv1_.c});
-    if (x.dtype != prec_.compute) {
-      Tensor xc = rows_of(x_cast_);
-      be.cast(x, xc);
-      x = xc;
-    }
-    x_ = x;
+    const Tensor x = take_input(be, x_in, conv1_);
     Tensor a1 = rows_of(a1_), h1 = rows_of(h1_), a2 = rows_of(a2_), h2 = rows_of(h2_);
     Tensor a3 = rows_of(a3_), y = rows_of(y_);
     conv_forward(be, ps, conv1_, x, a1);
@@ -295,9 +374,6 @@ class Bottleneck : public Layer {
   DType output_dtype(DType) const override { return prec_.compute; }
 
  private:
-  Tensor rows_of(const Tensor& t) const {
-    return t.slice(0, Shape{rows_, t.shape[1], t.shape[2], t.shape[3]});
-  }
   std::vector<const Conv*> convs() const {
     std::vector<const Conv*> v{&conv1_, &conv2_, &conv3_};
     if (proj_) v.push_back(&proj_conv_);
@@ -314,70 +390,89 @@ class Bottleneck : public Layer {
     return v;
   }
 
-  ConvDesc desc(const Conv& c) const {
-    ConvDesc d;
-    d.stride = c.stride;
-    d.pad = c.pad;
-    d.math = prec_.math;
-    return d;
-  }
-  void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
-    be.conv2d_forward(desc(c), x, ps.weight(c.param, prec_.compute), y);
-  }
-  void conv_backward_data(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& dy,
-                          Tensor& dx) {
-    be.conv2d_backward_data(desc(c), dy, ps.weight(c.param, prec_.compute), dx);
-  }
-  // dw comes in the compute dtype; the fp32 gradient buffer gets it directly in fp32 modes and
-  // through a cast otherwise.
-  void conv_backward_filter(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x,
-                            const Tensor& dy) {
-    Tensor g = ps.grad(c.param);
-    if (prec_.compute == DType::F32) {
-      be.conv2d_backward_filter(desc(c), x, dy, g);
-      return;
-    }
-    Tensor dw = arena_->view(GradArena::kDw, c.weight_shape(), prec_.compute);
-    be.conv2d_backward_filter(desc(c), x, dy, dw);
-    be.cast(dw, g);
-  }
-  void bn_forward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& x,
-                  const Tensor* residual, bool relu, Tensor& y) {
-    BatchNormDesc d;
-    d.relu = relu;
-    const Tensor x2 = rows2d(x, bn.c);
-    Tensor y2 = rows2d(y, bn.c);
-    Tensor r2 = residual ? rows2d(*residual, bn.c) : Tensor{};
-    const Tensor gamma = ps.master(bn.gamma), beta = ps.master(bn.beta);
-    if (training_) {
-      be.batchnorm_forward_train(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
-                                 bn.running_var, bn.save_mean, bn.save_rstd, y2);
-    } else {
-      be.batchnorm_forward_eval(d, x2, residual ? &r2 : nullptr, gamma, beta, bn.running_mean,
-                                bn.running_var, y2);
-    }
-  }
-  void bn_backward(Backend& be, const ParamStore& ps, Bn& bn, const Tensor& dy,
-                   const Tensor* relu_out, const Tensor& x, Tensor& dx, Tensor* d_pre) {
-    const Tensor dy2 = rows2d(dy, bn.c), x2 = rows2d(x, bn.c);
-    Tensor ro2 = relu_out ? rows2d(*relu_out, bn.c) : Tensor{};
-    Tensor dx2 = rows2d(dx, bn.c);
-    Tensor dp2 = d_pre ? rows2d(*d_pre, bn.c) : Tensor{};
-    Tensor dgamma = ps.grad(bn.gamma), dbeta = ps.grad(bn.beta);
-    be.batchnorm_backward(dy2, relu_out ? &ro2 : nullptr, x2, ps.master(bn.gamma), bn.save_mean,
-                          bn.save_rstd, dx2, dgamma, dbeta, d_pre ? &dp2 : nullptr);
-  }
-
   int index_;
-  LayerPrecision prec_;
-  std::shared_ptr<GradArena> arena_;
   Conv conv1_, conv2_, conv3_, proj_conv_;
   Bn bn1_, bn2_, bn3_, proj_bn_;
   bool proj_ = false;
-  DType input_dtype_ = DType::F32;
-  int64_t rows_ = 0;
-  Tensor x_;  // the input the convolutions used (the cast copy, or the caller's tensor)
-  Tensor x_cast_, dx_cast_, a1_, h1_, a2_, h2_, a3_, sa_, y_;
+  Tensor dx_cast_, a1_, h1_, a2_, h2_, a3_, sa_, y_;
+};
+
+// The ImageNet stem (resnet.h): conv 7x7 stride 2 pad 3 -> BN -> ReLU -> max pool 3x3 stride 2
+// pad 1, on the fp32 pixels (cast to the compute dtype first in the AMP modes). It is the first
+// layer, so its dx is never asked for.
+class Stem : public ConvBnLayer {
+ public:
+  Stem(int64_t size, int64_t cin, int64_t cout, LayerPrecision prec,
+       std::shared_ptr<GradArena> arena)
+      : ConvBnLayer("stem", prec, std::move(arena)) {
+    conv_ = Conv(name_ + ".conv", size, size, cin, cout, 7, 2);
+    bn_ = Bn(name_ + ".bn", cout);
+    pq_ = std::make_pair((conv_.p + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1,
+                         (conv_.q + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1);
+    const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
+    arena_->need(GradArena::kGradA, conv_.out_numel() * es);
+    arena_->need(GradArena::kGradB, conv_.out_numel() * es);
+    if (prec_.compute != DType::F32)
+      arena_->need(GradArena::kDw, conv_.weight_shape().numel() * es);
+  }
+  int64_t out_size() const { return pq_.first; }
+
+  void declare_params(ParamStore& ps) override {
+    conv_.declare(ps);
+    bn_.declare(ps);
+  }
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+    arena_->allocate(alloc, batch);
+    input_dtype_ = input_dtype;
+    const DType cd = prec_.compute;
+    if (input_dtype != cd)
+      x_cast_ = alloc.alloc(Shape{batch, conv_.h, conv_.w, conv_.c}, cd, MemCategory::Activations);
+    a_ = alloc.alloc(Shape{batch, conv_.p, conv_.q, conv_.k}, cd, MemCategory::Activations);
+    h_ = alloc.alloc(Shape{batch, conv_.p, conv_.q, conv_.k}, cd, MemCategory::Activations);
+    y_ = alloc.alloc(Shape{batch, pq_.first, pq_.second, conv_.k}, cd, MemCategory::Activations);
+    bn_.allocate(alloc);
+  }
+  Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x_in) override {
+    const Tensor x = take_input(be, x_in, conv_);
+    Tensor a = rows_of(a_), h = rows_of(h_), y = rows_of(y_);
+    conv_forward(be, ps, conv_, x, a);
+    bn_forward(be, ps, bn_, a, nullptr, true, h);
+    be.maxpool2d_forward(pool_, h, y);
+    return y.reshaped(Shape{rows_, y.numel() / rows_});
+  }
+  Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy_in, bool need_dx) override {
+    MPB_CHECK(!need_dx, "{}: the first layer's input gradient is never needed", name_);
+    const Tensor a = rows_of(a_), h = rows_of(h_);
+    const Tensor dy = dy_in.reshaped(rows_of(y_).shape);
+    Tensor dh = arena_->view(GradArena::kGradA, h.shape, prec_.compute);
+    be.maxpool2d_backward(pool_, h, dy, dh);
+    Tensor da = arena_->view(GradArena::kGradB, a.shape, prec_.compute);
+    bn_backward(be, ps, bn_, dh, &h, a, da, nullptr);
+    conv_backward_filter(be, ps, conv_, x_, da);
+    return Tensor{};
+  }
+  LayerInfo info(DType input_dtype) const override {
+    LayerInfo li;
+    li.name = name_;
+    li.kind = "conv7x7/s2+bn+relu+maxpool3x3/s2";
+    li.output_shape = Shape{pq_.first, pq_.second, conv_.k};
+    li.params = conv_.weight_shape().numel() + 2 * bn_.c;
+    li.forward_flops = conv_.flops();
+    li.compute_dtype = prec_.compute;
+    li.storage_dtype = prec_.compute;
+    int64_t elems = 2 * conv_.out_numel() + pq_.first * pq_.second * conv_.k;
+    if (input_dtype != prec_.compute) elems += conv_.in_numel();
+    li.activation_bytes = elems * static_cast<int64_t>(dtype_size(prec_.compute));
+    return li;
+  }
+  DType output_dtype(DType) const override { return prec_.compute; }
+
+ private:
+  Conv conv_;
+  Bn bn_;
+  PoolDesc pool_;  // 3x3, stride 2, pad 1
+  std::pair<int64_t, int64_t> pq_;
+  Tensor a_, h_, y_;
 };
 
 // Global average pooling: (rows, H*W*C) -> (rows, C) in the input's dtype (sums in fp32). Its
@@ -437,27 +532,40 @@ class GlobalAvgPool : public Layer {
 
 void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
                   std::vector<std::unique_ptr<Layer>>& layers) {
-  MPB_CHECK(r.blocks >= 1 && r.image_size % r.stride == 0, "resnet: {} blocks, image {} stride {}",
-            r.blocks, r.image_size, r.stride);
+  const std::vector<ResnetStage> stages = r.stage_list();
   auto arena = std::make_shared<GradArena>();
+  auto prec = [&](const std::string& name) {
+    return layer_precision(precision, spec.fp32_layers, name);
+  };
   int64_t size = r.image_size, cin = r.in_channels;
   DType last = DType::F32;
-  for (int64_t b = 1; b <= r.blocks; ++b) {
-    const std::string name = "block" + std::to_string(b);
-    const LayerPrecision prec = layer_precision(precision, spec.fp32_layers, name);
-    const int64_t stride = b == 1 ? r.stride : 1;
-    layers.push_back(std::make_unique<Bottleneck>(name, static_cast<int>(b), size, cin, r.width,
-                                                  r.out_channels, stride, prec, arena));
-    size = (size - 1) / stride + 1;  // the 3x3 pad-1 conv: (size + 2 - 3) / stride + 1
-    cin = r.out_channels;
-    last = prec.compute;
+  if (r.stem == "imagenet") {
+    auto stem = std::make_unique<Stem>(size, cin, r.stem_channels, prec("stem"), arena);
+    size = stem->out_size();
+    cin = r.stem_channels;
+    last = prec("stem").compute;
+    layers.push_back(std::move(stem));
   }
-  layers.push_back(std::make_unique<GlobalAvgPool>(
-      "pool", size * size, r.out_channels, Bottleneck::dx_slot(static_cast<int>(r.blocks) + 1),
-      last, arena));
-  layers.push_back(std::make_unique<Linear>("head", r.out_channels, r.num_classes, Activation::None,
-                                            layer_precision(precision, spec.fp32_layers, "head"),
-                                            /*fp32_out=*/true));
+  int index = 1;  // over all blocks: it picks the arena slots blocks pass their dx through
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const ResnetStage& st = stages[s];
+    MPB_CHECK(st.blocks >= 1 && size % st.stride == 0, "resnet: {} blocks, image {} stride {}",
+              st.blocks, size, st.stride);
+    for (int64_t b = 1; b <= st.blocks; ++b, ++index) {
+      const std::string name =
+          r.stages.empty() ? fmt::format("block{}", b) : fmt::format("stage{}.block{}", s + 1, b);
+      const int64_t stride = b == 1 ? st.stride : 1;
+      layers.push_back(std::make_unique<Bottleneck>(name, index, size, cin, st.width,
+                                                    st.out_channels, stride, prec(name), arena));
+      size = (size - 1) / stride + 1;  // the 3x3 pad-1 conv: (size + 2 - 3) / stride + 1
+      cin = st.out_channels;
+      last = prec(name).compute;
+    }
+  }
+  layers.push_back(std::make_unique<GlobalAvgPool>("pool", size * size, cin,
+                                                   Bottleneck::dx_slot(index), last, arena));
+  layers.push_back(std::make_unique<Linear>("head", cin, r.num_classes, Activation::None,
+                                            prec("head"), /*fp32_out=*/true));
 }
 
 // ---- the family's entry (models/family.h) ------------------------------------------------------
@@ -466,32 +574,100 @@ namespace {
 
 nlohmann::json write_resnet(const ModelSpec& v) {
   const auto& m = std::get<ResnetSpec>(v);
-  return {{"type", "resnet_bottleneck"},
-          {"image_size", m.image_size},
-          {"in_channels", m.in_channels},
-          {"width", m.width},
-          {"out_channels", m.out_channels},
-          {"blocks", m.blocks},
-          {"stride", m.stride},
-          {"num_classes", m.num_classes}};
+  nlohmann::json j = {
+      {"type", "resnet_bottleneck"}, {"image_size", m.image_size}, {"in_channels", m.in_channels}};
+  if (m.stages.empty()) {
+    j["width"] = m.width;
+    j["out_channels"] = m.out_channels;
+    j["blocks"] = m.blocks;
+    j["stride"] = m.stride;
+  } else {
+    j["stages"] = nlohmann::json::array();
+    for (const ResnetStage& st : m.stages)
+      j["stages"].push_back({{"blocks", st.blocks},
+                             {"width", st.width},
+                             {"out_channels", st.out_channels},
+                             {"stride", st.stride}});
+  }
+  j["stem"] = m.stem;
+  if (m.stem != "none") j["stem_channels"] = m.stem_channels;
+  j["num_classes"] = m.num_classes;
+  return j;
+}
+
+constexpr spec_json::IntRange kChannels{1, 65536};
+const char* const kSingleStageKeys[] = {"width", "out_channels", "blocks", "stride"};
+
+ResnetStage read_stage(const spec_json::ObjectReader& r, const std::string& prefix) {
+  ResnetStage st;
+  st.width = r.integer(prefix + "width", kChannels, std::nullopt);
+  st.out_channels = r.integer(prefix + "out_channels", kChannels, std::nullopt);
+  st.blocks = r.integer(prefix + "blocks", kLayers, std::nullopt);
+  st.stride = r.integer(prefix + "stride", {1, 2}, int64_t{1});
+  return st;
 }
 
 ModelSpec read_resnet(const spec_json::ObjectReader& r) {
   ResnetSpec m;
   m.image_size = r.integer("image_size", {1, 4096}, std::nullopt);
-  m.in_channels = r.integer("in_channels", {1, 65536}, std::nullopt);
-  m.width = r.integer("width", {1, 65536}, std::nullopt);
-  m.out_channels = r.integer("out_channels", {1, 65536}, std::nullopt);
-  m.blocks = r.integer("blocks", kLayers, std::nullopt);
-  m.stride = r.integer("stride", {1, 2}, ResnetSpec{}.stride);
+  m.in_channels = r.integer("in_channels", kChannels, std::nullopt);
   m.num_classes = r.integer("num_classes", kClasses, std::nullopt);
+  m.stem = r.choice("stem", {"none", "imagenet"}, "none");
+  if (m.stem == "none" && r.has("stem_channels"))
+    r.ctx().fail(r.sub("stem_channels"), "only with \"stem\": \"imagenet\"");
+  m.stem_channels = r.integer("stem_channels", kChannels, int64_t{64});
+  // The input of the first stage: the stem's 7x7 stride-2 pad-3 conv, then its 3x3 stride-2
+  // pad-1 pool.
+  int64_t size = m.image_size;
+  if (m.stem == "imagenet") {
+    if (size < 7) r.ctx().fail(r.sub("image_size"), "expected at least 7 with the imagenet stem");
+    size = ((size - 1) / 2) / 2 + 1;
+  }
+  if (const nlohmann::json* stages = r.array("stages", false, "a list of stage objects")) {
+    for (const char* key : kSingleStageKeys)
+      if (r.has(key))
+        r.ctx().fail(r.sub(key),
+                     "not with model.stages: give either the stages, or width, "
+                     "out_channels, blocks and stride");
+    if (stages->empty() || stages->size() > static_cast<size_t>(kMaxLayers))
+      r.ctx().fail(r.sub("stages"), fmt::format("expected 1 to {} stages", kMaxLayers));
+    for (size_t i = 0; i < stages->size(); ++i) {
+      const std::string path = fmt::format("{}[{}]", r.sub("stages"), i);
+      const spec_json::ObjectReader sr(r.ctx(), (*stages)[i], path,
+                                       {"blocks", "width", "out_channels", "stride"});
+      m.stages.push_back(read_stage(sr, ""));
+    }
+  } else {
+    const ResnetStage st = read_stage(r, "");
+    m.width = st.width;
+    m.out_channels = st.out_channels;
+    m.blocks = st.blocks;
+    m.stride = st.stride;
+  }
   // A stride-2 block halves the image; an odd size would leave the shortcut and the main path
   // with different shapes.
-  if (m.image_size % m.stride != 0) {
-    r.ctx().fail(r.sub("image_size"),
-                 fmt::format("expected a multiple of stride {}, got {}", m.stride, m.image_size));
+  const std::vector<ResnetStage> list = m.stage_list();
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (size % list[i].stride != 0) {
+      const std::string where =
+          m.stages.empty() ? r.sub("image_size") : fmt::format("{}[{}].stride", r.sub("stages"), i);
+      r.ctx().fail(where, m.stages.empty()
+                              ? fmt::format("expected a multiple of stride {}, got {}",
+                                            list[i].stride, m.image_size)
+                              : fmt::format("stride {} does not divide the stage's input size {}",
+                                            list[i].stride, size));
+    }
+    size /= list[i].stride;
   }
   return m;
+}
+
+// The image side after the stem and every stage's stride (read_resnet checked the divisions).
+int64_t resnet_output_size(const ResnetSpec& r) {
+  int64_t size = r.image_size;
+  if (r.stem == "imagenet") size = ((size - 1) / 2) / 2 + 1;
+  for (const ResnetStage& st : r.stage_list()) size /= st.stride;
+  return size;
 }
 
 // Batchnorm statistics over more than one value per channel (the smallest batchnorm sees
@@ -499,10 +675,10 @@ ModelSpec read_resnet(const spec_json::ObjectReader& r) {
 // arrangements as classes.
 void check_resnet(const spec_json::Ctx& ctx, const Spec& s) {
   const auto& r = std::get<ResnetSpec>(s.model);
-  const int64_t side = r.image_size / r.stride;
+  const int64_t side = resnet_output_size(r);
   if (s.train.batch_size * side * side < 2) {
     ctx.fail("train.batch_size",
-             fmt::format("expected batch_size x (model.image_size / model.stride)^2 >= 2 "
+             fmt::format("expected batch_size x (the last stage's image side)^2 >= 2 "
                          "(batchnorm needs more than one value per channel), got {} x {}^2",
                          s.train.batch_size, side));
   }
@@ -518,14 +694,30 @@ void check_resnet(const spec_json::Ctx& ctx, const Spec& s) {
 Footprint resnet_footprint(const ModelSpec& v) {
   const auto& r = std::get<ResnetSpec>(v);
   Footprint f;
-  const double w = r.width, in = r.in_channels, out = r.out_channels;
-  const double hw = static_cast<double>(r.image_size) * r.image_size;
-  f.params = (in * w + 9 * w * w + w * out + in * out) +
-             static_cast<double>(r.blocks - 1) * (out * w + 9 * w * w + w * out) +
-             out * r.num_classes;
-  // Per block: three conv outputs, their BN and ReLU copies, plus the input.
-  f.activations_per_sample = hw * (in + static_cast<double>(r.blocks) * 3 * (2 * w + out));
-  f.inputs_per_sample = hw * in;
+  double side = static_cast<double>(r.image_size), cin = static_cast<double>(r.in_channels);
+  f.activations_per_sample = side * side * cin;
+  if (r.stem == "imagenet") {
+    const double c = static_cast<double>(r.stem_channels);
+    f.params += 49 * cin * c + 2 * c;
+    side = std::floor((side - 1) / 2) + 1;
+    f.activations_per_sample += side * side * c * 2;  // the conv output and its BN + ReLU
+    side = std::floor((side - 1) / 2) + 1;
+    f.activations_per_sample += side * side * c;  // the pool
+    cin = c;
+  }
+  for (const ResnetStage& st : r.stage_list()) {
+    const double w = static_cast<double>(st.width), out = static_cast<double>(st.out_channels);
+    for (int64_t b = 0; b < st.blocks; ++b) {
+      const bool proj = b == 0 && (st.stride != 1 || cin != out);
+      f.params += cin * w + 9 * w * w + w * out + (proj ? cin * out : 0) + 2 * (2 * w + out);
+      if (b == 0) side = std::floor(side / static_cast<double>(st.stride));
+      // Three conv outputs with their BN and ReLU copies, and the projection.
+      f.activations_per_sample += side * side * (2 * (2 * w + out) + (proj ? out : 0));
+      cin = out;
+    }
+  }
+  f.params += cin * static_cast<double>(r.num_classes) + static_cast<double>(r.num_classes);
+  f.inputs_per_sample = static_cast<double>(r.image_size) * r.image_size * r.in_channels;
   f.inputs_what = "model.image_size^2 x model.in_channels";
   return f;
 }
@@ -542,7 +734,8 @@ ModelIo resnet_io(const ModelSpec& v) {
 
 Family resnet_family() {
   return {"resnet_bottleneck",
-          {"image_size", "in_channels", "width", "out_channels", "blocks", "stride", "num_classes"},
+          {"image_size", "in_channels", "width", "out_channels", "blocks", "stride", "stages",
+           "stem", "stem_channels", "num_classes"},
           [](const ModelSpec& m) { return std::holds_alternative<ResnetSpec>(m); },
           read_resnet,
           write_resnet,

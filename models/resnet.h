@@ -1,10 +1,13 @@
 #pragma once
-// The resnet_bottleneck family (DESIGN.md): one ResNet-50 v1.5 stage on NHWC images, global
-// average pooling and a linear head.
+// The resnet_bottleneck family (DESIGN.md): ResNet-50 v1.5 bottleneck stages on NHWC images,
+// optionally after the ImageNet stem, global average pooling and a linear head.
 //
 // Layers (the names fp32_layers refers to):
-//   "block1" .. "blockN"  bottleneck blocks. Block 1 takes image_size^2 x in_channels and holds
-//                         the stage's stride; blocks 2..N are stride 1 with out_channels in.
+//   "stem"                with "stem": "imagenet": 7x7 stride-2 pad-3 conv (stem_channels) ->
+//                         BN -> ReLU -> 3x3 stride-2 pad-1 max pool
+//   "block1" .. "blockN"  bottleneck blocks of the single-stage form ("stageS.blockB" with
+//                         "stages"). A stage's first block holds its stride (and the projection
+//                         when the shape changes); the others are stride 1 with out_channels in.
 //   "pool"                global average pooling (N, P*Q, C) -> (N, C), in its input's dtype
 //   "head"                Linear(out_channels -> num_classes), fp32 logits
 //

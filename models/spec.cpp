@@ -415,8 +415,19 @@ bool operator==(const MlpSpec& a, const MlpSpec& b) {
          a.activation == b.activation;
 }
 bool operator==(const ResnetSpec& a, const ResnetSpec& b) {
+  auto same_stages = [&] {
+    if (a.stages.size() != b.stages.size()) return false;
+    for (size_t i = 0; i < a.stages.size(); ++i) {
+      const ResnetStage &x = a.stages[i], &y = b.stages[i];
+      if (x.blocks != y.blocks || x.width != y.width || x.out_channels != y.out_channels ||
+          x.stride != y.stride)
+        return false;
+    }
+    return true;
+  };
   return a.image_size == b.image_size && a.in_channels == b.in_channels && a.width == b.width &&
          a.out_channels == b.out_channels && a.blocks == b.blocks && a.stride == b.stride &&
+         same_stages() && a.stem == b.stem && a.stem_channels == b.stem_channels &&
          a.num_classes == b.num_classes;
 }
 bool operator==(const TransformerSpec& a, const TransformerSpec& b) {

@@ -33,10 +33,29 @@ struct MlpSpec {
 // "type": "resnet_bottleneck": `blocks` ResNet bottleneck blocks (1x1 -> 3x3 -> 1x1 convolutions,
 // `width` inner channels, `out_channels` out) on image_size x image_size x in_channels inputs,
 // the first block with `stride`; the model builder owns the remaining details.
+// One stage: `blocks` bottleneck blocks of `width` inner and `out_channels` output channels, the
+// first with `stride`.
+struct ResnetStage {
+  int64_t blocks = 0, width = 0, out_channels = 0, stride = 1;
+};
 struct ResnetSpec {
-  int64_t image_size = 0, in_channels = 0, width = 0, out_channels = 0, blocks = 0;
+  int64_t image_size = 0, in_channels = 0;
+  // The single-stage form (the default) ...
+  int64_t width = 0, out_channels = 0, blocks = 0;
   int64_t stride = 1;
+  // ... or "stages": a list of stages, one after the other (the whole network).
+  std::vector<ResnetStage> stages;
+  // "none", or "imagenet": 7x7 stride-2 conv (stem_channels) -> BN -> ReLU -> 3x3 stride-2 max
+  // pool, before the first stage.
+  std::string stem = "none";
+  int64_t stem_channels = 64;
   int64_t num_classes = 0;
+
+  // The stages either form describes.
+  std::vector<ResnetStage> stage_list() const {
+    if (!stages.empty()) return stages;
+    return {ResnetStage{blocks, width, out_channels, stride}};
+  }
 };
 
 // "type": "transformer": `layers` encoder (or, with causal, decoder-only) blocks over token

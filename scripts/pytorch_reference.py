@@ -267,23 +267,50 @@ class GlobalAvgPool(nn.Module):
         return torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)
 
 
+class Stem(nn.Module):
+    """The ImageNet stem: 7x7 stride-2 conv -> BN -> ReLU -> 3x3 stride-2 max pool."""
+
+    def __init__(self, cin, cout, size):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 7, stride=2, padding=3, bias=False)
+        self.bn = nn.BatchNorm2d(cout, eps=1e-5, momentum=0.1)
+        self.cin, self.cout = cin, cout
+        self.conv_size = (size - 1) // 2 + 1
+        self.out_size = (self.conv_size - 1) // 2 + 1
+
+    def forward(self, x):
+        return F.max_pool2d(F.relu(self.bn(self.conv(x))), 3, stride=2, padding=1)
+
+    def forward_flops(self):
+        return conv_flops(self.cin, self.cout, 7, self.conv_size)
+
+
 class Resnet(nn.Module):
-    """block1..blockN, pool, head (names as models/resnet.h); inputs (n, C, H, W) in
+    """[stem,] the blocks, pool, head (names as models/resnet.h: block1..blockN, or
+    stageS.blockB with "stages", "." written "_" in the module dict); inputs (n, C, H, W) in
     channels_last memory format."""
 
     def __init__(self, m, fp32_layers, device_type, attention=None):
         super().__init__()
         layers, cin, size = {}, m["in_channels"], m["image_size"]
-        for i in range(m["blocks"]):
-            stride = m["stride"] if i == 0 else 1
-            b = Bottleneck(cin, m["width"], m["out_channels"], stride, size)
-            layers[f"block{i + 1}"] = b
-            cin, size = m["out_channels"], b.out_size
+        if m.get("stem", "none") == "imagenet":
+            stem = Stem(cin, m.get("stem_channels", 64), size)
+            layers["stem"] = stem
+            cin, size = stem.cout, stem.out_size
+        staged = "stages" in m
+        stages = m["stages"] if staged else [
+            {k: m[k] for k in ("blocks", "width", "out_channels")} | {"stride": m.get("stride", 1)}]
+        for s, st in enumerate(stages):
+            for i in range(st["blocks"]):
+                stride = st.get("stride", 1) if i == 0 else 1
+                b = Bottleneck(cin, st["width"], st["out_channels"], stride, size)
+                layers[f"stage{s + 1}_block{i + 1}" if staged else f"block{i + 1}"] = b
+                cin, size = st["out_channels"], b.out_size
         layers["pool"] = GlobalAvgPool()
         layers["head"] = nn.Linear(cin, m["num_classes"])
         self.layers = nn.ModuleDict(layers)
         self.final_size, self.channels = size, cin
-        self.fp32 = set(fp32_layers)
+        self.fp32 = {name.replace(".", "_") for name in fp32_layers}
         self.device_type = device_type
 
     def forward(self, x):
@@ -292,7 +319,8 @@ class Resnet(nn.Module):
         return x
 
     def forward_flops_per_sample(self):
-        f = sum(b.forward_flops() for b in self.layers.values() if isinstance(b, Bottleneck))
+        f = sum(b.forward_flops() for b in self.layers.values()
+                if isinstance(b, (Bottleneck, Stem)))
         pool = float(self.final_size * self.final_size * self.channels)  # one add per input
         head = self.layers["head"]
         return f + pool + linear_flops(head.in_features, head.out_features)

@@ -120,8 +120,8 @@ TEST(Resnet, ParamStoreMatchesLayerInfos) {
 // parameter of a small model with a projection block (stride 2) and an identity block. The step,
 // 0.2% of the weight, keeps both ReLU-kink and fp32 rounding errors under 0.6% per tensor; a
 // missing identity-shortcut gradient or ReLU mask gives errors of 50% and more.
-TEST(Resnet, GradientsMatchCentralDifferences) {
-  const Spec spec = resnet_spec(6, 3, 4, 8, 2, 2, 3);
+// Every parameter tensor's gradient within 2% (relative L2) of central differences.
+void expect_gradients_match_central_differences(const Spec& spec) {
   Harness h(spec, Precision::FP32, 4);
   const std::vector<float> grads = h.gradients();
   ParamStore& ps = h.model.params();
@@ -153,6 +153,48 @@ TEST(Resnet, GradientsMatchCentralDifferences) {
     EXPECT_GT(ref, 0) << p.name;
     EXPECT_LT(std::sqrt(err / ref), 0.02) << p.name << ": |g - fd| / |fd|";
   }
+}
+
+TEST(Resnet, GradientsMatchCentralDifferences) {
+  expect_gradients_match_central_differences(resnet_spec(6, 3, 4, 8, 2, 2, 3));
+}
+
+// The whole-network form: the ImageNet stem (conv 7x7/2, BN, ReLU, max pool 3x3/2) before two
+// stages, the second with stride 2; the stem's conv and BN get their gradients through the pool.
+TEST(Resnet, StemAndStagesGradientsMatchCentralDifferences) {
+  Spec spec = resnet_spec(16, 3, 0, 0, 0, 1, 3);
+  auto& r = std::get<ResnetSpec>(spec.model);
+  r.stem = "imagenet";
+  r.stem_channels = 4;
+  r.stages = {{1, 4, 8, 1}, {1, 4, 8, 2}};
+  Model m(spec, Precision::FP32);
+  EXPECT_EQ(m.layer_names(),
+            (std::vector<std::string>{"stem", "stage1.block1", "stage2.block1", "pool", "head"}));
+  EXPECT_EQ(m.layer_infos()[0].output_shape, (Shape{4, 4, 4}));  // 16 -> 8 -> 4
+  expect_gradients_match_central_differences(spec);
+}
+
+// configs/resnet50.json is torchvision's resnet50 (v1.5): its parameters, and its multiply-adds
+// per 224x224 image in the convolutions and the classifier.
+TEST(Resnet, WholeResnet50CountsMatchTorchvision) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/resnet50.json");
+  Model m(spec, Precision::FP32);
+  int64_t params = 0;
+  double flops = 0;
+  for (const auto& li : m.layer_infos()) {
+    params += li.params;
+    if (li.kind != "avgpool") flops += li.forward_flops;
+  }
+  EXPECT_EQ(params, 25557032);
+  // 2 FLOPs per multiply-add, and the classifier's 1000 bias adds, which mpbench counts too.
+  EXPECT_DOUBLE_EQ(flops, 2.0 * 4089184256.0 + 1000);
+  const auto names = m.layer_names();
+  ASSERT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.front(), "stem");
+  EXPECT_EQ(names[1], "stage1.block1");
+  EXPECT_EQ(names[16], "stage4.block3");
+  EXPECT_EQ(m.layer_infos()[0].output_shape, (Shape{56, 56, 64}));
+  EXPECT_EQ(m.layer_infos()[16].output_shape, (Shape{7, 7, 2048}));
 }
 
 TEST(Resnet, EvalModeUsesRunningStatistics) {

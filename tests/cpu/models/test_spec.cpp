@@ -418,6 +418,39 @@ TEST(Spec, MalformedOtherFamilies) {
              "model.hidden: unknown key (expected one of: type, image_size, in_channels");
 }
 
+// The whole-network form of resnet_bottleneck: stem and stages, never mixed with the single-stage
+// keys; every mistake names its JSON path.
+TEST(Spec, ResnetStemAndStages) {
+  const std::string head = R"({"name": "r", "model": {"type": "resnet_bottleneck",
+      "image_size": 224, "in_channels": 3, "num_classes": 10, )";
+  expect_bad(head + R"("width": 64, "stages": [{"blocks": 1, "width": 64, "out_channels": 256}]}})",
+             "model.width: not with model.stages");
+  expect_bad(head + R"("stem_channels": 32, "width": 64, "out_channels": 256, "blocks": 1}})",
+             "model.stem_channels: only with \"stem\": \"imagenet\"");
+  expect_bad(head + R"("stem": "cifar", "width": 64, "out_channels": 256, "blocks": 1}})",
+             "model.stem: expected");
+  expect_bad(head + R"("stages": []}})", "model.stages: expected 1 to 1024 stages");
+  expect_bad(head + R"("stages": [{"blocks": 1, "width": 64}]}})",
+             "model.stages[0].out_channels: missing");
+  expect_bad(head + R"("stages": [{"blocks": 1, "width": 4, "out_channels": 8, "depth": 2}]}})",
+             "model.stages[0].depth: unknown key");
+  // 224 -> 56 after the stem, then 28, 14, 7: a fourth stride 2 meets an odd 7.
+  expect_bad(head + R"("stem": "imagenet", "stages": [
+      {"blocks": 1, "width": 4, "out_channels": 8, "stride": 2},
+      {"blocks": 1, "width": 4, "out_channels": 8, "stride": 2},
+      {"blocks": 1, "width": 4, "out_channels": 8, "stride": 2},
+      {"blocks": 1, "width": 4, "out_channels": 8, "stride": 2}]}})",
+             "model.stages[3].stride: stride 2 does not divide the stage's input size 7");
+  const Spec s = load_spec(std::string(MPBENCH_SOURCE_DIR) + "/configs/resnet50.json");
+  const auto& r = std::get<ResnetSpec>(s.model);
+  EXPECT_EQ(r.stem, "imagenet");
+  EXPECT_EQ(r.stem_channels, 64);
+  ASSERT_EQ(r.stages.size(), 4u);
+  EXPECT_EQ(r.stages[2].blocks, 6);
+  EXPECT_EQ(r.stages[3].out_channels, 2048);
+  EXPECT_TRUE(parse_spec(to_json(s).dump(), s.source_path) == s);  // the round trip
+}
+
 TEST(Spec, NotAnObjectAndDuplicateKeys) {
   expect_bad("[1, 2]", "x.json: (top level): expected a JSON object, got [1,2]");
   expect_bad(R"({"name": "a", "name": "b", "model": {}})", "x.json: name: duplicate key");
