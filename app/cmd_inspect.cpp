@@ -24,7 +24,7 @@ std::string human_count(double v) {
   return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, units[u]);
 }
 
-void print_table(const Spec& spec, Precision p) {
+void print_table(const Spec& spec, Precision p, Backend& cpu) {
   Model model(spec, p);
   const int64_t batch = spec.train.batch_size;
   TextTable table;
@@ -51,8 +51,7 @@ void print_table(const Spec& spec, Precision p) {
             << render_text_table(table)
             << fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
-  auto cpu = make_cpu_backend();
-  const MemoryReport m = predict_training_memory(spec, p, *cpu);
+  const MemoryReport m = predict_training_memory(spec, p, cpu);
   std::string parts;
   for (int c = 0; c < kMemCategoryCount; ++c) {
     const auto cat = static_cast<MemCategory>(c);
@@ -69,16 +68,17 @@ void print_table(const Spec& spec, Precision p) {
 
 int cmd_inspect(const InspectArgs& args) {
   Spec spec = load_spec(args.spec);
+  auto cpu = make_cpu_backend();
   if (!args.precision.empty()) {
     auto p = parse_precision(args.precision);
     if (!p)
       throw_bad_input(
           fmt::format("--precision: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)",
                       args.precision));
-    print_table(spec, *p);
+    print_table(spec, *p, *cpu);
     return 0;
   }
-  for (Precision p : spec.precisions) print_table(spec, p);
+  for (Precision p : spec.precisions) print_table(spec, p, *cpu);
   return 0;
 }
 

@@ -106,7 +106,8 @@ struct Series {
   size_t input = 0;
   const RunResult* fp32 = nullptr;  // baseline in the same file, for the speedup labels
   std::string label;
-  std::string color;  // precision colour, shaded by variant
+  std::string mode_label;  // the label without the batch size, for the lines across a sweep
+  std::string color;       // precision colour, shaded by variant
   std::string base_color;
   int variant = 0;
 };
@@ -142,8 +143,9 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
         s.run = r;
         s.input = i;
         s.fp32 = g.fp32_for(*r);
-        s.label =
+        s.mode_label =
             tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
+        s.label = s.mode_label;
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
         sec.series.push_back(std::move(s));
       }
@@ -164,7 +166,10 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
       std::map<std::string, int> count;
       for (const Series& s : sec.series) ++count[s.label];
       for (Series& s : sec.series) {
-        if (count[s.label] > 1) s.label += suffix(s);
+        if (count[s.label] > 1) {
+          s.label += suffix(s);
+          s.mode_label += suffix(s);
+        }
       }
     };
     std::set<std::string> devices;
@@ -509,10 +514,8 @@ std::string speedup_by_batch_chart(const std::vector<Series>& series) {
     auto it = index.find(k);
     if (it == index.end()) {
       it = index.emplace(k, lines.size()).first;
-      // The series' label without its batch: the line is the mode across batches.
-      std::string label = s.label.substr(0, s.label.rfind(" b"));
-      lines.push_back({label, s.color, dash_for(s.variant), {}, label + ":"});
-      keys.emplace_back(label, s.color);
+      lines.push_back({s.mode_label, s.color, dash_for(s.variant), {}, s.mode_label + ":"});
+      keys.emplace_back(s.mode_label, s.color);
       const std::string dash = dash_for(s.variant);
       dashes.push_back(dash.empty() ? "none" : dash);
     }

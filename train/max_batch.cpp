@@ -1,7 +1,5 @@
 #include "train/max_batch.h"
 
-#include <map>
-
 #include <fmt/format.h>
 
 #include "kernels/error.h"
@@ -69,16 +67,12 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   r.precision = p;
   const int64_t k = opts.multiple;
   const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
-  std::map<int64_t, bool> tried;              // batch -> trained
+  // Every batch is probed once: each new one lies strictly between the largest that trained and
+  // the smallest that did not.
   auto fits = [&](int64_t batch) {
-    auto it = tried.find(batch);
-    if (it != tried.end()) return it->second;
-    BatchProbe pr = probe(spec, p, batch, be, opts);
-    const bool ok = pr.status == RunStatus::Ok;
-    r.probes.push_back(std::move(pr));
+    r.probes.push_back(probe(spec, p, batch, be, opts));
     if (opts.on_probe) opts.on_probe(r.probes.back());
-    tried[batch] = ok;
-    return ok;
+    return r.probes.back().status == RunStatus::Ok;
   };
   if (top < k || !fits(k)) return r;  // not even K trains
   int64_t good = k, bad = 0;
