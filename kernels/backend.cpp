@@ -814,14 +814,15 @@ void Backend::embedding_forward(const Tensor& tokens, const Tensor& tok_emb, con
 }
 
 void Backend::embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                 Tensor& dpos_emb) {
+                                 Tensor& dpos_emb, bool add_to_tok) {
   const char* op = "embedding_backward";
   check_embedding(Checks(op, device()), op, tokens, dtok_emb, dpos_emb, dy, "dy");
   observed(
       [&] {
-        return OpCall{op, shape_dtype(dy), 0, nbytes({&tokens, &dy, &dtok_emb, &dpos_emb})};
+        return OpCall{op, shape_dtype(dy) + (add_to_tok ? " +=" : ""), 0,
+                      nbytes({&tokens, &dy, &dtok_emb, &dpos_emb})};
       },
-      [&] { embedding_backward_impl(tokens, dy, dtok_emb, dpos_emb); });
+      [&] { embedding_backward_impl(tokens, dy, dtok_emb, dpos_emb, add_to_tok); });
 }
 
 void Backend::permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {

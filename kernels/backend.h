@@ -291,9 +291,10 @@ class Backend {
   void embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
                          Tensor& y);
   // dy (B*S, D) any float dtype; dtok_emb (V, D) and dpos_emb (P, D) fp32, overwritten (rows
-  // no token uses are zero), sums accumulated in fp32.
+  // no token uses are zero), sums accumulated in fp32. With add_to_tok, the token sums are added
+  // to what dtok_emb holds instead: a table tied to the head already holds the head's dW.
   void embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                          Tensor& dpos_emb);
+                          Tensor& dpos_emb, bool add_to_tok = false);
 
   // dst = src with its dimensions permuted: dst.shape[i] == src.shape[perm[i]] for i < rank.
   // Same dtype and rank (1 to 5); perm entries past the rank are ignored; dst must not alias src.
@@ -368,7 +369,7 @@ class Backend {
   virtual void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb,
                                       const Tensor& pos_emb, Tensor& y) = 0;
   virtual void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                       Tensor& dpos_emb) = 0;
+                                       Tensor& dpos_emb, bool add_to_tok) = 0;
   virtual void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) = 0;
   virtual void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                               Tensor& y) = 0;

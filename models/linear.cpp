@@ -14,7 +14,20 @@ Linear::Linear(std::string name, int64_t in, int64_t out, Activation act, LayerP
                bool fp32_out)
     : Layer(std::move(name)), in_(in), out_(out), act_(act), prec_(prec), fp32_out_(fp32_out) {}
 
+void Linear::use_shared_weight(const int* param) {
+  shared_weight_ = param;
+}
+
 void Linear::declare_params(ParamStore& ps) {
+  if (shared_weight_) {
+    w_ = *shared_weight_;
+    MPB_CHECK(w_ >= 0 && w_ < static_cast<int>(ps.params().size()),
+              "{}: the shared weight is not declared yet", name_);
+    const Shape s = ps.params().at(static_cast<size_t>(w_)).shape;
+    MPB_CHECK(s == (Shape{out_, in_}), "{}: shared weight {} is not ({}, {})", name_, s.str(), out_,
+              in_);
+    return;
+  }
   float bound = 1.0f / std::sqrt(static_cast<float>(in_));
   w_ = ps.declare(name_ + ".weight", Shape{out_, in_}, bound);
   b_ = ps.declare(name_ + ".bias", Shape{out_}, bound);
@@ -45,14 +58,15 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   }
   Tensor w = ps.weight(w_, prec_.compute);
   // The bias follows the output dtype: fp32 logits take the fp32 master bias.
-  Tensor b = fp32_out_ ? ps.master(b_) : ps.weight(b_, prec_.compute);
+  Tensor b;
+  if (b_ >= 0) b = fp32_out_ ? ps.master(b_) : ps.weight(b_, prec_.compute);
   Tensor y = rows_of(y_, rows_);
   Tensor pre = keeps_pre_act() ? rows_of(pre_act_, rows_) : Tensor{};
   GemmDesc d;
   d.trans_b = true;
   d.math = prec_.math;
   d.act = act_;
-  d.bias = &b;
+  d.bias = b.defined() ? &b : nullptr;
   d.pre_act = keeps_pre_act() ? &pre : nullptr;
   be.gemm(d, x_saved_, w, y);
   return y;
@@ -69,7 +83,7 @@ Tensor Linear::act_grad_input() const {
 bool Linear::can_fuse_upstream(const Linear& upstream) const {
   return input_dtype_ == prec_.compute &&
          upstream.output_dtype(upstream.input_dtype_) == prec_.compute && upstream.out_ == in_ &&
-         !upstream.fp32_out_;
+         !upstream.fp32_out_ && upstream.b_ >= 0;
 }
 
 Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) {
@@ -82,11 +96,11 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
   MPB_CHECK(!upstream || (need_dx && can_fuse_upstream(*upstream) && upstream->rows_ == rows_),
             "{}: cannot fuse the backward of {}", name_, upstream ? upstream->name_ : "");
   Tensor dz = dy;
-  if (!dz_ready) {
+  if (!dz_ready && (act_ != Activation::None || b_ >= 0)) {
     // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
-    Tensor db = ps.grad(b_);
+    Tensor db = b_ >= 0 ? ps.grad(b_) : Tensor{};
     Tensor pre = act_ == Activation::None ? dz : act_grad_input();
-    be.bias_act_backward(act_, dz, pre, dz, &db);
+    be.bias_act_backward(act_, dz, pre, dz, b_ >= 0 ? &db : nullptr);
   }
   // Even a head with fp32 logits gets its gradient in the compute dtype (the loss writes it so),
   // because the two GEMMs below run in that dtype.
@@ -124,8 +138,8 @@ LayerInfo Linear::info(DType input_dtype) const {
   li.name = name_;
   li.kind = act_ == Activation::None ? "linear" : std::string("linear+") + activation_name(act_);
   li.output_shape = Shape{out_};
-  li.params = out_ * in_ + out_;
-  li.forward_flops = 2.0 * static_cast<double>(in_) * out_ + out_;
+  li.params = shared_weight_ ? 0 : out_ * in_ + out_;  // a shared weight is its owner's
+  li.forward_flops = 2.0 * static_cast<double>(in_) * out_ + (shared_weight_ ? 0 : out_);
   li.compute_dtype = prec_.compute;
   li.storage_dtype = output_dtype(input_dtype);
   // Saved for backward: the input in the compute dtype, and GELU's pre-activation (ReLU's

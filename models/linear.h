@@ -11,6 +11,11 @@ class Linear : public Layer {
   Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,
          bool fp32_out);
   void declare_params(ParamStore& ps) override;
+  // At construction: the weight is another layer's (out, in) parameter, whose index *param holds
+  // once its owner declared it (before this layer's declare_params), and there is no bias (a head
+  // tied to the token embedding). backward overwrites the weight's gradient, so the owner must
+  // add its own to it afterwards.
+  void use_shared_weight(const int* param);
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override;
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override;
   Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override;
@@ -38,7 +43,8 @@ class Linear : public Layer {
   Activation act_;
   LayerPrecision prec_;
   bool fp32_out_;
-  int w_ = -1, b_ = -1;
+  const int* shared_weight_ = nullptr;
+  int w_ = -1, b_ = -1;  // b_ -1: no bias
   DType input_dtype_ = DType::F32;
   int64_t rows_ = 0;     // rows of the last forward
   Tensor x_cast_;        // the input in the compute dtype, when it arrives in another one

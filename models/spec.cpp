@@ -433,7 +433,7 @@ bool operator==(const ResnetSpec& a, const ResnetSpec& b) {
 bool operator==(const TransformerSpec& a, const TransformerSpec& b) {
   return a.d_model == b.d_model && a.heads == b.heads && a.ffn_dim == b.ffn_dim &&
          a.seq_len == b.seq_len && a.layers == b.layers && a.vocab_size == b.vocab_size &&
-         a.causal == b.causal;
+         a.causal == b.causal && a.tie_embeddings == b.tie_embeddings;
 }
 bool operator==(const DataSpec& a, const DataSpec& b) {
   return a.type == b.type && a.train_samples == b.train_samples &&

@@ -65,6 +65,7 @@ struct TransformerSpec {
   int64_t layers = 1;
   int64_t vocab_size = 0;
   bool causal = false;
+  bool tie_embeddings = false;  // the head is the token embedding's table, without bias (GPT-2)
 };
 
 using ModelSpec = std::variant<MlpSpec, ResnetSpec, TransformerSpec>;

@@ -52,9 +52,12 @@ class Embedding : public Layer {
   }
   Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool) override {
     Tensor dtok = ps.grad(tok_), dpos = ps.grad(pos_);
-    be.embedding_backward(tokens_, dy, dtok, dpos);
+    // Tied: the head's backward, which runs first, wrote its dW into the table's gradient.
+    be.embedding_backward(tokens_, dy, dtok, dpos, /*add_to_tok=*/t_.tie_embeddings);
     return Tensor{};  // tokens have no gradient
   }
+  // Where the token table's parameter index is, once declared (a tied head's weight).
+  const int* token_param() const { return &tok_; }
   LayerInfo info(DType) const override {
     LayerInfo li;
     li.name = name_;
@@ -202,7 +205,8 @@ class EncoderLayer : public Layer {
     be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
     dout = dout.reshaped(Shape{bh, s, dh_});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
-    Tensor dq = qkv_part(dqkv_heads_, 0), dk = qkv_part(dqkv_heads_, 1), dv = qkv_part(dqkv_heads_, 2);
+    Tensor dq = qkv_part(dqkv_heads_, 0), dk = qkv_part(dqkv_heads_, 1),
+           dv = qkv_part(dqkv_heads_, 2);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     Tensor dp = head_of(scores_, Shape{bh, s, s});  // the scores are not needed either
     GemmDesc g_dv;                                  // dv = P^T dO
@@ -329,7 +333,8 @@ class FinalNorm : public Layer {
     li.params = 2 * t_.d_model;
     li.compute_dtype = DType::F32;  // statistics
     li.storage_dtype = out_dtype_;
-    li.activation_bytes = t_.seq_len * (t_.d_model + 2) * bytes_per_element(DType::F32);  // x, mean, rstd
+    li.activation_bytes =
+        t_.seq_len * (t_.d_model + 2) * bytes_per_element(DType::F32);  // x, mean, rstd
     return li;
   }
   DType output_dtype(DType) const override { return out_dtype_; }
@@ -343,12 +348,16 @@ class FinalNorm : public Layer {
 
 // The vocabulary projection applied at every position: a Linear over rows * seq_len rows, with
 // the counts of a sample (seq_len tokens).
+// Tied (tie_embeddings), its weight is the token table, declared earlier by `embedding`.
 class Head : public Layer {
  public:
-  Head(const TransformerSpec& t, LayerPrecision prec)
+  Head(const TransformerSpec& t, LayerPrecision prec, const Embedding* tied_to)
       : Layer("head"),
         t_(t),
-        linear_("head", t.d_model, t.vocab_size, Activation::None, prec, /*fp32_out=*/true) {}
+        linear_("head", t.d_model, t.vocab_size, Activation::None, prec, /*fp32_out=*/true),
+        tied_(tied_to != nullptr) {
+    if (tied_to) linear_.use_shared_weight(tied_to->token_param());
+  }
   void declare_params(ParamStore& ps) override { linear_.declare_params(ps); }
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
     linear_.allocate(alloc, batch * t_.seq_len, input_dtype);
@@ -364,6 +373,7 @@ class Head : public Layer {
     li.output_shape = Shape{t_.seq_len, t_.vocab_size};
     li.forward_flops = transformer_head_flops(t_);
     li.activation_bytes *= t_.seq_len;
+    if (tied_) li.kind += " (tied to embedding)";
     return li;
   }
   DType output_dtype(DType) const override { return DType::F32; }
@@ -371,6 +381,7 @@ class Head : public Layer {
  private:
   TransformerSpec t_;
   Linear linear_;
+  bool tied_;
 };
 
 }  // namespace
@@ -396,17 +407,18 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
   auto prec = [&](const std::string& name) {
     return layer_precision(precision, spec.fp32_layers, name);
   };
-  layers.push_back(std::make_unique<Embedding>(t));
+  auto embedding = std::make_unique<Embedding>(t);
+  const Embedding* tied_to = t.tie_embeddings ? embedding.get() : nullptr;
+  layers.push_back(std::move(embedding));
   for (int64_t i = 1; i <= t.layers; ++i) {
     const std::string name = "layer" + std::to_string(i);
     layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name)));
   }
   // The final norm writes what the head's GEMM reads; pinning either of them keeps it fp32.
   const LayerPrecision head_prec = prec("head");
-  const DType norm_out =
-      prec("final_norm").compute == DType::F32 ? DType::F32 : head_prec.compute;
+  const DType norm_out = prec("final_norm").compute == DType::F32 ? DType::F32 : head_prec.compute;
   layers.push_back(std::make_unique<FinalNorm>(t, norm_out));
-  layers.push_back(std::make_unique<Head>(t, head_prec));
+  layers.push_back(std::make_unique<Head>(t, head_prec, tied_to));
 }
 
 // ---- the family's entry (models/family.h) ------------------------------------------------------
@@ -422,6 +434,7 @@ ModelSpec read_transformer(const spec_json::ObjectReader& r) {
   m.layers = r.integer("layers", kLayers, TransformerSpec{}.layers);
   m.vocab_size = r.integer("vocab_size", kClasses, std::nullopt);
   m.causal = r.boolean("causal", TransformerSpec{}.causal);
+  m.tie_embeddings = r.boolean("tie_embeddings", TransformerSpec{}.tie_embeddings);
   if (m.d_model % m.heads != 0) {
     r.ctx().fail(r.sub("heads"), fmt::format("expected a divisor of model.d_model ({}), got {}",
                                              m.d_model, m.heads));
@@ -431,16 +444,18 @@ ModelSpec read_transformer(const spec_json::ObjectReader& r) {
 
 nlohmann::json write_transformer(const ModelSpec& v) {
   const auto& m = std::get<TransformerSpec>(v);
-  return {{"type", "transformer"},      {"d_model", m.d_model}, {"heads", m.heads},
-          {"ffn_dim", m.ffn_dim},       {"seq_len", m.seq_len}, {"layers", m.layers},
-          {"vocab_size", m.vocab_size}, {"causal", m.causal}};
+  return {
+      {"type", "transformer"},      {"d_model", m.d_model}, {"heads", m.heads},
+      {"ffn_dim", m.ffn_dim},       {"seq_len", m.seq_len}, {"layers", m.layers},
+      {"vocab_size", m.vocab_size}, {"causal", m.causal},   {"tie_embeddings", m.tie_embeddings}};
 }
 
 Footprint transformer_footprint(const ModelSpec& v) {
   const auto& t = std::get<TransformerSpec>(v);
   Footprint f;
   const double d = t.d_model, s = t.seq_len, ffn = t.ffn_dim;
-  f.params = static_cast<double>(t.vocab_size) * d * 2 + s * d +
+  const double head = t.tie_embeddings ? 0.0 : static_cast<double>(t.vocab_size) * (d + 1);
+  f.params = static_cast<double>(t.vocab_size) * d + head + s * d +
              static_cast<double>(t.layers) * (4 * d * d + 2 * d * ffn);
   f.activations_per_sample =
       static_cast<double>(t.layers) * s * (12 * d + 2 * ffn + 2 * t.heads * s);
@@ -463,7 +478,8 @@ ModelIo transformer_io(const ModelSpec& v) {
 
 Family transformer_family() {
   return {"transformer",
-          {"d_model", "heads", "ffn_dim", "seq_len", "layers", "vocab_size", "causal"},
+          {"d_model", "heads", "ffn_dim", "seq_len", "layers", "vocab_size", "causal",
+           "tie_embeddings"},
           [](const ModelSpec& m) { return std::holds_alternative<TransformerSpec>(m); },
           read_transformer,
           write_transformer,

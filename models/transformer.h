@@ -13,7 +13,9 @@
 //                 Parameters "layerI.ln1.gamma/beta", "layerI.qkv.*", "layerI.proj.*",
 //                 "layerI.ln2.gamma/beta", "layerI.fc1.*", "layerI.fc2.*".
 //   "final_norm"  the final LayerNorm
-//   "head"        Linear D -> vocab, fp32 logits (rows * seq_len, vocab)
+//   "head"        Linear D -> vocab, fp32 logits (rows * seq_len, vocab). With "tie_embeddings"
+//                 (GPT-2) its weight is the token table "embedding.token" and it has no bias; the
+//                 table's gradient is the head's dW plus the embedding's scatter-add.
 // Linear layers keep nn.Linear's default init U(+-1/sqrt(in)); LayerNorm gamma 1, beta 0.
 //
 // Numerics follow PyTorch autocast: the residual stream is fp32 in every mode; LayerNorm takes

@@ -52,7 +52,7 @@ void CpuBackend::embedding_forward_impl(const Tensor& tokens, const Tensor& tok_
 // Scatter-add of dy into the rows the tokens and positions picked, in double so the sum over a
 // frequent token does not depend on the order of its occurrences.
 void CpuBackend::embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                         Tensor& dpos_emb) {
+                                         Tensor& dpos_emb, bool add_to_tok) {
   const EmbedDims e = checked_tokens("embedding_backward", tokens, dtok_emb, dpos_emb);
   const int32_t* t = tokens.ptr<int32_t>();
   std::vector<double> dtok(static_cast<size_t>(e.vocab * e.dim), 0.0);
@@ -69,7 +69,9 @@ void CpuBackend::embedding_backward_impl(const Tensor& tokens, const Tensor& dy,
   }
   float* out_tok = dtok_emb.ptr<float>();
   float* out_pos = dpos_emb.ptr<float>();
-  for (size_t k = 0; k < dtok.size(); ++k) out_tok[k] = static_cast<float>(dtok[k]);
+  for (size_t k = 0; k < dtok.size(); ++k)
+    out_tok[k] =
+        add_to_tok ? out_tok[k] + static_cast<float>(dtok[k]) : static_cast<float>(dtok[k]);
   for (size_t k = 0; k < dpos.size(); ++k) out_pos[k] = static_cast<float>(dpos[k]);
 }
 

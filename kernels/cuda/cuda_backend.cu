@@ -265,8 +265,8 @@ class CudaBackend : public Backend {
     cuda::embedding_forward(ctx_, tokens, tok_emb, pos_emb, y);
   }
   void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                               Tensor& dpos_emb) override {
-    cuda::embedding_backward(ctx_, tokens, dy, dtok_emb, dpos_emb);
+                               Tensor& dpos_emb, bool add_to_tok) override {
+    cuda::embedding_backward(ctx_, tokens, dy, dtok_emb, dpos_emb, add_to_tok);
   }
   void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override {
     cuda::permute(ctx_, src, dst, perm);

@@ -115,9 +115,9 @@ void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& t
 }
 
 void embedding_backward(DeviceContext& ctx, const Tensor& tokens, const Tensor& dy,
-                        Tensor& dtok_emb, Tensor& dpos_emb) {
+                        Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) {
   const EmbDims e = dims_of(tokens, dtok_emb, dpos_emb);
-  if (dtok_emb.numel() > 0)
+  if (!add_to_tok && dtok_emb.numel() > 0)
     CUDA_CHECK(cudaMemsetAsync(dtok_emb.data, 0, dtok_emb.bytes(), ctx.stream()));
   const int64_t rows = e.batch * e.seq;
   dispatch_float(dy.dtype, [&](auto dt) {

@@ -320,6 +320,24 @@ TEST_F(CpuEmbedding, BackwardMatchesFiniteDifferencesWithRepeatedTokens) {
     for (int64_t j = 0; j < kD; ++j) EXPECT_EQ(gp[row * kD + j], 0.0f) << "position row " << row;
 }
 
+// A table tied to the head: the token sums are added to the head's dW already in dtok_emb; the
+// position table is still overwritten.
+TEST_F(CpuEmbedding, AddToTokAddsTheTokenSumsAndOverwritesPositions) {
+  auto wv = random_nonzero(kB * kS * kD, 321), held = random_nonzero(kV * kD, 322);
+  Tensor tokens = make(Shape{kB, kS}, DType::I32, kTokens);
+  Tensor dy = make(Shape{kB * kS, kD}, DType::F32, wv);
+  Tensor fresh = poisoned(Shape{kV, kD}, DType::F32), dpos = poisoned(Shape{kP, kD}, DType::F32);
+  be->embedding_backward(tokens, dy, fresh, dpos);
+  const auto sums = to_host_f32(*be, fresh), pos = to_host_f32(*be, dpos);
+  Tensor dtok = make(Shape{kV, kD}, DType::F32, held);
+  Tensor dpos2 = poisoned(Shape{kP, kD}, DType::F32);
+  be->embedding_backward(tokens, dy, dtok, dpos2, /*add_to_tok=*/true);
+  std::vector<float> want(held.size());
+  for (size_t i = 0; i < held.size(); ++i) want[i] = held[i] + sums[i];
+  EXPECT_EQ(to_host_f32(*be, dtok), want);
+  EXPECT_EQ(to_host_f32(*be, dpos2), pos);
+}
+
 TEST_F(CpuEmbedding, SixteenBitDySumsInFp32) {
   // Token 7 appears 200 times: a 16-bit running sum would drift; the fp32 sums must not.
   const int64_t b = 4, s = 50, v = 9, d = 3;

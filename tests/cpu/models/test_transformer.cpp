@@ -20,7 +20,7 @@ namespace mpbench {
 namespace {
 
 Spec transformer_spec(int64_t d, int64_t heads, int64_t ffn, int64_t seq, int64_t layers,
-                      int64_t vocab, bool causal) {
+                      int64_t vocab, bool causal, bool tied = false) {
   Spec s;
   s.name = "t";
   s.family = "transformer";
@@ -32,6 +32,7 @@ Spec transformer_spec(int64_t d, int64_t heads, int64_t ffn, int64_t seq, int64_
   t.layers = layers;
   t.vocab_size = vocab;
   t.causal = causal;
+  t.tie_embeddings = tied;
   s.model = t;
   return s;
 }
@@ -131,10 +132,47 @@ TEST(Transformer, ParameterCount) {
   }
 }
 
+// Tied: the head has no parameter of its own; the token table serves as both.
+TEST(Transformer, TiedParameterCount) {
+  const Spec spec = transformer_spec(24, 3, 96, 10, 2, 13, true, /*tied=*/true);
+  Harness h(spec, Precision::FP32, 2);
+  const int64_t d = 24, s = 10, v = 13, layer = 12 * d * d + 13 * d;
+  const int64_t total = (v + s) * d + 2 * layer + 2 * d;
+  EXPECT_EQ(h.model.params().numel(), total);
+  int64_t from_infos = 0;
+  for (const auto& li : h.model.layer_infos()) from_infos += li.params;
+  EXPECT_EQ(from_infos, total);
+  for (const auto& p : h.model.params().params())
+    EXPECT_EQ(p.name.rfind("head", 0), std::string::npos) << p.name;
+  EXPECT_EQ(h.model.layer_infos().back().kind, "linear (tied to embedding)");
+}
+
+// The shipped whole networks: GPT-2 small (tied) and BERT-base's 12 encoder layers.
+TEST(Transformer, Gpt2SmallAndBertBaseParameterCounts) {
+  auto params = [](const Model& m, const std::string& prefix) {
+    int64_t n = 0;
+    for (const auto& li : m.layer_infos())
+      if (prefix.empty() || li.name.rfind(prefix, 0) == 0) n += li.params;
+    return n;
+  };
+  const Spec gpt = load_spec(test::source_dir() + "/configs/gpt2_small.json");
+  const Model g(gpt, Precision::FP32);
+  EXPECT_EQ(params(g, ""), 124439808);
+  EXPECT_EQ(params(g, "layer"), 12 * 7087872);
+  EXPECT_TRUE(std::get<TransformerSpec>(gpt.model).tie_embeddings);
+  const Spec bert = load_spec(test::source_dir() + "/configs/bert_base.json");
+  const Model b(bert, Precision::FP32);
+  EXPECT_EQ(params(b, "layer"), 85054464);
+  for (const auto& li : b.layer_infos())
+    if (li.name.rfind("layer", 0) == 0) EXPECT_EQ(li.params, 7087872) << li.name;
+  EXPECT_EQ(b.layer_infos().size(), 15u);  // embedding, 12 layers, final_norm, head
+}
+
 // Model::backward's gradient of every parameter against central differences of the loss, using
-// the model's own fp32 forward. Two layers, two heads, a partial-looking vocabulary.
-void check_gradients(bool causal) {
-  const Spec spec = transformer_spec(8, 2, 16, 6, 2, 7, causal);
+// the model's own fp32 forward. Two layers, two heads, a partial-looking vocabulary. Tied, the
+// token table's gradient is the head's dW plus the embedding's.
+void check_gradients(bool causal, bool tied = false) {
+  const Spec spec = transformer_spec(8, 2, 16, 6, 2, 7, causal, tied);
   Harness h(spec, Precision::FP32, 3);
   const std::vector<float> grads = h.gradients();
   ParamStore& ps = h.model.params();
@@ -157,8 +195,8 @@ void check_gradients(bool causal) {
     }
     h.be->upload(master.data(), ps.master_flat());
     const auto c = test::compare(got, fd, 1e-2);
-    EXPECT_TRUE(c.ok) << p.name << (causal ? " (causal)" : "") << ": " << c.message << " rel error "
-                      << c.rel_error;
+    EXPECT_TRUE(c.ok) << p.name << (causal ? " (causal)" : "") << (tied ? " (tied)" : "") << ": "
+                      << c.message << " rel error " << c.rel_error;
   }
 }
 
@@ -167,6 +205,9 @@ TEST(Transformer, GradientsMatchCentralDifferences) {
 }
 TEST(Transformer, CausalGradientsMatchCentralDifferences) {
   check_gradients(true);
+}
+TEST(Transformer, TiedGradientsMatchCentralDifferences) {
+  check_gradients(true, /*tied=*/true);
 }
 
 // With the causal mask, position t's logits do not depend on later tokens; without it they do.
@@ -221,6 +262,16 @@ TEST(Transformer, AmpGradientsFollowFp32) {
   Harness h(pinned, Precision::AMP_FP16, 4);
   const auto c = test::compare(h.gradients(), g32, 5e-3);  // measured 7e-4
   EXPECT_TRUE(c.ok) << "pinned: " << c.message << " rel error " << c.rel_error;
+  // Tied: the head's GEMMs read the table's 16-bit copy, the embedding its fp32 master.
+  const Spec tied = transformer_spec(16, 2, 32, 8, 2, 11, true, /*tied=*/true);
+  Harness tref(tied, Precision::FP32, 4);
+  const std::vector<float> t32 = tref.gradients();
+  for (Precision p : {Precision::AMP_FP16, Precision::AMP_BF16}) {
+    Harness ht(tied, p, 4);
+    const auto ct = test::compare(ht.gradients(), t32, p == Precision::AMP_BF16 ? 3e-2 : 5e-3);
+    EXPECT_TRUE(ct.ok) << "tied " << precision_name(p) << ": " << ct.message << " rel error "
+                       << ct.rel_error;
+  }
 }
 
 // ---- synthetic sequences -----------------------------------------------------------------------

@@ -487,6 +487,10 @@ TEST(FamilyOpsParity, Embedding) {
         if (!used[v])
           for (int64_t d = 0; d < p.d; ++d) ASSERT_EQ(hdte[v * p.d + d], 0.0f) << what;
       for (int64_t i = p.s * p.d; i < p.p * p.d; ++i) ASSERT_EQ(hdpe[i], 0.0f) << what;
+      // Tied to the head: the sums are added to what the table's gradient holds (here te).
+      env.cpu->embedding_backward(tokens.cpu, dy.cpu, te.cpu, dpe.cpu, /*add_to_tok=*/true);
+      env.gpu->embedding_backward(tokens.gpu, dy.gpu, te.gpu, dpe.gpu, /*add_to_tok=*/true);
+      EXPECT_TRUE(env.close(te, 1e-5)) << "dtok_emb added " << what;
       for (Pair* q : {&tokens, &te, &pe, &y, &dy, &dte, &dpe}) env.release(*q);
     }
 }
