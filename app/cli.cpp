@@ -239,10 +239,22 @@ int mpbench_main(int argc, char** argv) {
 
   InspectArgs inspect;
   auto* inspect_cmd = app.add_subcommand(
-      "inspect", "Per-layer table: output shape, parameters, FLOPs, dtypes, activation bytes");
+      "inspect",
+      "Per-layer and sublayer table: output shape, parameters, FLOPs, dtypes, activation bytes, "
+      "tensor-core alignment, predicted training memory");
   inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
   inspect_cmd->add_option("--precision", inspect.precision,
                           "One mode (default: each of the spec's modes)");
+  inspect_cmd->add_option("--depth", inspect.depth,
+                          "sublayer (default): each layer and under it its GEMMs, convolutions, "
+                          "norms and softmax; block: the layers alone");
+  inspect_cmd->add_option("--json", inspect.json_path,
+                          "Write the tables as JSON: {\"entries\": [one per mode: model, "
+                          "precision, batch_size, params, forward_flops (per batch), "
+                          "predicted_memory_bytes, misaligned, layers[]]}; each layer has name, "
+                          "kind, output_shape, params, forward_flops and activation_bytes (per "
+                          "batch), compute_dtype, storage_dtype, matmul and misaligned where it "
+                          "is a GEMM or convolution, and children[]");
 
   ProfileArgs profile;
   std::string profile_precisions;

@@ -1,11 +1,16 @@
-// `mpbench inspect`: the per-layer table of a spec's model for one or every precision mode.
+// `mpbench inspect`: the per-layer table of a spec's model for one or every precision mode, down
+// to the sublayer (each GEMM, convolution, norm and softmax) unless --depth block, with the
+// tensor-core alignment check; --json writes the same as one entry per mode.
 #include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/commands.h"
 #include "app/console_table.h"
+#include "app/output_file.h"
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/trainer.h"
@@ -24,32 +29,138 @@ std::string human_count(double v) {
   return u == 0 ? fmt::format("{:.0f}", v) : fmt::format("{:.2f}{}", v, units[u]);
 }
 
-void print_table(const Spec& spec, Precision p, Backend& cpu) {
+// The output shape with the batch in front: (batch, ...).
+std::vector<int64_t> batched_shape(const Shape& s, int64_t batch) {
+  std::vector<int64_t> v{batch};
+  for (int i = 0; i < s.rank; ++i) v.push_back(s[i]);
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& v) {
+  std::string out = "(";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + ")";
+}
+
+// The GEMMs and convolutions of a layer and its sublayers, with what is misaligned in each.
+struct Alignment {
+  int matmuls = 0;
+  std::vector<std::string> misaligned;  // "stage1.block1.conv1 C_in=3"
+};
+
+void collect_alignment(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
+                       Alignment& a) {
+  const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
+  if (li.matmul) {
+    ++a.matmuls;
+    for (const std::string& d : li.matmul->misaligned(p, batch))
+      a.misaligned.push_back(name + " " + d);
+  }
+  for (const LayerInfo& c : li.children) collect_alignment(c, name, p, batch, a);
+}
+
+// The table's last column: what is misaligned in this row (or, for a layer shown without its
+// sublayers, how many of them are).
+std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool with_children) {
+  if (li.matmul) {
+    std::string cell;
+    for (const std::string& d : li.matmul->misaligned(p, batch))
+      cell += (cell.empty() ? "" : " ") + d;
+    return cell;
+  }
+  if (with_children) return "";
+  Alignment a;
+  collect_alignment(li, "", p, batch, a);
+  return a.misaligned.empty() ? "" : fmt::format("{} misaligned", a.misaligned.size());
+}
+
+nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
+  nlohmann::json j = {{"name", li.name},
+                      {"kind", li.kind},
+                      {"output_shape", batched_shape(li.output_shape, batch)},
+                      {"params", li.params},
+                      {"forward_flops", li.forward_flops * static_cast<double>(batch)},
+                      {"compute_dtype", dtype_name(li.compute_dtype)},
+                      {"storage_dtype", dtype_name(li.storage_dtype)},
+                      {"activation_bytes", li.activation_bytes * batch}};
+  if (li.matmul) {
+    const MatmulDims& m = *li.matmul;
+    j["matmul"] = m.conv ? nlohmann::json{{"conv", true}, {"c_in", m.k}, {"c_out", m.n}}
+                         : nlohmann::json{{"conv", false},
+                                          {"m", m.m_per_sample ? m.m * batch : m.m},
+                                          {"n", m.n},
+                                          {"k", m.k}};
+    j["misaligned"] = m.misaligned(p, batch);
+  }
+  nlohmann::json children = nlohmann::json::array();
+  for (const LayerInfo& c : li.children) children.push_back(layer_json(c, p, batch));
+  j["children"] = std::move(children);
+  return j;
+}
+
+struct Inspection {
+  std::string text;
+  nlohmann::json json;
+};
+
+Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) {
   Model model(spec, p);
   const int64_t batch = spec.train.batch_size;
+  const std::vector<LayerInfo> infos = model.layer_infos();
   TextTable table;
-  table.head = {"layer",     "kind",    "output",  "params",
-                "fwd FLOPs", "compute", "storage", "act bytes"};
-  table.right = {false, false, true, true, true, true, true, true};
+  table.head = {"layer",   "kind",    "output",    "params",      "fwd FLOPs",
+                "compute", "storage", "act bytes", "tensor cores"};
+  table.right = {false, false, true, true, true, true, true, true, false};
+  auto add_row = [&](const LayerInfo& li, const std::string& name, bool with_children) {
+    table.rows.push_back({name, li.kind, shape_text(batched_shape(li.output_shape, batch)),
+                          human_count(static_cast<double>(li.params)),
+                          human_count(li.forward_flops * static_cast<double>(batch)),
+                          dtype_name(li.compute_dtype), dtype_name(li.storage_dtype),
+                          format_bytes(static_cast<size_t>(li.activation_bytes * batch)),
+                          alignment_cell(li, p, batch, with_children)});
+  };
   int64_t params = 0, act = 0;
   double flops = 0;
-  for (const auto& li : model.layer_infos()) {
-    std::string out = li.output_shape.str();
-    out.replace(0, 1, fmt::format("({}, ", batch));
-    table.rows.push_back({li.name, li.kind, out, human_count(li.params),
-                          human_count(li.forward_flops * batch), dtype_name(li.compute_dtype),
-                          dtype_name(li.storage_dtype),
-                          format_bytes(static_cast<size_t>(li.activation_bytes * batch))});
+  Alignment align;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerInfo& li : infos) {
+    const bool open = sublayers && !li.children.empty();
+    add_row(li, li.name, open);
+    if (open)
+      for (const LayerInfo& c : li.children) add_row(c, "  " + c.name, false);
     params += li.params;
-    flops += li.forward_flops * batch;
+    flops += li.forward_flops * static_cast<double>(batch);
     act += li.activation_bytes * batch;
+    collect_alignment(li, "", p, batch, align);
+    layers.push_back(layer_json(li, p, batch));
   }
-  table.rows.push_back({"total", "", "", human_count(params), human_count(flops), "", "",
-                        format_bytes(static_cast<size_t>(act))});
-  std::cout << fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family,
-                           precision_name(p), batch)
-            << render_text_table(table)
-            << fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
+  table.rows.push_back({"total", "", "", human_count(static_cast<double>(params)),
+                        human_count(flops), "", "", format_bytes(static_cast<size_t>(act)), ""});
+
+  std::string text =
+      fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family, precision_name(p),
+                  batch) +
+      render_text_table(table) +
+      fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
+  const int multiple = precision_info(p).tensor_core_multiple;
+  if (multiple == 0) {
+    text += fmt::format("tensor cores: {} uses none (strict fp32 GEMMs and convolutions)\n",
+                        precision_name(p));
+  } else if (align.misaligned.empty()) {
+    text += fmt::format(
+        "tensor cores: all {} GEMMs and convolutions have sizes that are multiples of {}\n",
+        align.matmuls, multiple);
+  } else {
+    text += fmt::format(
+        "tensor cores: {} of {} GEMMs and convolutions have sizes that are not multiples of {}, "
+        "which {} runs slower (pad them to a multiple): ",
+        align.misaligned.size(), align.matmuls, multiple, precision_name(p));
+    const size_t shown = std::min<size_t>(align.misaligned.size(), 6);
+    for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + align.misaligned[i];
+    if (shown < align.misaligned.size())
+      text += fmt::format(", and {} more", align.misaligned.size() - shown);
+    text += "\n";
+  }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
   const MemoryReport m = predict_training_memory(spec, p, cpu);
   std::string parts;
@@ -59,26 +170,50 @@ void print_table(const Spec& spec, Precision p, Backend& cpu) {
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(cat),
                          format_bytes(m.by_category[c]));
   }
-  std::cout << fmt::format(
-      "predicted training memory {} ({}); a GPU adds its libraries' workspace\n\n",
-      format_bytes(m.training_peak), parts);
+  text += fmt::format("predicted training memory {} ({}); a GPU adds its libraries' workspace\n\n",
+                      format_bytes(m.training_peak), parts);
+
+  nlohmann::json entry = {{"model", spec.name},
+                          {"family", spec.family},
+                          {"precision", precision_name(p)},
+                          {"batch_size", batch},
+                          {"params", params},
+                          {"forward_flops", flops},
+                          {"predicted_memory_bytes", m.training_peak},
+                          {"tensor_core_multiple", multiple},
+                          {"misaligned", align.misaligned},
+                          {"layers", std::move(layers)}};
+  return {std::move(text), std::move(entry)};
 }
 
 }  // namespace
 
 int cmd_inspect(const InspectArgs& args) {
   Spec spec = load_spec(args.spec);
-  auto cpu = make_cpu_backend();
+  if (args.depth != "block" && args.depth != "sublayer")
+    throw_bad_input(fmt::format("--depth: expected block or sublayer, got \"{}\"", args.depth));
+  std::vector<Precision> modes = spec.precisions;
   if (!args.precision.empty()) {
     auto p = parse_precision(args.precision);
     if (!p)
       throw_bad_input(
           fmt::format("--precision: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)",
                       args.precision));
-    print_table(spec, *p, *cpu);
-    return 0;
+    modes = {*p};
   }
-  for (Precision p : spec.precisions) print_table(spec, p, *cpu);
+  check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
+  auto cpu = make_cpu_backend();
+  nlohmann::json entries = nlohmann::json::array();
+  for (Precision p : modes) {
+    Inspection in = inspect(spec, p, args.depth == "sublayer", *cpu);
+    std::cout << in.text;
+    entries.push_back(std::move(in.json));
+  }
+  if (!args.json_path.empty()) {
+    const nlohmann::json doc = {
+        {"tool", tool_json()}, {"spec", to_json(spec)}, {"entries", entries}};
+    write_output(args.json_path, doc.dump(2) + "\n");
+  }
   return 0;
 }
 

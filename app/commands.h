@@ -49,7 +49,9 @@ int cmd_validate(const std::vector<std::string>& specs);
 
 struct InspectArgs {
   std::string spec;
-  std::string precision;  // empty: every precision of the spec
+  std::string precision;           // empty: every precision of the spec
+  std::string depth = "sublayer";  // or "block": the layers without their sublayers
+  std::string json_path;
 };
 int cmd_inspect(const InspectArgs& args);
 

@@ -56,11 +56,12 @@ Tensor Tensor::slice(int64_t offset, Shape s) const {
 }
 
 static const PrecisionInfo kPrecisions[] = {
-    // mode               name        compute     gemm math              master loss scaling
-    {Precision::FP32, "fp32", DType::F32, GemmMath::Strict, false, false},
-    {Precision::TF32, "tf32", DType::F32, GemmMath::TF32, false, false},
-    {Precision::AMP_FP16, "amp_fp16", DType::F16, GemmMath::LowPrecision, true, true},
-    {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false},
+    // mode               name        compute     gemm math   master loss scaling  tensor-core
+    // multiple
+    {Precision::FP32, "fp32", DType::F32, GemmMath::Strict, false, false, 0},
+    {Precision::TF32, "tf32", DType::F32, GemmMath::TF32, false, false, 4},
+    {Precision::AMP_FP16, "amp_fp16", DType::F16, GemmMath::LowPrecision, true, true, 8},
+    {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false, 8},
 };
 
 const PrecisionInfo& precision_info(Precision p) {
@@ -77,6 +78,15 @@ const std::vector<Precision>& all_precisions() {
   static const std::vector<Precision> all = {Precision::FP32, Precision::TF32, Precision::AMP_FP16,
                                              Precision::AMP_BF16};
   return all;
+}
+
+std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims) {
+  std::vector<std::string> out;
+  const int multiple = precision_info(p).tensor_core_multiple;
+  if (multiple == 0) return out;
+  for (const NamedDim& d : dims)
+    if (d.value % multiple != 0) out.push_back(d.name + "=" + std::to_string(d.value));
+  return out;
 }
 
 GemmMath gemm_math_for(Precision p, DType operand) {

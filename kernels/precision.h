@@ -22,6 +22,10 @@ struct PrecisionInfo {
   GemmMath gemm_math;
   bool master_weights;        // fp32 master + low-precision copy
   bool loss_scaling_default;  // dynamic loss scaling unless the spec says otherwise
+  // The multiple of which every GEMM size (M, N, K) and convolution channel count should be for
+  // the tensor cores to run at their full rate (NVIDIA's "Matrix Multiplication Background" and
+  // cuDNN's guides): 8 elements of 16 bits, 4 of tf32; 0: the mode uses no tensor cores.
+  int tensor_core_multiple;
 };
 
 const PrecisionInfo& precision_info(Precision p);
@@ -30,6 +34,16 @@ const std::vector<Precision>& all_precisions();
 inline const char* precision_name(Precision p) {
   return precision_info(p).name;
 }
+
+// A size of a GEMM or convolution, named for messages: {"N", 50257}, {"C_in", 3}.
+struct NamedDim {
+  std::string name;
+  int64_t value = 0;
+};
+// The tensor-core alignment check, the one place of the rule: the sizes among `dims` that are
+// not multiples of precision_info(p).tensor_core_multiple, as "N=50257"; none for a mode without
+// tensor cores.
+std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims);
 
 // The math a GEMM uses for a given operand dtype under a mode (fp32 operands in an AMP mode,
 // e.g. a layer pinned to fp32, run strict).

@@ -146,6 +146,7 @@ LayerInfo Linear::info(DType input_dtype) const {
   // backward reads the output, which the next layer keeps as its input anyway).
   li.activation_bytes = in_ * static_cast<int64_t>(dtype_size(prec_.compute));
   if (keeps_pre_act()) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
+  li.matmul = MatmulDims{false, 1, true, out_, in_};
   return li;
 }
 

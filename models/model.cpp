@@ -128,6 +128,18 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
   if (observer_) observer_->on_layer("", true);
 }
 
+std::vector<std::string> MatmulDims::misaligned(Precision p, int64_t batch) const {
+  if (conv) return misaligned_dims(p, {{"C_in", k}, {"C_out", n}});
+  return misaligned_dims(p, {{"M", m_per_sample ? m * batch : m}, {"N", n}, {"K", k}});
+}
+
+void LayerInfo::add_child(LayerInfo child) {
+  params += child.params;
+  forward_flops += child.forward_flops;
+  activation_bytes += child.activation_bytes;
+  children.push_back(std::move(child));
+}
+
 std::vector<LayerInfo> Model::layer_infos() const {
   std::vector<LayerInfo> out;
   DType dt = io_.input_dtype;

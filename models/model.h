@@ -3,6 +3,7 @@
 // activation buffers for a fixed batch size, all from the run's TrackingAllocator, and runs
 // forward/backward through the Backend op interface. It knows nothing of optimizers or loops.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,17 @@ class ParamStore {
   Tensor master_, lowp_, grads_;
 };
 
+// The GEMM a sublayer runs, for the tensor-core alignment check: M x N outputs over K. A
+// convolution is checked by its channels, as cuDNN's rule is: C_in (k here) and C_out (n).
+struct MatmulDims {
+  bool conv = false;
+  int64_t m = 0;             // rows per sample (times the batch), or per GEMM when !m_per_sample
+  bool m_per_sample = true;  // false: a batched GEMM per sample and head (attention), M fixed
+  int64_t n = 0, k = 0;
+  // The sizes misaligned for mode p (misaligned_dims in kernels/precision.h) at this batch.
+  std::vector<std::string> misaligned(Precision p, int64_t batch) const;
+};
+
 // What `mpbench inspect` prints per layer.
 struct LayerInfo {
   std::string name;
@@ -69,6 +81,11 @@ struct LayerInfo {
   DType compute_dtype = DType::F32;  // operands of the GEMM / conv
   DType storage_dtype = DType::F32;  // dtype of the output activation
   int64_t activation_bytes = 0;      // per sample, saved for backward (inputs, pre-activations)
+  std::optional<MatmulDims> matmul;  // a GEMM or convolution without sublayers
+  // The sublayers (names relative to this layer), in the order they run; a layer that has them
+  // takes its params, FLOPs and activation bytes as their sums (add_child).
+  std::vector<LayerInfo> children;
+  void add_child(LayerInfo child);
 };
 
 // Per-layer precision: the mode's compute dtype, or fp32 for a layer pinned by fp32_layers.

@@ -126,6 +126,34 @@ class ConvBnLayer : public Layer {
     d.math = prec_.math;
     return d;
   }
+  // Inspect rows (LayerInfo children) of a convolution and a batchnorm of this layer, keeping
+  // `saved` elements per sample for the backward pass.
+  LayerInfo conv_row(const Conv& c, int64_t saved) const {
+    LayerInfo li;
+    li.name = relative(c.name);
+    li.kind =
+        fmt::format("conv{}x{}{}", c.r, c.r, c.stride != 1 ? fmt::format("/s{}", c.stride) : "");
+    li.output_shape = Shape{c.p, c.q, c.k};
+    li.params = c.weight_shape().numel();
+    li.forward_flops = c.flops();
+    li.compute_dtype = li.storage_dtype = prec_.compute;
+    li.activation_bytes = saved * static_cast<int64_t>(dtype_size(prec_.compute));
+    li.matmul = MatmulDims{true, c.p * c.q, true, c.k, c.c};
+    return li;
+  }
+  LayerInfo bn_row(const Bn& bn, std::string kind, const Conv& after, int64_t saved) const {
+    LayerInfo li;
+    li.name = relative(bn.name);
+    li.kind = std::move(kind);
+    li.output_shape = Shape{after.p, after.q, after.k};
+    li.params = 2 * bn.c;
+    li.compute_dtype = DType::F32;  // batch statistics
+    li.storage_dtype = prec_.compute;
+    li.activation_bytes = saved * static_cast<int64_t>(dtype_size(prec_.compute));
+    return li;
+  }
+  std::string relative(const std::string& full) const { return full.substr(name_.size() + 1); }
+
   void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
     be.conv2d_forward(desc(c), x, ps.weight(c.param, prec_.compute), y);
   }
@@ -356,36 +384,29 @@ class Bottleneck : public ConvBnLayer {
     li.kind = proj_ ? "bottleneck+proj" : "bottleneck";
     if (conv2_.stride != 1) li.kind += "/s" + std::to_string(conv2_.stride);
     li.output_shape = Shape{conv3_.p, conv3_.q, conv3_.k};
-    for (const Conv* c : convs()) {
-      li.params += c->weight_shape().numel();
-      li.forward_flops += c->flops();
-    }
-    for (const Bn* bn : bns()) li.params += 2 * bn->c;
     li.compute_dtype = prec_.compute;
     li.storage_dtype = prec_.compute;
-    // What this block's buffers keep for its backward (resnet.h, "Memory"); the input is the
-    // previous layer's output and counted there, except a cast copy made here.
-    int64_t elems = 2 * conv1_.out_numel() + 2 * conv2_.out_numel() + 2 * conv3_.out_numel();
-    if (proj_) elems += proj_conv_.out_numel();
-    if (input_dtype != prec_.compute) elems += conv1_.in_numel();
-    li.activation_bytes = elems * static_cast<int64_t>(dtype_size(prec_.compute));
+    // What this block's buffers keep for its backward (resnet.h, "Memory"): each convolution's
+    // output (the batchnorm's input) and each batchnorm's. The input is the previous layer's
+    // output and counted there, except a cast copy made here (with conv1, which reads it).
+    const int64_t cast = input_dtype != prec_.compute ? conv1_.in_numel() : 0;
+    li.add_child(conv_row(conv1_, conv1_.out_numel() + cast));
+    li.add_child(bn_row(bn1_, "bn+relu", conv1_, conv1_.out_numel()));
+    li.add_child(conv_row(conv2_, conv2_.out_numel()));
+    li.add_child(bn_row(bn2_, "bn+relu", conv2_, conv2_.out_numel()));
+    li.add_child(conv_row(conv3_, conv3_.out_numel()));
+    li.add_child(bn_row(bn3_, "bn+add+relu", conv3_, conv3_.out_numel()));
+    if (proj_) {
+      li.add_child(conv_row(proj_conv_, proj_conv_.out_numel()));
+      li.add_child(bn_row(proj_bn_, "bn", proj_conv_, 0));  // its output goes to the add only
+    }
     return li;
   }
   DType output_dtype(DType) const override { return prec_.compute; }
 
  private:
-  std::vector<const Conv*> convs() const {
-    std::vector<const Conv*> v{&conv1_, &conv2_, &conv3_};
-    if (proj_) v.push_back(&proj_conv_);
-    return v;
-  }
   std::vector<Bn*> bns() {
     std::vector<Bn*> v{&bn1_, &bn2_, &bn3_};
-    if (proj_) v.push_back(&proj_bn_);
-    return v;
-  }
-  std::vector<const Bn*> bns() const {
-    std::vector<const Bn*> v{&bn1_, &bn2_, &bn3_};
     if (proj_) v.push_back(&proj_bn_);
     return v;
   }
@@ -456,13 +477,19 @@ class Stem : public ConvBnLayer {
     li.name = name_;
     li.kind = "conv7x7/s2+bn+relu+maxpool3x3/s2";
     li.output_shape = Shape{pq_.first, pq_.second, conv_.k};
-    li.params = conv_.weight_shape().numel() + 2 * bn_.c;
-    li.forward_flops = conv_.flops();
     li.compute_dtype = prec_.compute;
     li.storage_dtype = prec_.compute;
-    int64_t elems = 2 * conv_.out_numel() + pq_.first * pq_.second * conv_.k;
-    if (input_dtype != prec_.compute) elems += conv_.in_numel();
-    li.activation_bytes = elems * static_cast<int64_t>(dtype_size(prec_.compute));
+    const int64_t cast = input_dtype != prec_.compute ? conv_.in_numel() : 0;
+    li.add_child(conv_row(conv_, conv_.out_numel() + cast));
+    li.add_child(bn_row(bn_, "bn+relu", conv_, conv_.out_numel()));
+    LayerInfo pool;
+    pool.name = "maxpool";
+    pool.kind = fmt::format("maxpool{}x{}/s{}", pool_.kernel, pool_.kernel, pool_.stride);
+    pool.output_shape = li.output_shape;
+    pool.compute_dtype = pool.storage_dtype = prec_.compute;  // a max is exact in any dtype
+    pool.activation_bytes =
+        pq_.first * pq_.second * conv_.k * static_cast<int64_t>(dtype_size(prec_.compute));
+    li.add_child(pool);
     return li;
   }
   DType output_dtype(DType) const override { return prec_.compute; }

@@ -24,6 +24,35 @@ int64_t bytes_per_element(DType dt) {
   return static_cast<int64_t>(dtype_size(dt));
 }
 
+// A Linear applied to the seq_len tokens of a sample, as an inspect row. The family counts the
+// GEMM's FLOPs and not the bias's (transformer.h).
+LayerInfo over_tokens(const Linear& l, DType input_dtype, int64_t s, std::string name,
+                      std::string kind = "") {
+  LayerInfo li = l.info(input_dtype);
+  li.name = std::move(name);
+  if (!kind.empty()) li.kind = std::move(kind);
+  li.output_shape = Shape{s, li.output_shape[0]};
+  li.forward_flops =
+      static_cast<double>(s) * 2.0 * static_cast<double>(li.matmul->n * li.matmul->k);
+  li.activation_bytes *= s;
+  li.matmul->m = s;
+  return li;
+}
+
+// A LayerNorm over the tokens of a sample: fp32 statistics, its output in `out` dtype; saved for
+// backward are the fp32 input and mean / rstd (the output is counted by the GEMM reading it).
+LayerInfo layernorm_rows(std::string name, int64_t s, int64_t d, DType out) {
+  LayerInfo li;
+  li.name = std::move(name);
+  li.kind = "layernorm";
+  li.output_shape = Shape{s, d};
+  li.params = 2 * d;
+  li.compute_dtype = DType::F32;
+  li.storage_dtype = out;
+  li.activation_bytes = s * (d + 2) * bytes_per_element(DType::F32);
+  return li;
+}
+
 // ---- embedding ----------------------------------------------------------------------------------
 
 class Embedding : public Layer {
@@ -239,23 +268,48 @@ class EncoderLayer : public Layer {
   }
 
   LayerInfo info(DType) const override {
-    const int64_t d = t_.d_model, s = t_.seq_len, f = t_.ffn_dim;
-    const int64_t cs = bytes_per_element(prec_.compute), f32 = bytes_per_element(DType::F32);
+    const int64_t d = t_.d_model, s = t_.seq_len, h = t_.heads;
+    const DType cd = prec_.compute;
+    const int64_t cs = bytes_per_element(cd);
     LayerInfo li;
     li.name = name_;
     li.kind = t_.causal ? "decoder" : "encoder";  // causal self-attention is a GPT decoder block
     li.output_shape = Shape{s, d};
-    li.params = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (f * d + f) + (d * f + d);
-    li.forward_flops = transformer_layer_flops(t_);
-    li.compute_dtype = prec_.compute;
+    li.compute_dtype = cd;
     li.storage_dtype = DType::F32;
-    li.activation_bytes = s * (2 * d * f32        // x, x1
-                               + 2 * d * cs       // LN outputs
-                               + 4 * f32          // LN mean, rstd
-                               + 3 * d * cs       // q, k, v
-                               + d * cs           // merged attention output
-                               + 2 * f * cs) +    // fc1 pre-activation and output
-                          t_.heads * s * s * cs;  // probabilities
+    // The attention GEMMs: one per sample and head, over the unmasked half when causal.
+    const double attn_flops = (t_.causal ? 1.0 : 2.0) * static_cast<double>(s) * s * d;
+    auto attention_gemm = [&](std::string name, std::string kind, Shape out, int64_t saved,
+                              MatmulDims mm) {
+      LayerInfo g;
+      g.name = std::move(name);
+      g.kind = std::move(kind);
+      g.output_shape = out;
+      g.forward_flops = attn_flops;
+      g.compute_dtype = g.storage_dtype = cd;
+      g.activation_bytes = saved;
+      g.matmul = mm;
+      return g;
+    };
+    li.add_child(layernorm_rows("ln1", s, d, cd));  // saves the fp32 stream x
+    li.add_child(over_tokens(qkv_, cd, s, "qkv"));
+    // q and k after the head split are saved; the scores are not (their buffer holds dP).
+    li.add_child(attention_gemm("scores", "gemm q.k^T", Shape{h, s, s}, 2 * s * d * cs,
+                                MatmulDims{false, s, false, s, dh_}));
+    LayerInfo sm;
+    sm.name = "softmax";
+    sm.kind = t_.causal ? "softmax+causal mask" : "softmax";
+    sm.output_shape = Shape{h, s, s};
+    sm.compute_dtype = DType::F32;
+    sm.storage_dtype = cd;
+    sm.activation_bytes = h * s * s * cs;  // the probabilities
+    li.add_child(sm);
+    li.add_child(attention_gemm("attn_v", "gemm p.v", Shape{h, s, dh_}, s * d * cs,
+                                MatmulDims{false, s, false, dh_, s}));  // saves v
+    li.add_child(over_tokens(proj_, cd, s, "proj", "linear+residual"));
+    li.add_child(layernorm_rows("ln2", s, d, cd));  // saves x1
+    li.add_child(over_tokens(fc1_, cd, s, "fc1"));
+    li.add_child(over_tokens(fc2_, cd, s, "fc2", "linear+residual"));
     return li;
   }
   DType output_dtype(DType) const override { return DType::F32; }
@@ -326,16 +380,7 @@ class FinalNorm : public Layer {
     return dx;
   }
   LayerInfo info(DType) const override {
-    LayerInfo li;
-    li.name = name_;
-    li.kind = "layernorm";
-    li.output_shape = Shape{t_.seq_len, t_.d_model};
-    li.params = 2 * t_.d_model;
-    li.compute_dtype = DType::F32;  // statistics
-    li.storage_dtype = out_dtype_;
-    li.activation_bytes =
-        t_.seq_len * (t_.d_model + 2) * bytes_per_element(DType::F32);  // x, mean, rstd
-    return li;
+    return layernorm_rows(name_, t_.seq_len, t_.d_model, out_dtype_);
   }
   DType output_dtype(DType) const override { return out_dtype_; }
 
@@ -369,10 +414,7 @@ class Head : public Layer {
     return linear_.backward(be, ps, dy, need_dx);
   }
   LayerInfo info(DType input_dtype) const override {
-    LayerInfo li = linear_.info(input_dtype);
-    li.output_shape = Shape{t_.seq_len, t_.vocab_size};
-    li.forward_flops = transformer_head_flops(t_);
-    li.activation_bytes *= t_.seq_len;
+    LayerInfo li = over_tokens(linear_, input_dtype, t_.seq_len, name_);
     if (tied_) li.kind += " (tied to embedding)";
     return li;
   }

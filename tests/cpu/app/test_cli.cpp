@@ -143,6 +143,8 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"idx without files", "validate {spec}",
        with("\"train_samples\": 256", "\"type\": \"idx\", \"train_samples\": 256"), "data"},
       {"inspect bad precision", "inspect {spec} --precision fp64", kGood, "fp64"},
+      {"inspect bad depth", "inspect {spec} --depth op", kGood, "--depth"},
+      {"inspect json into missing dir", "inspect {spec} --json " + no_dir, kGood, no_dir},
       {"cuda without a gpu", "run {spec} --device cuda", kGood, "--device cuda"},
       {"resnet batchnorm over one value", "validate {spec}", kTinyImages, "train.batch_size"},
       {"resnet more classes than arrangements", "validate {spec}", kManyClasses,
@@ -194,6 +196,74 @@ TEST_F(Cli, ValidateAndInspect) {
   EXPECT_EQ(i.code, 0) << i.err;
   EXPECT_NE(i.out.find("head"), std::string::npos);
   EXPECT_NE(i.out.find("fp16"), std::string::npos);
+}
+
+// Sublayer rows by default, the blocks alone with --depth block; the JSON holds every layer with
+// its children, whose sums are the layer's; the alignment check names GPT-2's vocabulary and
+// ResNet-50's 3-channel stem in the 16-bit modes, and nothing in fp32.
+TEST_F(Cli, InspectSublayersJsonAndAlignment) {
+  const std::string src = MPBENCH_SOURCE_DIR;
+  Result sub = run("inspect " + src + "/configs/tiny_transformer.json --precision amp_bf16");
+  ASSERT_EQ(sub.code, 0) << sub.err;
+  for (const char* row :
+       {"  ln1", "  qkv", "  scores", "  softmax", "  attn_v", "  proj", "  ln2", "  fc1", "  fc2"})
+    EXPECT_NE(sub.out.find(row), std::string::npos) << row;
+  Result block = run("inspect " + src +
+                     "/configs/tiny_transformer.json --precision amp_bf16 "
+                     "--depth block");
+  ASSERT_EQ(block.code, 0) << block.err;
+  EXPECT_EQ(block.out.find("  qkv"), std::string::npos);
+  EXPECT_NE(block.out.find("layer1"), std::string::npos);
+
+  const std::string json = (dir_ / "inspect.json").string();
+  Result g = run("inspect " + src + "/configs/gpt2_small.json --json " + json);
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("head N=50257"), std::string::npos);
+  const auto doc = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(doc["entries"].size(), 4u);
+  for (const auto& e : doc["entries"]) {
+    SCOPED_TRACE(e["precision"].get<std::string>());
+    EXPECT_EQ(e["model"], "gpt2_small");
+    EXPECT_EQ(e["batch_size"], 16);
+    EXPECT_EQ(e["params"], 124439808);
+    int64_t params = 0;
+    double flops = 0;
+    for (const auto& l : e["layers"]) {
+      params += l["params"].get<int64_t>();
+      flops += l["forward_flops"].get<double>();
+      if (l["children"].empty()) continue;
+      int64_t cp = 0, ca = 0;
+      double cf = 0;
+      for (const auto& c : l["children"]) {
+        cp += c["params"].get<int64_t>();
+        cf += c["forward_flops"].get<double>();
+        ca += c["activation_bytes"].get<int64_t>();
+      }
+      EXPECT_EQ(cp, l["params"]) << l["name"];
+      EXPECT_DOUBLE_EQ(cf, l["forward_flops"].get<double>()) << l["name"];
+      EXPECT_EQ(ca, l["activation_bytes"]) << l["name"];
+      EXPECT_EQ(l["children"].size(), 9u) << l["name"];
+      const auto& softmax = l["children"][3];
+      EXPECT_EQ(softmax["name"], "softmax");
+      EXPECT_EQ(softmax["compute_dtype"], "fp32");
+      EXPECT_EQ(l["children"][0]["compute_dtype"], "fp32");  // ln1's statistics
+    }
+    EXPECT_EQ(params, 124439808);
+    EXPECT_DOUBLE_EQ(flops, e["forward_flops"].get<double>());
+    const bool sixteen = e["precision"] == "amp_fp16" || e["precision"] == "amp_bf16";
+    const auto& head = e["layers"].back();
+    EXPECT_EQ(head["matmul"]["n"], 50257);
+    EXPECT_EQ(head["misaligned"].size(), (e["precision"] == "fp32" ? 0u : 1u));
+    EXPECT_EQ(e["tensor_core_multiple"], sixteen ? 8 : (e["precision"] == "tf32" ? 4 : 0));
+    EXPECT_GT(e["predicted_memory_bytes"].get<double>(), 1e9);
+  }
+
+  Result r = run("inspect " + src + "/configs/resnet50.json --precision amp_fp16");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 of 54 GEMMs and convolutions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stem.conv C_in=3"), std::string::npos);
+  Result f = run("inspect " + src + "/configs/resnet50.json --precision fp32");
+  EXPECT_NE(f.out.find("fp32 uses none"), std::string::npos);
 }
 
 // As root (CI), the old writer renamed a temporary file over /dev/null and over links.

@@ -64,6 +64,39 @@ TEST(Resnet, LayerNamesShapesAndDtypes) {
   EXPECT_EQ(f.layer_infos()[0].activation_bytes, (2 * 512 + 2 * 128 + 2 * 256 + 256) * 4);
 }
 
+// The sublayer rows inspect shows: each convolution and batchnorm in the order they run, their
+// fused ReLU and add named in the kind, the convolutions' channels for the alignment check.
+TEST(Resnet, SublayersOfABlockAndTheStem) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/resnet50.json");
+  Model m(spec, Precision::AMP_BF16);
+  const auto infos = m.layer_infos();
+  const LayerInfo& stem = infos[0];
+  std::vector<std::string> names, kinds;
+  for (const auto& c : stem.children) names.push_back(c.name + " " + c.kind);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"conv conv7x7/s2", "bn bn+relu", "maxpool maxpool3x3/s2"}));
+  ASSERT_TRUE(stem.children[0].matmul.has_value());
+  EXPECT_EQ(stem.children[0].matmul->misaligned(Precision::AMP_BF16, 256),
+            std::vector<std::string>{"C_in=3"});
+  EXPECT_TRUE(stem.children[0].matmul->misaligned(Precision::FP32, 256).empty());
+  const LayerInfo& b = infos[4];  // stage2.block1: the strided projection block
+  EXPECT_EQ(b.name, "stage2.block1");
+  names.clear();
+  for (const auto& c : b.children) names.push_back(c.name + " " + c.kind);
+  EXPECT_EQ(names, (std::vector<std::string>{"conv1 conv1x1", "bn1 bn+relu", "conv2 conv3x3/s2",
+                                             "bn2 bn+relu", "conv3 conv1x1", "bn3 bn+add+relu",
+                                             "shortcut.conv conv1x1/s2", "shortcut.bn bn"}));
+  ASSERT_EQ(b.children.size(), 8u);
+  EXPECT_EQ(b.children[2].output_shape, (Shape{28, 28, 128}));
+  EXPECT_EQ(b.children[1].compute_dtype, DType::F32);  // batch statistics
+  EXPECT_EQ(b.children[1].storage_dtype, DType::BF16);
+  EXPECT_EQ(b.children[6].matmul->n, 512);
+  EXPECT_EQ(b.children[6].matmul->k, 256);
+  for (const LayerInfo& li : infos)
+    for (const LayerInfo& c : li.children)
+      EXPECT_EQ(c.matmul.has_value(), c.kind.rfind("conv", 0) == 0) << li.name << "." << c.name;
+}
+
 TEST(Resnet, Conv2FirstBlockFlopsAndParams) {
   const Spec spec = load_spec(test::source_dir() + "/configs/resnet50_conv2.json");
   Model m(spec, Precision::FP32);
