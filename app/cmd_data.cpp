@@ -1,6 +1,7 @@
 // `mpbench data`: writes the exact dataset `mpbench run` trains on (make_dataset), so that another
 // framework (scripts/pytorch_reference.py) can train on bit-identical inputs without
 // reimplementing our generator. Raw little-endian arrays plus a JSON index that names them.
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/output_file.h"
+#include "app/progress.h"
 #include "kernels/error.h"
 #include "models/dataset.h"
 #include "models/model.h"
@@ -63,7 +65,10 @@ int cmd_data(const DataArgs& args) {
   for (const Part& p : parts) outputs.push_back({"--out", prefix + p.suffix});
   check_outputs(outputs, spec_inputs(spec));
 
-  Dataset data = make_dataset(spec);
+  const auto start = std::chrono::steady_clock::now();
+  Dataset data = make_dataset_with_progress(spec, !args.quiet && Progress::stderr_is_tty());
+  const double generated_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string base = std::filesystem::path(prefix).filename().string();
   nlohmann::json files = nlohmann::json::object();
   for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
@@ -93,9 +98,10 @@ int cmd_data(const DataArgs& args) {
   // The index goes last: its presence means the arrays are complete.
   write_output(index, j.dump(2) + "\n");
   if (!args.quiet)
-    std::cerr << fmt::format("mpbench: wrote {} ({} train + {} eval samples of {} {})\n", index,
-                             data.train_size(), data.eval_size(), data.sample_dim,
-                             tokens ? "tokens" : "floats");
+    std::cerr << fmt::format(
+        "mpbench: wrote {} ({} train + {} eval samples of {} {}, made in {:.2f} s)\n", index,
+        data.train_size(), data.eval_size(), data.sample_dim, tokens ? "tokens" : "floats",
+        generated_s);
   return 0;
 }
 

@@ -193,7 +193,7 @@ int cmd_profile(const ProfileArgs& args) {
 
   auto be = select_backend(args.run.device, args.run.quiet);
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
-  Dataset data = make_dataset(spec);
+  Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
   nlohmann::json out = {{"tool", tool_json()},
                         {"env", env_json(dev, make_cpu_backend()->info())},

@@ -120,7 +120,7 @@ int cmd_run(const RunArgs& args) {
   for (const Spec& spec : specs) {
     const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
     if (!data || key != data_key) {
-      data = make_dataset(spec);
+      data = make_dataset_with_progress(spec, show_progress);
       data_key = key;
     }
     report.specs.push_back(to_json(spec));

@@ -100,4 +100,9 @@ void Progress::finish() {
   drawn_ = false;
 }
 
+Dataset make_dataset_with_progress(const Spec& spec, bool enabled) {
+  Progress bar(spec.name + " data", spec.data.train_samples + spec.data.eval_samples, enabled);
+  return make_dataset(spec, [&](int64_t done, int64_t) { bar.update(done); });
+}
+
 }  // namespace mpbench

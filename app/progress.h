@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "models/dataset.h"
+
 namespace mpbench {
 
 class Progress {
@@ -38,5 +40,8 @@ class Progress {
   Clock::time_point start_;
   Clock::time_point last_draw_;
 };
+
+// make_dataset with a bar ("<spec name> data") while generation runs past a second.
+Dataset make_dataset_with_progress(const Spec& spec, bool enabled);
 
 }  // namespace mpbench

@@ -23,11 +23,14 @@ namespace {
 // Streams of one seed: prototypes, train split, eval split.
 enum Stream : uint64_t { kPrototypes = 0, kTrain = 1, kEval = 2 };
 
+// done / total: the samples made before this split, and in all (for progress).
 void fill_split(const std::vector<float>& protos, int64_t dim, int num_classes, int k, double a,
-                double sigma, int64_t n, Rng rng, std::vector<float>& x, std::vector<int32_t>& y) {
+                double sigma, int64_t n, Rng rng, std::vector<float>& x, std::vector<int32_t>& y,
+                const DataProgress& progress, int64_t done, int64_t total) {
   x.resize(static_cast<size_t>(n * dim));
   y.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
+    if (progress && i % 256 == 0) progress(done + i, total);
     const uint32_t c = rng.below(static_cast<uint32_t>(num_classes));
     const uint32_t sub = rng.below(static_cast<uint32_t>(k));
     const float* p = protos.data() + (static_cast<int64_t>(c) * k + sub) * dim;
@@ -74,7 +77,8 @@ std::vector<int64_t> read_idx_header(const std::string& path, std::ifstream& in,
 }  // namespace
 
 Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, int64_t n_eval,
-                           uint64_t seed, const SyntheticMlpTask& task) {
+                           uint64_t seed, const SyntheticMlpTask& task,
+                           const DataProgress& progress) {
   MPB_CHECK(input_dim > 0 && num_classes >= 2 && n_train > 0 && n_eval > 0,
             "synthetic dims {} classes {} n {} {}", input_dim, num_classes, n_train, n_eval);
   MPB_CHECK(task.subclusters >= 1 && task.separation > 0, "synthetic task {} {}", task.subclusters,
@@ -98,10 +102,12 @@ Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, 
   Dataset ds;
   ds.sample_dim = input_dim;
   ds.num_classes = num_classes;
+  const int64_t total = n_train + n_eval;
   fill_split(protos, input_dim, num_classes, k, a, sigma, n_train, Rng(seed, kTrain), ds.train_x,
-             ds.train_y);
+             ds.train_y, progress, 0, total);
   fill_split(protos, input_dim, num_classes, k, a, sigma, n_eval, Rng(seed, kEval), ds.eval_x,
-             ds.eval_y);
+             ds.eval_y, progress, n_train, total);
+  if (progress) progress(total, total);
   ds.description = fmt::format(
       "synthetic: {} classes x {} sub-clusters in {} dims, separation {} (signal {:.3f}, noise "
       "{:.3f}), seed {}, {} train / {} eval",
@@ -205,12 +211,12 @@ Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   return ds;
 }
 
-Dataset make_dataset(const Spec& spec) {
+Dataset make_dataset(const Spec& spec, const DataProgress& progress) {
   const DataSpec& d = spec.data;
   if (d.type != "synthetic" && d.type != "idx")
     throw_bad_input(
         fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, d.type));
-  return family_of(spec.model).dataset(spec);
+  return family_of(spec.model).dataset(spec, progress);
 }
 
 void require_synthetic_data(const Spec& spec) {

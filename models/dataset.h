@@ -3,6 +3,7 @@
 // device. Two kinds, chosen by the spec's data.type: a synthetic task generated from a seed, and
 // MNIST-format idx files.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,11 @@ struct Dataset {
 };
 
 // The spec's data.type for its model family (models/family.h). Errors are BadInput.
-Dataset make_dataset(const Spec& spec);
+// Told, on the calling thread, that `done` of `total` samples (both splits) are made: for a
+// progress bar on generation that takes seconds (ImageNet-sized images).
+using DataProgress = std::function<void(int64_t done, int64_t total)>;
+
+Dataset make_dataset(const Spec& spec, const DataProgress& progress = {});
 // For a family that only takes synthetic data: BadInput naming data.type otherwise.
 void require_synthetic_data(const Spec& spec);
 
@@ -60,7 +65,8 @@ struct SyntheticMlpTask {
 };
 
 Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, int64_t n_eval,
-                           uint64_t seed, const SyntheticMlpTask& task = SyntheticMlpTask{});
+                           uint64_t seed, const SyntheticMlpTask& task = SyntheticMlpTask{},
+                           const DataProgress& progress = {});
 
 // ---- idx (MNIST format) -----------------------------------------------------------------------
 

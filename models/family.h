@@ -38,7 +38,7 @@ struct Family {
   ModelIo (*io)(const ModelSpec&);
   // Appends the family's layers for one precision mode.
   void (*build)(const Spec&, Precision, std::vector<std::unique_ptr<Layer>>&);
-  Dataset (*dataset)(const Spec&);
+  Dataset (*dataset)(const Spec&, const DataProgress&);
 };
 
 const std::vector<Family>& families();

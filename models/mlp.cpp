@@ -96,12 +96,13 @@ void build(const Spec& spec, Precision precision, std::vector<std::unique_ptr<La
                                             /*fp32_out=*/true));
 }
 
-Dataset dataset(const Spec& spec) {
+Dataset dataset(const Spec& spec, const DataProgress& progress) {
   const auto& m = std::get<MlpSpec>(spec.model);
   const DataSpec& d = spec.data;
   const int classes = static_cast<int>(m.num_classes);
   if (d.type == "idx") return load_idx(d, m.input_dim, classes);
-  return make_synthetic_mlp(m.input_dim, classes, d.train_samples, d.eval_samples, d.seed);
+  return make_synthetic_mlp(m.input_dim, classes, d.train_samples, d.eval_samples, d.seed,
+                            SyntheticMlpTask{}, progress);
 }
 
 }  // namespace

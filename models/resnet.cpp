@@ -772,11 +772,11 @@ Family resnet_family() {
           [](const Spec& s, Precision p, std::vector<std::unique_ptr<Layer>>& layers) {
             build_resnet(s, std::get<ResnetSpec>(s.model), p, layers);
           },
-          [](const Spec& s) {
+          [](const Spec& s, const DataProgress& progress) {
             require_synthetic_data(s);
             const DataSpec& d = s.data;
             return make_synthetic_images(std::get<ResnetSpec>(s.model), d.train_samples,
-                                         d.eval_samples, d.seed);
+                                         d.eval_samples, d.seed, SyntheticImageTask{}, progress);
           }};
 }
 

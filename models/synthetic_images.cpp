@@ -2,6 +2,7 @@
 #include "models/synthetic_images.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -41,17 +42,24 @@ inline float fast_noise(Rng& rng) {
   return static_cast<float>((static_cast<double>(s) + 2.0 - 131072.0) * kScale);
 }
 
+// done / total: the samples made before this split, and in all (for progress).
 void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, double amplitude,
                 int cell_size, uint64_t seed, uint64_t stream_base, int64_t n,
-                std::vector<float>& x, std::vector<int32_t>& y) {
+                std::vector<float>& x, std::vector<int32_t>& y, const DataProgress& progress,
+                int64_t done, int64_t total) {
   const int64_t s = r.image_size, c = r.in_channels, dim = s * s * c;
   const int classes = static_cast<int>(r.num_classes);
   const int64_t cells = image_cells(r, cell_size), extent = s / cells;
   const float amp = static_cast<float>(amplitude);
   x.resize(static_cast<size_t>(n * dim));
   y.resize(static_cast<size_t>(n));
+  std::atomic<int64_t> made{0};
+  // Only the calling thread reports; the others count.
+  const std::thread::id caller = std::this_thread::get_id();
   auto work = [&](int64_t begin, int64_t end) {
+    const bool reports = progress && std::this_thread::get_id() == caller;
     for (int64_t i = begin; i < end; ++i) {
+      if (reports) progress(done + made.load(std::memory_order_relaxed), total);
       Rng rng(seed, stream_base + static_cast<uint64_t>(i));
       const uint32_t cls = rng.below(static_cast<uint32_t>(classes));
       float* img = x.data() + i * dim;
@@ -75,6 +83,7 @@ void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, do
         }
       }
       y[static_cast<size_t>(i)] = static_cast<int32_t>(cls);
+      made.fetch_add(1, std::memory_order_relaxed);
     }
   };
   const int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, 64);
@@ -84,10 +93,11 @@ void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, do
     return;
   }
   std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t) {
+  for (int64_t t = 1; t < threads; ++t) {
     const int64_t b = t * per, e = std::min(n, b + per);
     if (b < e) pool.emplace_back(work, b, e);
   }
+  work(0, std::min(n, per));  // the first share on this thread, which reports
   for (auto& th : pool) th.join();
 }
 
@@ -152,7 +162,7 @@ int64_t synthetic_image_max_classes(const ResnetSpec& r, const SyntheticImageTas
 }
 
 Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_eval, uint64_t seed,
-                              const SyntheticImageTask& task) {
+                              const SyntheticImageTask& task, const DataProgress& progress) {
   MPB_CHECK(n_train > 0 && n_eval > 0, "synthetic images: n {} {}", n_train, n_eval);
   const std::vector<float> motifs = synthetic_image_motifs(r, seed, task);
   const int m = motif_side(r, task);
@@ -161,10 +171,12 @@ Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_ev
   ds.num_classes = static_cast<int>(r.num_classes);
   ds.input_dtype = DType::F32;
   ds.labels_per_sample = 1;
+  const int64_t total = n_train + n_eval;
   fill_split(r, motifs, m, task.amplitude, task.cell_size, seed, kTrainBase, n_train, ds.train_x,
-             ds.train_y);
+             ds.train_y, progress, 0, total);
   fill_split(r, motifs, m, task.amplitude, task.cell_size, seed, kEvalBase, n_eval, ds.eval_x,
-             ds.eval_y);
+             ds.eval_y, progress, n_train, total);
+  if (progress) progress(total, total);
   ds.description = fmt::format(
       "synthetic images: {}x{}x{}, {} classes told apart only by the arrangement of one shared "
       "set of {}x{} motif pixels (amplitude {}) at random positions in unit noise, seed {}, {} "

@@ -54,7 +54,8 @@ struct SyntheticImageTask {
 };
 
 Dataset make_synthetic_images(const ResnetSpec& r, int64_t n_train, int64_t n_eval, uint64_t seed,
-                              const SyntheticImageTask& task = SyntheticImageTask{});
+                              const SyntheticImageTask& task = SyntheticImageTask{},
+                              const DataProgress& progress = {});
 
 // The motif of each class, (num_classes, m, m, in_channels) row-major, as the generator uses it
 // (exposed for tests).

@@ -48,6 +48,7 @@ double attention_free_accuracy_bound(int64_t seq_len, int64_t vocab);
 
 Dataset make_synthetic_sequences(const TransformerSpec& t, int64_t n_train, int64_t n_eval,
                                  uint64_t seed,
-                                 const SyntheticSequenceTask& task = SyntheticSequenceTask{});
+                                 const SyntheticSequenceTask& task = SyntheticSequenceTask{},
+                                 const DataProgress& progress = {});
 
 }  // namespace mpbench

@@ -531,11 +531,12 @@ Family transformer_family() {
           [](const Spec& s, Precision p, std::vector<std::unique_ptr<Layer>>& layers) {
             build_transformer(s, std::get<TransformerSpec>(s.model), p, layers);
           },
-          [](const Spec& s) {
+          [](const Spec& s, const DataProgress& progress) {
             require_synthetic_data(s);
             const DataSpec& d = s.data;
             return make_synthetic_sequences(std::get<TransformerSpec>(s.model), d.train_samples,
-                                            d.eval_samples, d.seed);
+                                            d.eval_samples, d.seed, SyntheticSequenceTask{},
+                                            progress);
           }};
 }
 

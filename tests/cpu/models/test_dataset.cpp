@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 
 #include "kernels/error.h"
 #include "models/dataset.h"
+#include "test_util.h"
 
 namespace mpbench {
 namespace {
@@ -123,6 +125,34 @@ TEST(Synthetic, LearnableFromDataButNotFromOneCoordinate) {
   };
   EXPECT_GT(accuracy(dim), 0.97);
   EXPECT_LT(accuracy(1), 0.45);
+}
+
+// Every family reports its generation on the calling thread, never backwards, ending at the
+// total of both splits; reporting changes no byte (the images are made on several threads).
+TEST(Synthetic, ProgressCountsEverySampleOnTheCallingThread) {
+  for (const char* config : {"tiny_mlp", "tiny_resnet", "tiny_transformer"}) {
+    SCOPED_TRACE(config);
+    const Spec s = load_spec(test::source_dir() + "/configs/" + config + ".json");
+    const int64_t total = s.data.train_samples + s.data.eval_samples;
+    const auto caller = std::this_thread::get_id();
+    int64_t last = -1, calls = 0;
+    bool on_caller = true;
+    const Dataset d = make_dataset(s, [&](int64_t done, int64_t all) {
+      EXPECT_EQ(all, total);
+      EXPECT_GE(done, last);
+      EXPECT_LE(done, total);
+      on_caller &= std::this_thread::get_id() == caller;
+      last = done;
+      ++calls;
+    });
+    EXPECT_TRUE(on_caller);
+    EXPECT_EQ(last, total);
+    EXPECT_GE(calls, 2);
+    const Dataset plain = make_dataset(s);
+    EXPECT_EQ(d.train_x, plain.train_x);
+    EXPECT_EQ(d.train_tokens, plain.train_tokens);
+    EXPECT_EQ(d.eval_y, plain.eval_y);
+  }
 }
 
 TEST(Synthetic, MakeDatasetFollowsTheSpec) {
