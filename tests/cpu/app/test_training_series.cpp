@@ -39,6 +39,8 @@ const Case kCases[] = {
     {"tiny_mlp", "tiny_mlp"},
     {"tiny_resnet", "tiny_resnet"},
     {"tiny_transformer", "tiny_transformer"},
+    {"tiny_resnet_stem", "tiny_resnet_stem"},
+    {"tiny_gpt", "tiny_gpt"},
     // 2^40: fp16 gradients overflow, so the first steps are skipped and the scale backs off.
     {"tiny_mlp_overflow", "tiny_mlp", 1099511627776.0, "amp_fp16"},
 };

@@ -1,6 +1,7 @@
-// configs/tiny_resnet.json learns its synthetic image task on the CPU reference in fp32 and both
-// AMP modes: eval accuracy far above chance, and above what per-channel statistics of the images
-// can give (the task hides the class in the spatial arrangement of the motif).
+// configs/tiny_resnet.json (two bottleneck blocks) and configs/tiny_resnet_stem.json (the
+// ImageNet stem and two stages, on 32x32 images) learn their synthetic image task on the CPU
+// reference in every mode: eval accuracy far above chance, and above what per-channel statistics
+// of the images can give (the task hides the class in the spatial arrangement of the motif).
 #include <gtest/gtest.h>
 
 #include "models/dataset.h"
@@ -10,39 +11,33 @@
 
 using namespace mpbench;
 
-namespace {
+namespace {}  // namespace
 
-const Spec& tiny_spec() {
-  static const Spec spec = load_spec(test::source_dir() + "/configs/tiny_resnet.json");
-  return spec;
-}
-
-const Dataset& tiny_data() {
-  static const Dataset data = make_dataset(tiny_spec());
-  return data;
-}
-
-}  // namespace
-
-class TinyResnetLearns : public ::testing::TestWithParam<Precision> {};
+class TinyResnetLearns : public ::testing::TestWithParam<std::tuple<const char*, Precision>> {};
 
 TEST_P(TinyResnetLearns, BeatsChanceAndChannelStatistics) {
-  const Spec& spec = tiny_spec();
+  const auto [config, precision] = GetParam();
+  const Spec spec = load_spec(test::source_dir() + "/configs/" + config + ".json");
   auto be = make_cpu_backend();
-  RunResult r = train_and_measure(spec, tiny_data(), GetParam(), *be);
+  RunResult r = train_and_measure(spec, make_dataset(spec), precision, *be);
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   ASSERT_EQ(r.epochs.size(), static_cast<size_t>(spec.train.epochs));
   // Chance and the per-channel-statistics classifier are both 0.25 here (test_resnet.cpp checks
-  // the latter); fp32 reaches about 0.93 (synthetic_images.h).
-  EXPECT_GT(r.final_accuracy, 0.75) << precision_name(GetParam());
+  // the latter). Measured (README): tiny_resnet 96-97% in each mode; tiny_resnet_stem 100%.
+  EXPECT_GT(r.final_accuracy, 0.9) << precision_name(precision);
   EXPECT_LT(r.epochs.back().train_loss, 0.5 * r.epochs.front().train_loss);
   EXPECT_EQ(r.skipped_steps, 0);
   EXPECT_GT(r.flops_per_step, 0);
-  const bool amp = precision_info(GetParam()).master_weights;
+  const bool amp = precision_info(precision).master_weights;
   EXPECT_EQ(r.memory.by_category[static_cast<int>(MemCategory::MasterWeights)] > 0, amp);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, TinyResnetLearns,
-                         ::testing::Values(Precision::FP32, Precision::AMP_FP16,
-                                           Precision::AMP_BF16),
-                         [](const auto& info) { return std::string(precision_name(info.param)); });
+                         ::testing::Combine(::testing::Values("tiny_resnet", "tiny_resnet_stem"),
+                                            ::testing::Values(Precision::FP32, Precision::TF32,
+                                                              Precision::AMP_FP16,
+                                                              Precision::AMP_BF16)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) + "_" +
+                                  precision_name(std::get<1>(info.param));
+                         });

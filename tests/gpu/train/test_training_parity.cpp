@@ -51,7 +51,8 @@ int64_t growth_interval_for_parity(const Spec& spec) {
 
 }  // namespace
 
-// The tiny config of each model family, in every mode.
+// The tiny configs of each model family (the whole-network forms too: the ImageNet stem with
+// stages, tied embeddings), in every mode.
 struct ParityCase {
   const char* config;
   Precision precision;
@@ -90,7 +91,8 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
 
 std::vector<ParityCase> parity_cases() {
   std::vector<ParityCase> out;
-  for (const char* cfg : {"tiny_mlp", "tiny_resnet", "tiny_transformer"})
+  for (const char* cfg :
+       {"tiny_mlp", "tiny_resnet", "tiny_resnet_stem", "tiny_transformer", "tiny_gpt"})
     for (Precision p : all_precisions()) out.push_back({cfg, p});
   return out;
 }
@@ -141,7 +143,8 @@ TEST_P(GraphsMatchEager, AmpFp16) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, GraphsMatchEager,
-                         ::testing::Values("tiny_mlp", "tiny_resnet", "tiny_transformer"),
+                         ::testing::Values("tiny_mlp", "tiny_resnet", "tiny_resnet_stem",
+                                           "tiny_transformer", "tiny_gpt"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(CudaRun, OutOfMemoryIsARow) {
