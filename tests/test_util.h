@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -143,5 +144,11 @@ class CpuOpsTest : public ::testing::Test {
     return t;
   }
 };
+
+// A suite over (config, precision mode): named "<config>_<mode>".
+using ConfigMode = std::tuple<const char*, Precision>;
+inline std::string config_mode_name(const ::testing::TestParamInfo<ConfigMode>& info) {
+  return std::string(std::get<0>(info.param)) + "_" + precision_name(std::get<1>(info.param));
+}
 
 }  // namespace mpbench::test

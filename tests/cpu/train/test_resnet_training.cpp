@@ -13,7 +13,7 @@ using namespace mpbench;
 
 namespace {}  // namespace
 
-class TinyResnetLearns : public ::testing::TestWithParam<std::tuple<const char*, Precision>> {};
+class TinyResnetLearns : public ::testing::TestWithParam<test::ConfigMode> {};
 
 TEST_P(TinyResnetLearns, BeatsChanceAndChannelStatistics) {
   const auto [config, precision] = GetParam();
@@ -34,10 +34,5 @@ TEST_P(TinyResnetLearns, BeatsChanceAndChannelStatistics) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, TinyResnetLearns,
                          ::testing::Combine(::testing::Values("tiny_resnet", "tiny_resnet_stem"),
-                                            ::testing::Values(Precision::FP32, Precision::TF32,
-                                                              Precision::AMP_FP16,
-                                                              Precision::AMP_BF16)),
-                         [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
-                                  precision_name(std::get<1>(info.param));
-                         });
+                                            ::testing::ValuesIn(all_precisions())),
+                         test::config_mode_name);

@@ -11,8 +11,7 @@
 
 using namespace mpbench;
 
-class TinyTransformerLearns : public ::testing::TestWithParam<std::tuple<const char*, Precision>> {
-};
+class TinyTransformerLearns : public ::testing::TestWithParam<test::ConfigMode> {};
 
 TEST_P(TinyTransformerLearns, FarAboveTheAttentionFreeBound) {
   const auto [config, precision] = GetParam();
@@ -38,10 +37,5 @@ TEST_P(TinyTransformerLearns, FarAboveTheAttentionFreeBound) {
 
 INSTANTIATE_TEST_SUITE_P(Modes, TinyTransformerLearns,
                          ::testing::Combine(::testing::Values("tiny_transformer", "tiny_gpt"),
-                                            ::testing::Values(Precision::FP32, Precision::TF32,
-                                                              Precision::AMP_FP16,
-                                                              Precision::AMP_BF16)),
-                         [](const auto& info) {
-                           return std::string(std::get<0>(info.param)) + "_" +
-                                  precision_name(std::get<1>(info.param));
-                         });
+                                            ::testing::ValuesIn(all_precisions())),
+                         test::config_mode_name);
