@@ -4,6 +4,10 @@
     scripts/pytorch_reference.py SPEC... --out results.json [--precisions LIST] [--epochs N]
                                  [--device cuda|cpu] [--mpbench BIN] [--data-dir DIR]
                                  [--attention plain|sdpa] [--profile-steps N] [--quiet]
+    scripts/pytorch_reference.py SPEC... --params-only [--mpbench BIN]
+
+--params-only builds each spec's model on the CPU without data or training and prints, as JSON,
+its parameter count beside the one `mpbench inspect` reports; exit 1 if any differ.
 
 For each spec and each precision mode it builds the same model as mpbench from stock torch.nn
 modules, trains it and writes mpbench's result JSON (schema_version 1) with tool.name "pytorch",
@@ -17,7 +21,8 @@ so that `mpbench compare` or a notebook can put the two side by side. Families (
     uses batch statistics in training and running statistics in evaluation, as mpbench does.
   * transformer: embedding (token + learned position), pre-LN layers layer1..layerN
     (x + proj(MHA(LN1(x))) with a fused QKV nn.Linear, then x + Linear(GELU-tanh(Linear(LN2(x))))),
-    head = final LayerNorm + nn.Linear over the vocabulary, a label at every position; the loss
+    head = final LayerNorm + nn.Linear over the vocabulary (with tie_embeddings, as GPT-2, no bias
+    and the token table as its weight), a label at every position; the loss
     is the mean over all batch x seq_len positions and accuracy counts every position. Attention
     is by default written out (QK^T GEMM, softmax in fp32 with the optional causal mask, PV GEMM)
     because that is mpbench's math, probabilities materialised and rounded to the mode's dtype
@@ -402,7 +407,10 @@ class Transformer(nn.Module):
             layers[f"layer{i + 1}"] = TransformerLayer(d, m["heads"], m["ffn_dim"], m["causal"],
                                                        attention)
         layers["final_norm"] = nn.LayerNorm(d, eps=1e-5)
-        layers["head"] = nn.Linear(d, m["vocab_size"])
+        tied = m.get("tie_embeddings", False)
+        layers["head"] = nn.Linear(d, m["vocab_size"], bias=not tied)
+        if tied:  # GPT-2: the head's weight is the token table
+            layers["head"].weight = layers["embedding"].tok.weight
         self.layers = nn.ModuleDict(layers)
         self.m = m
         self.fp32 = set(fp32_layers)
@@ -860,7 +868,11 @@ def console_table(runs):
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("specs", nargs="+", metavar="SPEC")
-    ap.add_argument("--out", required=True, help="result JSON (mpbench schema_version 1)")
+    ap.add_argument("--out", help="result JSON (mpbench schema_version 1); required unless "
+                                   "--params-only")
+    ap.add_argument("--params-only", action="store_true",
+                    help="print each model's parameter count beside mpbench's and exit (1 if "
+                         "any differ)")
     ap.add_argument("--precisions", help="comma-separated modes (default: each spec's)")
     ap.add_argument("--epochs", type=int, help="override the specs' epochs")
     ap.add_argument("--device", choices=("cuda", "cpu"),
@@ -878,9 +890,42 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def count_params(specs, mpbench):
+    """[{spec, mpbench, pytorch}] for each spec: mpbench's from `inspect --json`, whose resolved
+    spec also builds the torch model (on the CPU, in fp32)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mpbench_params_") as tmp:
+        for i, path in enumerate(specs):
+            out = os.path.join(tmp, f"inspect{i}.json")
+            run = subprocess.run([mpbench, "inspect", path, "--precision", "fp32", "--json", out],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            if run.returncode != 0:
+                raise BadInput(f"{path}: mpbench inspect failed: {run.stderr.strip()}")
+            with open(out) as f:
+                doc = json.load(f)
+            spec = doc["spec"]
+            model = FAMILIES[spec["model"]["type"]](spec["model"], spec.get("fp32_layers", []),
+                                                    "cpu")
+            # parameters() yields a shared (tied) tensor once.
+            rows.append({"spec": path, "name": spec["name"],
+                         "mpbench": doc["entries"][0]["params"],
+                         "pytorch": sum(p.numel() for p in model.parameters())})
+            del model
+            gc.collect()
+    return rows
+
+
 def main(argv):
     global ARGS
     args = ARGS = parse_args(argv)
+    for path in args.specs:
+        read_family(path)
+    if args.params_only:
+        rows = count_params(args.specs, args.mpbench)
+        print(json.dumps(rows, indent=2))
+        return 0 if all(r["mpbench"] == r["pytorch"] for r in rows) else 1
+    if not args.out:
+        raise BadInput("--out: required (the result JSON), unless --params-only")
     out_dir = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(out_dir):
         raise BadInput(f"--out {args.out}: directory {out_dir} does not exist")

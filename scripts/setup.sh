@@ -8,8 +8,9 @@ pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev 
 # Wanted, not needed, so failing to install them must not stop the build. chromium: the
 # `mpbench report` test renders the HTML page headless (and skips without it). clang and
 # libclang-rt-14-dev (the ASan, UBSan and libFuzzer runtimes): scripts/test.sh's sanitizer and
-# fuzzing build (skipped without them).
-optional=(chromium clang libclang-rt-14-dev)
+# fuzzing build (skipped without them). python3-torch (Debian's, CPU only, for /usr/bin/python3):
+# the tests that run scripts/pytorch_reference.py against mpbench (skipped without it).
+optional=(chromium clang libclang-rt-14-dev python3-torch)
 missing() {
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
