@@ -31,6 +31,7 @@ Examples:
   mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet
   mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs
   mpbench profile configs/bert_base_layer.json --precision amp_bf16   where a step's time goes
+  mpbench explain configs/gpt2_small_layer.json --precisions fp32,amp_bf16   why bf16 helped, or not
   mpbench validate configs/*.json                     check spec files without running them
   mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, memory
   mpbench devices --json                              the GPU(s), versions and datasheet peaks
@@ -285,6 +286,38 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
 
+  ExplainArgs explain;
+  std::string explain_precisions, explain_memory_limit;
+  auto* explain_cmd = app.add_subcommand(
+      "explain",
+      "Why a mode helped or didn't: each mode profiled, and every mode against fp32 (or the first "
+      "listed) by op kind, with the tensor-core-eligible share of the step, its Amdahl bound and "
+      "flags (misaligned sizes, fallback kernels, launch-bound steps, loss-scale skips, ops that "
+      "got slower)");
+  explain_cmd->add_option("spec", explain.spec, "Model spec JSON file")->required();
+  explain_cmd
+      ->add_option("--device", explain.run.device, "auto (GPU if present, else CPU), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->default_val("auto");
+  explain_cmd->add_option("--precisions,--precision", explain_precisions,
+                          "Comma-separated modes, two or more (default: the spec's); the "
+                          "baseline is fp32 when listed, else the first");
+  explain_cmd
+      ->add_option("--steps", explain.steps,
+                   "Training steps to profile per mode, after the spec's warm-up")
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}))
+      ->default_val(10);
+  explain_cmd->add_option("--batch-size", explain.run.batch_size, "Override the spec's batch size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  explain_cmd->add_option("--json", explain.json_path,
+                          "Write the comparisons as JSON: comparisons[] with from, to, "
+                          "measured_speedup, eligible_fraction, bound (null without datasheet "
+                          "peaks), by_kind[] and flags[]");
+  explain_cmd->add_option("--md", explain.md_path, "Write the comparisons as Markdown");
+  explain_cmd->add_option("--memory-limit", explain_memory_limit, kMemoryLimitHelp);
+  explain_cmd->add_flag("--quiet,-q", explain.run.quiet,
+                        "No progress bar and no informational lines");
+
   MaxBatchArgs maxbatch;
   std::string maxbatch_precisions, maxbatch_memory_limit;
   auto* maxbatch_cmd = app.add_subcommand(
@@ -394,11 +427,11 @@ int mpbench_main(int argc, char** argv) {
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
-      std::cerr
-          << "mpbench: unknown subcommand '" << printable_line(argv[1])
-          << "' (expected run, profile, maxbatch, validate, inspect, devices, data, compare or "
-             "report; "
-             "see mpbench --help)\n";
+      std::cerr << "mpbench: unknown subcommand '" << printable_line(argv[1])
+                << "' (expected run, profile, explain, maxbatch, validate, inspect, devices, data, "
+                   "compare or "
+                   "report; "
+                   "see mpbench --help)\n";
       return 2;
     }
     try {
@@ -428,6 +461,12 @@ int mpbench_main(int argc, char** argv) {
       if (!profile_memory_limit.empty())
         profile.run.memory_limit = parse_memory_size("--memory-limit", profile_memory_limit);
       return cmd_profile(profile);
+    }
+    if (*explain_cmd) {
+      if (!explain_precisions.empty()) explain.run.precisions = split_list(explain_precisions);
+      if (!explain_memory_limit.empty())
+        explain.run.memory_limit = parse_memory_size("--memory-limit", explain_memory_limit);
+      return cmd_explain(explain);
     }
     if (*maxbatch_cmd) {
       if (!maxbatch_precisions.empty()) maxbatch.precisions = split_list(maxbatch_precisions);

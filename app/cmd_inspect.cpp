@@ -42,23 +42,6 @@ std::string shape_text(const std::vector<int64_t>& v) {
   return out + ")";
 }
 
-// The GEMMs and convolutions of a layer and its sublayers, with what is misaligned in each.
-struct Alignment {
-  int matmuls = 0;
-  std::vector<std::string> misaligned;  // "stage1.block1.conv1 C_in=3"
-};
-
-void collect_alignment(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
-                       Alignment& a) {
-  const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
-  if (li.matmul) {
-    ++a.matmuls;
-    for (const std::string& d : li.matmul->misaligned(p, batch))
-      a.misaligned.push_back(name + " " + d);
-  }
-  for (const LayerInfo& c : li.children) collect_alignment(c, name, p, batch, a);
-}
-
 // The table's last column: what is misaligned in this row (or, for a layer shown without its
 // sublayers, how many of them are).
 std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool with_children) {
@@ -69,9 +52,8 @@ std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool
     return cell;
   }
   if (with_children) return "";
-  Alignment a;
-  collect_alignment(li, "", p, batch, a);
-  return a.misaligned.empty() ? "" : fmt::format("{} misaligned", a.misaligned.size());
+  const size_t n = misaligned_matmuls({li}, p, batch).size();
+  return n == 0 ? "" : fmt::format("{} misaligned", n);
 }
 
 nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
@@ -121,7 +103,6 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
   };
   int64_t params = 0, act = 0;
   double flops = 0;
-  Alignment align;
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerInfo& li : infos) {
     const bool open = sublayers && !li.children.empty();
@@ -131,7 +112,6 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     params += li.params;
     flops += li.forward_flops * static_cast<double>(batch);
     act += li.activation_bytes * batch;
-    collect_alignment(li, "", p, batch, align);
     layers.push_back(layer_json(li, p, batch));
   }
   table.rows.push_back({"total", "", "", human_count(static_cast<double>(params)),
@@ -142,23 +122,24 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                   batch) +
       render_text_table(table) +
       fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
+  int matmuls = 0;
+  const std::vector<std::string> misaligned = misaligned_matmuls(infos, p, batch, &matmuls);
   const int multiple = precision_info(p).tensor_core_multiple;
   if (multiple == 0) {
     text += fmt::format("tensor cores: {} uses none (strict fp32 GEMMs and convolutions)\n",
                         precision_name(p));
-  } else if (align.misaligned.empty()) {
+  } else if (misaligned.empty()) {
     text += fmt::format(
         "tensor cores: all {} GEMMs and convolutions have sizes that are multiples of {}\n",
-        align.matmuls, multiple);
+        matmuls, multiple);
   } else {
     text += fmt::format(
         "tensor cores: {} of {} GEMMs and convolutions have sizes that are not multiples of {}, "
         "which {} runs slower (pad them to a multiple): ",
-        align.misaligned.size(), align.matmuls, multiple, precision_name(p));
-    const size_t shown = std::min<size_t>(align.misaligned.size(), 6);
-    for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + align.misaligned[i];
-    if (shown < align.misaligned.size())
-      text += fmt::format(", and {} more", align.misaligned.size() - shown);
+        misaligned.size(), matmuls, multiple, precision_name(p));
+    const size_t shown = std::min<size_t>(misaligned.size(), 6);
+    for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + misaligned[i];
+    if (shown < misaligned.size()) text += fmt::format(", and {} more", misaligned.size() - shown);
     text += "\n";
   }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
@@ -181,7 +162,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                           {"forward_flops", flops},
                           {"predicted_memory_bytes", m.training_peak},
                           {"tensor_core_multiple", multiple},
-                          {"misaligned", align.misaligned},
+                          {"misaligned", misaligned},
                           {"layers", std::move(layers)}};
   return {std::move(text), std::move(entry)};
 }

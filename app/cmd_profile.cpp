@@ -18,8 +18,6 @@
 
 namespace mpbench {
 
-namespace {
-
 // Steps before profiling starts, at least: the first steps choose cuBLASLt / cuDNN algorithms
 // and initialise libraries lazily, which is not what a step costs.
 constexpr int64_t kMinWarmup = 2;
@@ -40,8 +38,8 @@ void fit_to_steps(Spec& spec, int64_t steps) {
   spec.train.epochs = (steps + per_epoch - 1) / per_epoch;
 }
 
-ProfiledRun profile_one(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                        Backend& be, bool bar_on, uint64_t memory_limit) {
+ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
+                         Backend& be, bool bar_on, uint64_t memory_limit) {
   const int64_t total = step_plan(spec.train, data.train_size()).total();
   Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
   TrainOptions opts;
@@ -51,6 +49,8 @@ ProfiledRun profile_one(const Spec& spec, const Dataset& data, Precision p, int6
   bar.finish();
   return out;
 }
+
+namespace {
 
 std::string pct(double part, double whole) {
   return whole > 0 ? fmt::format("{:.1f}%", 100.0 * part / whole) : "-";
@@ -201,7 +201,7 @@ int cmd_profile(const ProfileArgs& args) {
   out["profiles"] = nlohmann::json::array();
   bool failed = false;
   for (Precision p : spec.precisions) {
-    ProfiledRun pr = profile_one(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit);
+    ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit);
     print_profile(spec, dev, pr, args.top);
     out["profiles"].push_back(profile_json(pr, dev));
     failed = failed || pr.run.status != RunStatus::Ok;

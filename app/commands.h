@@ -32,6 +32,8 @@ std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::str
 // The spec as `run` would train it: --precisions, --epochs, --batch-size and --seed applied and
 // checked (bad input names the option).
 struct Spec;
+struct Dataset;
+struct ProfiledRun;
 void apply_run_overrides(Spec& spec, const RunArgs& args);
 
 // `profile`: a few training steps of one spec per mode with every op timed by events; tables of
@@ -44,6 +46,23 @@ struct ProfileArgs {
   std::string json_path;
 };
 int cmd_profile(const ProfileArgs& args);
+// What profile and explain share: the spec shrunk to `steps` profiled steps (a warm-up of at
+// least 2, epochs of at most `steps` batches, one batch of evaluation), and one mode profiled
+// with a progress bar.
+void fit_to_steps(Spec& spec, int64_t steps);
+ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
+                         Backend& be, bool bar_on, uint64_t memory_limit);
+
+// `explain`: each mode profiled as `profile` does, and every mode compared with the baseline
+// (fp32 when it is among the modes, else the first): time by op kind, the tensor-core-eligible
+// share of the baseline step and its Amdahl bound, and flags (train/explain.h).
+struct ExplainArgs {
+  std::string spec;
+  RunArgs run;  // device, precisions, batch size, seed, quiet, memory limit
+  int64_t steps = 10;
+  std::string json_path, md_path;
+};
+int cmd_explain(const ExplainArgs& args);
 
 int cmd_validate(const std::vector<std::string>& specs);
 

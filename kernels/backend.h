@@ -175,6 +175,9 @@ class Backend {
   void download(const Tensor& src, void* host);  // device -> host, blocks
   virtual void synchronize() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
+  // Ops enqueued so far on a fallback path far slower than the library's (CUDA: GEMMs cuBLASLt
+  // had no algorithm for, on the naive kernel); `explain` flags a mode that ran any.
+  virtual int64_t fallback_calls() const { return 0; }
 
   // Whole-step capture and replay (CUDA graphs). Without it (or with an observer attached, which
   // a captured graph would hide the ops from) the trainer runs steps eagerly.

@@ -140,6 +140,27 @@ void LayerInfo::add_child(LayerInfo child) {
   children.push_back(std::move(child));
 }
 
+namespace {
+void collect_misaligned(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
+                        std::vector<std::string>& out, int& matmuls) {
+  const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
+  if (li.matmul) {
+    ++matmuls;
+    for (const std::string& d : li.matmul->misaligned(p, batch)) out.push_back(name + " " + d);
+  }
+  for (const LayerInfo& c : li.children) collect_misaligned(c, name, p, batch, out, matmuls);
+}
+}  // namespace
+
+std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
+                                            int64_t batch, int* matmuls) {
+  std::vector<std::string> out;
+  int n = 0;
+  for (const LayerInfo& li : infos) collect_misaligned(li, "", p, batch, out, n);
+  if (matmuls) *matmuls = n;
+  return out;
+}
+
 std::vector<LayerInfo> Model::layer_infos() const {
   std::vector<LayerInfo> out;
   DType dt = io_.input_dtype;

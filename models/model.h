@@ -88,6 +88,12 @@ struct LayerInfo {
   void add_child(LayerInfo child);
 };
 
+// Every GEMM and convolution of `infos` and their sublayers whose sizes are off mode p's
+// tensor-core multiple at this batch, as "stem.conv C_in=3"; *matmuls, when given, is set to how
+// many GEMMs and convolutions there are in all. inspect flags them, explain too.
+std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
+                                            int64_t batch, int* matmuls = nullptr);
+
 // Per-layer precision: the mode's compute dtype, or fp32 for a layer pinned by fp32_layers.
 struct LayerPrecision {
   DType compute = DType::F32;

@@ -53,6 +53,7 @@ class CudaBackend : public Backend {
 
   Device device() const override { return Device::CUDA; }
 
+  int64_t fallback_calls() const override { return ctx_.naive_gemms(); }
   DeviceInfo info() const override {
     const cudaDeviceProp& p = ctx_.prop();
     DeviceInfo d;

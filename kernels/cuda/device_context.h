@@ -144,8 +144,9 @@ class DeviceContext {
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
 
-  // True the first time it is asked: the naive-GEMM fallback warns once per context, not per call.
-  bool first_naive_gemm() { return !std::exchange(naive_gemm_warned_, true); }
+  // Counts a naive-GEMM fallback launch; true for the first, as it warns once per context.
+  bool count_naive_gemm() { return naive_gemms_++ == 0; }
+  int64_t naive_gemms() const { return naive_gemms_; }
 
   // Graph state of begin_capture / end_capture / replay.
   cudaGraphExec_t graph_exec = nullptr;
@@ -168,7 +169,7 @@ class DeviceContext {
   size_t scratch_floats_ = 0;
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
-  bool naive_gemm_warned_ = false;
+  int64_t naive_gemms_ = 0;
 };
 
 }  // namespace mpbench::cuda

@@ -228,7 +228,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     const float alpha = d.alpha, beta = d.beta;
     // Correct but one to two orders of magnitude slower than cuBLASLt: a benchmark that lands
     // here must say so, or its times would be read as cuBLASLt's.
-    if (ctx.first_naive_gemm())
+    if (ctx.count_naive_gemm())
       std::cerr << fmt::format(
           "mpbench: warning: cuBLASLt offers no algorithm for a {}x{}x{}{} {}->{} GEMM ({} math: "
           "{}); it runs on mpbench's naive kernel, far slower (said once per run)\n",

@@ -155,6 +155,8 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"profile unknown precision", "profile {spec} --precision fp8", kGood, "fp8"},
       {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},
       {"profile two specs", "profile {spec} {spec}", kGood, "spec"},
+      {"explain one mode", "explain {spec} --precisions fp32", kGood, "--precisions"},
+      {"explain unknown mode", "explain {spec} --precisions fp32,fp8", kGood, "fp8"},
   };
   for (const auto& c : cases) {
     std::string args = c.args;
@@ -264,6 +266,40 @@ TEST_F(Cli, InspectSublayersJsonAndAlignment) {
   EXPECT_NE(r.out.find("stem.conv C_in=3"), std::string::npos);
   Result f = run("inspect " + src + "/configs/resnet50.json --precision fp32");
   EXPECT_NE(f.out.find("fp32 uses none"), std::string::npos);
+}
+
+// explain on the CPU: the comparison against fp32 with every kind, no bound (no datasheet peaks
+// for a CPU), the note that these are times of the emulation, and the same in JSON and Markdown.
+TEST_F(Cli, ExplainComparesEachModeWithFp32) {
+  const std::string src = MPBENCH_SOURCE_DIR;
+  const std::string json = (dir_ / "explain.json").string(), md = (dir_ / "explain.md").string();
+  Result r = run("explain " + src +
+                 "/configs/tiny_transformer.json --device cpu --steps 3 "
+                 "--precisions amp_bf16,fp32,tf32 --quiet --json " +
+                 json + " --md " + md);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("amp_bf16 vs fp32: measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tf32 vs fp32: measured"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("times of the emulation"), std::string::npos);
+  EXPECT_NE(r.out.find("gemm/conv"), std::string::npos);
+  const auto doc = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(doc["baseline"], "fp32");
+  EXPECT_EQ(doc["emulated"], true);
+  ASSERT_EQ(doc["comparisons"].size(), 2u);
+  for (const auto& c : doc["comparisons"]) {
+    EXPECT_EQ(c["from"], "fp32");
+    EXPECT_TRUE(c["bound"].is_null());
+    const double eligible = c["eligible_fraction"].get<double>();
+    EXPECT_GT(eligible, 0.0);
+    EXPECT_LT(eligible, 1.0);
+    double from_sum = 0;
+    for (const auto& k : c["by_kind"]) from_sum += k["from_ms_per_step"].get<double>();
+    EXPECT_GE(from_sum, c["from_step_ms"].get<double>() * (1 - 1e-9));  // host gaps fill the rest
+    EXPECT_NEAR(c["measured_speedup"].get<double>(),
+                c["from_step_ms"].get<double>() / c["to_step_ms"].get<double>(), 1e-9);
+    EXPECT_TRUE(c["flags"].is_array());
+  }
+  EXPECT_NE(read_file(md).find("| kind |"), std::string::npos);
 }
 
 // As root (CI), the old writer renamed a temporary file over /dev/null and over links.

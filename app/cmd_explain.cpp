@@ -1,0 +1,167 @@
+// `mpbench explain`: why a mode helped or didn't. Profiles each mode as `profile` does and sets
+// every mode against the baseline (train/explain.h): time per step by op kind, the share of the
+// baseline step that tensor cores can speed up and the Amdahl bound it implies, and flags.
+#include <iostream>
+
+#include "app/commands.h"
+#include "app/console_table.h"
+#include "app/output_file.h"
+#include "app/progress.h"
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/spec.h"
+#include "train/explain.h"
+#include "train/op_profile.h"
+
+namespace mpbench {
+
+namespace {
+
+std::string ratio_text(double from, double to) {
+  return from > 0 && to > 0 ? fmt::format("{:.2f}x", from / to) : "-";
+}
+
+// The headline: "measured 1.23x; bound 1.9x: 41% of the fp32 step is GEMM/conv".
+std::string headline(const ModeComparison& c) {
+  const std::string share =
+      fmt::format("{:.0f}% of the {} step is GEMM/conv", 100.0 * c.eligible_fraction, c.from);
+  if (c.bound)
+    return fmt::format(
+        "{} vs {}: measured {:.2f}x; bound {:.2f}x: {} (tensor-core peak {:.1f}x "
+        "{}'s)",
+        c.to, c.from, c.measured_speedup, *c.bound, share, *c.peak_ratio, c.from);
+  return fmt::format("{} vs {}: measured {:.2f}x; no bound without the card's datasheet peaks: {}",
+                     c.to, c.from, c.measured_speedup, share);
+}
+
+TextTable kind_table(const ModeComparison& c) {
+  TextTable t;
+  t.head = {"kind", c.from + " ms/step", c.to + " ms/step", "speedup"};
+  t.right = {false, true, true, true};
+  for (const KindTimes& k : c.by_kind) {
+    if (k.from_ms == 0 && k.to_ms == 0) continue;
+    t.rows.push_back({op_kind_name(k.kind), fmt::format("{:.3f}", k.from_ms),
+                      fmt::format("{:.3f}", k.to_ms), ratio_text(k.from_ms, k.to_ms)});
+  }
+  t.rows.push_back({"step (median)", fmt::format("{:.3f}", c.from_step_ms),
+                    fmt::format("{:.3f}", c.to_step_ms), ratio_text(c.from_step_ms, c.to_step_ms)});
+  return t;
+}
+
+nlohmann::json comparison_json(const ModeComparison& c) {
+  nlohmann::json by_kind = nlohmann::json::array();
+  for (const KindTimes& k : c.by_kind)
+    by_kind.push_back({{"kind", op_kind_name(k.kind)},
+                       {"from_ms_per_step", k.from_ms},
+                       {"to_ms_per_step", k.to_ms},
+                       {"speedup", k.to_ms > 0 ? nlohmann::json(k.from_ms / k.to_ms) : nullptr}});
+  return {{"from", c.from},
+          {"to", c.to},
+          {"from_step_ms", c.from_step_ms},
+          {"to_step_ms", c.to_step_ms},
+          {"measured_speedup", c.measured_speedup},
+          {"eligible_fraction", c.eligible_fraction},
+          {"peak_ratio", c.peak_ratio ? nlohmann::json(*c.peak_ratio) : nullptr},
+          {"bound", c.bound ? nlohmann::json(*c.bound) : nullptr},
+          {"by_kind", by_kind},
+          {"flags", c.flags}};
+}
+
+constexpr const char* kCpuNote =
+    "note: on the CPU reference backend these are times of the emulation (16-bit numerics "
+    "rounded around fp32 arithmetic), so this shows how explain works, not what a GPU would do";
+
+}  // namespace
+
+int cmd_explain(const ExplainArgs& args) {
+  Spec spec = load_spec(args.spec);
+  apply_run_overrides(spec, args.run);
+  if (spec.precisions.size() < 2)
+    throw_bad_input(
+        fmt::format("--precisions: explain compares modes, so it needs two or more (got {})",
+                    spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none"));
+  fit_to_steps(spec, args.steps);
+  check_outputs({{"--json", args.json_path}, {"--md", args.md_path}}, spec_inputs(spec));
+
+  auto be = select_backend(args.run.device, args.run.quiet);
+  const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
+  const Dataset data = make_dataset_with_progress(spec, bar_on);
+  const DeviceInfo dev = be->info();
+  const bool emulated = dev.kind != "cuda";
+
+  size_t base = 0;
+  for (size_t i = 0; i < spec.precisions.size(); ++i)
+    if (spec.precisions[i] == Precision::FP32) base = i;
+  std::vector<ProfiledRun> runs;
+  std::vector<ModeContext> contexts;
+  nlohmann::json modes = nlohmann::json::array();
+  bool failed = false;
+  for (Precision p : spec.precisions) {
+    const int64_t fallback_before = be->fallback_calls();
+    runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit));
+    ModeContext ctx;
+    ctx.precision = p;
+    ctx.ceilings = ceilings_for(dev, p);
+    ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
+    ctx.fallback_calls = be->fallback_calls() - fallback_before;
+    contexts.push_back(ctx);
+    const RunResult& r = runs.back().run;
+    modes.push_back({{"precision", precision_name(p)},
+                     {"status", run_status_name(r.status)},
+                     {"profiled_steps", runs.back().steps},
+                     {"step_time_ms", runs.back().step_ms}});
+    if (!r.status_detail.empty()) modes.back()["status_detail"] = r.status_detail;
+    failed = failed || r.status != RunStatus::Ok;
+  }
+
+  std::string text =
+      fmt::format("{} ({}) · {}: {} · batch {} · {} profiled steps per mode\n", spec.name,
+                  spec.family, dev.kind, dev.name, spec.train.batch_size, args.steps);
+  std::string md = fmt::format("# explain {}\n\n_{}: {}, batch {}, {} profiled steps per mode_\n\n",
+                               markdown_cell(spec.name), markdown_cell(dev.kind),
+                               markdown_cell(dev.name), spec.train.batch_size, args.steps);
+  nlohmann::json comparisons = nlohmann::json::array();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i == base) continue;
+    const RunResult& a = runs[base].run;
+    const RunResult& b = runs[i].run;
+    if (a.status != RunStatus::Ok || b.status != RunStatus::Ok) {
+      const RunResult& bad = a.status != RunStatus::Ok ? a : b;
+      text += fmt::format("\n{} vs {}: not compared, {} {}: {}\n", b.precision, a.precision,
+                          bad.precision, run_status_name(bad.status), bad.status_detail);
+      continue;
+    }
+    const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i]);
+    const TextTable t = kind_table(c);
+    text += "\n" + headline(c) + "\n" + render_text_table(t);
+    md += "## " + markdown_cell(headline(c)) + "\n\n" + render_markdown_table(t) + "\n";
+    if (c.flags.empty()) {
+      text += "flags: none\n";
+    } else {
+      text += "flags:\n";
+      for (const std::string& f : c.flags) {
+        text += "  - " + f + "\n";
+        md += "- " + markdown_cell(f) + "\n";
+      }
+      md += "\n";
+    }
+    comparisons.push_back(comparison_json(c));
+  }
+  if (emulated) {
+    text += std::string("\n") + kCpuNote + "\n";
+    md += std::string("_") + kCpuNote + "_\n";
+  }
+  std::cout << text;
+  if (!args.json_path.empty()) {
+    const nlohmann::json doc = {
+        {"tool", tool_json()},       {"env", env_json(dev, make_cpu_backend()->info())},
+        {"spec", to_json(spec)},     {"baseline", precision_name(spec.precisions[base])},
+        {"emulated", emulated},      {"modes", modes},
+        {"comparisons", comparisons}};
+    write_output(args.json_path, doc.dump(2) + "\n");
+  }
+  if (!args.md_path.empty()) write_output(args.md_path, md);
+  return failed ? 3 : 0;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,106 @@
+// explain's analysis (train/explain.h) on hand-made profiles, where every figure can be worked
+// out: op kinds, the eligible share, the Amdahl bound from the peak ratio and the 2x byte
+// saving, and each flag; then the real thing on the CPU backend.
+#include <gtest/gtest.h>
+
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "test_util.h"
+#include "train/explain.h"
+
+namespace mpbench {
+namespace {
+
+OpTotal op(const std::string& scope, const std::string& name, double ms_per_step) {
+  OpTotal o;
+  o.scope = scope;
+  o.op = name;
+  o.calls = 2;
+  o.ms = 2 * ms_per_step;  // two profiled steps
+  return o;
+}
+
+ProfiledRun profiled(const char* precision, double step_ms, std::vector<OpTotal> ops) {
+  ProfiledRun r;
+  r.run.precision = precision;
+  r.steps = 2;
+  r.step_ms = step_ms;
+  r.ops = std::move(ops);
+  return r;
+}
+
+TEST(Explain, OpKinds) {
+  EXPECT_EQ(op_kind("gemm"), OpKind::Matmul);
+  EXPECT_EQ(op_kind("conv2d_backward_filter"), OpKind::Matmul);
+  EXPECT_EQ(op_kind("layernorm_forward"), OpKind::Normalisation);
+  EXPECT_EQ(op_kind("batchnorm_backward"), OpKind::Normalisation);
+  EXPECT_EQ(op_kind("attention_softmax_backward"), OpKind::Softmax);
+  EXPECT_EQ(op_kind("softmax_xent"), OpKind::Loss);
+  EXPECT_EQ(op_kind("adamw_step"), OpKind::Optimizer);
+  EXPECT_EQ(op_kind("unscale_check_norm"), OpKind::Optimizer);
+  EXPECT_EQ(op_kind("cast"), OpKind::Copies);
+  EXPECT_EQ(op_kind("permute"), OpKind::Copies);
+  EXPECT_EQ(op_kind("bias_act_backward"), OpKind::Elementwise);
+  EXPECT_STREQ(op_kind_name(OpKind::HostGaps), "host gaps");
+}
+
+// fp32 step 10 ms: GEMMs 6, layernorm 2, optimizer 1, host gaps 1. bf16 on a card with 15x the
+// dense peak: the bound is 10 / (6/15 + 2/2 + 1 + 1) = 2.94x.
+TEST(Explain, BoundEligibleShareAndFlags) {
+  const ProfiledRun f32 =
+      profiled("fp32", 10.0,
+               {op("layer1 fwd", "gemm", 6.0), op("layer1 fwd", "layernorm_forward", 2.0),
+                op("step", "adamw_step", 1.0)});
+  // bf16: GEMMs 2, layernorm slower (2.5), new casts 0.5, optimizer 1, host gaps 2 of 6 ms.
+  const ProfiledRun bf16 = [] {
+    ProfiledRun r =
+        profiled("amp_bf16", 6.0,
+                 {op("layer1 fwd", "gemm", 2.0), op("layer1 fwd", "layernorm_forward", 2.5),
+                  op("layer1 fwd", "cast", 0.5), op("step", "adamw_step", 1.0)});
+    r.run.skipped_steps = 3;
+    return r;
+  }();
+  ModeContext a, b;
+  a.precision = Precision::FP32;
+  a.ceilings = Ceilings{66.9, 4800};
+  b.precision = Precision::AMP_BF16;
+  b.ceilings = Ceilings{66.9 * 15, 4800};
+  b.misaligned = {"head N=50257"};
+  b.fallback_calls = 4;
+  const ModeComparison c = compare_modes(f32, a, bf16, b);
+  EXPECT_EQ(c.from, "fp32");
+  EXPECT_EQ(c.to, "amp_bf16");
+  EXPECT_DOUBLE_EQ(c.measured_speedup, 10.0 / 6.0);
+  EXPECT_DOUBLE_EQ(c.eligible_fraction, 0.6);
+  ASSERT_TRUE(c.peak_ratio && c.bound);
+  EXPECT_NEAR(*c.peak_ratio, 15.0, 1e-12);
+  EXPECT_NEAR(*c.bound, 10.0 / (6.0 / 15 + 1.0 + 1.0 + 1.0), 1e-12);
+  ASSERT_EQ(c.by_kind.size(), static_cast<size_t>(kOpKindCount));
+  EXPECT_DOUBLE_EQ(c.by_kind[static_cast<int>(OpKind::HostGaps)].from_ms, 1.0);
+  EXPECT_DOUBLE_EQ(c.by_kind[static_cast<int>(OpKind::HostGaps)].to_ms, 0.0);
+  EXPECT_DOUBLE_EQ(c.by_kind[static_cast<int>(OpKind::Copies)].to_ms, 0.5);
+  std::string flags;
+  for (const auto& f : c.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("head N=50257"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("4 GEMM calls ran on the naive fallback"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("skipped 3 steps"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("layer1 fwd layernorm_forward +0.500 ms (1.25x slower)"), std::string::npos)
+      << flags;
+  EXPECT_NE(flags.find("layer1 fwd cast +0.500 ms (new in amp_bf16)"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("launch-bound"), std::string::npos) << flags;
+
+  // Host gaps over 20% of a step: launch-bound. Without datasheet peaks: no bound.
+  ProfiledRun gappy = bf16;
+  gappy.step_ms = 9.0;  // the ops take 6 ms
+  ModeContext plain = b;
+  plain.ceilings.reset();
+  const ModeComparison g = compare_modes(f32, a, gappy, plain);
+  EXPECT_FALSE(g.bound.has_value());
+  EXPECT_FALSE(g.peak_ratio.has_value());
+  bool launch_bound = false;
+  for (const auto& f : g.flags) launch_bound |= f.find("amp_bf16 is launch-bound: 33%") == 0;
+  EXPECT_TRUE(launch_bound);
+}
+
+}  // namespace
+}  // namespace mpbench

@@ -1,0 +1,145 @@
+#include "train/explain.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace mpbench {
+
+namespace {
+
+// An op this much slower in the low-precision mode, and by at least this share of the baseline
+// step, is named.
+constexpr double kSlowerRatio = 1.05;
+constexpr double kSlowerShareOfStep = 0.01;
+constexpr size_t kMaxNamed = 5;
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// Per-step time of each kind, host gaps being the step time the ops do not account for.
+std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
+  std::array<double, kOpKindCount> t{};
+  const double steps = static_cast<double>(std::max<int64_t>(r.steps, 1));
+  double ops = 0;
+  for (const OpTotal& o : r.ops) {
+    t[static_cast<int>(op_kind(o.op))] += o.ms / steps;
+    ops += o.ms / steps;
+  }
+  t[static_cast<int>(OpKind::HostGaps)] = std::max(0.0, r.step_ms - ops);
+  return t;
+}
+
+std::string named_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (size_t i = 0; i < items.size() && i < kMaxNamed; ++i) s += (i ? ", " : "") + items[i];
+  if (items.size() > kMaxNamed) s += fmt::format(" and {} more", items.size() - kMaxNamed);
+  return s;
+}
+
+}  // namespace
+
+const char* op_kind_name(OpKind k) {
+  static const char* const names[kOpKindCount] = {"gemm/conv",   "normalisation", "softmax",
+                                                  "elementwise", "optimizer",     "loss",
+                                                  "copies",      "host gaps"};
+  return names[static_cast<int>(k)];
+}
+
+OpKind op_kind(const std::string& op) {
+  if (op == "gemm" || starts_with(op, "conv2d")) return OpKind::Matmul;
+  if (starts_with(op, "batchnorm") || starts_with(op, "layernorm")) return OpKind::Normalisation;
+  if (starts_with(op, "attention_softmax")) return OpKind::Softmax;
+  if (op == "softmax_xent") return OpKind::Loss;
+  if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
+      op == "update_loss_scale" || op == "count_step")
+    return OpKind::Optimizer;
+  if (op == "cast" || op == "copy" || op == "permute" || op == "fill") return OpKind::Copies;
+  return OpKind::Elementwise;  // bias/activation, add, pools, embedding
+}
+
+ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ctx,
+                             const ProfiledRun& to, const ModeContext& to_ctx) {
+  MPB_CHECK(from.run.status == RunStatus::Ok && to.run.status == RunStatus::Ok,
+            "explain: {} and {} must both have trained", from.run.precision, to.run.precision);
+  ModeComparison c;
+  c.from = precision_name(from_ctx.precision);
+  c.to = precision_name(to_ctx.precision);
+  c.from_step_ms = from.step_ms;
+  c.to_step_ms = to.step_ms;
+  c.measured_speedup = to.step_ms > 0 ? from.step_ms / to.step_ms : 0;
+  const auto tf = kind_times(from), tt = kind_times(to);
+  for (int k = 0; k < kOpKindCount; ++k)
+    c.by_kind.push_back({static_cast<OpKind>(k), tf[k], tt[k]});
+  const double eligible = tf[static_cast<int>(OpKind::Matmul)];
+  c.eligible_fraction = from.step_ms > 0 ? eligible / from.step_ms : 0;
+
+  if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0) {
+    c.peak_ratio = to_ctx.ceilings->peak_tflops / from_ctx.ceilings->peak_tflops;
+    const double bytes_ratio =
+        static_cast<double>(dtype_size(precision_info(from_ctx.precision).compute_dtype)) /
+        static_cast<double>(dtype_size(precision_info(to_ctx.precision).compute_dtype));
+    double best = 0;
+    for (int k = 0; k < kOpKindCount; ++k) {
+      const auto kind = static_cast<OpKind>(k);
+      if (kind == OpKind::Matmul)
+        best += tf[k] / *c.peak_ratio;
+      else if (kind == OpKind::Optimizer || kind == OpKind::HostGaps)
+        best += tf[k];
+      else
+        best += tf[k] / std::max(1.0, bytes_ratio);
+    }
+    if (best > 0) c.bound = from.step_ms / best;
+  }
+
+  // Flags: what usually explains a speedup below the bound.
+  if (!to_ctx.misaligned.empty())
+    c.flags.push_back(fmt::format(
+        "{} GEMMs/convolutions have sizes off {}'s tensor-core multiple of {}: {}",
+        to_ctx.misaligned.size(), c.to, precision_info(to_ctx.precision).tensor_core_multiple,
+        named_list(to_ctx.misaligned)));
+  for (const ModeContext* m : {&from_ctx, &to_ctx})
+    if (m->fallback_calls > 0)
+      c.flags.push_back(fmt::format("{}: {} GEMM calls ran on the naive fallback kernel",
+                                    precision_name(m->precision), m->fallback_calls));
+  for (const ProfiledRun* r : {&from, &to}) {
+    const double gaps = kind_times(*r)[static_cast<int>(OpKind::HostGaps)];
+    if (r->step_ms > 0 && gaps > kLaunchBoundShare * r->step_ms)
+      c.flags.push_back(
+          fmt::format("{} is launch-bound: {:.0f}% of its step is host time between ops (try "
+                      "--cuda-graphs, or a larger batch)",
+                      r->run.precision, 100.0 * gaps / r->step_ms));
+  }
+  if (to.run.skipped_steps > 0)
+    c.flags.push_back(
+        fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));
+  // Ops by (scope, op): the dtypes in their details differ between the modes.
+  std::map<std::pair<std::string, std::string>, std::pair<double, double>> per_op;
+  const double fs = static_cast<double>(std::max<int64_t>(from.steps, 1));
+  const double ts = static_cast<double>(std::max<int64_t>(to.steps, 1));
+  for (const OpTotal& o : from.ops) per_op[{o.scope, o.op}].first += o.ms / fs;
+  for (const OpTotal& o : to.ops) per_op[{o.scope, o.op}].second += o.ms / ts;
+  std::vector<std::pair<double, std::string>> slower;
+  for (const auto& [key, ms] : per_op) {
+    const double delta = ms.second - ms.first;
+    if (ms.second > kSlowerRatio * ms.first && delta > kSlowerShareOfStep * from.step_ms)
+      slower.push_back({delta, ms.first > 0
+                                   ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
+                                                 key.second, delta, ms.second / ms.first)
+                                   : fmt::format("{} {} +{:.3f} ms (new in {})", key.first,
+                                                 key.second, delta, c.to)});
+  }
+  std::sort(slower.begin(), slower.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (!slower.empty()) {
+    std::vector<std::string> names;
+    for (const auto& s : slower) names.push_back(s.second);
+    c.flags.push_back(fmt::format("slower or new in {} (per step): {}", c.to, named_list(names)));
+  }
+  return c;
+}
+
+}  // namespace mpbench

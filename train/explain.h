@@ -1,0 +1,70 @@
+#pragma once
+// Why a mode helped or didn't (`mpbench explain`): a baseline mode's profiled run against
+// another's, by op kind, with the share of the baseline step that tensor cores can speed up, the
+// Amdahl bound it implies, and flags for what usually explains a small speedup (misaligned
+// sizes, a fallback kernel, host gaps, loss-scale skips, ops that got slower).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/op_profile.h"
+
+namespace mpbench {
+
+// What a Backend op is, for the comparison: GEMMs and convolutions are what tensor cores run;
+// the memory-bound kinds move half the bytes in a 16-bit mode; host gaps are the step's time
+// between ops (launch overhead, host work), which no precision changes.
+enum class OpKind {
+  Matmul,
+  Normalisation,
+  Softmax,
+  Elementwise,
+  Optimizer,
+  Loss,
+  Copies,
+  HostGaps
+};
+constexpr int kOpKindCount = 8;
+const char* op_kind_name(OpKind k);  // "gemm/conv", "normalisation", ..., "host gaps"
+// The kind of an op by its Backend method name ("gemm", "layernorm_backward", ...).
+OpKind op_kind(const std::string& op);
+
+struct KindTimes {
+  OpKind kind;
+  double from_ms = 0, to_ms = 0;  // per step
+};
+
+// Over this share of a step in host gaps, a step is launch-bound (CUDA graphs would help).
+constexpr double kLaunchBoundShare = 0.2;
+
+struct ModeComparison {
+  std::string from, to;  // precision names
+  double from_step_ms = 0, to_step_ms = 0;
+  double measured_speedup = 0;   // from_step_ms / to_step_ms
+  double eligible_fraction = 0;  // of the baseline step: GEMMs and convolutions
+  // The card's dense peak of `to` over `from`'s (train/device_specs.h); absent without a
+  // datasheet (the CPU, an unknown card), and then so is the bound.
+  std::optional<double> peak_ratio;
+  // Amdahl: the baseline step with its GEMMs and convolutions sped up by peak_ratio and its
+  // memory-bound ops by the bytes saved (2x from fp32 to 16-bit storage; the optimizer works on
+  // fp32 in every mode), host gaps as they are.
+  std::optional<double> bound;
+  std::vector<KindTimes> by_kind;  // every kind, host gaps last
+  std::vector<std::string> flags;
+};
+
+// What compare_modes needs of one mode besides its profile.
+struct ModeContext {
+  Precision precision = Precision::FP32;
+  std::optional<Ceilings> ceilings;
+  // GEMMs and convolutions of the model whose sizes are off the mode's tensor-core multiple
+  // ("head N=50257"), as inspect finds them (models/model.h).
+  std::vector<std::string> misaligned;
+  int64_t fallback_calls = 0;  // ops that ran on a fallback path (the naive GEMM) in the run
+};
+
+// The comparison of `to` against the baseline `from`; both runs must be Ok.
+ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ctx,
+                             const ProfiledRun& to, const ModeContext& to_ctx);
+
+}  // namespace mpbench
