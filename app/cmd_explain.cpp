@@ -43,7 +43,7 @@ TextTable kind_table(const ModeComparison& c) {
     t.rows.push_back({op_kind_name(k.kind), fmt::format("{:.3f}", k.from_ms),
                       fmt::format("{:.3f}", k.to_ms), ratio_text(k.from_ms, k.to_ms)});
   }
-  t.rows.push_back({"step (median)", fmt::format("{:.3f}", c.from_step_ms),
+  t.rows.push_back({"step (mean)", fmt::format("{:.3f}", c.from_step_ms),
                     fmt::format("{:.3f}", c.to_step_ms), ratio_text(c.from_step_ms, c.to_step_ms)});
   return t;
 }
@@ -109,7 +109,8 @@ int cmd_explain(const ExplainArgs& args) {
     modes.push_back({{"precision", precision_name(p)},
                      {"status", run_status_name(r.status)},
                      {"profiled_steps", runs.back().steps},
-                     {"step_time_ms", runs.back().step_ms}});
+                     {"step_time_ms", runs.back().step_ms},
+                     {"step_mean_ms", runs.back().step_mean_ms}});
     if (!r.status_detail.empty()) modes.back()["status_detail"] = r.status_detail;
     failed = failed || r.status != RunStatus::Ok;
   }

@@ -381,7 +381,16 @@ std::string format_console(const Report& report, bool ascii) {
     }
     out += noisy_notes(group);
   }
-  if (out.empty()) out = "no runs\n";
+  if (out.empty()) return "no runs\n";
+  // Once, under every table: a newcomer's first run is on the CPU, where amp_fp16 is slower.
+  bool cpu_lowp = false;
+  for (const RunResult& r : report.runs)
+    cpu_lowp = cpu_lowp || (r.device == "cpu" && r.precision != "fp32");
+  if (cpu_lowp)
+    out +=
+        "\n note: on the CPU reference backend the times are of emulated tf32/16-bit numerics "
+        "(rounding around fp32 arithmetic), not of 16-bit hardware: speedups here say nothing "
+        "about a GPU\n";
   return out;
 }
 

@@ -29,7 +29,7 @@ std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
     t[static_cast<int>(op_kind(o.op))] += o.ms / steps;
     ops += o.ms / steps;
   }
-  t[static_cast<int>(OpKind::HostGaps)] = std::max(0.0, r.step_ms - ops);
+  t[static_cast<int>(OpKind::HostGaps)] = std::max(0.0, r.step_mean_ms - ops);
   return t;
 }
 
@@ -68,14 +68,14 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   ModeComparison c;
   c.from = precision_name(from_ctx.precision);
   c.to = precision_name(to_ctx.precision);
-  c.from_step_ms = from.step_ms;
-  c.to_step_ms = to.step_ms;
-  c.measured_speedup = to.step_ms > 0 ? from.step_ms / to.step_ms : 0;
+  c.from_step_ms = from.step_mean_ms;
+  c.to_step_ms = to.step_mean_ms;
+  c.measured_speedup = to.step_mean_ms > 0 ? from.step_mean_ms / to.step_mean_ms : 0;
   const auto tf = kind_times(from), tt = kind_times(to);
   for (int k = 0; k < kOpKindCount; ++k)
     c.by_kind.push_back({static_cast<OpKind>(k), tf[k], tt[k]});
   const double eligible = tf[static_cast<int>(OpKind::Matmul)];
-  c.eligible_fraction = from.step_ms > 0 ? eligible / from.step_ms : 0;
+  c.eligible_fraction = from.step_mean_ms > 0 ? eligible / from.step_mean_ms : 0;
 
   if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0) {
     c.peak_ratio = to_ctx.ceilings->peak_tflops / from_ctx.ceilings->peak_tflops;
@@ -92,7 +92,7 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
       else
         best += tf[k] / std::max(1.0, bytes_ratio);
     }
-    if (best > 0) c.bound = from.step_ms / best;
+    if (best > 0) c.bound = from.step_mean_ms / best;
   }
 
   // Flags: what usually explains a speedup below the bound.
@@ -107,11 +107,11 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
                                     precision_name(m->precision), m->fallback_calls));
   for (const ProfiledRun* r : {&from, &to}) {
     const double gaps = kind_times(*r)[static_cast<int>(OpKind::HostGaps)];
-    if (r->step_ms > 0 && gaps > kLaunchBoundShare * r->step_ms)
+    if (r->step_mean_ms > 0 && gaps > kLaunchBoundShare * r->step_mean_ms)
       c.flags.push_back(
           fmt::format("{} is launch-bound: {:.0f}% of its step is host time between ops (try "
                       "--cuda-graphs, or a larger batch)",
-                      r->run.precision, 100.0 * gaps / r->step_ms));
+                      r->run.precision, 100.0 * gaps / r->step_mean_ms));
   }
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
@@ -125,7 +125,7 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   std::vector<std::pair<double, std::string>> slower;
   for (const auto& [key, ms] : per_op) {
     const double delta = ms.second - ms.first;
-    if (ms.second > kSlowerRatio * ms.first && delta > kSlowerShareOfStep * from.step_ms)
+    if (ms.second > kSlowerRatio * ms.first && delta > kSlowerShareOfStep * from.step_mean_ms)
       slower.push_back({delta, ms.first > 0
                                    ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
                                                  key.second, delta, ms.second / ms.first)

@@ -39,6 +39,7 @@ constexpr double kLaunchBoundShare = 0.2;
 
 struct ModeComparison {
   std::string from, to;  // precision names
+  // The mean of each mode's profiled steps (events between steps), which its kinds add up to.
   double from_step_ms = 0, to_step_ms = 0;
   double measured_speedup = 0;   // from_step_ms / to_step_ms
   double eligible_fraction = 0;  // of the baseline step: GEMMs and convolutions

@@ -35,6 +35,9 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
   for (int64_t i = warmup; i < end; ++i)
     if (!std::isnan(out.run.steps[i].time_ms)) times.push_back(out.run.steps[i].time_ms);
   out.step_ms = compute_time_stats(times).median;
+  double sum = 0;
+  for (double t : times) sum += t;
+  out.step_mean_ms = times.empty() ? 0 : sum / static_cast<double>(times.size());
   return out;
 }
 

@@ -77,8 +77,9 @@ class OpProfiler final : public OpObserver, public LayerObserver {
 // warm-up, not the evaluations between epochs); the spec must run at least that many.
 struct ProfiledRun {
   RunResult run;
-  int64_t steps = 0;   // steps profiled
-  double step_ms = 0;  // median device time of a profiled step (events between steps)
+  int64_t steps = 0;        // steps profiled
+  double step_ms = 0;       // median device time of a profiled step (events between steps)
+  double step_mean_ms = 0;  // their mean: what the ops' per-step means add up to, with host gaps
   std::vector<OpTotal> ops;
 };
 // Trains as train_and_measure does with `opts` (its on_progress and memory_limit are kept; the

@@ -24,7 +24,7 @@ ProfiledRun profiled(const char* precision, double step_ms, std::vector<OpTotal>
   ProfiledRun r;
   r.run.precision = precision;
   r.steps = 2;
-  r.step_ms = step_ms;
+  r.step_ms = r.step_mean_ms = step_ms;
   r.ops = std::move(ops);
   return r;
 }
@@ -91,7 +91,7 @@ TEST(Explain, BoundEligibleShareAndFlags) {
 
   // Host gaps over 20% of a step: launch-bound. Without datasheet peaks: no bound.
   ProfiledRun gappy = bf16;
-  gappy.step_ms = 9.0;  // the ops take 6 ms
+  gappy.step_mean_ms = 9.0;  // the ops take 6 ms
   ModeContext plain = b;
   plain.ceilings.reset();
   const ModeComparison g = compare_modes(f32, a, gappy, plain);
