@@ -219,6 +219,15 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
       ->excludes(batch_sizes_opt)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  run_cmd
+      ->add_option("--seeds", run.seeds,
+                   "Train each mode N times, with training seeds 1..N (they change the "
+                   "initialisation and the batch order; the data stay fixed). The table then "
+                   "gives accuracy as mean +- std over the seeds and its difference from fp32 "
+                   "with a 95% interval: a paired t interval over the seeds (the difference of "
+                   "each seed's two runs, mean +- t(0.975, N-1) sd / sqrt(N)); the JSON gets "
+                   "every run with its seed and a seed_summary[]")
+      ->check(CLI::Range(int64_t{2}, int64_t{1000}));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");

@@ -124,25 +124,34 @@ int cmd_run(const RunArgs& args) {
       data_key = key;
     }
     report.specs.push_back(to_json(spec));
-    for (Precision p : spec.precisions) {
-      const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
-      const std::string batch =
-          args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
-      Progress bar(fmt::format("{} {}{}", spec.name, precision_name(p), batch), total_steps,
-                   show_progress);
-      TrainOptions opts;
-      opts.cuda_graphs = args.cuda_graphs;
-      opts.memory_limit = args.memory_limit;
-      opts.on_progress = [&](const TrainProgress& tp) {
-        std::string suffix = tp.last_eval_accuracy < 0
-                                 ? fmt::format("epoch {}", tp.epoch + 1)
-                                 : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
-                                               tp.last_train_loss, 100 * tp.last_eval_accuracy);
-        bar.update(tp.step, suffix);
-      };
-      report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
-      bar.finish();
+    // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
+    std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
+    if (args.seeds > 0) {
+      seeds.clear();
+      for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
     }
+    for (Precision p : spec.precisions)
+      for (const std::optional<uint64_t>& seed : seeds) {
+        const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
+        const std::string batch =
+            args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
+        const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
+        Progress bar(fmt::format("{} {}{}{}", spec.name, precision_name(p), batch, seed_label),
+                     total_steps, show_progress);
+        TrainOptions opts;
+        opts.cuda_graphs = args.cuda_graphs;
+        opts.memory_limit = args.memory_limit;
+        opts.seed = seed;
+        opts.on_progress = [&](const TrainProgress& tp) {
+          std::string suffix = tp.last_eval_accuracy < 0
+                                   ? fmt::format("epoch {}", tp.epoch + 1)
+                                   : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
+                                                 tp.last_train_loss, 100 * tp.last_eval_accuracy);
+          bar.update(tp.step, suffix);
+        };
+        report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
+        bar.finish();
+      }
   }
 
   std::cout << format_console(report) << std::flush;

@@ -17,6 +17,7 @@ struct RunArgs {
   int64_t epochs = 0, batch_size = 0;   // 0: the spec's value
   std::vector<int64_t> batch_sizes;     // --batch-sizes: a sweep, each spec at each batch
   int64_t seed = -1;                    // -1: the spec's value
+  int64_t seeds = 0;                    // --seeds N: each mode trained with seeds 1..N; 0: once
   std::string json_path, csv_path, md_path;
   bool quiet = false;
   bool cuda_graphs = false;

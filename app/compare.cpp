@@ -23,15 +23,18 @@ std::vector<double> epoch_times(const RunResult& r) {
   return positive_finite(t);
 }
 
-using Key = std::tuple<std::string, std::string, std::string, bool, int64_t>;
+// A seeded run (`run --seeds`) matches the run of the same seed.
+using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t>;
 
 Key key_of(const RunResult& r) {
-  return {r.model, r.precision, r.device, r.cuda_graphs, r.batch_size};
+  return {r.model,       r.precision,  r.device,
+          r.cuda_graphs, r.batch_size, r.seed ? static_cast<int64_t>(*r.seed) : -1};
 }
 
 std::string key_name(const Key& k) {
-  return fmt::format("{} {} {} batch {}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                     std::get<4>(k), std::get<3>(k) ? " (cuda graphs)" : "");
+  return fmt::format("{} {} {} batch {}{}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+                     std::get<4>(k), std::get<3>(k) ? " (cuda graphs)" : "",
+                     std::get<5>(k) >= 0 ? fmt::format(" seed {}", std::get<5>(k)) : "");
 }
 
 std::map<Key, const RunResult*> index_runs(const Report& r, const char* side) {
@@ -147,7 +150,8 @@ std::string regress_cell(const CompareRow& r) {
   return s.empty() ? "-" : s;
 }
 std::string mode_cell(const CompareRow& r) {
-  return r.device + (r.cuda_graphs ? "+graphs" : "");
+  return r.device + (r.cuda_graphs ? "+graphs" : "") +
+         (r.seed ? fmt::format(" seed {}", *r.seed) : "");
 }
 
 std::vector<std::string> headers() {
@@ -257,6 +261,7 @@ Comparison compare_reports(const Report& baseline, const Report& current,
     row.device = r.device;
     row.cuda_graphs = r.cuda_graphs;
     row.batch_size = r.batch_size;
+    row.seed = r.seed;
     return row;
   };
   for (const RunResult& b : baseline.runs) {
@@ -350,6 +355,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"device", r.device},
         {"batch_size", r.batch_size},
         {"cuda_graphs", r.cuda_graphs},
+        {"seed", r.seed ? json(*r.seed) : json(nullptr)},
         {"verdict", r.verdict},
         {"detail", r.detail},
         {"regressions", r.regressions},

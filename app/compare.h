@@ -57,6 +57,7 @@ struct CompareRow {
   std::string model, precision, device;
   bool cuda_graphs = false;
   int64_t batch_size = 0;
+  std::optional<uint64_t> seed;         // of a `run --seeds` run
   const RunResult* baseline = nullptr;  // null: `new`
   const RunResult* current = nullptr;   // null: `missing`
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -219,7 +220,8 @@ std::vector<ModelGroup> group_by_model(const Report& report) {
 
 const RunResult* ModelGroup::fp32_for(const RunResult& run) const {
   for (const RunResult* r : runs)
-    if (r->precision == "fp32" && r->status == RunStatus::Ok && r->batch_size == run.batch_size)
+    if (r->precision == "fp32" && r->status == RunStatus::Ok && r->batch_size == run.batch_size &&
+        r->seed == run.seed)
       return r;
   return nullptr;
 }
@@ -238,10 +240,74 @@ std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32
          static_cast<double>(fp32->memory.training_peak);
 }
 
-Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
+namespace {
+
+using SeedKey = std::tuple<std::string, int64_t, bool, std::string>;  // device, batch, graphs, mode
+SeedKey seed_key(const RunResult& r) {
+  return {r.device, r.batch_size, r.cuda_graphs, r.precision};
+}
+
+}  // namespace
+
+bool has_seeds(const ModelGroup& group) {
+  for (const RunResult* r : group.runs)
+    if (r->seed) return true;
+  return false;
+}
+
+ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& storage) {
+  std::vector<SeedKey> order;
+  std::map<SeedKey, std::vector<const RunResult*>> runs;
+  for (const RunResult* r : group.runs) {
+    if (!runs.count(seed_key(*r))) order.push_back(seed_key(*r));
+    runs[seed_key(*r)].push_back(r);
+  }
+  storage.clear();
+  storage.reserve(order.size());
+  for (const SeedKey& k : order) {
+    std::vector<const RunResult*> ok;
+    for (const RunResult* r : runs[k])
+      if (r->status == RunStatus::Ok) ok.push_back(r);
+    RunResult m = ok.empty() ? *runs[k].front() : *ok.front();
+    m.seed.reset();  // stands for all of them; fp32_for pairs collapsed runs with each other
+    if (!ok.empty()) {
+      std::vector<double> medians, rates, acc, loss;
+      m.skipped_steps = 0;
+      for (const RunResult* r : ok) {
+        medians.push_back(r->epoch_time_ms.median);
+        rates.push_back(r->samples_per_second);
+        acc.push_back(r->final_accuracy);
+        loss.push_back(r->final_loss);
+        m.skipped_steps += r->skipped_steps;
+        m.memory.training_peak = std::max(m.memory.training_peak, r->memory.training_peak);
+        m.memory.device_peak = std::max(m.memory.device_peak, r->memory.device_peak);
+      }
+      m.epoch_time_ms = compute_time_stats(medians);
+      m.samples_per_second = compute_time_stats(rates).median;
+      m.final_accuracy = mean_std(acc).mean;
+      m.final_loss = mean_std(loss).mean;
+    }
+    storage.push_back(std::move(m));
+  }
+  ModelGroup out = group;
+  out.runs.clear();
+  for (const RunResult& r : storage) out.runs.push_back(&r);
+  return out;
+}
+
+Table build_table(const ModelGroup& seeded_group, const Report& report, bool ascii) {
   const std::string dash = ascii ? "-" : "—";
   const std::string pm = ascii ? "+/-" : "±";
   const std::string dot = ascii ? " | " : " · ";
+
+  const bool seeded = has_seeds(seeded_group);
+  std::vector<RunResult> collapsed;
+  const ModelGroup group = seeded ? collapse_seeds(seeded_group, collapsed) : seeded_group;
+  std::map<SeedKey, SeedSummary> summary;
+  if (seeded)
+    for (const SeedSummary& s : seed_summaries(report.runs))
+      if (s.model == group.model && s.device == group.device)
+        summary[{s.device, s.batch_size, s.cuda_graphs, s.precision}] = s;
 
   bool any_device = false;
   const RunResult* first_ok = nullptr;
@@ -258,6 +324,8 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
   t.title += dot + (sweep ? fmt::format("batches {}", fmt::join(group.batches, ", "))
                           : fmt::format("batch {}", first.batch_size));
   if (first_ok) t.title += dot + fmt::format("{} epochs", first_ok->epochs.size());
+  if (seeded)
+    t.title += dot + "over seeds: epoch ms median " + pm + " cv, accuracy mean " + pm + " std";
 
   auto col = [&](const char* header, bool right) {
     t.headers.push_back(header);
@@ -265,11 +333,13 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
   };
   col("mode", false);
   if (sweep) col("batch", true);
+  if (seeded) col("seeds", true);
   col("epoch ms", true);
   col("samples/s", true);
   col("train mem", true);
   if (any_device) col("device mem", true);
   col("accuracy", true);
+  if (seeded) col("acc vs fp32 (95% CI)", true);
   col("loss", true);
   col("speedup", true);
   col("mem vs fp32", true);
@@ -282,6 +352,8 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     std::string mode = r->precision + (r->cuda_graphs ? " +graphs" : "");
     row.cells.push_back(mode);
     if (sweep) row.cells.push_back(group_thousands(static_cast<double>(r->batch_size)));
+    const auto s = summary.find(seed_key(*r));
+    if (seeded) row.cells.push_back(s != summary.end() ? std::to_string(s->second.seeds) : "0");
     if (r->status != RunStatus::Ok) {
       row.ok = false;
       row.status = run_status_name(r->status);
@@ -296,7 +368,17 @@ Table build_table(const ModelGroup& group, const Report& report, bool ascii) {
     if (any_device) {
       row.cells.push_back(r->memory.has_device ? format_bytes(r->memory.device_peak) : dash);
     }
-    row.cells.push_back(format_percent(r->final_accuracy));
+    if (seeded && s != summary.end()) {
+      row.cells.push_back(fmt::format("{} {} {:.2f}", format_percent(s->second.accuracy_mean), pm,
+                                      100 * s->second.accuracy_std));
+      const auto& d = s->second.accuracy_delta_vs_fp32;
+      row.cells.push_back(d ? fmt::format("{:+.2f} pt ({:+.2f}, {:+.2f})", 100 * d->mean,
+                                          100 * d->ci95_low, 100 * d->ci95_high)
+                            : dash);
+    } else {
+      row.cells.push_back(format_percent(r->final_accuracy));
+      if (seeded) row.cells.push_back(dash);
+    }
     row.cells.push_back(format_loss(r->final_loss));
     row.cells.push_back(ratio(speedup_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
@@ -386,11 +468,14 @@ std::string format_console(const Report& report, bool ascii) {
   bool cpu_lowp = false;
   for (const RunResult& r : report.runs)
     cpu_lowp = cpu_lowp || (r.device == "cpu" && r.precision != "fp32");
+  // Wrapped narrower than any table (their rules are 100 columns and more).
   if (cpu_lowp)
-    out +=
-        "\n note: on the CPU reference backend the times are of emulated tf32/16-bit numerics "
-        "(rounding around fp32 arithmetic), not of 16-bit hardware: speedups here say nothing "
-        "about a GPU\n";
+    for (const std::string& l :
+         wrap("note: on the CPU reference backend the times are of emulated tf32/16-bit numerics "
+              "(rounding around fp32 arithmetic), not of 16-bit hardware: speedups here say "
+              "nothing about a GPU",
+              90))
+      out += (l.rfind("note:", 0) == 0 ? "\n " : "       ") + l + "\n";
   return out;
 }
 

@@ -16,10 +16,20 @@ struct ModelGroup {
   std::string model, family, device;
   std::vector<const RunResult*> runs;
   std::vector<int64_t> batches;  // the distinct batch sizes, in report order (a sweep: several)
-  // The baseline of a run's ratios: the first fp32 run with status ok at the run's batch size.
+  // The baseline of a run's ratios: the first fp32 run with status ok at the run's batch size
+  // (and seed, for `run --seeds`).
   const RunResult* fp32_for(const RunResult& run) const;
 };
 std::vector<ModelGroup> group_by_model(const Report& report);
+
+// Whether the group holds `run --seeds` runs.
+bool has_seeds(const ModelGroup& group);
+// Such a group as one run per mode (and batch, graphs), made into `storage` (which must outlive
+// the result and not grow): the median over the seeds of their median epoch times (cv: of those
+// medians across the seeds), the mean of accuracy and loss, the skipped steps summed, the largest
+// memory. Only the seeds that trained ok count; a mode none of whose seeds did keeps its first
+// run (its status). Tables and the report's charts show seeded runs so.
+ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& storage);
 
 // fp32 median epoch time / this run's; nullopt when there is no usable baseline or this run did
 // not finish ok.

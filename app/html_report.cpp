@@ -116,6 +116,10 @@ struct ModelSection {
   std::string model, id;
   std::vector<Series> series;
   std::vector<std::pair<size_t, ModelGroup>> groups;  // (input, group) for the tables
+  // A seeded group's runs collapsed, one per mode (the series point into these), and the
+  // accuracy over the seeds of each series, by its label.
+  std::vector<std::vector<RunResult>> collapsed;
+  std::map<std::string, SeedSummary> seed_accuracy;
 };
 
 std::string tool_name(const Report& r) {
@@ -135,18 +139,28 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
       auto it = index.find(g.model);
       if (it == index.end()) {
         it = index.emplace(g.model, sections.size()).first;
-        sections.push_back({g.model, "", {}, {}});
+        sections.push_back({g.model, "", {}, {}, {}, {}});
       }
       ModelSection& sec = sections[it->second];
-      for (const RunResult* r : g.runs) {
+      const bool seeded = has_seeds(g);
+      std::vector<SeedSummary> summaries;
+      if (seeded) summaries = seed_summaries(inputs[i].report.runs);
+      // Series point into the collapsed runs (an inner vector keeps its buffer when moved).
+      sec.collapsed.emplace_back();
+      const ModelGroup shown = seeded ? collapse_seeds(g, sec.collapsed.back()) : g;
+      for (const RunResult* r : shown.runs) {
         Series s;
         s.run = r;
         s.input = i;
-        s.fp32 = g.fp32_for(*r);
+        s.fp32 = shown.fp32_for(*r);
         s.mode_label =
             tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
         s.label = s.mode_label;
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
+        for (const SeedSummary& x : summaries)
+          if (x.model == r->model && x.device == r->device && x.batch_size == r->batch_size &&
+              x.cuda_graphs == r->cuda_graphs && x.precision == r->precision)
+            sec.seed_accuracy[s.label] = x;
         sec.series.push_back(std::move(s));
       }
       sec.groups.emplace_back(i, std::move(g));
@@ -249,6 +263,40 @@ std::string time_chart(const std::vector<Series>& series) {
   return bar_chart(
       "chart-time", bars,
       {"median epoch time (ms), whiskers min–max", [](double v) { return format_general(v); }, 1});
+}
+
+// Final accuracy over the seeds of `run --seeds`: the mean, whiskers one standard deviation each
+// way; the label gives the difference from fp32 and its 95% interval.
+std::string accuracy_chart(const std::vector<Series>& series,
+                           const std::map<std::string, SeedSummary>& seeds) {
+  std::vector<Bar> bars;
+  for (const Series& s : series) {
+    Bar b;
+    b.label = s.label;
+    b.color = s.color;
+    const auto it = seeds.find(s.label);
+    b.drawn = it != seeds.end() && s.run->status == RunStatus::Ok;
+    if (!b.drawn) {
+      show_status_instead(b, s);
+      bars.push_back(std::move(b));
+      continue;
+    }
+    const SeedSummary& x = it->second;
+    b.value = 100 * x.accuracy_mean;
+    b.whisker = std::make_pair(100 * (x.accuracy_mean - x.accuracy_std),
+                               100 * (x.accuracy_mean + x.accuracy_std));
+    b.value_text = fmt::format("{:.2f}% ± {:.2f}", 100 * x.accuracy_mean, 100 * x.accuracy_std);
+    if (const auto& d = x.accuracy_delta_vs_fp32)
+      b.note = fmt::format("{:+.2f} pt [{:+.2f}, {:+.2f}]", 100 * d->mean, 100 * d->ci95_low,
+                           100 * d->ci95_high);
+    b.tooltip = fmt::format("{}: accuracy over {} seeds {:.2f}% ± {:.2f} (std){}", s.label, x.seeds,
+                            100 * x.accuracy_mean, 100 * x.accuracy_std,
+                            b.note.empty() ? "" : "; vs fp32 " + b.note + " (95% paired t)");
+    bars.push_back(std::move(b));
+  }
+  return bar_chart("chart-accuracy", bars,
+                   {"final accuracy (%), mean over the seeds, whiskers ± 1 std",
+                    [](double v) { return format_general(v); }, 1});
 }
 
 std::string throughput_chart(const std::vector<Series>& series) {
@@ -782,6 +830,10 @@ std::string format_html(const std::vector<ReportInput>& inputs,
                 bars_legend(sec.series) + memory_chart(sec.series));
     h += figure("Memory by category <span class=\"sub\">each category's own peak</span>",
                 memory_breakdown_chart(sec.series));
+    if (!sec.seed_accuracy.empty())
+      h += figure(
+          "Accuracy over seeds <span class=\"sub\">bold: difference from fp32, 95% interval</span>",
+          bars_legend(sec.series) + accuracy_chart(sec.series, sec.seed_accuracy));
     std::vector<const ProfileInput*> mine;
     for (const ProfileInput& pr : profiles)
       if (pr.model == sec.model) mine.push_back(&pr);

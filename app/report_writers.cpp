@@ -65,7 +65,8 @@ std::string format_csv(const Report& report) {
                                   "speedup_vs_fp32",
                                   "memory_vs_fp32",
                                   "skipped_steps",
-                                  "final_loss_scale"};
+                                  "final_loss_scale",
+                                  "seed"};
   std::string out;
   for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
   out += "\n";
@@ -106,6 +107,7 @@ std::string format_csv(const Report& report) {
           csv_num(memory_vs_fp32(*r, group.fp32_for(*r))),
           std::to_string(r->skipped_steps),
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",
+          r->seed ? std::to_string(*r->seed) : "",
       };
       for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csv_field(f[i]);
       out += "\n";

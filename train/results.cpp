@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -92,6 +94,7 @@ json to_json(const RunResult& r) {
   j["status"] = run_status_name(r.status);
   j["status_detail"] = r.status_detail;
   j["cuda_graphs"] = r.cuda_graphs;
+  if (r.seed) j["seed"] = *r.seed;
   j["batch_size"] = r.batch_size;
   j["train_samples"] = r.train_samples;
   j["warmup_steps"] = r.warmup_steps;
@@ -154,11 +157,72 @@ json to_json(const Report& r) {
   for (const RunResult& run : r.runs) runs.push_back(to_json(run));
   json specs = json::array();
   for (const json& s : r.specs) specs.push_back(s);
-  return {{"schema_version", 1},
-          {"tool", r.tool.is_null() ? json::object() : r.tool},
-          {"env", r.env.is_null() ? json::object() : r.env},
-          {"specs", std::move(specs)},
-          {"runs", std::move(runs)}};
+  json out = {{"schema_version", 1},
+              {"tool", r.tool.is_null() ? json::object() : r.tool},
+              {"env", r.env.is_null() ? json::object() : r.env},
+              {"specs", std::move(specs)},
+              {"runs", std::move(runs)}};
+  const std::vector<SeedSummary> seeded = seed_summaries(r.runs);
+  if (!seeded.empty()) {
+    json s = json::array();
+    for (const SeedSummary& x : seeded) s.push_back(to_json(x));
+    out["seed_summary"] = std::move(s);
+  }
+  return out;
+}
+
+std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
+  // Each group's accuracies by seed, in report order.
+  using Key = std::tuple<std::string, std::string, int64_t, bool, std::string>;
+  std::vector<Key> order;
+  std::map<Key, std::map<uint64_t, double>> acc;
+  for (const RunResult& r : runs) {
+    if (!r.seed || r.status != RunStatus::Ok) continue;
+    const Key k{r.model, r.device, r.batch_size, r.cuda_graphs, r.precision};
+    if (!acc.count(k)) order.push_back(k);
+    acc[k][*r.seed] = r.final_accuracy;
+  }
+  std::vector<SeedSummary> out;
+  for (const Key& k : order) {
+    SeedSummary s;
+    std::tie(s.model, s.device, s.batch_size, s.cuda_graphs, s.precision) = k;
+    const auto& by_seed = acc[k];
+    std::vector<double> values;
+    for (const auto& [seed, a] : by_seed) values.push_back(a);
+    const MeanStd m = mean_std(values);
+    s.seeds = m.n;
+    s.accuracy_mean = m.mean;
+    s.accuracy_std = m.std;
+    const Key base{s.model, s.device, s.batch_size, s.cuda_graphs, "fp32"};
+    if (s.precision != "fp32" && acc.count(base)) {
+      std::vector<double> b, c;
+      for (const auto& [seed, a] : by_seed) {
+        const auto it = acc[base].find(seed);
+        if (it == acc[base].end()) continue;
+        b.push_back(it->second);
+        c.push_back(a);
+      }
+      if (b.size() >= 2) s.accuracy_delta_vs_fp32 = paired_delta(b, c);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+json to_json(const SeedSummary& s) {
+  json j = {{"model", s.model},
+            {"device", s.device},
+            {"precision", s.precision},
+            {"batch_size", s.batch_size},
+            {"cuda_graphs", s.cuda_graphs},
+            {"seeds", s.seeds},
+            {"accuracy_mean", s.accuracy_mean},
+            {"accuracy_std", s.accuracy_std},
+            {"accuracy_delta_vs_fp32", nullptr}};
+  if (const auto& d = s.accuracy_delta_vs_fp32)
+    j["accuracy_delta_vs_fp32"] = {
+        {"mean", d->mean}, {"ci95_low", d->ci95_low}, {"ci95_high", d->ci95_high}, {"pairs", d->n}};
+  return j;
 }
 
 static RunResult run_from_json_at(const json& j, const std::string& path) {
@@ -176,6 +240,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   }
   r.status_detail = string(j, "status_detail", path);
   r.cuda_graphs = boolean(j, "cuda_graphs", path);
+  if (j.contains("seed") && !j["seed"].is_null())
+    r.seed = static_cast<uint64_t>(integer(j, "seed", path, 0));
   r.batch_size = integer(j, "batch_size", path, 0);
   r.train_samples = integer(j, "train_samples", path, 0);
   r.warmup_steps = integer(j, "warmup_steps", path, 0);

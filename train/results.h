@@ -3,6 +3,7 @@
 // app/ turn these into the console table, JSON (schema_version 1), CSV, Markdown.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct RunResult {
   RunStatus status = RunStatus::Ok;
   std::string status_detail;  // why, for oom / diverged / failed
   bool cuda_graphs = false;
+  std::optional<uint64_t> seed;  // the training seed of a `run --seeds` run
 
   int64_t batch_size = 0;
   int64_t train_samples = 0;
@@ -87,7 +89,22 @@ struct Report {
   std::vector<nlohmann::json> specs;  // resolved specs, one per spec file
   std::vector<RunResult> runs;
 };
-nlohmann::json to_json(const Report& r);
+nlohmann::json to_json(const Report& r);  // with seed_summary[] when runs have seeds
+
+// Accuracy over the seeds of a `run --seeds` sweep, per model, device, batch, mode (and graphs):
+// the mean and standard deviation of the final accuracy over its Ok runs, and the difference
+// from fp32 with its 95% interval, paired by seed (statistics.h: paired_delta), when fp32 ran the
+// same two or more seeds.
+struct SeedSummary {
+  std::string model, device, precision;
+  int64_t batch_size = 0;
+  bool cuda_graphs = false;
+  int seeds = 0;  // Ok runs
+  double accuracy_mean = 0, accuracy_std = 0;
+  std::optional<PairedDelta> accuracy_delta_vs_fp32;
+};
+std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);
+nlohmann::json to_json(const SeedSummary& s);
 
 // Readers for result files (the `compare` command). Non-finite numbers were written as null and
 // come back as NaN. Throw Error(BadInput) naming the JSON path of a missing or mistyped field,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/error.h"
 #include "models/rng.h"
 
 namespace mpbench {
@@ -125,6 +126,45 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
   est.lo = quantile_sorted(ratios, 0.025);
   est.hi = quantile_sorted(ratios, 0.975);
   return est;
+}
+
+MeanStd mean_std(const std::vector<double>& v) {
+  MeanStd m;
+  m.n = static_cast<int>(v.size());
+  if (v.empty()) return m;
+  double sum = 0;
+  for (double x : v) sum += x;
+  m.mean = sum / static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - m.mean) * (x - m.mean);
+    m.std = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  }
+  return m;
+}
+
+double student_t_975(int dof) {
+  MPB_CHECK(dof >= 1, "student_t_975: {} degrees of freedom", dof);
+  // The table to 30, then the Cornish-Fisher expansion, within 1e-4 of the exact quantile.
+  static const double kTable[] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060,
+                                  2.2622,  2.2281, 2.2010, 2.1788, 2.1604, 2.1448, 2.1314, 2.1199,
+                                  2.1098,  2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639,
+                                  2.0595,  2.0555, 2.0518, 2.0484, 2.0452, 2.0423};
+  if (dof <= 30) return kTable[dof - 1];
+  const double z = 1.959964, n = static_cast<double>(dof);
+  const double z3 = z * z * z, z5 = z3 * z * z;
+  return z + (z3 + z) / (4 * n) + (5 * z5 + 16 * z3 + 3 * z) / (96 * n * n);
+}
+
+PairedDelta paired_delta(const std::vector<double>& baseline, const std::vector<double>& current) {
+  MPB_CHECK(baseline.size() == current.size() && baseline.size() >= 2,
+            "paired_delta: {} and {} values (two or more pairs needed)", baseline.size(),
+            current.size());
+  std::vector<double> d(baseline.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = current[i] - baseline[i];
+  const MeanStd m = mean_std(d);
+  const double half = student_t_975(m.n - 1) * m.std / std::sqrt(static_cast<double>(m.n));
+  return {m.mean, m.mean - half, m.mean + half, m.n};
 }
 
 }  // namespace mpbench

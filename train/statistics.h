@@ -26,4 +26,24 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
                                      const std::vector<double>& current, int resamples,
                                      uint64_t seed);
 
+// Mean and sample standard deviation (n - 1; 0 for a single value).
+struct MeanStd {
+  double mean = 0, std = 0;
+  int n = 0;
+};
+MeanStd mean_std(const std::vector<double>& v);
+
+// The two-sided 97.5% quantile of Student's t with `dof` degrees of freedom (dof >= 1): 12.706
+// for 1, 2.262 for 9, 1.96 in the limit.
+double student_t_975(int dof);
+
+// The mean of the paired differences current[i] - baseline[i] and its 95% interval
+// mean +- t(0.975, n-1) * sd / sqrt(n) (a paired t interval: pairs share a seed, so what the seed
+// does to both cancels). Needs n >= 2 pairs of equal length.
+struct PairedDelta {
+  double mean = 0, ci95_low = 0, ci95_high = 0;
+  int n = 0;
+};
+PairedDelta paired_delta(const std::vector<double>& baseline, const std::vector<double>& current);
+
 }  // namespace mpbench

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "models/model.h"
+#include "models/rng.h"
 #include "train/device_specs.h"
 #include "train/optimizer.h"
 
@@ -20,6 +21,9 @@ StepPlan step_plan(const TrainSpec& train, int64_t train_samples) {
 }
 
 namespace {
+
+// The random stream of epoch e's batch order is kBatchOrderStream + e (of the training seed).
+constexpr uint64_t kBatchOrderStream = 1000;
 
 // Everything one run allocates besides the model: the dataset on the device, the staging buffers
 // a (replayable) step reads its batch from, device scalars, and the per-step series.
@@ -106,7 +110,8 @@ class Run {
 
 void Run::build(RunResult& r) {
   batch_ = spec_.train.batch_size;
-  TrainingBuffers buffers = allocate_training(spec_, precision_, alloc_, be_);
+  TrainingBuffers buffers =
+      allocate_training(spec_, precision_, alloc_, be_, init_seed_for(spec_, opts_.seed));
   model_ = std::move(buffers.model);
   opt_ = std::move(buffers.optimizer);
   model_->set_observer(opts_.layer_observer);
@@ -291,11 +296,19 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   const int64_t first = global_;
   // Events between consecutive steps give per-step times; they are read after the epoch, so
   // recording them adds no synchronisation.
+  // With a training seed, the epoch takes its batches in an order of its own (Fisher-Yates).
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; ++b) order[b] = b;
+  if (opts_.seed) {
+    Rng rng(*opts_.seed, kBatchOrderStream + static_cast<uint64_t>(epoch));
+    for (int64_t b = n - 1; b > 0; --b)
+      std::swap(order[b], order[rng.below(static_cast<uint32_t>(b + 1))]);
+  }
   start_->record();
   marks_[0]->record();
   for (int64_t b = 0; b < n; ++b, ++global_) {
     phase(TrainPhase::Step);
-    train_step(b, global_, global_ == 0, r);
+    train_step(order[b], global_, global_ == 0, r);
     marks_[b + 1]->record();
     prog_.step = global_ + 1;
     report();
@@ -371,11 +384,16 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
 
 }  // namespace
 
+uint64_t init_seed_for(const Spec& spec, const std::optional<uint64_t>& training_seed) {
+  if (training_seed) return *training_seed * 0xbf58476d1ce4e5b9ull + 29;
+  return spec.data.seed * 0x9e3779b97f4a7c15ull + 17;
+}
+
 TrainingBuffers allocate_training(const Spec& spec, Precision precision, TrackingAllocator& alloc,
-                                  Backend& be) {
+                                  Backend& be, uint64_t init_seed) {
   TrainingBuffers b;
   b.model = std::make_unique<Model>(spec, precision);
-  b.model->allocate(alloc, be, spec.train.batch_size, spec.data.seed * 0x9e3779b97f4a7c15ull + 17);
+  b.model->allocate(alloc, be, spec.train.batch_size, init_seed);
   if (size_t ws = be.workspace_bytes()) {
     Tensor w = alloc.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
     if (!alloc.counting()) be.set_workspace(w);
@@ -386,7 +404,7 @@ TrainingBuffers allocate_training(const Spec& spec, Precision precision, Trackin
 
 MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be) {
   TrackingAllocator count(be, TrackingAllocator::Mode::Count);
-  const TrainingBuffers b = allocate_training(spec, precision, count, be);
+  const TrainingBuffers b = allocate_training(spec, precision, count, be, 0);
   MemoryReport m;
   m.training_peak = count.peak_training();
   m.tracked_peak = count.peak_total();
@@ -401,6 +419,7 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.model = spec.name;
   r.family = spec.family;
   r.precision = precision_name(precision);
+  r.seed = opts.seed;
   r.device = be.device() == Device::CUDA ? "cuda" : "cpu";
   r.batch_size = spec.train.batch_size;
   r.train_samples = data.train_size();

@@ -3,6 +3,7 @@
 // "Measurement"): the model is built fresh, trained, evaluated after every epoch, and everything
 // is freed before returning. Running out of memory or diverging is a result, not an exception.
 #include <functional>
+#include <optional>
 
 #include "models/dataset.h"
 #include "models/model.h"
@@ -41,6 +42,10 @@ struct TrainOptions {
   std::function<void(TrainPhase)> on_phase;
   LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
   size_t memory_limit = 0;  // cap on training memory (TrackingAllocator::set_limit); 0: none
+  // The training seed (`run --seeds`): it sets the initialisation and the order in which each
+  // epoch takes its batches; the data stay those of data.seed. Absent: the initialisation follows
+  // data.seed and the batches run in order.
+  std::optional<uint64_t> seed;
 };
 
 // What training holds for the whole run: the model (parameters, gradients, activations), the
@@ -50,8 +55,10 @@ struct TrainingBuffers {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
 };
+// init_seed: the parameters' (init_seed_for).
 TrainingBuffers allocate_training(const Spec& spec, Precision precision, TrackingAllocator& alloc,
-                                  Backend& be);
+                                  Backend& be, uint64_t init_seed);
+uint64_t init_seed_for(const Spec& spec, const std::optional<uint64_t>& training_seed);
 
 // The training memory a run of `spec` in `precision` on `be` takes, per category, counted with a
 // counting allocator (nothing is allocated): every buffer of training is allocated before the

@@ -156,6 +156,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},
       {"profile two specs", "profile {spec} {spec}", kGood, "spec"},
       {"explain one mode", "explain {spec} --precisions fp32", kGood, "--precisions"},
+      {"one seed", "run {spec} --seeds 1", kGood, "--seeds"},
       {"explain unknown mode", "explain {spec} --precisions fp32,fp8", kGood, "fp8"},
   };
   for (const auto& c : cases) {
@@ -300,6 +301,47 @@ TEST_F(Cli, ExplainComparesEachModeWithFp32) {
     EXPECT_TRUE(c["flags"].is_array());
   }
   EXPECT_NE(read_file(md).find("| kind |"), std::string::npos);
+}
+
+// run --seeds: every seed's run in the JSON with its seed, a seed_summary per mode, one table row
+// per mode with the accuracy over the seeds and its difference from fp32; compare pairs the
+// runs seed by seed and report draws the accuracy with its spread.
+TEST_F(Cli, SeedsSweepSummarisedComparedAndReported) {
+  const std::string json = (dir_ / "seeds.json").string();
+  Result r = run("run " + tiny() +
+                 " --device cpu --quiet --epochs 1 --seeds 3 "
+                 "--precisions fp32,amp_bf16 --json " +
+                 json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("acc vs fp32 (95% CI)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("│     3 │"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(doc["runs"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(doc["runs"][i]["seed"], i % 3 + 1);
+  ASSERT_EQ(doc["seed_summary"].size(), 2u);
+  const auto& bf16 = doc["seed_summary"][1];
+  EXPECT_EQ(bf16["precision"], "amp_bf16");
+  EXPECT_EQ(bf16["seeds"], 3);
+  for (const char* k : {"mean", "ci95_low", "ci95_high"})
+    EXPECT_TRUE(bf16["accuracy_delta_vs_fp32"][k].is_number()) << k;
+  EXPECT_LE(bf16["accuracy_delta_vs_fp32"]["ci95_low"].get<double>(),
+            bf16["accuracy_delta_vs_fp32"]["ci95_high"].get<double>());
+
+  const std::string cmp = (dir_ / "cmp.json").string();
+  Result c = run("compare " + json + " " + json + " --json " + cmp);
+  EXPECT_NE(c.code, 2) << c.err;
+  const auto rows = nlohmann::json::parse(read_file(cmp))["rows"];
+  ASSERT_EQ(rows.size(), 6u);
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row["seed"].is_number());
+    EXPECT_NE(row["verdict"], "missing");
+  }
+  const std::string html = (dir_ / "seeds.html").string();
+  Result h = run("report " + json + " --html " + html);
+  ASSERT_EQ(h.code, 0) << h.err;
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find("chart-accuracy"), std::string::npos);
+  EXPECT_NE(page.find("Accuracy over seeds"), std::string::npos);
 }
 
 // As root (CI), the old writer renamed a temporary file over /dev/null and over links.

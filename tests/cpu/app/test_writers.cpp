@@ -287,7 +287,21 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   EXPECT_TRUE(contains(table, "raise train.warmup_steps"));
   EXPECT_FALSE(contains(table, "note: fp32"));
   EXPECT_FALSE(contains(table, "note: amp_bf16"));  // oom
-  EXPECT_FALSE(contains(format_console(make_report()), "note:"));
+  EXPECT_FALSE(contains(format_console(make_report()), "epoch times vary"));
+}
+
+// Once under the tables of a CPU report with a mode other than fp32: the times are of the
+// emulation. Not for a GPU report, nor for fp32 alone.
+TEST(Console, CpuRunsSayTheirTimesAreOfTheEmulation) {
+  Report rep = make_report();
+  const std::string cpu = format_console(rep);
+  EXPECT_EQ(cpu.find("emulated tf32/16-bit"), cpu.rfind("emulated tf32/16-bit")) << cpu;
+  EXPECT_TRUE(contains(cpu, "not of 16-bit hardware")) << cpu;
+  for (RunResult& r : rep.runs) r.device = "cuda";
+  EXPECT_FALSE(contains(format_console(rep), "emulated"));
+  Report fp32 = make_report();
+  fp32.runs.resize(1);
+  EXPECT_FALSE(contains(format_console(fp32), "emulated"));
 }
 
 TEST(Console, EmptyReport) {

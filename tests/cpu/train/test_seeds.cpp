@@ -1,0 +1,158 @@
+// `run --seeds`: the statistics (mean and std, Student's t quantile, the paired interval), the
+// training seed (the same seed trains the same run; another changes the initialisation and the
+// batch order, not the data), and the seed summary of a report.
+#include <algorithm>
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "test_util.h"
+#include "train/results.h"
+#include "train/statistics.h"
+#include "train/trainer.h"
+
+namespace mpbench {
+namespace {
+
+using nlohmann::json;
+
+TEST(SeedStatistics, MeanStdAndTQuantiles) {
+  const MeanStd m = mean_std({1.0, 2.0, 3.0, 4.0});
+  EXPECT_DOUBLE_EQ(m.mean, 2.5);
+  EXPECT_NEAR(m.std, std::sqrt(5.0 / 3.0), 1e-12);
+  EXPECT_EQ(m.n, 4);
+  EXPECT_EQ(mean_std({7.0}).std, 0.0);
+  EXPECT_NEAR(student_t_975(1), 12.706, 1e-3);
+  EXPECT_NEAR(student_t_975(4), 2.776, 1e-3);
+  EXPECT_NEAR(student_t_975(9), 2.262, 1e-3);
+  EXPECT_NEAR(student_t_975(31), 2.0395, 2e-4);  // past the table
+  EXPECT_NEAR(student_t_975(100), 1.9840, 2e-4);
+  EXPECT_NEAR(student_t_975(100000), 1.95998, 1e-4);
+  EXPECT_THROW(student_t_975(0), Error);
+}
+
+// Differences 0.01, 0.03, 0.02, 0.02, 0.02: mean 0.02, sd sqrt(0.0002 / 4), t(4) 2.7764.
+TEST(SeedStatistics, PairedDeltaIsATIntervalOnTheDifferences) {
+  const std::vector<double> fp32 = {0.90, 0.91, 0.92, 0.93, 0.94};
+  const std::vector<double> bf16 = {0.91, 0.94, 0.94, 0.95, 0.96};
+  const PairedDelta d = paired_delta(fp32, bf16);
+  const double sd = std::sqrt(0.0002 / 4), half = 2.7764 * sd / std::sqrt(5.0);
+  EXPECT_NEAR(d.mean, 0.02, 1e-12);
+  EXPECT_NEAR(d.ci95_low, 0.02 - half, 1e-4 * half);
+  EXPECT_NEAR(d.ci95_high, 0.02 + half, 1e-4 * half);
+  EXPECT_EQ(d.n, 5);
+  EXPECT_THROW(paired_delta({0.5}, {0.6}), Error);
+  EXPECT_THROW(paired_delta({0.5, 0.6}, {0.6}), Error);
+}
+
+TEST(TrainingSeed, SameSeedSameRunOtherSeedOtherInitAndOrder) {
+  Spec spec = load_spec(test::source_dir() + "/configs/tiny_mlp.json");
+  spec.train.epochs = 2;
+  const Dataset data = make_dataset(spec);
+  auto be = make_cpu_backend();
+  auto run = [&](std::optional<uint64_t> seed) {
+    TrainOptions o;
+    o.seed = seed;
+    return train_and_measure(spec, data, Precision::FP32, *be, o);
+  };
+  const RunResult a = run(3), b = run(3), c = run(4), plain = run(std::nullopt);
+  ASSERT_EQ(a.status, RunStatus::Ok);
+  ASSERT_EQ(a.steps.size(), c.steps.size());
+  EXPECT_EQ(a.seed, std::optional<uint64_t>(3));
+  EXPECT_FALSE(plain.seed.has_value());
+  for (size_t i = 0; i < a.steps.size(); ++i) EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << i;
+  EXPECT_NE(a.steps[0].loss, c.steps[0].loss);      // another initialisation
+  EXPECT_NE(a.steps[0].loss, plain.steps[0].loss);  // and not data.seed's
+  EXPECT_GT(c.final_accuracy, 0.8);
+  const json ja = to_json(a);
+  EXPECT_EQ(ja["seed"], 3);
+  EXPECT_EQ(run_from_json(ja).seed, std::optional<uint64_t>(3));
+  EXPECT_FALSE(to_json(plain).contains("seed"));
+}
+
+// With lr 0 the parameters never move, so a step's loss is its batch's: each epoch's losses are
+// the same batches' in the order the epoch took them. With a seed the two epochs' orders
+// differ (and are permutations of one another); without one, they are the same.
+TEST(TrainingSeed, EachEpochTakesTheSameBatchesInItsOwnOrder) {
+  Spec spec = load_spec(test::source_dir() + "/configs/tiny_mlp.json");
+  spec.train.epochs = 2;
+  spec.train.warmup_steps = 0;
+  spec.train.optimizer.lr = 0;
+  const Dataset data = make_dataset(spec);
+  auto be = make_cpu_backend();
+  for (const std::optional<uint64_t> seed :
+       {std::optional<uint64_t>(7), std::optional<uint64_t>()}) {
+    TrainOptions o;
+    o.seed = seed;
+    const RunResult r = train_and_measure(spec, data, Precision::FP32, *be, o);
+    ASSERT_EQ(r.status, RunStatus::Ok);
+    const size_t n = r.steps.size() / 2;
+    std::vector<double> e1, e2;
+    for (size_t i = 0; i < n; ++i) {
+      e1.push_back(r.steps[i].loss);
+      e2.push_back(r.steps[n + i].loss);
+    }
+    EXPECT_EQ(e1 != e2, seed.has_value());
+    std::sort(e1.begin(), e1.end());
+    std::sort(e2.begin(), e2.end());
+    EXPECT_EQ(e1, e2);
+  }
+}
+
+RunResult seeded(const char* precision, uint64_t seed, double accuracy,
+                 RunStatus status = RunStatus::Ok) {
+  RunResult r;
+  r.model = "m";
+  r.device = "cpu";
+  r.precision = precision;
+  r.batch_size = 32;
+  r.seed = seed;
+  r.final_accuracy = accuracy;
+  r.status = status;
+  return r;
+}
+
+TEST(SeedSummary, PerModeMeanStdAndTheDeltaPairedBySeed) {
+  const std::vector<RunResult> runs = {
+      seeded("fp32", 1, 0.90),
+      seeded("fp32", 2, 0.92),
+      seeded("fp32", 3, 0.94),
+      seeded("amp_bf16", 3, 0.93),
+      seeded("amp_bf16", 1, 0.90),
+      seeded("amp_bf16", 2, 0.91),
+      seeded("tf32", 1, 0.5, RunStatus::Diverged),
+      seeded("tf32", 2, 0.90),
+  };
+  const auto s = seed_summaries(runs);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].precision, "fp32");
+  EXPECT_NEAR(s[0].accuracy_mean, 0.92, 1e-12);
+  EXPECT_NEAR(s[0].accuracy_std, 0.02, 1e-12);
+  EXPECT_FALSE(s[0].accuracy_delta_vs_fp32.has_value());
+  EXPECT_EQ(s[1].precision, "amp_bf16");
+  ASSERT_TRUE(s[1].accuracy_delta_vs_fp32.has_value());
+  // Paired by seed: 0.00, -0.01, -0.01, whatever the order the runs came in.
+  EXPECT_NEAR(s[1].accuracy_delta_vs_fp32->mean, -0.02 / 3, 1e-12);
+  EXPECT_EQ(s[1].accuracy_delta_vs_fp32->n, 3);
+  // tf32: one seed diverged, so one pair is left, too few for an interval.
+  EXPECT_EQ(s[2].seeds, 1);
+  EXPECT_FALSE(s[2].accuracy_delta_vs_fp32.has_value());
+  Report rep;
+  rep.runs = runs;
+  const json j = to_json(rep);
+  ASSERT_TRUE(j.contains("seed_summary"));
+  EXPECT_EQ(j["seed_summary"].size(), 3u);
+  EXPECT_TRUE(j["seed_summary"][0]["accuracy_delta_vs_fp32"].is_null());
+  EXPECT_NEAR(j["seed_summary"][1]["accuracy_delta_vs_fp32"]["mean"].get<double>(), -0.02 / 3,
+              1e-12);
+  for (const char* k : {"ci95_low", "ci95_high"})
+    EXPECT_TRUE(j["seed_summary"][1]["accuracy_delta_vs_fp32"].contains(k));
+  Report unseeded;
+  unseeded.runs = {RunResult{}};
+  EXPECT_FALSE(to_json(unseeded).contains("seed_summary"));
+}
+
+}  // namespace
+}  // namespace mpbench
