@@ -15,6 +15,8 @@
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
 #   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of
 #                          resnet50_conv2 and bert_base_layer, when they are among the configs
+#   MPBENCH_CHECK_EXPLAIN  0 skips `mpbench explain` (fp32, tf32, amp_bf16) of resnet50_conv2 and
+#                          gpt2_small_layer, when they are among the configs
 #   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
 #                          a machine without a GPU (default cuda)
@@ -185,6 +187,19 @@ if [ "${MPBENCH_CHECK_MAXBATCH:-1}" != 0 ]; then
   done
 fi
 
+# Why each mode helped or didn't (`mpbench explain`): on a card in the datasheet table it gives
+# the Amdahl bound beside the measured speedup, which the CPU cannot.
+if [ "${MPBENCH_CHECK_EXPLAIN:-1}" != 0 ]; then
+  for cfg in $configs; do
+    name=$(basename "$cfg" .json)
+    case "$name" in resnet50_conv2 | gpt2_small_layer) ;; *) continue ;; esac
+    start=$(date +%s)
+    timeout "$(limit 60)" "$bin/mpbench" explain "$cfg" --device "$dev" --precisions fp32,tf32,amp_bf16 \
+      --steps 5 --quiet --json "$out/explain_${name}.json" >>"$out/profiles.txt" 2>&1
+    say "explain $name: rc=$?, $(( $(date +%s) - start )) s"
+  done
+fi
+
 # mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
 side=""
 shopt -s nullglob
@@ -209,7 +224,7 @@ out = sys.argv[1]
 for merged_name, patterns in (("mpbench_results.json",
                                ("*_eager.json", "*_graphs.json", "maxbatch_*.json")),
                               ("pytorch.json", ("pytorch_*.json",)),
-                              ("profiles.json", ("profile_*.json",))):
+                              ("profiles.json", ("profile_*.json", "explain_*.json"))):
     merged = {}
     for p in sorted(f for pat in patterns for f in glob.glob(os.path.join(out, pat))):
         merged[os.path.basename(p)] = json.load(open(p))

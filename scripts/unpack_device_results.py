@@ -6,8 +6,9 @@ into a results folder such as results/h200/, in the layout results/README.md des
 
 device_check.sh merges files because the device tool returns at most 8: mpbench_results.json
 (every `mpbench run --json` and `mpbench maxbatch --json`), pytorch.json (every pytorch_reference.py --out) and profiles.json
-(every `mpbench profile --json`), each keyed by file name. They are split back into
-<config>_eager.json / <config>_graphs.json, pytorch_<config>.json and profile_<config>.json.
+(every `mpbench profile --json` and `mpbench explain --json`), each keyed by file name. They are
+split back into <config>_eager.json / <config>_graphs.json, pytorch_<config>.json,
+profile_<config>.json and explain_<config>.json.
 Logs and text are copied, the later call's name suffixed with its index when two calls wrote the
 same file. Then side_by_side.md is remade over everything that was unpacked. Standard library
 only.
