@@ -332,8 +332,9 @@ std::string pool_detail(const PoolDesc& d, const Tensor& x) {
 }
 
 // tokens (B, S) int32, tables (V, D) and (P >= S, D) fp32, y (B*S, D) float.
-void check_embedding(const Checks& ck, const char* op, const Tensor& tokens, const Tensor& tok_emb,
-                     const Tensor& pos_emb, const Tensor& y, const char* y_name) {
+EmbeddingGeom check_embedding(const Checks& ck, const char* op, const Tensor& tokens,
+                              const Tensor& tok_emb, const Tensor& pos_emb, const Tensor& y,
+                              const char* y_name) {
   ck.typed(tokens, DType::I32, "tokens");
   ck.typed(tok_emb, DType::F32, "the token table");
   ck.typed(pos_emb, DType::F32, "the position table");
@@ -350,6 +351,7 @@ void check_embedding(const Checks& ck, const char* op, const Tensor& tokens, con
             pos_emb.shape.str(), seq);
   MPB_CHECK(y.shape.rank >= 2 && y.cols() == dim && y.rows() == batch * seq,
             "{}: {} {} must be (B*S, D) = ({}, {})", op, y_name, y.shape.str(), batch * seq, dim);
+  return {batch, seq, tok_emb.shape[0], pos_emb.shape[0], dim};
 }
 
 }  // namespace
@@ -804,25 +806,27 @@ void Backend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor
 void Backend::embedding_forward(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
                                 Tensor& y) {
   const char* op = "embedding_forward";
-  check_embedding(Checks(op, device()), op, tokens, tok_emb, pos_emb, y, "y");
+  const EmbeddingGeom g =
+      check_embedding(Checks(op, device()), op, tokens, tok_emb, pos_emb, y, "y");
   observed(
       [&] {
         return OpCall{op, shape_dtype(y), 0,
                       nbytes({&tokens, &y}) + 2.0 * 4.0 * static_cast<double>(y.numel())};
       },
-      [&] { embedding_forward_impl(tokens, tok_emb, pos_emb, y); });
+      [&] { embedding_forward_impl(g, tokens, tok_emb, pos_emb, y); });
 }
 
 void Backend::embedding_backward(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
                                  Tensor& dpos_emb, bool add_to_tok) {
   const char* op = "embedding_backward";
-  check_embedding(Checks(op, device()), op, tokens, dtok_emb, dpos_emb, dy, "dy");
+  const EmbeddingGeom g =
+      check_embedding(Checks(op, device()), op, tokens, dtok_emb, dpos_emb, dy, "dy");
   observed(
       [&] {
         return OpCall{op, shape_dtype(dy) + (add_to_tok ? " +=" : ""), 0,
                       nbytes({&tokens, &dy, &dtok_emb, &dpos_emb})};
       },
-      [&] { embedding_backward_impl(tokens, dy, dtok_emb, dpos_emb, add_to_tok); });
+      [&] { embedding_backward_impl(g, tokens, dy, dtok_emb, dpos_emb, add_to_tok); });
 }
 
 void Backend::permute(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {

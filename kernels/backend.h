@@ -67,6 +67,12 @@ struct ConvDesc {
   GemmMath math = GemmMath::Strict;
 };
 
+// The sizes of an embedding op, from its checks: tokens (batch, seq), tables (vocab, dim) and
+// (positions, dim).
+struct EmbeddingGeom {
+  int64_t batch = 0, seq = 0, vocab = 0, positions = 0, dim = 0;
+};
+
 // The sizes of one convolution, from the checks of Backend's convolution ops.
 struct ConvGeom {
   int64_t n = 0, h = 0, w = 0, c = 0;  // x
@@ -369,10 +375,11 @@ class Backend {
   virtual void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                        const Tensor& mean, const Tensor& rstd, Tensor& dx,
                                        Tensor& dgamma, Tensor& dbeta) = 0;
-  virtual void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb,
-                                      const Tensor& pos_emb, Tensor& y) = 0;
-  virtual void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                       Tensor& dpos_emb, bool add_to_tok) = 0;
+  virtual void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
+                                      const Tensor& tok_emb, const Tensor& pos_emb, Tensor& y) = 0;
+  virtual void embedding_backward_impl(const EmbeddingGeom& g, const Tensor& tokens,
+                                       const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb,
+                                       bool add_to_tok) = 0;
   virtual void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) = 0;
   virtual void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                               Tensor& y) = 0;

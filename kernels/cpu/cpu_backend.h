@@ -75,10 +75,10 @@ class CpuBackend final : public Backend {
   void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
                                Tensor& dbeta) override;
-  void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
-                              Tensor& y) override;
-  void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                               Tensor& dpos_emb, bool add_to_tok) override;
+  void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
+                              const Tensor& pos_emb, Tensor& y) override;
+  void embedding_backward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& dy,
+                               Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) override;
   void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override;
   void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                       Tensor& y) override;

@@ -10,34 +10,21 @@
 namespace mpbench::cpu {
 namespace {
 
-struct EmbedDims {
-  int64_t batch = 0, seq = 0, vocab = 0, positions = 0, dim = 0;
-};
-
-// The sizes, and a check of every token (before anything is written, so that a bad one leaves
-// the outputs untouched): made here, not by Backend, as a GPU cannot read the tokens without a
-// synchronisation.
-EmbedDims checked_tokens(const char* op, const Tensor& tokens, const Tensor& tok_emb,
-                         const Tensor& pos_emb) {
-  EmbedDims e;
-  e.batch = tokens.shape[0];
-  e.seq = tokens.shape[1];
-  e.vocab = tok_emb.shape[0];
-  e.positions = pos_emb.shape[0];
-  e.dim = tok_emb.shape[1];
+// Every token checked before anything is written, so that a bad one leaves the outputs
+// untouched: here, not in Backend, as a GPU cannot read the tokens without a synchronisation.
+void check_tokens(const char* op, const EmbeddingGeom& e, const Tensor& tokens) {
   const int32_t* t = tokens.ptr<int32_t>();
   for (int64_t i = 0; i < e.batch * e.seq; ++i)
     MPB_CHECK(t[i] >= 0 && t[i] < e.vocab,
               "{}: token {} at (batch {}, position {}) is outside the vocabulary [0, {})", op, t[i],
               i / e.seq, i % e.seq, e.vocab);
-  return e;
 }
 
 }  // namespace
 
-void CpuBackend::embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb,
-                                        const Tensor& pos_emb, Tensor& y) {
-  const EmbedDims e = checked_tokens("embedding_forward", tokens, tok_emb, pos_emb);
+void CpuBackend::embedding_forward_impl(const EmbeddingGeom& e, const Tensor& tokens,
+                                        const Tensor& tok_emb, const Tensor& pos_emb, Tensor& y) {
+  check_tokens("embedding_forward", e, tokens);
   const int32_t* t = tokens.ptr<int32_t>();
   std::vector<float> row(static_cast<size_t>(e.dim));
   for (int64_t i = 0; i < e.batch * e.seq; ++i) {
@@ -51,9 +38,10 @@ void CpuBackend::embedding_forward_impl(const Tensor& tokens, const Tensor& tok_
 
 // Scatter-add of dy into the rows the tokens and positions picked, in double so the sum over a
 // frequent token does not depend on the order of its occurrences.
-void CpuBackend::embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                                         Tensor& dpos_emb, bool add_to_tok) {
-  const EmbedDims e = checked_tokens("embedding_backward", tokens, dtok_emb, dpos_emb);
+void CpuBackend::embedding_backward_impl(const EmbeddingGeom& e, const Tensor& tokens,
+                                         const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb,
+                                         bool add_to_tok) {
+  check_tokens("embedding_backward", e, tokens);
   const int32_t* t = tokens.ptr<int32_t>();
   std::vector<double> dtok(static_cast<size_t>(e.vocab * e.dim), 0.0);
   std::vector<double> dpos(static_cast<size_t>(e.positions * e.dim), 0.0);

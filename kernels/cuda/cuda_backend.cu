@@ -261,13 +261,13 @@ class CudaBackend : public Backend {
                                Tensor& dbeta) override {
     cuda::layernorm_backward(ctx_, dy, x, gamma, mean, rstd, dx, dgamma, dbeta);
   }
-  void embedding_forward_impl(const Tensor& tokens, const Tensor& tok_emb, const Tensor& pos_emb,
-                              Tensor& y) override {
-    cuda::embedding_forward(ctx_, tokens, tok_emb, pos_emb, y);
+  void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
+                              const Tensor& pos_emb, Tensor& y) override {
+    cuda::embedding_forward(ctx_, g, tokens, tok_emb, pos_emb, y);
   }
-  void embedding_backward_impl(const Tensor& tokens, const Tensor& dy, Tensor& dtok_emb,
-                               Tensor& dpos_emb, bool add_to_tok) override {
-    cuda::embedding_backward(ctx_, tokens, dy, dtok_emb, dpos_emb, add_to_tok);
+  void embedding_backward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& dy,
+                               Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) override {
+    cuda::embedding_backward(ctx_, g, tokens, dy, dtok_emb, dpos_emb, add_to_tok);
   }
   void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override {
     cuda::permute(ctx_, src, dst, perm);

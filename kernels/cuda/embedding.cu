@@ -80,25 +80,10 @@ __global__ void embedding_tok_grad_kernel(const int32_t* tokens, const TD* dy, f
   }
 }
 
-struct EmbDims {
-  int64_t batch = 0, seq = 0, vocab = 0, positions = 0, dim = 0;
-};
-
-EmbDims dims_of(const Tensor& tokens, const Tensor& table, const Tensor& positions) {
-  EmbDims e;
-  e.batch = tokens.shape[0];
-  e.seq = tokens.shape[1];
-  e.vocab = table.shape[0];
-  e.dim = table.shape[1];
-  e.positions = positions.shape[0];
-  return e;
-}
-
 }  // namespace
 
-void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& tok_emb,
-                       const Tensor& pos_emb, Tensor& y) {
-  const EmbDims e = dims_of(tokens, tok_emb, pos_emb);
+void embedding_forward(DeviceContext& ctx, const EmbeddingGeom& e, const Tensor& tokens,
+                       const Tensor& tok_emb, const Tensor& pos_emb, Tensor& y) {
   const int64_t rows = e.batch * e.seq;
   if (rows == 0 || e.dim == 0) return;
   const bool vec = e.dim % kVec == 0 && aligned_to(tok_emb.data, 4 * kVec) &&
@@ -114,9 +99,8 @@ void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& t
   });
 }
 
-void embedding_backward(DeviceContext& ctx, const Tensor& tokens, const Tensor& dy,
-                        Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) {
-  const EmbDims e = dims_of(tokens, dtok_emb, dpos_emb);
+void embedding_backward(DeviceContext& ctx, const EmbeddingGeom& e, const Tensor& tokens,
+                        const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) {
   if (!add_to_tok && dtok_emb.numel() > 0)
     CUDA_CHECK(cudaMemsetAsync(dtok_emb.data, 0, dtok_emb.bytes(), ctx.stream()));
   const int64_t rows = e.batch * e.seq;

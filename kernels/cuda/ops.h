@@ -71,10 +71,10 @@ void layernorm_forward(DeviceContext& ctx, float eps, const Tensor& x, const Ten
 void layernorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& x, const Tensor& gamma,
                         const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
                         Tensor& dbeta);
-void embedding_forward(DeviceContext& ctx, const Tensor& tokens, const Tensor& tok_emb,
-                       const Tensor& pos_emb, Tensor& y);
-void embedding_backward(DeviceContext& ctx, const Tensor& tokens, const Tensor& dy,
-                        Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok);
+void embedding_forward(DeviceContext& ctx, const EmbeddingGeom& e, const Tensor& tokens,
+                       const Tensor& tok_emb, const Tensor& pos_emb, Tensor& y);
+void embedding_backward(DeviceContext& ctx, const EmbeddingGeom& e, const Tensor& tokens,
+                        const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok);
 void attention_softmax_forward(DeviceContext& ctx, const Tensor& x, float scale, bool causal,
                                Tensor& y);
 void attention_softmax_backward(DeviceContext& ctx, const Tensor& dy, const Tensor& y, float scale,
