@@ -198,14 +198,19 @@ int mpbench_main(int argc, char** argv) {
                        std::string("mpbench ") + MPBENCH_VERSION + " (" + MPBENCH_GIT + ")");
   app.require_subcommand(1);
 
+  // The one --device of every command that trains.
+  auto add_device_option = [](CLI::App* cmd, std::string& device) {
+    cmd->add_option("--device", device, "auto (GPU if present, else CPU), cpu or cuda")
+        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+        ->default_val("auto");
+  };
+
   RunArgs run;
   std::string precisions;
   auto* run_cmd = app.add_subcommand(
       "run", "Train each spec's model in each precision mode and print the comparison table");
   run_cmd->add_option("spec", run.specs, "Model spec JSON file(s)")->required();
-  run_cmd->add_option("--device", run.device, "auto (GPU if present, else CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->default_val("auto");
+  add_device_option(run_cmd, run.device);
   // --precision too, since inspect takes one mode under that name and people type either.
   run_cmd->add_option("--precisions,--precision", precisions,
                       "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
@@ -272,10 +277,7 @@ int mpbench_main(int argc, char** argv) {
       "profile",
       "Where a training step's time goes: every op timed with events, by layer, by op, top ops");
   profile_cmd->add_option("spec", profile.spec, "Model spec JSON file")->required();
-  profile_cmd
-      ->add_option("--device", profile.run.device, "auto (GPU if present, else CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->default_val("auto");
+  add_device_option(profile_cmd, profile.run.device);
   profile_cmd->add_option("--precisions,--precision", profile_precisions,
                           "Comma-separated modes (default: the spec's)");
   profile_cmd
@@ -304,10 +306,7 @@ int mpbench_main(int argc, char** argv) {
       "flags (misaligned sizes, fallback kernels, launch-bound steps, loss-scale skips, ops that "
       "got slower)");
   explain_cmd->add_option("spec", explain.spec, "Model spec JSON file")->required();
-  explain_cmd
-      ->add_option("--device", explain.run.device, "auto (GPU if present, else CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->default_val("auto");
+  add_device_option(explain_cmd, explain.run.device);
   explain_cmd->add_option("--precisions,--precision", explain_precisions,
                           "Comma-separated modes, two or more (default: the spec's); the "
                           "baseline is fp32 when listed, else the first");
@@ -334,10 +333,7 @@ int mpbench_main(int argc, char** argv) {
       "The largest batch per mode that really trains within a memory budget, and its ratio to "
       "fp32's");
   maxbatch_cmd->add_option("specs", maxbatch.specs, "Model spec JSON file(s)")->required();
-  maxbatch_cmd
-      ->add_option("--device", maxbatch.device, "auto (GPU if present, else CPU), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->default_val("auto");
+  add_device_option(maxbatch_cmd, maxbatch.device);
   maxbatch_cmd->add_option("--precisions,--precision", maxbatch_precisions,
                            "Comma-separated modes (default: the spec's)");
   maxbatch_cmd->add_option(
@@ -465,16 +461,17 @@ int mpbench_main(int argc, char** argv) {
         run.memory_limit = parse_memory_size("--memory-limit", run_memory_limit);
       return cmd_run(run);
     }
+    // profile and explain read --precisions and --memory-limit alike.
+    auto finish = [](RunArgs& r, const std::string& list, const std::string& limit) {
+      if (!list.empty()) r.precisions = split_list(list);
+      if (!limit.empty()) r.memory_limit = parse_memory_size("--memory-limit", limit);
+    };
     if (*profile_cmd) {
-      if (!profile_precisions.empty()) profile.run.precisions = split_list(profile_precisions);
-      if (!profile_memory_limit.empty())
-        profile.run.memory_limit = parse_memory_size("--memory-limit", profile_memory_limit);
+      finish(profile.run, profile_precisions, profile_memory_limit);
       return cmd_profile(profile);
     }
     if (*explain_cmd) {
-      if (!explain_precisions.empty()) explain.run.precisions = split_list(explain_precisions);
-      if (!explain_memory_limit.empty())
-        explain.run.memory_limit = parse_memory_size("--memory-limit", explain_memory_limit);
+      finish(explain.run, explain_precisions, explain_memory_limit);
       return cmd_explain(explain);
     }
     if (*maxbatch_cmd) {

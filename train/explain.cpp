@@ -105,13 +105,13 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     if (m->fallback_calls > 0)
       c.flags.push_back(fmt::format("{}: {} GEMM calls ran on the naive fallback kernel",
                                     precision_name(m->precision), m->fallback_calls));
-  for (const ProfiledRun* r : {&from, &to}) {
-    const double gaps = kind_times(*r)[static_cast<int>(OpKind::HostGaps)];
-    if (r->step_mean_ms > 0 && gaps > kLaunchBoundShare * r->step_mean_ms)
+  const int gaps = static_cast<int>(OpKind::HostGaps);
+  for (const auto& [r, t] : {std::pair{&from, &tf}, std::pair{&to, &tt}}) {
+    if (r->step_mean_ms > 0 && (*t)[gaps] > kLaunchBoundShare * r->step_mean_ms)
       c.flags.push_back(
           fmt::format("{} is launch-bound: {:.0f}% of its step is host time between ops (try "
                       "--cuda-graphs, or a larger batch)",
-                      r->run.precision, 100.0 * gaps / r->step_mean_ms));
+                      r->run.precision, 100.0 * (*t)[gaps] / r->step_mean_ms));
   }
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
