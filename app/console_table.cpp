@@ -303,11 +303,8 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   const bool seeded = has_seeds(seeded_group);
   std::vector<RunResult> collapsed;
   const ModelGroup group = seeded ? collapse_seeds(seeded_group, collapsed) : seeded_group;
-  std::map<SeedKey, SeedSummary> summary;
-  if (seeded)
-    for (const SeedSummary& s : seed_summaries(report.runs))
-      if (s.model == group.model && s.device == group.device)
-        summary[{s.device, s.batch_size, s.cuda_graphs, s.precision}] = s;
+  const std::vector<SeedSummary> summaries =
+      seeded ? seed_summaries(report.runs) : std::vector<SeedSummary>{};
 
   bool any_device = false;
   const RunResult* first_ok = nullptr;
@@ -352,8 +349,8 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     std::string mode = r->precision + (r->cuda_graphs ? " +graphs" : "");
     row.cells.push_back(mode);
     if (sweep) row.cells.push_back(group_thousands(static_cast<double>(r->batch_size)));
-    const auto s = summary.find(seed_key(*r));
-    if (seeded) row.cells.push_back(s != summary.end() ? std::to_string(s->second.seeds) : "0");
+    const SeedSummary* s = seeded ? seed_summary_for(summaries, *r) : nullptr;
+    if (seeded) row.cells.push_back(s ? std::to_string(s->seeds) : "0");
     if (r->status != RunStatus::Ok) {
       row.ok = false;
       row.status = run_status_name(r->status);
@@ -368,10 +365,10 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     if (any_device) {
       row.cells.push_back(r->memory.has_device ? format_bytes(r->memory.device_peak) : dash);
     }
-    if (seeded && s != summary.end()) {
-      row.cells.push_back(fmt::format("{} {} {:.2f}", format_percent(s->second.accuracy_mean), pm,
-                                      100 * s->second.accuracy_std));
-      const auto& d = s->second.accuracy_delta_vs_fp32;
+    if (s) {
+      row.cells.push_back(
+          fmt::format("{} {} {:.2f}", format_percent(s->accuracy_mean), pm, 100 * s->accuracy_std));
+      const auto& d = s->accuracy_delta_vs_fp32;
       row.cells.push_back(d ? fmt::format("{:+.2f} pt ({:+.2f}, {:+.2f})", 100 * d->mean,
                                           100 * d->ci95_low, 100 * d->ci95_high)
                             : dash);

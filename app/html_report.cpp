@@ -110,16 +110,15 @@ struct Series {
   std::string color;       // precision colour, shaded by variant
   std::string base_color;
   int variant = 0;
+  std::optional<SeedSummary> seeds;  // accuracy over the seeds of a `run --seeds` mode
 };
 
 struct ModelSection {
   std::string model, id;
   std::vector<Series> series;
   std::vector<std::pair<size_t, ModelGroup>> groups;  // (input, group) for the tables
-  // A seeded group's runs collapsed, one per mode (the series point into these), and the
-  // accuracy over the seeds of each series, by its label.
+  // A seeded group's runs collapsed, one per mode (the series point into these).
   std::vector<std::vector<RunResult>> collapsed;
-  std::map<std::string, SeedSummary> seed_accuracy;
 };
 
 std::string tool_name(const Report& r) {
@@ -139,7 +138,7 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
       auto it = index.find(g.model);
       if (it == index.end()) {
         it = index.emplace(g.model, sections.size()).first;
-        sections.push_back({g.model, "", {}, {}, {}, {}});
+        sections.push_back({g.model, "", {}, {}, {}});
       }
       ModelSection& sec = sections[it->second];
       const bool seeded = has_seeds(g);
@@ -157,10 +156,7 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
             tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
         s.label = s.mode_label;
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
-        for (const SeedSummary& x : summaries)
-          if (x.model == r->model && x.device == r->device && x.batch_size == r->batch_size &&
-              x.cuda_graphs == r->cuda_graphs && x.precision == r->precision)
-            sec.seed_accuracy[s.label] = x;
+        if (const SeedSummary* x = seed_summary_for(summaries, *r)) s.seeds = *x;
         sec.series.push_back(std::move(s));
       }
       sec.groups.emplace_back(i, std::move(g));
@@ -267,21 +263,19 @@ std::string time_chart(const std::vector<Series>& series) {
 
 // Final accuracy over the seeds of `run --seeds`: the mean, whiskers one standard deviation each
 // way; the label gives the difference from fp32 and its 95% interval.
-std::string accuracy_chart(const std::vector<Series>& series,
-                           const std::map<std::string, SeedSummary>& seeds) {
+std::string accuracy_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
     Bar b;
     b.label = s.label;
     b.color = s.color;
-    const auto it = seeds.find(s.label);
-    b.drawn = it != seeds.end() && s.run->status == RunStatus::Ok;
+    b.drawn = s.seeds.has_value() && s.run->status == RunStatus::Ok;
     if (!b.drawn) {
       show_status_instead(b, s);
       bars.push_back(std::move(b));
       continue;
     }
-    const SeedSummary& x = it->second;
+    const SeedSummary& x = *s.seeds;
     b.value = 100 * x.accuracy_mean;
     b.whisker = std::make_pair(100 * (x.accuracy_mean - x.accuracy_std),
                                100 * (x.accuracy_mean + x.accuracy_std));
@@ -830,10 +824,11 @@ std::string format_html(const std::vector<ReportInput>& inputs,
                 bars_legend(sec.series) + memory_chart(sec.series));
     h += figure("Memory by category <span class=\"sub\">each category's own peak</span>",
                 memory_breakdown_chart(sec.series));
-    if (!sec.seed_accuracy.empty())
+    if (std::any_of(sec.series.begin(), sec.series.end(),
+                    [](const Series& s) { return s.seeds.has_value(); }))
       h += figure(
           "Accuracy over seeds <span class=\"sub\">bold: difference from fp32, 95% interval</span>",
-          bars_legend(sec.series) + accuracy_chart(sec.series, sec.seed_accuracy));
+          bars_legend(sec.series) + accuracy_chart(sec.series));
     std::vector<const ProfileInput*> mine;
     for (const ProfileInput& pr : profiles)
       if (pr.model == sec.model) mine.push_back(&pr);

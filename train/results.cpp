@@ -209,6 +209,14 @@ std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
   return out;
 }
 
+const SeedSummary* seed_summary_for(const std::vector<SeedSummary>& summaries, const RunResult& r) {
+  for (const SeedSummary& s : summaries)
+    if (s.model == r.model && s.device == r.device && s.batch_size == r.batch_size &&
+        s.cuda_graphs == r.cuda_graphs && s.precision == r.precision)
+      return &s;
+  return nullptr;
+}
+
 json to_json(const SeedSummary& s) {
   json j = {{"model", s.model},
             {"device", s.device},

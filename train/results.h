@@ -104,6 +104,8 @@ struct SeedSummary {
   std::optional<PairedDelta> accuracy_delta_vs_fp32;
 };
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);
+// The summary among `summaries` of r's model, device, batch, graphs and mode; null if none.
+const SeedSummary* seed_summary_for(const std::vector<SeedSummary>& summaries, const RunResult& r);
 nlohmann::json to_json(const SeedSummary& s);
 
 // Readers for result files (the `compare` command). Non-finite numbers were written as null and

@@ -342,6 +342,18 @@ TEST_F(Cli, SeedsSweepSummarisedComparedAndReported) {
   const std::string page = read_file(html);
   EXPECT_NE(page.find("chart-accuracy"), std::string::npos);
   EXPECT_NE(page.find("Accuracy over seeds"), std::string::npos);
+  // Two seeded files of one model: their labels are told apart by file, and every series keeps
+  // its own accuracy bar (2 modes x 2 files).
+  const std::string copy = (dir_ / "seeds_again.json").string();
+  fs::copy_file(json, copy);
+  Result two = run("report " + json + " " + copy + " --html " + html);
+  ASSERT_EQ(two.code, 0) << two.err;
+  const std::string both = read_file(html);
+  size_t bars = 0;
+  for (size_t at = both.find("accuracy over 3 seeds"); at != std::string::npos;
+       at = both.find("accuracy over 3 seeds", at + 1))
+    ++bars;
+  EXPECT_EQ(bars, 4u);
 }
 
 // As root (CI), the old writer renamed a temporary file over /dev/null and over links.
