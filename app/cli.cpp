@@ -213,7 +213,9 @@ int mpbench_main(int argc, char** argv) {
   add_device_option(run_cmd, run.device);
   // --precision too, since inspect takes one mode under that name and people type either.
   run_cmd->add_option("--precisions,--precision", precisions,
-                      "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16 (default: the spec's)");
+                      "Comma-separated modes: fp32,tf32,amp_fp16,amp_bf16,amp_fp8 (default: the "
+                      "spec's; amp_fp8, FP8 GEMMs as Transformer Engine's recipe, only when "
+                      "listed)");
   run_cmd->add_option("--epochs", run.epochs, "Override the spec's epochs")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   std::string run_batch_sizes;

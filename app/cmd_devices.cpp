@@ -18,7 +18,7 @@ nlohmann::json gpu_facts_json(const DeviceInfo& d) {
                       {"cudnn_version", d.cudnn_version}};
   auto sheet = find_datasheet(d.name);
   for (Precision p : all_precisions()) {
-    nlohmann::json m = {{"tensor_cores", has_tensor_cores(d.cc_major, p)}};
+    nlohmann::json m = {{"tensor_cores", has_tensor_cores(d.cc_major, d.cc_minor, p)}};
     m["peak_tflops"] = sheet ? nlohmann::json(peak_tflops(*sheet, p)) : nlohmann::json(nullptr);
     j["modes"][precision_name(p)] = m;
   }

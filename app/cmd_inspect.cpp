@@ -2,6 +2,7 @@
 // to the sublayer (each GEMM, convolution, norm and softmax) unless --depth block, with the
 // tensor-core alignment check; --json writes the same as one entry per mode.
 #include <algorithm>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -56,6 +57,13 @@ std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool
   return n == 0 ? "" : fmt::format("{} misaligned", n);
 }
 
+// The compute column: the GEMM's operand dtype, or its FP8 dtypes forward/backward (amp_fp8).
+std::string compute_cell(const LayerInfo& li) {
+  if (li.fp8_dtypes)
+    return fmt::format("{}/{}", dtype_name((*li.fp8_dtypes)[0]), dtype_name((*li.fp8_dtypes)[1]));
+  return dtype_name(li.compute_dtype);
+}
+
 nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
   nlohmann::json j = {{"name", li.name},
                       {"kind", li.kind},
@@ -65,6 +73,10 @@ nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
                       {"compute_dtype", dtype_name(li.compute_dtype)},
                       {"storage_dtype", dtype_name(li.storage_dtype)},
                       {"activation_bytes", li.activation_bytes * batch}};
+  if (li.fp8_dtypes) {
+    j["fp8_dtypes"] = {{"forward", dtype_name((*li.fp8_dtypes)[0])},
+                       {"backward", dtype_name((*li.fp8_dtypes)[1])}};
+  }
   if (li.matmul) {
     const MatmulDims& m = *li.matmul;
     j["matmul"] = m.conv ? nlohmann::json{{"conv", true}, {"c_in", m.k}, {"c_out", m.n}}
@@ -97,7 +109,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     table.rows.push_back({name, li.kind, shape_text(batched_shape(li.output_shape, batch)),
                           human_count(static_cast<double>(li.params)),
                           human_count(li.forward_flops * static_cast<double>(batch)),
-                          dtype_name(li.compute_dtype), dtype_name(li.storage_dtype),
+                          compute_cell(li), dtype_name(li.storage_dtype),
                           format_bytes(static_cast<size_t>(li.activation_bytes * batch)),
                           alignment_cell(li, p, batch, with_children)});
   };
@@ -130,8 +142,8 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                         precision_name(p));
   } else if (misaligned.empty()) {
     text += fmt::format(
-        "tensor cores: all {} GEMMs and convolutions have sizes that are multiples of {}\n",
-        matmuls, multiple);
+        "tensor cores: all {} GEMMs and convolutions have sizes that are multiples of {}{}\n",
+        matmuls, multiple, precision_info(p).fp8_linears ? " (16 for the FP8 ones)" : "");
   } else {
     text += fmt::format(
         "tensor cores: {} of {} GEMMs and convolutions have sizes that are not multiples of {}, "
@@ -141,6 +153,18 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + misaligned[i];
     if (shown < misaligned.size()) text += fmt::format(", and {} more", misaligned.size() - shown);
     text += "\n";
+  }
+  if (precision_info(p).fp8_linears) {
+    int fp8 = 0;
+    std::function<void(const LayerInfo&)> count = [&](const LayerInfo& li) {
+      if (li.fp8_dtypes) ++fp8;
+      for (const LayerInfo& c : li.children) count(c);
+    };
+    for (const LayerInfo& li : infos) count(li);
+    text += fmt::format(
+        "fp8: {} of {} GEMMs run in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 gradients backward, "
+        "delayed scaling); the rest, and a batch not a multiple of 16, in bf16\n",
+        fp8, matmuls);
   }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
   const MemoryReport m = predict_training_memory(spec, p, cpu);
@@ -176,10 +200,13 @@ int cmd_inspect(const InspectArgs& args) {
   std::vector<Precision> modes = spec.precisions;
   if (!args.precision.empty()) {
     auto p = parse_precision(args.precision);
-    if (!p)
+    if (!p) {
+      std::string names;
+      for (Precision q : all_precisions())
+        names += (names.empty() ? "" : ", ") + std::string(precision_name(q));
       throw_bad_input(
-          fmt::format("--precision: unknown mode '{}' (expected fp32, tf32, amp_fp16, amp_bf16)",
-                      args.precision));
+          fmt::format("--precision: unknown mode '{}' (expected {})", args.precision, names));
+    }
     modes = {*p};
   }
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));

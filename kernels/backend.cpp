@@ -111,6 +111,27 @@ double nbytes(std::initializer_list<const Tensor*> tensors) {
 
 // ---- gemm ------------------------------------------------------------------------------------
 
+// The FP8 rules of GemmDesc: dtypes, scales, the "TN" layout and the sizes cuBLASLt takes.
+void check_fp8_gemm(const Checks& ck, const GemmDesc& d, const GemmGeom& g, const Tensor& a,
+                    const Tensor& b, const Tensor& c) {
+  MPB_CHECK(
+      is_fp8(a.dtype) && is_fp8(b.dtype) && !(a.dtype == DType::F8E5M2 && b.dtype == DType::F8E5M2),
+      "gemm: FP8 operands must be fp8_e4m3 or fp8_e5m2, not both e5m2, got {} and {}",
+      dtype_name(a.dtype), dtype_name(b.dtype));
+  MPB_CHECK(d.a_scale_inv && d.b_scale_inv, "gemm: FP8 operands need a_scale_inv and b_scale_inv");
+  ck.scalar(*d.a_scale_inv, "a_scale_inv");
+  ck.scalar(*d.b_scale_inv, "b_scale_inv");
+  MPB_CHECK(c.dtype == DType::BF16 || c.dtype == DType::F32,
+            "gemm: an FP8 GEMM writes bf16 or fp32, got {}", dtype_name(c.dtype));
+  MPB_CHECK(!d.trans_a && d.trans_b,
+            "gemm: an FP8 GEMM takes A (M, K) and B stored (N, K) (trans_a false, trans_b true)");
+  MPB_CHECK(g.batch == 1 && d.beta == 0.0f, "gemm: an FP8 GEMM takes no batch and beta 0");
+  MPB_CHECK(d.math == GemmMath::LowPrecision, "gemm: an FP8 GEMM needs math lowp, got {}",
+            math_name(d.math));
+  MPB_CHECK(fp8_gemm_fits(g.m, g.n, g.k),
+            "gemm: an FP8 GEMM needs M, N, K multiples of 16, got {}x{}x{}", g.m, g.n, g.k);
+}
+
 GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const Tensor& b,
                     const Tensor& c) {
   ck.operand(a, "A");
@@ -142,13 +163,18 @@ GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const 
   MPB_CHECK(g.batch > 0 && g.m > 0 && g.n > 0 && g.k > 0, "gemm: empty operand A {}, B {}, C {}",
             a.shape.str(), b.shape.str(), c.shape.str());
 
-  MPB_CHECK(is_float(a.dtype) && a.dtype == b.dtype,
-            "gemm: A and B must share a float dtype, got {} and {}", dtype_name(a.dtype),
-            dtype_name(b.dtype));
-  MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C must be {} or fp32, got {}",
-            dtype_name(a.dtype), dtype_name(c.dtype));
+  const bool fp8 = is_fp8(a.dtype) || is_fp8(b.dtype) || d.a_scale_inv || d.b_scale_inv;
+  if (fp8) {
+    check_fp8_gemm(ck, d, g, a, b, c);
+  } else {
+    MPB_CHECK(is_float(a.dtype) && a.dtype == b.dtype,
+              "gemm: A and B must share a float dtype, got {} and {}", dtype_name(a.dtype),
+              dtype_name(b.dtype));
+    MPB_CHECK(c.dtype == a.dtype || c.dtype == DType::F32, "gemm: C must be {} or fp32, got {}",
+              dtype_name(a.dtype), dtype_name(c.dtype));
+  }
   MPB_CHECK(d.math != GemmMath::LowPrecision || a.dtype != DType::F32,
-            "gemm: math {} needs fp16/bf16 operands, got fp32", math_name(d.math));
+            "gemm: math {} needs fp16/bf16/fp8 operands, got fp32", math_name(d.math));
   MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
             "gemm: math {} needs fp32 operands, got {}", math_name(d.math), dtype_name(a.dtype));
 
@@ -160,9 +186,14 @@ GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const 
     ck.operand(bias, "bias");
     MPB_CHECK(bias.numel() == g.n, "gemm: bias has {} elements {}, C has {} columns", bias.numel(),
               bias.shape.str(), g.n);
-    MPB_CHECK(bias.dtype == c.dtype || bias.dtype == DType::F32,
-              "gemm: bias must be fp32 or C's dtype {}, got {}", dtype_name(c.dtype),
-              dtype_name(bias.dtype));
+    if (fp8) {
+      MPB_CHECK(bias.dtype == DType::BF16, "gemm: an FP8 GEMM's bias must be bf16, got {}",
+                dtype_name(bias.dtype));
+    } else {
+      MPB_CHECK(bias.dtype == c.dtype || bias.dtype == DType::F32,
+                "gemm: bias must be fp32 or C's dtype {}, got {}", dtype_name(c.dtype),
+                dtype_name(bias.dtype));
+    }
   }
   if (d.pre_act) {
     const Tensor& p = *d.pre_act;
@@ -172,6 +203,7 @@ GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const 
   }
 
   const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
+  MPB_CHECK(!fp8 || !backward, "gemm: an FP8 GEMM takes no backward epilogue (dact, dbias)");
   if (backward) {
     MPB_CHECK(!epilogue && !d.pre_act,
               "gemm: the backward epilogue (dact, dact_input, dbias) excludes bias, act and "
@@ -374,6 +406,7 @@ std::string gemm_detail(const GemmDesc& d, const Tensor& a, const Tensor& c) {
   std::string out = fmt::format("{}x{}x{}", s.m, s.n, s.k);
   if (s.batch > 1) out += fmt::format(" b{}", s.batch);
   out += fmt::format(" {}", dtype_name(a.dtype));
+  if (is_fp8(a.dtype) && c.dtype != a.dtype) out += "/fp8";  // B's fp8 format may differ from A's
   if (c.dtype != a.dtype) out += fmt::format("->{}", dtype_name(c.dtype));
   if (d.math == GemmMath::TF32) out += " tf32";
   if (d.bias) out += " +bias";
@@ -397,6 +430,7 @@ void Backend::fill(Tensor& t, float value) {
   // fails both comparisons.
   MPB_CHECK(t.dtype != DType::I32 || (value >= -2147483648.0f && value < 2147483648.0f),
             "fill: {} does not fit an int32 tensor", value);
+  MPB_CHECK(!is_fp8(t.dtype), "fill: {} tensors are written by cast_to_fp8", dtype_name(t.dtype));
   observed(
       [&] {
         return OpCall{"fill", shape_dtype(t), 0, nbytes({&t})};
@@ -497,6 +531,58 @@ void Backend::cast(const Tensor& src, Tensor& dst) {
                       nbytes({&src, &dst})};
       },
       [&] { cast_impl(src, dst); });
+}
+
+void Backend::cast_to_fp8(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
+                          Tensor* dst_t) {
+  const char* op = "cast_to_fp8";
+  const Checks ck(op, device());
+  ck.float_operand(src, "src");
+  ck.operand(dst, "dst");
+  MPB_CHECK(is_fp8(dst.dtype), "{}: dst must be fp8_e4m3 or fp8_e5m2, got {}", op,
+            dtype_name(dst.dtype));
+  MPB_CHECK(dst.shape == src.shape, "{}: dst {} must have src's shape {}", op, dst.shape.str(),
+            src.shape.str());
+  ck.scalar(scale, "scale");
+  ck.optional_scalar(amax, "amax");
+  if (dst_t) {
+    ck.typed(*dst_t, dst.dtype, "dst_t");
+    MPB_CHECK(src.shape.rank == 2 && dst_t->shape == (Shape{src.shape[1], src.shape[0]}),
+              "{}: dst_t {} must be src {} transposed", op, dst_t->shape.str(), src.shape.str());
+  }
+  observed(
+      [&] {
+        return OpCall{
+            op,
+            fmt::format("{}->{}{}", shape_dtype(src), dtype_name(dst.dtype), dst_t ? " +T" : ""), 0,
+            nbytes({&src, &dst, dst_t})};
+      },
+      [&] { cast_to_fp8_impl(src, scale, amax, dst, dst_t); });
+}
+
+void Backend::fp8_update_scaling(const DelayedScalingRecipe& r, DType format, Tensor& history,
+                                 Tensor& scale, Tensor& scale_inv, Tensor& amax_used) {
+  const char* op = "fp8_update_scaling";
+  const Checks ck(op, device());
+  MPB_CHECK(is_fp8(format), "{}: format must be fp8_e4m3 or fp8_e5m2, got {}", op,
+            dtype_name(format));
+  MPB_CHECK(r.amax_history_len >= 1 && r.margin >= 0, "{}: history length {} and margin {}", op,
+            r.amax_history_len, r.margin);
+  ck.typed(history, DType::F32, "history");
+  const int64_t t = scale.numel();
+  MPB_CHECK(
+      history.shape.rank == 2 && history.shape[0] == t && history.shape[1] == r.amax_history_len,
+      "{}: history {} must be ({}, {}): a row of the recipe's length per tensor", op,
+      history.shape.str(), t, r.amax_history_len);
+  ck.vector(scale, t, "scale", "tensors");
+  ck.vector(scale_inv, t, "scale_inv", "tensors");
+  ck.vector(amax_used, t, "amax_used", "tensors");
+  observed(
+      [&] {
+        return OpCall{op, fmt::format("{} {}", history.shape.str(), dtype_name(format)), 0,
+                      nbytes({&history, &history, &scale, &scale, &scale_inv, &amax_used})};
+      },
+      [&] { fp8_update_scaling_impl(r, format, history, scale, scale_inv, amax_used); });
 }
 
 // Read, and written back when unscaled.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/fp8.h"
 #include "kernels/precision.h"
 #include "kernels/tensor.h"
 
@@ -46,6 +47,14 @@ struct GemmDesc {
   Activation dact = Activation::None;
   const Tensor* dact_input = nullptr;
   Tensor* dbias = nullptr;
+  // FP8 operands (amp_fp8): A and B fp8_e4m3 or fp8_e5m2 (not both e5m2, which the tensor cores
+  // lack), read as A * a_scale_inv[0] and B * b_scale_inv[0] (fp32 scalars, both required), so
+  // C = alpha * a_scale_inv * b_scale_inv * op(A) op(B) [+ bias, act] in bf16 or fp32, fp32
+  // accumulation. Only the layout cuBLASLt's FP8 kernels take: A (M, K) and B stored (N, K)
+  // (trans_a false, trans_b true: its "TN"), sizes per fp8_gemm_fits, no batch, beta 0, a bf16
+  // bias, no backward epilogue.
+  const Tensor* a_scale_inv = nullptr;
+  const Tensor* b_scale_inv = nullptr;
 };
 
 // The sizes of one GEMM, from the checks of Backend::gemm: op(A) (M, K), op(B) (K, N), C (M, N),
@@ -53,6 +62,14 @@ struct GemmDesc {
 struct GemmGeom {
   int64_t batch = 1, m = 0, n = 0, k = 0;
 };
+// Whether cuBLASLt's FP8 GEMMs take these sizes: M, N and K all multiples of 16 (16-byte leading
+// dimensions of one-byte operands). The one place of the rule: Backend::gemm refuses other FP8
+// GEMMs, and a Linear runs such a GEMM in bf16 instead.
+inline bool fp8_gemm_fits(int64_t m, int64_t n, int64_t k) {
+  return m % kFp8TensorCoreMultiple == 0 && n % kFp8TensorCoreMultiple == 0 &&
+         k % kFp8TensorCoreMultiple == 0;
+}
+
 // "8192x2304x768 bf16 +bias" for a GEMM (M x N x K, the batch, the dtypes, the epilogue), and
 // its 2*M*N*K (times the batch) FLOPs: what the profiler files it under.
 std::string gemm_detail(const GemmDesc& d, const Tensor& a, const Tensor& c);
@@ -218,6 +235,20 @@ class Backend {
   // Elementwise conversion between float dtypes (round to nearest even, overflow to inf).
   void cast(const Tensor& src, Tensor& dst);
 
+  // ---- ops of amp_fp8 (kernels/<cpu|cuda>/fp8) ------------------------------------------------
+  // dst (fp8_e4m3 or fp8_e5m2, src's shape) = fp8(src * scale[0]) rounded to nearest even and
+  // saturated (kernels/fp8.h); src any float dtype. With amax: amax[0] = max(amax[0], max |src|),
+  // NaN passed over (the newest slot of a delayed-scaling history). scale, amax: fp32 scalars.
+  // With dst_t (src (R, C) -> dst_t (C, R)), the cast is also written transposed: the layout a
+  // backward FP8 GEMM needs (fp8_gemm_fits' "TN").
+  void cast_to_fp8(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
+                   Tensor* dst_t = nullptr);
+  // The delayed-scaling update after a step of T tensors of one fp8 dtype: history (T, len),
+  // scale, scale_inv and amax_used (T), all fp32, each row as delayed_scaling_update does it with
+  // recipe r (len = r.amax_history_len).
+  void fp8_update_scaling(const DelayedScalingRecipe& r, DType format, Tensor& history,
+                          Tensor& scale, Tensor& scale_inv, Tensor& amax_used);
+
   // One fused pass over a flat fp32 gradient buffer: if scale is given, grads *= 1 / scale[0];
   // found_inf[0] = 1 if any (unscaled) element is inf/NaN else 0; norm[0] = L2 norm of the
   // unscaled gradients (computed in fp32). All three outputs are overwritten.
@@ -332,6 +363,10 @@ class Backend {
   virtual void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) = 0;
   virtual void cast_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
+                                Tensor* dst_t) = 0;
+  virtual void fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format, Tensor& history,
+                                       Tensor& scale, Tensor& scale_inv, Tensor& amax_used) = 0;
   virtual void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                        Tensor& norm) = 0;
   virtual void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,

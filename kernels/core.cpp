@@ -17,6 +17,10 @@ const char* dtype_name(DType t) {
       return "bf16";
     case DType::I32:
       return "int32";
+    case DType::F8E4M3:
+      return "fp8_e4m3";
+    case DType::F8E5M2:
+      return "fp8_e5m2";
   }
   return "?";
 }
@@ -55,13 +59,17 @@ Tensor Tensor::slice(int64_t offset, Shape s) const {
   return t;
 }
 
+// Columns: mode, name, compute dtype, GEMM math, master weights, loss scaling, tensor-core
+// multiple (of the 16-bit GEMMs; FP8 GEMMs want 16), fp8 linears, minimum compute capability.
 static const PrecisionInfo kPrecisions[] = {
-    // mode               name        compute     gemm math   master loss scaling  tensor-core
-    // multiple
-    {Precision::FP32, "fp32", DType::F32, GemmMath::Strict, false, false, 0},
-    {Precision::TF32, "tf32", DType::F32, GemmMath::TF32, false, false, 4},
-    {Precision::AMP_FP16, "amp_fp16", DType::F16, GemmMath::LowPrecision, true, true, 8},
-    {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false, 8},
+    {Precision::FP32, "fp32", DType::F32, GemmMath::Strict, false, false, 0, false, 0, 0},
+    {Precision::TF32, "tf32", DType::F32, GemmMath::TF32, false, false, 4, false, 0, 0},
+    {Precision::AMP_FP16, "amp_fp16", DType::F16, GemmMath::LowPrecision, true, true, 8, false, 0,
+     0},
+    {Precision::AMP_BF16, "amp_bf16", DType::BF16, GemmMath::LowPrecision, true, false, 8, false, 0,
+     0},
+    {Precision::AMP_FP8, "amp_fp8", DType::BF16, GemmMath::LowPrecision, true, false, 8, true, 8,
+     9},
 };
 
 const PrecisionInfo& precision_info(Precision p) {
@@ -76,13 +84,24 @@ std::optional<Precision> parse_precision(const std::string& name) {
 
 const std::vector<Precision>& all_precisions() {
   static const std::vector<Precision> all = {Precision::FP32, Precision::TF32, Precision::AMP_FP16,
-                                             Precision::AMP_BF16};
+                                             Precision::AMP_BF16, Precision::AMP_FP8};
   return all;
 }
 
-std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims) {
+const std::vector<Precision>& default_precisions() {
+  static const std::vector<Precision> defaults = {Precision::FP32, Precision::TF32,
+                                                  Precision::AMP_FP16, Precision::AMP_BF16};
+  return defaults;
+}
+
+bool precision_supported(Precision p, int cc_major, int cc_minor) {
+  const PrecisionInfo& i = precision_info(p);
+  return cc_major > i.min_cc_major || (cc_major == i.min_cc_major && cc_minor >= i.min_cc_minor);
+}
+
+std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims, bool fp8) {
   std::vector<std::string> out;
-  const int multiple = precision_info(p).tensor_core_multiple;
+  const int multiple = fp8 ? kFp8TensorCoreMultiple : precision_info(p).tensor_core_multiple;
   if (multiple == 0) return out;
   for (const NamedDim& d : dims)
     if (d.value % multiple != 0) out.push_back(d.name + "=" + std::to_string(d.value));

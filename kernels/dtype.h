@@ -1,19 +1,25 @@
 #pragma once
 // Element types and exact host-side conversions. fp16/bf16 are stored as their 16-bit patterns;
 // conversions from fp32 round to nearest even and follow the hardware on overflow (to inf),
-// subnormals (kept, fp16) and NaN (stays NaN, quiet).
+// subnormals (kept, fp16) and NaN (stays NaN, quiet). The FP8 formats (amp_fp8's GEMM operands,
+// one byte each) are encoded with a scale by their own op and coded in kernels/fp8.h.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 namespace mpbench {
 
-enum class DType { F32, F16, BF16, I32 };
+enum class DType { F32, F16, BF16, I32, F8E4M3, F8E5M2 };
 
 inline size_t dtype_size(DType t) {
+  if (t == DType::F8E4M3 || t == DType::F8E5M2) return 1;
   return (t == DType::F32 || t == DType::I32) ? 4 : 2;
 }
-const char* dtype_name(DType t);  // "fp32", "fp16", "bf16", "int32"
+inline bool is_fp8(DType t) {
+  return t == DType::F8E4M3 || t == DType::F8E5M2;
+}
+// "fp32", "fp16", "bf16", "int32", "fp8_e4m3", "fp8_e5m2"
+const char* dtype_name(DType t);
 
 inline uint32_t f32_bits(float f) {
   uint32_t u;

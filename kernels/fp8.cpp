@@ -1,6 +1,5 @@
 #include "kernels/fp8.h"
 
-#include <algorithm>
 #include <cfenv>
 #include <cmath>
 
@@ -16,8 +15,9 @@ struct Fp8Layout {
   uint8_t nan;  // the canonical NaN, positive
 };
 
-Fp8Layout layout(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? Fp8Layout{3, 7, kE4M3Max, 0x7F} : Fp8Layout{2, 15, kE5M2Max, 0x7F};
+Fp8Layout layout(DType f) {
+  MPB_CHECK(is_fp8(f), "internal: {} is not an fp8 dtype", dtype_name(f));
+  return f == DType::F8E4M3 ? Fp8Layout{3, 7, kE4M3Max, 0x7F} : Fp8Layout{2, 15, kE5M2Max, 0x7F};
 }
 
 // Rounds to the nearest integer, ties to even, whatever the caller's rounding mode.
@@ -29,15 +29,15 @@ float round_half_even(float v) {
 
 }  // namespace
 
-float fp8_max(Fp8Format f) {
+float fp8_max(DType f) {
   return layout(f).max;
 }
 
-const char* fp8_format_name(Fp8Format f) {
-  return f == Fp8Format::E4M3 ? "fp8_e4m3" : "fp8_e5m2";
+float fp8_scaled_max(DType f, int margin) {
+  return fp8_max(f) * std::ldexp(1.0f, -margin);
 }
 
-uint8_t f32_to_fp8(float x, Fp8Format f) {
+uint8_t f32_to_fp8(float x, DType f) {
   const Fp8Layout l = layout(f);
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   if (std::isnan(x)) return sign | l.nan;
@@ -61,16 +61,15 @@ uint8_t f32_to_fp8(float x, Fp8Format f) {
   return static_cast<uint8_t>(sign | code);
 }
 
-float fp8_to_f32(uint8_t code, Fp8Format f) {
+float fp8_to_f32(uint8_t code, DType f) {
   const Fp8Layout l = layout(f);
   const int m = l.mantissa_bits;
   const float sign = (code & 0x80) ? -1.0f : 1.0f;
   const int exp_field = (code & 0x7F) >> m;
   const int man = code & ((1 << m) - 1);
   const int exp_max = (1 << (7 - m)) - 1;
-  if (f == Fp8Format::E4M3 && exp_field == exp_max && man == (1 << m) - 1) return std::nanf("");
-  if (f == Fp8Format::E5M2 && exp_field == exp_max)
-    return man == 0 ? sign * INFINITY : std::nanf("");
+  if (f == DType::F8E4M3 && exp_field == exp_max && man == (1 << m) - 1) return std::nanf("");
+  if (f == DType::F8E5M2 && exp_field == exp_max) return man == 0 ? sign * INFINITY : std::nanf("");
   if (exp_field == 0) return sign * std::ldexp(static_cast<float>(man), 1 - l.bias - m);
   return sign * std::ldexp(static_cast<float>((1 << m) + man), exp_field - l.bias - m);
 }
@@ -87,20 +86,12 @@ void record_amax(DelayedScalingState& s, float amax) {
   s.amax_history[0] = std::fmax(s.amax_history[0], amax);  // a NaN is passed over, as fmaxf does
 }
 
-void update_delayed_scaling(DelayedScalingState& s, const DelayedScalingRecipe& r, Fp8Format f) {
-  std::vector<float>& h = s.amax_history;
-  MPB_CHECK(static_cast<int64_t>(h.size()) == r.amax_history_len,
-            "delayed scaling: history of {} slots, recipe {}", h.size(), r.amax_history_len);
-  float amax = h[0];
-  if (r.amax_compute == AmaxCompute::Max) {
-    amax = 0.0f;
-    for (float a : h) amax = std::fmax(amax, a);
-  }
-  std::rotate(h.begin(), h.begin() + 1, h.end());  // slot 0 to the end, the rest down one
-  h[0] = 0.0f;
-  s.amax_used = amax;
-  const float scaled_max = fp8_max(f) * std::ldexp(1.0f, -r.margin);
-  if (std::isfinite(amax) && amax > 0.0f) s.scale = scaled_max / amax;
+void update_delayed_scaling(DelayedScalingState& s, const DelayedScalingRecipe& r, DType f) {
+  MPB_CHECK(static_cast<int64_t>(s.amax_history.size()) == r.amax_history_len,
+            "delayed scaling: history of {} slots, recipe {}", s.amax_history.size(),
+            r.amax_history_len);
+  delayed_scaling_update(s.amax_history.data(), r.amax_history_len, r.amax_compute,
+                         fp8_scaled_max(f, r.margin), &s.scale, &s.scale_inv, &s.amax_used);
 }
 
 }  // namespace mpbench

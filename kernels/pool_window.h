@@ -5,11 +5,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__CUDACC__)
-#define MPB_HOST_DEVICE __host__ __device__
-#else
-#define MPB_HOST_DEVICE
-#endif
+#include "kernels/host_device.h"
 
 namespace mpbench {
 

@@ -12,13 +12,24 @@ Tensor rows_of(const Tensor& t, int64_t rows) {
 
 Linear::Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,
                bool fp32_out)
-    : Layer(std::move(name)), in_(in), out_(out), act_(act), prec_(prec), fp32_out_(fp32_out) {}
+    : Layer(std::move(name)),
+      in_(in),
+      out_(out),
+      act_(act),
+      prec_(prec),
+      fp32_out_(fp32_out),
+      fp8_(prec.fp8 && fp8_gemm_fits(kFp8TensorCoreMultiple, out, in)) {}
 
 void Linear::use_shared_weight(const int* param) {
   shared_weight_ = param;
 }
 
 void Linear::declare_params(ParamStore& ps) {
+  if (fp8_) {
+    fp8_x_ = ps.fp8().declare(name_ + ".x", DType::F8E4M3);
+    fp8_w_ = ps.fp8().declare(name_ + ".w", DType::F8E4M3);
+    fp8_dy_ = ps.fp8().declare(name_ + ".dy", DType::F8E5M2);
+  }
   if (shared_weight_) {
     w_ = *shared_weight_;
     MPB_CHECK(w_ >= 0 && w_ < static_cast<int>(ps.params().size()),
@@ -44,6 +55,19 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
   y_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
   if (keeps_pre_act()) pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
   dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
+  if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
+    auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
+    x8_ = act(Shape{batch, in_}, DType::F8E4M3);
+    x8t_ = act(Shape{in_, batch}, DType::F8E4M3);
+    dy8_ = act(Shape{batch, out_}, DType::F8E5M2);
+    dy8t_ = act(Shape{out_, batch}, DType::F8E5M2);
+    w8_ = alloc.alloc(Shape{out_, in_}, DType::F8E4M3, MemCategory::Weights);
+    w8t_ = alloc.alloc(Shape{in_, out_}, DType::F8E4M3, MemCategory::Weights);
+  }
+}
+
+bool Linear::runs_fp8(int64_t rows) const {
+  return x8_.defined() && rows <= x8_.rows() && fp8_gemm_fits(rows, out_, in_);
 }
 
 Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
@@ -56,10 +80,11 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
     be.cast(x, xc);
     x_saved_ = xc;
   }
-  Tensor w = ps.weight(w_, prec_.compute);
-  // The bias follows the output dtype: fp32 logits take the fp32 master bias.
+  const bool fp8 = runs_fp8(rows_);
+  // The bias follows the output dtype: fp32 logits take the fp32 master bias. FP8 GEMMs take a
+  // bf16 bias whatever they write.
   Tensor b;
-  if (b_ >= 0) b = fp32_out_ ? ps.master(b_) : ps.weight(b_, prec_.compute);
+  if (b_ >= 0) b = fp32_out_ && !fp8 ? ps.master(b_) : ps.weight(b_, prec_.compute);
   Tensor y = rows_of(y_, rows_);
   Tensor pre = keeps_pre_act() ? rows_of(pre_act_, rows_) : Tensor{};
   GemmDesc d;
@@ -68,7 +93,21 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   d.act = act_;
   d.bias = b.defined() ? &b : nullptr;
   d.pre_act = keeps_pre_act() ? &pre : nullptr;
-  be.gemm(d, x_saved_, w, y);
+  if (!fp8) {
+    be.gemm(d, x_saved_, ps.weight(w_, prec_.compute), y);
+    return y;
+  }
+  // Training records the amaxes (evaluation must not move the scales) and writes the transposed
+  // copies the backward GEMMs read.
+  const Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_), sw = ps.fp8().scales(fp8_w_);
+  Tensor ax = sx.amax, aw = sw.amax;
+  Tensor x8 = rows_of(x8_, rows_), x8t = x8t_.slice(0, Shape{in_, rows_});
+  be.cast_to_fp8(x_saved_, sx.scale, training_ ? &ax : nullptr, x8, training_ ? &x8t : nullptr);
+  be.cast_to_fp8(ps.master(w_), sw.scale, training_ ? &aw : nullptr, w8_,
+                 training_ ? &w8t_ : nullptr);
+  d.a_scale_inv = &sx.scale_inv;
+  d.b_scale_inv = &sw.scale_inv;
+  be.gemm(d, x8, w8_, y);
   return y;
 }
 
@@ -81,7 +120,8 @@ Tensor Linear::act_grad_input() const {
 }
 
 bool Linear::can_fuse_upstream(const Linear& upstream) const {
-  return input_dtype_ == prec_.compute &&
+  // An FP8 dX GEMM takes no backward epilogue.
+  return !fp8_ && input_dtype_ == prec_.compute &&
          upstream.output_dtype(upstream.input_dtype_) == prec_.compute && upstream.out_ == in_ &&
          !upstream.fp32_out_ && upstream.b_ >= 0;
 }
@@ -106,12 +146,30 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
   // because the two GEMMs below run in that dtype.
   MPB_CHECK(dz.dtype == prec_.compute, "{}: gradient dtype {} differs from compute dtype {}", name_,
             dtype_name(dz.dtype), dtype_name(prec_.compute));
+  const bool fp8 = runs_fp8(rows_);
   // dW (out, in) = dz^T (out, rows) x (rows, in), written straight to the fp32 gradient.
   Tensor dw = ps.grad(w_);
-  GemmDesc gw;
-  gw.trans_a = true;
-  gw.math = prec_.math;
-  be.gemm(gw, dz, x_saved_, dw);
+  Fp8Scaling::Scales sdy;
+  Tensor dz8, dz8t;
+  if (fp8) {
+    sdy = ps.fp8().scales(fp8_dy_);
+    dz8 = rows_of(dy8_, rows_);
+    dz8t = dy8t_.slice(0, Shape{out_, rows_});
+    be.cast_to_fp8(dz, sdy.scale, &sdy.amax, dz8, &dz8t);
+    // As "TN" GEMMs: dW = dz^T (out, rows) x (x^T stored (in, rows))^T.
+    const Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_);
+    GemmDesc gw;
+    gw.trans_b = true;
+    gw.math = prec_.math;
+    gw.a_scale_inv = &sdy.scale_inv;
+    gw.b_scale_inv = &sx.scale_inv;
+    be.gemm(gw, dz8t, x8t_.slice(0, Shape{in_, rows_}), dw);
+  } else {
+    GemmDesc gw;
+    gw.trans_a = true;
+    gw.math = prec_.math;
+    be.gemm(gw, dz, x_saved_, dw);
+  }
   if (!need_dx) return Tensor{};
   // dx (rows, in) = dz (rows, out) W (out, in).
   Tensor dx = rows_of(dx_, rows_);
@@ -126,7 +184,15 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
     gx.dact_input = up_pre.defined() ? &up_pre : nullptr;
     gx.dbias = &up_db;
   }
-  be.gemm(gx, dz, ps.weight(w_, prec_.compute), dx);
+  if (fp8) {  // dx = dz (rows, out) x (W^T stored (in, out))^T
+    const Fp8Scaling::Scales sw = ps.fp8().scales(fp8_w_);
+    gx.trans_b = true;
+    gx.a_scale_inv = &sdy.scale_inv;
+    gx.b_scale_inv = &sw.scale_inv;
+    be.gemm(gx, dz8, w8t_, dx);
+  } else {
+    be.gemm(gx, dz, ps.weight(w_, prec_.compute), dx);
+  }
   if (input_dtype_ == prec_.compute) return dx;
   Tensor dxc = rows_of(dx_cast_, rows_);
   be.cast(dx, dxc);
@@ -146,7 +212,11 @@ LayerInfo Linear::info(DType input_dtype) const {
   // backward reads the output, which the next layer keeps as its input anyway).
   li.activation_bytes = in_ * static_cast<int64_t>(dtype_size(prec_.compute));
   if (keeps_pre_act()) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
-  li.matmul = MatmulDims{false, 1, true, out_, in_};
+  li.matmul = MatmulDims{false, 1, true, out_, in_, fp8_};
+  if (fp8_) {
+    li.fp8_dtypes = std::array<DType, 2>{DType::F8E4M3, DType::F8E5M2};
+    li.activation_bytes += in_;  // x^T in fp8, kept for dW
+  }
   return li;
 }
 

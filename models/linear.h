@@ -6,6 +6,13 @@ namespace mpbench {
 // y = act(x W^T + b), PyTorch's nn.Linear layout: W (out, in), b (out).
 // x: (rows, in) -> y: (rows, out). A head (fp32_out) writes fp32 logits whatever its compute dtype,
 // as autocast hands the loss fp32 logits.
+//
+// amp_fp8 (LayerPrecision::fp8), Transformer Engine's HYBRID recipe: the forward GEMM takes x and
+// W cast to fp8_e4m3, the backward GEMMs dY cast to fp8_e5m2 (with x and W), each tensor with its
+// own delayed scaling (ParamStore::fp8()); outputs, the bias and everything else stay bf16. The
+// casts also write the transposed copies cuBLASLt's "TN" FP8 GEMMs need (fp8_gemm_fits). A pass
+// whose sizes are not all multiples of 16 (an odd last evaluation batch, a width like 10) runs
+// its GEMMs in bf16 instead; evaluation records no amax.
 class Linear : public Layer {
  public:
   Linear(std::string name, int64_t in, int64_t out, Activation act, LayerPrecision prec,
@@ -31,6 +38,8 @@ class Linear : public Layer {
   // gradient in upstream's output dtype (no cast in between) and upstream is allocated for it.
   bool can_fuse_upstream(const Linear& upstream) const;
   LayerInfo info(DType input_dtype) const override;
+  // Whether a pass over `rows` rows runs its GEMMs in FP8.
+  bool runs_fp8(int64_t rows) const;
   DType output_dtype(DType) const override { return fp32_out_ ? DType::F32 : prec_.compute; }
 
  private:
@@ -51,6 +60,12 @@ class Linear : public Layer {
   Tensor x_saved_;       // the input the GEMM used (view), kept for dW
   Tensor pre_act_, y_;   // pre-activation (GELU only, saved for backward) and output
   Tensor dx_, dx_cast_;  // input gradient in the compute dtype, and cast back to the input's
+  // amp_fp8: whether the weight's sizes let the layer run in FP8, the tensors' indices in
+  // ParamStore::fp8(), and the fp8 copies: x (rows, in) and x^T, W (out, in) and W^T, dY (rows,
+  // out) and dY^T (allocated when the batch fits too).
+  bool fp8_ = false;
+  int fp8_x_ = -1, fp8_w_ = -1, fp8_dy_ = -1;
+  Tensor x8_, x8t_, w8_, w8t_, dy8_, dy8t_;
 };
 
 }  // namespace mpbench

@@ -59,15 +59,16 @@ LayerPrecision layer_precision(Precision p, const std::vector<std::string>& pinn
                                const std::string& name) {
   if (std::find(pinned.begin(), pinned.end(), name) != pinned.end())
     return LayerPrecision{DType::F32, gemm_math_for(p, DType::F32)};
-  DType cd = precision_info(p).compute_dtype;
-  return LayerPrecision{cd, gemm_math_for(p, cd)};
+  const PrecisionInfo& info = precision_info(p);
+  return LayerPrecision{info.compute_dtype, gemm_math_for(p, info.compute_dtype), info.fp8_linears};
 }
 
 ModelIo model_io(const Spec& spec) {
   return family_of(spec.model).io(spec.model);
 }
 
-Model::Model(const Spec& spec, Precision precision) : precision_(precision), io_(model_io(spec)) {
+Model::Model(const Spec& spec, Precision precision)
+    : precision_(precision), fp8_recipe_(spec.fp8), io_(model_io(spec)) {
   family_of(spec.model).build(spec, precision, layers_);
   validate_fp32_layers(spec, layer_names());
 }
@@ -81,6 +82,7 @@ std::vector<std::string> Model::layer_names() const {
 void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
   for (auto& l : layers_) l->declare_params(params_);
   params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
+  params_.fp8().allocate(alloc, be, fp8_recipe_);
   DType dt = io_.input_dtype;
   for (auto& l : layers_) {
     l->allocate(alloc, batch, dt);
@@ -130,7 +132,7 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
 
 std::vector<std::string> MatmulDims::misaligned(Precision p, int64_t batch) const {
   if (conv) return misaligned_dims(p, {{"C_in", k}, {"C_out", n}});
-  return misaligned_dims(p, {{"M", m_per_sample ? m * batch : m}, {"N", n}, {"K", k}});
+  return misaligned_dims(p, {{"M", m_per_sample ? m * batch : m}, {"N", n}, {"K", k}}, fp8);
 }
 
 void LayerInfo::add_child(LayerInfo child) {

@@ -2,6 +2,7 @@
 // Layers and models. A model is built once per precision mode: it declares its parameters and
 // activation buffers for a fixed batch size, all from the run's TrackingAllocator, and runs
 // forward/backward through the Backend op interface. It knows nothing of optimizers or loops.
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "models/fp8_scaling.h"
 #include "models/spec.h"
 
 namespace mpbench {
@@ -50,6 +52,11 @@ class ParamStore {
   Tensor grad(int i) const { return grads_.slice(params_[i].offset, params_[i].shape); }
   Tensor weight(int i, DType dt) const;
 
+  // The delayed-scaling state of the FP8 tensors (amp_fp8): declared with the parameters,
+  // allocated by the Model.
+  Fp8Scaling& fp8() { return fp8_; }
+  const Fp8Scaling& fp8() const { return fp8_; }
+
   Tensor& master_flat() { return master_; }
   Tensor& grads_flat() { return grads_; }
   Tensor* lowp_flat() { return lowp_.defined() ? &lowp_ : nullptr; }
@@ -58,6 +65,7 @@ class ParamStore {
   std::vector<Param> params_;
   int64_t total_ = 0;
   Tensor master_, lowp_, grads_;
+  Fp8Scaling fp8_;
 };
 
 // The GEMM a sublayer runs, for the tensor-core alignment check: M x N outputs over K. A
@@ -67,6 +75,7 @@ struct MatmulDims {
   int64_t m = 0;             // rows per sample (times the batch), or per GEMM when !m_per_sample
   bool m_per_sample = true;  // false: a batched GEMM per sample and head (attention), M fixed
   int64_t n = 0, k = 0;
+  bool fp8 = false;  // the GEMM runs in FP8 (amp_fp8's Linear layers): sizes in 16s
   // The sizes misaligned for mode p (misaligned_dims in kernels/precision.h) at this batch.
   std::vector<std::string> misaligned(Precision p, int64_t batch) const;
 };
@@ -80,6 +89,9 @@ struct LayerInfo {
   double forward_flops = 0;          // per sample
   DType compute_dtype = DType::F32;  // operands of the GEMM / conv
   DType storage_dtype = DType::F32;  // dtype of the output activation
+  // amp_fp8: the GEMMs' input dtypes when they run in FP8, forward (fp8_e4m3 activations and
+  // weights) and backward (fp8_e5m2 gradients); absent otherwise.
+  std::optional<std::array<DType, 2>> fp8_dtypes;
   int64_t activation_bytes = 0;      // per sample, saved for backward (inputs, pre-activations)
   std::optional<MatmulDims> matmul;  // a GEMM or convolution without sublayers
   // The sublayers (names relative to this layer), in the order they run; a layer that has them
@@ -98,6 +110,7 @@ std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos,
 struct LayerPrecision {
   DType compute = DType::F32;
   GemmMath math = GemmMath::Strict;
+  bool fp8 = false;  // amp_fp8, not pinned: a Linear's GEMMs take FP8 inputs where they fit
 };
 LayerPrecision layer_precision(Precision p, const std::vector<std::string>& fp32_layers,
                                const std::string& layer_name);
@@ -173,9 +186,12 @@ class Model {
   int64_t num_classes() const { return io_.num_classes; }
   // Forward FLOPs per sample (training counts 3x: forward, and backward's two GEMMs per layer).
   double forward_flops_per_sample() const;
+  // amp_fp8, after each optimizer step: the delayed-scaling update of every FP8 tensor.
+  void update_fp8_scaling(Backend& be) { params_.fp8().update(be); }
 
  private:
   Precision precision_;
+  DelayedScalingRecipe fp8_recipe_;
   ModelIo io_;
   std::vector<std::unique_ptr<Layer>> layers_;
   ParamStore params_;

@@ -30,10 +30,12 @@ namespace {
 // computed from them cannot overflow int64 and that a typo cannot ask for petabytes.
 constexpr int64_t kMaxSamples = int64_t{1} << 26;  // per split
 constexpr int64_t kMaxEpochs = 10000;
-constexpr int64_t kMaxSteps = int64_t{1} << 30;     // warmup steps, loss-scale growth interval
-constexpr double kMaxParams = 68719476736.0;        // 2^36 parameters: 256 GiB in fp32
-constexpr double kMaxActivations = 274877906944.0;  // 2^38 activation elements per step
-constexpr double kMaxDataFloats = 4294967296.0;     // 2^32 floats (16 GiB) of host data
+constexpr int64_t kMaxSteps = int64_t{1} << 30;        // warmup steps, loss-scale growth interval
+constexpr double kMaxParams = 68719476736.0;           // 2^36 parameters: 256 GiB in fp32
+constexpr double kMaxActivations = 274877906944.0;     // 2^38 activation elements per step
+constexpr double kMaxDataFloats = 4294967296.0;        // 2^32 floats (16 GiB) of host data
+constexpr int64_t kMaxAmaxHistory = int64_t{1} << 16;  // fp8 amax history slots per tensor
+constexpr int64_t kMaxFp8Margin = 32;                  // fp8 scale margin: 2^-32 at the most
 
 // Floats are written as their shortest decimal form (0.001, not 0.0010000000474974513): the
 // echoed spec is read by people, and the decimal reads back to the same float.
@@ -206,8 +208,8 @@ json write_data(const DataSpec& d) {
 
 // ---- top level ----------------------------------------------------------------------------
 
-const std::vector<std::string> kTopKeys = {"name",       "model",      "data",       "train",
-                                           "precisions", "loss_scale", "fp32_layers"};
+const std::vector<std::string> kTopKeys = {"name",       "model",      "data", "train",
+                                           "precisions", "loss_scale", "fp8",  "fp32_layers"};
 
 std::vector<std::string> precision_names() {
   std::vector<std::string> names;
@@ -331,6 +333,16 @@ Spec parse_spec(const std::string& text, const std::string& path) {
     l.enabled_bf16 = r.boolean("amp_bf16", l.enabled_bf16);
   }
 
+  if (const json* f8 = top.find("fp8", false, "")) {
+    ObjectReader r(ctx, *f8, "fp8", {"amax_history_len", "amax_compute", "margin"});
+    DelayedScalingRecipe& f = s.fp8;
+    f.amax_history_len = r.integer("amax_history_len", {1, kMaxAmaxHistory}, f.amax_history_len);
+    f.amax_compute = r.choice("amax_compute", {"max", "most_recent"}, "max") == "max"
+                         ? AmaxCompute::Max
+                         : AmaxCompute::MostRecent;
+    f.margin = static_cast<int>(r.integer("margin", {0, kMaxFp8Margin}, f.margin));
+  }
+
   s.fp32_layers = read_string_list(top, "fp32_layers", false, "a list of distinct layer names");
   if (family.check) family.check(ctx, s);
   check_sizes(ctx, s);
@@ -369,6 +381,9 @@ json to_json(const Spec& s) {
                      {"growth_interval", s.loss_scale.growth_interval},
                      {"amp_fp16", s.loss_scale.enabled_fp16},
                      {"amp_bf16", s.loss_scale.enabled_bf16}};
+  j["fp8"] = {{"amax_history_len", s.fp8.amax_history_len},
+              {"amax_compute", s.fp8.amax_compute == AmaxCompute::Max ? "max" : "most_recent"},
+              {"margin", s.fp8.margin}};
   j["fp32_layers"] = s.fp32_layers;
   return j;
 }
@@ -455,10 +470,14 @@ bool operator==(const LossScaleSpec& a, const LossScaleSpec& b) {
          a.growth_factor == b.growth_factor && a.backoff_factor == b.backoff_factor &&
          a.growth_interval == b.growth_interval;
 }
+bool operator==(const DelayedScalingRecipe& a, const DelayedScalingRecipe& b) {
+  return a.amax_history_len == b.amax_history_len && a.amax_compute == b.amax_compute &&
+         a.margin == b.margin;
+}
 bool operator==(const Spec& a, const Spec& b) {
   return a.name == b.name && a.family == b.family && a.model == b.model && a.data == b.data &&
          a.train == b.train && a.precisions == b.precisions && a.loss_scale == b.loss_scale &&
-         a.fp32_layers == b.fp32_layers;
+         a.fp8 == b.fp8 && a.fp32_layers == b.fp32_layers;
 }
 
 }  // namespace mpbench

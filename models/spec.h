@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
+#include "kernels/fp8.h"
 #include "kernels/precision.h"
 
 namespace mpbench {
@@ -113,6 +114,9 @@ struct LossScaleSpec {
   int64_t growth_interval = 2000;
 };
 
+// JSON key "fp8": {"amax_history_len", "amax_compute": "max" | "most_recent", "margin"}, the
+// delayed-scaling recipe of amp_fp8 (kernels/fp8.h; Transformer Engine's defaults: 1024, max, 0).
+
 struct Spec {
   std::string name;         // required; letters, digits, '_', '-', '.'
   std::string source_path;  // the file it came from (for messages), not a JSON key
@@ -120,8 +124,9 @@ struct Spec {
   ModelSpec model;
   DataSpec data;
   TrainSpec train;
-  std::vector<Precision> precisions = all_precisions();  // in the order given, no duplicates
+  std::vector<Precision> precisions = default_precisions();  // in the order given, no duplicates
   LossScaleSpec loss_scale;
+  DelayedScalingRecipe fp8;
   std::vector<std::string> fp32_layers;  // layers pinned to fp32 in every mode
 };
 
@@ -132,6 +137,7 @@ bool operator==(const DataSpec& a, const DataSpec& b);
 bool operator==(const OptimizerSpec& a, const OptimizerSpec& b);
 bool operator==(const TrainSpec& a, const TrainSpec& b);
 bool operator==(const LossScaleSpec& a, const LossScaleSpec& b);
+bool operator==(const DelayedScalingRecipe& a, const DelayedScalingRecipe& b);
 bool operator==(const Spec& a, const Spec& b);  // ignores source_path
 inline bool operator!=(const Spec& a, const Spec& b) {
   return !(a == b);

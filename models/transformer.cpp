@@ -120,6 +120,11 @@ class EncoderLayer : public Layer {
         fc1_(name_ + ".fc1", t.d_model, t.ffn_dim, Activation::Gelu, prec, false),
         fc2_(name_ + ".fc2", t.ffn_dim, t.d_model, Activation::None, prec, false) {}
 
+  void set_training(bool training) override {
+    Layer::set_training(training);
+    for (Linear* l : {&qkv_, &proj_, &fc1_, &fc2_}) l->set_training(training);
+  }
+
   void declare_params(ParamStore& ps) override {
     const Shape d{t_.d_model};
     ln1_g_ = ps.declare(name_ + ".ln1.gamma", d, ParamStore::Init::constant(1.0f));
@@ -402,6 +407,10 @@ class Head : public Layer {
         linear_("head", t.d_model, t.vocab_size, Activation::None, prec, /*fp32_out=*/true),
         tied_(tied_to != nullptr) {
     if (tied_to) linear_.use_shared_weight(tied_to->token_param());
+  }
+  void set_training(bool training) override {
+    Layer::set_training(training);
+    linear_.set_training(training);
   }
   void declare_params(ParamStore& ps) override { linear_.declare_params(ps); }
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {

@@ -3,8 +3,10 @@
 #   scripts/device_check.sh OUTDIR
 # 1. uses the portable build carried in .devcarry/ if it runs here, else builds for the card found
 #    (with .deps/ for the header-only and test dependencies such a machine lacks);
-# 2. runs the GPU tests; 3. runs every config in configs/ in all its modes on the GPU (and once
-#    more with --cuda-graphs); 4. writes logs and result JSONs to OUTDIR; prints a summary last.
+# 2. runs the GPU tests; 3. runs every config in configs/ in all its modes on the GPU, plus
+#    amp_fp8 for the MLP and transformer configs (it is in no spec's defaults), and once more
+#    with --cuda-graphs; the PyTorch reference runs the same modes; 4. writes logs and result
+#    JSONs to OUTDIR; prints a summary last.
 # Meant to finish in well under 8 minutes on an H200.
 #
 # Environment knobs, for splitting the work over two calls when device time is short:
@@ -120,6 +122,19 @@ if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/
 fi
 cat "$out"/gpu_test_*.log > "$out/gpu_tests.log" 2>/dev/null && rm -f "$out"/gpu_test_*.log
 
+# The --precisions of a config's runs: its own modes plus amp_fp8 for the families whose Linear
+# layers mpbench runs in FP8 (mlp, transformer), since no spec's defaults include it; nothing
+# (the spec's modes) for the others. mpbench and PyTorch both get it, so their rows pair up.
+modes_of() {
+  python3 - "$1" <<'PY' 2>>"$log"
+import json, sys
+spec = json.load(open(sys.argv[1]))
+if spec["model"]["type"] in ("mlp", "transformer"):
+    modes = spec.get("precisions") or ["fp32", "tf32", "amp_fp16", "amp_bf16"]
+    print("--precisions " + ",".join(dict.fromkeys(modes + ["amp_fp8"])))
+PY
+}
+
 # Every shipped config in all its modes, eager and with CUDA graphs.
 runs_summary=""
 configs=${MPBENCH_CHECK_CONFIGS:-$(ls configs/*.json)}
@@ -127,11 +142,12 @@ variants="eager graphs"
 [ "${MPBENCH_CHECK_GRAPHS:-1}" = 0 ] && variants="eager"
 for cfg in $configs; do
   name=$(basename "$cfg" .json)
+  modes=$(modes_of "$cfg")
   for variant in $variants; do
     extra=""
     [ "$variant" = graphs ] && extra="--cuda-graphs"
     start=$(date +%s)
-    timeout "$(limit 120)" "$bin/mpbench" run "$cfg" --device "$dev" --quiet $extra \
+    timeout "$(limit 120)" "$bin/mpbench" run "$cfg" --device "$dev" --quiet $extra $modes \
       --json "$out/${name}_${variant}.json" >"$out/${name}_${variant}.txt" 2>&1
     rc=$?
     runs_summary+="== $name ($variant): rc=$rc, $(( $(date +%s) - start )) s"$'\n'
@@ -151,7 +167,7 @@ if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null;
     name=$(basename "$cfg" .json)
     start=$(date +%s)
     PYTHONUNBUFFERED=1 timeout "$(limit 120)" python3 scripts/pytorch_reference.py "$cfg" \
-      --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data \
+      --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data $(modes_of "$cfg") \
       --out "$out/pytorch_${name}.json" \
       --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
       >>"$out/pytorch.txt" 2>&1

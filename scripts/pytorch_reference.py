@@ -45,11 +45,27 @@ How it mirrors mpbench (train/trainer.cpp):
     under GradScaler does synchronise: PyTorch's GradScaler.step checks found_inf on the host.
     Fused optimizers, used on CUDA where available, take found_inf on the device.)
   * Modes: fp32 (TF32 off), tf32 (TF32 matmuls), amp_fp16 (autocast fp16 + GradScaler with the
-    spec's loss_scale settings), amp_bf16 (autocast bf16, GradScaler only if loss_scale.amp_bf16).
-    Layers in fp32_layers run with autocast disabled on fp32 inputs (the embedding never runs
-    under autocast: its output is fp32 in every mode). The loss is cross-entropy
-    on float32 logits. grad_norm is the L2 norm of the unscaled gradients; a step counts as
-    skipped when the scaler lowered the scale after it.
+    spec's loss_scale settings), amp_bf16 (autocast bf16, GradScaler only if loss_scale.amp_bf16),
+    amp_fp8 (below). Layers in fp32_layers run with autocast disabled on fp32 inputs (the
+    embedding never runs under autocast: its output is fp32 in every mode). The loss is
+    cross-entropy on float32 logits. grad_norm is the L2 norm of the unscaled gradients; a step
+    counts as skipped when the scaler lowered the scale after it.
+  * amp_fp8 runs only when the spec's precisions or --precisions list it, as in mpbench. It is
+    amp_bf16 without GradScaler, except that the Linear layers mpbench runs in FP8 (the MLP's
+    fc1..fcN and head, the transformer's qkv, proj, fc1, fc2 and head, ResNet's head; none in
+    fp32_layers) are Transformer Engine te.Linear layers (same sizes, bias, names and copied
+    initial weights) and each forward also runs under te.fp8_autocast (te.autocast in newer TE,
+    where the old name warns) with DelayedScaling: Format.HYBRID (E4M3 forward, E5M2
+    gradients) and the spec's fp8 block (amax_history_len, amax_compute, margin; TE's defaults
+    1024, max, 0 for a resolved spec written before mpbench had it). Two kinds stay bf16
+    nn.Linear, listed in the run's pytorch.fp8.bf16_layers: the tied head (te.Linear cannot
+    share the token table's weight) and a weight TE's FP8 GEMM rejects (out_features not a
+    multiple of 8 or in_features not of 16, e.g. a 10-class head). The last partial eval batch
+    is padded to a multiple of 8 rows with copies of its last sample, their logits dropped.
+    It needs transformer_engine and a CUDA device of compute capability 8.9+. Elsewhere its row
+    has status "unsupported", every reason that holds in status_detail ("transformer_engine is
+    not installed", "FP8 needs a CUDA device", "FP8 needs compute capability 8.9+, this device
+    is 8.0"), and no numbers: the row mpbench writes on such a card.
   * FLOPs per step = 3 x forward FLOPs x batch, forward FLOPs per sample counted as mpbench's
     LayerInfo counts them (see the *_flops functions below; for an MLP the sum over the linear
     layers of 2*in*out + out, models/linear.cpp). Peak TFLOP/s from the same datasheet table as
@@ -63,12 +79,14 @@ How it mirrors mpbench (train/trainer.cpp):
     on the CPU), to set beside `mpbench profile SPEC --json` when a row is slower than PyTorch.
     These steps are outside every figure above.
 
-Needs Python 3.10+ and torch; nothing else.
+Needs Python 3.10+ and torch; amp_fp8 also needs transformer_engine (optional: without it that
+mode's rows are "unsupported").
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import gc
 import json
 import math
@@ -91,16 +109,23 @@ try:
 except ImportError:
     sys.exit("pytorch_reference.py: PyTorch is not installed (pip install torch)")
 
-MODES = ("fp32", "tf32", "amp_fp16", "amp_bf16")
-# train/device_specs.cpp: name, dense TFLOP/s for fp32, tf32, fp16, bf16 (0: none), GB/s.
+MODES = ("fp32", "tf32", "amp_fp16", "amp_bf16", "amp_fp8")
+# train/device_specs.cpp: name, dense TFLOP/s for fp32, tf32, fp16, bf16, fp8 (0: none), GB/s.
 DATASHEETS = [
-    ("T4", 8.1, 0, 65, 0, 320), ("A10", 31.2, 62.5, 125, 125, 600),
-    ("L4", 30.3, 60, 121, 121, 300), ("L40S", 91.6, 183, 362, 362, 864),
-    ("A100-SXM4-80GB", 19.5, 156, 312, 312, 2039), ("A100-PCIE-80GB", 19.5, 156, 312, 312, 1935),
-    ("A100", 19.5, 156, 312, 312, 1555), ("H100 PCIe", 51, 378, 756, 756, 2000),
-    ("H100 NVL", 60, 418, 835, 835, 3900), ("H100", 67, 494.7, 989.4, 989.4, 3350),
-    ("H200", 67, 494.7, 989.4, 989.4, 4800),
+    ("T4", 8.1, 0, 65, 0, 0, 320), ("A10", 31.2, 62.5, 125, 125, 0, 600),
+    ("L4", 30.3, 60, 121, 121, 242, 300), ("L40S", 91.6, 183, 362, 362, 733, 864),
+    ("A100-SXM4-80GB", 19.5, 156, 312, 312, 0, 2039),
+    ("A100-PCIE-80GB", 19.5, 156, 312, 312, 0, 1935),
+    ("A100", 19.5, 156, 312, 312, 0, 1555), ("H100 PCIe", 51, 378, 756, 756, 1513, 2000),
+    ("H100 NVL", 60, 418, 835, 835, 1671, 3900), ("H100", 67, 494.7, 989.4, 989.4, 1979, 3350),
+    ("H200", 67, 494.7, 989.4, 989.4, 1979, 4800),
 ]
+# The compute capability each mode's tensor cores need (fp32 uses none); amp_fp8's is also the
+# one it needs to run at all (FP8 tensor cores: Ada and Hopper), as in kernels/core.cpp.
+TENSOR_CORE_CC = {"tf32": (8, 0), "amp_fp16": (7, 0), "amp_bf16": (8, 0), "amp_fp8": (8, 9)}
+# Transformer Engine's DelayedScaling defaults, as models/spec.h: only for resolved specs written
+# before mpbench had the "fp8" block (newer ones carry every value).
+FP8_DEFAULTS = {"amax_history_len": 1024, "amax_compute": "max", "margin": 0}
 MEM_CATEGORIES = ("weights", "master_weights", "gradients", "optimizer_state", "activations",
                   "workspace", "data")
 
@@ -429,6 +454,90 @@ class Transformer(nn.Module):
 FAMILIES = {"mlp": Mlp, "resnet_bottleneck": Resnet, "transformer": Transformer}
 
 
+@functools.cache
+def transformer_engine():
+    """(transformer_engine.pytorch, its recipe module), or (None, why not): imported once, and
+    only when amp_fp8 is asked for, so the other modes never depend on it."""
+    try:
+        import transformer_engine.pytorch as te
+        from transformer_engine.common import recipe
+    except Exception as e:  # noqa: BLE001 - also an install that fails to load (CUDA libraries)
+        if isinstance(e, ModuleNotFoundError) and e.name == "transformer_engine":
+            return None, "transformer_engine is not installed"
+        why = f"transformer_engine cannot be imported: {type(e).__name__}: {e}"
+        return None, why.split("\n")[0]
+    return (te, recipe), None
+
+
+def fp8_unsupported(device):
+    """Why amp_fp8 cannot run on this device with this install (every reason that holds), or
+    None: it needs transformer_engine and a CUDA device of compute capability 8.9+."""
+    te, why = transformer_engine()
+    reasons = [why] if te is None else []
+    if device.type != "cuda":
+        reasons.append("FP8 needs a CUDA device")
+    else:
+        cc = torch.cuda.get_device_capability(device)
+        need = TENSOR_CORE_CC["amp_fp8"]
+        if cc < need:
+            reasons.append(f"FP8 needs compute capability {need[0]}.{need[1]}+, this device is "
+                           f"{cc[0]}.{cc[1]}")
+    return "; ".join(reasons) or None
+
+
+def use_te_linears(model, te, device):
+    """amp_fp8: every nn.Linear that mpbench runs in FP8 becomes a te.Linear with the same sizes,
+    bias and (copied) fp32 weights, so every mode starts from the same init and keeps its
+    parameter names. Returns (FP8 layer names, {layer kept as a bf16 nn.Linear: why})."""
+    uses = {}  # a weight registered in two modules is tied (GPT-2's head and token table)
+    for m in model.modules():
+        for p in m.parameters(recurse=False):
+            uses[id(p)] = uses.get(id(p), 0) + 1
+    fp8, kept = [], {}
+    for top, layer in model.layers.items():
+        if top in model.fp32:
+            continue  # pinned: a plain nn.Linear run with autocast off (pinned())
+        for sub, lin in list(layer.named_modules()):
+            if not isinstance(lin, nn.Linear):
+                continue
+            name = f"{top}.{sub}" if sub else top
+            if uses[id(lin.weight)] > 1:
+                # te.Linear owns its weight parameter and documents no way to take another
+                # module's, so the tied head stays a bf16 F.linear on the token table.
+                kept[name] = "weight tied to the token table"
+                continue
+            if lin.in_features % 16 or lin.out_features % 8:
+                # TE's FP8 GEMM asserts these on the weight (out, in): it would fail the row.
+                kept[name] = (f"weight {lin.out_features}x{lin.in_features}: TE's FP8 GEMMs need "
+                              "out_features % 8 == 0 and in_features % 16 == 0")
+                continue
+            new = te.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None,
+                            params_dtype=torch.float32, device=device)
+            with torch.no_grad():
+                new.weight.copy_(lin.weight)
+                if lin.bias is not None:
+                    new.bias.copy_(lin.bias)
+            parent, _, attr = sub.rpartition(".")
+            if sub:
+                setattr(layer.get_submodule(parent) if parent else layer, attr, new)
+            else:
+                model.layers[top] = new
+            fp8.append(name)
+    return fp8, kept
+
+
+def te_fp8_autocast(te, recipe_mod, spec):
+    """(a function returning TE's FP8 autocast context for one forward, the recipe's values):
+    HYBRID (E4M3 forward, E5M2 gradients), delayed scaling with the spec's fp8 block."""
+    f = FP8_DEFAULTS | (spec.get("fp8") or {})
+    recipe = recipe_mod.DelayedScaling(fp8_format=recipe_mod.Format.HYBRID,
+                                       amax_history_len=f["amax_history_len"],
+                                       amax_compute_algo=f["amax_compute"], margin=f["margin"])
+    if hasattr(te, "autocast"):  # newer TE's name for fp8_autocast (which then warns)
+        return lambda: te.autocast(enabled=True, recipe=recipe), f
+    return lambda: te.fp8_autocast(enabled=True, fp8_recipe=recipe), f
+
+
 def set_matmul_mode(mode):
     tf32 = mode == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -530,7 +639,8 @@ def train_mode(spec, host_data, lps, mode, device, r):
         mem["device_baseline"], mem["device"] = total - free, 0
 
     set_matmul_mode(mode)
-    amp_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}.get(mode)
+    amp_dtype = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16,
+                 "amp_fp8": torch.bfloat16}.get(mode)
     if amp_dtype is torch.float16 and not cuda:
         # Probe before the run: some CPU builds reject fp16 autocast (or lack fp16 matmuls).
         with torch.autocast("cpu", dtype=torch.float16):
@@ -544,6 +654,11 @@ def train_mode(spec, host_data, lps, mode, device, r):
     model = family(spec["model"], spec["fp32_layers"], device.type, ARGS.attention).to(device)
     if family is Resnet:
         model = model.to(memory_format=torch.channels_last)
+    fp8 = None  # amp_fp8: the function that opens TE's FP8 autocast
+    if mode == "amp_fp8":
+        te, recipe_mod = transformer_engine()[0]  # run_mode checked that it imports
+        fp8_layers, bf16_layers = use_te_linears(model, te, device)
+        fp8, fp8_values = te_fp8_autocast(te, recipe_mod, spec)
     model.train()
     params = list(model.parameters())
     opt, fused = make_optimizer(tr["optimizer"], params, device.type)
@@ -565,6 +680,10 @@ def train_mode(spec, host_data, lps, mode, device, r):
                     else "sum of the categories (no allocator statistics on the CPU)"}
     if family is Transformer:
         r["pytorch"]["attention"] = ARGS.attention
+    if fp8:
+        r["pytorch"]["fp8"] = {"transformer_engine": getattr(te, "__version__", None),
+                               "format": "HYBRID", **fp8_values, "fp8_layers": fp8_layers,
+                               "bf16_layers": bf16_layers}
     if family is Resnet:
         r["pytorch"]["memory_format"] = "channels_last"
     sample_memory()
@@ -572,7 +691,13 @@ def train_mode(spec, host_data, lps, mode, device, r):
     def autocast():
         if amp_dtype is None:
             return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=amp_dtype)
+        if fp8 is None:
+            return torch.autocast(device.type, dtype=amp_dtype)
+        # bf16 autocast for everything else, TE's FP8 for its te.Linear layers inside it.
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.autocast(device.type, dtype=amp_dtype))
+        stack.enter_context(fp8())
+        return stack
 
     steps_per_epoch = d["train_x"].shape[0] // batch
     if steps_per_epoch == 0:
@@ -623,9 +748,14 @@ def train_mode(spec, host_data, lps, mode, device, r):
         model.eval()  # batchnorm on its running statistics, as mpbench's evaluation
         for s in range(0, n, batch):
             x, y = d["eval_x"][s:s + batch], d["eval_y"][s * lps:(s + batch) * lps]
+            if fp8 and x.shape[0] % 8:
+                # TE's FP8 GEMMs want rows in multiples of 8: the last partial batch is padded
+                # with copies of its last sample, which raise no amax, and their logits dropped.
+                pad = x[-1:].expand(8 - x.shape[0] % 8, *x.shape[1:])
+                x = torch.cat([x, pad])
             with autocast():
                 logits = model(x)
-            logits = logits.float()
+            logits = logits[:y.shape[0]].float()
             loss_sum += F.cross_entropy(logits, y, reduction="sum")
             correct += (logits.argmax(dim=1) == y).sum()
         model.train()
@@ -745,6 +875,11 @@ def peak_tflops(sheet, mode):
 
 def run_mode(spec, data, lps, mode, device):
     r = empty_run(spec, mode, device, data["train_x"].shape[0])
+    why = fp8_unsupported(device) if mode == "amp_fp8" else None
+    if why:  # a result, as mpbench's row on a card below 8.9: no numbers, the reason
+        r["status"], r["status_detail"] = "unsupported", why
+        log(ARGS, f"{spec['name']} {mode}: unsupported: {why}")
+        return r
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     try:
         train_mode(spec, data, lps, mode, device, r)
@@ -814,10 +949,11 @@ def env_json(device):
             "driver_version": driver, "cuda_runtime_version": torch.version.cuda,
             "cublas_version": None,
             "cudnn_version": str(torch.backends.cudnn.version()),
-            "modes": {m: {"tensor_cores": p.major >= (7 if m == "amp_fp16" else 8) and m != "fp32",
+            "modes": {m: {"tensor_cores": m in TENSOR_CORE_CC and
+                                          (p.major, p.minor) >= TENSOR_CORE_CC[m],
                           "peak_tflops": peak_tflops(sheet, m) if sheet else None}
                       for m in MODES},
-            "memory_bandwidth_gbps": sheet[5] if sheet else None,
+            "memory_bandwidth_gbps": sheet[-1] if sheet else None,
         }
     env["cpu"] = {"name": cpu_name, "threads": os.cpu_count()}
     env["torch"] = {"version": torch.__version__, "threads": torch.get_num_threads()}

@@ -7,6 +7,9 @@
 Per model and precision: step time both ways (median epoch time / steps per epoch), their ratio
 (mpbench / PyTorch: below 1 means mpbench is faster), each tool's speedup over its own fp32, peak
 memory both ways (mpbench: tracked allocator peak; PyTorch: max_memory_allocated), final accuracy.
+A run without a time (oom, failed, diverged, or unsupported: amp_fp8 on a card below compute
+capability 8.9 or without Transformer Engine) shows its status in its tool's step column and
+gets no ratio or speedup.
 
 With --profiles (`mpbench profile --json` files, or device_check's merged profiles.json) a second
 section takes apart every eager row where mpbench is slower: mpbench's time per step by op and
@@ -117,12 +120,21 @@ def step_ms(run):
     return median / steps if steps and median else None
 
 
-def fmt(v, spec, none="—"):
-    return none if v is None else format(v, spec)
+def step_cell(run):
+    """The step time, or why there is none: the run's status (oom, failed, diverged, or
+    unsupported: a mode the device cannot run); — when that tool has no such row."""
+    ms = step_ms(run) if run else None
+    if ms is None and run and run.get("status") != "ok":
+        return run.get("status", "—")
+    return fmt(ms, ".3f")
+
+
+def fmt(v, spec, none="—", suffix=""):
+    return none if v is None else format(v, spec) + suffix
 
 
 def mib(b):
-    return None if b is None else b / 2**20
+    return b / 2**20 if b else None  # 0: nothing was measured (an unsupported mode)
 
 
 def main():
@@ -151,12 +163,12 @@ def main():
         pmem = mib((p.get("peak_memory_bytes") or {}).get("tracked")) if p else None
         macc = m.get("final_accuracy") if m.get("status") == "ok" else None
         pacc = p.get("final_accuracy") if p and p.get("status") == "ok" else None
-        status = "" if m.get("status") == "ok" else f" ({m.get('status')})"
         if ratio and ratio > 1 and "+graphs" not in prec:
             slower.append((model, prec, p))
         lines.append(
-            f"| {model} | {prec}{status} | {fmt(ms, '.3f')} | {fmt(ps, '.3f')} | {fmt(ratio, '.2f')} | "
-            f"{fmt(msp, '.2f')}x | {fmt(psp, '.2f')}x | {fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
+            f"| {model} | {prec} | {step_cell(m)} | {step_cell(p)} | {fmt(ratio, '.2f')} | "
+            f"{fmt(msp, '.2f', suffix='x')} | {fmt(psp, '.2f', suffix='x')} | "
+            f"{fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
             f"{fmt(macc and 100 * macc, '.2f')} | {fmt(pacc and 100 * pacc, '.2f')} |")
     if a.profiles and slower:
         lines += ["", "## Where the time goes where mpbench is slower", ""]

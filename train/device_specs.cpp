@@ -5,19 +5,19 @@
 namespace mpbench {
 
 const std::vector<GpuDatasheet>& gpu_datasheets() {
-  // name          fp32   tf32   fp16   bf16   GB/s   (dense; SXM parts unless named)
+  // name          fp32   tf32   fp16   bf16    fp8    GB/s   (dense; SXM parts unless named)
   static const std::vector<GpuDatasheet> table = {
-      {"T4", 8.1, 0, 65, 0, 320},
-      {"A10", 31.2, 62.5, 125, 125, 600},
-      {"L4", 30.3, 60, 121, 121, 300},
-      {"L40S", 91.6, 183, 362, 362, 864},
-      {"A100-SXM4-80GB", 19.5, 156, 312, 312, 2039},
-      {"A100-PCIE-80GB", 19.5, 156, 312, 312, 1935},
-      {"A100", 19.5, 156, 312, 312, 1555},
-      {"H100 PCIe", 51, 378, 756, 756, 2000},
-      {"H100 NVL", 60, 418, 835, 835, 3900},
-      {"H100", 67, 494.7, 989.4, 989.4, 3350},
-      {"H200", 67, 494.7, 989.4, 989.4, 4800},
+      {"T4", 8.1, 0, 65, 0, 0, 320},
+      {"A10", 31.2, 62.5, 125, 125, 0, 600},
+      {"L4", 30.3, 60, 121, 121, 242.5, 300},
+      {"L40S", 91.6, 183, 362, 362, 733, 864},
+      {"A100-SXM4-80GB", 19.5, 156, 312, 312, 0, 2039},
+      {"A100-PCIE-80GB", 19.5, 156, 312, 312, 0, 1935},
+      {"A100", 19.5, 156, 312, 312, 0, 1555},
+      {"H100 PCIe", 51, 378, 756, 756, 1513, 2000},
+      {"H100 NVL", 60, 418, 835, 835, 1671, 3900},
+      {"H100", 67, 494.7, 989.4, 989.4, 1979, 3350},
+      {"H200", 67, 494.7, 989.4, 989.4, 1979, 4800},
   };
   return table;
 }
@@ -46,16 +46,21 @@ double peak_tflops(const GpuDatasheet& d, Precision p) {
     case Precision::AMP_BF16:
       v = d.bf16_tflops;
       break;
+    case Precision::AMP_FP8:
+      v = d.fp8_tflops;
+      break;
   }
   return v > 0 ? v : d.fp32_tflops;
 }
 
-bool has_tensor_cores(int cc_major, Precision p) {
+bool has_tensor_cores(int cc_major, int cc_minor, Precision p) {
   switch (p) {
     case Precision::FP32:
       return false;
     case Precision::AMP_FP16:
       return cc_major >= 7;
+    case Precision::AMP_FP8:
+      return precision_supported(p, cc_major, cc_minor);
     default:
       return cc_major >= 8;
   }

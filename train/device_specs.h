@@ -16,6 +16,7 @@ struct GpuDatasheet {
   double tf32_tflops;  // 0 where the card has no TF32 tensor cores
   double fp16_tflops;  // fp16 tensor cores, fp32 accumulate
   double bf16_tflops;  // 0 where the card has no bf16 tensor cores
+  double fp8_tflops;   // fp8 tensor cores (Ada, Hopper); 0 where the card has none
   double memory_gbps;  // memory bandwidth, GB/s
 };
 
@@ -23,9 +24,11 @@ const std::vector<GpuDatasheet>& gpu_datasheets();
 // The datasheet entry whose name occurs in `device_name` (longest match), if any.
 std::optional<GpuDatasheet> find_datasheet(const std::string& device_name);
 // Peak TFLOP/s for a mode on that card (falls back to the fp32 rate where the mode has no
-// tensor-core path, e.g. tf32 on a T4); 0 when unknown.
+// tensor-core path, e.g. tf32 on a T4); 0 when unknown. amp_fp8's is the FP8 rate, the one its
+// Linear GEMMs run at (its other GEMMs run at the bf16 rate).
 double peak_tflops(const GpuDatasheet& d, Precision p);
-// Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+).
-bool has_tensor_cores(int cc_major, Precision p);
+// Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+,
+// fp8: sm_89+).
+bool has_tensor_cores(int cc_major, int cc_minor, Precision p);
 
 }  // namespace mpbench

@@ -26,16 +26,19 @@ const char* run_status_name(RunStatus s) {
       return "diverged";
     case RunStatus::Failed:
       return "failed";
+    case RunStatus::Unsupported:
+      return "unsupported";
   }
   return "failed";
 }
 
 RunStatus run_status_from_name(const std::string& name) {
-  for (RunStatus s : {RunStatus::Ok, RunStatus::Oom, RunStatus::Diverged, RunStatus::Failed}) {
+  for (RunStatus s : {RunStatus::Ok, RunStatus::Oom, RunStatus::Diverged, RunStatus::Failed,
+                      RunStatus::Unsupported}) {
     if (name == run_status_name(s)) return s;
   }
-  throw_bad_input(
-      fmt::format("unknown run status \"{}\" (expected ok, oom, diverged or failed)", name));
+  throw_bad_input(fmt::format(
+      "unknown run status \"{}\" (expected ok, oom, diverged, failed or unsupported)", name));
 }
 
 namespace {
@@ -149,6 +152,19 @@ json to_json(const RunResult& r) {
                 {"loss_scale", std::move(scale)},
                 {"skipped", std::move(skipped)},
                 {"time_ms", std::move(time_ms)}};
+  if (!r.fp8_scaling.empty()) {
+    json f8 = json::array();
+    for (const Fp8TensorSeries& t : r.fp8_scaling) {
+      json amax = json::array(), sc = json::array();
+      for (float v : t.amax) amax.push_back(num_f(v));
+      for (float v : t.scale) sc.push_back(num_f(v));
+      f8.push_back({{"tensor", t.tensor},
+                    {"format", t.format},
+                    {"amax", std::move(amax)},
+                    {"scale", std::move(sc)}});
+    }
+    j["fp8_scaling"] = std::move(f8);
+  }
   return j;
 }
 
@@ -367,6 +383,30 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
         if (!v.is_boolean()) bad(fmt::format("{}[{}]", sub(p, "skipped"), i), "true or false");
         st.skipped = v.get<bool>();
       }
+    }
+  }
+  if (const json* f8 = array_at(j, "fp8_scaling", path, false)) {
+    const std::string p = sub(path, "fp8_scaling");
+    for (size_t i = 0; i < f8->size(); ++i) {
+      const std::string pi = fmt::format("{}[{}]", p, i);
+      const json& e = (*f8)[i];
+      if (!e.is_object()) bad(pi, "an object");
+      Fp8TensorSeries t;
+      t.tensor = string(e, "tensor", pi, true);
+      t.format = string(e, "format", pi, true);
+      if (t.format != "fp8_e4m3" && t.format != "fp8_e5m2")
+        bad(sub(pi, "format"), "\"fp8_e4m3\" or \"fp8_e5m2\"");
+      for (auto [key, out] : {std::pair{"amax", &t.amax}, std::pair{"scale", &t.scale}}) {
+        const json& arr = *array_at(e, key, pi, true);
+        const Range range = std::string(key) == "amax" ? kNonNegative : kPositive;
+        for (size_t k = 0; k < arr.size(); ++k)
+          out->push_back(static_cast<float>(
+              number_value(arr[k], fmt::format("{}[{}]", sub(pi, key), k), range)));
+      }
+      if (t.amax.size() != t.scale.size())
+        throw_bad_input(fmt::format("{}: {} scales, but {} amaxes", sub(pi, "scale"),
+                                    t.scale.size(), t.amax.size()));
+      r.fp8_scaling.push_back(std::move(t));
     }
   }
   return r;

@@ -15,8 +15,10 @@
 
 namespace mpbench {
 
-enum class RunStatus { Ok, Oom, Diverged, Failed };
-const char* run_status_name(RunStatus s);  // "ok", "oom", "diverged", "failed"
+// Unsupported: the device cannot run the mode at all (amp_fp8 below compute capability 8.9).
+enum class RunStatus { Ok, Oom, Diverged, Failed, Unsupported };
+// "ok", "oom", "diverged", "failed", "unsupported"
+const char* run_status_name(RunStatus s);
 
 struct EpochResult {
   double time_ms = 0;  // training steps of this epoch (warm-up excluded), evaluation apart
@@ -44,10 +46,18 @@ struct MemoryReport {
   size_t device_baseline = 0;  // device used bytes before the model was built
 };
 
+// amp_fp8's numerical health: one FP8 tensor's delayed scaling over the steps (warm-up included),
+// after each step's update: the amax it scaled by and the scale the next step casts with.
+struct Fp8TensorSeries {
+  std::string tensor;  // "fc1.x", "layer1.qkv.dy"
+  std::string format;  // "fp8_e4m3", "fp8_e5m2"
+  std::vector<float> amax, scale;
+};
+
 struct RunResult {
   std::string model;      // spec name
   std::string family;     // mlp, resnet_bottleneck, transformer
-  std::string precision;  // fp32, tf32, amp_fp16, amp_bf16
+  std::string precision;  // fp32, tf32, amp_fp16, amp_bf16, amp_fp8
   std::string device;     // "cpu" or "cuda"
   RunStatus status = RunStatus::Ok;
   std::string status_detail;  // why, for oom / diverged / failed
@@ -76,6 +86,8 @@ struct RunResult {
   double final_loss_scale = 1;
   bool loss_scaling = false;
   std::vector<StepRecord> steps;  // every training step, warm-up included, in order
+  // amp_fp8: a few representative tensors (the first and the last FP8 layer's x, w and dy).
+  std::vector<Fp8TensorSeries> fp8_scaling;
 };
 
 // peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.

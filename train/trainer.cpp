@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "models/model.h"
@@ -34,6 +35,9 @@ struct RunState {
   Tensor loss_step, correct_step;
   Tensor eval_loss, eval_correct, eval_loss_tail;
   Tensor series_loss, series_norm, series_scale, series_skip;
+  // amp_fp8: per fp8 dtype group (models/fp8_scaling.h), every tensor's amax_used and scale after
+  // each step: (steps, tensors of the group).
+  std::array<Tensor, 2> series_fp8_amax, series_fp8_scale;
 };
 
 Tensor scalar(TrackingAllocator& alloc, Backend& be, float value) {
@@ -77,6 +81,7 @@ class Run {
   // One epoch's timed steps and its evaluation; false when the loss stopped being finite.
   bool run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r);
   void read_back_series(RunResult& r);
+  void read_back_fp8_series(int64_t done, RunResult& r);
   void derive_metrics(const StepPlan& plan, RunResult& r);
 
   void step_on_staged_batch(MemoryReport* mem = nullptr);
@@ -157,6 +162,13 @@ void Run::build(RunResult& r) {
   const int64_t total = static_cast<int64_t>(r.steps.size());
   for (Tensor* t : {&dev_.series_loss, &dev_.series_norm, &dev_.series_scale, &dev_.series_skip})
     *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1)}, DType::F32, MemCategory::Data);
+  const auto& groups = model_->params().fp8().groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto n = static_cast<int64_t>(groups[g].tensors.size());
+    if (n == 0) continue;
+    for (Tensor* t : {&dev_.series_fp8_amax[g], &dev_.series_fp8_scale[g]})
+      *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1) * n}, DType::F32, MemCategory::Data);
+  }
 }
 
 // One training step on the staged batch. Reads and writes only fixed buffers, so it can be
@@ -176,6 +188,7 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
                          dev_.found_inf, dev_.grad_norm);
   const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
   opt_->step(be_, model_->params(), skip_flag, dev_.step_count);
+  model_->update_fp8_scaling(be_);
   if (scaling_) {
     const auto& ls = spec_.loss_scale;
     be_.update_loss_scale(dev_.scale, dev_.tracker, dev_.found_inf, ls.growth_factor,
@@ -204,6 +217,15 @@ void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memor
   be_.copy(dev_.grad_norm, n);
   be_.copy(dev_.scale_used, sc);
   be_.copy(dev_.found_inf, sk);
+  const auto& groups = model_->params().fp8().groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (groups[g].tensors.empty()) continue;
+    const int64_t n = groups[g].scale.numel();
+    Tensor a = dev_.series_fp8_amax[g].slice(global_step * n, Shape{n});
+    Tensor sc8 = dev_.series_fp8_scale[g].slice(global_step * n, Shape{n});
+    be_.copy(groups[g].amax_used, a);
+    be_.copy(groups[g].scale, sc8);
+  }
 }
 
 void Run::evaluate(EpochResult& e) {
@@ -357,6 +379,34 @@ void Run::read_back_series(RunResult& r) {
     r.skipped_steps += r.steps[i].skipped ? 1 : 0;
   }
   r.final_loss_scale = read_scalar(be_, dev_.scale);
+  read_back_fp8_series(done, r);
+}
+
+// The first and the last FP8 layer's tensors (x, w, dy each, in declaration order).
+void Run::read_back_fp8_series(int64_t done, RunResult& r) {
+  const Fp8Scaling& f8 = model_->params().fp8();
+  if (f8.empty() || done == 0) return;
+  std::array<std::vector<float>, 2> amax, scale;
+  for (size_t g = 0; g < 2; ++g) {
+    if (f8.groups()[g].tensors.empty()) continue;
+    const int64_t n = f8.groups()[g].scale.numel();
+    amax[g].resize(done * n);
+    scale[g].resize(done * n);
+    be_.download(dev_.series_fp8_amax[g].slice(0, Shape{done * n}), amax[g].data());
+    be_.download(dev_.series_fp8_scale[g].slice(0, Shape{done * n}), scale[g].data());
+  }
+  constexpr int kPerLayer = 3;
+  for (int i = 0; i < f8.size(); ++i) {
+    if (i >= kPerLayer && i < f8.size() - kPerLayer) continue;
+    const int g = f8.group_of(i);
+    const int64_t n = f8.groups()[g].scale.numel(), row = f8.row_of(i);
+    Fp8TensorSeries t{f8.name(i), dtype_name(f8.format(i)), {}, {}};
+    for (int64_t s = 0; s < done; ++s) {
+      t.amax.push_back(amax[g][s * n + row]);
+      t.scale.push_back(scale[g][s * n + row]);
+    }
+    r.fp8_scaling.push_back(std::move(t));
+  }
 }
 
 void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
@@ -424,6 +474,16 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.batch_size = spec.train.batch_size;
   r.train_samples = data.train_size();
   r.warmup_steps = spec.train.warmup_steps;
+  if (const DeviceInfo info = be.info();
+      be.device() == Device::CUDA &&
+      !precision_supported(precision, info.cc_major, info.cc_minor)) {
+    const PrecisionInfo& pi = precision_info(precision);
+    r.status = RunStatus::Unsupported;
+    r.status_detail =
+        fmt::format("{} needs compute capability {}.{} or newer, {} is {}.{}", pi.name,
+                    pi.min_cc_major, pi.min_cc_minor, info.name, info.cc_major, info.cc_minor);
+    return r;
+  }
   try {
     r.predicted_memory = predict_training_memory(spec, precision, be);
     r.has_predicted_memory = true;

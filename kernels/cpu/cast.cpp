@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/fp8.h"
 
 namespace mpbench::cpu {
 
@@ -27,8 +28,15 @@ const float* f16_table() {
 
 }  // namespace
 
-// src: (n) any float dtype -> out: (n) fp32.
+// src: (n) any float or fp8 dtype -> out: (n) fp32.
 void decode_f32(const Tensor& src, float* out, int64_t n) {
+  if (is_fp8(src.dtype)) {  // 256 codes: decoded once into a table
+    float table[256];
+    for (int c = 0; c < 256; ++c) table[c] = fp8_to_f32(static_cast<uint8_t>(c), src.dtype);
+    const uint8_t* s = src.ptr<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) out[i] = table[s[i]];
+    return;
+  }
   if (src.dtype == DType::F16) {
     const float* table = f16_table();
     const uint16_t* s = src.ptr<uint16_t>();

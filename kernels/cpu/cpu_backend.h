@@ -35,6 +35,10 @@ class CpuBackend final : public Backend {
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                          const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
+  void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
+                        Tensor* dst_t) override;
+  void fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format, Tensor& history,
+                               Tensor& scale, Tensor& scale_inv, Tensor& amax_used) override;
   void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                Tensor& norm) override;
   void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,

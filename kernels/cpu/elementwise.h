@@ -30,7 +30,7 @@ struct Elem<DType::BF16> {
   static uint16_t store(float x) { return f32_to_bf16(x); }
 };
 
-// Calls f(Elem<dt>{}) for a float dtype; the caller has already rejected int32.
+// Calls f(Elem<dt>{}) for a float dtype; the caller has already rejected int32 and fp8.
 template <class F>
 void dispatch_float(DType dt, F&& f) {
   switch (dt) {
@@ -44,9 +44,11 @@ void dispatch_float(DType dt, F&& f) {
       f(Elem<DType::BF16>{});
       return;
     case DType::I32:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
       break;
   }
-  throw_runtime("internal: dispatch_float on int32");
+  throw_runtime(std::string("internal: dispatch_float on ") + dtype_name(dt));
 }
 
 // Calls f(ActTag<act>{}); the activation becomes a compile-time constant of the loop.

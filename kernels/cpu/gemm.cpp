@@ -8,6 +8,7 @@
 //   Strict, fp32 operands     the buffers themselves (no copies, so the overhead is the call)
 //   TF32                      the operands rounded to a 10-bit mantissa, like the tensor cores
 //   16-bit operands           their exact fp32 values
+//   FP8 operands              their exact fp32 values, alpha times both scale_invs
 // and then one rounding of the fp32 result (after the forward epilogue) to c's dtype. The backward
 // epilogue reproduces gemm() + bias_act_backward() bit for bit, so it rounds the product to c's
 // dtype before multiplying by the derivative (and rounds again): a model that fuses the pair
@@ -38,7 +39,7 @@ void load_operand(const Tensor& t, int64_t offset, int64_t n, bool tf32, float* 
     }
     return;
   }
-  // fp16 and bf16 values are exact in TF32, so there is nothing to round.
+  // fp16, bf16 and fp8 values are exact in TF32, so there is nothing to round.
   decode_f32(t.slice(offset, Shape{n}), out, n);
 }
 
@@ -108,6 +109,10 @@ void gemm(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b
   float* s_bias = s_c + c_size;
   if (d.bias) decode_f32(*d.bias, s_bias, g.n);
 
+  // FP8 operands are read back scaled: the scales fold into alpha, as cuBLASLt applies them.
+  float alpha = d.alpha;
+  if (d.a_scale_inv)
+    alpha *= *d.a_scale_inv->ptr<const float>() * *d.b_scale_inv->ptr<const float>();
   const int lda = static_cast<int>(d.trans_a ? g.m : g.k);
   const int ldb = static_cast<int>(d.trans_b ? g.k : g.n);
   const int ldc = static_cast<int>(g.n);
@@ -132,7 +137,7 @@ void gemm(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b
     }
     cblas_sgemm(CblasRowMajor, d.trans_a ? CblasTrans : CblasNoTrans,
                 d.trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(g.m), static_cast<int>(g.n),
-                static_cast<int>(g.k), d.alpha, pa, lda, pb, ldb, d.beta, pc, ldc);
+                static_cast<int>(g.k), alpha, pa, lda, pb, ldb, d.beta, pc, ldc);
 
     if (direct_c && !has_epilogue) continue;
     dispatch_float(c.dtype, [&](auto e) {

@@ -89,6 +89,9 @@ void fill(DeviceContext& ctx, Tensor& t, float value) {
       fill_bits_kernel<uint16_t>
           <<<grid, kThreads, 0, ctx.stream()>>>(t.ptr<uint16_t>(), f32_to_bf16(value), n);
       break;
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      throw_runtime("internal: fill of an fp8 tensor");  // Backend::fill refuses them
   }
   CUDA_LAUNCH_CHECK();
 }

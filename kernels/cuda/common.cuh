@@ -96,6 +96,10 @@ inline cudaDataType_t cuda_type(DType dt) {
       return CUDA_R_16BF;
     case DType::I32:
       return CUDA_R_32I;
+    case DType::F8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::F8E5M2:
+      return CUDA_R_8F_E5M2;
   }
   return CUDA_R_32F;
 }

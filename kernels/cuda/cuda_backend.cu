@@ -181,6 +181,14 @@ class CudaBackend : public Backend {
   void cast_impl(const Tensor& src, Tensor& dst) override {
     cuda::cast(ctx_, src, dst);
   }
+  void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
+                        Tensor* dst_t) override {
+    cuda::cast_to_fp8(ctx_, src, scale, amax, dst, dst_t);
+  }
+  void fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format, Tensor& history,
+                               Tensor& scale, Tensor& scale_inv, Tensor& amax_used) override {
+    cuda::fp8_update_scaling(ctx_, r, format, history, scale, scale_inv, amax_used);
+  }
   void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                Tensor& norm) override {
     cuda::unscale_check_norm(ctx_, grads, scale, found_inf, norm);

@@ -60,8 +60,20 @@ cublasLtMatrixLayout_t make_layout(int32_t type, int64_t rows, int64_t cols, int
 
 // Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, so cuBLASLt's
 // "A" is our B and its "B" is our A; a row-major matrix is its column-major transpose in place.
+}  // namespace
+
+void set_fp8_scales(cublasLtMatmulDesc_t desc, const void* a_scale, const void* b_scale) {
+  // cuBLASLt's A is our B (the column-major transpose, see gemm.cu).
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &b_scale,
+                                              sizeof(b_scale)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &a_scale,
+                                              sizeof(a_scale)));
+}
+
+namespace {
+
 void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const void* aux,
-                size_t ws_bytes, GemmPlan& plan) {
+                const void* a_scale, const void* b_scale, size_t ws_bytes, GemmPlan& plan) {
   CUBLAS_CHECK(cublasLtMatmulDescCreate(
       &plan.desc, static_cast<cublasComputeType_t>(key.compute_type), CUDA_R_32F));
   int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -82,6 +94,7 @@ void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const
                                                   &bt, sizeof(bt)));
     }
   }
+  if (a_scale || b_scale) set_fp8_scales(plan.desc, a_scale, b_scale);
   if (key.align_aux != 0) {
     // The aux matrix is laid out like C^T in cuBLASLt's terms: column-major (N, M), ld N.
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
@@ -99,11 +112,11 @@ void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const
   // Our B (K, N) row-major is column-major (N, K) with ld N; transposed storage (N, K) is
   // column-major (K, N) with ld K.
   plan.layout_a = key.trans_b
-                      ? make_layout(key.ab_type, key.k, key.n, key.k, key.batch, key.stride_b)
-                      : make_layout(key.ab_type, key.n, key.k, key.n, key.batch, key.stride_b);
+                      ? make_layout(key.b_type, key.k, key.n, key.k, key.batch, key.stride_b)
+                      : make_layout(key.b_type, key.n, key.k, key.n, key.batch, key.stride_b);
   plan.layout_b = key.trans_a
-                      ? make_layout(key.ab_type, key.m, key.k, key.m, key.batch, key.stride_a)
-                      : make_layout(key.ab_type, key.k, key.m, key.k, key.batch, key.stride_a);
+                      ? make_layout(key.a_type, key.m, key.k, key.m, key.batch, key.stride_a)
+                      : make_layout(key.a_type, key.k, key.m, key.k, key.batch, key.stride_a);
   plan.layout_c = make_layout(key.c_type, key.n, key.m, key.n, key.batch, key.stride_c);
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -159,20 +172,20 @@ void hash_combine(size_t& seed, const T& v) {
 
 bool GemmKey::operator==(const GemmKey& o) const {
   return m == o.m && n == o.n && k == o.k && batch == o.batch && stride_a == o.stride_a &&
-         stride_b == o.stride_b && stride_c == o.stride_c && ab_type == o.ab_type &&
-         c_type == o.c_type && bias_type == o.bias_type && compute_type == o.compute_type &&
-         epilogue == o.epilogue && align_a == o.align_a && align_b == o.align_b &&
-         align_c == o.align_c && align_bias == o.align_bias && align_aux == o.align_aux &&
-         trans_a == o.trans_a && trans_b == o.trans_b;
+         stride_b == o.stride_b && stride_c == o.stride_c && a_type == o.a_type &&
+         b_type == o.b_type && c_type == o.c_type && bias_type == o.bias_type &&
+         compute_type == o.compute_type && epilogue == o.epilogue && align_a == o.align_a &&
+         align_b == o.align_b && align_c == o.align_c && align_bias == o.align_bias &&
+         align_aux == o.align_aux && trans_a == o.trans_a && trans_b == o.trans_b;
 }
 
 size_t GemmKeyHash::operator()(const GemmKey& k) const {
   size_t h = 0;
   for (int64_t v : {k.m, k.n, k.k, k.batch, k.stride_a, k.stride_b, k.stride_c}) hash_combine(h, v);
-  for (int64_t v :
-       {int64_t{k.ab_type}, int64_t{k.c_type}, int64_t{k.bias_type}, int64_t{k.compute_type},
-        int64_t{k.epilogue}, int64_t{k.align_a}, int64_t{k.align_b}, int64_t{k.align_c},
-        int64_t{k.align_bias}, int64_t{k.align_aux}, int64_t{k.trans_a}, int64_t{k.trans_b}})
+  for (int64_t v : {int64_t{k.a_type}, int64_t{k.b_type}, int64_t{k.c_type}, int64_t{k.bias_type},
+                    int64_t{k.compute_type}, int64_t{k.epilogue}, int64_t{k.align_a},
+                    int64_t{k.align_b}, int64_t{k.align_c}, int64_t{k.align_bias},
+                    int64_t{k.align_aux}, int64_t{k.trans_a}, int64_t{k.trans_b}})
     hash_combine(h, v);
   return h;
 }
@@ -277,12 +290,13 @@ int DeviceContext::grid_for(int64_t n, int threads) const {
   return static_cast<int>(std::max<int64_t>(1, std::min(blocks, cap)));
 }
 
-GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias, const void* aux) {
+GemmPlan& DeviceContext::gemm_plan(const GemmKey& key, const void* bias, const void* aux,
+                                   const void* a_scale, const void* b_scale) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   GemmPlan plan;
   try {
-    build_plan(lt_, key, bias, aux, workspace_size_, plan);
+    build_plan(lt_, key, bias, aux, a_scale, b_scale, workspace_size_, plan);
   } catch (...) {
     destroy_plan(plan);
     throw;

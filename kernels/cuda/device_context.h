@@ -30,9 +30,10 @@ namespace mpbench::cuda {
 struct GemmKey {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements between batches
-  int32_t ab_type = 0, c_type = 0, bias_type = -1;   // cudaDataType_t; -1: no bias pointer
-  int32_t compute_type = 0;                          // cublasComputeType_t
-  uint32_t epilogue = 0;                             // cublasLtEpilogue_t
+  // cudaDataType_t of our A, B (they differ only in FP8 GEMMs) and C; bias -1: no bias pointer.
+  int32_t a_type = 0, b_type = 0, c_type = 0, bias_type = -1;
+  int32_t compute_type = 0;  // cublasComputeType_t
+  uint32_t epilogue = 0;     // cublasLtEpilogue_t
   uint32_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
   // Alignment of the epilogue's auxiliary matrix (GELU_AUX*'s pre-activation output, DGELU*'s
   // input; C's dtype, C's shape); 0: the epilogue has none.
@@ -41,6 +42,9 @@ struct GemmKey {
 
   bool operator==(const GemmKey& o) const;
 };
+
+// Sets an FP8 matmul's scale pointers (our A's and B's scale_inv) on its descriptor.
+void set_fp8_scales(cublasLtMatmulDesc_t desc, const void* a_scale, const void* b_scale);
 
 struct GemmKeyHash {
   size_t operator()(const GemmKey& k) const;
@@ -129,7 +133,9 @@ class DeviceContext {
   // gradient) and aux (when key.align_aux != 0) are the pointers the heuristic should assume
   // (only their alignment matters).
   // Not const: a fused plan that cuBLASLt refuses when it runs is marked !ok (see gemm.cu).
-  GemmPlan& gemm_plan(const GemmKey& key, const void* bias, const void* aux = nullptr);
+  // FP8 GEMMs: a_scale and b_scale are our A's and B's scale_inv pointers.
+  GemmPlan& gemm_plan(const GemmKey& key, const void* bias, const void* aux = nullptr,
+                      const void* a_scale = nullptr, const void* b_scale = nullptr);
 
   // The cuDNN handle, bound to stream(); nullptr when the build has no cuDNN or creating it
   // failed, and then cudnn_error() says why. Only the convolutions need it, so the other ops

@@ -12,6 +12,10 @@
 // the product first, as the unfused pair does: at most one 16-bit rounding apart). Everything
 // else (ReLU, whose DRELU wants a bitmask we do not keep; strict fp32, whose GELU epilogues may
 // use a fast tanh; batches; no algorithm) runs the plain GEMM and then bias_act_backward in place.
+//
+// FP8 operands (amp_fp8) take the same path with their scale_inv pointers set on the plan and
+// per-operand types (E4M3 x E5M2 in the backward GEMMs); cuBLASLt requires the "TN" layout that
+// Backend::gemm's checks enforce, and there is no naive fallback for them.
 #include <algorithm>
 
 #include <iostream>
@@ -114,7 +118,8 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     key.stride_b = k * n;
     key.stride_c = m * n;
   }
-  key.ab_type = cuda_type(a.dtype);
+  key.a_type = cuda_type(a.dtype);
+  key.b_type = cuda_type(b.dtype);
   key.c_type = cuda_type(c.dtype);
   key.compute_type = compute_type_for(d.math, a.dtype);
   key.align_a = alignment_of(a.data);
@@ -125,7 +130,11 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   // epilogues may use a fast tanh, which strict fp32 must not; batches would need batch strides
   // for the bias (gradient) too, and no layer has them.
   const bool aux_ok = batch == 1 && n % 8 == 0 && d.math != GemmMath::Strict;
+  // FP8 operands' scale_inv pointers (device scalars), set on the plan for every call.
+  const void* a_scale = d.a_scale_inv ? d.a_scale_inv->data : nullptr;
+  const void* b_scale = d.b_scale_inv ? d.b_scale_inv->data : nullptr;
   auto run_plan = [&](const GemmPlan& p, const void* bias_ptr, const void* aux_ptr, void* out) {
+    if (a_scale) set_fp8_scales(p.desc, a_scale, b_scale);
     if (bias_ptr) {
       CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                   &bias_ptr, sizeof(bias_ptr)));
@@ -183,7 +192,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     fk.align_bias = d.bias ? alignment_of(d.bias->data) : 0;
     fk.align_aux = alignment_of(d.pre_act->data);
     const void* bias_ptr = d.bias ? d.bias->data : nullptr;
-    GemmPlan& p = ctx.gemm_plan(fk, bias_ptr, d.pre_act->data);
+    GemmPlan& p = ctx.gemm_plan(fk, bias_ptr, d.pre_act->data, a_scale, b_scale);
     if (p.ok && run_fused(p, bias_ptr, d.pre_act->data, c.data)) return;
   }
 
@@ -208,7 +217,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     key.bias_type = epi_bias ? cuda_type(d.bias->dtype) : -1;
     key.align_bias = epi_bias ? alignment_of(d.bias->data) : 0;
     const void* bias_ptr = epi_bias ? d.bias->data : nullptr;
-    plan = &ctx.gemm_plan(key, bias_ptr);
+    plan = &ctx.gemm_plan(key, bias_ptr, nullptr, a_scale, b_scale);
     done = plan->ok && run_fused(*plan, bias_ptr, nullptr, target.data);
   }
   if (!done) {  // the plain matmul; bias and activation follow in bias_act_forward
@@ -217,12 +226,17 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     key.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     key.bias_type = -1;
     key.align_bias = 0;
-    plan = &ctx.gemm_plan(key, nullptr);
+    plan = &ctx.gemm_plan(key, nullptr, nullptr, a_scale, b_scale);
   }
 
   if (!done && plan->ok) {
     CUBLAS_CHECK(run_plan(*plan, nullptr, nullptr, target.data));
     done = true;
+  }
+  if (!done && a_scale) {  // the naive kernel has no FP8 path: a failed row says why
+    throw_runtime(fmt::format("cuBLASLt offers no FP8 algorithm for a {}x{}x{} {}/{}->{} GEMM: {}",
+                              m, n, k, dtype_name(a.dtype), dtype_name(b.dtype),
+                              dtype_name(c.dtype), plan->why_not));
   }
   if (!done) {
     const float alpha = d.alpha, beta = d.beta;

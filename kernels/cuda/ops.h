@@ -23,6 +23,10 @@ void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels
                   const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct);
 
 void cast(DeviceContext& ctx, const Tensor& src, Tensor& dst);
+void cast_to_fp8(DeviceContext& ctx, const Tensor& src, const Tensor& scale, Tensor* amax,
+                 Tensor& dst, Tensor* dst_t);
+void fp8_update_scaling(DeviceContext& ctx, const DelayedScalingRecipe& r, DType format,
+                        Tensor& history, Tensor& scale, Tensor& scale_inv, Tensor& amax_used);
 void fill(DeviceContext& ctx, Tensor& t, float value);
 
 void unscale_check_norm(DeviceContext& ctx, Tensor& grads, const Tensor* scale, Tensor& found_inf,

@@ -242,8 +242,10 @@ void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::arra
   };
   if (dtype_size(src.dtype) == 4)
     launch(uint32_t{});
-  else
+  else if (dtype_size(src.dtype) == 2)
     launch(uint16_t{});
+  else
+    launch(uint8_t{});
 }
 
 }  // namespace mpbench::cuda

@@ -1,8 +1,8 @@
 // The scripts a GPU session relies on to turn device_check.sh's output into results/<gpu>/, tried
 // here on CPU results so that their plumbing does not cost device time: side_by_side.py (the
 // table, and the where-the-time-goes section from `mpbench profile` and PyTorch's profile
-// blocks) and unpack_device_results.py (the merged files split back). Needs python3, standard
-// library only; skipped where there is none.
+// blocks, rows without a time such as an unsupported amp_fp8) and unpack_device_results.py (the
+// merged files split back). Needs python3, standard library only; skipped where there is none.
 #include <filesystem>
 #include <string>
 
@@ -85,6 +85,48 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
   ASSERT_GE(bf16.size(), 4u) << md;
   EXPECT_EQ(fp32.substr(fp32.size() - 3), "% |") << fp32;
   EXPECT_EQ(bf16.substr(bf16.size() - 4), "|  |") << bf16;
+}
+
+TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
+  // amp_fp8 below compute capability 8.9 (mpbench) or without Transformer Engine (PyTorch): a
+  // row with status "unsupported" and no numbers, on both sides or on one.
+  auto unsupported = [](json run, const std::string& precision) {
+    run["precision"] = precision;
+    run["status"] = "unsupported";
+    run["status_detail"] = "FP8 needs compute capability 8.9+, this device is 8.0";
+    run["epochs"] = json::array();
+    for (auto& v : run["epoch_time_ms"]) v = 0.0;
+    run["peak_memory_bytes"]["tracked"] = 0;
+    run.erase("profile");
+    return run;
+  };
+  json mp = json::parse(read_file(path("tiny_mlp_eager.json")));
+  json pt = json::parse(read_file(path("pytorch.json")));
+  mp["runs"].push_back(unsupported(mp["runs"][0], "amp_fp8"));
+  pt["runs"].push_back(unsupported(pt["runs"][0], "amp_fp8"));
+  for (auto& run : pt["runs"])
+    if (run["precision"] == "amp_bf16") run = unsupported(run, "amp_bf16");
+  write("mp_fp8.json", mp.dump());
+  write("pt_fp8.json", pt.dump());
+  Result r = mpbench::test::run_shell(
+      script("side_by_side.py") + " --mpbench " + path("mp_fp8.json") + " --pytorch " +
+          path("pt_fp8.json") + " --profiles " + path("profile_tiny_mlp.json"),
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto row = [&](const std::string& precision) {
+    const size_t at = r.out.find("| tiny_mlp | " + precision + " |");
+    return at == std::string::npos ? std::string() : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  EXPECT_EQ(row("amp_fp8"),
+            "| tiny_mlp | amp_fp8 | unsupported | unsupported | — | — | — | — | — | — | — |")
+      << r.out;
+  // mpbench's amp_bf16 keeps its numbers; PyTorch's side says why it has none, and no ratio.
+  const std::string bf16 = row("amp_bf16");
+  EXPECT_NE(bf16.find(" | unsupported | — | "), std::string::npos) << bf16;
+  // Only fp32 (4x) is a slower row to take apart.
+  EXPECT_NE(r.out.find("### tiny_mlp fp32"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("### tiny_mlp amp_bf16"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("### tiny_mlp amp_fp8"), std::string::npos) << r.out;
 }
 
 TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {

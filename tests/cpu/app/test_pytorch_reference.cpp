@@ -1,8 +1,8 @@
 // scripts/pytorch_reference.py against mpbench on the CPU, where torch can be imported
 // (scripts/setup.sh installs Debian's python3-torch as optional; skipped without it): the
 // PyTorch models of every shipped config have exactly mpbench's parameter counts (the whole
-// ResNet-50, GPT-2 small with its tied head, BERT-base), and the reference trains a tied tiny
-// GPT on mpbench's exported data.
+// ResNet-50, GPT-2 small with its tied head, BERT-base), the reference trains a tied tiny
+// GPT on mpbench's exported data, and amp_fp8 on the CPU is an "unsupported" row with its reason.
 #include <filesystem>
 #include <map>
 #include <string>
@@ -77,4 +77,38 @@ TEST_F(PytorchReference, TrainsTheTiedTinyGptOnMpbenchsData) {
   EXPECT_EQ(run["status"], "ok") << run.value("status_detail", "");
   // mpbench reaches 90.8% after this epoch (README); far above the 12.1% attention-free bound.
   EXPECT_GT(run["final_accuracy"].get<double>(), 0.8);
+}
+
+TEST_F(PytorchReference, Fp8OnTheCpuIsAnUnsupportedRowWithItsReason) {
+  // amp_fp8 needs Transformer Engine and a CUDA device of compute capability 8.9+: elsewhere a
+  // row with status "unsupported", every reason that holds and no numbers, as mpbench's on an
+  // older card; the other modes still run. (--precisions is the script's own: `mpbench data`
+  // only exports the spec's data.)
+  const std::string out = (dir_ / "pt.json").string();
+  const auto r = script(std::string(MPBENCH_SOURCE_DIR) +
+                        "/configs/tiny_mlp.json --device cpu --epochs 1 --precisions fp32,amp_fp8 "
+                        "--quiet --out " +
+                        out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["status"], "ok") << doc["runs"][0].value("status_detail", "");
+  const json& run = doc["runs"][1];
+  EXPECT_EQ(run["precision"], "amp_fp8");
+  EXPECT_EQ(run["status"], "unsupported");
+  const std::string why = run.value("status_detail", "");
+  EXPECT_NE(why.find("FP8 needs a CUDA device"), std::string::npos) << why;
+  const bool have_te =
+      mpbench::test::run_shell(python_ + " -c 'import transformer_engine.pytorch'", dir_.string())
+          .code == 0;
+  if (!have_te) {
+    EXPECT_NE(why.find("transformer_engine"), std::string::npos) << why;
+  }
+  EXPECT_TRUE(run["epochs"].empty());
+  EXPECT_TRUE(run["steps"]["loss"].empty());
+  EXPECT_EQ(run["epoch_time_ms"]["median"].get<double>(), 0.0);
+  EXPECT_EQ(run["samples_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(run["final_accuracy"].get<double>(), 0.0);
+  // The console table gives the reason on the mode's line.
+  EXPECT_NE(r.out.find("amp_fp8   unsupported: " + why), std::string::npos) << r.out;
 }

@@ -13,14 +13,14 @@
 namespace mpbench {
 namespace {
 
-constexpr Fp8Format kFormats[] = {Fp8Format::E4M3, Fp8Format::E5M2};
+constexpr DType kFormats[] = {DType::F8E4M3, DType::F8E5M2};
 
-bool is_nan_code(uint8_t c, Fp8Format f) {
-  return f == Fp8Format::E4M3 ? (c & 0x7F) == 0x7F : (c & 0x7F) > 0x7C;
+bool is_nan_code(uint8_t c, DType f) {
+  return f == DType::F8E4M3 ? (c & 0x7F) == 0x7F : (c & 0x7F) > 0x7C;
 }
 
 TEST(Fp8, DefiningValues) {
-  const Fp8Format e4 = Fp8Format::E4M3, e5 = Fp8Format::E5M2;
+  const DType e4 = DType::F8E4M3, e5 = DType::F8E5M2;
   EXPECT_EQ(fp8_to_f32(0x38, e4), 1.0f);
   EXPECT_EQ(fp8_to_f32(0x7E, e4), 448.0f);
   EXPECT_EQ(fp8_to_f32(0xFE, e4), -448.0f);
@@ -38,14 +38,14 @@ TEST(Fp8, DefiningValues) {
   for (uint8_t c : {0x7D, 0x7E, 0x7F}) EXPECT_TRUE(std::isnan(fp8_to_f32(c, e5))) << int(c);
   EXPECT_EQ(fp8_max(e4), 448.0f);
   EXPECT_EQ(fp8_max(e5), 57344.0f);
-  EXPECT_STREQ(fp8_format_name(e4), "fp8_e4m3");
+  EXPECT_STREQ(dtype_name(e4), "fp8_e4m3");
 }
 
 // Decoding all 256 codes and encoding them back gives the code itself (NaNs: a NaN code), and
 // the finite values are strictly increasing with the code on each side of zero.
 TEST(Fp8, EveryCodeRoundTrips) {
-  for (Fp8Format f : kFormats) {
-    SCOPED_TRACE(fp8_format_name(f));
+  for (DType f : kFormats) {
+    SCOPED_TRACE(dtype_name(f));
     int nans = 0, infs = 0;
     for (int c = 0; c < 256; ++c) {
       const uint8_t code = static_cast<uint8_t>(c);
@@ -67,16 +67,16 @@ TEST(Fp8, EveryCodeRoundTrips) {
         EXPECT_LT(below, std::fabs(v)) << c;
       }
     }
-    EXPECT_EQ(nans, f == Fp8Format::E4M3 ? 2 : 6);
-    EXPECT_EQ(infs, f == Fp8Format::E4M3 ? 0 : 2);
+    EXPECT_EQ(nans, f == DType::F8E4M3 ? 2 : 6);
+    EXPECT_EQ(infs, f == DType::F8E4M3 ? 0 : 2);
   }
 }
 
 // Between every two neighbouring finite values, the midpoint goes to the one with an even
 // mantissa (an even code) and anything off it to the nearer one.
 TEST(Fp8, RoundsToNearestEvenAtEveryBoundary) {
-  for (Fp8Format f : kFormats) {
-    SCOPED_TRACE(fp8_format_name(f));
+  for (DType f : kFormats) {
+    SCOPED_TRACE(dtype_name(f));
     for (int c = 0; c < 127; ++c) {
       const uint8_t lo = static_cast<uint8_t>(c), hi = static_cast<uint8_t>(c + 1);
       const float a = fp8_to_f32(lo, f), b = fp8_to_f32(hi, f);
@@ -94,24 +94,24 @@ TEST(Fp8, RoundsToNearestEvenAtEveryBoundary) {
 
 TEST(Fp8, SaturatesKeepsNanAndTheSignOfZero) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_EQ(f32_to_fp8(449.0f, Fp8Format::E4M3), 0x7E);
-  EXPECT_EQ(f32_to_fp8(464.0f, Fp8Format::E4M3), 0x7E);  // would round to 480, past the max
-  EXPECT_EQ(f32_to_fp8(1e30f, Fp8Format::E4M3), 0x7E);
-  EXPECT_EQ(f32_to_fp8(inf, Fp8Format::E4M3), 0x7E);
-  EXPECT_EQ(f32_to_fp8(-inf, Fp8Format::E4M3), 0xFE);
-  EXPECT_EQ(f32_to_fp8(61440.0f, Fp8Format::E5M2), 0x7B);
-  EXPECT_EQ(f32_to_fp8(inf, Fp8Format::E5M2), 0x7B);
-  EXPECT_EQ(f32_to_fp8(-1e38f, Fp8Format::E5M2), 0xFB);
-  EXPECT_TRUE(std::isnan(fp8_to_f32(f32_to_fp8(std::nanf(""), Fp8Format::E4M3), Fp8Format::E4M3)));
-  EXPECT_EQ(f32_to_fp8(0.0f, Fp8Format::E4M3), 0x00);
-  EXPECT_EQ(f32_to_fp8(-0.0f, Fp8Format::E5M2), 0x80);
+  EXPECT_EQ(f32_to_fp8(449.0f, DType::F8E4M3), 0x7E);
+  EXPECT_EQ(f32_to_fp8(464.0f, DType::F8E4M3), 0x7E);  // would round to 480, past the max
+  EXPECT_EQ(f32_to_fp8(1e30f, DType::F8E4M3), 0x7E);
+  EXPECT_EQ(f32_to_fp8(inf, DType::F8E4M3), 0x7E);
+  EXPECT_EQ(f32_to_fp8(-inf, DType::F8E4M3), 0xFE);
+  EXPECT_EQ(f32_to_fp8(61440.0f, DType::F8E5M2), 0x7B);
+  EXPECT_EQ(f32_to_fp8(inf, DType::F8E5M2), 0x7B);
+  EXPECT_EQ(f32_to_fp8(-1e38f, DType::F8E5M2), 0xFB);
+  EXPECT_TRUE(std::isnan(fp8_to_f32(f32_to_fp8(std::nanf(""), DType::F8E4M3), DType::F8E4M3)));
+  EXPECT_EQ(f32_to_fp8(0.0f, DType::F8E4M3), 0x00);
+  EXPECT_EQ(f32_to_fp8(-0.0f, DType::F8E5M2), 0x80);
   // Half the smallest subnormal is a tie with zero, which is even; just above it is not.
-  EXPECT_EQ(f32_to_fp8(std::ldexp(1.0f, -10), Fp8Format::E4M3), 0x00);
-  EXPECT_EQ(f32_to_fp8(std::nextafter(std::ldexp(1.0f, -10), 1.0f), Fp8Format::E4M3), 0x01);
-  EXPECT_EQ(f32_to_fp8(-std::ldexp(1.0f, -20), Fp8Format::E5M2), 0x80);
+  EXPECT_EQ(f32_to_fp8(std::ldexp(1.0f, -10), DType::F8E4M3), 0x00);
+  EXPECT_EQ(f32_to_fp8(std::nextafter(std::ldexp(1.0f, -10), 1.0f), DType::F8E4M3), 0x01);
+  EXPECT_EQ(f32_to_fp8(-std::ldexp(1.0f, -20), DType::F8E5M2), 0x80);
   // 1 + 2^-4 is the tie between 1 and 1.125 in E4M3 (even: 1); 1 + 3 * 2^-4 goes up to 1.25.
-  EXPECT_EQ(fp8_to_f32(f32_to_fp8(1.0625f, Fp8Format::E4M3), Fp8Format::E4M3), 1.0f);
-  EXPECT_EQ(fp8_to_f32(f32_to_fp8(1.1875f, Fp8Format::E4M3), Fp8Format::E4M3), 1.25f);
+  EXPECT_EQ(fp8_to_f32(f32_to_fp8(1.0625f, DType::F8E4M3), DType::F8E4M3), 1.0f);
+  EXPECT_EQ(fp8_to_f32(f32_to_fp8(1.1875f, DType::F8E4M3), DType::F8E4M3), 1.25f);
 }
 
 // History length 3, amax "max", margin 0, E4M3 (448): the scale follows the largest amax of the
@@ -126,7 +126,7 @@ TEST(DelayedScaling, MaxOverTheHistoryWindow) {
   for (int i = 0; i < 6; ++i) {
     record_amax(s, amaxes[i] / 2);
     record_amax(s, amaxes[i]);  // two casts in a step: the larger counts
-    update_delayed_scaling(s, r, Fp8Format::E4M3);
+    update_delayed_scaling(s, r, DType::F8E4M3);
     EXPECT_FLOAT_EQ(s.scale, want[i]) << "step " << i;
     EXPECT_EQ(s.amax_history[0], 0.0f);
   }
@@ -137,14 +137,14 @@ TEST(DelayedScaling, MaxOverTheHistoryWindow) {
   DelayedScalingState z = make_delayed_scaling(one);
   for (float a : {0.0f, std::numeric_limits<float>::infinity()}) {
     record_amax(z, a);
-    update_delayed_scaling(z, one, Fp8Format::E5M2);
+    update_delayed_scaling(z, one, DType::F8E5M2);
     EXPECT_EQ(z.scale, 1.0f) << a;
   }
   record_amax(z, std::nanf(""));  // passed over: slot 0 stays 0
-  update_delayed_scaling(z, one, Fp8Format::E5M2);
+  update_delayed_scaling(z, one, DType::F8E5M2);
   EXPECT_EQ(z.scale, 1.0f);
   record_amax(z, 7.0f);
-  update_delayed_scaling(z, one, Fp8Format::E5M2);
+  update_delayed_scaling(z, one, DType::F8E5M2);
   EXPECT_FLOAT_EQ(z.scale, 57344.0f / 7.0f);
 }
 
@@ -157,11 +157,11 @@ TEST(DelayedScaling, MostRecentMarginAndTheRoll) {
   r.margin = 2;
   DelayedScalingState s = make_delayed_scaling(r);
   record_amax(s, 8.0f);
-  update_delayed_scaling(s, r, Fp8Format::E4M3);
+  update_delayed_scaling(s, r, DType::F8E4M3);
   EXPECT_FLOAT_EQ(s.scale, 448.0f / 4 / 8.0f);
   EXPECT_EQ(s.amax_history, (std::vector<float>{0, 0, 0, 8}));
   record_amax(s, 2.0f);
-  update_delayed_scaling(s, r, Fp8Format::E4M3);
+  update_delayed_scaling(s, r, DType::F8E4M3);
   EXPECT_FLOAT_EQ(s.scale, 448.0f / 4 / 2.0f);  // not the history's 8
   EXPECT_EQ(s.amax_history, (std::vector<float>{0, 0, 8, 2}));
   DelayedScalingRecipe bad;

@@ -1,5 +1,6 @@
 // Spec parsing: good specs fill defaults, round-trip through to_json, and every malformed spec is a
 // one-line BadInput naming the file, the JSON path and what was expected.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -91,7 +92,7 @@ TEST(Spec, MinimalSpecGetsDefaults) {
   EXPECT_FLOAT_EQ(s.train.optimizer.beta2, 0.999f);
   EXPECT_FLOAT_EQ(s.train.optimizer.eps, 1e-8f);
   EXPECT_FLOAT_EQ(s.train.optimizer.weight_decay, 0.0f);
-  EXPECT_EQ(s.precisions, all_precisions());
+  EXPECT_EQ(s.precisions, default_precisions());
   EXPECT_FLOAT_EQ(s.loss_scale.init, 65536.0f);
   EXPECT_FLOAT_EQ(s.loss_scale.growth_factor, 2.0f);
   EXPECT_FLOAT_EQ(s.loss_scale.backoff_factor, 0.5f);
@@ -130,6 +131,30 @@ TEST(Spec, LossScaleFlagsAndPrecisionOrder) {
   EXPECT_FALSE(loss_scaling_enabled(s.loss_scale, Precision::AMP_FP16));
   EXPECT_TRUE(loss_scaling_enabled(s.loss_scale, Precision::AMP_BF16));
   EXPECT_EQ(s.precisions, (std::vector<Precision>{Precision::AMP_BF16, Precision::FP32}));
+}
+
+// amp_fp8 runs only when listed; its delayed-scaling recipe defaults to Transformer Engine's.
+TEST(Spec, Fp8RecipeDefaultsAndValues) {
+  const Spec d = parse_spec(mutate([](json&) {}), "x.json");
+  EXPECT_EQ(std::count(d.precisions.begin(), d.precisions.end(), Precision::AMP_FP8), 0);
+  EXPECT_EQ(d.fp8.amax_history_len, 1024);
+  EXPECT_EQ(d.fp8.amax_compute, AmaxCompute::Max);
+  EXPECT_EQ(d.fp8.margin, 0);
+  const Spec s = parse_spec(
+      mutate([](json& j) {
+        j["precisions"] = {"amp_bf16", "amp_fp8"};
+        j["fp8"] = {{"amax_history_len", 16}, {"amax_compute", "most_recent"}, {"margin", 2}};
+      }),
+      "x.json");
+  EXPECT_EQ(s.precisions, (std::vector<Precision>{Precision::AMP_BF16, Precision::AMP_FP8}));
+  EXPECT_EQ(s.fp8.amax_history_len, 16);
+  EXPECT_EQ(s.fp8.amax_compute, AmaxCompute::MostRecent);
+  EXPECT_EQ(s.fp8.margin, 2);
+  // The resolved spec carries the recipe and reads back the same.
+  const json j = to_json(s);
+  EXPECT_EQ(j["fp8"]["amax_compute"], "most_recent");
+  EXPECT_TRUE(parse_spec(j.dump(), "y.json") == s);
+  EXPECT_FALSE(parse_spec(to_json(d).dump(), "y.json") == s);
 }
 
 TEST(Spec, OtherFamiliesParse) {
@@ -353,8 +378,9 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
       {[](json& j) {
          j["precisions"] = {"fp32", "fp8"};
        },
-       "precisions[1]: expected one of \"fp32\", \"tf32\", \"amp_fp16\", \"amp_bf16\", got "
-       "\"fp8\""},
+       "precisions[1]: expected one of \"fp32\", \"tf32\", \"amp_fp16\", \"amp_bf16\", "
+       "\"amp_fp8\", "
+       "got \"fp8\""},
       {[](json& j) {
          j["precisions"] = {"fp32", "tf32", "fp32"};
        },
@@ -363,6 +389,23 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
          j["precisions"] = {"fp32", 32};
        },
        "precisions[1]: expected a string, got 32"},
+      {[](json& j) {
+         j["fp8"] = {{"amax_history_len", 0}};
+       },
+       "fp8.amax_history_len: expected a positive integer <= 65536, got 0"},
+      {[](json& j) {
+         j["fp8"] = {{"amax_compute", "mean"}};
+       },
+       "fp8.amax_compute: expected one of \"max\", \"most_recent\", got \"mean\""},
+      {[](json& j) {
+         j["fp8"] = {{"margin", -1}};
+       },
+       "fp8.margin: expected a non-negative integer <= 32, got -1"},
+      {[](json& j) {
+         j["fp8"] = {{"format", "hybrid"}};
+       },
+       "fp8.format: unknown key"},
+      {[](json& j) { j["fp8"] = 3; }, "fp8: expected"},
       {[](json& j) { j["loss_scale"]["init"] = 0; },
        "loss_scale.init: expected a finite number > 0"},
       {[](json& j) { j["loss_scale"]["init"] = 1e39; }, "loss_scale.init: expected"},
@@ -516,7 +559,7 @@ TEST(Spec, ShippedConfigsParse) {
   EXPECT_EQ(mnist.name, "mnist_mlp");
   EXPECT_EQ(std::get<MlpSpec>(mnist.model).hidden, (std::vector<int64_t>{512, 256}));
   EXPECT_EQ(mnist.fp32_layers, std::vector<std::string>{"head"});
-  EXPECT_EQ(mnist.precisions, all_precisions());
+  EXPECT_EQ(mnist.precisions, default_precisions());
   // The shipped example is exactly DESIGN.md's, i.e. the defaults.
   Spec defaults = parse_spec(
       R"({"name": "mnist_mlp", "model": {"type": "mlp", "input_dim": 784, "hidden": [512, 256],
