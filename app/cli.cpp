@@ -27,6 +27,7 @@ namespace {
 const char* kExamples = R"(
 Examples:
   mpbench run configs/mnist_mlp.json                  compare all four modes on the default device
+  mpbench run configs/gpt2_small_layer.json --precisions amp_bf16,amp_fp8   FP8 (sm_89+) vs bf16
   mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json
   mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet
   mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs

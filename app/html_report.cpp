@@ -77,6 +77,7 @@ const char* precision_color(const std::string& p) {
   if (p == "tf32") return "#2e9d6b";
   if (p == "amp_fp16") return "#e07b24";
   if (p == "amp_bf16") return "#8e5cb8";
+  if (p == "amp_fp8") return "#c2185b";
   return "#6e7781";
 }
 
@@ -417,7 +418,7 @@ size_t op_group(const std::string& op) {
   if (starts("attention_softmax_")) return 3;
   if (op == "softmax_xent") return 4;
   if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
-      op == "update_loss_scale" || op == "count_step")
+      op == "update_loss_scale" || op == "count_step" || op == "fp8_update_scaling")
     return 5;
   return 6;
 }
@@ -531,6 +532,56 @@ std::string loss_charts(const std::vector<Series>& series) {
         true);
   }
   return out;
+}
+
+// amp_fp8's numerical health: per run, the amax each representative tensor was scaled by and
+// the scale that followed, per step, on log axes. Colour by role (x, w, dy), dash by layer (the
+// first FP8 layer solid, the last dashed), lighter for further files. Empty without FP8 runs.
+std::string fp8_scaling_charts(const std::vector<Series>& series) {
+  std::vector<Line> amax, scale;
+  std::vector<std::pair<std::string, std::string>> keys;
+  std::vector<std::string> dashes;
+  std::vector<double> markers;
+  auto role_color = [](const std::string& tensor) {
+    const std::string role = tensor.substr(tensor.rfind('.') + 1);
+    return std::string(role == "x" ? "#3b6fb6" : role == "w" ? "#2e9d6b" : "#e07b24");
+  };
+  for (const Series& s : series) {
+    const RunResult& r = *s.run;
+    if (r.fp8_scaling.empty()) continue;
+    if (markers.empty()) markers = epoch_boundaries(r);
+    const std::string first_layer =
+        r.fp8_scaling.front().tensor.substr(0, r.fp8_scaling.front().tensor.rfind('.'));
+    for (const Fp8TensorSeries& t : r.fp8_scaling) {
+      const bool first = t.tensor.substr(0, t.tensor.rfind('.')) == first_layer;
+      const std::string color = shade(role_color(t.tensor), s.variant);
+      const std::string dash = first ? dash_for(s.variant) : "7 4";
+      const std::string label = series.size() > 1 ? s.label + " · " + t.tensor : t.tensor;
+      std::vector<double> a(t.amax.begin(), t.amax.end()), sc(t.scale.begin(), t.scale.end());
+      Line la{label, color, dash, downsample(a, 500), ""};
+      la.tooltip = fmt::format("{} ({}): last amax {:.4g}", label, t.format, a.back());
+      Line ls{label, color, dash, downsample(sc, 500), ""};
+      ls.tooltip = fmt::format("{} ({}): last scale {:.4g}", label, t.format, sc.back());
+      amax.push_back(std::move(la));
+      scale.push_back(std::move(ls));
+      keys.emplace_back(label + " (" + t.format + ")", color);
+      dashes.push_back(dash.empty() ? "none" : dash);
+    }
+  }
+  if (amax.empty()) return "";
+  return figure(
+             "FP8 amax per step (log scale) <span class=\"sub\">amp_fp8: the amax each tensor's "
+             "delayed scaling used after the step; solid: the first FP8 layer, dashed: the "
+             "last</span>",
+             legend_html(keys, dashes) +
+                 line_chart("chart-fp8-amax", amax, "step", "amax", 10, markers, 260),
+             true) +
+         figure(
+             "FP8 scale per step (log scale) <span class=\"sub\">fp8_max / amax (2^-margin): a "
+             "scale that keeps falling is an amax that keeps growing</span>",
+             legend_html(keys, dashes) +
+                 line_chart("chart-fp8-scale", scale, "step", "scale", 10, markers, 260),
+             true);
 }
 
 // A sweep (run --batch-sizes): per mode (and file), its speedup over fp32 at each batch size,
@@ -840,6 +891,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     h += "</div>\n";
     h += speedup_by_batch_chart(sec.series);
     h += loss_charts(sec.series);
+    h += fp8_scaling_charts(sec.series);
     h += "<div class=\"card\">\n";
     for (const auto& [i, group] : sec.groups) {
       const Table t = build_table(group, inputs[i].report);

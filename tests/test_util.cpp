@@ -83,6 +83,13 @@ std::vector<float> to_host_f32(Backend& be, const Tensor& t) {
       for (size_t i = 0; i < raw.size(); ++i) out[i] = static_cast<float>(raw[i]);
       break;
     }
+    case DType::F8E4M3:
+    case DType::F8E5M2: {
+      std::vector<uint8_t> raw(t.numel());
+      be.download(t, raw.data());
+      for (size_t i = 0; i < raw.size(); ++i) out[i] = fp8_to_f32(raw[i], t.dtype);
+      break;
+    }
     default: {
       std::vector<uint16_t> raw(t.numel());
       be.download(t, raw.data());
@@ -101,6 +108,13 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t) {
       break;
     case DType::I32: {
       std::vector<int32_t> raw(values.begin(), values.end());
+      be.upload(raw.data(), t);
+      break;
+    }
+    case DType::F8E4M3:
+    case DType::F8E5M2: {  // unscaled: the values themselves, rounded and saturated
+      std::vector<uint8_t> raw(values.size());
+      for (size_t i = 0; i < raw.size(); ++i) raw[i] = f32_to_fp8(values[i], t.dtype);
       be.upload(raw.data(), t);
       break;
     }
@@ -151,6 +165,9 @@ std::string source_dir() {
 void poison(Backend& be, Tensor& t) {
   if (t.dtype == DType::I32) {
     std::vector<int32_t> raw(t.numel(), 0x7fffffff);
+    be.upload(raw.data(), t);
+  } else if (is_fp8(t.dtype)) {
+    std::vector<uint8_t> raw(t.numel(), 0x7F);  // NaN in both formats
     be.upload(raw.data(), t);
   } else {
     be.fill(t, std::nanf(""));

@@ -55,9 +55,10 @@ OpKind op_kind(const std::string& op) {
   if (starts_with(op, "attention_softmax")) return OpKind::Softmax;
   if (op == "softmax_xent") return OpKind::Loss;
   if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
-      op == "update_loss_scale" || op == "count_step")
+      op == "update_loss_scale" || op == "count_step" || op == "fp8_update_scaling")
     return OpKind::Optimizer;
-  if (op == "cast" || op == "copy" || op == "permute" || op == "fill") return OpKind::Copies;
+  if (op == "cast" || op == "cast_to_fp8" || op == "copy" || op == "permute" || op == "fill")
+    return OpKind::Copies;
   return OpKind::Elementwise;  // bias/activation, add, pools, embedding
 }
 

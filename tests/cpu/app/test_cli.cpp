@@ -201,6 +201,35 @@ TEST_F(Cli, ValidateAndInspect) {
   EXPECT_NE(i.out.find("fp16"), std::string::npos);
 }
 
+// amp_fp8: inspect names the GEMMs that run in FP8 (the Linear layers whose sizes are multiples
+// of 16, not pinned), with their dtypes, and counts them; attention's GEMMs stay bf16.
+TEST_F(Cli, InspectShowsTheFp8Gemms) {
+  const std::string src = MPBENCH_SOURCE_DIR;
+  const std::string json = (dir_ / "fp8.json").string();
+  Result r =
+      run("inspect " + src + "/configs/tiny_transformer.json --precision amp_fp8 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fp8_e4m3/fp8_e5m2"), std::string::npos);
+  EXPECT_NE(r.out.find("fp8: 9 of 13 GEMMs run in FP8"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(doc["entries"].size(), 1u);
+  const auto& layer1 = doc["entries"][0]["layers"][1];
+  for (const auto& c : layer1["children"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const bool linear = c["kind"].get<std::string>().rfind("linear", 0) == 0;
+    EXPECT_EQ(c.contains("fp8_dtypes"), linear);
+    if (linear) {
+      EXPECT_EQ(c["fp8_dtypes"]["forward"], "fp8_e4m3");
+      EXPECT_EQ(c["fp8_dtypes"]["backward"], "fp8_e5m2");
+      EXPECT_EQ(c["compute_dtype"], "bf16");  // what the GEMM writes and the rest computes in
+    }
+  }
+  // mnist_mlp pins its 10-wide head to fp32: fc1 and fc2 run in FP8.
+  Result m = run("inspect " + src + "/configs/mnist_mlp.json --precision amp_fp8");
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("fp8: 2 of 3 GEMMs run in FP8"), std::string::npos) << m.out;
+}
+
 // Sublayer rows by default, the blocks alone with --depth block; the JSON holds every layer with
 // its children, whose sums are the layer's; the alignment check names GPT-2's vocabulary and
 // ResNet-50's 3-channel stem in the 16-bit modes, and nothing in fp32.

@@ -199,6 +199,29 @@ TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
   expect_finite_coordinates(html);
 }
 
+// A real amp_fp8 run draws the FP8 amax and scale charts, one curve per representative tensor
+// (tiny_mlp's one FP8 layer, fc1: x, w and dy); a page without FP8 runs has neither.
+TEST_F(ReportHtml, Fp8RunsDrawTheirAmaxAndScale) {
+  const std::string out = (dir_ / "fp8.json").string();
+  const Result run = mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
+                             "/configs/tiny_mlp.json --device cpu --quiet --epochs 1 "
+                             "--precisions amp_bf16,amp_fp8 --json " +
+                             out);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const fs::path html_path = dir_ / "f.html";
+  const Result r = mpbench("report " + out + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(count(html, "class=\"chart chart-fp8-amax\""), 1u);
+  EXPECT_EQ(count(html, "class=\"chart chart-fp8-scale\""), 1u);
+  for (const char* t : {"fc1.x (fp8_e4m3)", "fc1.w (fp8_e4m3)", "fc1.dy (fp8_e5m2)"})
+    EXPECT_NE(html.find(t), std::string::npos) << t;
+  expect_finite_coordinates(html);
+  const fs::path plain = dir_ / "p.html";
+  ASSERT_EQ(mpbench("report " + cpu_run() + " --html " + plain.string()).code, 0);
+  EXPECT_EQ(read_file(plain).find("chart-fp8"), std::string::npos);
+}
+
 TEST_F(ReportHtml, RendersInHeadlessChromium) {
   const std::string chromium = find_chromium();
   if (chromium.empty()) {

@@ -1,14 +1,20 @@
 // FP8 numerics on the host (kernels/fp8.h): every one of the 256 codes of E4M3 and E5M2 decoded
 // and encoded back, the values the formats are defined by, round-to-nearest-even at every
 // boundary between neighbours, saturation, NaN and signed zero; and Transformer Engine's delayed
-// scaling against sequences worked out by hand.
+// scaling against sequences worked out by hand; then the CPU backend's FP8 ops (the scaled cast
+// with its amax and transpose, the FP8 GEMM, the batched update) against those host rules.
+#include <cfloat>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "kernels/fp8.h"
+#include "test_util.h"
 
 namespace mpbench {
 namespace {
@@ -167,6 +173,194 @@ TEST(DelayedScaling, MostRecentMarginAndTheRoll) {
   DelayedScalingRecipe bad;
   bad.amax_history_len = 0;
   EXPECT_THROW(make_delayed_scaling(bad), Error);
+}
+
+// An amax so small that fp8_max / amax overflows: the scale is FLT_MAX (TE's update), and
+// scale_inv its inverse.
+TEST(DelayedScaling, OverflowingScaleIsFltMaxAndScaleInvFollows) {
+  DelayedScalingRecipe r;
+  r.amax_history_len = 2;
+  DelayedScalingState s = make_delayed_scaling(r);
+  record_amax(s, 1e-38f);
+  update_delayed_scaling(s, r, DType::F8E4M3);
+  EXPECT_EQ(s.scale, FLT_MAX);
+  EXPECT_EQ(s.scale_inv, 1.0f / FLT_MAX);
+  record_amax(s, 3.5f);
+  update_delayed_scaling(s, r, DType::F8E4M3);
+  EXPECT_FLOAT_EQ(s.scale, 128.0f);  // max(1e-38, 3.5) = 3.5: 448 / 3.5
+  EXPECT_FLOAT_EQ(s.scale_inv, 1.0f / 128.0f);
+}
+
+// ---- the CPU backend's FP8 ops -------------------------------------------------------------
+
+class CpuFp8 : public test::CpuOpsTest {
+ protected:
+  float read(const Tensor& t) { return test::to_host_f32(*be, t)[0]; }
+  std::vector<uint8_t> codes(const Tensor& t) {
+    std::vector<uint8_t> c(t.numel());
+    be->download(t, c.data());
+    return c;
+  }
+};
+
+// Each element is x * scale rounded once in fp32, then encoded; the amax is the max |x| (NaN
+// passed over) folded into what the slot held; the transposed copy holds the same codes.
+TEST_F(CpuFp8, CastScalesRecordsTheAmaxAndTransposes) {
+  const std::vector<float> x = {0.5f, -3.0f, 1000.0f, std::nanf(""), 0.001f, -0.0f};
+  Tensor src = make(Shape{2, 3}, DType::BF16, x);
+  const std::vector<float> xs = test::to_host_f32(*be, src);  // the bf16 values
+  for (DType f : kFormats) {
+    SCOPED_TRACE(dtype_name(f));
+    Tensor scale = scalar(4.0f), amax = scalar(2.0f);
+    Tensor dst = alloc.alloc(Shape{2, 3}, f, MemCategory::Activations);
+    Tensor dst_t = alloc.alloc(Shape{3, 2}, f, MemCategory::Activations);
+    be->cast_to_fp8(src, scale, &amax, dst, &dst_t);
+    const std::vector<uint8_t> c = codes(dst), ct = codes(dst_t);
+    for (int64_t i = 0; i < 6; ++i) {
+      EXPECT_EQ(c[i], f32_to_fp8(xs[i] * 4.0f, f)) << i;
+      EXPECT_EQ(ct[(i % 3) * 2 + i / 3], c[i]) << i;
+    }
+    EXPECT_EQ(read(amax), xs[2]);  // 1000 in bf16; the NaN passed over
+    // Without an amax (evaluation) nothing is recorded; a larger amax already there stays.
+    Tensor big = scalar(5000.0f);
+    be->cast_to_fp8(src, scale, &big, dst);
+    EXPECT_EQ(read(big), 5000.0f);
+    be->cast_to_fp8(src, scale, nullptr, dst);
+    EXPECT_EQ(codes(dst), c);
+  }
+  Tensor scale = scalar(1.0f);
+  Tensor bad = alloc.alloc(Shape{2, 3}, DType::BF16, MemCategory::Activations);
+  EXPECT_THROW(be->cast_to_fp8(src, scale, nullptr, bad), Error);
+  Tensor wrong_t = alloc.alloc(Shape{2, 3}, DType::F8E4M3, MemCategory::Activations);
+  Tensor dst = alloc.alloc(Shape{2, 3}, DType::F8E4M3, MemCategory::Activations);
+  EXPECT_THROW(be->cast_to_fp8(src, scale, nullptr, dst, &wrong_t), Error);
+  EXPECT_THROW(be->fill(dst, 0.0f), Error);
+}
+
+// C = alpha * sa * sb * sum_k A[i,k] B[j,k] (+ bias, act), from the operands' decoded values,
+// in every output dtype and with mixed formats (the backward GEMMs' e5m2 x e4m3).
+TEST_F(CpuFp8, GemmMatchesTheScaledReference) {
+  const int64_t m = 32, n = 16, k = 48;
+  const std::vector<float> av = test::random_nonzero(m * k, 81, 6.0f);
+  const std::vector<float> bv = test::random_nonzero(n * k, 82, 6.0f);
+  const std::vector<float> biasv = test::random_nonzero(n, 83);
+  for (DType fa : kFormats) {
+    for (DType cdt : {DType::BF16, DType::F32}) {
+      for (Activation act : {Activation::None, Activation::Gelu}) {
+        SCOPED_TRACE(std::string(dtype_name(fa)) + " -> " + dtype_name(cdt) + " " +
+                     activation_name(act));
+        Tensor a = make(Shape{m, k}, fa, av), b = make(Shape{n, k}, DType::F8E4M3, bv);
+        Tensor bias = make(Shape{n}, DType::BF16, biasv);
+        Tensor c = alloc.alloc(Shape{m, n}, cdt, MemCategory::Activations);
+        Tensor sa = scalar(0.25f), sb = scalar(1.0f / 64);
+        GemmDesc d;
+        d.trans_b = true;
+        d.math = GemmMath::LowPrecision;
+        d.alpha = 2.0f;
+        d.act = act;
+        d.bias = &bias;
+        d.a_scale_inv = &sa;
+        d.b_scale_inv = &sb;
+        be->gemm(d, a, b, c);
+        const std::vector<float> ah = test::to_host_f32(*be, a), bh = test::to_host_f32(*be, b);
+        const std::vector<float> bias_h = test::to_host_f32(*be, bias);
+        std::vector<float> want(m * n), scale(m * n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double acc = 0, mag = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              acc += static_cast<double>(ah[i * k + p]) * bh[j * k + p];
+              mag += std::fabs(static_cast<double>(ah[i * k + p]) * bh[j * k + p]);
+            }
+            double v = 2.0 * 0.25 / 64 * acc + bias_h[j];
+            want[i * n + j] = test::round_to(cdt, static_cast<float>(test::activation_ref(act, v)));
+            scale[i * n + j] = static_cast<float>(2.0 * 0.25 / 64 * mag + std::fabs(bias_h[j]));
+          }
+        const auto r = test::compare(test::to_host_f32(*be, c), want,
+                                     test::tolerance_for(cdt, GemmMath::LowPrecision), &scale);
+        EXPECT_TRUE(r.ok) << r.message;
+      }
+    }
+  }
+}
+
+// What cuBLASLt's FP8 kernels cannot take is refused on every backend alike.
+TEST_F(CpuFp8, GemmRefusesWhatCublasLtCannotRun) {
+  auto t = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
+  Tensor sa = scalar(1.0f), sb = scalar(1.0f);
+  Tensor a = t(Shape{16, 32}, DType::F8E4M3), b = t(Shape{16, 32}, DType::F8E4M3);
+  Tensor c = t(Shape{16, 16}, DType::BF16);
+  GemmDesc ok;
+  ok.trans_b = true;
+  ok.math = GemmMath::LowPrecision;
+  ok.a_scale_inv = &sa;
+  ok.b_scale_inv = &sb;
+  EXPECT_NO_THROW(be->gemm(ok, a, b, c));
+  GemmDesc nn = ok;
+  nn.trans_b = false;  // B (K, N): not the TN layout
+  Tensor b_kn = t(Shape{32, 16}, DType::F8E4M3);
+  EXPECT_THROW(be->gemm(nn, a, b_kn, c), Error);
+  GemmDesc no_scale = ok;
+  no_scale.b_scale_inv = nullptr;
+  EXPECT_THROW(be->gemm(no_scale, a, b, c), Error);
+  Tensor a5 = t(Shape{16, 32}, DType::F8E5M2), b5 = t(Shape{16, 32}, DType::F8E5M2);
+  EXPECT_THROW(be->gemm(ok, a5, b5, c), Error);  // e5m2 x e5m2
+  Tensor c8 = t(Shape{16, 16}, DType::F8E4M3), c16 = t(Shape{16, 16}, DType::F16);
+  EXPECT_THROW(be->gemm(ok, a, b, c8), Error);
+  EXPECT_THROW(be->gemm(ok, a, b, c16), Error);
+  Tensor a_odd = t(Shape{10, 32}, DType::F8E4M3), c_odd = t(Shape{10, 16}, DType::BF16);
+  EXPECT_THROW(be->gemm(ok, a_odd, b, c_odd), Error);  // M = 10
+  Tensor bias32 = t(Shape{16}, DType::F32);
+  GemmDesc fbias = ok;
+  fbias.bias = &bias32;
+  EXPECT_THROW(be->gemm(fbias, a, b, c), Error);  // an FP8 GEMM's bias is bf16
+  Tensor db = t(Shape{16}, DType::F32);
+  GemmDesc bwd = ok;
+  bwd.dbias = &db;
+  EXPECT_THROW(be->gemm(bwd, a, b, c), Error);
+  Tensor abf = t(Shape{16, 32}, DType::BF16);
+  EXPECT_THROW(be->gemm(ok, abf, b, c), Error);  // bf16 x fp8
+}
+
+// The backend's batched update is the host rule row by row, for each format, with a tensor
+// whose amax stays 0 (its scale stays 1).
+TEST_F(CpuFp8, BatchedUpdateIsTheHostRulePerRow) {
+  DelayedScalingRecipe r;
+  r.amax_history_len = 3;
+  r.margin = 1;
+  for (DType f : kFormats) {
+    SCOPED_TRACE(dtype_name(f));
+    Tensor hist = alloc.alloc(Shape{3, 3}, DType::F32, MemCategory::Activations);
+    Tensor scale = make(Shape{3}, DType::F32, {1, 1, 1}),
+           inv = make(Shape{3}, DType::F32, {1, 1, 1});
+    Tensor used = make(Shape{3}, DType::F32, {0, 0, 0});
+    be->fill(hist, 0.0f);
+    std::vector<DelayedScalingState> host(3, make_delayed_scaling(r));
+    Tensor code = alloc.alloc(Shape{1}, f, MemCategory::Activations), one = scalar(1.0f);
+    const float amaxes[4][3] = {{2, 0, 0.5f}, {8, 0, 0.25f}, {1, 0, 7}, {0.5f, 0, 1}};
+    for (const auto& step : amaxes) {
+      for (int t = 0; t < 3; ++t) {
+        Tensor slot = hist.slice(t * 3, Shape{1});
+        be->cast_to_fp8(make(Shape{1}, DType::F32, {step[t]}), one, &slot, code);
+        record_amax(host[t], step[t]);
+        update_delayed_scaling(host[t], r, f);
+      }
+      be->fp8_update_scaling(r, f, hist, scale, inv, used);
+      const std::vector<float> s = test::to_host_f32(*be, scale), si = test::to_host_f32(*be, inv);
+      const std::vector<float> u = test::to_host_f32(*be, used), h = test::to_host_f32(*be, hist);
+      for (int t = 0; t < 3; ++t) {
+        EXPECT_EQ(s[t], host[t].scale) << t;
+        EXPECT_EQ(si[t], host[t].scale_inv) << t;
+        EXPECT_EQ(u[t], host[t].amax_used) << t;
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(h[t * 3 + i], host[t].amax_history[i]) << t;
+      }
+      EXPECT_EQ(s[1], 1.0f);
+    }
+  }
+  Tensor hist = alloc.alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
+  Tensor v = alloc.alloc(Shape{2}, DType::F32, MemCategory::Activations);
+  EXPECT_THROW(be->fp8_update_scaling(r, DType::F8E4M3, hist, v, v, v), Error);  // len 4, not 3
+  EXPECT_THROW(be->fp8_update_scaling(r, DType::BF16, hist, v, v, v), Error);
 }
 
 }  // namespace

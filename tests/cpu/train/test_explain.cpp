@@ -40,6 +40,8 @@ TEST(Explain, OpKinds) {
   EXPECT_EQ(op_kind("unscale_check_norm"), OpKind::Optimizer);
   EXPECT_EQ(op_kind("cast"), OpKind::Copies);
   EXPECT_EQ(op_kind("permute"), OpKind::Copies);
+  EXPECT_EQ(op_kind("cast_to_fp8"), OpKind::Copies);
+  EXPECT_EQ(op_kind("fp8_update_scaling"), OpKind::Optimizer);
   EXPECT_EQ(op_kind("bias_act_backward"), OpKind::Elementwise);
   EXPECT_STREQ(op_kind_name(OpKind::HostGaps), "host gaps");
 }

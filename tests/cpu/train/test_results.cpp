@@ -59,7 +59,9 @@ TEST(RunStatus, Names) {
   EXPECT_STREQ(run_status_name(RunStatus::Oom), "oom");
   EXPECT_STREQ(run_status_name(RunStatus::Diverged), "diverged");
   EXPECT_STREQ(run_status_name(RunStatus::Failed), "failed");
+  EXPECT_STREQ(run_status_name(RunStatus::Unsupported), "unsupported");
   EXPECT_EQ(run_status_from_name("diverged"), RunStatus::Diverged);
+  EXPECT_EQ(run_status_from_name("unsupported"), RunStatus::Unsupported);
   EXPECT_THROW(run_status_from_name("crashed"), Error);
 }
 
@@ -216,7 +218,19 @@ Report sample_report() {
   RunResult oom = sample_run();
   oom.status = RunStatus::Oom;
   oom.status_detail = "out of memory";
-  rep.runs = {fp32, sample_run(), oom};
+  RunResult fp8 = sample_run();
+  fp8.precision = "amp_fp8";
+  fp8.loss_scaling = false;
+  fp8.fp8_scaling = {{"fc1.x", "fp8_e4m3", {2.5f, 3.0f}, {179.2f, 149.33333f}},
+                     {"fc1.dy", "fp8_e5m2", {0.001f, std::nanf("")}, {57344000.0f, 5.0e7f}}};
+  RunResult unsupported;
+  unsupported.model = "mnist_mlp";
+  unsupported.family = "mlp";
+  unsupported.precision = "amp_fp8";
+  unsupported.device = "cuda";
+  unsupported.status = RunStatus::Unsupported;
+  unsupported.status_detail = "amp_fp8 needs compute capability 8.9 or newer, A100 is 8.0";
+  rep.runs = {fp32, sample_run(), oom, fp8, unsupported};
   return rep;
 }
 
@@ -228,8 +242,13 @@ TEST(ReportJson, TopLevelShape) {
   ASSERT_TRUE(j["specs"].is_array());
   EXPECT_EQ(j["specs"].size(), 1u);
   ASSERT_TRUE(j["runs"].is_array());
-  EXPECT_EQ(j["runs"].size(), 3u);
+  EXPECT_EQ(j["runs"].size(), 5u);
   EXPECT_EQ(j["runs"][2]["status"], "oom");
+  EXPECT_EQ(j["runs"][4]["status"], "unsupported");
+  EXPECT_FALSE(j["runs"][0].contains("fp8_scaling"));
+  ASSERT_EQ(j["runs"][3]["fp8_scaling"].size(), 2u);
+  EXPECT_EQ(j["runs"][3]["fp8_scaling"][1]["format"], "fp8_e5m2");
+  EXPECT_TRUE(j["runs"][3]["fp8_scaling"][1]["amax"][1].is_null());  // an inf/NaN amax
 
   json empty = to_json(Report{});
   EXPECT_TRUE(empty["tool"].is_object());
@@ -243,7 +262,7 @@ TEST(ReportJson, RoundTrip) {
   Report back = report_from_json(json::parse(j.dump(2)));
   // Writing what was read gives the same document: every field survives.
   EXPECT_EQ(to_json(back), j);
-  ASSERT_EQ(back.runs.size(), 3u);
+  ASSERT_EQ(back.runs.size(), 5u);
   const RunResult& r = back.runs[1];
   const RunResult& o = rep.runs[1];
   EXPECT_EQ(r.model, o.model);
@@ -269,6 +288,13 @@ TEST(ReportJson, RoundTrip) {
   EXPECT_EQ(back.runs[2].status, RunStatus::Oom);
   EXPECT_EQ(back.runs[2].status_detail, "out of memory");
   EXPECT_EQ(back.specs.size(), 1u);
+  const RunResult& f8 = back.runs[3];
+  ASSERT_EQ(f8.fp8_scaling.size(), 2u);
+  EXPECT_EQ(f8.fp8_scaling[0].tensor, "fc1.x");
+  EXPECT_EQ(f8.fp8_scaling[0].scale[1], 149.33333f);
+  EXPECT_TRUE(std::isnan(f8.fp8_scaling[1].amax[1]));
+  EXPECT_EQ(back.runs[4].status, RunStatus::Unsupported);
+  EXPECT_EQ(back.runs[4].status_detail, rep.runs[4].status_detail);
 }
 
 std::string bad_input_message(const json& j) {
@@ -304,6 +330,17 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
   json ragged = good;
   ragged["runs"][0]["steps"]["grad_norm"].push_back(1.0);
   EXPECT_NE(bad_input_message(ragged).find("runs[0].steps.grad_norm"), std::string::npos);
+
+  json f8_format = good;
+  f8_format["runs"][3]["fp8_scaling"][0]["format"] = "fp8_e3m4";
+  EXPECT_NE(bad_input_message(f8_format).find("runs[3].fp8_scaling[0].format"), std::string::npos);
+  json f8_ragged = good;
+  f8_ragged["runs"][3]["fp8_scaling"][1]["scale"].push_back(1.0);
+  EXPECT_NE(bad_input_message(f8_ragged).find("runs[3].fp8_scaling[1].scale"), std::string::npos);
+  json f8_negative = good;
+  f8_negative["runs"][3]["fp8_scaling"][0]["scale"][0] = -1.0;
+  EXPECT_NE(bad_input_message(f8_negative).find("runs[3].fp8_scaling[0].scale[0]"),
+            std::string::npos);
 
   EXPECT_NE(bad_input_message(json::array()).find("expected"), std::string::npos);
 }

@@ -1,6 +1,7 @@
 // Every CUDA op against the CPU reference backend on the same fresh random non-zero inputs, with
 // outputs poisoned first, plus the CUDA-only parts (OOM, events, graphs, info, GEMM speed as a
 // check that cuBLASLt and not the fallback kernel ran). Skips when there is no CUDA device.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -509,6 +510,116 @@ TEST(CudaParity, UpdateLossScaleSequences) {
   Pair step = env.scalar(41.0f);
   env.gpu->count_step(step.gpu, nullptr);
   EXPECT_EQ(env.host_gpu(step)[0], 42.0f);
+}
+
+// ---- amp_fp8 --------------------------------------------------------------------------------
+
+// The hardware conversions round and saturate as kernels/fp8.h does: the same codes, amax and
+// transposed copies as the CPU, over specials, both formats, fp32 and bf16 sources, and shapes
+// that are and are not whole 32 x 32 tiles.
+TEST(CudaParity, CastToFp8SameCodesAmaxAndTranspose) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  uint64_t seed = 12000;
+  for (DType f : {DType::F8E4M3, DType::F8E5M2})
+    for (DType from : {DType::F32, DType::BF16})
+      for (Shape s : {Shape{1, 1}, Shape{7, 45}, Shape{64, 32}, Shape{100, 130}})
+        for (float scale : {1.0f, 96.0f, 1.0f / 4096}) {
+          SCOPED_TRACE(
+              fmt::format("{} -> {} {} scale {}", dtype_name(from), dtype_name(f), s.str(), scale));
+          std::vector<float> v = random_nonzero(static_cast<size_t>(s.numel()), seed += 3, 8.0f);
+          v[0] = 1e6f;                             // saturates
+          if (v.size() > 2) v[2] = std::nanf("");  // passed over by the amax
+          Pair src = env.make(s, from, v), sc = env.scalar(scale), amax = env.scalar(0.5f);
+          Pair dst = env.poisoned(s, f), dst_t = env.poisoned(Shape{s[1], s[0]}, f);
+          env.cpu->cast_to_fp8(src.cpu, sc.cpu, &amax.cpu, dst.cpu, &dst_t.cpu);
+          env.gpu->cast_to_fp8(src.gpu, sc.gpu, &amax.gpu, dst.gpu, &dst_t.gpu);
+          EXPECT_TRUE(env.same(dst));
+          EXPECT_TRUE(env.same(dst_t));
+          EXPECT_TRUE(env.same(amax));
+          // Without the transpose, the flat path.
+          Pair flat = env.poisoned(s, f);
+          env.cpu->cast_to_fp8(src.cpu, sc.cpu, nullptr, flat.cpu);
+          env.gpu->cast_to_fp8(src.gpu, sc.gpu, nullptr, flat.gpu);
+          EXPECT_TRUE(env.same(flat));
+        }
+}
+
+TEST(CudaParity, Fp8UpdateScalingIsTheSameRule) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  DelayedScalingRecipe r;
+  r.amax_history_len = 5;
+  r.margin = 1;
+  const int64_t t = 300;  // more than one block of the update kernel
+  for (AmaxCompute c : {AmaxCompute::Max, AmaxCompute::MostRecent}) {
+    r.amax_compute = c;
+    std::vector<float> h = random_nonzero(static_cast<size_t>(t * 5), 12500, 100.0f);
+    for (float& x : h) x = std::fabs(x);
+    h[0] = 0.0f;
+    for (int i = 0; i < 5; ++i) h[5 + i] = 0.0f;  // tensor 1: an amax of 0 keeps its scale
+    h[10] = 1e-39f;                               // tensor 2: the scale overflows to FLT_MAX
+    for (int i = 1; i < 5; ++i) h[10 + i] = 0.0f;
+    Pair hist = env.make(Shape{t, 5}, DType::F32, h);
+    Pair scale = env.make(Shape{t}, DType::F32, std::vector<float>(t, 3.0f));
+    Pair inv = env.poisoned(Shape{t}, DType::F32), used = env.poisoned(Shape{t}, DType::F32);
+    for (int step = 0; step < 3; ++step) {
+      env.cpu->fp8_update_scaling(r, DType::F8E5M2, hist.cpu, scale.cpu, inv.cpu, used.cpu);
+      env.gpu->fp8_update_scaling(r, DType::F8E5M2, hist.gpu, scale.gpu, inv.gpu, used.gpu);
+      EXPECT_TRUE(env.same(hist));
+      EXPECT_TRUE(env.same(scale));
+      EXPECT_TRUE(env.same(inv));
+      EXPECT_TRUE(env.same(used));
+    }
+    EXPECT_EQ(env.host_gpu(scale)[1], 3.0f);
+  }
+}
+
+// cuBLASLt's FP8 GEMMs (sm_89+) against the CPU's exact decode: forward (e4m3 x e4m3, bf16 out,
+// bias and GELU with its pre-activation) and the backward's e5m2 x e4m3 into fp32.
+TEST(CudaParity, Fp8GemmMatchesTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  const DeviceInfo info = env.gpu->info();
+  if (!precision_supported(Precision::AMP_FP8, info.cc_major, info.cc_minor))
+    GTEST_SKIP() << "FP8 GEMMs need compute capability 8.9, this GPU is " << info.cc_major << "."
+                 << info.cc_minor;
+  struct Case {
+    int64_t m, n, k;
+    DType a, c;
+    bool epilogue;
+  };
+  const Case cases[] = {{64, 48, 32, DType::F8E4M3, DType::BF16, true},
+                        {128, 256, 64, DType::F8E4M3, DType::BF16, false},
+                        {32, 64, 128, DType::F8E5M2, DType::F32, false},
+                        {256, 768, 512, DType::F8E5M2, DType::BF16, false}};
+  uint64_t seed = 12800;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{}x{}x{} {} -> {}", c.m, c.n, c.k, dtype_name(c.a), dtype_name(c.c)));
+    Pair a = env.random(Shape{c.m, c.k}, c.a, seed += 3, 4.0f);
+    Pair b = env.random(Shape{c.n, c.k}, DType::F8E4M3, seed += 3, 4.0f);
+    Pair bias = env.random(Shape{c.n}, DType::BF16, seed += 3);
+    Pair sa = env.scalar(0.125f), sb = env.scalar(1.0f / 32);
+    Pair out = env.poisoned(Shape{c.m, c.n}, c.c), pre = env.poisoned(Shape{c.m, c.n}, c.c);
+    auto run = [&](Backend& be, const Tensor& ta, const Tensor& tb, const Tensor& tbias,
+                   const Tensor& tsa, const Tensor& tsb, Tensor& tout, Tensor& tpre) {
+      GemmDesc d;
+      d.trans_b = true;
+      d.math = GemmMath::LowPrecision;
+      d.a_scale_inv = &tsa;
+      d.b_scale_inv = &tsb;
+      if (c.epilogue) {
+        d.bias = &tbias;
+        d.act = Activation::Gelu;
+        d.pre_act = &tpre;
+      }
+      be.gemm(d, ta, tb, tout);
+    };
+    run(*env.cpu, a.cpu, b.cpu, bias.cpu, sa.cpu, sb.cpu, out.cpu, pre.cpu);
+    run(*env.gpu, a.gpu, b.gpu, bias.gpu, sa.gpu, sb.gpu, out.gpu, pre.gpu);
+    EXPECT_TRUE(env.close(out, tolerance_for(c.c, GemmMath::LowPrecision)));
+    if (c.epilogue) EXPECT_TRUE(env.close(pre, tolerance_for(c.c, GemmMath::LowPrecision)));
+  }
 }
 
 // ---- CUDA-only behaviour -------------------------------------------------------------------

@@ -30,6 +30,9 @@ double loss_tolerance(const Spec& spec, Precision p) {
   const bool mlp = spec.family == "mlp";
   if (p == Precision::FP32) return mlp ? 1e-4 : 1e-3;
   if (p == Precision::TF32 && mlp) return 1e-3;
+  // E4M3 keeps 3 mantissa bits: where the GPU's GEMM sums round an input to the neighbouring
+  // code, the value moves by up to 1/8; twice the 16-bit bound, not yet measured on a GPU.
+  if (p == Precision::AMP_FP8) return 5e-2;
   return 2e-2;
 }
 
