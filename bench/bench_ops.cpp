@@ -110,6 +110,16 @@ class Buffers {
     }
     return t;
   }
+  // An fp8 tensor of values within +-scale: cast from fp32 by the backend at scale 1.
+  Tensor random_fp8(Shape s, DType dt, float scale = 1.0f) {
+    Tensor f32 = random(s, DType::F32, scale);
+    Tensor t = alloc_.alloc(s, dt, MemCategory::Activations);
+    Tensor one = this->scalar(1.0f);
+    be_.cast_to_fp8(f32, one, nullptr, t);
+    be_.synchronize();
+    alloc_.release(f32);
+    return t;
+  }
   Tensor scalar(float value) {
     Tensor t = alloc_.alloc(Shape{1}, DType::F32, MemCategory::Activations);
     be_.upload(&value, t);
@@ -320,6 +330,39 @@ void bm_gemm(benchmark::State& state, Device dev, GemmCase g, GemmPrecision p) {
     set_flops(state, 2.0 * g.batch * g.m * g.n * g.k, s);
     state.SetLabel((g.batch > 1 ? std::to_string(g.batch) + "x" : std::string()) + "M" +
                    std::to_string(g.m) + " N" + std::to_string(g.n) + " K" + std::to_string(g.k));
+  });
+}
+
+// amp_fp8's question: a Linear's forward GEMM Y = X W^T (tokens x width x width) with E4M3
+// inputs against bf16, bf16 out, at widths from where FP8 is said to lose (1024) to where it wins
+// (5120). Both in cuBLASLt's TN layout; FP8 needs sm_89+ (else the row is skipped with why).
+void bm_linear_fp8(benchmark::State& state, Device dev, int64_t width, bool fp8) {
+  guarded(state, [&] {
+    Backend& be = backend_for(dev);
+    if (fp8 && dev == Device::CUDA) {
+      const DeviceInfo info = be.info();
+      if (!precision_supported(Precision::AMP_FP8, info.cc_major, info.cc_minor))
+        throw std::runtime_error("FP8 GEMMs need compute capability 8.9");
+    }
+    Buffers buf(be);
+    const int64_t tokens = dev == Device::CUDA ? 8192 : 256;
+    const DType in = fp8 ? DType::F8E4M3 : DType::BF16;
+    Tensor x =
+        fp8 ? buf.random_fp8(Shape{tokens, width}, in) : buf.random(Shape{tokens, width}, in);
+    Tensor w = fp8 ? buf.random_fp8(Shape{width, width}, in) : buf.random(Shape{width, width}, in);
+    Tensor y = buf.random(Shape{tokens, width}, DType::BF16);
+    Tensor sx = buf.scalar(1.0f), sw = buf.scalar(1.0f / 64);
+    GemmDesc d;
+    d.trans_b = true;
+    d.math = GemmMath::LowPrecision;
+    if (fp8) {
+      d.a_scale_inv = &sx;
+      d.b_scale_inv = &sw;
+    }
+    const double s = run_timed(state, be, [&] { be.gemm(d, x, w, y); });
+    set_flops(state, 2.0 * tokens * width * width, s);
+    state.SetLabel("M" + std::to_string(tokens) + " N" + std::to_string(width) + " K" +
+                   std::to_string(width));
   });
 }
 
@@ -817,6 +860,11 @@ void register_device(Device dev) {
   for (const GemmCase& g : gemm_cases(dev))
     for (const GemmPrecision& p : kGemmPrecisions)
       add(dev, "gemm/" + g.name + "/" + p.name, bm_gemm, g, p);
+  for (int64_t width : dev == Device::CUDA ? std::vector<int64_t>{1024, 2048, 4096, 5120}
+                                           : std::vector<int64_t>{1024})
+    for (bool fp8 : {false, true})
+      add(dev, "gemm_linear/" + std::to_string(width) + (fp8 ? "/fp8" : "/bf16"), bm_linear_fp8,
+          width, fp8);
   for (int64_t n : param_counts(dev)) {
     const std::string count = count_name(n);
     for (DType to : kLowp) add(dev, "cast/" + count + "/" + dtype_name(to), bm_cast, n, to);
