@@ -19,7 +19,9 @@ nlohmann::json gpu_facts_json(const DeviceInfo& d) {
   auto sheet = find_datasheet(d.name);
   for (Precision p : all_precisions()) {
     nlohmann::json m = {{"tensor_cores", has_tensor_cores(d.cc_major, d.cc_minor, p)}};
-    m["peak_tflops"] = sheet ? nlohmann::json(peak_tflops(*sheet, p)) : nlohmann::json(nullptr);
+    const double peak = sheet ? peak_tflops(*sheet, p) : 0;
+    m["peak_tflops"] = peak > 0 ? nlohmann::json(peak) : nlohmann::json(nullptr);
+    if (auto why = unsupported_reason(p, Device::CUDA, d)) m["unsupported"] = *why;
     j["modes"][precision_name(p)] = m;
   }
   j["memory_bandwidth_gbps"] = sheet ? nlohmann::json(sheet->memory_gbps) : nlohmann::json(nullptr);
@@ -54,11 +56,12 @@ int cmd_devices(bool as_json) {
                              "datasheet TFLOP/s");
     for (Precision p : all_precisions()) {
       const auto& m = d["modes"][precision_name(p)];
-      std::cout << fmt::format("  {:<10} {:>12} {:>18}\n", precision_name(p),
+      std::cout << fmt::format("  {:<10} {:>12} {:>18}{}\n", precision_name(p),
                                m["tensor_cores"].get<bool>() ? "yes" : "no",
                                m["peak_tflops"].is_null()
-                                   ? std::string("unknown")
-                                   : fmt::format("{:.1f}", m["peak_tflops"].get<double>()));
+                                   ? std::string(m.contains("unsupported") ? "—" : "unknown")
+                                   : fmt::format("{:.1f}", m["peak_tflops"].get<double>()),
+                               m.contains("unsupported") ? "  (unsupported: runs say so)" : "");
     }
     if (!d["memory_bandwidth_gbps"].is_null())
       std::cout << fmt::format("  memory bandwidth (datasheet): {:.0f} GB/s\n",

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 namespace mpbench {
 
 const std::vector<GpuDatasheet>& gpu_datasheets() {
@@ -47,8 +49,7 @@ double peak_tflops(const GpuDatasheet& d, Precision p) {
       v = d.bf16_tflops;
       break;
     case Precision::AMP_FP8:
-      v = d.fp8_tflops;
-      break;
+      return d.fp8_tflops;  // no FP8 tensor cores: no rate (the mode does not run there)
   }
   return v > 0 ? v : d.fp32_tflops;
 }
@@ -64,6 +65,14 @@ bool has_tensor_cores(int cc_major, int cc_minor, Precision p) {
     default:
       return cc_major >= 8;
   }
+}
+
+std::optional<std::string> unsupported_reason(Precision p, Device device, const DeviceInfo& info) {
+  if (device != Device::CUDA || precision_supported(p, info.cc_major, info.cc_minor))
+    return std::nullopt;
+  const PrecisionInfo& pi = precision_info(p);
+  return fmt::format("{} needs compute capability {}.{} or newer, {} is {}.{}", pi.name,
+                     pi.min_cc_major, pi.min_cc_minor, info.name, info.cc_major, info.cc_minor);
 }
 
 }  // namespace mpbench

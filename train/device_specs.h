@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/precision.h"
 
 namespace mpbench {
@@ -24,11 +25,14 @@ const std::vector<GpuDatasheet>& gpu_datasheets();
 // The datasheet entry whose name occurs in `device_name` (longest match), if any.
 std::optional<GpuDatasheet> find_datasheet(const std::string& device_name);
 // Peak TFLOP/s for a mode on that card (falls back to the fp32 rate where the mode has no
-// tensor-core path, e.g. tf32 on a T4); 0 when unknown. amp_fp8's is the FP8 rate, the one its
-// Linear GEMMs run at (its other GEMMs run at the bf16 rate).
+// tensor-core path, e.g. tf32 on a T4). amp_fp8's is the FP8 rate, the one its Linear GEMMs
+// run at (its other GEMMs run at the bf16 rate), and 0 on a card without FP8 tensor cores.
 double peak_tflops(const GpuDatasheet& d, Precision p);
 // Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+,
 // fp8: sm_89+).
 bool has_tensor_cores(int cc_major, int cc_minor, Precision p);
+// Why a device cannot run mode p at all (amp_fp8 below compute capability 8.9), for the run's
+// `unsupported` row; nullopt when it can (the CPU reference runs every mode).
+std::optional<std::string> unsupported_reason(Precision p, Device device, const DeviceInfo& info);
 
 }  // namespace mpbench

@@ -78,7 +78,8 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   const double eligible = tf[static_cast<int>(OpKind::Matmul)];
   c.eligible_fraction = from.step_mean_ms > 0 ? eligible / from.step_mean_ms : 0;
 
-  if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0) {
+  if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0 &&
+      to_ctx.ceilings->peak_tflops > 0) {
     c.peak_ratio = to_ctx.ceilings->peak_tflops / from_ctx.ceilings->peak_tflops;
     const double bytes_ratio =
         static_cast<double>(dtype_size(precision_info(from_ctx.precision).compute_dtype)) /

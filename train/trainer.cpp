@@ -424,7 +424,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
   }
   if (auto sheet = find_datasheet(be_.info().name); sheet && be_.device() == Device::CUDA) {
     r.peak_tflops = peak_tflops(*sheet, precision_);
-    r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
+    if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   r.memory.tracked_peak = alloc_.peak_total();
   r.memory.training_peak = alloc_.peak_training();
@@ -474,14 +474,9 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.batch_size = spec.train.batch_size;
   r.train_samples = data.train_size();
   r.warmup_steps = spec.train.warmup_steps;
-  if (const DeviceInfo info = be.info();
-      be.device() == Device::CUDA &&
-      !precision_supported(precision, info.cc_major, info.cc_minor)) {
-    const PrecisionInfo& pi = precision_info(precision);
+  if (auto why = unsupported_reason(precision, be.device(), be.info())) {
     r.status = RunStatus::Unsupported;
-    r.status_detail =
-        fmt::format("{} needs compute capability {}.{} or newer, {} is {}.{}", pi.name,
-                    pi.min_cc_major, pi.min_cc_minor, info.name, info.cc_major, info.cc_minor);
+    r.status_detail = *why;
     return r;
   }
   try {
