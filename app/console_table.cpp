@@ -468,9 +468,9 @@ std::string format_console(const Report& report, bool ascii) {
   // Wrapped narrower than any table (their rules are 100 columns and more).
   if (cpu_lowp)
     for (const std::string& l :
-         wrap("note: on the CPU reference backend the times are of emulated tf32/16-bit numerics "
-              "(rounding around fp32 arithmetic), not of 16-bit hardware: speedups here say "
-              "nothing about a GPU",
+         wrap("note: on the CPU reference backend the times are of emulated tf32/16-bit/fp8 "
+              "numerics (rounding around fp32 arithmetic), not of low-precision hardware: "
+              "speedups here say nothing about a GPU",
               90))
       out += (l.rfind("note:", 0) == 0 ? "\n " : "       ") + l + "\n";
   return out;

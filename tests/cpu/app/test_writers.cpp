@@ -296,7 +296,7 @@ TEST(Console, CpuRunsSayTheirTimesAreOfTheEmulation) {
   Report rep = make_report();
   const std::string cpu = format_console(rep);
   EXPECT_EQ(cpu.find("emulated tf32/16-bit"), cpu.rfind("emulated tf32/16-bit")) << cpu;
-  EXPECT_TRUE(contains(cpu, "not of 16-bit hardware")) << cpu;
+  EXPECT_TRUE(contains(cpu, "not of low-precision hardware")) << cpu;
   for (RunResult& r : rep.runs) r.device = "cuda";
   EXPECT_FALSE(contains(format_console(rep), "emulated"));
   Report fp32 = make_report();
