@@ -68,8 +68,9 @@ nlohmann::json comparison_json(const ModeComparison& c) {
 }
 
 constexpr const char* kCpuNote =
-    "note: on the CPU reference backend these are times of the emulation (16-bit numerics "
-    "rounded around fp32 arithmetic), so this shows how explain works, not what a GPU would do";
+    "note: on the CPU reference backend these are times of the emulation (16-bit and fp8 "
+    "numerics rounded around fp32 arithmetic), so this shows how explain works, not what a GPU "
+    "would do";
 
 }  // namespace
 
@@ -102,6 +103,9 @@ int cmd_explain(const ExplainArgs& args) {
     ModeContext ctx;
     ctx.precision = p;
     ctx.ceilings = ceilings_for(dev, p);
+    if (precision_info(p).fp8_linears)
+      if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
+        ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
     ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
     ctx.fallback_calls = be->fallback_calls() - fallback_before;
     contexts.push_back(ctx);

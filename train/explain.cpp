@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -38,6 +39,30 @@ std::string named_list(const std::vector<std::string>& items) {
   for (size_t i = 0; i < items.size() && i < kMaxNamed; ++i) s += (i ? ", " : "") + items[i];
   if (items.size() > kMaxNamed) s += fmt::format(" and {} more", items.size() - kMaxNamed);
   return s;
+}
+
+// The baseline's GEMM and convolution time per step at the target's peaks: each op divided by
+// the peak ratio, except that when the target is amp_fp8, a GEMM it does not run in FP8 (none of
+// its calls in that scope and size names an fp8 dtype) gets the bf16 rate's ratio instead.
+double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
+                              const ModeContext& from_ctx, const ModeContext& to_ctx,
+                              double peak_ratio) {
+  auto size_of = [](const std::string& detail) { return detail.substr(0, detail.find(' ')); };
+  std::set<std::pair<std::string, std::string>> fp8_gemms;  // (scope, "MxNxK")
+  for (const OpTotal& o : to.ops)
+    if (o.op == "gemm" && o.detail.find("fp8") != std::string::npos)
+      fp8_gemms.insert({o.scope, size_of(o.detail)});
+  const double non_fp8 = to_ctx.non_fp8_gemm_peak_tflops;
+  const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
+  double best = 0;
+  for (const OpTotal& o : from.ops) {
+    if (op_kind(o.op) != OpKind::Matmul) continue;
+    const bool fp8 = o.op == "gemm" && fp8_gemms.count({o.scope, size_of(o.detail)}) > 0;
+    const double ratio =
+        non_fp8 > 0 && !fp8 ? non_fp8 / from_ctx.ceilings->peak_tflops : peak_ratio;
+    best += o.ms / steps / ratio;
+  }
+  return best;
 }
 
 }  // namespace
@@ -84,11 +109,11 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     const double bytes_ratio =
         static_cast<double>(dtype_size(precision_info(from_ctx.precision).compute_dtype)) /
         static_cast<double>(dtype_size(precision_info(to_ctx.precision).compute_dtype));
-    double best = 0;
+    double best = fp8_aware_matmul_bound(from, to, from_ctx, to_ctx, *c.peak_ratio);
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Matmul)
-        best += tf[k] / *c.peak_ratio;
+        continue;
       else if (kind == OpKind::Optimizer || kind == OpKind::HostGaps)
         best += tf[k];
       else

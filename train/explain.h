@@ -62,6 +62,9 @@ struct ModeContext {
   // ("head N=50257"), as inspect finds them (models/model.h).
   std::vector<std::string> misaligned;
   int64_t fallback_calls = 0;  // ops that ran on a fallback path (the naive GEMM) in the run
+  // amp_fp8: the peak of its GEMMs that do not run in FP8 (attention's, convolutions, a Linear
+  // whose sizes are off 16): the bf16 rate. 0: every GEMM is held to ceilings->peak_tflops.
+  double non_fp8_gemm_peak_tflops = 0;
 };
 
 // The comparison of `to` against the baseline `from`; both runs must be Ok.

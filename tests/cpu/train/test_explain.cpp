@@ -104,5 +104,35 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   EXPECT_TRUE(launch_bound);
 }
 
+// amp_fp8 against fp32 on an H200 (67, bf16 989.4, fp8 1979 TFLOP/s): the Linear GEMM that ran
+// in FP8 is bounded by the FP8 ratio, attention's batched GEMM (bf16 in amp_fp8) by bf16's.
+TEST(Explain, Fp8BoundHoldsOnlyTheFp8GemmsToTheFp8Peak) {
+  auto gemm = [](const char* scope, const char* detail, double ms) {
+    OpTotal o = op(scope, "gemm", ms);
+    o.detail = detail;
+    return o;
+  };
+  const ProfiledRun f32 =
+      profiled("fp32", 10.0,
+               {gemm("layer1 fwd", "512x768x768 fp32 +bias", 4.0),
+                gemm("layer1 fwd", "512x512x64 b12 fp32", 2.0), op("step", "adamw_step", 4.0)});
+  const ProfiledRun f8 =
+      profiled("amp_fp8", 5.0,
+               {gemm("layer1 fwd", "512x768x768 fp8_e4m3/fp8->bf16 +bias", 0.2),
+                gemm("layer1 fwd", "512x512x64 b12 bf16", 0.3), op("step", "adamw_step", 4.0)});
+  ModeContext a, b;
+  a.precision = Precision::FP32;
+  a.ceilings = Ceilings{67, 4800};
+  b.precision = Precision::AMP_FP8;
+  b.ceilings = Ceilings{1979, 4800};
+  b.non_fp8_gemm_peak_tflops = 989.4;
+  const ModeComparison c = compare_modes(f32, a, f8, b);
+  ASSERT_TRUE(c.bound.has_value());
+  EXPECT_NEAR(*c.bound, 10.0 / (4.0 / (1979.0 / 67) + 2.0 / (989.4 / 67) + 4.0), 1e-12);
+  // Without the bf16 rate every GEMM is held to the FP8 peak: a looser bound.
+  b.non_fp8_gemm_peak_tflops = 0;
+  EXPECT_NEAR(*compare_modes(f32, a, f8, b).bound, 10.0 / (6.0 / (1979.0 / 67) + 4.0), 1e-12);
+}
+
 }  // namespace
 }  // namespace mpbench
