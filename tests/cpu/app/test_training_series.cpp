@@ -1,8 +1,8 @@
-// Training is bit-identical step by step: every tiny config in every mode, and an fp16 run whose
-// loss scale overflows (skips and backoffs), trained by the real executable on the CPU, must give
-// exactly the loss, gradient norm, loss scale and skip of each step recorded in
-// tests/data/training_series.json, and the same final loss and accuracy. A refactor of the ops,
-// the models or the trainer that changes one rounding anywhere fails here.
+// Training is bit-identical step by step: every tiny config in every mode, an fp16 run whose
+// loss scale overflows (skips and backoffs), and amp_fp8 with its FP8 scales, trained by the real
+// executable on the CPU, must give exactly the loss, gradient norm, loss scale and skip of each
+// step recorded in tests/data/training_series.json, and the same final loss and accuracy. A
+// refactor of the ops, the models or the trainer that changes one rounding anywhere fails here.
 //
 // The CPU results depend, in the last digits, on OpenBLAS's kernels and threads: the runs pin the
 // Haswell kernels (any AVX2 CPU has them) and one thread, as the recording did. On a CPU without
@@ -43,6 +43,9 @@ const Case kCases[] = {
     {"tiny_gpt", "tiny_gpt"},
     // 2^40: fp16 gradients overflow, so the first steps are skipped and the scale backs off.
     {"tiny_mlp_overflow", "tiny_mlp", 1099511627776.0, "amp_fp16"},
+    // amp_fp8 (only when listed): its casts, FP8 GEMMs and delayed scaling, with the scales.
+    {"tiny_mlp_fp8", "tiny_mlp", 0, "amp_fp8"},
+    {"tiny_transformer_fp8", "tiny_transformer", 0, "amp_fp8"},
 };
 
 fs::path recording_path() {
@@ -60,6 +63,11 @@ json series_of(const json& results) {
                                                  {"skipped", s.at("skipped")},
                                                  {"final_loss", r.at("final_loss")},
                                                  {"final_accuracy", r.at("final_accuracy")}};
+    // amp_fp8: every recorded tensor's scale per step, the delayed scaling's whole trajectory.
+    if (r.contains("fp8_scaling"))
+      for (const auto& t : r.at("fp8_scaling"))
+        out[r.at("precision").get<std::string>()]["scale " + t.at("tensor").get<std::string>()] =
+            t.at("scale");
   }
   return out;
 }
