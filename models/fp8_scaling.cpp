@@ -15,8 +15,6 @@ int Fp8Scaling::declare(const std::string& name, DType format) {
 
 void Fp8Scaling::allocate(TrackingAllocator& alloc, Backend& be, const DelayedScalingRecipe& r) {
   recipe_ = r;
-  groups_[0].format = DType::F8E4M3;
-  groups_[1].format = DType::F8E5M2;
   for (Group& g : groups_) {
     const auto t = static_cast<int64_t>(g.tensors.size());
     if (t == 0) continue;

@@ -23,6 +23,11 @@ class Fp8Scaling {
     std::vector<int> tensors;  // indices, in buffer order
     Tensor history, scale, scale_inv, amax_used;
   };
+  static Group group_of_format(DType format) {
+    Group g;
+    g.format = format;
+    return g;
+  }
 
   // Declaration phase (with the parameters): returns the tensor's index. name: "fc1.x".
   int declare(const std::string& name, DType format);
@@ -33,7 +38,7 @@ class Fp8Scaling {
   bool empty() const { return names_.empty(); }
   int size() const { return static_cast<int>(names_.size()); }
   const std::string& name(int i) const { return names_[i]; }
-  DType format(int i) const { return groups_[group_of(i)].format; }
+  DType format(int i) const { return formats_[i]; }
   Scales scales(int i) const;
   // Where tensor i sits in group(i)'s buffers.
   int group_of(int i) const { return formats_[i] == DType::F8E4M3 ? 0 : 1; }
@@ -48,7 +53,7 @@ class Fp8Scaling {
   std::vector<std::string> names_;
   std::vector<DType> formats_;
   std::vector<int> rows_;
-  std::vector<Group> groups_ = std::vector<Group>(2);  // fp8_e4m3, fp8_e5m2
+  std::vector<Group> groups_ = {group_of_format(DType::F8E4M3), group_of_format(DType::F8E5M2)};
 };
 
 }  // namespace mpbench
