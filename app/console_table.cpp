@@ -411,6 +411,29 @@ std::string noisy_notes(const ModelGroup& group) {
   return out;
 }
 
+// amp_fp8's numerical health, one line per finished run: which of its recorded FP8 tensors were
+// clipped (an amax past what its delayed scale can hold) and at how many steps.
+std::string fp8_notes(const ModelGroup& group) {
+  std::string out;
+  for (const RunResult* r : group.runs) {
+    if (r->status != RunStatus::Ok || r->fp8_scaling.empty()) continue;
+    std::string hit;
+    for (const Fp8TensorSeries& t : r->fp8_scaling)
+      if (t.clipped_steps > 0)
+        hit += fmt::format("{}{} at {} of {} steps", hit.empty() ? "" : ", ", t.tensor,
+                           t.clipped_steps, t.amax.size());
+    out += fmt::format(
+        " note: {}{}: {}\n", r->precision, r->cuda_graphs ? " +graphs" : "",
+        hit.empty() ? fmt::format("none of the {} recorded FP8 tensors was clipped (every amax "
+                                  "within its delayed scale)",
+                                  r->fp8_scaling.size())
+                    : "FP8 clipping (an amax past what its delayed scale can hold, the largest "
+                      "values cut to the format's maximum): " +
+                          hit);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_console(const Report& report, bool ascii) {
@@ -459,6 +482,7 @@ std::string format_console(const Report& report, bool ascii) {
       }
     }
     out += noisy_notes(group);
+    out += fp8_notes(group);
   }
   if (out.empty()) return "no runs\n";
   // Once, under every table: a newcomer's first run is on the CPU, where amp_fp16 is slower.

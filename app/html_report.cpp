@@ -564,7 +564,12 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
       ls.tooltip = fmt::format("{} ({}): last scale {:.4g}", label, t.format, sc.back());
       amax.push_back(std::move(la));
       scale.push_back(std::move(ls));
-      keys.emplace_back(label + " (" + t.format + ")", color);
+      keys.emplace_back(label + " (" + t.format +
+                            (t.clipped_steps > 0 ? fmt::format(", clipped at {} of {} steps",
+                                                               t.clipped_steps, t.amax.size())
+                                                 : std::string()) +
+                            ")",
+                        color);
       dashes.push_back(dash.empty() ? "none" : dash);
     }
   }

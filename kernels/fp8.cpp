@@ -33,6 +33,13 @@ float fp8_max(DType f) {
   return layout(f).max;
 }
 
+float fp8_clip_threshold(DType f) {
+  const Fp8Layout l = layout(f);
+  int e;
+  std::frexp(l.max, &e);  // max = frac * 2^e: its step is 2^(e - 1 - mantissa bits)
+  return l.max + std::ldexp(1.0f, e - 2 - l.mantissa_bits);
+}
+
 float fp8_scaled_max(DType f, int margin) {
   return fp8_max(f) * std::ldexp(1.0f, -margin);
 }

@@ -29,6 +29,10 @@ constexpr float kE5M2Max = 57344.0f;
 // f: DType::F8E4M3 or DType::F8E5M2 (anything else throws).
 float fp8_max(DType f);
 
+// Where saturation starts to lose information: magnitudes above fp8_max(f) plus half its step
+// (464 for E4M3, 61440 for E5M2) would round past the largest value; up to it they round to it.
+float fp8_clip_threshold(DType f);
+
 uint8_t f32_to_fp8(float x, DType f);
 float fp8_to_f32(uint8_t code, DType f);
 

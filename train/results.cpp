@@ -75,6 +75,17 @@ TimeStats time_stats_from_json(const json& j, const std::string& path) {
 
 }  // namespace
 
+int64_t fp8_clipped_steps(const Fp8TensorSeries& t, bool most_recent) {
+  const float clip = fp8_clip_threshold(t.format == "fp8_e5m2" ? DType::F8E5M2 : DType::F8E4M3);
+  int64_t n = 0;
+  for (size_t i = 0; i < t.amax.size() && i < t.scale.size(); ++i) {
+    const float used = i == 0 ? 1.0f : t.scale[i - 1];
+    const bool own = most_recent || i == 0 || t.amax[i] > t.amax[i - 1];
+    if (own && t.amax[i] * used > clip) ++n;
+  }
+  return n;
+}
+
 json to_json(const MemoryReport& m) {
   json by_cat = json::object();
   for (int c = 0; c < kMemCategoryCount; ++c) {
@@ -160,6 +171,7 @@ json to_json(const RunResult& r) {
       for (float v : t.scale) sc.push_back(num_f(v));
       f8.push_back({{"tensor", t.tensor},
                     {"format", t.format},
+                    {"clipped_steps", t.clipped_steps},
                     {"amax", std::move(amax)},
                     {"scale", std::move(sc)}});
     }
@@ -403,6 +415,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
           out->push_back(static_cast<float>(
               number_value(arr[k], fmt::format("{}[{}]", sub(pi, key), k), range)));
       }
+      t.clipped_steps = integer(e, "clipped_steps", pi, 0);
       if (t.amax.size() != t.scale.size())
         throw_bad_input(fmt::format("{}: {} scales, but {} amaxes", sub(pi, "scale"),
                                     t.scale.size(), t.amax.size()));

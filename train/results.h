@@ -52,7 +52,15 @@ struct Fp8TensorSeries {
   std::string tensor;  // "fc1.x", "layer1.qkv.dy"
   std::string format;  // "fp8_e4m3", "fp8_e5m2"
   std::vector<float> amax, scale;
+  // Steps at which the tensor was clipped: its amax, times the scale the step cast with (the
+  // previous update's; 1 at the first step), went past fp8_clip_threshold, so its largest
+  // elements lost their magnitude (fp8_clipped_steps).
+  int64_t clipped_steps = 0;
 };
+// The clipped steps of a series, from its own numbers: with "max" the amax only names this
+// step's when it grew past the previous one (the rest of the window was within its scale);
+// with "most_recent" it always is.
+int64_t fp8_clipped_steps(const Fp8TensorSeries& t, bool most_recent);
 
 struct RunResult {
   std::string model;      // spec name

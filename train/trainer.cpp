@@ -405,6 +405,7 @@ void Run::read_back_fp8_series(int64_t done, RunResult& r) {
       t.amax.push_back(amax[g][s * n + row]);
       t.scale.push_back(scale[g][s * n + row]);
     }
+    t.clipped_steps = fp8_clipped_steps(t, spec_.fp8.amax_compute == AmaxCompute::MostRecent);
     r.fp8_scaling.push_back(std::move(t));
   }
 }

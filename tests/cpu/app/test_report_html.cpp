@@ -214,7 +214,7 @@ TEST_F(ReportHtml, Fp8RunsDrawTheirAmaxAndScale) {
   const std::string html = read_file(html_path);
   EXPECT_EQ(count(html, "class=\"chart chart-fp8-amax\""), 1u);
   EXPECT_EQ(count(html, "class=\"chart chart-fp8-scale\""), 1u);
-  for (const char* t : {"fc1.x (fp8_e4m3)", "fc1.w (fp8_e4m3)", "fc1.dy (fp8_e5m2)"})
+  for (const char* t : {"fc1.x (fp8_e4m3", "fc1.w (fp8_e4m3", "fc1.dy (fp8_e5m2"})
     EXPECT_NE(html.find(t), std::string::npos) << t;
   expect_finite_coordinates(html);
   const fs::path plain = dir_ / "p.html";

@@ -131,6 +131,29 @@ TEST(Ratios, NoBaselineWhenFp32DidNotFinish) {
   EXPECT_TRUE(contains(line_with(table, "amp_fp16"), "—"));
 }
 
+// amp_fp8 runs get a line on their FP8 tensors' clipping, and an unsupported row its reason.
+TEST(Console, Fp8ClippingNoteAndUnsupportedRow) {
+  Report rep = make_report();
+  RunResult f8 = make_run("amp_fp8", 30, size_t(100) << 20);
+  f8.fp8_scaling = {{"fc1.x", "fp8_e4m3", {1, 2, 3}, {448, 224, 149}, 0},
+                    {"fc1.dy", "fp8_e5m2", {1, 2, 3}, {1, 1, 1}, 2}};
+  rep.runs.push_back(f8);
+  RunResult old = make_run("amp_fp8", 0, 0, RunStatus::Unsupported);
+  old.cuda_graphs = true;
+  old.status_detail = "amp_fp8 needs compute capability 8.9 or newer, A100 is 8.0";
+  rep.runs.push_back(old);
+  std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table,
+                       "note: amp_fp8: FP8 clipping (an amax past what its delayed scale "
+                       "can hold, the largest values cut to the format's maximum): fc1.dy "
+                       "at 2 of 3 steps"))
+      << table;
+  EXPECT_TRUE(contains(table, "unsupported: amp_fp8 needs compute capability 8.9")) << table;
+  rep.runs[rep.runs.size() - 2].fp8_scaling[1].clipped_steps = 0;
+  table = format_console(rep);
+  EXPECT_TRUE(contains(table, "none of the 2 recorded FP8 tensors was clipped")) << table;
+}
+
 TEST(Units, FormatBytes) {
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");

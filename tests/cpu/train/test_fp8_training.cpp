@@ -53,6 +53,7 @@ TEST_P(Fp8Training, WithinOneAndAHalfPointsOfBf16AndTheScalesFollowTheAmax) {
     ASSERT_EQ(t.scale.size(), fp8.steps.size());
     ASSERT_LT(fp8.steps.size(), static_cast<size_t>(spec.fp8.amax_history_len));
     const float fmax = grad ? kE5M2Max : kE4M3Max;
+    EXPECT_EQ(t.clipped_steps, fp8_clipped_steps(t, false));
     for (size_t i = 0; i < t.amax.size(); ++i) {
       ASSERT_GT(t.amax[i], 0.0f) << "step " << i;
       if (i > 0) EXPECT_GE(t.amax[i], t.amax[i - 1]) << "step " << i;

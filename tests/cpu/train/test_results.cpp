@@ -65,6 +65,26 @@ TEST(RunStatus, Names) {
   EXPECT_THROW(run_status_from_name("crashed"), Error);
 }
 
+// Clipping: this step's amax times the scale it was cast with (the previous update's, 1 at first)
+// past the format's largest value plus half its step (464 for E4M3, 61440 for E5M2: up to there
+// a cast rounds to the maximum anyway). With "max" an amax that did not grow is the history's.
+TEST(Fp8Series, ClippedStepsFromTheirOwnNumbers) {
+  EXPECT_EQ(fp8_clip_threshold(DType::F8E4M3), 464.0f);
+  EXPECT_EQ(fp8_clip_threshold(DType::F8E5M2), 61440.0f);
+  Fp8TensorSeries t{"fc1.x",
+                    "fp8_e4m3",
+                    {500, 500, 600, 620, 2000},
+                    {0.896f, 0.896f, 0.74666f, 0.72258f, 0.224f}};
+  // step 0: 500 * 1 > 464; 1: did not grow; 2: 600 * 0.896 = 537.6; 3: 620 * 0.74666 = 462.9,
+  // within (a rounding, not a clip); 4: 2000 * 0.72258.
+  EXPECT_EQ(fp8_clipped_steps(t, false), 3);
+  // most_recent: each amax is the step's own; step 1's 500 * 0.896 = 448 is within.
+  EXPECT_EQ(fp8_clipped_steps(t, true), 3);
+  Fp8TensorSeries dy{"fc1.dy", "fp8_e5m2", {0.001f, 0.002f}, {57344000.0f, 28672000.0f}};
+  EXPECT_EQ(fp8_clipped_steps(dy, false), 1);  // 0.002 * 5.7344e7 > 61440
+  EXPECT_EQ(fp8_clipped_steps(Fp8TensorSeries{}, false), 0);
+}
+
 RunResult sample_run() {
   RunResult r;
   r.model = "mnist_mlp";
@@ -221,7 +241,7 @@ Report sample_report() {
   RunResult fp8 = sample_run();
   fp8.precision = "amp_fp8";
   fp8.loss_scaling = false;
-  fp8.fp8_scaling = {{"fc1.x", "fp8_e4m3", {2.5f, 3.0f}, {179.2f, 149.33333f}},
+  fp8.fp8_scaling = {{"fc1.x", "fp8_e4m3", {2.5f, 3.0f}, {179.2f, 149.33333f}, 1},
                      {"fc1.dy", "fp8_e5m2", {0.001f, std::nanf("")}, {57344000.0f, 5.0e7f}}};
   RunResult unsupported;
   unsupported.model = "mnist_mlp";
@@ -292,6 +312,7 @@ TEST(ReportJson, RoundTrip) {
   ASSERT_EQ(f8.fp8_scaling.size(), 2u);
   EXPECT_EQ(f8.fp8_scaling[0].tensor, "fc1.x");
   EXPECT_EQ(f8.fp8_scaling[0].scale[1], 149.33333f);
+  EXPECT_EQ(f8.fp8_scaling[0].clipped_steps, 1);
   EXPECT_TRUE(std::isnan(f8.fp8_scaling[1].amax[1]));
   EXPECT_EQ(back.runs[4].status, RunStatus::Unsupported);
   EXPECT_EQ(back.runs[4].status_detail, rep.runs[4].status_detail);
