@@ -200,13 +200,9 @@ int cmd_inspect(const InspectArgs& args) {
   std::vector<Precision> modes = spec.precisions;
   if (!args.precision.empty()) {
     auto p = parse_precision(args.precision);
-    if (!p) {
-      std::string names;
-      for (Precision q : all_precisions())
-        names += (names.empty() ? "" : ", ") + std::string(precision_name(q));
-      throw_bad_input(
-          fmt::format("--precision: unknown mode '{}' (expected {})", args.precision, names));
-    }
+    if (!p)
+      throw_bad_input(fmt::format("--precision: unknown mode '{}' (expected {})", args.precision,
+                                  fmt::join(precision_names(), ", ")));
     modes = {*p};
   }
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));

@@ -94,6 +94,12 @@ const std::vector<Precision>& default_precisions() {
   return defaults;
 }
 
+std::vector<std::string> precision_names() {
+  std::vector<std::string> names;
+  for (Precision p : all_precisions()) names.push_back(precision_name(p));
+  return names;
+}
+
 bool precision_supported(Precision p, int cc_major, int cc_minor) {
   const PrecisionInfo& i = precision_info(p);
   return cc_major > i.min_cc_major || (cc_major == i.min_cc_major && cc_minor >= i.min_cc_minor);

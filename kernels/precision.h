@@ -40,6 +40,8 @@ std::optional<Precision> parse_precision(const std::string& name);
 // runs when asked for).
 const std::vector<Precision>& all_precisions();
 const std::vector<Precision>& default_precisions();
+// The names of all_precisions(), in order, for messages that list them.
+std::vector<std::string> precision_names();
 // Whether a GPU of that compute capability can run mode p (PrecisionInfo::min_cc_*).
 bool precision_supported(Precision p, int cc_major, int cc_minor);
 inline const char* precision_name(Precision p) {

@@ -99,11 +99,11 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   }
   // Training records the amaxes (evaluation must not move the scales) and writes the transposed
   // copies the backward GEMMs read.
-  const Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_), sw = ps.fp8().scales(fp8_w_);
-  Tensor ax = sx.amax, aw = sw.amax;
+  Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_), sw = ps.fp8().scales(fp8_w_);
   Tensor x8 = rows_of(x8_, rows_), x8t = x8t_.slice(0, Shape{in_, rows_});
-  be.cast_to_fp8(x_saved_, sx.scale, training_ ? &ax : nullptr, x8, training_ ? &x8t : nullptr);
-  be.cast_to_fp8(ps.master(w_), sw.scale, training_ ? &aw : nullptr, w8_,
+  be.cast_to_fp8(x_saved_, sx.scale, training_ ? &sx.amax : nullptr, x8,
+                 training_ ? &x8t : nullptr);
+  be.cast_to_fp8(ps.master(w_), sw.scale, training_ ? &sw.amax : nullptr, w8_,
                  training_ ? &w8t_ : nullptr);
   d.a_scale_inv = &sx.scale_inv;
   d.b_scale_inv = &sw.scale_inv;

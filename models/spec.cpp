@@ -211,12 +211,6 @@ json write_data(const DataSpec& d) {
 const std::vector<std::string> kTopKeys = {"name",       "model",      "data", "train",
                                            "precisions", "loss_scale", "fp8",  "fp32_layers"};
 
-std::vector<std::string> precision_names() {
-  std::vector<std::string> names;
-  for (Precision p : all_precisions()) names.push_back(precision_name(p));
-  return names;
-}
-
 // Distinct strings, for precisions and fp32_layers: "duplicate" names the first occurrence.
 // With `allowed`, each entry must be one of those names.
 std::vector<std::string> read_string_list(const ObjectReader& r, const std::string& key,

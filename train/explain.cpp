@@ -112,9 +112,8 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     double best = fp8_aware_matmul_bound(from, to, from_ctx, to_ctx, *c.peak_ratio);
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
-      if (kind == OpKind::Matmul)
-        continue;
-      else if (kind == OpKind::Optimizer || kind == OpKind::HostGaps)
+      if (kind == OpKind::Matmul) continue;  // counted above
+      if (kind == OpKind::Optimizer || kind == OpKind::HostGaps)
         best += tf[k];
       else
         best += tf[k] / std::max(1.0, bytes_ratio);

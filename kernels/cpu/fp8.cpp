@@ -22,12 +22,7 @@ void CpuBackend::cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor
     out[i] = f32_to_fp8(x[i] * s, dst.dtype);
   }
   if (amax) *amax->ptr<float>() = std::fmax(*amax->ptr<float>(), m);
-  if (dst_t) {
-    const int64_t rows = src.shape[0], cols = src.shape[1];
-    uint8_t* t = dst_t->ptr<uint8_t>();
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = out[r * cols + c];
-  }
+  if (dst_t) permute_impl(dst, *dst_t, {1, 0, 2, 3, 4});
 }
 
 void CpuBackend::fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format,

@@ -58,8 +58,6 @@ cublasLtMatrixLayout_t make_layout(int32_t type, int64_t rows, int64_t cols, int
   return layout;
 }
 
-// Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, so cuBLASLt's
-// "A" is our B and its "B" is our A; a row-major matrix is its column-major transpose in place.
 }  // namespace
 
 void set_fp8_scales(cublasLtMatmulDesc_t desc, const void* a_scale, const void* b_scale) {
@@ -72,6 +70,8 @@ void set_fp8_scales(cublasLtMatmulDesc_t desc, const void* a_scale, const void* 
 
 namespace {
 
+// Row-major C (M, N) = op(A) op(B) is column-major C^T (N, M) = op(B)^T op(A)^T, so cuBLASLt's
+// "A" is our B and its "B" is our A; a row-major matrix is its column-major transpose in place.
 void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const void* aux,
                 const void* a_scale, const void* b_scale, size_t ws_bytes, GemmPlan& plan) {
   CUBLAS_CHECK(cublasLtMatmulDescCreate(
