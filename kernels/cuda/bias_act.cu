@@ -115,7 +115,10 @@ void bias_act_forward(DeviceContext& ctx, Activation act, const Tensor& x, const
   const int64_t total = y.numel(), cols = y.cols();
   if (bias) {
     check_on_device(*bias, "bias_act bias");
-    MPB_CHECK(bias->numel() == cols && (bias->dtype == y.dtype || bias->dtype == DType::F32),
+    // Any float dtype: Backend::gemm decides which go with C's (an FP8 GEMM's bias is bf16
+    // whatever C is, so its unfused path adds a bf16 bias to fp32).
+    MPB_CHECK(bias->numel() == cols && (bias->dtype == DType::F32 || bias->dtype == DType::F16 ||
+                                        bias->dtype == DType::BF16),
               "bias_act: bias {} {} for {} columns of {}", dtype_name(bias->dtype),
               bias->shape.str(), cols, dtype_name(y.dtype));
   }
@@ -125,17 +128,14 @@ void bias_act_forward(DeviceContext& ctx, Activation act, const Tensor& x, const
   }
   if (total == 0) return;
   const int grid = ctx.grid_for(total, kThreads);
-  dispatch_float(y.dtype, [&](auto tag) {
+  // Without a bias the bias type is y's (the kernel reads no bias then).
+  dispatch_floats(std::array{y.dtype, bias ? bias->dtype : y.dtype}, [&](auto tag, auto btag) {
     using T = typename decltype(tag)::type;
+    using TB = typename decltype(btag)::type;
     T* pre = pre_act ? pre_act->ptr<T>() : nullptr;
-    if (bias && bias->dtype == DType::F32) {
-      bias_act_forward_kernel<T, float><<<grid, kThreads, 0, ctx.stream()>>>(
-          x.ptr<const T>(), bias->ptr<const float>(), pre, y.ptr<T>(), total, cols, act);
-    } else {
-      bias_act_forward_kernel<T, T><<<grid, kThreads, 0, ctx.stream()>>>(
-          x.ptr<const T>(), bias ? bias->ptr<const T>() : nullptr, pre, y.ptr<T>(), total, cols,
-          act);
-    }
+    bias_act_forward_kernel<T, TB><<<grid, kThreads, 0, ctx.stream()>>>(
+        x.ptr<const T>(), bias ? bias->ptr<const TB>() : nullptr, pre, y.ptr<T>(), total, cols,
+        act);
     CUDA_LAUNCH_CHECK();
   });
 }

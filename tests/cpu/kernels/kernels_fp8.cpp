@@ -238,47 +238,52 @@ TEST_F(CpuFp8, CastScalesRecordsTheAmaxAndTransposes) {
 }
 
 // C = alpha * sa * sb * sum_k A[i,k] B[j,k] (+ bias, act), from the operands' decoded values,
-// in every output dtype and with mixed formats (the backward GEMMs' e5m2 x e4m3).
+// in every output dtype and with mixed formats (the backward GEMMs' e5m2 x e4m3). The bf16 bias
+// also off a 16-byte boundary, which sends CUDA's FP8 GEMM down its unfused path (the bias and
+// activation added to fp32 or bf16 C afterwards): the same case on both backends.
 TEST_F(CpuFp8, GemmMatchesTheScaledReference) {
   const int64_t m = 32, n = 16, k = 48;
   const std::vector<float> av = test::random_nonzero(m * k, 81, 6.0f);
   const std::vector<float> bv = test::random_nonzero(n * k, 82, 6.0f);
-  const std::vector<float> biasv = test::random_nonzero(n, 83);
+  const std::vector<float> biasv = test::random_nonzero(n + 1, 83);
   for (DType fa : kFormats) {
     for (DType cdt : {DType::BF16, DType::F32}) {
       for (Activation act : {Activation::None, Activation::Gelu}) {
-        SCOPED_TRACE(std::string(dtype_name(fa)) + " -> " + dtype_name(cdt) + " " +
-                     activation_name(act));
-        Tensor a = make(Shape{m, k}, fa, av), b = make(Shape{n, k}, DType::F8E4M3, bv);
-        Tensor bias = make(Shape{n}, DType::BF16, biasv);
-        Tensor c = alloc.alloc(Shape{m, n}, cdt, MemCategory::Activations);
-        Tensor sa = scalar(0.25f), sb = scalar(1.0f / 64);
-        GemmDesc d;
-        d.trans_b = true;
-        d.math = GemmMath::LowPrecision;
-        d.alpha = 2.0f;
-        d.act = act;
-        d.bias = &bias;
-        d.a_scale_inv = &sa;
-        d.b_scale_inv = &sb;
-        be->gemm(d, a, b, c);
-        const std::vector<float> ah = test::to_host_f32(*be, a), bh = test::to_host_f32(*be, b);
-        const std::vector<float> bias_h = test::to_host_f32(*be, bias);
-        std::vector<float> want(m * n), scale(m * n);
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            double acc = 0, mag = 0;
-            for (int64_t p = 0; p < k; ++p) {
-              acc += static_cast<double>(ah[i * k + p]) * bh[j * k + p];
-              mag += std::fabs(static_cast<double>(ah[i * k + p]) * bh[j * k + p]);
+        for (int64_t off : {0, 1}) {
+          SCOPED_TRACE(std::string(dtype_name(fa)) + " -> " + dtype_name(cdt) + " " +
+                       activation_name(act) + (off ? " unaligned bias" : ""));
+          Tensor a = make(Shape{m, k}, fa, av), b = make(Shape{n, k}, DType::F8E4M3, bv);
+          Tensor bias = make(Shape{n + 1}, DType::BF16, biasv).slice(off, Shape{n});
+          Tensor c = alloc.alloc(Shape{m, n}, cdt, MemCategory::Activations);
+          Tensor sa = scalar(0.25f), sb = scalar(1.0f / 64);
+          GemmDesc d;
+          d.trans_b = true;
+          d.math = GemmMath::LowPrecision;
+          d.alpha = 2.0f;
+          d.act = act;
+          d.bias = &bias;
+          d.a_scale_inv = &sa;
+          d.b_scale_inv = &sb;
+          be->gemm(d, a, b, c);
+          const std::vector<float> ah = test::to_host_f32(*be, a), bh = test::to_host_f32(*be, b);
+          const std::vector<float> bias_h = test::to_host_f32(*be, bias);
+          std::vector<float> want(m * n), scale(m * n);
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              double acc = 0, mag = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                acc += static_cast<double>(ah[i * k + p]) * bh[j * k + p];
+                mag += std::fabs(static_cast<double>(ah[i * k + p]) * bh[j * k + p]);
+              }
+              double v = 2.0 * 0.25 / 64 * acc + bias_h[j];
+              want[i * n + j] =
+                  test::round_to(cdt, static_cast<float>(test::activation_ref(act, v)));
+              scale[i * n + j] = static_cast<float>(2.0 * 0.25 / 64 * mag + std::fabs(bias_h[j]));
             }
-            double v = 2.0 * 0.25 / 64 * acc + bias_h[j];
-            want[i * n + j] = test::round_to(cdt, static_cast<float>(test::activation_ref(act, v)));
-            scale[i * n + j] = static_cast<float>(2.0 * 0.25 / 64 * mag + std::fabs(bias_h[j]));
-          }
-        const auto r = test::compare(test::to_host_f32(*be, c), want,
-                                     test::tolerance_for(cdt, GemmMath::LowPrecision), &scale);
-        EXPECT_TRUE(r.ok) << r.message;
+          const auto r = test::compare(test::to_host_f32(*be, c), want,
+                                       test::tolerance_for(cdt, GemmMath::LowPrecision), &scale);
+          EXPECT_TRUE(r.ok) << r.message;
+        }
       }
     }
   }
