@@ -11,9 +11,11 @@
 //  - Ops enqueue work in order; only download(), synchronize() and Event::elapsed_ms block.
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/fp8.h"
 #include "kernels/precision.h"
@@ -82,6 +84,45 @@ struct ConvDesc {
   int64_t stride = 1;
   int64_t pad = 0;
   GemmMath math = GemmMath::Strict;
+};
+
+// The most workspace one convolution algorithm may take: the one value and its default
+// (TrainOptions::conv_workspace_limit). PyTorch lets cuDNN's top-ranked algorithm take whatever
+// workspace it asks for if its caching allocator can give it; so do we, through the run's
+// allocator, so that memory (the device's, or --memory-limit) decides. The cap is generous but
+// finite because our buffer is held for the whole run where PyTorch's is transient: an outlier
+// request (an FFT algorithm on a large image) must not take a large share of the card for a few
+// percent of speed.
+inline constexpr size_t kDefaultConvWorkspaceLimit = size_t{4} << 30;  // 4 GiB
+
+// Where a backend gets its convolution workspace, which is its own (apart from the GEMM
+// workspace) and grows when an algorithm needs more. The trainer gives one that allocates through
+// the run's TrackingAllocator under MemCategory::Workspace, so that training memory, --memory-limit
+// and oom rows count it. alloc returns at least `bytes` bytes on the backend's device or throws
+// Error with is_oom(); release frees a tensor alloc returned. Without a provider (alloc empty) the
+// convolutions use the GEMM workspace as it is.
+struct ConvWorkspaceProvider {
+  std::function<Tensor(size_t bytes)> alloc;
+  std::function<void(const Tensor&)> release;
+  size_t limit = kDefaultConvWorkspaceLimit;  // the most one algorithm may take
+};
+
+// One convolution algorithm a backend chose (cuDNN's, on the GPU), for the run's record: which
+// op on which shape, the algorithm and math type, and the workspace it runs with.
+struct ConvAlgorithm {
+  std::string op;                      // "forward", "backward_data", "backward_filter"
+  int64_t n = 0, h = 0, w = 0, c = 0;  // x
+  int64_t k = 0, r = 0, s = 0;         // w
+  int64_t stride = 1, pad = 0;
+  std::string dtype;      // of x, w and y: "fp32", "fp16", "bf16"
+  int64_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
+  std::string algo_name;  // "implicit_precomp_gemm", "algo_1", "winograd_nonfused", ...
+  std::string math;       // cudnnMathType_t: "default", "tensor_op", "fma"
+  size_t workspace_bytes = 0;
+  // An algorithm cuDNN ranked higher (and that would otherwise have run) was passed over because
+  // its workspace could not be had: over the limit, out of memory, or while a CUDA graph holds
+  // the buffer.
+  bool workspace_limited = false;
 };
 
 // The sizes of an embedding op, from its checks: tokens (batch, seq), tables (vocab, dim) and
@@ -191,6 +232,17 @@ class Backend {
   // Bytes of GEMM workspace this backend wants, and the buffer (counted as workspace memory).
   virtual size_t workspace_bytes() const = 0;
   virtual void set_workspace(const Tensor& ws) = 0;
+  // The convolution workspace's provider (ConvWorkspaceProvider); an empty one detaches it. Either
+  // way the buffer the old provider gave is released through it and the algorithm choices are
+  // dropped, so the provider's allocator must still be alive here. Does not throw on detach.
+  virtual void set_conv_workspace_provider(ConvWorkspaceProvider) {}
+  // The convolution algorithms chosen since the choices were last dropped (set_workspace and
+  // set_conv_workspace_provider drop them), in first-use order; empty where there is no choice
+  // (the CPU backends).
+  virtual std::vector<ConvAlgorithm> conv_algorithms() const { return {}; }
+  // Bytes of the convolution workspace now held from the provider (0 without one). It only grows
+  // while a provider is attached, so at the end of a run it is the run's peak.
+  virtual size_t conv_workspace_bytes() const { return 0; }
 
   void fill(Tensor& t, float value);             // any dtype, value converted
   void copy(const Tensor& src, Tensor& dst);     // same dtype and numel, on device

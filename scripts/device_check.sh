@@ -1,46 +1,122 @@
 #!/usr/bin/env bash
 # The one prepared script for a GPU machine (DESIGN.md "Working with a GPU"):
 #   scripts/device_check.sh OUTDIR
-# 1. uses the portable build carried in .devcarry/ if it runs here, else builds for the card found
-#    (with .deps/ for the header-only and test dependencies such a machine lacks);
-# 2. runs the GPU tests; 3. runs every config in configs/ in all its modes on the GPU, plus
-#    amp_fp8 for the MLP and transformer configs (it is in no spec's defaults), and once more
-#    with --cuda-graphs; the PyTorch reference runs the same modes; 4. writes logs and result
-#    JSONs to OUTDIR; prints a summary last.
-# Meant to finish in well under 8 minutes on an H200.
+#   scripts/device_check.sh --source-hash   prints the source hash a carried build is held to
+# 1. Picks the build to test: the portable one carried in .devcarry/ (made by
+#    scripts/prepare_device_carry.sh) if its recorded source hash is this tree's and it runs here,
+#    else MPBENCH_CHECK_BIN, else a build for the card found (with .deps/ for the header-only and
+#    test dependencies such a machine lacks). A stale carry is refused, and the log says so: it
+#    would test old code.
+# 2. Runs its steps in order of value, each under its own time limit and never past the budget:
+#    a. the GPU tests (and the kernel parity tests under memcheck, with MPBENCH_CHECK_SANITIZE=1);
+#    b. one config per model family (the first of mnist_mlp, resnet50_conv2, gpt2_small_layer,
+#       tiny_mlp, tiny_resnet, bert_base_layer, tiny_transformer of that family among the configs,
+#       else the family's first): `mpbench run` in all its modes (plus amp_fp8 for the MLP and
+#       transformer configs: no spec's defaults include it), then at once the PyTorch reference on
+#       the same config and modes, where this machine has PyTorch;
+#    c. the rest: the other configs the same way, the --cuda-graphs rerun of each config,
+#       `mpbench profile` of each, `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of
+#       resnet50_conv2 and bert_base_layer, `mpbench explain` (fp32, tf32, amp_bf16) of
+#       resnet50_conv2 and gpt2_small_layer, when they are among the configs.
+# 3. Merges each step's output into OUTDIR as soon as it ends (written whole, then renamed; the
+#    step's own files stay in a scratch folder outside OUTDIR) and rewrites summary.txt, so that a
+#    call cut off at any moment leaves what it did in at most 8 files (the device tool returns 8):
+#      device_check.log  summary.txt  gpu_tests.log  runs.txt (mpbench's text output)
+#      mpbench_results.json  pytorch.json  profiles.json  (each keyed by the step's file name;
+#      scripts/unpack_device_results.py splits them)  side_by_side.md
+#    The summary says which steps ran and how they ended, which were skipped for want of time and
+#    which were not reached; it is printed last, on SIGTERM and SIGINT too.
+# A step starts only when its minimum (a few seconds to 20 s, by kind) fits in what is left of the
+# budget minus a reserve for the merge and the summary; then it runs under min(its limit, what is
+# left). A step that does not fit is skipped, not started. Exit status: 0 once the steps are done,
+# whatever they gave (the summary says), 3 without a build to test, 143 or 130 on SIGTERM or SIGINT.
 #
-# Environment knobs, for splitting the work over two calls when device time is short:
-#   MPBENCH_CHECK_BUDGET   seconds for the whole script (default 420)
+# Environment knobs (README "On a GPU machine" splits the work over two calls with them):
+#   MPBENCH_CHECK_BUDGET   seconds for the whole script, build included (default 420; the device
+#                          tool allows 600 a command)
+#   MPBENCH_CHECK_RESERVE  seconds kept back for the final merge and summary (default 10)
 #   MPBENCH_CHECK_CONFIGS  the spec files to run (default: configs/*.json), space-separated
+#   MPBENCH_CHECK_FIRST    the configs to run first (default: one per family, as in 2b), a subset
+#                          of the configs
+#   MPBENCH_CHECK_EPOCHS   N: `mpbench run` and the PyTorch reference train N epochs (default: the
+#                          specs' own)
 #   MPBENCH_CHECK_TESTS    0 skips the GPU test binaries
+#   MPBENCH_CHECK_PYTORCH  0 skips the PyTorch reference (default: run where `import torch` works)
 #   MPBENCH_CHECK_GRAPHS   0 skips the --cuda-graphs rerun of each config
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
-#   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of
-#                          resnet50_conv2 and bert_base_layer, when they are among the configs
-#   MPBENCH_CHECK_EXPLAIN  0 skips `mpbench explain` (fp32, tf32, amp_bf16) of resnet50_conv2 and
-#                          gpt2_small_layer, when they are among the configs
+#   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch`
+#   MPBENCH_CHECK_EXPLAIN  0 skips `mpbench explain`
 #   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
-#                          a machine without a GPU (default cuda)
+#                          a machine without a GPU (default cuda); the GPU tests still run there
+#                          and skip
+#   MPBENCH_CHECK_CARRY    the carried build's folder (default .devcarry; a missing one: none)
+#   MPBENCH_CHECK_BIN      a build folder (its mpbench, gpu_test_* in it or in its tests/) used
+#                          instead of building here when no carried build fits, e.g. build-test
+#                          on a machine without a GPU
+#   MPBENCH_CHECK_BUILD    0 never builds here: without a fitting carry or MPBENCH_CHECK_BIN, exit 3
+#   MPBENCH_CHECK_FAKE_STEP_S  N, for tests of this script: a step that sleeps N s right after the
+#                          first configs, to try the budget and a kill on a machine without a GPU
 set -uo pipefail
+
+# The hash of what goes into the build, path and content of each file, so that a carried build
+# can be matched to the tree it meets. The device machine's copy of the tree may have no .git:
+# there the files are found on disk, here git lists the same ones (tracked and untracked, not
+# ignored: what the device tool copies).
+source_hash() {
+  local parts=(app train models kernels tests CMakeLists.txt)
+  if [ -e .git ] && command -v git >/dev/null; then
+    git ls-files -z -co --exclude-standard -- "${parts[@]}"
+  else
+    find "${parts[@]}" -type f -print0 2>/dev/null
+  fi | LC_ALL=C sort -zu | xargs -0 -r sha256sum -- 2>/dev/null | sha256sum | cut -d' ' -f1
+}
+if [ "${1:-}" = --source-hash ]; then
+  cd "$(dirname "$0")/.." && source_hash
+  exit
+fi
+
 out=${1:?usage: scripts/device_check.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cd "$(dirname "$0")/.."
+# Knob paths may be relative to the caller's directory or to the repository root.
+abs_dir() { if [ -n "$1" ] && [ -d "$1" ]; then (cd "$1" && pwd); else echo "$1"; fi; }
+bin_knob=$(abs_dir "${MPBENCH_CHECK_BIN:-}")
+carry=$(abs_dir "${MPBENCH_CHECK_CARRY:-}")
+cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
+carry=${carry:-$root/.devcarry}
+[ -n "$bin_knob" ] && bin_knob=$(abs_dir "$bin_knob")
 log="$out/device_check.log"
 : >"$log"
 say() { echo "[device_check] $*" | tee -a "$log"; }
 t0=$(date +%s)
-# Every step gets at most its own limit and never more than what is left of the whole budget
-# (MPBENCH_CHECK_BUDGET seconds, default 420), so the summary is always printed.
-deadline=$(( t0 + ${MPBENCH_CHECK_BUDGET:-420} ))
-limit() { local left=$(( deadline - $(date +%s) - 15 )); (( left < 5 )) && left=5; (( left < $1 )) && echo "$left" || echo "$1"; }
+budget=${MPBENCH_CHECK_BUDGET:-420}
+reserve=${MPBENCH_CHECK_RESERVE:-10}
+deadline=$(( t0 + budget ))
+grace=5  # a step that ignores SIGTERM at its limit gets SIGKILL this much later
+# Seconds a step may still take: the budget's rest less the reserve and the kill grace.
+left() { echo $(( deadline - $(date +%s) - reserve - grace )); }
+
+# Per-step files live outside OUTDIR. A merged file is written whole next to them and renamed
+# into OUTDIR, which is atomic only within one filesystem; otherwise the temporary goes into
+# OUTDIR itself (a dot file, there for the moment of the write).
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/device_check.XXXXXX")
+tmpd=$scratch
+[ "$(stat -c %d "$scratch")" = "$(stat -c %d "$out")" ] || tmpd=$out
+step_pid=""
+trap 'rm -rf "$scratch"' EXIT
 
 dev=${MPBENCH_CHECK_DEVICE:-cuda}
-say "gpu: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
-cc=${cc:-90}
+cc=90
+if command -v nvidia-smi >/dev/null; then
+  say "gpu: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version \
+    --format=csv,noheader 2>&1 | head -1)"
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')
+  cc=${cc:-90}
+else
+  say "gpu: no nvidia-smi on this machine"
+fi
 
 # CUDA libraries: the toolkit's, else those of the pip packages PyTorch brings.
 libs=/usr/local/cuda/lib64
@@ -61,203 +137,428 @@ PY
 export LD_LIBRARY_PATH="$libs${py_libs:+:$py_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MPBENCH_SOURCE_DIR="$root"
 
+# ---- the build to test --------------------------------------------------------------------------
 bin=""
-carried=/tmp/mpbench-carried
-rm -rf "$carried" && mkdir -p "$carried"
-[ -f .devcarry/bins.tar.xz ] && tar -xJf .devcarry/bins.tar.xz -C "$carried" 2>>"$log"
-if [ -x "$carried/mpbench" ] && "$carried/mpbench" --version >>"$log" 2>&1; then
-  bin="$carried"
-  say "using the carried build: $("$carried/mpbench" --version)"
-else
-  say "carried build missing or not runnable here; building for sm_$cc"
-  ldd "$carried/mpbench" >>"$log" 2>&1 || true
+build_note=""
+if [ -f "$carry/bins.tar.xz" ]; then
+  want=$(awk '$1 == "sha256" { print $2 }' "$carry/source.txt" 2>/dev/null)
+  built_from=$(awk '$1 == "commit" { $1 = ""; print substr($0, 2) }' "$carry/source.txt" \
+    2>/dev/null)
+  have=$(source_hash)
+  if [ -z "$want" ]; then
+    say "carried build records no source ($carry/source.txt): not used, it may be old code"
+  elif [ "$want" != "$have" ]; then
+    say "carried build is STALE: built from ${built_from:-?} with source hash ${want:0:12}, this" \
+      "tree hashes ${have:0:12}: not used (scripts/prepare_device_carry.sh makes a fresh one)"
+  else
+    mkdir -p "$scratch/carried"
+    tar -xJf "$carry/bins.tar.xz" -C "$scratch/carried" 2>>"$log"
+    if [ -x "$scratch/carried/mpbench" ] &&
+       timeout 30 "$scratch/carried/mpbench" --version >>"$log" 2>&1; then
+      bin="$scratch/carried"
+      build_note="carried build of ${built_from:-?} (source ${want:0:12}, matches this tree):"
+      build_note+=" $("$bin/mpbench" --version)"
+    else
+      say "carried build does not run here"
+      ldd "$scratch/carried/mpbench" >>"$log" 2>&1 || true
+    fi
+  fi
+fi
+if [ -z "$bin" ] && [ -n "$bin_knob" ]; then
+  if [ -x "$bin_knob/mpbench" ]; then
+    bin=$bin_knob
+    build_note="MPBENCH_CHECK_BIN=$bin_knob instead of building: $("$bin/mpbench" --version 2>&1)"
+  else
+    say "MPBENCH_CHECK_BIN=$bin_knob has no executable mpbench"
+  fi
+fi
+if [ -z "$bin" ] && [ "${MPBENCH_CHECK_BUILD:-1}" = 0 ]; then
+  say "no build to test and MPBENCH_CHECK_BUILD=0: stopping"
+  echo "device_check: no build to test (MPBENCH_CHECK_BUILD=0): nothing tested" >"$out/summary.txt"
+  exit 3
+fi
+if [ -z "$bin" ]; then
+  say "building from source for sm_$cc"
   build=/tmp/mpbench-build
   prefix=""
   [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$root/.deps/usr"
   gen=""; command -v ninja >/dev/null && gen="-G Ninja"
   if cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON \
       -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$cc" $prefix >>"$log" 2>&1 &&
-     cmake --build "$build" -j"$(nproc)" >>"$log" 2>&1; then
+     timeout "$(( $(left) > 1 ? $(left) : 1 ))" cmake --build "$build" -j"$(nproc)" \
+       >>"$log" 2>&1; then
     mkdir -p "$build/carry"
     cp "$build/mpbench" "$build/carry/"
-    find "$build/tests" -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$build/carry/" \;
+    find "$build/tests" -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x \
+      -exec cp {} "$build/carry/" \;
     bin="$build/carry"
-    say "built in $(( $(date +%s) - t0 )) s"
+    build_note="built here for sm_$cc in $(( $(date +%s) - t0 )) s: $("$bin/mpbench" --version)"
   else
-    say "BUILD FAILED (see device_check.log)"
+    say "BUILD FAILED or cut at the budget (see device_check.log)"
+    echo "device_check: BUILD FAILED or cut at the budget: nothing tested" >"$out/summary.txt"
     tail -40 "$log"
     exit 3
   fi
 fi
+say "testing the $build_note"
 
-"$bin/mpbench" devices >"$out/devices.txt" 2>&1
+timeout 30 "$bin/mpbench" devices >"$scratch/devices.txt" 2>&1
+cat "$scratch/devices.txt" >>"$log"
 
-# GPU tests, each binary with a time limit.
-tests_summary=""
-for t in "$bin"/gpu_test_*; do
-  [ -x "$t" ] || continue
-  [ "${MPBENCH_CHECK_TESTS:-1}" = 0 ] && break
-  name=$(basename "$t")
-  timeout "$(limit 200)" "$t" --gtest_color=no >"$out/$name.log" 2>&1
-  rc=$?
-  passed=$(grep -c '^\[       OK \]' "$out/$name.log")
-  failed=$(grep -c '^\[  FAILED  \].*(' "$out/$name.log")
-  skipped=$(grep -c '^\[  SKIPPED \]' "$out/$name.log")
-  tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" "$passed" "$failed" "$skipped")$'\n'
-  grep -E '^\[  FAILED  \]|Failure|error' "$out/$name.log" | head -30 >>"$log"
-done
-# Optionally the kernel parity tests again under compute-sanitizer's memcheck (out-of-bounds
-# and misaligned accesses in kernels that ran clean), without the cases that take long under it.
-if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  for name in gpu_test_cuda_parity gpu_test_family_ops_parity gpu_test_conv_parity; do
-    [ -x "$bin/$name" ] || continue
-    timeout "$(limit 150)" compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/$name" \
-      --gtest_color=no \
-      --gtest_filter=-*OutOfMemory*:FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes \
-      >"$out/gpu_test_memcheck_$name.log" 2>&1
-    rc=$?
-    tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
-      "$(grep -m1 'ERROR SUMMARY' "$out/gpu_test_memcheck_$name.log" || echo 'no summary')")$'\n'
-  done
-fi
-cat "$out"/gpu_test_*.log > "$out/gpu_tests.log" 2>/dev/null && rm -f "$out"/gpu_test_*.log
-
-# The --precisions of a config's runs: its own modes plus amp_fp8 for the families whose Linear
-# layers mpbench runs in FP8 (mlp, transformer), since no spec's defaults include it; nothing
-# (the spec's modes) for the others. mpbench and PyTorch both get it, so their rows pair up.
-modes_of() {
-  python3 - "$1" <<'PY' 2>>"$log"
-import json, sys
-spec = json.load(open(sys.argv[1]))
-if spec["model"]["type"] in ("mlp", "transformer"):
-    modes = spec.get("precisions") or ["fp32", "tf32", "amp_fp16", "amp_bf16"]
-    print("--precisions " + ",".join(dict.fromkeys(modes + ["amp_fp8"])))
-PY
-}
-
-# Every shipped config in all its modes, eager and with CUDA graphs.
-runs_summary=""
+# ---- the plan -----------------------------------------------------------------------------------
 configs=${MPBENCH_CHECK_CONFIGS:-$(ls configs/*.json)}
-variants="eager graphs"
-[ "${MPBENCH_CHECK_GRAPHS:-1}" = 0 ] && variants="eager"
-for cfg in $configs; do
-  name=$(basename "$cfg" .json)
-  modes=$(modes_of "$cfg")
-  for variant in $variants; do
-    extra=""
-    [ "$variant" = graphs ] && extra="--cuda-graphs"
-    start=$(date +%s)
-    timeout "$(limit 120)" "$bin/mpbench" run "$cfg" --device "$dev" --quiet $extra $modes \
-      --json "$out/${name}_${variant}.json" >"$out/${name}_${variant}.txt" 2>&1
-    rc=$?
-    runs_summary+="== $name ($variant): rc=$rc, $(( $(date +%s) - start )) s"$'\n'
-    runs_summary+=$(cat "$out/${name}_${variant}.txt")$'\n'
+# Each config's model type and the --precisions of its runs: its own modes plus amp_fp8 for the
+# families whose Linear layers mpbench runs in FP8 (mlp, transformer), since no spec's defaults
+# include it; nothing (the spec's modes) for the others. mpbench and PyTorch both get it, so their
+# rows pair up.
+declare -A family modes
+while IFS=$'\t' read -r cfg type m; do
+  family[$cfg]=$type
+  modes[$cfg]=$m
+done < <(python3 - $configs <<'PY' 2>>"$log"
+import json, sys
+for path in sys.argv[1:]:
+    spec = json.load(open(path))
+    kind, modes = spec["model"]["type"], ""
+    if kind in ("mlp", "transformer"):
+        own = spec.get("precisions") or ["fp32", "tf32", "amp_fp16", "amp_bf16"]
+        modes = "--precisions " + ",".join(dict.fromkeys(own + ["amp_fp8"]))
+    print(f"{path}\t{kind}\t{modes}")
+PY
+)
+name_of() { basename "$1" .json; }
+# One config per family first: the preferred ones in the order of the list, then the first config
+# of each family that has none of them.
+if [ -n "${MPBENCH_CHECK_FIRST:-}" ]; then
+  first=$MPBENCH_CHECK_FIRST
+else
+  first="" taken=" "
+  for pref in mnist_mlp resnet50_conv2 gpt2_small_layer tiny_mlp tiny_resnet bert_base_layer \
+              tiny_transformer; do
+    for cfg in $configs; do
+      [ "$(name_of "$cfg")" = "$pref" ] || continue
+      case "$taken" in *" ${family[$cfg]:-?} "*) continue ;; esac
+      first+=" $cfg" taken+="${family[$cfg]:-?} "
+    done
   done
-done
-cat "$out"/*_eager.txt "$out"/*_graphs.txt >"$out/runs.txt" 2>/dev/null
-rm -f "$out"/*_eager.txt "$out"/*_graphs.txt
+  for cfg in $configs; do
+    case "$taken" in *" ${family[$cfg]:-?} "*) continue ;; esac
+    first+=" $cfg" taken+="${family[$cfg]:-?} "
+  done
+fi
+first=$(echo $first)
+rest=$(for cfg in $configs; do
+  case " $first " in *" $cfg "*) ;; *) echo "$cfg" ;; esac
+done)
+ordered="$first $rest"
 
-# The PyTorch reference on the same specs, where this machine has PyTorch: one process per
-# config, so that a config cut off by the time limit loses only its own runs. It comes before the
-# profiles: the side-by-side table is worth more than they are.
 have_torch=0
-if [ -f scripts/pytorch_reference.py ] && python3 -c 'import torch' 2>/dev/null; then
+if [ "${MPBENCH_CHECK_PYTORCH:-1}" != 0 ] && [ -f scripts/pytorch_reference.py ] &&
+   python3 -c 'import torch' 2>/dev/null; then
   have_torch=1
-  for cfg in $configs; do
-    name=$(basename "$cfg" .json)
-    start=$(date +%s)
-    PYTHONUNBUFFERED=1 timeout "$(limit 120)" python3 scripts/pytorch_reference.py "$cfg" \
-      --device "$dev" --mpbench "$bin/mpbench" --data-dir /tmp/mpbench-data $(modes_of "$cfg") \
-      --out "$out/pytorch_${name}.json" \
-      --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)" \
-      >>"$out/pytorch.txt" 2>&1
-    say "pytorch $name: rc=$?, $(( $(date +%s) - start )) s"
-    rm -rf /tmp/mpbench-data  # the exported dataset (8 GB for resnet50_conv3)
-  done
-  cat "$out/pytorch.txt" >>"$log" && rm -f "$out/pytorch.txt"
 fi
-
-# Where each config's step time goes, op by op (`mpbench profile`), for the rows slower than
-# PyTorch: a few steps per mode, every op timed with events.
+off=""  # what the knobs or the machine leave out, for the summary
+[ "$have_torch" = 0 ] && off+=" PyTorch reference (no torch here, or MPBENCH_CHECK_PYTORCH=0);"
+# A step: kind, config (or test binary), label, limit and minimum in seconds. Minimums: what a
+# step needs to be worth starting.
+s_kind=() s_arg=() s_label=() s_limit=() s_need=() s_status=() s_secs=()
+add() {
+  s_kind+=("$1"); s_arg+=("$2"); s_label+=("$3"); s_limit+=("$4"); s_need+=("$5")
+  s_status+=("not reached"); s_secs+=("")
+}
+if [ "${MPBENCH_CHECK_TESTS:-1}" != 0 ]; then
+  for t in "$bin"/gpu_test_* "$bin"/tests/gpu_test_*; do
+    [ -f "$t" ] && [ -x "$t" ] && add test "$t" "test $(basename "$t")" 200 20
+  done
+  # The kernel parity tests again under compute-sanitizer's memcheck (out-of-bounds and
+  # misaligned accesses in kernels that ran clean).
+  if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    for name in gpu_test_cuda_parity gpu_test_family_ops_parity gpu_test_conv_parity; do
+      for t in "$bin/$name" "$bin/tests/$name"; do
+        [ -x "$t" ] && add memcheck "$t" "memcheck $name" 150 30 && break
+      done
+    done
+  fi
+else
+  off+=" GPU tests (MPBENCH_CHECK_TESTS=0);"
+fi
+add_pair() {
+  add run "$1" "run $(name_of "$1") eager" 120 10
+  [ "$have_torch" = 1 ] && add pytorch "$1" "pytorch $(name_of "$1")" 120 15
+  return 0
+}
+for cfg in $first; do add_pair "$cfg"; done
+fake=${MPBENCH_CHECK_FAKE_STEP_S:-0}
+(( fake > 0 )) && add fake "$fake" "fake step (sleep $fake s)" $(( fake + 5 )) 1
+for cfg in $rest; do add_pair "$cfg"; done
+if [ "${MPBENCH_CHECK_GRAPHS:-1}" != 0 ]; then
+  for cfg in $ordered; do add graphs "$cfg" "run $(name_of "$cfg") graphs" 120 10; done
+else
+  off+=" --cuda-graphs reruns (MPBENCH_CHECK_GRAPHS=0);"
+fi
+# Where each config's step time goes, op by op, for the rows slower than PyTorch.
 if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
-  for cfg in $configs; do
-    name=$(basename "$cfg" .json)
-    start=$(date +%s)
-    timeout "$(limit 60)" "$bin/mpbench" profile "$cfg" --device "$dev" --quiet --steps 5 --top 15 \
-      --json "$out/profile_${name}.json" >>"$out/profiles.txt" 2>&1
-    say "profile $name: rc=$?, $(( $(date +%s) - start )) s"
-  done
+  for cfg in $ordered; do add profile "$cfg" "profile $(name_of "$cfg")" 60 5; done
+else
+  off+=" profiles (MPBENCH_CHECK_PROFILE=0);"
 fi
-
 # The largest batch per mode under a 16 GB card's memory, for the two configs the memory issue
 # names; the tracked training memory is checked against the device-wide peak there too.
 if [ "${MPBENCH_CHECK_MAXBATCH:-1}" != 0 ]; then
-  for cfg in $configs; do
-    name=$(basename "$cfg" .json)
-    case "$name" in resnet50_conv2 | bert_base_layer) ;; *) continue ;; esac
-    start=$(date +%s)
-    timeout "$(limit 90)" "$bin/mpbench" maxbatch "$cfg" --device "$dev" --precisions fp32,amp_bf16 \
-      --memory-limit 16GiB --multiple 8 --json "$out/maxbatch_${name}.json" \
-      >>"$out/runs.txt" 2>&1
-    say "maxbatch $name: rc=$?, $(( $(date +%s) - start )) s"
+  for cfg in $ordered; do
+    case "$(name_of "$cfg")" in
+      resnet50_conv2 | bert_base_layer) add maxbatch "$cfg" "maxbatch $(name_of "$cfg")" 90 10 ;;
+    esac
   done
+else
+  off+=" maxbatch (MPBENCH_CHECK_MAXBATCH=0);"
 fi
-
-# Why each mode helped or didn't (`mpbench explain`): on a card in the datasheet table it gives
-# the Amdahl bound beside the measured speedup, which the CPU cannot.
+# Why each mode helped or didn't: on a card in the datasheet table explain gives the Amdahl
+# bound beside the measured speedup, which the CPU cannot.
 if [ "${MPBENCH_CHECK_EXPLAIN:-1}" != 0 ]; then
-  for cfg in $configs; do
-    name=$(basename "$cfg" .json)
-    case "$name" in resnet50_conv2 | gpt2_small_layer) ;; *) continue ;; esac
-    start=$(date +%s)
-    timeout "$(limit 60)" "$bin/mpbench" explain "$cfg" --device "$dev" --precisions fp32,tf32,amp_bf16 \
-      --steps 5 --quiet --json "$out/explain_${name}.json" >>"$out/profiles.txt" 2>&1
-    say "explain $name: rc=$?, $(( $(date +%s) - start )) s"
+  for cfg in $ordered; do
+    case "$(name_of "$cfg")" in
+      resnet50_conv2 | gpt2_small_layer) add explain "$cfg" "explain $(name_of "$cfg")" 60 5 ;;
+    esac
   done
+else
+  off+=" explain (MPBENCH_CHECK_EXPLAIN=0);"
 fi
+say "plan: ${#s_kind[@]} steps in $budget s, the first $first"
+printf '[device_check] the steps:%s\n' "$(printf ' %s,' ${s_label[@]+"${s_label[@]}"})" >>"$log"
+
+# ---- merging as the run goes --------------------------------------------------------------------
+# JSON files into one merged file in OUTDIR, keyed by file name: the merged file is read, the new
+# entries added, and the whole written to a temporary and renamed over it, so it is never half
+# written and no input is lost before the file holding it exists.
+merge_json() {
+  local merged=$1; shift
+  python3 - "$out/$merged" "$tmpd" "$@" <<'PY' 2>>"$log"
+import json, os, sys
+merged_path, tmpdir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    with open(merged_path) as f:
+        merged = json.load(f)
+except FileNotFoundError:
+    merged = {}
+added = 0
+for path in files:
+    if not os.path.exists(path):  # the step wrote none
+        continue
+    try:
+        with open(path) as f:
+            merged[os.path.basename(path)] = json.load(f)
+        added += 1
+    except ValueError as e:  # a step cut while writing it
+        print(f"device_check: {os.path.basename(path)} not merged: {e}", file=sys.stderr)
+if not added:
+    sys.exit(0)
+tmp = os.path.join(tmpdir, "." + os.path.basename(merged_path) + ".part")
+with open(tmp, "w") as f:
+    json.dump(merged, f)
+os.replace(tmp, merged_path)
+PY
+}
+# A text file written whole elsewhere, moved into OUTDIR in one rename.
+put() { cp "$1" "$tmpd/.$2.part" && mv -f "$tmpd/.$2.part" "$out/$2"; }
 
 # mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
-side=""
-shopt -s nullglob
-mpb_files=("$out"/*_eager.json "$out"/*_graphs.json)
-pt_files=("$out"/pytorch_*.json)
-prof_files=("$out"/profile_*.json)
-shopt -u nullglob
-if (( ${#pt_files[@]} && ${#mpb_files[@]} )); then
-  profs=(); (( ${#prof_files[@]} )) && profs=(--profiles "${prof_files[@]}")
-  python3 scripts/side_by_side.py --mpbench "${mpb_files[@]}" --pytorch "${pt_files[@]}" \
-    "${profs[@]}" --md "$out/side_by_side.md" >/dev/null 2>>"$log"
-  side=$(sed '/^## Where the time goes/,$d' "$out/side_by_side.md" 2>/dev/null)
-elif [ "$have_torch" = 0 ]; then
-  say "no PyTorch on this machine: no side-by-side"
-fi
+side_by_side() {
+  shopt -s nullglob
+  local mpb=("$scratch"/*_eager.json "$scratch"/*_graphs.json) pt=("$scratch"/pytorch_*.json)
+  local prof=("$scratch"/profile_*.json)
+  shopt -u nullglob
+  (( ${#pt[@]} && ${#mpb[@]} )) || return 0
+  local profs=(); (( ${#prof[@]} )) && profs=(--profiles "${prof[@]}")
+  python3 scripts/side_by_side.py --mpbench "${mpb[@]}" --pytorch "${pt[@]}" \
+    ${profs[@]+"${profs[@]}"} --md "$scratch/side_by_side.md" >/dev/null 2>>"$log" &&
+    put "$scratch/side_by_side.md" side_by_side.md
+}
 
-# The tool returns at most 8 files: the JSONs of each kind go into one, keyed by file name
-# (scripts/unpack_device_results.py splits them again).
-python3 - "$out" <<'PY' 2>>"$log"
-import json, os, sys, glob
-out = sys.argv[1]
-for merged_name, patterns in (("mpbench_results.json",
-                               ("*_eager.json", "*_graphs.json", "maxbatch_*.json")),
-                              ("pytorch.json", ("pytorch_*.json",)),
-                              ("profiles.json", ("profile_*.json", "explain_*.json"))):
-    merged = {}
-    for p in sorted(f for pat in patterns for f in glob.glob(os.path.join(out, pat))):
-        merged[os.path.basename(p)] = json.load(open(p))
-        os.remove(p)
-    if merged:
-        json.dump(merged, open(os.path.join(out, merged_name), "w"))
-PY
-cat "$out/devices.txt" >>"$log"
+tests_summary=""
+state="in progress"
+write_summary() {
+  local f="$scratch/summary.txt" i n_ok=0 n_bad=0 n_run=0 n_skip=0 n_left=0 todo=""
+  {
+    echo "============ device_check summary: $state, $(( $(date +%s) - t0 )) s of the" \
+      "$budget s budget ============"
+    echo "build: $build_note"
+    cat "$scratch/devices.txt" 2>/dev/null
+    if [ -n "$tests_summary" ]; then echo "GPU tests:"; printf '%s' "$tests_summary"; fi
+    echo
+    cat "$scratch/runs_summary.txt" 2>/dev/null
+    if [ -f "$scratch/side_by_side.md" ]; then
+      printf '\nmpbench vs PyTorch:\n'
+      sed '/^## Where the time goes/,$d' "$scratch/side_by_side.md"
+    fi
+    echo
+    echo "Steps, in the order planned (status, seconds, step):"
+    for i in "${!s_kind[@]}"; do
+      printf '  %-40s %5s  %s\n' "${s_status[i]}" "${s_secs[i]}" "${s_label[i]}"
+      case "${s_status[i]}" in
+        ok*) n_ok=$(( n_ok + 1 )) ;;
+        running*) n_run=$(( n_run + 1 )) ;;
+        SKIPPED*) n_skip=$(( n_skip + 1 )) ;;
+        "not reached"*) n_left=$(( n_left + 1 )) ;;
+        *) n_bad=$(( n_bad + 1 )) ;;
+      esac
+      # The configs with a step still to do, for a next call.
+      case "${s_kind[i]}:${s_status[i]}" in
+        fake:* | test:* | memcheck:* | *:ok* | *:FAILED*) ;;
+        *) case " $todo " in *" ${s_arg[i]} "*) ;; *) todo+=" ${s_arg[i]}" ;; esac ;;
+      esac
+    done
+    echo "Steps: $n_ok ok, $n_bad failed, cut or interrupted, $n_run running, $n_skip skipped for" \
+      "want of time, $n_left not reached."
+    [ -n "$off" ] && echo "Left out:$off"
+    [ -n "$todo" ] && echo "Configs with steps left: MPBENCH_CHECK_CONFIGS=\"${todo# }\""
+  } >"$f"
+  put "$f" summary.txt
+}
 
-{
-  echo
-  echo "================ device_check summary ($(( $(date +%s) - t0 )) s) ================"
-  cat "$out/devices.txt"
-  echo "GPU tests:"
-  printf '%s' "$tests_summary"
-  echo
-  printf '%s' "$runs_summary"
-  [ -n "$side" ] && printf '\nmpbench vs PyTorch:\n%s\n' "$side"
-} | tee -a "$log"
-rm -f "$out/devices.txt"
+# ---- the steps ----------------------------------------------------------------------------------
+# Sets cmd (the step's command) and o (where its output goes, in the scratch folder).
+prepare() {
+  local kind=$1 a=$2 name extra=()
+  name=$(name_of "$a")
+  local epochs=(); [ -n "${MPBENCH_CHECK_EPOCHS:-}" ] && epochs=(--epochs "$MPBENCH_CHECK_EPOCHS")
+  o="$scratch/$kind.$name.txt"
+  case $kind in
+    test)
+      o="$scratch/$name.log"
+      cmd=("$a" --gtest_color=no) ;;
+    memcheck)
+      o="$scratch/gpu_test_memcheck_$name.log"
+      # Without the cases that take long under it.
+      local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
+      cmd=(compute-sanitizer --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
+           "--gtest_filter=-*OutOfMemory*:$slow") ;;
+    run | graphs)
+      local variant=eager; [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
+      cmd=("$bin/mpbench" run "$a" --device "$dev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
+           ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
+    pytorch)
+      # The exported dataset (8 GB for resnet50_conv3) goes after each config.
+      cmd=(env PYTHONUNBUFFERED=1 python3 scripts/pytorch_reference.py "$a" --device "$dev"
+           --mpbench "$bin/mpbench" --data-dir "$scratch/data" ${modes[$a]:-}
+           ${epochs[@]+"${epochs[@]}"} --out "$scratch/pytorch_$name.json"
+           --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)") ;;
+    profile)
+      cmd=("$bin/mpbench" profile "$a" --device "$dev" --quiet --steps 5 --top 15
+           --json "$scratch/profile_$name.json") ;;
+    maxbatch)
+      cmd=("$bin/mpbench" maxbatch "$a" --device "$dev" --precisions fp32,amp_bf16
+           --memory-limit 16GiB --multiple 8 --json "$scratch/maxbatch_$name.json") ;;
+    explain)
+      cmd=("$bin/mpbench" explain "$a" --device "$dev" --precisions fp32,tf32,amp_bf16 --steps 5
+           --quiet --json "$scratch/explain_$name.json") ;;
+    fake)
+      o="$scratch/fake.txt"
+      cmd=(sleep "$a") ;;
+  esac
+}
+# Merges what step i left (its JSON first: the most valuable) and says how it ended.
+finish_step() {
+  local i=$1 rc=$2 kind=${s_kind[$1]} a=${s_arg[$1]} name
+  name=$(name_of "$a")
+  case $kind in
+    test | memcheck)
+      local passed failed skipped
+      passed=$(grep -c '^\[       OK \]' "$o")
+      failed=$(grep -c '^\[  FAILED  \].*(' "$o")
+      skipped=$(grep -c '^\[  SKIPPED \]' "$o")
+      if [ "$kind" = test ]; then
+        tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" \
+          "$passed" "$failed" "$skipped")$'\n'
+      else
+        tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
+          "$(grep -m1 'ERROR SUMMARY' "$o" || echo 'no summary')")$'\n'
+      fi
+      grep -E '^\[  FAILED  \]|Failure|error' "$o" | head -30 >>"$log"
+      cat "$o" >>"$out/gpu_tests.log" ;;
+    run | graphs)
+      local variant=eager; [ "$kind" = graphs ] && variant=graphs
+      merge_json mpbench_results.json "$scratch/${name}_$variant.json"
+      { echo "== $name ($variant): rc=$rc, ${s_secs[i]} s"; cat "$o"; } \
+        >>"$scratch/runs_summary.txt"
+      { echo "== mpbench run $name ($variant): rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
+    pytorch)
+      merge_json pytorch.json "$scratch/pytorch_$name.json"
+      rm -rf "$scratch/data"
+      cat "$o" >>"$log"
+      side_by_side ;;
+    profile | explain)
+      merge_json profiles.json "$scratch/${kind}_$name.json"
+      { echo "== mpbench $kind $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt"
+      [ "$kind" = profile ] && side_by_side ;;
+    maxbatch)
+      merge_json mpbench_results.json "$scratch/maxbatch_$name.json"
+      { echo "== mpbench maxbatch $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
+  esac
+  return 0
+}
+
+# SIGTERM or SIGINT (the device tool's limit, or a hand): stop the step, keep what it wrote, and
+# print the summary all the same.
+cur=-1
+on_signal() {
+  trap '' TERM INT
+  if [ -n "$step_pid" ]; then
+    kill -TERM "$step_pid" 2>/dev/null
+    wait "$step_pid" 2>/dev/null
+    s_status[cur]="INTERRUPTED by SIG$1"
+    s_secs[cur]=$(( $(date +%s) - step_t0 ))
+    finish_step "$cur" 143
+  fi
+  state="interrupted by SIG$1"
+  say "interrupted by SIG$1"
+  side_by_side
+  write_summary
+  tee -a "$log" <"$out/summary.txt"
+  [ "$1" = INT ] && exit 130
+  exit 143
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+
+write_summary
+for i in "${!s_kind[@]}"; do
+  room=$(left)
+  if (( room < s_need[i] )); then
+    s_status[i]="SKIPPED (${room} s left, needs ${s_need[i]})"
+    # In the log, not on the screen: the summary names them all, and the screen's tail is what
+    # the device tool brings back.
+    echo "[device_check] skipped ${s_label[i]}: ${room} s left of the budget, it needs" \
+      "at least ${s_need[i]}" >>"$log"
+    write_summary
+    continue
+  fi
+  lim=${s_limit[i]}
+  (( room < lim )) && lim=$room
+  prepare "${s_kind[i]}" "${s_arg[i]}"
+  cur=$i
+  s_status[i]="running (limit $lim s)"
+  write_summary
+  step_t0=$(date +%s)
+  # In the background and waited for, so that a signal is handled at once, not after the step.
+  timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null &
+  step_pid=$!
+  wait "$step_pid"
+  rc=$?
+  step_pid=""
+  s_secs[i]=$(( $(date +%s) - step_t0 ))
+  case $rc in
+    0) s_status[i]="ok" ;;
+    124 | 137) s_status[i]="CUT at its $lim s limit" ;;
+    *) s_status[i]="FAILED rc=$rc" ;;
+  esac
+  say "${s_label[i]}: ${s_status[i]}, ${s_secs[i]} s"
+  finish_step "$i" "$rc"
+  write_summary
+done
+cur=-1
+
+state="finished"
+side_by_side
+write_summary
+tee -a "$log" <"$out/summary.txt"

@@ -2,13 +2,17 @@
 # Prepares what a GPU machine without Debian -dev packages needs, in two ignored folders that the
 # device tool carries along:
 #   .devcarry/  a portable build (static libstdc++/OpenBLAS, sm_90 + PTX) of mpbench and the GPU
-#               tests, as bins.tar.xz
+#               tests, as bins.tar.xz, and source.txt: the source it was built from (the hash of
+#               `scripts/device_check.sh --source-hash`, the commit), which device_check.sh holds
+#               the tree it meets to, so that a stale carry is rebuilt there, not tested
 #   .deps/      headers, static libs and CMake configs of CLI11, nlohmann-json, fmt, GoogleTest,
 #               so that scripts/device_check.sh can build there when the carried binaries do not run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=${MPBENCH_DEVICE_ARCH:-90}
 build=build-device
+# The hash before and after the build: sources edited meanwhile would give a build of neither.
+src=$(scripts/device_check.sh --source-hash)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PORTABLE=ON \
   -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mpbench $(cd "$build" && \
@@ -19,8 +23,18 @@ cp "$build"/mpbench "$stage"/
 find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$stage"/ \;
 strip "$stage"/* 2>/dev/null || true
 rm -rf .devcarry && mkdir -p .devcarry
+if [ "$(scripts/device_check.sh --source-hash)" != "$src" ]; then
+  rm -rf "$stage"
+  echo "prepare_device_carry: the sources changed during the build; run it again" >&2
+  exit 1
+fi
 tar -cJf .devcarry/bins.tar.xz -C "$stage" .
 rm -rf "$stage"
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain -- app train models kernels tests CMakeLists.txt 2>/dev/null)" ] &&
+  commit+=" (with uncommitted changes)"
+printf 'sha256 %s\ncommit %s\nbuilt %s\narch sm_%s\n' "$src" "$commit" "$(date -u +%FT%TZ)" "$arch" \
+  >.devcarry/source.txt
 
 rm -rf .deps && mkdir -p .deps/usr/include .deps/usr/lib/x86_64-linux-gnu/cmake .deps/usr/share/cmake
 cp -r /usr/include/CLI /usr/include/nlohmann /usr/include/fmt /usr/include/gtest /usr/include/gmock \

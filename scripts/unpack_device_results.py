@@ -5,13 +5,15 @@ into a results folder such as results/h200/, in the layout results/README.md des
     scripts/unpack_device_results.py FROM_DIR [FROM_DIR ...] --to results/h200
 
 device_check.sh merges files because the device tool returns at most 8: mpbench_results.json
-(every `mpbench run --json` and `mpbench maxbatch --json`), pytorch.json (every pytorch_reference.py --out) and profiles.json
-(every `mpbench profile --json` and `mpbench explain --json`), each keyed by file name. They are
-split back into <config>_eager.json / <config>_graphs.json, pytorch_<config>.json,
-profile_<config>.json and explain_<config>.json.
-Logs and text are copied, the later call's name suffixed with its index when two calls wrote the
-same file. Then side_by_side.md is remade over everything that was unpacked. Standard library
-only.
+(every `mpbench run --json` and `mpbench maxbatch --json`), pytorch.json (every
+pytorch_reference.py --out) and profiles.json (every `mpbench profile --json` and
+`mpbench explain --json`), each keyed by file name. They are split back into
+<config>_eager.json / <config>_graphs.json, maxbatch_<config>.json, pytorch_<config>.json,
+profile_<config>.json and explain_<config>.json. device_check.sh rewrites them whole after every
+step, so a call cut off at its limit still brings back files that parse.
+Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied, the later
+call's name suffixed with its index when two calls wrote the same file. Then side_by_side.md is
+remade over everything that was unpacked. Standard library only.
 """
 import argparse
 import glob

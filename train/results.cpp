@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -109,6 +110,7 @@ json to_json(const RunResult& r) {
   j["status_detail"] = r.status_detail;
   j["cuda_graphs"] = r.cuda_graphs;
   if (r.seed) j["seed"] = *r.seed;
+  if (r.repetition) j["repetition"] = *r.repetition;
   j["batch_size"] = r.batch_size;
   j["train_samples"] = r.train_samples;
   j["warmup_steps"] = r.warmup_steps;
@@ -176,6 +178,28 @@ json to_json(const RunResult& r) {
                     {"scale", std::move(sc)}});
     }
     j["fp8_scaling"] = std::move(f8);
+  }
+  if (!r.conv_algorithms.empty()) {
+    json conv = json::array();
+    for (const ConvAlgorithm& a : r.conv_algorithms)
+      conv.push_back({{"op", a.op},
+                      {"n", a.n},
+                      {"h", a.h},
+                      {"w", a.w},
+                      {"c", a.c},
+                      {"k", a.k},
+                      {"r", a.r},
+                      {"s", a.s},
+                      {"stride", a.stride},
+                      {"pad", a.pad},
+                      {"dtype", a.dtype},
+                      {"algo", a.algo},
+                      {"algo_name", a.algo_name},
+                      {"math", a.math},
+                      {"workspace_bytes", a.workspace_bytes},
+                      {"workspace_limited", a.workspace_limited}});
+    j["conv_algorithms"] = std::move(conv);
+    j["conv_workspace_bytes"] = r.conv_workspace_bytes;
   }
   return j;
 }
@@ -278,6 +302,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   r.cuda_graphs = boolean(j, "cuda_graphs", path);
   if (j.contains("seed") && !j["seed"].is_null())
     r.seed = static_cast<uint64_t>(integer(j, "seed", path, 0));
+  if (j.contains("repetition") && !j["repetition"].is_null())
+    r.repetition = integer(j, "repetition", path, 1);
   r.batch_size = integer(j, "batch_size", path, 0);
   r.train_samples = integer(j, "train_samples", path, 0);
   r.warmup_steps = integer(j, "warmup_steps", path, 0);
@@ -422,6 +448,49 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       r.fp8_scaling.push_back(std::move(t));
     }
   }
+  if (const json* conv = array_at(j, "conv_algorithms", path, false)) {
+    const std::string p = sub(path, "conv_algorithms");
+    for (size_t i = 0; i < conv->size(); ++i) {
+      const std::string pi = fmt::format("{}[{}]", p, i);
+      const json& e = (*conv)[i];
+      if (!e.is_object()) bad(pi, "an object");
+      // Every field is written, so every field is required.
+      auto required_int = [&](const char* key, int64_t lo) {
+        find(e, key, pi, true);
+        return integer(e, key, pi, lo);
+      };
+      auto one_of = [&](const char* key, std::initializer_list<const char*> names) {
+        const std::string v = string(e, key, pi, true);
+        std::string list;
+        for (const char* n : names) {
+          if (v == n) return v;
+          list += fmt::format("{}\"{}\"", list.empty() ? "" : ", ", n);
+        }
+        bad(sub(pi, key), "one of " + list);
+      };
+      ConvAlgorithm a;
+      a.op = one_of("op", {"forward", "backward_data", "backward_filter"});
+      a.n = required_int("n", 1);
+      a.h = required_int("h", 1);
+      a.w = required_int("w", 1);
+      a.c = required_int("c", 1);
+      a.k = required_int("k", 1);
+      a.r = required_int("r", 1);
+      a.s = required_int("s", 1);
+      a.stride = required_int("stride", 1);
+      a.pad = required_int("pad", 0);
+      a.dtype = one_of("dtype", {"fp32", "fp16", "bf16"});
+      a.algo = required_int("algo", 0);
+      a.algo_name = string(e, "algo_name", pi, true);
+      a.math = one_of("math", {"default", "tensor_op", "tensor_op_allow_conversion", "fma"});
+      find(e, "workspace_bytes", pi, true);
+      a.workspace_bytes = byte_count(e, "workspace_bytes", pi);
+      find(e, "workspace_limited", pi, true);
+      a.workspace_limited = boolean(e, "workspace_limited", pi);
+      r.conv_algorithms.push_back(std::move(a));
+    }
+  }
+  r.conv_workspace_bytes = byte_count(j, "conv_workspace_bytes", path);
   return r;
 }
 

@@ -71,6 +71,9 @@ struct RunResult {
   std::string status_detail;  // why, for oom / diverged / failed
   bool cuda_graphs = false;
   std::optional<uint64_t> seed;  // the training seed of a `run --seeds` run
+  // 1..N for the N repetitions of `run --repeat N`: the same spec, mode, batch and seed trained
+  // again, each a fresh model (so the numerics are identical), interleaved across modes.
+  std::optional<int64_t> repetition;
 
   int64_t batch_size = 0;
   int64_t train_samples = 0;
@@ -96,6 +99,12 @@ struct RunResult {
   std::vector<StepRecord> steps;  // every training step, warm-up included, in order
   // amp_fp8: a few representative tensors (the first and the last FP8 layer's x, w and dy).
   std::vector<Fp8TensorSeries> fp8_scaling;
+  // The GPU's convolutions: the algorithm, math type and workspace cuDNN's ranking gave each
+  // (op, shape, dtype), in first-use order, and the convolution workspace held at the end (it
+  // only grows: the run's peak of it, inside by_category's workspace). Empty and 0 on the CPU and
+  // for models without convolutions; absent from the JSON then.
+  std::vector<ConvAlgorithm> conv_algorithms;
+  size_t conv_workspace_bytes = 0;
 };
 
 // peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.

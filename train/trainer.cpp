@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "models/model.h"
 #include "models/rng.h"
@@ -63,10 +64,39 @@ void sample_device_memory(Backend& be, MemoryReport& mem) {
     mem.device_peak = std::max(mem.device_peak, used - mem.device_baseline);
 }
 
+// Lends the backend the run's allocator for its convolution workspace (under Workspace, so that
+// the training peak and the memory limit count it) and takes it back, the buffer released, before
+// the allocator goes, whichever way the run ends.
+class ConvWorkspaceLease {
+ public:
+  ConvWorkspaceLease(Backend& be, TrackingAllocator& alloc, size_t limit) : be_(be) {
+    ConvWorkspaceProvider p;
+    p.alloc = [&alloc](size_t bytes) {
+      return alloc.alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32,
+                         MemCategory::Workspace);
+    };
+    p.release = [&alloc](const Tensor& t) { alloc.release(t); };
+    p.limit = limit;
+    be.set_conv_workspace_provider(std::move(p));
+  }
+  ~ConvWorkspaceLease() { be_.set_conv_workspace_provider({}); }
+  ConvWorkspaceLease(const ConvWorkspaceLease&) = delete;
+  ConvWorkspaceLease& operator=(const ConvWorkspaceLease&) = delete;
+
+ private:
+  Backend& be_;
+};
+
 class Run {
  public:
   Run(const Spec& spec, const Dataset& data, Precision p, Backend& be, const TrainOptions& opts)
-      : spec_(spec), data_(data), precision_(p), be_(be), opts_(opts), alloc_(be) {
+      : spec_(spec),
+        data_(data),
+        precision_(p),
+        be_(be),
+        opts_(opts),
+        alloc_(be),
+        conv_workspace_(be, alloc_, opts.conv_workspace_limit) {
     alloc_.set_limit(opts.memory_limit);
   }
 
@@ -100,6 +130,7 @@ class Run {
   Backend& be_;
   const TrainOptions& opts_;
   TrackingAllocator alloc_;
+  ConvWorkspaceLease conv_workspace_;  // after alloc_: given back before it goes
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> opt_;
   RunState dev_;  // the run's device buffers and scalars
@@ -278,6 +309,9 @@ void Run::execute(RunResult& r) {
 
   read_back_series(r);
   derive_metrics(plan, r);
+  // Before set_workspace drops the plans.
+  r.conv_algorithms = be_.conv_algorithms();
+  r.conv_workspace_bytes = be_.conv_workspace_bytes();
   if (be_.workspace_bytes()) be_.set_workspace(Tensor{});
 }
 

@@ -42,6 +42,10 @@ struct TrainOptions {
   std::function<void(TrainPhase)> on_phase;
   LayerObserver* layer_observer = nullptr;  // told of each layer as it runs (mpbench profile)
   size_t memory_limit = 0;  // cap on training memory (TrackingAllocator::set_limit); 0: none
+  // The most workspace one convolution algorithm may take (kernels/backend.h says why this
+  // default). The run lends the backend its allocator for that workspace (counted as workspace
+  // memory, under memory_limit); what each convolution chose is the run's conv_algorithms.
+  size_t conv_workspace_limit = kDefaultConvWorkspaceLimit;
   // The training seed (`run --seeds`): it sets the initialisation and the order in which each
   // epoch takes its batches; the data stay those of data.seed. Absent: the initialisation follows
   // data.seed and the batches run in order.
@@ -62,7 +66,9 @@ uint64_t init_seed_for(const Spec& spec, const std::optional<uint64_t>& training
 
 // The training memory a run of `spec` in `precision` on `be` takes, per category, counted with a
 // counting allocator (nothing is allocated): every buffer of training is allocated before the
-// first step, so this is the run's tracked peak of every category but data.
+// first step, so this is the run's tracked peak of every category but data. Except on a GPU the
+// convolutions' workspace, which depends on the algorithms cuDNN picks when they first run (the
+// CPU backends have none): the prediction leaves it out.
 MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be);
 
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,

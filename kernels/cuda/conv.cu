@@ -5,11 +5,22 @@
 //
 // The algorithm is chosen once per key (op, shape, dtype, math, stride, pad) and cached in the
 // DeviceContext with its descriptors. Selection uses cuDNN's heuristics (cudnnGet*_v7), never
-// cudnnFind*: heuristics neither allocate nor launch work, so a first call made while a step is
-// being captured into a CUDA graph still works. The algorithm must run in the context's (GEMM)
-// workspace; ops are serialised on one stream, so sharing it with cuBLASLt is safe.
+// cudnnFind*: heuristics launch no work, so a first call made while a step is being captured into
+// a CUDA graph still works.
+//
+// The workspace is PyTorch's rule (its cuDNN v7 path without benchmarking): the best-ranked
+// algorithm of the right math type gets the workspace it asks for, up to the limit; when that
+// cannot be had (out of memory, or over --memory-limit, which the run's allocator enforces) the
+// next one that fits what can be had runs instead, so a run never fails for lack of workspace
+// while a cheaper algorithm exists. With a provider (the trainer's, allocating through the run's
+// TrackingAllocator) the convolutions have their own buffer, grown on first use of a plan that
+// needs more (the warm-up); a plan made for a smaller buffer stays valid as it only grows. While
+// the stream is captured or a captured graph exists the buffer cannot move, so plans made then
+// take what it holds. Without a provider they share the GEMM workspace as it is; ops are
+// serialised on one stream, so sharing it with cuBLASLt is safe.
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +88,106 @@ const char* op_name(ConvOp op) {
   return "conv2d";
 }
 
+// Names for the record (ConvAlgorithm), after cuDNN's enumerators.
+const char* record_op_name(int32_t op) {
+  switch (static_cast<ConvOp>(op)) {
+    case ConvOp::Forward:
+      return "forward";
+    case ConvOp::BackwardData:
+      return "backward_data";
+    case ConvOp::BackwardFilter:
+      return "backward_filter";
+  }
+  return "unknown";
+}
+
+std::string algo_name(int32_t op, int32_t algo) {
+  // cudnnConvolutionFwdAlgo_t, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t.
+  static const std::vector<const char*> names[3] = {
+      {"implicit_gemm", "implicit_precomp_gemm", "gemm", "direct", "fft", "fft_tiling", "winograd",
+       "winograd_nonfused"},
+      {"algo_0", "algo_1", "fft", "fft_tiling", "winograd", "winograd_nonfused"},
+      {"algo_0", "algo_1", "fft", "algo_3", "winograd", "winograd_nonfused", "fft_tiling"},
+  };
+  if (op >= 0 && op < 3 && algo >= 0 && static_cast<size_t>(algo) < names[op].size())
+    return names[op][static_cast<size_t>(algo)];
+  return fmt::format("algo_{}", algo);
+}
+
+const char* math_name(int32_t math) {
+  switch (static_cast<cudnnMathType_t>(math)) {
+    case CUDNN_DEFAULT_MATH:
+      return "default";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor_op";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor_op_allow_conversion";
+    case CUDNN_FMA_MATH:
+      return "fma";
+  }
+  return "unknown";
+}
+
+const char* data_type_name(int32_t type) {
+  switch (static_cast<cudnnDataType_t>(type)) {
+    case CUDNN_DATA_FLOAT:
+      return "fp32";
+    case CUDNN_DATA_HALF:
+      return "fp16";
+    case CUDNN_DATA_BFLOAT16:
+      return "bf16";
+    default:
+      return "unknown";
+  }
+}
+
+// Where a plan's workspace comes from (see the top of this file): the context's own buffer,
+// grown through its provider up to the provider's limit while the buffer may move; else what is
+// there (that buffer as it is, or the GEMM workspace without a provider).
+class WorkspaceSource {
+ public:
+  explicit WorkspaceSource(DeviceContext& ctx) : ctx_(ctx), own_(ctx.has_conv_provider()) {
+    if (own_) {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &status));
+      can_grow_ = !ctx.capturing && status == cudaStreamCaptureStatusNone && !ctx.graph_exec;
+    }
+  }
+
+  // Bytes there now.
+  size_t held() const {
+    if (own_) return ctx_.conv_workspace_size();
+    return ctx_.workspace() ? ctx_.workspace_size() : 0;
+  }
+
+  // Whether `bytes` of workspace are there for the plan: held already, or grown to. A size that
+  // failed to allocate is not tried again, nor anything larger.
+  bool reserve(size_t bytes) {
+    if (bytes <= held()) return true;
+    if (!own_ || !can_grow_ || bytes > ctx_.conv_workspace_limit() || bytes >= failed_)
+      return false;
+    if (ctx_.grow_conv_workspace(bytes)) return true;
+    failed_ = bytes;
+    return false;
+  }
+
+  // For the error message when no algorithm fits.
+  std::string describe() const {
+    if (!own_) return fmt::format("the {}-byte GEMM workspace", held());
+    std::string s = fmt::format("the {}-byte convolution workspace", held());
+    if (!can_grow_) return s + " (it cannot grow while a CUDA graph holds it)";
+    s += fmt::format(", which may grow to the {}-byte limit", ctx_.conv_workspace_limit());
+    if (failed_ != SIZE_MAX) s += fmt::format(" (allocating {} bytes failed)", failed_);
+    return s;
+  }
+
+ private:
+  DeviceContext& ctx_;
+  bool own_ = false;
+  bool can_grow_ = false;
+  size_t failed_ = SIZE_MAX;
+};
+
 // What the heuristic offered, for the error message when nothing fits.
 struct Offer {
   int algo;
@@ -86,17 +197,19 @@ struct Offer {
 };
 
 // Picks from the heuristic's ranked list (best first): an algorithm that cuDNN says works, whose
-// workspace fits, and whose math type is the one asked for. Strict takes nothing else (so never
-// a tensor-op algorithm); the tensor-op modes fall back to a non-tensor-op algorithm when no
-// tensor-op one exists for the shape (e.g. odd channel counts), which is more precise, never
-// less, and better than failing the run. workspace_of(algo, math) asks cuDNN for the exact
-// workspace with that math type set on the descriptor, as the run will have it.
+// workspace can be had (source.reserve, which may grow the buffer), and whose math type is the
+// one asked for. Strict takes nothing else (so never a tensor-op algorithm); the tensor-op modes
+// fall back to a non-tensor-op algorithm when no tensor-op one exists for the shape (e.g. odd
+// channel counts), which is more precise, never less, and better than failing the run.
+// workspace_of(algo, math) asks cuDNN for the exact workspace with that math type set on the
+// descriptor, as the run will have it.
 template <typename Perf, typename WorkspaceOf>
 void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
-                      const std::vector<Perf>& perf, int returned, size_t ws_limit,
+                      const std::vector<Perf>& perf, int returned, WorkspaceSource& source,
                       cudnnConvolutionDescriptor_t conv, WorkspaceOf&& workspace_of,
                       ConvPlan& plan) {
   std::vector<Offer> offers;
+  bool passed_over = false;  // an algorithm ranked above the one taken lacked its workspace
   const bool strict = want == CUDNN_FMA_MATH;
   for (int pass = 0; pass < (strict ? 1 : 2); ++pass) {
     for (int i = 0; i < returned; ++i) {
@@ -111,10 +224,14 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
       if (!workspace_of(pf.algo, &ws)) continue;  // cuDNN rejects it after all
       ws = std::max(ws, pf.memory);
       if (pass == 0) offers.back().workspace = ws;
-      if (ws > ws_limit) continue;
+      if (!source.reserve(ws)) {
+        passed_over = true;
+        continue;
+      }
       plan.algo = static_cast<int32_t>(pf.algo);
       plan.math_type = static_cast<int32_t>(pf.mathType);
       plan.workspace_size = ws;
+      plan.workspace_limited = passed_over;
       return;  // the descriptor keeps this algorithm's math type
     }
   }
@@ -124,10 +241,10 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
         fmt::format("{}algo {} math {} status {} workspace {}", offered.empty() ? "" : "; ", o.algo,
                     static_cast<int>(o.math), cudnnGetErrorString(o.status), o.workspace);
   throw_runtime(fmt::format(
-      "{}: cuDNN offers no algorithm with math type {} that fits the {}-byte workspace for {} "
-      "x ({}, {}, {}, {}), w ({}, {}, {}, {}), stride {}, pad {} (offered: {})",
-      op_name(op), static_cast<int>(want), ws_limit, dtype_name(dt), g.n, g.h, g.w, g.c, g.k, g.r,
-      g.s, g.c, g.stride, g.pad, offered.empty() ? "none" : offered));
+      "{}: cuDNN offers no algorithm with math type {} that fits {} for {} x ({}, {}, {}, {}), "
+      "w ({}, {}, {}, {}), stride {}, pad {} (offered: {})",
+      op_name(op), static_cast<int>(want), source.describe(), dtype_name(dt), g.n, g.h, g.w, g.c,
+      g.k, g.r, g.s, g.c, g.stride, g.pad, offered.empty() ? "none" : offered));
 }
 
 void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
@@ -160,7 +277,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
             "{}: cuDNN's output dims ({}, {}, {}, {}) (NCHW order) differ from ({}, {}, {}, {})",
             op_name(op), on, oc, oh, ow, g.n, g.k, g.p, g.q);
 
-  const size_t ws_limit = ctx.workspace() ? ctx.workspace_size() : 0;
+  WorkspaceSource source(ctx);
   int max_count = 0, returned = 0;
   switch (op) {
     case ConvOp::Forward: {
@@ -171,7 +288,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                          &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          op, g, dt, want, perf, returned, source, plan.conv_desc,
           [&](cudnnConvolutionFwdAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, plan.x_desc, plan.w_desc,
                                                            plan.conv_desc, plan.y_desc, algo,
@@ -189,7 +306,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                               max_count, &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          op, g, dt, want, perf, returned, source, plan.conv_desc,
           [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.w_desc, plan.y_desc,
                                                                 plan.conv_desc, plan.x_desc, algo,
@@ -207,7 +324,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                                 max_count, &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, ws_limit, plan.conv_desc,
+          op, g, dt, want, perf, returned, source, plan.conv_desc,
           [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan.x_desc, plan.y_desc,
                                                                   plan.conv_desc, plan.w_desc, algo,
@@ -244,14 +361,20 @@ const ConvPlan& conv_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DTyp
 }
 
 // The workspace pointer and size to pass: none when the algorithm needs none (the context may
-// have no workspace at all).
+// have no workspace at all), else the buffer the plan was made for (see WorkspaceSource).
 void* workspace_for(const DeviceContext& ctx, const ConvPlan& plan, size_t* bytes) {
   if (plan.workspace_size == 0) {
     *bytes = 0;
     return nullptr;
   }
-  *bytes = ctx.workspace_size();
-  return ctx.workspace();
+  const bool own = ctx.has_conv_provider();
+  *bytes = own ? ctx.conv_workspace_size() : ctx.workspace_size();
+  void* ws = own ? ctx.conv_workspace() : ctx.workspace();
+  // The buffers only grow while plans exist (grow_conv_workspace, set_workspace drop them).
+  MPB_CHECK(ws && *bytes >= plan.workspace_size,
+            "convolution: the plan needs {} bytes of workspace, {} are there", plan.workspace_size,
+            ws ? *bytes : 0);
+  return ws;
 }
 
 #endif  // MPBENCH_HAVE_CUDNN
@@ -318,6 +441,29 @@ void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeo
   (void)ctx, (void)g;
   no_cudnn("conv2d_backward_filter");
 #endif
+}
+
+std::vector<ConvAlgorithm> conv_algorithms(const DeviceContext& ctx) {
+  std::vector<ConvAlgorithm> out;
+#if defined(MPBENCH_HAVE_CUDNN)
+  for (const auto& [key, plan] : ctx.conv_plans_in_order()) {
+    ConvAlgorithm a;
+    a.op = record_op_name(key.op);
+    a.n = key.n, a.h = key.h, a.w = key.w, a.c = key.c;
+    a.k = key.k, a.r = key.r, a.s = key.s;
+    a.stride = key.stride, a.pad = key.pad;
+    a.dtype = data_type_name(key.data_type);
+    a.algo = plan->algo;
+    a.algo_name = algo_name(key.op, plan->algo);
+    a.math = math_name(plan->math_type);
+    a.workspace_bytes = plan->workspace_size;
+    a.workspace_limited = plan->workspace_limited;
+    out.push_back(std::move(a));
+  }
+#else
+  (void)ctx;
+#endif
+  return out;
 }
 
 std::vector<size_t> conv_plan_cache_trace(int device,

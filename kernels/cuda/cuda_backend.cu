@@ -2,6 +2,8 @@
 // own file (see ops.h) and is only forwarded to, its arguments checked by Backend.
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/check.h"
@@ -107,6 +109,15 @@ class CudaBackend : public Backend {
   void set_workspace(const Tensor& ws) override {
     if (ws.defined()) cuda::check_on_device(ws, "set_workspace");
     ctx_.set_workspace(ws.data, ws.bytes());
+  }
+  void set_conv_workspace_provider(ConvWorkspaceProvider provider) override {
+    ctx_.set_conv_workspace_provider(std::move(provider));
+  }
+  std::vector<ConvAlgorithm> conv_algorithms() const override {
+    return cuda::conv_algorithms(ctx_);
+  }
+  size_t conv_workspace_bytes() const override {
+    return ctx_.conv_workspace_size();
   }
 
   void synchronize() override {

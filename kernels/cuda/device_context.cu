@@ -311,7 +311,9 @@ const ConvPlan* DeviceContext::find_conv_plan(const ConvKey& key) const {
 
 const ConvPlan& DeviceContext::add_conv_plan(const ConvKey& key, const ConvPlan& plan) {
   auto [it, inserted] = conv_plans_.emplace(key, plan);
-  if (!inserted) {
+  if (inserted) {
+    conv_plan_order_.push_back(key);
+  } else {
     // Already cached (cannot happen with one stream and one thread): keep the old plan and
     // release the new one, which the caller handed over.
     ConvPlan dup = plan;
@@ -320,11 +322,91 @@ const ConvPlan& DeviceContext::add_conv_plan(const ConvKey& key, const ConvPlan&
   return it->second;
 }
 
+std::vector<std::pair<ConvKey, const ConvPlan*>> DeviceContext::conv_plans_in_order() const {
+  std::vector<std::pair<ConvKey, const ConvPlan*>> out;
+  out.reserve(conv_plan_order_.size());
+  for (const ConvKey& key : conv_plan_order_) {
+    auto it = conv_plans_.find(key);
+    if (it != conv_plans_.end()) out.emplace_back(key, &it->second);
+  }
+  return out;
+}
+
+void DeviceContext::set_conv_workspace_provider(ConvWorkspaceProvider provider) {
+  if (provider.alloc)
+    MPB_CHECK(static_cast<bool>(provider.release),
+              "set_conv_workspace_provider: a provider that allocates must also release");
+  // The work queued so far may still read the old buffer, and a captured graph holds its
+  // address: both go before the buffer does. Errors are not reported here (detaching runs while a
+  // failed run unwinds); the next call on the stream reports them.
+  if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  if (graph_exec && !capturing) {
+    if (cudaGraphExecDestroy(graph_exec) != cudaSuccess) cudaGetLastError();
+    graph_exec = nullptr;
+  }
+  clear_conv_plans();
+  release_conv_workspace();
+  conv_provider_ = std::move(provider);
+}
+
+void DeviceContext::release_conv_workspace() noexcept {
+  if (!conv_workspace_.data) return;
+  const Tensor ws = conv_workspace_;
+  conv_workspace_ = Tensor{};
+  try {
+    if (conv_provider_.release) conv_provider_.release(ws);
+  } catch (...) {
+    // The provider's allocator refused (it does not own the buffer): nothing left to free here.
+  }
+}
+
+bool DeviceContext::grow_conv_workspace(size_t bytes) {
+  const size_t held = conv_workspace_size();
+  if (bytes <= held) return true;
+  MPB_CHECK(has_conv_provider(), "grow_conv_workspace without a provider");
+  // Release before allocating, as a caching allocator reuses a freed block: holding both would
+  // count the old buffer twice at the peak (and could refuse what fits). The plans made so far
+  // may still be running in the old buffer.
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  release_conv_workspace();
+  // cuDNN wants an aligned workspace; whole 256-byte blocks, as cudaMalloc gives them.
+  auto take = [&](size_t want) {
+    Tensor t = conv_provider_.alloc((want + 255) / 256 * 256);
+    if (!t.data || t.bytes() < want || reinterpret_cast<uintptr_t>(t.data) % 256 != 0) {
+      if (t.data) conv_provider_.release(t);
+      throw_runtime(fmt::format(
+          "convolution workspace: the provider gave {} bytes at {} for {} (256-byte aligned)",
+          t.data ? t.bytes() : 0, t.data, want));
+    }
+    conv_workspace_ = t;
+  };
+  try {
+    take(bytes);
+    return true;
+  } catch (const Error& e) {
+    if (!e.is_oom()) throw;
+  }
+  if (held > 0) {
+    try {
+      take(held);  // just freed, so normally it fits again
+    } catch (const Error& e) {
+      if (!e.is_oom()) throw;
+      clear_conv_plans();  // their algorithms need a workspace there no longer is
+    }
+  }
+  return false;
+}
+
+void DeviceContext::clear_conv_plans() {
+  for (auto& [key, plan] : conv_plans_) destroy_conv_plan(plan);
+  conv_plans_.clear();
+  conv_plan_order_.clear();
+}
+
 void DeviceContext::clear_plans() {
   for (auto& [key, plan] : plans_) destroy_plan(plan);
   plans_.clear();
-  for (auto& [key, plan] : conv_plans_) destroy_conv_plan(plan);
-  conv_plans_.clear();
+  clear_conv_plans();
 }
 
 }  // namespace mpbench::cuda

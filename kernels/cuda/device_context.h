@@ -90,6 +90,8 @@ struct ConvPlan {
   int32_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
   int32_t math_type = 0;  // cudnnMathType_t of the chosen algorithm
   size_t workspace_size = 0;
+  // A higher-ranked algorithm was passed over because its workspace could not be had.
+  bool workspace_limited = false;
 };
 
 // Releases the descriptors of a plan the context does not own yet (error paths while building).
@@ -144,11 +146,29 @@ class DeviceContext {
   const std::string& cudnn_error() const { return cudnn_error_; }
 
   // Convolution plans, chosen once per key by conv.cu. add_conv_plan takes ownership of the
-  // plan's descriptors; plans live until the context or the workspace goes (their algorithms
-  // were chosen to fit the workspace).
+  // plan's descriptors; plans live until the context, the workspace or the convolution
+  // workspace's provider goes (their algorithms were chosen to fit the workspace).
   const ConvPlan* find_conv_plan(const ConvKey& key) const;
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
+  // The plans in the order they were added (first use).
+  std::vector<std::pair<ConvKey, const ConvPlan*>> conv_plans_in_order() const;
+
+  // The convolutions' own workspace (conv.cu), held from a provider (kernels/backend.h) and grown
+  // through it when a plan's algorithm needs more, up to the provider's limit; without a provider
+  // the convolutions use the GEMM workspace. A new provider (or an empty one) first releases the
+  // buffer through the old one and drops the convolution plans and the captured graph (which hold
+  // the buffer's address). Detaching does not throw.
+  void set_conv_workspace_provider(ConvWorkspaceProvider provider);
+  bool has_conv_provider() const { return static_cast<bool>(conv_provider_.alloc); }
+  size_t conv_workspace_limit() const { return conv_provider_.limit; }
+  void* conv_workspace() const { return conv_workspace_.data; }
+  size_t conv_workspace_size() const { return conv_workspace_.data ? conv_workspace_.bytes() : 0; }
+  // Grows the buffer to at least `bytes` (never while the stream is captured: the caller checks).
+  // False when that much cannot be had (out of memory, or over the allocator's limit); the buffer
+  // is then its old size again, which the plans made so far need (or, should even that fail, none,
+  // and the plans are dropped).
+  bool grow_conv_workspace(size_t bytes);
 
   // Counts a naive-GEMM fallback launch; true for the first, as it warns once per context.
   bool count_naive_gemm() { return naive_gemms_++ == 0; }
@@ -160,6 +180,8 @@ class DeviceContext {
 
  private:
   void clear_plans();  // GEMM and convolution plans
+  void clear_conv_plans();
+  void release_conv_workspace() noexcept;
   void create_cudnn();
   void destroy_cudnn();
 
@@ -175,6 +197,9 @@ class DeviceContext {
   size_t scratch_floats_ = 0;
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
+  std::vector<ConvKey> conv_plan_order_;  // keys of conv_plans_, first use first
+  ConvWorkspaceProvider conv_provider_;
+  Tensor conv_workspace_;  // from conv_provider_, or undefined
   int64_t naive_gemms_ = 0;
 };
 

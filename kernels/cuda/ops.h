@@ -50,6 +50,8 @@ void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom&
                           const Tensor& dy, const Tensor& w, Tensor& dx);
 void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
                             const Tensor& x, const Tensor& dy, Tensor& dw);
+// The context's convolution plans as Backend::conv_algorithms reports them, in first-use order.
+std::vector<ConvAlgorithm> conv_algorithms(const DeviceContext& ctx);
 void batchnorm_forward_train(DeviceContext& ctx, const BatchNormDesc& d, const Tensor& x,
                              const Tensor* residual, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, Tensor& save_mean,

@@ -2,10 +2,17 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
+#include "models/dataset.h"
+#include "models/spec.h"
+#include "test_util.h"
+#include "train/max_batch.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 namespace {
@@ -318,6 +325,92 @@ TEST(ReportJson, RoundTrip) {
   EXPECT_EQ(back.runs[4].status_detail, rep.runs[4].status_detail);
 }
 
+ConvAlgorithm sample_conv(const char* op, int64_t algo, size_t workspace, bool limited) {
+  ConvAlgorithm a;
+  a.op = op;
+  a.n = 256, a.h = 56, a.w = 56, a.c = 64;
+  a.k = 64, a.r = 3, a.s = 3;
+  a.stride = 1, a.pad = 1;
+  a.dtype = "bf16";
+  a.algo = algo;
+  a.algo_name = std::string(op) == "forward" ? "implicit_precomp_gemm" : "algo_1";
+  a.math = "tensor_op";
+  a.workspace_bytes = workspace;
+  a.workspace_limited = limited;
+  return a;
+}
+
+// The convolution choices of a GPU run: written only when there are any, read back field by
+// field, and a file without them (the CPU, or written before them) still reads.
+TEST(RunJson, ConvAlgorithmsRoundTripAndAreOptional) {
+  RunResult r = sample_run();
+  EXPECT_FALSE(to_json(r).contains("conv_algorithms"));
+  EXPECT_FALSE(to_json(r).contains("conv_workspace_bytes"));
+  EXPECT_TRUE(run_from_json(to_json(r)).conv_algorithms.empty());
+
+  r.conv_algorithms = {sample_conv("forward", 1, 0, false),
+                       sample_conv("backward_data", 1, size_t{48} << 20, false),
+                       sample_conv("backward_filter", 1, size_t{5} << 30, true)};
+  r.conv_workspace_bytes = size_t{5} << 30;  // past 32 bits
+  const json j = json::parse(to_json(r).dump());
+  ASSERT_TRUE(j["conv_algorithms"].is_array());
+  ASSERT_EQ(j["conv_algorithms"].size(), 3u);
+  const json& bf = j["conv_algorithms"][2];
+  EXPECT_EQ(bf["op"], "backward_filter");
+  EXPECT_EQ(bf["n"], 256);
+  EXPECT_EQ(bf["c"], 64);
+  EXPECT_EQ(bf["r"], 3);
+  EXPECT_EQ(bf["stride"], 1);
+  EXPECT_EQ(bf["pad"], 1);
+  EXPECT_EQ(bf["dtype"], "bf16");
+  EXPECT_EQ(bf["algo"], 1);
+  EXPECT_EQ(bf["algo_name"], "algo_1");
+  EXPECT_EQ(bf["math"], "tensor_op");
+  EXPECT_EQ(bf["workspace_bytes"].get<size_t>(), size_t{5} << 30);
+  EXPECT_EQ(bf["workspace_limited"], true);
+  EXPECT_EQ(j["conv_workspace_bytes"].get<size_t>(), size_t{5} << 30);
+
+  const RunResult back = run_from_json(j);
+  ASSERT_EQ(back.conv_algorithms.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const ConvAlgorithm &a = back.conv_algorithms[i], &o = r.conv_algorithms[i];
+    EXPECT_EQ(a.op, o.op);
+    EXPECT_EQ(std::vector<int64_t>({a.n, a.h, a.w, a.c, a.k, a.r, a.s, a.stride, a.pad}),
+              std::vector<int64_t>({o.n, o.h, o.w, o.c, o.k, o.r, o.s, o.stride, o.pad}));
+    EXPECT_EQ(a.dtype, o.dtype);
+    EXPECT_EQ(a.algo, o.algo);
+    EXPECT_EQ(a.algo_name, o.algo_name);
+    EXPECT_EQ(a.math, o.math);
+    EXPECT_EQ(a.workspace_bytes, o.workspace_bytes);
+    EXPECT_EQ(a.workspace_limited, o.workspace_limited);
+  }
+  EXPECT_EQ(back.conv_workspace_bytes, r.conv_workspace_bytes);
+  EXPECT_EQ(to_json(back), j);  // every field survives
+}
+
+// The trainer lends every run's backend a convolution workspace provider; the CPU reference has
+// no algorithm to choose and no such workspace, so a CPU run of a convolution net records none,
+// writes none, and its workspace memory is what the prediction says (none). Two runs on one
+// backend: the first gives the provider back.
+TEST(RunJson, CpuRunRecordsNoConvAlgorithms) {
+  auto be = make_cpu_backend();
+  const Spec spec = load_spec(test::source_dir() + "/configs/tiny_resnet.json");
+  for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
+    const Spec s = probe_spec(spec, p, 2, 1);
+    const RunResult r = train_and_measure(s, make_dataset(s), p, *be);
+    ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+    EXPECT_TRUE(r.conv_algorithms.empty());
+    EXPECT_EQ(r.conv_workspace_bytes, 0u);
+    EXPECT_EQ(r.memory.by_category[static_cast<int>(MemCategory::Workspace)], 0u);
+    EXPECT_EQ(r.predicted_memory.training_peak, r.memory.training_peak);
+    const json j = to_json(r);
+    EXPECT_FALSE(j.contains("conv_algorithms"));
+    EXPECT_FALSE(j.contains("conv_workspace_bytes"));
+  }
+  EXPECT_TRUE(be->conv_algorithms().empty());
+  EXPECT_EQ(be->conv_workspace_bytes(), 0u);
+}
+
 std::string bad_input_message(const json& j) {
   try {
     report_from_json(j);
@@ -364,6 +457,40 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
             std::string::npos);
 
   EXPECT_NE(bad_input_message(json::array()).find("expected"), std::string::npos);
+}
+
+TEST(ReportJson, ConvAlgorithmReaderErrorsNameThePath) {
+  Report rep = sample_report();
+  rep.runs[1].conv_algorithms = {sample_conv("forward", 1, 1024, false)};
+  rep.runs[1].conv_workspace_bytes = 1024;
+  const json good = to_json(rep);
+  EXPECT_EQ(report_from_json(good).runs[1].conv_algorithms.size(), 1u);
+  const auto message = [&](const char* key, const json& value) {
+    json j = good;
+    if (value.is_null())
+      j["runs"][1]["conv_algorithms"][0].erase(key);
+    else
+      j["runs"][1]["conv_algorithms"][0][key] = value;
+    return bad_input_message(j);
+  };
+  const std::string at = "runs[1].conv_algorithms[0].";
+  EXPECT_NE(message("op", "sideways").find(at + "op"), std::string::npos);
+  EXPECT_NE(message("dtype", "fp64").find(at + "dtype"), std::string::npos);
+  EXPECT_NE(message("math", 3).find(at + "math"), std::string::npos);
+  EXPECT_NE(message("n", 0).find(at + "n"), std::string::npos);
+  EXPECT_NE(message("stride", 1.5).find(at + "stride"), std::string::npos);
+  EXPECT_NE(message("pad", -1).find(at + "pad"), std::string::npos);
+  EXPECT_NE(message("algo", -2).find(at + "algo"), std::string::npos);
+  EXPECT_NE(message("workspace_bytes", -1).find(at + "workspace_bytes"), std::string::npos);
+  EXPECT_NE(message("workspace_limited", "no").find(at + "workspace_limited"), std::string::npos);
+  EXPECT_NE(message("algo_name", nullptr).find(at + "algo_name"), std::string::npos);  // missing
+  EXPECT_NE(message("k", nullptr).find(at + "k"), std::string::npos);
+  json not_array = good;
+  not_array["runs"][1]["conv_algorithms"] = json::object();
+  EXPECT_NE(bad_input_message(not_array).find("runs[1].conv_algorithms"), std::string::npos);
+  json not_object = good;
+  not_object["runs"][1]["conv_algorithms"][0] = 7;
+  EXPECT_NE(bad_input_message(not_object).find("runs[1].conv_algorithms[0]"), std::string::npos);
 }
 
 }  // namespace

@@ -1,12 +1,18 @@
 // CUDA (cuDNN) convolutions against the CPU reference: forward, backward data and backward
 // filter on ResNet-like shapes in every math mode, the plan cache, a first call inside a CUDA
-// graph capture, and shape errors.
+// graph capture, shape errors, and the convolution workspace: its own buffer from a provider,
+// the choices recorded, and the fallback when the workspace cannot be had.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "kernels/allocator.h"
 
 #include "kernels/backend.h"
 #include "kernels/error.h"
@@ -105,7 +111,9 @@ ConvScales conv_scales(const ConvShape& g, const std::vector<float>& x, const st
   return {to_f(sy), to_f(sdx), to_f(sdw)};
 }
 
-void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t seed) {
+// before_gpu, when given, runs after every buffer is allocated, before the GPU's convolutions.
+void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t seed,
+                   const std::function<void()>& before_gpu = {}) {
   const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
   Pair x = env.random(xs, cfg.dt, seed);
   Pair w = env.random(ws, cfg.dt, seed + 1);
@@ -123,6 +131,7 @@ void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t
   env.cpu->conv2d_forward(d, x.cpu, w.cpu, y.cpu);
   env.cpu->conv2d_backward_data(d, dy.cpu, w.cpu, dx.cpu);
   env.cpu->conv2d_backward_filter(d, x.cpu, dy.cpu, dw.cpu);
+  if (before_gpu) before_gpu();
   env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
   env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
   env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
@@ -239,6 +248,173 @@ TEST(CudaConvParity, BadShapesThrow) {
   Pair w_big = env.random(Shape{6, 11, 11, 4}, DType::F32, 5);  // larger than the padded input
   EXPECT_THROW(be.conv2d_forward(d, x.gpu, w_big.gpu, y.gpu), Error);
   for (Pair* p : {&x, &w, &y, &w_bad_c, &x3, &y16, &w_big}) env.release(*p);
+}
+
+// ---- the convolution workspace ---------------------------------------------------------------
+
+// What the trainer lends the backend (train/trainer.cpp, ConvWorkspaceLease): the workspace from
+// a TrackingAllocator, counted as workspace memory.
+ConvWorkspaceProvider provider_from(TrackingAllocator& alloc,
+                                    size_t limit = kDefaultConvWorkspaceLimit) {
+  ConvWorkspaceProvider p;
+  p.alloc = [&alloc](size_t bytes) {
+    return alloc.alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32,
+                       MemCategory::Workspace);
+  };
+  p.release = [&alloc](const Tensor& t) { alloc.release(t); };
+  p.limit = limit;
+  return p;
+}
+
+// What TrackingAllocator::set_limit caps: every category but Data.
+size_t training_bytes(const TrackingAllocator& a) {
+  size_t total = 0;
+  for (int c = 0; c < kMemCategoryCount; ++c)
+    if (static_cast<MemCategory>(c) != MemCategory::Data)
+      total += a.current(static_cast<MemCategory>(c));
+  return total;
+}
+
+void print_choices(const char* what, const std::vector<ConvAlgorithm>& choices) {
+  for (const ConvAlgorithm& a : choices)
+    std::cout << fmt::format(
+        "[{}] {} x ({}, {}, {}, {}) w ({}, {}, {}, {}) stride {} pad {} {}: algo {} ({}), math {}, "
+        "workspace {} bytes{}\n",
+        what, a.op, a.n, a.h, a.w, a.c, a.k, a.r, a.s, a.c, a.stride, a.pad, a.dtype, a.algo,
+        a.algo_name, a.math, a.workspace_bytes, a.workspace_limited ? " (limited)" : "");
+}
+
+// A ResNet-50 conv2_x 3x3 at a small batch (so that the CPU reference stays quick), and the
+// modes whose algorithms differ most.
+const ConvShape kWorkspaceShape{"resnet_conv2_3x3", 4, 56, 56, 64, 64, 3, 3, 1, 1};
+const ConvConfig kWorkspaceConfigs[] = {
+    {DType::F32, GemmMath::Strict},
+    {DType::BF16, GemmMath::LowPrecision},
+};
+
+// With a provider the convolutions have their own workspace, apart from the GEMM one: the
+// top-ranked algorithm gets what it asks for, the buffer is the largest of them and is counted
+// by the allocator, and every choice is recorded in first-use order.
+TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 500;
+  for (const ConvConfig& cfg : kWorkspaceConfigs) {
+    Env env;
+    env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
+    EXPECT_TRUE(env.gpu->conv_algorithms().empty());
+    run_conv_case(env, cfg, kWorkspaceShape, seed += 7);
+    const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+    print_choices(dtype_name(cfg.dt), choices);
+    ASSERT_EQ(choices.size(), 3u);
+    const char* ops[] = {"forward", "backward_data", "backward_filter"};
+    size_t most = 0;
+    for (size_t i = 0; i < 3; ++i) {
+      const ConvAlgorithm& a = choices[i];
+      EXPECT_EQ(a.op, ops[i]);
+      const ConvShape& g = kWorkspaceShape;
+      EXPECT_EQ(std::vector<int64_t>({a.n, a.h, a.w, a.c, a.k, a.r, a.s, a.stride, a.pad}),
+                std::vector<int64_t>({g.n, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad}));
+      EXPECT_EQ(a.dtype, dtype_name(cfg.dt));
+      EXPECT_GE(a.algo, 0);
+      EXPECT_FALSE(a.algo_name.empty());
+      if (cfg.math == GemmMath::Strict) EXPECT_EQ(a.math, "fma") << a.op;  // never tensor cores
+      EXPECT_FALSE(a.workspace_limited) << a.op << ": nothing limits it here";
+      most = std::max(most, a.workspace_bytes);
+    }
+    // The buffer only grew to the largest request, and the allocator counts it beside the GEMM
+    // workspace.
+    EXPECT_GE(env.gpu->conv_workspace_bytes(), most);
+    EXPECT_LT(env.gpu->conv_workspace_bytes(), most + 256);
+    EXPECT_EQ(env.gpu_alloc.current(MemCategory::Workspace),
+              env.gpu->workspace_bytes() + env.gpu->conv_workspace_bytes());
+    // Detaching releases it through the allocator and drops the choices.
+    env.gpu->set_conv_workspace_provider({});
+    EXPECT_EQ(env.gpu->conv_workspace_bytes(), 0u);
+    EXPECT_EQ(env.gpu_alloc.current(MemCategory::Workspace), env.gpu->workspace_bytes());
+    EXPECT_TRUE(env.gpu->conv_algorithms().empty());
+  }
+}
+
+// At ResNet-50's real batch the top algorithms may want more than the 32 MiB GEMM workspace they
+// were once capped at; whatever cuDNN ranks first is what runs (printed for the device log).
+TEST(CudaConvWorkspace, ResnetBatchTakesWhatTheTopAlgorithmWants) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
+  const ConvShape g{"resnet_conv2_3x3_b64", 64, 56, 56, 64, 64, 3, 3, 1, 1};
+  const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
+  auto make = [&](Shape s) {
+    return env.gpu_alloc.alloc(s, DType::BF16, MemCategory::Activations);
+  };
+  Tensor x = make(xs), w = make(ws), y = make(ys), dx = make(xs), dw = make(ws), dy = make(ys);
+  for (Tensor* t : {&x, &w, &dy}) env.gpu->fill(*t, 0.5f);
+  ConvDesc d;
+  d.pad = g.pad;
+  d.math = GemmMath::LowPrecision;
+  env.gpu->conv2d_forward(d, x, w, y);
+  env.gpu->conv2d_backward_data(d, dy, w, dx);
+  env.gpu->conv2d_backward_filter(d, x, dy, dw);
+  env.gpu->synchronize();
+  const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+  print_choices("bf16 batch 64", choices);
+  ASSERT_EQ(choices.size(), 3u);
+  size_t most = 0;
+  for (const ConvAlgorithm& a : choices) {
+    EXPECT_FALSE(a.workspace_limited) << a.op;
+    most = std::max(most, a.workspace_bytes);
+  }
+  EXPECT_GE(env.gpu->conv_workspace_bytes(), most);
+  std::cout << fmt::format("largest convolution workspace {} bytes ({} the 32 MiB GEMM one)\n",
+                           most, most > (size_t{32} << 20) ? "more than" : "within");
+  env.gpu->set_conv_workspace_provider({});
+}
+
+// When the top algorithm's workspace cannot be had, the next one that fits runs instead, with the
+// same results: under an allocator limit (as --memory-limit sets it) and under the convolution
+// workspace limit. The room left is one byte short of the largest unconstrained request, so the
+// op that made it must fall back and say so.
+TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 700;
+  for (const ConvConfig& cfg : kWorkspaceConfigs) {
+    std::vector<ConvAlgorithm> free_choices;
+    {
+      Env env;
+      env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
+      run_conv_case(env, cfg, kWorkspaceShape, seed);
+      free_choices = env.gpu->conv_algorithms();
+      env.gpu->set_conv_workspace_provider({});
+    }
+    ASSERT_EQ(free_choices.size(), 3u);
+    size_t most = 0;
+    for (const ConvAlgorithm& a : free_choices) most = std::max(most, a.workspace_bytes);
+    if (most == 0) {
+      std::cout << dtype_name(cfg.dt) << ": no algorithm wanted workspace; nothing to limit\n";
+      continue;
+    }
+    const size_t room = most - 1;
+    for (const bool by_memory : {true, false}) {
+      SCOPED_TRACE(fmt::format("{}, limited by {}", dtype_name(cfg.dt),
+                               by_memory ? "the allocator" : "the conv workspace limit"));
+      Env env;
+      env.gpu->set_conv_workspace_provider(
+          provider_from(env.gpu_alloc, by_memory ? kDefaultConvWorkspaceLimit : room));
+      run_conv_case(env, cfg, kWorkspaceShape, seed, [&] {
+        if (by_memory) env.gpu_alloc.set_limit(training_bytes(env.gpu_alloc) + room);
+      });
+      const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+      print_choices(by_memory ? "memory-limited" : "conv-limit", choices);
+      ASSERT_EQ(choices.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_LE(choices[i].workspace_bytes, room) << choices[i].op;
+        if (free_choices[i].workspace_bytes == most)
+          EXPECT_TRUE(choices[i].workspace_limited) << choices[i].op;
+      }
+      EXPECT_LT(env.gpu->conv_workspace_bytes(), room + 256);  // whole 256-byte blocks
+      env.gpu_alloc.set_limit(0);
+      env.gpu->set_conv_workspace_provider({});
+    }
+  }
 }
 
 }  // namespace

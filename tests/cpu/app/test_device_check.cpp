@@ -1,0 +1,282 @@
+// scripts/device_check.sh's contract with the device tool, tried on the CPU so that it costs no
+// device time: MPBENCH_CHECK_DEVICE=cpu with this build's mpbench (MPBENCH_CHECK_BIN), tiny_mlp
+// for one epoch, and a fake slow step (MPBENCH_CHECK_FAKE_STEP_S) standing in for a config that
+// takes long. The budget holds (steps that no longer fit are skipped and named), a SIGKILL at
+// any moment leaves at most 8 files in OUTDIR whose merged JSONs parse and hold the steps done,
+// SIGTERM still prints the summary, and a carried build from other sources is not used.
+// Needs bash and python3; skipped where there is no python3.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using mpbench::test::read_file;
+using nlohmann::json;
+using Result = mpbench::test::ShellResult;
+using Env = std::vector<std::pair<std::string, std::string>>;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kRoot = MPBENCH_SOURCE_DIR;
+const std::string kScript = kRoot + "/scripts/device_check.sh";
+
+class DeviceCheck : public mpbench::test::CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
+      GTEST_SKIP() << "no python3";
+    fs::create_directories(dir_ / "tmp");
+  }
+  void TearDown() override {
+    // A step outlives a SIGKILLed script (timeout runs it in a group of its own) until its
+    // limit: end what is left of the session the test started, by its id.
+    if (sid_ > 0) {
+      if (!reaped_) {
+        ::kill(-sid_, SIGKILL);
+        ::waitpid(sid_, nullptr, 0);
+      }
+      mpbench::test::run_shell("pkill -KILL -s " + std::to_string(sid_), dir_.string());
+    }
+    CliTest::TearDown();
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // What every run here shares: the CPU, this build instead of building, no carried build (the
+  // checkout's .devcarry/ may hold one), scratch files in the test's folder, tiny_mlp for one
+  // epoch, no GPU test binaries (they only skip here) and no PyTorch.
+  Env env(Env more) const {
+    Env e = {{"MPBENCH_CHECK_DEVICE", "cpu"},
+             {"MPBENCH_CHECK_BIN", fs::path(MPBENCH_EXE).parent_path().string()},
+             {"MPBENCH_CHECK_CARRY", path("no_carry")},
+             {"TMPDIR", path("tmp")},
+             {"MPBENCH_CHECK_CONFIGS", kRoot + "/configs/tiny_mlp.json"},
+             {"MPBENCH_CHECK_EPOCHS", "1"},
+             {"MPBENCH_CHECK_TESTS", "0"},
+             {"MPBENCH_CHECK_PYTORCH", "0"}};
+    for (auto& kv : more) {
+      bool replaced = false;
+      for (auto& old : e)
+        if (old.first == kv.first) old.second = kv.second, replaced = true;
+      if (!replaced) e.push_back(kv);
+    }
+    return e;
+  }
+  Result check(const Env& e, const std::string& out = "out") {
+    std::string cmd = "env";
+    for (const auto& [k, v] : e) cmd += " " + k + "='" + v + "'";
+    return mpbench::test::run_shell(cmd + " bash " + kScript + " " + path(out), dir_.string());
+  }
+  // The script in a session of its own (its id is the process group's), in the background.
+  void start(const Env& e, const std::string& out = "out") {
+    const std::string log = path("bg.txt");
+    sid_ = ::fork();
+    ASSERT_GE(sid_, 0);
+    if (sid_ == 0) {
+      ::setsid();
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      const int null = ::open("/dev/null", O_RDONLY);
+      ::dup2(null, 0);
+      for (const auto& [k, v] : e) ::setenv(k.c_str(), v.c_str(), 1);
+      const std::string o = path(out);
+      ::execl("/bin/bash", "bash", kScript.c_str(), o.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  // Waits (up to 90 s) until summary.txt says the fake step is running.
+  bool wait_for_fake_step(const std::string& out = "out") {
+    const auto until = Clock::now() + std::chrono::seconds(90);
+    while (Clock::now() < until) {
+      for (const std::string& line : lines(read_file(dir_ / out / "summary.txt")))
+        if (line.find("fake step") != std::string::npos &&
+            line.find("running") != std::string::npos)
+          return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return false;
+  }
+  static std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> v;
+    size_t at = 0;
+    while (at < text.size()) {
+      const size_t nl = text.find('\n', at);
+      v.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+      if (nl == std::string::npos) break;
+      at = nl + 1;
+    }
+    return v;
+  }
+  // The summary's line for a step (its label at the end of the line), empty when none.
+  static std::string step_line(const std::string& summary, const std::string& label) {
+    for (const std::string& line : lines(summary))
+      if (line.size() >= label.size() + 2 &&
+          line.compare(line.size() - label.size() - 2, std::string::npos, "  " + label) == 0)
+        return line;
+    return "";
+  }
+  size_t files_in(const std::string& out) const {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir_ / out)) ++n;
+    return n;
+  }
+
+  pid_t sid_ = -1;
+  bool reaped_ = false;
+};
+
+// Makes a carried build in dir/carry: an mpbench that notes each call in dir/carried_calls and
+// runs this build's, and source.txt with the given hash (none: no source.txt, an old carry).
+void make_carry(const fs::path& dir, const std::string& hash) {
+  fs::create_directories(dir / "stage");
+  fs::create_directories(dir / "carry");
+  {
+    std::ofstream f(dir / "stage" / "mpbench");
+    f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\nexec "
+      << MPBENCH_EXE << " \"$@\"\n";
+  }
+  fs::permissions(dir / "stage" / "mpbench", fs::perms::owner_all);
+  ASSERT_EQ(mpbench::test::run_shell("tar -cJf " + (dir / "carry" / "bins.tar.xz").string() +
+                                         " -C " + (dir / "stage").string() + " .",
+                                     dir.string())
+                .code,
+            0);
+  if (!hash.empty())
+    std::ofstream(dir / "carry" / "source.txt") << "sha256 " << hash << "\ncommit abc123\n";
+}
+
+}  // namespace
+
+TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
+  // A 30 s budget (10 s of it kept for the end) and a step that would sleep 120 s: the step is
+  // cut at what was left, those after it are skipped, and the whole stays within the budget.
+  const auto t0 = Clock::now();
+  Result r = check(env({{"MPBENCH_CHECK_BUDGET", "30"}, {"MPBENCH_CHECK_FAKE_STEP_S", "120"}}));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_LE(secs, 40.0) << r.out;
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_NE(summary.find("summary: finished"), std::string::npos) << summary;
+  EXPECT_EQ(step_line(summary, "run tiny_mlp eager").rfind("  ok", 0), 0u) << summary;
+  EXPECT_NE(step_line(summary, "fake step (sleep 120 s)").find("CUT at"), std::string::npos)
+      << summary;
+  for (const char* skipped : {"run tiny_mlp graphs", "profile tiny_mlp"}) {
+    EXPECT_NE(step_line(summary, skipped).find("SKIPPED"), std::string::npos)
+        << skipped << " in:\n" << summary;
+    EXPECT_NE(read_file(dir_ / "out" / "device_check.log").find(std::string("skipped ") + skipped),
+              std::string::npos)
+        << skipped;
+  }
+  // The summary is printed last, and says what a next call has left to do.
+  EXPECT_NE(r.out.find("Steps, in the order planned"), std::string::npos) << r.out;
+  EXPECT_NE(summary.find("MPBENCH_CHECK_CONFIGS=\"" + kRoot + "/configs/tiny_mlp.json\""),
+            std::string::npos)
+      << summary;
+  EXPECT_LE(files_in("out"), 8u);
+  const json runs = json::parse(read_file(dir_ / "out" / "mpbench_results.json"));
+  EXPECT_TRUE(runs.contains("tiny_mlp_eager.json")) << runs.dump().substr(0, 200);
+}
+
+TEST_F(DeviceCheck, KillDuringAStepLeavesMergedResults) {
+  // Two families first (tiny_mlp, tiny_resnet), then the fake step, SIGKILLed while it
+  // runs: what finished before is in OUTDIR, merged, in files that parse.
+  start(env({{"MPBENCH_CHECK_BUDGET", "300"},
+             {"MPBENCH_CHECK_FAKE_STEP_S", "100"},
+             {"MPBENCH_CHECK_CONFIGS",
+              kRoot + "/configs/tiny_mlp.json " + kRoot + "/configs/tiny_resnet.json"}}));
+  ASSERT_TRUE(wait_for_fake_step()) << read_file(path("bg.txt"));
+  ASSERT_EQ(::kill(-sid_, SIGKILL), 0);
+  ::waitpid(sid_, nullptr, 0);
+  reaped_ = true;
+
+  EXPECT_LE(files_in("out"), 8u);
+  for (const auto& entry : fs::directory_iterator(dir_ / "out"))
+    if (entry.path().extension() == ".json")
+      EXPECT_NO_THROW(json::parse(read_file(entry.path()))) << entry.path();
+  const json runs = json::parse(read_file(dir_ / "out" / "mpbench_results.json"));
+  for (const char* f : {"tiny_mlp_eager.json", "tiny_resnet_eager.json"}) {
+    ASSERT_TRUE(runs.contains(f)) << f;
+    EXPECT_FALSE(runs[f]["runs"].empty()) << f;
+  }
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_NE(summary.find("summary: in progress"), std::string::npos) << summary;
+  EXPECT_NE(step_line(summary, "fake step (sleep 100 s)").find("running"), std::string::npos)
+      << summary;
+  EXPECT_EQ(step_line(summary, "run tiny_mlp graphs").rfind("  not reached", 0), 0u) << summary;
+  EXPECT_NE(read_file(dir_ / "out" / "runs.txt").find("== mpbench run tiny_resnet (eager)"),
+            std::string::npos);
+}
+
+TEST_F(DeviceCheck, SigtermStopsTheStepAndPrintsTheSummary) {
+  start(env({{"MPBENCH_CHECK_BUDGET", "300"}, {"MPBENCH_CHECK_FAKE_STEP_S", "100"}}));
+  ASSERT_TRUE(wait_for_fake_step()) << read_file(path("bg.txt"));
+  const auto t0 = Clock::now();
+  ASSERT_EQ(::kill(sid_, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
+  EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 15.0);
+  sid_ = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  const std::string printed = read_file(path("bg.txt"));
+  EXPECT_NE(printed.find("summary: interrupted by SIGTERM"), std::string::npos) << printed;
+  EXPECT_NE(step_line(printed, "fake step (sleep 100 s)").find("INTERRUPTED"), std::string::npos)
+      << printed;
+  EXPECT_NE(read_file(dir_ / "out" / "summary.txt").find("summary: interrupted by SIGTERM"),
+            std::string::npos);
+  EXPECT_LE(files_in("out"), 8u);
+}
+
+TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
+  const Env fast = {{"MPBENCH_CHECK_BUDGET", "120"},
+                    {"MPBENCH_CHECK_GRAPHS", "0"},
+                    {"MPBENCH_CHECK_PROFILE", "0"}};
+  auto with_carry = [&](const std::string& sub, Env more) {
+    Env e = fast;
+    e.emplace_back("MPBENCH_CHECK_CARRY", path(sub + "/carry"));
+    for (auto& kv : more) e.push_back(kv);
+    return env(e);
+  };
+  // Recorded hash differs: refused, never run, MPBENCH_CHECK_BIN used instead of a build.
+  make_carry(dir_ / "stale", std::string(64, '0'));
+  Result stale = check(with_carry("stale", {}), "out_stale");
+  ASSERT_EQ(stale.code, 0) << stale.out << stale.err;
+  EXPECT_NE(stale.out.find("carried build is STALE"), std::string::npos) << stale.out;
+  EXPECT_FALSE(fs::exists(dir_ / "stale" / "carried_calls"));
+  EXPECT_NE(read_file(dir_ / "out_stale" / "summary.txt").find("build: MPBENCH_CHECK_BIN="),
+            std::string::npos);
+  // No source recorded (a carry from before the check): refused too. Without MPBENCH_CHECK_BIN
+  // and with building off, nothing is left to test: exit 3.
+  make_carry(dir_ / "old", "");
+  Result old = check(with_carry("old", {{"MPBENCH_CHECK_BIN", ""}, {"MPBENCH_CHECK_BUILD", "0"}}),
+                     "out_old");
+  EXPECT_EQ(old.code, 3) << old.out << old.err;
+  EXPECT_NE(old.out.find("records no source"), std::string::npos) << old.out;
+  EXPECT_FALSE(fs::exists(dir_ / "old" / "carried_calls"));
+  // The tree's own hash: the carry is used. (Source files edited in the moment between the two
+  // hashes would fail this.)
+  Result hash = mpbench::test::run_shell("bash " + kScript + " --source-hash", dir_.string());
+  ASSERT_EQ(hash.code, 0) << hash.err;
+  ASSERT_EQ(hash.out.size(), 65u) << hash.out;
+  make_carry(dir_ / "fresh", hash.out.substr(0, 64));
+  Result fresh = check(with_carry("fresh", {}), "out_fresh");
+  ASSERT_EQ(fresh.code, 0) << fresh.out << fresh.err;
+  EXPECT_NE(fresh.out.find("testing the carried build of abc123"), std::string::npos) << fresh.out;
+  EXPECT_NE(read_file(dir_ / "fresh" / "carried_calls").find("run "), std::string::npos);
+}
