@@ -63,21 +63,28 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 const char* kCompareRule = R"(
-Runs are matched by model, precision, device and cuda_graphs. Time: the ratio of median epoch
-times (current / baseline) with a 95% percentile bootstrap confidence interval over the per-epoch
-samples (2000 resamples, fixed seed: the output is deterministic). With threshold t:
+Runs are matched by model, precision, device, cuda_graphs, batch size and seed (`run --seeds`).
+The runs of one key are its repetitions: `run --repeat N` in one file, plus one per --baseline
+file. Time: the ratio (current / baseline) of the medians over repetitions of each repetition's
+median epoch time, with a 95% hierarchical percentile bootstrap interval (resample the
+repetitions, then the epochs within each; 2000 resamples, fixed seed: the output is
+deterministic), so that it holds the noise between runs, not only between one run's epochs.
+With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)
   same          the whole CI within [1/(1+t), 1+t]
-  inconclusive  anything else (noise), or fewer than 3 epochs on a side
-  env-mismatch  other GPU, driver, CUDA or cuDNN version (cuda runs) or CPU (cpu runs)
+  inconclusive  anything else (noise), or fewer than 3 repetitions on a side (the row says how
+                many it needs: run --repeat 5 is the CI recommendation)
+  spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
 Memory (training peak: every category but the dataset copy), accuracy and final loss are
-compared without an interval. A run that was
-ok and is now oom, diverged or failed is a regression; runs on one side only are listed as
-missing / new.
+compared without an interval. A run that was ok and is now oom, diverged or failed is a
+regression; runs on one side only are listed as missing / new. An environment difference (GPU,
+driver, CUDA, cuDNN, CPU, BLAS threads) is named in its rows and switches nothing off: every
+number is still compared, and under --strict the difference alone fails (exit 4).
 
 Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
-input, 4 (--strict only) no regression but inconclusive, env-mismatch or missing rows.
+input, 3 runtime failure, 4 nothing matched or a spec changed (always), or (--strict) no
+regression but inconclusive, missing or environment-changed rows.
 )";
 
 }  // namespace
@@ -236,6 +243,15 @@ int mpbench_main(int argc, char** argv) {
                    "each seed's two runs, mean +- t(0.975, N-1) sd / sqrt(N)); the JSON gets "
                    "every run with its seed and a seed_summary[]")
       ->check(CLI::Range(int64_t{2}, int64_t{1000}));
+  run_cmd
+      ->add_option("--repeat", run.repeat,
+                   "Train every spec x mode x batch N times, each a fresh model with the same "
+                   "seed (identical numerics), interleaved across modes (fp32, bf16, fp32, bf16, "
+                   "...) so that a drift of the machine does not land on one mode. The table "
+                   "gives the median over the repetitions and the spread between them; the JSON "
+                   "keeps every repetition; `compare` judges time by the variation between "
+                   "repetitions and needs at least 3 a side (5 recommended in CI)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
@@ -398,9 +414,17 @@ int mpbench_main(int argc, char** argv) {
   auto* compare_cmd = app.add_subcommand(
       "compare",
       "CI regression gate: compare a current result JSON against a baseline, run by run");
-  compare_cmd->add_option("baseline", compare.baseline, "Baseline result JSON (mpbench run --json)")
-      ->required();
-  compare_cmd->add_option("current", compare.current, "Current result JSON")->required();
+  compare_cmd
+      ->add_option("files", compare.files,
+                   "BASELINE CURRENT result JSONs (mpbench run --json), or CURRENT alone with "
+                   "--baseline")
+      ->required()
+      ->expected(1, 2);
+  compare_cmd
+      ->add_option("--baseline", compare.baselines,
+                   "A baseline result JSON; repeat it (or give a quoted glob such as "
+                   "'base-*.json') to treat several files as repetitions of one baseline")
+      ->allow_extra_args(false);  // one file per --baseline: the next word may be CURRENT
   compare_cmd
       ->add_option("--time-threshold", compare.time_threshold,
                    "Slowdown of the median epoch time that fails, in percent")
@@ -421,7 +445,7 @@ int mpbench_main(int argc, char** argv) {
                           "Write the comparison as Markdown (for a CI job summary) here");
   compare_cmd->add_option("--json", compare.json_path, "Write the comparison as JSON here");
   compare_cmd->add_flag("--strict", compare.strict,
-                        "Exit 4 when inconclusive, env-mismatch or missing rows remain");
+                        "Exit 4 when inconclusive, missing or environment-changed rows remain");
   compare_cmd->footer(kCompareRule);
 
   // Every option and argument that takes a value refuses an empty one (kNonEmpty).

@@ -1,5 +1,8 @@
 // `mpbench compare BASELINE CURRENT`: the CI regression gate. Statistics and verdicts live in
 // app/compare.{h,cpp}; this file parses the thresholds, writes the outputs and picks the exit code.
+#include <glob.h>
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -31,6 +34,22 @@ double parse_threshold(const std::string& option, const std::string& text, bool 
   return percent ? v / 100.0 : v;
 }
 
+// A --baseline value with glob characters is expanded (sorted) when it names no file itself, so
+// that a quoted 'base-*.json' works without the shell; a pattern matching nothing is bad input.
+std::vector<std::string> expand_glob(const std::string& option, const std::string& pattern) {
+  struct stat st {};
+  if (pattern.find_first_of("*?[") == std::string::npos || ::stat(pattern.c_str(), &st) == 0)
+    return {pattern};
+  glob_t g{};
+  const int rc = ::glob(pattern.c_str(), GLOB_ERR, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  ::globfree(&g);
+  if (out.empty()) throw_bad_input(fmt::format("{}: no file matches '{}'", option, pattern));
+  return out;
+}
+
 }  // namespace
 
 int cmd_compare(const CompareArgs& args) {
@@ -41,16 +60,40 @@ int cmd_compare(const CompareArgs& args) {
   if (!args.loss_threshold.empty())
     o.loss_threshold = parse_threshold("--loss-threshold", args.loss_threshold, true);
   o.strict = args.strict;
-  check_outputs({{"--md", args.md_path}, {"--json", args.json_path}},
-                {args.baseline, args.current});
+  std::vector<std::string> baseline_paths;
+  for (const std::string& b : args.baselines)
+    for (std::string& p : expand_glob("--baseline", b)) baseline_paths.push_back(std::move(p));
+  if (!args.baselines.empty() && args.files.size() != 1)
+    throw_bad_input(fmt::format(
+        "compare: with --baseline, give the current file alone (got {} files)", args.files.size()));
+  if (args.baselines.empty() && args.files.size() != 2)
+    throw_bad_input(
+        "compare: expected a baseline and a current file, or the current file with --baseline");
+  if (args.baselines.empty()) baseline_paths.push_back(args.files.front());
+  const std::string current_path = args.files.back();
+  // A baseline file twice would count its runs as two repetitions (a file against itself as
+  // current is fine: the noise floor of the method).
+  for (size_t i = 0; i < baseline_paths.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (baseline_paths[i] == baseline_paths[j])
+        throw_bad_input(fmt::format("--baseline: {} is given twice", baseline_paths[i]));
+  std::vector<std::string> inputs = baseline_paths;
+  inputs.push_back(current_path);
+  check_outputs({{"--md", args.md_path}, {"--json", args.json_path}}, inputs);
 
-  const Report baseline = read_result_file(args.baseline);
-  const Report current = read_result_file(args.current);
-  const Comparison c = compare_reports(baseline, current, o);
+  std::vector<Report> baselines;
+  for (const std::string& p : baseline_paths) baselines.push_back(read_result_file(p));
+  const Report current = read_result_file(current_path);
+  std::vector<const Report*> base_ptrs;
+  for (const Report& b : baselines) base_ptrs.push_back(&b);
+  const Comparison c = compare_reports(base_ptrs, current, o);
 
+  std::string baseline_name = baseline_paths.front();
+  if (baseline_paths.size() > 1)
+    baseline_name += fmt::format(" (+{} more)", baseline_paths.size() - 1);
   std::cout << format_compare_console(c) << std::flush;
   if (!args.md_path.empty())
-    write_output(args.md_path, format_compare_markdown(c, args.baseline, args.current));
+    write_output(args.md_path, format_compare_markdown(c, baseline_name, current_path));
   if (!args.json_path.empty()) write_output(args.json_path, compare_to_json(c).dump(2) + "\n");
   return c.exit_code;
 }

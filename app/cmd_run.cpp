@@ -92,6 +92,15 @@ int cmd_run(const RunArgs& args) {
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), args);
   }
+  // Runs are matched by name in tables and in `compare`: one name, one spec.
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (specs[i].name == specs[j].name)
+        throw_bad_input(fmt::format(
+            "{} and {} both name their model \"{}\"{}; results are matched by name, so each "
+            "spec must have its own",
+            args.specs[j], args.specs[i], specs[i].name,
+            args.specs[j] == args.specs[i] ? " (the same file twice)" : ""));
   if (!args.batch_sizes.empty()) {
     std::vector<Spec> sweep;
     for (const Spec& spec : specs)
@@ -130,28 +139,35 @@ int cmd_run(const RunArgs& args) {
       seeds.clear();
       for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
     }
-    for (Precision p : spec.precisions)
-      for (const std::optional<uint64_t>& seed : seeds) {
-        const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
-        const std::string batch =
-            args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
-        const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
-        Progress bar(fmt::format("{} {}{}{}", spec.name, precision_name(p), batch, seed_label),
-                     total_steps, show_progress);
-        TrainOptions opts;
-        opts.cuda_graphs = args.cuda_graphs;
-        opts.memory_limit = args.memory_limit;
-        opts.seed = seed;
-        opts.on_progress = [&](const TrainProgress& tp) {
-          std::string suffix = tp.last_eval_accuracy < 0
-                                   ? fmt::format("epoch {}", tp.epoch + 1)
-                                   : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
-                                                 tp.last_train_loss, 100 * tp.last_eval_accuracy);
-          bar.update(tp.step, suffix);
-        };
-        report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
-        bar.finish();
-      }
+    // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
+    for (int64_t rep = 1; rep <= args.repeat; ++rep)
+      for (Precision p : spec.precisions)
+        for (const std::optional<uint64_t>& seed : seeds) {
+          const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
+          const std::string batch =
+              args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
+          const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
+          const std::string rep_label =
+              args.repeat > 1 ? fmt::format(" rep {}/{}", rep, args.repeat) : "";
+          Progress bar(fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch, seed_label,
+                                   rep_label),
+                       total_steps, show_progress);
+          TrainOptions opts;
+          opts.cuda_graphs = args.cuda_graphs;
+          opts.memory_limit = args.memory_limit;
+          opts.seed = seed;
+          opts.on_progress = [&](const TrainProgress& tp) {
+            std::string suffix =
+                tp.last_eval_accuracy < 0
+                    ? fmt::format("epoch {}", tp.epoch + 1)
+                    : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
+                                  tp.last_train_loss, 100 * tp.last_eval_accuracy);
+            bar.update(tp.step, suffix);
+          };
+          report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
+          if (args.repeat > 1) report.runs.back().repetition = rep;
+          bar.finish();
+        }
   }
 
   std::cout << format_console(report) << std::flush;

@@ -18,6 +18,7 @@ struct RunArgs {
   std::vector<int64_t> batch_sizes;     // --batch-sizes: a sweep, each spec at each batch
   int64_t seed = -1;                    // -1: the spec's value
   int64_t seeds = 0;                    // --seeds N: each mode trained with seeds 1..N; 0: once
+  int64_t repeat = 1;                   // --repeat N: everything trained N times, interleaved
   std::string json_path, csv_path, md_path;
   bool quiet = false;
   bool cuda_graphs = false;
@@ -88,7 +89,10 @@ int cmd_data(const DataArgs& args);
 // `compare`: thresholds as given on the command line ("5%", "5"), parsed by cmd_compare so a
 // bad value is one line naming the option.
 struct CompareArgs {
-  std::string baseline, current;
+  // BASELINE CURRENT, or CURRENT alone with --baseline (repeatable, globs expanded): several
+  // baseline files are repetitions of one baseline.
+  std::vector<std::string> files;
+  std::vector<std::string> baselines;
   std::string time_threshold = "5%", memory_threshold = "2%", accuracy_threshold = "0.5";
   std::string loss_threshold;  // empty: final loss not compared
   std::string md_path, json_path;

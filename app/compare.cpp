@@ -23,7 +23,7 @@ std::vector<double> epoch_times(const RunResult& r) {
   return positive_finite(t);
 }
 
-// A seeded run (`run --seeds`) matches the run of the same seed.
+// A seeded run (`run --seeds`) matches the run of the same seed; repetitions share a key.
 using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t>;
 
 Key key_of(const RunResult& r) {
@@ -37,29 +37,64 @@ std::string key_name(const Key& k) {
                      std::get<5>(k) >= 0 ? fmt::format(" seed {}", std::get<5>(k)) : "");
 }
 
-std::map<Key, const RunResult*> index_runs(const Report& r, const char* side) {
-  std::map<Key, const RunResult*> m;
+struct Side {
+  std::map<Key, std::vector<const RunResult*>> runs;
+  std::vector<Key> order;                          // first appearance
+  std::map<const RunResult*, const Report*> file;  // the file each run came from
+};
+
+// One file's runs added to a side; within a file a key appears once per repetition.
+void add_runs(Side& side, const Report& r, const std::string& what) {
+  std::map<std::pair<Key, int64_t>, size_t> seen;
   for (size_t i = 0; i < r.runs.size(); ++i) {
     const Key k = key_of(r.runs[i]);
-    if (!m.emplace(k, &r.runs[i]).second) {
-      throw_bad_input(
-          fmt::format("{}: runs[{}]: {} appears twice; cannot match it", side, i, key_name(k)));
+    const int64_t rep = r.runs[i].repetition.value_or(0);
+    if (const auto [it, fresh] = seen.emplace(std::make_pair(k, rep), i); !fresh) {
+      throw_bad_input(fmt::format("{}: runs[{}] and runs[{}]: {}{} appears twice; cannot match it",
+                                  what, it->second, i, key_name(k),
+                                  rep ? fmt::format(" repetition {}", rep) : ""));
     }
+    auto& list = side.runs[k];
+    if (list.empty()) side.order.push_back(k);
+    list.push_back(&r.runs[i]);
+    side.file[&r.runs[i]] = &r;
   }
-  return m;
 }
 
-void judge_pair(CompareRow& row, const CompareOptions& o,
-                const std::vector<std::string>& env_diff) {
+const RunResult* representative(const std::vector<const RunResult*>& runs) {
+  for (const RunResult* r : runs)
+    if (r->status == RunStatus::Ok) return r;
+  return runs.front();
+}
+
+// The resolved spec a run was trained from: by name and, for a sweep, batch size.
+const nlohmann::json* spec_of(const Report& report, const RunResult& r) {
+  const nlohmann::json* by_name = nullptr;
+  for (const nlohmann::json& s : report.specs) {
+    if (!s.is_object() || !s.contains("name") || s["name"] != r.model) continue;
+    if (!by_name) by_name = &s;
+    const nlohmann::json* train = s.contains("train") ? &s["train"] : nullptr;
+    if (train && train->is_object() && train->contains("batch_size") &&
+        (*train)["batch_size"] == r.batch_size)
+      return &s;
+  }
+  return by_name;
+}
+
+void judge_pair(CompareRow& row, const CompareOptions& o) {
   const RunResult& b = *row.baseline;
   const RunResult& c = *row.current;
   const bool both_ok = b.status == RunStatus::Ok && c.status == RunStatus::Ok;
 
-  const std::vector<double> tb = epoch_times(b), tc = epoch_times(c);
+  std::vector<std::vector<double>> tb, tc;
+  for (const RunResult* r : row.baseline_runs)
+    if (r->status == RunStatus::Ok && !epoch_times(*r).empty()) tb.push_back(epoch_times(*r));
+  for (const RunResult* r : row.current_runs)
+    if (r->status == RunStatus::Ok && !epoch_times(*r).empty()) tc.push_back(epoch_times(*r));
   row.n_baseline = tb.size();
   row.n_current = tc.size();
   if (both_ok) {
-    row.time = bootstrap_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
+    row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
     if (b.memory.training_peak > 0) {
       row.memory_change = static_cast<double>(c.memory.training_peak) /
                               static_cast<double>(b.memory.training_peak) -
@@ -73,18 +108,9 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
       row.loss_change = 0.0;
     }
   }
+  // An environment difference is named and blocks --strict; it never switches a check off.
+  if (!row.env_differences.empty()) row.blocking = true;
 
-  // Another GPU, driver or library makes every number incomparable, statuses included (a smaller
-  // GPU may OOM): say so rather than gate on it.
-  if (!env_diff.empty()) {
-    row.verdict = "env-mismatch";
-    row.detail = env_diff.front();
-    for (size_t i = 1; i < env_diff.size(); ++i) row.detail += "; " + env_diff[i];
-    if (c.status != RunStatus::Ok)
-      row.detail += fmt::format("; current: {}", run_status_name(c.status));
-    row.blocking = true;
-    return;
-  }
   if (c.status != RunStatus::Ok) {
     row.verdict = run_status_name(c.status);
     row.detail = c.status_detail;
@@ -103,13 +129,16 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   }
 
   row.verdict =
-      time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_samples);
+      time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_repetitions);
   if (row.verdict == "slower") row.regressions.push_back("time");
   if (row.verdict == "inconclusive") {
     row.blocking = true;
-    row.detail = std::min(row.n_baseline, row.n_current) < static_cast<size_t>(o.min_samples)
-                     ? fmt::format("{} vs {} epoch samples (need {})", row.n_baseline,
-                                   row.n_current, o.min_samples)
+    const size_t need = static_cast<size_t>(std::max(o.min_repetitions, 1));
+    row.detail = std::min(row.n_baseline, row.n_current) < need
+                     ? fmt::format(
+                           "{} vs {} repetitions; time needs {} a side (run --repeat {}, "
+                           "or several --baseline files)",
+                           row.n_baseline, row.n_current, need, need)
                      : "confidence interval wider than the threshold band";
   }
   // A NaN difference must fail the gate, hence the negated comparisons.
@@ -154,8 +183,14 @@ std::string mode_cell(const CompareRow& r) {
          (r.seed ? fmt::format(" seed {}", *r.seed) : "");
 }
 
+std::string detail_cell(const CompareRow& r) {
+  std::string d = r.detail;
+  for (const std::string& e : r.env_differences) d += (d.empty() ? "env " : "; env ") + e;
+  return d.empty() ? "-" : d;
+}
+
 std::vector<std::string> headers() {
-  return {"model",  "precision", "device",     "batch",   "time ratio [95% CI]", "epochs",
+  return {"model",  "precision", "device",     "batch",   "time ratio [95% CI]", "reps",
           "memory", "accuracy",  "final loss", "verdict", "regressed",           "detail"};
 }
 std::vector<std::string> cells(const CompareRow& r) {
@@ -163,18 +198,32 @@ std::vector<std::string> cells(const CompareRow& r) {
       r.baseline && r.current ? fmt::format("{}/{}", r.n_baseline, r.n_current) : "-";
   return {r.model,      r.precision, mode_cell(r),    std::to_string(r.batch_size),
           time_cell(r), n,           memory_cell(r),  accuracy_cell(r),
-          loss_cell(r), r.verdict,   regress_cell(r), r.detail.empty() ? "-" : r.detail};
+          loss_cell(r), r.verdict,   regress_cell(r), detail_cell(r)};
 }
 
 std::string summary_line(const Comparison& c) {
   if (c.exit_code == 1)
     return fmt::format("FAIL: {} regression(s) beyond the thresholds", c.regressions);
+  if (c.matched == 0)
+    return fmt::format(
+        "FAIL: nothing matched: no run of the current file has a counterpart in the baseline "
+        "({} row(s) missing, {} new); check the model names, batch sizes, devices and "
+        "--cuda-graphs",
+        std::count_if(c.rows.begin(), c.rows.end(),
+                      [](const CompareRow& r) { return r.verdict == "missing"; }),
+        std::count_if(c.rows.begin(), c.rows.end(),
+                      [](const CompareRow& r) { return r.verdict == "new"; }));
+  if (c.spec_changed > 0)
+    return fmt::format(
+        "FAIL: {} row(s) trained from a changed spec, not compared; remake the baseline if the "
+        "change is meant",
+        c.spec_changed);
   if (c.exit_code == 4)
-    return fmt::format("FAIL (--strict): {} inconclusive, env-mismatch or missing row(s)",
+    return fmt::format("FAIL (--strict): {} inconclusive, missing or environment-changed row(s)",
                        c.blocking);
   if (c.blocking > 0)
     return fmt::format(
-        "PASS: no regression ({} inconclusive, env-mismatch or missing row(s); "
+        "PASS: no regression ({} inconclusive, missing or environment-changed row(s); "
         "--strict would fail)",
         c.blocking);
   return "PASS: no regression";
@@ -182,9 +231,11 @@ std::string summary_line(const Comparison& c) {
 
 std::string rule_text(const CompareOptions& o) {
   std::string s = fmt::format(
-      "time: median epoch-time ratio, 95% bootstrap CI ({} resamples); threshold {:.4g}%; memory "
-      "(training peak) threshold {:.4g}%; accuracy threshold {:.4g} pt",
-      o.bootstrap_resamples, 100 * o.time_threshold, 100 * o.memory_threshold,
+      "time: ratio of the median over repetitions of median epoch times, 95% hierarchical "
+      "bootstrap CI over repetitions and their epochs ({} resamples, at least {} repetitions a "
+      "side); threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy threshold "
+      "{:.4g} pt",
+      o.bootstrap_resamples, o.min_repetitions, 100 * o.time_threshold, 100 * o.memory_threshold,
       o.accuracy_threshold);
   if (o.loss_threshold) s += fmt::format("; final loss threshold {:.4g}%", 100 * *o.loss_threshold);
   return s;
@@ -193,8 +244,8 @@ std::string rule_text(const CompareOptions& o) {
 }  // namespace
 
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
-                         double threshold, int min_samples) {
-  const size_t need = static_cast<size_t>(std::max(min_samples, 1));
+                         double threshold, int min_repetitions) {
+  const size_t need = static_cast<size_t>(std::max(min_repetitions, 1));
   if (!est.valid || n_baseline < need || n_current < need) return "inconclusive";
   if (est.lo > 1.0 && est.ratio > 1.0 + threshold) return "slower";
   // The band is symmetric in log space: 1/(1+t) is as much faster as 1+t is slower, and stays
@@ -240,18 +291,65 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
   return out;
 }
 
-Comparison compare_reports(const Report& baseline, const Report& current,
+namespace {
+
+std::string short_json(const nlohmann::json& j) {
+  std::string t = j.dump();
+  return t.size() > 60 ? t.substr(0, 57) + "..." : t;
+}
+
+// Depth-first, in the baseline's key order; the path as the spec reader names it.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
+                             const std::string& path) {
+  if (a.is_object() && b.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (path.empty() && it.key() == "precisions") continue;
+      const std::string p = path.empty() ? it.key() : path + "." + it.key();
+      if (!b.contains(it.key())) return fmt::format("{}: {} -> (none)", p, short_json(*it));
+      std::string d = first_difference(*it, b[it.key()], p);
+      if (!d.empty()) return d;
+    }
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (path.empty() && it.key() == "precisions") continue;
+      if (!a.contains(it.key()))
+        return fmt::format("{}: (none) -> {}", path.empty() ? it.key() : path + "." + it.key(),
+                           short_json(*it));
+    }
+    return "";
+  }
+  if (a.is_array() && b.is_array()) {
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+      std::string d = first_difference(a[i], b[i], fmt::format("{}[{}]", path, i));
+      if (!d.empty()) return d;
+    }
+    if (a.size() != b.size()) return fmt::format("{}: {} -> {} elements", path, a.size(), b.size());
+    return "";
+  }
+  if (a != b) return fmt::format("{}: {} -> {}", path, short_json(a), short_json(b));
+  return "";
+}
+
+}  // namespace
+
+std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann::json& current) {
+  return first_difference(baseline, current, "");
+}
+
+Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
                            const CompareOptions& options) {
   Comparison out;
   out.options = options;
-  const auto base_idx = index_runs(baseline, "baseline");
-  const auto cur_idx = index_runs(current, "current");
-  std::map<std::string, std::vector<std::string>> env_by_device;
-  auto env_for = [&](const std::string& device) -> const std::vector<std::string>& {
-    auto it = env_by_device.find(device);
-    if (it == env_by_device.end())
-      it = env_by_device.emplace(device, env_differences(baseline.env, current.env, device)).first;
-    return it->second;
+  MPB_CHECK(!baselines.empty(), "compare: no baseline");
+  Side base, cur;
+  for (size_t i = 0; i < baselines.size(); ++i)
+    add_runs(base, *baselines[i],
+             baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline");
+  add_runs(cur, current, "current");
+  // Which baseline file a run came from, for its environment and spec.
+  auto report_of = [&](const RunResult* r) -> const Report& { return *base.file.at(r); };
+  auto add_env = [&](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    for (const std::string& d : from)
+      if (std::find(to.begin(), to.end(), d) == to.end()) to.push_back(d);
   };
 
   auto start_row = [](const RunResult& r) {
@@ -264,36 +362,59 @@ Comparison compare_reports(const Report& baseline, const Report& current,
     row.seed = r.seed;
     return row;
   };
-  for (const RunResult& b : baseline.runs) {
-    CompareRow row = start_row(b);
-    row.baseline = &b;
-    auto it = cur_idx.find(key_of(b));
-    if (it == cur_idx.end()) {
+  for (const Key& k : base.order) {
+    const auto& runs = base.runs.at(k);
+    CompareRow row = start_row(*runs.front());
+    row.baseline_runs = runs;
+    row.baseline = representative(runs);
+    auto it = cur.runs.find(k);
+    if (it == cur.runs.end()) {
       row.verdict = "missing";
       row.detail = "in the baseline only";
       row.blocking = true;
+      out.rows.push_back(std::move(row));
+      continue;
+    }
+    ++out.matched;
+    row.current_runs = it->second;
+    row.current = representative(it->second);
+    for (const RunResult* b : runs)
+      add_env(row.env_differences, env_differences(report_of(b).env, current.env, row.device));
+    add_env(out.env_differences, row.env_differences);
+    const nlohmann::json* sb = spec_of(report_of(row.baseline), *row.baseline);
+    const nlohmann::json* sc = spec_of(current, *row.current);
+    const std::string spec_diff = sb && sc ? first_spec_difference(*sb, *sc) : "";
+    if (!spec_diff.empty()) {
+      // Trained from another spec: its numbers are not the baseline's to judge.
+      row.verdict = "spec-changed";
+      row.detail = "spec differs at " + spec_diff;
+      ++out.spec_changed;
     } else {
-      row.current = it->second;
-      judge_pair(row, options, env_for(b.device));
-      if (out.env_differences.empty()) out.env_differences = env_for(b.device);
+      judge_pair(row, options);
     }
     out.rows.push_back(std::move(row));
   }
-  for (const RunResult& c : current.runs) {
-    if (base_idx.count(key_of(c))) continue;
-    CompareRow row = start_row(c);
-    row.current = &c;
+  for (const Key& k : cur.order) {
+    if (base.runs.count(k)) continue;
+    const auto& runs = cur.runs.at(k);
+    CompareRow row = start_row(*runs.front());
+    row.current_runs = runs;
+    row.current = representative(runs);
     row.verdict = "new";
-    row.detail = c.status == RunStatus::Ok
-                     ? "in the current file only"
-                     : fmt::format("in the current file only; {}", run_status_name(c.status));
+    row.detail =
+        row.current->status == RunStatus::Ok
+            ? "in the current file only"
+            : fmt::format("in the current file only; {}", run_status_name(row.current->status));
     out.rows.push_back(std::move(row));
   }
   for (const CompareRow& r : out.rows) {
     if (!r.regressions.empty()) ++out.regressions;
     if (r.blocking) ++out.blocking;
   }
-  out.exit_code = out.regressions > 0 ? 1 : (options.strict && out.blocking > 0 ? 4 : 0);
+  if (out.regressions > 0)
+    out.exit_code = 1;
+  else if (out.matched == 0 || out.spec_changed > 0 || (options.strict && out.blocking > 0))
+    out.exit_code = 4;
   return out;
 }
 
@@ -358,11 +479,12 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"seed", r.seed ? json(*r.seed) : json(nullptr)},
         {"verdict", r.verdict},
         {"detail", r.detail},
+        {"env_differences", r.env_differences},
         {"regressions", r.regressions},
         {"blocking", r.blocking},
         {"baseline_status", r.baseline ? json(run_status_name(r.baseline->status)) : json(nullptr)},
         {"current_status", r.current ? json(run_status_name(r.current->status)) : json(nullptr)},
-        {"samples", {{"baseline", r.n_baseline}, {"current", r.n_current}}},
+        {"repetitions", {{"baseline", r.n_baseline}, {"current", r.n_current}}},
         {"memory_change", opt(r.memory_change)},
         {"accuracy_delta_points", opt(r.accuracy_delta)},
         {"loss_change", opt(r.loss_change)}};
@@ -380,12 +502,17 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"accuracy_threshold_points", o.accuracy_threshold},
             {"loss_threshold", o.loss_threshold ? json(*o.loss_threshold) : json(nullptr)},
             {"strict", o.strict},
-            {"method", "ratio of median epoch times, 95% percentile bootstrap CI"},
+            {"method",
+             "ratio of the medians over repetitions of median epoch times, 95% hierarchical "
+             "percentile bootstrap CI (repetitions, then epochs within each)"},
+            {"min_repetitions", o.min_repetitions},
             {"bootstrap_resamples", o.bootstrap_resamples},
             {"seed", o.seed}}},
           {"env_differences", c.env_differences},
           {"regressions", c.regressions},
           {"blocking", c.blocking},
+          {"matched", c.matched},
+          {"spec_changed", c.spec_changed},
           {"exit_code", c.exit_code},
           {"rows", std::move(rows)}};
 }

@@ -1,24 +1,38 @@
 #pragma once
-// `mpbench compare`: a CI performance-regression gate over two result files (baseline, current).
-// The statistics and the verdicts live here, apart from the CLI, so tests can drive them directly.
+// `mpbench compare`: a CI performance-regression gate over result files (one or more baselines,
+// one current). The statistics and the verdicts live here, apart from the CLI, so tests can drive
+// them directly.
 //
-// Time. Per matched run, the samples are the per-epoch training times. The estimate is the ratio of
-// medians (current / baseline); its 95% confidence interval is a percentile bootstrap (each side
-// resampled with replacement, independently, 2000 times, fixed seed, so the output is
-// deterministic). With threshold t:
-//   fewer than 3 samples on a side                       -> inconclusive
+// Runs are matched by (model, precision, device, cuda_graphs, batch, seed); the runs of one key
+// are its repetitions: those of `run --repeat N` in one file, and one more per baseline file (a
+// baseline remade a few times on the runner).
+//
+// Time. Each repetition's sample is its epoch times. The estimate is the ratio (current /
+// baseline) of the medians over repetitions of each repetition's median epoch time; its 95%
+// interval is a hierarchical percentile bootstrap (resample the repetitions, then the epochs
+// within each; 2000 resamples, fixed seed, so the output is deterministic). The interval thus
+// holds the variation between runs, which is most of the noise on a shared machine, and not only
+// that between the epochs of one run. With threshold t:
+//   fewer than min_repetitions on a side                 -> inconclusive (says how many needed)
 //   CI lower bound > 1 (significant) and ratio > 1+t     -> slower (a regression)
 //   CI upper bound < 1 (significant) and ratio < 1/(1+t) -> faster
 //   CI entirely within [1/(1+t), 1+t]                    -> same
 //   anything else (wide CI, noise)                       -> inconclusive
 // "Significant and beyond the threshold" rather than "CI entirely beyond the threshold": with the
-// few epochs a run has, the latter would wave through most real slowdowns a little beyond t,
-// whose interval straddles 1+t.
+// few repetitions a run has, the latter would wave through most real slowdowns a little beyond
+// t, whose interval straddles 1+t.
 //
 // Memory (training peak), accuracy and final loss are deterministic-ish, so they are compared
-// without an interval: memory regresses when current > baseline * (1 + memory threshold), accuracy
-// when it drops by more than the accuracy threshold (in percentage points), loss (only when a loss
-// threshold is given) when |current - baseline| > threshold * |baseline|, in either direction.
+// without an interval, on the first repetition that trained ok: memory regresses when current >
+// baseline * (1 + memory threshold), accuracy when it drops by more than the accuracy threshold
+// (in percentage points), loss (only when a loss threshold is given) when |current - baseline| >
+// threshold * |baseline|, in either direction.
+//
+// Nothing is switched off silently. An environment difference (GPU, driver, libraries, CPU,
+// BLAS threads) is named in the row and everything is still compared; it blocks --strict. A
+// resolved spec that differs between the files makes the row `spec-changed` (the first
+// differing JSON path named), which is not compared and fails the gate (exit 4), as does a
+// comparison in which no run matched at all.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,62 +49,76 @@ struct CompareOptions {
   double memory_threshold = 0.02;        // relative
   double accuracy_threshold = 0.5;       // percentage points
   std::optional<double> loss_threshold;  // relative; nullopt: final loss is not compared
-  bool strict = false;                   // inconclusive / env-mismatch / missing rows -> exit 4
+  bool strict = false;                   // inconclusive / env differences / missing rows -> exit 4
   int bootstrap_resamples = 2000;
   uint64_t seed = 0x6d7062656e6368;  // "mpbench"
-  int min_samples = 3;
+  int min_repetitions = 3;           // per side, for a time verdict
 };
 
-// The time verdict from an estimate and the sample counts, by the rule at the top of this file:
-// "faster", "slower", "same" or "inconclusive".
+// The time verdict from an estimate and the repetition counts, by the rule at the top of this
+// file: "faster", "slower", "same" or "inconclusive".
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
-                         double threshold, int min_samples = 3);
+                         double threshold, int min_repetitions = 3);
 
-// Differences between the two environments that make timings incomparable for `device`
-// ("cuda": env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu":
-// env.cpu.name; both: env.device), as "gpu.name: A100 -> H200". Empty when they match.
+// Differences between the two environments that bear on the numbers of `device` ("cuda":
+// env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu": env.cpu.name and
+// blas_threads; both: env.device), as "gpu.name: A100 -> H200". Empty when they match.
 std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
                                          const nlohmann::json& current_env,
                                          const std::string& device);
+
+// The first JSON path at which two resolved specs differ ("train.optimizer.lr: 0.001 ->
+// 0.002"), ignoring `precisions` (running fewer modes changes no run); empty when they agree.
+std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann::json& current);
 
 struct CompareRow {
   std::string model, precision, device;
   bool cuda_graphs = false;
   int64_t batch_size = 0;
-  std::optional<uint64_t> seed;         // of a `run --seeds` run
-  const RunResult* baseline = nullptr;  // null: `new`
-  const RunResult* current = nullptr;   // null: `missing`
+  std::optional<uint64_t> seed;  // of a `run --seeds` run
+  // Every repetition of the key on each side (empty: `new` / `missing`), and the one whose
+  // memory, accuracy and loss are compared: the first that trained ok, else the first.
+  std::vector<const RunResult*> baseline_runs, current_runs;
+  const RunResult* baseline = nullptr;
+  const RunResult* current = nullptr;
 
-  // faster | slower | same | inconclusive | env-mismatch | missing | new |
+  // faster | slower | same | inconclusive | spec-changed | missing | new |
   // oom | diverged | failed (the current run's status, when not ok) | recovered (baseline not ok,
   // current ok)
   std::string verdict;
-  std::string detail;  // why: env differences, status details, sample counts
+  std::string detail;  // why: status details, repetitions needed, the spec difference
+  std::vector<std::string> env_differences;  // named in the row; everything is still compared
 
   RatioEstimate time;
-  size_t n_baseline = 0, n_current = 0;
+  size_t n_baseline = 0, n_current = 0;  // repetitions with usable epoch times
   std::optional<double> memory_change;   // relative: current / baseline - 1
   std::optional<double> accuracy_delta;  // percentage points: current - baseline
   std::optional<double> loss_change;     // relative: current / baseline - 1
 
   // What regressed: any of "time", "memory", "accuracy", "loss", "status". Empty: no regression.
   std::vector<std::string> regressions;
-  // Rows that keep --strict from passing: inconclusive, env-mismatch, missing.
+  // Rows that keep --strict from passing: inconclusive, an environment difference, missing.
   bool blocking = false;
 };
 
 struct Comparison {
   CompareOptions options;
   std::vector<CompareRow> rows;              // baseline order, then `new` rows in current order
-  std::vector<std::string> env_differences;  // for the summary line (first device found)
-  int regressions = 0, blocking = 0;
-  int exit_code = 0;  // 0 pass, 1 regression, 4 (--strict) only blocking rows stand in the way
+  std::vector<std::string> env_differences;  // every difference found, for the summary
+  int regressions = 0, blocking = 0, matched = 0, spec_changed = 0;
+  // 0 pass; 1 a regression; 4 nothing matched, a spec changed, or (--strict) blocking rows.
+  int exit_code = 0;
 };
 
-// Matches runs by (model, precision, device, cuda_graphs) and judges each pair. The reports must
-// outlive the result (rows point into them). A key that appears twice on one side is BadInput.
-Comparison compare_reports(const Report& baseline, const Report& current,
+// Matches runs by key (above) and judges each. `baselines` are treated as repetitions of one
+// baseline. The reports must outlive the result (rows point into them). A run that appears twice
+// in one file (same key, same repetition) is BadInput.
+Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
                            const CompareOptions& options);
+inline Comparison compare_reports(const Report& baseline, const Report& current,
+                                  const CompareOptions& options) {
+  return compare_reports(std::vector<const Report*>{&baseline}, current, options);
+}
 
 std::string format_compare_console(const Comparison& c);
 std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,

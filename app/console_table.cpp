@@ -1,6 +1,8 @@
 #include "app/console_table.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -221,7 +223,7 @@ std::vector<ModelGroup> group_by_model(const Report& report) {
 const RunResult* ModelGroup::fp32_for(const RunResult& run) const {
   for (const RunResult* r : runs)
     if (r->precision == "fp32" && r->status == RunStatus::Ok && r->batch_size == run.batch_size &&
-        r->seed == run.seed)
+        r->seed == run.seed && r->repetition == run.repetition)
       return r;
   return nullptr;
 }
@@ -255,7 +257,13 @@ bool has_seeds(const ModelGroup& group) {
   return false;
 }
 
-ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& storage) {
+bool has_repetitions(const ModelGroup& group) {
+  for (const RunResult* r : group.runs)
+    if (r->repetition) return true;
+  return false;
+}
+
+ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storage) {
   std::vector<SeedKey> order;
   std::map<SeedKey, std::vector<const RunResult*>> runs;
   for (const RunResult* r : group.runs) {
@@ -269,7 +277,9 @@ ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& stora
     for (const RunResult* r : runs[k])
       if (r->status == RunStatus::Ok) ok.push_back(r);
     RunResult m = ok.empty() ? *runs[k].front() : *ok.front();
-    m.seed.reset();  // stands for all of them; fp32_for pairs collapsed runs with each other
+    // Stands for all of them; fp32_for pairs collapsed runs with each other.
+    m.seed.reset();
+    m.repetition.reset();
     if (!ok.empty()) {
       std::vector<double> medians, rates, acc, loss;
       m.skipped_steps = 0;
@@ -283,6 +293,8 @@ ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& stora
         m.memory.device_peak = std::max(m.memory.device_peak, r->memory.device_peak);
       }
       m.epoch_time_ms = compute_time_stats(medians);
+      // One run has no spread between runs: n/a, never a 0%.
+      if (medians.size() < 2) m.epoch_time_ms.cv = std::numeric_limits<double>::quiet_NaN();
       m.samples_per_second = compute_time_stats(rates).median;
       m.final_accuracy = mean_std(acc).mean;
       m.final_loss = mean_std(loss).mean;
@@ -301,8 +313,13 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   const std::string dot = ascii ? " | " : " · ";
 
   const bool seeded = has_seeds(seeded_group);
+  const bool repeated = has_repetitions(seeded_group);
   std::vector<RunResult> collapsed;
-  const ModelGroup group = seeded ? collapse_seeds(seeded_group, collapsed) : seeded_group;
+  const ModelGroup group =
+      seeded || repeated ? collapse_runs(seeded_group, collapsed) : seeded_group;
+  int64_t repetitions = 0;
+  for (const RunResult* r : seeded_group.runs)
+    repetitions = std::max(repetitions, r->repetition.value_or(1));
   const std::vector<SeedSummary> summaries =
       seeded ? seed_summaries(report.runs) : std::vector<SeedSummary>{};
 
@@ -323,6 +340,9 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   if (first_ok) t.title += dot + fmt::format("{} epochs", first_ok->epochs.size());
   if (seeded)
     t.title += dot + "over seeds: epoch ms median " + pm + " cv, accuracy mean " + pm + " std";
+  else if (repeated)
+    t.title +=
+        dot + fmt::format("{} repetitions: epoch ms median {} cv between them", repetitions, pm);
 
   auto col = [&](const char* header, bool right) {
     t.headers.push_back(header);
@@ -359,7 +379,10 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
       continue;
     }
     const TimeStats& et = r->epoch_time_ms;
-    row.cells.push_back(fmt::format("{} {} {:.1f}%", format_ms(et.median), pm, et.cv * 100));
+    // A spread needs two samples: one epoch (or one run of a collapsed mode) has none.
+    const bool spread = std::isfinite(et.cv) && (seeded || repeated || r->epochs.size() > 1);
+    row.cells.push_back(spread ? fmt::format("{} {} {:.1f}%", format_ms(et.median), pm, et.cv * 100)
+                               : fmt::format("{} {} n/a", format_ms(et.median), pm));
     row.cells.push_back(format_rate(r->samples_per_second));
     row.cells.push_back(format_bytes(r->memory.training_peak));
     if (any_device) {
@@ -397,14 +420,30 @@ constexpr double kNoisyCv = 0.10;
 // too short).
 std::string noisy_notes(const ModelGroup& group) {
   std::string out;
+  // Repeated runs: the spread between the repetitions' median epoch times, the noise a
+  // comparison with another run meets; and within each repetition as for a single run.
+  if (has_repetitions(group)) {
+    std::vector<RunResult> storage;
+    for (const RunResult* r : collapse_runs(group, storage).runs) {
+      const TimeStats& t = r->epoch_time_ms;
+      if (r->status != RunStatus::Ok || !(t.cv > kNoisyCv)) continue;
+      out += fmt::format(
+          " note: {}{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): "
+          "the machine was busy or its clocks moved; time and speedup are unreliable\n",
+          r->precision, r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min),
+          format_ms(t.max));
+    }
+  }
   for (const RunResult* r : group.runs) {
     const TimeStats& t = r->epoch_time_ms;
     if (r->status != RunStatus::Ok || r->epochs.size() < 3 || !(t.cv > kNoisyCv)) continue;
     const double first = r->epochs.front().time_ms;
     const bool first_slow = first == t.max && first > 1.5 * t.median;
     out += fmt::format(
-        " note: {}{}: epoch times vary by {:.0f}% ({} to {} ms); {}\n", r->precision,
-        r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min), format_ms(t.max),
+        " note: {}{}{}: epoch times vary by {:.0f}% ({} to {} ms); {}\n", r->precision,
+        r->cuda_graphs ? " +graphs" : "",
+        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", 100 * t.cv,
+        format_ms(t.min), format_ms(t.max),
         first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
                    : "the machine was busy or its clocks moved: time and speedup are unreliable");
   }

@@ -22,14 +22,16 @@ struct ModelGroup {
 };
 std::vector<ModelGroup> group_by_model(const Report& report);
 
-// Whether the group holds `run --seeds` runs.
+// Whether the group holds `run --seeds` runs; `run --repeat` runs.
 bool has_seeds(const ModelGroup& group);
+bool has_repetitions(const ModelGroup& group);
 // Such a group as one run per mode (and batch, graphs), made into `storage` (which must outlive
-// the result and not grow): the median over the seeds of their median epoch times (cv: of those
-// medians across the seeds), the mean of accuracy and loss, the skipped steps summed, the largest
-// memory. Only the seeds that trained ok count; a mode none of whose seeds did keeps its first
-// run (its status). Tables and the report's charts show seeded runs so.
-ModelGroup collapse_seeds(const ModelGroup& group, std::vector<RunResult>& storage);
+// the result and not grow): the median over the seeds and repetitions of their median epoch times
+// (cv: the spread of those medians between the runs, NaN for fewer than two), the mean of
+// accuracy and loss, the skipped steps summed, the largest memory. Only the runs that trained ok
+// count; a mode none of whose runs did keeps its first run (its status). Tables and the report's
+// charts show seeded and repeated runs so.
+ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storage);
 
 // fp32 median epoch time / this run's; nullopt when there is no usable baseline or this run did
 // not finish ok.

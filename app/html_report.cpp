@@ -147,7 +147,8 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
       if (seeded) summaries = seed_summaries(inputs[i].report.runs);
       // Series point into the collapsed runs (an inner vector keeps its buffer when moved).
       sec.collapsed.emplace_back();
-      const ModelGroup shown = seeded ? collapse_seeds(g, sec.collapsed.back()) : g;
+      const ModelGroup shown =
+          seeded || has_repetitions(g) ? collapse_runs(g, sec.collapsed.back()) : g;
       for (const RunResult* r : shown.runs) {
         Series s;
         s.run = r;

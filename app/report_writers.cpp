@@ -66,7 +66,8 @@ std::string format_csv(const Report& report) {
                                   "memory_vs_fp32",
                                   "skipped_steps",
                                   "final_loss_scale",
-                                  "seed"};
+                                  "seed",
+                                  "repetition"};
   std::string out;
   for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
   out += "\n";
@@ -108,6 +109,7 @@ std::string format_csv(const Report& report) {
           std::to_string(r->skipped_steps),
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",
           r->seed ? std::to_string(*r->seed) : "",
+          r->repetition ? std::to_string(*r->repetition) : "",
       };
       for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csv_field(f[i]);
       out += "\n";

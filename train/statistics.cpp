@@ -128,6 +128,63 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
   return est;
 }
 
+RatioEstimate hierarchical_median_ratio(const std::vector<std::vector<double>>& baseline,
+                                        const std::vector<std::vector<double>>& current,
+                                        int resamples, uint64_t seed) {
+  RatioEstimate est;
+  // Each side's repetitions: their usable epoch times, sorted (for median_of_resample).
+  auto clean = [](const std::vector<std::vector<double>>& side) {
+    std::vector<std::vector<double>> out;
+    for (const auto& rep : side) {
+      std::vector<double> t = positive_finite(rep);
+      if (t.empty()) continue;
+      std::sort(t.begin(), t.end());
+      out.push_back(std::move(t));
+    }
+    return out;
+  };
+  const auto b = clean(baseline), c = clean(current);
+  if (b.empty() || c.empty()) return est;
+  auto median_of_medians = [](const std::vector<std::vector<double>>& side) {
+    std::vector<double> m;
+    for (auto rep : side) m.push_back(median_of(rep));
+    return median_of(m);
+  };
+  est.ratio = median_of_medians(c) / median_of_medians(b);
+  est.valid = true;
+  uint64_t state = seed;
+  Rng rng(seed, 1);
+  std::vector<double> scratch, medians;
+  auto resample = [&](const std::vector<std::vector<double>>& side) {
+    medians.clear();
+    for (size_t i = 0; i < side.size(); ++i) {
+      const std::vector<double>& rep = side[below(state, side.size())];
+      if (rep.size() > kDirectResampleMax) {
+        medians.push_back(median_of_resample(rep, rng));
+        continue;
+      }
+      scratch.resize(rep.size());
+      for (double& x : scratch) x = rep[below(state, rep.size())];
+      medians.push_back(median_of(scratch));
+    }
+    return median_of(medians);
+  };
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<size_t>(std::max(resamples, 1)));
+  for (int i = 0; i < resamples; ++i) {
+    const double mb = resample(b);
+    ratios.push_back(resample(c) / mb);
+  }
+  if (ratios.empty()) {
+    est.lo = est.hi = est.ratio;
+    return est;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  est.lo = quantile_sorted(ratios, 0.025);
+  est.hi = quantile_sorted(ratios, 0.975);
+  return est;
+}
+
 MeanStd mean_std(const std::vector<double>& v) {
   MeanStd m;
   m.n = static_cast<int>(v.size());

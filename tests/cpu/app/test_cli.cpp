@@ -542,6 +542,60 @@ TEST_F(Cli, RunWritesAllOutputs) {
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
 }
 
+// run --repeat: every mode trained again, interleaved (fp32, bf16, fp32, bf16), each a fresh
+// model with the same seed, so the numerics are identical; the table gives the median and the
+// spread between the repetitions, the JSON and CSV every repetition, and compare of one file
+// with two repetitions a side says it needs three.
+TEST_F(Cli, RepeatInterleavesModesWithIdenticalNumerics) {
+  const fs::path json = dir_ / "rep.json", csv = dir_ / "rep.csv";
+  Result r =
+      run("run " + tiny() + " --device cpu --epochs 1 --repeat 2 --precisions fp32,amp_bf16 " +
+          "--json " + json.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 repetitions"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  ASSERT_EQ(j["runs"].size(), 4u);
+  const std::vector<std::pair<std::string, int>> order = {
+      {"fp32", 1}, {"amp_bf16", 1}, {"fp32", 2}, {"amp_bf16", 2}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(j["runs"][i]["precision"], order[i].first) << i;
+    EXPECT_EQ(j["runs"][i]["repetition"], order[i].second) << i;
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(j["runs"][i]["final_loss"], j["runs"][i + 2]["final_loss"]) << i;
+    EXPECT_EQ(j["runs"][i]["final_accuracy"], j["runs"][i + 2]["final_accuracy"]) << i;
+    EXPECT_EQ(j["runs"][i]["epochs"][0]["train_loss"], j["runs"][i + 2]["epochs"][0]["train_loss"]);
+  }
+  const std::string c = read_file(csv.string());
+  EXPECT_NE(c.find(",repetition\n"), std::string::npos) << c;
+  EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 5) << c;
+
+  const fs::path cmp = dir_ / "cmp.json";
+  r = run("compare " + json.string() + " " + json.string() + " --json " + cmp.string());
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const auto k = nlohmann::json::parse(read_file(cmp.string()));
+  ASSERT_EQ(k["rows"].size(), 2u);
+  EXPECT_EQ(k["rows"][0]["verdict"], "inconclusive");
+  EXPECT_EQ(k["rows"][0]["repetitions"]["baseline"], 2);
+  EXPECT_NE(k["rows"][0]["detail"].get<std::string>().find("needs 3"), std::string::npos);
+}
+
+// Runs are matched by name: one spec twice, or two specs of one name, are refused up front
+// naming both files, before anything trains.
+TEST_F(Cli, RunRefusesTwoSpecsOfOneName) {
+  Result r = run("run " + tiny() + " " + tiny() + " --device cpu --quiet");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("the same file twice"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  const std::string copy = (dir_ / "copy.json").string();
+  fs::copy_file(tiny(), copy);
+  r = run("run " + tiny() + " " + copy + " --device cpu --quiet");
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("copy.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tiny_mlp.json"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;  // nothing trained
+}
+
 TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
   Result r = run("run " + tiny() + " --epochs 1 --precisions fp32");
   ASSERT_EQ(r.code, 0) << r.err;

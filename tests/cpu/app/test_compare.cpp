@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,24 @@ std::vector<double> scaled(double f, const std::vector<double>& v = kBase) {
 
 Comparison cmp(const Report& b, const Report& c, CompareOptions o = {}) {
   return compare_reports(b, c, o);
+}
+
+// Five repetitions of a run (`run --repeat 5`): the epochs scaled by f, each repetition by a
+// little more or less (the run-to-run noise of a quiet machine).
+const std::vector<double> kRepNoise = {1.0, 1.004, 0.996, 1.002, 0.998};
+std::vector<RunResult> reps(double f = 1.0, const std::string& precision = "fp32",
+                            const std::string& device = "cpu",
+                            const std::vector<double>& noise = kRepNoise) {
+  std::vector<RunResult> out;
+  for (size_t i = 0; i < noise.size(); ++i) {
+    out.push_back(make_run(scaled(f * noise[i]), precision, "m", device));
+    out.back().repetition = static_cast<int64_t>(i + 1);
+  }
+  return out;
+}
+std::vector<RunResult> join(std::vector<RunResult> a, const std::vector<RunResult>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 TEST(Bootstrap, RatioOfMediansAndDeterministicInterval) {
@@ -151,9 +170,29 @@ TEST(TimeVerdict, Rule) {
   EXPECT_EQ(time_verdict(invalid, 5, 5, 0.05), "inconclusive");
 }
 
+// The interval holds the spread between repetitions: epochs as steady as kBase's, but
+// repetition medians 20% apart, make a 10% shift indistinguishable from noise.
+TEST(Bootstrap, HierarchicalIntervalHoldsTheSpreadBetweenRepetitions) {
+  const std::vector<std::vector<double>> steady = {kBase, scaled(1.2), scaled(0.8), scaled(1.1),
+                                                   scaled(0.9)};
+  std::vector<std::vector<double>> shifted;
+  for (const auto& r : steady) shifted.push_back(scaled(1.1, r));
+  const RatioEstimate e = hierarchical_median_ratio(steady, shifted, 2000, 42);
+  ASSERT_TRUE(e.valid);
+  EXPECT_NEAR(e.ratio, 1.1, 1e-9);
+  EXPECT_LT(e.lo, 1.0);
+  EXPECT_GT(e.hi, 1.2);
+  // The same epochs in one repetition a side: the within-run interval is narrow.
+  const RatioEstimate one = hierarchical_median_ratio({kBase}, {scaled(1.1)}, 2000, 42);
+  EXPECT_GT(one.lo, 1.05);
+  EXPECT_EQ(hierarchical_median_ratio(steady, shifted, 2000, 42).lo, e.lo);  // deterministic
+  EXPECT_FALSE(hierarchical_median_ratio({}, steady, 100, 1).valid);
+  EXPECT_FALSE(hierarchical_median_ratio({{NAN, -1}}, steady, 100, 1).valid);
+}
+
 TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
-  const Report b = make_report({make_run(kBase)});
-  const Report c = make_report({make_run(scaled(1.30))});
+  const Report b = make_report(reps());
+  const Report c = make_report(reps(1.30));
   const Comparison r = cmp(b, c);
   ASSERT_EQ(r.rows.size(), 1u);
   EXPECT_EQ(r.rows[0].verdict, "slower");
@@ -163,67 +202,107 @@ TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
 }
 
 TEST(Compare, ClearImprovementIsFasterAndExitZero) {
-  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({make_run(scaled(0.6))}));
+  const Comparison r = cmp(make_report(reps()), make_report(reps(0.6)));
   EXPECT_EQ(r.rows[0].verdict, "faster");
   EXPECT_TRUE(r.rows[0].regressions.empty());
   EXPECT_EQ(r.exit_code, 0);
 }
 
 TEST(Compare, SmallNoiseIsSame) {
-  const std::vector<double> cur = {100.3, 99.2, 100.9, 100.1, 99.7, 100.4};
-  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({make_run(cur)}));
+  const Comparison r =
+      cmp(make_report(reps()),
+          make_report(reps(1.0, "fp32", "cpu", {1.003, 0.992, 1.009, 1.001, 0.997})));
   EXPECT_EQ(r.rows[0].verdict, "same");
   EXPECT_EQ(r.exit_code, 0);
 }
 
 TEST(Compare, LargeNoiseIsInconclusiveAndBlocksStrict) {
   // The medians differ by 10%, but the spread makes that indistinguishable from noise.
-  const std::vector<double> b = {60, 140, 100, 70, 130};
-  const std::vector<double> c = {66, 154, 110, 77, 143};
-  Comparison r = cmp(make_report({make_run(b)}), make_report({make_run(c)}));
+  const std::vector<double> noise = {0.6, 1.4, 1.0, 0.7, 1.3};
+  const Report b = make_report(reps(1.0, "fp32", "cpu", noise));
+  const Report c = make_report(reps(1.1, "fp32", "cpu", noise));
+  Comparison r = cmp(b, c);
   EXPECT_EQ(r.rows[0].verdict, "inconclusive");
   EXPECT_TRUE(r.rows[0].blocking);
   EXPECT_EQ(r.exit_code, 0);
   CompareOptions strict;
   strict.strict = true;
-  r = cmp(make_report({make_run(b)}), make_report({make_run(c)}), strict);
+  r = cmp(b, c, strict);
   EXPECT_EQ(r.exit_code, 4);
 }
 
-TEST(Compare, TooFewSamplesIsInconclusive) {
-  const Comparison r =
-      cmp(make_report({make_run({100, 100})}), make_report({make_run({300, 300})}));
+// One run a side, however many epochs, knows nothing of the noise between runs: no time verdict,
+// and the row says how many repetitions it needs.
+TEST(Compare, TooFewRepetitionsIsInconclusive) {
+  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({make_run(scaled(3))}));
   EXPECT_EQ(r.rows[0].verdict, "inconclusive");
-  EXPECT_NE(r.rows[0].detail.find("need 3"), std::string::npos) << r.rows[0].detail;
+  EXPECT_NE(r.rows[0].detail.find("needs 3 a side"), std::string::npos) << r.rows[0].detail;
   EXPECT_EQ(r.exit_code, 0);
+  const std::vector<RunResult> two = {reps()[0], reps()[1]};
+  EXPECT_EQ(cmp(make_report(two), make_report(reps(3))).rows[0].verdict, "inconclusive");
 }
 
-TEST(Compare, EnvMismatchIsReportedNotGated) {
-  // Twice as slow on another CPU: not a regression, but --strict refuses to pass it.
-  const Report b = make_report({make_run(kBase)}, cpu_env("CPU A"));
-  const Report c = make_report({make_run(scaled(2.0))}, cpu_env("CPU B"));
-  Comparison r = cmp(b, c);
-  EXPECT_EQ(r.rows[0].verdict, "env-mismatch");
-  EXPECT_NE(r.rows[0].detail.find("cpu.name: CPU A -> CPU B"), std::string::npos)
-      << r.rows[0].detail;
+// Several baseline files are repetitions of one baseline, the usual CI case (a baseline remade a
+// few times on the runner); one run each is enough then.
+TEST(Compare, SeveralBaselineFilesAreRepetitions) {
+  std::vector<Report> files;
+  for (const RunResult& r : reps()) {
+    RunResult one = r;
+    one.repetition.reset();
+    files.push_back(make_report({one}));
+  }
+  std::vector<const Report*> ptrs;
+  for (const Report& f : files) ptrs.push_back(&f);
+  Comparison r = compare_reports(ptrs, make_report(reps(1.3)), {});
+  EXPECT_EQ(r.rows[0].n_baseline, 5u);
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.exit_code, 1);
+  r = compare_reports(ptrs, make_report(reps()), {});
+  EXPECT_EQ(r.rows[0].verdict, "same");
+}
+
+// An environment difference switches nothing off: it is named in the row, everything is still
+// judged, and --strict fails on the difference alone.
+TEST(Compare, EnvDifferenceIsNamedAndChecksEverything) {
+  std::vector<RunResult> bigger = reps(21.0);
+  for (RunResult& r : bigger) r.memory.training_peak = 6160000;  // +516%
+  nlohmann::json one = cpu_env("CPU A"), two = cpu_env("CPU A");
+  one["cpu"]["blas_threads"] = 2;
+  two["cpu"]["blas_threads"] = 1;
+  Comparison r = cmp(make_report(reps(), one), make_report(bigger, two));
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.rows[0].regressions, (std::vector<std::string>{"time", "memory"}));
+  ASSERT_EQ(r.rows[0].env_differences.size(), 1u);
+  EXPECT_EQ(r.rows[0].env_differences[0], "cpu.blas_threads: 2 -> 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(format_compare_console(r).find("env cpu.blas_threads: 2 -> 1"), std::string::npos);
+
+  // The same numbers on another CPU: a pass that --strict refuses.
+  const Report b = make_report(reps(), cpu_env("CPU A"));
+  const Report c = make_report(reps(), cpu_env("CPU B"));
+  r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_TRUE(r.rows[0].blocking);
   EXPECT_EQ(r.exit_code, 0);
   CompareOptions strict;
   strict.strict = true;
   EXPECT_EQ(cmp(b, c, strict).exit_code, 4);
 }
 
-TEST(Compare, GpuDriverChangeIsEnvMismatch) {
-  const Report b = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env("13.0"));
-  const Report c = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env("13.1"));
+TEST(Compare, GpuDriverChangeIsNamed) {
+  const Report b = make_report(reps(1.0, "fp32", "cuda"), gpu_env("13.0"));
+  const Report c = make_report(reps(1.0, "fp32", "cuda"), gpu_env("13.1"));
   const Comparison r = cmp(b, c);
-  EXPECT_EQ(r.rows[0].verdict, "env-mismatch");
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_TRUE(r.rows[0].blocking);
   ASSERT_EQ(r.env_differences.size(), 1u);
   EXPECT_EQ(r.env_differences[0], "gpu.driver_version: 13.0 -> 13.1");
   // The CPU does not matter for GPU runs.
   json other_cpu = gpu_env("13.0");
   other_cpu["cpu"]["name"] = "Epyc";
-  EXPECT_EQ(cmp(b, make_report({make_run(kBase, "fp32", "m", "cuda")}, other_cpu)).rows[0].verdict,
-            "same");
+  const Comparison o = cmp(b, make_report(reps(1.0, "fp32", "cuda"), other_cpu));
+  EXPECT_EQ(o.rows[0].verdict, "same");
+  EXPECT_TRUE(o.rows[0].env_differences.empty());
 }
 
 TEST(EnvDifferences, CpuRunsLookAtTheCpuName) {
@@ -245,8 +324,8 @@ TEST(EnvDifferences, CpuRunsLookAtTheBlasThreads) {
 }
 
 TEST(Compare, MissingAndNewRunsAreListed) {
-  const Report b = make_report({make_run(kBase, "fp32"), make_run(kBase, "tf32")});
-  const Report c = make_report({make_run(kBase, "fp32"), make_run(kBase, "amp_bf16")});
+  const Report b = make_report(join(reps(), reps(1.0, "tf32")));
+  const Report c = make_report(join(reps(), reps(1.0, "amp_bf16")));
   Comparison r = cmp(b, c);
   ASSERT_EQ(r.rows.size(), 3u);
   EXPECT_EQ(r.rows[0].verdict, "same");
@@ -260,15 +339,51 @@ TEST(Compare, MissingAndNewRunsAreListed) {
   EXPECT_EQ(cmp(b, c, strict).exit_code, 4);  // a run that vanished blocks a strict gate
 }
 
+// Nothing matched is no pass: a baseline at batch 64 against a run at batch 32.
+TEST(Compare, NothingMatchedFails) {
+  std::vector<RunResult> b = reps(), c = reps();
+  for (RunResult& r : b) r.batch_size = 64;
+  for (RunResult& r : c) r.batch_size = 32;
+  const Comparison r = cmp(make_report(b), make_report(c));
+  EXPECT_EQ(r.matched, 0);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(format_compare_console(r).find("FAIL: nothing matched"), std::string::npos);
+}
+
+// A spec changed under the same name is not compared as if it were the same: the row names the
+// first differing JSON path, and the gate fails.
+TEST(Compare, ChangedSpecIsNotComparedAndFails) {
+  const json spec = {{"name", "m"},
+                     {"train", {{"batch_size", 0}, {"optimizer", {{"lr", 0.001}}}}},
+                     {"precisions", {"fp32"}}};
+  Report b = make_report(reps()), c = make_report(reps());
+  b.specs = {spec};
+  json changed = spec;
+  changed["train"]["optimizer"]["lr"] = 0.002;
+  changed["precisions"] = {"fp32", "amp_bf16"};  // more modes changes no run
+  c.specs = {changed};
+  Comparison r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_NE(r.rows[0].detail.find("train.optimizer.lr: 0.001 -> 0.002"), std::string::npos)
+      << r.rows[0].detail;
+  EXPECT_EQ(r.exit_code, 4);
+  c.specs = {spec};
+  c.specs[0]["precisions"] = {"fp32", "amp_bf16"};
+  r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_EQ(r.exit_code, 0);
+}
+
 TEST(Compare, RunsMatchOnCudaGraphsToo) {
   RunResult g = make_run(kBase, "fp32", "m", "cuda");
   g.cuda_graphs = true;
-  const Report b = make_report({make_run(kBase, "fp32", "m", "cuda")}, gpu_env());
+  const Report b = make_report({make_run(kBase, "fp32", "m", "cuda"), g}, gpu_env());
   const Report c = make_report({g}, gpu_env());
   const Comparison r = cmp(b, c);
   ASSERT_EQ(r.rows.size(), 2u);
   EXPECT_EQ(r.rows[0].verdict, "missing");
-  EXPECT_EQ(r.rows[1].verdict, "new");
+  EXPECT_FALSE(r.rows[0].cuda_graphs);
+  EXPECT_TRUE(r.rows[1].cuda_graphs);
 }
 
 // Runs at another batch size are other runs: a sweep's rows match batch by batch.
@@ -276,11 +391,11 @@ TEST(Compare, RunsMatchOnBatchSize) {
   RunResult small = make_run(kBase), big = make_run(kBase);
   small.batch_size = 64;
   big.batch_size = 128;
-  const Comparison r = cmp(make_report({small}), make_report({big}));
+  const Comparison r = cmp(make_report({small, big}), make_report({big}));
   ASSERT_EQ(r.rows.size(), 2u);
   EXPECT_EQ(r.rows[0].verdict, "missing");
-  EXPECT_EQ(r.rows[1].verdict, "new");
   EXPECT_EQ(r.rows[1].batch_size, big.batch_size);
+  EXPECT_NE(r.rows[1].verdict, "new");
 }
 
 TEST(Compare, OomOnOneSide) {
@@ -310,9 +425,10 @@ TEST(Compare, OomOnOneSide) {
 }
 
 TEST(Compare, MemoryRegression) {
+  std::vector<RunResult> more_reps = reps();
+  for (RunResult& x : more_reps) x.memory.training_peak = 1030000;  // +3% > 2%
   RunResult more = make_run(kBase);
-  more.memory.training_peak = 1030000;  // +3% > 2%
-  Comparison r = cmp(make_report({make_run(kBase)}), make_report({more}));
+  Comparison r = cmp(make_report(reps()), make_report(more_reps));
   EXPECT_EQ(r.rows[0].verdict, "same");  // time is fine; memory is not
   EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"memory"});
   EXPECT_EQ(r.exit_code, 1);
@@ -320,6 +436,7 @@ TEST(Compare, MemoryRegression) {
   EXPECT_NEAR(*r.rows[0].memory_change, 0.03, 1e-12);
 
   more.memory.training_peak = 1010000;  // +1%: within
+  ASSERT_EQ(r.rows[0].regressions.size(), 1u);
   EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({more})).exit_code, 0);
   CompareOptions zero;
   zero.memory_threshold = 0;
@@ -369,15 +486,21 @@ TEST(Compare, DuplicateRunsAreBadInput) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
-    EXPECT_NE(std::string(e.what()).find("baseline: runs[1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("baseline: runs[0] and runs[1]"), std::string::npos)
+        << e.what();
   }
+  // Repetitions share the key and are not duplicates; the same repetition twice is.
+  EXPECT_NO_THROW(cmp(make_report(reps()), make_report(reps())));
+  std::vector<RunResult> twice = reps();
+  twice[1].repetition = 1;
+  EXPECT_THROW(cmp(make_report(twice), make_report(reps())), Error);
 }
 
 TEST(Compare, WritersAgreeWithTheVerdicts) {
   RunResult oom = make_run({}, "tf32");
   oom.status = RunStatus::Oom;
-  const Report b = make_report({make_run(kBase, "fp32"), make_run(kBase, "tf32")});
-  const Report c = make_report({make_run(scaled(1.3), "fp32"), oom});
+  const Report b = make_report(join(reps(), {make_run(kBase, "tf32")}));
+  const Report c = make_report(join(reps(1.3), {oom}));
   const Comparison r = cmp(b, c);
   const std::string console = format_compare_console(r);
   EXPECT_NE(console.find("slower"), std::string::npos) << console;
@@ -408,8 +531,8 @@ class CompareCli : public test::CliTest {
 };
 
 TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
-  const std::string b = write("b.json", make_report({make_run(kBase)}));
-  const std::string c = write("c.json", make_report({make_run(scaled(1.3))}));
+  const std::string b = write("b.json", make_report(reps()));
+  const std::string c = write("c.json", make_report(reps(1.3)));
   const std::string md = (dir_ / "cmp.md").string(), js = (dir_ / "cmp.json").string();
   const Result r = run("compare " + b + " " + c + " --md " + md + " --json " + js);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
@@ -424,18 +547,49 @@ TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
   EXPECT_EQ(run("compare " + b + " " + c + " --time-threshold 50").code, 0);
 }
 
-TEST_F(CompareCli, ImprovementAndStrictEnvMismatch) {
-  const std::string b = write("b.json", make_report({make_run(kBase)}, cpu_env("A")));
-  const std::string faster = write("f.json", make_report({make_run(scaled(0.5))}, cpu_env("A")));
+TEST_F(CompareCli, ImprovementAndStrictEnvDifference) {
+  const std::string b = write("b.json", make_report(reps(), cpu_env("A")));
+  const std::string faster = write("f.json", make_report(reps(0.5), cpu_env("A")));
   Result r = run("compare " + b + " " + faster);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("faster"), std::string::npos) << r.out;
 
-  const std::string other = write("o.json", make_report({make_run(kBase)}, cpu_env("B")));
+  const std::string other = write("o.json", make_report(reps(), cpu_env("B")));
   r = run("compare " + b + " " + other);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("env-mismatch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu.name: A -> B"), std::string::npos) << r.out;
   EXPECT_EQ(run("compare " + b + " " + other + " --strict").code, 4);
+}
+
+// --baseline, repeated or as a quoted glob: the files are repetitions of one baseline.
+TEST_F(CompareCli, SeveralBaselineFiles) {
+  std::vector<std::string> names;
+  int i = 0;
+  for (const RunResult& r : reps()) {
+    RunResult one = r;
+    one.repetition.reset();
+    names.push_back(write(fmt::format("base-{}.json", ++i), make_report({one})));
+  }
+  const std::string cur = write("cur.json", make_report(reps(1.3)));
+  std::string args;
+  for (const std::string& n : names) args += " --baseline " + n;
+  Result r = run("compare" + args + " " + cur);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("slower"), std::string::npos) << r.out;
+  r = run("compare --baseline '" + (dir_ / "base-*.json").string() + "' " + cur + " --json " +
+          (dir_ / "g.json").string());
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(json::parse(
+                test::read_file((dir_ / "g.json").string()))["rows"][0]["repetitions"]["baseline"],
+            5);
+  for (const std::string& bad :
+       {" --baseline '" + (dir_ / "none-*.json").string() + "' " + cur,
+        " --baseline " + names[0] + " " + names[1] + " " + cur,
+        " --baseline " + names[0] + " --baseline " + names[0] + " " + cur}) {
+    r = run("compare" + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
@@ -483,7 +637,9 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
 TEST_F(CompareCli, HelpStatesTheMethod) {
   const Result r = run("compare --help");
   EXPECT_EQ(r.code, 0);
-  EXPECT_NE(r.out.find("bootstrap"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("hierarchical"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("repetitions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch size"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--strict"), std::string::npos) << r.out;
 }
 
