@@ -38,7 +38,9 @@ Examples:
   mpbench devices --json                              the GPU(s), versions and datasheet peaks
   mpbench report results/h200/*.json --html report.html   charts of result files as one page
 
-Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure.
+Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
+could not judge (nothing matched, a spec changed; with --strict also inconclusive rows),
+130 / 143 interrupted by SIGINT / SIGTERM.
 )";
 
 // An empty path or list given on purpose (`--json ''`, `--precisions ''`) is an error, not the

@@ -68,7 +68,8 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
                                          const std::string& device);
 
 // The first JSON path at which two resolved specs differ ("train.optimizer.lr: 0.001 ->
-// 0.002"), ignoring `precisions` (running fewer modes changes no run); empty when they agree.
+// 0.002"), ignoring `precisions` (running fewer modes changes no run) and keys on one side
+// only (written by another version of mpbench); empty when they agree.
 std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann::json& current);
 
 struct CompareRow {

@@ -49,11 +49,10 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
   const std::string current = (dir_ / "current.json").string();
   const std::string cmp_json = (dir_ / "compare.json").string();
 
-  // The numerics are checked exactly; time is not judged at all. This build may be the sanitizer
-  // one, on a loaded runner, against a baseline recorded by a Release build on a quiet machine:
-  // 9-18x slower has been seen, so any time threshold would pass or fail by the machine's load
-  // (the gate's time verdict is measured by bench/, not asserted here). A time-only exit 1 is
-  // therefore accepted, and every other check must hold.
+  // The numerics are checked exactly; time is not: one run a side gets no time verdict (the gate
+  // needs repetitions), and this build may be the sanitizer one on a loaded runner, 9-18x slower
+  // than the Release build that recorded the baseline. The gate's time verdict is measured by
+  // bench/, not asserted here.
   std::string log;
   ASSERT_EQ(
       run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --json " + current, &log), 0)
@@ -64,53 +63,58 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
           &log);
   ASSERT_TRUE(code == 0 || code == 1) << log;
   const json c = json::parse(read_file(cmp_json));
-  for (const json& row : c["rows"])
-    for (const json& what : row["regressions"]) EXPECT_EQ(what, "time") << row.dump();
-
   const json cur = json::parse(read_file(current));
   ASSERT_EQ(c["rows"].size(), base["runs"].size()) << log;  // no missing / new rows
-  // On another CPU the AVX-512/AVX2 kernels round differently and the gate reports env-mismatch
-  // (exit 0 without --strict) instead of comparing; on the baseline's CPU every number is checked.
+  // On any CPU: the tracked memory is the allocator's, and every run still trains.
+  for (const json& row : c["rows"]) {
+    EXPECT_EQ(row["verdict"], "inconclusive") << row.dump();
+    EXPECT_EQ(row["current_status"], "ok") << row.dump();
+    EXPECT_EQ(row["memory_change"], 0.0) << row.dump();
+    for (const json& what : row["regressions"]) EXPECT_NE(what, "time") << row.dump();
+  }
+  // On another CPU the AVX-512/AVX2 kernels round differently: the gate names the difference and
+  // flags the loss; on the baseline's CPU every number must match.
   if (base["env"]["cpu"]["name"] != cur["env"]["cpu"]["name"]) {
     GTEST_SKIP() << "baseline recorded on " << base["env"]["cpu"]["name"] << ", this CPU is "
-                 << cur["env"]["cpu"]["name"] << ": numbers not compared\n"
+                 << cur["env"]["cpu"]["name"] << ": numerics not compared\n"
                  << log;
   }
+  EXPECT_EQ(code, 0) << log;
   for (const json& row : c["rows"]) {
-    EXPECT_NE(row["verdict"], "env-mismatch") << row.dump();
-    EXPECT_EQ(row["current_status"], "ok") << row.dump();
+    EXPECT_TRUE(row["regressions"].empty()) << row.dump();
+    EXPECT_TRUE(row["env_differences"].empty()) << row.dump();
     EXPECT_EQ(row["loss_change"], 0.0) << row.dump();
     EXPECT_EQ(row["accuracy_delta_points"], 0.0) << row.dump();
-    EXPECT_EQ(row["memory_change"], 0.0) << row.dump();
   }
 }
 
-// The gate itself must catch a change in the numerics: the same run with another data seed
-// differs in final loss and is exit 1 under --loss-threshold 0.
+// The gate itself must catch a change in the numerics: the same run with a final loss one part
+// in 10^6 off is exit 1 under --loss-threshold 0; and a run from another data seed is another
+// spec, which the gate refuses to judge (exit 4, naming data.seed).
 TEST_F(Dogfood, ChangedNumericsFailTheGate) {
   const std::string src = MPBENCH_SOURCE_DIR;
-  const std::string current = (dir_ / "seed.json").string();
-  std::string log;
-  ASSERT_EQ(run("run " + src +
-                    "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 "
-                    "--seed 8 --json " +
-                    current,
-                &log),
-            0)
-      << log;
   const std::string first = (dir_ / "first.json").string();
-  ASSERT_EQ(run("run " + src +
-                    "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 "
-                    "--json " +
-                    first,
+  std::string log;
+  ASSERT_EQ(run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 " +
+                    "--json " + first,
                 &log),
             0)
       << log;
-  EXPECT_EQ(
-      run("compare " + first + " " + current + " --time-threshold 1000% --loss-threshold 0", &log),
-      1)
-      << log;
+  json changed = json::parse(read_file(first));
+  changed["runs"][0]["final_loss"] = changed["runs"][0]["final_loss"].get<double>() * (1 + 1e-6);
+  const std::string current = (dir_ / "changed.json").string();
+  std::ofstream(current) << changed.dump();
+  EXPECT_EQ(run("compare " + first + " " + current + " --loss-threshold 0", &log), 1) << log;
   EXPECT_NE(log.find("loss"), std::string::npos) << log;
+
+  const std::string seed = (dir_ / "seed.json").string();
+  ASSERT_EQ(run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 " +
+                    "--seed 8 --json " + seed,
+                &log),
+            0)
+      << log;
+  EXPECT_EQ(run("compare " + first + " " + seed + " --loss-threshold 0", &log), 4) << log;
+  EXPECT_NE(log.find("spec differs at data.seed"), std::string::npos) << log;
 }
 
 }  // namespace
