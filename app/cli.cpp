@@ -6,8 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 
@@ -20,6 +25,45 @@ namespace mpbench {
 
 nlohmann::json tool_json() {
   return {{"name", "mpbench"}, {"version", MPBENCH_VERSION}, {"git", MPBENCH_GIT}};
+}
+
+namespace {
+
+// argv, kept by mpbench_main for provenance_json: the process's own, set once.
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> argv;
+  return argv;
+}
+
+// The commit of the git checkout the working directory is in, as CI tools record it; git's own
+// answer (worktrees, packed refs), null where there is no git or no checkout.
+nlohmann::json checkout_commit() {
+  FILE* p = ::popen("git rev-parse --verify -q HEAD 2>/dev/null", "r");
+  if (!p) return nullptr;
+  char buf[128] = {};
+  const bool got = std::fgets(buf, sizeof buf, p) != nullptr;
+  const int rc = ::pclose(p);
+  std::string s = got ? buf : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (rc != 0 || s.size() < 7 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return nullptr;
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json provenance_json() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char when[32] = {};
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return {{"time_utc", when},
+          {"host", printable_line(host)},
+          {"command", command_line()},
+          {"commit", checkout_commit()}};
 }
 
 namespace {
@@ -200,6 +244,7 @@ uint64_t parse_memory_size(const std::string& option, const std::string& text) {
 
 int mpbench_main(int argc, char** argv) {
   install_interrupt_handlers();
+  command_line().assign(argv, argv + argc);
   CLI::App app{
       "mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
       "shapes on your GPU: time per epoch, peak memory, final accuracy."};

@@ -94,7 +94,12 @@ int cmd_compare(const CompareArgs& args) {
   std::cout << format_compare_console(c) << std::flush;
   if (!args.md_path.empty())
     write_output(args.md_path, format_compare_markdown(c, baseline_name, current_path));
-  if (!args.json_path.empty()) write_output(args.json_path, compare_to_json(c).dump(2) + "\n");
+  if (!args.json_path.empty()) {
+    nlohmann::json j = compare_to_json(c);
+    j["tool"] = tool_json();
+    j["provenance"] = provenance_json();
+    write_output(args.json_path, j.dump(2) + "\n");
+  }
   return c.exit_code;
 }
 

@@ -158,11 +158,14 @@ int cmd_explain(const ExplainArgs& args) {
   }
   std::cout << text;
   if (!args.json_path.empty()) {
-    const nlohmann::json doc = {
-        {"tool", tool_json()},       {"env", env_json(dev, make_cpu_backend()->info())},
-        {"spec", to_json(spec)},     {"baseline", precision_name(spec.precisions[base])},
-        {"emulated", emulated},      {"modes", modes},
-        {"comparisons", comparisons}};
+    const nlohmann::json doc = {{"tool", tool_json()},
+                                {"provenance", provenance_json()},
+                                {"env", env_json(dev, make_cpu_backend()->info())},
+                                {"spec", to_json(spec)},
+                                {"baseline", precision_name(spec.precisions[base])},
+                                {"emulated", emulated},
+                                {"modes", modes},
+                                {"comparisons", comparisons}};
     write_output(args.json_path, doc.dump(2) + "\n");
   }
   if (!args.md_path.empty()) write_output(args.md_path, md);

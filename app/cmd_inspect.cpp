@@ -214,8 +214,10 @@ int cmd_inspect(const InspectArgs& args) {
     entries.push_back(std::move(in.json));
   }
   if (!args.json_path.empty()) {
-    const nlohmann::json doc = {
-        {"tool", tool_json()}, {"spec", to_json(spec)}, {"entries", entries}};
+    const nlohmann::json doc = {{"tool", tool_json()},
+                                {"provenance", provenance_json()},
+                                {"spec", to_json(spec)},
+                                {"entries", entries}};
     write_output(args.json_path, doc.dump(2) + "\n");
   }
   return 0;

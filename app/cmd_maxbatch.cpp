@@ -85,6 +85,7 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
   json out;
   out["schema_version"] = 1;
   out["tool"] = tool_json();
+  out["provenance"] = provenance_json();
   out["env"] = env_json(d, make_cpu_backend()->info());
   out["memory_limit_bytes"] = b.bytes > 0 ? json(b.bytes) : json(nullptr);
   out["memory_limit_source"] = b.source;

@@ -196,6 +196,7 @@ int cmd_profile(const ProfileArgs& args) {
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
   nlohmann::json out = {{"tool", tool_json()},
+                        {"provenance", provenance_json()},
                         {"env", env_json(dev, make_cpu_backend()->info())},
                         {"spec", to_json(spec)}};
   out["profiles"] = nlohmann::json::array();

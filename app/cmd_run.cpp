@@ -118,11 +118,13 @@ int cmd_run(const RunArgs& args) {
   auto be = select_backend(args.device, args.quiet);
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
-  if (args.cuda_graphs && !be->supports_graphs() && !args.quiet)
+  // Said even under --quiet: an option the user gave is being ignored.
+  if (args.cuda_graphs && !be->supports_graphs())
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
 
   Report report;
   report.tool = tool_json();
+  report.provenance = provenance_json();
   report.env = env_json(be->info(), make_cpu_backend()->info());
   std::optional<Dataset> data;
   std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it

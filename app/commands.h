@@ -131,6 +131,9 @@ std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);
 
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
+// Every result file's provenance (train/results.h Report::provenance): the UTC time, the host,
+// this process's command line, and the commit of the git checkout it runs in (null outside one).
+nlohmann::json provenance_json();
 nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
 // A GPU's facts: name, capability, memory, SMs, versions, tensor-core modes, datasheet peaks.
 nlohmann::json gpu_facts_json(const DeviceInfo& d);

@@ -245,8 +245,15 @@ void check_writable(const std::string& path, const std::string& option) {
 }
 
 void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std::string>& inputs) {
-  for (const OutputArg& o : outputs)
+  for (const OutputArg& o : outputs) {
+    // Not a file named "-", and not stdout, where the table goes.
+    if (o.path == "-")
+      throw_bad_input(fmt::format(
+          "{} -: '-' is not taken for stdout (the table is written there); give a file, or "
+          "/dev/stdout to mix them",
+          o.option));
     if (!o.path.empty()) check_writable(o.path, o.option);
+  }
 
   std::map<std::string, const std::string*> input_keys;
   for (const std::string& in : inputs) input_keys.emplace(file_key(in), &in);

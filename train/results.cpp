@@ -209,11 +209,9 @@ json to_json(const Report& r) {
   for (const RunResult& run : r.runs) runs.push_back(to_json(run));
   json specs = json::array();
   for (const json& s : r.specs) specs.push_back(s);
-  json out = {{"schema_version", 1},
-              {"tool", r.tool.is_null() ? json::object() : r.tool},
-              {"env", r.env.is_null() ? json::object() : r.env},
-              {"specs", std::move(specs)},
-              {"runs", std::move(runs)}};
+  json out = {{"schema_version", 1},        {"tool", r.tool.is_null() ? json::object() : r.tool},
+              {"provenance", r.provenance}, {"env", r.env.is_null() ? json::object() : r.env},
+              {"specs", std::move(specs)},  {"runs", std::move(runs)}};
   const std::vector<SeedSummary> seeded = seed_summaries(r.runs);
   if (!seeded.empty()) {
     json s = json::array();
@@ -509,6 +507,15 @@ Report report_from_json(const json& j) {
   }
   Report r;
   if (j.contains("tool")) r.tool = object_at(j, "tool", "");
+  if (j.contains("provenance") && !j["provenance"].is_null()) {
+    r.provenance = object_at(j, "provenance", "");
+    for (const char* k : {"time_utc", "host"}) json_check::string(r.provenance, k, "provenance");
+    const json* cmd = array_at(r.provenance, "command", "provenance", false);
+    for (size_t i = 0; cmd && i < cmd->size(); ++i)
+      if (!(*cmd)[i].is_string()) bad(fmt::format("provenance.command[{}]", i), "a string");
+    if (r.provenance.contains("commit") && !r.provenance["commit"].is_null())
+      json_check::string(r.provenance, "commit", "provenance");
+  }
   if (j.contains("env")) r.env = object_at(j, "env", "");
   if (const json* specs = array_at(j, "specs", "", false)) {
     for (const json& s : *specs) r.specs.push_back(s);

@@ -113,7 +113,10 @@ nlohmann::json to_json(const RunResult& r);
 
 // Everything one `mpbench run` produced, for the writers.
 struct Report {
-  nlohmann::json tool;                // name, version, git
+  nlohmann::json tool;  // name, version, git
+  // Where and when it was made: time_utc (ISO 8601), host, command (argv), commit (of the git
+  // checkout the command ran in, null outside one). Null in files written before it was.
+  nlohmann::json provenance;
   nlohmann::json env;                 // device facts, versions, CPU
   std::vector<nlohmann::json> specs;  // resolved specs, one per spec file
   std::vector<RunResult> runs;

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""The regression gate's false-alarm rate and detection power, measured (issue 26).
+
+Pairs of `mpbench run` on the same specs, one after the other, each pair judged by
+`mpbench compare BASELINE CURRENT` at the default thresholds:
+
+  identical  nothing changed between the two runs: exit 1 is a false alarm;
+  slowdown   the current run shares core 0 with a busy process at nice --hog-nice (both runs
+             are pinned to core 0, so the only difference is the neighbour; at nice 5 the
+             scheduler's weights leave mpbench 1024/(1024+335) of the core, a 1.33x slowdown):
+             exit 1 is a detection.
+
+  bench/gate_noise.py --mpbench build/mpbench --pairs 20 --repeat 5 [--mode identical|slowdown]
+      [--label NAME] [--configs configs/tiny_mlp.json configs/tiny_resnet.json] [--epochs N]
+
+--repeat 1 gives runs without `--repeat` (one run a side), as the gate took them before it judged
+time between repetitions; pass an older mpbench with --mpbench to measure that gate. Prints one
+line per pair and the rate at the end; a speed is never asserted. Needs Linux (taskset).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def run_mpbench(args, out, pin, extra_env=None):
+    cmd = ["taskset", "-c", "0"] if pin else []
+    cmd += [args.mpbench, "run", *args.configs, "--device", "cpu", "--quiet", "--json", out]
+    if args.repeat > 1:
+        cmd += ["--repeat", str(args.repeat)]
+    if args.epochs:
+        cmd += ["--epochs", str(args.epochs)]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(extra_env or {}))
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--mpbench", required=True)
+    p.add_argument("--pairs", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=0, help="override the specs' epochs")
+    p.add_argument("--mode", choices=("identical", "slowdown"), default="identical")
+    p.add_argument("--label", default="")
+    p.add_argument("--hog-nice", type=int, default=5)
+    p.add_argument("--configs", nargs="+",
+                   default=["configs/tiny_mlp.json", "configs/tiny_resnet.json"])
+    args = p.parse_args()
+
+    fails = 0
+    verdicts = {}
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(args.pairs):
+            base, cur, cmp = (os.path.join(d, n) for n in ("base.json", "cur.json", "cmp.json"))
+            pin = args.mode == "slowdown"
+            run_mpbench(args, base, pin)
+            hog = None
+            if args.mode == "slowdown":
+                hog = subprocess.Popen(["taskset", "-c", "0", "nice", "-n", str(args.hog_nice),
+                                        sys.executable, "-c", "while True: pass"])
+                time.sleep(0.2)
+            try:
+                run_mpbench(args, cur, pin)
+            finally:
+                if hog:
+                    hog.kill()
+                    hog.wait()
+            rc = subprocess.run([args.mpbench, "compare", base, cur, "--json", cmp],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
+            for r in rows:
+                verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+            ratios = [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")]
+            fails += rc == 1
+            print(f"pair {i + 1:2d}: exit {rc}, time ratios "
+                  + " ".join(f"{x:.3f}" for x in ratios), flush=True)
+            if os.path.exists(cmp):
+                os.remove(cmp)
+    what = "false alarms" if args.mode == "identical" else "detections"
+    print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat}: {what} "
+          f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}")
+
+
+if __name__ == "__main__":
+    main()
