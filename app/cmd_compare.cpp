@@ -20,16 +20,25 @@ namespace mpbench {
 
 namespace {
 
-// "5%", "5" and "0" are all percentages (CLI11's own number check cannot take the '%').
+// "5%", "5" and "0" are all percentages (CLI11's own number check cannot take the '%'). Plain
+// decimal only, as every numeric option: strtod alone would take "0x10" (16), "inf" or " 5".
 double parse_threshold(const std::string& option, const std::string& text, bool percent) {
   std::string s = text;
   if (percent && !s.empty() && s.back() == '%') s.pop_back();
+  const size_t dot = s.find('.');
+  const std::string whole = s.substr(0, dot);
+  const std::string frac = dot == std::string::npos ? "0" : s.substr(dot + 1);
+  const auto digits = [](const std::string& d) {
+    return !d.empty() && d.find_first_not_of("0123456789") == std::string::npos;
+  };
+  const bool plain = digits(whole) && digits(frac) && (whole.size() == 1 || whole[0] != '0');
   char* end = nullptr;
   errno = 0;
-  const double v = s.empty() ? NAN : std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) {
-    throw_bad_input(fmt::format("{}: expected a non-negative {}, got '{}'", option,
-                                percent ? "percentage (e.g. 5 or 5%)" : "number of points", text));
+  const double v = plain ? std::strtod(s.c_str(), &end) : NAN;
+  if (!plain || errno != 0 || end != s.c_str() + s.size() || !std::isfinite(v)) {
+    throw_bad_input(fmt::format("{}: expected a non-negative decimal {}, got '{}'", option,
+                                percent ? "percentage (e.g. 5 or 5%)" : "number of points",
+                                text.size() > 200 ? text.substr(0, 200) + "..." : text));
   }
   return percent ? v / 100.0 : v;
 }
@@ -79,7 +88,8 @@ int cmd_compare(const CompareArgs& args) {
         throw_bad_input(fmt::format("--baseline: {} is given twice", baseline_paths[i]));
   std::vector<std::string> inputs = baseline_paths;
   inputs.push_back(current_path);
-  check_outputs({{"--md", args.md_path}, {"--json", args.json_path}}, inputs);
+  check_outputs({{"--md", args.md_path}, {"--json", args.json_path}, {"--junit", args.junit_path}},
+                inputs);
 
   std::vector<Report> baselines;
   for (const std::string& p : baseline_paths) baselines.push_back(read_result_file(p));
@@ -100,6 +110,8 @@ int cmd_compare(const CompareArgs& args) {
     j["provenance"] = provenance_json();
     write_output(args.json_path, j.dump(2) + "\n");
   }
+  if (!args.junit_path.empty())
+    write_output(args.junit_path, format_compare_junit(c, baseline_name, current_path));
   return c.exit_code;
 }
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -30,8 +31,8 @@ bool host_is_little_endian() {
 }
 
 template <typename T>
-std::string raw_bytes(const std::vector<T>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+std::string_view raw_bytes(const std::vector<T>& v) {
+  return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
 }  // namespace
@@ -73,12 +74,11 @@ int cmd_data(const DataArgs& args) {
   nlohmann::json files = nlohmann::json::object();
   for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
 
-  write_output(prefix + parts[0].suffix,
-               tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x));
-  write_output(prefix + parts[1].suffix, raw_bytes(data.train_y));
-  write_output(prefix + parts[2].suffix,
-               tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x));
-  write_output(prefix + parts[3].suffix, raw_bytes(data.eval_y));
+  const std::vector<FileBytes> arrays = {
+      {prefix + parts[0].suffix, tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x)},
+      {prefix + parts[1].suffix, raw_bytes(data.train_y)},
+      {prefix + parts[2].suffix, tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x)},
+      {prefix + parts[3].suffix, raw_bytes(data.eval_y)}};
 
   nlohmann::json j = {{"spec", spec.name},
                       {"spec_file", args.spec},
@@ -95,8 +95,12 @@ int cmd_data(const DataArgs& args) {
                       {"byte_order", "little"},
                       {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
                       {"files", files}};
-  // The index goes last: its presence means the arrays are complete.
-  write_output(index, j.dump(2) + "\n");
+  // All or nothing for a reader, who goes by the index: the arrays are written whole under
+  // temporary names, then the old index is removed, the arrays renamed into place and the new
+  // index written last. An interrupted re-export leaves the old dataset, or no index; never the
+  // old index beside new arrays.
+  const std::string index_text = j.dump(2) + "\n";
+  write_output_set(arrays, {index, index_text});
   if (!args.quiet)
     std::cerr << fmt::format(
         "mpbench: wrote {} ({} train + {} eval samples of {} {}, made in {:.2f} s)\n", index,

@@ -96,7 +96,9 @@ int cmd_explain(const ExplainArgs& args) {
   std::vector<ProfiledRun> runs;
   std::vector<ModeContext> contexts;
   nlohmann::json modes = nlohmann::json::array();
-  bool failed = false;
+  // As in `profile`: oom, diverged and unsupported are rows ("not compared" and why), a mode
+  // that failed otherwise is a runtime failure, said in one line after the outputs are written.
+  std::vector<std::string> failed;
   for (Precision p : spec.precisions) {
     const int64_t fallback_before = be->fallback_calls();
     runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit));
@@ -116,7 +118,8 @@ int cmd_explain(const ExplainArgs& args) {
                      {"step_time_ms", runs.back().step_ms},
                      {"step_mean_ms", runs.back().step_mean_ms}});
     if (!r.status_detail.empty()) modes.back()["status_detail"] = r.status_detail;
-    failed = failed || r.status != RunStatus::Ok;
+    if (r.status == RunStatus::Failed)
+      failed.push_back(fmt::format("{}: {}", r.precision, r.status_detail));
   }
 
   std::string text =
@@ -132,8 +135,11 @@ int cmd_explain(const ExplainArgs& args) {
     const RunResult& b = runs[i].run;
     if (a.status != RunStatus::Ok || b.status != RunStatus::Ok) {
       const RunResult& bad = a.status != RunStatus::Ok ? a : b;
-      text += fmt::format("\n{} vs {}: not compared, {} {}: {}\n", b.precision, a.precision,
-                          bad.precision, run_status_name(bad.status), bad.status_detail);
+      const std::string why =
+          fmt::format("{} vs {}: not compared, {} {}: {}", b.precision, a.precision, bad.precision,
+                      run_status_name(bad.status), bad.status_detail);
+      text += "\n" + why + "\n";
+      md += "## " + markdown_cell(why) + "\n\n";
       continue;
     }
     const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i]);
@@ -157,6 +163,8 @@ int cmd_explain(const ExplainArgs& args) {
     md += std::string("_") + kCpuNote + "_\n";
   }
   std::cout << text;
+  flush_stdout();
+  std::string json;
   if (!args.json_path.empty()) {
     const nlohmann::json doc = {{"tool", tool_json()},
                                 {"provenance", provenance_json()},
@@ -166,10 +174,14 @@ int cmd_explain(const ExplainArgs& args) {
                                 {"emulated", emulated},
                                 {"modes", modes},
                                 {"comparisons", comparisons}};
-    write_output(args.json_path, doc.dump(2) + "\n");
+    json = doc.dump(2) + "\n";
   }
-  if (!args.md_path.empty()) write_output(args.md_path, md);
-  return failed ? 3 : 0;
+  write_outputs({{args.json_path, json}, {args.md_path, md}});
+  if (!failed.empty())
+    throw_runtime(fmt::format(
+        "explain {} {}{}", spec.name, failed[0],
+        failed.size() > 1 ? fmt::format(" (and {} more modes failed)", failed.size() - 1) : ""));
+  return 0;
 }
 
 }  // namespace mpbench

@@ -179,13 +179,16 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
   }
 
   const TextTable table = build(results);
-  std::cout << title(device, budget, args) << "\n" << render_text_table(table) << std::flush;
-  if (!args.json_path.empty())
-    write_output(args.json_path, to_json(results, specs, device, budget, args).dump(2) + "\n");
-  if (!args.csv_path.empty()) write_output(args.csv_path, to_csv(results));
-  if (!args.md_path.empty())
-    write_output(args.md_path, "_" + markdown_cell(title(device, budget, args)) + "_\n\n" +
-                                   render_markdown_table(table));
+  // The table, then every file whatever happened to stdout (see cmd_run).
+  std::cout << title(device, budget, args) << "\n" << render_text_table(table);
+  flush_stdout();
+  write_outputs(
+      {{args.json_path,
+        args.json_path.empty() ? "" : to_json(results, specs, device, budget, args).dump(2) + "\n"},
+       {args.csv_path, args.csv_path.empty() ? "" : to_csv(results)},
+       {args.md_path, args.md_path.empty() ? ""
+                                           : "_" + markdown_cell(title(device, budget, args)) +
+                                                 "_\n\n" + render_markdown_table(table)}});
   return 0;
 }
 

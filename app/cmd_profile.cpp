@@ -200,15 +200,24 @@ int cmd_profile(const ProfileArgs& args) {
                         {"env", env_json(dev, make_cpu_backend()->info())},
                         {"spec", to_json(spec)}};
   out["profiles"] = nlohmann::json::array();
-  bool failed = false;
+  // A mode that runs out of memory, diverges or that the device cannot run is its row (in the
+  // table: the status and what did not fit; in the JSON: status, status_detail), as in `run`.
+  // One that failed otherwise is a runtime failure, said in one line once the JSON is written.
+  std::vector<std::string> failed;
   for (Precision p : spec.precisions) {
     ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit);
     print_profile(spec, dev, pr, args.top);
     out["profiles"].push_back(profile_json(pr, dev));
-    failed = failed || pr.run.status != RunStatus::Ok;
+    if (pr.run.status == RunStatus::Failed)
+      failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));
   }
+  flush_stdout();
   if (!args.json_path.empty()) write_output(args.json_path, out.dump(2) + "\n");
-  return failed ? 3 : 0;
+  if (!failed.empty())
+    throw_runtime(fmt::format(
+        "profile {} {}{}", spec.name, failed[0],
+        failed.size() > 1 ? fmt::format(" (and {} more modes failed)", failed.size() - 1) : ""));
+  return 0;
 }
 
 }  // namespace mpbench

@@ -1,6 +1,7 @@
 // `mpbench report`: result files in, one self-contained HTML page (and optionally the console
 // tables as Markdown) out. Every input is read and checked, and every output path checked, before
-// anything is written, so a bad file never leaves half a report behind.
+// anything is written, so a bad file never leaves half a report behind. With --history the files
+// are successive commits' results, drawn as trends (html_report.h: format_history_html).
 #include <string>
 #include <variant>
 #include <vector>
@@ -18,6 +19,19 @@ int cmd_report(const ReportArgs& args) {
   if (args.inputs.empty()) throw_bad_input("report: give at least one result JSON file");
   if (args.html_path.empty()) throw_bad_input("report: --html FILE is required");
   check_outputs({{"--html", args.html_path}, {"--md", args.md_path}}, args.inputs);
+
+  if (args.history) {
+    // Result files only: a profile has no place on a trend, and is refused as read_result_file
+    // refuses it.
+    std::vector<ReportInput> inputs;
+    for (const std::string& path : args.inputs) inputs.push_back({path, read_result_file(path)});
+    const std::vector<HistoryEntry> entries = order_history(std::move(inputs));
+    const std::string html = format_history_html(entries);
+    const std::string md = args.md_path.empty() ? "" : format_history_markdown(entries);
+    write_output(args.html_path, html);
+    if (!args.md_path.empty()) write_output(args.md_path, md);
+    return 0;
+  }
 
   std::vector<ReportInput> inputs;
   std::vector<ProfileInput> profiles;

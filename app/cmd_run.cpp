@@ -172,10 +172,13 @@ int cmd_run(const RunArgs& args) {
         }
   }
 
-  std::cout << format_console(report) << std::flush;
-  if (!args.json_path.empty()) write_output(args.json_path, to_json(report).dump(2) + "\n");
-  if (!args.csv_path.empty()) write_output(args.csv_path, format_csv(report));
-  if (!args.md_path.empty()) write_output(args.md_path, format_markdown(report));
+  // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
+  // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
+  std::cout << format_console(report);
+  flush_stdout();
+  write_outputs({{args.json_path, args.json_path.empty() ? "" : to_json(report).dump(2) + "\n"},
+                 {args.csv_path, args.csv_path.empty() ? "" : format_csv(report)},
+                 {args.md_path, args.md_path.empty() ? "" : format_markdown(report)}});
   return 0;
 }
 

@@ -1,6 +1,9 @@
 // `mpbench validate`: parse each spec, build its model description and check its data files,
-// without allocating or training anything.
+// without allocating or training anything. It refuses what `run` of the same files would refuse
+// before training: every rule of the spec (parse_spec, including the synthetic data's limits), the
+// model each mode builds, idx files, and two specs of one model name.
 #include <iostream>
+#include <map>
 
 #include "app/commands.h"
 #include "models/dataset.h"
@@ -10,8 +13,15 @@
 namespace mpbench {
 
 int cmd_validate(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> file_of_name;  // as `run`: results are matched by name
   for (const auto& path : specs) {
     Spec spec = load_spec(path);
+    const auto [seen, fresh] = file_of_name.emplace(spec.name, path);
+    if (!fresh)
+      throw_bad_input(fmt::format(
+          "{} and {} both name their model \"{}\"{}; results are matched by name, so each spec "
+          "must have its own",
+          seen->second, path, spec.name, seen->second == path ? " (the same file twice)" : ""));
     int64_t params = 0;
     for (Precision p : spec.precisions) {
       Model model(spec, p);  // checks the family is buildable and fp32_layers names

@@ -93,9 +93,10 @@ struct CompareArgs {
   // baseline files are repetitions of one baseline.
   std::vector<std::string> files;
   std::vector<std::string> baselines;
-  std::string time_threshold = "5%", memory_threshold = "2%", accuracy_threshold = "0.5";
+  std::string time_threshold = "10%", memory_threshold = "2%", accuracy_threshold = "0.5";
   std::string loss_threshold;  // empty: final loss not compared
   std::string md_path, json_path;
+  std::string junit_path;  // JUnit XML, one test case per row
   bool strict = false;
 };
 int cmd_compare(const CompareArgs& args);
@@ -105,6 +106,9 @@ int cmd_compare(const CompareArgs& args);
 struct ReportArgs {
   std::vector<std::string> inputs;
   std::string html_path, md_path;
+  // --history: the inputs are results of successive commits; trends over them instead
+  // (html_report.h: format_history_html).
+  bool history = false;
 };
 int cmd_report(const ReportArgs& args);
 

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"
+#include "app/svg.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
 #include "train/json_check.h"
@@ -81,18 +82,27 @@ const nlohmann::json* spec_of(const Report& report, const RunResult& r) {
   return by_name;
 }
 
-void judge_pair(CompareRow& row, const CompareOptions& o) {
+void judge_pair(CompareRow& row, const CompareOptions& o,
+                const std::map<const RunResult*, const Report*>& file_of) {
   const RunResult& b = *row.baseline;
   const RunResult& c = *row.current;
   const bool both_ok = b.status == RunStatus::Ok && c.status == RunStatus::Ok;
 
-  std::vector<std::vector<double>> tb, tc;
-  for (const RunResult* r : row.baseline_runs)
-    if (r->status == RunStatus::Ok && !epoch_times(*r).empty()) tb.push_back(epoch_times(*r));
-  for (const RunResult* r : row.current_runs)
-    if (r->status == RunStatus::Ok && !epoch_times(*r).empty()) tc.push_back(epoch_times(*r));
-  row.n_baseline = tb.size();
-  row.n_current = tc.size();
+  // Each side's runs by the file they came from (runs of one file share a process).
+  auto by_file = [&](const std::vector<const RunResult*>& runs, size_t& n) {
+    std::map<const Report*, size_t> index;
+    Runs out;
+    for (const RunResult* r : runs) {
+      if (r->status != RunStatus::Ok || epoch_times(*r).empty()) continue;
+      const auto [it, fresh] = index.emplace(file_of.at(r), out.size());
+      if (fresh) out.emplace_back();
+      out[it->second].push_back(epoch_times(*r));
+      ++n;
+    }
+    return out;
+  };
+  const Runs tb = by_file(row.baseline_runs, row.n_baseline);
+  const Runs tc = by_file(row.current_runs, row.n_current);
   if (both_ok) {
     row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
     if (b.memory.training_peak > 0) {
@@ -340,6 +350,8 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     add_runs(base, *baselines[i],
              baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline");
   add_runs(cur, current, "current");
+  std::map<const RunResult*, const Report*> file_of = base.file;
+  file_of.insert(cur.file.begin(), cur.file.end());
   // Which baseline file a run came from, for its environment and spec.
   auto report_of = [&](const RunResult* r) -> const Report& { return *base.file.at(r); };
   auto add_env = [&](std::vector<std::string>& to, const std::vector<std::string>& from) {
@@ -385,7 +397,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
       row.detail = "spec differs at " + spec_diff;
       ++out.spec_changed;
     } else {
-      judge_pair(row, options);
+      judge_pair(row, options, file_of);
     }
     out.rows.push_back(std::move(row));
   }
@@ -429,32 +441,285 @@ std::string format_compare_console(const Comparison& c) {
   return out;
 }
 
+namespace {
+
+// Rows a reader has to look at besides the regressions: nothing was judged for them. JUnit
+// reports them as skipped; a `new` row has nothing to fail against and is a passing test case
+// with a note.
+bool unjudged(const CompareRow& r) {
+  return r.regressions.empty() &&
+         (r.verdict == "inconclusive" || r.verdict == "missing" || r.verdict == "spec-changed");
+}
+
+std::string threshold_pct(double x) {
+  return fmt::format("{:.4g}%", 100.0 * x);
+}
+
+// What regressed and by how much, with the threshold it crossed: "time ratio 1.300 [95% CI
+// 1.291, 1.309] beyond +5% (5/5 repetitions); memory +3.00% (976.6 KiB -> 1005.9 KiB) beyond +2%".
+std::string regression_text(const CompareRow& r, const CompareOptions& o) {
+  std::string out;
+  auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+  for (const std::string& what : r.regressions) {
+    if (what == "time" && r.time.valid) {
+      add(fmt::format("time ratio {:.3f} [95% CI {:.3f}, {:.3f}] beyond +{} ({}/{} repetitions)",
+                      r.time.ratio, r.time.lo, r.time.hi, threshold_pct(o.time_threshold),
+                      r.n_baseline, r.n_current));
+    } else if (what == "memory" && r.memory_change && r.baseline && r.current) {
+      add(fmt::format("memory {} ({} -> {}) beyond +{}", pct(*r.memory_change, 2),
+                      format_bytes(r.baseline->memory.training_peak),
+                      format_bytes(r.current->memory.training_peak),
+                      threshold_pct(o.memory_threshold)));
+    } else if (what == "accuracy" && r.accuracy_delta && r.baseline && r.current) {
+      add(fmt::format("accuracy {:+.2f} pt ({:.2f}% -> {:.2f}%) beyond -{:.4g} pt",
+                      *r.accuracy_delta, 100.0 * r.baseline->final_accuracy,
+                      100.0 * r.current->final_accuracy, o.accuracy_threshold));
+    } else if (what == "loss" && r.baseline && r.current) {
+      add(fmt::format("final loss {} ({:.6g} -> {:.6g}) beyond +-{}",
+                      r.loss_change ? pct(*r.loss_change, 3) : std::string("changed"),
+                      r.baseline->final_loss, r.current->final_loss,
+                      o.loss_threshold ? threshold_pct(*o.loss_threshold) : "?"));
+    } else if (what == "status" && r.baseline && r.current) {
+      add(fmt::format("status {} -> {}{}", run_status_name(r.baseline->status),
+                      run_status_name(r.current->status), r.detail.empty() ? "" : ": " + r.detail));
+    } else {
+      add(what);
+    }
+  }
+  return out;
+}
+
+// Why a row needs a look, in one line: what regressed, or why it was not judged.
+std::string attention_text(const CompareRow& r, const CompareOptions& o) {
+  if (!r.regressions.empty()) return regression_text(r, o);
+  return r.detail.empty() ? r.verdict : r.verdict + ": " + r.detail;
+}
+
+// Every number of a row, one per line, for JUnit's <failure> body and <system-out>.
+std::string row_report(const CompareRow& r) {
+  std::string out = "verdict: " + r.verdict + "\n";
+  if (!r.detail.empty()) out += "detail: " + r.detail + "\n";
+  if (r.time.valid)
+    out += fmt::format("time ratio (current / baseline) [95% CI]: {} ({}/{} repetitions)\n",
+                       time_cell(r), r.n_baseline, r.n_current);
+  if (r.memory_change) out += "training memory: " + memory_cell(r) + "\n";
+  if (r.accuracy_delta) out += "accuracy: " + accuracy_cell(r) + "\n";
+  if (r.loss_change) out += "final loss: " + loss_cell(r) + "\n";
+  if (r.baseline) out += fmt::format("baseline status: {}\n", run_status_name(r.baseline->status));
+  if (r.current) out += fmt::format("current status: {}\n", run_status_name(r.current->status));
+  for (const std::string& e : r.env_differences) out += "environment differs: " + e + "\n";
+  return out;
+}
+
+// Markdown cell text: pipes and newlines as markdown_cell, and no raw HTML (a model named
+// "</details>" must not close the fold): '<' and '&' as entities, which GitHub renders back.
+std::string md_text(const std::string& s) {
+  std::string out;
+  for (char ch : markdown_cell(s)) {
+    if (ch == '<') {
+      out += "&lt;";
+    } else if (ch == '&') {
+      out += "&amp;";
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string md_table(const std::vector<std::string>& head, const std::vector<bool>& right,
+                     const std::vector<std::vector<std::string>>& rows) {
+  std::string out = "|";
+  for (const auto& h : head) out += " " + h + " |";
+  out += "\n|";
+  for (size_t i = 0; i < head.size(); ++i) out += right[i] ? " ---: |" : " --- |";
+  out += "\n";
+  for (const auto& row : rows) {
+    out += "|";
+    for (const auto& x : row) out += " " + md_text(x) + " |";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string bold_if(bool b, const std::string& s) {
+  return b ? "**" + s + "**" : s;
+}
+
+// XML 1.0 text or attribute value: the five specials as entities; in an attribute, tab and
+// newline as character references (a parser would normalise them to spaces), and a carriage
+// return as one everywhere (it would become a newline); other
+// control characters, invalid UTF-8, surrogates, U+FFFE and U+FFFF, which XML 1.0 cannot
+// carry at all, as U+FFFD.
+std::string xml_escape(const std::string& s, bool attribute) {
+  static const char* const kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '&':
+        case '<':
+        case '>':
+        case '"':
+        case '\'':
+          out += html_escape(std::string(1, static_cast<char>(c)));  // the page's entities
+          break;
+        case '\t':
+          out += attribute ? "&#9;" : "\t";
+          break;
+        case '\n':
+          out += attribute ? "&#10;" : "\n";
+          break;
+        case '\r':
+          out += "&#13;";
+          break;
+        default:
+          out += c < 0x20 ? kReplacement : std::string(1, static_cast<char>(c));
+      }
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0xFFFE &&
+         cp != 0xFFFF;
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += kReplacement;
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// A summary for $GITHUB_STEP_SUMMARY or a merge-request comment: the verdict first, then only
+// the rows to look at, the full table folded away, and the rule last.
 std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,
                                     const std::string& current_name) {
-  const auto esc = markdown_cell;
-  std::string out = "### mpbench compare\n\n";
   const char* icon = c.exit_code == 0 ? (c.blocking ? ":warning:" : ":white_check_mark:") : ":x:";
-  out += fmt::format("{} **{}**\n\n", icon, esc(summary_line(c)));
-  out += fmt::format("Baseline `{}`, current `{}`.\n\n", esc(baseline_name), esc(current_name));
+  std::string out = fmt::format("{} **mpbench compare: {}**\n\n", icon, md_text(summary_line(c)));
+  size_t failed = 0, skipped = 0;
+  for (const CompareRow& r : c.rows) {
+    if (!r.regressions.empty()) ++failed;
+    if (unjudged(r)) ++skipped;
+  }
+  out += fmt::format(
+      "Baseline `{}`, current `{}`: {} row(s), {} regressed, {} inconclusive, missing or "
+      "spec-changed.\n\n",
+      markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped);
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
-    out += "Environment differs: " + esc(d) + "\n\n";
+    out += "Environment differs: " + md_text(d) + "\n\n";
   }
-  const auto hs = headers();
-  out += "|";
-  for (const auto& h : hs) out += " " + h + " |";
-  out += "\n|";
-  for (size_t i = 0; i < hs.size(); ++i) out += (i >= 3 && i <= 8) ? " ---: |" : " --- |";
-  out += "\n";
+  std::vector<std::vector<std::string>> attention;
   for (const CompareRow& r : c.rows) {
-    auto cs = cells(r);
-    if (!r.regressions.empty()) cs[9] = "**" + cs[9] + "**";
-    out += "|";
-    for (const auto& x : cs) out += " " + esc(x) + " |";
+    if (r.regressions.empty() && !unjudged(r)) continue;
+    const std::string why = !r.regressions.empty() ? regression_text(r, c.options)
+                            : r.detail.empty()     ? "-"
+                                                   : r.detail;
+    attention.push_back({r.model, r.precision, mode_cell(r), std::to_string(r.batch_size),
+                         bold_if(!r.regressions.empty(), r.verdict), why});
+  }
+  if (!attention.empty()) {
+    out += md_table({"model", "precision", "device", "batch", "verdict", "why"},
+                    {false, false, false, true, false, false}, attention);
     out += "\n";
   }
-  out += "\n" + esc(rule_text(c.options)) + "\n";
+  std::vector<std::vector<std::string>> all;
+  for (const CompareRow& r : c.rows) {
+    auto cs = cells(r);
+    cs[9] = bold_if(!r.regressions.empty(), cs[9]);
+    all.push_back(std::move(cs));
+  }
+  const auto hs = headers();
+  std::vector<bool> right(hs.size());
+  for (size_t i = 0; i < hs.size(); ++i) right[i] = i >= 3 && i <= 8;
+  // The blank lines around the table let GitHub render Markdown inside the HTML block.
+  out += fmt::format("<details><summary>All {} rows</summary>\n\n", c.rows.size());
+  out += md_table(hs, right, all);
+  out += "\n</details>\n\n" + md_text(rule_text(c.options)) + "\n";
+  return out;
+}
+
+// JUnit XML, as CI test reporters read it: one test case per row. A row that regressed is a
+// <failure>; an inconclusive, missing or spec-changed row is <skipped> with its reason; any other
+// row passes (a `new` one with a note). Every row's numbers are in its <system-out>, the verdict,
+// the rule and the environment differences in the suite's.
+std::string format_compare_junit(const Comparison& c, const std::string& baseline_name,
+                                 const std::string& current_name) {
+  const auto x = [](const std::string& s) { return xml_escape(s, true); };
+  const auto text = [](const std::string& s) { return xml_escape(s, false); };
+  size_t failures = 0, skipped = 0;
+  for (const CompareRow& r : c.rows) {
+    if (!r.regressions.empty()) ++failures;
+    if (unjudged(r)) ++skipped;
+  }
+  const std::string counts =
+      fmt::format("tests=\"{}\" failures=\"{}\" skipped=\"{}\" errors=\"0\" time=\"0\"",
+                  c.rows.size(), failures, skipped);
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<testsuites name=\"mpbench compare\" " + counts + ">\n";
+  out += "  <testsuite name=\"mpbench compare\" " + counts + ">\n";
+  out += "    <properties>\n";
+  auto property = [&](const std::string& name, const std::string& value) {
+    out += fmt::format("      <property name=\"{}\" value=\"{}\"/>\n", x(name), x(value));
+  };
+  property("baseline", baseline_name);
+  property("current", current_name);
+  property("verdict", summary_line(c));
+  property("exit_code", std::to_string(c.exit_code));
+  property("time_threshold", threshold_pct(c.options.time_threshold));
+  property("memory_threshold", threshold_pct(c.options.memory_threshold));
+  property("accuracy_threshold", fmt::format("{:.4g} pt", c.options.accuracy_threshold));
+  if (c.options.loss_threshold)
+    property("loss_threshold", threshold_pct(*c.options.loss_threshold));
+  out += "    </properties>\n";
+  for (const CompareRow& r : c.rows) {
+    std::string name = fmt::format("{} {} batch {}", r.precision, r.device, r.batch_size);
+    if (r.seed) name += fmt::format(" seed {}", *r.seed);
+    if (r.cuda_graphs) name += " +graphs";
+    out += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"0\">\n",
+                       x("mpbench." + r.model), x(name));
+    // A failure's body holds the row's numbers; other rows keep them in <system-out>.
+    if (!r.regressions.empty()) {
+      out += fmt::format("      <failure type=\"regression\" message=\"{}\">{}</failure>\n",
+                         x(regression_text(r, c.options)), text(row_report(r)));
+    } else {
+      if (unjudged(r))
+        out += fmt::format("      <skipped message=\"{}\"/>\n", x(attention_text(r, c.options)));
+      const std::string note =
+          r.verdict == "new"
+              ? "new: no baseline to compare against; add it to the baseline to gate it\n"
+              : "";
+      out += fmt::format("      <system-out>{}</system-out>\n", text(note + row_report(r)));
+    }
+    out += "    </testcase>\n";
+  }
+  std::string suite_out = summary_line(c) + "\n" + rule_text(c.options) + "\n";
+  for (const std::string& e : c.env_differences) suite_out += "environment differs: " + e + "\n";
+  out += fmt::format("    <system-out>{}</system-out>\n", text(suite_out));
+  out += "  </testsuite>\n</testsuites>\n";
   return out;
 }
 

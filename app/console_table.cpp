@@ -411,15 +411,11 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
 
 namespace {
 
-// Epoch times that vary more than this (coefficient of variation) make a run's time and speedup
-// unreliable; on a quiet GPU they vary by well under 2%.
-constexpr double kNoisyCv = 0.10;
-
-// One line per finished run whose epoch times are not steady, after the table: which one, how
-// much, and the two usual causes (a first epoch much slower than the rest means the warm-up was
-// too short).
-std::string noisy_notes(const ModelGroup& group) {
-  std::string out;
+// One line per finished run whose times are not steady (run_flags' noisy and noisy-repetitions),
+// after the table: which one, how much, and the two usual causes (a first epoch much slower than
+// the rest means the warm-up was too short).
+std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& report) {
+  std::vector<std::string> out;
   // Repeated runs: the spread between the repetitions' median epoch times, the noise a
   // comparison with another run meets; and within each repetition as for a single run.
   if (has_repetitions(group)) {
@@ -427,33 +423,34 @@ std::string noisy_notes(const ModelGroup& group) {
     for (const RunResult* r : collapse_runs(group, storage).runs) {
       const TimeStats& t = r->epoch_time_ms;
       if (r->status != RunStatus::Ok || !(t.cv > kNoisyCv)) continue;
-      out += fmt::format(
-          " note: {}{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): "
-          "the machine was busy or its clocks moved; time and speedup are unreliable\n",
+      out.push_back(fmt::format(
+          "{}{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
+          "machine was busy or its clocks moved; time and speedup are unreliable",
           r->precision, r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min),
-          format_ms(t.max));
+          format_ms(t.max)));
     }
   }
   for (const RunResult* r : group.runs) {
+    const std::vector<std::string> f = run_flags(*r, report.runs);
+    if (std::find(f.begin(), f.end(), "noisy") == f.end()) continue;
     const TimeStats& t = r->epoch_time_ms;
-    if (r->status != RunStatus::Ok || r->epochs.size() < 3 || !(t.cv > kNoisyCv)) continue;
     const double first = r->epochs.front().time_ms;
     const bool first_slow = first == t.max && first > 1.5 * t.median;
-    out += fmt::format(
-        " note: {}{}{}: epoch times vary by {:.0f}% ({} to {} ms); {}\n", r->precision,
+    out.push_back(fmt::format(
+        "{}{}{}: epoch times vary by {:.0f}% ({} to {} ms); {}", r->precision,
         r->cuda_graphs ? " +graphs" : "",
         r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", 100 * t.cv,
         format_ms(t.min), format_ms(t.max),
         first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
-                   : "the machine was busy or its clocks moved: time and speedup are unreliable");
+                   : "the machine was busy or its clocks moved: time and speedup are unreliable"));
   }
   return out;
 }
 
 // amp_fp8's numerical health, one line per finished run: which of its recorded FP8 tensors were
 // clipped (an amax past what its delayed scale can hold) and at how many steps.
-std::string fp8_notes(const ModelGroup& group) {
-  std::string out;
+std::vector<std::string> fp8_notes(const ModelGroup& group) {
+  std::vector<std::string> out;
   for (const RunResult* r : group.runs) {
     if (r->status != RunStatus::Ok || r->fp8_scaling.empty()) continue;
     std::string hit;
@@ -461,19 +458,38 @@ std::string fp8_notes(const ModelGroup& group) {
       if (t.clipped_steps > 0)
         hit += fmt::format("{}{} at {} of {} steps", hit.empty() ? "" : ", ", t.tensor,
                            t.clipped_steps, t.amax.size());
-    out += fmt::format(
-        " note: {}{}: {}\n", r->precision, r->cuda_graphs ? " +graphs" : "",
+    out.push_back(fmt::format(
+        "{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
+        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
         hit.empty() ? fmt::format("none of the {} recorded FP8 tensors was clipped (every amax "
                                   "within its delayed scale)",
                                   r->fp8_scaling.size())
                     : "FP8 clipping (an amax past what its delayed scale can hold, the largest "
                       "values cut to the format's maximum): " +
-                          hit);
+                          hit));
   }
   return out;
 }
 
 }  // namespace
+
+std::vector<std::string> table_notes(const ModelGroup& group, const Report& report) {
+  std::vector<std::string> out = noisy_notes(group, report);
+  for (std::string& n : fp8_notes(group)) out.push_back(std::move(n));
+  return out;
+}
+
+std::optional<std::string> emulation_note(const Report& report) {
+  for (const RunResult& r : report.runs) {
+    const std::vector<std::string> f = run_flags(r, report.runs);
+    if (std::find(f.begin(), f.end(), "emulated") != f.end())
+      return std::string(
+          "on the CPU reference backend the times are of emulated tf32/16-bit/fp8 numerics "
+          "(rounding around fp32 arithmetic), not of low-precision hardware: speedups here say "
+          "nothing about a GPU");
+  }
+  return std::nullopt;
+}
 
 std::string format_console(const Report& report, bool ascii) {
   const std::string vbar = ascii ? "|" : "│";
@@ -520,21 +536,13 @@ std::string format_console(const Report& report, bool ascii) {
         first_line = false;
       }
     }
-    out += noisy_notes(group);
-    out += fp8_notes(group);
+    for (const std::string& n : table_notes(group, report)) out += " note: " + n + "\n";
   }
   if (out.empty()) return "no runs\n";
   // Once, under every table: a newcomer's first run is on the CPU, where amp_fp16 is slower.
-  bool cpu_lowp = false;
-  for (const RunResult& r : report.runs)
-    cpu_lowp = cpu_lowp || (r.device == "cpu" && r.precision != "fp32");
   // Wrapped narrower than any table (their rules are 100 columns and more).
-  if (cpu_lowp)
-    for (const std::string& l :
-         wrap("note: on the CPU reference backend the times are of emulated tf32/16-bit/fp8 "
-              "numerics (rounding around fp32 arithmetic), not of low-precision hardware: "
-              "speedups here say nothing about a GPU",
-              90))
+  if (const auto note = emulation_note(report))
+    for (const std::string& l : wrap("note: " + *note, 90))
       out += (l.rfind("note:", 0) == 0 ? "\n " : "       ") + l + "\n";
   return out;
 }

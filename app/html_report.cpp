@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -780,7 +781,42 @@ tr:nth-child(even) td { background: #fafbfc; }
 .env dt { color: var(--muted); }
 .env dd { margin: 0; }
 footer { margin-top: 40px; color: var(--muted); font-size: 12px; }
+svg.chart .band { fill-opacity: 0.14; stroke: none; }
+svg.chart .trend-point { stroke: #fff; stroke-width: 1; }
+svg.chart .cross { stroke: var(--bad); stroke-width: 2; fill: none; }
+svg.chart .tick.date { font-size: 10px; }
+ul.notes { color: var(--muted); margin: 4px 0 14px; padding-left: 20px; }
 )CSS";
+
+// One line per environment: files from one machine and build share a line (named as given).
+std::string env_lines(const std::vector<std::pair<const Report*, std::string>>& files) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> envs;
+  for (const auto& [report, name] : files) {
+    const std::string e = env_summary(*report);
+    if (e.empty()) continue;
+    auto it = std::find_if(envs.begin(), envs.end(), [&](const auto& p) { return p.first == e; });
+    if (it == envs.end()) it = envs.insert(envs.end(), {e, {}});
+    it->second.push_back(name);
+  }
+  std::string h;
+  for (const auto& [e, names] : envs) {
+    h += "<p class=\"env-line\"><b>" + esc(fmt::format("{}", fmt::join(names, ", "))) +
+         "</b>: " + esc(e) + "</p>\n";
+  }
+  return h;
+}
+
+// The page around the sections: head with the styles, and the footer.
+std::string page_open(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" +
+         esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
+}
+
+std::string page_close(const char* hint) {
+  return fmt::format("<footer>Written by mpbench {} ({}). {}</footer>\n</main>\n</body>\n</html>\n",
+                     esc(MPBENCH_VERSION), esc(MPBENCH_GIT), hint);
+}
 
 }  // namespace
 
@@ -815,15 +851,12 @@ std::string format_html(const std::vector<ReportInput>& inputs,
       throw_bad_input(fmt::format("{}: profiles model '{}', which has no runs in the result files",
                                   pr.path, pr.model));
   }
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   std::string title = "mpbench report";
   if (!sections.empty()) {
     title += ":";
     for (size_t i = 0; i < sections.size(); ++i) title += (i ? ", " : " ") + sections[i].model;
   }
-  h += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
+  std::string h = page_open(title);
   h += "<header><h1>mpbench report</h1>\n";
   h += fmt::format("<p>{} result file{}:", inputs.size(), inputs.size() == 1 ? "" : "s");
   for (size_t i = 0; i < inputs.size(); ++i) h += (i ? ", " : " ") + esc(inputs[i].path);
@@ -833,19 +866,9 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   }
   h += "</p>\n";
   {
-    // Files from one machine and build share a line.
-    std::vector<std::pair<std::string, std::vector<std::string>>> envs;
-    for (const ReportInput& in : inputs) {
-      const std::string e = env_summary(in.report);
-      if (e.empty()) continue;
-      auto it = std::find_if(envs.begin(), envs.end(), [&](const auto& p) { return p.first == e; });
-      if (it == envs.end()) it = envs.insert(envs.end(), {e, {}});
-      it->second.push_back(file_stem(in.path));
-    }
-    for (const auto& [e, files] : envs) {
-      h += "<p class=\"env-line\"><b>" + esc(fmt::format("{}", fmt::join(files, ", "))) +
-           "</b>: " + esc(e) + "</p>\n";
-    }
+    std::vector<std::pair<const Report*, std::string>> named;
+    for (const ReportInput& in : inputs) named.emplace_back(&in.report, file_stem(in.path));
+    h += env_lines(named);
   }
   h += "<nav>";
   for (const ModelSection& sec : sections)
@@ -910,11 +933,454 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   h += "<section>\n<h2 id=\"environment\">Environment</h2>\n<div class=\"charts\">\n";
   for (const ReportInput& in : inputs) h += env_html(in);
   h += "</div>\n</section>\n";
-  h += fmt::format(
-      "<footer>Written by mpbench {} ({}). Hover over bars and curves for details."
-      "</footer>\n</main>\n</body>\n</html>\n",
-      esc(MPBENCH_VERSION), esc(MPBENCH_GIT));
+  h += page_close("Hover over bars and curves for details.");
   return h;
+}
+
+// ---------------------------------------------------------------------------------------------
+// report --history: one point per result file, in the order of their times
+
+namespace {
+
+// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil).
+int64_t days_from_civil(int64_t y, int64_t m, int64_t d) {
+  y -= m <= 2 ? 1 : 0;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const int64_t yoe = y - era * 400;
+  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+// YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM) as seconds since 1970 (UTC). A time without
+// a zone is refused: it has no one instant.
+std::optional<double> parse_time_utc(const std::string& s) {
+  size_t p = 0;
+  auto num = [&](size_t n, int& out) {
+    if (p + n > s.size()) return false;
+    out = 0;
+    for (size_t k = 0; k < n; ++k, ++p) {
+      if (s[p] < '0' || s[p] > '9') return false;
+      out = out * 10 + (s[p] - '0');
+    }
+    return true;
+  };
+  auto lit = [&](char c) { return p < s.size() && s[p++] == c; };
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
+  if (!(num(4, y) && lit('-') && num(2, mo) && lit('-') && num(2, d) && lit('T') && num(2, h) &&
+        lit(':') && num(2, mi) && lit(':') && num(2, sec)))
+    return std::nullopt;
+  double frac = 0;
+  if (p < s.size() && s[p] == '.') {
+    const size_t start = ++p;
+    for (double unit = 0.1; p < s.size() && s[p] >= '0' && s[p] <= '9'; ++p, unit /= 10)
+      frac += (s[p] - '0') * unit;
+    if (p == start) return std::nullopt;
+  }
+  int offset_s = 0;
+  if (p + 1 == s.size() && s[p] == 'Z') {
+    // UTC, as mpbench writes it
+  } else if (p + 6 == s.size() && (s[p] == '+' || s[p] == '-')) {
+    const int sign = s[p++] == '+' ? 1 : -1;
+    int oh = 0, om = 0;
+    if (!(num(2, oh) && lit(':') && num(2, om)) || oh > 23 || om > 59) return std::nullopt;
+    offset_s = sign * (oh * 60 + om) * 60;
+  } else {
+    return std::nullopt;
+  }
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (mo < 1 || mo > 12 || d < 1 || d > kDays[mo - 1] + (mo == 2 && leap ? 1 : 0) || h > 23 ||
+      mi > 59 || sec > 60)
+    return std::nullopt;
+  return double(days_from_civil(y, mo, d)) * 86400 + h * 3600 + mi * 60 + sec + frac - offset_s;
+}
+
+// `t` (seconds since 1970) as UTC in strftime's `format`.
+std::string format_utc(double t, const char* format) {
+  const std::time_t whole = static_cast<std::time_t>(std::floor(t));
+  std::tm utc{};
+  if (!::gmtime_r(&whole, &utc)) return "";
+  char buf[64] = {};
+  std::strftime(buf, sizeof buf, format, &utc);
+  return buf;
+}
+
+bool is_hex(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+}
+
+// One series of the trend: a model and mode (with its tool, device, batch and graphs) per commit.
+struct TrendKey {
+  std::string model, tool, precision, device;
+  int64_t batch = 0;
+  bool graphs = false;
+  bool operator==(const TrendKey& o) const {
+    return std::tie(model, tool, precision, device, batch, graphs) ==
+           std::tie(o.model, o.tool, o.precision, o.device, o.batch, o.graphs);
+  }
+};
+
+// One commit of one series.
+struct TrendValue {
+  std::vector<const RunResult*> runs;  // empty: that commit's file did not run it
+  size_t ok_runs = 0;
+  double median = NAN, lo = NAN, hi = NAN;  // epoch time (ms); NaN when no run finished
+  bool between_runs = false;                // lo..hi: between the runs, else over one's epochs
+  double memory = NAN;                      // training peak (bytes), the largest of the runs
+  std::string status;                       // the first run that did not finish: "oom: why"
+  std::string status_name;                  // "oom"
+};
+
+struct TrendSeries {
+  TrendKey key;
+  std::string label, sub, id, color;
+  std::vector<TrendValue> at;  // one per entry
+};
+
+struct TrendModel {
+  std::string model, family, id;
+  std::vector<TrendSeries> series;
+};
+
+// A file's runs of one series as one point: several runs (`run --repeat`, `run --seeds`) give the
+// median of their median epoch times and the range of those medians; one run gives its median
+// and the range of its epochs. Only runs that finished with an epoch time count.
+void summarise(TrendValue& v) {
+  if (v.runs.empty()) return;
+  std::vector<const RunResult*> ok;
+  const RunResult* failed = nullptr;
+  for (const RunResult* r : v.runs) {
+    const double m = r->epoch_time_ms.median;
+    if (r->status == RunStatus::Ok && std::isfinite(m) && m > 0) {
+      ok.push_back(r);
+    } else if (!failed) {
+      failed = r;
+    }
+  }
+  v.ok_runs = ok.size();
+  if (failed) {
+    const bool ran = failed->status == RunStatus::Ok;
+    v.status_name = ran ? "no time" : run_status_name(failed->status);
+    v.status = ran ? "finished without an epoch time" : status_text(*failed);
+  }
+  if (ok.empty()) return;
+  double memory = 0;
+  for (const RunResult* r : ok) memory = std::max(memory, double(r->memory.training_peak));
+  v.memory = memory;
+  if (ok.size() >= 2) {
+    std::vector<double> medians;
+    for (const RunResult* r : ok) medians.push_back(r->epoch_time_ms.median);
+    const TimeStats st = compute_time_stats(medians);
+    v.median = st.median;
+    v.lo = st.min;
+    v.hi = st.max;
+    v.between_runs = true;
+  } else {
+    const TimeStats& t = ok.front()->epoch_time_ms;
+    v.median = t.median;
+    if (std::isfinite(t.min) && std::isfinite(t.max) && t.min <= t.max) {
+      v.lo = t.min;
+      v.hi = t.max;
+    }
+  }
+}
+
+std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
+  std::vector<TrendModel> models;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Report& report = entries[i].input.report;
+    for (const RunResult& r : report.runs) {
+      const TrendKey k{r.model,  tool_name(report), r.precision,
+                       r.device, r.batch_size,      r.cuda_graphs};
+      auto m = std::find_if(models.begin(), models.end(),
+                            [&](const TrendModel& x) { return x.model == r.model; });
+      if (m == models.end()) m = models.insert(models.end(), TrendModel{r.model, "", "", {}});
+      if (m->family.empty()) m->family = r.family;
+      auto s = std::find_if(m->series.begin(), m->series.end(),
+                            [&](const TrendSeries& x) { return x.key == k; });
+      if (s == m->series.end()) {
+        s = m->series.insert(m->series.end(), TrendSeries{k, "", "", "", "", {}});
+        s->at.resize(entries.size());
+      }
+      s->at[i].runs.push_back(&r);
+    }
+  }
+  std::set<std::string> used;
+  auto unique_id = [&](std::string id) {
+    const std::string base = id;
+    for (int k = 2; used.count(id); ++k) id = base + "-" + std::to_string(k);
+    used.insert(id);
+    return id;
+  };
+  for (TrendModel& m : models) {
+    m.id = unique_id("model-" + slug(m.model));
+    for (TrendSeries& s : m.series) {
+      const TrendKey& k = s.key;
+      const bool other_tool = k.tool != "mpbench";
+      s.label = (other_tool ? k.tool + " " : "") + k.precision + (k.graphs ? " +graphs" : "");
+      s.sub = fmt::format("{} · batch {}", k.device, k.batch);
+      s.id = unique_id(fmt::format("trend-{}-{}{}-{}-b{}{}", slug(m.model),
+                                   other_tool ? slug(k.tool) + "-" : "", slug(k.precision),
+                                   slug(k.device), k.batch, k.graphs ? "-graphs" : ""));
+      s.color = shade(precision_color(k.precision), other_tool || k.graphs ? 1 : 0);
+      for (TrendValue& v : s.at) summarise(v);
+    }
+  }
+  return models;
+}
+
+std::string at_commit(const HistoryEntry& e) {
+  return e.label + " (" + format_utc(e.unix_time, "%Y-%m-%d %H:%M UTC") + ")";
+}
+
+std::string time_tooltip(const TrendSeries& s, const TrendValue& v, const HistoryEntry& e) {
+  std::string t = fmt::format("{} · {} at {}: ", s.label, s.sub, at_commit(e));
+  if (!std::isfinite(v.median)) return t + v.status;
+  t += "median epoch " + format_ms_unit(v.median);
+  if (std::isfinite(v.lo) && std::isfinite(v.hi)) {
+    t += v.between_runs ? fmt::format(", min–max of the medians of {} runs ", v.ok_runs)
+                        : fmt::format(", min–max over its {} epochs ",
+                                      v.ok_runs ? v.runs.front()->epochs.size() : 0);
+    t += format_ms(v.lo) + "–" + format_ms_unit(v.hi);
+  }
+  if (v.ok_runs < v.runs.size())
+    t += fmt::format("; {} of {} runs finished ({})", v.ok_runs, v.runs.size(), v.status);
+  return t;
+}
+
+std::string memory_tooltip(const TrendSeries& s, const TrendValue& v, const HistoryEntry& e) {
+  std::string t = fmt::format("{} · {} at {}: ", s.label, s.sub, at_commit(e));
+  if (!std::isfinite(v.memory)) return t + v.status;
+  t += "training memory " + format_bytes(static_cast<size_t>(v.memory));
+  if (v.ok_runs > 1) t += fmt::format(" (the largest of {} runs)", v.ok_runs);
+  return t;
+}
+
+std::string trend_figure(const std::string& id, const std::string& caption,
+                         const std::string& body) {
+  return fmt::format("<figure class=\"card\" id=\"{}\"><figcaption>{}</figcaption>\n{}</figure>\n",
+                     id, caption, body);
+}
+
+// What the charts cannot say in a point: runs that did not finish, commits that did not run it.
+std::vector<std::string> trend_notes(const TrendSeries& s,
+                                     const std::vector<HistoryEntry>& entries) {
+  std::vector<std::string> notes, absent;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TrendValue& v = s.at[i];
+    if (v.runs.empty()) {
+      absent.push_back(entries[i].label);
+    } else if (v.ok_runs == 0) {
+      notes.push_back(fmt::format("{} · {} at {}: {} (a gap)", s.label, s.sub,
+                                  at_commit(entries[i]), v.status));
+    } else if (v.ok_runs < v.runs.size()) {
+      notes.push_back(fmt::format("{} · {} at {}: {} of {} runs finished, the point is theirs; {}",
+                                  s.label, s.sub, at_commit(entries[i]), v.ok_runs, v.runs.size(),
+                                  v.status));
+    }
+  }
+  if (!absent.empty())
+    notes.push_back(fmt::format("{} · {}: not in the results of {} (a gap)", s.label, s.sub,
+                                fmt::join(absent, ", ")));
+  return notes;
+}
+
+}  // namespace
+
+std::vector<HistoryEntry> order_history(std::vector<ReportInput> inputs) {
+  std::vector<HistoryEntry> out;
+  for (ReportInput& in : inputs) {
+    const json& prov = in.report.provenance;
+    if (!prov.is_object())
+      throw_bad_input(fmt::format(
+          "report --history: {} has no provenance (written by an mpbench before it recorded "
+          "one), so its commit and time are unknown; --history orders files by "
+          "provenance.time_utc",
+          in.path));
+    HistoryEntry e;
+    e.time_utc = json_check::text(prov, "time_utc");
+    const std::optional<double> when = parse_time_utc(e.time_utc);
+    if (!when)
+      throw_bad_input(fmt::format(
+          "report --history: {}: provenance.time_utc: expected an ISO 8601 time with a zone "
+          "(2025-01-31T12:00:00Z), got '{}'",
+          in.path, e.time_utc));
+    e.unix_time = *when;
+    e.date = format_utc(*when, "%Y-%m-%d");
+    if (prov.contains("commit") && prov["commit"].is_string())
+      e.commit = prov["commit"].get<std::string>();
+    e.label = e.commit.empty()   ? file_stem(in.path)
+              : is_hex(e.commit) ? e.commit.substr(0, 7)
+                                 : shorten(e.commit, 12);
+    e.input = std::move(in);
+    out.push_back(std::move(e));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const HistoryEntry& a, const HistoryEntry& b) {
+    return a.unix_time < b.unix_time;
+  });
+  return out;
+}
+
+std::string format_history_html(const std::vector<HistoryEntry>& entries) {
+  if (entries.empty()) throw_bad_input("report --history: give at least one result JSON file");
+  const std::vector<TrendModel> models = build_trends(entries);
+  std::string title = "mpbench history";
+  for (size_t i = 0; i < models.size(); ++i) title += (i ? ", " : ": ") + models[i].model;
+  std::string h = page_open(title);
+  h += "<header><h1>mpbench history</h1>\n";
+  // The files are listed in the commits table at the end; the header says the span.
+  const HistoryEntry &oldest = entries.front(), &newest = entries.back();
+  h += fmt::format("<p>{} result file{} in the order of their provenance.time_utc, from {} to {}",
+                   entries.size(), entries.size() == 1 ? "" : "s", esc(at_commit(oldest)),
+                   esc(at_commit(newest)));
+  h += ".</p>\n";
+  {
+    std::vector<std::pair<const Report*, std::string>> named;
+    for (const HistoryEntry& e : entries) named.emplace_back(&e.input.report, e.label);
+    const bool one_env = std::all_of(named.begin(), named.end(), [&](const auto& n) {
+      return env_summary(*n.first) == env_summary(*named.front().first);
+    });
+    if (one_env && named.size() > 1) named = {{named.front().first, "all files"}};
+    h += env_lines(named);
+  }
+  h += "<nav>";
+  for (const TrendModel& m : models) h += "<a href=\"#" + m.id + "\">" + esc(m.model) + "</a>";
+  h += "<a href=\"#commits\">commits</a></nav></header>\n";
+  {
+    // A commit measured twice is two points: the rerun shows the noise between runs.
+    std::map<std::string, std::vector<std::string>> by_commit;
+    for (const HistoryEntry& e : entries)
+      if (!e.commit.empty()) by_commit[e.commit].push_back(e.input.path);
+    for (const auto& [commit, paths] : by_commit) {
+      if (paths.size() < 2) continue;
+      h += "<p class=\"note\">" +
+           esc(fmt::format("Commit {} has {} result files ({}): each is its own point.",
+                           commit.substr(0, 7), paths.size(), fmt::join(paths, ", "))) +
+           "</p>\n";
+    }
+  }
+  if (models.empty()) h += "<p class=\"note\">These files hold no runs.</p>\n";
+
+  std::vector<std::pair<std::string, std::string>> x_labels;
+  for (const HistoryEntry& e : entries) x_labels.emplace_back(e.label, e.date);
+  for (const TrendModel& m : models) {
+    h += "<section class=\"model\">\n";
+    h +=
+        fmt::format("<h2 id=\"{}\">{}{}</h2>\n", m.id, esc(m.model),
+                    m.family.empty() ? "" : " <span class=\"family\">" + esc(m.family) + "</span>");
+    h += fmt::format(
+        "<p class=\"meta\">{} series · {} commits · epoch time: the median, whiskers and band "
+        "min–max between the runs of a file with repetitions or seeds, else over the run's "
+        "epochs · memory: the training peak (every category but the dataset copy)</p>\n",
+        m.series.size(), entries.size());
+    double max_memory = 0;
+    for (const TrendSeries& s : m.series)
+      for (const TrendValue& v : s.at)
+        if (std::isfinite(v.memory)) max_memory = std::max(max_memory, v.memory);
+    const ByteUnit u = byte_unit(max_memory);
+    const Axis time_axis{"median epoch time (ms)", [](double v) { return format_general(v); }, 1};
+    const Axis memory_axis{std::string("training memory (") + u.name + ")",
+                           [](double v) { return format_general(v); }, u.scale};
+    h += "<div class=\"charts\">\n";
+    std::vector<std::string> notes;
+    for (const TrendSeries& s : m.series) {
+      std::vector<TrendPoint> time_pts, memory_pts;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const TrendValue& v = s.at[i];
+        TrendPoint t, mem;
+        if (!v.runs.empty()) {
+          t.value = v.median;
+          t.lo = v.lo;
+          t.hi = v.hi;
+          mem.value = v.memory;
+          if (!std::isfinite(v.median)) t.status = mem.status = v.status_name;
+          t.tooltip = time_tooltip(s, v, entries[i]);
+          mem.tooltip = memory_tooltip(s, v, entries[i]);
+        }
+        time_pts.push_back(std::move(t));
+        memory_pts.push_back(std::move(mem));
+      }
+      const std::string name = esc(s.label) + " <span class=\"sub\">" + esc(s.sub) + "</span>";
+      h += trend_figure(s.id + "-time", name + " <span class=\"sub\">epoch time</span>",
+                        trend_chart("chart-history-time", s.label + " epoch time over commits",
+                                    time_pts, x_labels, s.color, time_axis));
+      h += trend_figure(
+          s.id + "-memory", name + " <span class=\"sub\">training memory</span>",
+          trend_chart("chart-history-memory", s.label + " training memory over commits", memory_pts,
+                      x_labels, s.color, memory_axis));
+      for (std::string& n : trend_notes(s, entries)) notes.push_back(std::move(n));
+    }
+    h += "</div>\n";
+    if (!notes.empty()) {
+      h += "<ul class=\"notes\">";
+      for (const std::string& n : notes) h += "<li>" + esc(n) + "</li>";
+      h += "</ul>\n";
+    }
+    h += "</section>\n";
+  }
+
+  h += "<section>\n<h2 id=\"commits\">Commits</h2>\n<div class=\"card\"><div "
+       "class=\"table-wrap\"><table>\n<tr><th class=\"num\">#</th><th>commit</th><th>time "
+       "(UTC)</th><th>host</th><th>tool</th><th>file</th></tr>\n";
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const HistoryEntry& e = entries[i];
+    const Report& r = e.input.report;
+    std::string tool = tool_name(r);
+    if (auto v = json_check::text(r.tool, "version"); !v.empty()) tool += " " + v;
+    h += fmt::format(
+        "<tr><td class=\"num\">{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        i + 1, esc(e.commit.empty() ? "(none)" : e.commit), esc(e.time_utc),
+        esc(json_check::text(r.provenance, "host")), esc(tool), esc(e.input.path));
+  }
+  h += "</table></div></div>\n</section>\n";
+  h += page_close("Hover over a point for its numbers.");
+  return h;
+}
+
+std::string format_history_markdown(const std::vector<HistoryEntry>& entries) {
+  std::string md = fmt::format("# mpbench history\n\n{} result file{}, oldest first.\n\n",
+                               entries.size(), entries.size() == 1 ? "" : "s");
+  TextTable files;
+  files.head = {"#", "commit", "time (UTC)", "host", "file"};
+  files.right = {true, false, false, false, false};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const HistoryEntry& e = entries[i];
+    files.rows.push_back({std::to_string(i + 1), e.commit.empty() ? "(none)" : e.commit, e.time_utc,
+                          json_check::text(e.input.report.provenance, "host"), e.input.path});
+  }
+  md += render_markdown_table(files);
+  for (const TrendModel& m : build_trends(entries)) {
+    md += "\n## " + markdown_cell(m.model) + "\n";
+    for (const TrendSeries& s : m.series) {
+      md += "\n### " + markdown_cell(s.label + " · " + s.sub) + "\n\n";
+      TextTable t;
+      t.head = {"commit", "date", "epoch ms", "min–max", "over", "train mem", "status"};
+      t.right = {false, false, true, true, false, true, false};
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const TrendValue& v = s.at[i];
+        std::vector<std::string> row = {entries[i].label, entries[i].date};
+        if (v.runs.empty()) {
+          row.insert(row.end(), {"—", "—", "", "—", "not run"});
+        } else if (!std::isfinite(v.median)) {
+          row.insert(row.end(), {"—", "—", "", "—", v.status});
+        } else {
+          row.push_back(format_ms(v.median));
+          const bool spread = std::isfinite(v.lo) && std::isfinite(v.hi);
+          row.push_back(spread ? format_ms(v.lo) + "–" + format_ms(v.hi) : "—");
+          row.push_back(v.between_runs ? fmt::format("{} runs", v.ok_runs) : "epochs");
+          row.push_back(format_bytes(static_cast<size_t>(v.memory)));
+          row.push_back(v.ok_runs < v.runs.size()
+                            ? fmt::format("{} of {} ok; {}", v.ok_runs, v.runs.size(), v.status)
+                            : "ok");
+        }
+        t.rows.push_back(std::move(row));
+      }
+      md += render_markdown_table(t);
+    }
+  }
+  return md;
 }
 
 }  // namespace mpbench

@@ -23,6 +23,31 @@ struct ReportInput {
 std::string format_html(const std::vector<ReportInput>& inputs,
                         const std::vector<ProfileInput>& profiles = {});
 
+// `report --history`: result files of successive commits, one point each on the trend charts.
+struct HistoryEntry {
+  ReportInput input;
+  std::string time_utc;  // provenance.time_utc as written
+  double unix_time = 0;  // that instant in seconds since 1970 (UTC): the order of the points
+  std::string commit;    // provenance.commit; empty for a file written outside a git checkout
+  std::string label;     // on the axis: the commit's first 7 characters, else the file's stem
+  std::string date;      // YYYY-MM-DD (UTC), under the label
+};
+
+// The files in time order, oldest first (provenance.time_utc: ISO 8601 with Z or an offset;
+// equal times keep the order given). A file without provenance, or whose time does not parse, is
+// bad input naming it: without a time there is no order. Two files of one commit are both kept,
+// each its own point (a rerun shows the noise between runs).
+std::vector<HistoryEntry> order_history(std::vector<ReportInput> inputs);
+
+// The trend page: per model and mode (and tool, device, batch, CUDA graphs) a chart of the median
+// epoch time per commit, whiskers and band min-max (between the repetitions or seeds of a file
+// with several runs, else over the run's epochs), and one of the training memory (the largest of a
+// file's runs). A commit whose runs did not finish is a gap with a marker and a note; a commit
+// that did not run the mode is a gap. Self-contained as format_html's page.
+std::string format_history_html(const std::vector<HistoryEntry>& entries);
+// The same points as Markdown tables, one per model and mode.
+std::string format_history_markdown(const std::vector<HistoryEntry>& entries);
+
 // At most `max_points` (x, y) points for a per-step series: steps are averaged in equal buckets
 // (`use_min`: the bucket's minimum, which keeps loss-scale back-offs visible). Non-finite values
 // are left out of a bucket; a bucket with none becomes a NaN y, which the charts draw as a gap.

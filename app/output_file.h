@@ -5,9 +5,13 @@
 //   that a later `compare` or CI step would read as a result, nor a temporary file;
 // - a device, a FIFO or our own stdout/stderr (`/dev/null`, `/dev/stdout`) is written into,
 //   never renamed over: as root, renaming over /dev/null would replace the device;
-// - a symlink is written through to its target, as a shell's `>` does; the link stays.
+// - a symlink is written through to its target, as a shell's `>` does; the link stays. A loop
+//   of links is refused (ELOOP), as by the shell, never replaced by a regular file;
+// - whatever the final write will need is tried before any work (check_writable), so that a path
+//   that cannot be written is bad input (exit 2) up front, not a failure after the run.
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mpbench {
@@ -17,10 +21,33 @@ namespace mpbench {
 // temporary file is removed and Error(Runtime) is thrown: "cannot write <path>: <strerror>".
 void write_output(const std::string& path, const std::string& content);
 
-// Up-front check, before minutes of training, that `path` can be written: not empty, not a
-// directory, and its (target's) directory exists and is writable, or it is an existing device or
-// FIFO we may write. Throws Error(BadInput), e.g. "--json out/r.json: directory out does not
-// exist"; `option` ("--json") prefixes the message when given.
+struct FileContent {
+  std::string path;  // empty: not given, skipped by write_outputs
+  std::string content;
+};
+// write_output for each file with a path, every one attempted: one that cannot be written does
+// not cost the others. Then throws the first failure, if any.
+void write_outputs(const std::vector<FileContent>& files);
+
+// Writes `files` and then `index`, a file that names them, so that a reader who goes by the index
+// sees the old set complete, no index, or the new set complete, never the old index beside new
+// files: each regular file is first written whole under its temporary name; then the old index
+// is removed, the files are renamed into place, and the new index is written last. A failure or
+// an interruption before the old index is removed leaves the old set intact (and no temporary
+// file); after it, there is no index until the new set is complete.
+struct FileBytes {
+  std::string path;
+  std::string_view bytes;  // not copied: a dataset's arrays may be large
+};
+void write_output_set(const std::vector<FileBytes>& files, const FileBytes& index);
+
+// Up-front check, before minutes of training, that `path` can be written as write_output will
+// write it: not empty, not a directory, not a socket, not a loop of links; its (target's)
+// directory exists and is writable and really takes the temporary file (one is created and
+// removed: /proc, /sys, a read-only mount, a removed working directory or a name that ".tmp.PID"
+// makes too long fail here); or it is an existing device or FIFO we may write. Throws
+// Error(BadInput), e.g. "--json out/r.json: directory out does not exist"; `option` ("--json")
+// prefixes the message when given.
 void check_writable(const std::string& path, const std::string& option = "");
 
 struct OutputArg {
@@ -32,15 +59,34 @@ struct OutputArg {
 // the file they reach (links followed). Devices and FIFOs may be named more than once.
 void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std::string>& inputs);
 
-// SIGINT, SIGTERM and SIGHUP (unless ignored when we started): remove the temporary file of a
-// write in progress, print "mpbench: interrupted" and exit 128 + the signal (130, 143, 129).
+// SIGINT, SIGTERM and SIGHUP (unless ignored when we started): remove the temporary files of the
+// writes in progress, print "mpbench: interrupted" and exit 128 + the signal (130, 143, 129).
 void install_interrupt_handlers();
+
+// Stdout is an output like the files: a full disk (`>/dev/full`), a reader gone (`| head`, EPIPE)
+// or a closed descriptor (`>&-`) is an I/O error, exit 3 with one line, reported once the files
+// named by options are written. prepare_standard_streams, early in main: ignores SIGPIPE
+// (a write to a gone reader fails with EPIPE instead of killing us before the files), and puts
+// /dev/null on a closed fd 0, 1 or 2 (read-only for stdout, so the table still fails to be
+// written) so that no file we open takes the number and receives the table or the messages.
+void prepare_standard_streams();
+// Flushes std::cout and stdout; false (and the error kept for finish_stdout) when stdout failed
+// now or before.
+bool flush_stdout();
+// The exit code once stdout is flushed: `exit_code` when stdout is fine; else 3 with
+// "mpbench: cannot write stdout: <why>" on stderr, unless the exit code already reports a failure
+// that said why in its own line (2, 3, 128 + a signal).
+int finish_stdout(int exit_code);
 
 namespace detail {
 // write_output with a hook called after the temporary file is complete and before the rename,
 // so that tests can interrupt a write at its most delicate point.
 void write_output(const std::string& path, const std::string& content,
                   const std::function<void()>& before_rename);
+// write_output_set with a hook called at each stage ("staged <path>", "old index removed",
+// "renamed <path>", "index staged"), so that tests can interrupt it at every step.
+void write_output_set(const std::vector<FileBytes>& files, const FileBytes& index,
+                      const std::function<void(const std::string&)>& at);
 }  // namespace detail
 
 }  // namespace mpbench

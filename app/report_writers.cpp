@@ -67,7 +67,8 @@ std::string format_csv(const Report& report) {
                                   "skipped_steps",
                                   "final_loss_scale",
                                   "seed",
-                                  "repetition"};
+                                  "repetition",
+                                  "flags"};
   std::string out;
   for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
   out += "\n";
@@ -110,6 +111,7 @@ std::string format_csv(const Report& report) {
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",
           r->seed ? std::to_string(*r->seed) : "",
           r->repetition ? std::to_string(*r->repetition) : "",
+          fmt::format("{}", fmt::join(run_flags(*r, report.runs), ";")),
       };
       for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csv_field(f[i]);
       out += "\n";
@@ -203,8 +205,12 @@ std::string format_markdown(const Report& report) {
       for (const std::string& c : cells) out += " " + markdown_cell(c) + " |";
       out += "\n";
     }
+    const std::vector<std::string> notes = table_notes(group, report);
+    if (!notes.empty()) out += "\n";
+    for (const std::string& n : notes) out += "- note: " + markdown_cell(n) + "\n";
   }
   if (report.runs.empty()) out += "\nno runs\n";
+  if (const auto note = emulation_note(report)) out += "\n_note: " + markdown_cell(*note) + "_\n";
   return out;
 }
 

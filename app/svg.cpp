@@ -360,5 +360,121 @@ std::string stacked_chart(const std::string& kind, const std::string& aria,
   return legend_html(items) + s;
 }
 
+// A trend over commits (`report --history`): one series, its spread as whiskers and a faint
+// band, gaps where a commit has no value, and every point's numbers in data- attributes.
+std::string trend_chart(const std::string& kind, const std::string& aria,
+                        const std::vector<TrendPoint>& pts,
+                        const std::vector<std::pair<std::string, std::string>>& x_labels,
+                        const std::string& color, const Axis& axis, double H) {
+  const double W = kBarW, L = 64, R = 18, T = 14, B = 62, pad = 18;
+  const double pw = W - L - R, ph = H - T - B;
+  const size_t n = pts.size();
+  auto finite = [](double v) { return std::isfinite(v); };
+  auto has_spread = [&](const TrendPoint& p) {
+    return finite(p.value) && finite(p.lo) && finite(p.hi) && p.hi >= p.lo;
+  };
+  double max_v = 0;
+  bool any = false;
+  for (const TrendPoint& p : pts) {
+    if (!finite(p.value)) continue;
+    any = true;
+    max_v = std::max(max_v, p.value);
+    if (has_spread(p)) max_v = std::max(max_v, p.hi);
+  }
+  if (!(max_v > 0)) max_v = axis.scale;
+  const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
+  const double top_v = std::max(max_v, ticks.back() * axis.scale);
+  auto X = [&](size_t i) {
+    return n < 2 ? L + pw / 2 : L + pad + (pw - 2 * pad) * double(i) / double(n - 1);
+  };
+  auto Y = [&](double v) { return T + ph * (1 - std::clamp(v / top_v, 0.0, 1.0)); };
+  // Data values exactly (the shortest text that reads back as the same double).
+  auto exact = [](double v) { return fmt::format("{}", v); };
+
+  std::string s = svg_open(kind, W, H, aria);
+  for (double t : ticks) {
+    const double y = Y(t * axis.scale);
+    s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(L),
+                     px(L + pw), px(y), px(y));
+    s += text(L - 6, y + 4, axis.tick_text(t), "tick", "end");
+  }
+  // Commit labels, thinned so that they do not overlap; the newest is always labelled.
+  const double spacing = n < 2 ? pw : (pw - 2 * pad) / double(n - 1);
+  const size_t every = std::max<size_t>(1, static_cast<size_t>(std::ceil(54 / spacing)));
+  for (size_t i = 0; i < n; ++i) {
+    s += fmt::format("<path class=\"axis\" d=\"M{} {}v4\"/>\n", px(X(i)), px(T + ph));
+    if ((n - 1 - i) % every != 0 || i >= x_labels.size()) continue;
+    s += text(X(i), T + ph + 16, shorten(x_labels[i].first, 12), "tick commit", "middle");
+    s += text(X(i), T + ph + 29, x_labels[i].second, "tick date", "middle");
+  }
+  s += fmt::format("<path class=\"axis\" d=\"M{} {}V{}H{}\"/>\n", px(L), px(T), px(T + ph),
+                   px(L + pw));
+  s += text(L + pw / 2, H - 8, "commit, oldest to newest", "axis-label", "middle");
+  s += fmt::format(
+      "<text class=\"axis-label\" text-anchor=\"middle\" transform=\"translate(16 {}) "
+      "rotate(-90)\">{}</text>\n",
+      px(T + ph / 2), html_escape(axis.label));
+  if (!any) s += text(L + pw / 2, T + ph / 2, "no finite values to plot", "status", "middle");
+
+  // The band: one polygon per run of neighbouring points that all have a spread.
+  for (size_t i = 0; i < n;) {
+    if (!has_spread(pts[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j + 1 < n && has_spread(pts[j + 1])) ++j;
+    if (j > i) {
+      std::string d;
+      for (size_t k = i; k <= j; ++k)
+        d += fmt::format("{}{} {}", k == i ? "M" : "L", px(X(k)), px(Y(pts[k].hi)));
+      for (size_t k = j + 1; k-- > i;) d += fmt::format("L{} {}", px(X(k)), px(Y(pts[k].lo)));
+      s += fmt::format("<path class=\"band\" d=\"{}Z\" fill=\"{}\"/>\n", d, color);
+    }
+    i = j + 1;
+  }
+  // The line, broken where a commit has no value.
+  std::string d;
+  bool pen = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!finite(pts[i].value)) {
+      pen = false;
+      continue;
+    }
+    d += fmt::format("{}{} {}", pen ? "L" : "M", px(X(i)), px(Y(pts[i].value)));
+    pen = true;
+  }
+  if (!d.empty()) s += fmt::format("<path class=\"series\" d=\"{}\" stroke=\"{}\"/>\n", d, color);
+
+  for (size_t i = 0; i < n; ++i) {
+    const TrendPoint& p = pts[i];
+    const std::string commit = i < x_labels.size() ? html_escape(x_labels[i].first) : "";
+    if (finite(p.value)) {
+      std::string spread;
+      if (has_spread(p)) {
+        s += fmt::format("<path class=\"whisker\" d=\"M{} {}V{}M{} {}h6M{} {}h6\"/>\n", px(X(i)),
+                         px(Y(p.lo)), px(Y(p.hi)), px(X(i) - 3), px(Y(p.lo)), px(X(i) - 3),
+                         px(Y(p.hi)));
+        spread = fmt::format(" data-lo=\"{}\" data-hi=\"{}\"", exact(p.lo), exact(p.hi));
+      }
+      s += fmt::format(
+          "<circle class=\"trend-point\" cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" data-x=\"{}\" "
+          "data-commit=\"{}\" data-value=\"{}\"{}><title>{}</title></circle>\n",
+          px(X(i)), px(Y(p.value)), color, i, commit, exact(p.value), spread,
+          html_escape(p.tooltip));
+    } else if (!p.status.empty()) {
+      // A cross on the x axis: this commit has a result, but not a number.
+      const double x = X(i), y = T + ph - 7;
+      s += fmt::format(
+          "<g class=\"trend-status\" data-x=\"{}\" data-commit=\"{}\" data-status=\"{}\">"
+          "<title>{}</title><path class=\"cross\" d=\"M{} {}l8 8m0 -8l-8 8\"/>\n",
+          i, commit, html_escape(p.status), html_escape(p.tooltip), px(x - 4), px(y - 4));
+      s += text(x, y - 9, shorten(p.status, 12), "status", "middle");
+      s += "</g>\n";
+    }
+  }
+  return s + "</svg>\n";
+}
+
 }  // namespace svg
 }  // namespace mpbench

@@ -4,6 +4,7 @@
 // JavaScript and no external resources: the page must render offline. Nothing here knows of
 // runs or results; app/html_report.cpp turns those into bars, stacks and lines.
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,6 +94,25 @@ std::string stacked_chart(const std::string& kind, const std::string& aria,
                           const std::vector<std::pair<std::string, std::string>>& keys,
                           const std::string& axis_label, double scale,
                           const std::function<std::string(size_t, size_t, double)>& tip);
+
+// One point per commit of a `report --history` trend. A point with a finite value is drawn as a
+// circle carrying its data (data-x: its index, data-commit: its x label, data-value, data-lo,
+// data-hi: the exact numbers in the caller's units) for tools and tests to read back; a NaN value
+// is a gap in the line, marked on the x axis when `status` says why (a run that did not finish).
+struct TrendPoint {
+  double value = std::numeric_limits<double>::quiet_NaN();
+  double lo = std::numeric_limits<double>::quiet_NaN();  // the spread: a whisker, and a band
+  double hi = std::numeric_limits<double>::quiet_NaN();  // across neighbouring points; NaN: none
+  std::string status;                                    // with a NaN value: "oom", "diverged"
+  std::string tooltip;
+};
+
+// A trend over commits: x = the points' positions, evenly spaced, labelled by (commit, date)
+// (thinned from the newest back when they would overlap), y from 0 in `axis` units.
+std::string trend_chart(const std::string& kind, const std::string& aria,
+                        const std::vector<TrendPoint>& pts,
+                        const std::vector<std::pair<std::string, std::string>>& x_labels,
+                        const std::string& color, const Axis& axis, double H = 240);
 
 }  // namespace svg
 }  // namespace mpbench

@@ -16,6 +16,14 @@ Pairs of `mpbench run` on the same specs, one after the other, each pair judged 
 --repeat 1 gives runs without `--repeat` (one run a side), as the gate took them before it judged
 time between repetitions; pass an older mpbench with --mpbench to measure that gate. Prints one
 line per pair and the rate at the end; a speed is never asserted. Needs Linux (taskset).
+
+--baselines K (K > 1): the baseline side is K files, made once at the start in K processes (a
+baseline remade K times on the runner, README's recipe) and given as --baseline each; every
+pair is then one current run judged against them.
+
+--keep DIR keeps each pair's files (DIR/<mode>-<i>-base.json, -cur.json); --rejudge DIR judges
+such kept pairs again without running anything (another mpbench, other compare options given
+after --, e.g. -- --time-threshold 10%), so that two gates are compared on the same runs.
 """
 import argparse
 import json
@@ -46,29 +54,52 @@ def main():
     p.add_argument("--mode", choices=("identical", "slowdown"), default="identical")
     p.add_argument("--label", default="")
     p.add_argument("--hog-nice", type=int, default=5)
+    p.add_argument("--baselines", type=int, default=1)
+    p.add_argument("--keep", help="keep each pair's result files in this folder")
+    p.add_argument("--rejudge", help="judge the pairs kept in this folder again; run nothing")
+    p.add_argument("compare_args", nargs="*", help="extra `mpbench compare` options, after --")
     p.add_argument("--configs", nargs="+",
                    default=["configs/tiny_mlp.json", "configs/tiny_resnet.json"])
     args = p.parse_args()
 
     fails = 0
     verdicts = {}
+    keep = args.keep or args.rejudge
+    if keep:
+        os.makedirs(keep, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
+        shared = []
+        for k in range(args.baselines if args.baselines > 1 and not args.rejudge else 0):
+            shared.append(os.path.join(keep or d, f"{args.mode}-baseline-{k + 1}.json"))
+            run_mpbench(args, shared[-1], args.mode == "slowdown")
+        if args.rejudge and args.baselines > 1:
+            shared = [os.path.join(keep, f"{args.mode}-baseline-{k + 1}.json")
+                      for k in range(args.baselines)]
         for i in range(args.pairs):
-            base, cur, cmp = (os.path.join(d, n) for n in ("base.json", "cur.json", "cmp.json"))
-            pin = args.mode == "slowdown"
-            run_mpbench(args, base, pin)
-            hog = None
-            if args.mode == "slowdown":
-                hog = subprocess.Popen(["taskset", "-c", "0", "nice", "-n", str(args.hog_nice),
-                                        sys.executable, "-c", "while True: pass"])
-                time.sleep(0.2)
-            try:
-                run_mpbench(args, cur, pin)
-            finally:
-                if hog:
-                    hog.kill()
-                    hog.wait()
-            rc = subprocess.run([args.mpbench, "compare", base, cur, "--json", cmp],
+            stem = os.path.join(keep or d, f"{args.mode}-{i + 1}")
+            base, cur, cmp = stem + "-base.json", stem + "-cur.json", os.path.join(d, "cmp.json")
+            if args.rejudge:
+                if not os.path.exists(cur) or not (shared or os.path.exists(base)):
+                    break
+            else:
+                pin = args.mode == "slowdown"
+                if not shared:
+                    run_mpbench(args, base, pin)
+                hog = None
+                if args.mode == "slowdown":
+                    hog = subprocess.Popen(["taskset", "-c", "0", "nice", "-n",
+                                            str(args.hog_nice), sys.executable, "-c",
+                                            "while True: pass"])
+                    time.sleep(0.2)
+                try:
+                    run_mpbench(args, cur, pin)
+                finally:
+                    if hog:
+                        hog.kill()
+                        hog.wait()
+            sides = [x for b in shared for x in ("--baseline", b)] + [cur] if shared else [base, cur]
+            rc = subprocess.run([args.mpbench, "compare", *sides, "--json", cmp,
+                                 *args.compare_args],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
             rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
             for r in rows:
@@ -80,7 +111,8 @@ def main():
             if os.path.exists(cmp):
                 os.remove(cmp)
     what = "false alarms" if args.mode == "identical" else "detections"
-    print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat}: {what} "
+    print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat} "
+          f"baselines {max(args.baselines, 1)}: {what} "
           f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}")
 
 

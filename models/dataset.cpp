@@ -20,6 +20,9 @@ namespace mpbench {
 
 namespace {
 
+// The synthetic mlp task's prototypes, num_classes x sub-clusters x input_dim floats: 1 GiB.
+constexpr double kMaxPrototypeFloats = 268435456.0;  // 2^28
+
 // Streams of one seed: prototypes, train split, eval split.
 enum Stream : uint64_t { kPrototypes = 0, kTrain = 1, kEval = 2 };
 
@@ -76,6 +79,19 @@ std::vector<int64_t> read_idx_header(const std::string& path, std::ifstream& in,
 
 }  // namespace
 
+void check_synthetic_data(const Spec& spec) {
+  const auto* m = std::get_if<MlpSpec>(&spec.model);
+  if (!m || spec.data.type != "synthetic") return;
+  const int k = SyntheticMlpTask{}.subclusters;
+  const double floats = static_cast<double>(m->num_classes) * k * static_cast<double>(m->input_dim);
+  if (floats > kMaxPrototypeFloats) {
+    throw_bad_input(fmt::format(
+        "{}: model: expected model.num_classes x {} sub-clusters x model.input_dim at most {:.0f} "
+        "prototype values for data.type \"synthetic\", got {} x {} x {} = {:.3g}",
+        spec.source_path, k, kMaxPrototypeFloats, m->num_classes, k, m->input_dim, floats));
+  }
+}
+
 Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, int64_t n_eval,
                            uint64_t seed, const SyntheticMlpTask& task,
                            const DataProgress& progress) {
@@ -89,7 +105,8 @@ Dataset make_synthetic_mlp(int64_t input_dim, int num_classes, int64_t n_train, 
 
   const int k = task.subclusters;
   const double proto_floats = static_cast<double>(num_classes) * k * static_cast<double>(input_dim);
-  if (proto_floats > 268435456.0) {
+  // A spec never gets here over the cap: parse_spec refuses it (check_synthetic_data).
+  if (proto_floats > kMaxPrototypeFloats) {
     throw_bad_input(
         fmt::format("synthetic data: {} classes x {} sub-clusters x {} dims = {:.3g} "
                     "prototype floats, more than the 2^28 supported",

@@ -85,6 +85,20 @@ std::string json_message(const std::string& what) {
     const size_t colon = s.find(": ");
     if (colon != std::string::npos) s = s.substr(colon + 2);
   }
+  // "last read: '<token>'" echoes the file: a 100 KB string token is cut to its start.
+  const std::string last = "last read: '";
+  const size_t from = s.find(last);
+  if (from != std::string::npos) {
+    const size_t begin = from + last.size();
+    size_t end = s.rfind("'; ");
+    if (end == std::string::npos || end < begin) end = s.size() - (s.back() == '\'' ? 1 : 0);
+    constexpr size_t kMaxToken = 60;
+    if (end > begin + kMaxToken) {
+      size_t cut = begin + kMaxToken;
+      while (cut > begin && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
+      s.replace(cut, end - cut, "...");
+    }
+  }
   return s;
 }
 
@@ -119,6 +133,17 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
 
 json parse_json_text(const std::string& text, const std::string& path,
                      const json::parser_callback_t& callback) {
+  // nlohmann reads a NUL byte as the end of the input, so that "{...}\0{...}" would parse as its
+  // first value; JSON text holds no raw NUL anywhere (in a string it is written \u0000).
+  const size_t nul = text.find('\0');
+  if (nul != std::string::npos) {
+    const auto [line, col] = line_col(text, nul + 1);
+    throw_bad_input(
+        fmt::format("{}:{}:{}: JSON syntax error: {}", path, line, col,
+                    json::accept(text.begin(), text.begin() + nul)
+                        ? "bytes after the JSON value, from a NUL byte"
+                        : "a NUL byte (JSON text has none; in a string it is \\u0000)"));
+  }
   try {
     return json::parse(text, callback);
   } catch (const json::parse_error& e) {

@@ -26,7 +26,9 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
 
 // Parses JSON text from `path`: a syntax error is "<path>:<line>:<col>: JSON syntax error: ...",
 // a number beyond double range "<path>: JSON error: number overflow parsing '1e400'", both
-// BadInput. `callback` (nlohmann's parser callback) may veto or check elements as they come.
+// BadInput; so is a NUL byte anywhere (nlohmann would take it for the end of the input and accept
+// "{...}\0 anything"), and bytes after the value. `callback` (nlohmann's parser callback) may veto
+// or check elements as they come.
 nlohmann::json parse_json_text(const std::string& text, const std::string& path,
                                const nlohmann::json::parser_callback_t& callback = nullptr);
 

@@ -185,8 +185,7 @@ DataSpec read_data(const Ctx& ctx, const json& obj, const std::string& path) {
     namespace fs = std::filesystem;
     const fs::path base = fs::path(ctx.file).parent_path();
     for (int i = 0; i < 4; ++i) {
-      const std::string p = r.string(kIdxFiles[i], std::nullopt);
-      if (p.empty()) ctx.fail(r.sub(kIdxFiles[i]), "expected a file path, got \"\"");
+      const std::string p = r.file_path(kIdxFiles[i]);
       fs::path resolved = fs::path(p).is_absolute() ? fs::path(p) : base / p;
       *idx_field(d, i) = fs::absolute(resolved).lexically_normal().string();
     }
@@ -230,8 +229,8 @@ std::vector<std::string> read_string_list(const ObjectReader& r, const std::stri
     }
     auto it = std::find(out.begin(), out.end(), s);
     if (it != out.end()) {
-      r.ctx().fail(
-          p, fmt::format("duplicate \"{}\" (already at {}[{}])", s, r.sub(key), it - out.begin()));
+      r.ctx().fail(p, fmt::format("duplicate \"{}\" (already at {}[{}])", clip(s), r.sub(key),
+                                  it - out.begin()));
     }
     out.push_back(s);
   }
@@ -340,6 +339,7 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   s.fp32_layers = read_string_list(top, "fp32_layers", false, "a list of distinct layer names");
   if (family.check) family.check(ctx, s);
   check_sizes(ctx, s);
+  check_synthetic_data(s);
   return s;
 }
 
@@ -387,7 +387,8 @@ void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& laye
     const std::string& name = spec.fp32_layers[i];
     if (std::find(layer_names.begin(), layer_names.end(), name) == layer_names.end()) {
       throw_bad_input(fmt::format("{}: fp32_layers[{}]: unknown layer \"{}\" (expected one of: {})",
-                                  spec.source_path, i, name, join_quoted(layer_names, false)));
+                                  spec.source_path, i, clip(name),
+                                  join_quoted(layer_names, false)));
     }
   }
 }

@@ -158,6 +158,11 @@ nlohmann::json to_json(const Spec& spec);
 // this for MLPs.
 void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names);
 
+// The limits of the synthetic data a spec asks for, checked before anything is made (defined in
+// models/dataset.cpp, which makes the data): BadInput "<file>: model: expected ...". parse_spec
+// applies it, so that `validate` refuses what `run` would.
+void check_synthetic_data(const Spec& spec);
+
 // A value put into the spec's JSON at `path` (e.g. {"train", "batch_size"}); `what` names it in an
 // error, e.g. "--batch-size 64".
 struct SpecOverride {

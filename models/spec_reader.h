@@ -23,6 +23,10 @@ using json = nlohmann::json;
 
 // A value for a message: its JSON text, cut at 60 characters.
 std::string render(const json& v);
+// User text (a key, a name, an argument) quoted into a message: at most `max_bytes`, cut at a
+// UTF-8 character boundary and marked "..." where cut, so that a 100 KB key is not echoed whole.
+constexpr size_t kMaxQuoted = 200;
+std::string clip(const std::string& s, size_t max_bytes = kMaxQuoted);
 // "a, b" or "\"a\", \"b\"".
 std::string join_quoted(const std::vector<std::string>& names, bool quote);
 
@@ -65,7 +69,8 @@ class ObjectReader {
     if (!obj_.is_object()) ctx_.fail(path_, "expected a JSON object, got " + render(obj_));
     for (const auto& [key, value] : obj_.items()) {
       if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
-        ctx_.fail(sub(key), "unknown key (expected one of: " + join_quoted(keys_, false) + ")");
+        ctx_.fail(sub(clip(key)),
+                  "unknown key (expected one of: " + join_quoted(keys_, false) + ")");
       }
     }
   }
@@ -93,14 +98,17 @@ class ObjectReader {
     return to_int(v, path, r);
   }
 
-  // A value the math uses as a float (learning rates, the initial loss scale).
+  // A value the math uses as a float (learning rates, betas, the initial loss scale).
   float real(const std::string& key, RealRange r, float def) const {
     const double d = real64(key, r, def);
-    // A value that does not survive the trip to float (1e-50, 1e50) is as wrong as one out of
-    // range.
+    // The range holds for the value as the trainer uses it: one that does not survive the trip
+    // to float (1e-50, 1e50), or leaves the range on it (0.99999999 rounds to 1), is as wrong as
+    // one out of range.
     const float f = static_cast<float>(d);
-    if (!std::isfinite(f) || (d != 0 && f == 0)) {
-      ctx_.fail(sub(key), "expected " + r.text() + ", got " + render(*find(key, false, "")));
+    if (!std::isfinite(f) || (d != 0 && f == 0) || !r.contains(static_cast<double>(f))) {
+      ctx_.fail(sub(key), fmt::format("expected {}, got {}, which is {} as the 32-bit float it is "
+                                      "used as",
+                                      r.text(), render(*find(key, false, "")), f));
     }
     return f;
   }
@@ -128,6 +136,17 @@ class ObjectReader {
     if (!v) return *def;
     if (!v->is_string()) ctx_.fail(sub(key), "expected a string, got " + render(*v));
     return v->get<std::string>();
+  }
+
+  // A file path: a non-empty string without NUL ("\u0000" would cut the path short at the
+  // system call and open another file).
+  std::string file_path(const std::string& key) const {
+    const std::string p = string(key, std::nullopt);
+    if (p.empty() || p.find('\0') != std::string::npos) {
+      ctx_.fail(sub(key), "expected a file path (non-empty, without \\u0000), got " +
+                              render(*find(key, false, "")));
+    }
+    return p;
   }
 
   // One of `names`; the message lists them.
@@ -208,8 +227,9 @@ struct DuplicateKeyCheck {
         break;
       case json::parse_event_t::key: {
         Frame& f = stack.back();
-        f.last_key = parsed.get<std::string>();
-        if (!f.keys.insert(f.last_key).second) ctx->fail(child_path(), "duplicate key");
+        std::string key = parsed.get<std::string>();
+        f.last_key = clip(key);  // for paths in messages
+        if (!f.keys.insert(std::move(key)).second) ctx->fail(child_path(), "duplicate key");
         break;
       }
       case json::parse_event_t::value:

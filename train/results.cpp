@@ -204,9 +204,37 @@ json to_json(const RunResult& r) {
   return j;
 }
 
+double repetition_cv(const RunResult& r, const std::vector<RunResult>& all) {
+  std::vector<double> medians;
+  for (const RunResult& x : all)
+    if (x.status == RunStatus::Ok && x.model == r.model && x.precision == r.precision &&
+        x.device == r.device && x.cuda_graphs == r.cuda_graphs && x.batch_size == r.batch_size &&
+        x.seed == r.seed && x.repetition.has_value() == r.repetition.has_value())
+      medians.push_back(x.epoch_time_ms.median);
+  if (!r.repetition || medians.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  return compute_time_stats(medians).cv;
+}
+
+std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all) {
+  std::vector<std::string> f;
+  if (r.device == "cpu" && r.precision != "fp32") f.push_back("emulated");
+  if (r.status != RunStatus::Ok) return f;
+  if (r.epochs.size() >= 3 && r.epoch_time_ms.cv > kNoisyCv) f.push_back("noisy");
+  if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
+  for (const Fp8TensorSeries& t : r.fp8_scaling)
+    if (t.clipped_steps > 0) {
+      f.push_back("fp8-clipped");
+      break;
+    }
+  return f;
+}
+
 json to_json(const Report& r) {
   json runs = json::array();
-  for (const RunResult& run : r.runs) runs.push_back(to_json(run));
+  for (const RunResult& run : r.runs) {
+    runs.push_back(to_json(run));
+    runs.back()["flags"] = run_flags(run, r.runs);  // recomputed, not read back
+  }
   json specs = json::array();
   for (const json& s : r.specs) specs.push_back(s);
   json out = {{"schema_version", 1},        {"tool", r.tool.is_null() ? json::object() : r.tool},

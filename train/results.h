@@ -107,6 +107,25 @@ struct RunResult {
   size_t conv_workspace_bytes = 0;
 };
 
+// Epoch times (or the median epoch times of a run's repetitions) that vary by more than this
+// (coefficient of variation) make a run's time and speedup unreliable; on a quiet GPU they vary
+// by well under 2%.
+inline constexpr double kNoisyCv = 0.10;
+
+// What a reader must know before trusting a run's numbers, as short names that travel with them
+// (the JSON's `flags`, the CSV's flags column, the notes under the console and Markdown tables):
+//   emulated           a CPU run of tf32/16-bit/fp8: times of the reference's emulated numerics,
+//                      not of low-precision hardware
+//   noisy              its epoch times (3 or more) vary by more than kNoisyCv
+//   noisy-repetitions  the median epoch times of its repetitions (`run --repeat`) vary by more
+//                      than kNoisyCv
+//   fp8-clipped        at some step an FP8 tensor's amax outgrew its delayed scale
+// `all` holds the run's repetitions (the report's runs).
+std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all);
+// The spread (cv) of the median epoch times of r's repetitions that trained ok, r included; NaN
+// when it has fewer than two.
+double repetition_cv(const RunResult& r, const std::vector<RunResult>& all);
+
 // peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.
 nlohmann::json to_json(const MemoryReport& m);
 nlohmann::json to_json(const RunResult& r);

@@ -128,26 +128,31 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
   return est;
 }
 
-RatioEstimate hierarchical_median_ratio(const std::vector<std::vector<double>>& baseline,
-                                        const std::vector<std::vector<double>>& current,
-                                        int resamples, uint64_t seed) {
+RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,
+                                        uint64_t seed) {
   RatioEstimate est;
-  // Each side's repetitions: their usable epoch times, sorted (for median_of_resample).
-  auto clean = [](const std::vector<std::vector<double>>& side) {
-    std::vector<std::vector<double>> out;
-    for (const auto& rep : side) {
-      std::vector<double> t = positive_finite(rep);
-      if (t.empty()) continue;
-      std::sort(t.begin(), t.end());
-      out.push_back(std::move(t));
+  // Each side's files, each file's repetitions: their usable epoch times, sorted (for
+  // median_of_resample); empty repetitions and files left out.
+  auto clean = [](const Runs& side) {
+    Runs out;
+    for (const auto& file : side) {
+      std::vector<std::vector<double>> reps;
+      for (const auto& rep : file) {
+        std::vector<double> t = positive_finite(rep);
+        if (t.empty()) continue;
+        std::sort(t.begin(), t.end());
+        reps.push_back(std::move(t));
+      }
+      if (!reps.empty()) out.push_back(std::move(reps));
     }
     return out;
   };
-  const auto b = clean(baseline), c = clean(current);
+  const Runs b = clean(baseline), c = clean(current);
   if (b.empty() || c.empty()) return est;
-  auto median_of_medians = [](const std::vector<std::vector<double>>& side) {
+  auto median_of_medians = [](const Runs& side) {
     std::vector<double> m;
-    for (auto rep : side) m.push_back(median_of(rep));
+    for (const auto& file : side)
+      for (auto rep : file) m.push_back(median_of(rep));
     return median_of(m);
   };
   est.ratio = median_of_medians(c) / median_of_medians(b);
@@ -155,17 +160,19 @@ RatioEstimate hierarchical_median_ratio(const std::vector<std::vector<double>>& 
   uint64_t state = seed;
   Rng rng(seed, 1);
   std::vector<double> scratch, medians;
-  auto resample = [&](const std::vector<std::vector<double>>& side) {
+  auto rep_median = [&](const std::vector<double>& rep) {
+    if (rep.size() > kDirectResampleMax) return median_of_resample(rep, rng);
+    scratch.resize(rep.size());
+    for (double& x : scratch) x = rep[below(state, rep.size())];
+    return median_of(scratch);
+  };
+  // Files, then the repetitions within each drawn file, then the epochs within each repetition.
+  auto resample = [&](const Runs& side) {
     medians.clear();
-    for (size_t i = 0; i < side.size(); ++i) {
-      const std::vector<double>& rep = side[below(state, side.size())];
-      if (rep.size() > kDirectResampleMax) {
-        medians.push_back(median_of_resample(rep, rng));
-        continue;
-      }
-      scratch.resize(rep.size());
-      for (double& x : scratch) x = rep[below(state, rep.size())];
-      medians.push_back(median_of(scratch));
+    for (size_t f = 0; f < side.size(); ++f) {
+      const auto& file = side[below(state, side.size())];
+      for (size_t i = 0; i < file.size(); ++i)
+        medians.push_back(rep_median(file[below(state, file.size())]));
     }
     return median_of(medians);
   };

@@ -26,15 +26,17 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
                                      const std::vector<double>& current, int resamples,
                                      uint64_t seed);
 
-// The same ratio over repetitions (runs), for `compare`: each side's statistic is the median
-// over its repetitions of each repetition's median epoch time, and the 95% percentile interval
-// comes from a hierarchical bootstrap (draw the repetitions with replacement, then each drawn
-// repetition's epochs with replacement), so that it holds the variation between runs, which is
-// most of the noise, as well as within them. Deterministic for a given seed; repetitions with no
-// usable sample are left out.
-RatioEstimate hierarchical_median_ratio(const std::vector<std::vector<double>>& baseline,
-                                        const std::vector<std::vector<double>>& current,
-                                        int resamples, uint64_t seed);
+// The same ratio over repetitions (runs), for `compare`. A side is its files (runs in separate
+// processes: baselines remade on the runner), each file its repetitions (`run --repeat`), each
+// repetition its epoch times. Each side's statistic is the median over all its repetitions of
+// each repetition's median epoch time; the 95% percentile interval comes from a hierarchical
+// bootstrap (draw the files with replacement, then the repetitions within each drawn file, then
+// each drawn repetition's epochs), so that it holds the variation between processes and between
+// runs, which is most of the noise, as well as within them. Deterministic for a given seed;
+// repetitions with no usable sample are left out.
+using Runs = std::vector<std::vector<std::vector<double>>>;
+RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,
+                                        uint64_t seed);
 
 // Mean and sample standard deviation (n - 1; 0 for a single value).
 struct MeanStd {

@@ -48,6 +48,7 @@ void format_everything(const Report& r) {
     const Comparison c = compare_reports(*base, *current, CompareOptions{});
     (void)format_compare_console(c);
     (void)format_compare_markdown(c, "baseline.json", "current.json");
+    (void)format_compare_junit(c, "baseline.json", "current.json");
     (void)compare_to_json(c).dump(2);
   }
 }

@@ -49,6 +49,12 @@ const char* kTwoByTwo = R"({"name": "r", "model": {"type": "resnet_bottleneck",
   "num_classes": 2}, "data": {"train_samples": 4, "eval_samples": 2},
   "train": {"batch_size": 2, "epochs": 1}})";
 
+// 128 classes x 4 sub-clusters x 2^20 inputs: 2^29 prototype floats for the synthetic data,
+// over its 2^28; every other limit holds.
+const char* kPrototypes = R"({"name": "p", "model": {"type": "mlp", "input_dim": 1048576,
+  "hidden": [], "num_classes": 128}, "data": {"train_samples": 128, "eval_samples": 1},
+  "train": {"batch_size": 128, "epochs": 1}})";
+
 std::string with(const std::string& from, const std::string& to) {
   std::string s = kGood;
   auto pos = s.find(from);
@@ -158,6 +164,87 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"explain one mode", "explain {spec} --precisions fp32", kGood, "--precisions"},
       {"one seed", "run {spec} --seeds 1", kGood, "--seeds"},
       {"explain unknown mode", "explain {spec} --precisions fp32,fp8", kGood, "fp8"},
+      // Issue 25 class 7: what run refuses, validate refuses, in the same words.
+      {"validate prototype cap", "validate {spec}", kPrototypes,
+       "spec.json: model: expected model.num_classes x 4 sub-clusters x model.input_dim at most "
+       "268435456 prototype values"},
+      {"run prototype cap", "run {spec} --device cpu", kPrototypes,
+       "spec.json: model: expected model.num_classes x 4 sub-clusters"},
+      {"beta1 that rounds to 1", "validate {spec}",
+       with("\"epochs\": 1", "\"epochs\": 1, \"optimizer\": {\"beta1\": 0.99999999}"),
+       "spec.json: train.optimizer.beta1: expected a number in [0, 1), got 0.99999999"},
+      {"beta2 that rounds to 1", "validate {spec}",
+       with("\"epochs\": 1", "\"epochs\": 1, \"optimizer\": {\"beta2\": 0.99999999}"),
+       "spec.json: train.optimizer.beta2: expected a number in [0, 1)"},
+      {"momentum that rounds to 1", "validate {spec}",
+       with("\"epochs\": 1",
+            "\"epochs\": 1, \"optimizer\": {\"type\": \"sgd\", \"momentum\": 0.99999999}"),
+       "spec.json: train.optimizer.momentum: expected a number in [0, 1)"},
+      {"NUL then a second value", "validate {spec}",
+       std::string(kGood) + std::string("\0{\"name\": \"u\"}", 15),
+       "spec.json:3:44: JSON syntax error: bytes after the JSON value"},
+      {"trailing word", "run {spec}", std::string(kGood) + " x",
+       "spec.json:3:45: JSON syntax error"},
+      {"NUL in an idx path", "validate {spec}",
+       with("\"train_samples\": 256",
+            "\"type\": \"idx\", \"train_images\": \"a.idx\\u0000/etc/passwd\", "
+            "\"train_labels\": \"b\", \"eval_images\": \"c\", \"eval_labels\": \"d\", "
+            "\"train_samples\": 256"),
+       "spec.json: data.train_images: expected a file path (non-empty, without \\u0000)"},
+      {"blank inside a mode", "run {spec} --precisions 'f p 3 2'", kGood,
+       "--precisions: 'f p 3 2' has a blank inside"},
+      {"blank inside a profile mode", "profile {spec} --precisions 'fp32, amp bf16'", kGood,
+       "--precisions: 'amp bf16' has a blank inside"},
+      {"blank inside a maxbatch mode", "maxbatch {spec} --precisions 'f p32'", kGood,
+       "--precisions: 'f p32'"},
+      {"blank inside a batch size", "run {spec} --batch-sizes '3 2'", kGood, "--batch-sizes"},
+      {"fraction of a byte", "run {spec} --memory-limit 1.5B", kGood,
+       "--memory-limit: expected a size such as 16GiB, 512MiB, 4GB or a number of bytes (whole "
+       "bytes), got '1.5B'"},
+      {"fraction of a byte in KiB", "maxbatch {spec} --memory-limit 0.0001KiB", kGood,
+       "--memory-limit"},
+      {"hex epochs", "run {spec} --epochs 0x2", kGood,
+       "--epochs: expected a decimal integer, got '0x2'"},
+      {"octal-looking epochs", "run {spec} --epochs 010", kGood, "--epochs"},
+      {"hex batch size", "run {spec} --batch-size 0x20", kGood, "--batch-size"},
+      {"hex seed", "run {spec} --seed 0x10", kGood, "--seed"},
+      {"hex seeds", "run {spec} --seeds 0x2", kGood, "--seeds"},
+      {"hex repeat", "run {spec} --repeat 0x2", kGood, "--repeat"},
+      {"plus-signed epochs", "run {spec} --epochs +2", kGood, "--epochs"},
+      {"blank-led epochs", "run {spec} --epochs ' 2'", kGood, "--epochs"},
+      {"hex profile steps", "profile {spec} --steps 0x3", kGood, "--steps"},
+      {"hex profile top", "profile {spec} --top 0x3", kGood, "--top"},
+      {"hex explain batch", "explain {spec} --batch-size 0x8", kGood, "--batch-size"},
+      {"hex maxbatch multiple", "maxbatch {spec} --multiple 0x8", kGood, "--multiple"},
+      {"hex maxbatch steps", "maxbatch {spec} --steps 0x2", kGood, "--steps"},
+      {"hex data seed", "data {spec} --out x --seed 0x1", kGood, "--seed"},
+      {"octal-looking sweep", "run {spec} --batch-sizes 032,64", kGood, "--batch-sizes"},
+      {"octal-looking size", "run {spec} --memory-limit 010GiB", kGood, "--memory-limit"},
+      {"hex time threshold", "compare {spec} {spec} --time-threshold 0x10", kGood,
+       "--time-threshold: expected a non-negative decimal percentage"},
+      {"hex percent threshold", "compare {spec} {spec} --memory-threshold 0x1%", kGood,
+       "--memory-threshold"},
+      {"infinite threshold", "compare {spec} {spec} --accuracy-threshold inf", kGood,
+       "--accuracy-threshold"},
+      {"exponent threshold", "compare {spec} {spec} --loss-threshold 1e1", kGood,
+       "--loss-threshold"},
+      // Issue 25 class 8: no code point that breaks the line or reverses how it displays reaches
+      // the terminal (the check below holds every message to printable ASCII).
+      {"bidi override in a key", "validate {spec}", with("\"train\"", "\"tr\u202Eain\""),
+       "spec.json: tr\\u{202E}ain: unknown key"},
+      {"line separator in a key", "validate {spec}", with("\"train\"", "\"tr\u2028ain\""),
+       "tr\\u{2028}ain: unknown key"},
+      {"paragraph separator in a key", "validate {spec}", with("\"train\"", "\"tr\u2029ain\""),
+       "tr\\u{2029}ain"},
+      {"zero-width space in a key", "validate {spec}", with("\"train\"", "\"tr\u200Bain\""),
+       "tr\\u{200B}ain"},
+      {"BOM in a key", "validate {spec}", with("\"train\"", "\"\uFEFFtrain\""),
+       "spec.json: \\u{FEFF}train: unknown key"},
+      {"unassigned code point in a key", "validate {spec}", with("\"train\"", "\"tr\\u0378ain\""),
+       "tr\\u{0378}ain"},
+      {"bidi override in an argument", "frobnicate\xe2\x80\xae", "", "frobnicate\\u{202E}"},
+      {"unknown option before a subcommand", "--versionx", "", "unknown option '--versionx'"},
+      {"unknown short option before a subcommand", "-x run", "", "unknown option '-x'"},
   };
   for (const auto& c : cases) {
     std::string args = c.args;
@@ -177,6 +264,107 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
         << c.name << ": " << r.err;
     EXPECT_FALSE(fs::exists(no_dir)) << c.name;
   }
+}
+
+// Result files: bytes after the JSON value are refused naming the file, by compare and report
+// alike (a NUL would otherwise end the input for the parser).
+TEST_F(Cli, TrailingBytesInResultFilesAreRefused) {
+  const std::string good =
+      read_file(std::string(MPBENCH_SOURCE_DIR) + "/results/baseline-cpu.json");
+  ASSERT_FALSE(good.empty());
+  const std::string base = write("base.json", good);
+  for (const std::string& tail :
+       {std::string("\0{}", 3), std::string("\n\0", 2), std::string(" x"), std::string(" {}")}) {
+    const std::string bad = write("bad.json", good + tail);
+    for (const std::string& args : {"compare " + base + " " + bad, "compare " + bad + " " + base,
+                                    "report " + bad + " --html " + (dir_ / "r.html").string()}) {
+      SCOPED_TRACE(args);
+      Result r = run(args);
+      EXPECT_EQ(r.code, 2) << r.err;
+      EXPECT_NE(r.err.find("bad.json:"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("JSON syntax error"), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "r.html"));
+}
+
+// validate refuses two specs of one name, as run does: it applies every rule run applies before
+// training.
+TEST_F(Cli, ValidateRefusesTwoSpecsOfOneName) {
+  Result r = run("validate " + tiny() + " " + tiny());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("the same file twice"), std::string::npos) << r.err;
+  const std::string copy = (dir_ / "copy.json").string();
+  fs::copy_file(tiny(), copy);
+  r = run("validate " + tiny() + " " + copy);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(copy + " both name"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// Numbers are plain decimal in every option, and still taken as such.
+TEST_F(Cli, DecimalNumbersAreStillTaken) {
+  Result r = run("run " + tiny() + " --device cpu --quiet --epochs 1 --precisions ' fp32 , tf32 '" +
+                 " --seed 0 --memory-limit 0.5GiB --batch-size 64");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("tf32"), std::string::npos) << r.out;
+  r = run("run " + tiny() + " --device cpu --quiet --epochs -1");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--epochs"), std::string::npos) << r.err;
+}
+
+// User text is echoed cut: a 100 KB unknown key, or a 50 KB argument, gives a line of at most a
+// few hundred bytes (spec messages) or about 2000 (the cap on every line).
+TEST_F(Cli, UserTextIsEchoedCut) {
+  const std::string key(100000, 'k');
+  const std::string spec = write("spec.json", with("\"train\"", "\"" + key + "\""));
+  Result r = run("validate " + spec);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("spec.json: kkkk"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("k...: unknown key"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_LT(r.err.size(), 600u);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
+  for (const std::string& args :
+       {"run " + spec + " --frob" + std::string(50000, 'x'), std::string(50000, 'y'),
+        "run " + tiny() + " --device " + std::string(50000, 'z'),
+        "run " + tiny() + " --precisions " + std::string(50000, 'p'),
+        "run " + tiny() + " --memory-limit " + std::string(50000, '9') + "GiB"}) {
+    SCOPED_TRACE(args.substr(0, 40));
+    Result c = run(args);
+    EXPECT_EQ(c.code, 2) << c.err.substr(0, 300);
+    EXPECT_LT(c.err.size(), 2200u);
+    EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1);
+  }
+}
+
+// printable_line, the one place where messages become one line: controls, line and paragraph
+// separators, bidi controls, zero-width characters, BOMs, private-use and unassigned code points
+// are written \u{XXXX}; letters of any script and emoji stay; bytes that are not UTF-8 are \xNN;
+// a line past 2000 bytes is cut, saying so.
+TEST(PrintableLine, EscapesWhatBreaksOrHidesTheLine) {
+  using mpbench::printable_line;
+  const std::pair<std::string, std::string> cases[] = {
+      {"a\nb\tc\rd\x01\x7f", "a\\nb\\tc\\rd\\x01\\x7f"},
+      {"a\u2028b\u2029c", "a\\u{2028}b\\u{2029}c"},
+      {"x\u202Ey\u202Dz\u2066w\u2069\u200E\u200F\u061C",
+       "x\\u{202E}y\\u{202D}z\\u{2066}w\\u{2069}\\u{200E}\\u{200F}\\u{061C}"},
+      {"\u200B\u200C\u200D\u2060\u00AD", "\\u{200B}\\u{200C}\\u{200D}\\u{2060}\\u{00AD}"},
+      {"\uFEFFbom", "\\u{FEFF}bom"},
+      {"\u0085\u009F", "\\u{0085}\\u{009F}"},  // C1 controls
+      {"\u0378\uFFFE\U0001FFFF\U00050000", "\\u{0378}\\u{FFFE}\\u{1FFFF}\\u{50000}"},  // unassigned
+      {"\uE000\U0010FFFF\U000E0001", "\\u{E000}\\u{10FFFF}\\u{E0001}"},  // private use, tag
+      {"caf\u00e9 \u4e2d\u6587 \U0001F600 \u00A0",
+       "caf\u00e9 \u4e2d\u6587 \U0001F600 \u00A0"},                               // kept
+      {"\xff\xc3(\xed\xa0\x80\xc0\xaf", "\\xff\\xc3(\\xed\\xa0\\x80\\xc0\\xaf"},  // not UTF-8
+  };
+  for (const auto& [in, want] : cases) EXPECT_EQ(printable_line(in), want) << want;
+  const std::string long_line = printable_line(std::string(100000, 'a'));
+  EXPECT_LT(long_line.size(), 2100u);
+  EXPECT_NE(long_line.find("... (cut: 2000 of 100000 bytes shown)"), std::string::npos)
+      << long_line.substr(1990);
+  // Escapes count against the cap as written: 100000 newlines are cut as early.
+  EXPECT_LT(printable_line(std::string(100000, '\n')).size(), 2100u);
 }
 
 TEST_F(Cli, VersionAndHelp) {
@@ -415,6 +603,32 @@ TEST(MemorySize, UnitsAndRefusals) {
     EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error) << bad;
 }
 
+// Sizes are computed exactly, in whole bytes: a fraction of a byte is bad input, never rounded
+// down ("1.5B" was 1 byte), and the number is plain decimal.
+TEST(MemorySize, WholeBytesExactly) {
+  using mpbench::parse_memory_size;
+  EXPECT_EQ(parse_memory_size("--m", "0.5KiB"), 512u);
+  EXPECT_EQ(parse_memory_size("--m", "0.0009765625KiB"), 1u);  // 2^-10 KiB
+  EXPECT_EQ(parse_memory_size("--m", "1.1KB"), 1100u);
+  EXPECT_EQ(parse_memory_size("--m", "0.3MB"), 300000u);
+  EXPECT_EQ(parse_memory_size("--m", "1.50000GB"), 1500000000u);
+  EXPECT_EQ(parse_memory_size("--m", "0.000000001GB"), 1u);
+  EXPECT_EQ(parse_memory_size("--m", "18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parse_memory_size("--m", "2B"), 2u);
+  for (const char* bad :
+       {"1.5B", "0.5B", "1.0001KB", "0.0000000001GB", "0.001KiB", "010GiB", ".5GiB", "5.GiB",
+        "0x10", "0x10MiB", "+5GiB", "18446744073709551616", "17179869184GiB", "1.5 B", "1. 5GiB"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error);
+  }
+  try {
+    parse_memory_size("--memory-limit", "1.5B");
+  } catch (const mpbench::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(whole bytes), got '1.5B'"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Under a cap between the two modes' needs, fp32 is an oom row naming what did not fit, and
 // amp_bf16 still trains (tiny_resnet: 684 KB in fp32, 408 KB in amp_bf16 on the CPU).
 TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
@@ -537,6 +751,9 @@ TEST_F(Cli, RunWritesAllOutputs) {
   std::string c = read_file(csv.string());
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 3) << c;  // header + 2 rows
   EXPECT_NE(read_file(md.string()).find("|"), std::string::npos);
+  // The notes the console prints under its tables travel in the Markdown too.
+  EXPECT_NE(read_file(md.string()).find("_note: on the CPU reference backend"), std::string::npos)
+      << read_file(md.string());
   // Temporary files are renamed away.
   for (const auto& e : fs::directory_iterator(dir_))
     EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
@@ -567,8 +784,13 @@ TEST_F(Cli, RepeatInterleavesModesWithIdenticalNumerics) {
     EXPECT_EQ(j["runs"][i]["epochs"][0]["train_loss"], j["runs"][i + 2]["epochs"][0]["train_loss"]);
   }
   const std::string c = read_file(csv.string());
-  EXPECT_NE(c.find(",repetition\n"), std::string::npos) << c;
+  EXPECT_NE(c.find(",repetition,flags\n"), std::string::npos) << c;
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 5) << c;
+  // The warnings travel with the numbers: the emulation in the JSON's flags and the CSV.
+  // fp32 is real fp32 (its noise flags depend on the machine's load, so are not asserted).
+  EXPECT_EQ(j["runs"][0]["flags"].dump().find("emulated"), std::string::npos);
+  EXPECT_NE(j["runs"][1]["flags"].dump().find("emulated"), std::string::npos);
+  EXPECT_NE(c.find(",2,emulated"), std::string::npos) << c;
 
   const fs::path cmp = dir_ / "cmp.json";
   r = run("compare " + json.string() + " " + json.string() + " --json " + cmp.string());

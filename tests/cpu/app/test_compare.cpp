@@ -177,17 +177,31 @@ TEST(Bootstrap, HierarchicalIntervalHoldsTheSpreadBetweenRepetitions) {
                                                    scaled(0.9)};
   std::vector<std::vector<double>> shifted;
   for (const auto& r : steady) shifted.push_back(scaled(1.1, r));
-  const RatioEstimate e = hierarchical_median_ratio(steady, shifted, 2000, 42);
+  const RatioEstimate e = hierarchical_median_ratio({steady}, {shifted}, 2000, 42);
   ASSERT_TRUE(e.valid);
   EXPECT_NEAR(e.ratio, 1.1, 1e-9);
   EXPECT_LT(e.lo, 1.0);
   EXPECT_GT(e.hi, 1.2);
   // The same epochs in one repetition a side: the within-run interval is narrow.
-  const RatioEstimate one = hierarchical_median_ratio({kBase}, {scaled(1.1)}, 2000, 42);
+  const RatioEstimate one = hierarchical_median_ratio({{kBase}}, {{scaled(1.1)}}, 2000, 42);
   EXPECT_GT(one.lo, 1.05);
-  EXPECT_EQ(hierarchical_median_ratio(steady, shifted, 2000, 42).lo, e.lo);  // deterministic
-  EXPECT_FALSE(hierarchical_median_ratio({}, steady, 100, 1).valid);
-  EXPECT_FALSE(hierarchical_median_ratio({{NAN, -1}}, steady, 100, 1).valid);
+  EXPECT_EQ(hierarchical_median_ratio({steady}, {shifted}, 2000, 42).lo, e.lo);  // deterministic
+  EXPECT_FALSE(hierarchical_median_ratio({}, {steady}, 100, 1).valid);
+  EXPECT_FALSE(hierarchical_median_ratio({{{NAN, -1}}}, {steady}, 100, 1).valid);
+}
+
+// Files (separate processes) are the top level: repetitions that agree within each file but
+// files 15% apart, as runs made at different times on a shared machine are, widen the interval
+// where the same repetitions pooled in one file would not.
+TEST(Bootstrap, HierarchicalIntervalHoldsTheSpreadBetweenFiles) {
+  const Runs files = {{kBase, scaled(1.01)}, {scaled(1.15), scaled(1.16)}, {scaled(0.87), kBase}};
+  const Runs pooled = {{kBase, scaled(1.01), scaled(1.15), scaled(1.16), scaled(0.87), kBase}};
+  const Runs current = {{scaled(1.12), scaled(1.11), scaled(1.13)}};
+  const RatioEstimate by_file = hierarchical_median_ratio(files, current, 2000, 42);
+  const RatioEstimate one_file = hierarchical_median_ratio(pooled, current, 2000, 42);
+  EXPECT_NEAR(by_file.ratio, one_file.ratio, 1e-12);
+  EXPECT_LT(by_file.lo, one_file.lo);
+  EXPECT_LT(by_file.lo, 1.0);
 }
 
 TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
@@ -520,6 +534,189 @@ TEST(Compare, WritersAgreeWithTheVerdicts) {
   EXPECT_TRUE(j["rows"][1]["time_ratio"].is_null());
 }
 
+// ---- JUnit XML and the Markdown summary --------------------------------------------------------
+
+// The attribute `name` of the first element `<tag ...>` at or after `from` (raw, unescaped).
+std::string xml_attr(const std::string& xml, const std::string& tag, const std::string& name,
+                     size_t from = 0) {
+  const size_t open = xml.find("<" + tag + " ", from);
+  if (open == std::string::npos) return "";
+  const size_t close = xml.find('>', open);
+  const size_t at = xml.find(" " + name + "=\"", open);
+  if (at == std::string::npos || at > close) return "";
+  const size_t start = at + name.size() + 3;
+  return xml.substr(start, xml.find('"', start) - start);
+}
+
+size_t count_of(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A comparison with one row of each kind: slower, oom (was ok), inconclusive (one run a side),
+// new, and a model whose name holds every XML special and a control character.
+Comparison mixed_comparison(Report& b, Report& c) {
+  RunResult oom = make_run({}, "tf32");
+  oom.status = RunStatus::Oom;
+  oom.status_detail = "needs 3 GiB";
+  RunResult odd_b = make_run(kBase, "fp32", "a<b&c\"d'e>\x01\xff");
+  RunResult odd_c = make_run(scaled(1.01), "fp32", "a<b&c\"d'e>\x01\xff");
+  b = make_report(join(reps(), {make_run(kBase, "tf32"), make_run(kBase, "amp_fp16"), odd_b}));
+  c = make_report(
+      join(reps(1.3), {oom, make_run(kBase, "amp_fp16"), odd_c, make_run(kBase, "amp_bf16")}));
+  // amp_fp16 and the odd model: one run a side, no time verdict.
+  return cmp(b, c);
+}
+
+TEST(CompareJunit, OneTestCasePerRowWithFailuresAndSkips) {
+  Report b, c;
+  const Comparison r = mixed_comparison(b, c);
+  ASSERT_EQ(r.rows.size(), 5u);
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.rows[1].verdict, "oom");
+  EXPECT_EQ(r.rows[2].verdict, "inconclusive");
+  EXPECT_EQ(r.rows[3].verdict, "inconclusive");
+  EXPECT_EQ(r.rows[4].verdict, "new");
+  const std::string xml = format_compare_junit(r, "base.json", "cur<&>.json");
+
+  EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0), 0u) << xml;
+  EXPECT_EQ(count_of(xml, "<testsuites "), 1u) << xml;
+  EXPECT_EQ(count_of(xml, "</testsuites>"), 1u) << xml;
+  EXPECT_EQ(count_of(xml, "<testsuite "), 1u) << xml;
+  EXPECT_EQ(xml_attr(xml, "testsuite", "name"), "mpbench compare");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "tests"), "5");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "2");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "2");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "errors"), "0");
+  EXPECT_EQ(count_of(xml, "<testcase "), 5u);
+  EXPECT_EQ(count_of(xml, "<failure "), 2u);
+  EXPECT_EQ(count_of(xml, "<skipped "), 2u);
+
+  // Case by case, in row order.
+  std::vector<size_t> at;
+  for (size_t p = xml.find("<testcase "); p != std::string::npos; p = xml.find("<testcase ", p + 1))
+    at.push_back(p);
+  ASSERT_EQ(at.size(), 5u);
+  auto body = [&](size_t i) { return xml.substr(at[i], xml.find("</testcase>", at[i]) - at[i]); };
+  EXPECT_EQ(xml_attr(xml, "testcase", "classname", at[0]), "mpbench.m");
+  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[0]), "fp32 cpu batch 0");
+  const std::string slower = xml_attr(xml, "failure", "message", at[0]);
+  EXPECT_NE(slower.find("time ratio 1.300 [95% CI "), std::string::npos) << slower;
+  EXPECT_NE(slower.find("beyond +10% (5/5 repetitions)"), std::string::npos) << slower;
+  const std::string oom = xml_attr(xml, "failure", "message", at[1]);
+  EXPECT_NE(oom.find("status ok -&gt; oom: needs 3 GiB"), std::string::npos) << oom;
+  EXPECT_NE(body(2).find("<skipped message=\"inconclusive: 1 vs 1 repetitions"), std::string::npos)
+      << body(2);
+  // The odd name, escaped; the control character and the stray byte replaced by U+FFFD.
+  EXPECT_EQ(xml_attr(xml, "testcase", "classname", at[3]),
+            "mpbench.a&lt;b&amp;c&quot;d&#39;e&gt;\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(body(4).find("<failure"), std::string::npos);
+  EXPECT_EQ(body(4).find("<skipped"), std::string::npos);
+  EXPECT_NE(body(4).find("<system-out>new: "), std::string::npos) << body(4);
+  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[4]), "amp_bf16 cpu batch 0");
+  EXPECT_NE(xml.find("value=\"cur&lt;&amp;&gt;.json\""), std::string::npos) << xml;
+  // Nothing raw: no control character, no '<' that opens no element.
+  for (char ch : xml) EXPECT_FALSE(ch > 0 && ch < 0x20 && ch != '\n') << int(ch);
+
+  // A real parser agrees, where there is one.
+  const fs::path dir = fs::temp_directory_path() / ("mpbench_junit_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  if (test::run_shell("command -v python3", dir.string()).code != 0) {
+    fs::remove_all(dir);
+    return;
+  }
+  std::ofstream(dir / "j.xml") << xml;
+  const std::string py = R"(
+import xml.etree.ElementTree as ET
+root = ET.parse('j.xml').getroot()
+assert root.tag == 'testsuites', root.tag
+suites = root.findall('testsuite')
+assert len(suites) == 1
+s = suites[0]
+cases = s.findall('testcase')
+assert int(s.get('tests')) == len(cases) == 5
+assert int(s.get('failures')) == sum(1 for c in cases if c.find('failure') is not None) == 2
+assert int(s.get('skipped')) == sum(1 for c in cases if c.find('skipped') is not None) == 2
+assert cases[3].get('classname') == 'mpbench.a<b&c"d\'e>\ufffd\ufffd', cases[3].get('classname')
+assert 'needs 3 GiB' in cases[1].find('failure').get('message')
+assert cases[4].find('system-out').text.startswith('new: ')
+print('ok')
+)";
+  std::ofstream(dir / "check.py") << py;
+  const test::ShellResult res =
+      test::run_shell("cd " + dir.string() + " && python3 check.py", dir.string());
+  fs::remove_all(dir);
+  EXPECT_EQ(res.code, 0) << res.out << res.err;
+  EXPECT_NE(res.out.find("ok"), std::string::npos) << res.out << res.err;
+}
+
+TEST(CompareJunit, PassingAndSpecChangedRows) {
+  Comparison r = cmp(make_report(reps()), make_report(reps()));
+  std::string xml = format_compare_junit(r, "b", "c");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "0");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "0");
+  EXPECT_EQ(count_of(xml, "<testcase "), 1u);
+
+  // An environment difference is in the row's <system-out> and the suite's; the row passes.
+  r = cmp(make_report(reps(), cpu_env("A")), make_report(reps(), cpu_env("B")));
+  xml = format_compare_junit(r, "b", "c");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "0");
+  EXPECT_EQ(count_of(xml, "environment differs: cpu.name: A -&gt; B\n"), 2u) << xml;
+  EXPECT_LT(xml.find("</testcase>"), xml.rfind("environment differs")) << xml;
+
+  const json spec = {{"name", "m"}, {"train", {{"batch_size", 0}, {"epochs", 1}}}};
+  Report b = make_report(reps()), c = make_report(reps());
+  b.specs = {spec};
+  c.specs = {spec};
+  c.specs[0]["train"]["epochs"] = 2;
+  r = cmp(b, c);
+  ASSERT_EQ(r.rows[0].verdict, "spec-changed");
+  xml = format_compare_junit(r, "b", "c");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "1");
+  EXPECT_NE(xml.find("<skipped message=\"spec-changed: spec differs at train.epochs: 1 -&gt; 2"),
+            std::string::npos)
+      << xml;
+}
+
+// The summary reads top-down: the verdict, the rows to look at, the full table folded away.
+TEST(CompareMarkdown, VerdictThenRowsToLookAtThenTheFoldedTable) {
+  Report b, c;
+  const Comparison r = mixed_comparison(b, c);
+  const std::string md = format_compare_markdown(r, "base.json", "cur.json");
+  const size_t verdict = md.find(":x: **mpbench compare: FAIL: 2 regression(s)");
+  const size_t short_table = md.find("| model | precision | device | batch | verdict |");
+  const size_t details = md.find("<details><summary>All 5 rows</summary>");
+  const size_t full_table = md.find("| model | precision | device | batch | time ratio");
+  const size_t end = md.find("</details>");
+  const size_t rule = md.find("hierarchical");
+  EXPECT_EQ(verdict, 0u) << md;
+  ASSERT_NE(short_table, std::string::npos) << md;
+  ASSERT_NE(details, std::string::npos) << md;
+  EXPECT_LT(short_table, details);
+  EXPECT_LT(details, full_table);
+  EXPECT_LT(full_table, end);
+  EXPECT_LT(end, rule);
+  ASSERT_NE(rule, std::string::npos);
+  // Only the slower, oom and two inconclusive rows above the fold; the new row below it only.
+  const std::string above = md.substr(0, details);
+  EXPECT_EQ(count_of(above, "\n| m | "), 3u) << above;
+  EXPECT_NE(above.find("**slower**"), std::string::npos) << above;
+  EXPECT_NE(above.find("status ok -> oom: needs 3 GiB"), std::string::npos) << above;
+  EXPECT_EQ(above.find("amp_bf16"), std::string::npos) << above;
+  EXPECT_NE(md.find("| m | amp_bf16 | cpu |", details), std::string::npos) << md;
+  // A model name cannot open HTML that would break the fold.
+  EXPECT_NE(md.find("a&lt;b&amp;c"), std::string::npos) << md;
+  EXPECT_EQ(md.find("a<b"), std::string::npos) << md;
+
+  // A clean pass has no short table, only the fold.
+  const std::string pass =
+      format_compare_markdown(cmp(make_report(reps()), make_report(reps())), "b", "c");
+  EXPECT_EQ(pass.rfind(":white_check_mark: **mpbench compare: PASS", 0), 0u) << pass;
+  EXPECT_EQ(count_of(pass, "| model |"), 1u) << pass;
+  EXPECT_NE(pass.find("<details><summary>All 1 rows</summary>"), std::string::npos) << pass;
+}
+
 // ---- through the executable -------------------------------------------------------------------
 
 using Result = test::ShellResult;
@@ -634,6 +831,32 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
     EXPECT_NE(r.err.find(c.fragment), std::string::npos) << c.what << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.what << ": " << r.err;
   }
+}
+
+TEST_F(CompareCli, JunitFile) {
+  const std::string b = write("b.json", make_report(reps()));
+  const std::string c = write("c.json", make_report(reps(1.3)));
+  const std::string junit = (dir_ / "gate.xml").string();
+  Result r = run("compare " + b + " " + c + " --junit " + junit);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const std::string xml = test::read_file(junit);
+  EXPECT_EQ(count_of(xml, "<testcase "), 1u) << xml;
+  EXPECT_EQ(count_of(xml, "<failure "), 1u) << xml;
+  EXPECT_EQ(xml_attr(xml, "property", "value"), b);  // the baseline, first property
+  // No temporary file left beside it.
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+
+  for (const std::string& bad :
+       {" --junit " + (dir_ / "none" / "g.xml").string(), " --junit " + c,
+        std::string(" --junit ''"), " --junit " + junit + " --md " + junit}) {
+    r = run("compare " + b + " " + c + bad);
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("--junit"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
+  }
+  // Refused before anything was written: the input is intact.
+  EXPECT_NO_THROW(json::parse(test::read_file(c)));
 }
 
 TEST_F(CompareCli, HelpStatesTheMethod) {

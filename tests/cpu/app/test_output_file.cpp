@@ -4,13 +4,18 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -247,6 +252,194 @@ TEST_F(OutputFile, CollidingOutputsAndInputsAreRefused) {
   // A device may take several outputs.
   EXPECT_EQ(refusal({{"--json", "/dev/null"}, {"--csv", "/dev/null"}}, {}), "");
   EXPECT_EQ(read(a), "{}");
+}
+
+// A loop of links is refused (ELOOP, as the shell's `>`), up front and by the write itself; the
+// links stay links. Renaming over the name used to replace a link with a regular file.
+TEST_F(OutputFile, ASymlinkLoopIsRefusedAndStaysALoop) {
+  const std::string self = dir_ + "/l", a = dir_ + "/a", b = dir_ + "/b";
+  ASSERT_EQ(symlink("l", self.c_str()), 0);
+  ASSERT_EQ(symlink("b", a.c_str()), 0);  // a -> b -> a
+  ASSERT_EQ(symlink("a", b.c_str()), 0);
+  for (const std::string& path : {self, a, b}) {
+    try {
+      check_writable(path, "--md");
+      ADD_FAILURE() << "expected an Error for " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_EQ(std::string(e.what()), "--md " + path + ": " + std::strerror(ELOOP));
+    }
+    try {
+      write_output(path, "table");
+      ADD_FAILURE() << "expected an Error for " << path;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 3);
+      EXPECT_TRUE(contains(e.what(), std::strerror(ELOOP))) << e.what();
+    }
+    EXPECT_TRUE(S_ISLNK(mode_of(path, false))) << path;
+  }
+  char buf[8] = {};
+  ASSERT_EQ(readlink(a.c_str(), buf, sizeof(buf) - 1), 1);
+  EXPECT_STREQ(buf, "b");
+  EXPECT_EQ(files(), (std::vector<std::string>{"a", "b", "l"}));
+}
+
+std::string bad_input(const std::string& path, const std::string& option = "--json") {
+  try {
+    check_writable(path, option);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+// Paths that stat and access let through but the final write would fail on: each is refused
+// by the up-front check, and the check leaves nothing behind.
+TEST_F(OutputFile, CheckWritableTriesWhatTheWriteWillDo) {
+  // 250 bytes: a legal name, but not with ".tmp.PID" after it.
+  const std::string long_name = dir_ + "/" + std::string(246, 'n') + ".csv";
+  const std::string why = bad_input(long_name);
+  EXPECT_TRUE(contains(why, "name too long")) << why;
+  EXPECT_THROW(write_output(long_name, "x"), Error);
+  EXPECT_NO_THROW(check_writable(dir_ + "/" + std::string(230, 'n') + ".csv"));
+  // Longer than any name: stat itself fails.
+  EXPECT_TRUE(contains(bad_input(dir_ + "/" + std::string(300, 'n')), std::strerror(ENAMETOOLONG)));
+
+  // A UNIX socket takes no write.
+  const std::string sock = dir_ + "/s.sock";
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof(addr.sun_path));
+  std::strcpy(addr.sun_path, sock.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(bad_input(sock),
+            "--json " + sock + ": is a socket, expected a file, a device or a FIFO");
+  close(fd);
+
+  // Pseudo filesystems pass access() (as root) and take no new file.
+  // (Not root: refused as not writable, before the probe.)
+  EXPECT_TRUE(contains(bad_input("/proc/self/x.json"), "/proc/self"))
+      << bad_input("/proc/self/x.json");
+  EXPECT_NE(bad_input("/proc/self/comm"), "");  // an existing /proc file is not replaced either
+  if (access("/sys", F_OK) == 0) {
+    EXPECT_NE(bad_input("/sys/x.json"), "");
+  }
+
+  // Something already named like our temporary file is not ours to truncate.
+  const std::string taken = dir_ + "/t.json";
+  std::ofstream(taken + ".tmp." + std::to_string(getpid())) << "not ours";
+  EXPECT_TRUE(contains(bad_input(taken), "is in the way of its temporary file"))
+      << bad_input(taken);
+  EXPECT_THROW(write_output(taken, "x"), Error);
+  EXPECT_EQ(read(taken + ".tmp." + std::to_string(getpid())), "not ours");
+  std::remove((taken + ".tmp." + std::to_string(getpid())).c_str());
+
+  EXPECT_EQ(files(), std::vector<std::string>{"s.sock"});  // the probes left nothing
+}
+
+// A relative name in a working directory that was removed: stat(".") works, creating does not.
+// In a child, since the working directory is the process's.
+TEST_F(OutputFile, ARemovedWorkingDirectoryIsRefused) {
+  const std::string gone = dir_ + "/gone";
+  ASSERT_EQ(mkdir(gone.c_str(), 0700), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(gone.c_str()) != 0 || rmdir(gone.c_str()) != 0) _exit(10);
+    try {
+      check_writable("x.json", "--json");
+      _exit(11);
+    } catch (const Error& e) {
+      _exit(std::string(e.what()) == "--json x.json: the current directory no longer exists" ? 0
+                                                                                             : 12);
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+// write_output_set (`mpbench data`): killed at every stage, with SIGKILL (no cleanup at all), a
+// reader who goes by the index finds the old set complete, no index, or the new set complete.
+class OutputSet : public OutputFile {
+ protected:
+  std::vector<std::string> names() const {
+    return {dir_ + "/d.x.f32", dir_ + "/d.y.i32", dir_ + "/d.ex.f32"};
+  }
+  std::string index() const { return dir_ + "/d.json"; }
+  // The whole set, `tag` in the index and in every file.
+  void write_set(const std::string& tag, const std::function<void(const std::string&)>& at) {
+    std::vector<std::string> contents;
+    for (const std::string& n : names()) contents.push_back(tag + " " + n);
+    std::vector<FileBytes> files;
+    for (size_t i = 0; i < names().size(); ++i) files.push_back({names()[i], contents[i]});
+    detail::write_output_set(files, {index(), tag}, at);
+  }
+  // What a reader gets: "" (no index) or the index's tag, after checking every file is of it.
+  std::string reader_sees() const {
+    if (access(index().c_str(), F_OK) != 0) return "";
+    const std::string tag = read(index());
+    for (const std::string& n : names()) EXPECT_EQ(read(n), tag + " " + n) << "mixed set";
+    return tag;
+  }
+  // Runs write_set("new") in a child that `sig` stops at its `stop`th stage; the stages seen.
+  int run_until(int stop, int sig) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int null = open("/dev/null", O_WRONLY);  // not the handler's "mpbench: interrupted"
+      dup2(null, STDERR_FILENO);
+      install_interrupt_handlers();
+      int n = 0;
+      try {
+        write_set("new", [&](const std::string&) {
+          if (n++ == stop) raise(sig);
+        });
+      } catch (...) {
+        _exit(1);
+      }
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  }
+};
+
+TEST_F(OutputSet, AllOrNothingForAReaderAtEveryStage) {
+  std::vector<std::string> stages;
+  write_set("old", [&](const std::string& s) { stages.push_back(s); });
+  // Three files staged, the old index removed, three renamed, the index staged.
+  ASSERT_EQ(stages.size(), 8u);
+  EXPECT_EQ(stages[3], "old index removed");
+  EXPECT_EQ(reader_sees(), "old");
+  for (int sig : {SIGKILL, SIGTERM}) {
+    for (int stop = 0; stop < static_cast<int>(stages.size()); ++stop) {
+      write_output_set({{names()[0], "old " + names()[0]},
+                        {names()[1], "old " + names()[1]},
+                        {names()[2], "old " + names()[2]}},
+                       {index(), "old"});
+      const int status = run_until(stop, sig);
+      ASSERT_TRUE(WIFSIGNALED(status) || WIFEXITED(status));
+      const std::string seen = reader_sees();
+      SCOPED_TRACE("signal " + std::to_string(sig) + " at " + stages[stop]);
+      // Before the old index goes, the old set is intact; after, there is no index until the
+      // new one is complete.
+      EXPECT_EQ(seen, stop < 3 ? "old" : "");
+      if (sig == SIGTERM) {
+        EXPECT_EQ(WEXITSTATUS(status), 143);
+        for (const std::string& f : files())
+          EXPECT_FALSE(contains(f, ".tmp.")) << f << " left behind";
+      }
+      for (const std::string& f : files())
+        if (contains(f, ".tmp.")) std::remove((dir_ + "/" + f).c_str());
+    }
+  }
+  write_set("new", nullptr);
+  EXPECT_EQ(reader_sees(), "new");
+  EXPECT_EQ(files(), (std::vector<std::string>{"d.ex.f32", "d.json", "d.x.f32", "d.y.i32"}));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -22,6 +23,8 @@
 
 #include "app/html_report.h"
 #include "app/svg.h"
+#include "train/results.h"
+#include "train/statistics.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -435,6 +438,249 @@ TEST(HtmlReport, DownsamplesToAtMostMaxPointsKeepingGapsAndMinima) {
   double lowest = INFINITY;
   for (auto [x, y] : m) lowest = std::min(lowest, y);
   EXPECT_EQ(lowest, 32768);
+}
+
+// ---------------------------------------------------------------------------------------------
+// report --history: result files of successive commits, written by mpbench's own writer from
+// hand-made reports, come back as trend points in time order.
+
+mpbench::RunResult history_run(const std::string& precision, std::vector<double> epoch_ms,
+                               size_t memory, std::optional<int64_t> repetition = std::nullopt,
+                               mpbench::RunStatus status = mpbench::RunStatus::Ok) {
+  mpbench::RunResult r;
+  r.model = "hist_mlp";
+  r.family = "mlp";
+  r.precision = precision;
+  r.device = "cpu";
+  r.status = status;
+  if (status == mpbench::RunStatus::Oom) r.status_detail = "out of memory";
+  r.batch_size = 32;
+  r.train_samples = 256;
+  r.repetition = repetition;
+  if (status == mpbench::RunStatus::Ok) {
+    for (double ms : epoch_ms) {
+      mpbench::EpochResult e;
+      e.time_ms = ms;
+      e.steps = 8;
+      e.train_loss = e.eval_loss = 1;
+      e.eval_accuracy = 0.5;
+      r.epochs.push_back(e);
+    }
+    r.epoch_time_ms = mpbench::compute_time_stats(epoch_ms);
+    r.samples_per_second = 256 / (r.epoch_time_ms.median / 1000);
+  }
+  r.memory.training_peak = r.memory.tracked_peak = memory;
+  return r;
+}
+
+std::string write_history_file(const fs::path& dir, const std::string& name,
+                               const nlohmann::json& provenance,
+                               std::vector<mpbench::RunResult> runs) {
+  mpbench::Report report;
+  report.tool = {{"name", "mpbench"}, {"version", "test"}};
+  report.provenance = provenance;
+  report.env = {{"device", "cpu"}};
+  report.runs = std::move(runs);
+  const fs::path p = dir / name;
+  std::ofstream(p) << mpbench::to_json(report).dump(2);
+  return p.string();
+}
+
+json history_provenance(const std::string& time, const json& commit) {
+  return {{"time_utc", time},
+          {"host", "ci-host"},
+          {"command", {"mpbench", "run", "x.json"}},
+          {"commit", commit}};
+}
+
+struct TrendPointRead {
+  int x;
+  std::string commit;
+  double value, lo = NAN, hi = NAN;
+};
+
+// The points of the chart in the figure `id`, as the SVG carries them.
+std::vector<TrendPointRead> trend_points(const std::string& html, const std::string& id) {
+  const size_t at = html.find("id=\"" + id + "\"");
+  EXPECT_NE(at, std::string::npos) << id;
+  if (at == std::string::npos) return {};
+  const std::string fig = html.substr(at, html.find("</figure>", at) - at);
+  static const std::regex point(
+      R"re(<circle class="trend-point"[^>]* data-x="(\d+)" data-commit="([^"]*)" data-value="([^"]*)"(?: data-lo="([^"]*)" data-hi="([^"]*)")?)re");
+  std::vector<TrendPointRead> out;
+  for (auto it = std::sregex_iterator(fig.begin(), fig.end(), point); it != std::sregex_iterator();
+       ++it) {
+    TrendPointRead p{std::stoi((*it)[1].str()), (*it)[2].str(), std::stod((*it)[3].str())};
+    if ((*it)[4].matched) {
+      p.lo = std::stod((*it)[4].str());
+      p.hi = std::stod((*it)[5].str());
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+TEST_F(ReportHtml, HistoryDrawsTrendsInTimeOrder) {
+  using mpbench::RunStatus;
+  const std::string a40(40, 'a'), b40(40, 'b'), c40(40, 'c');
+  // Given newest first, then the oldest, then the middle one (its time with an offset: 10:00Z).
+  const std::string c =
+      write_history_file(dir_, "c.json", history_provenance("2025-03-03T10:00:00Z", c40),
+                         {history_run("fp32", {9.5, 9.75, 10}, 1048576),
+                          history_run("amp_bf16", {5, 5.25, 6}, 500000)});
+  const std::string a = write_history_file(
+      dir_, "a.json", history_provenance("2025-03-01T09:00:00Z", a40),
+      {history_run("fp32", {10, 10.5, 12}, 1000000), history_run("amp_bf16", {5.5, 6, 7}, 600000)});
+  // run --repeat 3: fp32's repetitions have medians 11, 10 and 12.5; amp_bf16 ran out of memory
+  // each time.
+  const std::string b =
+      write_history_file(dir_, "b.json", history_provenance("2025-03-02T12:00:00+02:00", b40),
+                         {history_run("fp32", {10.5, 11, 11.5}, 1000000, 1),
+                          history_run("amp_bf16", {}, 700000, 1, RunStatus::Oom),
+                          history_run("fp32", {9, 10, 10.5}, 999000, 2),
+                          history_run("amp_bf16", {}, 700000, 2, RunStatus::Oom),
+                          history_run("fp32", {12, 12.5, 13}, 1000000, 3),
+                          history_run("amp_bf16", {}, 700000, 3, RunStatus::Oom)});
+
+  const fs::path html_path = dir_ / "h.html", md_path = dir_ / "h.md";
+  const Result r = mpbench("report --history " + c + " " + a + " " + b + " --html " +
+                           html_path.string() + " --md " + md_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_EQ(count(html, "class=\"chart chart-history-time\""), 2u);
+  EXPECT_EQ(count(html, "class=\"chart chart-history-memory\""), 2u);
+  expect_finite_coordinates(html);
+
+  const std::vector<std::string> commits = {"aaaaaaa", "bbbbbbb", "ccccccc"};
+  auto expect_points = [&](const std::string& id, const std::vector<int>& xs,
+                           const std::vector<double>& values, const std::vector<double>& los,
+                           const std::vector<double>& his) {
+    const std::vector<TrendPointRead> pts = trend_points(html, id);
+    ASSERT_EQ(pts.size(), xs.size()) << id;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      EXPECT_EQ(pts[i].x, xs[i]) << id << " point " << i;
+      EXPECT_EQ(pts[i].commit, commits[xs[i]]) << id << " point " << i;
+      EXPECT_DOUBLE_EQ(pts[i].value, values[i]) << id << " point " << i;
+      if (los.empty()) {
+        EXPECT_TRUE(std::isnan(pts[i].lo)) << id << " point " << i;
+      } else {
+        EXPECT_DOUBLE_EQ(pts[i].lo, los[i]) << id << " point " << i;
+        EXPECT_DOUBLE_EQ(pts[i].hi, his[i]) << id << " point " << i;
+      }
+    }
+  };
+  // fp32: a single run's median and its epochs' range; the repeated file's median of medians
+  // and their range; memory the training peak (the largest of the repetitions).
+  expect_points("trend-hist_mlp-fp32-cpu-b32-time", {0, 1, 2}, {10.5, 11, 9.75}, {10, 10, 9.5},
+                {12, 12.5, 10});
+  expect_points("trend-hist_mlp-fp32-cpu-b32-memory", {0, 1, 2}, {1000000, 1000000, 1048576}, {},
+                {});
+  // amp_bf16: no point at bbbbbbb, a cross saying why, and a note.
+  expect_points("trend-hist_mlp-amp_bf16-cpu-b32-time", {0, 2}, {6, 5.25}, {5.5, 5}, {7, 6});
+  expect_points("trend-hist_mlp-amp_bf16-cpu-b32-memory", {0, 2}, {600000, 500000}, {}, {});
+  EXPECT_EQ(count(html,
+                  "<g class=\"trend-status\" data-x=\"1\" data-commit=\"bbbbbbb\" "
+                  "data-status=\"oom\">"),
+            2u);
+  EXPECT_NE(html.find("amp_bf16 · cpu · batch 32 at bbbbbbb (2025-03-02 10:00 UTC): oom: out of "
+                      "memory (a gap)"),
+            std::string::npos);
+  // The axis: the short commits, oldest first, each with its date.
+  const size_t chart = html.find("id=\"trend-hist_mlp-fp32-cpu-b32-time\"");
+  const size_t pa = html.find(">aaaaaaa</text>", chart), pb = html.find(">bbbbbbb</text>", chart),
+               pc = html.find(">ccccccc</text>", chart);
+  ASSERT_NE(pc, std::string::npos);
+  EXPECT_LT(pa, pb);
+  EXPECT_LT(pb, pc);
+  EXPECT_NE(html.find(">2025-03-02</text>", chart), std::string::npos);
+  // The commits table names the full commits in time order.
+  const size_t ta = html.find("<code>" + a40), tb = html.find("<code>" + b40),
+               tc = html.find("<code>" + c40);
+  ASSERT_NE(tc, std::string::npos);
+  EXPECT_LT(ta, tb);
+  EXPECT_LT(tb, tc);
+
+  const std::string md = read_file(md_path);
+  EXPECT_NE(md.find("### fp32 · cpu · batch 32"), std::string::npos) << md;
+  const size_t ma = md.find("| aaaaaaa | 2025-03-01 | 10.5"),
+               mb = md.find("| bbbbbbb | 2025-03-02 | 11"),
+               mc = md.find("| ccccccc | 2025-03-03 | 9.75");
+  ASSERT_NE(ma, std::string::npos) << md;
+  EXPECT_LT(ma, mb);
+  EXPECT_LT(mb, mc);
+  EXPECT_NE(md.find("| bbbbbbb | 2025-03-02 | — | — |  | — | oom: out of memory |"),
+            std::string::npos)
+      << md;
+}
+
+// A commit measured twice is two points; a file written outside a git checkout is labelled by
+// its name; the same time keeps the order given.
+TEST_F(ReportHtml, HistoryKeepsReruns) {
+  const std::string a40(40, 'a');
+  const std::string first =
+      write_history_file(dir_, "first.json", history_provenance("2025-03-01T09:00:00Z", a40),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
+  const std::string rerun =
+      write_history_file(dir_, "rerun.json", history_provenance("2025-03-01T09:30:00Z", a40),
+                         {history_run("fp32", {11, 11, 11}, 1000)});
+  const std::string nogit =
+      write_history_file(dir_, "nogit.json", history_provenance("2025-03-01T09:30:00Z", nullptr),
+                         {history_run("fp32", {12, 12, 12}, 1000)});
+  const fs::path html_path = dir_ / "h.html";
+  const Result r = mpbench("report --history " + rerun + " " + nogit + " " + first + " --html " +
+                           html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  const std::vector<TrendPointRead> pts = trend_points(html, "trend-hist_mlp-fp32-cpu-b32-time");
+  ASSERT_EQ(pts.size(), 3u);
+  EXPECT_EQ(pts[0].commit, "aaaaaaa");
+  EXPECT_DOUBLE_EQ(pts[0].value, 10);
+  EXPECT_EQ(pts[1].commit, "aaaaaaa");
+  EXPECT_DOUBLE_EQ(pts[1].value, 11);
+  EXPECT_EQ(pts[2].commit, "nogit");
+  EXPECT_DOUBLE_EQ(pts[2].value, 12);
+  EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
+}
+
+TEST_F(ReportHtml, HistoryBadInputsExit2) {
+  const std::string good =
+      write_history_file(dir_, "good.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
+  const std::string old =
+      write_history_file(dir_, "old.json", nullptr, {history_run("fp32", {10, 10, 10}, 1000)});
+  const std::string when =
+      write_history_file(dir_, "when.json", history_provenance("yesterday", "abc1234"),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
+  const std::string no_zone =
+      write_history_file(dir_, "nozone.json", history_provenance("2025-03-01T09:00:00", "abc1234"),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
+  const fs::path other = dir_ / "other.json";
+  std::ofstream(other) << R"({"hello": "world"})";
+  const fs::path profile = dir_ / "profile.json";
+  std::ofstream(profile)
+      << R"({"schema_version": 1, "spec": {"name": "hist_mlp"}, "profiles": []})";
+  const std::string out = (dir_ / "o.html").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"report --history --html " + out, "results"},
+      {"report --history " + good + " " + other.string() + " --html " + out, "other.json"},
+      {"report --history " + good + " " + profile.string() + " --html " + out, "a profile file"},
+      {"report --history " + good + " " + old + " --html " + out, "old.json has no provenance"},
+      {"report --history " + good + " " + when + " --html " + out,
+       "when.json: provenance.time_utc: expected an ISO 8601 time"},
+      {"report --history " + no_zone + " --html " + out, "nozone.json: provenance.time_utc"},
+      {"report --history " + good, "--html"},
+  };
+  for (const auto& [args, fragment] : cases) {
+    const Result r = mpbench(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_EQ(count(r.err, "\n"), 1u) << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos) << args << "\n" << r.err;
+    EXPECT_FALSE(fs::exists(out)) << args;
+  }
 }
 
 }  // namespace

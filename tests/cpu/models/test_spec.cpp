@@ -573,5 +573,112 @@ TEST(Spec, ShippedConfigsParse) {
   EXPECT_LE(tiny.train.epochs, 5);
 }
 
+// Issue 25 class 7: a value is checked as the trainer uses it. beta1, beta2 and momentum must be
+// < 1 as the float the optimizer gets: 0.99999999 rounds to 1.0f and would be accepted only to
+// "diverge"; 0.9999999 stays below 1 as a float and is fine.
+TEST(Spec, FloatValuesAreCheckedAfterTheFloatConversion) {
+  for (const char* key : {"beta1", "beta2"}) {
+    SCOPED_TRACE(key);
+    expect_bad(mutate([&](json& j) { j["train"]["optimizer"][key] = 0.99999999; }),
+               std::string("x.json: train.optimizer.") + key +
+                   ": expected a number in [0, 1), got 0.99999999, which is 1 as the 32-bit "
+                   "float");
+    const Spec ok =
+        parse_spec(mutate([&](json& j) { j["train"]["optimizer"][key] = 0.9999999; }), "x.json");
+    EXPECT_LT(key == std::string("beta1") ? ok.train.optimizer.beta1 : ok.train.optimizer.beta2,
+              1.0f);
+  }
+  expect_bad(mutate([](json& j) {
+               j["train"]["optimizer"] = {{"type", "sgd"}, {"momentum", 0.99999999}};
+             }),
+             "x.json: train.optimizer.momentum: expected a number in [0, 1), got 0.99999999");
+  // As before: values that do not survive the trip to float at all.
+  expect_bad(mutate([](json& j) { j["train"]["optimizer"]["lr"] = 1e-50; }),
+             "train.optimizer.lr: expected a finite number > 0, got 1e-50, which is 0 as");
+}
+
+// Trailing bytes after the JSON value are refused, a NUL among them too: nlohmann stops at a NUL
+// as at the end of the input, so "{...}\0{...}" would read as its first value.
+TEST(Spec, TrailingBytesAfterTheValueAreRefused) {
+  const std::string base = kBase;
+  const std::string nul_then_more = error_of(base + std::string("\0{\"name\": \"u\"}", 15));
+  EXPECT_EQ(nul_then_more.rfind("x.json:", 0), 0u) << nul_then_more;
+  EXPECT_NE(nul_then_more.find("JSON syntax error: bytes after the JSON value"), std::string::npos)
+      << nul_then_more;
+  EXPECT_NE(error_of(base + std::string("\0", 1)).find("bytes after the JSON value"),
+            std::string::npos);
+  const std::string junk = error_of(base + " x");
+  EXPECT_NE(junk.find("JSON syntax error"), std::string::npos) << junk;
+  EXPECT_NE(error_of(base + " {}").find("JSON syntax error"), std::string::npos);
+  // A NUL inside the value is no JSON either; in a string it is written \u0000.
+  const std::string inside = error_of(R"({"name": ")" + std::string("\0", 1) + R"("})");
+  EXPECT_NE(inside.find("x.json:1:11: JSON syntax error: a NUL byte"), std::string::npos) << inside;
+  // Whitespace after the value is fine.
+  EXPECT_EQ(error_of(base + " \n\t\r\n"), "");
+}
+
+// "\u0000" in a path would cut it short at the system call and open another file.
+TEST(Spec, NulInAPathIsRefused) {
+  for (const char* key : {"train_images", "train_labels", "eval_images", "eval_labels"}) {
+    SCOPED_TRACE(key);
+    expect_bad(mutate([&](json& j) {
+                 j["data"] = {{"type", "idx"},
+                              {"train_images", "a"},
+                              {"train_labels", "b"},
+                              {"eval_images", "c"},
+                              {"eval_labels", "d"}};
+                 j["data"][key] = std::string("real.idx\0other", 14);
+               }),
+               std::string("x.json: data.") + key +
+                   ": expected a file path (non-empty, without \\u0000), got "
+                   "\"real.idx\\u0000other\"");
+  }
+}
+
+// The synthetic mlp task's prototype table (classes x 4 sub-clusters x input_dim floats) is a rule
+// of the spec, so that validate refuses what run would, naming the file and the JSON path.
+TEST(Spec, SyntheticPrototypeCapIsASpecRule) {
+  const auto spec = [](int classes, const char* data_type) {
+    json j = {{"name", "p"},
+              {"model",
+               {{"type", "mlp"},
+                {"input_dim", 1 << 20},
+                {"hidden", json::array()},
+                {"num_classes", classes}}},
+              {"data", {{"type", data_type}, {"train_samples", 128}, {"eval_samples", 1}}},
+              {"train", {{"batch_size", 128}}}};
+    if (std::string(data_type) == "idx")
+      for (const char* k : {"train_images", "train_labels", "eval_images", "eval_labels"})
+        j["data"][k] = "f";
+    return j.dump();
+  };
+  expect_bad(spec(128, "synthetic"),
+             "x.json: model: expected model.num_classes x 4 sub-clusters x model.input_dim at "
+             "most 268435456 prototype values for data.type \"synthetic\", got 128 x 4 x 1048576");
+  EXPECT_EQ(error_of(spec(64, "synthetic")), "");  // exactly 2^28
+  EXPECT_EQ(error_of(spec(128, "idx")), "");       // idx data has no prototypes
+}
+
+// User text quoted into a message is cut: a 100 KB key is not echoed whole.
+TEST(Spec, UserTextInMessagesIsCut) {
+  const std::string key(100000, 'k');
+  const std::string unknown = error_of(mutate([&](json& j) { j["model"][key] = 1; }));
+  EXPECT_NE(unknown.find("x.json: model.kkkk"), std::string::npos) << unknown.substr(0, 300);
+  EXPECT_NE(unknown.find("k...: unknown key (expected one of: type,"), std::string::npos);
+  EXPECT_LT(unknown.size(), 500u);
+  const std::string dup = error_of(R"({"name": "a", ")" + key + R"(": {"x": 1, "x": 2}})");
+  EXPECT_NE(dup.find("k....x: duplicate key"), std::string::npos) << dup.substr(0, 300);
+  EXPECT_LT(dup.size(), 500u);
+  const std::string layer = error_of(mutate([&](json& j) { j["fp32_layers"] = {key}; }));
+  EXPECT_NE(layer.find("fp32_layers[0]: unknown layer \"kkk"), std::string::npos);
+  EXPECT_LT(layer.size(), 500u);
+  const std::string twice = error_of(mutate([&](json& j) { j["fp32_layers"] = {key, key}; }));
+  EXPECT_LT(twice.size(), 500u) << twice.substr(0, 300);
+  // Cut at a character, never inside one: 200 bytes of 'k' then a 2-byte character.
+  const std::string multi = error_of(
+      mutate([&](json& j) { j["model"][std::string(199, 'k') + "\xc3\xa9" + "tail"] = 1; }));
+  EXPECT_NE(multi.find(std::string(199, 'k') + "...: unknown key"), std::string::npos) << multi;
+}
+
 }  // namespace
 }  // namespace mpbench

@@ -1,0 +1,225 @@
+// The mpbench executable when its outputs fail (issue 25): a path the final write would fail on
+// is refused up front (exit 2, one line, no work done) and nothing it names is touched; an
+// interrupted `mpbench data` never leaves a dataset that a reader would take; stdout that is
+// full, closed or whose reader went away is exit 3 with one line, after the files named by
+// options are written; a mode out of memory in `profile` and `explain` is a row, not a silent
+// exit 3.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using mpbench::test::read_file;
+using Result = mpbench::test::ShellResult;
+
+namespace {
+
+// 256 samples, one epoch: a run of a fraction of a second.
+const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
+  "hidden": [8], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
+  "train": {"batch_size": 32, "epochs": 1}})";
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+bool has(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
+class IoFailures : public mpbench::test::CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    spec_ = write("small.json", kSmall);
+  }
+  // `mpbench run` of the small spec, fp32 only, with `extra` options.
+  Result run_small(const std::string& extra) {
+    return run("run " + spec_ + " --device cpu --precisions fp32 --quiet " + extra);
+  }
+  // Refused before any work: exit 2, one line naming the option, nothing on stdout.
+  void expect_refused(const Result& r, const std::string& needle) {
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has(r.err, needle)) << r.err;
+    EXPECT_EQ(r.out, "") << "the run went ahead";
+  }
+  std::string exe() const { return MPBENCH_EXE; }
+  std::string spec_;
+};
+
+TEST_F(IoFailures, ASymlinkLoopIsRefusedAndTheLinksStay) {
+  const fs::path self = dir_ / "l", a = dir_ / "a", b = dir_ / "b";
+  fs::create_symlink("l", self);
+  fs::create_symlink("b", a);
+  fs::create_symlink("a", b);
+  expect_refused(run_small("--md " + self.string()), "--md " + self.string() + ": ");
+  expect_refused(run_small("--json " + a.string()), std::strerror(ELOOP));
+  expect_refused(run_small("--csv " + b.string()), "--csv " + b.string());
+  EXPECT_TRUE(fs::is_symlink(self));
+  EXPECT_EQ(fs::read_symlink(self), "l");
+  EXPECT_EQ(fs::read_symlink(a), "b");
+  EXPECT_EQ(fs::read_symlink(b), "a");
+  // The shell's `>` says the same.
+  const Result shell =
+      mpbench::test::run_shell("{ echo x >" + self.string() + "; }", dir_.string());
+  EXPECT_NE(shell.code, 0);
+  EXPECT_TRUE(has(shell.err, std::strerror(ELOOP))) << shell.err;
+}
+
+TEST_F(IoFailures, PathsTheWriteWouldFailOnAreRefusedBeforeTheRun) {
+  // 250 bytes: a legal name, too long with ".tmp.PID" after it.
+  const std::string long_name = (dir_ / (std::string(245, 'n') + ".json")).string();
+  expect_refused(run_small("--json " + long_name), "name too long");
+  EXPECT_FALSE(fs::exists(long_name));
+
+  const std::string sock = (dir_ / "s.sock").string();
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strcpy(addr.sun_path, sock.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  expect_refused(run_small("--csv " + sock), "--csv " + sock + ": is a socket");
+  close(fd);
+
+  expect_refused(run_small("--json /proc/self/x.json"), "--json /proc/self/x.json: ");
+  if (fs::exists("/sys")) expect_refused(run_small("--md /sys/x.md"), "--md /sys/x.md: ");
+  // `data` checks its index and arrays the same way.
+  expect_refused(run("data " + spec_ + " --out /proc/self/d"), "/proc/self/d.");
+}
+
+TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {
+  const Result r = mpbench::test::run_shell(
+      "cd " + dir_.string() + " && mkdir gone && cd gone && rmdir ../gone && " + exe() + " run " +
+          spec_ + " --device cpu --precisions fp32 --quiet --json x.json",
+      dir_.string());
+  expect_refused(r, "--json x.json: the current directory no longer exists");
+}
+
+// A stdout that takes nothing is exit 3 with one line, and the files are written all the same.
+TEST_F(IoFailures, AFullOrClosedStdoutIsExitThreeAndTheFilesAreWritten) {
+  const std::string json = (dir_ / "r.json").string(), md = (dir_ / "r.md").string();
+  const std::string cmd = exe() + " run " + spec_ + " --device cpu --precisions fp32 --quiet" +
+                          " --json " + json + " --md " + md;
+  for (const auto& [redirect, why] :
+       {std::pair<std::string, std::string>{">/dev/full", std::strerror(ENOSPC)},
+        std::pair<std::string, std::string>{">&-", "it is closed"}}) {
+    SCOPED_TRACE(redirect);
+    fs::remove(json);
+    fs::remove(md);
+    const Result r = mpbench::test::run_shell("{ " + cmd + " " + redirect + "; }", dir_.string());
+    EXPECT_EQ(r.code, 3) << r.err;
+    EXPECT_EQ(r.err, "mpbench: cannot write stdout: " + why + "\n");
+    EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u);
+    EXPECT_TRUE(has(read_file(md), "| fp32")) << read_file(md);
+  }
+  // Other commands too: the check is on the way out of main.
+  const Result v = mpbench::test::run_shell("{ " + exe() + " validate " + spec_ + " >/dev/full; }",
+                                            dir_.string());
+  EXPECT_EQ(v.code, 3) << v.err;
+  EXPECT_EQ(v.err, std::string("mpbench: cannot write stdout: ") + std::strerror(ENOSPC) + "\n");
+  // A closed stdout with nothing to print is no error.
+  const std::string prefix = (dir_ / "d").string();
+  const Result d = mpbench::test::run_shell(
+      "{ " + exe() + " data " + spec_ + " --quiet --out " + prefix + " >&-; }", dir_.string());
+  EXPECT_EQ(d.code, 0) << d.err;
+  EXPECT_TRUE(fs::exists(prefix + ".json"));
+}
+
+// A reader that went away: no death by SIGPIPE before the files; EPIPE is exit 3 with one line.
+TEST_F(IoFailures, AGoneReaderIsExitThreeAfterTheFiles) {
+  const std::string json = (dir_ / "r.json").string(), csv = (dir_ / "r.csv").string();
+  // As the issue has it: `| true`. Whichever of the two ends first, the files are written.
+  const Result shell = mpbench::test::run_shell(
+      "{ " + exe() + " run " + spec_ + " --device cpu --precisions fp32 --quiet --json " + json +
+          " | true; }",
+      dir_.string());
+  EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u) << shell.err;
+  fs::remove(json);
+
+  // Deterministically: the pipe's read end is closed before mpbench starts.
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  close(p[0]);
+  const std::string err = (dir_ / "err.txt").string();
+  const std::string cmd = "exec " + exe() + " run " + spec_ +
+                          " --device cpu --precisions fp32 --quiet --json " + json + " --csv " +
+                          csv + " 2>" + err;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[1]);
+    signal(SIGPIPE, SIG_DFL);  // as a shell would leave it
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(p[1]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  EXPECT_EQ(read_file(err),
+            std::string("mpbench: cannot write stdout: ") + std::strerror(EPIPE) + "\n");
+  EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u);
+  EXPECT_TRUE(has(read_file(csv), "small,")) << read_file(csv);
+}
+
+// profile and explain under a limit no mode fits in: each mode is a row that says it ran out of
+// memory and what did not fit; exit 0 as in `run`.
+TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
+  const std::string json = (dir_ / "p.json").string();
+  // 500 KB: fp32 does not fit, amp_bf16 does (see Cli's memory-limit test of `run`).
+  Result r = run("profile " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+                 "--memory-limit 500KB --quiet --json " + json);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(has(r.out, "oom: over the memory limit of 488.3 KiB")) << r.out;
+  auto j = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(j["profiles"].size(), 2u);
+  EXPECT_EQ(j["profiles"][0]["status"], "oom");
+  EXPECT_TRUE(has(j["profiles"][0]["status_detail"], "asked for"));
+  EXPECT_EQ(j["profiles"][1]["status"], "ok");
+
+  r = run("profile " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+          "--memory-limit 1KB --quiet");
+  EXPECT_EQ(r.code, 0) << r.err;
+  size_t ooms = 0;
+  for (size_t at = r.out.find("  oom: "); at != std::string::npos;
+       at = r.out.find("  oom: ", at + 1))
+    ++ooms;
+  EXPECT_EQ(ooms, 2u) << r.out;
+
+  const std::string md = (dir_ / "e.md").string();
+  r = run("explain " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+          "--memory-limit 500KB --quiet --json " + json + " --md " + md);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_TRUE(has(r.out, "amp_bf16 vs fp32: not compared, fp32 oom: over the memory limit"))
+      << r.out;
+  EXPECT_TRUE(has(read_file(md), "not compared, fp32 oom")) << read_file(md);
+  j = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(j["modes"][0]["status"], "oom");
+  EXPECT_EQ(j["comparisons"].size(), 0u);
+}
+
+}  // namespace
