@@ -875,6 +875,11 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     h += "<a href=\"#" + sec.id + "\">" + esc(sec.model) + "</a>";
   h += "<a href=\"#environment\">environment</a></nav></header>\n";
   if (sections.empty()) h += "<p class=\"note\">These files hold no runs.</p>\n";
+  for (const ReportInput& in : inputs)
+    if (const auto note = emulation_note(in.report)) {
+      h += "<p class=\"note\">note: " + esc(*note) + "</p>\n";
+      break;
+    }
 
   for (const ModelSection& sec : sections) {
     const RunResult& first = *sec.series.front().run;
@@ -926,6 +931,13 @@ std::string format_html(const std::vector<ReportInput>& inputs,
       const Table t = build_table(group, inputs[i].report);
       h += table_html(
           t, file_stem(inputs[i].path) + " · " + tool_name(inputs[i].report) + " · " + t.title);
+      // The console's notes travel with the table: noisy runs, FP8 clipping (run_flags).
+      const std::vector<std::string> notes = table_notes(group, inputs[i].report);
+      if (!notes.empty()) {
+        h += "<ul class=\"notes\">";
+        for (const std::string& n : notes) h += "<li>note: " + esc(n) + "</li>";
+        h += "</ul>\n";
+      }
     }
     h += "</div>\n</section>\n";
   }

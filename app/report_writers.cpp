@@ -92,8 +92,9 @@ std::string format_csv(const Report& report) {
           std::to_string(r->epochs.size()),
           when_ok(t.median),
           when_ok(t.mean),
-          when_ok(t.stddev),
-          when_ok(t.cv),
+          // One epoch has no spread: empty (n/a), never 0.
+          r->epochs.size() > 1 ? when_ok(t.stddev) : "",
+          r->epochs.size() > 1 ? when_ok(t.cv) : "",
           when_ok(t.min),
           when_ok(t.max),
           when_ok(r->samples_per_second),

@@ -283,7 +283,9 @@ TEST(Compare, EnvDifferenceIsNamedAndChecksEverything) {
   nlohmann::json one = cpu_env("CPU A"), two = cpu_env("CPU A");
   one["cpu"]["blas_threads"] = 2;
   two["cpu"]["blas_threads"] = 1;
-  Comparison r = cmp(make_report(reps(), one), make_report(bigger, two));
+  // The reports outlive the comparison: its rows point into them.
+  const Report base_one = make_report(reps(), one), cur_two = make_report(bigger, two);
+  Comparison r = cmp(base_one, cur_two);
   EXPECT_EQ(r.rows[0].verdict, "slower");
   EXPECT_EQ(r.rows[0].regressions, (std::vector<std::string>{"time", "memory"}));
   ASSERT_EQ(r.rows[0].env_differences.size(), 1u);
@@ -652,14 +654,17 @@ print('ok')
 }
 
 TEST(CompareJunit, PassingAndSpecChangedRows) {
-  Comparison r = cmp(make_report(reps()), make_report(reps()));
+  // The reports outlive each comparison: its rows point into them.
+  const Report same_b = make_report(reps()), same_c = make_report(reps());
+  Comparison r = cmp(same_b, same_c);
   std::string xml = format_compare_junit(r, "b", "c");
   EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "0");
   EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "0");
   EXPECT_EQ(count_of(xml, "<testcase "), 1u);
 
   // An environment difference is in the row's <system-out> and the suite's; the row passes.
-  r = cmp(make_report(reps(), cpu_env("A")), make_report(reps(), cpu_env("B")));
+  const Report on_a = make_report(reps(), cpu_env("A")), on_b = make_report(reps(), cpu_env("B"));
+  r = cmp(on_a, on_b);
   xml = format_compare_junit(r, "b", "c");
   EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "0");
   EXPECT_EQ(count_of(xml, "environment differs: cpu.name: A -&gt; B\n"), 2u) << xml;

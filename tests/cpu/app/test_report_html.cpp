@@ -158,6 +158,9 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   EXPECT_NE(html.find("mpbench amp_bf16 +graphs"), std::string::npos);
   EXPECT_NE(html.find("NVIDIA H200"), std::string::npos);
   EXPECT_NE(html.find("5.65×"), std::string::npos);  // mlp_wide amp_bf16 with graphs, as README
+  // The CPU run's warning travels with its numbers, as under the console table.
+  EXPECT_NE(html.find("note: on the CPU reference backend the times are of emulated"),
+            std::string::npos);
   // tiny_mlp is on two devices: the labels say which.
   EXPECT_NE(html.find("mpbench fp32 · cpu"), std::string::npos);
   EXPECT_NE(html.find("mpbench fp32 · cuda"), std::string::npos);
