@@ -58,6 +58,18 @@ double quantile_sorted(const std::vector<double>& s, double q) {
   return s[i] + f * (s[j] - s[i]);
 }
 
+// The 95% percentile interval of the bootstrap's ratios (sorted here) into est; no resample
+// leaves the point estimate as a zero-width interval.
+void set_percentile_interval(std::vector<double>& ratios, RatioEstimate& est) {
+  if (ratios.empty()) {
+    est.lo = est.hi = est.ratio;
+    return;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  est.lo = quantile_sorted(ratios, 0.025);
+  est.hi = quantile_sorted(ratios, 0.975);
+}
+
 }  // namespace
 
 std::vector<double> positive_finite(const std::vector<double>& v) {
@@ -118,13 +130,7 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
       ratios.push_back(median_of(rc) / median_of(rb));
     }
   }
-  if (ratios.empty()) {
-    est.lo = est.hi = est.ratio;
-    return est;
-  }
-  std::sort(ratios.begin(), ratios.end());
-  est.lo = quantile_sorted(ratios, 0.025);
-  est.hi = quantile_sorted(ratios, 0.975);
+  set_percentile_interval(ratios, est);
   return est;
 }
 
@@ -182,13 +188,7 @@ RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& curren
     const double mb = resample(b);
     ratios.push_back(resample(c) / mb);
   }
-  if (ratios.empty()) {
-    est.lo = est.hi = est.ratio;
-    return est;
-  }
-  std::sort(ratios.begin(), ratios.end());
-  est.lo = quantile_sorted(ratios, 0.025);
-  est.hi = quantile_sorted(ratios, 0.975);
+  set_percentile_interval(ratios, est);
   return est;
 }
 
