@@ -10,6 +10,7 @@
 #include "app/console_table.h"
 #include "app/output_file.h"
 #include "app/report_writers.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "train/max_batch.h"
 
@@ -151,6 +152,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
     overrides.precisions = args.precisions;
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), overrides);
+    preflight(specs.back());
   }
   auto be = select_backend(args.device, args.quiet);
   const DeviceInfo device = be->info();

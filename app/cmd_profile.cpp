@@ -12,6 +12,7 @@
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "train/op_profile.h"
 #include "train/trainer.h"
@@ -189,6 +190,7 @@ int cmd_profile(const ProfileArgs& args) {
   Spec spec = load_spec(args.spec);
   apply_run_overrides(spec, args.run);
   fit_to_steps(spec, args.steps);
+  preflight(spec);
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
 
   auto be = select_backend(args.run.device, args.run.quiet);

@@ -9,6 +9,7 @@
 #include "app/progress.h"
 #include "app/report_writers.h"
 #include "models/dataset.h"
+#include "models/input_file.h"
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/trainer.h"
@@ -83,6 +84,30 @@ void warn_if_heavy_for_cpu(const std::vector<Spec>& specs) {
   }
 }
 
+// `compare` and `report` read result files of at most kMaxResultFileBytes: refuse up front a run
+// whose --json could be larger (so many repetitions, seeds or epochs that even the bucketed
+// per-step series would not fit).
+void check_result_size(const std::vector<Spec>& specs, const RunArgs& args) {
+  if (args.json_path.empty()) return;
+  constexpr uint64_t kPerSpec = 16 << 10, kHeader = 64 << 10;  // resolved spec; tool, env
+  uint64_t bytes = kHeader, runs = 0;
+  for (const Spec& spec : specs) {
+    const int64_t steps = step_plan(spec.train, spec.data.train_samples).total();
+    const uint64_t per_mode = static_cast<uint64_t>(args.repeat * std::max<int64_t>(args.seeds, 1));
+    bytes += kPerSpec;
+    for (Precision p : spec.precisions) {
+      const int64_t fp8 = precision_info(p).fp8_linears ? kFp8RecordedTensors : 0;
+      bytes += per_mode * max_run_json_bytes(spec.train.epochs, steps, fp8);
+      runs += per_mode;
+    }
+  }
+  if (bytes > kMaxResultFileBytes)
+    throw_bad_input(fmt::format(
+        "--json {}: {} runs could write up to {} MiB, more than the {} MiB `compare` and "
+        "`report` read; use fewer specs, modes, --repeat, --seeds or epochs",
+        args.json_path, runs, bytes >> 20, kMaxResultFileBytes >> 20));
+}
+
 }  // namespace
 
 int cmd_run(const RunArgs& args) {
@@ -109,6 +134,8 @@ int cmd_run(const RunArgs& args) {
             spec, {{fmt::format("--batch-sizes {}", b), {"train", "batch_size"}, b}}));
     specs = std::move(sweep);
   }
+  for (const Spec& spec : specs) preflight(spec);
+  check_result_size(specs, args);
   std::vector<std::string> inputs;
   for (const Spec& spec : specs)
     for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));

@@ -22,13 +22,9 @@ int cmd_validate(const std::vector<std::string>& specs) {
           "{} and {} both name their model \"{}\"{}; results are matched by name, so each spec "
           "must have its own",
           seen->second, path, spec.name, seen->second == path ? " (the same file twice)" : ""));
+    preflight(spec);  // each mode's model, fp32_layers names, idx files: what `run` checks
     int64_t params = 0;
-    for (Precision p : spec.precisions) {
-      Model model(spec, p);  // checks the family is buildable and fp32_layers names
-      params = 0;
-      for (const auto& li : model.layer_infos()) params += li.params;
-    }
-    if (spec.data.type == "idx") make_dataset(spec);  // reads and validates the files
+    for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
     std::vector<std::string> modes;
     for (Precision p : spec.precisions) modes.push_back(precision_name(p));
     std::cout << fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", path, spec.name,

@@ -457,7 +457,7 @@ std::vector<std::string> fp8_notes(const ModelGroup& group) {
     for (const Fp8TensorSeries& t : r->fp8_scaling)
       if (t.clipped_steps > 0)
         hit += fmt::format("{}{} at {} of {} steps", hit.empty() ? "" : ", ", t.tensor,
-                           t.clipped_steps, t.amax.size());
+                           t.clipped_steps, r->steps_of(t.amax.size()));
     out.push_back(fmt::format(
         "{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
         r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",

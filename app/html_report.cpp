@@ -474,14 +474,14 @@ std::string loss_charts(const std::vector<Series>& series) {
     if (r.steps.empty()) continue;
     if (markers.empty()) markers = epoch_boundaries(r);
     std::vector<double> ys, scales;
-    int64_t skipped = 0;
     for (const StepRecord& st : r.steps) {
       ys.push_back(st.loss);
       scales.push_back(st.loss_scale);
-      skipped += st.skipped ? 1 : 0;
     }
+    const int64_t skipped = r.skipped_steps;  // the series may hold buckets (steps.stride)
+    const double stride = double(r.step_stride);
     const std::string dash = dash_for(s.variant);
-    Line l{s.label, s.color, dash, downsample(ys, 500), ""};
+    Line l{s.label, s.color, dash, downsample(ys, 500, false, stride), ""};
     for (auto& p : l.pts) {
       if (std::isfinite(p.second) && p.second > 0) {
         lo = std::min(lo, p.second);
@@ -489,7 +489,7 @@ std::string loss_charts(const std::vector<Series>& series) {
       }
     }
     const double last = ys.back();
-    l.tooltip = fmt::format("{}: {} steps, last loss {}{}", s.label, r.steps.size(),
+    l.tooltip = fmt::format("{}: {} steps, last loss {}{}", s.label, r.step_count(),
                             std::isfinite(last) ? fmt::format("{:.4g}", last) : "non-finite",
                             r.status != RunStatus::Ok ? " (" + status_text(r) + ")" : "");
     loss_keys.emplace_back(
@@ -499,7 +499,7 @@ std::string loss_charts(const std::vector<Series>& series) {
     loss_dash.push_back(dash.empty() ? "none" : dash);
     loss.push_back(std::move(l));
     if (r.loss_scaling) {
-      Line sl{s.label, s.color, dash, downsample(scales, 500, true), ""};
+      Line sl{s.label, s.color, dash, downsample(scales, 500, true, stride), ""};
       sl.tooltip = fmt::format("{}: final loss scale {:g}, {} skipped steps", s.label,
                                r.final_loss_scale, skipped);
       scale_keys.emplace_back(s.label + fmt::format(" ({} skipped)", skipped), s.color);
@@ -560,18 +560,20 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
       const std::string dash = first ? dash_for(s.variant) : "7 4";
       const std::string label = series.size() > 1 ? s.label + " · " + t.tensor : t.tensor;
       std::vector<double> a(t.amax.begin(), t.amax.end()), sc(t.scale.begin(), t.scale.end());
-      Line la{label, color, dash, downsample(a, 500), ""};
+      const double stride = double(r.step_stride);
+      Line la{label, color, dash, downsample(a, 500, false, stride), ""};
       la.tooltip = fmt::format("{} ({}): last amax {:.4g}", label, t.format, a.back());
-      Line ls{label, color, dash, downsample(sc, 500), ""};
+      Line ls{label, color, dash, downsample(sc, 500, false, stride), ""};
       ls.tooltip = fmt::format("{} ({}): last scale {:.4g}", label, t.format, sc.back());
       amax.push_back(std::move(la));
       scale.push_back(std::move(ls));
-      keys.emplace_back(label + " (" + t.format +
-                            (t.clipped_steps > 0 ? fmt::format(", clipped at {} of {} steps",
-                                                               t.clipped_steps, t.amax.size())
-                                                 : std::string()) +
-                            ")",
-                        color);
+      keys.emplace_back(
+          label + " (" + t.format +
+              (t.clipped_steps > 0 ? fmt::format(", clipped at {} of {} steps", t.clipped_steps,
+                                                 r.steps_of(t.amax.size()))
+                                   : std::string()) +
+              ")",
+          color);
       dashes.push_back(dash.empty() ? "none" : dash);
     }
   }
@@ -821,7 +823,7 @@ std::string page_close(const char* hint) {
 }  // namespace
 
 std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys, size_t max_points,
-                                                  bool use_min) {
+                                                  bool use_min, double x_per_entry) {
   Points out;
   const size_t n = ys.size();
   if (n == 0 || max_points == 0) return out;
@@ -835,7 +837,8 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
       acc = use_min ? std::min(acc, ys[i]) : acc + ys[i];
       ++finite;
     }
-    const double x = bucket == 1 ? double(start) : (double(start) + double(end - 1)) / 2;
+    const double x =
+        x_per_entry * (bucket == 1 ? double(start) : (double(start) + double(end - 1)) / 2);
     const double y = finite == 0 ? NAN : use_min ? acc : acc / double(finite);
     out.emplace_back(x, y);
   }

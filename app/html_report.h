@@ -51,7 +51,8 @@ std::string format_history_markdown(const std::vector<HistoryEntry>& entries);
 // At most `max_points` (x, y) points for a per-step series: steps are averaged in equal buckets
 // (`use_min`: the bucket's minimum, which keeps loss-scale back-offs visible). Non-finite values
 // are left out of a bucket; a bucket with none becomes a NaN y, which the charts draw as a gap.
+// x is in steps: entry i covers steps i * x_per_entry onwards (a file's steps.stride).
 std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys, size_t max_points,
-                                                  bool use_min = false);
+                                                  bool use_min = false, double x_per_entry = 1);
 
 }  // namespace mpbench

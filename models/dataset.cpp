@@ -179,11 +179,13 @@ std::vector<uint8_t> read_idx_labels(const std::string& path) {
 
 namespace {
 
-void load_idx_split(const std::string& images_path, const std::string& labels_path, int64_t n,
-                    const char* samples_key, int64_t input_dim, int num_classes,
-                    std::vector<float>& x, std::vector<int32_t>& y) {
-  const std::vector<uint8_t> labels = read_idx_labels(labels_path);
-  const IdxImages im = read_idx_images(images_path, n);
+// Everything about one split that needs no pixels: the image header and size, rows * cols ==
+// input_dim, the label count and range, and that the files hold n samples. Returns the labels.
+std::vector<uint8_t> check_idx_split(const std::string& images_path, const std::string& labels_path,
+                                     int64_t n, const char* samples_key, int64_t input_dim,
+                                     int num_classes) {
+  std::vector<uint8_t> labels = read_idx_labels(labels_path);
+  const IdxImages im = read_idx_images(images_path, 0);
   // Two 32-bit dims multiply without overflow in 64 unsigned bits (an empty file's header can
   // claim 0 images of 2^32-1 x 2^32-1).
   const uint64_t pixels = static_cast<uint64_t>(im.rows) * static_cast<uint64_t>(im.cols);
@@ -207,12 +209,28 @@ void load_idx_split(const std::string& images_path, const std::string& labels_pa
                       labels_path, labels[i], i, num_classes));
     }
   }
+  return labels;
+}
+
+void load_idx_split(const std::string& images_path, const std::string& labels_path, int64_t n,
+                    const char* samples_key, int64_t input_dim, int num_classes,
+                    std::vector<float>& x, std::vector<int32_t>& y) {
+  const std::vector<uint8_t> labels =
+      check_idx_split(images_path, labels_path, n, samples_key, input_dim, num_classes);
+  const IdxImages im = read_idx_images(images_path, n);
   x.resize(im.pixels.size());
   for (size_t i = 0; i < im.pixels.size(); ++i) x[i] = static_cast<float>(im.pixels[i]) / 255.0f;
   y.assign(labels.begin(), labels.begin() + n);
 }
 
 }  // namespace
+
+void check_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
+  check_idx_split(data.train_images, data.train_labels, data.train_samples, "train_samples",
+                  input_dim, num_classes);
+  check_idx_split(data.eval_images, data.eval_labels, data.eval_samples, "eval_samples", input_dim,
+                  num_classes);
+}
 
 Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   Dataset ds;

@@ -83,5 +83,7 @@ std::vector<uint8_t> read_idx_labels(const std::string& path);
 // Checks rows * cols == input_dim, labels < num_classes, image and label counts equal and that
 // the files hold enough samples. Each error is one line naming the file.
 Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes);
+// Every check of load_idx but the pixels themselves: headers, sizes, counts and labels.
+void check_idx(const DataSpec& data, int64_t input_dim, int num_classes);
 
 }  // namespace mpbench

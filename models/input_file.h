@@ -13,6 +13,8 @@ namespace mpbench {
 // The largest result or profile file read: 256 MiB is about a million training steps with their
 // per-step series, far beyond what a benchmark run writes, and parses in seconds.
 constexpr uint64_t kMaxResultFileBytes = uint64_t{256} << 20;
+// The deepest JSON read: mpbench's own files nest 6 levels, its specs 4.
+constexpr size_t kMaxJsonDepth = 64;
 // Specs are a few hundred bytes; 16 MiB leaves any hand-written one room.
 constexpr uint64_t kMaxSpecFileBytes = uint64_t{16} << 20;
 
@@ -27,8 +29,8 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
 // Parses JSON text from `path`: a syntax error is "<path>:<line>:<col>: JSON syntax error: ...",
 // a number beyond double range "<path>: JSON error: number overflow parsing '1e400'", both
 // BadInput; so is a NUL byte anywhere (nlohmann would take it for the end of the input and accept
-// "{...}\0 anything"), and bytes after the value. `callback` (nlohmann's parser callback) may veto
-// or check elements as they come.
+// "{...}\0 anything"), bytes after the value, and more than kMaxJsonDepth levels of nesting.
+// `callback` (nlohmann's parser callback) may veto or check elements as they come.
 nlohmann::json parse_json_text(const std::string& text, const std::string& path,
                                const nlohmann::json::parser_callback_t& callback = nullptr);
 

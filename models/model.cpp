@@ -67,6 +67,14 @@ ModelIo model_io(const Spec& spec) {
   return family_of(spec.model).io(spec.model);
 }
 
+void preflight(const Spec& spec) {
+  for (Precision p : spec.precisions) Model(spec, p);
+  if (spec.data.type == "idx") {
+    const ModelIo io = model_io(spec);
+    check_idx(spec.data, io.input_dim, static_cast<int>(io.num_classes));
+  }
+}
+
 Model::Model(const Spec& spec, Precision precision)
     : precision_(precision), fp8_recipe_(spec.fp8), io_(model_io(spec)) {
   family_of(spec.model).build(spec, precision, layers_);

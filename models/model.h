@@ -148,6 +148,13 @@ struct ModelIo {
 };
 ModelIo model_io(const Spec& spec);
 
+// Everything a command would refuse about a parsed spec before its first step, without
+// allocating or training: each mode's model is built as a description (fp32_layers names that
+// only the built layers know) and the idx files are read but for their pixels (headers, sizes,
+// counts, labels). Commands call it on every spec before any work, so that no spec's training is
+// thrown away for a later spec's mistake. Errors are BadInput naming the file.
+void preflight(const Spec& spec);
+
 // Told which layer is about to run, by tools that attribute device time to layers
 // (`mpbench profile`). Called on the host as the layer's ops are enqueued.
 class LayerObserver {

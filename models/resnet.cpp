@@ -701,6 +701,7 @@ int64_t resnet_output_size(const ResnetSpec& r) {
 // batch x (image_size / stride)^2 of them), and synthetic data with at least as many motif
 // arrangements as classes.
 void check_resnet(const spec_json::Ctx& ctx, const Spec& s) {
+  require_synthetic_data(s);
   const auto& r = std::get<ResnetSpec>(s.model);
   const int64_t side = resnet_output_size(r);
   if (s.train.batch_size * side * side < 2) {
@@ -773,7 +774,6 @@ Family resnet_family() {
             build_resnet(s, std::get<ResnetSpec>(s.model), p, layers);
           },
           [](const Spec& s, const DataProgress& progress) {
-            require_synthetic_data(s);
             const DataSpec& d = s.data;
             return make_synthetic_images(std::get<ResnetSpec>(s.model), d.train_samples,
                                          d.eval_samples, d.seed, SyntheticImageTask{}, progress);

@@ -11,6 +11,8 @@
 #include <functional>
 #include <limits>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -216,6 +218,7 @@ std::vector<std::string> read_string_list(const ObjectReader& r, const std::stri
                                           bool non_empty, const std::string& expected,
                                           const std::vector<std::string>* allowed = nullptr) {
   std::vector<std::string> out;
+  std::unordered_map<std::string, size_t> first_at;
   const json* arr = r.array(key, false, expected);
   if (!arr) return out;
   if (non_empty && arr->empty()) r.ctx().fail(r.sub(key), "expected " + expected + ", got []");
@@ -227,10 +230,11 @@ std::vector<std::string> read_string_list(const ObjectReader& r, const std::stri
     if (allowed && std::find(allowed->begin(), allowed->end(), s) == allowed->end()) {
       r.ctx().fail(p, "expected one of " + join_quoted(*allowed, true) + ", got " + render(v));
     }
-    auto it = std::find(out.begin(), out.end(), s);
-    if (it != out.end()) {
-      r.ctx().fail(p, fmt::format("duplicate \"{}\" (already at {}[{}])", clip(s), r.sub(key),
-                                  it - out.begin()));
+    // A map, not a scan of `out`: a list of 100k names would take quadratic time.
+    const auto [it, fresh] = first_at.emplace(s, out.size());
+    if (!fresh) {
+      r.ctx().fail(
+          p, fmt::format("duplicate \"{}\" (already at {}[{}])", clip(s), r.sub(key), it->second));
     }
     out.push_back(s);
   }
@@ -383,9 +387,10 @@ json to_json(const Spec& s) {
 }
 
 void validate_fp32_layers(const Spec& spec, const std::vector<std::string>& layer_names) {
+  const std::unordered_set<std::string> known(layer_names.begin(), layer_names.end());
   for (size_t i = 0; i < spec.fp32_layers.size(); ++i) {
     const std::string& name = spec.fp32_layers[i];
-    if (std::find(layer_names.begin(), layer_names.end(), name) == layer_names.end()) {
+    if (known.count(name) == 0) {
       throw_bad_input(fmt::format("{}: fp32_layers[{}]: unknown layer \"{}\" (expected one of: {})",
                                   spec.source_path, i, clip(name),
                                   join_quoted(layer_names, false)));

@@ -534,14 +534,13 @@ Family transformer_family() {
           [](const ModelSpec& m) { return std::holds_alternative<TransformerSpec>(m); },
           read_transformer,
           write_transformer,
-          nullptr,
+          [](const spec_json::Ctx&, const Spec& s) { require_synthetic_data(s); },
           transformer_footprint,
           transformer_io,
           [](const Spec& s, Precision p, std::vector<std::unique_ptr<Layer>>& layers) {
             build_transformer(s, std::get<TransformerSpec>(s.model), p, layers);
           },
           [](const Spec& s, const DataProgress& progress) {
-            require_synthetic_data(s);
             const DataSpec& d = s.data;
             return make_synthetic_sequences(std::get<TransformerSpec>(s.model), d.train_samples,
                                             d.eval_samples, d.seed, SyntheticSequenceTask{},

@@ -89,6 +89,16 @@ std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf = 0.2)
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);
 
+// Newlines in s: a message of one line has one.
+inline size_t count_lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n' ? 1 : 0;
+  return n;
+}
+inline bool has_text(const std::string& s, const std::string& needle) {
+  return s.find(needle) != std::string::npos;
+}
+
 // The whole file (binary); empty when it cannot be read.
 std::string read_file(const std::filesystem::path& path);
 

@@ -57,6 +57,23 @@ json num_f(float v) {
   return num(static_cast<double>(v));
 }
 
+// A bucket's mean over its finite values; NaN (null) when it has none.
+float bucket_mean(const std::vector<float>& v) {
+  double sum = 0;
+  size_t n = 0;
+  for (float x : v)
+    if (std::isfinite(x)) {
+      sum += x;
+      ++n;
+    }
+  return n == 0 ? NAN : static_cast<float>(sum / static_cast<double>(n));
+}
+
+// Entries of a series per written entry, so that at most kMaxWrittenSteps remain.
+int64_t bucket_size(int64_t entries) {
+  return std::max<int64_t>(1, (entries + kMaxWrittenSteps - 1) / kMaxWrittenSteps);
+}
+
 json time_stats_json(const TimeStats& t) {
   return {{"median", num(t.median)}, {"mean", num(t.mean)}, {"stddev", num(t.stddev)},
           {"cv", num(t.cv)},         {"min", num(t.min)},   {"max", num(t.max)}};
@@ -98,6 +115,16 @@ json to_json(const MemoryReport& m) {
           {"device", m.has_device ? json(m.device_peak) : json(nullptr)},
           {"device_baseline", m.has_device ? json(m.device_baseline) : json(nullptr)},
           {"by_category", std::move(by_cat)}};
+}
+
+uint64_t max_run_json_bytes(int64_t epochs, int64_t steps, int64_t fp8_tensors) {
+  // What dump(2) spends at most: an entry of a per-step array is one line of up to 12 spaces of
+  // indent, a 23-character float ("-1.1754942106924411e-38") and ",\n"; an epoch is an object of
+  // six such lines; 64 KiB covers the rest of a run (memory, conv algorithms, flags).
+  const uint64_t entries = static_cast<uint64_t>(std::min<int64_t>(steps, kMaxWrittenSteps));
+  constexpr uint64_t kLine = 40, kEpoch = 6 * (kLine + 20) + 40, kRest = 64 << 10;
+  return kRest + kEpoch * static_cast<uint64_t>(epochs) + 5 * kLine * entries +
+         2 * kLine * entries * static_cast<uint64_t>(fp8_tensors);
 }
 
 json to_json(const RunResult& r) {
@@ -151,26 +178,45 @@ json to_json(const RunResult& r) {
 
   // Parallel arrays rather than an array of objects: a third the size, and each series loads
   // straight into a plotting column.
+  const int64_t n_steps = static_cast<int64_t>(r.steps.size());
+  const int64_t stride = bucket_size(n_steps);
   json loss = json::array(), grad_norm = json::array(), scale = json::array(),
        skipped = json::array(), time_ms = json::array();
-  for (const StepRecord& s : r.steps) {
-    time_ms.push_back(num_f(s.time_ms));
-    loss.push_back(num_f(s.loss));
-    grad_norm.push_back(num_f(s.grad_norm));
-    scale.push_back(num_f(s.loss_scale));
-    skipped.push_back(s.skipped);
+  for (int64_t b = 0; b < n_steps; b += stride) {
+    const auto first = r.steps.begin() + b;
+    const auto last = r.steps.begin() + std::min(n_steps, b + stride);
+    auto series = [&](float StepRecord::*field) {
+      std::vector<float> v;
+      for (auto it = first; it != last; ++it) v.push_back((*it).*field);
+      return v;
+    };
+    time_ms.push_back(num_f(bucket_mean(series(&StepRecord::time_ms))));
+    loss.push_back(num_f(bucket_mean(series(&StepRecord::loss))));
+    grad_norm.push_back(num_f(bucket_mean(series(&StepRecord::grad_norm))));
+    const std::vector<float> sc = series(&StepRecord::loss_scale);
+    scale.push_back(num_f(*std::min_element(sc.begin(), sc.end())));
+    skipped.push_back(std::any_of(first, last, [](const StepRecord& s) { return s.skipped; }));
   }
   j["steps"] = {{"loss", std::move(loss)},
                 {"grad_norm", std::move(grad_norm)},
                 {"loss_scale", std::move(scale)},
                 {"skipped", std::move(skipped)},
                 {"time_ms", std::move(time_ms)}};
+  // In steps: a file read back may hold buckets already.
+  if (stride * r.step_stride > 1) {
+    j["steps"]["stride"] = stride * r.step_stride;
+    j["steps"]["count"] = r.step_count();
+  }
   if (!r.fp8_scaling.empty()) {
     json f8 = json::array();
     for (const Fp8TensorSeries& t : r.fp8_scaling) {
       json amax = json::array(), sc = json::array();
-      for (float v : t.amax) amax.push_back(num_f(v));
-      for (float v : t.scale) sc.push_back(num_f(v));
+      const size_t n = t.amax.size(), k = static_cast<size_t>(stride);
+      for (size_t b = 0; b < n; b += k) {
+        const size_t e = std::min(n, b + k);
+        amax.push_back(num_f(*std::max_element(t.amax.begin() + b, t.amax.begin() + e)));
+        sc.push_back(num_f(*std::min_element(t.scale.begin() + b, t.scale.begin() + e)));
+      }
       f8.push_back({{"tensor", t.tensor},
                     {"format", t.format},
                     {"clipped_steps", t.clipped_steps},
@@ -405,7 +451,9 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   r.final_accuracy = number(j, "final_accuracy", path, kFraction);
   r.final_loss = number(j, "final_loss", path, loss);
   r.skipped_steps = integer(j, "skipped_steps", path, 0);
-  r.final_loss_scale = number(j, "final_loss_scale", path, kPositive, false, 1.0);
+  // GradScaler's scale can underflow to 0 (a backoff_factor of 1e-300 does it in one step), as
+  // torch's does: a run mpbench wrote says so, and reads back.
+  r.final_loss_scale = number(j, "final_loss_scale", path, kNonNegative, false, 1.0);
   r.loss_scaling = boolean(j, "loss_scaling", path);
 
   if (j.contains("steps")) {
@@ -416,6 +464,16 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const json* sc = array_at(s, "loss_scale", p, false);
     const json* sk = array_at(s, "skipped", p, false);
     const json* tm = array_at(s, "time_ms", p, false);
+    r.step_stride = integer(s, "stride", p, 1, 1);
+    if (r.step_stride > 1) {
+      // Each entry covers `stride` steps, the last one at least one of them.
+      find(s, "count", p, true);
+      r.bucketed_steps = integer(s, "count", p, 1);
+      const int64_t entries = losses ? static_cast<int64_t>(losses->size()) : 0;
+      if ((r.bucketed_steps - 1) / r.step_stride + 1 != entries)
+        throw_bad_input(fmt::format("{}: {} steps in {} entries of {}", sub(p, "count"),
+                                    r.bucketed_steps, entries, r.step_stride));
+    }
     const size_t n = losses ? losses->size() : 0;
     for (const auto& [arr, key] : {std::pair{gn, "grad_norm"},
                                    {sc, "loss_scale"},
@@ -440,7 +498,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       StepRecord& st = r.steps[i];
       st.loss = as_float(losses, i, "loss", loss, 0.0f);
       st.grad_norm = as_float(gn, i, "grad_norm", kNonNegative, 0.0f);
-      st.loss_scale = as_float(sc, i, "loss_scale", kPositive, 1.0f);
+      st.loss_scale = as_float(sc, i, "loss_scale", kNonNegative, 1.0f);
       st.time_ms = as_float(tm, i, "time_ms", step_time, 0.0f);
       if (sk) {
         const json& v = (*sk)[i];
@@ -462,7 +520,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
         bad(sub(pi, "format"), "\"fp8_e4m3\" or \"fp8_e5m2\"");
       for (auto [key, out] : {std::pair{"amax", &t.amax}, std::pair{"scale", &t.scale}}) {
         const json& arr = *array_at(e, key, pi, true);
-        const Range range = std::string(key) == "amax" ? kNonNegative : kPositive;
+        // A scale can round to 0: fp8_max * 2^-margin over an amax near FLT_MAX.
+        const Range range = kNonNegative;
         for (size_t k = 0; k < arr.size(); ++k)
           out->push_back(static_cast<float>(
               number_value(arr[k], fmt::format("{}[{}]", sub(pi, key), k), range)));
@@ -471,6 +530,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       if (t.amax.size() != t.scale.size())
         throw_bad_input(fmt::format("{}: {} scales, but {} amaxes", sub(pi, "scale"),
                                     t.scale.size(), t.amax.size()));
+      // A tensor is recorded only after a step (Run::read_back_fp8_series).
+      if (t.amax.empty()) bad(sub(pi, "amax"), "at least one step's amax");
       r.fp8_scaling.push_back(std::move(t));
     }
   }

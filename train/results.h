@@ -97,6 +97,15 @@ struct RunResult {
   double final_loss_scale = 1;
   bool loss_scaling = false;
   std::vector<StepRecord> steps;  // every training step, warm-up included, in order
+  // Steps per entry of `steps` and of the fp8 series: 1 in a run, more in a long run read back
+  // from its file (kMaxWrittenSteps), whose entries then cover `bucketed_steps` steps.
+  int64_t step_stride = 1;
+  int64_t bucketed_steps = 0;
+  // The training steps a per-step series of `entries` entries covers (steps, fp8_scaling).
+  int64_t steps_of(size_t entries) const {
+    return step_stride == 1 ? static_cast<int64_t>(entries) : bucketed_steps;
+  }
+  int64_t step_count() const { return steps_of(steps.size()); }
   // amp_fp8: a few representative tensors (the first and the last FP8 layer's x, w and dy).
   std::vector<Fp8TensorSeries> fp8_scaling;
   // The GPU's convolutions: the algorithm, math type and workspace cuDNN's ranking gave each
@@ -125,6 +134,19 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
 // The spread (cv) of the median epoch times of r's repetitions that trained ok, r included; NaN
 // when it has fewer than two.
 double repetition_cv(const RunResult& r, const std::vector<RunResult>& all);
+
+// The most entries a per-step series has in a file: a run of more steps is written in buckets of
+// `stride` consecutive steps (loss, grad norm and time the mean of the bucket's finite values,
+// loss scale the minimum, skipped whether any was, an fp8 amax the maximum and its scale the
+// minimum), so that a 2.5M-step run's file stays a few MB. The charts draw 500 points.
+inline constexpr int64_t kMaxWrittenSteps = 4096;
+// amp_fp8 records the x, w and dy of its first and its last FP8 layer (fp8_scaling).
+inline constexpr int kFp8RecordedTensors = 6;
+
+// An upper bound on the bytes one run adds to a result file (to_json(Report).dump(2)): `compare`
+// and `report` read files of at most kMaxResultFileBytes, so `run` refuses up front what would
+// write more. fp8_tensors: the tensors amp_fp8 records (0 in other modes).
+uint64_t max_run_json_bytes(int64_t epochs, int64_t steps, int64_t fp8_tensors);
 
 // peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.
 nlohmann::json to_json(const MemoryReport& m);

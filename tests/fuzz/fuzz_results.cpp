@@ -20,6 +20,7 @@
 #include "app/report_writers.h"
 #include "app/result_files.h"
 #include "kernels/error.h"
+#include "models/input_file.h"
 #include "train/results.h"
 
 namespace {
@@ -84,9 +85,8 @@ struct TempFile {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
 
-  // In memory: the reader and the formatters.
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded()) expect_bad_input([&] { format_everything(report_from_json(j)); });
+  // In memory: the parser (with its nesting cap), the reader and the formatters.
+  expect_bad_input([&] { format_everything(report_from_json(parse_json_text(text, "fuzz"))); });
 
   // Through the files `compare` and `report` read; `report` tells a profile from a result file.
   static const TempFile file;

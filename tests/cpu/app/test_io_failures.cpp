@@ -29,6 +29,8 @@
 namespace fs = std::filesystem;
 using mpbench::test::read_file;
 using Result = mpbench::test::ShellResult;
+using mpbench::test::count_lines;
+using mpbench::test::has_text;
 
 namespace {
 
@@ -36,14 +38,6 @@ namespace {
 const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
   "hidden": [8], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
   "train": {"batch_size": 32, "epochs": 1}})";
-
-size_t lines(const std::string& s) {
-  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
-}
-
-bool has(const std::string& s, const std::string& needle) {
-  return s.find(needle) != std::string::npos;
-}
 
 class IoFailures : public mpbench::test::CliTest {
  protected:
@@ -58,8 +52,8 @@ class IoFailures : public mpbench::test::CliTest {
   // Refused before any work: exit 2, one line naming the option, nothing on stdout.
   void expect_refused(const Result& r, const std::string& needle) {
     EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_EQ(lines(r.err), 1u) << r.err;
-    EXPECT_TRUE(has(r.err, needle)) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has_text(r.err, needle)) << r.err;
     EXPECT_EQ(r.out, "") << "the run went ahead";
   }
   std::string exe() const { return MPBENCH_EXE; }
@@ -82,7 +76,7 @@ TEST_F(IoFailures, ASymlinkLoopIsRefusedAndTheLinksStay) {
   const Result shell =
       mpbench::test::run_shell("{ echo x >" + self.string() + "; }", dir_.string());
   EXPECT_NE(shell.code, 0);
-  EXPECT_TRUE(has(shell.err, std::strerror(ELOOP))) << shell.err;
+  EXPECT_TRUE(has_text(shell.err, std::strerror(ELOOP))) << shell.err;
 }
 
 TEST_F(IoFailures, PathsTheWriteWouldFailOnAreRefusedBeforeTheRun) {
@@ -130,7 +124,7 @@ TEST_F(IoFailures, AFullOrClosedStdoutIsExitThreeAndTheFilesAreWritten) {
     EXPECT_EQ(r.code, 3) << r.err;
     EXPECT_EQ(r.err, "mpbench: cannot write stdout: " + why + "\n");
     EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u);
-    EXPECT_TRUE(has(read_file(md), "| fp32")) << read_file(md);
+    EXPECT_TRUE(has_text(read_file(md), "| fp32")) << read_file(md);
   }
   // Other commands too: the check is on the way out of main.
   const Result v = mpbench::test::run_shell("{ " + exe() + " validate " + spec_ + " >/dev/full; }",
@@ -180,7 +174,7 @@ TEST_F(IoFailures, AGoneReaderIsExitThreeAfterTheFiles) {
   EXPECT_EQ(read_file(err),
             std::string("mpbench: cannot write stdout: ") + std::strerror(EPIPE) + "\n");
   EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u);
-  EXPECT_TRUE(has(read_file(csv), "small,")) << read_file(csv);
+  EXPECT_TRUE(has_text(read_file(csv), "small,")) << read_file(csv);
 }
 
 // profile and explain under a limit no mode fits in: each mode is a row that says it ran out of
@@ -193,11 +187,11 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
                  "--memory-limit 500KB --quiet --json " + json);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_TRUE(has(r.out, "oom: over the memory limit of 488.3 KiB")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "oom: over the memory limit of 488.3 KiB")) << r.out;
   auto j = nlohmann::json::parse(read_file(json));
   ASSERT_EQ(j["profiles"].size(), 2u);
   EXPECT_EQ(j["profiles"][0]["status"], "oom");
-  EXPECT_TRUE(has(j["profiles"][0]["status_detail"], "asked for"));
+  EXPECT_TRUE(has_text(j["profiles"][0]["status_detail"], "asked for"));
   EXPECT_EQ(j["profiles"][1]["status"], "ok");
 
   r = run("profile " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
@@ -214,9 +208,9 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
           "--memory-limit 500KB --quiet --json " + json + " --md " + md);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
-  EXPECT_TRUE(has(r.out, "amp_bf16 vs fp32: not compared, fp32 oom: over the memory limit"))
+  EXPECT_TRUE(has_text(r.out, "amp_bf16 vs fp32: not compared, fp32 oom: over the memory limit"))
       << r.out;
-  EXPECT_TRUE(has(read_file(md), "not compared, fp32 oom")) << read_file(md);
+  EXPECT_TRUE(has_text(read_file(md), "not compared, fp32 oom")) << read_file(md);
   j = nlohmann::json::parse(read_file(json));
   EXPECT_EQ(j["modes"][0]["status"], "oom");
   EXPECT_EQ(j["comparisons"].size(), 0u);

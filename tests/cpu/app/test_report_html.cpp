@@ -375,9 +375,10 @@ TEST_F(ReportHtml, BadInputsExit2) {
       {"report " + with("nan.json", [](json& j) { j["runs"][0]["epoch_time_ms"]["median"] = {}; }) +
            " --html " + out,
        "nan.json: runs[0].epoch_time_ms.median: expected a number >= 0, got null"},
-      {"report " + with("scale.json", [](json& j) { j["runs"][0]["steps"]["loss_scale"][0] = 0; }) +
+      {"report " +
+           with("scale.json", [](json& j) { j["runs"][0]["steps"]["loss_scale"][0] = -1; }) +
            " --html " + out,
-       "scale.json: runs[0].steps.loss_scale[0]: expected a number > 0"},
+       "scale.json: runs[0].steps.loss_scale[0]: expected a number >= 0"},
       {"report " + copy + " --html " + copy, "is the input"},
       {"report " + (dir_ / "nope.json").string() + " --html " + out,
        "nope.json: cannot read result file: No such file"},

@@ -183,18 +183,24 @@ TEST(Synthetic, MakeDatasetFollowsTheSpec) {
   EXPECT_EQ(ds.train_tokens.size(), 16u * 32);
   EXPECT_EQ(ds.eval_y.size(), 8u * 32);
 
-  // idx files hold flat images for an MLP; the other families say so.
-  Spec r = parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8,
-      "in_channels": 4, "width": 8, "out_channels": 16, "blocks": 1, "num_classes": 4},
-      "train": {"batch_size": 8}})",
-                      "r.json");
-  r.data.type = "idx";
-  try {
-    make_dataset(r);
-    ADD_FAILURE() << "idx data for a resnet spec must be rejected";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
-    EXPECT_NE(std::string(e.what()).find("data.type"), std::string::npos) << e.what();
+  // idx files hold flat images for an MLP; the other families say so when the spec is read, not
+  // when its data are made after other specs have trained.
+  const char* idx_data = R"("data": {"type": "idx", "train_samples": 16, "eval_samples": 8,
+      "train_images": "a", "train_labels": "b", "eval_images": "c", "eval_labels": "d"})";
+  for (const std::string model :
+       {R"({"type": "resnet_bottleneck", "image_size": 8, "in_channels": 4, "width": 8,
+            "out_channels": 16, "blocks": 1, "num_classes": 4})",
+        R"({"type": "transformer", "d_model": 64, "heads": 4, "ffn_dim": 256, "seq_len": 32,
+            "vocab_size": 100})"}) {
+    try {
+      parse_spec(R"({"name": "r", "model": )" + model + ", " + idx_data +
+                     R"(, "train": {"batch_size": 8}})",
+                 "r.json");
+      ADD_FAILURE() << "idx data must be refused for " << model;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      EXPECT_NE(std::string(e.what()).find("r.json: data.type"), std::string::npos) << e.what();
+    }
   }
 }
 
@@ -252,15 +258,24 @@ class Idx : public ::testing::Test {
     d.eval_labels = path("el");
     return d;
   }
-  // The BadInput message of loading, "" if it loads.
+  // The BadInput message of loading, "" if it loads. check_idx, which commands run on every spec
+  // before any work, must refuse the same files with the same words, without the pixels.
   std::string error_of(const DataSpec& d, int64_t input_dim = 12, int classes = 5) const {
+    std::string checked;
+    try {
+      check_idx(d, input_dim, classes);
+    } catch (const Error& e) {
+      checked = e.what();
+    }
     try {
       load_idx(d, input_dim, classes);
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::BadInput);
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+      EXPECT_EQ(checked, e.what()) << "check_idx and load_idx disagree";
       return e.what();
     }
+    EXPECT_EQ(checked, "") << "check_idx refused what load_idx loads";
     return "";
   }
   void expect_error(const DataSpec& d, const std::string& fragment, int64_t input_dim = 12,

@@ -425,6 +425,13 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
        },
        "fp32_layers[1]: duplicate \"head\""},
       {[](json& j) { j["fp32_layers"] = "head"; }, "fp32_layers: expected a list of distinct"},
+      // 120k names, the duplicate last: found by a map (a scan of the list took 22 s).
+      {[](json& j) {
+         j["fp32_layers"] = json::array();
+         for (int i = 0; i < 120000; ++i) j["fp32_layers"].push_back("n" + std::to_string(i));
+         j["fp32_layers"].push_back("n7");
+       },
+       "fp32_layers[120000]: duplicate \"n7\" (already at fp32_layers[7])"},
       {[](json& j) {
          j["train"] = {1, 2};
        },
@@ -503,8 +510,11 @@ TEST(Spec, NotAnObjectAndDuplicateKeys) {
   expect_bad(R"({"name": "a", "fp32_layers": [{"a": 1, "a": 2}]})",
              "x.json: fp32_layers[0].a: duplicate key");
   // Absurd nesting is refused early, before it costs memory or stack.
-  expect_bad(std::string(1000000, '[') + std::string(1000000, ']'),
+  expect_bad(std::string(40, '[') + std::string(40, ']'),
              "[0][0]: expected at most 32 levels of nesting");
+  // Deeper than any file mpbench reads: refused by one pass over the text, before parsing.
+  expect_bad(std::string(1000000, '[') + std::string(1000000, ']'),
+             "x.json:1:65: JSON error: more than 64 levels of nesting");
   // Numbers beyond double have no position from the parser but are still one clean line.
   expect_bad(R"({"name": "a", "seed": 1e999})", "x.json: JSON error: number overflow");
 }

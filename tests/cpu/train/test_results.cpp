@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -456,7 +457,99 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
   EXPECT_NE(bad_input_message(f8_negative).find("runs[3].fp8_scaling[0].scale[0]"),
             std::string::npos);
 
+  json f8_empty = good;  // report took .back() of these (issue 25)
+  f8_empty["runs"][3]["fp8_scaling"][0]["amax"] = json::array();
+  f8_empty["runs"][3]["fp8_scaling"][0]["scale"] = json::array();
+  EXPECT_NE(bad_input_message(f8_empty).find("runs[3].fp8_scaling[0].amax"), std::string::npos);
+
+  json no_count = good;
+  no_count["runs"][0]["steps"]["stride"] = 3;  // 2 entries of 3 steps: 4 to 6 steps, say which
+  EXPECT_NE(bad_input_message(no_count).find("runs[0].steps.count"), std::string::npos);
+  json wrong_count = no_count;
+  wrong_count["runs"][0]["steps"]["count"] = 7;
+  EXPECT_NE(bad_input_message(wrong_count).find("runs[0].steps.count"), std::string::npos);
+  json right_count = no_count;
+  right_count["runs"][0]["steps"]["count"] = 4;
+  EXPECT_EQ(report_from_json(right_count).runs[0].step_count(), 4);
+
   EXPECT_NE(bad_input_message(json::array()).find("expected"), std::string::npos);
+}
+
+// A long run's per-step series are written in buckets of `stride` steps, at most
+// kMaxWrittenSteps entries, each bucket what the charts need of it; the file reads back with the
+// step count, and writing what was read changes nothing.
+TEST(RunJson, LongRunsAreWrittenInBucketsThatReadBack) {
+  RunResult r;
+  r.model = "m";
+  r.precision = "amp_fp16";
+  r.loss_scaling = true;
+  const int64_t n = 3 * kMaxWrittenSteps + 5;  // a stride of 4, the last bucket one step
+  for (int64_t i = 0; i < n; ++i) {
+    StepRecord st{float(i), 1.0f, i == 9 ? 8.0f : 16.0f, i == 9, i < 2 ? NAN : 2.0f};
+    r.steps.push_back(st);
+  }
+  r.skipped_steps = 1;
+  Fp8TensorSeries t{"fc1.x", "fp8_e4m3", {}, {}};
+  for (int64_t i = 0; i < n; ++i) {
+    t.amax.push_back(i == 6 ? 100.0f : 1.0f);
+    t.scale.push_back(i == 7 ? 0.5f : 2.0f);
+  }
+  r.fp8_scaling.push_back(t);
+  const json j = to_json(r);
+  const json& steps = j["steps"];
+  EXPECT_EQ(steps["stride"], 4);
+  EXPECT_EQ(steps["count"], n);
+  ASSERT_EQ(steps["loss"].size(), size_t((n + 3) / 4));
+  EXPECT_EQ(steps["loss"][0], 1.5);        // the mean of steps 0..3
+  EXPECT_EQ(steps["time_ms"][0], 2.0);     // warm-up steps (NaN) left out of the mean
+  EXPECT_EQ(steps["loss_scale"][2], 8.0);  // the bucket's back-off stays visible
+  EXPECT_EQ(steps["skipped"][2], true);    // step 9 is in bucket 2
+  EXPECT_EQ(steps["skipped"][1], false);
+  EXPECT_EQ(steps["loss"].back(), double(n - 1));
+  EXPECT_EQ(j["fp8_scaling"][0]["amax"][1], 100.0);  // the bucket's largest amax
+  EXPECT_EQ(j["fp8_scaling"][0]["scale"][1], 0.5);   // and smallest scale
+  ASSERT_EQ(j["fp8_scaling"][0]["amax"].size(), steps["loss"].size());
+
+  const RunResult back = run_from_json(json::parse(j.dump()));
+  EXPECT_EQ(back.step_stride, 4);
+  EXPECT_EQ(back.step_count(), n);
+  EXPECT_EQ(to_json(back), j);
+
+  // A short run is written step by step, with neither key.
+  r.steps.resize(10);
+  r.fp8_scaling[0].amax.resize(10);
+  r.fp8_scaling[0].scale.resize(10);
+  EXPECT_FALSE(to_json(r)["steps"].contains("stride"));
+  EXPECT_EQ(to_json(r)["steps"]["loss"].size(), 10u);
+}
+
+// max_run_json_bytes bounds what a run really adds to a file at its longest: every number as long
+// as a float's exact decimal gets, every series at its cap, every epoch written.
+TEST(RunJson, TheSizeBoundHoldsForTheLongestNumbers) {
+  const float longest = -1.17549435e-38f;             // "-1.1754943508222875e-38"
+  const double longest_d = -2.2250738585072014e-308;  // 24 characters
+  for (const auto& [epochs, steps, fp8] : {std::tuple<int64_t, int64_t, int>{3, 10, 0},
+                                           {100, 50000, kFp8RecordedTensors},
+                                           {10000, 2 * kMaxWrittenSteps, kFp8RecordedTensors}}) {
+    Report rep;
+    RunResult r;
+    r.model = "a model name of a plausible length";
+    r.precision = "amp_fp8";
+    for (int64_t e = 0; e < epochs; ++e)
+      r.epochs.push_back(
+          EpochResult{longest_d, longest_d, longest_d, longest_d, longest_d, 123456789});
+    r.steps.assign(size_t(steps), StepRecord{longest, longest, longest, true, longest});
+    for (int i = 0; i < fp8; ++i)
+      r.fp8_scaling.push_back(Fp8TensorSeries{"layer1024.qkv.dy", "fp8_e5m2",
+                                              std::vector<float>(size_t(steps), longest),
+                                              std::vector<float>(size_t(steps), longest)});
+    rep.runs.push_back(r);
+    const size_t one = to_json(rep).dump(2).size();
+    rep.runs.push_back(r);
+    const size_t two = to_json(rep).dump(2).size();
+    EXPECT_LE(two - one, max_run_json_bytes(epochs, steps, fp8)) << epochs << " epochs";
+    EXPECT_LE(one, max_run_json_bytes(epochs, steps, fp8)) << epochs << " epochs";
+  }
 }
 
 TEST(ReportJson, ConvAlgorithmReaderErrorsNameThePath) {
