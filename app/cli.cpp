@@ -53,6 +53,13 @@ nlohmann::json checkout_commit() {
 
 }  // namespace
 
+nlohmann::json json_header(const char* kind) {
+  return {{"schema_version", 1},
+          {"kind", kind},
+          {"tool", tool_json()},
+          {"provenance", provenance_json()}};
+}
+
 nlohmann::json provenance_json() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -540,6 +547,10 @@ int mpbench_main(int argc, char** argv) {
   auto* validate_cmd =
       app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
   validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
+  std::string validate_json;
+  validate_cmd->add_option("--json", validate_json,
+                           "Also write what was checked (each spec's name, family, parameters "
+                           "and modes) as JSON here; nothing is written when a spec is refused");
 
   InspectArgs inspect;
   auto* inspect_cmd = app.add_subcommand(
@@ -813,7 +824,7 @@ both kept, each its own point. Profile files are refused. --md writes the points
         maxbatch.memory_limit = parse_memory_size("--memory-limit", maxbatch_memory_limit);
       return cmd_maxbatch(maxbatch);
     }
-    if (*validate_cmd) return cmd_validate(validate_specs);
+    if (*validate_cmd) return cmd_validate(validate_specs, validate_json);
     if (*inspect_cmd) return cmd_inspect(inspect);
     if (*devices_cmd) return cmd_devices(devices_json);
     if (*report_cmd) return cmd_report(report_args);

@@ -106,9 +106,8 @@ int cmd_compare(const CompareArgs& args) {
     write_output(args.md_path, format_compare_markdown(c, baseline_name, current_path));
   if (!args.json_path.empty()) {
     nlohmann::json j = compare_to_json(c);
-    j["tool"] = tool_json();
-    j["provenance"] = provenance_json();
-    write_output(args.json_path, j.dump(2) + "\n");
+    j.update(json_header("compare"));
+    write_output(args.json_path, json_text(j));
   }
   if (!args.junit_path.empty())
     write_output(args.junit_path, format_compare_junit(c, baseline_name, current_path));

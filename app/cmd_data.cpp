@@ -99,7 +99,7 @@ int cmd_data(const DataArgs& args) {
   // temporary names, then the old index is removed, the arrays renamed into place and the new
   // index written last. An interrupted re-export leaves the old dataset, or no index; never the
   // old index beside new arrays.
-  const std::string index_text = j.dump(2) + "\n";
+  const std::string index_text = json_text(j);
   write_output_set(arrays, {index, index_text});
   if (!args.quiet)
     std::cerr << fmt::format(

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "train/device_specs.h"
 
 namespace mpbench {
@@ -38,7 +39,9 @@ int cmd_devices(bool as_json) {
   for (int i = 0; i < n; ++i)
     j["cuda_devices"].push_back(gpu_facts_json(make_cuda_backend(i)->info()));
   if (as_json) {
-    std::cout << j.dump(2) << "\n";
+    nlohmann::json doc = json_header("devices");
+    doc.update(j);
+    std::cout << json_text(doc);
     return 0;
   }
   std::cout << fmt::format("CPU: {} ({} threads)\n", cpu.name, cpu.cpu_threads);

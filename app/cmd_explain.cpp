@@ -167,15 +167,14 @@ int cmd_explain(const ExplainArgs& args) {
   flush_stdout();
   std::string json;
   if (!args.json_path.empty()) {
-    const nlohmann::json doc = {{"tool", tool_json()},
-                                {"provenance", provenance_json()},
-                                {"env", env_json(dev, make_cpu_backend()->info())},
-                                {"spec", to_json(spec)},
-                                {"baseline", precision_name(spec.precisions[base])},
-                                {"emulated", emulated},
-                                {"modes", modes},
-                                {"comparisons", comparisons}};
-    json = doc.dump(2) + "\n";
+    nlohmann::json doc = json_header("explain");
+    doc.update({{"env", env_json(dev, make_cpu_backend()->info())},
+                {"spec", to_json(spec)},
+                {"baseline", precision_name(spec.precisions[base])},
+                {"emulated", emulated},
+                {"modes", modes},
+                {"comparisons", comparisons}});
+    json = json_text(doc);
   }
   write_outputs({{args.json_path, json}, {args.md_path, md}});
   if (!failed.empty())

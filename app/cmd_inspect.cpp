@@ -214,11 +214,9 @@ int cmd_inspect(const InspectArgs& args) {
     entries.push_back(std::move(in.json));
   }
   if (!args.json_path.empty()) {
-    const nlohmann::json doc = {{"tool", tool_json()},
-                                {"provenance", provenance_json()},
-                                {"spec", to_json(spec)},
-                                {"entries", entries}};
-    write_output(args.json_path, doc.dump(2) + "\n");
+    nlohmann::json doc = json_header("inspect");
+    doc.update({{"spec", to_json(spec)}, {"entries", entries}});
+    write_output(args.json_path, json_text(doc));
   }
   return 0;
 }

@@ -83,10 +83,7 @@ std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
 
 json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>& specs,
              const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
-  json out;
-  out["schema_version"] = 1;
-  out["tool"] = tool_json();
-  out["provenance"] = provenance_json();
+  json out = json_header("maxbatch");
   out["env"] = env_json(d, make_cpu_backend()->info());
   out["memory_limit_bytes"] = b.bytes > 0 ? json(b.bytes) : json(nullptr);
   out["memory_limit_source"] = b.source;
@@ -186,7 +183,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
   flush_stdout();
   write_outputs(
       {{args.json_path,
-        args.json_path.empty() ? "" : to_json(results, specs, device, budget, args).dump(2) + "\n"},
+        args.json_path.empty() ? "" : json_text(to_json(results, specs, device, budget, args))},
        {args.csv_path, args.csv_path.empty() ? "" : to_csv(results)},
        {args.md_path, args.md_path.empty() ? ""
                                            : "_" + markdown_cell(title(device, budget, args)) +

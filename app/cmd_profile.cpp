@@ -197,10 +197,9 @@ int cmd_profile(const ProfileArgs& args) {
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
-  nlohmann::json out = {{"tool", tool_json()},
-                        {"provenance", provenance_json()},
-                        {"env", env_json(dev, make_cpu_backend()->info())},
-                        {"spec", to_json(spec)}};
+  nlohmann::json out = json_header("profile");
+  out["env"] = env_json(dev, make_cpu_backend()->info());
+  out["spec"] = to_json(spec);
   out["profiles"] = nlohmann::json::array();
   // A mode that runs out of memory, diverges or that the device cannot run is its row (in the
   // table: the status and what did not fit; in the JSON: status, status_detail), as in `run`.
@@ -214,7 +213,7 @@ int cmd_profile(const ProfileArgs& args) {
       failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));
   }
   flush_stdout();
-  if (!args.json_path.empty()) write_output(args.json_path, out.dump(2) + "\n");
+  if (!args.json_path.empty()) write_output(args.json_path, json_text(out));
   if (!failed.empty())
     throw_runtime(fmt::format(
         "profile {} {}{}", spec.name, failed[0],

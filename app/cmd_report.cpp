@@ -35,18 +35,25 @@ int cmd_report(const ReportArgs& args) {
 
   std::vector<ReportInput> inputs;
   std::vector<ProfileInput> profiles;
+  std::vector<ExplainInput> explains;
+  std::vector<MaxBatchInput> maxbatches;
   for (const std::string& path : args.inputs) {
-    auto file = read_result_or_profile_file(path);
-    if (auto* report = std::get_if<Report>(&file)) {
+    ReportFile file = read_report_file(path);
+    if (auto* report = std::get_if<Report>(&file))
       inputs.push_back({path, std::move(*report)});
-    } else {
-      profiles.push_back(std::move(std::get<ProfileInput>(file)));
-    }
+    else if (auto* profile = std::get_if<ProfileInput>(&file))
+      profiles.push_back(std::move(*profile));
+    else if (auto* explain = std::get_if<ExplainInput>(&file))
+      explains.push_back(std::move(*explain));
+    else
+      maxbatches.push_back(std::move(std::get<MaxBatchInput>(file)));
   }
-  if (inputs.empty())
-    throw_bad_input("report: give at least one result JSON file (profiles go beside its runs)");
+  if (inputs.empty() && explains.empty() && maxbatches.empty())
+    throw_bad_input(
+        "report: give at least one result, explain or maxbatch JSON file (profiles go beside "
+        "their model's runs)");
 
-  write_output(args.html_path, format_html(inputs, profiles));
+  write_output(args.html_path, format_html(inputs, profiles, explains, maxbatches));
   if (!args.md_path.empty()) {
     std::string md;
     if (inputs.size() == 1) {
@@ -58,6 +65,15 @@ int cmd_report(const ReportArgs& args) {
         md += "## " + in.path + "\n\n" + format_markdown(in.report);
       }
     }
+    for (const ExplainInput& e : explains)
+      md += (md.empty() ? "" : "\n") +
+            fmt::format("## Why a mode helped: {} ({})\n\n", markdown_cell(e.model),
+                        markdown_cell(e.path)) +
+            render_markdown_table(explain_table(e));
+    for (const MaxBatchInput& m : maxbatches)
+      md += (md.empty() ? "" : "\n") +
+            fmt::format("## Largest batch that fits ({})\n\n", markdown_cell(m.path)) +
+            render_markdown_table(maxbatch_table(m));
     write_output(args.md_path, md);
   }
   return 0;

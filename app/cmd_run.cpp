@@ -203,7 +203,7 @@ int cmd_run(const RunArgs& args) {
   // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
   std::cout << format_console(report);
   flush_stdout();
-  write_outputs({{args.json_path, args.json_path.empty() ? "" : to_json(report).dump(2) + "\n"},
+  write_outputs({{args.json_path, args.json_path.empty() ? "" : json_text(to_json(report))},
                  {args.csv_path, args.csv_path.empty() ? "" : format_csv(report)},
                  {args.md_path, args.md_path.empty() ? "" : format_markdown(report)}});
   return 0;

@@ -6,14 +6,17 @@
 #include <map>
 
 #include "app/commands.h"
+#include "app/output_file.h"
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/spec.h"
 
 namespace mpbench {
 
-int cmd_validate(const std::vector<std::string>& specs) {
+int cmd_validate(const std::vector<std::string>& specs, const std::string& json_path) {
+  if (!json_path.empty()) check_outputs({{"--json", json_path}}, specs);
   std::map<std::string, std::string> file_of_name;  // as `run`: results are matched by name
+  nlohmann::json checked = nlohmann::json::array();
   for (const auto& path : specs) {
     Spec spec = load_spec(path);
     const auto [seen, fresh] = file_of_name.emplace(spec.name, path);
@@ -29,6 +32,17 @@ int cmd_validate(const std::vector<std::string>& specs) {
     for (Precision p : spec.precisions) modes.push_back(precision_name(p));
     std::cout << fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", path, spec.name,
                              spec.family, params, fmt::join(modes, ", "));
+    checked.push_back({{"path", path},
+                       {"name", spec.name},
+                       {"family", spec.family},
+                       {"parameters", params},
+                       {"precisions", modes},
+                       {"spec", to_json(spec)}});
+  }
+  if (!json_path.empty()) {
+    nlohmann::json doc = json_header("validate");
+    doc["specs"] = std::move(checked);
+    write_output(json_path, json_text(doc));
   }
   return 0;
 }

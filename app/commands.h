@@ -66,7 +66,7 @@ struct ExplainArgs {
 };
 int cmd_explain(const ExplainArgs& args);
 
-int cmd_validate(const std::vector<std::string>& specs);
+int cmd_validate(const std::vector<std::string>& specs, const std::string& json_path);
 
 struct InspectArgs {
   std::string spec;
@@ -138,6 +138,10 @@ nlohmann::json tool_json();
 // Every result file's provenance (train/results.h Report::provenance): the UTC time, the host,
 // this process's command line, and the commit of the git checkout it runs in (null outside one).
 nlohmann::json provenance_json();
+// The header every JSON file mpbench writes starts with: schema_version 1, kind (the command that
+// wrote it: run, profile, explain, inspect, maxbatch, compare, devices, validate), tool and
+// provenance. `report` and `compare` tell files apart by the kind.
+nlohmann::json json_header(const char* kind);
 nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
 // A GPU's facts: name, capability, memory, SMs, versions, tensor-core modes, datasheet peaks.
 nlohmann::json gpu_facts_json(const DeviceInfo& d);

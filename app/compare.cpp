@@ -754,7 +754,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
                                      : json(nullptr);
     rows.push_back(std::move(row));
   }
-  return {{"kind", "mpbench-compare"},
+  return {{"kind", "compare"},
           {"schema_version", 1},
           {"options",
            {{"time_threshold", o.time_threshold},

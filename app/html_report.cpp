@@ -845,8 +845,91 @@ std::vector<std::pair<double, double>> downsample(const std::vector<double>& ys,
   return out;
 }
 
+namespace {
+
+std::string ratio_text(double v) {
+  return std::isfinite(v) ? fmt::format("{:.2f}x", v) : "—";
+}
+
+std::string text_table_html(const TextTable& t, const std::string& caption) {
+  std::string s =
+      "<div class=\"table-wrap\"><table>\n<caption>" + esc(caption) + "</caption>\n<tr>";
+  for (size_t c = 0; c < t.head.size(); ++c)
+    s += fmt::format("<th{}>{}</th>", c < t.right.size() && t.right[c] ? " class=\"num\"" : "",
+                     esc(t.head[c]));
+  s += "</tr>\n";
+  for (const auto& row : t.rows) {
+    s += "<tr>";
+    for (size_t c = 0; c < row.size(); ++c)
+      s += fmt::format("<td{}>{}</td>", c < t.right.size() && t.right[c] ? " class=\"num\"" : "",
+                       esc(row[c]));
+    s += "</tr>\n";
+  }
+  return s + "</table></div>\n";
+}
+
+// A bar per mode of each model's largest batch, labelled with its ratio to fp32.
+std::string maxbatch_chart(const MaxBatchInput& m) {
+  std::vector<Bar> bars;
+  for (const MaxBatchInput::Entry& e : m.entries) {
+    Bar b;
+    b.label = e.model + " · " + e.precision;
+    b.color = "#3b6fb6";
+    b.value = double(e.max_batch);
+    b.value_text = e.max_batch > 0 ? group_thousands(double(e.max_batch)) : "none fits";
+    if (std::isfinite(e.vs_fp32) && e.precision != "fp32") b.note = ratio_text(e.vs_fp32);
+    b.tooltip = fmt::format("{} {}: largest batch {}{}", e.model, e.precision, e.max_batch,
+                            e.at_spec_limit ? " (the search's upper limit)" : "");
+    bars.push_back(std::move(b));
+  }
+  return bar_chart("chart-maxbatch", bars,
+                   Axis{"largest batch", [](double v) { return group_thousands(v); }, 1});
+}
+
+}  // namespace
+
+TextTable explain_table(const ExplainInput& e) {
+  TextTable t;
+  t.head = {"modes", "step ms", "measured", "bound", "largest share", "flags"};
+  t.right = {false, true, true, true, false, false};
+  for (const ExplainInput::Pair& p : e.comparisons) {
+    // The kind of op that took the most of the baseline's step: where the time went.
+    const ExplainInput::Kind* top = nullptr;
+    for (const ExplainInput::Kind& k : p.by_kind)
+      if (!top || k.from_ms > top->from_ms) top = &k;
+    t.rows.push_back(
+        {p.to + " vs " + p.from,
+         std::isfinite(p.from_step_ms) && std::isfinite(p.to_step_ms)
+             ? fmt::format("{} → {}", format_ms(p.from_step_ms), format_ms(p.to_step_ms))
+             : "—",
+         ratio_text(p.measured_speedup), ratio_text(p.bound),
+         top && p.from_step_ms > 0
+             ? fmt::format("{} {:.0f}% ({})", top->kind, 100 * top->from_ms / p.from_step_ms,
+                           top->to_ms > 0 ? ratio_text(top->from_ms / top->to_ms) : "—")
+             : "—",
+         fmt::format("{}", fmt::join(p.flags, ", "))});
+  }
+  return t;
+}
+
+TextTable maxbatch_table(const MaxBatchInput& m) {
+  TextTable t;
+  t.head = {"model", "mode", "largest batch", "vs fp32", "training memory"};
+  t.right = {false, false, true, true, true};
+  for (const MaxBatchInput::Entry& e : m.entries)
+    t.rows.push_back(
+        {e.model, e.precision,
+         e.max_batch > 0 ? group_thousands(double(e.max_batch)) + (e.at_spec_limit ? "+" : "")
+                         : "none fits",
+         ratio_text(e.vs_fp32),
+         std::isfinite(e.training_bytes) ? format_bytes(size_t(e.training_bytes)) : "—"});
+  return t;
+}
+
 std::string format_html(const std::vector<ReportInput>& inputs,
-                        const std::vector<ProfileInput>& profiles) {
+                        const std::vector<ProfileInput>& profiles,
+                        const std::vector<ExplainInput>& explains,
+                        const std::vector<MaxBatchInput>& maxbatches) {
   const std::vector<ModelSection> sections = build_sections(inputs);
   for (const ProfileInput& pr : profiles) {
     if (std::none_of(sections.begin(), sections.end(),
@@ -863,10 +946,14 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   h += "<header><h1>mpbench report</h1>\n";
   h += fmt::format("<p>{} result file{}:", inputs.size(), inputs.size() == 1 ? "" : "s");
   for (size_t i = 0; i < inputs.size(); ++i) h += (i ? ", " : " ") + esc(inputs[i].path);
-  if (!profiles.empty()) {
-    h += fmt::format("; {} profile file{}:", profiles.size(), profiles.size() == 1 ? "" : "s");
-    for (size_t i = 0; i < profiles.size(); ++i) h += (i ? ", " : " ") + esc(profiles[i].path);
-  }
+  auto list = [&](const char* kind, const auto& files) {
+    if (files.empty()) return;
+    h += fmt::format("; {} {} file{}:", files.size(), kind, files.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < files.size(); ++i) h += (i ? ", " : " ") + esc(files[i].path);
+  };
+  list("profile", profiles);
+  list("explain", explains);
+  list("maxbatch", maxbatches);
   h += "</p>\n";
   {
     std::vector<std::pair<const Report*, std::string>> named;
@@ -877,7 +964,8 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   for (const ModelSection& sec : sections)
     h += "<a href=\"#" + sec.id + "\">" + esc(sec.model) + "</a>";
   h += "<a href=\"#environment\">environment</a></nav></header>\n";
-  if (sections.empty()) h += "<p class=\"note\">These files hold no runs.</p>\n";
+  if (sections.empty() && explains.empty() && maxbatches.empty())
+    h += "<p class=\"note\">These files hold no runs.</p>\n";
   for (const ReportInput& in : inputs)
     if (const auto note = emulation_note(in.report)) {
       h += "<p class=\"note\">note: " + esc(*note) + "</p>\n";
@@ -943,6 +1031,33 @@ std::string format_html(const std::vector<ReportInput>& inputs,
       }
     }
     h += "</div>\n</section>\n";
+  }
+
+  for (const ExplainInput& e : explains) {
+    h += "<section class=\"model\">\n<h2>Why a mode helped: " + esc(e.model) +
+         " <span class=\"family\">mpbench explain</span></h2>\n";
+    h += fmt::format("<p class=\"meta\">{} · device {} · against {}{}</p>\n", esc(e.path),
+                     esc(e.device), esc(e.baseline),
+                     e.emulated ? " · times of the CPU emulation, not of a GPU" : "");
+    h += "<div class=\"card\">\n" +
+         text_table_html(explain_table(e),
+                         "measured speedup per step, the bound the op mix allows, and the kind of "
+                         "op that took the largest share of the baseline's step (its own "
+                         "speedup)") +
+         "</div>\n</section>\n";
+  }
+  for (const MaxBatchInput& m : maxbatches) {
+    h += "<section class=\"model\">\n<h2>Largest batch that fits <span "
+         "class=\"family\">mpbench maxbatch</span></h2>\n";
+    h += fmt::format(
+        "<p class=\"meta\">{} · device {} · memory {}</p>\n", esc(m.path), esc(m.device),
+        std::isfinite(m.memory_limit_bytes) ? format_bytes(size_t(m.memory_limit_bytes))
+                                            : "the device's free memory");
+    h += "<div class=\"charts\">\n" +
+         figure("Largest batch <span class=\"sub\">bold: ratio to fp32</span>", maxbatch_chart(m)) +
+         "</div>\n<div class=\"card\">\n" +
+         text_table_html(maxbatch_table(m), "the largest batch each mode trains in the memory") +
+         "</div>\n</section>\n";
   }
 
   h += "<section>\n<h2 id=\"environment\">Environment</h2>\n<div class=\"charts\">\n";

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "app/console_table.h"
 #include "app/result_files.h"
 #include "train/results.h"
 
@@ -20,8 +21,16 @@ struct ReportInput {
 // The whole page. Every text taken from the inputs is HTML-escaped; no coordinate is ever NaN.
 // Each profile adds a chart of where a step's time goes to its model's section; a profile of a
 // model with no runs among `inputs` is bad input.
+// Explain and maxbatch files are sections of their own after the models (they need no runs).
 std::string format_html(const std::vector<ReportInput>& inputs,
-                        const std::vector<ProfileInput>& profiles = {});
+                        const std::vector<ProfileInput>& profiles = {},
+                        const std::vector<ExplainInput>& explains = {},
+                        const std::vector<MaxBatchInput>& maxbatches = {});
+
+// The tables of an explain file (one row per pair of modes) and a maxbatch file (one row per
+// model and mode), for the page and for `report --md`.
+TextTable explain_table(const ExplainInput& e);
+TextTable maxbatch_table(const MaxBatchInput& m);
 
 // `report --history`: result files of successive commits, one point each on the trend charts.
 struct HistoryEntry {

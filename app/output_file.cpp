@@ -551,4 +551,8 @@ int finish_stdout(int exit_code) {
   return 3;
 }
 
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 }  // namespace mpbench

@@ -11,6 +11,8 @@
 //   that cannot be written is bad input (exit 2) up front, not a failure after the run.
 #include <functional>
 #include <string>
+
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +21,11 @@ namespace mpbench {
 // Writes `content` to `path` by the rules above. A regular target is written to
 // `<target>.tmp.<pid>` in the target's directory, fsynced and renamed over it. On any failure the
 // temporary file is removed and Error(Runtime) is thrown: "cannot write <path>: <strerror>".
+// JSON as mpbench writes it: two-space indent and a final newline. A byte that is not UTF-8 (a
+// spec named in Latin-1, echoed in provenance.command) becomes U+FFFD instead of failing the
+// write after the work is done.
+std::string json_text(const nlohmann::json& j);
+
 void write_output(const std::string& path, const std::string& content);
 
 struct FileContent {

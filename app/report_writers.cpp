@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"
+#include "app/output_file.h"
 #include "train/json_check.h"
 
 namespace mpbench {
@@ -24,7 +25,7 @@ std::string csv_num(std::optional<double> v) {
 }  // namespace
 
 std::string format_json(const Report& report) {
-  return to_json(report).dump(2) + "\n";
+  return json_text(to_json(report));
 }
 
 std::string csv_field(const std::string& s) {
@@ -68,7 +69,8 @@ std::string format_csv(const Report& report) {
                                   "final_loss_scale",
                                   "seed",
                                   "repetition",
-                                  "flags"};
+                                  "flags",
+                                  "mpbench_version"};
   std::string out;
   for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
   out += "\n";
@@ -79,6 +81,10 @@ std::string format_csv(const Report& report) {
       // it got before running out) and loss-scale state are still worth keeping.
       const bool ok = r->status == RunStatus::Ok;
       auto when_ok = [&](double v) { return ok ? csv_num(v) : ""; };
+      // A peak of a run that stopped before its first allocation was never measured: empty.
+      auto measured = [&](size_t bytes) {
+        return ok || r->memory.tracked_peak > 0 ? std::to_string(bytes) : "";
+      };
       const TimeStats& t = r->epoch_time_ms;
       std::vector<std::string> f = {
           r->model,
@@ -100,9 +106,9 @@ std::string format_csv(const Report& report) {
           when_ok(r->samples_per_second),
           when_ok(r->tflops),
           ok && r->peak_tflops > 0 ? csv_num(r->percent_of_peak) : "",
-          std::to_string(r->memory.training_peak),
-          std::to_string(r->memory.by_category[static_cast<int>(MemCategory::Data)]),
-          std::to_string(r->memory.tracked_peak),
+          measured(r->memory.training_peak),
+          measured(r->memory.by_category[static_cast<int>(MemCategory::Data)]),
+          measured(r->memory.tracked_peak),
           r->memory.has_device ? std::to_string(r->memory.device_peak) : "",
           when_ok(r->final_accuracy),
           when_ok(r->final_loss),
@@ -113,6 +119,8 @@ std::string format_csv(const Report& report) {
           r->seed ? std::to_string(*r->seed) : "",
           r->repetition ? std::to_string(*r->repetition) : "",
           fmt::format("{}", fmt::join(run_flags(*r, report.runs), ";")),
+          // The version that made the numbers (the file's tool), so that a CSV stands alone.
+          json_check::text(report.tool, "version"),
       };
       for (size_t i = 0; i < f.size(); ++i) out += (i ? "," : "") + csv_field(f[i]);
       out += "\n";

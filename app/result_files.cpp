@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "app/commands.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
 #include "train/json_check.h"
@@ -14,8 +15,83 @@ using json = nlohmann::json;
 
 namespace {
 
-bool is_profile(const json& j) {
-  return j.is_object() && j.contains("profiles");
+// "a maxbatch file (mpbench maxbatch --json), not <wanted>"
+[[noreturn]] void wrong_kind(const std::string& kind, const std::string& wanted) {
+  const bool ours = kind == "profile" || kind == "explain" || kind == "inspect" ||
+                    kind == "maxbatch" || kind == "compare" || kind == "devices" ||
+                    kind == "validate";
+  throw_bad_input(ours ? fmt::format("a{} {} file (mpbench {} --json), not {}",
+                                     kind == "inspect" || kind == "explain" ? "n" : "", kind, kind,
+                                     wanted)
+                       : fmt::format("kind: \"{}\" is no kind of file mpbench writes; expected {}",
+                                     printable_line(kind), wanted));
+}
+
+ExplainInput explain_from_json(const json& j) {
+  using namespace json_check;
+  ExplainInput in;
+  in.model = string(object_at(j, "spec", ""), "name", "spec", true);
+  in.baseline = string(j, "baseline", "", true);
+  in.device = text(j.contains("env") ? j["env"] : json(), "device");
+  in.emulated = boolean(j, "emulated", "");
+  const json& comps = *array_at(j, "comparisons", "", true);
+  const Range nullable{0, kAny.hi, true};
+  for (size_t i = 0; i < comps.size(); ++i) {
+    const std::string path = fmt::format("comparisons[{}]", i);
+    const json& c = comps[i];
+    if (!c.is_object()) bad(path, "an object");
+    ExplainInput::Pair p;
+    p.from = string(c, "from", path, true);
+    p.to = string(c, "to", path, true);
+    p.from_step_ms = number(c, "from_step_ms", path, nullable, true);
+    p.to_step_ms = number(c, "to_step_ms", path, nullable, true);
+    p.measured_speedup = number(c, "measured_speedup", path, nullable, true);
+    p.bound = number(c, "bound", path, nullable, false, NAN);
+    if (const json* kinds = array_at(c, "by_kind", path, false)) {
+      for (size_t k = 0; k < kinds->size(); ++k) {
+        const std::string kp = fmt::format("{}.by_kind[{}]", path, k);
+        const json& e = (*kinds)[k];
+        if (!e.is_object()) bad(kp, "an object");
+        p.by_kind.push_back({string(e, "kind", kp, true),
+                             number(e, "from_ms_per_step", kp, kTime, true),
+                             number(e, "to_ms_per_step", kp, kTime, true)});
+      }
+    }
+    if (const json* flags = array_at(c, "flags", path, false))
+      for (size_t k = 0; k < flags->size(); ++k) {
+        if (!(*flags)[k].is_string()) bad(fmt::format("{}.flags[{}]", path, k), "a string");
+        p.flags.push_back((*flags)[k].get<std::string>());
+      }
+    in.comparisons.push_back(std::move(p));
+  }
+  return in;
+}
+
+MaxBatchInput maxbatch_from_json(const json& j) {
+  using namespace json_check;
+  MaxBatchInput in;
+  in.device = text(j.contains("env") ? j["env"] : json(), "device");
+  in.memory_limit_bytes = number(j, "memory_limit_bytes", "", {0, kAny.hi, true}, false, NAN);
+  const json& entries = *array_at(j, "max_batch", "", true);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string path = fmt::format("max_batch[{}]", i);
+    const json& e = entries[i];
+    if (!e.is_object()) bad(path, "an object");
+    MaxBatchInput::Entry m;
+    m.model = string(e, "model", path, true);
+    m.precision = string(e, "precision", path, true);
+    find(e, "max_batch", path, true);
+    m.max_batch = integer(e, "max_batch", path, 0);
+    m.at_spec_limit = boolean(e, "at_spec_limit", path);
+    m.vs_fp32 = number(e, "vs_fp32", path, {0, kAny.hi, true}, false, NAN);
+    m.training_bytes = NAN;
+    const json* mem = find(e, "peak_memory_bytes", path, false);
+    if (mem && !mem->is_null())
+      m.training_bytes = double(byte_count(object_at(e, "peak_memory_bytes", path), "training",
+                                           sub(path, "peak_memory_bytes")));
+    in.entries.push_back(std::move(m));
+  }
+  return in;
 }
 
 ProfileInput profile_from_json(const json& j) {
@@ -64,24 +140,41 @@ auto read_file_as(const std::string& path, const char* what, Read&& read) {
 
 }  // namespace
 
+std::string file_kind(const json& j) {
+  if (j.is_object() && j.contains("kind") && j["kind"].is_string())
+    return j["kind"].get<std::string>();
+  return j.is_object() && j.contains("profiles") ? "profile" : "run";
+}
+
 Report read_result_file(const std::string& path) {
   return read_file_as(path, "result file", [&](const json& j) {
-    if (is_profile(j))
-      throw_bad_input(
-          "a profile file (mpbench profile --json), not a result file (mpbench run "
-          "--json)");
+    const std::string kind = file_kind(j);
+    if (kind != "run") wrong_kind(kind, "a result file (mpbench run --json)");
     return report_from_json(j);
   });
 }
 
-std::variant<Report, ProfileInput> read_result_or_profile_file(const std::string& path) {
-  return read_file_as(path, "result or profile file",
-                      [&](const json& j) -> std::variant<Report, ProfileInput> {
-                        if (!is_profile(j)) return report_from_json(j);
-                        ProfileInput p = profile_from_json(j);
-                        p.path = path;
-                        return p;
-                      });
+ReportFile read_report_file(const std::string& path) {
+  return read_file_as(path, "result file", [&](const json& j) -> ReportFile {
+    const std::string kind = file_kind(j);
+    if (kind == "run") return report_from_json(j);
+    if (kind == "profile") {
+      ProfileInput p = profile_from_json(j);
+      p.path = path;
+      return p;
+    }
+    if (kind == "explain") {
+      ExplainInput e = explain_from_json(j);
+      e.path = path;
+      return e;
+    }
+    if (kind == "maxbatch") {
+      MaxBatchInput m = maxbatch_from_json(j);
+      m.path = path;
+      return m;
+    }
+    wrong_kind(kind, "a file report draws (run, profile, explain or maxbatch --json)");
+  });
 }
 
 }  // namespace mpbench

@@ -7,6 +7,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "train/results.h"
 
 namespace mpbench {
@@ -23,9 +25,50 @@ struct ProfileInput {
   std::vector<Mode> modes;
 };
 
-// A result file; a profile file is refused as one.
+// What `mpbench explain --json` wrote: per pair of modes, the measured speedup, the bound and
+// the time by kind of op.
+struct ExplainInput {
+  std::string path;
+  std::string model, baseline, device;  // device: env.device ("cpu", "cuda")
+  bool emulated = false;
+  struct Kind {
+    std::string kind;
+    double from_ms = 0, to_ms = 0;
+  };
+  struct Pair {
+    std::string from, to;
+    double from_step_ms = 0, to_step_ms = 0, measured_speedup = 0;
+    double bound = 0;  // NaN where there is none (an oom mode)
+    std::vector<Kind> by_kind;
+    std::vector<std::string> flags;
+  };
+  std::vector<Pair> comparisons;
+};
+
+// What `mpbench maxbatch --json` wrote: the largest batch per model and mode.
+struct MaxBatchInput {
+  std::string path, device;
+  double memory_limit_bytes = 0;  // NaN when none was set (the device's free memory)
+  struct Entry {
+    std::string model, precision;
+    int64_t max_batch = 0;  // 0: not even batch 1 fits
+    bool at_spec_limit = false;
+    double vs_fp32 = 0;         // NaN without an fp32 entry
+    double training_bytes = 0;  // NaN when nothing fits
+  };
+  std::vector<Entry> entries;
+};
+
+// The kind of a JSON file mpbench wrote: its header's "kind" ("run", "profile", "explain",
+// "inspect", "maxbatch", "compare", "devices", "validate"); files from before the header are
+// "profile" when they have "profiles", else "run".
+std::string file_kind(const nlohmann::json& j);
+
+// A result file; a file of another kind is refused naming its kind.
 Report read_result_file(const std::string& path);
-// A result file or a profile file (told apart by the profile's "profiles"), each read once.
-std::variant<Report, ProfileInput> read_result_or_profile_file(const std::string& path);
+// Any file `report` draws: a result, profile, explain or maxbatch file, each read once. Another
+// kind (inspect, compare, ...) is refused in one line naming it.
+using ReportFile = std::variant<Report, ProfileInput, ExplainInput, MaxBatchInput>;
+ReportFile read_report_file(const std::string& path);
 
 }  // namespace mpbench

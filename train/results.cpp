@@ -152,12 +152,16 @@ json to_json(const RunResult& r) {
                       {"steps", e.steps}});
   }
   j["epochs"] = std::move(epochs);
-  j["epoch_time_ms"] = time_stats_json(r.epoch_time_ms);
-  j["samples_per_second"] = num(r.samples_per_second);
-  j["flops_per_step"] = num(r.flops_per_step);
-  j["tflops"] = num(r.tflops);
-  j["peak_tflops"] = num(r.peak_tflops);
-  j["percent_of_peak"] = num(r.percent_of_peak);
+  // A run that did not finish (oom, diverged, failed, unsupported) has no results: its numbers
+  // are null, not 0 (its epochs, memory and per-step series say how far it got).
+  const bool ok = r.status == RunStatus::Ok;
+  auto result = [&](double v) { return ok ? num(v) : json(nullptr); };
+  j["epoch_time_ms"] = ok ? time_stats_json(r.epoch_time_ms) : json(nullptr);
+  j["samples_per_second"] = result(r.samples_per_second);
+  j["flops_per_step"] = result(r.flops_per_step);
+  j["tflops"] = result(r.tflops);
+  j["peak_tflops"] = result(r.peak_tflops);
+  j["percent_of_peak"] = result(r.percent_of_peak);
 
   j["peak_memory_bytes"] = to_json(r.memory);
   if (r.has_predicted_memory) {
@@ -170,8 +174,8 @@ json to_json(const RunResult& r) {
                                    {"by_category", std::move(by_cat)}};
   }
 
-  j["final_accuracy"] = num(r.final_accuracy);
-  j["final_loss"] = num(r.final_loss);
+  j["final_accuracy"] = result(r.final_accuracy);
+  j["final_loss"] = result(r.final_loss);
   j["skipped_steps"] = r.skipped_steps;
   j["final_loss_scale"] = num(r.final_loss_scale);
   j["loss_scaling"] = r.loss_scaling;
@@ -283,9 +287,13 @@ json to_json(const Report& r) {
   }
   json specs = json::array();
   for (const json& s : r.specs) specs.push_back(s);
-  json out = {{"schema_version", 1},        {"tool", r.tool.is_null() ? json::object() : r.tool},
-              {"provenance", r.provenance}, {"env", r.env.is_null() ? json::object() : r.env},
-              {"specs", std::move(specs)},  {"runs", std::move(runs)}};
+  json out = {{"schema_version", 1},
+              {"kind", "run"},
+              {"tool", r.tool.is_null() ? json::object() : r.tool},
+              {"provenance", r.provenance},
+              {"env", r.env.is_null() ? json::object() : r.env},
+              {"specs", std::move(specs)},
+              {"runs", std::move(runs)}};
   const std::vector<SeedSummary> seeded = seed_summaries(r.runs);
   if (!seeded.empty()) {
     json s = json::array();
@@ -397,7 +405,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       r.epochs.push_back(er);
     }
   }
-  if (j.contains("epoch_time_ms")) {
+  if (j.contains("epoch_time_ms") && !j["epoch_time_ms"].is_null()) {
     r.epoch_time_ms =
         time_stats_from_json(object_at(j, "epoch_time_ms", path), sub(path, "epoch_time_ms"));
   } else {
@@ -448,7 +456,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     }
   }
 
-  r.final_accuracy = number(j, "final_accuracy", path, kFraction);
+  // Null in a run that did not finish.
+  r.final_accuracy = number(j, "final_accuracy", path, {0, 1, r.status != RunStatus::Ok});
   r.final_loss = number(j, "final_loss", path, loss);
   r.skipped_steps = integer(j, "skipped_steps", path, 0);
   // GradScaler's scale can underflow to 0 (a backoff_factor of 1e-300 does it in one step), as
@@ -594,6 +603,8 @@ Report report_from_json(const json& j) {
         fmt::format("schema_version: expected 1, got {} (written by a different mpbench version?)",
                     version->dump()));
   }
+  // Files from before the header have no kind; a profile's or an explain's is not a run.
+  if (j.contains("kind") && j["kind"] != "run") bad("kind", "\"run\" (a result file)");
   Report r;
   if (j.contains("tool")) r.tool = object_at(j, "tool", "");
   if (j.contains("provenance") && !j["provenance"].is_null()) {

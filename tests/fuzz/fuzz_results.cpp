@@ -98,14 +98,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_bad_input([&] {
     std::vector<ReportInput> reports;
     std::vector<ProfileInput> profiles;
-    auto read = read_result_or_profile_file(file.path);
+    std::vector<ExplainInput> explains;
+    std::vector<MaxBatchInput> maxbatches;
+    ReportFile read = read_report_file(file.path);
     if (auto* report = std::get_if<Report>(&read)) {
       reports.push_back({file.path, std::move(*report)});
-    } else {
-      profiles.push_back(std::move(std::get<ProfileInput>(read)));
+    } else if (auto* profile = std::get_if<ProfileInput>(&read)) {
+      profiles.push_back(std::move(*profile));
       reports.push_back(runs_for(profiles.back()));
+    } else if (auto* explain = std::get_if<ExplainInput>(&read)) {
+      explains.push_back(std::move(*explain));
+      (void)render_markdown_table(explain_table(explains.back()));
+    } else {
+      maxbatches.push_back(std::move(std::get<MaxBatchInput>(read)));
+      (void)render_markdown_table(maxbatch_table(maxbatches.back()));
     }
-    (void)format_html(reports, profiles);
+    (void)format_html(reports, profiles, explains, maxbatches);
   });
   return 0;
 }

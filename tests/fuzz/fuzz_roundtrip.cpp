@@ -15,6 +15,7 @@
 #include "app/compare.h"
 #include "app/console_table.h"
 #include "app/html_report.h"
+#include "app/output_file.h"
 #include "app/report_writers.h"
 #include "models/input_file.h"
 #include "train/results.h"
@@ -23,8 +24,7 @@ namespace {
 
 using namespace mpbench;
 
-// A float a run can hold where any value may appear (losses, step times): finite, 0, denormal,
-// huge, inf or NaN.
+// Any float: finite of either sign, 0, denormal, huge, inf or NaN.
 float any_float(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange(0, 7)) {
     case 0:
@@ -41,13 +41,19 @@ float any_float(FuzzedDataProvider& in) {
       return in.ConsumeFloatingPointInRange(-1e6f, 1e6f);
   }
 }
+// A cross-entropy loss: >= 0, or inf / NaN for a diverged step.
+float loss_value(FuzzedDataProvider& in) {
+  return std::fabs(any_float(in));
+}
 // A non-negative float: a scale, an amax, a norm (inf for an overflowed one, never NaN).
 float non_negative(FuzzedDataProvider& in, bool allow_inf) {
   const float v = std::fabs(any_float(in));
   return std::isnan(v) || (!allow_inf && std::isinf(v)) ? 1.0f : v;
 }
 
-RunResult make_run(FuzzedDataProvider& in) {
+// Run `index` of `count`: several runs are repetitions of one another or of other modes, as `run
+// --repeat` writes them (never two runs `compare` could not tell apart).
+RunResult make_run(FuzzedDataProvider& in, int index, int count) {
   RunResult r;
   r.model = in.PickValueInArray({"tiny_mlp", "bert_base", "m"});
   r.family = in.PickValueInArray({"mlp", "transformer", "resnet_bottleneck"});
@@ -57,8 +63,8 @@ RunResult make_run(FuzzedDataProvider& in) {
                                   RunStatus::Failed, RunStatus::Unsupported});
   if (r.status != RunStatus::Ok) r.status_detail = in.ConsumeRandomLengthString(64);
   r.cuda_graphs = in.ConsumeBool();
-  if (in.ConsumeBool()) r.seed = in.ConsumeIntegralInRange<uint64_t>(1, 64);
-  if (in.ConsumeBool()) r.repetition = in.ConsumeIntegralInRange<int64_t>(1, 10);
+  if (count == 1 && in.ConsumeBool()) r.seed = in.ConsumeIntegralInRange<uint64_t>(1, 64);
+  if (count > 1 || in.ConsumeBool()) r.repetition = index + 1;
   r.batch_size = in.ConsumeIntegralInRange<int64_t>(1, 1 << 20);
   r.train_samples = in.ConsumeIntegralInRange<int64_t>(1, 1 << 26);
   r.warmup_steps = in.ConsumeIntegralInRange<int64_t>(0, 100);
@@ -68,8 +74,8 @@ RunResult make_run(FuzzedDataProvider& in) {
     EpochResult er;
     er.time_ms = in.ConsumeFloatingPointInRange(0.0, 1e9);
     er.eval_time_ms = in.ConsumeFloatingPointInRange(0.0, 1e9);
-    er.train_loss = any_float(in);
-    er.eval_loss = any_float(in);
+    er.train_loss = loss_value(in);
+    er.eval_loss = loss_value(in);
     er.eval_accuracy = in.ConsumeProbability<double>();
     er.steps = in.ConsumeIntegralInRange<int64_t>(0, 1 << 20);
     r.epochs.push_back(er);
@@ -84,13 +90,13 @@ RunResult make_run(FuzzedDataProvider& in) {
   r.memory.training_peak = in.ConsumeIntegral<uint32_t>();
   r.memory.has_device = in.ConsumeBool();
   r.final_accuracy = in.ConsumeProbability<double>();
-  r.final_loss = any_float(in);
+  r.final_loss = loss_value(in);
   r.loss_scaling = in.ConsumeBool();
   r.final_loss_scale = non_negative(in, false);
   // Sometimes more steps than a file holds one by one (kMaxWrittenSteps).
   const int64_t steps = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(0, 64)
                                          : in.ConsumeIntegralInRange<int64_t>(0, 20000);
-  const float loss = any_float(in), scale = non_negative(in, false);
+  const float loss = loss_value(in), scale = non_negative(in, false);
   for (int64_t i = 0; i < steps; ++i) {
     // One drawn value per series, perturbed per step: a long series costs no input bytes.
     const bool skip = i % 7 == 3 && in.ConsumeBool();
@@ -134,10 +140,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rep.tool = {{"name", "mpbench"}, {"version", "fuzz"}, {"git", "none"}};
   rep.env = {{"device", "cpu"}};
   const int runs = in.ConsumeIntegralInRange(1, 4);
-  for (int i = 0; i < runs; ++i) rep.runs.push_back(make_run(in));
+  for (int i = 0; i < runs; ++i) rep.runs.push_back(make_run(in, i, runs));
 
   // Written as `run --json` writes it, read as `compare` and `report` read it: no exception.
-  const std::string text = to_json(rep).dump(2) + "\n";
+  const std::string text = json_text(to_json(rep));
   const Report back = report_from_json(parse_json_text(text, "roundtrip.json"));
   // What was read writes back to the same document (the buckets stay buckets).
   if (to_json(back) != to_json(report_from_json(to_json(back)))) __builtin_trap();

@@ -1,6 +1,7 @@
 # Runs one libFuzzer target for CTest (tests/CMakeLists.txt, add_fuzz_target):
 #   cmake -DFUZZER=exe -DSEEDS=glob -DMAX_LEN=bytes -DSECONDS=s -DDICT=file -DWORK=dir
 #         [-DMPBENCH=exe -DPROFILE_SPEC=spec] -P this
+# With PROFILE_SPEC, a profile and an explain file of it join the seeds.
 # Seeds are copied into WORK/corpus under names made from their paths (two seeds may share a
 # file name); what the fuzzer adds stays there for the next run. Crashes land in WORK.
 set(corpus ${WORK}/corpus)
@@ -26,6 +27,13 @@ if(PROFILE_SPEC)
                   OUTPUT_QUIET RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "mpbench profile ${PROFILE_SPEC} failed (${rc})")
+  endif()
+  # An explain file too: report draws both kinds.
+  execute_process(COMMAND ${MPBENCH} explain ${PROFILE_SPEC} --device cpu --steps 2 --quiet
+                          --precisions fp32,amp_bf16 --json ${corpus}/seed_explain.json
+                  OUTPUT_QUIET RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpbench explain ${PROFILE_SPEC} failed (${rc})")
   endif()
 endif()
 

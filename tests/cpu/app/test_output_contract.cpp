@@ -1,0 +1,157 @@
+// One output contract (issue 29): every JSON file mpbench writes starts with the same header
+// (schema_version, kind, tool, provenance); `report` draws the kinds it can (run, profile,
+// explain, maxbatch) and refuses the others in one line naming the kind.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using mpbench::test::count_lines;
+using mpbench::test::has_text;
+using mpbench::test::read_file;
+using nlohmann::json;
+
+namespace {
+
+const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
+  "hidden": [16], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
+  "train": {"batch_size": 32, "epochs": 1}, "precisions": ["fp32", "amp_bf16"]})";
+
+class OutputContract : public mpbench::test::CliTest {
+ protected:
+  void SetUp() override {
+    CliTest::SetUp();
+    spec_ = write("small.json", kSmall);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // Runs `args` (exit 0 expected) and returns the JSON it wrote to `file` (or stdout when empty).
+  json written(const std::string& args, const std::string& file) {
+    const auto r = run(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+    return json::parse(file.empty() ? r.out : read_file(path(file)));
+  }
+  std::string spec_;
+};
+
+TEST_F(OutputContract, EveryJsonFileHasTheCommonHeader) {
+  const std::string cpu = " --device cpu --quiet";
+  const std::vector<std::pair<std::string, json>> files = {
+      {"run", written("run " + spec_ + cpu + " --json " + path("run.json"), "run.json")},
+      {"profile",
+       written("profile " + spec_ + cpu + " --steps 2 --json " + path("p.json"), "p.json")},
+      {"explain",
+       written("explain " + spec_ + cpu + " --steps 2 --json " + path("e.json"), "e.json")},
+      {"inspect", written("inspect " + spec_ + " --json " + path("i.json"), "i.json")},
+      {"maxbatch", written("maxbatch " + spec_ + cpu +
+                               " --precisions fp32 --memory-limit 256KiB --json " + path("m.json"),
+                           "m.json")},
+      {"compare",
+       written("compare " + path("run.json") + " " + path("run.json") + " --json " + path("c.json"),
+               "c.json")},
+      {"devices", written("devices --json", "")},
+      {"validate", written("validate " + spec_ + " --json " + path("v.json"), "v.json")}};
+  for (const auto& [kind, j] : files) {
+    SCOPED_TRACE(kind);
+    EXPECT_EQ(j.value("schema_version", 0), 1);
+    EXPECT_EQ(j.value("kind", ""), kind);
+    ASSERT_TRUE(j.contains("tool"));
+    EXPECT_EQ(j["tool"].value("name", ""), "mpbench");
+    EXPECT_FALSE(j["tool"].value("version", "").empty());
+    EXPECT_TRUE(j["tool"].contains("git"));
+    ASSERT_TRUE(j.contains("provenance"));
+    EXPECT_FALSE(j["provenance"].value("time_utc", "").empty());
+    EXPECT_TRUE(j["provenance"].contains("host"));
+    EXPECT_TRUE(j["provenance"]["command"].is_array());
+  }
+  EXPECT_EQ(files[7].second["specs"][0]["name"], "small");  // validate says what it checked
+}
+
+// `report` draws an explain and a maxbatch file as sections of their own (with or without
+// result files), in the page and the Markdown; other kinds are one line naming the kind.
+TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
+  const std::string cpu = " --device cpu --quiet";
+  ASSERT_EQ(run("run " + spec_ + cpu + " --json " + path("run.json")).code, 0);
+  ASSERT_EQ(run("explain " + spec_ + cpu + " --steps 2 --json " + path("e.json")).code, 0);
+  ASSERT_EQ(run("maxbatch " + spec_ + cpu + " --precisions fp32 --memory-limit 256KiB --json " +
+                path("m.json"))
+                .code,
+            0);
+  for (const std::string& inputs :
+       {path("e.json") + " " + path("m.json"),
+        path("run.json") + " " + path("e.json") + " " + path("m.json")}) {
+    SCOPED_TRACE(inputs);
+    const auto r = run("report " + inputs + " --html " + path("r.html") + " --md " + path("r.md"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const std::string html = read_file(path("r.html")), md = read_file(path("r.md"));
+    EXPECT_TRUE(has_text(html, "Why a mode helped: small")) << html.substr(0, 400);
+    EXPECT_TRUE(has_text(html, "amp_bf16 vs fp32"));
+    EXPECT_TRUE(has_text(html, "Largest batch that fits"));
+    EXPECT_TRUE(has_text(html, "chart-maxbatch"));
+    EXPECT_TRUE(has_text(md, "## Why a mode helped: small"));
+    EXPECT_TRUE(has_text(md, "| small | fp32 |"));
+  }
+  ASSERT_EQ(run("inspect " + spec_ + " --json " + path("i.json")).code, 0);
+  ASSERT_EQ(
+      run("compare " + path("run.json") + " " + path("run.json") + " --json " + path("c.json"))
+          .code,
+      0);
+  ASSERT_EQ(run("validate " + spec_ + " --json " + path("v.json")).code, 0);
+  for (const auto& [file, kind] :
+       std::vector<std::pair<std::string, std::string>>{{"i.json", "an inspect file"},
+                                                        {"c.json", "a compare file"},
+                                                        {"v.json", "a validate file"}}) {
+    const auto r = run("report " + path(file) + " --html " + path("x.html"));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has_text(r.err, kind)) << r.err;
+    // compare takes result files only: an explain file is named as one.
+    const auto c = run("compare " + path("e.json") + " " + path("run.json"));
+    EXPECT_EQ(c.code, 2);
+    EXPECT_TRUE(has_text(c.err, "an explain file (mpbench explain --json)")) << c.err;
+  }
+}
+
+// A mode that ran out of memory has no results: null in the JSON, empty in the CSV, never 0; and
+// the CSV says which mpbench made it.
+TEST_F(OutputContract, AnOomRowHasNoNumbersAndTheCsvItsVersion) {
+  const auto r =
+      run("run " + spec_ + " --device cpu --quiet --precisions fp32 --memory-limit 4KiB" +
+          " --json " + path("oom.json") + " --csv " + path("oom.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json oom = json::parse(read_file(path("oom.json")))["runs"][0];
+  EXPECT_EQ(oom["status"], "oom");
+  for (const char* key : {"epoch_time_ms", "samples_per_second", "tflops", "final_accuracy",
+                          "final_loss", "percent_of_peak"})
+    EXPECT_TRUE(oom[key].is_null()) << key << ": " << oom[key];
+  const std::string csv = read_file(path("oom.csv"));
+  const std::string head = csv.substr(0, csv.find('\n'));
+  const std::string row = csv.substr(head.size() + 1);
+  EXPECT_TRUE(has_text(head, ",mpbench_version")) << head;
+  // The oom row's detail has no comma: split both lines on commas and look up by column name.
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (char c : line) {
+      if (c == ',')
+        out.emplace_back();
+      else if (c != '\n')
+        out.back() += c;
+    }
+    return out;
+  };
+  const std::vector<std::string> names = split(head), cells = split(row);
+  ASSERT_EQ(names.size(), cells.size()) << row;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == "status") EXPECT_EQ(cells[i], "oom");
+    if (names[i] == "mpbench_version") EXPECT_FALSE(cells[i].empty());
+    for (const char* empty : {"epoch_time_median_ms", "samples_per_second", "tflops",
+                              "final_accuracy", "speedup_vs_fp32", "peak_memory_training_bytes"})
+      if (names[i] == empty) EXPECT_EQ(cells[i], "") << empty;
+  }
+  EXPECT_EQ(run("report " + path("oom.json") + " --html " + path("o.html")).code, 0);
+  EXPECT_EQ(run("compare " + path("oom.json") + " " + path("oom.json")).code, 0);
+}
+
+}  // namespace
