@@ -153,33 +153,47 @@ int cmd_run(const RunArgs& args) {
   report.tool = tool_json();
   report.provenance = provenance_json();
   report.env = env_json(be->info(), make_cpu_backend()->info());
+  // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
+  std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
+  if (args.seeds > 0) {
+    seeds.clear();
+    for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
+  }
+  int64_t planned_runs = 0, planned_steps = 0;
+  for (const Spec& spec : specs) {
+    const int64_t runs = args.repeat * int64_t(spec.precisions.size() * seeds.size());
+    planned_runs += runs;
+    planned_steps += runs * step_plan(spec.train, spec.data.train_samples).total();
+  }
+  RunPlan plan(planned_runs, planned_steps, args.quiet);
+
   std::optional<Dataset> data;
   std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it
-  for (const Spec& spec : specs) {
+  for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
+    const Spec& spec = specs[spec_index];
     const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
     if (!data || key != data_key) {
       data = make_dataset_with_progress(spec, show_progress);
       data_key = key;
     }
     report.specs.push_back(to_json(spec));
-    // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
-    std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
-    if (args.seeds > 0) {
-      seeds.clear();
-      for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
-    }
     // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
     for (int64_t rep = 1; rep <= args.repeat; ++rep)
-      for (Precision p : spec.precisions)
+      for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
         for (const std::optional<uint64_t>& seed : seeds) {
+          const Precision p = spec.precisions[mode];
           const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
           const std::string batch =
               args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
           const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
           const std::string rep_label =
               args.repeat > 1 ? fmt::format(" rep {}/{}", rep, args.repeat) : "";
-          Progress bar(fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch, seed_label,
-                                   rep_label),
+          const std::string what = fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch,
+                                               seed_label, rep_label);
+          Progress bar(what + " (" +
+                           RunPlan::position(int64_t(spec_index) + 1, int64_t(specs.size()),
+                                             int64_t(mode) + 1, int64_t(spec.precisions.size())) +
+                           ")",
                        total_steps, show_progress);
           TrainOptions opts;
           opts.cuda_graphs = args.cuda_graphs;
@@ -196,6 +210,12 @@ int cmd_run(const RunArgs& args) {
           report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
           if (args.repeat > 1) report.runs.back().repetition = rep;
           bar.finish();
+          const RunResult& done = report.runs.back();
+          plan.done(what,
+                    done.status == RunStatus::Ok
+                        ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
+                        : run_status_name(done.status),
+                    total_steps);
         }
   }
 

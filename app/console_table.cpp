@@ -217,12 +217,16 @@ std::vector<ModelGroup> group_by_model(const Report& report) {
     if (std::find(g.batches.begin(), g.batches.end(), r.batch_size) == g.batches.end())
       g.batches.push_back(r.batch_size);
   }
+  for (ModelGroup& g : groups)
+    if (std::none_of(g.runs.begin(), g.runs.end(),
+                     [](const RunResult* r) { return r->precision == "fp32"; }))
+      g.baseline = g.runs.front()->precision;
   return groups;
 }
 
 const RunResult* ModelGroup::fp32_for(const RunResult& run) const {
   for (const RunResult* r : runs)
-    if (r->precision == "fp32" && r->status == RunStatus::Ok && r->batch_size == run.batch_size &&
+    if (r->precision == baseline && r->status == RunStatus::Ok && r->batch_size == run.batch_size &&
         r->seed == run.seed && r->repetition == run.repetition)
       return r;
   return nullptr;
@@ -344,7 +348,7 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     t.title +=
         dot + fmt::format("{} repetitions: epoch ms median {} cv between them", repetitions, pm);
 
-  auto col = [&](const char* header, bool right) {
+  auto col = [&](const std::string& header, bool right) {
     t.headers.push_back(header);
     t.right_align.push_back(right);
   };
@@ -356,10 +360,11 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   col("train mem", true);
   if (any_device) col("device mem", true);
   col("accuracy", true);
-  if (seeded) col("acc vs fp32 (95% CI)", true);
+  const std::string vs = "vs " + seeded_group.baseline;
+  if (seeded) col("acc " + vs + " (95% CI)", true);
   col("loss", true);
-  col("speedup", true);
-  col("mem vs fp32", true);
+  col(seeded_group.baseline == "fp32" ? "speedup" : "speedup " + vs, true);
+  col("mem " + vs, true);
   col("skipped", true);
   col("scale", true);
 

@@ -16,8 +16,11 @@ struct ModelGroup {
   std::string model, family, device;
   std::vector<const RunResult*> runs;
   std::vector<int64_t> batches;  // the distinct batch sizes, in report order (a sweep: several)
-  // The baseline of a run's ratios: the first fp32 run with status ok at the run's batch size
-  // (and seed, for `run --seeds`).
+  // The mode ratios are against: fp32 when the group has it, else its first mode (as explain
+  // does; the table's headers then name it).
+  std::string baseline = "fp32";
+  // The baseline of a run's ratios: the first run of the baseline mode with status ok at the
+  // run's batch size (and seed, for `run --seeds`).
   const RunResult* fp32_for(const RunResult& run) const;
 };
 std::vector<ModelGroup> group_by_model(const Report& report);

@@ -100,6 +100,41 @@ void Progress::finish() {
   drawn_ = false;
 }
 
+RunPlan::RunPlan(int64_t runs, int64_t total_steps, bool quiet)
+    : runs_(runs), total_steps_(total_steps), lines_(!quiet && !Progress::stderr_is_tty()) {
+  start_ = last_ = Clock::now();
+}
+
+std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t modes, int64_t rep,
+                              int64_t reps) {
+  std::string s = fmt::format("spec {}/{} · mode {}/{}", spec, specs, mode, modes);
+  if (reps > 1) s += fmt::format(" · rep {}/{}", rep, reps);
+  return s;
+}
+
+std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string& what,
+                                 const std::string& status, double run_s, double left_s) {
+  std::string s =
+      fmt::format("mpbench: [{}/{}] {}: {} in {:.1f} s", index, runs, what, status, run_s);
+  if (index < runs) s += "; about " + format_duration(left_s) + " left";
+  return s;
+}
+
+void RunPlan::done(const std::string& what, const std::string& status, int64_t steps) {
+  ++done_runs_;
+  done_steps_ += steps;
+  const Clock::time_point now = Clock::now();
+  const double run_s = std::chrono::duration<double>(now - last_).count();
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  last_ = now;
+  if (!lines_) return;
+  // The steps still to train at the rate of those trained so far.
+  const double left =
+      done_steps_ > 0 ? elapsed * double(total_steps_ - done_steps_) / double(done_steps_) : NAN;
+  std::fprintf(stderr, "%s\n", format_done(done_runs_, runs_, what, status, run_s, left).c_str());
+  std::fflush(stderr);
+}
+
 Dataset make_dataset_with_progress(const Spec& spec, bool enabled) {
   Progress bar(spec.name + " data", spec.data.train_samples + spec.data.eval_samples, enabled);
   return make_dataset(spec, [&](int64_t done, int64_t) { bar.update(done); });

@@ -41,6 +41,30 @@ class Progress {
   Clock::time_point last_draw_;
 };
 
+// Where a command of many runs (specs x modes x repetitions) stands. On a terminal the bar of
+// each run carries its position (position()); off one (CI logs), where no bar is drawn, each
+// finished run is one plain line on stderr with the time the whole command still needs, weighted
+// by the runs' step counts. `quiet` silences both.
+class RunPlan {
+ public:
+  RunPlan(int64_t runs, int64_t total_steps, bool quiet);
+  // "spec 1/3 · mode 2/4" (and " · rep 2/5" when given): for the bar's label.
+  static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes,
+                              int64_t rep = 0, int64_t reps = 0);
+  // A run of `steps` steps finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
+  // 1.2 s; about 0:04 left".
+  void done(const std::string& what, const std::string& status, int64_t steps);
+  // The line done() prints, from its numbers (tests).
+  static std::string format_done(int64_t index, int64_t runs, const std::string& what,
+                                 const std::string& status, double run_s, double left_s);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  int64_t runs_, total_steps_, done_runs_ = 0, done_steps_ = 0;
+  bool lines_;
+  Clock::time_point start_, last_;
+};
+
 // make_dataset with a bar ("<spec name> data") while generation runs past a second.
 Dataset make_dataset_with_progress(const Spec& spec, bool enabled);
 

@@ -70,6 +70,7 @@ std::string format_csv(const Report& report) {
                                   "seed",
                                   "repetition",
                                   "flags",
+                                  "ratio_baseline",
                                   "mpbench_version"};
   std::string out;
   for (size_t i = 0; i < std::size(kHeader); ++i) out += (i ? "," : "") + std::string(kHeader[i]);
@@ -119,6 +120,7 @@ std::string format_csv(const Report& report) {
           r->seed ? std::to_string(*r->seed) : "",
           r->repetition ? std::to_string(*r->repetition) : "",
           fmt::format("{}", fmt::join(run_flags(*r, report.runs), ";")),
+          group.baseline,  // the mode speedup_vs_fp32 and memory_vs_fp32 are against
           // The version that made the numbers (the file's tool), so that a CSV stands alone.
           json_check::text(report.tool, "version"),
       };

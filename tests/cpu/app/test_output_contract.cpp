@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "app/progress.h"
 #include "test_util.h"
 
 using mpbench::test::count_lines;
@@ -152,6 +153,42 @@ TEST_F(OutputContract, AnOomRowHasNoNumbersAndTheCsvItsVersion) {
   }
   EXPECT_EQ(run("report " + path("oom.json") + " --html " + path("o.html")).code, 0);
   EXPECT_EQ(run("compare " + path("oom.json") + " " + path("oom.json")).code, 0);
+}
+
+// Without an fp32 run the ratios are against the first listed mode, and the headers say so.
+TEST_F(OutputContract, RatiosWithoutFp32AreAgainstTheFirstMode) {
+  const auto r = run("run " + spec_ + " --device cpu --quiet --precisions amp_bf16,fp32 --csv " +
+                     path("a.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "│ speedup │ mem vs fp32 │")) << r.out;  // fp32 anywhere: fp32
+  const auto b = run("run " + spec_ + " --device cpu --quiet --precisions amp_bf16,tf32 --csv " +
+                     path("b.csv"));
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_TRUE(has_text(b.out, "speedup vs amp_bf16 │ mem vs amp_bf16")) << b.out;
+  auto row = [&](const std::string& mode) {
+    const std::string rest = b.out.substr(b.out.find("\n " + mode + " ") + 1);
+    return rest.substr(0, rest.find('\n'));
+  };
+  EXPECT_TRUE(has_text(row("amp_bf16"), "1.00x │           1.00x")) << b.out;
+  // Both ratios of tf32 are numbers; the only dash is the scale column (no loss scaling).
+  const std::string tf32 = row("tf32");
+  EXPECT_EQ(tf32.find("—"), tf32.rfind("—")) << b.out;
+  EXPECT_TRUE(has_text(read_file(path("b.csv")), ",amp_bf16,0.1.0")) << read_file(path("b.csv"));
+}
+
+// Off a terminal (a CI log) a run prints one plain line per finished run, with its position and
+// what is left; --quiet prints none.
+TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
+  const auto r = run("run " + spec_ + " --device cpu --epochs 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.err, "mpbench: [1/2] small fp32: ")) << r.err;
+  EXPECT_TRUE(has_text(r.err, " ms/epoch in ")) << r.err;
+  EXPECT_TRUE(has_text(r.err, "left\nmpbench: [2/2] small amp_bf16: ")) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << "no bar off a terminal";
+  EXPECT_EQ(run("run " + spec_ + " --device cpu --quiet").err, "");
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, 61),
+            "mpbench: [1/3] m fp32: oom in 2.0 s; about 1:01 left");
+  EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3 · mode 2/4");
 }
 
 }  // namespace

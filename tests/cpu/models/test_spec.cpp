@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
+#include "models/model.h"
 #include "models/spec.h"
 
 namespace mpbench {
@@ -688,6 +689,29 @@ TEST(Spec, UserTextInMessagesIsCut) {
   const std::string multi = error_of(
       mutate([&](json& j) { j["model"][std::string(199, 'k') + "\xc3\xa9" + "tail"] = 1; }));
   EXPECT_NE(multi.find(std::string(199, 'k') + "...: unknown key"), std::string::npos) << multi;
+}
+
+}  // namespace
+}  // namespace mpbench
+
+namespace mpbench {
+namespace {
+
+// inspect and explain flag GEMMs off a 16-bit mode's tensor-core multiple; a layer pinned to fp32
+// by fp32_layers does not run in 16 bits, so its sizes are not held to that rule (issue 29).
+TEST(Spec, APinnedLayerIsNotFlaggedOffTheTensorCoreMultiple) {
+  const std::string base = R"({"name": "m", "model": {"type": "mlp", "input_dim": 64,
+      "hidden": [32], "num_classes": 4}, "train": {"batch_size": 64})";
+  const Spec free = parse_spec(base + "}", "m.json");
+  const Spec pinned = parse_spec(base + R"(, "fp32_layers": ["head"]})", "m.json");
+  EXPECT_EQ(
+      misaligned_matmuls(Model(free, Precision::AMP_BF16).layer_infos(), Precision::AMP_BF16, 64),
+      std::vector<std::string>{"head N=4"});
+  int matmuls = 0;
+  EXPECT_TRUE(misaligned_matmuls(Model(pinned, Precision::AMP_BF16).layer_infos(),
+                                 Precision::AMP_BF16, 64, &matmuls)
+                  .empty());
+  EXPECT_EQ(matmuls, 2);  // still counted: it is a GEMM
 }
 
 }  // namespace
