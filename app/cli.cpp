@@ -334,12 +334,31 @@ bool escaped_code_point(uint32_t cp) {
   return (std::upper_bound(std::begin(kEscapedBounds), end, cp) - std::begin(kEscapedBounds)) % 2;
 }
 
-// A message longer than this (a 100 KB argument, a list of every layer) is cut, saying so.
+// A message longer than this (a list of every layer) is cut, saying so, the note included.
 constexpr size_t kMaxLineBytes = 2000;
+constexpr size_t kCutNoteRoom = 64;  // " ... (cut: N of M bytes shown)" and one last escape
+
+// Every word (a run without spaces: an argument, a path, a value) of more than kMaxQuoted bytes
+// cut to its start and "...": a 100 KB argument is not echoed whole. A word the spec reader cut
+// already ("kkk...:") stays as it is.
+std::string clip_words(const std::string& s) {
+  constexpr size_t kSlack = 16;  // room for what follows a cut word: "...", a colon, quotes
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t end = std::min(s.find(' ', i), s.size());
+    out += end - i > spec_json::kMaxQuoted + kSlack ? clip(s.substr(i, end - i))
+                                                    : s.substr(i, end - i);
+    if (end < s.size()) out += ' ';
+    i = end + 1;
+  }
+  return out;
+}
 
 }  // namespace
 
-std::string printable_line(const std::string& s) {
+std::string printable_line(const std::string& message) {
+  const std::string s = clip_words(message);
   std::string out;
   out.reserve(std::min(s.size(), kMaxLineBytes + 64));
   const auto escape = [&](unsigned char c) {
@@ -360,7 +379,7 @@ std::string printable_line(const std::string& s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
-    if (out.size() >= kMaxLineBytes) {
+    if (out.size() >= kMaxLineBytes - kCutNoteRoom) {
       out += fmt::format(" ... (cut: {} of {} bytes shown)", i, n);
       break;
     }

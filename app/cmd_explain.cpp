@@ -12,6 +12,7 @@
 #include "models/spec.h"
 #include "train/explain.h"
 #include "train/op_profile.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 
@@ -82,7 +83,7 @@ int cmd_explain(const ExplainArgs& args) {
         fmt::format("--precisions: explain compares modes, so it needs two or more (got {})",
                     spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none"));
   fit_to_steps(spec, args.steps);
-  preflight(spec);
+  preflight_training(spec);
   check_outputs({{"--json", args.json_path}, {"--md", args.md_path}}, spec_inputs(spec));
 
   auto be = select_backend(args.run.device, args.run.quiet);

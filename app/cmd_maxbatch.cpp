@@ -108,6 +108,8 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
          {"precision", precision_name(r.precision)},
          {"max_batch", r.max_batch},
          {"at_spec_limit", r.at_limit},
+         // Where the search started: the largest batch predict_training_memory said fits.
+         {"predicted_max_batch", r.predicted > 0 ? json(r.predicted) : json(nullptr)},
          {"vs_fp32", base && r.max_batch > 0
                          ? json(static_cast<double>(r.max_batch) / base->max_batch)
                          : json(nullptr)},
@@ -149,7 +151,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
     overrides.precisions = args.precisions;
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), overrides);
-    preflight(specs.back());
+    preflight(specs.back());  // probes train a few steps: the spec's own count does not matter
   }
   auto be = select_backend(args.device, args.quiet);
   const DeviceInfo device = be->info();

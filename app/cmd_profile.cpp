@@ -190,7 +190,7 @@ int cmd_profile(const ProfileArgs& args) {
   Spec spec = load_spec(args.spec);
   apply_run_overrides(spec, args.run);
   fit_to_steps(spec, args.steps);
-  preflight(spec);
+  preflight_training(spec);
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
 
   auto be = select_backend(args.run.device, args.run.quiet);

@@ -134,7 +134,7 @@ int cmd_run(const RunArgs& args) {
             spec, {{fmt::format("--batch-sizes {}", b), {"train", "batch_size"}, b}}));
     specs = std::move(sweep);
   }
-  for (const Spec& spec : specs) preflight(spec);
+  for (const Spec& spec : specs) preflight_training(spec);
   check_result_size(specs, args);
   std::vector<std::string> inputs;
   for (const Spec& spec : specs)

@@ -10,6 +10,7 @@
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 
@@ -17,6 +18,7 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
   if (!json_path.empty()) check_outputs({{"--json", json_path}}, specs);
   std::map<std::string, std::string> file_of_name;  // as `run`: results are matched by name
   nlohmann::json checked = nlohmann::json::array();
+  std::string lines;
   for (const auto& path : specs) {
     Spec spec = load_spec(path);
     const auto [seen, fresh] = file_of_name.emplace(spec.name, path);
@@ -25,13 +27,14 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
           "{} and {} both name their model \"{}\"{}; results are matched by name, so each spec "
           "must have its own",
           seen->second, path, spec.name, seen->second == path ? " (the same file twice)" : ""));
-    preflight(spec);  // each mode's model, fp32_layers names, idx files: what `run` checks
+    preflight_training(spec);  // each mode's model, fp32_layers, idx files, series: as `run`
     int64_t params = 0;
     for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
     std::vector<std::string> modes;
     for (Precision p : spec.precisions) modes.push_back(precision_name(p));
-    std::cout << fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", path, spec.name,
-                             spec.family, params, fmt::join(modes, ", "));
+    // Said once every spec passed: a refusal leaves stdout empty, as run's does.
+    lines += fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", path, spec.name, spec.family,
+                         params, fmt::join(modes, ", "));
     checked.push_back({{"path", path},
                        {"name", spec.name},
                        {"family", spec.family},
@@ -39,6 +42,7 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
                        {"precisions", modes},
                        {"spec", to_json(spec)}});
   }
+  std::cout << lines;
   if (!json_path.empty()) {
     nlohmann::json doc = json_header("validate");
     doc["specs"] = std::move(checked);

@@ -56,6 +56,34 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
   return out;
 }
 
+// The largest multiple of k up to `top` whose predicted training peak is within the limit (0 when
+// not even k is): a doubling and bisection on the prediction alone, nothing trained. A batch the
+// spec's rules refuse counts as not fitting.
+int64_t predicted_max_batch(const Spec& spec, Precision p, Backend& be, const MaxBatchOptions& opts,
+                            int64_t top) {
+  const int64_t k = opts.multiple;
+  auto fits = [&](int64_t batch) {
+    try {
+      const Spec s = probe_spec(spec, p, batch, opts.steps);
+      return predict_training_memory(s, p, be).training_peak <= opts.memory_limit;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::BadInput) throw;
+      return false;
+    }
+  };
+  if (top < k || !fits(k)) return 0;
+  int64_t good = k, bad = 0;
+  while (bad == 0 && good < top) {
+    const int64_t next = std::min(good * 2, top);
+    (fits(next) ? good : bad) = next;
+  }
+  while (bad - good > k) {
+    const int64_t mid = good + (bad - good) / (2 * k) * k;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
+}
+
 }  // namespace
 
 MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
@@ -74,8 +102,22 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
     if (opts.on_probe) opts.on_probe(r.probes.back());
     return r.probes.back().status == RunStatus::Ok;
   };
-  if (top < k || !fits(k)) return r;  // not even K trains
-  int64_t good = k, bad = 0;
+  if (top < k) return r;
+  int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
+  if (opts.from_prediction && opts.memory_limit > 0) {
+    r.predicted = predicted_max_batch(spec, p, be, opts, top);
+    // Confirmed by training: the prediction, then the next multiple of K.
+    if (r.predicted > 0 && fits(r.predicted)) {
+      good = r.predicted;
+      if (good < top) (fits(good + k) ? good : bad) = good + k;
+    } else if (r.predicted > 0) {
+      bad = r.predicted;
+    }
+  }
+  if (good == 0) {
+    if (bad == k || !fits(k)) return r;  // not even K trains
+    good = k;
+  }
   while (bad == 0) {
     if (good >= top) {
       r.max_batch = good;

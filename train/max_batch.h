@@ -1,9 +1,13 @@
 #pragma once
 // The largest batch that really trains within a memory budget (`mpbench maxbatch`). A probe
 // builds the model at one batch size and trains it for a few steps on synthetic data under the
-// cap (TrainOptions::memory_limit: every category but the dataset copy, workspaces included);
-// the search doubles from K until a probe fails, then bisects between the last batch that
-// trained and the first that did not, on multiples of K: about 2 log2(max / K) probes.
+// cap (TrainOptions::memory_limit: every category but the dataset copy, workspaces included).
+// With a limit, the search starts from the prediction (predict_training_memory, what `inspect`
+// prints): the largest multiple of K predicted to fit is probed, then the next multiple; when the
+// prediction is exact that is the answer, in two probes. Where it is not (or without a limit) the
+// search doubles from the largest batch that trained until a probe fails, then bisects between the
+// last batch that trained and the first that did not, on multiples of K: about 2 log2(max / K)
+// probes.
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,6 +29,7 @@ struct MaxBatchOptions {
   int64_t multiple = 1;     // K: every batch tried is a multiple of it
   int64_t steps = 2;        // timed training steps per probe, after one warm-up step
   std::function<void(const BatchProbe&)> on_probe;  // after each probe, e.g. a progress line
+  bool from_prediction = true;  // false: the plain doubling search (the tests' reference)
 };
 
 struct MaxBatchResult {
@@ -33,6 +38,7 @@ struct MaxBatchResult {
   int64_t max_batch = 0;  // 0: not even K trains
   bool at_limit = false;  // max_batch is kMaxBatchSize, the largest a spec takes, not a bound
   std::vector<BatchProbe> probes;  // in the order they ran
+  int64_t predicted = 0;           // the largest multiple of K predicted to fit; 0: none made
   // The probe at max_batch; nullptr when there is none.
   const BatchProbe* best() const;
 };

@@ -413,7 +413,9 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     for (const EpochResult& e : r.epochs) times.push_back(e.time_ms);
     r.epoch_time_ms = compute_time_stats(times);
   }
-  r.samples_per_second = number(j, "samples_per_second", path, kNonNegative);
+  // A run that trained has its throughput and memory; only one that did not may leave them null.
+  const bool ok = r.status == RunStatus::Ok;
+  r.samples_per_second = number(j, "samples_per_second", path, {0, kAny.hi, !ok}, ok);
   r.flops_per_step = number(j, "flops_per_step", path, kNonNegative);
   r.tflops = number(j, "tflops", path, kNonNegative);
   r.peak_tflops = number(j, "peak_tflops", path, kNonNegative);
@@ -422,6 +424,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   if (j.contains("peak_memory_bytes")) {
     const std::string p = sub(path, "peak_memory_bytes");
     const json& m = object_at(j, "peak_memory_bytes", path);
+    for (const char* key : {"tracked", "training"})
+      if (ok && m.contains(key) && m[key].is_null()) bad(sub(p, key), "a byte count");
     r.memory.tracked_peak = byte_count(m, "tracked", p);
     r.memory.training_peak = byte_count(m, "training", p);
     const json* dev = find(m, "device", p, false);

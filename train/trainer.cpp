@@ -487,6 +487,36 @@ TrainingBuffers allocate_training(const Spec& spec, Precision precision, Trackin
   return b;
 }
 
+namespace {
+
+// The FP8 tensors (x, w, dy of every GEMM that runs in FP8) of a model's layers.
+int64_t fp8_tensors(const std::vector<LayerInfo>& infos) {
+  int64_t n = 0;
+  for (const LayerInfo& li : infos) n += (li.fp8_dtypes ? 3 : 0) + fp8_tensors(li.children);
+  return n;
+}
+
+}  // namespace
+
+void preflight_training(const Spec& spec) {
+  preflight(spec);
+  const int64_t steps = step_plan(spec.train, spec.data.train_samples).total();
+  for (Precision p : spec.precisions) {
+    // Host: StepRecord and its time; device: four floats; amp_fp8: an amax and a scale per FP8
+    // tensor on both.
+    const int64_t fp8 =
+        precision_info(p).fp8_linears ? fp8_tensors(Model(spec, p).layer_infos()) : 0;
+    const double bytes = double(steps) * (sizeof(StepRecord) + 4 + 16 + 16.0 * double(fp8));
+    if (bytes > kMaxSeriesBytes)
+      throw_bad_input(fmt::format(
+          "{}: train: {} steps ({} warm-up) in {} would keep {:.1f} GiB of per-step series in "
+          "memory, more than the {:.0f} GiB allowed; train fewer steps (warmup_steps, epochs, "
+          "train_samples / batch_size)",
+          spec.source_path, steps, spec.train.warmup_steps, precision_name(p),
+          bytes / double(1 << 30), kMaxSeriesBytes / double(1 << 30)));
+  }
+}
+
 MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be) {
   TrackingAllocator count(be, TrackingAllocator::Mode::Count);
   const TrainingBuffers b = allocate_training(spec, precision, count, be, 0);

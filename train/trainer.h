@@ -71,6 +71,13 @@ uint64_t init_seed_for(const Spec& spec, const std::optional<uint64_t>& training
 // CPU backends have none): the prediction leaves it out.
 MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be);
 
+// preflight (models/model.h) and what training itself needs of the host: the per-step series
+// (loss, grad norm, scale, skipped, time, and amp_fp8's amax and scale of every FP8 tensor) are
+// kept for every step until the run ends, so a spec whose steps would keep more than
+// kMaxSeriesBytes of them (warmup_steps 10^9) is refused before any work, naming the steps.
+inline constexpr double kMaxSeriesBytes = 2.0 * (1 << 30);
+void preflight_training(const Spec& spec);
+
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
                             const TrainOptions& opts = {});
 

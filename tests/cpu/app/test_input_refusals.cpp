@@ -244,4 +244,49 @@ TEST_F(InputRefusals, WhatRunAndProfileWriteCompareAndReportRead) {
   }
 }
 
+// An argument is echoed in at most 200 bytes, and a line is at most 2000 bytes, its cut note
+// included (the fresh probe's cases: a long mode list, a long number, a long output name).
+TEST_F(InputRefusals, LongArgumentsAreClippedInMessages) {
+  for (const std::string& args :
+       {"--precisions " + std::string(300, 'x'), "--precisions " + std::string(100000, 'x'),
+        "--epochs " + std::string(5000, '9'), "--json " + std::string(5000, 'n'),
+        "--json " + std::string(256, 'n')}) {
+    SCOPED_TRACE(args.substr(0, 20));
+    const Result r = run("run " + good_ + " --device cpu " + args);
+    EXPECT_EQ(r.code, 2) << r.err.substr(0, 300);
+    EXPECT_EQ(count_lines(r.err), 1u);
+    EXPECT_LE(r.err.size(), 2001u);
+    EXPECT_FALSE(has_text(r.err, std::string(201, args.back()))) << r.err.substr(0, 300);
+  }
+}
+
+// validate says "ok" only once every spec passed: a refusal leaves stdout empty, as in run.
+TEST_F(InputRefusals, ValidatePrintsNothingWhenALaterSpecIsRefused) {
+  const std::string bad = write("bad.json", R"({"name": "bad", "model": {"type": "mlp",
+      "input_dim": 16, "hidden": [8], "num_classes": 4}, "fp32_layers": ["fc9"]})");
+  const Result r = run("validate " + good_ + " " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(has_text(r.err, "fc9")) << r.err;
+  EXPECT_TRUE(has_text(run("validate " + good_).out, "ok: "));
+}
+
+// A valid but absurd step count (warmup_steps 10^9) would hold gigabytes of per-step series:
+// refused before any work by run and validate, naming the steps, not an allocation that grows
+// until the machine gives out.
+TEST_F(InputRefusals, StepsWhoseSeriesCannotBeHeldAreRefusedUpFront) {
+  const std::string many = write("many.json", R"({"name": "many", "model": {"type": "mlp",
+      "input_dim": 16, "hidden": [8], "num_classes": 4}, "data": {"train_samples": 64,
+      "eval_samples": 16}, "train": {"batch_size": 32, "warmup_steps": 1000000000}})");
+  for (const std::string& cmd :
+       {"run " + many + " --device cpu --json " + (dir_ / "out.json").string(),
+        "validate " + many}) {
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_TRUE(has_text(r.err, "1000000000 warm-up")) << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "out.json"));
+  }
+}
+
 }  // namespace

@@ -6,11 +6,10 @@
 // What is compared does not depend on the sizes: every buffer is planned when the model is built,
 // and the test proves that no step allocates beyond the plan. So the whole networks keep every
 // layer, block, stage, width and vocabulary, and only their sequence length and image size are
-// capped (kMaxSeq, kMaxImage): gpt2_small at its 1024 tokens spent minutes in the reference's
+// capped (tests/shipped_configs.h): gpt2_small at its 1024 tokens spent minutes in the reference's
 // GEMMs for the same proof. One test per config, so that each stays well under CTest's limits
 // and they run side by side.
 #include <algorithm>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,37 +17,17 @@
 
 #include "models/dataset.h"
 #include "models/spec.h"
+#include "shipped_configs.h"
 #include "test_util.h"
 #include "train/max_batch.h"
 #include "train/trainer.h"
 
 using namespace mpbench;
-namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kMaxSeq = 64;
-constexpr int64_t kMaxImage =
-    64;  // resnet50 ends at 2x2: 8 values per batchnorm channel at batch 2
-
-std::vector<std::string> shipped_configs() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(test::source_dir() + "/configs"))
-    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-// The spec at the capped sizes, through the spec's own rules (with_overrides reads it again).
-Spec capped(const Spec& spec) {
-  const nlohmann::json model = to_json(spec)["model"];
-  std::vector<SpecOverride> o;
-  if (model.contains("seq_len") && model["seq_len"].get<int64_t>() > kMaxSeq)
-    o.push_back({"seq_len cap", {"model", "seq_len"}, kMaxSeq});
-  if (model.contains("image_size") && model["image_size"].get<int64_t>() > kMaxImage)
-    o.push_back({"image_size cap", {"model", "image_size"}, kMaxImage});
-  return o.empty() ? spec : with_overrides(spec, o);
-}
+using test::capped_config;
+using test::shipped_configs;
 
 class MemoryPrediction : public ::testing::TestWithParam<std::string> {};
 
@@ -60,7 +39,7 @@ TEST(MemoryPredictionConfigs, EveryShippedConfigIsCovered) {
 
 TEST_P(MemoryPrediction, MatchesTheMeasuredPeakAtASmallBatch) {
   auto be = make_cpu_backend();
-  const Spec spec = capped(load_spec(test::source_dir() + "/configs/" + GetParam() + ".json"));
+  const Spec spec = capped_config(GetParam());
   for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
     SCOPED_TRACE(spec.name + " " + precision_name(p));
     // Batch 2 (one image per batchnorm channel would be too few values for a 1x1 image).

@@ -457,6 +457,15 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
   EXPECT_NE(bad_input_message(f8_negative).find("runs[3].fp8_scaling[0].scale[0]"),
             std::string::npos);
 
+  // A run that trained has its throughput and memory; null is for one that did not (the probe).
+  json null_rate = good;
+  null_rate["runs"][0]["samples_per_second"] = nullptr;
+  EXPECT_NE(bad_input_message(null_rate).find("runs[0].samples_per_second"), std::string::npos);
+  json null_memory = good;
+  null_memory["runs"][0]["peak_memory_bytes"]["training"] = nullptr;
+  EXPECT_NE(bad_input_message(null_memory).find("runs[0].peak_memory_bytes.training"),
+            std::string::npos);
+
   json f8_empty = good;  // report took .back() of these (issue 25)
   f8_empty["runs"][3]["fp8_scaling"][0]["amax"] = json::array();
   f8_empty["runs"][3]["fp8_scaling"][0]["scale"] = json::array();
