@@ -76,24 +76,57 @@ nlohmann::json provenance_json() {
 
 namespace {
 
-const char* kExamples = R"(
-Examples:
-  mpbench run configs/mnist_mlp.json                  compare all four modes on the default device
-  mpbench run configs/gpt2_small_layer.json --precisions amp_bf16,amp_fp8   FP8 (sm_89+) vs bf16
-  mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json
-  mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet
-  mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs
-  mpbench profile configs/bert_base_layer.json --precision amp_bf16   where a step's time goes
-  mpbench explain configs/gpt2_small_layer.json --precisions fp32,amp_bf16   why bf16 helped, or not
-  mpbench validate configs/*.json                     check spec files without running them
-  mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, memory
-  mpbench devices --json                              the GPU(s), versions and datasheet peaks
-  mpbench report results/h200/*.json --html report.html   charts of result files as one page
+// Each subcommand's --help shows its own examples; the top-level help shows them all.
+const std::vector<std::pair<const char*, const char*>> kExamples = {
+    {"run",
+     "mpbench run configs/mnist_mlp.json                  compare all four modes on the default "
+     "device"},
+    {"run",
+     "mpbench run configs/gpt2_small_layer.json --precisions amp_bf16,amp_fp8   FP8 (sm_89+) vs "
+     "bf16"},
+    {"run",
+     "mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json"},
+    {"run",
+     "mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet"},
+    {"run", "mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs"},
+    {"run", "mpbench run configs/tiny_mlp.json --repeat 5 --json current.json   for compare"},
+    {"profile",
+     "mpbench profile configs/bert_base_layer.json --precision amp_bf16   where a step's time "
+     "goes"},
+    {"explain",
+     "mpbench explain configs/gpt2_small_layer.json --precisions fp32,amp_bf16   why bf16 helped, "
+     "or not"},
+    {"maxbatch",
+     "mpbench maxbatch configs/resnet50_conv2.json --memory-limit 16GiB --multiple 8   what fits a "
+     "card"},
+    {"validate",
+     "mpbench validate configs/*.json                     check spec files without running them"},
+    {"inspect",
+     "mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, "
+     "memory"},
+    {"devices",
+     "mpbench devices --json                              the GPU(s), versions and datasheet "
+     "peaks"},
+    {"compare", "mpbench compare baseline.json current.json --md summary.md   the CI gate"},
+    {"report",
+     "mpbench report results/h200/*.json --html report.html   charts of result files as one page"},
+    {"data",
+     "mpbench data configs/mnist_mlp.json --out /tmp/mnist   the exact dataset, for PyTorch"},
+};
 
-Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
+const char* kExitCodes =
+    R"(Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
 could not judge (nothing matched, a spec changed; with --strict also inconclusive rows),
 130 / 143 interrupted by SIGINT / SIGTERM.
 )";
+
+// The examples of `command` ("" for all of them) and the exit codes.
+std::string help_footer(const std::string& command) {
+  std::string out = "\nExamples:\n";
+  for (const auto& [name, line] : kExamples)
+    if (command.empty() || command == name) out += std::string("  ") + line + "\n";
+  return out + "\n" + kExitCodes;
+}
 
 // An empty path or list given on purpose (`--json ''`, `--precisions ''`) is an error, not the
 // option left out: an unset option is simply not parsed.
@@ -495,9 +528,8 @@ int mpbench_main(int argc, char** argv) {
   install_interrupt_handlers();
   command_line().assign(argv, argv + argc);
   CLI::App app{
-      "mpbench: what mixed precision (TF32, FP16, BF16) buys over FP32 for your model's "
-      "shapes on your GPU: time per epoch, peak memory, final accuracy."};
-  app.footer(kExamples);
+      "mpbench: what mixed precision (TF32, FP16, BF16, FP8) buys over FP32 for your model's "
+      "shapes on your GPU (or CPU): time per epoch, peak memory, final accuracy, and why."};
   app.set_version_flag("--version",
                        std::string("mpbench ") + MPBENCH_VERSION + " (" + MPBENCH_GIT + ")");
   app.require_subcommand(1);
@@ -527,6 +559,14 @@ int mpbench_main(int argc, char** argv) {
       "--batch-sizes", run_batch_sizes,
       "A sweep: train each spec at each of these batch sizes (e.g. 32,64,128,256); the table and "
       "the report give the speedup over fp32 at each");
+  // --warmup on run, profile and explain: one override path with --epochs (apply_run_overrides).
+  const auto add_warmup = [](CLI::App* cmd, RunArgs& args) {
+    cmd->add_option("--warmup", args.warmup,
+                    "Override the spec's warm-up steps (train.warmup_steps): steps trained before "
+                    "the timing starts")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  };
+  add_warmup(run_cmd, run);
   run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
       ->excludes(batch_sizes_opt)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -605,6 +645,7 @@ int mpbench_main(int argc, char** argv) {
           "Training steps to profile per mode, after the spec's warm-up (at least 2 steps)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
+  add_warmup(profile_cmd, profile.run);
   profile_cmd->add_option("--batch-size", profile.run.batch_size, "Override the spec's batch size")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
@@ -634,6 +675,7 @@ int mpbench_main(int argc, char** argv) {
                    "Training steps to profile per mode, after the spec's warm-up")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
+  add_warmup(explain_cmd, explain.run);
   explain_cmd->add_option("--batch-size", explain.run.batch_size, "Override the spec's batch size")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   explain_cmd->add_option("--json", explain.json_path,
@@ -676,10 +718,12 @@ int mpbench_main(int argc, char** argv) {
   maxbatch_cmd->add_flag("--quiet,-q", maxbatch.quiet, "No line per probe");
   maxbatch_cmd->footer(
       "Each probe builds the model at one batch size and trains it for a warm-up step and --steps "
-      "steps on synthetic data (steps x batch samples) under the budget. The search doubles from "
-      "K until a probe does not fit, then bisects between the last batch that trained and the "
-      "first that did not: about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 "
-      "for bad input.");
+      "steps on synthetic data (steps x batch samples) under the budget. The search starts from "
+      "the largest multiple of K predicted to fit (inspect's prediction) and probes it and the "
+      "next multiple: 2 probes when the prediction is exact. Where a probe disagrees, or without "
+      "a limit, it doubles from the largest batch that trained until a probe does not fit, then "
+      "bisects: about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad "
+      "input.");
 
   bool devices_json = false;
   auto* devices_cmd = app.add_subcommand(
@@ -692,7 +736,8 @@ int mpbench_main(int argc, char** argv) {
   report_cmd
       ->add_option(
           "results", report_args.inputs,
-          "Result JSON file(s) (mpbench run --json), and optionally mpbench profile --json files")
+          "Result JSON file(s) (mpbench run --json), and mpbench profile, explain and maxbatch "
+          "--json files")
       ->required();
   report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
   report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");
@@ -766,6 +811,13 @@ both kept, each its own point. Profile files are refused. --md writes the points
                         "Exit 4 when inconclusive, missing or environment-changed rows remain");
   compare_cmd->footer(kCompareRule);
 
+  // Footers last: a subcommand made after app.footer() would inherit the whole list.
+  app.footer(help_footer(""));
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string own = sub->get_footer();
+    sub->footer((own.empty() ? "" : own + "\n") + help_footer(sub->get_name()));
+  }
+
   // Every option and argument that takes a value refuses an empty one (kNonEmpty), and every
   // numeric one takes plain decimal only (kDecimalInteger, kDecimalNumber).
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
@@ -812,7 +864,10 @@ both kept, each its own point. Profile files are refused. --md writes the points
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
-      std::cerr << "mpbench: " << printable_line(msg) << " (see mpbench --help)\n";
+      // Point at the help of the subcommand the error is in.
+      const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
+      std::cerr << "mpbench: " << printable_line(msg) << " (see mpbench "
+                << (given.empty() ? "" : given.front()->get_name() + " ") << "--help)\n";
       return 2;
     }
     if (*run_cmd) {

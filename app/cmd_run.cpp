@@ -57,6 +57,8 @@ void apply_run_overrides(Spec& spec, const RunArgs& a) {
   if (a.epochs > 0)
     o.push_back({fmt::format("--epochs {}", a.epochs), {"train", "epochs"}, a.epochs});
   if (a.seed >= 0) o.push_back({fmt::format("--seed {}", a.seed), {"data", "seed"}, a.seed});
+  if (a.warmup >= 0)
+    o.push_back({fmt::format("--warmup {}", a.warmup), {"train", "warmup_steps"}, a.warmup});
   if (a.batch_size > 0)
     o.push_back(
         {fmt::format("--batch-size {}", a.batch_size), {"train", "batch_size"}, a.batch_size});

@@ -15,6 +15,7 @@ struct RunArgs {
   std::string device = "auto";          // auto | cpu | cuda
   std::vector<std::string> precisions;  // empty: the spec's own list
   int64_t epochs = 0, batch_size = 0;   // 0: the spec's value
+  int64_t warmup = -1;                  // --warmup: train.warmup_steps; -1: the spec's value
   std::vector<int64_t> batch_sizes;     // --batch-sizes: a sweep, each spec at each batch
   int64_t seed = -1;                    // -1: the spec's value
   int64_t seeds = 0;                    // --seeds N: each mode trained with seeds 1..N; 0: once
@@ -31,8 +32,8 @@ int cmd_run(const RunArgs& args);
 uint64_t parse_memory_size(const std::string& option, const std::string& text);
 // "32,64,128": distinct positive integers; anything else is BadInput naming `option`.
 std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::string& text);
-// The spec as `run` would train it: --precisions, --epochs, --batch-size and --seed applied and
-// checked (bad input names the option).
+// The spec as `run` would train it: --precisions, --epochs, --batch-size, --seed and --warmup
+// applied and checked (bad input names the option).
 struct Spec;
 struct Dataset;
 struct ProfiledRun;

@@ -191,4 +191,39 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3 · mode 2/4");
 }
 
+// --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and
+// explain; the resolved spec in the file says so.
+TEST_F(OutputContract, WarmupOverridesTheSpec) {
+  const json j = written("run " + spec_ + " --device cpu --quiet --precisions fp32 --warmup 5" +
+                             " --json " + path("w.json"),
+                         "w.json");
+  EXPECT_EQ(j["runs"][0]["warmup_steps"], 5);
+  EXPECT_EQ(j["specs"][0]["train"]["warmup_steps"], 5);
+  for (const char* cmd : {"profile", "explain"})
+    EXPECT_EQ(
+        run(std::string(cmd) + " " + spec_ + " --device cpu --quiet --steps 2 --warmup 4").code, 0)
+        << cmd;
+  const auto bad = run("run " + spec_ + " --warmup -1");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(has_text(bad.err, "--warmup")) << bad.err;
+}
+
+// Each subcommand's help shows its own examples and every exit code; an error in a subcommand
+// points at that subcommand's help.
+TEST_F(OutputContract, HelpIsPerSubcommand) {
+  const auto top = run("--help");
+  EXPECT_TRUE(has_text(top.out, "FP8")) << top.out;
+  EXPECT_TRUE(has_text(top.out, "mpbench run configs/")) << top.out;
+  EXPECT_TRUE(has_text(top.out, "mpbench profile configs/")) << top.out;
+  const auto profile = run("profile --help");
+  EXPECT_TRUE(has_text(profile.out, "mpbench profile configs/")) << profile.out;
+  EXPECT_FALSE(has_text(profile.out, "mpbench run configs/")) << profile.out;
+  for (const char* code :
+       {"0 ok", "1 regression", "2 bad input", "3 runtime", "4 compare", "130", "143"})
+    EXPECT_TRUE(has_text(profile.out, code)) << code;
+  const auto bad = run("run " + spec_ + " --epochs abc");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(has_text(bad.err, "(see mpbench run --help)")) << bad.err;
+}
+
 }  // namespace
