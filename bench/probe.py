@@ -1112,7 +1112,11 @@ class Probe:
                 continue
             self.case(cls, f'compare {f} as a result', ['compare', '{s}/r_mlp.json', '{s}/' + f], expect='bad', names=(f,))
             self.case(cls, f'compare {f} {f}', ['compare', '{s}/' + f, '{s}/' + f], expect='bad', names=(f,))
-            if f != 'p_mlp.json':
+            # report draws profile, explain and maxbatch files (README); the other kinds are refused.
+            if f in ('e_mlp.json', 'm_mlp.json'):
+                self.case(cls, f'report {f}', ['report', '{s}/' + f, '--html', 'o.html'], expect='ok',
+                          outputs=('{d}/o.html',), check=self.html_check('o.html'))
+            elif f != 'p_mlp.json':
                 self.case(cls, f'report {f}', ['report', '{s}/' + f, '--html', 'o.html'], expect='bad', names=(f,))
         self.case(cls, 'report --history with a profile', ['report', '--history', '{s}/r_mlp.json', '{s}/p_mlp.json', '--html', 'o.html'], expect='bad', names=('p_mlp.json',))
         self.case(cls, 'run a result file as a spec', ['run', '{s}/r_mlp.json', '--device', 'cpu'], expect='bad', names=('r_mlp.json',))

@@ -370,8 +370,14 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   if (!j.is_object()) bad(path.empty() ? "run" : path, "an object");
   RunResult r;
   r.model = string(j, "model", path, true);
+  if (r.model.empty()) bad(sub(path, "model"), "a spec name");
   r.family = string(j, "family", path);
   r.precision = string(j, "precision", path, true);
+  if (!parse_precision(r.precision)) {
+    std::string names;
+    for (const std::string& n : precision_names()) names += (names.empty() ? "" : ", ") + n;
+    bad(sub(path, "precision"), "one of " + names);
+  }
   r.device = string(j, "device", path);
   try {
     r.status = run_status_from_name(string(j, "status", path, true));
@@ -405,6 +411,9 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       r.epochs.push_back(er);
     }
   }
+  // Null only in a run that did not finish (what the writer does).
+  if (r.status == RunStatus::Ok && j.contains("epoch_time_ms") && j["epoch_time_ms"].is_null())
+    bad(sub(path, "epoch_time_ms"), "the epoch time statistics of a run that trained");
   if (j.contains("epoch_time_ms") && !j["epoch_time_ms"].is_null()) {
     r.epoch_time_ms =
         time_stats_from_json(object_at(j, "epoch_time_ms", path), sub(path, "epoch_time_ms"));
@@ -622,7 +631,10 @@ Report report_from_json(const json& j) {
   }
   if (j.contains("env")) r.env = object_at(j, "env", "");
   if (const json* specs = array_at(j, "specs", "", false)) {
-    for (const json& s : *specs) r.specs.push_back(s);
+    for (size_t i = 0; i < specs->size(); ++i) {
+      if (!(*specs)[i].is_object()) bad(fmt::format("specs[{}]", i), "a resolved spec (an object)");
+      r.specs.push_back((*specs)[i]);
+    }
   }
   const json* runs = find(j, "runs", "", true);
   if (!runs->is_array()) bad("runs", "an array");

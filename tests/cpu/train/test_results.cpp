@@ -466,6 +466,21 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
   EXPECT_NE(bad_input_message(null_memory).find("runs[0].peak_memory_bytes.training"),
             std::string::npos);
 
+  // The fresh probe's cases: what no run writes.
+  json null_times = good;
+  null_times["runs"][0]["epoch_time_ms"] = nullptr;
+  EXPECT_NE(bad_input_message(null_times).find("runs[0].epoch_time_ms"), std::string::npos);
+  json fp64 = good;
+  fp64["runs"][0]["precision"] = "fp64";
+  EXPECT_NE(bad_input_message(fp64).find("runs[0].precision: expected one of fp32"),
+            std::string::npos);
+  json no_name = good;
+  no_name["runs"][0]["model"] = "";
+  EXPECT_NE(bad_input_message(no_name).find("runs[0].model"), std::string::npos);
+  json spec_text = good;
+  spec_text["specs"][0] = "x";
+  EXPECT_NE(bad_input_message(spec_text).find("specs[0]"), std::string::npos);
+
   json f8_empty = good;  // report took .back() of these (issue 25)
   f8_empty["runs"][3]["fp8_scaling"][0]["amax"] = json::array();
   f8_empty["runs"][3]["fp8_scaling"][0]["scale"] = json::array();
