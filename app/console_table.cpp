@@ -441,11 +441,15 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
     const TimeStats& t = r->epoch_time_ms;
     const double first = r->epochs.front().time_ms;
     const bool first_slow = first == t.max && first > 1.5 * t.median;
+    // With seeds the table's ± is between the seeds' median epoch times; this spread is within
+    // one run, over its own epochs: say which, so that the two numbers do not seem to disagree.
     out.push_back(fmt::format(
-        "{}{}{}: epoch times vary by {:.0f}% ({} to {} ms); {}", r->precision,
-        r->cuda_graphs ? " +graphs" : "",
-        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", 100 * t.cv,
-        format_ms(t.min), format_ms(t.max),
+        "{}{}{}{}: epoch times vary by {:.0f}% over its own epochs ({} to {} ms){}; {}",
+        r->precision, r->cuda_graphs ? " +graphs" : "",
+        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
+        r->seed ? fmt::format(" seed {}", *r->seed) : "", 100 * t.cv, format_ms(t.min),
+        format_ms(t.max),
+        r->seed ? " (the table's ± is the spread between the seeds' medians)" : "",
         first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
                    : "the machine was busy or its clocks moved: time and speedup are unreliable"));
   }

@@ -275,6 +275,11 @@ std::string accuracy_chart(const std::vector<Series>& series) {
     b.drawn = s.seeds.has_value() && s.run->status == RunStatus::Ok;
     if (!b.drawn) {
       show_status_instead(b, s);
+      if (s.run->status == RunStatus::Ok) {  // not a failure: this run has no seeds to average
+        b.note = "trained once, no seeds (run --seeds N)";
+        b.note_is_status = false;
+        b.tooltip = s.label + ": " + b.note;
+      }
       bars.push_back(std::move(b));
       continue;
     }
@@ -284,7 +289,7 @@ std::string accuracy_chart(const std::vector<Series>& series) {
                                100 * (x.accuracy_mean + x.accuracy_std));
     b.value_text = fmt::format("{:.2f}% ± {:.2f}", 100 * x.accuracy_mean, 100 * x.accuracy_std);
     if (const auto& d = x.accuracy_delta_vs_fp32)
-      b.note = fmt::format("{:+.2f} pt [{:+.2f}, {:+.2f}]", 100 * d->mean, 100 * d->ci95_low,
+      b.note = fmt::format("{:+.2f} [{:+.2f}, {:+.2f}]", 100 * d->mean, 100 * d->ci95_low,
                            100 * d->ci95_high);
     b.tooltip = fmt::format("{}: accuracy over {} seeds {:.2f}% ± {:.2f} (std){}", s.label, x.seeds,
                             100 * x.accuracy_mean, 100 * x.accuracy_std,
@@ -759,6 +764,7 @@ svg.chart .bar-label { font-size: 12px; }
 svg.chart .value { font-variant-numeric: tabular-nums; }
 svg.chart .speedup { font-weight: 700; }
 svg.chart .status { fill: var(--bad); font-weight: 600; }
+svg.chart .absent { fill: #6b7280; font-style: italic; }
 svg.chart .grid { stroke: #eaeef2; stroke-width: 1; }
 svg.chart .axis { stroke: #8c959f; stroke-width: 1; fill: none; }
 svg.chart .epoch { stroke: #afb8c1; stroke-width: 1; stroke-dasharray: 2 3; }
@@ -773,7 +779,8 @@ svg.chart .bar:hover rect { filter: brightness(0.92); }
 .table-wrap + .table-wrap { margin-top: 16px; }
 table { border-collapse: collapse; width: 100%; font-size: 13px; font-variant-numeric: tabular-nums; }
 caption { text-align: left; font-weight: 600; padding: 0 0 6px; }
-th, td { padding: 4px 10px; border-bottom: 1px solid #eaeef2; white-space: nowrap; text-align: left; }
+th, td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; white-space: nowrap; text-align: left; }
+th { white-space: normal; }  /* long headers wrap, so a wide table fits 1400 px without scrolling */
 th { color: var(--muted); font-weight: 600; border-bottom-color: var(--line); }
 .num { text-align: right; }
 tr:nth-child(even) td { background: #fafbfc; }
@@ -971,6 +978,16 @@ std::string format_html(const std::vector<ReportInput>& inputs,
       h += "<p class=\"note\">note: " + esc(*note) + "</p>\n";
       break;
     }
+  // scripts/pytorch_reference.py on the CPU has no allocator to ask: its memory is the sum of
+  // the parameter-sized categories, without activations.
+  for (const ReportInput& in : inputs)
+    if (json_check::text(in.report.tool, "name") == "pytorch" &&
+        std::any_of(in.report.runs.begin(), in.report.runs.end(),
+                    [](const RunResult& r) { return r.device == "cpu"; }))
+      h += "<p class=\"note\">note: " + esc(file_stem(in.path)) +
+           " (PyTorch on the CPU): its memory is weights, gradients and optimizer state only; "
+           "PyTorch keeps no allocator statistics on the CPU, so its activations are not "
+           "counted and its memory bars are lower than mpbench's for that reason</p>\n";
 
   for (const ModelSection& sec : sections) {
     const RunResult& first = *sec.series.front().run;
@@ -1003,7 +1020,8 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     if (std::any_of(sec.series.begin(), sec.series.end(),
                     [](const Series& s) { return s.seeds.has_value(); }))
       h += figure(
-          "Accuracy over seeds <span class=\"sub\">bold: difference from fp32, 95% interval</span>",
+          "Accuracy over seeds <span class=\"sub\">bold: difference from fp32 in points, 95% "
+          "interval</span>",
           bars_legend(sec.series) + accuracy_chart(sec.series));
     std::vector<const ProfileInput*> mine;
     for (const ProfileInput& pr : profiles)

@@ -104,31 +104,72 @@ std::string text(double x, double y, const std::string& s, const std::string& cl
                      px(y), cls, anchor, html_escape(s));
 }
 
+namespace {
+
+// About how wide a label of the charts' 12 px font is (bold digits included, measured in
+// Chromium): the bar charts leave room for it.
+double text_width(const std::string& s) {
+  size_t chars = 0;
+  for (unsigned char c : s) chars += (c & 0xc0) != 0x80 ? 1 : 0;
+  return 7.6 * double(chars);
+}
+
+}  // namespace
+
 std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, const Axis& axis) {
-  double max_v = 0;
+  double max_v = 0, min_v = INFINITY;
   for (const Bar& b : bars) {
     if (b.drawn && std::isfinite(b.value)) max_v = std::max(max_v, b.value);
+    if (b.drawn && std::isfinite(b.value) && b.value > 0) min_v = std::min(min_v, b.value);
     if (b.whisker && std::isfinite(b.whisker->second)) max_v = std::max(max_v, b.whisker->second);
     if (b.marker && std::isfinite(*b.marker)) max_v = std::max(max_v, *b.marker);
   }
   if (!(max_v > 0)) max_v = 1;
+  // Values spanning more than two decades (mpbench beside a tool 100x slower) on a log axis, so
+  // that the smaller bars do not vanish.
+  const bool log = std::isfinite(min_v) && max_v / min_v > 100;
+  // The smallest bar spans at least a third of a decade.
+  const double lo = log ? std::floor(std::log10(min_v) - 0.3) : 0;
   const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
-  const double top_v = std::max(max_v, ticks.back() * axis.scale);
-  const double x0 = kBarLeft, pw = kBarW - kBarLeft - kBarRight;
+  const double top_v = log ? std::pow(10.0, std::ceil(std::log10(max_v)))
+                           : std::max(max_v, ticks.back() * axis.scale);
+  const double x0 = kBarLeft;
   const double h = kBarTop + bars.size() * kBarRow + kBarBottom;
   const double y_axis = kBarTop + bars.size() * kBarRow;
-  auto xs = [&](double v) { return x0 + pw * std::clamp(v / top_v, 0.0, 1.0); };
+  auto frac = [&](double v) {
+    if (!log) return std::clamp(v / top_v, 0.0, 1.0);
+    return v > 0 ? std::clamp((std::log10(v) - lo) / (std::log10(top_v) - lo), 0.0, 1.0) : 0.0;
+  };
+  // The plot is as wide as lets every bar's value and note end inside the chart.
+  double pw = kBarW - kBarLeft - kBarRight;
+  for (const Bar& b : bars) {
+    if (!b.drawn || !std::isfinite(b.value)) continue;
+    double end = b.value;
+    if (b.whisker && std::isfinite(b.whisker->second)) end = std::max(end, b.whisker->second);
+    const double label = 6 + text_width(b.value_text) +
+                         (b.note.empty() ? 0 : 6 + text_width(shorten(b.note, 24))) + 4;
+    if (frac(end) > 0) pw = std::min(pw, (kBarW - x0 - label) / frac(end));
+  }
+  pw = std::max(pw, 90.0);
+  auto xs = [&](double v) { return x0 + pw * frac(v); };
 
-  std::string s = svg_open(kind, kBarW, h, axis.label);
-  for (double t : ticks) {
-    const double x = xs(t * axis.scale);
+  std::string s = svg_open(kind, kBarW, h, axis.label + (log ? " (log scale)" : ""));
+  std::vector<double> tick_values;
+  if (log) {
+    for (double e = lo; e <= std::log10(top_v) + 1e-9; ++e)
+      tick_values.push_back(std::pow(10.0, e));
+  } else {
+    for (double t : ticks) tick_values.push_back(t * axis.scale);
+  }
+  for (double v : tick_values) {
+    const double x = xs(v);
     s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
                      px(x), px(kBarTop - 4), px(y_axis));
-    s += text(x, y_axis + 15, axis.tick_text(t), "tick", "middle");
+    s += text(x, y_axis + 15, axis.tick_text(v / axis.scale), "tick", "middle");
   }
   s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x0),
                    px(x0), px(kBarTop - 4), px(y_axis));
-  s += text(x0 + pw / 2, h - 8, axis.label, "axis-label", "middle");
+  s += text(x0 + pw / 2, h - 8, axis.label + (log ? " (log scale)" : ""), "axis-label", "middle");
 
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
@@ -164,7 +205,8 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
       }
       s += "</text>\n";
     } else {
-      s += text(x0 + 6, cy, shorten(b.note, 48), "status");
+      // A failure in the failure style; a value that is simply absent (no seeds) in grey.
+      s += text(x0 + 6, cy, shorten(b.note, 48), b.note_is_status ? "status" : "absent");
     }
     s += "</g>\n";
   }

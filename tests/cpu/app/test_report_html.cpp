@@ -688,3 +688,69 @@ TEST_F(ReportHtml, HistoryBadInputsExit2) {
 }
 
 }  // namespace
+
+namespace mpbench {
+namespace {
+
+using namespace svg;
+
+// The report's bar charts (issue 29): every value and note ends inside the chart, values spanning
+// more than two decades go on a log axis (a tool 300x slower beside mpbench), and a bar that is
+// absent for want of seeds is grey text, not a failure's red.
+TEST(BarChart, LabelsFitTheChartAndDecadesGoOnALogAxis) {
+  std::vector<Bar> bars;
+  for (double v : {97.46, 97.5, 96.0}) {
+    Bar b;
+    b.label = "mpbench amp_bf16 · seeds";
+    b.color = "#000";
+    b.value = v;
+    b.whisker = std::make_pair(v - 0.7, v + 0.7);
+    b.value_text = "97.46% ± 0.55";
+    b.note = "+0.10 [-1.14, +1.34]";
+    bars.push_back(b);
+  }
+  Bar absent;
+  absent.label = "once";
+  absent.drawn = false;
+  absent.note = "trained once, no seeds (run --seeds N)";
+  bars.push_back(absent);
+  const std::string linear = bar_chart("chart-accuracy", bars, {"accuracy", format_general, 1});
+  // <text x="X" ... class="value">VALUE<tspan ...>NOTE</tspan>: about 7.6 px a character.
+  const std::regex value(
+      R"re(<text x="([0-9.]+)" y="[0-9.]+" class="value">([^<]*)<tspan[^>]*>([^<]*)</tspan>)re");
+  int seen = 0;
+  for (std::sregex_iterator it(linear.begin(), linear.end(), value), end; it != end; ++it, ++seen) {
+    const double x = std::stod((*it)[1]);
+    const double width =
+        7.6 * double((*it)[2].length() - 1 + (*it)[3].length()) + 6;  // ± is 2 bytes
+    EXPECT_LE(x + width, kBarW) << (*it)[0];
+  }
+  EXPECT_EQ(seen, 3);
+  EXPECT_NE(linear.find("class=\"absent\" text-anchor=\"start\">trained once"), std::string::npos)
+      << linear;
+  EXPECT_EQ(linear.find("(log scale)"), std::string::npos);
+
+  std::vector<Bar> times;
+  for (double v : {1.1, 344.5}) {
+    Bar b;
+    b.label = "t";
+    b.color = "#000";
+    b.value = v;
+    b.value_text = format_general(v) + " ms";
+    times.push_back(b);
+  }
+  const std::string log = bar_chart("chart-time", times, {"epoch time", format_general, 1});
+  EXPECT_NE(log.find("epoch time (log scale)"), std::string::npos);
+  // Ticks at powers of ten from 0.1 to 1000: the small bar is visible, not a sliver.
+  for (const char* tick : {">0.1<", ">1<", ">10<", ">100<", ">1000<"})
+    EXPECT_NE(log.find(tick), std::string::npos) << tick;
+  const std::regex rect(R"re(<rect x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)")re");
+  std::vector<double> widths;
+  for (std::sregex_iterator it(log.begin(), log.end(), rect), end; it != end; ++it)
+    widths.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(widths.size(), 2u);
+  EXPECT_GT(widths[0], 10);  // on a linear axis 1.1 of 344.5 would be under 1 px
+}
+
+}  // namespace
+}  // namespace mpbench

@@ -303,7 +303,7 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   set_times(rep.runs[2], {130, 40, 41});  // amp_fp16: a slow first epoch
   const std::string table = format_console(rep);
   EXPECT_TRUE(contains(table,
-                       " note: tf32: epoch times vary by 25% (80.00 to 120.0 ms); the "
+                       " note: tf32: epoch times vary by 25% over its own epochs (80.00 to 120.0 ms); the "
                        "machine was busy"))
       << table;
   EXPECT_TRUE(contains(table, " note: amp_fp16: epoch times vary by"));
