@@ -223,7 +223,7 @@ int cmd_run(const RunArgs& args) {
 
   // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
   // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
-  std::cout << format_console(report);
+  std::cout << format_console(report, /*ascii=*/!utf8_output());
   flush_stdout();
   write_outputs({{args.json_path, args.json_path.empty() ? "" : json_text(to_json(report))},
                  {args.csv_path, args.csv_path.empty() ? "" : format_csv(report)},

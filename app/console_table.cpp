@@ -1,7 +1,9 @@
 #include "app/console_table.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -498,6 +500,17 @@ std::optional<std::string> emulation_note(const Report& report) {
           "nothing about a GPU");
   }
   return std::nullopt;
+}
+
+bool utf8_output() {
+  for (const char* name : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) continue;
+    std::string s(v);
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s.find("utf-8") != std::string::npos || s.find("utf8") != std::string::npos;
+  }
+  return false;  // the C locale
 }
 
 std::string format_console(const Report& report, bool ascii) {

@@ -60,6 +60,10 @@ struct Table {
   std::vector<bool> right_align;
   std::vector<TableRow> rows;
 };
+// Whether the terminal takes UTF-8: the locale's character set (LC_ALL, else LC_CTYPE, else
+// LANG) names UTF-8. Under LC_ALL=C, or with none of them set, `run` draws its tables in ASCII.
+bool utf8_output();
+
 // `ascii` replaces ±, — and × with plain-ASCII spellings.
 Table build_table(const ModelGroup& group, const Report& report, bool ascii = false);
 

@@ -122,8 +122,9 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // Under a UTF-8 locale whatever the machine's, so that tables are drawn the same everywhere.
   ShellResult run(const std::string& args) {
-    return run_shell(std::string(MPBENCH_EXE) + " " + args, dir_.string());
+    return run_shell("LC_ALL=C.UTF-8 " + std::string(MPBENCH_EXE) + " " + args, dir_.string());
   }
   std::string write(const std::string& name, const std::string& text) {
     const auto p = dir_ / name;

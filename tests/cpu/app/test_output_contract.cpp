@@ -13,6 +13,7 @@
 using mpbench::test::count_lines;
 using mpbench::test::has_text;
 using mpbench::test::read_file;
+using mpbench::test::run_shell;
 using nlohmann::json;
 
 namespace {
@@ -224,6 +225,22 @@ TEST_F(OutputContract, HelpIsPerSubcommand) {
   const auto bad = run("run " + spec_ + " --epochs abc");
   EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(has_text(bad.err, "(see mpbench run --help)")) << bad.err;
+}
+
+// The run table is drawn in UTF-8 box characters only where the locale says UTF-8; under
+// LC_ALL=C (or no locale at all) in plain ASCII.
+TEST_F(OutputContract, TablesArePlainAsciiUnderTheCLocale) {
+  const std::string args = "run " + spec_ + " --device cpu --quiet --precisions fp32";
+  const auto c =
+      run_shell("cd " + dir_.string() + " && LC_ALL=C " + MPBENCH_EXE + " " + args, dir_.string());
+  ASSERT_EQ(c.code, 0) << c.err;
+  for (unsigned char ch : c.out) EXPECT_LT(ch, 0x80) << c.out;
+  EXPECT_TRUE(has_text(c.out, " | ")) << c.out;
+  const auto u = run_shell(
+      "cd " + dir_.string() + " && LC_ALL= LC_CTYPE= LANG=en_US.UTF-8 " + MPBENCH_EXE + " " + args,
+      dir_.string());
+  ASSERT_EQ(u.code, 0) << u.err;
+  EXPECT_TRUE(has_text(u.out, " │ ")) << u.out;
 }
 
 }  // namespace
