@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/compare.h"
+#include "app/console_table.h"
 #include "app/output_file.h"
 #include "app/result_files.h"
 #include "kernels/error.h"
@@ -101,7 +102,7 @@ int cmd_compare(const CompareArgs& args) {
   std::string baseline_name = baseline_paths.front();
   if (baseline_paths.size() > 1)
     baseline_name += fmt::format(" (+{} more)", baseline_paths.size() - 1);
-  std::cout << format_compare_console(c) << std::flush;
+  std::cout << format_compare_console(c, !utf8_output()) << std::flush;
   if (!args.md_path.empty())
     write_output(args.md_path, format_compare_markdown(c, baseline_name, current_path));
   if (!args.json_path.empty()) {

@@ -146,7 +146,7 @@ int cmd_explain(const ExplainArgs& args) {
     }
     const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i]);
     const TextTable t = kind_table(c);
-    text += "\n" + headline(c) + "\n" + render_text_table(t);
+    text += "\n" + headline(c) + "\n" + render_text_table(t, !utf8_output());
     md += "## " + markdown_cell(headline(c)) + "\n\n" + render_markdown_table(t) + "\n";
     if (c.flags.empty()) {
       text += "flags: none\n";

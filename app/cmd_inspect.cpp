@@ -132,7 +132,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
   std::string text =
       fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family, precision_name(p),
                   batch) +
-      render_text_table(table) +
+      render_text_table(table, !utf8_output()) +
       fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
   int matmuls = 0;
   const std::vector<std::string> misaligned = misaligned_matmuls(infos, p, batch, &matmuls);

@@ -59,7 +59,6 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
   t.head = {"model",     "mode",      "max batch", "vs fp32",
             "train mem", "samples/s", "probes",    "bound by"};
   t.right = {false, false, true, true, true, true, true, false};
-  t.rule = true;
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
     const MaxBatchResult* base = fp32_of(results, r);
@@ -181,7 +180,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
 
   const TextTable table = build(results);
   // The table, then every file whatever happened to stdout (see cmd_run).
-  std::cout << title(device, budget, args) << "\n" << render_text_table(table);
+  std::cout << title(device, budget, args) << "\n" << render_text_table(table, !utf8_output());
   flush_stdout();
   write_outputs(
       {{args.json_path,

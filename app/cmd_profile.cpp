@@ -62,7 +62,7 @@ void print_table(const std::vector<std::string>& head,
                  const std::vector<std::vector<std::string>>& rows, size_t left_cols = 1) {
   std::vector<bool> right(head.size(), true);
   for (size_t i = 0; i < left_cols && i < right.size(); ++i) right[i] = false;
-  std::cout << render_text_table({head, rows, right});
+  std::cout << render_text_table({head, rows, right}, !utf8_output());
 }
 
 void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top) {

@@ -425,12 +425,11 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
   return out;
 }
 
-std::string format_compare_console(const Comparison& c) {
+std::string format_compare_console(const Comparison& c, bool ascii) {
   TextTable table;
   table.head = headers();
-  table.rule = true;
   for (const CompareRow& r : c.rows) table.rows.push_back(cells(r));
-  std::string out = render_text_table(table);
+  std::string out = render_text_table(table, ascii);
   out += "\n" + rule_text(c.options) + "\n";
   if (!c.env_differences.empty()) {
     std::string d;

@@ -124,7 +124,7 @@ inline Comparison compare_reports(const Report& baseline, const Report& current,
   return compare_reports(std::vector<const Report*>{&baseline}, current, options);
 }
 
-std::string format_compare_console(const Comparison& c);
+std::string format_compare_console(const Comparison& c, bool ascii = false);
 // A summary for $GITHUB_STEP_SUMMARY or a merge-request comment: the verdict line, a short
 // table of only the rows that regressed or are inconclusive, missing or spec-changed, the full
 // table folded in <details>, the rule.

@@ -145,7 +145,34 @@ size_t display_width(const std::string& s) {
   return n;
 }
 
-std::string render_text_table(const TextTable& t) {
+namespace {
+
+// The one style of every console table (run, compare, maxbatch, explain, inspect, profile):
+// " a │ b │ c" under a "───┼───" rule, or | - + in plain ASCII.
+struct TableStyle {
+  std::string vbar, hbar, cross;
+};
+TableStyle table_style(bool ascii) {
+  return ascii ? TableStyle{"|", "-", "+"} : TableStyle{"│", "─", "┼"};
+}
+std::string table_line(const std::vector<std::string>& cells, const std::vector<size_t>& widths,
+                       const std::vector<bool>& right, const TableStyle& st) {
+  std::string s;
+  for (size_t c = 0; c < cells.size(); ++c)
+    s += (c == 0 ? " " : " " + st.vbar + " ") +
+         pad(cells[c], c < widths.size() ? widths[c] : 0, c < right.size() && right[c]);
+  return rtrim(s) + "\n";
+}
+std::string table_rule(const std::vector<size_t>& widths, const TableStyle& st) {
+  std::string rule;
+  for (size_t c = 0; c < widths.size(); ++c)
+    rule += (c ? st.cross : "") + repeat(st.hbar, widths[c] + 2);
+  return rtrim(rule) + "\n";
+}
+
+}  // namespace
+
+std::string render_text_table(const TextTable& t, bool ascii) {
   std::vector<size_t> width(t.head.size(), 0);
   auto widen = [&](const std::vector<std::string>& row) {
     if (row.size() > width.size()) width.resize(row.size(), 0);
@@ -153,22 +180,9 @@ std::string render_text_table(const TextTable& t) {
   };
   widen(t.head);
   for (const auto& r : t.rows) widen(r);
-  std::string out;
-  auto line = [&](const std::vector<std::string>& row) {
-    std::string s;
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (i) s += "  ";
-      s += pad(row[i], width[i], i < t.right.size() && t.right[i]);
-    }
-    out += rtrim(s) + "\n";
-  };
-  line(t.head);
-  if (t.rule) {
-    std::string r;
-    for (size_t i = 0; i < width.size(); ++i) r += (i ? "  " : "") + std::string(width[i], '-');
-    out += r + "\n";
-  }
-  for (const auto& r : t.rows) line(r);
+  const TableStyle st = table_style(ascii);
+  std::string out = table_line(t.head, width, {}, st) + table_rule(width, st);
+  for (const auto& r : t.rows) out += table_line(r, width, t.right, st);
   return out;
 }
 
@@ -514,9 +528,7 @@ bool utf8_output() {
 }
 
 std::string format_console(const Report& report, bool ascii) {
-  const std::string vbar = ascii ? "|" : "│";
-  const std::string hbar = ascii ? "-" : "─";
-  const std::string cross = ascii ? "+" : "┼";
+  const TableStyle st = table_style(ascii);
   std::string out;
   for (const ModelGroup& group : group_by_model(report)) {
     const Table t = build_table(group, report, ascii);
@@ -532,29 +544,17 @@ std::string format_console(const Report& report, bool ascii) {
     size_t span = 0;
     for (size_t c = 1; c < ncol; ++c) span += width[c] + (c > 1 ? 3 : 0);
 
-    auto line = [&](const std::vector<std::string>& cells, const std::vector<size_t>& widths,
-                    const std::vector<bool>& right) {
-      std::string s;
-      for (size_t c = 0; c < cells.size(); ++c) {
-        s += (c == 0 ? " " : " " + vbar + " ") + pad(cells[c], widths[c], right[c]);
-      }
-      return rtrim(s) + "\n";
-    };
-
     if (!out.empty()) out += "\n";
     out += t.title + "\n";
-    out += line(t.headers, width, std::vector<bool>(ncol, false));
-    std::string rule;
-    for (size_t c = 0; c < ncol; ++c) rule += (c ? cross : "") + repeat(hbar, width[c] + 2);
-    out += rtrim(rule) + "\n";
+    out += table_line(t.headers, width, {}, st) + table_rule(width, st);
     for (const TableRow& row : t.rows) {
       if (row.ok) {
-        out += line(row.cells, width, t.right_align);
+        out += table_line(row.cells, width, t.right_align, st);
         continue;
       }
       bool first_line = true;
       for (const std::string& part : wrap(row.status, span)) {
-        out += line({first_line ? row.cells[0] : "", part}, {width[0], span}, {false, false});
+        out += table_line({first_line ? row.cells[0] : "", part}, {width[0], span}, {}, st);
         first_line = false;
       }
     }

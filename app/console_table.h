@@ -90,9 +90,10 @@ struct TextTable {
   std::vector<std::string> head;
   std::vector<std::vector<std::string>> rows;
   std::vector<bool> right;
-  bool rule = false;
 };
-std::string render_text_table(const TextTable& t);
+// In the style of run's table (a rule under the head, │ between columns); | - + when `ascii`
+// (commands pass !utf8_output()).
+std::string render_text_table(const TextTable& t, bool ascii = false);
 // The same as a GitHub Markdown table (cells escaped; `rule` is implied).
 std::string render_markdown_table(const TextTable& t);
 // `s` safe in a Markdown table cell: | escaped, line breaks as spaces.

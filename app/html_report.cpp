@@ -111,7 +111,8 @@ struct Series {
   std::string mode_label;  // the label without the batch size, for the lines across a sweep
   std::string color;       // precision colour, shaded by variant
   std::string base_color;
-  int variant = 0;
+  int variant = 0;        // (file, graphs, batch): the shade and dash of its bars and curves
+  int sweep_variant = 0;  // (file, graphs): its line across the batch sizes of a sweep
   std::optional<SeedSummary> seeds;  // accuracy over the seeds of a `run --seeds` mode
 };
 
@@ -190,14 +191,20 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
     if (devices.size() > 1) disambiguate([](const Series& s) { return " · " + s.run->device; });
     disambiguate([&](const Series& s) { return " · " + file_stem(inputs[s.input].path); });
 
-    // Variant: the position of the series' (file, graphs) among the section's, so that the first
-    // file's runs get the full colours.
-    std::vector<std::pair<size_t, bool>> variants;
+    // Variant: the position of the series' (file, graphs, batch) among the section's, so that
+    // the first file's runs get the full colours and each batch of a sweep its own dash; the
+    // sweep chart draws one line per (file, graphs) across the batches.
+    std::vector<std::tuple<size_t, bool, int64_t>> variants;
+    std::vector<std::pair<size_t, bool>> sweeps;
     for (Series& s : sec.series) {
-      const auto key = std::make_pair(s.input, s.run->cuda_graphs);
+      const auto key = std::make_tuple(s.input, s.run->cuda_graphs, s.run->batch_size);
       auto it = std::find(variants.begin(), variants.end(), key);
       if (it == variants.end()) it = variants.insert(variants.end(), key);
       s.variant = static_cast<int>(it - variants.begin());
+      const auto sweep = std::make_pair(s.input, s.run->cuda_graphs);
+      auto sw = std::find(sweeps.begin(), sweeps.end(), sweep);
+      if (sw == sweeps.end()) sw = sweeps.insert(sweeps.end(), sweep);
+      s.sweep_variant = static_cast<int>(sw - sweeps.begin());
       s.base_color = precision_color(s.run->precision);
       s.color = shade(s.base_color, s.variant);
     }
@@ -621,9 +628,10 @@ std::string speedup_by_batch_chart(const std::vector<Series>& series) {
     auto it = index.find(k);
     if (it == index.end()) {
       it = index.emplace(k, lines.size()).first;
-      lines.push_back({s.mode_label, s.color, dash_for(s.variant), {}, s.mode_label + ":"});
-      keys.emplace_back(s.mode_label, s.color);
-      const std::string dash = dash_for(s.variant);
+      const std::string color = shade(s.base_color, s.sweep_variant);
+      lines.push_back({s.mode_label, color, dash_for(s.sweep_variant), {}, s.mode_label + ":"});
+      keys.emplace_back(s.mode_label, color);
+      const std::string dash = dash_for(s.sweep_variant);
       dashes.push_back(dash.empty() ? "none" : dash);
     }
     Line& l = lines[it->second];
