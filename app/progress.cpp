@@ -105,11 +105,8 @@ RunPlan::RunPlan(int64_t runs, int64_t total_steps, bool quiet)
   start_ = last_ = Clock::now();
 }
 
-std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t modes, int64_t rep,
-                              int64_t reps) {
-  std::string s = fmt::format("spec {}/{} · mode {}/{}", spec, specs, mode, modes);
-  if (reps > 1) s += fmt::format(" · rep {}/{}", rep, reps);
-  return s;
+std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t modes) {
+  return fmt::format("spec {}/{} · mode {}/{}", spec, specs, mode, modes);
 }
 
 std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string& what,

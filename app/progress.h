@@ -48,9 +48,8 @@ class Progress {
 class RunPlan {
  public:
   RunPlan(int64_t runs, int64_t total_steps, bool quiet);
-  // "spec 1/3 · mode 2/4" (and " · rep 2/5" when given): for the bar's label.
-  static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes,
-                              int64_t rep = 0, int64_t reps = 0);
+  // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
+  static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes);
   // A run of `steps` steps finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
   // 1.2 s; about 0:04 left".
   void done(const std::string& what, const std::string& status, int64_t steps);
