@@ -87,7 +87,8 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
     {"run",
      "mpbench run configs/mnist_mlp.json --precisions fp32,amp_bf16 --epochs 2 --json out.json"},
     {"run",
-     "mpbench run configs/tiny_*.json --device cpu --csv results.csv --md results.md --quiet"},
+     "mpbench run configs/tiny_*.json --device reference --csv results.csv --md results.md "
+     "--quiet"},
     {"run", "mpbench run configs/resnet50_conv2.json configs/bert_base_layer.json --cuda-graphs"},
     {"run", "mpbench run configs/tiny_mlp.json --repeat 5 --json current.json   for compare"},
     {"profile",
@@ -535,10 +536,20 @@ int mpbench_main(int argc, char** argv) {
   app.require_subcommand(1);
 
   // The one --device of every command that trains.
-  auto add_device_option = [](CLI::App* cmd, std::string& device) {
-    cmd->add_option("--device", device, "auto (GPU if present, else CPU), cpu or cuda")
-        ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+  auto add_device_option = [](CLI::App* cmd, DeviceChoice& device) {
+    cmd->add_option("--device", device.name,
+                    "auto (the GPU if there is one, else the CPU), cuda, cpu (native: oneDNN, "
+                    "fp32 and amp_bf16 on the CPU's own bf16 hardware), or reference (every "
+                    "mode's numerics emulated exactly on the CPU; its times mean nothing)")
+        ->check(CLI::IsMember({"auto", "cpu", "reference", "cuda"}))
         ->default_val("auto");
+    cmd->add_option("--threads", device.threads,
+                    "Threads of the native CPU backend (default: one per physical core)")
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("--cpu-isa", device.cpu_isa,
+                    "Cap the native CPU backend's instruction set (oneDNN's "
+                    "ONEDNN_MAX_CPU_ISA): avx2, avx512_core (bf16 converted in software), "
+                    "avx512_core_bf16 (AVX512-BF16, no AMX), avx512_core_amx, all");
   };
 
   RunArgs run;

@@ -30,7 +30,7 @@ nlohmann::json gpu_facts_json(const DeviceInfo& d) {
 }
 
 int cmd_devices(bool as_json) {
-  DeviceInfo cpu = make_cpu_backend()->info();
+  DeviceInfo cpu = make_reference_backend()->info();
   std::string why;
   int n = cuda_device_count(&why);
   nlohmann::json j = {{"cpu", {{"name", cpu.name}, {"threads", cpu.cpu_threads}}},

@@ -169,7 +169,7 @@ int cmd_explain(const ExplainArgs& args) {
   std::string json;
   if (!args.json_path.empty()) {
     nlohmann::json doc = json_header("explain");
-    doc.update({{"env", env_json(dev, make_cpu_backend()->info())},
+    doc.update({{"env", env_json(dev, make_reference_backend()->info())},
                 {"spec", to_json(spec)},
                 {"baseline", precision_name(spec.precisions[base])},
                 {"emulated", emulated},

@@ -206,7 +206,7 @@ int cmd_inspect(const InspectArgs& args) {
     modes = {*p};
   }
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   nlohmann::json entries = nlohmann::json::array();
   for (Precision p : modes) {
     Inspection in = inspect(spec, p, args.depth == "sublayer", *cpu);

@@ -83,7 +83,7 @@ std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
 json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>& specs,
              const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
   json out = json_header("maxbatch");
-  out["env"] = env_json(d, make_cpu_backend()->info());
+  out["env"] = env_json(d, make_reference_backend()->info());
   out["memory_limit_bytes"] = b.bytes > 0 ? json(b.bytes) : json(nullptr);
   out["memory_limit_source"] = b.source;
   out["multiple"] = a.multiple;

@@ -198,7 +198,7 @@ int cmd_profile(const ProfileArgs& args) {
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
   nlohmann::json out = json_header("profile");
-  out["env"] = env_json(dev, make_cpu_backend()->info());
+  out["env"] = env_json(dev, make_reference_backend()->info());
   out["spec"] = to_json(spec);
   out["profiles"] = nlohmann::json::array();
   // A mode that runs out of memory, diverges or that the device cannot run is its row (in the

@@ -16,17 +16,33 @@
 
 namespace mpbench {
 
-std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet) {
-  if (device == "cpu") return make_cpu_backend();
+std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet) {
+  const NativeCpuOptions cpu{device.threads, device.cpu_isa};
+  // --threads and --cpu-isa are refused where nothing would take them.
+  if ((device.threads || !device.cpu_isa.empty()) && device.name != "cpu" && device.name != "auto")
+    throw_bad_input(
+        fmt::format("{}: only --device cpu (or auto on a machine without a GPU) "
+                    "takes it",
+                    device.threads ? "--threads" : "--cpu-isa"));
+  if (device.name == "reference") return make_reference_backend();
+  if (device.name == "cpu") return make_native_cpu_backend(cpu);
   std::string why;
   int n = cuda_device_count(&why);
-  if (device == "cuda") {
+  if (device.name == "cuda") {
     if (n == 0) throw_bad_input("--device cuda: " + why);
     return make_cuda_backend(0);
   }
   if (n > 0) return make_cuda_backend(0);
-  if (!quiet) std::cerr << "mpbench: " << why << "; running on the CPU (--device cpu)\n";
-  return make_cpu_backend();
+  std::string why_cpu;
+  if (native_cpu_available(&why_cpu)) {
+    if (!quiet) std::cerr << "mpbench: " << why << "; running on the CPU (--device cpu)\n";
+    return make_native_cpu_backend(cpu);
+  }
+  if (!quiet)
+    std::cerr << "mpbench: " << why << ", and " << why_cpu
+              << "; running on the CPU reference, whose times are of emulated numerics "
+                 "(--device reference)\n";
+  return make_reference_backend();
 }
 
 nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
@@ -34,6 +50,7 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
   if (d.kind == "cuda") {
     env["gpu"] = gpu_facts_json(d);  // the same facts `mpbench devices` lists
   }
+  if (d.kind == "cpu") env["native_cpu"] = native_cpu_json(d);
   env["cpu"] = {
       {"name", cpu.name},
       {"threads", cpu.cpu_threads},
@@ -45,6 +62,15 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
       {"omp_num_threads", cpu.omp_num_threads.empty() ? nlohmann::json(nullptr)
                                                       : nlohmann::json(cpu.omp_num_threads)}};
   return env;
+}
+
+nlohmann::json native_cpu_json(const DeviceInfo& d) {
+  return {{"threads", d.cpu_threads},
+          {"onednn_version", d.onednn_version},
+          {"isa", d.cpu_isa},
+          {"cpu_flags", d.cpu_flags},
+          {"amx_granted", d.amx_granted},
+          {"bf16_gemm", d.bf16_gemm.empty() ? "none" : d.bf16_gemm}};
 }
 
 void apply_run_overrides(Spec& spec, const RunArgs& a) {
@@ -154,7 +180,7 @@ int cmd_run(const RunArgs& args) {
   Report report;
   report.tool = tool_json();
   report.provenance = provenance_json();
-  report.env = env_json(be->info(), make_cpu_backend()->info());
+  report.env = env_json(be->info(), make_reference_backend()->info());
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
   std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
   if (args.seeds > 0) {

@@ -10,9 +10,17 @@
 
 namespace mpbench {
 
+// --device and what picks the native CPU backend's threads and ISA (kernels/backend.h
+// NativeCpuOptions), shared by every command that trains.
+struct DeviceChoice {
+  std::string name = "auto";  // auto | cpu | reference | cuda
+  int threads = 0;            // --threads; 0: one per physical core
+  std::string cpu_isa;        // --cpu-isa; "": oneDNN's own choice
+};
+
 struct RunArgs {
   std::vector<std::string> specs;
-  std::string device = "auto";          // auto | cpu | cuda
+  DeviceChoice device;
   std::vector<std::string> precisions;  // empty: the spec's own list
   int64_t epochs = 0, batch_size = 0;   // 0: the spec's value
   int64_t warmup = -1;                  // --warmup: train.warmup_steps; -1: the spec's value
@@ -117,7 +125,7 @@ int cmd_report(const ReportArgs& args);
 // (train/max_batch.h); the table, and JSON / CSV / Markdown files.
 struct MaxBatchArgs {
   std::vector<std::string> specs;
-  std::string device = "auto";
+  DeviceChoice device;
   std::vector<std::string> precisions;  // empty: each spec's own list
   uint64_t memory_limit = 0;            // 0: on the CPU kDefaultCpuMemoryLimit, on a GPU its own
   int64_t multiple = 1;
@@ -130,10 +138,13 @@ struct MaxBatchArgs {
 constexpr uint64_t kDefaultCpuMemoryLimit = uint64_t{4} << 30;
 int cmd_maxbatch(const MaxBatchArgs& args);
 
-// Picks the backend for --device; for auto without a GPU it says so in one line on stderr
-// (unless quiet).
-std::unique_ptr<Backend> select_backend(const std::string& device, bool quiet);
+// Picks the backend for --device: cuda, cpu (native), reference; auto is cuda, else the native
+// CPU, else the reference, each step down said in one line on stderr (unless quiet).
+std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet);
 
+// What the native CPU backend runs with (env.native_cpu, and `devices`): threads, oneDNN's
+// version and ISA, the CPU's vector flags, AMX permission, how bf16 GEMMs run.
+nlohmann::json native_cpu_json(const DeviceInfo& d);
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
 // Every result file's provenance (train/results.h Report::provenance): the UTC time, the host,

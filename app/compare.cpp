@@ -297,6 +297,9 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
     };
     if (has(baseline_env) && has(current_env))
       check(baseline_env, current_env, "cpu", "blas_threads");
+    // The native backend's speed is its threads' and its ISA's (--threads, --cpu-isa).
+    if (device == "cpu")
+      for (const char* k : {"threads", "isa"}) check(baseline_env, current_env, "native_cpu", k);
   }
   return out;
 }

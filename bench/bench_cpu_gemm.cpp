@@ -83,7 +83,7 @@ void set_counters(benchmark::State& state, const Operands& o) {
 }
 
 void bm_backend(benchmark::State& state, const GemmShape& s) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   TrackingAllocator alloc(*be);
   Operands o = make_operands(alloc, s);
   for (auto _ : state) {
@@ -95,7 +95,7 @@ void bm_backend(benchmark::State& state, const GemmShape& s) {
 }
 
 void bm_cblas(benchmark::State& state, const GemmShape& s) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   TrackingAllocator alloc(*be);
   Operands o = make_operands(alloc, s);
   const int lda = o.desc.trans_a ? o.m : o.k, ldb = o.desc.trans_b ? o.k : o.n;
@@ -117,7 +117,7 @@ double median(std::vector<double> v) {
 // Both calls back to back in every iteration, each timed on its own, so that a busy machine slows
 // both sides alike; the medians of the per-call times give the overhead.
 void bm_paired(benchmark::State& state, const GemmShape& s) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   TrackingAllocator alloc(*be);
   Operands o = make_operands(alloc, s);
   const int lda = o.desc.trans_a ? o.m : o.k, ldb = o.desc.trans_b ? o.k : o.n;

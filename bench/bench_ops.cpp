@@ -48,7 +48,7 @@ DeviceEnv g_envs[2];
 Backend& backend_for(Device dev) {
   DeviceEnv& env = g_envs[dev == Device::CPU ? 0 : 1];
   if (!env.backend) {
-    env.backend = dev == Device::CPU ? make_cpu_backend() : make_cuda_backend(0);
+    env.backend = dev == Device::CPU ? make_reference_backend() : make_cuda_backend(0);
     env.workspace_alloc = std::make_unique<TrackingAllocator>(*env.backend);
     if (size_t ws = env.backend->workspace_bytes()) {
       Tensor w = env.workspace_alloc->alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32,

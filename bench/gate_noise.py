@@ -36,7 +36,7 @@ import time
 
 def run_mpbench(args, out, pin, extra_env=None):
     cmd = ["taskset", "-c", "0"] if pin else []
-    cmd += [args.mpbench, "run", *args.configs, "--device", "cpu", "--quiet", "--json", out]
+    cmd += [args.mpbench, "run", *args.configs, "--device", "reference", "--quiet", "--json", out]
     if args.repeat > 1:
         cmd += ["--repeat", str(args.repeat)]
     if args.epochs:

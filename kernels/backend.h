@@ -173,7 +173,9 @@ struct DeviceMemInfo {
 };
 
 struct DeviceInfo {
-  std::string kind;  // "cpu" or "cuda"
+  // "cuda"; "cpu", the native CPU backend (kernels/onednn); "reference", the CPU reference
+  // (kernels/cpu), whose times are of emulated numerics.
+  std::string kind;
   std::string name;  // GPU name, or the CPU model
   int cc_major = 0, cc_minor = 0;
   size_t total_memory = 0;
@@ -184,6 +186,15 @@ struct DeviceInfo {
   std::string blas_config, blas_core, blas_threading, omp_num_threads;
   int blas_threads = 0;
   std::string driver_version, runtime_version, cublas_version, cudnn_version;
+  // The native CPU backend: oneDNN's version and the most capable ISA it dispatches to (after
+  // --cpu-isa), the CPU's vector flags (avx2, avx512, avx512_bf16, amx_bf16, avx512_fp16),
+  // whether the kernel let this process use AMX, and how a bf16 GEMM runs: "native" (bf16
+  // instructions), "converted" (AVX-512 without them: oneDNN converts in software) or "" when
+  // oneDNN has no bf16 kernel for this ISA.
+  std::string onednn_version, cpu_isa;
+  std::vector<std::string> cpu_flags;
+  bool amx_granted = false;
+  std::string bf16_gemm;
 };
 
 // A point in the backend's stream: CUDA events on the GPU, a steady clock on the CPU.
@@ -243,6 +254,10 @@ class Backend {
   // Bytes of the convolution workspace now held from the provider (0 without one). It only grows
   // while a provider is attached, so at the end of a run it is the run's peak.
   virtual size_t conv_workspace_bytes() const { return 0; }
+  // The library implementations the ops ran since the choices were last dropped (as for
+  // conv_algorithms), each once, e.g. "brg:avx512_core_amx_bf16" from oneDNN; empty where the
+  // backend has none to name.
+  virtual std::vector<std::string> kernel_implementations() const { return {}; }
 
   void fill(Tensor& t, float value);             // any dtype, value converted
   void copy(const Tensor& src, Tensor& dst);     // same dtype and numel, on device
@@ -482,7 +497,22 @@ class Backend {
   OpObserver* observer_ = nullptr;
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+// The CPU reference (kernels/cpu): every mode's numerics, emulated; `--device reference`.
+std::unique_ptr<Backend> make_reference_backend();
+
+// The native CPU backend (kernels/onednn), `--device cpu`. threads 0: one per physical core.
+// max_isa: oneDNN's ISA cap ("avx2", "avx512_core", "avx512_core_bf16", "avx512_core_amx"; ""
+// leaves oneDNN's own choice, ONEDNN_MAX_CPU_ISA included). The thread count and the cap hold
+// for the whole process. Throws Error(BadInput) on a bad cap, or in a build without oneDNN.
+struct NativeCpuOptions {
+  int threads = 0;
+  std::string max_isa;
+};
+std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options = {});
+// Whether this build has the native CPU backend; the reason in why_not when it has not.
+bool native_cpu_available(std::string* why_not);
+// The names --cpu-isa takes.
+const std::vector<std::string>& native_cpu_isa_names();
 // The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has
 // AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
 const char* blas_coretype_hint();

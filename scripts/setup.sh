@@ -3,8 +3,10 @@
 # The CUDA toolkit is optional and not installed here: with /usr/local/cuda present the CUDA
 # backend is built too.
 set -euo pipefail
+# libdnnl-dev: oneDNN, the native CPU backend (`--device cpu`); CMake builds without it when it
+# is missing, but the tests of that backend need it.
 pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev libgtest-dev
-      libbenchmark-dev)
+      libbenchmark-dev libdnnl-dev)
 # Wanted, not needed, so failing to install them must not stop the build. chromium: the
 # `mpbench report` test renders the HTML page headless (and skips without it). clang and
 # libclang-rt-14-dev (the ASan, UBSan and libFuzzer runtimes): scripts/test.sh's sanitizer and

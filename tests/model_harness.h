@@ -15,7 +15,7 @@
 namespace mpbench::test {
 
 struct ModelHarness {
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_reference_backend();
   TrackingAllocator alloc{*be};
   Model model;
   int64_t batch;

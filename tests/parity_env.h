@@ -21,7 +21,7 @@ struct Pair {
 
 // Both backends, an allocator each (destroyed before their backends) and the GEMM workspace.
 struct Env {
-  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> cpu = make_reference_backend();
   std::unique_ptr<Backend> gpu = make_cuda_backend(0);
   TrackingAllocator cpu_alloc{*cpu};
   TrackingAllocator gpu_alloc{*gpu};

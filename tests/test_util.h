@@ -139,7 +139,7 @@ class CliTest : public ::testing::Test {
 // Fixture for op tests on the CPU reference: a backend and an allocator for its tensors.
 class CpuOpsTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_reference_backend();
   TrackingAllocator alloc{*be};
 
   Tensor make(Shape s, DType dt, const std::vector<float>& values) {

@@ -54,6 +54,25 @@ double peak_tflops(const GpuDatasheet& d, Precision p) {
   return v > 0 ? v : d.fp32_tflops;
 }
 
+std::optional<std::string> native_cpu_unsupported_reason(Precision p, const DeviceInfo& info) {
+  const char* name = precision_info(p).name;
+  switch (p) {
+    case Precision::FP32:
+      return std::nullopt;
+    case Precision::AMP_BF16:
+      if (!info.bf16_gemm.empty()) return std::nullopt;
+      return fmt::format(
+          "oneDNN {} has no bf16 kernel for this CPU's ISA ({}: bf16 needs AVX-512); "
+          "--device reference emulates its numerics",
+          info.onednn_version, info.cpu_isa);
+    default:
+      return fmt::format(
+          "{} has no native CPU path (oneDNN {} runs fp32 and bf16 only); --device reference "
+          "emulates its numerics",
+          name, info.onednn_version);
+  }
+}
+
 bool has_tensor_cores(int cc_major, int cc_minor, Precision p) {
   switch (p) {
     case Precision::FP32:
@@ -68,6 +87,7 @@ bool has_tensor_cores(int cc_major, int cc_minor, Precision p) {
 }
 
 std::optional<std::string> unsupported_reason(Precision p, Device device, const DeviceInfo& info) {
+  if (info.kind == "cpu") return native_cpu_unsupported_reason(p, info);
   if (device != Device::CUDA || precision_supported(p, info.cc_major, info.cc_minor))
     return std::nullopt;
   const PrecisionInfo& pi = precision_info(p);

@@ -31,8 +31,12 @@ double peak_tflops(const GpuDatasheet& d, Precision p);
 // Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+,
 // fp8: sm_89+).
 bool has_tensor_cores(int cc_major, int cc_minor, Precision p);
-// Why a device cannot run mode p at all (amp_fp8 below compute capability 8.9), for the run's
-// `unsupported` row; nullopt when it can (the CPU reference runs every mode).
+// Why a device cannot run mode p at all (amp_fp8 below compute capability 8.9; on the native CPU
+// every mode but fp32 and amp_bf16), for the run's `unsupported` row; nullopt when it can (the
+// CPU reference runs every mode).
 std::optional<std::string> unsupported_reason(Precision p, Device device, const DeviceInfo& info);
+// The native CPU backend's part of it (info.kind "cpu"): fp32 always, amp_bf16 where oneDNN has
+// a bf16 kernel (AVX-512 and up), nothing else.
+std::optional<std::string> native_cpu_unsupported_reason(Precision p, const DeviceInfo& info);
 
 }  // namespace mpbench

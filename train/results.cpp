@@ -249,8 +249,10 @@ json to_json(const RunResult& r) {
                       {"workspace_bytes", a.workspace_bytes},
                       {"workspace_limited", a.workspace_limited}});
     j["conv_algorithms"] = std::move(conv);
-    j["conv_workspace_bytes"] = r.conv_workspace_bytes;
   }
+  if (!r.conv_algorithms.empty() || r.conv_workspace_bytes)
+    j["conv_workspace_bytes"] = r.conv_workspace_bytes;
+  if (!r.kernels.empty()) j["kernels"] = r.kernels;
   return j;
 }
 
@@ -267,7 +269,7 @@ double repetition_cv(const RunResult& r, const std::vector<RunResult>& all) {
 
 std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all) {
   std::vector<std::string> f;
-  if (r.device == "cpu" && r.precision != "fp32") f.push_back("emulated");
+  if (r.device == "reference" && r.precision != "fp32") f.push_back("emulated");
   if (r.status != RunStatus::Ok) return f;
   if (r.epochs.size() >= 3 && r.epoch_time_ms.cv > kNoisyCv) f.push_back("noisy");
   if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
@@ -600,6 +602,12 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     }
   }
   r.conv_workspace_bytes = byte_count(j, "conv_workspace_bytes", path);
+  if (const json* k = array_at(j, "kernels", path, false)) {
+    for (size_t i = 0; i < k->size(); ++i) {
+      if (!(*k)[i].is_string()) bad(fmt::format("{}[{}]", sub(path, "kernels"), i), "a string");
+      r.kernels.push_back((*k)[i].get<std::string>());
+    }
+  }
   return r;
 }
 

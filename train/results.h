@@ -66,7 +66,7 @@ struct RunResult {
   std::string model;      // spec name
   std::string family;     // mlp, resnet_bottleneck, transformer
   std::string precision;  // fp32, tf32, amp_fp16, amp_bf16, amp_fp8
-  std::string device;     // "cpu" or "cuda"
+  std::string device;     // "cuda", "cpu" (the native backend) or "reference" (the emulation)
   RunStatus status = RunStatus::Ok;
   std::string status_detail;  // why, for oom / diverged / failed
   bool cuda_graphs = false;
@@ -114,6 +114,10 @@ struct RunResult {
   // for models without convolutions; absent from the JSON then.
   std::vector<ConvAlgorithm> conv_algorithms;
   size_t conv_workspace_bytes = 0;
+  // The native CPU backend: the oneDNN implementations the run's primitives ran (e.g.
+  // "brg:avx512_core_amx_bf16", which names the ISA), sorted; conv_workspace_bytes is then the
+  // workspace its scratchpads and reordered filters took. Empty elsewhere, and absent then.
+  std::vector<std::string> kernels;
 };
 
 // Epoch times (or the median epoch times of a run's repetitions) that vary by more than this
@@ -123,8 +127,8 @@ inline constexpr double kNoisyCv = 0.10;
 
 // What a reader must know before trusting a run's numbers, as short names that travel with them
 // (the JSON's `flags`, the CSV's flags column, the notes under the console and Markdown tables):
-//   emulated           a CPU run of tf32/16-bit/fp8: times of the reference's emulated numerics,
-//                      not of low-precision hardware
+//   emulated           a tf32/16-bit/fp8 run on the CPU reference (--device reference): times of
+//                      emulated numerics, not of low-precision hardware
 //   noisy              its epoch times (3 or more) vary by more than kNoisyCv
 //   noisy-repetitions  the median epoch times of its repetitions (`run --repeat`) vary by more
 //                      than kNoisyCv

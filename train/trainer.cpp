@@ -312,6 +312,7 @@ void Run::execute(RunResult& r) {
   // Before set_workspace drops the plans.
   r.conv_algorithms = be_.conv_algorithms();
   r.conv_workspace_bytes = be_.conv_workspace_bytes();
+  r.kernels = be_.kernel_implementations();
   if (be_.workspace_bytes()) be_.set_workspace(Tensor{});
 }
 
@@ -535,7 +536,7 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.family = spec.family;
   r.precision = precision_name(precision);
   r.seed = opts.seed;
-  r.device = be.device() == Device::CUDA ? "cuda" : "cpu";
+  r.device = be.info().kind;  // "cuda", "cpu" (native) or "reference"
   r.batch_size = spec.train.batch_size;
   r.train_samples = data.train_size();
   r.warmup_steps = spec.train.warmup_steps;

@@ -59,7 +59,7 @@ class CpuEvent final : public Event {
 }  // namespace
 
 CpuBackend::CpuBackend() {
-  info_.kind = "cpu";
+  info_.kind = "reference";
   info_.name = proc_field("/proc/cpuinfo", "model name");
   if (info_.name.empty()) info_.name = "unknown CPU";
   info_.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -107,7 +107,7 @@ std::unique_ptr<Event> CpuBackend::create_event() {
 
 namespace mpbench {
 
-std::unique_ptr<Backend> make_cpu_backend() {
+std::unique_ptr<Backend> make_reference_backend() {
   return std::make_unique<cpu::CpuBackend>();
 }
 

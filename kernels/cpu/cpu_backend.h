@@ -1,13 +1,15 @@
 #pragma once
 // The CPU reference backend: host memory, a steady clock for events, and the ops of
 // kernels/cpu/<op>.cpp. It reproduces the numerics of each GPU precision mode, not its speed.
+// The native CPU backend (kernels/onednn) derives from it for host memory, events and the ops
+// it does not run on oneDNN.
 #include <vector>
 
 #include "kernels/backend.h"
 
 namespace mpbench::cpu {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   CpuBackend();
 
@@ -89,8 +91,10 @@ class CpuBackend final : public Backend {
   void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
                                        Tensor& dx) override;
 
- private:
+ protected:
   DeviceInfo info_;
+
+ private:
   // The decoded / TF32-rounded operands of a GEMM, the column matrix of a convolution: grown to
   // the largest seen, then reused.
   std::vector<float> scratch_;

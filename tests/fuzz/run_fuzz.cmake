@@ -22,14 +22,14 @@ endforeach()
 list(LENGTH seeds found)
 message(STATUS "${copied} of ${found} seeds (${SEEDS}) within ${MAX_LEN} bytes")
 if(PROFILE_SPEC)
-  execute_process(COMMAND ${MPBENCH} profile ${PROFILE_SPEC} --device cpu --steps 2 --quiet
+  execute_process(COMMAND ${MPBENCH} profile ${PROFILE_SPEC} --device reference --steps 2 --quiet
                           --json ${corpus}/seed_profile.json
                   OUTPUT_QUIET RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "mpbench profile ${PROFILE_SPEC} failed (${rc})")
   endif()
   # An explain file too: report draws both kinds.
-  execute_process(COMMAND ${MPBENCH} explain ${PROFILE_SPEC} --device cpu --steps 2 --quiet
+  execute_process(COMMAND ${MPBENCH} explain ${PROFILE_SPEC} --device reference --steps 2 --quiet
                           --precisions fp32,amp_bf16 --json ${corpus}/seed_explain.json
                   OUTPUT_QUIET RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)

@@ -168,7 +168,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"validate prototype cap", "validate {spec}", kPrototypes,
        "spec.json: model: expected model.num_classes x 4 sub-clusters x model.input_dim at most "
        "268435456 prototype values"},
-      {"run prototype cap", "run {spec} --device cpu", kPrototypes,
+      {"run prototype cap", "run {spec} --device reference", kPrototypes,
        "spec.json: model: expected model.num_classes x 4 sub-clusters"},
       {"beta1 that rounds to 1", "validate {spec}",
        with("\"epochs\": 1", "\"epochs\": 1, \"optimizer\": {\"beta1\": 0.99999999}"),
@@ -305,11 +305,12 @@ TEST_F(Cli, ValidateRefusesTwoSpecsOfOneName) {
 
 // Numbers are plain decimal in every option, and still taken as such.
 TEST_F(Cli, DecimalNumbersAreStillTaken) {
-  Result r = run("run " + tiny() + " --device cpu --quiet --epochs 1 --precisions ' fp32 , tf32 '" +
-                 " --seed 0 --memory-limit 0.5GiB --batch-size 64");
+  Result r =
+      run("run " + tiny() + " --device reference --quiet --epochs 1 --precisions ' fp32 , tf32 '" +
+          " --seed 0 --memory-limit 0.5GiB --batch-size 64");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("tf32"), std::string::npos) << r.out;
-  r = run("run " + tiny() + " --device cpu --quiet --epochs -1");
+  r = run("run " + tiny() + " --device reference --quiet --epochs -1");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--epochs"), std::string::npos) << r.err;
 }
@@ -497,7 +498,7 @@ TEST_F(Cli, ExplainComparesEachModeWithFp32) {
   const std::string src = MPBENCH_SOURCE_DIR;
   const std::string json = (dir_ / "explain.json").string(), md = (dir_ / "explain.md").string();
   Result r = run("explain " + src +
-                 "/configs/tiny_transformer.json --device cpu --steps 3 "
+                 "/configs/tiny_transformer.json --device reference --steps 3 "
                  "--precisions amp_bf16,fp32,tf32 --quiet --json " +
                  json + " --md " + md);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -531,7 +532,7 @@ TEST_F(Cli, ExplainComparesEachModeWithFp32) {
 TEST_F(Cli, SeedsSweepSummarisedComparedAndReported) {
   const std::string json = (dir_ / "seeds.json").string();
   Result r = run("run " + tiny() +
-                 " --device cpu --quiet --epochs 1 --seeds 3 "
+                 " --device reference --quiet --epochs 1 --seeds 3 "
                  "--precisions fp32,amp_bf16 --json " +
                  json);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -583,8 +584,9 @@ TEST_F(Cli, OutputsIntoDevicesLinksAndStdoutDestroyNothing) {
   const fs::path target = dir_ / "target.csv", link = dir_ / "link.csv";
   write("target.csv", "old");
   fs::create_symlink("target.csv", link);
-  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32 --json /dev/null" +
-                 " --csv " + link.string() + " --md /dev/stdout");
+  Result r =
+      run("run " + tiny() + " --device reference --epochs 1 --precisions fp32 --json /dev/null" +
+          " --csv " + link.string() + " --md /dev/stdout");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   EXPECT_TRUE(fs::is_symlink(link));
@@ -639,7 +641,7 @@ TEST(MemorySize, WholeBytesExactly) {
 TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
   const fs::path json = dir_ / "r.json";
   const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
-  Result r = run("run " + spec + " --device cpu --epochs 1 --precisions fp32,amp_bf16 " +
+  Result r = run("run " + spec + " --device reference --epochs 1 --precisions fp32,amp_bf16 " +
                  "--memory-limit 500KB --quiet --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(read_file(json.string()));
@@ -658,7 +660,7 @@ TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
 TEST_F(Cli, MaxBatchTableAndFiles) {
   const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv", md = dir_ / "m.md";
   const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
-  Result r = run("maxbatch " + spec + " --device cpu --precisions fp32,amp_bf16 " +
+  Result r = run("maxbatch " + spec + " --device reference --precisions fp32,amp_bf16 " +
                  "--memory-limit 1MiB --multiple 8 --json " + json.string() + " --csv " +
                  csv.string() + " --md " + md.string());
   ASSERT_EQ(r.code, 0) << r.err;
@@ -696,7 +698,7 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
       spec_file("wide.json", R"({"name": "wide", "model": {"type": "mlp", "input_dim": 16,
       "hidden": [65536], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
       "train": {"batch_size": 32, "epochs": 1}})");
-  r = run("maxbatch " + wide + " --device cpu --precisions fp32 --multiple 16384 --quiet");
+  r = run("maxbatch " + wide + " --device reference --precisions fp32 --multiple 16384 --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("memory 4.00 GiB (the CPU default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("none fits"), std::string::npos) << r.out;
@@ -707,7 +709,7 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
 // batch, and the report draws speedup against batch.
 TEST_F(Cli, BatchSizesSweep) {
   const fs::path json = dir_ / "s.json", html = dir_ / "s.html";
-  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32,amp_bf16 " +
+  Result r = run("run " + tiny() + " --device reference --epochs 1 --precisions fp32,amp_bf16 " +
                  "--batch-sizes 32,128 --quiet --json " + json.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("batches 32, 128"), std::string::npos) << r.out;
@@ -740,8 +742,9 @@ TEST_F(Cli, BatchSizesSweep) {
 
 TEST_F(Cli, RunWritesAllOutputs) {
   fs::path json = dir_ / "r.json", csv = dir_ / "r.csv", md = dir_ / "r.md";
-  Result r = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32,amp_bf16 --json " +
-                 json.string() + " --csv " + csv.string() + " --md " + md.string());
+  Result r =
+      run("run " + tiny() + " --device reference --epochs 1 --precisions fp32,amp_bf16 --json " +
+          json.string() + " --csv " + csv.string() + " --md " + md.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("amp_bf16"), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(read_file(json.string()));
@@ -772,9 +775,9 @@ TEST_F(Cli, RunWritesAllOutputs) {
 // with two repetitions a side says it needs three.
 TEST_F(Cli, RepeatInterleavesModesWithIdenticalNumerics) {
   const fs::path json = dir_ / "rep.json", csv = dir_ / "rep.csv";
-  Result r =
-      run("run " + tiny() + " --device cpu --epochs 1 --repeat 2 --precisions fp32,amp_bf16 " +
-          "--json " + json.string() + " --csv " + csv.string());
+  Result r = run("run " + tiny() +
+                 " --device reference --epochs 1 --repeat 2 --precisions fp32,amp_bf16 " +
+                 "--json " + json.string() + " --csv " + csv.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 repetitions"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(read_file(json.string()));
@@ -812,13 +815,13 @@ TEST_F(Cli, RepeatInterleavesModesWithIdenticalNumerics) {
 // Runs are matched by name: one spec twice, or two specs of one name, are refused up front
 // naming both files, before anything trains.
 TEST_F(Cli, RunRefusesTwoSpecsOfOneName) {
-  Result r = run("run " + tiny() + " " + tiny() + " --device cpu --quiet");
+  Result r = run("run " + tiny() + " " + tiny() + " --device reference --quiet");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("the same file twice"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   const std::string copy = (dir_ / "copy.json").string();
   fs::copy_file(tiny(), copy);
-  r = run("run " + tiny() + " " + copy + " --device cpu --quiet");
+  r = run("run " + tiny() + " " + copy + " --device reference --quiet");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("copy.json"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("tiny_mlp.json"), std::string::npos) << r.err;
@@ -847,25 +850,27 @@ TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
       "eval_samples": 1000}, "train": {"batch_size": 1000, "epochs": 10},
       "precisions": ["fp32"]})");
   Result r = mpbench::test::run_shell(
-      "timeout 2 " + std::string(MPBENCH_EXE) + " run " + heavy + " --device cpu", dir_.string());
+      "timeout 2 " + std::string(MPBENCH_EXE) + " run " + heavy + " --device reference",
+      dir_.string());
   EXPECT_NE(r.err.find("heavy trains"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("TFLOP"), std::string::npos) << r.err;
-  Result small = run("run " + tiny() + " --device cpu --epochs 1 --precisions fp32");
+  Result small = run("run " + tiny() + " --device reference --epochs 1 --precisions fp32");
   EXPECT_EQ(small.code, 0) << small.err;
   EXPECT_EQ(small.err.find("TFLOP"), std::string::npos) << small.err;
 }
 
 TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
   fs::path json = dir_ / "p.json";
-  Result r = run("profile " + tiny() + " --device cpu --steps 3 --precision fp32,amp_fp16 --top 5" +
-                 " --json " + json.string() + " --quiet");
+  Result r =
+      run("profile " + tiny() + " --device reference --steps 3 --precision fp32,amp_fp16 --top 5" +
+          " --json " + json.string() + " --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
   for (const char* part : {"3 steps profiled", "by layer", "by op", "fc1 fwd", "head bwd", "gemm"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in:\n" << r.out;
   auto j = nlohmann::json::parse(read_file(json.string()));
   ASSERT_EQ(j["profiles"].size(), 2u);
-  EXPECT_EQ(j["env"]["device"], "cpu");
+  EXPECT_EQ(j["env"]["device"], "reference");
   for (const auto& p : j["profiles"]) {
     EXPECT_EQ(p["status"], "ok");
     EXPECT_EQ(p["profiled_steps"], 3);
@@ -877,7 +882,8 @@ TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
   EXPECT_EQ(j["profiles"][1]["precision"], "amp_fp16");
   // More steps than an epoch of the spec's data (32 batches): several epochs, no more data, and
   // exactly the steps asked for profiled (evaluations in between are not).
-  Result many = run("profile " + tiny() + " --device cpu --steps 40 --precision fp32 --quiet");
+  Result many =
+      run("profile " + tiny() + " --device reference --steps 40 --precision fp32 --quiet");
   ASSERT_EQ(many.code, 0) << many.err;
   EXPECT_NE(many.out.find("40 steps profiled"), std::string::npos) << many.out;
 }

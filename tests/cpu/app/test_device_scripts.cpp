@@ -25,10 +25,11 @@ class DeviceScripts : public mpbench::test::CliTest {
     if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
       GTEST_SKIP() << "no python3";
     const std::string cfg = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
-    Result r = run("run " + cfg + " --device cpu --epochs 1 --precisions fp32,amp_bf16 --quiet " +
-                   "--json " + path("tiny_mlp_eager.json"));
+    Result r =
+        run("run " + cfg + " --device reference --epochs 1 --precisions fp32,amp_bf16 --quiet " +
+            "--json " + path("tiny_mlp_eager.json"));
     ASSERT_EQ(r.code, 0) << r.err;
-    Result p = run("profile " + cfg + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+    Result p = run("profile " + cfg + " --device reference --steps 2 --precisions fp32,amp_bf16 " +
                    "--quiet --json " + path("profile_tiny_mlp.json"));
     ASSERT_EQ(p.code, 0) << p.err;
     // A stand-in for pytorch_reference.py's output: mpbench's runs, 4x faster, with a profile

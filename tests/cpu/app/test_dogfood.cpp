@@ -55,7 +55,9 @@ TEST_F(Dogfood, TinyCpuRunMatchesTheCommittedBaseline) {
   // bench/, not asserted here.
   std::string log;
   ASSERT_EQ(
-      run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --json " + current, &log), 0)
+      run("run " + src + "/configs/tiny_mlp.json --device reference --quiet --json " + current,
+          &log),
+      0)
       << log;
   const int code =
       run("compare " + baseline + " " + current +
@@ -95,10 +97,11 @@ TEST_F(Dogfood, ChangedNumericsFailTheGate) {
   const std::string src = MPBENCH_SOURCE_DIR;
   const std::string first = (dir_ / "first.json").string();
   std::string log;
-  ASSERT_EQ(run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 " +
-                    "--json " + first,
-                &log),
-            0)
+  ASSERT_EQ(
+      run("run " + src + "/configs/tiny_mlp.json --device reference --quiet --precisions fp32 " +
+              "--json " + first,
+          &log),
+      0)
       << log;
   json changed = json::parse(read_file(first));
   changed["runs"][0]["final_loss"] = changed["runs"][0]["final_loss"].get<double>() * (1 + 1e-6);
@@ -108,10 +111,11 @@ TEST_F(Dogfood, ChangedNumericsFailTheGate) {
   EXPECT_NE(log.find("loss"), std::string::npos) << log;
 
   const std::string seed = (dir_ / "seed.json").string();
-  ASSERT_EQ(run("run " + src + "/configs/tiny_mlp.json --device cpu --quiet --precisions fp32 " +
-                    "--seed 8 --json " + seed,
-                &log),
-            0)
+  ASSERT_EQ(
+      run("run " + src + "/configs/tiny_mlp.json --device reference --quiet --precisions fp32 " +
+              "--seed 8 --json " + seed,
+          &log),
+      0)
       << log;
   EXPECT_EQ(run("compare " + first + " " + seed + " --loss-threshold 0", &log), 4) << log;
   EXPECT_NE(log.find("spec differs at data.seed"), std::string::npos) << log;

@@ -63,9 +63,10 @@ class InputRefusals : public mpbench::test::CliTest {
   }
   // A result file of configs/tiny_mlp.json (whose fc1 runs in FP8) in `modes`.
   std::string result_file(const std::string& name, const std::string& modes) {
-    const Result r = run("run " + mpbench::test::source_dir() +
-                         "/configs/tiny_mlp.json --device cpu --quiet --epochs 1 --precisions " +
-                         modes + " --json " + (dir_ / name).string());
+    const Result r =
+        run("run " + mpbench::test::source_dir() +
+            "/configs/tiny_mlp.json --device reference --quiet --epochs 1 --precisions " + modes +
+            " --json " + (dir_ / name).string());
     EXPECT_EQ(r.code, 0) << r.err;
     return (dir_ / name).string();
   }
@@ -100,12 +101,12 @@ TEST_F(InputRefusals, EverySpecAndDataFileIsCheckedBeforeTheFirstStep) {
   for (const auto& [bad, needle] : cases) {
     SCOPED_TRACE(bad);
     for (const char* quiet : {" --quiet", ""})
-      expect_refused_before_work(run("run " + good_ + " " + bad + " --device cpu" + quiet +
+      expect_refused_before_work(run("run " + good_ + " " + bad + " --device reference" + quiet +
                                      " --json " + (dir_ / "out.json").string()),
                                  needle);
     // maxbatch tells each probe on stderr: a refusal after work would show them.
     expect_refused_before_work(run("maxbatch " + good_ + " " + bad +
-                                   " --device cpu --memory-limit 64MiB --precisions "
+                                   " --device reference --memory-limit 64MiB --precisions "
                                    "fp32 --json " +
                                    (dir_ / "out.json").string()),
                                needle);
@@ -156,7 +157,7 @@ TEST_F(InputRefusals, AResultFileTooLargeToReadBackIsRefusedUpFront) {
   const std::string many = write("many.json", R"({"name": "many", "model": {"type": "mlp",
       "input_dim": 16, "hidden": [8], "num_classes": 4}, "data": {"train_samples": 32,
       "eval_samples": 32}, "train": {"batch_size": 32, "epochs": 10000}})");
-  expect_refused_before_work(run("run " + many + " --device cpu --quiet --repeat 20 --json " +
+  expect_refused_before_work(run("run " + many + " --device reference --quiet --repeat 20 --json " +
                                  (dir_ / "out.json").string()),
                              "--json");
 }
@@ -229,9 +230,10 @@ TEST_F(InputRefusals, WhatRunAndProfileWriteCompareAndReportRead) {
     const std::string path = write("gen.json", spec.dump());
     const std::string out = (dir_ / "gen_run.json").string(),
                       prof = (dir_ / "gen_prof.json").string();
-    const Result r = run("run " + path + " --device cpu --quiet --json " + out);
+    const Result r = run("run " + path + " --device reference --quiet --json " + out);
     ASSERT_EQ(r.code, 0) << r.err;
-    const Result p = run("profile " + path + " --device cpu --quiet --steps 3 --json " + prof);
+    const Result p =
+        run("profile " + path + " --device reference --quiet --steps 3 --json " + prof);
     ASSERT_EQ(p.code, 0) << p.err;
     const Result c = run("compare " + out + " " + out);
     EXPECT_TRUE(c.code == 0 || c.code == 1) << c.err;  // 1: a diverged mode fails the gate
@@ -252,7 +254,7 @@ TEST_F(InputRefusals, LongArgumentsAreClippedInMessages) {
         "--epochs " + std::string(5000, '9'), "--json " + std::string(5000, 'n'),
         "--json " + std::string(256, 'n')}) {
     SCOPED_TRACE(args.substr(0, 20));
-    const Result r = run("run " + good_ + " --device cpu " + args);
+    const Result r = run("run " + good_ + " --device reference " + args);
     EXPECT_EQ(r.code, 2) << r.err.substr(0, 300);
     EXPECT_EQ(count_lines(r.err), 1u);
     EXPECT_LE(r.err.size(), 2001u);
@@ -279,7 +281,7 @@ TEST_F(InputRefusals, StepsWhoseSeriesCannotBeHeldAreRefusedUpFront) {
       "input_dim": 16, "hidden": [8], "num_classes": 4}, "data": {"train_samples": 64,
       "eval_samples": 16}, "train": {"batch_size": 32, "warmup_steps": 1000000000}})");
   for (const std::string& cmd :
-       {"run " + many + " --device cpu --json " + (dir_ / "out.json").string(),
+       {"run " + many + " --device reference --json " + (dir_ / "out.json").string(),
         "validate " + many}) {
     const Result r = run(cmd);
     EXPECT_EQ(r.code, 2) << r.err;

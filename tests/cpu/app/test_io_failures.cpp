@@ -47,7 +47,7 @@ class IoFailures : public mpbench::test::CliTest {
   }
   // `mpbench run` of the small spec, fp32 only, with `extra` options.
   Result run_small(const std::string& extra) {
-    return run("run " + spec_ + " --device cpu --precisions fp32 --quiet " + extra);
+    return run("run " + spec_ + " --device reference --precisions fp32 --quiet " + extra);
   }
   // Refused before any work: exit 2, one line naming the option, nothing on stdout.
   void expect_refused(const Result& r, const std::string& needle) {
@@ -104,7 +104,7 @@ TEST_F(IoFailures, PathsTheWriteWouldFailOnAreRefusedBeforeTheRun) {
 TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {
   const Result r = mpbench::test::run_shell(
       "cd " + dir_.string() + " && mkdir gone && cd gone && rmdir ../gone && " + exe() + " run " +
-          spec_ + " --device cpu --precisions fp32 --quiet --json x.json",
+          spec_ + " --device reference --precisions fp32 --quiet --json x.json",
       dir_.string());
   expect_refused(r, "--json x.json: the current directory no longer exists");
 }
@@ -112,8 +112,9 @@ TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {
 // A stdout that takes nothing is exit 3 with one line, and the files are written all the same.
 TEST_F(IoFailures, AFullOrClosedStdoutIsExitThreeAndTheFilesAreWritten) {
   const std::string json = (dir_ / "r.json").string(), md = (dir_ / "r.md").string();
-  const std::string cmd = exe() + " run " + spec_ + " --device cpu --precisions fp32 --quiet" +
-                          " --json " + json + " --md " + md;
+  const std::string cmd = exe() + " run " + spec_ +
+                          " --device reference --precisions fp32 --quiet" + " --json " + json +
+                          " --md " + md;
   for (const auto& [redirect, why] :
        {std::pair<std::string, std::string>{">/dev/full", std::strerror(ENOSPC)},
         std::pair<std::string, std::string>{">&-", "it is closed"}}) {
@@ -144,8 +145,8 @@ TEST_F(IoFailures, AGoneReaderIsExitThreeAfterTheFiles) {
   const std::string json = (dir_ / "r.json").string(), csv = (dir_ / "r.csv").string();
   // As the issue has it: `| true`. Whichever of the two ends first, the files are written.
   const Result shell = mpbench::test::run_shell(
-      "{ " + exe() + " run " + spec_ + " --device cpu --precisions fp32 --quiet --json " + json +
-          " | true; }",
+      "{ " + exe() + " run " + spec_ + " --device reference --precisions fp32 --quiet --json " +
+          json + " | true; }",
       dir_.string());
   EXPECT_EQ(nlohmann::json::parse(read_file(json))["runs"].size(), 1u) << shell.err;
   fs::remove(json);
@@ -156,8 +157,8 @@ TEST_F(IoFailures, AGoneReaderIsExitThreeAfterTheFiles) {
   close(p[0]);
   const std::string err = (dir_ / "err.txt").string();
   const std::string cmd = "exec " + exe() + " run " + spec_ +
-                          " --device cpu --precisions fp32 --quiet --json " + json + " --csv " +
-                          csv + " 2>" + err;
+                          " --device reference --precisions fp32 --quiet --json " + json +
+                          " --csv " + csv + " 2>" + err;
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(p[1], STDOUT_FILENO);
@@ -183,7 +184,7 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";
   const std::string json = (dir_ / "p.json").string();
   // 500 KB: fp32 does not fit, amp_bf16 does (see Cli's memory-limit test of `run`).
-  Result r = run("profile " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+  Result r = run("profile " + spec + " --device reference --steps 2 --precisions fp32,amp_bf16 " +
                  "--memory-limit 500KB --quiet --json " + json);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");
@@ -194,7 +195,7 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   EXPECT_TRUE(has_text(j["profiles"][0]["status_detail"], "asked for"));
   EXPECT_EQ(j["profiles"][1]["status"], "ok");
 
-  r = run("profile " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+  r = run("profile " + spec + " --device reference --steps 2 --precisions fp32,amp_bf16 " +
           "--memory-limit 1KB --quiet");
   EXPECT_EQ(r.code, 0) << r.err;
   size_t ooms = 0;
@@ -204,7 +205,7 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   EXPECT_EQ(ooms, 2u) << r.out;
 
   const std::string md = (dir_ / "e.md").string();
-  r = run("explain " + spec + " --device cpu --steps 2 --precisions fp32,amp_bf16 " +
+  r = run("explain " + spec + " --device reference --steps 2 --precisions fp32,amp_bf16 " +
           "--memory-limit 500KB --quiet --json " + json + " --md " + md);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, "");

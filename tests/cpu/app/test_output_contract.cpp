@@ -39,7 +39,7 @@ class OutputContract : public mpbench::test::CliTest {
 };
 
 TEST_F(OutputContract, EveryJsonFileHasTheCommonHeader) {
-  const std::string cpu = " --device cpu --quiet";
+  const std::string cpu = " --device reference --quiet";
   const std::vector<std::pair<std::string, json>> files = {
       {"run", written("run " + spec_ + cpu + " --json " + path("run.json"), "run.json")},
       {"profile",
@@ -74,7 +74,7 @@ TEST_F(OutputContract, EveryJsonFileHasTheCommonHeader) {
 // `report` draws an explain and a maxbatch file as sections of their own (with or without
 // result files), in the page and the Markdown; other kinds are one line naming the kind.
 TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
-  const std::string cpu = " --device cpu --quiet";
+  const std::string cpu = " --device reference --quiet";
   ASSERT_EQ(run("run " + spec_ + cpu + " --json " + path("run.json")).code, 0);
   ASSERT_EQ(run("explain " + spec_ + cpu + " --steps 2 --json " + path("e.json")).code, 0);
   ASSERT_EQ(run("maxbatch " + spec_ + cpu + " --precisions fp32 --memory-limit 256KiB --json " +
@@ -120,7 +120,7 @@ TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
 // the CSV says which mpbench made it.
 TEST_F(OutputContract, AnOomRowHasNoNumbersAndTheCsvItsVersion) {
   const auto r =
-      run("run " + spec_ + " --device cpu --quiet --precisions fp32 --memory-limit 4KiB" +
+      run("run " + spec_ + " --device reference --quiet --precisions fp32 --memory-limit 4KiB" +
           " --json " + path("oom.json") + " --csv " + path("oom.csv"));
   ASSERT_EQ(r.code, 0) << r.err;
   const json oom = json::parse(read_file(path("oom.json")))["runs"][0];
@@ -158,12 +158,14 @@ TEST_F(OutputContract, AnOomRowHasNoNumbersAndTheCsvItsVersion) {
 
 // Without an fp32 run the ratios are against the first listed mode, and the headers say so.
 TEST_F(OutputContract, RatiosWithoutFp32AreAgainstTheFirstMode) {
-  const auto r = run("run " + spec_ + " --device cpu --quiet --precisions amp_bf16,fp32 --csv " +
-                     path("a.csv"));
+  const auto r =
+      run("run " + spec_ + " --device reference --quiet --precisions amp_bf16,fp32 --csv " +
+          path("a.csv"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has_text(r.out, "│ speedup │ mem vs fp32 │")) << r.out;  // fp32 anywhere: fp32
-  const auto b = run("run " + spec_ + " --device cpu --quiet --precisions amp_bf16,tf32 --csv " +
-                     path("b.csv"));
+  const auto b =
+      run("run " + spec_ + " --device reference --quiet --precisions amp_bf16,tf32 --csv " +
+          path("b.csv"));
   ASSERT_EQ(b.code, 0) << b.err;
   EXPECT_TRUE(has_text(b.out, "speedup vs amp_bf16 │ mem vs amp_bf16")) << b.out;
   auto row = [&](const std::string& mode) {
@@ -180,13 +182,13 @@ TEST_F(OutputContract, RatiosWithoutFp32AreAgainstTheFirstMode) {
 // Off a terminal (a CI log) a run prints one plain line per finished run, with its position and
 // what is left; --quiet prints none.
 TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
-  const auto r = run("run " + spec_ + " --device cpu --epochs 2");
+  const auto r = run("run " + spec_ + " --device reference --epochs 2");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has_text(r.err, "mpbench: [1/2] small fp32: ")) << r.err;
   EXPECT_TRUE(has_text(r.err, " ms/epoch in ")) << r.err;
   EXPECT_TRUE(has_text(r.err, "left\nmpbench: [2/2] small amp_bf16: ")) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "no bar off a terminal";
-  EXPECT_EQ(run("run " + spec_ + " --device cpu --quiet").err, "");
+  EXPECT_EQ(run("run " + spec_ + " --device reference --quiet").err, "");
   EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, 61),
             "mpbench: [1/3] m fp32: oom in 2.0 s; about 1:01 left");
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3 · mode 2/4");
@@ -195,14 +197,17 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
 // --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and
 // explain; the resolved spec in the file says so.
 TEST_F(OutputContract, WarmupOverridesTheSpec) {
-  const json j = written("run " + spec_ + " --device cpu --quiet --precisions fp32 --warmup 5" +
-                             " --json " + path("w.json"),
-                         "w.json");
+  const json j =
+      written("run " + spec_ + " --device reference --quiet --precisions fp32 --warmup 5" +
+                  " --json " + path("w.json"),
+              "w.json");
   EXPECT_EQ(j["runs"][0]["warmup_steps"], 5);
   EXPECT_EQ(j["specs"][0]["train"]["warmup_steps"], 5);
   for (const char* cmd : {"profile", "explain"})
     EXPECT_EQ(
-        run(std::string(cmd) + " " + spec_ + " --device cpu --quiet --steps 2 --warmup 4").code, 0)
+        run(std::string(cmd) + " " + spec_ + " --device reference --quiet --steps 2 --warmup 4")
+            .code,
+        0)
         << cmd;
   const auto bad = run("run " + spec_ + " --warmup -1");
   EXPECT_EQ(bad.code, 2);
@@ -230,7 +235,7 @@ TEST_F(OutputContract, HelpIsPerSubcommand) {
 // The run table is drawn in UTF-8 box characters only where the locale says UTF-8; under
 // LC_ALL=C (or no locale at all) in plain ASCII.
 TEST_F(OutputContract, TablesArePlainAsciiUnderTheCLocale) {
-  const std::string args = "run " + spec_ + " --device cpu --quiet --precisions fp32";
+  const std::string args = "run " + spec_ + " --device reference --quiet --precisions fp32";
   const auto c =
       run_shell("cd " + dir_.string() + " && LC_ALL=C " + MPBENCH_EXE + " " + args, dir_.string());
   ASSERT_EQ(c.code, 0) << c.err;

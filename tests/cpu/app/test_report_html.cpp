@@ -99,7 +99,7 @@ class ReportHtml : public ::testing::Test {
   std::string cpu_run() {
     const std::string out = (dir_ / "tiny_cpu.json").string();
     const Result r = mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
-                             "/configs/tiny_mlp.json --device cpu --quiet --json " + out);
+                             "/configs/tiny_mlp.json --device reference --quiet --json " + out);
     EXPECT_EQ(r.code, 0) << r.err;
     return out;
   }
@@ -162,7 +162,7 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   EXPECT_NE(html.find("note: on the CPU reference backend the times are of emulated"),
             std::string::npos);
   // tiny_mlp is on two devices: the labels say which.
-  EXPECT_NE(html.find("mpbench fp32 · cpu"), std::string::npos);
+  EXPECT_NE(html.find("mpbench fp32 · reference"), std::string::npos);
   EXPECT_NE(html.find("mpbench fp32 · cuda"), std::string::npos);
   expect_finite_coordinates(html);
 
@@ -210,7 +210,7 @@ TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
 TEST_F(ReportHtml, Fp8RunsDrawTheirAmaxAndScale) {
   const std::string out = (dir_ / "fp8.json").string();
   const Result run = mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
-                             "/configs/tiny_mlp.json --device cpu --quiet --epochs 1 "
+                             "/configs/tiny_mlp.json --device reference --quiet --epochs 1 "
                              "--precisions amp_bf16,amp_fp8 --json " +
                              out);
   ASSERT_EQ(run.code, 0) << run.err;
@@ -289,7 +289,7 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
   const std::string run = cpu_run();
   const std::string prof = (dir_ / "prof.json").string();
   const Result p = mpbench("profile " + std::string(MPBENCH_SOURCE_DIR) +
-                           "/configs/tiny_mlp.json --device cpu --quiet --steps 2 " +
+                           "/configs/tiny_mlp.json --device reference --quiet --steps 2 " +
                            "--precisions fp32,amp_bf16 --json " + prof);
   ASSERT_EQ(p.code, 0) << p.err;
   const fs::path html_path = dir_ / "r.html";

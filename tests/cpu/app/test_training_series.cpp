@@ -82,11 +82,11 @@ class TrainingSeries : public mpbench::test::CliTest {
       j["loss_scale"]["init"] = c.loss_scale_init;
       spec = write(c.name + ".json", j.dump());
     }
-    const auto r = mpbench::test::run_shell(std::string("OPENBLAS_CORETYPE=") + kPinnedCore +
-                                                " OPENBLAS_NUM_THREADS=1 " + MPBENCH_EXE + " run " +
-                                                spec + " --epochs 1 --precisions " + c.precisions +
-                                                " --quiet --json " + (dir_ / "out.json").string(),
-                                            dir_.string());
+    const auto r = mpbench::test::run_shell(
+        std::string("OPENBLAS_CORETYPE=") + kPinnedCore + " OPENBLAS_NUM_THREADS=1 " + MPBENCH_EXE +
+            " run --device reference " + spec + " --epochs 1 --precisions " + c.precisions +
+            " --quiet --json " + (dir_ / "out.json").string(),
+        dir_.string());
     EXPECT_EQ(r.code, 0) << r.err;
     return json::parse(mpbench::test::read_file(dir_ / "out.json"));
   }

@@ -20,7 +20,7 @@ RunResult make_run(const std::string& precision, double median_ms, size_t tracke
   r.model = "mnist_mlp";
   r.family = "mlp";
   r.precision = precision;
-  r.device = "cpu";
+  r.device = "reference";
   r.status = status;
   r.batch_size = 128;
   r.train_samples = 60000;
@@ -49,7 +49,7 @@ RunResult make_run(const std::string& precision, double median_ms, size_t tracke
 Report make_report() {
   Report rep;
   rep.tool = {{"name", "mpbench"}, {"version", "0.1.0"}, {"git", "abc123"}};
-  rep.env = {{"device", "cpu"}, {"cpu", {{"name", "Test CPU"}, {"threads", 2}}}};
+  rep.env = {{"device", "reference"}, {"cpu", {{"name", "Test CPU"}, {"threads", 2}}}};
   rep.runs.push_back(make_run("fp32", 100, size_t(200) << 20));
   rep.runs.push_back(make_run("tf32", 80, size_t(200) << 20));
   rep.runs.push_back(make_run("amp_fp16", 40, size_t(110) << 20));
@@ -302,9 +302,10 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   set_times(rep.runs[1], {80, 120, 80});  // tf32: a busy machine in the middle
   set_times(rep.runs[2], {130, 40, 41});  // amp_fp16: a slow first epoch
   const std::string table = format_console(rep);
-  EXPECT_TRUE(contains(table,
-                       " note: tf32: epoch times vary by 25% over its own epochs (80.00 to 120.0 ms); the "
-                       "machine was busy"))
+  EXPECT_TRUE(
+      contains(table,
+               " note: tf32: epoch times vary by 25% over its own epochs (80.00 to 120.0 ms); the "
+               "machine was busy"))
       << table;
   EXPECT_TRUE(contains(table, " note: amp_fp16: epoch times vary by"));
   EXPECT_TRUE(contains(table, "raise train.warmup_steps"));

@@ -16,7 +16,7 @@ namespace {
 
 class CpuCast : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_reference_backend();
   TrackingAllocator alloc{*be};
 
   Tensor f32(const std::vector<float>& v) {

@@ -14,10 +14,10 @@ namespace mpbench {
 namespace {
 
 TEST(CpuBackend, DescribesTheHost) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   EXPECT_EQ(be->device(), Device::CPU);
   const DeviceInfo info = be->info();
-  EXPECT_EQ(info.kind, "cpu");
+  EXPECT_EQ(info.kind, "reference");
   EXPECT_FALSE(info.name.empty());
   EXPECT_GT(info.cpu_threads, 0);
   EXPECT_GT(info.total_memory, size_t{1} << 20);
@@ -27,7 +27,7 @@ TEST(CpuBackend, DescribesTheHost) {
 }
 
 TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   for (size_t bytes : {size_t{0}, size_t{1}, size_t{63}, size_t{100}, size_t{1} << 20}) {
     void* p = be->raw_alloc(bytes);
     ASSERT_NE(p, nullptr);
@@ -43,7 +43,7 @@ TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
 
 // Training memory is every category but the dataset copy, peak over time, not a sum of peaks.
 TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   TrackingAllocator alloc(*be);
   Tensor data = alloc.alloc(Shape{1000}, DType::F32, MemCategory::Data);
   Tensor w = alloc.alloc(Shape{100}, DType::F32, MemCategory::Weights);
@@ -62,7 +62,7 @@ TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
 // ASAN_OPTIONS=allocator_may_return_null=1 (tests/CMakeLists.txt sets it), so that the request
 // fails as it does without ASan instead of aborting the process.
 TEST(CpuBackend, FailedAllocationIsAnOomError) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   for (size_t bytes : {SIZE_MAX - 8, size_t{1} << 62}) {
     try {
       void* p = be->raw_alloc(bytes);
@@ -77,7 +77,7 @@ TEST(CpuBackend, FailedAllocationIsAnOomError) {
 }
 
 TEST(CpuBackend, EventsMeasureWallTime) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   auto start = be->create_event(), stop = be->create_event();
   // The upper bound is a clock around the events, not a speed: a loaded machine may sleep long.
   const auto outer_start = std::chrono::steady_clock::now();

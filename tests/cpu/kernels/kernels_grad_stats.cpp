@@ -14,7 +14,7 @@ namespace {
 
 class CpuGradStats : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_reference_backend();
   TrackingAllocator alloc{*be};
 
   Tensor make(const std::vector<float>& v) {

@@ -18,7 +18,7 @@ using test::to_host_f32;
 
 class CpuOptimizer : public ::testing::Test {
  protected:
-  std::unique_ptr<Backend> be = make_cpu_backend();
+  std::unique_ptr<Backend> be = make_reference_backend();
   TrackingAllocator alloc{*be};
 
   Tensor make(const std::vector<float>& v, DType dt = DType::F32) {

@@ -29,7 +29,7 @@ class Fp8Training : public ::testing::TestWithParam<Fp8Case> {};
 TEST_P(Fp8Training, WithinOneAndAHalfPointsOfBf16AndTheScalesFollowTheAmax) {
   const Fp8Case& c = GetParam();
   const Spec spec = load_spec(test::source_dir() + "/configs/" + c.config + ".json");
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   const Dataset data = make_dataset(spec);
   const RunResult bf16 = train_and_measure(spec, data, Precision::AMP_BF16, *be);
   const RunResult fp8 = train_and_measure(spec, data, Precision::AMP_FP8, *be);
@@ -75,7 +75,7 @@ TEST(Fp8Training, MostRecentAndMarginFromTheSpec) {
   spec.fp8.amax_compute = AmaxCompute::MostRecent;
   spec.fp8.amax_history_len = 4;
   spec.fp8.margin = 3;
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   const RunResult r = train_and_measure(spec, make_dataset(spec), Precision::AMP_FP8, *be);
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   ASSERT_FALSE(r.fp8_scaling.empty());

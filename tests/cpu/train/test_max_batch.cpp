@@ -22,7 +22,7 @@ Spec config(const std::string& name) {
 
 // Trains the probe's spec at `batch` under `limit`, independently of the search.
 RunStatus train_at(const Spec& spec, Precision p, int64_t batch, size_t limit) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   const Spec s = probe_spec(spec, p, batch, 2);
   const Dataset data = make_dataset(s);
   TrainOptions opts;
@@ -38,7 +38,7 @@ TEST(MaxBatch, FindsTheEdgeOfTheLimitOnMultiplesOfK) {
   for (const auto& [p, k] :
        {std::pair{Precision::FP32, int64_t{1}}, std::pair{Precision::AMP_BF16, int64_t{8}}}) {
     SCOPED_TRACE(precision_name(p));
-    auto be = make_cpu_backend();
+    auto be = make_reference_backend();
     MaxBatchOptions opts;
     opts.memory_limit = limit;
     opts.multiple = k;
@@ -66,7 +66,7 @@ TEST(MaxBatch, FindsTheEdgeOfTheLimitOnMultiplesOfK) {
 // On tiny_resnet the bf16 activations are half the size: the larger batch fits.
 TEST(MaxBatch, Bf16FitsALargerBatchOfAConvNet) {
   const Spec spec = config("tiny_resnet");
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   MaxBatchOptions opts;
   opts.memory_limit = size_t{1} << 20;
   const int64_t fp32 = find_max_batch(spec, Precision::FP32, *be, opts).max_batch;
@@ -75,7 +75,7 @@ TEST(MaxBatch, Bf16FitsALargerBatchOfAConvNet) {
 }
 
 TEST(MaxBatch, NothingFitsGivesZero) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   MaxBatchOptions opts;
   opts.memory_limit = 1024;
   const MaxBatchResult r = find_max_batch(config("tiny_mlp"), Precision::FP32, *be, opts);
@@ -113,7 +113,7 @@ TEST_P(MaxBatchConfigs, ThePredictionStartsNextToTheAnswer) {
 #endif
   const Spec spec = test::capped_config(GetParam());
   const Precision p = Precision::AMP_BF16;
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   MaxBatchOptions opts;
   opts.steps = 1;
   auto predicted = [&](int64_t batch) {
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(ShippedConfigs, MaxBatchConfigs,
 // in, but that the probe's real peak passes, still ends at the batch that trains.
 TEST(MaxBatch, AWrongPredictionIsCorrectedByTheProbes) {
   const Spec spec = config("tiny_mlp");
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   MaxBatchOptions opts;
   opts.memory_limit = size_t{1} << 20;
   const MaxBatchResult r = find_max_batch(spec, Precision::FP32, *be, opts);

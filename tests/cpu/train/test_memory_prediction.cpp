@@ -38,7 +38,7 @@ TEST(MemoryPredictionConfigs, EveryShippedConfigIsCovered) {
 }
 
 TEST_P(MemoryPrediction, MatchesTheMeasuredPeakAtASmallBatch) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   const Spec spec = capped_config(GetParam());
   for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
     SCOPED_TRACE(spec.name + " " + precision_name(p));

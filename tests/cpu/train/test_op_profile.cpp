@@ -28,7 +28,7 @@ Spec config(const std::string& name) {
 
 // Every step after the warm-up (config() makes four), through what `mpbench profile` uses.
 ProfiledRun profile(const Spec& spec, Precision p) {
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   Dataset data = make_dataset(spec);
   return profile_training(spec, data, p, 4, *cpu);
 }
@@ -38,7 +38,7 @@ ProfiledRun profile(const Spec& spec, Precision p) {
 TEST(OpProfiler, TrainsExactlyAsWithoutIt) {
   for (const char* name : {"tiny_mlp", "tiny_resnet", "tiny_transformer"}) {
     Spec spec = config(name);
-    auto cpu = make_cpu_backend();
+    auto cpu = make_reference_backend();
     Dataset data = make_dataset(spec);
     RunResult plain = train_and_measure(spec, data, Precision::AMP_FP16, *cpu);
     ProfiledRun prof = profile(spec, Precision::AMP_FP16);
@@ -125,7 +125,7 @@ TEST(OpProfiler, BytesOfTheMemoryBoundOps) {
 
   // Called directly: a cast of 1000 elements fp32 -> bf16 moves 4000 + 2000 bytes, an add of
   // bf16 + fp32 into fp32 2000 + 4000 + 4000; nothing is counted while disabled.
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   OpProfiler direct(*cpu);
   std::vector<float> f32(1000, 1.0f), out(1000);
   std::vector<uint16_t> b16(1000);
@@ -172,7 +172,7 @@ TEST(OpProfiler, PercentOfTheCardsCeilings) {
 }
 
 TEST(OpProfiler, DisabledRecordsNothing) {
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   OpProfiler prof(*cpu);
   Spec spec = config("tiny_mlp");
   Dataset data = make_dataset(spec);
@@ -184,7 +184,7 @@ TEST(OpProfiler, DisabledRecordsNothing) {
 }
 
 TEST(OpProfiler, GemmDetailNamesShapeDtypesAndEpilogue) {
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   std::vector<uint16_t> a_host(6 * 4), c_host(6 * 5);
   Tensor a{a_host.data(), Shape{6, 4}, DType::BF16, Device::CPU};
   Tensor c{c_host.data(), Shape{6, 5}, DType::BF16, Device::CPU};

@@ -18,7 +18,7 @@ class TinyResnetLearns : public ::testing::TestWithParam<test::ConfigMode> {};
 TEST_P(TinyResnetLearns, BeatsChanceAndChannelStatistics) {
   const auto [config, precision] = GetParam();
   const Spec spec = load_spec(test::source_dir() + "/configs/" + config + ".json");
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   RunResult r = train_and_measure(spec, make_dataset(spec), precision, *be);
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   ASSERT_EQ(r.epochs.size(), static_cast<size_t>(spec.train.epochs));

@@ -394,7 +394,7 @@ TEST(RunJson, ConvAlgorithmsRoundTripAndAreOptional) {
 // writes none, and its workspace memory is what the prediction says (none). Two runs on one
 // backend: the first gives the provider back.
 TEST(RunJson, CpuRunRecordsNoConvAlgorithms) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   const Spec spec = load_spec(test::source_dir() + "/configs/tiny_resnet.json");
   for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
     const Spec s = probe_spec(spec, p, 2, 1);

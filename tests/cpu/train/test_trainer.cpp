@@ -19,7 +19,7 @@ Spec tiny_spec() {
 }
 
 RunResult run_cpu(const Spec& spec, Precision p) {
-  auto be = make_cpu_backend();
+  auto be = make_reference_backend();
   Dataset data = make_dataset(spec);
   return train_and_measure(spec, data, p, *be);
 }

@@ -74,7 +74,7 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
   make_comparable(spec);
   spec.loss_scale.growth_interval = growth_interval_for_parity(spec);
   Dataset data = make_dataset(spec);
-  auto cpu = make_cpu_backend();
+  auto cpu = make_reference_backend();
   auto gpu = make_cuda_backend(0);
   RunResult rc = train_and_measure(spec, data, c.precision, *cpu);
   RunResult rg = train_and_measure(spec, data, c.precision, *gpu);

@@ -1,0 +1,152 @@
+// Convolutions on oneDNN: forward, backward-data and backward-weights, in f32 or bf16 (fp32
+// accumulation), on the NHWC activations the models keep. The filter is the exception: oneDNN
+// picks its own layout for it (format "any", a blocked one on AVX-512), and the KRSC filter is
+// reordered into it before the forward and backward-data passes, and the filter gradient out of
+// it after the backward-weights pass; those reorders are part of the op and timed with it.
+#include <fmt/format.h>
+
+#include "kernels/onednn/onednn_backend.h"
+
+namespace mpbench::onednn {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+struct ConvMds {
+  dnnl::memory::desc src, wei_any, wei_krsc, dst;
+  dnnl::memory::dims strides, pad;
+};
+
+ConvMds conv_mds(const ConvGeom& g, DType t) {
+  const dt d = data_type(t);
+  return {{{g.n, g.c, g.h, g.w}, d, tag::nhwc},
+          {{g.k, g.c, g.r, g.s}, d, tag::any},
+          {{g.k, g.c, g.r, g.s}, d, tag::ohwi},
+          {{g.n, g.k, g.p, g.q}, d, tag::nhwc},
+          {g.stride, g.stride},
+          {g.pad, g.pad}};
+}
+
+dnnl::convolution_forward::desc forward_desc(const ConvMds& m) {
+  return {dnnl::prop_kind::forward_training,
+          dnnl::algorithm::convolution_direct,
+          m.src,
+          m.wei_any,
+          m.dst,
+          m.strides,
+          m.pad,
+          m.pad};
+}
+
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+}  // namespace
+
+void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const Tensor& w,
+                         const Tensor& dst, Tensor* dw) {
+  const DType t = src.dtype;
+  const ConvMds m = conv_mds(g, t);
+  static const char* names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_weights"};
+  const std::string key =
+      fmt::format("{} {} n{} h{} w{} c{} k{} r{} s{} stride {} pad {}", names[static_cast<int>(op)],
+                  dtype_name(t), g.n, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad);
+  Cached& p = primitive(key, [&]() -> dnnl::primitive_desc {
+    const dnnl::primitive_attr attr = user_scratchpad();
+    dnnl::convolution_forward::primitive_desc fwd(forward_desc(m), attr, engine_);
+    if (op == ConvOp::Forward) return fwd;
+    if (op == ConvOp::BackwardData) {
+      return dnnl::convolution_backward_data::primitive_desc(
+          {dnnl::algorithm::convolution_direct, m.src, m.wei_any, m.dst, m.strides, m.pad, m.pad},
+          attr, engine_, fwd);
+    }
+    return dnnl::convolution_backward_weights::primitive_desc(
+        {dnnl::algorithm::convolution_direct, m.src, m.wei_any, m.dst, m.strides, m.pad, m.pad},
+        attr, engine_, fwd);
+  });
+  if (p.weights_md.get_size() == 0) {
+    // The filter's layout, and the reorder between it and KRSC, once per primitive.
+    p.weights_md =
+        p.pd.query_md(dnnl::query::exec_arg_md,
+                      op == ConvOp::BackwardFilter ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS);
+    if (p.weights_md != m.wei_krsc) {
+      const dnnl::primitive_attr attr = user_scratchpad();
+      const dnnl::reorder::primitive_desc rpd =
+          op == ConvOp::BackwardFilter
+              ? dnnl::reorder::primitive_desc(engine_, p.weights_md, engine_, m.wei_krsc, attr)
+              : dnnl::reorder::primitive_desc(engine_, m.wei_krsc, engine_, p.weights_md, attr);
+      p.reorder = dnnl::reorder(rpd);
+      p.reorder_scratchpad_bytes = rpd.scratchpad_desc().get_size();
+    }
+  }
+  const bool reordered = p.weights_md != m.wei_krsc;
+  // Workspace: [scratchpad of the primitive or the reorder | the filter in oneDNN's layout].
+  const size_t scratch = align64(std::max(p.scratchpad_bytes, p.reorder_scratchpad_bytes));
+  char* ws = workspace(scratch + (reordered ? p.weights_md.get_size() : 0));
+  const dnnl::memory filter_krsc(m.wei_krsc, engine_,
+                                 op == ConvOp::BackwardFilter ? dw->data : w.data);
+  const dnnl::memory filter =
+      reordered ? dnnl::memory(p.weights_md, engine_, ws + scratch) : filter_krsc;
+  const dnnl::memory scratchpad(
+      {{static_cast<dnnl::memory::dim>(std::max<size_t>(scratch, 1))}, dt::u8, tag::a}, engine_,
+      ws);
+  auto run_reorder = [&](const dnnl::memory& from, const dnnl::memory& to) {
+    try {
+      p.reorder.execute(
+          stream_, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
+    } catch (const dnnl::error& e) {
+      throw_runtime(fmt::format("oneDNN filter reorder for {} failed: {}", key, e.what()));
+    }
+  };
+  if (reordered && op != ConvOp::BackwardFilter) run_reorder(filter_krsc, filter);
+  std::unordered_map<int, dnnl::memory> args;
+  const dnnl::memory src_m(m.src, engine_, src.data), dst_m(m.dst, engine_, dst.data);
+  switch (op) {
+    case ConvOp::Forward:
+      args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DST, dst_m}};
+      break;
+    case ConvOp::BackwardData:
+      args = {{DNNL_ARG_DIFF_SRC, src_m}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, dst_m}};
+      break;
+    case ConvOp::BackwardFilter:
+      args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, dst_m}};
+      break;
+  }
+  execute(p, args);
+  if (reordered && op == ConvOp::BackwardFilter) run_reorder(filter, filter_krsc);
+  stream_.wait();
+}
+
+// fp16 convolutions have no oneDNN CPU path: the reference's (amp_fp16 is unsupported here).
+void OnednnBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                        const Tensor& w, Tensor& y) {
+  if (x.dtype == DType::F16) {
+    ++fallback_calls_;
+    return CpuBackend::conv2d_forward_impl(d, g, x, w, y);
+  }
+  conv(ConvOp::Forward, g, x, w, y, nullptr);
+}
+
+void OnednnBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g,
+                                              const Tensor& dy, const Tensor& w, Tensor& dx) {
+  if (dy.dtype == DType::F16) {
+    ++fallback_calls_;
+    return CpuBackend::conv2d_backward_data_impl(d, g, dy, w, dx);
+  }
+  conv(ConvOp::BackwardData, g, dx, w, dy, nullptr);
+}
+
+void OnednnBackend::conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g,
+                                                const Tensor& x, const Tensor& dy, Tensor& dw) {
+  if (x.dtype == DType::F16) {
+    ++fallback_calls_;
+    return CpuBackend::conv2d_backward_filter_impl(d, g, x, dy, dw);
+  }
+  conv(ConvOp::BackwardFilter, g, x, dw, dy, &dw);
+}
+
+}  // namespace mpbench::onednn

@@ -1,0 +1,110 @@
+// GEMM on oneDNN's matmul: f32, or bf16 operands with fp32 accumulation into a bf16 or fp32 C.
+// The forward epilogue rides on the primitive (bias argument, ReLU/GELU post-op; alpha as the
+// output scale, beta as a sum post-op); with pre_act the matmul writes the pre-activation and
+// one pass applies the activation. The backward epilogue is the matmul followed by
+// bias_act_backward, which is what it is defined to equal.
+#include <fmt/format.h>
+
+#include "kernels/cpu/elementwise.h"
+#include "kernels/onednn/onednn_backend.h"
+#include "kernels/onednn/parallel.h"
+
+namespace mpbench::onednn {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+// A row-major (rows, cols) matrix, stored transposed if `trans`, `batch` of them back to back.
+dnnl::memory::desc matrix(int64_t batch, int64_t rows, int64_t cols, bool trans, DType t) {
+  const dims strides2 = trans ? dims{1, rows} : dims{cols, 1};
+  if (batch == 1) return {{rows, cols}, data_type(t), strides2};
+  return {{batch, rows, cols}, data_type(t), {rows * cols, strides2[0], strides2[1]}};
+}
+
+// Elements per range of the activation pass: enough work to be worth a thread.
+constexpr int64_t kActGrain = 1 << 14;
+
+// c = act(pre) elementwise, both of one dtype, each range on its own thread.
+void apply_activation(Activation act, const Tensor& pre, Tensor& c) {
+  cpu::detail::dispatch_float(c.dtype, [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    cpu::detail::dispatch_act(act, [&](auto a) {
+      const T* in = pre.ptr<T>();
+      T* out = c.ptr<T>();
+      parallel_ranges(c.numel(), kActGrain, [&](int64_t, int64_t begin, int64_t n) {
+        for (int64_t i = begin; i < begin + n; ++i)
+          out[i] = E::store(cpu::detail::act_forward<decltype(a)::value>(E::load(in[i])));
+      });
+    });
+  });
+}
+
+}  // namespace
+
+void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a,
+                              const Tensor& b, Tensor& c) {
+  // No oneDNN CPU path for fp16, fp8 or TF32: the reference's emulation (the modes themselves
+  // are unsupported rows here; only a direct call gets this far).
+  const bool native = (a.dtype == DType::F32 || a.dtype == DType::BF16) &&
+                      (c.dtype == DType::F32 || c.dtype == DType::BF16) &&
+                      !(a.dtype == DType::F32 && d.math == GemmMath::TF32) &&
+                      (!d.bias || d.bias->dtype == DType::F32 || d.bias->dtype == DType::BF16);
+  if (!native) {
+    ++fallback_calls_;
+    CpuBackend::gemm_impl(d, g, a, b, c);
+    return;
+  }
+  const bool backward = d.dact != Activation::None || d.dbias != nullptr;
+  // With pre_act the primitive writes the pre-activation, and the activation is a pass of its own.
+  const Activation fused_act = d.pre_act ? Activation::None : d.act;
+  Tensor& out = d.pre_act ? *d.pre_act : c;
+  const bool with_bias = d.bias && !backward;
+  // (N) broadcast over the rows (and the batch).
+  auto bias_md = [&] {
+    const dt t = data_type(d.bias->dtype);
+    return g.batch == 1 ? dnnl::memory::desc({1, g.n}, t, dims{g.n, 1})
+                        : dnnl::memory::desc({1, 1, g.n}, t, dims{g.n, g.n, 1});
+  };
+  const std::string key = fmt::format(
+      "matmul {}x{}x{}x{} {}{} {}->{} alpha {} beta {} bias {} act {}", g.batch, g.m, g.n, g.k,
+      d.trans_a ? 'T' : 'N', d.trans_b ? 'T' : 'N', dtype_name(a.dtype), dtype_name(c.dtype),
+      d.alpha, d.beta, with_bias ? dtype_name(d.bias->dtype) : "-", activation_name(fused_act));
+  Cached& p = primitive(key, [&] {
+    const auto src = matrix(g.batch, g.m, g.k, d.trans_a, a.dtype);
+    const auto wei = matrix(g.batch, g.k, g.n, d.trans_b, b.dtype);
+    const auto dst = matrix(g.batch, g.m, g.n, false, c.dtype);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
+    dnnl::post_ops ops;
+    if (d.beta != 0.0f) ops.append_sum(d.beta);
+    if (fused_act != Activation::None)
+      ops.append_eltwise(1.0f,
+                         fused_act == Activation::Relu ? dnnl::algorithm::eltwise_relu
+                                                       : dnnl::algorithm::eltwise_gelu_tanh,
+                         0.0f, 0.0f);
+    attr.set_post_ops(ops);
+    if (with_bias)
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias_md(), dst), attr,
+                                          engine_);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine_);
+  });
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(matrix(g.batch, g.m, g.k, d.trans_a, a.dtype), engine_, a.data)},
+      {DNNL_ARG_WEIGHTS,
+       dnnl::memory(matrix(g.batch, g.k, g.n, d.trans_b, b.dtype), engine_, b.data)},
+      {DNNL_ARG_DST, dnnl::memory(matrix(g.batch, g.m, g.n, false, c.dtype), engine_, out.data)}};
+  if (with_bias) {
+    args[DNNL_ARG_BIAS] = dnnl::memory(bias_md(), engine_, d.bias->data);
+  }
+  execute(p, args);
+  if (backward) {
+    bias_act_backward_impl(d.dact, c, d.dact_input ? *d.dact_input : c, c, d.dbias);
+  } else if (d.pre_act) {
+    apply_activation(d.act, *d.pre_act, c);
+  }
+}
+
+}  // namespace mpbench::onednn

@@ -1,0 +1,251 @@
+// OnednnBackend: the engine, what it tells of the CPU (ISA, flags, AMX, how bf16 runs), the
+// primitive cache, and the workspace every primitive's scratchpad (user-managed, so that the
+// run's allocator counts it) and every reordered filter lives in.
+#include "kernels/onednn/onednn_backend.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <fmt/format.h>
+
+namespace mpbench::onednn {
+namespace {
+
+// Physical cores: distinct (physical id, core id) pairs of /proc/cpuinfo, no more than the CPUs
+// this process may run on; the logical count where /proc/cpuinfo does not say.
+int physical_cores() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, phys = "0";
+  auto value = [](const std::string& l) {
+    const size_t c = l.find(':');
+    return c == std::string::npos ? std::string() : l.substr(l.find_first_not_of(" \t", c + 1));
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("physical id", 0) == 0) phys = value(line);
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, value(line)});
+  }
+  int logical = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) logical = CPU_COUNT(&set);
+  const int physical = cores.empty() ? logical : static_cast<int>(cores.size());
+  return std::max(1, std::min(physical, logical));
+}
+
+std::vector<std::string> cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::set<std::string> have;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) have.insert(w);
+    break;
+  }
+  std::vector<std::string> out;
+  for (const auto& [flag, name] :
+       std::vector<std::pair<std::string, std::string>>{{"avx2", "avx2"},
+                                                        {"avx512f", "avx512"},
+                                                        {"avx512_bf16", "avx512_bf16"},
+                                                        {"amx_bf16", "amx_bf16"},
+                                                        {"avx512_fp16", "avx512_fp16"}})
+    if (have.count(flag)) out.push_back(name);
+  return out;
+}
+
+// Whether the kernel has granted this process AMX's tile data (Linux asks a process to request
+// it; oneDNN does when it first uses AMX). arch_prctl(ARCH_GET_XCOMP_PERM), bit 18 XTILEDATA.
+bool amx_granted() {
+  unsigned long features = 0;
+  if (syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &features) != 0) return false;
+  return (features >> 18) & 1u;
+}
+
+struct IsaName {
+  const char* name;
+  dnnl::cpu_isa isa;
+};
+const std::vector<IsaName>& isa_names() {
+  static const std::vector<IsaName> names = {
+      {"sse41", dnnl::cpu_isa::sse41},
+      {"avx", dnnl::cpu_isa::avx},
+      {"avx2", dnnl::cpu_isa::avx2},
+      {"avx512_core", dnnl::cpu_isa::avx512_core},
+      {"avx512_core_vnni", dnnl::cpu_isa::avx512_core_vnni},
+      {"avx512_core_bf16", dnnl::cpu_isa::avx512_core_bf16},
+      {"avx512_core_amx", dnnl::cpu_isa::avx512_core_amx},
+      {"all", dnnl::cpu_isa::all},
+  };
+  return names;
+}
+
+std::string isa_name(dnnl::cpu_isa isa) {
+  for (const IsaName& n : isa_names())
+    if (n.isa == isa) return n.name;
+  return fmt::format("isa 0x{:x}", static_cast<unsigned>(isa));
+}
+
+// Each ISA of oneDNN's list is a bit set that contains the ones below it.
+bool isa_has(dnnl::cpu_isa have, dnnl::cpu_isa want) {
+  const auto h = static_cast<unsigned>(have), w = static_cast<unsigned>(want);
+  return (h & w) == w;
+}
+
+// How a bf16 GEMM runs here: whether oneDNN makes a bf16 matmul at all (oneDNN 2.6 has none
+// below AVX-512), and whether the ISA it may use has bf16 instructions.
+std::string probe_bf16(const dnnl::engine& engine, dnnl::cpu_isa isa) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const dnnl::memory::dims dims = {64, 64};
+  try {
+    dnnl::matmul::desc desc({dims, dt::bf16, tag::ab}, {dims, dt::bf16, tag::ab},
+                            {dims, dt::f32, tag::ab});
+    dnnl::matmul::primitive_desc pd(desc, engine);
+    (void)pd;
+  } catch (const dnnl::error&) {
+    return "";
+  }
+  return isa_has(isa, dnnl::cpu_isa::avx512_core_bf16) ? "native" : "converted";
+}
+
+}  // namespace
+
+OnednnBackend::OnednnBackend(int threads) : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+  info_.kind = "cpu";
+#ifdef _OPENMP
+  omp_set_num_threads(threads);
+#endif
+  info_.cpu_threads = threads;
+  const dnnl_version_t* v = dnnl_version();
+  info_.onednn_version = fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  info_.cpu_isa = isa_name(isa);
+  info_.cpu_flags = cpu_flags();
+  info_.bf16_gemm = probe_bf16(engine_, isa);
+  info_.amx_granted = amx_granted();
+}
+
+OnednnBackend::~OnednnBackend() {
+  release_workspace();
+}
+
+OnednnBackend::Cached& OnednnBackend::primitive(const std::string& key,
+                                                const std::function<dnnl::primitive_desc()>& make) {
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  Cached c;
+  try {
+    c.pd = make();
+    c.prim = dnnl::primitive(c.pd);
+    c.scratchpad_bytes = c.pd.scratchpad_desc().get_size();
+    c.impl = c.pd.impl_info_str();
+  } catch (const dnnl::error& e) {
+    throw_runtime(fmt::format("oneDNN has no primitive for {}: {}", key, e.what()));
+  }
+  return cache_.emplace(key, std::move(c)).first->second;
+}
+
+char* OnednnBackend::workspace(size_t bytes) {
+  if (bytes <= work_bytes_) return static_cast<char*>(provider_.alloc ? work_.data : own_);
+  release_workspace();
+  const size_t want = align64(std::max(bytes, work_bytes_ * 3 / 2));
+  if (provider_.alloc) {
+    work_ = provider_.alloc(want);
+  } else {
+    own_ = raw_alloc(want);
+  }
+  work_bytes_ = want;
+  return static_cast<char*>(provider_.alloc ? work_.data : own_);
+}
+
+void OnednnBackend::release_workspace() {
+  if (work_.data && provider_.alloc) provider_.release(work_);
+  if (own_) raw_free(own_);
+  work_ = Tensor{};
+  own_ = nullptr;
+  work_bytes_ = 0;
+}
+
+void OnednnBackend::set_conv_workspace_provider(ConvWorkspaceProvider provider) {
+  release_workspace();
+  provider_ = std::move(provider);
+  for (auto& [key, c] : cache_) c.used = false;
+}
+
+std::vector<std::string> OnednnBackend::kernel_implementations() const {
+  std::set<std::string> impls;
+  for (const auto& [key, c] : cache_)
+    if (c.used) impls.insert(c.impl);
+  return {impls.begin(), impls.end()};
+}
+
+void OnednnBackend::execute(Cached& c, std::unordered_map<int, dnnl::memory>& args) {
+  c.used = true;
+  if (c.scratchpad_bytes) {
+    args[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(c.scratchpad_bytes)},
+                                              dnnl::memory::data_type::u8,
+                                              dnnl::memory::format_tag::a},
+                                             engine_, workspace(c.scratchpad_bytes));
+  }
+  try {
+    c.prim.execute(stream_, args);
+    stream_.wait();
+  } catch (const dnnl::error& e) {
+    throw_runtime(fmt::format("oneDNN {} failed: {}", c.impl, e.what()));
+  }
+}
+
+}  // namespace mpbench::onednn
+
+namespace mpbench {
+
+const std::vector<std::string>& native_cpu_isa_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& i : onednn::isa_names()) n.push_back(i.name);
+    return n;
+  }();
+  return names;
+}
+
+bool native_cpu_available(std::string*) {
+  return true;
+}
+
+std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options) {
+  if (options.threads < 0)
+    throw_bad_input(fmt::format("--threads {}: must be 1 or more", options.threads));
+  if (!options.max_isa.empty()) {
+    const auto& names = onednn::isa_names();
+    auto it = std::find_if(names.begin(), names.end(),
+                           [&](const onednn::IsaName& n) { return options.max_isa == n.name; });
+    if (it == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + std::string(n.name);
+      throw_bad_input(
+          fmt::format("--cpu-isa {}: unknown ISA (expected one of {})", options.max_isa, list));
+    }
+    // oneDNN takes the cap once, before its first primitive: a second backend in one process
+    // can only ask for what is already in force.
+    if (dnnl::set_max_cpu_isa(it->isa) != dnnl::status::success &&
+        dnnl::get_effective_cpu_isa() != it->isa && it->isa != dnnl::cpu_isa::all)
+      throw_bad_input(
+          fmt::format("--cpu-isa {}: oneDNN's ISA is already fixed at {} in this process",
+                      options.max_isa, onednn::isa_name(dnnl::get_effective_cpu_isa())));
+  }
+  return std::make_unique<onednn::OnednnBackend>(options.threads > 0 ? options.threads
+                                                                     : onednn::physical_cores());
+}
+
+}  // namespace mpbench

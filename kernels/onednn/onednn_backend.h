@@ -1,0 +1,114 @@
+#pragma once
+// The native CPU backend (`--device cpu`): GEMMs and convolutions on oneDNN primitives, in f32
+// and in bf16 on the CPU's own bf16 instructions (AMX, AVX512-BF16), and the other ops as the
+// reference's loops (CpuBackend) run over slices of their rows on all threads (OpenMP). Its
+// numerics are those of each mode on real hardware; tests/cpu/kernels/test_onednn_parity.cpp
+// holds them to the reference's with the GPU parity tests' tolerances.
+//
+// Only fp32 and amp_bf16 run natively (oneDNN 2.6 has no CPU path for tf32, fp16 or fp8: those
+// modes are `unsupported` rows); a GEMM of their dtypes called directly runs the reference's
+// emulation and counts as a fallback call.
+#include <dnnl.hpp>
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace mpbench::onednn {
+
+// oneDNN's type of an f32 or bf16 tensor (the only dtypes the primitives here take).
+inline dnnl::memory::data_type data_type(DType t) {
+  return t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+// Workspace parts start on a cache line (and the widest vector load).
+inline size_t align64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
+
+class OnednnBackend final : public cpu::CpuBackend {
+ public:
+  explicit OnednnBackend(int threads);
+  ~OnednnBackend() override;
+
+  int64_t fallback_calls() const override { return fallback_calls_; }
+  void set_conv_workspace_provider(ConvWorkspaceProvider provider) override;
+  size_t conv_workspace_bytes() const override { return provider_.alloc ? work_bytes_ : 0; }
+  std::vector<std::string> kernel_implementations() const override;
+
+  // One oneDNN primitive, created once per shape and reused.
+  struct Cached {
+    dnnl::primitive_desc pd;
+    dnnl::primitive prim;
+    size_t scratchpad_bytes = 0;
+    std::string impl;  // impl_info_str(): "brg:avx512_core_amx_bf16"
+    bool used = false;
+    // Convolutions: the layout oneDNN chose for the filter, and the reorders between it and
+    // KRSC (to it for forward and backward-data, from it for backward-filter).
+    dnnl::memory::desc weights_md;
+    dnnl::primitive reorder;
+    size_t reorder_scratchpad_bytes = 0;
+  };
+
+ protected:
+  void gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b,
+                 Tensor& c) override;
+  void bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
+                              Tensor* dbias) override;
+  void conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x, const Tensor& w,
+                           Tensor& y) override;
+  void conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& dy,
+                                 const Tensor& w, Tensor& dx) override;
+  void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
+                                   const Tensor& dy, Tensor& dw) override;
+  // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
+  void fill_impl(Tensor& t, float value) override;
+  void cast_impl(const Tensor& src, Tensor& dst) override;
+  void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                               Tensor& norm) override;
+  void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
+                       Tensor& v, Tensor* weights_lowp, const Tensor& step_count,
+                       const Tensor* found_inf) override;
+  void sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
+                     Tensor* weights_lowp, const Tensor* found_inf) override;
+  void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                              Tensor& y, Tensor& mean, Tensor& rstd) override;
+  void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                               const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                               Tensor& dbeta) override;
+  void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
+                              const Tensor& pos_emb, Tensor& y) override;
+  void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                      Tensor& y) override;
+  void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                       Tensor& dx) override;
+
+ private:
+  // The cached primitive under `key`, made from make()'s primitive_desc on first use.
+  Cached& primitive(const std::string& key, const std::function<dnnl::primitive_desc()>& make);
+  // Runs c.prim with args, its scratchpad (at the start of the workspace) added.
+  void execute(Cached& c, std::unordered_map<int, dnnl::memory>& args);
+  // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
+  char* workspace(size_t bytes);
+  void release_workspace();
+
+  // The parts of a convolution: the filter in oneDNN's layout (reordered from KRSC, or written
+  // there and reordered back), around the primitive.
+  enum class ConvOp { Forward, BackwardData, BackwardFilter };
+  void conv(ConvOp op, const ConvGeom& g, const Tensor& src, const Tensor& w, const Tensor& dst,
+            Tensor* dw);
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  std::unordered_map<std::string, Cached> cache_;
+  ConvWorkspaceProvider provider_;
+  Tensor work_;            // from the provider
+  void* own_ = nullptr;    // without a provider: raw_alloc'd
+  size_t work_bytes_ = 0;  // of either
+  int64_t fallback_calls_ = 0;
+};
+
+}  // namespace mpbench::onednn

@@ -1,0 +1,49 @@
+#pragma once
+// Internal to kernels/onednn/: one contiguous range per thread (OpenMP), for the ops that run
+// the reference's loops on all cores. Without OpenMP (a clang build: libdnnl's runtime is GCC's
+// libgomp, and clang's libomp must not join it in one process) the ranges run one after another.
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mpbench::onednn {
+
+// The number of ranges parallel_ranges makes of n: what per-range partial sums are sized by.
+inline int64_t range_count(int64_t n, int64_t grain) {
+#ifdef _OPENMP
+  const int64_t threads = omp_get_max_threads();
+#else
+  const int64_t threads = 1;
+#endif
+  return std::min(threads, std::max<int64_t>(1, n / std::max<int64_t>(1, grain)));
+}
+
+// Calls f(part, begin, count) over [0, n) in range_count(n, grain) ranges, up to one per thread,
+// each at least `grain` long (a small op stays on one thread, where starting the others would cost
+// more than it saves). The first exception a range throws is rethrown here, after all ranges ended.
+template <class F>
+void parallel_ranges(int64_t n, int64_t grain, F&& f) {
+  const int64_t parts = range_count(n, grain);
+  if (parts <= 1) {
+    if (n > 0) f(int64_t{0}, int64_t{0}, n);
+    return;
+  }
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t begin = n * p / parts, end = n * (p + 1) / parts;
+    try {
+      f(p, begin, end - begin);
+    } catch (...) {
+#pragma omp critical(mpbench_parallel_ranges)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace mpbench::onednn

@@ -1,0 +1,179 @@
+// The ops oneDNN has no primitive for that weigh in a step (casts, the optimizers, the gradient
+// check, the epilogue's backward, LayerNorm, the attention softmax, the embedding): the
+// reference's own loops, each thread on a contiguous range of rows, elements or matrices. An
+// element or a row is computed exactly as the reference computes it; only the sums across
+// ranges (a norm, bias and LayerNorm parameter gradients) add the ranges' partial sums.
+#include <cmath>
+#include <vector>
+
+#include "kernels/onednn/onednn_backend.h"
+#include "kernels/onednn/parallel.h"
+
+namespace mpbench::onednn {
+namespace {
+
+// Elements (or rows times their length) per range: below this a thread costs more than it saves.
+constexpr int64_t kGrain = 1 << 15;
+
+int64_t row_grain(int64_t row_length) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, row_length));
+}
+
+// Rows [begin, begin + n) of a tensor viewed as (rows, cols).
+Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
+  const int64_t cols = t.cols();
+  return t.slice(begin * cols, Shape{n, cols});
+}
+
+Tensor flat(const Tensor& t, int64_t begin, int64_t n) {
+  return t.slice(begin, Shape{n});
+}
+
+Tensor host_f32(std::vector<float>& v, int64_t begin, int64_t n) {
+  return Tensor{v.data() + begin, Shape{n}, DType::F32, Device::CPU};
+}
+
+// out[j] = the sum over parts of partial[part * n + j].
+void sum_parts(const std::vector<float>& partial, int64_t parts, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    double s = 0;
+    for (int64_t p = 0; p < parts; ++p) s += partial[p * n + j];
+    out[j] = static_cast<float>(s);
+  }
+}
+
+}  // namespace
+
+void OnednnBackend::fill_impl(Tensor& t, float value) {
+  parallel_ranges(t.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    Tensor part = flat(t, b, n);
+    CpuBackend::fill_impl(part, value);
+  });
+}
+
+void OnednnBackend::cast_impl(const Tensor& src, Tensor& dst) {
+  parallel_ranges(src.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = flat(dst, b, n);
+    CpuBackend::cast_impl(flat(src, b, n), out);
+  });
+}
+
+void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
+  parallel_ranges(a.numel(), kGrain, [&](int64_t, int64_t begin, int64_t n) {
+    Tensor o = flat(out, begin, n);
+    CpuBackend::add_impl(flat(a, begin, n), flat(b, begin, n), o);
+  });
+}
+
+void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
+                                            Tensor& norm) {
+  const int64_t parts = range_count(grads.numel(), kGrain);
+  std::vector<float> inf(parts, 0.0f), norms(parts, 0.0f);
+  parallel_ranges(grads.numel(), kGrain, [&](int64_t part, int64_t b, int64_t n) {
+    Tensor g = flat(grads, b, n), fi = host_f32(inf, part, 1), nm = host_f32(norms, part, 1);
+    CpuBackend::unscale_check_norm_impl(g, scale, fi, nm);
+  });
+  double sum_sq = 0;
+  bool any_inf = false;
+  for (int64_t p = 0; p < parts; ++p) {
+    any_inf |= inf[p] != 0.0f;
+    sum_sq += static_cast<double>(norms[p]) * norms[p];
+  }
+  found_inf.ptr<float>()[0] = any_inf ? 1.0f : 0.0f;
+  norm.ptr<float>()[0] = any_inf ? INFINITY : static_cast<float>(std::sqrt(sum_sq));
+}
+
+void OnednnBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads,
+                                    Tensor& m, Tensor& v, Tensor* weights_lowp,
+                                    const Tensor& step_count, const Tensor* found_inf) {
+  parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    Tensor mw = flat(master, b, n), mm = flat(m, b, n), vv = flat(v, b, n);
+    Tensor low = weights_lowp ? flat(*weights_lowp, b, n) : Tensor{};
+    CpuBackend::adamw_step_impl(p, mw, flat(grads, b, n), mm, vv, weights_lowp ? &low : nullptr,
+                                step_count, found_inf);
+  });
+}
+
+void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads,
+                                  Tensor& momentum_buf, Tensor* weights_lowp,
+                                  const Tensor* found_inf) {
+  parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    Tensor mw = flat(master, b, n), buf = flat(momentum_buf, b, n);
+    Tensor low = weights_lowp ? flat(*weights_lowp, b, n) : Tensor{};
+    CpuBackend::sgd_step_impl(p, mw, flat(grads, b, n), buf, weights_lowp ? &low : nullptr,
+                              found_inf);
+  });
+}
+
+void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
+                                           Tensor& dx, Tensor* dbias) {
+  const int64_t rows = dy.rows(), cols = dy.cols(), grain = row_grain(cols);
+  const int64_t parts = range_count(rows, grain);
+  std::vector<float> partial(dbias ? parts * cols : 0);
+  parallel_ranges(rows, grain, [&](int64_t part, int64_t b, int64_t n) {
+    Tensor out = rows_of(dx, b, n), db = dbias ? host_f32(partial, part * cols, cols) : Tensor{};
+    CpuBackend::bias_act_backward_impl(act, rows_of(dy, b, n), rows_of(pre_act, b, n), out,
+                                       dbias ? &db : nullptr);
+  });
+  if (dbias) sum_parts(partial, parts, cols, dbias->ptr<float>());
+}
+
+void OnednnBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, Tensor& y, Tensor& mean,
+                                           Tensor& rstd) {
+  parallel_ranges(x.rows(), row_grain(x.cols()), [&](int64_t, int64_t b, int64_t n) {
+    Tensor yy = rows_of(y, b, n), mu = flat(mean, b, n), rs = flat(rstd, b, n);
+    CpuBackend::layernorm_forward_impl(eps, rows_of(x, b, n), gamma, beta, yy, mu, rs);
+  });
+}
+
+void OnednnBackend::layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                            const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                            Tensor& dgamma, Tensor& dbeta) {
+  const int64_t cols = x.cols(), grain = row_grain(cols);
+  const int64_t parts = range_count(x.rows(), grain);
+  std::vector<float> dg(parts * cols), db(parts * cols);
+  parallel_ranges(x.rows(), grain, [&](int64_t part, int64_t b, int64_t n) {
+    Tensor out = rows_of(dx, b, n), g = host_f32(dg, part * cols, cols),
+           bb = host_f32(db, part * cols, cols);
+    CpuBackend::layernorm_backward_impl(rows_of(dy, b, n), rows_of(x, b, n), gamma,
+                                        flat(mean, b, n), flat(rstd, b, n), out, g, bb);
+  });
+  sum_parts(dg, parts, cols, dgamma.ptr<float>());
+  sum_parts(db, parts, cols, dbeta.ptr<float>());
+}
+
+void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
+                                           const Tensor& tok_emb, const Tensor& pos_emb,
+                                           Tensor& y) {
+  parallel_ranges(g.batch, row_grain(g.seq * g.dim), [&](int64_t, int64_t b, int64_t n) {
+    EmbeddingGeom part = g;
+    part.batch = n;
+    Tensor out = y.slice(b * g.seq * g.dim, Shape{n * g.seq, g.dim});
+    CpuBackend::embedding_forward_impl(part, tokens.slice(b * g.seq, Shape{n, g.seq}), tok_emb,
+                                       pos_emb, out);
+  });
+}
+
+// Each (S, S) matrix of the batch on its own: the causal mask counts rows within a matrix.
+void OnednnBackend::attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                                   Tensor& y) {
+  const int64_t s = x.shape[1], mat = s * s;
+  parallel_ranges(x.shape[0], row_grain(mat), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = y.slice(b * mat, Shape{n, s, s});
+    CpuBackend::attention_softmax_forward_impl(x.slice(b * mat, Shape{n, s, s}), scale, causal,
+                                               out);
+  });
+}
+
+void OnednnBackend::attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                                    Tensor& dx) {
+  const int64_t s = dy.shape[1], mat = s * s;
+  parallel_ranges(dy.shape[0], row_grain(mat), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = dx.slice(b * mat, Shape{n, s, s});
+    CpuBackend::attention_softmax_backward_impl(dy.slice(b * mat, Shape{n, s, s}),
+                                                y.slice(b * mat, Shape{n, s, s}), scale, out);
+  });
+}
+
+}  // namespace mpbench::onednn
