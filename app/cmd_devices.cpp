@@ -36,6 +36,19 @@ int cmd_devices(bool as_json) {
   nlohmann::json j = {{"cpu", {{"name", cpu.name}, {"threads", cpu.cpu_threads}}},
                       {"cuda_devices", nlohmann::json::array()}};
   if (n == 0) j["no_cuda_reason"] = why;
+  // The native CPU backend: its ISA and the GEMM ceilings it measures (a second or so).
+  std::string why_cpu;
+  if (native_cpu_available(&why_cpu)) {
+    const DeviceInfo native = make_native_cpu_backend()->info();
+    nlohmann::json nc = native_cpu_json(native);
+    for (Precision p : all_precisions())
+      if (auto why_not = unsupported_reason(p, Device::CPU, native))
+        nc["unsupported"][precision_name(p)] = *why_not;
+    j["native_cpu"] = nc;
+  } else {
+    j["native_cpu"] = nullptr;
+    j["no_native_cpu_reason"] = why_cpu;
+  }
   for (int i = 0; i < n; ++i)
     j["cuda_devices"].push_back(gpu_facts_json(make_cuda_backend(i)->info()));
   if (as_json) {
@@ -45,6 +58,32 @@ int cmd_devices(bool as_json) {
     return 0;
   }
   std::cout << fmt::format("CPU: {} ({} threads)\n", cpu.name, cpu.cpu_threads);
+  if (j["native_cpu"].is_null()) {
+    std::cout << "  native backend: none (" << why_cpu << ")\n";
+  } else {
+    const auto& nc = j["native_cpu"];
+    std::string flags;
+    for (const auto& f : nc["cpu_flags"])
+      flags += (flags.empty() ? "" : " ") + f.get<std::string>();
+    std::cout << fmt::format(
+        "  native backend: oneDNN {}, ISA {}, {} threads (one per physical core)\n  flags: {}{}\n",
+        nc["onednn_version"].get<std::string>(), nc["isa"].get<std::string>(),
+        nc["threads"].get<int>(), flags.empty() ? "none of avx2/avx512" : flags,
+        nc["amx_granted"].get<bool>() ? "; AMX granted to this process" : "");
+    std::cout << fmt::format("  {:<10} {:>22}\n", "mode", "measured GEMM TFLOP/s");
+    for (Precision p : all_precisions()) {
+      const std::string name = precision_name(p);
+      const bool unsupported = nc.contains("unsupported") && nc["unsupported"].contains(name);
+      const auto& rate =
+          nc["gemm_tflops"].contains(name) ? nc["gemm_tflops"][name] : nlohmann::json();
+      std::cout << fmt::format(
+          "  {:<10} {:>22}{}\n", name,
+          rate.is_number() ? fmt::format("{:.3f}", rate.get<double>()) : "—",
+          unsupported ? "  (unsupported natively: --device reference emulates it)" : "");
+    }
+    if (nc["bf16_gemm"] == "converted")
+      std::cout << "  bf16 runs without bf16 instructions here (converted in software)\n";
+  }
   if (n == 0) std::cout << "GPU: none (" << why << ")\n";
   for (int i = 0; i < n; ++i) {
     const auto& d = j["cuda_devices"][i];

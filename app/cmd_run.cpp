@@ -65,12 +65,15 @@ nlohmann::json env_json(const DeviceInfo& d, const DeviceInfo& cpu) {
 }
 
 nlohmann::json native_cpu_json(const DeviceInfo& d) {
+  auto rate = [](double t) { return t > 0 ? nlohmann::json(t) : nlohmann::json(nullptr); };
   return {{"threads", d.cpu_threads},
           {"onednn_version", d.onednn_version},
           {"isa", d.cpu_isa},
           {"cpu_flags", d.cpu_flags},
           {"amx_granted", d.amx_granted},
-          {"bf16_gemm", d.bf16_gemm.empty() ? "none" : d.bf16_gemm}};
+          {"bf16_gemm", d.bf16_gemm.empty() ? "none" : d.bf16_gemm},
+          {"gemm_tflops",
+           {{"fp32", rate(d.gemm_tflops_fp32)}, {"amp_bf16", rate(d.gemm_tflops_bf16)}}}};
 }
 
 void apply_run_overrides(Spec& spec, const RunArgs& a) {

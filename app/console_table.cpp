@@ -504,7 +504,7 @@ std::vector<std::string> table_notes(const ModelGroup& group, const Report& repo
   return out;
 }
 
-std::optional<std::string> emulation_note(const Report& report) {
+std::optional<std::string> device_note(const Report& report) {
   for (const RunResult& r : report.runs) {
     const std::vector<std::string> f = run_flags(r, report.runs);
     if (std::find(f.begin(), f.end(), "emulated") != f.end())
@@ -513,6 +513,18 @@ std::optional<std::string> emulation_note(const Report& report) {
           "(rounding around fp32 arithmetic), not of low-precision hardware: speedups here say "
           "nothing about a GPU");
   }
+  const nlohmann::json& env = report.env;
+  const bool converted = env.is_object() && env.contains("native_cpu") &&
+                         env["native_cpu"].is_object() &&
+                         env["native_cpu"].value("bf16_gemm", "") == "converted";
+  if (converted && std::any_of(report.runs.begin(), report.runs.end(), [](const RunResult& r) {
+        return r.status == RunStatus::Ok && r.precision == "amp_bf16";
+      }))
+    return fmt::format(
+        "this CPU runs amp_bf16 without bf16 instructions (oneDNN's ISA {}: AVX-512 without "
+        "AVX512-BF16 or AMX, or capped by --cpu-isa), converting in software: a true time for "
+        "this CPU, far from what bf16 hardware gives",
+        env["native_cpu"].value("isa", "?"));
   return std::nullopt;
 }
 
@@ -563,7 +575,7 @@ std::string format_console(const Report& report, bool ascii) {
   if (out.empty()) return "no runs\n";
   // Once, under every table: a newcomer's first run is on the CPU, where amp_fp16 is slower.
   // Wrapped narrower than any table (their rules are 100 columns and more).
-  if (const auto note = emulation_note(report))
+  if (const auto note = device_note(report))
     for (const std::string& l : wrap("note: " + *note, 90))
       out += (l.rfind("note:", 0) == 0 ? "\n " : "       ") + l + "\n";
   return out;

@@ -72,8 +72,10 @@ std::string format_console(const Report& report, bool ascii = false);
 // The notes under a model's table (noisy runs, FP8 clipping; run_flags' predicates), one line
 // each without the "note: " prefix, for the console and the Markdown alike.
 std::vector<std::string> table_notes(const ModelGroup& group, const Report& report);
-// The note under all tables when any run's times are of the CPU reference's emulation.
-std::optional<std::string> emulation_note(const Report& report);
+// The note under all tables that says what the device's times are: those of the CPU reference's
+// emulation (any run flagged "emulated"), or, on the native CPU without bf16 instructions, of
+// bf16 converted in software (env.native_cpu.bf16_gemm "converted").
+std::optional<std::string> device_note(const Report& report);
 
 // The name of `device` ("cuda": the GPU, "cpu": the CPU model) from a report's env, or "" when
 // env does not describe that device.

@@ -982,7 +982,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   if (sections.empty() && explains.empty() && maxbatches.empty())
     h += "<p class=\"note\">These files hold no runs.</p>\n";
   for (const ReportInput& in : inputs)
-    if (const auto note = emulation_note(in.report)) {
+    if (const auto note = device_note(in.report)) {
       h += "<p class=\"note\">note: " + esc(*note) + "</p>\n";
       break;
     }

@@ -221,7 +221,7 @@ std::string format_markdown(const Report& report) {
     for (const std::string& n : notes) out += "- note: " + markdown_cell(n) + "\n";
   }
   if (report.runs.empty()) out += "\nno runs\n";
-  if (const auto note = emulation_note(report)) out += "\n_note: " + markdown_cell(*note) + "_\n";
+  if (const auto note = device_note(report)) out += "\n_note: " + markdown_cell(*note) + "_\n";
   return out;
 }
 

@@ -195,6 +195,9 @@ struct DeviceInfo {
   std::vector<std::string> cpu_flags;
   bool amx_granted = false;
   std::string bf16_gemm;
+  // The native CPU's GEMM ceilings, measured (a square oneDNN matmul large enough to saturate
+  // the threads, best of a few): what "% of peak" and explain's bound use there. 0: unmeasured.
+  double gemm_tflops_fp32 = 0, gemm_tflops_bf16 = 0;
 };
 
 // A point in the backend's stream: CUDA events on the GPU, a steady clock on the CPU.

@@ -1,6 +1,9 @@
 #pragma once
-// The fixture of the GPU-vs-CPU parity tests: both backends with their allocators, tensors
-// allocated on both from the same host values, and the comparisons (tests/gpu/kernels/*).
+// The fixture of the parity tests: the CPU reference and the backend under test ("dut"), with
+// their allocators, tensors allocated on both from the same host values, and the comparisons
+// (tests/gpu/kernels/*). The backend under test is CUDA; in the executables built with
+// MPBENCH_PARITY_NATIVE_CPU (cpu_native_*, label cpu) it is the native CPU backend, which is held
+// to the reference by the same tests and tolerances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,27 +19,45 @@ namespace mpbench::test {
 
 // A tensor allocated on both backends.
 struct Pair {
-  Tensor cpu, gpu;
+  Tensor cpu, dut;
 };
+
+inline std::unique_ptr<Backend> make_device_under_test() {
+#ifdef MPBENCH_PARITY_NATIVE_CPU
+  return make_native_cpu_backend();
+#else
+  return make_cuda_backend(0);
+#endif
+}
+
+// Whether the backend under test can be made here; why not in `why`.
+inline bool device_under_test_available(std::string* why) {
+#ifdef MPBENCH_PARITY_NATIVE_CPU
+  return native_cpu_available(why);
+#else
+  return cuda_device_count(why) > 0;
+#endif
+}
 
 // Both backends, an allocator each (destroyed before their backends) and the GEMM workspace.
 struct Env {
   std::unique_ptr<Backend> cpu = make_reference_backend();
-  std::unique_ptr<Backend> gpu = make_cuda_backend(0);
+  std::unique_ptr<Backend> dut = make_device_under_test();
   TrackingAllocator cpu_alloc{*cpu};
-  TrackingAllocator gpu_alloc{*gpu};
+  TrackingAllocator dut_alloc{*dut};
 
   Env() {
-    const int64_t ws_floats = static_cast<int64_t>(gpu->workspace_bytes() / 4);
-    Tensor ws = gpu_alloc.alloc(Shape{ws_floats}, DType::F32, MemCategory::Workspace);
-    gpu->set_workspace(ws);
+    const int64_t ws_floats = static_cast<int64_t>(dut->workspace_bytes() / 4);
+    if (ws_floats == 0) return;
+    Tensor ws = dut_alloc.alloc(Shape{ws_floats}, DType::F32, MemCategory::Workspace);
+    dut->set_workspace(ws);
   }
 
   Pair make(Shape s, DType dt, const std::vector<float>& values) {
     Pair p{cpu_alloc.alloc(s, dt, MemCategory::Activations),
-           gpu_alloc.alloc(s, dt, MemCategory::Activations)};
+           dut_alloc.alloc(s, dt, MemCategory::Activations)};
     from_host_f32(*cpu, values, p.cpu);
-    from_host_f32(*gpu, values, p.gpu);
+    from_host_f32(*dut, values, p.dut);
     return p;
   }
   Pair random(Shape s, DType dt, uint64_t seed, float scale = 1.0f) {
@@ -44,31 +65,31 @@ struct Env {
   }
   Pair poisoned(Shape s, DType dt) {
     Pair p{cpu_alloc.alloc(s, dt, MemCategory::Activations),
-           gpu_alloc.alloc(s, dt, MemCategory::Activations)};
+           dut_alloc.alloc(s, dt, MemCategory::Activations)};
     poison(*cpu, p.cpu);
-    poison(*gpu, p.gpu);
+    poison(*dut, p.dut);
     return p;
   }
   Pair scalar(float v) { return make(Shape{1}, DType::F32, {v}); }
   void release(const Pair& p) {
     if (p.cpu.defined()) cpu_alloc.release(p.cpu);
-    if (p.gpu.defined()) gpu_alloc.release(p.gpu);
+    if (p.dut.defined()) dut_alloc.release(p.dut);
   }
 
   std::vector<float> host_cpu(const Pair& p) { return to_host_f32(*cpu, p.cpu); }
-  std::vector<float> host_gpu(const Pair& p) { return to_host_f32(*gpu, p.gpu); }
+  std::vector<float> host_dut(const Pair& p) { return to_host_f32(*dut, p.dut); }
 
   // GPU result against the CPU reference, relative error within tol (relative to `scale`
   // where given, see test::compare).
   ::testing::AssertionResult close(const Pair& p, double tol,
                                    const std::vector<float>* scale = nullptr) {
-    auto r = compare(host_gpu(p), host_cpu(p), tol, scale);
+    auto r = compare(host_dut(p), host_cpu(p), tol, scale);
     if (r.ok) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << r.message;
   }
   // Bit-for-bit after decoding (NaN matches NaN, whatever its payload).
   ::testing::AssertionResult same(const Pair& p) {
-    auto g = host_gpu(p), c = host_cpu(p);
+    auto g = host_dut(p), c = host_cpu(p);
     for (size_t i = 0; i < g.size(); ++i) {
       bool both_nan = std::isnan(g[i]) && std::isnan(c[i]);
       if (!both_nan && (f32_bits(g[i]) != f32_bits(c[i])))
@@ -79,8 +100,17 @@ struct Env {
   }
 };
 
+// A test of what only CUDA has (graphs, device memory, cuBLASLt and cuDNN plans).
+#ifdef MPBENCH_PARITY_NATIVE_CPU
+#define SKIP_WITHOUT_CUDA() GTEST_SKIP() << "a CUDA-only test"
+#else
 #define SKIP_WITHOUT_CUDA() \
   std::string why;          \
   if (mpbench::cuda_device_count(&why) == 0) GTEST_SKIP() << why
+#endif
+// A parity test, run against whichever backend is under test.
+#define SKIP_WITHOUT_DEVICE() \
+  std::string why;            \
+  if (!mpbench::test::device_under_test_available(&why)) GTEST_SKIP() << why
 
 }  // namespace mpbench::test

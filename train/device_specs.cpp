@@ -73,6 +73,20 @@ std::optional<std::string> native_cpu_unsupported_reason(Precision p, const Devi
   }
 }
 
+std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p) {
+  if (device.kind == "cpu") {
+    const double peak = p == Precision::FP32       ? device.gemm_tflops_fp32
+                        : p == Precision::AMP_BF16 ? device.gemm_tflops_bf16
+                                                   : 0.0;
+    if (peak > 0) return Ceilings{peak, 0};
+    return std::nullopt;
+  }
+  if (device.kind != "cuda") return std::nullopt;
+  const auto sheet = find_datasheet(device.name);
+  if (!sheet) return std::nullopt;
+  return Ceilings{peak_tflops(*sheet, p), sheet->memory_gbps};
+}
+
 bool has_tensor_cores(int cc_major, int cc_minor, Precision p) {
   switch (p) {
     case Precision::FP32:

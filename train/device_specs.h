@@ -28,6 +28,15 @@ std::optional<GpuDatasheet> find_datasheet(const std::string& device_name);
 // tensor-core path, e.g. tf32 on a T4). amp_fp8's is the FP8 rate, the one its Linear GEMMs
 // run at (its other GEMMs run at the bf16 rate), and 0 on a card without FP8 tensor cores.
 double peak_tflops(const GpuDatasheet& d, Precision p);
+// What a run's or an op's achieved rate is held against, per mode: on a GPU its datasheet peak
+// and memory bandwidth; on the native CPU the GEMM rate the backend measured (DeviceInfo
+// gemm_tflops_*; no bandwidth). Absent for the reference, a card not in the table, or a mode
+// without a rate.
+struct Ceilings {
+  double peak_tflops = 0;  // the mode's dense peak
+  double memory_gbps = 0;  // 0: unknown
+};
+std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p);
 // Whether a compute capability has tensor cores for a mode (tf32 and bf16: sm_80+, fp16: sm_70+,
 // fp8: sm_89+).
 bool has_tensor_cores(int cc_major, int cc_minor, Precision p);

@@ -41,13 +41,6 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
   return out;
 }
 
-std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p) {
-  if (device.kind != "cuda") return std::nullopt;
-  const auto sheet = find_datasheet(device.name);
-  if (!sheet) return std::nullopt;
-  return Ceilings{peak_tflops(*sheet, p), sheet->memory_gbps};
-}
-
 std::optional<double> percent_of_ceiling(const OpTotal& op, const Ceilings& c) {
   if (!(op.ms > 0)) return std::nullopt;
   const double seconds = op.ms * 1e-3;

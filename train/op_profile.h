@@ -20,6 +20,7 @@
 
 #include "kernels/backend.h"
 #include "models/model.h"
+#include "train/device_specs.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -88,13 +89,6 @@ struct ProfiledRun {
 ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                              Backend& be, TrainOptions opts = {});
 
-// What an op's achieved rate is held against: the card's datasheet peak for the mode and its
-// memory bandwidth (train/device_specs.h). Absent for a CPU or a card not in the table.
-struct Ceilings {
-  double peak_tflops = 0;  // the mode's dense peak
-  double memory_gbps = 0;
-};
-std::optional<Ceilings> ceilings_for(const DeviceInfo& device, Precision p);
 // The share of its ceiling an op reached, in percent: TFLOP/s against the peak when it has
 // FLOPs, else GB/s against the bandwidth when it has bytes; nullopt when it has neither.
 std::optional<double> percent_of_ceiling(const OpTotal& op, const Ceilings& c);

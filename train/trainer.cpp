@@ -458,8 +458,8 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     r.samples_per_second = static_cast<double>(plan.per_epoch * batch_) / secs;
     r.tflops = r.flops_per_step * static_cast<double>(plan.per_epoch) / secs / 1e12;
   }
-  if (auto sheet = find_datasheet(be_.info().name); sheet && be_.device() == Device::CUDA) {
-    r.peak_tflops = peak_tflops(*sheet, precision_);
+  if (auto ceiling = ceilings_for(be_.info(), precision_)) {
+    r.peak_tflops = ceiling->peak_tflops;
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   r.memory.tracked_peak = alloc_.peak_total();

@@ -33,6 +33,9 @@ class OnednnBackend final : public cpu::CpuBackend {
   explicit OnednnBackend(int threads);
   ~OnednnBackend() override;
 
+  // With the GEMM ceilings, measured on the first call (a few hundred milliseconds that only a
+  // run's record, `devices` and explain's bound need).
+  DeviceInfo info() const override;
   int64_t fallback_calls() const override { return fallback_calls_; }
   void set_conv_workspace_provider(ConvWorkspaceProvider provider) override;
   size_t conv_workspace_bytes() const override { return provider_.alloc ? work_bytes_ : 0; }
@@ -94,6 +97,8 @@ class OnednnBackend final : public cpu::CpuBackend {
   // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
   char* workspace(size_t bytes);
   void release_workspace();
+  // TFLOP/s of the best of a few square n x n x n GEMMs of dtype t.
+  double measure_gemm(DType t, int64_t n);
 
   // The parts of a convolution: the filter in oneDNN's layout (reordered from KRSC, or written
   // there and reordered back), around the primitive.
@@ -109,6 +114,7 @@ class OnednnBackend final : public cpu::CpuBackend {
   void* own_ = nullptr;    // without a provider: raw_alloc'd
   size_t work_bytes_ = 0;  // of either
   int64_t fallback_calls_ = 0;
+  bool ceilings_measured_ = false;
 };
 
 }  // namespace mpbench::onednn

@@ -98,7 +98,9 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
                                   Tensor& momentum_buf, Tensor* weights_lowp,
                                   const Tensor* found_inf) {
   parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
-    Tensor mw = flat(master, b, n), buf = flat(momentum_buf, b, n);
+    // Without momentum there is no buffer (PyTorch keeps none) to slice.
+    Tensor mw = flat(master, b, n),
+           buf = p.momentum != 0.0f ? flat(momentum_buf, b, n) : momentum_buf;
     Tensor low = weights_lowp ? flat(*weights_lowp, b, n) : Tensor{};
     CpuBackend::sgd_step_impl(p, mw, flat(grads, b, n), buf, weights_lowp ? &low : nullptr,
                               found_inf);

@@ -111,9 +111,9 @@ ConvScales conv_scales(const ConvShape& g, const std::vector<float>& x, const st
   return {to_f(sy), to_f(sdx), to_f(sdw)};
 }
 
-// before_gpu, when given, runs after every buffer is allocated, before the GPU's convolutions.
+// before_dut, when given, runs after every buffer is allocated, before the GPU's convolutions.
 void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t seed,
-                   const std::function<void()>& before_gpu = {}) {
+                   const std::function<void()>& before_dut = {}) {
   const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
   Pair x = env.random(xs, cfg.dt, seed);
   Pair w = env.random(ws, cfg.dt, seed + 1);
@@ -131,10 +131,10 @@ void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t
   env.cpu->conv2d_forward(d, x.cpu, w.cpu, y.cpu);
   env.cpu->conv2d_backward_data(d, dy.cpu, w.cpu, dx.cpu);
   env.cpu->conv2d_backward_filter(d, x.cpu, dy.cpu, dw.cpu);
-  if (before_gpu) before_gpu();
-  env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
-  env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
-  env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
+  if (before_dut) before_dut();
+  env.dut->conv2d_forward(d, x.dut, w.dut, y.dut);
+  env.dut->conv2d_backward_data(d, dy.dut, w.dut, dx.dut);
+  env.dut->conv2d_backward_filter(d, x.dut, dy.dut, dw.dut);
 
   const double tol = tolerance_for(cfg.dt, cfg.math);
   const std::string what =
@@ -147,7 +147,7 @@ void run_conv_case(Env& env, const ConvConfig& cfg, const ConvShape& g, uint64_t
 }
 
 TEST(CudaConvParity, MatchesCpuReference) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 100;
   for (const ConvConfig& cfg : kConfigs)
@@ -180,7 +180,7 @@ TEST(CudaConvParity, PlanIsCachedPerKey) {
 TEST(CudaConvParity, FirstCallInsideGraphCapture) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  ASSERT_TRUE(env.gpu->supports_graphs());
+  ASSERT_TRUE(env.dut->supports_graphs());
   // A shape no other test uses, so that its plans are chosen during the capture.
   const ConvShape g{"capture", 2, 6, 10, 8, 12, 3, 3, 2, 1};
   for (const ConvConfig& cfg : kConfigs) {
@@ -194,59 +194,59 @@ TEST(CudaConvParity, FirstCallInsideGraphCapture) {
     d.math = cfg.math;
     const std::string what =
         fmt::format("{} math {}", dtype_name(cfg.dt), static_cast<int>(cfg.math));
-    env.gpu->begin_capture();
-    env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
-    env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
-    env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
-    env.gpu->end_capture();
-    env.gpu->replay();
-    const auto gy = env.host_gpu(y), gdx = env.host_gpu(dx), gdw = env.host_gpu(dw);
-    test::poison(*env.gpu, y.gpu);
-    test::poison(*env.gpu, dx.gpu);
-    test::poison(*env.gpu, dw.gpu);
-    env.gpu->conv2d_forward(d, x.gpu, w.gpu, y.gpu);
-    env.gpu->conv2d_backward_data(d, dy.gpu, w.gpu, dx.gpu);
-    env.gpu->conv2d_backward_filter(d, x.gpu, dy.gpu, dw.gpu);
+    env.dut->begin_capture();
+    env.dut->conv2d_forward(d, x.dut, w.dut, y.dut);
+    env.dut->conv2d_backward_data(d, dy.dut, w.dut, dx.dut);
+    env.dut->conv2d_backward_filter(d, x.dut, dy.dut, dw.dut);
+    env.dut->end_capture();
+    env.dut->replay();
+    const auto gy = env.host_dut(y), gdx = env.host_dut(dx), gdw = env.host_dut(dw);
+    test::poison(*env.dut, y.dut);
+    test::poison(*env.dut, dx.dut);
+    test::poison(*env.dut, dw.dut);
+    env.dut->conv2d_forward(d, x.dut, w.dut, y.dut);
+    env.dut->conv2d_backward_data(d, dy.dut, w.dut, dx.dut);
+    env.dut->conv2d_backward_filter(d, x.dut, dy.dut, dw.dut);
     // Same algorithm, same inputs: bitwise equal unless an algorithm is nondeterministic
     // (atomics in backward filter), so compare with the dtype's tolerance.
     const double tol = tolerance_for(cfg.dt, cfg.math);
-    EXPECT_TRUE(test::compare(gy, env.host_gpu(y), tol).ok) << "y " << what;
-    EXPECT_TRUE(test::compare(gdx, env.host_gpu(dx), tol).ok) << "dx " << what;
-    EXPECT_TRUE(test::compare(gdw, env.host_gpu(dw), tol).ok) << "dw " << what;
+    EXPECT_TRUE(test::compare(gy, env.host_dut(y), tol).ok) << "y " << what;
+    EXPECT_TRUE(test::compare(gdx, env.host_dut(dx), tol).ok) << "dx " << what;
+    EXPECT_TRUE(test::compare(gdw, env.host_dut(dw), tol).ok) << "dw " << what;
     for (Pair* p : {&x, &w, &dy, &y, &dx, &dw}) env.release(*p);
   }
 }
 
 TEST(CudaConvParity, BadShapesThrow) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
-  auto& be = *env.gpu;
+  auto& be = *env.dut;
   Pair x = env.random(Shape{2, 8, 8, 4}, DType::F32, 1);
   Pair w = env.random(Shape{6, 3, 3, 4}, DType::F32, 2);
   Pair y = env.poisoned(Shape{2, 8, 8, 6}, DType::F32);  // stride 1, pad 1
   ConvDesc d;
   d.pad = 1;
   // The valid call works, so the failures below are about the shapes.
-  EXPECT_NO_THROW(be.conv2d_forward(d, x.gpu, w.gpu, y.gpu));
+  EXPECT_NO_THROW(be.conv2d_forward(d, x.dut, w.dut, y.dut));
   Pair w_bad_c = env.random(Shape{6, 3, 3, 5}, DType::F32, 3);
-  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w_bad_c.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d, x.dut, w_bad_c.dut, y.dut), Error);
   ConvDesc d_stride2 = d;
   d_stride2.stride = 2;  // y should be (2, 4, 4, 6)
-  EXPECT_THROW(be.conv2d_forward(d_stride2, x.gpu, w.gpu, y.gpu), Error);
-  EXPECT_THROW(be.conv2d_backward_data(d_stride2, y.gpu, w.gpu, x.gpu), Error);
-  EXPECT_THROW(be.conv2d_backward_filter(d_stride2, x.gpu, y.gpu, w.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d_stride2, x.dut, w.dut, y.dut), Error);
+  EXPECT_THROW(be.conv2d_backward_data(d_stride2, y.dut, w.dut, x.dut), Error);
+  EXPECT_THROW(be.conv2d_backward_filter(d_stride2, x.dut, y.dut, w.dut), Error);
   Pair x3 = env.random(Shape{2, 64, 4}, DType::F32, 4);  // rank 3
-  EXPECT_THROW(be.conv2d_forward(d, x3.gpu, w.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d, x3.dut, w.dut, y.dut), Error);
   Pair y16 = env.poisoned(Shape{2, 8, 8, 6}, DType::F16);  // mixed dtypes
-  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w.gpu, y16.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d, x.dut, w.dut, y16.dut), Error);
   ConvDesc d_low = d;
   d_low.math = GemmMath::LowPrecision;  // fp32 data
-  EXPECT_THROW(be.conv2d_forward(d_low, x.gpu, w.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d_low, x.dut, w.dut, y.dut), Error);
   ConvDesc d_neg = d;
   d_neg.pad = -1;
-  EXPECT_THROW(be.conv2d_forward(d_neg, x.gpu, w.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d_neg, x.dut, w.dut, y.dut), Error);
   Pair w_big = env.random(Shape{6, 11, 11, 4}, DType::F32, 5);  // larger than the padded input
-  EXPECT_THROW(be.conv2d_forward(d, x.gpu, w_big.gpu, y.gpu), Error);
+  EXPECT_THROW(be.conv2d_forward(d, x.dut, w_big.dut, y.dut), Error);
   for (Pair* p : {&x, &w, &y, &w_bad_c, &x3, &y16, &w_big}) env.release(*p);
 }
 
@@ -300,10 +300,10 @@ TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
   uint64_t seed = 500;
   for (const ConvConfig& cfg : kWorkspaceConfigs) {
     Env env;
-    env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
-    EXPECT_TRUE(env.gpu->conv_algorithms().empty());
+    env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+    EXPECT_TRUE(env.dut->conv_algorithms().empty());
     run_conv_case(env, cfg, kWorkspaceShape, seed += 7);
-    const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+    const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
     print_choices(dtype_name(cfg.dt), choices);
     ASSERT_EQ(choices.size(), 3u);
     const char* ops[] = {"forward", "backward_data", "backward_filter"};
@@ -323,15 +323,15 @@ TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
     }
     // The buffer only grew to the largest request, and the allocator counts it beside the GEMM
     // workspace.
-    EXPECT_GE(env.gpu->conv_workspace_bytes(), most);
-    EXPECT_LT(env.gpu->conv_workspace_bytes(), most + 256);
-    EXPECT_EQ(env.gpu_alloc.current(MemCategory::Workspace),
-              env.gpu->workspace_bytes() + env.gpu->conv_workspace_bytes());
+    EXPECT_GE(env.dut->conv_workspace_bytes(), most);
+    EXPECT_LT(env.dut->conv_workspace_bytes(), most + 256);
+    EXPECT_EQ(env.dut_alloc.current(MemCategory::Workspace),
+              env.dut->workspace_bytes() + env.dut->conv_workspace_bytes());
     // Detaching releases it through the allocator and drops the choices.
-    env.gpu->set_conv_workspace_provider({});
-    EXPECT_EQ(env.gpu->conv_workspace_bytes(), 0u);
-    EXPECT_EQ(env.gpu_alloc.current(MemCategory::Workspace), env.gpu->workspace_bytes());
-    EXPECT_TRUE(env.gpu->conv_algorithms().empty());
+    env.dut->set_conv_workspace_provider({});
+    EXPECT_EQ(env.dut->conv_workspace_bytes(), 0u);
+    EXPECT_EQ(env.dut_alloc.current(MemCategory::Workspace), env.dut->workspace_bytes());
+    EXPECT_TRUE(env.dut->conv_algorithms().empty());
   }
 }
 
@@ -340,22 +340,22 @@ TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
 TEST(CudaConvWorkspace, ResnetBatchTakesWhatTheTopAlgorithmWants) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
+  env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
   const ConvShape g{"resnet_conv2_3x3_b64", 64, 56, 56, 64, 64, 3, 3, 1, 1};
   const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
   auto make = [&](Shape s) {
-    return env.gpu_alloc.alloc(s, DType::BF16, MemCategory::Activations);
+    return env.dut_alloc.alloc(s, DType::BF16, MemCategory::Activations);
   };
   Tensor x = make(xs), w = make(ws), y = make(ys), dx = make(xs), dw = make(ws), dy = make(ys);
-  for (Tensor* t : {&x, &w, &dy}) env.gpu->fill(*t, 0.5f);
+  for (Tensor* t : {&x, &w, &dy}) env.dut->fill(*t, 0.5f);
   ConvDesc d;
   d.pad = g.pad;
   d.math = GemmMath::LowPrecision;
-  env.gpu->conv2d_forward(d, x, w, y);
-  env.gpu->conv2d_backward_data(d, dy, w, dx);
-  env.gpu->conv2d_backward_filter(d, x, dy, dw);
-  env.gpu->synchronize();
-  const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+  env.dut->conv2d_forward(d, x, w, y);
+  env.dut->conv2d_backward_data(d, dy, w, dx);
+  env.dut->conv2d_backward_filter(d, x, dy, dw);
+  env.dut->synchronize();
+  const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
   print_choices("bf16 batch 64", choices);
   ASSERT_EQ(choices.size(), 3u);
   size_t most = 0;
@@ -363,10 +363,10 @@ TEST(CudaConvWorkspace, ResnetBatchTakesWhatTheTopAlgorithmWants) {
     EXPECT_FALSE(a.workspace_limited) << a.op;
     most = std::max(most, a.workspace_bytes);
   }
-  EXPECT_GE(env.gpu->conv_workspace_bytes(), most);
+  EXPECT_GE(env.dut->conv_workspace_bytes(), most);
   std::cout << fmt::format("largest convolution workspace {} bytes ({} the 32 MiB GEMM one)\n",
                            most, most > (size_t{32} << 20) ? "more than" : "within");
-  env.gpu->set_conv_workspace_provider({});
+  env.dut->set_conv_workspace_provider({});
 }
 
 // When the top algorithm's workspace cannot be had, the next one that fits runs instead, with the
@@ -380,10 +380,10 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
     std::vector<ConvAlgorithm> free_choices;
     {
       Env env;
-      env.gpu->set_conv_workspace_provider(provider_from(env.gpu_alloc));
+      env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
       run_conv_case(env, cfg, kWorkspaceShape, seed);
-      free_choices = env.gpu->conv_algorithms();
-      env.gpu->set_conv_workspace_provider({});
+      free_choices = env.dut->conv_algorithms();
+      env.dut->set_conv_workspace_provider({});
     }
     ASSERT_EQ(free_choices.size(), 3u);
     size_t most = 0;
@@ -397,12 +397,12 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
       SCOPED_TRACE(fmt::format("{}, limited by {}", dtype_name(cfg.dt),
                                by_memory ? "the allocator" : "the conv workspace limit"));
       Env env;
-      env.gpu->set_conv_workspace_provider(
-          provider_from(env.gpu_alloc, by_memory ? kDefaultConvWorkspaceLimit : room));
+      env.dut->set_conv_workspace_provider(
+          provider_from(env.dut_alloc, by_memory ? kDefaultConvWorkspaceLimit : room));
       run_conv_case(env, cfg, kWorkspaceShape, seed, [&] {
-        if (by_memory) env.gpu_alloc.set_limit(training_bytes(env.gpu_alloc) + room);
+        if (by_memory) env.dut_alloc.set_limit(training_bytes(env.dut_alloc) + room);
       });
-      const std::vector<ConvAlgorithm> choices = env.gpu->conv_algorithms();
+      const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
       print_choices(by_memory ? "memory-limited" : "conv-limit", choices);
       ASSERT_EQ(choices.size(), 3u);
       for (size_t i = 0; i < 3; ++i) {
@@ -410,9 +410,9 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
         if (free_choices[i].workspace_bytes == most)
           EXPECT_TRUE(choices[i].workspace_limited) << choices[i].op;
       }
-      EXPECT_LT(env.gpu->conv_workspace_bytes(), room + 256);  // whole 256-byte blocks
-      env.gpu_alloc.set_limit(0);
-      env.gpu->set_conv_workspace_provider({});
+      EXPECT_LT(env.dut->conv_workspace_bytes(), room + 256);  // whole 256-byte blocks
+      env.dut_alloc.set_limit(0);
+      env.dut->set_conv_workspace_provider({});
     }
   }
 }

@@ -118,11 +118,11 @@ void run_gemm_case(Env& env, const GemmConfig& cfg, int64_t batch, int64_t m, in
   d.dact_input = e.dact != Activation::None ? &dact_in.cpu : nullptr;
   d.dbias = e.dbias ? &dbias.cpu : nullptr;
   env.cpu->gemm(d, a.cpu, b.cpu, c.cpu);
-  d.bias = e.bias ? &bias.gpu : nullptr;
-  d.pre_act = e.pre_act ? &pre.gpu : nullptr;
-  d.dact_input = e.dact != Activation::None ? &dact_in.gpu : nullptr;
-  d.dbias = e.dbias ? &dbias.gpu : nullptr;
-  env.gpu->gemm(d, a.gpu, b.gpu, c.gpu);
+  d.bias = e.bias ? &bias.dut : nullptr;
+  d.pre_act = e.pre_act ? &pre.dut : nullptr;
+  d.dact_input = e.dact != Activation::None ? &dact_in.dut : nullptr;
+  d.dbias = e.dbias ? &dbias.dut : nullptr;
+  env.dut->gemm(d, a.dut, b.dut, c.dut);
 
   const double tol = std::max(tolerance_for(cfg.ab, cfg.math), tolerance_for(cfg.c, cfg.math));
   const std::string what = fmt::format(
@@ -144,7 +144,7 @@ const GemmConfig kGemmConfigs[] = {
 };
 
 TEST(CudaParity, GemmShapesTransposesEpilogues) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   struct Mnk {
     int64_t m, n, k;
@@ -161,7 +161,7 @@ TEST(CudaParity, GemmShapesTransposesEpilogues) {
 }
 
 TEST(CudaParity, GemmBatched) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 5000;
   for (const auto& cfg : kGemmConfigs)
@@ -176,7 +176,7 @@ TEST(CudaParity, GemmBatched) {
 // Views that start mid-buffer (odd element offsets) must not reuse plans chosen for aligned
 // pointers, and the epilogue must cope with a misaligned bias.
 TEST(CudaParity, GemmMisalignedViews) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   for (const auto& cfg : kGemmConfigs) {
     const int64_t m = 64, n = 96, k = 48;
@@ -186,18 +186,18 @@ TEST(CudaParity, GemmMisalignedViews) {
     Pair c = env.poisoned(Shape{m * n + 1}, cfg.c);
     for (int64_t off : {0, 1}) {
       poison(*env.cpu, c.cpu);
-      poison(*env.gpu, c.gpu);
+      poison(*env.dut, c.dut);
       GemmDesc d;
       d.math = cfg.math;
       d.act = Activation::Relu;
-      Tensor bias_c = bias.cpu.slice(off, Shape{n}), bias_g = bias.gpu.slice(off, Shape{n});
-      Tensor ac = a.cpu.slice(off, Shape{m, k}), ag = a.gpu.slice(off, Shape{m, k});
-      Tensor bc = b.cpu.slice(off, Shape{k, n}), bg = b.gpu.slice(off, Shape{k, n});
-      Tensor cc = c.cpu.slice(off, Shape{m, n}), cg = c.gpu.slice(off, Shape{m, n});
+      Tensor bias_c = bias.cpu.slice(off, Shape{n}), bias_g = bias.dut.slice(off, Shape{n});
+      Tensor ac = a.cpu.slice(off, Shape{m, k}), ag = a.dut.slice(off, Shape{m, k});
+      Tensor bc = b.cpu.slice(off, Shape{k, n}), bg = b.dut.slice(off, Shape{k, n});
+      Tensor cc = c.cpu.slice(off, Shape{m, n}), cg = c.dut.slice(off, Shape{m, n});
       d.bias = &bias_c;
       env.cpu->gemm(d, ac, bc, cc);
       d.bias = &bias_g;
-      env.gpu->gemm(d, ag, bg, cg);
+      env.dut->gemm(d, ag, bg, cg);
       Pair view{cc, cg};
       EXPECT_TRUE(env.close(
           view, std::max(tolerance_for(cfg.ab, cfg.math), tolerance_for(cfg.c, cfg.math))))
@@ -207,21 +207,21 @@ TEST(CudaParity, GemmMisalignedViews) {
 }
 
 TEST(CudaParity, GemmRejectsWhatTheCpuRejects) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   Pair a = env.random(Shape{4, 5}, DType::F32, 1), b = env.random(Shape{6, 3}, DType::F32, 2);
   Pair c = env.poisoned(Shape{4, 3}, DType::F32);
   GemmDesc d;
-  EXPECT_THROW(env.gpu->gemm(d, a.gpu, b.gpu, c.gpu), Error);  // K 5 vs 6
+  EXPECT_THROW(env.dut->gemm(d, a.dut, b.dut, c.dut), Error);  // K 5 vs 6
   Pair h = env.random(Shape{4, 6}, DType::F16, 3);
   d.math = GemmMath::TF32;
-  EXPECT_THROW(env.gpu->gemm(d, h.gpu, b.gpu, c.gpu), Error);  // dtypes differ
+  EXPECT_THROW(env.dut->gemm(d, h.dut, b.dut, c.dut), Error);  // dtypes differ
 }
 
 // ---- bias_act_backward ---------------------------------------------------------------------
 
 TEST(CudaParity, BiasActBackward) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 7000;
   for (DType dt : {DType::F32, DType::F16, DType::BF16})
@@ -235,7 +235,7 @@ TEST(CudaParity, BiasActBackward) {
             Pair dx = mode == 2 ? dy : env.poisoned(Shape{rows, n}, dt);
             Pair dbias = env.poisoned(Shape{n}, DType::F32);
             env.cpu->bias_act_backward(act, dy.cpu, pre.cpu, dx.cpu, mode ? &dbias.cpu : nullptr);
-            env.gpu->bias_act_backward(act, dy.gpu, pre.gpu, dx.gpu, mode ? &dbias.gpu : nullptr);
+            env.dut->bias_act_backward(act, dy.dut, pre.dut, dx.dut, mode ? &dbias.dut : nullptr);
             const std::string what = fmt::format("{} {} rows {} n {} mode {}", dtype_name(dt),
                                                  activation_name(act), rows, n, mode);
             EXPECT_TRUE(env.close(dx, tolerance_for(dt))) << "dx " << what;
@@ -248,7 +248,7 @@ TEST(CudaParity, BiasActBackward) {
 // ---- softmax_xent --------------------------------------------------------------------------
 
 TEST(CudaParity, SoftmaxXent) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 9000;
   for (int64_t rows : {1, 7, 33, 128, 257})
@@ -267,12 +267,12 @@ TEST(CudaParity, SoftmaxXent) {
         const bool grad = variant != 0, scaled = variant >= 1 && variant <= 3;
         env.cpu->softmax_xent(logits.cpu, lab.cpu, grad ? &dlogits.cpu : nullptr,
                               scaled ? &scale.cpu : nullptr, loss.cpu, correct.cpu);
-        env.gpu->softmax_xent(logits.gpu, lab.gpu, grad ? &dlogits.gpu : nullptr,
-                              scaled ? &scale.gpu : nullptr, loss.gpu, correct.gpu);
+        env.dut->softmax_xent(logits.dut, lab.dut, grad ? &dlogits.dut : nullptr,
+                              scaled ? &scale.dut : nullptr, loss.dut, correct.dut);
         const std::string what =
             fmt::format("rows {} classes {} variant {}", rows, classes, variant);
         EXPECT_TRUE(env.close(loss, 1e-5)) << "loss " << what;
-        EXPECT_EQ(env.host_gpu(correct), env.host_cpu(correct)) << "correct " << what;
+        EXPECT_EQ(env.host_dut(correct), env.host_cpu(correct)) << "correct " << what;
         if (grad) EXPECT_TRUE(env.close(dlogits, tolerance_for(gdt))) << "dlogits " << what;
       }
     }
@@ -306,7 +306,7 @@ std::vector<float> special_values(size_t n, uint64_t seed) {
 }
 
 TEST(CudaParity, CastAllPairsWithSpecials) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   const DType types[] = {DType::F32, DType::F16, DType::BF16};
   uint64_t seed = 11000;
@@ -316,10 +316,10 @@ TEST(CudaParity, CastAllPairsWithSpecials) {
         for (int64_t off : {0, 1}) {  // offset 1: the scalar (unaligned) path
           Pair src = env.make(Shape{n + off}, from, special_values(n + off, seed += 5));
           Pair dst = env.poisoned(Shape{n + off}, to);
-          Tensor sc = src.cpu.slice(off, Shape{n}), sg = src.gpu.slice(off, Shape{n});
-          Tensor dc = dst.cpu.slice(off, Shape{n}), dg = dst.gpu.slice(off, Shape{n});
+          Tensor sc = src.cpu.slice(off, Shape{n}), sg = src.dut.slice(off, Shape{n});
+          Tensor dc = dst.cpu.slice(off, Shape{n}), dg = dst.dut.slice(off, Shape{n});
           env.cpu->cast(sc, dc);
-          env.gpu->cast(sg, dg);
+          env.dut->cast(sg, dg);
           Pair view{dc, dg};
           EXPECT_TRUE(env.same(view))
               << dtype_name(from) << " -> " << dtype_name(to) << " n " << n << " offset " << off;
@@ -327,7 +327,7 @@ TEST(CudaParity, CastAllPairsWithSpecials) {
 }
 
 TEST(CudaParity, FillUploadDownloadCopy) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
     for (int64_t n : {1, 5, 1000}) {
@@ -335,14 +335,14 @@ TEST(CudaParity, FillUploadDownloadCopy) {
       for (float v : {0.0f, -3.0f, 1.0e-7f, 70000.0f}) {
         if (dt == DType::I32 && v != std::trunc(v)) continue;
         env.cpu->fill(t.cpu, v);
-        env.gpu->fill(t.gpu, v);
+        env.dut->fill(t.dut, v);
         EXPECT_TRUE(env.same(t)) << dtype_name(dt) << " fill " << v;
       }
       Pair src = env.random(Shape{n}, dt == DType::I32 ? DType::F32 : dt, 42, 100.0f);
       if (dt == DType::I32) src = env.make(Shape{n}, dt, std::vector<float>(n, -17.0f));
       Pair dst = env.poisoned(Shape{n}, dt);
       env.cpu->copy(src.cpu, dst.cpu);
-      env.gpu->copy(src.gpu, dst.gpu);
+      env.dut->copy(src.dut, dst.dut);
       EXPECT_TRUE(env.same(dst)) << dtype_name(dt) << " copy";
     }
 }
@@ -350,7 +350,7 @@ TEST(CudaParity, FillUploadDownloadCopy) {
 // ---- unscale_check_norm --------------------------------------------------------------------
 
 TEST(CudaParity, UnscaleCheckNorm) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 13000;
   for (int64_t n : {1, 7, 1000, 100003})
@@ -363,15 +363,15 @@ TEST(CudaParity, UnscaleCheckNorm) {
           Pair scale = env.scalar(1024.0f);
           Pair found = env.poisoned(Shape{1}, DType::F32),
                norm = env.poisoned(Shape{1}, DType::F32);
-          Tensor gc = grads.cpu.slice(off, Shape{n}), gg = grads.gpu.slice(off, Shape{n});
+          Tensor gc = grads.cpu.slice(off, Shape{n}), gg = grads.dut.slice(off, Shape{n});
           env.cpu->unscale_check_norm(gc, scaled ? &scale.cpu : nullptr, found.cpu, norm.cpu);
-          env.gpu->unscale_check_norm(gg, scaled ? &scale.gpu : nullptr, found.gpu, norm.gpu);
+          env.dut->unscale_check_norm(gg, scaled ? &scale.dut : nullptr, found.dut, norm.dut);
           const std::string what =
               fmt::format("n {} offset {} scaled {} bad {}", n, off, scaled, bad);
           EXPECT_TRUE(env.same(grads)) << "grads " << what;
-          EXPECT_EQ(env.host_gpu(found), env.host_cpu(found)) << "found_inf " << what;
-          EXPECT_EQ(env.host_gpu(found)[0], bad ? 1.0f : 0.0f) << what;
-          const float ng = env.host_gpu(norm)[0], nc = env.host_cpu(norm)[0];
+          EXPECT_EQ(env.host_dut(found), env.host_cpu(found)) << "found_inf " << what;
+          EXPECT_EQ(env.host_dut(found)[0], bad ? 1.0f : 0.0f) << what;
+          const float ng = env.host_dut(norm)[0], nc = env.host_cpu(norm)[0];
           if (bad) {
             EXPECT_FALSE(std::isfinite(ng)) << "norm " << what;
           } else {
@@ -383,7 +383,7 @@ TEST(CudaParity, UnscaleCheckNorm) {
 // ---- optimizers and loss scaling -----------------------------------------------------------
 
 TEST(CudaParity, AdamW) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 15000;
   for (int64_t n : {1, 7, 1000, 4099})
@@ -403,18 +403,18 @@ TEST(CudaParity, AdamW) {
           Pair g = env.random(Shape{n}, DType::F32, seed + 100 + it, 0.1f);
           env.cpu->adamw_step(p, w.cpu, g.cpu, m.cpu, v.cpu, lowp ? &low.cpu : nullptr, step.cpu,
                               skip ? &found.cpu : nullptr);
-          env.gpu->adamw_step(p, w.gpu, g.gpu, m.gpu, v.gpu, lowp ? &low.gpu : nullptr, step.gpu,
-                              skip ? &found.gpu : nullptr);
+          env.dut->adamw_step(p, w.dut, g.dut, m.dut, v.dut, lowp ? &low.dut : nullptr, step.dut,
+                              skip ? &found.dut : nullptr);
           env.cpu->count_step(step.cpu, skip ? &found.cpu : nullptr);
-          env.gpu->count_step(step.gpu, skip ? &found.gpu : nullptr);
+          env.dut->count_step(step.dut, skip ? &found.dut : nullptr);
         }
         const std::string what = fmt::format("n {} lowp {} skip {}", n, lowp, skip);
-        EXPECT_EQ(env.host_gpu(step), env.host_cpu(step)) << what;
+        EXPECT_EQ(env.host_dut(step), env.host_cpu(step)) << what;
         if (skip == 2) {
-          EXPECT_EQ(env.host_gpu(w), w0) << "skipped step wrote master weights " << what;
-          EXPECT_EQ(env.host_gpu(low), std::vector<float>(n, 7.0f)) << "skipped step wrote lowp";
-          EXPECT_EQ(env.host_gpu(m), std::vector<float>(n, 0.0f)) << what;
-          EXPECT_EQ(env.host_gpu(step)[0], 0.0f) << what;
+          EXPECT_EQ(env.host_dut(w), w0) << "skipped step wrote master weights " << what;
+          EXPECT_EQ(env.host_dut(low), std::vector<float>(n, 7.0f)) << "skipped step wrote lowp";
+          EXPECT_EQ(env.host_dut(m), std::vector<float>(n, 0.0f)) << what;
+          EXPECT_EQ(env.host_dut(step)[0], 0.0f) << what;
           continue;
         }
         EXPECT_TRUE(env.close(w, 1e-5)) << "master " << what;
@@ -425,7 +425,7 @@ TEST(CudaParity, AdamW) {
 }
 
 TEST(CudaParity, Sgd) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 17000;
   for (int64_t n : {1, 7, 1000, 4099})
@@ -449,14 +449,14 @@ TEST(CudaParity, Sgd) {
             Pair g = env.random(Shape{n}, DType::F32, seed + 100 + it, 0.1f);
             env.cpu->sgd_step(p, w.cpu, g.cpu, momentum ? buf.cpu : no_buf,
                               variant ? &low.cpu : nullptr, &found.cpu);
-            env.gpu->sgd_step(p, w.gpu, g.gpu, momentum ? buf.gpu : no_buf,
-                              variant ? &low.gpu : nullptr, &found.gpu);
+            env.dut->sgd_step(p, w.dut, g.dut, momentum ? buf.dut : no_buf,
+                              variant ? &low.dut : nullptr, &found.dut);
           }
           const std::string what = fmt::format("n {} momentum {} nesterov {} variant {}", n,
                                                momentum, nesterov, variant);
           if (variant == 2) {
-            EXPECT_EQ(env.host_gpu(w), w0) << what;
-            EXPECT_EQ(env.host_gpu(low), std::vector<float>(n, 7.0f)) << what;
+            EXPECT_EQ(env.host_dut(w), w0) << what;
+            EXPECT_EQ(env.host_dut(low), std::vector<float>(n, 7.0f)) << what;
             continue;
           }
           EXPECT_TRUE(env.close(w, 1e-5)) << "master " << what;
@@ -466,7 +466,7 @@ TEST(CudaParity, Sgd) {
 }
 
 TEST(CudaParity, UpdateLossScaleSequences) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   struct Seq {
     float init;
@@ -491,25 +491,25 @@ TEST(CudaParity, UpdateLossScaleSequences) {
       ref.update(s.found[i], s.growth, s.backoff, s.interval);
       env.cpu->update_loss_scale(scale.cpu, tracker.cpu, found.cpu, s.growth, s.backoff,
                                  s.interval);
-      env.gpu->update_loss_scale(scale.gpu, tracker.gpu, found.gpu, s.growth, s.backoff,
+      env.dut->update_loss_scale(scale.dut, tracker.dut, found.dut, s.growth, s.backoff,
                                  s.interval);
       env.cpu->count_step(step.cpu, &found.cpu);
-      env.gpu->count_step(step.gpu, &found.gpu);
+      env.dut->count_step(step.dut, &found.dut);
       if (s.found.size() < 100 || i + 5 > s.found.size()) {
-        ASSERT_EQ(env.host_gpu(scale)[0], ref.scale) << "step " << i;
+        ASSERT_EQ(env.host_dut(scale)[0], ref.scale) << "step " << i;
         ASSERT_EQ(env.host_cpu(scale)[0], ref.scale) << "step " << i;
-        ASSERT_EQ(env.host_gpu(tracker)[0], static_cast<float>(ref.tracker)) << "step " << i;
-        ASSERT_EQ(env.host_gpu(tracker), env.host_cpu(tracker)) << "step " << i;
-        ASSERT_EQ(env.host_gpu(step), env.host_cpu(step)) << "step " << i;
-        EXPECT_TRUE(std::isfinite(env.host_gpu(scale)[0]));
+        ASSERT_EQ(env.host_dut(tracker)[0], static_cast<float>(ref.tracker)) << "step " << i;
+        ASSERT_EQ(env.host_dut(tracker), env.host_cpu(tracker)) << "step " << i;
+        ASSERT_EQ(env.host_dut(step), env.host_cpu(step)) << "step " << i;
+        EXPECT_TRUE(std::isfinite(env.host_dut(scale)[0]));
       }
       env.release(found);
     }
   }
   // count_step without found_inf always counts.
   Pair step = env.scalar(41.0f);
-  env.gpu->count_step(step.gpu, nullptr);
-  EXPECT_EQ(env.host_gpu(step)[0], 42.0f);
+  env.dut->count_step(step.dut, nullptr);
+  EXPECT_EQ(env.host_dut(step)[0], 42.0f);
 }
 
 // ---- amp_fp8 --------------------------------------------------------------------------------
@@ -518,7 +518,7 @@ TEST(CudaParity, UpdateLossScaleSequences) {
 // transposed copies as the CPU, over specials, both formats, fp32 and bf16 sources, and shapes
 // that are and are not whole 32 x 32 tiles.
 TEST(CudaParity, CastToFp8SameCodesAmaxAndTranspose) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 12000;
   for (DType f : {DType::F8E4M3, DType::F8E5M2})
@@ -533,20 +533,20 @@ TEST(CudaParity, CastToFp8SameCodesAmaxAndTranspose) {
           Pair src = env.make(s, from, v), sc = env.scalar(scale), amax = env.scalar(0.5f);
           Pair dst = env.poisoned(s, f), dst_t = env.poisoned(Shape{s[1], s[0]}, f);
           env.cpu->cast_to_fp8(src.cpu, sc.cpu, &amax.cpu, dst.cpu, &dst_t.cpu);
-          env.gpu->cast_to_fp8(src.gpu, sc.gpu, &amax.gpu, dst.gpu, &dst_t.gpu);
+          env.dut->cast_to_fp8(src.dut, sc.dut, &amax.dut, dst.dut, &dst_t.dut);
           EXPECT_TRUE(env.same(dst));
           EXPECT_TRUE(env.same(dst_t));
           EXPECT_TRUE(env.same(amax));
           // Without the transpose, the flat path.
           Pair flat = env.poisoned(s, f);
           env.cpu->cast_to_fp8(src.cpu, sc.cpu, nullptr, flat.cpu);
-          env.gpu->cast_to_fp8(src.gpu, sc.gpu, nullptr, flat.gpu);
+          env.dut->cast_to_fp8(src.dut, sc.dut, nullptr, flat.dut);
           EXPECT_TRUE(env.same(flat));
         }
 }
 
 TEST(CudaParity, Fp8UpdateScalingIsTheSameRule) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   DelayedScalingRecipe r;
   r.amax_history_len = 5;
@@ -565,13 +565,13 @@ TEST(CudaParity, Fp8UpdateScalingIsTheSameRule) {
     Pair inv = env.poisoned(Shape{t}, DType::F32), used = env.poisoned(Shape{t}, DType::F32);
     for (int step = 0; step < 3; ++step) {
       env.cpu->fp8_update_scaling(r, DType::F8E5M2, hist.cpu, scale.cpu, inv.cpu, used.cpu);
-      env.gpu->fp8_update_scaling(r, DType::F8E5M2, hist.gpu, scale.gpu, inv.gpu, used.gpu);
+      env.dut->fp8_update_scaling(r, DType::F8E5M2, hist.dut, scale.dut, inv.dut, used.dut);
       EXPECT_TRUE(env.same(hist));
       EXPECT_TRUE(env.same(scale));
       EXPECT_TRUE(env.same(inv));
       EXPECT_TRUE(env.same(used));
     }
-    EXPECT_EQ(env.host_gpu(scale)[1], 3.0f);
+    EXPECT_EQ(env.host_dut(scale)[1], 3.0f);
   }
 }
 
@@ -604,7 +604,7 @@ double fp8_gemm_tolerance(int64_t k, DType c) {
 TEST(CudaParity, Fp8GemmMatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  const DeviceInfo info = env.gpu->info();
+  const DeviceInfo info = env.dut->info();
   if (!precision_supported(Precision::AMP_FP8, info.cc_major, info.cc_minor))
     GTEST_SKIP() << "FP8 GEMMs need compute capability 8.9, this GPU is " << info.cc_major << "."
                  << info.cc_minor;
@@ -630,7 +630,7 @@ TEST(CudaParity, Fp8GemmMatchesTheCpu) {
     // One element more, so that a view from the second is 2 bytes off any 16-byte boundary.
     Pair bias_buf = env.random(Shape{c.n + 1}, DType::BF16, seed += 3);
     const int64_t off = c.unaligned_bias ? 1 : 0;
-    Pair bias{bias_buf.cpu.slice(off, Shape{c.n}), bias_buf.gpu.slice(off, Shape{c.n})};
+    Pair bias{bias_buf.cpu.slice(off, Shape{c.n}), bias_buf.dut.slice(off, Shape{c.n})};
     Pair sa = env.scalar(sa_v), sb = env.scalar(sb_v);
     Pair out = env.poisoned(Shape{c.m, c.n}, c.c), pre = env.poisoned(Shape{c.m, c.n}, c.c);
     auto run = [&](Backend& be, const Tensor& ta, const Tensor& tb, const Tensor& tbias,
@@ -648,7 +648,7 @@ TEST(CudaParity, Fp8GemmMatchesTheCpu) {
       be.gemm(d, ta, tb, tout);
     };
     run(*env.cpu, a.cpu, b.cpu, bias.cpu, sa.cpu, sb.cpu, out.cpu, pre.cpu);
-    run(*env.gpu, a.gpu, b.gpu, bias.gpu, sa.gpu, sb.gpu, out.gpu, pre.gpu);
+    run(*env.dut, a.dut, b.dut, bias.dut, sa.dut, sb.dut, out.dut, pre.dut);
     const std::vector<float> bias_h = c.epilogue ? env.host_cpu(bias) : std::vector<float>();
     const std::vector<float> scale =
         fp8_error_scale(env.host_cpu(a), env.host_cpu(b), bias_h, sa_v * sb_v, c.m, c.n, c.k);
@@ -671,7 +671,7 @@ TEST(CudaParity, OutOfMemoryIsAnOomErrorAndRecoverable) {
   SKIP_WITHOUT_CUDA();
   Env env;
   try {
-    env.gpu->raw_alloc(size_t{1} << 50);  // 1 PiB
+    env.dut->raw_alloc(size_t{1} << 50);  // 1 PiB
     ADD_FAILURE() << "a 1 PiB allocation succeeded";
   } catch (const Error& e) {
     EXPECT_TRUE(e.is_oom()) << e.what();
@@ -679,14 +679,14 @@ TEST(CudaParity, OutOfMemoryIsAnOomErrorAndRecoverable) {
   }
   // The error must not be sticky: the device keeps working.
   Pair t = env.poisoned(Shape{100}, DType::F32);
-  env.gpu->fill(t.gpu, 3.0f);
-  EXPECT_EQ(env.host_gpu(t), std::vector<float>(100, 3.0f));
+  env.dut->fill(t.dut, 3.0f);
+  EXPECT_EQ(env.host_dut(t), std::vector<float>(100, 3.0f));
 }
 
 TEST(CudaParity, InfoMemoryEvents) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  DeviceInfo info = env.gpu->info();
+  DeviceInfo info = env.dut->info();
   EXPECT_EQ(info.kind, "cuda");
   EXPECT_FALSE(info.name.empty());
   EXPECT_GE(info.cc_major, 7);
@@ -699,15 +699,15 @@ TEST(CudaParity, InfoMemoryEvents) {
               info.name.c_str(), info.cc_major, info.cc_minor, info.sm_count,
               info.driver_version.c_str(), info.runtime_version.c_str(),
               info.cublas_version.c_str(), info.cudnn_version.c_str());
-  auto mem = env.gpu->memory_info();
+  auto mem = env.dut->memory_info();
   ASSERT_TRUE(mem.has_value());
   EXPECT_GT(mem->total_bytes, size_t{0});
   EXPECT_LE(mem->free_bytes, mem->total_bytes);
-  EXPECT_EQ(env.gpu->workspace_bytes(), info.cc_major >= 9 ? size_t{32} << 20 : size_t{4} << 20);
-  auto start = env.gpu->create_event(), stop = env.gpu->create_event();
+  EXPECT_EQ(env.dut->workspace_bytes(), info.cc_major >= 9 ? size_t{32} << 20 : size_t{4} << 20);
+  auto start = env.dut->create_event(), stop = env.dut->create_event();
   Pair t = env.poisoned(Shape{1 << 20}, DType::F32);
   start->record();
-  env.gpu->fill(t.gpu, 1.0f);
+  env.dut->fill(t.dut, 1.0f);
   stop->record();
   double ms = stop->elapsed_ms(*start);
   EXPECT_GE(ms, 0.0);
@@ -719,8 +719,8 @@ TEST(CudaParity, InfoMemoryEvents) {
 TEST(CudaParity, GraphReplayMatchesEager) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  Backend& be = *env.gpu;
-  TrackingAllocator& al = env.gpu_alloc;
+  Backend& be = *env.dut;
+  TrackingAllocator& al = env.dut_alloc;
   const int64_t batch = 64, in = 96, classes = 10;
   auto alloc = [&](Shape s, DType dt) { return al.alloc(s, dt, MemCategory::Activations); };
   Tensor x = alloc(Shape{batch, in}, DType::F16), labels = alloc(Shape{batch}, DType::I32);
@@ -808,20 +808,20 @@ TEST(CudaParity, GemmRunsOnCublasLt) {
        {Mode{DType::F32, GemmMath::Strict, 8.0}, Mode{DType::F32, GemmMath::TF32, 40.0},
         Mode{DType::F16, GemmMath::LowPrecision, 100.0},
         Mode{DType::BF16, GemmMath::LowPrecision, 100.0}}) {
-    Tensor a = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
-    Tensor b = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
-    Tensor c = env.gpu_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
-    Tensor bias = env.gpu_alloc.alloc(Shape{s}, mode.dt, MemCategory::Activations);
-    for (Tensor* t : {&a, &b, &bias}) env.gpu->fill(*t, 0.01f);
+    Tensor a = env.dut_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor b = env.dut_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor c = env.dut_alloc.alloc(Shape{s, s}, mode.dt, MemCategory::Activations);
+    Tensor bias = env.dut_alloc.alloc(Shape{s}, mode.dt, MemCategory::Activations);
+    for (Tensor* t : {&a, &b, &bias}) env.dut->fill(*t, 0.01f);
     GemmDesc d;
     d.math = mode.math;
     d.bias = &bias;
     d.act = Activation::Relu;
-    env.gpu->gemm(d, a, b, c);  // plan + warm-up
-    auto start = env.gpu->create_event(), stop = env.gpu->create_event();
+    env.dut->gemm(d, a, b, c);  // plan + warm-up
+    auto start = env.dut->create_event(), stop = env.dut->create_event();
     const int reps = 5;
     start->record();
-    for (int i = 0; i < reps; ++i) env.gpu->gemm(d, a, b, c);
+    for (int i = 0; i < reps; ++i) env.dut->gemm(d, a, b, c);
     stop->record();
     const double ms = stop->elapsed_ms(*start) / reps;
     const double tflops = 2.0 * s * s * s / (ms * 1e-3) / 1e12;
@@ -829,10 +829,10 @@ TEST(CudaParity, GemmRunsOnCublasLt) {
                 static_cast<int>(mode.math), static_cast<long long>(s), static_cast<long long>(s),
                 static_cast<long long>(s), ms, tflops);
     EXPECT_GE(tflops, mode.min_tflops) << dtype_name(mode.dt);
-    auto out = to_host_f32(*env.gpu, c.slice(0, Shape{8}));
+    auto out = to_host_f32(*env.dut, c.slice(0, Shape{8}));
     const float expect = static_cast<float>(s) * 0.01f * 0.01f + 0.01f;
     EXPECT_NEAR(out[0], expect, expect * 2e-2);
-    for (Tensor* t : {&a, &b, &c, &bias}) env.gpu_alloc.release(*t);
+    for (Tensor* t : {&a, &b, &c, &bias}) env.dut_alloc.release(*t);
   }
 }
 

@@ -52,7 +52,7 @@ const BnCase kBnCases[] = {{2, 1},    {7, 3},     {33, 64},    {257, 100},
                            {1000, 5}, {4099, 64}, {512, 2048}, {20000, 33}};
 
 TEST(FamilyOpsParity, BatchNormForwardTrainAndEval) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 100;
   for (DType xdt : kFloatTypes)
@@ -78,24 +78,24 @@ TEST(FamilyOpsParity, BatchNormForwardTrainAndEval) {
         env.cpu->batchnorm_forward_train(d, x.cpu, use_res ? &res.cpu : nullptr, gamma.cpu,
                                          beta.cpu, rmean.cpu, rvar.cpu, smean.cpu, srstd.cpu,
                                          y.cpu);
-        env.gpu->batchnorm_forward_train(d, x.gpu, use_res ? &res.gpu : nullptr, gamma.gpu,
-                                         beta.gpu, rmean.gpu, rvar.gpu, smean.gpu, srstd.gpu,
-                                         y.gpu);
+        env.dut->batchnorm_forward_train(d, x.dut, use_res ? &res.dut : nullptr, gamma.dut,
+                                         beta.dut, rmean.dut, rvar.dut, smean.dut, srstd.dut,
+                                         y.dut);
         EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "train y " << what;
         EXPECT_TRUE(env.close(smean, 1e-5)) << "save_mean " << what;
         EXPECT_TRUE(env.close(srstd, 1e-4)) << "save_rstd " << what;
         EXPECT_TRUE(env.close(rmean, 1e-5)) << "running_mean " << what;
         EXPECT_TRUE(env.close(rvar, 1e-4)) << "running_var " << what;
         if (d.relu) {
-          auto hy = env.host_gpu(y);
+          auto hy = env.host_dut(y);
           EXPECT_TRUE(std::all_of(hy.begin(), hy.end(), [](float v) { return v >= 0.0f; })) << what;
         }
 
         Pair ye = env.poisoned(s, ydt);
         env.cpu->batchnorm_forward_eval(d, x.cpu, use_res ? &res.cpu : nullptr, gamma.cpu, beta.cpu,
                                         rmean.cpu, rvar.cpu, ye.cpu);
-        env.gpu->batchnorm_forward_eval(d, x.gpu, use_res ? &res.gpu : nullptr, gamma.gpu, beta.gpu,
-                                        rmean.gpu, rvar.gpu, ye.gpu);
+        env.dut->batchnorm_forward_eval(d, x.dut, use_res ? &res.dut : nullptr, gamma.dut, beta.dut,
+                                        rmean.dut, rvar.dut, ye.dut);
         EXPECT_TRUE(env.close(ye, tol2(xdt, ydt))) << "eval y " << what;
         for (Pair* p : {&x, &res, &gamma, &beta, &rmean, &rvar, &smean, &srstd, &y, &ye})
           env.release(*p);
@@ -111,7 +111,7 @@ std::vector<float> column_abs_sums(const std::vector<float>& v, int64_t rows, in
 }
 
 TEST(FamilyOpsParity, BatchNormBackward) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 2000;
   for (DType dt : kFloatTypes)
@@ -146,9 +146,9 @@ TEST(FamilyOpsParity, BatchNormBackward) {
         env.cpu->batchnorm_backward(dy.cpu, mask ? &relu_out.cpu : nullptr, x.cpu, gamma.cpu,
                                     smean.cpu, srstd.cpu, dx.cpu, dgamma.cpu, dbeta.cpu,
                                     pre ? &d_pre.cpu : nullptr);
-        env.gpu->batchnorm_backward(dy.gpu, mask ? &relu_out.gpu : nullptr, x.gpu, gamma.gpu,
-                                    smean.gpu, srstd.gpu, dx.gpu, dgamma.gpu, dbeta.gpu,
-                                    pre ? &d_pre.gpu : nullptr);
+        env.dut->batchnorm_backward(dy.dut, mask ? &relu_out.dut : nullptr, x.dut, gamma.dut,
+                                    smean.dut, srstd.dut, dx.dut, dgamma.dut, dbeta.dut,
+                                    pre ? &d_pre.dut : nullptr);
         auto hdy = env.host_cpu(dy);
         auto dbeta_scale = column_abs_sums(hdy, bc.rows, bc.c);
         std::vector<float> gx(hdy.size());
@@ -191,7 +191,7 @@ TEST(FamilyOpsParity, BatchNormBackward) {
 // channels (conv5, C 2048). Forward train with residual + ReLU, then the backward from the
 // saved statistics, one dtype each so that the CPU side stays cheap.
 TEST(FamilyOpsParity, BatchNormResNetShapes) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 2500;
   for (const auto& [bc, dt] : {std::pair<BnCase, DType>{{64 * 56 * 56, 64}, DType::BF16},
@@ -211,8 +211,8 @@ TEST(FamilyOpsParity, BatchNormResNetShapes) {
     d.relu = true;
     env.cpu->batchnorm_forward_train(d, x.cpu, &res.cpu, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
                                      smean.cpu, srstd.cpu, y.cpu);
-    env.gpu->batchnorm_forward_train(d, x.gpu, &res.gpu, gamma.gpu, beta.gpu, rmean.gpu, rvar.gpu,
-                                     smean.gpu, srstd.gpu, y.gpu);
+    env.dut->batchnorm_forward_train(d, x.dut, &res.dut, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                     smean.dut, srstd.dut, y.dut);
     EXPECT_TRUE(env.close(y, tolerance_for(dt))) << "y " << what;
     EXPECT_TRUE(env.close(smean, 1e-5)) << "save_mean " << what;
     EXPECT_TRUE(env.close(srstd, 1e-4)) << "save_rstd " << what;
@@ -228,8 +228,8 @@ TEST(FamilyOpsParity, BatchNormResNetShapes) {
     Pair d_pre = env.poisoned(s, dt);
     env.cpu->batchnorm_backward(dy.cpu, &ry.cpu, x.cpu, gamma.cpu, sm.cpu, sr.cpu, dx.cpu,
                                 dgamma.cpu, dbeta.cpu, &d_pre.cpu);
-    env.gpu->batchnorm_backward(dy.gpu, &ry.gpu, x.gpu, gamma.gpu, sm.gpu, sr.gpu, dx.gpu,
-                                dgamma.gpu, dbeta.gpu, &d_pre.gpu);
+    env.dut->batchnorm_backward(dy.dut, &ry.dut, x.dut, gamma.dut, sm.dut, sr.dut, dx.dut,
+                                dgamma.dut, dbeta.dut, &d_pre.dut);
     // Scales from the unmasked dy: an upper bound of the masked sums' absolute values.
     const auto hdy = env.host_cpu(dy), hx = env.host_cpu(x), hm = env.host_cpu(sm),
                hr = env.host_cpu(sr);
@@ -254,7 +254,7 @@ TEST(FamilyOpsParity, BatchNormResNetShapes) {
 // -----------------------------------------------------------------------
 
 TEST(FamilyOpsParity, AvgPool) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 3000;
   struct P {
@@ -268,12 +268,12 @@ TEST(FamilyOpsParity, AvgPool) {
         Pair x = env.random(Shape{p.n, p.hw, p.c}, xdt, seed += 7);
         Pair y = env.poisoned(Shape{p.n, p.c}, ydt);
         env.cpu->avgpool_forward(x.cpu, y.cpu);
-        env.gpu->avgpool_forward(x.gpu, y.gpu);
+        env.dut->avgpool_forward(x.dut, y.dut);
         EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "forward " << what;
         Pair dy = env.random(Shape{p.n, p.c}, ydt, seed + 1);
         Pair dx = env.poisoned(Shape{p.n, p.hw, p.c}, xdt);
         env.cpu->avgpool_backward(dy.cpu, dx.cpu);
-        env.gpu->avgpool_backward(dy.gpu, dx.gpu);
+        env.dut->avgpool_backward(dy.dut, dx.dut);
         EXPECT_TRUE(env.close(dx, tol2(xdt, ydt))) << "backward " << what;
         for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
       }
@@ -282,7 +282,7 @@ TEST(FamilyOpsParity, AvgPool) {
 // Bit for bit: the forward copies the winner's element, and both backends sum each input's
 // gradients in fp32 in the same window order and round once (kernels/pool_window.h).
 TEST(FamilyOpsParity, MaxPool) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 3500;
   struct P {
@@ -300,19 +300,19 @@ TEST(FamilyOpsParity, MaxPool) {
       Pair x = env.random(Shape{p.n, p.h, p.w, p.c}, dt, seed += 7);
       Pair y = env.poisoned(Shape{p.n, op, oq, p.c}, dt);
       env.cpu->maxpool2d_forward(p.d, x.cpu, y.cpu);
-      env.gpu->maxpool2d_forward(p.d, x.gpu, y.gpu);
+      env.dut->maxpool2d_forward(p.d, x.dut, y.dut);
       EXPECT_TRUE(env.same(y)) << "forward " << what;
       Pair dy = env.random(Shape{p.n, op, oq, p.c}, dt, seed + 1);
       Pair dx = env.poisoned(Shape{p.n, p.h, p.w, p.c}, dt);
       env.cpu->maxpool2d_backward(p.d, x.cpu, dy.cpu, dx.cpu);
-      env.gpu->maxpool2d_backward(p.d, x.gpu, dy.gpu, dx.gpu);
+      env.dut->maxpool2d_backward(p.d, x.dut, dy.dut, dx.dut);
       EXPECT_TRUE(env.same(dx)) << "backward " << what;
       for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
     }
 }
 
 TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 4000;
   for (DType at : kFloatTypes)
@@ -325,15 +325,15 @@ TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
             Pair a = env.random(Shape{n + off}, at, seed += 5);
             Pair b = env.random(Shape{n + off}, bt, seed + 1);
             Pair o = env.poisoned(Shape{n + off}, ot);
-            Pair av{a.cpu.slice(off, Shape{n}), a.gpu.slice(off, Shape{n})};
-            Pair bv{b.cpu.slice(off, Shape{n}), b.gpu.slice(off, Shape{n})};
-            Pair ov{o.cpu.slice(off, Shape{n}), o.gpu.slice(off, Shape{n})};
+            Pair av{a.cpu.slice(off, Shape{n}), a.dut.slice(off, Shape{n})};
+            Pair bv{b.cpu.slice(off, Shape{n}), b.dut.slice(off, Shape{n})};
+            Pair ov{o.cpu.slice(off, Shape{n}), o.dut.slice(off, Shape{n})};
             env.cpu->add(av.cpu, bv.cpu, ov.cpu);
-            env.gpu->add(av.gpu, bv.gpu, ov.gpu);
+            env.dut->add(av.dut, bv.dut, ov.dut);
             EXPECT_TRUE(env.close(ov, std::max(tol2(at, bt), tolerance_for(ot)))) << what;
             if (ot == at) {  // out aliases a
               env.cpu->add(av.cpu, bv.cpu, av.cpu);
-              env.gpu->add(av.gpu, bv.gpu, av.gpu);
+              env.dut->add(av.dut, bv.dut, av.dut);
               EXPECT_TRUE(env.close(av, std::max(tol2(at, bt), tolerance_for(ot))))
                   << "aliased " << what;
             }
@@ -342,7 +342,7 @@ TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
 }
 
 TEST(FamilyOpsParity, PermuteBitExact) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   struct P {
     Shape s;
@@ -369,7 +369,7 @@ TEST(FamilyOpsParity, PermuteBitExact) {
       Pair src = env.make(p.s, dt, values);
       Pair dst = env.poisoned(ds, dt);
       env.cpu->permute(src.cpu, dst.cpu, p.perm);
-      env.gpu->permute(src.gpu, dst.gpu, p.perm);
+      env.dut->permute(src.dut, dst.dut, p.perm);
       EXPECT_TRUE(env.same(dst)) << dtype_name(dt) << " " << p.s.str() << " -> " << ds.str();
       env.release(src);
       env.release(dst);
@@ -377,15 +377,15 @@ TEST(FamilyOpsParity, PermuteBitExact) {
   Pair src = env.random(Shape{2, 3}, DType::F32, 1);
   Pair dst = env.poisoned(Shape{3, 2}, DType::F32);
   const std::array<int, 5> repeated{0, 0, 0, 0, 0}, identity{0, 1, 0, 0, 0};
-  EXPECT_THROW(env.gpu->permute(src.gpu, dst.gpu, repeated), Error);  // not a permutation
-  EXPECT_THROW(env.gpu->permute(src.gpu, dst.gpu, identity), Error);  // (2, 3) is not (3, 2)
+  EXPECT_THROW(env.dut->permute(src.dut, dst.dut, repeated), Error);  // not a permutation
+  EXPECT_THROW(env.dut->permute(src.dut, dst.dut, identity), Error);  // (2, 3) is not (3, 2)
 }
 
 // ---- layernorm
 // -----------------------------------------------------------------------------------
 
 TEST(FamilyOpsParity, LayerNorm) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 6000;
   struct P {
@@ -409,7 +409,7 @@ TEST(FamilyOpsParity, LayerNorm) {
         Pair mean = env.poisoned(Shape{p.rows}, DType::F32);
         Pair rstd = env.poisoned(Shape{p.rows}, DType::F32);
         env.cpu->layernorm_forward(1e-5f, x.cpu, gamma.cpu, beta.cpu, y.cpu, mean.cpu, rstd.cpu);
-        env.gpu->layernorm_forward(1e-5f, x.gpu, gamma.gpu, beta.gpu, y.gpu, mean.gpu, rstd.gpu);
+        env.dut->layernorm_forward(1e-5f, x.dut, gamma.dut, beta.dut, y.dut, mean.dut, rstd.dut);
         EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "y " << what;
         EXPECT_TRUE(env.close(mean, 1e-5)) << "mean " << what;
         if (p.d > 1) EXPECT_TRUE(env.close(rstd, 1e-4)) << "rstd " << what;
@@ -423,8 +423,8 @@ TEST(FamilyOpsParity, LayerNorm) {
         Pair srstd = env.make(Shape{p.rows}, DType::F32, env.host_cpu(rstd));
         env.cpu->layernorm_backward(dy.cpu, x.cpu, gamma.cpu, smean.cpu, srstd.cpu, dx.cpu,
                                     dgamma.cpu, dbeta.cpu);
-        env.gpu->layernorm_backward(dy.gpu, x.gpu, gamma.gpu, smean.gpu, srstd.gpu, dx.gpu,
-                                    dgamma.gpu, dbeta.gpu);
+        env.dut->layernorm_backward(dy.dut, x.dut, gamma.dut, smean.dut, srstd.dut, dx.dut,
+                                    dgamma.dut, dbeta.dut);
         auto hdy = env.host_cpu(dy), hx = env.host_cpu(x), hm = env.host_cpu(smean),
              hr = env.host_cpu(srstd);
         std::vector<float> gx(hdy.size());
@@ -447,7 +447,7 @@ TEST(FamilyOpsParity, LayerNorm) {
 // -----------------------------------------------------------------------------------
 
 TEST(FamilyOpsParity, Embedding) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 7000;
   struct P {
@@ -469,18 +469,18 @@ TEST(FamilyOpsParity, Embedding) {
       Pair pe = env.random(Shape{p.p, p.d}, DType::F32, seed + 1);
       Pair y = env.poisoned(Shape{p.b * p.s, p.d}, dt);
       env.cpu->embedding_forward(tokens.cpu, te.cpu, pe.cpu, y.cpu);
-      env.gpu->embedding_forward(tokens.gpu, te.gpu, pe.gpu, y.gpu);
+      env.dut->embedding_forward(tokens.dut, te.dut, pe.dut, y.dut);
       EXPECT_TRUE(env.same(y)) << "forward " << what;
 
       Pair dy = env.random(Shape{p.b * p.s, p.d}, dt, seed + 2);
       Pair dte = env.poisoned(Shape{p.v, p.d}, DType::F32);
       Pair dpe = env.poisoned(Shape{p.p, p.d}, DType::F32);
       env.cpu->embedding_backward(tokens.cpu, dy.cpu, dte.cpu, dpe.cpu);
-      env.gpu->embedding_backward(tokens.gpu, dy.gpu, dte.gpu, dpe.gpu);
+      env.dut->embedding_backward(tokens.dut, dy.dut, dte.dut, dpe.dut);
       EXPECT_TRUE(env.close(dte, 1e-5)) << "dtok_emb " << what;
       EXPECT_TRUE(env.close(dpe, 1e-5)) << "dpos_emb " << what;
       // Rows no token uses and positions past S are exactly zero.
-      auto hdte = env.host_gpu(dte), hdpe = env.host_gpu(dpe);
+      auto hdte = env.host_dut(dte), hdpe = env.host_dut(dpe);
       std::vector<bool> used(p.v, false);
       for (float t : toks) used[static_cast<size_t>(t)] = true;
       for (int64_t v = 0; v < p.v; ++v)
@@ -489,7 +489,7 @@ TEST(FamilyOpsParity, Embedding) {
       for (int64_t i = p.s * p.d; i < p.p * p.d; ++i) ASSERT_EQ(hdpe[i], 0.0f) << what;
       // Tied to the head: the sums are added to what the table's gradient holds (here te).
       env.cpu->embedding_backward(tokens.cpu, dy.cpu, te.cpu, dpe.cpu, /*add_to_tok=*/true);
-      env.gpu->embedding_backward(tokens.gpu, dy.gpu, te.gpu, dpe.gpu, /*add_to_tok=*/true);
+      env.dut->embedding_backward(tokens.dut, dy.dut, te.dut, dpe.dut, /*add_to_tok=*/true);
       EXPECT_TRUE(env.close(te, 1e-5)) << "dtok_emb added " << what;
       for (Pair* q : {&tokens, &te, &pe, &y, &dy, &dte, &dpe}) env.release(*q);
     }
@@ -499,7 +499,7 @@ TEST(FamilyOpsParity, Embedding) {
 // ---------------------------------------------------------------------------
 
 TEST(FamilyOpsParity, AttentionSoftmax) {
-  SKIP_WITHOUT_CUDA();
+  SKIP_WITHOUT_DEVICE();
   Env env;
   uint64_t seed = 8000;
   struct P {
@@ -523,9 +523,9 @@ TEST(FamilyOpsParity, AttentionSoftmax) {
           Pair x = env.random(s, xdt, seed += 3, 8.0f);
           Pair y = env.poisoned(s, ydt);
           env.cpu->attention_softmax_forward(x.cpu, scale, causal, y.cpu);
-          env.gpu->attention_softmax_forward(x.gpu, scale, causal, y.gpu);
+          env.dut->attention_softmax_forward(x.dut, scale, causal, y.dut);
           EXPECT_TRUE(env.close(y, tol2(xdt, ydt))) << "forward " << what;
-          auto hy = env.host_gpu(y);
+          auto hy = env.host_dut(y);
           if (causal) {
             bool zeros = true;
             for (int64_t b = 0; b < p.batch; ++b)
@@ -541,10 +541,10 @@ TEST(FamilyOpsParity, AttentionSoftmax) {
           const bool alias = p.s % 2 == 1;
           Pair dx = alias ? dy : env.poisoned(s, xdt);
           env.cpu->attention_softmax_backward(dy.cpu, yy.cpu, scale, dx.cpu);
-          env.gpu->attention_softmax_backward(dy.gpu, yy.gpu, scale, dx.gpu);
+          env.dut->attention_softmax_backward(dy.dut, yy.dut, scale, dx.dut);
           EXPECT_TRUE(env.close(dx, tol2(xdt, ydt) * 10)) << "backward " << what;
           if (causal) {
-            auto hdx = env.host_gpu(dx);
+            auto hdx = env.host_dut(dx);
             bool zeros = true;
             for (int64_t b = 0; b < p.batch; ++b)
               for (int64_t i = 0; i < p.s; ++i)
