@@ -39,6 +39,17 @@ inline bool device_under_test_available(std::string* why) {
 #endif
 }
 
+// The bias gradient's tolerance for a dx of dtype dx: CUDA sums dx before rounding it, as the
+// reference does (fp32 accuracy); the native CPU sums the rounded dx, as PyTorch sums a bf16
+// gradient, which is within that dtype's rounding.
+inline double dbias_tolerance(DType dx) {
+#ifdef MPBENCH_PARITY_NATIVE_CPU
+  if (dx != DType::F32) return tolerance_for(dx);
+#endif
+  (void)dx;
+  return 1e-5;
+}
+
 // Both backends, an allocator each (destroyed before their backends) and the GEMM workspace.
 struct Env {
   std::unique_ptr<Backend> cpu = make_reference_backend();

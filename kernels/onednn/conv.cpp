@@ -55,7 +55,7 @@ void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const 
   const std::string key =
       fmt::format("{} {} n{} h{} w{} c{} k{} r{} s{} stride {} pad {}", names[static_cast<int>(op)],
                   dtype_name(t), g.n, g.h, g.w, g.c, g.k, g.r, g.s, g.stride, g.pad);
-  Cached& p = primitive(key, [&]() -> dnnl::primitive_desc {
+  Cached& p = primitive(key, [&]() -> dnnl::primitive_desc_base {
     const dnnl::primitive_attr attr = user_scratchpad();
     dnnl::convolution_forward::primitive_desc fwd(forward_desc(m), attr, engine_);
     if (op == ConvOp::Forward) return fwd;

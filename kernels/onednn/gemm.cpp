@@ -5,9 +5,7 @@
 // bias_act_backward, which is what it is defined to equal.
 #include <fmt/format.h>
 
-#include "kernels/cpu/elementwise.h"
 #include "kernels/onednn/onednn_backend.h"
-#include "kernels/onednn/parallel.h"
 
 namespace mpbench::onednn {
 namespace {
@@ -20,25 +18,6 @@ dnnl::memory::desc matrix(int64_t batch, int64_t rows, int64_t cols, bool trans,
   const dims strides2 = trans ? dims{1, rows} : dims{cols, 1};
   if (batch == 1) return {{rows, cols}, data_type(t), strides2};
   return {{batch, rows, cols}, data_type(t), {rows * cols, strides2[0], strides2[1]}};
-}
-
-// Elements per range of the activation pass: enough work to be worth a thread.
-constexpr int64_t kActGrain = 1 << 14;
-
-// c = act(pre) elementwise, both of one dtype, each range on its own thread.
-void apply_activation(Activation act, const Tensor& pre, Tensor& c) {
-  cpu::detail::dispatch_float(c.dtype, [&](auto e) {
-    using E = decltype(e);
-    using T = typename E::T;
-    cpu::detail::dispatch_act(act, [&](auto a) {
-      const T* in = pre.ptr<T>();
-      T* out = c.ptr<T>();
-      parallel_ranges(c.numel(), kActGrain, [&](int64_t, int64_t begin, int64_t n) {
-        for (int64_t i = begin; i < begin + n; ++i)
-          out[i] = E::store(cpu::detail::act_forward<decltype(a)::value>(E::load(in[i])));
-      });
-    });
-  });
 }
 
 }  // namespace
@@ -103,7 +82,7 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
   if (backward) {
     bias_act_backward_impl(d.dact, c, d.dact_input ? *d.dact_input : c, c, d.dbias);
   } else if (d.pre_act) {
-    apply_activation(d.act, *d.pre_act, c);
+    activation_forward(d.act, *d.pre_act, c);
   }
 }
 

@@ -182,14 +182,14 @@ OnednnBackend::~OnednnBackend() {
   release_workspace();
 }
 
-OnednnBackend::Cached& OnednnBackend::primitive(const std::string& key,
-                                                const std::function<dnnl::primitive_desc()>& make) {
+OnednnBackend::Cached& OnednnBackend::primitive(
+    const std::string& key, const std::function<dnnl::primitive_desc_base()>& make) {
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   Cached c;
   try {
     c.pd = make();
-    c.prim = dnnl::primitive(c.pd);
+    c.prim = dnnl::primitive(c.pd.get());
     c.scratchpad_bytes = c.pd.scratchpad_desc().get_size();
     c.impl = c.pd.impl_info_str();
   } catch (const dnnl::error& e) {

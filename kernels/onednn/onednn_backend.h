@@ -43,7 +43,7 @@ class OnednnBackend final : public cpu::CpuBackend {
 
   // One oneDNN primitive, created once per shape and reused.
   struct Cached {
-    dnnl::primitive_desc pd;
+    dnnl::primitive_desc_base pd;
     dnnl::primitive prim;
     size_t scratchpad_bytes = 0;
     std::string impl;  // impl_info_str(): "brg:avx512_core_amx_bf16"
@@ -70,6 +70,10 @@ class OnednnBackend final : public cpu::CpuBackend {
   void fill_impl(Tensor& t, float value) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
   void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
+  void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
+  // A reorder between two strides of the same dimensions (kernels/onednn/permute.cpp).
+  void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override;
   void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                Tensor& norm) override;
   void adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads, Tensor& m,
@@ -91,12 +95,14 @@ class OnednnBackend final : public cpu::CpuBackend {
 
  private:
   // The cached primitive under `key`, made from make()'s primitive_desc on first use.
-  Cached& primitive(const std::string& key, const std::function<dnnl::primitive_desc()>& make);
+  Cached& primitive(const std::string& key, const std::function<dnnl::primitive_desc_base()>& make);
   // Runs c.prim with args, its scratchpad (at the start of the workspace) added.
   void execute(Cached& c, std::unordered_map<int, dnnl::memory>& args);
   // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
   char* workspace(size_t bytes);
   void release_workspace();
+  // y = act(pre) elementwise, one dtype (kernels/onednn/eltwise.cpp).
+  void activation_forward(Activation act, const Tensor& pre, Tensor& y);
   // TFLOP/s of the best of a few square n x n x n GEMMs of dtype t.
   double measure_gemm(DType t, int64_t n);
 

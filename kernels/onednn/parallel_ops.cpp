@@ -1,8 +1,8 @@
 // The ops oneDNN has no primitive for that weigh in a step (casts, the optimizers, the gradient
-// check, the epilogue's backward, LayerNorm, the attention softmax, the embedding): the
+// check, the loss, LayerNorm, the attention softmax, the embedding): the
 // reference's own loops, each thread on a contiguous range of rows, elements or matrices. An
 // element or a row is computed exactly as the reference computes it; only the sums across
-// ranges (a norm, bias and LayerNorm parameter gradients) add the ranges' partial sums.
+// ranges (a norm, LayerNorm's parameter gradients, the loss) add the ranges' partial sums.
 #include <cmath>
 #include <vector>
 
@@ -107,17 +107,31 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
   });
 }
 
-void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
-                                           Tensor& dx, Tensor* dbias) {
-  const int64_t rows = dy.rows(), cols = dy.cols(), grain = row_grain(cols);
-  const int64_t parts = range_count(rows, grain);
-  std::vector<float> partial(dbias ? parts * cols : 0);
+// Each range of rows as a batch of its own, with the loss scale times its share of the rows, so
+// that its gradient's scale / rows is the whole batch's; its mean loss weighted back alike.
+void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                                      const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+  const int64_t rows = logits.shape[0], classes = logits.shape[1];
+  const int64_t grain = row_grain(classes), parts = range_count(rows, grain);
+  const float scale = grad_scale ? grad_scale->ptr<float>()[0] : 1.0f;
+  std::vector<float> part_scale(parts), part_loss(parts, 0.0f), part_hits(parts, 0.0f);
+  std::vector<int64_t> part_rows(parts);
   parallel_ranges(rows, grain, [&](int64_t part, int64_t b, int64_t n) {
-    Tensor out = rows_of(dx, b, n), db = dbias ? host_f32(partial, part * cols, cols) : Tensor{};
-    CpuBackend::bias_act_backward_impl(act, rows_of(dy, b, n), rows_of(pre_act, b, n), out,
-                                       dbias ? &db : nullptr);
+    part_rows[part] = n;
+    part_scale[part] = static_cast<float>(static_cast<double>(scale) * n / rows);
+    Tensor d = dlogits ? rows_of(*dlogits, b, n) : Tensor{};
+    Tensor sc = host_f32(part_scale, part, 1), loss = host_f32(part_loss, part, 1),
+           hits = host_f32(part_hits, part, 1);
+    CpuBackend::softmax_xent_impl(rows_of(logits, b, n), flat(labels, b, n), dlogits ? &d : nullptr,
+                                  &sc, loss, hits);
   });
-  if (dbias) sum_parts(partial, parts, cols, dbias->ptr<float>());
+  double loss_total = 0, hits = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    loss_total += static_cast<double>(part_loss[p]) * part_rows[p];
+    hits += part_hits[p];
+  }
+  loss_sum.ptr<float>()[0] += static_cast<float>(loss_total / rows);
+  correct.ptr<float>()[0] += static_cast<float>(hits);
 }
 
 void OnednnBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,

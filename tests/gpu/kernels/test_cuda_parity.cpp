@@ -239,7 +239,7 @@ TEST(CudaParity, BiasActBackward) {
             const std::string what = fmt::format("{} {} rows {} n {} mode {}", dtype_name(dt),
                                                  activation_name(act), rows, n, mode);
             EXPECT_TRUE(env.close(dx, tolerance_for(dt))) << "dx " << what;
-            if (mode) EXPECT_TRUE(env.close(dbias, 1e-5)) << "dbias " << what;
+            if (mode) EXPECT_TRUE(env.close(dbias, test::dbias_tolerance(dt))) << "dbias " << what;
             for (Pair* p : {&dy, &pre, &dbias}) env.release(*p);
             if (mode != 2) env.release(dx);
           }
