@@ -1022,6 +1022,9 @@ def parse_args(argv):
     ap.add_argument("--profile-steps", type=int, default=0, metavar="N",
                     help="after each mode's epochs, profile N more steps with torch.profiler "
                          "(the run's \"profile\" block: time per kernel per step)")
+    ap.add_argument("--threads", type=int, default=0, metavar="N",
+                    help="CPU threads (torch.set_num_threads); default 0: PyTorch's own choice, "
+                         "one per physical core, as mpbench's --device cpu")
     ap.add_argument("--quiet", "-q", action="store_true")
     return ap.parse_args(argv)
 
@@ -1075,6 +1078,10 @@ def main(argv):
         raise BadInput(f"--profile-steps {args.profile_steps}: expected 0 or more")
     if args.epochs is not None and args.epochs < 1:
         raise BadInput(f"--epochs {args.epochs}: expected a positive integer")
+    if args.threads < 0:
+        raise BadInput(f"--threads {args.threads}: expected 1 or more")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise BadInput("--device cuda: torch.cuda.is_available() is False")

@@ -66,6 +66,19 @@ class OnednnBackend final : public cpu::CpuBackend {
                                  const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                                    const Tensor& dy, Tensor& dw) override;
+  // Threaded loops of the reference's formulas (kernels/onednn/batchnorm.cpp).
+  void batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                                    const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                                    Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
+                                    Tensor& y) override;
+  void batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
+                                   const Tensor& gamma, const Tensor& beta,
+                                   const Tensor& running_mean, const Tensor& running_var,
+                                   Tensor& y) override;
+  void batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
+                               const Tensor& gamma, const Tensor& save_mean,
+                               const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
+                               Tensor* d_pre) override;
   // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
   void fill_impl(Tensor& t, float value) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
