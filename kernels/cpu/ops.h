@@ -27,4 +27,14 @@ void encode_f32(const float* in, Tensor& dst, int64_t n);
 void load_row(const Tensor& t, int64_t r, int64_t n, float* out);
 void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 
+// ---- batchnorm.cpp ---------------------------------------------------------------------------
+// From the per-channel batch means and sums of squared deviations (double, over `rows` rows):
+// save_mean, save_rstd and the running statistics' update (the unbiased variance, as PyTorch).
+// Shared with the native backend's threaded passes, which gather the same sums.
+void batchnorm_statistics(const BatchNormDesc& d, int64_t rows, const double* mean,
+                          const double* sq, Tensor& save_mean, Tensor& save_rstd,
+                          Tensor& running_mean, Tensor& running_var);
+// 1 / sqrt(running_var + eps) per channel, for evaluation.
+std::vector<float> batchnorm_eval_rstd(const BatchNormDesc& d, const Tensor& running_var);
+
 }  // namespace mpbench::cpu

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/ops.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 
@@ -95,31 +96,17 @@ void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const T
       }
     });
   });
-  float* mean = save_mean.ptr<float>();
-  float* rstd = save_rstd.ptr<float>();
-  float* rm = running_mean.ptr<float>();
-  float* rv = running_var.ptr<float>();
-  const float m = d.momentum;
-  for (int64_t j = 0; j < c; ++j) {
-    const double var = sq[j] / static_cast<double>(rows);
-    const double unbiased = sq[j] / static_cast<double>(rows - 1);
-    mean[j] = static_cast<float>(mean_d[j]);
-    rstd[j] = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(d.eps)));
-    rm[j] = (1.0f - m) * rm[j] + m * mean[j];
-    rv[j] = (1.0f - m) * rv[j] + m * static_cast<float>(unbiased);
-  }
-  normalise(x, residual, mean, rstd, gamma.ptr<float>(), beta.ptr<float>(), d.relu, y);
+  cpu::batchnorm_statistics(d, rows, mean_d.data(), sq.data(), save_mean, save_rstd, running_mean,
+                            running_var);
+  normalise(x, residual, save_mean.ptr<float>(), save_rstd.ptr<float>(), gamma.ptr<float>(),
+            beta.ptr<float>(), d.relu, y);
 }
 
 void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x,
                                                 const Tensor* residual, const Tensor& gamma,
                                                 const Tensor& beta, const Tensor& running_mean,
                                                 const Tensor& running_var, Tensor& y) {
-  const int64_t c = x.cols();
-  const float* rv = running_var.ptr<float>();
-  std::vector<float> rstd(static_cast<size_t>(c));
-  for (int64_t j = 0; j < c; ++j)
-    rstd[j] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[j]) + d.eps));
+  const std::vector<float> rstd = cpu::batchnorm_eval_rstd(d, running_var);
   normalise(x, residual, running_mean.ptr<float>(), rstd.data(), gamma.ptr<float>(),
             beta.ptr<float>(), d.relu, y);
 }
