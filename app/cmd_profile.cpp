@@ -138,9 +138,13 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   for (const auto& o : pr.ops) order.push_back(&o);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
   rows.clear();
+  // The native CPU names the oneDNN implementation of each op that ran on one.
+  const bool kernels =
+      std::any_of(pr.ops.begin(), pr.ops.end(), [](const OpTotal& o) { return !o.kernel.empty(); });
   for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < top; ++i) {
     const OpTotal& o = *order[i];
     rows.push_back({o.scope, o.op, o.detail, fmt::format("{:g}", o.calls / steps)});
+    if (kernels) rows.back().insert(rows.back().begin() + 3, o.kernel);
     for (auto& c : cells(Sum{o.ms / steps, o.flops / steps, o.bytes / steps}))
       rows.back().push_back(std::move(c));
     if (ceil) {
@@ -150,9 +154,14 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   }
   std::vector<std::string> head = {"scope",   "op",    "shape",   "calls",
                                    "ms/step", "share", "TFLOP/s", "GB/s"};
+  if (kernels) head.insert(head.begin() + 3, "kernel");
   if (ceil) head.push_back("of peak");
-  print_table(head, rows, 3);
-  if (ceil)
+  print_table(head, rows, kernels ? 4 : 3);
+  if (ceil && dev.kind == "cpu")
+    std::cout << fmt::format(
+        "(of peak: {:.3f} TFLOP/s {}, the GEMM ceiling measured on this CPU)\n", ceil->peak_tflops,
+        pr.run.precision);
+  else if (ceil)
     std::cout << fmt::format("(of peak: {:.0f} TFLOP/s {} dense, {:.0f} GB/s memory, datasheet)\n",
                              ceil->peak_tflops, pr.run.precision, ceil->memory_gbps);
   if (order.size() > static_cast<size_t>(top))
@@ -173,13 +182,15 @@ nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
   const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : pr.ops)
-    ops.push_back({{"scope", o.scope},
-                   {"op", o.op},
-                   {"detail", o.detail},
-                   {"calls_per_step", o.calls / steps},
-                   {"ms_per_step", o.ms / steps},
-                   {"flops_per_step", o.flops / steps},
-                   {"bytes_per_step", o.bytes / steps}});
+    ops.push_back(
+        {{"scope", o.scope},
+         {"op", o.op},
+         {"detail", o.detail},
+         {"kernel", o.kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.kernel)},
+         {"calls_per_step", o.calls / steps},
+         {"ms_per_step", o.ms / steps},
+         {"flops_per_step", o.flops / steps},
+         {"bytes_per_step", o.bytes / steps}});
   j["ops"] = ops;
   return j;
 }

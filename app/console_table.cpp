@@ -135,7 +135,9 @@ std::string env_device_name(const nlohmann::json& env, const std::string& device
   const std::string kind = str(env, "device");
   if (!kind.empty() && kind != device) return "";
   if (device == "cuda" && env.contains("gpu")) return str(env["gpu"], "name");
-  if (device == "cpu" && env.contains("cpu")) return str(env["cpu"], "name");
+  // The native CPU and the reference both run on the CPU: it is their device.
+  if ((device == "cpu" || device == "reference") && env.contains("cpu"))
+    return str(env["cpu"], "name");
   return "";
 }
 

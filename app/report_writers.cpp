@@ -173,10 +173,10 @@ std::string env_summary(const Report& report) {
   const std::string threads = json_check::text(cpu, "threads");
   const std::string cpu_text =
       cpu_name.empty() ? "" : cpu_name + (threads.empty() ? "" : " (" + threads + " threads)");
-  if (kind == "cpu" || (kind.empty() && !gpu.is_object())) {
-    // The run was on the CPU: the CPU is the device.
+  if (kind == "cpu" || kind == "reference" || (kind.empty() && !gpu.is_object())) {
+    // The run was on the CPU (natively or on the reference): the CPU is the device.
     if (!cpu_text.empty()) {
-      parts.push_back("cpu: " + cpu_text);
+      parts.push_back((kind.empty() ? "cpu" : kind) + ": " + cpu_text);
     } else if (!kind.empty()) {
       parts.push_back(kind);
     }

@@ -397,6 +397,7 @@ void Backend::observed(Describe&& describe, Impl&& impl) {
     return;
   }
   observer_->op_begin(describe());
+  last_kernel_.clear();
   impl();
   observer_->op_end();
 }

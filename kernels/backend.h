@@ -282,6 +282,10 @@ class Backend {
   // At most one observer; nullptr detaches it. The observer must outlive its attachment.
   void set_observer(OpObserver* observer) { observer_ = observer; }
   OpObserver* observer() const { return observer_; }
+  // The library implementation the last observed op ran on (its first, where it ran several), for
+  // the profiler: on the native CPU, oneDNN's (e.g. "brg:avx512_core_bf16"); "" where there is
+  // none to name.
+  const std::string& last_kernel() const { return last_kernel_; }
 
   // ---- ops ----------------------------------------------------------------------------------
   // C (M, N) = op(A) (M, K) * op(B) (K, N), fp32 accumulation. Rank-3 operands (batch, ., .) are
@@ -421,6 +425,9 @@ class Backend {
   void attention_softmax_backward(const Tensor& dy, const Tensor& y, float scale, Tensor& dx);
 
  protected:
+  // Set by an op's implementation to what ran it; cleared before each observed op.
+  std::string last_kernel_;
+
   // ---- what each backend implements, called with arguments already checked -----------------
   virtual bool has_graphs() const { return false; }
   virtual void fill_impl(Tensor& t, float value) = 0;

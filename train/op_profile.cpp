@@ -89,6 +89,7 @@ void OpProfiler::op_begin(const OpCall& call) {
 void OpProfiler::op_end() {
   MPB_CHECK(running_.has_value(), "op_end without op_begin");
   running_->stop->record();
+  if (!be_.last_kernel().empty()) totals_[running_->total].kernel = be_.last_kernel();
   pending_.push_back(std::move(*running_));
   running_.reset();
   if (pending_.size() >= kMaxPending) resolve();

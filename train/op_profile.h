@@ -30,10 +30,11 @@ struct OpTotal {
   std::string op;      // the Backend method: "gemm", "conv2d_backward_filter", ...
   std::string detail;  // shape and dtypes, e.g. "8192x2304x768 bf16 +bias"
   int64_t calls = 0;
-  double ms = 0;     // summed over the profiled calls
-  double flops = 0;  // summed over the calls, for GEMMs and convolutions (else 0)
-  double bytes = 0;  // summed over the calls: the least each must move, for the memory-bound
-                     // ops (0 for GEMMs and convolutions, which FLOPs judge)
+  double ms = 0;       // summed over the profiled calls
+  double flops = 0;    // summed over the calls, for GEMMs and convolutions (else 0)
+  double bytes = 0;    // summed over the calls: the least each must move, for the memory-bound
+                       // ops (0 for GEMMs and convolutions, which FLOPs judge)
+  std::string kernel;  // the library implementation that ran it (Backend::last_kernel), or ""
 };
 
 class OpProfiler final : public OpObserver, public LayerObserver {

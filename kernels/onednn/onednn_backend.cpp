@@ -234,6 +234,7 @@ std::vector<std::string> OnednnBackend::kernel_implementations() const {
 
 void OnednnBackend::execute(Cached& c, std::unordered_map<int, dnnl::memory>& args) {
   c.used = true;
+  if (last_kernel_.empty()) last_kernel_ = c.impl;  // an op's first primitive is its main one
   if (c.scratchpad_bytes) {
     args[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(c.scratchpad_bytes)},
                                               dnnl::memory::data_type::u8,

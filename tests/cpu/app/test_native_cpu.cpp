@@ -146,9 +146,23 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
     EXPECT_EQ(r.code, 0) << cmd << "\n" << r.err;
     EXPECT_TRUE(r.err.empty()) << cmd << "\n" << r.err;
   }
-  // The profile names the oneDNN implementation beside each GEMM.
-  const auto p = run("profile " + spec + " --steps 2 --precisions fp32 --quiet --device cpu");
-  EXPECT_TRUE(has_text(p.out, "gemm")) << p.out;
+  // The profile names the oneDNN implementation of each GEMM (its matmul, not the eltwise that
+  // follows it), in the table and the JSON.
+  const std::string pj = (dir_ / "p.json").string();
+  const auto p =
+      run("profile " + spec + " --steps 2 --precisions fp32 --quiet --device cpu --json " + pj);
+  EXPECT_TRUE(has_text(p.out, "kernel")) << p.out;
+  const json doc = json::parse(mpbench::test::read_file(pj));
+  int gemms = 0;
+  for (const json& o : doc["profiles"][0]["ops"]) {
+    if (o["op"] != "gemm") continue;
+    ++gemms;
+    ASSERT_TRUE(o["kernel"].is_string()) << o;
+    EXPECT_TRUE(has_text(o["kernel"].get<std::string>(), "brg") ||
+                has_text(o["kernel"].get<std::string>(), "gemm"))
+        << o;  // a matmul implementation: brgemm, or oneDNN's gemm-based one
+  }
+  EXPECT_GT(gemms, 0);
 }
 
 TEST_F(NativeCpu, BadThreadsAndIsaAreRefusedInOneLine) {

@@ -214,7 +214,7 @@ TEST(Console, SpeedupsStatusAndAlignment) {
   const std::vector<std::string> ls = lines_of(table);
   ASSERT_GE(ls.size(), 7u);
   EXPECT_TRUE(contains(ls[0], "mnist_mlp")) << ls[0];
-  EXPECT_TRUE(contains(ls[0], "cpu: Test CPU")) << ls[0];
+  EXPECT_TRUE(contains(ls[0], "reference: Test CPU")) << ls[0];
   EXPECT_TRUE(contains(ls[0], "batch 128")) << ls[0];
   EXPECT_TRUE(contains(ls[1], "speedup")) << ls[1];
 
@@ -451,7 +451,7 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   rep.runs[3].status_detail = "a | b";
   const std::string md = format_markdown(rep);
   EXPECT_TRUE(contains(lines_of(md)[0], "mpbench 0.1.0 (abc123)")) << md;
-  EXPECT_TRUE(contains(lines_of(md)[0], "cpu: Test CPU (2 threads)")) << md;
+  EXPECT_TRUE(contains(lines_of(md)[0], "reference: Test CPU (2 threads)")) << md;
 
   size_t tables = 0, table_lines = 0, rules = 0;
   for (const std::string& l : lines_of(md)) {
