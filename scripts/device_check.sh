@@ -204,6 +204,10 @@ say "testing the $build_note"
 
 timeout 30 "$bin/mpbench" devices >"$scratch/devices.txt" 2>&1
 cat "$scratch/devices.txt" >>"$log"
+# mpbench's device: the GPU; on a dry run on the CPU, its native backend, or the reference where
+# this build has none (the sanitizer build). PyTorch's stays $dev.
+mdev=$dev
+if [ "$dev" = cpu ] && grep -q "native backend: none" "$scratch/devices.txt"; then mdev=reference; fi
 
 # ---- the plan -----------------------------------------------------------------------------------
 configs=${MPBENCH_CHECK_CONFIGS:-$(ls configs/*.json)}
@@ -435,7 +439,7 @@ prepare() {
            "--gtest_filter=-*OutOfMemory*:$slow") ;;
     run | graphs)
       local variant=eager; [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
-      cmd=("$bin/mpbench" run "$a" --device "$dev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
+      cmd=("$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
            ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
     pytorch)
       # The exported dataset (8 GB for resnet50_conv3) goes after each config.
@@ -444,13 +448,13 @@ prepare() {
            ${epochs[@]+"${epochs[@]}"} --out "$scratch/pytorch_$name.json"
            --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)") ;;
     profile)
-      cmd=("$bin/mpbench" profile "$a" --device "$dev" --quiet --steps 5 --top 15
+      cmd=("$bin/mpbench" profile "$a" --device "$mdev" --quiet --steps 5 --top 15
            --json "$scratch/profile_$name.json") ;;
     maxbatch)
-      cmd=("$bin/mpbench" maxbatch "$a" --device "$dev" --precisions fp32,amp_bf16
+      cmd=("$bin/mpbench" maxbatch "$a" --device "$mdev" --precisions fp32,amp_bf16
            --memory-limit 16GiB --multiple 8 --json "$scratch/maxbatch_$name.json") ;;
     explain)
-      cmd=("$bin/mpbench" explain "$a" --device "$dev" --precisions fp32,tf32,amp_bf16 --steps 5
+      cmd=("$bin/mpbench" explain "$a" --device "$mdev" --precisions fp32,tf32,amp_bf16 --steps 5
            --quiet --json "$scratch/explain_$name.json") ;;
     fake)
       o="$scratch/fake.txt"

@@ -121,10 +121,10 @@ void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const 
   stream_.wait();
 }
 
-// fp16 convolutions have no oneDNN CPU path: the reference's (amp_fp16 is unsupported here).
+// fp16 convolutions (and bf16 ones below AVX-512) have no oneDNN CPU path: the reference's.
 void OnednnBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                                         const Tensor& w, Tensor& y) {
-  if (x.dtype == DType::F16) {
+  if (!native_dtype(x.dtype)) {
     ++fallback_calls_;
     return CpuBackend::conv2d_forward_impl(d, g, x, w, y);
   }
@@ -133,7 +133,7 @@ void OnednnBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, co
 
 void OnednnBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g,
                                               const Tensor& dy, const Tensor& w, Tensor& dx) {
-  if (dy.dtype == DType::F16) {
+  if (!native_dtype(dy.dtype)) {
     ++fallback_calls_;
     return CpuBackend::conv2d_backward_data_impl(d, g, dy, w, dx);
   }
@@ -142,7 +142,7 @@ void OnednnBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom&
 
 void OnednnBackend::conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g,
                                                 const Tensor& x, const Tensor& dy, Tensor& dw) {
-  if (x.dtype == DType::F16) {
+  if (!native_dtype(x.dtype)) {
     ++fallback_calls_;
     return CpuBackend::conv2d_backward_filter_impl(d, g, x, dy, dw);
   }

@@ -74,7 +74,7 @@ void OnednnBackend::activation_forward(Activation act, const Tensor& pre, Tensor
 
 void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
                                            Tensor& dx, Tensor* dbias) {
-  if (dy.dtype == DType::F16) {  // no fp16 eltwise on oneDNN's CPU: the reference's loop
+  if (!native_dtype(dy.dtype)) {  // fp16 (or bf16 below AVX-512): the reference's loop
     ++fallback_calls_;
     CpuBackend::bias_act_backward_impl(act, dy, pre_act, dx, dbias);
     return;

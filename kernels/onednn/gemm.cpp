@@ -24,12 +24,11 @@ dnnl::memory::desc matrix(int64_t batch, int64_t rows, int64_t cols, bool trans,
 
 void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor& a,
                               const Tensor& b, Tensor& c) {
-  // No oneDNN CPU path for fp16, fp8 or TF32: the reference's emulation (the modes themselves
-  // are unsupported rows here; only a direct call gets this far).
-  const bool native = (a.dtype == DType::F32 || a.dtype == DType::BF16) &&
-                      (c.dtype == DType::F32 || c.dtype == DType::BF16) &&
+  // No oneDNN CPU path for fp16, fp8 or TF32 (nor bf16 below AVX-512): the reference's emulation
+  // (the modes themselves are unsupported rows here; only a direct call gets this far).
+  const bool native = native_dtype(a.dtype) && native_dtype(c.dtype) &&
                       !(a.dtype == DType::F32 && d.math == GemmMath::TF32) &&
-                      (!d.bias || d.bias->dtype == DType::F32 || d.bias->dtype == DType::BF16);
+                      (!d.bias || native_dtype(d.bias->dtype));
   if (!native) {
     ++fallback_calls_;
     CpuBackend::gemm_impl(d, g, a, b, c);

@@ -33,6 +33,12 @@ class OnednnBackend final : public cpu::CpuBackend {
   explicit OnednnBackend(int threads);
   ~OnednnBackend() override;
 
+  // Whether oneDNN's primitives take dtype t here: f32 always, bf16 where oneDNN has bf16 kernels
+  // for the ISA (AVX-512 and up). An op of another dtype runs the reference's emulation and counts
+  // as a fallback call; a model never gets there, its mode being an unsupported row.
+  bool native_dtype(DType t) const {
+    return t == DType::F32 || (t == DType::BF16 && !info_.bf16_gemm.empty());
+  }
   // With the GEMM ceilings, measured on the first call (a few hundred milliseconds that only a
   // run's record, `devices` and explain's bound need).
   DeviceInfo info() const override;
@@ -103,6 +109,11 @@ class OnednnBackend final : public cpu::CpuBackend {
                               const Tensor& pos_emb, Tensor& y) override;
   void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                       Tensor& y) override;
+  void avgpool_forward_impl(const Tensor& x, Tensor& y) override;
+  void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override;
+  void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;
+  void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                               Tensor& dx) override;
   void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
                                        Tensor& dx) override;
 

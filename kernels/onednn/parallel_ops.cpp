@@ -1,5 +1,5 @@
 // The ops oneDNN has no primitive for that weigh in a step (casts, the optimizers, the gradient
-// check, the loss, LayerNorm, the attention softmax, the embedding): the
+// check, the loss, LayerNorm, pooling, the attention softmax, the embedding): the
 // reference's own loops, each thread on a contiguous range of rows, elements or matrices. An
 // element or a row is computed exactly as the reference computes it; only the sums across
 // ranges (a norm, LayerNorm's parameter gradients, the loss) add the ranges' partial sums.
@@ -189,6 +189,48 @@ void OnednnBackend::attention_softmax_backward_impl(const Tensor& dy, const Tens
     Tensor out = dx.slice(b * mat, Shape{n, s, s});
     CpuBackend::attention_softmax_backward_impl(dy.slice(b * mat, Shape{n, s, s}),
                                                 y.slice(b * mat, Shape{n, s, s}), scale, out);
+  });
+}
+
+// Pooling: each image of the batch on its own (the leading dimension of every operand).
+namespace {
+Tensor images(const Tensor& t, int64_t begin, int64_t n) {
+  Shape s = t.shape;
+  const int64_t per_image = t.numel() / s[0];
+  s.dims[0] = n;
+  return t.slice(begin * per_image, s);
+}
+int64_t image_grain(const Tensor& t) {
+  return row_grain(t.numel() / std::max<int64_t>(1, t.shape[0]));
+}
+}  // namespace
+
+void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
+  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = images(y, b, n);
+    CpuBackend::avgpool_forward_impl(images(x, b, n), out);
+  });
+}
+
+void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
+  parallel_ranges(dx.shape[0], image_grain(dx), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = images(dx, b, n);
+    CpuBackend::avgpool_backward_impl(images(dy, b, n), out);
+  });
+}
+
+void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
+  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = images(y, b, n);
+    CpuBackend::maxpool2d_forward_impl(d, images(x, b, n), out);
+  });
+}
+
+void OnednnBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
+                                            Tensor& dx) {
+  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
+    Tensor out = images(dx, b, n);
+    CpuBackend::maxpool2d_backward_impl(d, images(x, b, n), images(dy, b, n), out);
   });
 }
 

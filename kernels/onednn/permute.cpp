@@ -12,6 +12,11 @@ void OnednnBackend::permute_impl(const Tensor& src, Tensor& dst, const std::arra
   const int rank = src.shape.rank;
   using dt = dnnl::memory::data_type;
   const size_t es = dtype_size(src.dtype);
+  if (es == 2 && !native_dtype(DType::BF16)) {  // no 16-bit reorder below AVX-512
+    ++fallback_calls_;
+    CpuBackend::permute_impl(src, dst, perm);
+    return;
+  }
   const dt type = es == 4 ? dt::s32 : es == 2 ? dt::bf16 : dt::u8;
   dnnl::memory::dims dims(rank), src_strides(rank), plain(rank), contiguous(rank);
   int64_t s = 1;
