@@ -196,7 +196,7 @@ struct DeviceInfo {
   bool amx_granted = false;
   std::string bf16_gemm;
   // The native CPU's GEMM ceilings, measured (a square oneDNN matmul large enough to saturate
-  // the threads, best of a few): what "% of peak" and explain's bound use there. 0: unmeasured.
+  // the threads, best of up to 10): what "% of peak" and explain's bound use there. 0: unmeasured.
   double gemm_tflops_fp32 = 0, gemm_tflops_bf16 = 0;
 };
 

@@ -127,7 +127,7 @@ class OnednnBackend final : public cpu::CpuBackend {
   void release_workspace();
   // y = act(pre) elementwise, one dtype (kernels/onednn/eltwise.cpp).
   void activation_forward(Activation act, const Tensor& pre, Tensor& y);
-  // TFLOP/s of the best of a few square n x n x n GEMMs of dtype t.
+  // TFLOP/s of the best of up to 10 square n x n x n GEMMs of dtype t (a quarter second at most).
   double measure_gemm(DType t, int64_t n);
 
   // The parts of a convolution: the filter in oneDNN's layout (reordered from KRSC, or written
