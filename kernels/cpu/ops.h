@@ -30,7 +30,7 @@ void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 // ---- batchnorm.cpp ---------------------------------------------------------------------------
 // From the per-channel batch means and sums of squared deviations (double, over `rows` rows):
 // save_mean, save_rstd and the running statistics' update (the unbiased variance, as PyTorch).
-// Shared with the native backend's threaded passes, which gather the same sums.
+// Shared with the native backend, which has them from oneDNN's batch mean and variance.
 void batchnorm_statistics(const BatchNormDesc& d, int64_t rows, const double* mean,
                           const double* sq, Tensor& save_mean, Tensor& save_rstd,
                           Tensor& running_mean, Tensor& running_var);

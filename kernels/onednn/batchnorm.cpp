@@ -1,9 +1,13 @@
-// Batch normalisation (with the bottleneck's residual add and ReLU) on all threads: each pass
-// over the rows split into one range per thread, its per-channel sums in its own double partials,
-// added in range order; the same formulas as the reference (kernels/cpu/batchnorm.cpp), read and
-// written through each tensor's own dtype, the inner loops over channels, which vectorise.
-// oneDNN 2.6's batch normalisation has neither the residual add nor our saved statistics (it
-// keeps the variance, and no running statistics), hence loops of our own.
+// Batch normalisation on oneDNN's batch_normalization primitives (JIT-vectorised, on all
+// threads), f32 or bf16 data with fp32 statistics, scale and shift, on the (rows, C) channels-last
+// rows the models keep. oneDNN 2.6 has no residual add in it: with a residual, y = [relu](bn(x) +
+// residual) is the primitive into y, then a binary add (ReLU as its post-op) in place, each
+// rounded to y's dtype as PyTorch's eager ops round; without one, the ReLU is fused. oneDNN keeps
+// the variance where the models keep 1 / sqrt(var + eps): converted per channel both ways. The
+// backward masks dy by the forward's y (a threaded select), then runs the primitive's backward.
+// Mixed dtypes and aliasing the primitives do not take run the reference's loops.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <vector>
 
@@ -15,184 +19,176 @@
 namespace mpbench::onednn {
 namespace {
 
-using cpu::detail::dispatch_float;
+using flags = dnnl::normalization_flags;
 
-constexpr int64_t kGrain = 1 << 14;  // elements per range at the least
-
-int64_t grain_rows(int64_t c) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, c));
+// (rows, C) as oneDNN's channels-last (N = rows, 1 x 1 spatial): statistics over the rows.
+dnnl::memory::desc rows_md(const Tensor& t) {
+  return {{t.rows(), t.cols(), 1, 1}, data_type(t.dtype), dnnl::memory::format_tag::nhwc};
+}
+dnnl::memory::desc channel_md(int64_t c) {
+  return {{c}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a};
 }
 
-// Per channel, the sum over rows of what f(i, row, acc) adds to acc for row i, each range into
-// its own partials; row is a scratch row of c floats (decoding a row first is what vectorises).
-template <class F>
-std::vector<double> channel_sums(int64_t rows, int64_t c, F&& f) {
-  const int64_t grain = grain_rows(c), parts = range_count(rows, grain);
-  std::vector<double> partial(static_cast<size_t>(parts * c), 0.0);
-  parallel_ranges(rows, grain, [&](int64_t part, int64_t begin, int64_t n) {
-    double* acc = partial.data() + part * c;
-    std::vector<float> row(static_cast<size_t>(c));
-    for (int64_t i = begin; i < begin + n; ++i) f(i, row.data(), acc);
-  });
-  std::vector<double> sum(static_cast<size_t>(c), 0.0);
-  for (int64_t p = 0; p < parts; ++p)
-    for (int64_t j = 0; j < c; ++j) sum[j] += partial[p * c + j];
-  return sum;
+// The forward primitive's flags: scale and shift always, the ReLU fused when there is no residual.
+flags forward_flags(bool training, bool fuse_relu) {
+  flags f = flags::use_scale | flags::use_shift;
+  if (!training) f = f | flags::use_global_stats;
+  if (fuse_relu) f = f | flags::fuse_norm_relu;
+  return f;
 }
 
-// y = [relu](gamma * (x - mean) * rstd + beta [+ residual]) on all threads.
-void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,
-               const float* gamma, const float* beta, bool relu, Tensor& y) {
-  const int64_t rows = x.rows(), c = x.cols();
-  dispatch_float(x.dtype, [&](auto ex) {
-    using EX = decltype(ex);
-    dispatch_float(y.dtype, [&](auto ey) {
-      using EY = decltype(ey);
-      dispatch_float(residual ? residual->dtype : DType::F32, [&](auto er) {
-        using ER = decltype(er);
-        const auto* px = x.ptr<typename EX::T>();
-        const auto* pr = residual ? residual->ptr<typename ER::T>() : nullptr;
-        auto* py = y.ptr<typename EY::T>();
-        parallel_ranges(rows, grain_rows(c), [&](int64_t, int64_t begin, int64_t n) {
-          std::vector<float> v(static_cast<size_t>(c));
-          for (int64_t i = begin; i < begin + n; ++i) {
-            for (int64_t j = 0; j < c; ++j)
-              v[j] = gamma[j] * ((EX::load(px[i * c + j]) - mean[j]) * rstd[j]) + beta[j];
-            if (pr)
-              for (int64_t j = 0; j < c; ++j) v[j] += ER::load(pr[i * c + j]);
-            if (relu)
-              for (int64_t j = 0; j < c; ++j) v[j] = v[j] > 0.0f ? v[j] : 0.0f;
-            for (int64_t j = 0; j < c; ++j) py[i * c + j] = EY::store(v[j]);
-          }
-        });
-      });
+// g = relu_out > 0 ? dy : 0, one dtype, on all threads: a select, as the reference and PyTorch's
+// threshold_backward (oneDNN's ReLU backward multiplies by 0, giving -0, and NaN for a
+// non-finite dy). g may alias dy.
+void relu_mask(const Tensor& dy, const Tensor& relu_out, Tensor& g) {
+  cpu::detail::dispatch_float(dy.dtype, [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* pdy = dy.ptr<T>();
+    const T* pro = relu_out.ptr<T>();
+    T* pg = g.ptr<T>();
+    parallel_ranges(dy.numel(), 1 << 14, [&](int64_t, int64_t begin, int64_t n) {
+      // Local pointers and both loads before the select: a branch-free loop that vectorises.
+      const T* d = pdy + begin;
+      const T* r = pro + begin;
+      T* o = pg + begin;
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = d[i];
+        o[i] = E::load(r[i]) > 0.0f ? v : T(0);
+      }
     });
   });
 }
 
 }  // namespace
 
+void OnednnBackend::batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
+                                      const Tensor* residual, const Tensor& gamma,
+                                      const Tensor& beta, const Tensor& mean, const Tensor& var,
+                                      Tensor& y) {
+  const dnnl::memory::desc md = rows_md(x), cmd = channel_md(x.cols());
+  const bool fuse_relu = d.relu && !residual;
+  Cached& p = primitive(
+      fmt::format("bnorm_fwd {} {} {}x{} eps {} relu {}", training ? "train" : "eval",
+                  dtype_name(x.dtype), x.rows(), x.cols(), d.eps, fuse_relu),
+      [&] {
+        return dnnl::batch_normalization_forward::primitive_desc(
+            {training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, md,
+             d.eps, forward_flags(training, fuse_relu)},
+            user_scratchpad(), engine_);
+      });
+  // Workspace: [the fused ReLU's mask (training only; backward masks by y instead) | scratchpad].
+  const dnnl::memory::desc mask_md = p.pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_WORKSPACE);
+  const size_t mask = align64(mask_md.get_size());
+  char* ws = workspace(mask + p.scratchpad_bytes);
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(md, engine_, x.data)},
+      {DNNL_ARG_DST, dnnl::memory(md, engine_, y.data)},
+      {DNNL_ARG_MEAN, dnnl::memory(cmd, engine_, mean.data)},
+      {DNNL_ARG_VARIANCE, dnnl::memory(cmd, engine_, var.data)},
+      {DNNL_ARG_SCALE, dnnl::memory(cmd, engine_, gamma.data)},
+      {DNNL_ARG_SHIFT, dnnl::memory(cmd, engine_, beta.data)}};
+  if (mask) args[DNNL_ARG_WORKSPACE] = dnnl::memory(mask_md, engine_, ws);
+  execute(p, args, mask);
+  if (!residual) return;
+  binary_add(y, *residual, y, d.relu);
+}
+
+// The primitives take one dtype for x and y (the residual may differ), and y must not be the
+// residual, which the add reads after the primitive wrote y.
 void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x,
                                                  const Tensor* residual, const Tensor& gamma,
                                                  const Tensor& beta, Tensor& running_mean,
                                                  Tensor& running_var, Tensor& save_mean,
                                                  Tensor& save_rstd, Tensor& y) {
-  const int64_t rows = x.rows(), c = x.cols();
-  std::vector<double> sum, sq, mean_d(static_cast<size_t>(c));
-  dispatch_float(x.dtype, [&](auto e) {
-    using E = decltype(e);
-    const auto* px = x.ptr<typename E::T>();
-    // Two passes (mean, then squared deviations), as the reference: E[x^2] - E[x]^2 cancels.
-    sum = channel_sums(rows, c, [&](int64_t i, float* row, double* acc) {
-      for (int64_t j = 0; j < c; ++j) row[j] = E::load(px[i * c + j]);
-      for (int64_t j = 0; j < c; ++j) acc[j] += row[j];
-    });
-    for (int64_t j = 0; j < c; ++j) mean_d[j] = sum[j] / static_cast<double>(rows);
-    sq = channel_sums(rows, c, [&](int64_t i, float* row, double* acc) {
-      for (int64_t j = 0; j < c; ++j) row[j] = E::load(px[i * c + j]);
-      for (int64_t j = 0; j < c; ++j) {
-        const double dev = row[j] - mean_d[j];
-        acc[j] += dev * dev;
-      }
-    });
-  });
-  cpu::batchnorm_statistics(d, rows, mean_d.data(), sq.data(), save_mean, save_rstd, running_mean,
+  if (!native_dtype(x.dtype) || !native_dtype(y.dtype) || x.dtype != y.dtype ||
+      (residual && (!native_dtype(residual->dtype) || residual->data == y.data))) {
+    ++fallback_calls_;
+    CpuBackend::batchnorm_forward_train_impl(d, x, residual, gamma, beta, running_mean, running_var,
+                                             save_mean, save_rstd, y);
+    return;
+  }
+  // The primitive writes the mean into save_mean and the (biased) variance into save_rstd,
+  // which the shared statistics step turns into 1 / sqrt(var + eps) and the running update.
+  batchnorm_forward(d, true, x, residual, gamma, beta, save_mean, save_rstd, y);
+  const int64_t c = x.cols(), rows = x.rows();
+  std::vector<double> mean(static_cast<size_t>(c)), sq(static_cast<size_t>(c));
+  for (int64_t j = 0; j < c; ++j) {
+    mean[j] = save_mean.ptr<float>()[j];
+    sq[j] = static_cast<double>(save_rstd.ptr<float>()[j]) * static_cast<double>(rows);
+  }
+  cpu::batchnorm_statistics(d, rows, mean.data(), sq.data(), save_mean, save_rstd, running_mean,
                             running_var);
-  normalise(x, residual, save_mean.ptr<float>(), save_rstd.ptr<float>(), gamma.ptr<float>(),
-            beta.ptr<float>(), d.relu, y);
 }
 
 void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x,
                                                 const Tensor* residual, const Tensor& gamma,
                                                 const Tensor& beta, const Tensor& running_mean,
                                                 const Tensor& running_var, Tensor& y) {
-  const std::vector<float> rstd = cpu::batchnorm_eval_rstd(d, running_var);
-  normalise(x, residual, running_mean.ptr<float>(), rstd.data(), gamma.ptr<float>(),
-            beta.ptr<float>(), d.relu, y);
+  if (!native_dtype(x.dtype) || !native_dtype(y.dtype) || x.dtype != y.dtype ||
+      (residual && (!native_dtype(residual->dtype) || residual->data == y.data))) {
+    ++fallback_calls_;
+    CpuBackend::batchnorm_forward_eval_impl(d, x, residual, gamma, beta, running_mean, running_var,
+                                            y);
+    return;
+  }
+  batchnorm_forward(d, false, x, residual, gamma, beta, running_mean, running_var, y);
 }
 
-// g = dy masked by relu_out > 0; dbeta = sum g, dgamma = sum g xhat,
-// dx = gamma rstd (g - dbeta / rows - xhat dgamma / rows). Per row every input is read before
-// the outputs are written, so d_pre may alias dy and dx may alias x.
+// g = dy masked by relu_out > 0 (into d_pre, else into dx), then the primitive's backward from g
+// into dx (in place when g is in dx). Needs one dtype for dy, x, dx (and relu_out, d_pre), and dx
+// and d_pre apart from x, which the backward reads after g is written.
 void OnednnBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out,
                                             const Tensor& x, const Tensor& gamma,
                                             const Tensor& save_mean, const Tensor& save_rstd,
                                             Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                             Tensor* d_pre) {
-  if (relu_out && relu_out->dtype != dy.dtype) {  // never in a model: the reference's loop
+  const DType t = x.dtype;
+  if (!native_dtype(t) || dy.dtype != t || dx.dtype != t || (relu_out && relu_out->dtype != t) ||
+      (d_pre && (d_pre->dtype != t || d_pre->data == dx.data || d_pre->data == x.data)) ||
+      dx.data == x.data) {
     ++fallback_calls_;
     CpuBackend::batchnorm_backward_impl(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma,
                                         dbeta, d_pre);
     return;
   }
-  const int64_t rows = x.rows(), c = x.cols();
-  const float* mean = save_mean.ptr<float>();
-  const float* rstd = save_rstd.ptr<float>();
-  const float* gam = gamma.ptr<float>();
-  // relu_out in dy's dtype (checked above), x and dx in x's, d_pre in its own.
-  dispatch_float(dy.dtype, [&](auto eg) {
-    using EG = decltype(eg);
-    dispatch_float(x.dtype, [&](auto exx) {
-      using EX = decltype(exx);
-      const auto* pdy = dy.ptr<typename EG::T>();
-      const auto* pmask = relu_out ? relu_out->ptr<typename EG::T>() : nullptr;
-      const auto* px = x.ptr<typename EX::T>();
-      // Row i's g (masked by the ReLU's output, a select as in the reference) into `g`.
-      auto load_g = [&](int64_t i, float* g) {
-        for (int64_t j = 0; j < c; ++j) g[j] = EG::load(pdy[i * c + j]);
-        if (pmask)
-          for (int64_t j = 0; j < c; ++j) g[j] = EG::load(pmask[i * c + j]) > 0.0f ? g[j] : 0.0f;
-      };
-      auto load_xhat = [&](int64_t i, float* xh) {
-        for (int64_t j = 0; j < c; ++j) xh[j] = (EX::load(px[i * c + j]) - mean[j]) * rstd[j];
-      };
-      // Both sums in one pass: [sum g | sum g xhat] per range.
-      const int64_t grain = grain_rows(c), parts = range_count(rows, grain);
-      std::vector<double> partial(static_cast<size_t>(parts * 2 * c), 0.0);
-      parallel_ranges(rows, grain, [&](int64_t part, int64_t begin, int64_t n) {
-        std::vector<float> g(static_cast<size_t>(c)), xh(static_cast<size_t>(c));
-        double* sg = partial.data() + part * 2 * c;
-        double* sgx = sg + c;
-        for (int64_t i = begin; i < begin + n; ++i) {
-          load_g(i, g.data());
-          load_xhat(i, xh.data());
-          for (int64_t j = 0; j < c; ++j) {
-            sg[j] += g[j];
-            sgx[j] += static_cast<double>(g[j]) * xh[j];
-          }
-        }
-      });
-      std::vector<float> mean_g(static_cast<size_t>(c)), mean_gx(static_cast<size_t>(c));
-      for (int64_t j = 0; j < c; ++j) {
-        double sg = 0, sgx = 0;
-        for (int64_t p = 0; p < parts; ++p) {
-          sg += partial[p * 2 * c + j];
-          sgx += partial[p * 2 * c + c + j];
-        }
-        dbeta.ptr<float>()[j] = static_cast<float>(sg);
-        dgamma.ptr<float>()[j] = static_cast<float>(sgx);
-        mean_g[j] = static_cast<float>(sg / static_cast<double>(rows));
-        mean_gx[j] = static_cast<float>(sgx / static_cast<double>(rows));
-      }
-      dispatch_float(d_pre ? d_pre->dtype : DType::F32, [&](auto ep) {
-        using EP = decltype(ep);
-        auto* pdx = dx.ptr<typename EX::T>();
-        auto* ppre = d_pre ? d_pre->ptr<typename EP::T>() : nullptr;
-        parallel_ranges(rows, grain, [&](int64_t, int64_t begin, int64_t n) {
-          std::vector<float> g(static_cast<size_t>(c)), xh(static_cast<size_t>(c));
-          for (int64_t i = begin; i < begin + n; ++i) {
-            load_g(i, g.data());
-            load_xhat(i, xh.data());
-            if (ppre)
-              for (int64_t j = 0; j < c; ++j) ppre[i * c + j] = EP::store(g[j]);
-            for (int64_t j = 0; j < c; ++j)
-              pdx[i * c + j] =
-                  EX::store(gam[j] * rstd[j] * (g[j] - mean_g[j] - xh[j] * mean_gx[j]));
-          }
-        });
-      });
-    });
+  Tensor g = dy;
+  if (relu_out) {
+    g = d_pre ? *d_pre : dx;
+    relu_mask(dy, *relu_out, g);
+  } else if (d_pre) {
+    if (d_pre->data != dy.data) copy_impl(dy, *d_pre);
+    g = *d_pre;
+  }
+  const int64_t c = x.cols();
+  // The primitive takes 1 / sqrt(var + eps): with eps 0 here, var = 1 / rstd^2 gives back the
+  // forward's rstd, eps included, without subtracting it.
+  const float eps = 0.0f;
+  // It also asks for the shift, which no gradient depends on: zeros.
+  std::vector<float> var(static_cast<size_t>(c)), shift(static_cast<size_t>(c), 0.0f);
+  for (int64_t j = 0; j < c; ++j) {
+    const double r = save_rstd.ptr<float>()[j];
+    var[j] = static_cast<float>(1.0 / (r * r));
+  }
+  const dnnl::memory::desc md = rows_md(x), cmd = channel_md(c);
+  Cached& p = primitive(fmt::format("bnorm_bwd {} {}x{}", dtype_name(t), x.rows(), c), [&] {
+    const flags f = flags::use_scale | flags::use_shift;
+    const dnnl::batch_normalization_forward::primitive_desc hint(
+        {dnnl::prop_kind::forward_training, md, eps, f}, engine_);
+    return dnnl::batch_normalization_backward::primitive_desc(
+        {dnnl::prop_kind::backward, md, md, eps, f}, user_scratchpad(), engine_, hint);
   });
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC, dnnl::memory(md, engine_, x.data)},
+      {DNNL_ARG_MEAN, dnnl::memory(cmd, engine_, save_mean.data)},
+      {DNNL_ARG_VARIANCE, dnnl::memory(cmd, engine_, var.data())},
+      {DNNL_ARG_SCALE, dnnl::memory(cmd, engine_, gamma.data)},
+      {DNNL_ARG_SHIFT, dnnl::memory(cmd, engine_, shift.data())},
+      {DNNL_ARG_DIFF_DST, dnnl::memory(md, engine_, g.data)},
+      {DNNL_ARG_DIFF_SRC, dnnl::memory(md, engine_, dx.data)},
+      {DNNL_ARG_DIFF_SCALE, dnnl::memory(cmd, engine_, dgamma.data)},
+      {DNNL_ARG_DIFF_SHIFT, dnnl::memory(cmd, engine_, dbeta.data)}};
+  execute(p, args);
 }
 
 }  // namespace mpbench::onednn

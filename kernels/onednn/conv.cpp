@@ -39,12 +39,6 @@ dnnl::convolution_forward::desc forward_desc(const ConvMds& m) {
           m.pad};
 }
 
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
 }  // namespace
 
 void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const Tensor& w,

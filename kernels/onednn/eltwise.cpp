@@ -1,8 +1,9 @@
 // The activations on oneDNN's eltwise primitives (JIT-vectorised GELU-tanh and ReLU, forward and
-// backward), and the bias gradient as column sums over row ranges on all threads: the forward
-// activation of a GEMM that keeps its pre-activation, and bias_act_backward, which the GEMM's
-// backward epilogue is. dx = dy * act'(pre) is computed from the rounded dy (as the reference
-// computes it) and dbias sums the rounded dx (the reference sums it before rounding).
+// backward), the elementwise add on its binary primitive, and the bias gradient as column sums over
+// row ranges on all threads: the forward activation of a GEMM that keeps its pre-activation, and
+// bias_act_backward, which the GEMM's backward epilogue is. dx = dy * act'(pre) is computed from
+// the rounded dy (as the reference computes it) and dbias sums the rounded dx (the reference sums
+// it before rounding).
 #include <fmt/format.h>
 
 #include "kernels/cpu/elementwise.h"
@@ -61,15 +62,46 @@ void OnednnBackend::activation_forward(Activation act, const Tensor& pre, Tensor
   Cached& p = primitive(
       fmt::format("eltwise_fwd {} {} {}", activation_name(act), dtype_name(pre.dtype), pre.numel()),
       [&] {
-        dnnl::primitive_attr attr;
-        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         return dnnl::eltwise_forward::primitive_desc(
-            {dnnl::prop_kind::forward_training, eltwise_algorithm(act), md, 0.0f, 0.0f}, attr,
-            engine_);
+            {dnnl::prop_kind::forward_training, eltwise_algorithm(act), md, 0.0f, 0.0f},
+            user_scratchpad(), engine_);
       });
   std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, dnnl::memory(md, engine_, pre.data)},
                                                 {DNNL_ARG_DST, dnnl::memory(md, engine_, y.data)}};
   execute(p, args);
+}
+
+void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu) {
+  // The primitive computes in place over its first source only: with out aliasing b, the
+  // operands swap (the sum is the same).
+  const bool swap = out.data == b.data && out.data != a.data;
+  const Tensor& s0 = swap ? b : a;
+  const Tensor& s1 = swap ? a : b;
+  const dnnl::memory::desc md0 = flat_md(s0), md1 = flat_md(s1), mdo = flat_md(out);
+  Cached& p = primitive(fmt::format("binary_add {} {} {} {} relu {}", dtype_name(s0.dtype),
+                                    dtype_name(s1.dtype), dtype_name(out.dtype), out.numel(), relu),
+                        [&] {
+                          dnnl::primitive_attr attr = user_scratchpad();
+                          dnnl::post_ops ops;
+                          if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0, 0);
+                          attr.set_post_ops(ops);
+                          return dnnl::binary::primitive_desc(
+                              {dnnl::algorithm::binary_add, md0, md1, mdo}, attr, engine_);
+                        });
+  std::unordered_map<int, dnnl::memory> args = {
+      {DNNL_ARG_SRC_0, dnnl::memory(md0, engine_, s0.data)},
+      {DNNL_ARG_SRC_1, dnnl::memory(md1, engine_, s1.data)},
+      {DNNL_ARG_DST, dnnl::memory(mdo, engine_, out.data)}};
+  execute(p, args);
+}
+
+void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!native_dtype(a.dtype) || !native_dtype(b.dtype) || !native_dtype(out.dtype)) {
+    ++fallback_calls_;
+    CpuBackend::add_impl(a, b, out);
+    return;
+  }
+  binary_add(a, b, out, false);
 }
 
 void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
@@ -80,16 +112,15 @@ void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, con
     return;
   }
   if (act != Activation::None) {
+    const dnnl::algorithm alg = eltwise_algorithm(act);
     const dnnl::memory::desc md = flat_md(dy);
     Cached& p = primitive(
         fmt::format("eltwise_bwd {} {} {}", activation_name(act), dtype_name(dy.dtype), dy.numel()),
         [&] {
-          dnnl::primitive_attr attr;
-          attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
           const dnnl::eltwise_forward::primitive_desc hint(
-              {dnnl::prop_kind::forward_training, eltwise_algorithm(act), md, 0.0f, 0.0f}, engine_);
-          return dnnl::eltwise_backward::primitive_desc(
-              {eltwise_algorithm(act), md, md, 0.0f, 0.0f}, attr, engine_, hint);
+              {dnnl::prop_kind::forward_training, alg, md, 0.0f, 0.0f}, engine_);
+          return dnnl::eltwise_backward::primitive_desc({alg, md, md, 0.0f, 0.0f},
+                                                        user_scratchpad(), engine_, hint);
         });
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, dnnl::memory(md, engine_, pre_act.data)},

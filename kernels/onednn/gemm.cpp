@@ -53,8 +53,7 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
     const auto src = matrix(g.batch, g.m, g.k, d.trans_a, a.dtype);
     const auto wei = matrix(g.batch, g.k, g.n, d.trans_b, b.dtype);
     const auto dst = matrix(g.batch, g.m, g.n, false, c.dtype);
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr attr = user_scratchpad();
     if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
     dnnl::post_ops ops;
     if (d.beta != 0.0f) ops.append_sum(d.beta);

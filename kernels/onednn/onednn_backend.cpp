@@ -236,14 +236,15 @@ std::vector<std::string> OnednnBackend::kernel_implementations() const {
   return {impls.begin(), impls.end()};
 }
 
-void OnednnBackend::execute(Cached& c, std::unordered_map<int, dnnl::memory>& args) {
+void OnednnBackend::execute(Cached& c, std::unordered_map<int, dnnl::memory>& args, size_t offset) {
   c.used = true;
   if (last_kernel_.empty()) last_kernel_ = c.impl;  // an op's first primitive is its main one
   if (c.scratchpad_bytes) {
-    args[DNNL_ARG_SCRATCHPAD] = dnnl::memory({{static_cast<dnnl::memory::dim>(c.scratchpad_bytes)},
-                                              dnnl::memory::data_type::u8,
-                                              dnnl::memory::format_tag::a},
-                                             engine_, workspace(c.scratchpad_bytes));
+    args[DNNL_ARG_SCRATCHPAD] =
+        dnnl::memory({{static_cast<dnnl::memory::dim>(c.scratchpad_bytes)},
+                      dnnl::memory::data_type::u8,
+                      dnnl::memory::format_tag::a},
+                     engine_, workspace(offset + c.scratchpad_bytes) + offset);
   }
   try {
     c.prim.execute(stream_, args);

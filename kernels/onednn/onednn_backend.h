@@ -1,9 +1,10 @@
 #pragma once
-// The native CPU backend (`--device cpu`): GEMMs and convolutions on oneDNN primitives, in f32
-// and in bf16 on the CPU's own bf16 instructions (AMX, AVX512-BF16), and the other ops as the
-// reference's loops (CpuBackend) run over slices of their rows on all threads (OpenMP). Its
-// numerics are those of each mode on real hardware; tests/cpu/kernels/test_onednn_parity.cpp
-// holds them to the reference's with the GPU parity tests' tolerances.
+// The native CPU backend (`--device cpu`): GEMMs, convolutions, batch normalisation, the
+// activations, add and permute on oneDNN primitives, in f32 and in bf16 on the CPU's own bf16
+// instructions (AMX, AVX512-BF16), and the other ops as the reference's loops (CpuBackend) run
+// over slices of their rows on all threads (OpenMP). Its numerics are those of each mode on real
+// hardware; the GPU parity tests, built against it (tests/parity_env.h), hold them to the
+// reference's with the same tolerances.
 //
 // Only fp32 and amp_bf16 run natively (oneDNN 2.6 has no CPU path for tf32, fp16 or fp8: those
 // modes are `unsupported` rows); a GEMM of their dtypes called directly runs the reference's
@@ -22,6 +23,12 @@ namespace mpbench::onednn {
 // oneDNN's type of an f32 or bf16 tensor (the only dtypes the primitives here take).
 inline dnnl::memory::data_type data_type(DType t) {
   return t == DType::BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+}
+// Every primitive here takes its scratchpad from the caller (the run's tracked workspace).
+inline dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
 }
 // Workspace parts start on a cache line (and the widest vector load).
 inline size_t align64(size_t n) {
@@ -72,7 +79,7 @@ class OnednnBackend final : public cpu::CpuBackend {
                                  const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                                    const Tensor& dy, Tensor& dw) override;
-  // Threaded loops of the reference's formulas (kernels/onednn/batchnorm.cpp).
+  // oneDNN's batch normalisation, then the residual add (kernels/onednn/batchnorm.cpp).
   void batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
                                     const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                     Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
@@ -85,10 +92,11 @@ class OnednnBackend final : public cpu::CpuBackend {
                                const Tensor& gamma, const Tensor& save_mean,
                                const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                Tensor* d_pre) override;
+  // oneDNN's binary primitive (kernels/onednn/eltwise.cpp).
+  void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
   // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
   void fill_impl(Tensor& t, float value) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
-  void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                          const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
   // A reorder between two strides of the same dimensions (kernels/onednn/permute.cpp).
@@ -120,13 +128,21 @@ class OnednnBackend final : public cpu::CpuBackend {
  private:
   // The cached primitive under `key`, made from make()'s primitive_desc on first use.
   Cached& primitive(const std::string& key, const std::function<dnnl::primitive_desc_base()>& make);
-  // Runs c.prim with args, its scratchpad (at the start of the workspace) added.
-  void execute(Cached& c, std::unordered_map<int, dnnl::memory>& args);
+  // Runs c.prim with args, its scratchpad added: at `offset` bytes into the workspace, after what
+  // the caller keeps there (the caller reserves workspace(offset + c.scratchpad_bytes) first).
+  void execute(Cached& c, std::unordered_map<int, dnnl::memory>& args, size_t offset = 0);
   // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
   char* workspace(size_t bytes);
   void release_workspace();
   // y = act(pre) elementwise, one dtype (kernels/onednn/eltwise.cpp).
   void activation_forward(Activation act, const Tensor& pre, Tensor& y);
+  // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
+  void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
+  // The batch normalisation primitive's forward (kernels/onednn/batchnorm.cpp): training
+  // writes the batch mean and variance into mean and var, evaluation reads them.
+  void batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
+                         const Tensor* residual, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& mean, const Tensor& var, Tensor& y);
   // TFLOP/s of the best of up to 10 square n x n x n GEMMs of dtype t (a quarter second at most).
   double measure_gemm(DType t, int64_t n);
 

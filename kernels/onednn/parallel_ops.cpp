@@ -58,13 +58,6 @@ void OnednnBackend::cast_impl(const Tensor& src, Tensor& dst) {
   });
 }
 
-void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
-  parallel_ranges(a.numel(), kGrain, [&](int64_t, int64_t begin, int64_t n) {
-    Tensor o = flat(out, begin, n);
-    CpuBackend::add_impl(flat(a, begin, n), flat(b, begin, n), o);
-  });
-}
-
 void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                             Tensor& norm) {
   const int64_t parts = range_count(grads.numel(), kGrain);

@@ -35,9 +35,7 @@ void OnednnBackend::permute_impl(const Tensor& src, Tensor& dst, const std::arra
   std::string key = fmt::format("permute {} {}", es, src.shape.str());
   for (int k = 0; k < rank; ++k) key += std::to_string(perm[k]);
   Cached& p = primitive(key, [&] {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    return dnnl::reorder::primitive_desc(engine_, from, engine_, to, attr);
+    return dnnl::reorder::primitive_desc(engine_, from, engine_, to, user_scratchpad());
   });
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_FROM, dnnl::memory(from, engine_, src.data)},
