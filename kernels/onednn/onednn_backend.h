@@ -92,6 +92,9 @@ class OnednnBackend final : public cpu::CpuBackend {
                                const Tensor& gamma, const Tensor& save_mean,
                                const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                Tensor* d_pre) override;
+  // oneDNN's pooling primitive (kernels/onednn/pool.cpp).
+  void avgpool_forward_impl(const Tensor& x, Tensor& y) override;
+  void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override;
   // oneDNN's binary primitive (kernels/onednn/eltwise.cpp).
   void add_impl(const Tensor& a, const Tensor& b, Tensor& out) override;
   // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
@@ -117,8 +120,6 @@ class OnednnBackend final : public cpu::CpuBackend {
                               const Tensor& pos_emb, Tensor& y) override;
   void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                       Tensor& y) override;
-  void avgpool_forward_impl(const Tensor& x, Tensor& y) override;
-  void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override;
   void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;
   void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
                                Tensor& dx) override;
@@ -136,6 +137,9 @@ class OnednnBackend final : public cpu::CpuBackend {
   void release_workspace();
   // y = act(pre) elementwise, one dtype (kernels/onednn/eltwise.cpp).
   void activation_forward(Activation act, const Tensor& pre, Tensor& y);
+  // Global average pooling, big (N, HW, C) and small (N, C): forward pools big into small,
+  // backward spreads small (dy) over big (dx).
+  void avg_pool(bool backward, const Tensor& big, const Tensor& small);
   // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
   void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
   // The batch normalisation primitive's forward (kernels/onednn/batchnorm.cpp): training

@@ -1,7 +1,11 @@
-// The ops oneDNN has no primitive for that weigh in a step (casts, the optimizers, the gradient
-// check, the loss, LayerNorm, pooling, the attention softmax, the embedding): the
-// reference's own loops, each thread on a contiguous range of rows, elements or matrices. An
-// element or a row is computed exactly as the reference computes it; only the sums across
+// The ops that run the reference's own loops, each thread on a contiguous range of rows,
+// elements or matrices: casts, the optimizers, the gradient check, the loss and the embedding
+// (oneDNN has no primitive for them), and three it has one for that does not fit here:
+// - LayerNorm: oneDNN 2.6's takes one dtype for x and y, where amp_bf16 reads fp32 and writes bf16;
+// - the attention softmax: no causal mask in oneDNN's;
+// - max pooling: its backward needs the forward's workspace (the winners), which the interface
+//   does not keep.
+// An element or a row is computed exactly as the reference computes it; only the sums across
 // ranges (a norm, LayerNorm's parameter gradients, the loss) add the ranges' partial sums.
 #include <cmath>
 #include <vector>
@@ -197,20 +201,6 @@ int64_t image_grain(const Tensor& t) {
   return row_grain(t.numel() / std::max<int64_t>(1, t.shape[0]));
 }
 }  // namespace
-
-void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
-  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = images(y, b, n);
-    CpuBackend::avgpool_forward_impl(images(x, b, n), out);
-  });
-}
-
-void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
-  parallel_ranges(dx.shape[0], image_grain(dx), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = images(dx, b, n);
-    CpuBackend::avgpool_backward_impl(images(dy, b, n), out);
-  });
-}
 
 void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
   parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {

@@ -1,0 +1,69 @@
+// Global average pooling on oneDNN's pooling primitive (forward and backward, f32 or bf16 with
+// f32 sums): x (N, HW, C) is channels-last (N, C, HW, 1) pooled by one HW x 1 window. The
+// primitive takes one dtype for x and y; mixed dtypes run the reference's loop.
+#include <fmt/format.h>
+
+#include "kernels/onednn/onednn_backend.h"
+
+namespace mpbench::onednn {
+namespace {
+
+struct PoolMds {
+  dnnl::memory::desc src, dst;
+  dnnl::memory::dims kernel;
+};
+
+PoolMds global_pool_mds(int64_t n, int64_t hw, int64_t c, DType t) {
+  using tag = dnnl::memory::format_tag;
+  return {
+      {{n, c, hw, 1}, data_type(t), tag::nhwc}, {{n, c, 1, 1}, data_type(t), tag::nhwc}, {hw, 1}};
+}
+
+}  // namespace
+
+void OnednnBackend::avg_pool(bool backward, const Tensor& big, const Tensor& small) {
+  const DType t = big.dtype;
+  const int64_t n = big.shape[0], hw = big.shape[1], c = big.shape[2];
+  const PoolMds m = global_pool_mds(n, hw, c, t);
+  const dnnl::memory::dims ones = {1, 1}, zeros = {0, 0};
+  auto forward_desc = [&] {
+    return dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::pooling_avg_exclude_padding, m.src,
+                                          m.dst, ones, m.kernel, zeros, zeros, zeros);
+  };
+  Cached& p = primitive(
+      fmt::format("avgpool_{} {} n{} hw{} c{}", backward ? "bwd" : "fwd", dtype_name(t), n, hw, c),
+      [&]() -> dnnl::primitive_desc_base {
+        const dnnl::pooling_v2_forward::primitive_desc fwd(forward_desc(), user_scratchpad(),
+                                                           engine_);
+        if (!backward) return fwd;
+        return dnnl::pooling_v2_backward::primitive_desc(
+            {dnnl::algorithm::pooling_avg_exclude_padding, m.src, m.dst, ones, m.kernel, zeros,
+             zeros, zeros},
+            user_scratchpad(), engine_, fwd);
+      });
+  std::unordered_map<int, dnnl::memory> args = {
+      {backward ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, dnnl::memory(m.src, engine_, big.data)},
+      {backward ? DNNL_ARG_DIFF_DST : DNNL_ARG_DST, dnnl::memory(m.dst, engine_, small.data)}};
+  execute(p, args);
+}
+
+void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
+  if (!native_dtype(x.dtype) || x.dtype != y.dtype) {
+    ++fallback_calls_;
+    CpuBackend::avgpool_forward_impl(x, y);
+    return;
+  }
+  avg_pool(false, x, y);
+}
+
+void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
+  if (!native_dtype(dx.dtype) || dx.dtype != dy.dtype) {
+    ++fallback_calls_;
+    CpuBackend::avgpool_backward_impl(dy, dx);
+    return;
+  }
+  avg_pool(true, dx, dy);
+}
+
+}  // namespace mpbench::onednn
