@@ -47,7 +47,7 @@ void relu_mask(const Tensor& dy, const Tensor& relu_out, Tensor& g) {
     const T* pdy = dy.ptr<T>();
     const T* pro = relu_out.ptr<T>();
     T* pg = g.ptr<T>();
-    parallel_ranges(dy.numel(), 1 << 14, [&](int64_t, int64_t begin, int64_t n) {
+    parallel_ranges(dy.numel(), kGrain, [&](int64_t, int64_t begin, int64_t n) {
       // Local pointers and both loads before the select: a branch-free loop that vectorises.
       const T* d = pdy + begin;
       const T* r = pro + begin;

@@ -134,9 +134,14 @@ void OnednnBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom&
   conv(ConvOp::BackwardData, g, dx, w, dy, nullptr);
 }
 
+// oneDNN 2.6's 1x1 backward-weights kernels write past their strided-input buffer for a
+// channels-last input of fewer channels than their block (8 or 16): wrong filter gradients, or a
+// crash (oneDNN issue #6035; seen here at AVX2). Such a convolution (a tiny config's projection
+// shortcut: ResNet-50's have 64 channels and more) runs the reference's instead.
 void OnednnBackend::conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g,
                                                 const Tensor& x, const Tensor& dy, Tensor& dw) {
-  if (!native_dtype(x.dtype)) {
+  const bool onednn_bug_6035 = g.r == 1 && g.s == 1 && g.stride > 1 && g.c < 16;
+  if (!native_dtype(x.dtype) || onednn_bug_6035) {
     ++fallback_calls_;
     return CpuBackend::conv2d_backward_filter_impl(d, g, x, dy, dw);
   }

@@ -23,14 +23,11 @@ dnnl::memory::desc flat_md(const Tensor& t) {
   return {{t.numel()}, data_type(t.dtype), dnnl::memory::format_tag::a};
 }
 
-// Elements per range of the column sums.
-constexpr int64_t kSumGrain = 1 << 15;
-
 // out[j] = sum over rows of x[i, j], in fp32: each range of rows into its own partial row, then
 // the partials added in order.
 void column_sums(const Tensor& x, float* out) {
   const int64_t rows = x.rows(), cols = x.cols();
-  const int64_t grain = std::max<int64_t>(1, kSumGrain / std::max<int64_t>(1, cols));
+  const int64_t grain = row_grain(cols);
   const int64_t parts = range_count(rows, grain);
   std::vector<float> partial(static_cast<size_t>(parts * cols), 0.0f);
   cpu::detail::dispatch_float(x.dtype, [&](auto e) {

@@ -12,6 +12,15 @@
 
 namespace mpbench::onednn {
 
+// Elements per range at the least (a row op: rows times their length): below this, starting a
+// thread costs more than it saves.
+constexpr int64_t kGrain = 1 << 15;
+
+// Rows of row_length elements per range at the least.
+inline int64_t row_grain(int64_t row_length) {
+  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, row_length));
+}
+
 // The number of ranges parallel_ranges makes of n: what per-range partial sums are sized by.
 inline int64_t range_count(int64_t n, int64_t grain) {
 #ifdef _OPENMP

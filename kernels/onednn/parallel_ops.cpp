@@ -16,13 +16,6 @@
 namespace mpbench::onednn {
 namespace {
 
-// Elements (or rows times their length) per range: below this a thread costs more than it saves.
-constexpr int64_t kGrain = 1 << 15;
-
-int64_t row_grain(int64_t row_length) {
-  return std::max<int64_t>(1, kGrain / std::max<int64_t>(1, row_length));
-}
-
 // Rows [begin, begin + n) of a tensor viewed as (rows, cols).
 Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
   const int64_t cols = t.cols();

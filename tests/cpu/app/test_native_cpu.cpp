@@ -165,6 +165,38 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
   EXPECT_GT(gemms, 0);
 }
 
+// A seeds x batch sweep trains every cell natively; under a memory cap between the two modes'
+// needs (measured here first: oneDNN's scratchpads and reordered filters count, as workspace),
+// fp32 is an oom row and amp_bf16 trains within it.
+TEST_F(NativeCpu, SeedsSweepsAndTheMemoryLimitWorkOnIt) {
+  const json sweep = run_json("--precisions fp32,amp_bf16 --seeds 2 --batch-sizes 16,32");
+  ASSERT_EQ(sweep["runs"].size(), 8u);
+  for (const json& r : sweep["runs"]) {
+    EXPECT_EQ(r["status"], "ok") << r["precision"] << " batch " << r["batch_size"];
+    EXPECT_FALSE(r["kernels"].empty()) << r["precision"];
+  }
+  EXPECT_EQ(sweep["seed_summary"].size(), 4u);
+
+  const std::string out = (dir_ / "m.json").string();
+  const std::string resnet = " run " + tiny("tiny_resnet") +
+                             " --device cpu --epochs 1 --precisions fp32,amp_bf16 --quiet --json " +
+                             out;
+  ASSERT_EQ(run(resnet).code, 0);
+  const json free_run = json::parse(mpbench::test::read_file(out));
+  const uint64_t fp32 = free_run["runs"][0]["peak_memory_bytes"]["training"];
+  const uint64_t bf16 = free_run["runs"][1]["peak_memory_bytes"]["training"];
+  EXPECT_GT(free_run["runs"][0]["peak_memory_bytes"]["by_category"]["workspace"].get<uint64_t>(),
+            0u);
+  ASSERT_GT(fp32, bf16);
+  const uint64_t cap = (fp32 + bf16) / 2;
+  const auto r = run(resnet + " --memory-limit " + std::to_string(cap) + "B");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json capped = json::parse(mpbench::test::read_file(out));
+  EXPECT_EQ(capped["runs"][0]["status"], "oom");
+  EXPECT_EQ(capped["runs"][1]["status"], "ok");
+  EXPECT_LE(capped["runs"][1]["peak_memory_bytes"]["training"].get<uint64_t>(), cap);
+}
+
 TEST_F(NativeCpu, BadThreadsAndIsaAreRefusedInOneLine) {
   for (const std::string& args :
        {std::string("--device cpu --threads 0"), std::string("--device cpu --cpu-isa nonsense"),
