@@ -24,7 +24,9 @@ import sys
 
 
 def load_runs(paths):
-    runs = {}
+    """(model, precision) -> the run of that key; a key that several files hold (rounds of the
+    same measurement, run in turn with the other tool's) -> the run of median step time."""
+    rounds = {}
     for path in paths:
         try:
             with open(path) as f:
@@ -37,8 +39,12 @@ def load_runs(paths):
             key = (r["model"], r["precision"])
             if r.get("cuda_graphs"):
                 key = (r["model"], r["precision"] + "+graphs")
-            runs[key] = r
-    return runs
+            rounds.setdefault(key, []).append(r)
+    runs = {}
+    for key, rs in rounds.items():
+        timed = sorted((r for r in rs if step_ms(r)), key=step_ms)
+        runs[key] = timed[(len(timed) - 1) // 2] if timed else rs[-1]
+    return runs, max((len(rs) for rs in rounds.values()), default=0)
 
 
 def load_profiles(paths):
@@ -144,7 +150,7 @@ def main():
     ap.add_argument("--profiles", nargs="+")
     ap.add_argument("--md")
     a = ap.parse_args()
-    mp, pt = load_runs(a.mpbench), load_runs(a.pytorch)
+    (mp, mp_rounds), (pt, pt_rounds) = load_runs(a.mpbench), load_runs(a.pytorch)
     profiles = load_profiles(a.profiles)
     slower = []
     lines = ["| model | precision | mpbench step ms | PyTorch step ms | ratio | mpbench speedup | "
@@ -170,6 +176,9 @@ def main():
             f"{fmt(msp, '.2f', suffix='x')} | {fmt(psp, '.2f', suffix='x')} | "
             f"{fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
             f"{fmt(macc and 100 * macc, '.2f')} | {fmt(pacc and 100 * pacc, '.2f')} |")
+    if max(mp_rounds, pt_rounds) > 1:
+        lines += ["", f"Step times: the median over {mp_rounds} mpbench and {pt_rounds} PyTorch "
+                  "rounds (each row's run of median step time; ratios and speedups from those)."]
     if a.profiles and slower:
         lines += ["", "## Where the time goes where mpbench is slower", ""]
         for model, prec, p in slower:

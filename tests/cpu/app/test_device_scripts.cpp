@@ -88,6 +88,30 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
   EXPECT_EQ(bf16.substr(bf16.size() - 4), "|  |") << bf16;
 }
 
+// Rounds of one measurement (each tool run in turn, several times): each row takes the run of
+// median step time of each tool, and a line under the table says over how many rounds.
+TEST_F(DeviceScripts, SideBySideTakesTheMedianRound) {
+  std::string rounds;
+  for (double factor : {8.0, 2.0, 4.0}) {  // PyTorch 8x, 2x, 4x faster: the median is 4x
+    json pt = json::parse(read_file(path("tiny_mlp_eager.json")));
+    for (auto& run : pt["runs"])
+      run["epoch_time_ms"]["median"] = run["epoch_time_ms"]["median"].get<double>() / factor;
+    const std::string name = "pytorch_" + std::to_string(static_cast<int>(factor)) + ".json";
+    write(name, pt.dump());
+    rounds += " " + path(name);
+  }
+  Result r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " +
+                                          path("tiny_mlp_eager.json") + " --pytorch" + rounds,
+                                      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| tiny_mlp | fp32 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| 2.00 |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("| 8.00 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 4.00 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the median over 1 mpbench and 3 PyTorch rounds"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
   // amp_fp8 below compute capability 8.9 (mpbench) or without Transformer Engine (PyTorch): a
   // row with status "unsupported" and no numbers, on both sides or on one.
