@@ -92,6 +92,13 @@ class OnednnBackend final : public cpu::CpuBackend {
                                const Tensor& gamma, const Tensor& save_mean,
                                const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                Tensor* d_pre) override;
+  // Vectorised loops of their own (kernels/onednn/softmax.cpp).
+  void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
+  void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
+                                      Tensor& y) override;
+  void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
+                                       Tensor& dx) override;
   // oneDNN's pooling primitive (kernels/onednn/pool.cpp).
   void avgpool_forward_impl(const Tensor& x, Tensor& y) override;
   void avgpool_backward_impl(const Tensor& dy, Tensor& dx) override;
@@ -100,8 +107,6 @@ class OnednnBackend final : public cpu::CpuBackend {
   // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
   void fill_impl(Tensor& t, float value) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
-  void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
   // A reorder between two strides of the same dimensions (kernels/onednn/permute.cpp).
   void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override;
   void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
@@ -118,13 +123,9 @@ class OnednnBackend final : public cpu::CpuBackend {
                                Tensor& dbeta) override;
   void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
                               const Tensor& pos_emb, Tensor& y) override;
-  void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
-                                      Tensor& y) override;
   void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;
   void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
                                Tensor& dx) override;
-  void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
-                                       Tensor& dx) override;
 
  private:
   // The cached primitive under `key`, made from make()'s primitive_desc on first use.

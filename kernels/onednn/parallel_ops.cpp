@@ -1,12 +1,12 @@
 // The ops that run the reference's own loops, each thread on a contiguous range of rows,
-// elements or matrices: casts, the optimizers, the gradient check, the loss and the embedding
-// (oneDNN has no primitive for them), and three it has one for that does not fit here:
+// elements or matrices: casts, the optimizers, the gradient check and the embedding (oneDNN has
+// no primitive for them), and two oneDNN has one for that does not fit here:
 // - LayerNorm: oneDNN 2.6's takes one dtype for x and y, where amp_bf16 reads fp32 and writes bf16;
-// - the attention softmax: no causal mask in oneDNN's;
 // - max pooling: its backward needs the forward's workspace (the winners), which the interface
 //   does not keep.
+// (The attention softmax and the loss have vectorised loops of their own: softmax.cpp.)
 // An element or a row is computed exactly as the reference computes it; only the sums across
-// ranges (a norm, LayerNorm's parameter gradients, the loss) add the ranges' partial sums.
+// ranges (a norm, LayerNorm's parameter gradients) add the ranges' partial sums.
 #include <cmath>
 #include <vector>
 
@@ -99,31 +99,6 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
 
 // Each range of rows as a batch of its own, with the loss scale times its share of the rows, so
 // that its gradient's scale / rows is the whole batch's; its mean loss weighted back alike.
-void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                      const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
-  const int64_t rows = logits.shape[0], classes = logits.shape[1];
-  const int64_t grain = row_grain(classes), parts = range_count(rows, grain);
-  const float scale = grad_scale ? grad_scale->ptr<float>()[0] : 1.0f;
-  std::vector<float> part_scale(parts), part_loss(parts, 0.0f), part_hits(parts, 0.0f);
-  std::vector<int64_t> part_rows(parts);
-  parallel_ranges(rows, grain, [&](int64_t part, int64_t b, int64_t n) {
-    part_rows[part] = n;
-    part_scale[part] = static_cast<float>(static_cast<double>(scale) * n / rows);
-    Tensor d = dlogits ? rows_of(*dlogits, b, n) : Tensor{};
-    Tensor sc = host_f32(part_scale, part, 1), loss = host_f32(part_loss, part, 1),
-           hits = host_f32(part_hits, part, 1);
-    CpuBackend::softmax_xent_impl(rows_of(logits, b, n), flat(labels, b, n), dlogits ? &d : nullptr,
-                                  &sc, loss, hits);
-  });
-  double loss_total = 0, hits = 0;
-  for (int64_t p = 0; p < parts; ++p) {
-    loss_total += static_cast<double>(part_loss[p]) * part_rows[p];
-    hits += part_hits[p];
-  }
-  loss_sum.ptr<float>()[0] += static_cast<float>(loss_total / rows);
-  correct.ptr<float>()[0] += static_cast<float>(hits);
-}
-
 void OnednnBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
                                            const Tensor& beta, Tensor& y, Tensor& mean,
                                            Tensor& rstd) {
@@ -158,27 +133,6 @@ void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor&
     Tensor out = y.slice(b * g.seq * g.dim, Shape{n * g.seq, g.dim});
     CpuBackend::embedding_forward_impl(part, tokens.slice(b * g.seq, Shape{n, g.seq}), tok_emb,
                                        pos_emb, out);
-  });
-}
-
-// Each (S, S) matrix of the batch on its own: the causal mask counts rows within a matrix.
-void OnednnBackend::attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
-                                                   Tensor& y) {
-  const int64_t s = x.shape[1], mat = s * s;
-  parallel_ranges(x.shape[0], row_grain(mat), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = y.slice(b * mat, Shape{n, s, s});
-    CpuBackend::attention_softmax_forward_impl(x.slice(b * mat, Shape{n, s, s}), scale, causal,
-                                               out);
-  });
-}
-
-void OnednnBackend::attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,
-                                                    Tensor& dx) {
-  const int64_t s = dy.shape[1], mat = s * s;
-  parallel_ranges(dy.shape[0], row_grain(mat), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = dx.slice(b * mat, Shape{n, s, s});
-    CpuBackend::attention_softmax_backward_impl(dy.slice(b * mat, Shape{n, s, s}),
-                                                y.slice(b * mat, Shape{n, s, s}), scale, out);
   });
 }
 
