@@ -27,6 +27,11 @@ void encode_f32(const float* in, Tensor& dst, int64_t n);
 void load_row(const Tensor& t, int64_t r, int64_t n, float* out);
 void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 
+// ---- softmax_xent.cpp ------------------------------------------------------------------------
+// The index of a row's largest entry, ties going to the lowest (the accuracy count's rule); *max
+// receives that entry, the max of a stable softmax. Shared with the native backend's loss.
+int64_t argmax_first(const float* row, int64_t n, float* max);
+
 // ---- batchnorm.cpp ---------------------------------------------------------------------------
 // From the per-channel batch means and sums of squared deviations (double, over `rows` rows):
 // save_mean, save_rstd and the running statistics' update (the unbiased variance, as PyTorch).

@@ -11,6 +11,19 @@
 
 namespace mpbench::cpu {
 
+int64_t argmax_first(const float* row, int64_t n, float* max) {
+  int64_t arg = 0;
+  float m = row[0];
+  for (int64_t j = 1; j < n; ++j) {
+    if (row[j] > m) {
+      m = row[j];
+      arg = j;
+    }
+  }
+  *max = m;
+  return arg;
+}
+
 void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
@@ -28,15 +41,8 @@ void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, T
   int64_t hits = 0;
   for (int64_t i = 0; i < rows; ++i) {
     const float* row = x + i * classes;
-    // Argmax with ties going to the lowest index; it is also the max for the stable softmax.
-    int64_t arg = 0;
-    float max = row[0];
-    for (int64_t j = 1; j < classes; ++j) {
-      if (row[j] > max) {
-        max = row[j];
-        arg = j;
-      }
-    }
+    float max;
+    const int64_t arg = argmax_first(row, classes, &max);
     float sum = 0;
     for (int64_t j = 0; j < classes; ++j) sum += std::exp(row[j] - max);
     const float log_sum = std::log(sum);

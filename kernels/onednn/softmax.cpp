@@ -132,15 +132,8 @@ void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels
     std::vector<float> e(static_cast<size_t>(classes));
     for (int64_t i = begin; i < begin + n; ++i) {
       const float* row = x + i * classes;
-      // Argmax with ties going to the lowest index; it is also the max for the stable softmax.
-      int64_t arg = 0;
-      float max = row[0];
-      for (int64_t j = 1; j < classes; ++j) {
-        if (row[j] > max) {
-          max = row[j];
-          arg = j;
-        }
-      }
+      float max;
+      const int64_t arg = cpu::argmax_first(row, classes, &max);
       std::memcpy(e.data(), row, static_cast<size_t>(classes) * sizeof(float));
       const float sum = exp_shifted_sum(e.data(), classes, max);
       part_loss[part] += static_cast<double>(std::log(sum) + max - row[label[i]]);
