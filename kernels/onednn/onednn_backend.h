@@ -92,7 +92,12 @@ class OnednnBackend final : public cpu::CpuBackend {
                                const Tensor& gamma, const Tensor& save_mean,
                                const Tensor& save_rstd, Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                Tensor* d_pre) override;
-  // Vectorised loops of their own (kernels/onednn/softmax.cpp).
+  // Vectorised loops of their own (kernels/onednn/softmax.cpp, layernorm.cpp).
+  void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                              Tensor& y, Tensor& mean, Tensor& rstd) override;
+  void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                               const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
+                               Tensor& dbeta) override;
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                          const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
   void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
@@ -116,11 +121,6 @@ class OnednnBackend final : public cpu::CpuBackend {
                        const Tensor* found_inf) override;
   void sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads, Tensor& momentum_buf,
                      Tensor* weights_lowp, const Tensor* found_inf) override;
-  void layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                              Tensor& y, Tensor& mean, Tensor& rstd) override;
-  void layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                               const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
-                               Tensor& dbeta) override;
   void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
                               const Tensor& pos_emb, Tensor& y) override;
   void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;

@@ -10,6 +10,14 @@
 #include <omp.h>
 #endif
 
+// A loop function compiled for AVX-512, AVX2 and baseline x86-64, the best picked when the program
+// loads (GCC's function multi-versioning): the vectorised loops of softmax.cpp and layernorm.cpp.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define MPBENCH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MPBENCH_VECTOR_CLONES
+#endif
+
 namespace mpbench::onednn {
 
 // Elements per range at the least (a row op: rows times their length): below this, starting a

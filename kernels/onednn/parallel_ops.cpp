@@ -1,12 +1,10 @@
 // The ops that run the reference's own loops, each thread on a contiguous range of rows,
 // elements or matrices: casts, the optimizers, the gradient check and the embedding (oneDNN has
-// no primitive for them), and two oneDNN has one for that does not fit here:
-// - LayerNorm: oneDNN 2.6's takes one dtype for x and y, where amp_bf16 reads fp32 and writes bf16;
-// - max pooling: its backward needs the forward's workspace (the winners), which the interface
-//   does not keep.
-// (The attention softmax and the loss have vectorised loops of their own: softmax.cpp.)
-// An element or a row is computed exactly as the reference computes it; only the sums across
-// ranges (a norm, LayerNorm's parameter gradients) add the ranges' partial sums.
+// no primitive for them), and max pooling (oneDNN's backward needs the forward's workspace, the
+// winners, which the interface does not keep). An element or a row is computed exactly as the
+// reference computes it; only the sums across ranges (a norm) add the ranges' partial sums.
+// (The attention softmax, the loss and LayerNorm have vectorised loops of their own:
+// softmax.cpp, layernorm.cpp.)
 #include <cmath>
 #include <vector>
 
@@ -16,27 +14,12 @@
 namespace mpbench::onednn {
 namespace {
 
-// Rows [begin, begin + n) of a tensor viewed as (rows, cols).
-Tensor rows_of(const Tensor& t, int64_t begin, int64_t n) {
-  const int64_t cols = t.cols();
-  return t.slice(begin * cols, Shape{n, cols});
-}
-
 Tensor flat(const Tensor& t, int64_t begin, int64_t n) {
   return t.slice(begin, Shape{n});
 }
 
 Tensor host_f32(std::vector<float>& v, int64_t begin, int64_t n) {
   return Tensor{v.data() + begin, Shape{n}, DType::F32, Device::CPU};
-}
-
-// out[j] = the sum over parts of partial[part * n + j].
-void sum_parts(const std::vector<float>& partial, int64_t parts, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) {
-    double s = 0;
-    for (int64_t p = 0; p < parts; ++p) s += partial[p * n + j];
-    out[j] = static_cast<float>(s);
-  }
 }
 
 }  // namespace
@@ -99,31 +82,6 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
 
 // Each range of rows as a batch of its own, with the loss scale times its share of the rows, so
 // that its gradient's scale / rows is the whole batch's; its mean loss weighted back alike.
-void OnednnBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
-                                           const Tensor& beta, Tensor& y, Tensor& mean,
-                                           Tensor& rstd) {
-  parallel_ranges(x.rows(), row_grain(x.cols()), [&](int64_t, int64_t b, int64_t n) {
-    Tensor yy = rows_of(y, b, n), mu = flat(mean, b, n), rs = flat(rstd, b, n);
-    CpuBackend::layernorm_forward_impl(eps, rows_of(x, b, n), gamma, beta, yy, mu, rs);
-  });
-}
-
-void OnednnBackend::layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                            const Tensor& mean, const Tensor& rstd, Tensor& dx,
-                                            Tensor& dgamma, Tensor& dbeta) {
-  const int64_t cols = x.cols(), grain = row_grain(cols);
-  const int64_t parts = range_count(x.rows(), grain);
-  std::vector<float> dg(parts * cols), db(parts * cols);
-  parallel_ranges(x.rows(), grain, [&](int64_t part, int64_t b, int64_t n) {
-    Tensor out = rows_of(dx, b, n), g = host_f32(dg, part * cols, cols),
-           bb = host_f32(db, part * cols, cols);
-    CpuBackend::layernorm_backward_impl(rows_of(dy, b, n), rows_of(x, b, n), gamma,
-                                        flat(mean, b, n), flat(rstd, b, n), out, g, bb);
-  });
-  sum_parts(dg, parts, cols, dgamma.ptr<float>());
-  sum_parts(db, parts, cols, dbeta.ptr<float>());
-}
-
 void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
                                            const Tensor& tok_emb, const Tensor& pos_emb,
                                            Tensor& y) {

@@ -15,12 +15,6 @@
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define MPBENCH_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MPBENCH_VECTOR_CLONES
-#endif
-
 namespace mpbench::onednn {
 namespace {
 

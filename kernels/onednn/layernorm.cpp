@@ -1,0 +1,103 @@
+// LayerNorm as vectorised loops on all threads (oneDNN 2.6's layer normalisation takes one dtype
+// for x and y, where amp_bf16 reads fp32 and writes bf16): the reference's formulas row by row,
+// its two-pass statistics in double, summed in vector lanes (MPBENCH_VECTOR_CLONES). The backward
+// pass's parameter gradients sum each range of rows into its own double partials, added in range
+// order.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/onednn/onednn_backend.h"
+#include "kernels/onednn/parallel.h"
+
+namespace mpbench::onednn {
+namespace {
+
+// row (d) -> (row - mean) * rstd * g + b in place; *mean, *rstd: its statistics.
+MPBENCH_VECTOR_CLONES void normalise_row(float* row, int64_t d, float eps, const float* g,
+                                         const float* b, float* mean, float* rstd) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < d; ++j) sum += row[j];
+  const double mu = sum / static_cast<double>(d);
+  // Two passes: the shifted sum of squares does not cancel when |mean| >> stddev.
+  double sq = 0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t j = 0; j < d; ++j) {
+    const double c = row[j] - mu;
+    sq += c * c;
+  }
+  const float m = static_cast<float>(mu);
+  const float s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
+  *mean = m;
+  *rstd = s;
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) row[j] = (row[j] - m) * s * g[j] + b[j];
+}
+
+// x (d) and dy (d) of one row -> dx in x; dg += dy * xhat, db += dy.
+MPBENCH_VECTOR_CLONES void backward_row(float* x, float* dy, int64_t d, float m, float s,
+                                        const float* gamma, double* dg, double* db) {
+  double sum_g = 0, sum_gx = 0;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+  for (int64_t j = 0; j < d; ++j) {
+    const float xhat = (x[j] - m) * s;
+    const float g = dy[j] * gamma[j];
+    dg[j] += static_cast<double>(dy[j]) * xhat;
+    db[j] += dy[j];
+    sum_g += g;
+    sum_gx += static_cast<double>(g) * xhat;
+    x[j] = xhat;
+    dy[j] = g;
+  }
+  const float mean_g = static_cast<float>(sum_g / static_cast<double>(d));
+  const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(d));
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) x[j] = s * (dy[j] - mean_g - x[j] * mean_gx);
+}
+
+}  // namespace
+
+void OnednnBackend::layernorm_forward_impl(float eps, const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, Tensor& y, Tensor& mean,
+                                           Tensor& rstd) {
+  const int64_t d = x.cols();
+  parallel_ranges(x.rows(), row_grain(d), [&](int64_t, int64_t begin, int64_t n) {
+    std::vector<float> row(static_cast<size_t>(d));
+    for (int64_t r = begin; r < begin + n; ++r) {
+      cpu::load_row(x, r, d, row.data());
+      normalise_row(row.data(), d, eps, gamma.ptr<float>(), beta.ptr<float>(),
+                    mean.ptr<float>() + r, rstd.ptr<float>() + r);
+      cpu::store_row(row.data(), y, r, d);
+    }
+  });
+}
+
+// Each row is read whole before dx is written: dx may alias dy.
+void OnednnBackend::layernorm_backward_impl(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                            const Tensor& mean, const Tensor& rstd, Tensor& dx,
+                                            Tensor& dgamma, Tensor& dbeta) {
+  const int64_t d = x.cols(), grain = row_grain(d), parts = range_count(x.rows(), grain);
+  std::vector<double> dg(static_cast<size_t>(parts * d), 0.0), db(dg.size(), 0.0);
+  parallel_ranges(x.rows(), grain, [&](int64_t part, int64_t begin, int64_t n) {
+    std::vector<float> xr(static_cast<size_t>(d)), gr(static_cast<size_t>(d));
+    for (int64_t r = begin; r < begin + n; ++r) {
+      cpu::load_row(x, r, d, xr.data());
+      cpu::load_row(dy, r, d, gr.data());
+      backward_row(xr.data(), gr.data(), d, mean.ptr<float>()[r], rstd.ptr<float>()[r],
+                   gamma.ptr<float>(), dg.data() + part * d, db.data() + part * d);
+      cpu::store_row(xr.data(), dx, r, d);
+    }
+  });
+  for (int64_t j = 0; j < d; ++j) {
+    double g = 0, b = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      g += dg[p * d + j];
+      b += db[p * d + j];
+    }
+    dgamma.ptr<float>()[j] = static_cast<float>(g);
+    dbeta.ptr<float>()[j] = static_cast<float>(b);
+  }
+}
+
+}  // namespace mpbench::onednn
