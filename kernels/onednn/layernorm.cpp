@@ -1,59 +1,26 @@
 // LayerNorm as vectorised loops on all threads (oneDNN 2.6's layer normalisation takes one dtype
-// for x and y, where amp_bf16 reads fp32 and writes bf16): the reference's formulas row by row,
-// its two-pass statistics in double, summed in vector lanes (MPBENCH_VECTOR_CLONES). The backward
-// pass's parameter gradients sum each range of rows into its own double partials, added in range
-// order.
+// for x and y, where amp_bf16 reads fp32 and writes bf16): the reference's row formulas
+// (kernels/cpu/row_math.h), their double statistics summed in vector lanes. The backward pass's
+// parameter gradients sum each range of rows into its own double partials, added in range order.
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/row_math.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 
 namespace mpbench::onednn {
 namespace {
 
-// row (d) -> (row - mean) * rstd * g + b in place; *mean, *rstd: its statistics.
+// The shared row formulas (kernels/cpu/row_math.h), compiled into each vector clone.
 MPBENCH_VECTOR_CLONES void normalise_row(float* row, int64_t d, float eps, const float* g,
                                          const float* b, float* mean, float* rstd) {
-  double sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < d; ++j) sum += row[j];
-  const double mu = sum / static_cast<double>(d);
-  // Two passes: the shifted sum of squares does not cancel when |mean| >> stddev.
-  double sq = 0;
-#pragma omp simd reduction(+ : sq)
-  for (int64_t j = 0; j < d; ++j) {
-    const double c = row[j] - mu;
-    sq += c * c;
-  }
-  const float m = static_cast<float>(mu);
-  const float s = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
-  *mean = m;
-  *rstd = s;
-#pragma omp simd
-  for (int64_t j = 0; j < d; ++j) row[j] = (row[j] - m) * s * g[j] + b[j];
+  cpu::layernorm_row_forward(row, d, eps, g, b, mean, rstd);
 }
-
-// x (d) and dy (d) of one row -> dx in x; dg += dy * xhat, db += dy.
 MPBENCH_VECTOR_CLONES void backward_row(float* x, float* dy, int64_t d, float m, float s,
                                         const float* gamma, double* dg, double* db) {
-  double sum_g = 0, sum_gx = 0;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-  for (int64_t j = 0; j < d; ++j) {
-    const float xhat = (x[j] - m) * s;
-    const float g = dy[j] * gamma[j];
-    dg[j] += static_cast<double>(dy[j]) * xhat;
-    db[j] += dy[j];
-    sum_g += g;
-    sum_gx += static_cast<double>(g) * xhat;
-    x[j] = xhat;
-    dy[j] = g;
-  }
-  const float mean_g = static_cast<float>(sum_g / static_cast<double>(d));
-  const float mean_gx = static_cast<float>(sum_gx / static_cast<double>(d));
-#pragma omp simd
-  for (int64_t j = 0; j < d; ++j) x[j] = s * (dy[j] - mean_g - x[j] * mean_gx);
+  cpu::layernorm_row_backward(x, dy, d, m, s, gamma, dg, db);
 }
 
 }  // namespace
