@@ -31,6 +31,9 @@ void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 // The index of a row's largest entry, ties going to the lowest (the accuracy count's rule); *max
 // receives that entry, the max of a stable softmax. Shared with the native backend's loss.
 int64_t argmax_first(const float* row, int64_t n, float* max);
+// Every label in [0, classes), or a one-line error naming the row (checked on the host: a GPU
+// cannot read the labels without a synchronisation).
+void check_labels(const int32_t* labels, int64_t rows, int64_t classes);
 
 // ---- batchnorm.cpp ---------------------------------------------------------------------------
 // From the per-channel batch means and sums of squared deviations (double, over `rows` rows):

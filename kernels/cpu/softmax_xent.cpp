@@ -24,16 +24,19 @@ int64_t argmax_first(const float* row, int64_t n, float* max) {
   return arg;
 }
 
+void check_labels(const int32_t* labels, int64_t rows, int64_t classes) {
+  for (int64_t i = 0; i < rows; ++i)
+    MPB_CHECK(labels[i] >= 0 && labels[i] < classes,
+              "softmax_xent: label {} of row {} is outside [0, {})", labels[i], i, classes);
+}
+
 void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
                                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
   const float scale = grad_scale ? grad_scale->ptr<float>()[0] : 1.0f;
   const float* x = logits.ptr<float>();
   const int32_t* y = labels.ptr<int32_t>();
-  // Checked here, not by Backend: a GPU cannot read the labels without a synchronisation.
-  for (int64_t i = 0; i < rows; ++i)
-    MPB_CHECK(y[i] >= 0 && y[i] < classes, "softmax_xent: label {} of row {} is outside [0, {})",
-              y[i], i, classes);
+  check_labels(y, rows, classes);
 
   // The gradient's 1/N and the loss scale fold into one factor, as on the GPU.
   const float grad_factor = scale / static_cast<float>(rows);

@@ -60,6 +60,14 @@ void relu_mask(const Tensor& dy, const Tensor& relu_out, Tensor& g) {
   });
 }
 
+// The forward primitives take one dtype for x and y (the residual may differ), and y must not be
+// the residual, which the add reads after the primitive wrote y.
+bool forward_fits(const OnednnBackend& be, const Tensor& x, const Tensor* residual,
+                  const Tensor& y) {
+  return be.native_dtype(x.dtype) && x.dtype == y.dtype &&
+         (!residual || (be.native_dtype(residual->dtype) && residual->data != y.data));
+}
+
 }  // namespace
 
 void OnednnBackend::batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
@@ -94,15 +102,12 @@ void OnednnBackend::batchnorm_forward(const BatchNormDesc& d, bool training, con
   binary_add(y, *residual, y, d.relu);
 }
 
-// The primitives take one dtype for x and y (the residual may differ), and y must not be the
-// residual, which the add reads after the primitive wrote y.
 void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x,
                                                  const Tensor* residual, const Tensor& gamma,
                                                  const Tensor& beta, Tensor& running_mean,
                                                  Tensor& running_var, Tensor& save_mean,
                                                  Tensor& save_rstd, Tensor& y) {
-  if (!native_dtype(x.dtype) || !native_dtype(y.dtype) || x.dtype != y.dtype ||
-      (residual && (!native_dtype(residual->dtype) || residual->data == y.data))) {
+  if (!forward_fits(*this, x, residual, y)) {
     ++fallback_calls_;
     CpuBackend::batchnorm_forward_train_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                              save_mean, save_rstd, y);
@@ -125,8 +130,7 @@ void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Te
                                                 const Tensor* residual, const Tensor& gamma,
                                                 const Tensor& beta, const Tensor& running_mean,
                                                 const Tensor& running_var, Tensor& y) {
-  if (!native_dtype(x.dtype) || !native_dtype(y.dtype) || x.dtype != y.dtype ||
-      (residual && (!native_dtype(residual->dtype) || residual->data == y.data))) {
+  if (!forward_fits(*this, x, residual, y)) {
     ++fallback_calls_;
     CpuBackend::batchnorm_forward_eval_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                             y);

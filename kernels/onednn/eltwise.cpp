@@ -80,7 +80,8 @@ void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bo
                         [&] {
                           dnnl::primitive_attr attr = user_scratchpad();
                           dnnl::post_ops ops;
-                          if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0, 0);
+                          if (relu)
+                            ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
                           attr.set_post_ops(ops);
                           return dnnl::binary::primitive_desc(
                               {dnnl::algorithm::binary_add, md0, md1, mdo}, attr, engine_);

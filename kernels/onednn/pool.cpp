@@ -6,45 +6,28 @@
 #include "kernels/onednn/onednn_backend.h"
 
 namespace mpbench::onednn {
-namespace {
-
-struct PoolMds {
-  dnnl::memory::desc src, dst;
-  dnnl::memory::dims kernel;
-};
-
-PoolMds global_pool_mds(int64_t n, int64_t hw, int64_t c, DType t) {
-  using tag = dnnl::memory::format_tag;
-  return {
-      {{n, c, hw, 1}, data_type(t), tag::nhwc}, {{n, c, 1, 1}, data_type(t), tag::nhwc}, {hw, 1}};
-}
-
-}  // namespace
 
 void OnednnBackend::avg_pool(bool backward, const Tensor& big, const Tensor& small) {
+  using tag = dnnl::memory::format_tag;
   const DType t = big.dtype;
   const int64_t n = big.shape[0], hw = big.shape[1], c = big.shape[2];
-  const PoolMds m = global_pool_mds(n, hw, c, t);
-  const dnnl::memory::dims ones = {1, 1}, zeros = {0, 0};
-  auto forward_desc = [&] {
-    return dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::pooling_avg_exclude_padding, m.src,
-                                          m.dst, ones, m.kernel, zeros, zeros, zeros);
-  };
+  const dnnl::memory::desc src({n, c, hw, 1}, data_type(t), tag::nhwc),
+      dst({n, c, 1, 1}, data_type(t), tag::nhwc);
+  const dnnl::memory::dims kernel = {hw, 1}, ones = {1, 1}, zeros = {0, 0};
+  const auto alg = dnnl::algorithm::pooling_avg_exclude_padding;
   Cached& p = primitive(
       fmt::format("avgpool_{} {} n{} hw{} c{}", backward ? "bwd" : "fwd", dtype_name(t), n, hw, c),
       [&]() -> dnnl::primitive_desc_base {
-        const dnnl::pooling_v2_forward::primitive_desc fwd(forward_desc(), user_scratchpad(),
-                                                           engine_);
+        const dnnl::pooling_v2_forward::primitive_desc fwd(
+            {dnnl::prop_kind::forward_training, alg, src, dst, ones, kernel, zeros, zeros, zeros},
+            user_scratchpad(), engine_);
         if (!backward) return fwd;
         return dnnl::pooling_v2_backward::primitive_desc(
-            {dnnl::algorithm::pooling_avg_exclude_padding, m.src, m.dst, ones, m.kernel, zeros,
-             zeros, zeros},
-            user_scratchpad(), engine_, fwd);
+            {alg, src, dst, ones, kernel, zeros, zeros, zeros}, user_scratchpad(), engine_, fwd);
       });
   std::unordered_map<int, dnnl::memory> args = {
-      {backward ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, dnnl::memory(m.src, engine_, big.data)},
-      {backward ? DNNL_ARG_DIFF_DST : DNNL_ARG_DST, dnnl::memory(m.dst, engine_, small.data)}};
+      {backward ? DNNL_ARG_DIFF_SRC : DNNL_ARG_SRC, dnnl::memory(src, engine_, big.data)},
+      {backward ? DNNL_ARG_DIFF_DST : DNNL_ARG_DST, dnnl::memory(dst, engine_, small.data)}};
   execute(p, args);
 }
 

@@ -113,9 +113,7 @@ void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
   const float* x = logits.ptr<float>();
   const int32_t* label = labels.ptr<int32_t>();
-  for (int64_t i = 0; i < rows; ++i)
-    MPB_CHECK(label[i] >= 0 && label[i] < classes,
-              "softmax_xent: label {} of row {} is outside [0, {})", label[i], i, classes);
+  cpu::check_labels(label, rows, classes);
   // The gradient's 1/N and the loss scale fold into one factor, as in the reference.
   const float grad_factor =
       (grad_scale ? grad_scale->ptr<float>()[0] : 1.0f) / static_cast<float>(rows);
