@@ -612,6 +612,17 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--memory-limit", run_memory_limit, kMemoryLimitHelp);
   run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
+  run_cmd
+      ->add_option("--grad-reduce", run.grad_reduce,
+                   "Data parallel (under mpirun or srun): the dtype the gradients are averaged "
+                   "in across ranks. fp32 (default, as PyTorch's DDP), or bf16 / fp16: cast, "
+                   "summed in 16 bits, cast back, as DDP's bf16_compress_hook (half the bytes)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  run_cmd
+      ->add_option("--bucket-mb", run.bucket_mb,
+                   "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
+                   "fp32 gradients (default 25, as DDP)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
 
   std::vector<std::string> validate_specs;
   auto* validate_cmd =
@@ -917,7 +928,8 @@ both kept, each its own point. Profile files are refused. --md writes the points
     if (*compare_cmd) return cmd_compare(compare);
     return 2;
   } catch (const Error& e) {
-    std::cerr << "mpbench: " << printable_line(e.what()) << "\n";
+    // No message: another rank of an MPI launch has said it (app/cmd_run.cpp).
+    if (*e.what()) std::cerr << "mpbench: " << printable_line(e.what()) << "\n";
     return e.exit_code();
   } catch (const std::bad_alloc&) {
     std::cerr << "mpbench: out of host memory\n";

@@ -1,4 +1,6 @@
 // `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
+#include <unistd.h>
+
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "models/input_file.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/data_parallel.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -139,10 +142,9 @@ void check_result_size(const std::vector<Spec>& specs, const RunArgs& args) {
         args.json_path, runs, bytes >> 20, kMaxResultFileBytes >> 20));
 }
 
-}  // namespace
-
-int cmd_run(const RunArgs& args) {
-  // Everything that can be wrong with the input is checked before minutes of training.
+// The specs `run` trains, with everything that can be wrong with the input checked before
+// minutes of training.
+std::vector<Spec> checked_specs(const RunArgs& args, int ranks) {
   std::vector<Spec> specs;
   for (const auto& path : args.specs) {
     specs.push_back(load_spec(path));
@@ -172,18 +174,96 @@ int cmd_run(const RunArgs& args) {
     for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
   check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
                 inputs);
+  // Data parallel: each step takes ranks x batch_size samples.
+  for (const Spec& spec : specs) step_plan(spec.train, spec.data.train_samples, ranks);
+  return specs;
+}
 
-  auto be = select_backend(args.device, args.quiet);
+// Under an MPI launcher: every rank checks the input, and they agree before any collective of
+// training, so that a rank that alone sees bad input (a file only its host lacks) cannot leave
+// the others waiting. The lowest failing rank says why, naming itself; every rank then exits
+// with its code (the others with an Error of no message: already said).
+template <typename F>
+void agree_on_inputs(Collective* comm, F&& check) {
+  if (!comm) return check();
+  double code = 0, reporter = comm->size();
+  std::string why;
+  try {
+    check();
+  } catch (const Error& e) {
+    code = e.exit_code();
+    reporter = comm->rank();
+    why = e.what();
+  }
+  comm->max_host(&code, 1);
+  comm->min_host(&reporter, 1);
+  if (code == 0) return;
+  const auto kind = code == 2 ? ErrorKind::BadInput : ErrorKind::Runtime;
+  if (comm->rank() != static_cast<int>(reporter)) throw Error(kind, "");
+  throw Error(kind, comm->size() > 1 ? fmt::format("rank {}: {}", comm->rank(), why) : why);
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+DType grad_reduce_dtype(const std::string& name) {
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  return DType::F32;
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& given) {
+  // Under mpirun or srun: data parallel across the launch's ranks; rank 0 alone prints and
+  // writes.
+  const std::optional<std::string> launcher = mpi_launcher();
+  std::unique_ptr<Collective> comm = launcher ? make_mpi_collective() : nullptr;
+  RunArgs args = given;
+  if (comm && comm->rank() != 0) {
+    args.quiet = true;
+    args.json_path = args.csv_path = args.md_path = "";
+  }
+  const int nranks = comm ? comm->size() : 1;
+  std::vector<Spec> specs;
+  std::unique_ptr<Backend> be;
+  agree_on_inputs(comm.get(), [&] {
+    specs = checked_specs(args, nranks);
+    be = select_backend(args.device, args.quiet);
+    if (comm && be->device() != Device::CPU)
+      throw_bad_input(fmt::format(
+          "launched by {}: data parallel on the GPU needs NCCL, which this mpbench does not "
+          "have yet; --device cpu or reference runs it on the CPU",
+          *launcher));
+  });
+  std::optional<DataParallel> dp;
+  if (comm)
+    dp.emplace(*comm, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
+                                          static_cast<size_t>(args.bucket_mb) << 20});
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
-  // Said even under --quiet: an option the user gave is being ignored.
-  if (args.cuda_graphs && !be->supports_graphs())
+  // Said even under --quiet (by one rank): an option the user gave is being ignored.
+  const bool speaker = !comm || comm->rank() == 0;
+  if (speaker && args.cuda_graphs && !be->supports_graphs())
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
+  if (!comm && (args.grad_reduce != "fp32" || args.bucket_mb != 25))
+    std::cerr << "mpbench: --grad-reduce and --bucket-mb have no effect without an MPI launch "
+                 "(mpirun -np N mpbench run ...)\n";
 
   Report report;
   report.tool = tool_json();
   report.provenance = provenance_json();
   report.env = env_json(be->info(), make_reference_backend()->info());
+  if (comm) {
+    nlohmann::json ranks = nlohmann::json::array();
+    const std::vector<std::string> hosts = comm->gather_strings(this_host());
+    for (size_t r = 0; r < hosts.size(); ++r)
+      ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", be->info().kind}});
+    report.env["launch"] = {{"launcher", *launcher}, {"ranks", comm->size()}, {"per_rank", ranks}};
+  }
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
   std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
   if (args.seeds > 0) {
@@ -194,7 +274,7 @@ int cmd_run(const RunArgs& args) {
   for (const Spec& spec : specs) {
     const int64_t runs = args.repeat * int64_t(spec.precisions.size() * seeds.size());
     planned_runs += runs;
-    planned_steps += runs * step_plan(spec.train, spec.data.train_samples).total();
+    planned_steps += runs * step_plan(spec.train, spec.data.train_samples, nranks).total();
   }
   RunPlan plan(planned_runs, planned_steps, args.quiet);
 
@@ -213,7 +293,7 @@ int cmd_run(const RunArgs& args) {
       for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
         for (const std::optional<uint64_t>& seed : seeds) {
           const Precision p = spec.precisions[mode];
-          const int64_t total_steps = step_plan(spec.train, data->train_size()).total();
+          const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
           const std::string batch =
               args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
           const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
@@ -230,6 +310,7 @@ int cmd_run(const RunArgs& args) {
           opts.cuda_graphs = args.cuda_graphs;
           opts.memory_limit = args.memory_limit;
           opts.seed = seed;
+          opts.data_parallel = dp ? &*dp : nullptr;
           opts.on_progress = [&](const TrainProgress& tp) {
             std::string suffix =
                 tp.last_eval_accuracy < 0
@@ -250,6 +331,7 @@ int cmd_run(const RunArgs& args) {
         }
   }
 
+  if (comm && comm->rank() != 0) return 0;
   // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
   // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
   std::cout << format_console(report, /*ascii=*/!utf8_output());

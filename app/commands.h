@@ -32,6 +32,10 @@ struct RunArgs {
   bool quiet = false;
   bool cuda_graphs = false;
   uint64_t memory_limit = 0;  // --memory-limit in bytes; 0: none
+  // Data parallel, under an MPI launcher: the all-reduce's dtype and bucket (MiB of fp32
+  // gradients).
+  std::string grad_reduce = "fp32";
+  int64_t bucket_mb = 25;
 };
 int cmd_run(const RunArgs& args);
 // "4GiB", "512 MiB", "16GB", "1.5GiB", "1000000": bytes (KiB/MiB/GiB powers of 1024, KB/MB/GB of

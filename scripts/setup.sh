@@ -4,9 +4,12 @@
 # backend is built too.
 set -euo pipefail
 # libdnnl-dev: oneDNN, the native CPU backend (`--device cpu`); CMake builds without it when it
-# is missing, but the tests of that backend need it.
+# is missing, but the tests of that backend need it. ocl-icd-opencl-dev: Debian's oneDNN package
+# config requires OpenCL's headers (libdnnl-dev only recommends them, and --no-install-recommends
+# leaves them out).
+# libopenmpi-dev and openmpi-bin (mpirun): data parallel across ranks, and its tests.
 pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libfmt-dev libopenblas-dev libgtest-dev
-      libbenchmark-dev libdnnl-dev)
+      libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev libopenmpi-dev openmpi-bin)
 # Wanted, not needed, so failing to install them must not stop the build. chromium: the
 # `mpbench report` test renders the HTML page headless (and skips without it). clang and
 # libclang-rt-14-dev (the ASan, UBSan and libFuzzer runtimes): scripts/test.sh's sanitizer and

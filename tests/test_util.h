@@ -18,6 +18,16 @@
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
 
+// clang's and gcc's ways of saying ASan is on: tests that run long under it trim their cases.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MPBENCH_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(MPBENCH_TEST_ASAN)
+#define MPBENCH_TEST_ASAN 1
+#endif
+
 namespace mpbench::test {
 
 // Relative error ||got - ref|| / ||ref|| allowed per dtype of the computation under test.

@@ -253,6 +253,15 @@ json to_json(const RunResult& r) {
   if (!r.conv_algorithms.empty() || r.conv_workspace_bytes)
     j["conv_workspace_bytes"] = r.conv_workspace_bytes;
   if (!r.kernels.empty()) j["kernels"] = r.kernels;
+  if (const auto& dp = r.data_parallel)
+    j["data_parallel"] = {{"ranks", dp->ranks},
+                          {"grad_reduce", dp->grad_reduce},
+                          {"bucket_bytes", dp->bucket_bytes},
+                          {"buckets", dp->buckets},
+                          {"bytes_per_step", dp->bytes_per_step},
+                          {"comm_ms_per_step", dp->comm_ms_per_step},
+                          {"algbw_gbps", dp->algbw_gbps},
+                          {"busbw_gbps", dp->busbw_gbps}};
   return j;
 }
 
@@ -607,6 +616,22 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       if (!(*k)[i].is_string()) bad(fmt::format("{}[{}]", sub(path, "kernels"), i), "a string");
       r.kernels.push_back((*k)[i].get<std::string>());
     }
+  }
+  if (j.contains("data_parallel")) {
+    const std::string p = sub(path, "data_parallel");
+    const json& e = object_at(j, "data_parallel", path);
+    DataParallelResult dp;
+    dp.ranks = static_cast<int>(integer(e, "ranks", p, 1, 1));
+    dp.grad_reduce = string(e, "grad_reduce", p, true);
+    if (dp.grad_reduce != "fp32" && dp.grad_reduce != "bf16" && dp.grad_reduce != "fp16")
+      bad(sub(p, "grad_reduce"), "\"fp32\", \"bf16\" or \"fp16\"");
+    dp.bucket_bytes = byte_count(e, "bucket_bytes", p);
+    dp.buckets = integer(e, "buckets", p, 0);
+    dp.bytes_per_step = byte_count(e, "bytes_per_step", p);
+    dp.comm_ms_per_step = number(e, "comm_ms_per_step", p, kNonNegative);
+    dp.algbw_gbps = number(e, "algbw_gbps", p, kNonNegative);
+    dp.busbw_gbps = number(e, "busbw_gbps", p, kNonNegative);
+    r.data_parallel = dp;
   }
   return r;
 }

@@ -62,6 +62,20 @@ struct Fp8TensorSeries {
 // with "most_recent" it always is.
 int64_t fp8_clipped_steps(const Fp8TensorSeries& t, bool most_recent);
 
+// A data-parallel run's communication (an MPI launch; train/data_parallel.h).
+struct DataParallelResult {
+  int ranks = 1;
+  std::string grad_reduce = "fp32";  // the all-reduce's dtype: fp32, bf16 or fp16
+  uint64_t bucket_bytes = 0;         // fp32 gradient bytes per all-reduce (--bucket-mb)
+  int64_t buckets = 0;               // all-reduces per step
+  uint64_t bytes_per_step = 0;       // what each rank all-reduces per step, in grad_reduce's dtype
+  // Communication compute did not hide, per timed step (median): all of it on the CPU, where
+  // the all-reduce blocks.
+  double comm_ms_per_step = 0;
+  // nccl-tests' convention: algbw = bytes / time, busbw = algbw * 2 (ranks - 1) / ranks.
+  double algbw_gbps = 0, busbw_gbps = 0;
+};
+
 struct RunResult {
   std::string model;      // spec name
   std::string family;     // mlp, resnet_bottleneck, transformer
@@ -118,6 +132,7 @@ struct RunResult {
   // "brg:avx512_core_amx_bf16", which names the ISA), sorted; conv_workspace_bytes is then the
   // workspace its scratchpads and reordered filters took. Empty elsewhere, and absent then.
   std::vector<std::string> kernels;
+  std::optional<DataParallelResult> data_parallel;  // absent from a one-process run
 };
 
 // Epoch times (or the median epoch times of a run's repetitions) that vary by more than this

@@ -7,16 +7,21 @@
 
 #include "models/model.h"
 #include "models/rng.h"
+#include "train/data_parallel.h"
 #include "train/device_specs.h"
 #include "train/optimizer.h"
 
 namespace mpbench {
 
-StepPlan step_plan(const TrainSpec& train, int64_t train_samples) {
+StepPlan step_plan(const TrainSpec& train, int64_t train_samples, int ranks) {
   StepPlan p;
   p.warmup = train.warmup_steps;
-  p.per_epoch = train_samples / train.batch_size;
+  p.per_epoch = train_samples / (train.batch_size * ranks);
   p.epochs = train.epochs;
+  if (ranks > 1 && p.per_epoch == 0)
+    throw_bad_input(fmt::format(
+        "{} ranks of batch {} take {} samples a step, more than the {} training samples", ranks,
+        train.batch_size, train.batch_size * ranks, train_samples));
   MPB_CHECK(p.per_epoch > 0, "batch size {} larger than the {} training samples", train.batch_size,
             train_samples);
   return p;
@@ -95,6 +100,7 @@ class Run {
         precision_(p),
         be_(be),
         opts_(opts),
+        dp_(opts.data_parallel),
         alloc_(be),
         conv_workspace_(be, alloc_, opts.conv_workspace_limit) {
     alloc_.set_limit(opts.memory_limit);
@@ -117,6 +123,10 @@ class Run {
   void step_on_staged_batch(MemoryReport* mem = nullptr);
   void train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r);
   void evaluate(EpochResult& e);
+  // Data parallel: steps [first, first + n) of the loss series become the mean over the ranks
+  // (each rank's is the mean over its shard), so that the series is the global batch's loss.
+  void average_loss_series(int64_t first, int64_t n);
+  int ranks() const { return dp_ ? dp_->size() : 1; }
   void report() {
     if (opts_.on_progress) opts_.on_progress(prog_);
   }
@@ -129,6 +139,7 @@ class Run {
   Precision precision_;
   Backend& be_;
   const TrainOptions& opts_;
+  DataParallel* dp_;
   TrackingAllocator alloc_;
   ConvWorkspaceLease conv_workspace_;  // after alloc_: given back before it goes
   std::unique_ptr<Model> model_;
@@ -136,6 +147,7 @@ class Run {
   RunState dev_;  // the run's device buffers and scalars
   bool scaling_ = false;
   bool graph_ready_ = false;
+  bool timing_ = false;  // inside an epoch's timed steps
   int64_t batch_ = 0;
   int64_t global_ = 0;          // training steps done, warm-up included
   TrainProgress prog_;          // what on_progress is told
@@ -215,6 +227,8 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   if (mem) sample_device_memory(be_, *mem);
   model_->backward(be_, model_->dlogits_buffer());
   if (mem) sample_device_memory(be_, *mem);
+  // Before the unscale and the inf/NaN check, so that every rank skips the same steps.
+  if (dp_) dp_->average_gradients(be_, model_->params().grads_flat());
   be_.unscale_check_norm(model_->params().grads_flat(), scaling_ ? &dev_.scale : nullptr,
                          dev_.found_inf, dev_.grad_norm);
   const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
@@ -231,9 +245,11 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
 
 void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memory, RunResult& r) {
   const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
-  Tensor xs = dev_.train_x.slice(batch_index * batch_ * dim, Shape{batch_, dim});
-  Tensor ys = dev_.train_y.slice(batch_index * batch_ * labels_per_sample,
-                                 Shape{batch_ * labels_per_sample});
+  // This rank's shard of global batch batch_index: the rank-th batch_ rows of it.
+  const int64_t row = (batch_index * ranks() + (dp_ ? dp_->rank() : 0)) * batch_;
+  Tensor xs = dev_.train_x.slice(row * dim, Shape{batch_, dim});
+  Tensor ys = dev_.train_y.slice(row * labels_per_sample, Shape{batch_ * labels_per_sample});
+  if (dp_) dp_->begin_step();
   be_.copy(xs, dev_.x_stage);
   be_.copy(ys, dev_.y_stage);
   if (graph_ready_) {
@@ -248,6 +264,7 @@ void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memor
   be_.copy(dev_.grad_norm, n);
   be_.copy(dev_.scale_used, sc);
   be_.copy(dev_.found_inf, sk);
+  if (dp_) dp_->end_step(timing_);
   const auto& groups = model_->params().fp8().groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     if (groups[g].tensors.empty()) continue;
@@ -288,13 +305,14 @@ void Run::evaluate(EpochResult& e) {
 
 void Run::execute(RunResult& r) {
   take_memory_baseline(r);
-  const StepPlan plan = step_plan(spec_.train, data_.train_size());
+  const StepPlan plan = step_plan(spec_.train, data_.train_size(), ranks());
   r.steps.resize(plan.total());
   step_ms_.assign(plan.total(), std::nanf(""));
   prog_.total_steps = plan.total();
 
   build(r);
   sample_device_memory(be_, r.memory);
+  if (dp_) dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()));
   r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);
@@ -333,6 +351,7 @@ void Run::warm_up(const StepPlan& plan, RunResult& r) {
     prog_.step = global_ + 1;
     report();
   }
+  average_loss_series(0, plan.warmup);
 }
 
 void Run::capture_graph(const StepPlan& plan, RunResult& r) {
@@ -363,6 +382,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   }
   start_->record();
   marks_[0]->record();
+  timing_ = true;
   for (int64_t b = 0; b < n; ++b, ++global_) {
     phase(TrainPhase::Step);
     train_step(order[b], global_, global_ == 0, r);
@@ -371,6 +391,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
     report();
   }
   stop_->record();
+  timing_ = false;
   e.time_ms = stop_->elapsed_ms(*start_);
   for (int64_t b = 0; b < n; ++b)
     step_ms_[first + b] = static_cast<float>(marks_[b + 1]->elapsed_ms(*marks_[b]));
@@ -380,6 +401,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   stop_->record();
   e.eval_time_ms = stop_->elapsed_ms(*start_);
 
+  average_loss_series(global_ - n, n);
   std::vector<float> losses(n);
   be_.download(dev_.series_loss.slice(global_ - n, Shape{n}), losses.data());
   double sum = 0;
@@ -396,6 +418,17 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
     return false;
   }
   return true;
+}
+
+void Run::average_loss_series(int64_t first, int64_t n) {
+  if (!dp_ || n == 0) return;
+  Tensor s = dev_.series_loss.slice(first, Shape{n});
+  std::vector<float> loss(n);
+  be_.download(s, loss.data());
+  std::vector<double> sum(loss.begin(), loss.end());
+  dp_->collective().sum_host(sum.data(), sum.size());
+  for (int64_t i = 0; i < n; ++i) loss[i] = static_cast<float>(sum[i] / dp_->size());
+  be_.upload(loss.data(), s);
 }
 
 // Per-step series, read back once at the end.
@@ -455,12 +488,28 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
   }
   if (r.epoch_time_ms.median > 0) {
     double secs = r.epoch_time_ms.median / 1000.0;
-    r.samples_per_second = static_cast<double>(plan.per_epoch * batch_) / secs;
+    // Every rank's samples: the global batch's.
+    r.samples_per_second = static_cast<double>(plan.per_epoch * batch_ * ranks()) / secs;
     r.tflops = r.flops_per_step * static_cast<double>(plan.per_epoch) / secs / 1e12;
   }
   if (auto ceiling = ceilings_for(be_.info(), precision_)) {
     r.peak_tflops = ceiling->peak_tflops;
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
+  }
+  if (dp_) {
+    const CommStats& c = dp_->stats();
+    DataParallelResult d;
+    d.ranks = dp_->size();
+    d.grad_reduce = dtype_name(dp_->options().wire);
+    d.bucket_bytes = dp_->options().bucket_bytes;
+    d.buckets = c.buckets;
+    d.bytes_per_step = c.bytes_per_step;
+    d.comm_ms_per_step = compute_time_stats(c.step_ms).median;
+    if (d.comm_ms_per_step > 0) {
+      d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (d.comm_ms_per_step * 1e6);
+      d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
+    }
+    r.data_parallel = d;
   }
   r.memory.tracked_peak = alloc_.peak_total();
   r.memory.training_peak = alloc_.peak_training();
@@ -555,6 +604,8 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     // failure in one mode is that mode's row, and the other modes still get their turn (the
     // run's buffers are freed as `run` unwinds).
     if (e.kind() == ErrorKind::BadInput) throw;
+    // One rank's failure the others cannot know of: they would wait in the next all-reduce.
+    if (opts.data_parallel) opts.data_parallel->fail(e);
     r.status = e.is_oom() ? RunStatus::Oom : RunStatus::Failed;
     r.status_detail = e.what();
     try {

@@ -13,6 +13,8 @@
 
 namespace mpbench {
 
+class DataParallel;
+
 // The steps a training run takes: the warm-up, then `epochs` epochs of
 // train_samples / batch_size steps each (a last partial batch is dropped). Everything that
 // counts steps (the trainer, progress bars, the profiler, the CPU cost note) takes them here.
@@ -20,7 +22,8 @@ struct StepPlan {
   int64_t warmup = 0, per_epoch = 0, epochs = 0;
   int64_t total() const { return warmup + epochs * per_epoch; }
 };
-StepPlan step_plan(const TrainSpec& train, int64_t train_samples);
+// ranks: data parallel's; each step then takes a global batch of ranks x batch_size samples.
+StepPlan step_plan(const TrainSpec& train, int64_t train_samples, int ranks = 1);
 
 struct TrainProgress {
   int64_t step = 0;  // steps done, warm-up included
@@ -50,6 +53,9 @@ struct TrainOptions {
   // epoch takes its batches; the data stay those of data.seed. Absent: the initialisation follows
   // data.seed and the batches run in order.
   std::optional<uint64_t> seed;
+  // Data parallel (an MPI launch): this rank trains on its shard of each global batch and the
+  // gradients are averaged across ranks after backward. Null: one process.
+  DataParallel* data_parallel = nullptr;
 };
 
 // What training holds for the whole run: the model (parameters, gradients, activations), the

@@ -15,16 +15,6 @@
 
 #include "test_util.h"
 
-// clang's and gcc's ways of saying ASan is on.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MPBENCH_TEST_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define MPBENCH_TEST_ASAN 1
-#endif
-
 namespace fs = std::filesystem;
 using mpbench::test::read_file;
 

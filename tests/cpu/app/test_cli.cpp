@@ -887,3 +887,22 @@ TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
   ASSERT_EQ(many.code, 0) << many.err;
   EXPECT_NE(many.out.find("40 steps profiled"), std::string::npos) << many.out;
 }
+
+// Started by an MPI launcher (its environment), in a build without MPI: refused in one line,
+// exit 2, instead of every rank training alone. Builds with MPI test the launch itself
+// (tests/mpi/app/test_data_parallel.cpp).
+TEST_F(Cli, AnMpiLaunchWithoutMpiIsRefusedInOneLine) {
+#ifdef MPBENCH_HAVE_MPI
+  GTEST_SKIP() << "this build has MPI";
+#else
+  const auto r = mpbench::test::run_shell(
+      "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 " + std::string(MPBENCH_EXE) + " run " +
+          mpbench::test::source_dir() + "/configs/tiny_mlp.json --device reference --quiet",
+      dir_.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err,
+            "mpbench: launched by an MPI launcher, but this mpbench was built without MPI "
+            "(MPBENCH_MPI=OFF or no libopenmpi-dev)\n");
+  EXPECT_TRUE(r.out.empty());
+#endif
+}

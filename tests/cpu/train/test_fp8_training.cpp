@@ -28,6 +28,10 @@ class Fp8Training : public ::testing::TestWithParam<Fp8Case> {};
 
 TEST_P(Fp8Training, WithinOneAndAHalfPointsOfBf16AndTheScalesFollowTheAmax) {
   const Fp8Case& c = GetParam();
+#ifdef MPBENCH_TEST_ASAN
+  // 75 s under ASan; the transformer's FP8 path still runs there in test_training_series.
+  if (std::string(c.config) != "tiny_mlp") GTEST_SKIP() << "the transformer: the Release build";
+#endif
   const Spec spec = load_spec(test::source_dir() + "/configs/" + c.config + ".json");
   auto be = make_reference_backend();
   const Dataset data = make_dataset(spec);

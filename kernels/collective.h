@@ -1,0 +1,45 @@
+#pragma once
+// Data parallel's one collective: the gradients' all-reduce across the ranks of an MPI launch
+// (DESIGN.md "More than one device"). MPI_Allreduce on the CPU backends (kernels/cpu/
+// mpi_collective.cpp), each optional at build time (kernels/no_mpi.cpp without MPI). We use the
+// engine; we do not write a transport.
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.h"
+
+namespace mpbench {
+
+class Backend;
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // buf (fp32, on be's device) becomes the mean over the ranks: each rank's values divided by
+  // the rank count, then summed (as DDP divides before its all-reduce). wire (F32, BF16 or F16)
+  // is the dtype the values travel and are summed in: a 16-bit form casts (round to nearest
+  // even), sums the 16-bit values (each pairwise sum in fp32, rounded back: MPI has no bf16
+  // type, so that sum is a user-defined MPI_Op) and casts back, as PyTorch's bf16_compress_hook.
+  virtual void all_reduce_mean(Backend& be, Tensor& buf, DType wire) = 0;
+  // Small host values every rank needs the same of (agreement on errors, the series).
+  virtual void sum_host(double* v, size_t n) = 0;
+  virtual void max_host(double* v, size_t n) = 0;
+  virtual void min_host(double* v, size_t n) = 0;
+  // Every rank's `mine`, in rank order.
+  virtual std::vector<std::string> gather_strings(const std::string& mine) = 0;
+  // Ends every rank of the job with `code`, now (MPI_Abort): for a failure the other ranks cannot
+  // know of, which would otherwise leave them waiting in a collective.
+  [[noreturn]] virtual void abort(int code) = 0;
+};
+
+// Whether this mpbench was built with MPI; why_not says why not.
+bool mpi_built(std::string* why_not = nullptr);
+// Joins the job this process was launched into (MPI_Init). Error where MPI was not built in.
+// MPI_Finalize runs when the collective goes.
+std::unique_ptr<Collective> make_mpi_collective();
+
+}  // namespace mpbench

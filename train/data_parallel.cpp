@@ -1,0 +1,44 @@
+#include "train/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+
+namespace mpbench {
+
+std::optional<std::string> mpi_launcher() {
+  auto set = [](const char* name) { return std::getenv(name) != nullptr; };
+  if (set("OMPI_COMM_WORLD_SIZE")) return "mpirun";
+  if (set("SLURM_STEP_ID") && (set("PMIX_RANK") || set("PMI_RANK"))) return "srun";
+  if (set("PMIX_RANK")) return "pmix";
+  if (set("PMI_RANK") || set("PMI_SIZE")) return "pmi";
+  return std::nullopt;
+}
+
+void DataParallel::begin_run(size_t gradient_elements) {
+  stats_ = CommStats{};
+  const size_t per = dtype_size(opts_.wire);
+  const size_t bucket = std::max<size_t>(opts_.bucket_bytes / 4, 1);  // fp32 gradients a bucket
+  stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
+  stats_.bytes_per_step = gradient_elements * per;
+}
+
+void DataParallel::average_gradients(Backend& be, Tensor& grads) {
+  const int64_t n = grads.numel();
+  const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t at = 0; at < n; at += bucket) {
+    Tensor b = grads.slice(at, Shape{std::min(bucket, n - at)});
+    c_.all_reduce_mean(be, b, opts_.wire);
+  }
+  step_ms_ +=
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void DataParallel::fail(const std::exception& e) {
+  std::cerr << "mpbench: rank " << rank() << ": " << e.what() << std::endl;
+  c_.abort(3);
+}
+
+}  // namespace mpbench
