@@ -62,56 +62,30 @@ void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const 
         {dnnl::algorithm::convolution_direct, m.src, m.wei_any, m.dst, m.strides, m.pad, m.pad},
         attr, engine_, fwd);
   });
-  if (p.weights_md.get_size() == 0) {
-    // The filter's layout, and the reorder between it and KRSC, once per primitive.
-    p.weights_md =
-        p.pd.query_md(dnnl::query::exec_arg_md,
-                      op == ConvOp::BackwardFilter ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS);
-    if (p.weights_md != m.wei_krsc) {
-      const dnnl::primitive_attr attr = user_scratchpad();
-      const dnnl::reorder::primitive_desc rpd =
-          op == ConvOp::BackwardFilter
-              ? dnnl::reorder::primitive_desc(engine_, p.weights_md, engine_, m.wei_krsc, attr)
-              : dnnl::reorder::primitive_desc(engine_, m.wei_krsc, engine_, p.weights_md, attr);
-      p.reorder = dnnl::reorder(rpd);
-      p.reorder_scratchpad_bytes = rpd.scratchpad_desc().get_size();
-    }
-  }
-  const bool reordered = p.weights_md != m.wei_krsc;
-  // Workspace: [scratchpad of the primitive or the reorder | the filter in oneDNN's layout].
-  const size_t scratch = align64(std::max(p.scratchpad_bytes, p.reorder_scratchpad_bytes));
-  char* ws = workspace(scratch + (reordered ? p.weights_md.get_size() : 0));
-  const dnnl::memory filter_krsc(m.wei_krsc, engine_,
-                                 op == ConvOp::BackwardFilter ? dw->data : w.data);
-  const dnnl::memory filter =
-      reordered ? dnnl::memory(p.weights_md, engine_, ws + scratch) : filter_krsc;
-  const dnnl::memory scratchpad(
-      {{static_cast<dnnl::memory::dim>(std::max<size_t>(scratch, 1))}, dt::u8, tag::a}, engine_,
-      ws);
-  auto run_reorder = [&](const dnnl::memory& from, const dnnl::memory& to) {
-    try {
-      p.reorder.execute(
-          stream_, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad}});
-    } catch (const dnnl::error& e) {
-      throw_runtime(fmt::format("oneDNN filter reorder for {} failed: {}", key, e.what()));
-    }
-  };
-  if (reordered && op != ConvOp::BackwardFilter) run_reorder(filter_krsc, filter);
+  const bool filter_out = op == ConvOp::BackwardFilter;
+  const ChosenWeights filter =
+      chosen_weights(p, filter_out ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_WEIGHTS, m.wei_krsc,
+                     filter_out ? dw->data : w.data, filter_out);
+  if (filter.reordered && !filter_out) reorder_weights(p, filter, key);
   std::unordered_map<int, dnnl::memory> args;
   const dnnl::memory src_m(m.src, engine_, src.data), dst_m(m.dst, engine_, dst.data);
   switch (op) {
     case ConvOp::Forward:
-      args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DST, dst_m}};
+      args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_WEIGHTS, filter.chosen}, {DNNL_ARG_DST, dst_m}};
       break;
     case ConvOp::BackwardData:
-      args = {{DNNL_ARG_DIFF_SRC, src_m}, {DNNL_ARG_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, dst_m}};
+      args = {{DNNL_ARG_DIFF_SRC, src_m},
+              {DNNL_ARG_WEIGHTS, filter.chosen},
+              {DNNL_ARG_DIFF_DST, dst_m}};
       break;
     case ConvOp::BackwardFilter:
-      args = {{DNNL_ARG_SRC, src_m}, {DNNL_ARG_DIFF_WEIGHTS, filter}, {DNNL_ARG_DIFF_DST, dst_m}};
+      args = {{DNNL_ARG_SRC, src_m},
+              {DNNL_ARG_DIFF_WEIGHTS, filter.chosen},
+              {DNNL_ARG_DIFF_DST, dst_m}};
       break;
   }
   execute(p, args);
-  if (reordered && op == ConvOp::BackwardFilter) run_reorder(filter, filter_krsc);
+  if (filter.reordered && filter_out) reorder_weights(p, filter, key);
   stream_.wait();
 }
 

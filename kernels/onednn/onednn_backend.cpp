@@ -236,6 +236,52 @@ std::vector<std::string> OnednnBackend::kernel_implementations() const {
   return {impls.begin(), impls.end()};
 }
 
+OnednnBackend::ChosenWeights OnednnBackend::chosen_weights(Cached& c, int arg,
+                                                           const dnnl::memory::desc& plain,
+                                                           void* data, bool out) {
+  if (c.weights_md.get_size() == 0) {
+    c.weights_md = c.pd.query_md(dnnl::query::exec_arg_md, arg);
+    if (c.weights_md != plain) {
+      const dnnl::primitive_attr attr = user_scratchpad();
+      const auto rpd =
+          out ? dnnl::reorder::primitive_desc(engine_, c.weights_md, engine_, plain, attr)
+              : dnnl::reorder::primitive_desc(engine_, plain, engine_, c.weights_md, attr);
+      c.reorder = dnnl::reorder(rpd);
+      c.reorder_scratchpad_bytes = rpd.scratchpad_desc().get_size();
+      c.reorder_out = out;
+    }
+  }
+  ChosenWeights w;
+  w.plain = dnnl::memory(plain, engine_, data);
+  w.reordered = c.weights_md != plain;
+  if (!w.reordered) {
+    w.chosen = w.plain;
+    return w;
+  }
+  // Workspace: [the scratchpad of the primitive or the reorder | the weights in oneDNN's layout].
+  const size_t scratch = align64(std::max(c.scratchpad_bytes, c.reorder_scratchpad_bytes));
+  w.chosen =
+      dnnl::memory(c.weights_md, engine_, workspace(scratch + c.weights_md.get_size()) + scratch);
+  return w;
+}
+
+void OnednnBackend::reorder_weights(Cached& c, const ChosenWeights& w, const std::string& key) {
+  const bool out = c.reorder_out;
+  std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_FROM, out ? w.chosen : w.plain},
+                                                {DNNL_ARG_TO, out ? w.plain : w.chosen}};
+  if (c.reorder_scratchpad_bytes)
+    args[DNNL_ARG_SCRATCHPAD] =
+        dnnl::memory({{static_cast<dnnl::memory::dim>(c.reorder_scratchpad_bytes)},
+                      dnnl::memory::data_type::u8,
+                      dnnl::memory::format_tag::a},
+                     engine_, workspace(c.reorder_scratchpad_bytes));
+  try {
+    c.reorder.execute(stream_, args);
+  } catch (const dnnl::error& e) {
+    throw_runtime(fmt::format("oneDNN weights reorder for {} failed: {}", key, e.what()));
+  }
+}
+
 void OnednnBackend::execute(Cached& c, std::unordered_map<int, dnnl::memory>& args, size_t offset) {
   c.used = true;
   if (last_kernel_.empty()) last_kernel_ = c.impl;  // an op's first primitive is its main one

@@ -61,11 +61,12 @@ class OnednnBackend final : public cpu::CpuBackend {
     size_t scratchpad_bytes = 0;
     std::string impl;  // impl_info_str(): "brg:avx512_core_amx_bf16"
     bool used = false;
-    // Convolutions: the layout oneDNN chose for the filter, and the reorders between it and
-    // KRSC (to it for forward and backward-data, from it for backward-filter).
+    // Weights in a layout oneDNN chose (convolutions' filters, some GEMMs' B; chosen_weights):
+    // that layout, and the reorder between it and the plain one.
     dnnl::memory::desc weights_md;
     dnnl::primitive reorder;
     size_t reorder_scratchpad_bytes = 0;
+    bool reorder_out = false;  // from the chosen layout to the plain one
   };
 
  protected:
@@ -133,6 +134,18 @@ class OnednnBackend final : public cpu::CpuBackend {
   // Runs c.prim with args, its scratchpad added: at `offset` bytes into the workspace, after what
   // the caller keeps there (the caller reserves workspace(offset + c.scratchpad_bytes) first).
   void execute(Cached& c, std::unordered_map<int, dnnl::memory>& args, size_t offset = 0);
+  // The weights argument `arg` of c in the layout c's primitive chose, beside their plain layout
+  // (`plain` at `data`). Where the two differ the chosen one is a buffer in the workspace after
+  // the scratchpads, and the reorder between them (to the chosen layout, or back from it when
+  // `out`, for a gradient the primitive writes) is created once and run by reorder_weights.
+  // Execute c with offset 0 after this: its scratchpad stays below the buffer.
+  struct ChosenWeights {
+    dnnl::memory plain, chosen;
+    bool reordered = false;
+  };
+  ChosenWeights chosen_weights(Cached& c, int arg, const dnnl::memory::desc& plain, void* data,
+                               bool out);
+  void reorder_weights(Cached& c, const ChosenWeights& w, const std::string& key);
   // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
   char* workspace(size_t bytes);
   void release_workspace();
