@@ -623,6 +623,12 @@ int mpbench_main(int argc, char** argv) {
                    "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
                    "fp32 gradients (default 25, as DDP)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  run_cmd->add_option(
+      "--scaling-baseline", run.scaling_baseline,
+      "Data parallel: the 1-rank run each run's scaling efficiency (samples/s over ranks x the "
+      "1-rank samples/s) and the speedup at 1 rank are against. `run`: rank 0 trains each spec "
+      "and mode alone first, at the same per-rank batch, while the other ranks wait asleep; or a "
+      "result file of a plain `mpbench run` at that batch");
 
   std::vector<std::string> validate_specs;
   auto* validate_cmd =

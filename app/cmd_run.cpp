@@ -2,14 +2,17 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "app/commands.h"
 #include "app/console_table.h"
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "app/report_writers.h"
+#include "app/result_files.h"
 #include "models/dataset.h"
 #include "models/input_file.h"
 #include "models/model.h"
@@ -172,6 +175,8 @@ std::vector<Spec> checked_specs(const RunArgs& args, int ranks) {
   std::vector<std::string> inputs;
   for (const Spec& spec : specs)
     for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
+  if (!args.scaling_baseline.empty() && args.scaling_baseline != "run")
+    inputs.push_back(args.scaling_baseline);
   check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
                 inputs);
   // Data parallel: each step takes ranks x batch_size samples.
@@ -209,6 +214,25 @@ std::string this_host() {
   return name;
 }
 
+// What a data-parallel run's single-rank baseline is looked up by: model, mode, per-rank batch
+// and training seed.
+using SingleKey = std::tuple<std::string, std::string, int64_t, int64_t>;
+SingleKey single_key(const RunResult& r) {
+  return {r.model, r.precision, r.batch_size, r.seed ? static_cast<int64_t>(*r.seed) : -1};
+}
+
+// `--scaling-baseline FILE`: the samples per second of each plain (one-process) run in it, the
+// median over its repetitions.
+std::map<SingleKey, double> single_rank_rates(const std::string& path) {
+  std::map<SingleKey, std::vector<double>> all;
+  for (const RunResult& r : read_result_file(path).runs)
+    if (r.status == RunStatus::Ok && !r.data_parallel && r.samples_per_second > 0)
+      all[single_key(r)].push_back(r.samples_per_second);
+  std::map<SingleKey, double> out;
+  for (const auto& [k, v] : all) out[k] = compute_time_stats(v).median;
+  return out;
+}
+
 DType grad_reduce_dtype(const std::string& name) {
   if (name == "bf16") return DType::BF16;
   if (name == "fp16") return DType::F16;
@@ -228,10 +252,15 @@ int cmd_run(const RunArgs& given) {
     args.json_path = args.csv_path = args.md_path = "";
   }
   const int nranks = comm ? comm->size() : 1;
+  const bool baseline_run = args.scaling_baseline == "run";
+  const std::string baseline_file = baseline_run ? "" : args.scaling_baseline;
   std::vector<Spec> specs;
   std::unique_ptr<Backend> be;
+  std::map<SingleKey, double> single_rates;
   agree_on_inputs(comm.get(), [&] {
     specs = checked_specs(args, nranks);
+    if (comm && comm->rank() == 0 && !baseline_file.empty())
+      single_rates = single_rank_rates(baseline_file);
     be = select_backend(args.device, args.quiet);
     if (comm && be->device() != Device::CPU)
       throw_bad_input(fmt::format(
@@ -249,9 +278,10 @@ int cmd_run(const RunArgs& given) {
   const bool speaker = !comm || comm->rank() == 0;
   if (speaker && args.cuda_graphs && !be->supports_graphs())
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
-  if (!comm && (args.grad_reduce != "fp32" || args.bucket_mb != 25))
-    std::cerr << "mpbench: --grad-reduce and --bucket-mb have no effect without an MPI launch "
-                 "(mpirun -np N mpbench run ...)\n";
+  if (!comm &&
+      (args.grad_reduce != "fp32" || args.bucket_mb != 25 || !args.scaling_baseline.empty()))
+    std::cerr << "mpbench: --grad-reduce, --bucket-mb and --scaling-baseline have no effect "
+                 "without an MPI launch (mpirun -np N mpbench run ...)\n";
 
   Report report;
   report.tool = tool_json();
@@ -319,8 +349,35 @@ int cmd_run(const RunArgs& given) {
                                   tp.last_train_loss, 100 * tp.last_eval_accuracy);
             bar.update(tp.step, suffix);
           };
+          // The single-rank baseline first: rank 0 alone, the others asleep meanwhile.
+          std::optional<double> single;
+          if (dp && baseline_run) {
+            if (comm->rank() == 0) {
+              TrainOptions alone = opts;
+              alone.data_parallel = nullptr;
+              alone.on_progress = nullptr;
+              const RunResult one = train_and_measure(spec, *data, p, *be, alone);
+              if (one.status == RunStatus::Ok) single = one.samples_per_second;
+            }
+            comm->wait_for_all();
+          }
           report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
           if (args.repeat > 1) report.runs.back().repetition = rep;
+          RunResult& ran = report.runs.back();
+          if (dp && !single_rates.empty()) {
+            const auto it = single_rates.find(single_key(ran));
+            if (it != single_rates.end())
+              single = it->second;
+            else
+              std::cerr << fmt::format(
+                  "mpbench: --scaling-baseline {} has no ok run of {} {} batch {}: no scaling "
+                  "efficiency for it\n",
+                  baseline_file, ran.model, ran.precision, ran.batch_size);
+          }
+          if (single && ran.data_parallel && *single > 0) {
+            ran.data_parallel->single_rank_samples_per_second = *single;
+            ran.data_parallel->scaling_efficiency = ran.samples_per_second / (nranks * *single);
+          }
           bar.finish();
           const RunResult& done = report.runs.back();
           plan.done(what,

@@ -36,6 +36,9 @@ struct RunArgs {
   // gradients).
   std::string grad_reduce = "fp32";
   int64_t bucket_mb = 25;
+  // "run": rank 0 also trains each run alone first; a path: a 1-rank result file to take that
+  // from; "": neither (no scaling efficiency).
+  std::string scaling_baseline;
 };
 int cmd_run(const RunArgs& args);
 // "4GiB", "512 MiB", "16GB", "1.5GiB", "1000000": bytes (KiB/MiB/GiB powers of 1024, KB/MB/GB of

@@ -24,18 +24,25 @@ std::vector<double> epoch_times(const RunResult& r) {
   return positive_finite(t);
 }
 
-// A seeded run (`run --seeds`) matches the run of the same seed; repetitions share a key.
-using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t>;
+// A seeded run (`run --seeds`) matches the run of the same seed; repetitions share a key. A
+// data-parallel run matches runs of its rank count (the batch is per rank).
+using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t, int>;
 
 Key key_of(const RunResult& r) {
-  return {r.model,       r.precision,  r.device,
-          r.cuda_graphs, r.batch_size, r.seed ? static_cast<int64_t>(*r.seed) : -1};
+  return {r.model,
+          r.precision,
+          r.device,
+          r.cuda_graphs,
+          r.batch_size,
+          r.seed ? static_cast<int64_t>(*r.seed) : -1,
+          r.data_parallel ? r.data_parallel->ranks : 1};
 }
 
 std::string key_name(const Key& k) {
-  return fmt::format("{} {} {} batch {}{}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
+  return fmt::format("{} {} {} batch {}{}{}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
                      std::get<4>(k), std::get<3>(k) ? " (cuda graphs)" : "",
-                     std::get<5>(k) >= 0 ? fmt::format(" seed {}", std::get<5>(k)) : "");
+                     std::get<5>(k) >= 0 ? fmt::format(" seed {}", std::get<5>(k)) : "",
+                     std::get<6>(k) > 1 ? fmt::format(" x{} ranks", std::get<6>(k)) : "");
 }
 
 struct Side {
@@ -199,6 +206,12 @@ std::string detail_cell(const CompareRow& r) {
   return d.empty() ? "-" : d;
 }
 
+// "64", or "64 x2 ranks" for a data-parallel run.
+std::string batch_cell(const CompareRow& r) {
+  return r.ranks > 1 ? fmt::format("{} x{} ranks", r.batch_size, r.ranks)
+                     : std::to_string(r.batch_size);
+}
+
 std::vector<std::string> headers() {
   return {"model",  "precision", "device",     "batch",   "time ratio [95% CI]", "reps",
           "memory", "accuracy",  "final loss", "verdict", "regressed",           "detail"};
@@ -206,7 +219,7 @@ std::vector<std::string> headers() {
 std::vector<std::string> cells(const CompareRow& r) {
   const std::string n =
       r.baseline && r.current ? fmt::format("{}/{}", r.n_baseline, r.n_current) : "-";
-  return {r.model,      r.precision, mode_cell(r),    std::to_string(r.batch_size),
+  return {r.model,      r.precision, mode_cell(r),    batch_cell(r),
           time_cell(r), n,           memory_cell(r),  accuracy_cell(r),
           loss_cell(r), r.verdict,   regress_cell(r), detail_cell(r)};
 }
@@ -217,8 +230,8 @@ std::string summary_line(const Comparison& c) {
   if (c.matched == 0)
     return fmt::format(
         "FAIL: nothing matched: no run of the current file has a counterpart in the baseline "
-        "({} row(s) missing, {} new); check the model names, batch sizes, devices and "
-        "--cuda-graphs",
+        "({} row(s) missing, {} new); check the model names, batch sizes, devices, "
+        "--cuda-graphs and rank counts",
         std::count_if(c.rows.begin(), c.rows.end(),
                       [](const CompareRow& r) { return r.verdict == "missing"; }),
         std::count_if(c.rows.begin(), c.rows.end(),
@@ -369,6 +382,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     row.device = r.device;
     row.cuda_graphs = r.cuda_graphs;
     row.batch_size = r.batch_size;
+    row.ranks = r.data_parallel ? r.data_parallel->ranks : 1;
     row.seed = r.seed;
     return row;
   };
@@ -640,7 +654,7 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
     const std::string why = !r.regressions.empty() ? regression_text(r, c.options)
                             : r.detail.empty()     ? "-"
                                                    : r.detail;
-    attention.push_back({r.model, r.precision, mode_cell(r), std::to_string(r.batch_size),
+    attention.push_back({r.model, r.precision, mode_cell(r), batch_cell(r),
                          bold_if(!r.regressions.empty(), r.verdict), why});
   }
   if (!attention.empty()) {
@@ -737,6 +751,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"precision", r.precision},
         {"device", r.device},
         {"batch_size", r.batch_size},
+        {"ranks", r.ranks},
         {"cuda_graphs", r.cuda_graphs},
         {"seed", r.seed ? json(*r.seed) : json(nullptr)},
         {"verdict", r.verdict},

@@ -79,6 +79,7 @@ struct CompareRow {
   std::string model, precision, device;
   bool cuda_graphs = false;
   int64_t batch_size = 0;
+  int ranks = 1;                 // data parallel's (the batch is per rank)
   std::optional<uint64_t> seed;  // of a `run --seeds` run
   // Every repetition of the key on each side (empty: `new` / `missing`), and the one whose
   // memory, accuracy and loss are compared: the first that trained ok, else the first.

@@ -498,11 +498,44 @@ std::vector<std::string> fp8_notes(const ModelGroup& group) {
   return out;
 }
 
+// Data parallel, one line per finished run: the ranks, what a step all-reduces and how long
+// that took beside the step, the bandwidths, and against one process (when measured) the scaling
+// efficiency and the mode's speedup over the baseline mode at one rank.
+std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
+  std::vector<std::string> out;
+  for (const RunResult* r : group.runs) {
+    if (r->status != RunStatus::Ok || !r->data_parallel || r->epochs.empty()) continue;
+    const DataParallelResult& d = *r->data_parallel;
+    const double step_ms = r->epoch_time_ms.median / static_cast<double>(r->epochs[0].steps);
+    std::string line = fmt::format(
+        "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {} MiB): {} ms "
+        "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
+        r->precision, r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", d.ranks,
+        format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s",
+        d.bucket_bytes >> 20, format_ms(d.comm_ms_per_step),
+        step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0, d.algbw_gbps, d.busbw_gbps);
+    if (d.single_rank_samples_per_second > 0) {
+      line +=
+          fmt::format("; scaling efficiency {:.0f}% against 1 rank", 100 * d.scaling_efficiency);
+      const RunResult* base = group.fp32_for(*r);
+      if (base && base != r && base->data_parallel &&
+          base->data_parallel->single_rank_samples_per_second > 0 && base->samples_per_second > 0)
+        line += fmt::format(
+            "; speedup over {} {:.2f}x at {} ranks, {:.2f}x at 1", group.baseline,
+            r->samples_per_second / base->samples_per_second, d.ranks,
+            d.single_rank_samples_per_second / base->data_parallel->single_rank_samples_per_second);
+    }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> table_notes(const ModelGroup& group, const Report& report) {
   std::vector<std::string> out = noisy_notes(group, report);
   for (std::string& n : fp8_notes(group)) out.push_back(std::move(n));
+  for (std::string& n : data_parallel_notes(group)) out.push_back(std::move(n));
   return out;
 }
 

@@ -29,6 +29,10 @@ class Collective {
   virtual void sum_host(double* v, size_t n) = 0;
   virtual void max_host(double* v, size_t n) = 0;
   virtual void min_host(double* v, size_t n) = 0;
+  // Returns when every rank has called it; a rank that waits sleeps between polls instead of
+  // spinning, so that it does not take a core from a rank still working (run's single-rank
+  // baseline).
+  virtual void wait_for_all() = 0;
   // Every rank's `mine`, in rank order.
   virtual std::vector<std::string> gather_strings(const std::string& mine) = 0;
   // Ends every rank of the job with `code`, now (MPI_Abort): for a failure the other ranks cannot

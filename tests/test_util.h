@@ -125,9 +125,12 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::temp_directory_path() /
-           (std::string("mpbench_") + info->test_suite_name() + "_" + info->name() + "_" +
-            std::to_string(::getpid()));
+    // A parameterised test's names hold '/': one directory, not a tree TearDown leaves behind.
+    std::string name = std::string("mpbench_") + info->test_suite_name() + "_" + info->name() +
+                       "_" + std::to_string(::getpid());
+    for (char& ch : name)
+      if (ch == '/') ch = '_';
+    dir_ = std::filesystem::temp_directory_path() / name;
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }

@@ -262,6 +262,11 @@ json to_json(const RunResult& r) {
                           {"comm_ms_per_step", dp->comm_ms_per_step},
                           {"algbw_gbps", dp->algbw_gbps},
                           {"busbw_gbps", dp->busbw_gbps}};
+  if (r.data_parallel && r.data_parallel->single_rank_samples_per_second > 0) {
+    j["data_parallel"]["single_rank_samples_per_second"] =
+        r.data_parallel->single_rank_samples_per_second;
+    j["data_parallel"]["scaling_efficiency"] = r.data_parallel->scaling_efficiency;
+  }
   return j;
 }
 
@@ -631,6 +636,9 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     dp.comm_ms_per_step = number(e, "comm_ms_per_step", p, kNonNegative);
     dp.algbw_gbps = number(e, "algbw_gbps", p, kNonNegative);
     dp.busbw_gbps = number(e, "busbw_gbps", p, kNonNegative);
+    dp.single_rank_samples_per_second =
+        number(e, "single_rank_samples_per_second", p, kNonNegative);
+    dp.scaling_efficiency = number(e, "scaling_efficiency", p, kNonNegative);
     r.data_parallel = dp;
   }
   return r;

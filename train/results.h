@@ -74,6 +74,10 @@ struct DataParallelResult {
   double comm_ms_per_step = 0;
   // nccl-tests' convention: algbw = bytes / time, busbw = algbw * 2 (ranks - 1) / ranks.
   double algbw_gbps = 0, busbw_gbps = 0;
+  // Against one process at the same per-rank batch (`run --scaling-baseline`): its samples per
+  // second (0: not measured) and this run's over ranks times that.
+  double single_rank_samples_per_second = 0;
+  double scaling_efficiency = 0;
 };
 
 struct RunResult {

@@ -4,8 +4,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -92,6 +94,16 @@ class MpiCollective final : public Collective {
   void sum_host(double* v, size_t n) override { host_op(v, n, MPI_SUM); }
   void max_host(double* v, size_t n) override { host_op(v, n, MPI_MAX); }
   void min_host(double* v, size_t n) override { host_op(v, n, MPI_MIN); }
+
+  void wait_for_all() override {
+    MPI_Request req;
+    check_mpi(MPI_Ibarrier(MPI_COMM_WORLD, &req), "MPI_Ibarrier");
+    for (int done = 0;;) {
+      check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
 
   std::vector<std::string> gather_strings(const std::string& mine) override {
     int len = static_cast<int>(mine.size());

@@ -199,3 +199,72 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
 }
 
 }  // namespace
+
+namespace {
+
+// The console says what the all-reduce took, per mode, under the table; --scaling-baseline run
+// adds the efficiency against rank 0 alone and the speedup at 1 rank, and the JSON carries both.
+TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
+  const std::string out = (dir_ / "dp.json").string();
+  const auto r = mpbench::test::run_shell(
+      "LC_ALL=C.UTF-8 " + kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+          " --device reference --precisions fp32,amp_bf16 --epochs 2 --scaling-baseline run "
+          "--quiet --json " +
+          out,
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "fp32: 2 ranks, ")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "all-reduced in fp32 (1 bucket of 25 MiB)")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "scaling efficiency ")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "amp_bf16: 2 ranks, ")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "speedup over fp32 ")) << r.out;
+  EXPECT_TRUE(has_text(r.out, " at 2 ranks, ")) << r.out;
+  // One table: rank 1 printed nothing.
+  size_t tables = 0;
+  for (size_t at = r.out.find("tiny_mlp (mlp)"); at != std::string::npos;
+       at = r.out.find("tiny_mlp (mlp)", at + 1))
+    ++tables;
+  EXPECT_EQ(tables, 1u) << r.out;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  for (const json& run : doc["runs"]) {
+    EXPECT_GT(run["data_parallel"]["single_rank_samples_per_second"].get<double>(), 0);
+    EXPECT_GT(run["data_parallel"]["scaling_efficiency"].get<double>(), 0);
+  }
+}
+
+// --scaling-baseline FILE: the 1-rank samples/s come from a plain run's result file; a run the
+// file lacks is said, and left without an efficiency.
+TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
+  const std::string spec = config("tiny_mlp");
+  const json one =
+      run_json("", spec, "--device reference --precisions fp32 --epochs 1", "one.json");
+  const std::string out = (dir_ / "dp.json").string();
+  const auto r = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec +
+          " --device reference --precisions fp32,amp_bf16 --epochs 1 --quiet --json " + out +
+          " --scaling-baseline " + (dir_ / "one.json").string(),
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.err, "has no ok run of tiny_mlp amp_bf16 batch 64")) << r.err;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  const json& fp32 = doc["runs"][0]["data_parallel"];
+  EXPECT_EQ(fp32["single_rank_samples_per_second"].get<double>(),
+            one["runs"][0]["samples_per_second"].get<double>());
+  EXPECT_FALSE(doc["runs"][1]["data_parallel"].contains("scaling_efficiency"));
+}
+
+// `compare` matches a data-parallel run only with runs of its rank count.
+TEST_F(DataParallel, CompareMatchesRunsByRankCount) {
+  const std::string spec = config("tiny_mlp");
+  run_json("", spec, "--device reference --precisions fp32 --epochs 1", "one.json");
+  run_json(kMpirun + " -np 2", spec, "--device reference --precisions fp32 --epochs 1", "two.json");
+  const auto same =
+      run("compare " + (dir_ / "two.json").string() + " " + (dir_ / "two.json").string());
+  EXPECT_EQ(same.code, 0) << same.out << same.err;
+  const auto across = run("compare " + (dir_ / "one.json").string() + " " +
+                          (dir_ / "two.json").string() + " --strict");
+  EXPECT_NE(across.code, 0) << across.out;
+  EXPECT_TRUE(has_text(across.out, "x2 ranks")) << across.out;
+}
+
+}  // namespace
