@@ -40,6 +40,13 @@ class DataParallel : public mpbench::test::CliTest {
   }
 };
 
+// How often `needle` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
 // The largest relative difference between two series, |a - b| / max(|a|, floor).
 double max_rel(const json& a, const json& b, double floor = 1e-3) {
   double worst = 0;
@@ -166,11 +173,7 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has_text(r.err, "mpbench: rank 1: ")) << r.err;
   EXPECT_TRUE(has_text(r.err, "missing.json")) << r.err;
-  size_t ours = 0;
-  for (size_t at = r.err.find("mpbench: "); at != std::string::npos;
-       at = r.err.find("mpbench: ", at + 1))
-    ++ours;
-  EXPECT_EQ(ours, 1u) << r.err;
+  EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
@@ -198,10 +201,6 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
-}  // namespace
-
-namespace {
-
 // The console says what the all-reduce took, per mode, under the table; --scaling-baseline run
 // adds the efficiency against rank 0 alone and the speedup at 1 rank, and the JSON carries both.
 TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
@@ -220,11 +219,7 @@ TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
   EXPECT_TRUE(has_text(r.out, "speedup over fp32 ")) << r.out;
   EXPECT_TRUE(has_text(r.out, " at 2 ranks, ")) << r.out;
   // One table: rank 1 printed nothing.
-  size_t tables = 0;
-  for (size_t at = r.out.find("tiny_mlp (mlp)"); at != std::string::npos;
-       at = r.out.find("tiny_mlp (mlp)", at + 1))
-    ++tables;
-  EXPECT_EQ(tables, 1u) << r.out;
+  EXPECT_EQ(occurrences(r.out, "tiny_mlp (mlp)"), 1u) << r.out;
   const json doc = json::parse(mpbench::test::read_file(out));
   for (const json& run : doc["runs"]) {
     EXPECT_GT(run["data_parallel"]["single_rank_samples_per_second"].get<double>(), 0);
