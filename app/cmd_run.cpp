@@ -22,7 +22,7 @@
 
 namespace mpbench {
 
-std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet) {
+std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet, int cuda_index) {
   const NativeCpuOptions cpu{device.threads, device.cpu_isa};
   // --threads and --cpu-isa are refused where nothing would take them.
   if ((device.threads || !device.cpu_isa.empty()) && device.name != "cpu" && device.name != "auto")
@@ -36,9 +36,9 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet) 
   int n = cuda_device_count(&why);
   if (device.name == "cuda") {
     if (n == 0) throw_bad_input("--device cuda: " + why);
-    return make_cuda_backend(0);
+    return make_cuda_backend(cuda_index % n);
   }
-  if (n > 0) return make_cuda_backend(0);
+  if (n > 0) return make_cuda_backend(cuda_index % n);
   std::string why_cpu;
   if (native_cpu_available(&why_cpu)) {
     if (!quiet) std::cerr << "mpbench: " << why << "; running on the CPU (--device cpu)\n";
@@ -261,13 +261,28 @@ int cmd_run(const RunArgs& given) {
     specs = checked_specs(args, nranks);
     if (comm && comm->rank() == 0 && !baseline_file.empty())
       single_rates = single_rank_rates(baseline_file);
-    be = select_backend(args.device, args.quiet);
-    if (comm && be->device() != Device::CPU)
-      throw_bad_input(fmt::format(
-          "launched by {}: data parallel on the GPU needs NCCL, which this mpbench does not "
-          "have yet; --device cpu or reference runs it on the CPU",
-          *launcher));
+    be = select_backend(args.device, args.quiet, comm ? local_rank() : 0);
+    std::string why;
+    if (comm && be->device() == Device::CUDA && !nccl_built(&why))
+      throw_bad_input(
+          fmt::format("launched by {}: data parallel on the GPU: {}; --device cpu "
+                      "runs it on the CPU",
+                      *launcher, why));
   });
+  // Every rank on the same kind of device (auto can pick a GPU on one host and the CPU on
+  // another), then NCCL for a GPU's gradients.
+  agree_on_inputs(comm.get(), [&] {
+    if (!comm) return;
+    const std::vector<std::string> kinds = comm->gather_strings(be->info().kind);
+    for (size_t r = 1; r < kinds.size(); ++r)
+      if (kinds[r] != kinds[0])
+        throw_bad_input(
+            fmt::format("rank 0 runs on {} but rank {} on {}: give every rank the "
+                        "same --device",
+                        kinds[0], r, kinds[r]));
+  });
+  if (comm && be->device() == Device::CUDA)
+    comm = make_nccl_collective(std::move(comm), local_rank() % cuda_device_count(nullptr));
   std::optional<DataParallel> dp;
   if (comm)
     dp.emplace(*comm, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
@@ -278,6 +293,8 @@ int cmd_run(const RunArgs& given) {
   const bool speaker = !comm || comm->rank() == 0;
   if (speaker && args.cuda_graphs && !be->supports_graphs())
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
+  else if (speaker && args.cuda_graphs && comm)
+    std::cerr << "mpbench: --cuda-graphs has no effect under data parallel; steps run eagerly\n";
   if (!comm &&
       (args.grad_reduce != "fp32" || args.bucket_mb != 25 || !args.scaling_baseline.empty()))
     std::cerr << "mpbench: --grad-reduce, --bucket-mb and --scaling-baseline have no effect "

@@ -1,8 +1,9 @@
 #pragma once
 // Data parallel's one collective: the gradients' all-reduce across the ranks of an MPI launch
 // (DESIGN.md "More than one device"). MPI_Allreduce on the CPU backends (kernels/cpu/
-// mpi_collective.cpp), each optional at build time (kernels/no_mpi.cpp without MPI). We use the
-// engine; we do not write a transport.
+// mpi_collective.cpp), NCCL on the GPU (kernels/cuda/nccl_collective.cpp), each optional at
+// build time (kernels/no_mpi.cpp, no_nccl.cpp without). We use the engines; we do not write a
+// transport.
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -45,5 +46,10 @@ bool mpi_built(std::string* why_not = nullptr);
 // Joins the job this process was launched into (MPI_Init). Error where MPI was not built in.
 // MPI_Finalize runs when the collective goes.
 std::unique_ptr<Collective> make_mpi_collective();
+// Whether this mpbench was built with NCCL (beside CUDA and MPI); why_not says why not.
+bool nccl_built(std::string* why_not = nullptr);
+// The GPU's collective: NCCL on device `device`, bootstrapped over `host` (the MPI collective),
+// which it keeps for the host values. Error where NCCL was not built in.
+std::unique_ptr<Collective> make_nccl_collective(std::unique_ptr<Collective> host, int device);
 
 }  // namespace mpbench

@@ -1,11 +1,17 @@
 #include "train/data_parallel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 namespace mpbench {
+
+int local_rank() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
 
 std::optional<std::string> mpi_launcher() {
   auto set = [](const char* name) { return std::getenv(name) != nullptr; };
@@ -16,8 +22,11 @@ std::optional<std::string> mpi_launcher() {
   return std::nullopt;
 }
 
-void DataParallel::begin_run(size_t gradient_elements) {
+void DataParallel::begin_run(Backend& be, size_t gradient_elements) {
   stats_ = CommStats{};
+  start_ = be.create_event();
+  stop_ = be.create_event();
+  reduced_ = false;
   const size_t per = dtype_size(opts_.wire);
   const size_t bucket = std::max<size_t>(opts_.bucket_bytes / 4, 1);  // fp32 gradients a bucket
   stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
@@ -27,13 +36,20 @@ void DataParallel::begin_run(size_t gradient_elements) {
 void DataParallel::average_gradients(Backend& be, Tensor& grads) {
   const int64_t n = grads.numel();
   const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
-  const auto t0 = std::chrono::steady_clock::now();
+  start_->record();
   for (int64_t at = 0; at < n; at += bucket) {
     Tensor b = grads.slice(at, Shape{std::min(bucket, n - at)});
     c_.all_reduce_mean(be, b, opts_.wire);
   }
-  step_ms_ +=
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stop_->record();
+  reduced_ = true;
+}
+
+void DataParallel::end_step(bool timed) {
+  if (!reduced_) return;
+  reduced_ = false;
+  const double ms = stop_->elapsed_ms(*start_);
+  if (timed) stats_.step_ms.push_back(ms);
 }
 
 void DataParallel::fail(const std::exception& e) {

@@ -20,6 +20,10 @@ namespace mpbench {
 // it was started alone.
 std::optional<std::string> mpi_launcher();
 
+// This rank's index among the ranks on its host (the launcher's environment; 0 if none says):
+// which GPU it takes.
+int local_rank();
+
 // DDP's default bucket: 25 MiB of gradients.
 constexpr size_t kDefaultBucketBytes = size_t{25} << 20;
 
@@ -44,17 +48,14 @@ class DataParallel {
   const DataParallelOptions& options() const { return opts_; }
   Collective& collective() { return c_; }
 
-  // grads (the flat fp32 gradients) becomes the mean over the ranks, bucket by bucket, the time
-  // it took added to the current step's communication.
+  // grads (the flat fp32 gradients) becomes the mean over the ranks, bucket by bucket, enqueued
+  // on be's stream between two events (the time they take is the step's communication).
   void average_gradients(Backend& be, Tensor& grads);
-  // The step boundaries: begin_step starts a step's count, end_step records it (timed steps
-  // only; warm-up steps are begun and dropped).
-  void begin_step() { step_ms_ = 0; }
-  void end_step(bool timed) {
-    if (timed) stats_.step_ms.push_back(step_ms_);
-  }
-  // Called once per run, before its first step: resets the counts.
-  void begin_run(size_t gradient_elements);
+  // After a step: its communication time read from the events (which waits for them), kept
+  // for timed steps only (warm-up steps are dropped).
+  void end_step(bool timed);
+  // Called once per run, before its first step: resets the counts, makes the events on be.
+  void begin_run(Backend& be, size_t gradient_elements);
   const CommStats& stats() const { return stats_; }
   // A run failed on this rank (out of memory, a runtime error): one line naming the rank and
   // the cause, and every rank of the job ends with exit 3.
@@ -64,7 +65,8 @@ class DataParallel {
   Collective& c_;
   DataParallelOptions opts_;
   CommStats stats_;
-  double step_ms_ = 0;
+  std::unique_ptr<Event> start_, stop_;
+  bool reduced_ = false;  // the current step has recorded the events
 };
 
 }  // namespace mpbench

@@ -249,7 +249,6 @@ void Run::train_step(int64_t batch_index, int64_t global_step, bool sample_memor
   const int64_t row = (batch_index * ranks() + (dp_ ? dp_->rank() : 0)) * batch_;
   Tensor xs = dev_.train_x.slice(row * dim, Shape{batch_, dim});
   Tensor ys = dev_.train_y.slice(row * labels_per_sample, Shape{batch_ * labels_per_sample});
-  if (dp_) dp_->begin_step();
   be_.copy(xs, dev_.x_stage);
   be_.copy(ys, dev_.y_stage);
   if (graph_ready_) {
@@ -312,11 +311,12 @@ void Run::execute(RunResult& r) {
 
   build(r);
   sample_device_memory(be_, r.memory);
-  if (dp_) dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()));
+  if (dp_) dp_->begin_run(be_, static_cast<size_t>(model_->params().grads_flat().numel()));
   r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);
-  if (opts_.cuda_graphs && be_.supports_graphs()) capture_graph(plan, r);
+  // Not under data parallel: the all-reduce's events would be recorded inside the capture.
+  if (opts_.cuda_graphs && be_.supports_graphs() && !dp_) capture_graph(plan, r);
   start_ = be_.create_event();
   stop_ = be_.create_event();
   for (int64_t b = 0; b <= plan.per_epoch; ++b) marks_.push_back(be_.create_event());

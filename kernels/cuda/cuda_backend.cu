@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_context.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/stream.h"
 
 namespace mpbench {
 
@@ -311,9 +312,18 @@ class CudaBackend : public Backend {
   }
 
   DeviceContext ctx_;
+
+ public:
+  cudaStream_t stream() const { return ctx_.stream(); }
 };
 
 }  // namespace
+
+cudaStream_t cuda_stream_of(Backend& be) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&be);
+  MPB_CHECK(cuda != nullptr, "a CUDA backend expected");
+  return cuda->stream();
+}
 
 int cuda_device_count(std::string* why_not) {
   int n = 0;
