@@ -22,8 +22,10 @@
 
 namespace mpbench {
 
-std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet, int cuda_index) {
-  const NativeCpuOptions cpu{device.threads, device.cpu_isa};
+std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
+                                        const RankPlacement& place) {
+  const NativeCpuOptions cpu{device.threads, device.cpu_isa, place.local_ranks};
+  const int cuda_index = place.local_rank;
   // --threads and --cpu-isa are refused where nothing would take them.
   if ((device.threads || !device.cpu_isa.empty()) && device.name != "cpu" && device.name != "auto")
     throw_bad_input(
@@ -248,6 +250,7 @@ int cmd_run(const RunArgs& given) {
   std::unique_ptr<Collective> comm = launcher ? make_mpi_collective() : nullptr;
   RunArgs args = given;
   if (comm && comm->rank() != 0) {
+    quiet_interrupts();
     args.quiet = true;
     args.json_path = args.csv_path = args.md_path = "";
   }
@@ -261,7 +264,8 @@ int cmd_run(const RunArgs& given) {
     specs = checked_specs(args, nranks);
     if (comm && comm->rank() == 0 && !baseline_file.empty())
       single_rates = single_rank_rates(baseline_file);
-    be = select_backend(args.device, args.quiet, comm ? local_rank() : 0);
+    be = select_backend(args.device, args.quiet,
+                        comm ? RankPlacement{local_rank(), local_ranks()} : RankPlacement{});
     std::string why;
     if (comm && be->device() == Device::CUDA && !nccl_built(&why))
       throw_bad_input(

@@ -147,9 +147,13 @@ int cmd_maxbatch(const MaxBatchArgs& args);
 
 // Picks the backend for --device: cuda, cpu (native), reference; auto is cuda, else the native
 // CPU, else the reference, each step down said in one line on stderr (unless quiet).
-// cuda_index: the GPU a CUDA backend takes (data parallel: the rank's local index, modulo the
-// GPUs there are).
-std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet, int cuda_index = 0);
+// Where a data-parallel rank runs: the GPU a CUDA backend takes (its local index, modulo the GPUs
+// there are), and how many ranks share this host's cores (the native CPU's default threads).
+struct RankPlacement {
+  int local_rank = 0, local_ranks = 1;
+};
+std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
+                                        const RankPlacement& place = {});
 
 // What the native CPU backend runs with (env.native_cpu, and `devices`): threads, oneDNN's
 // version and ISA, the CPU's vector flags, AMX permission, how bf16 GEMMs run.

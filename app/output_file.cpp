@@ -38,6 +38,8 @@ volatile sig_atomic_t g_stderr_tty = 0;
 bool g_std_placeholder[3] = {false, false, false};
 // The first error writing stdout, for the one line that says so at the end.
 int g_stdout_errno = 0;
+// Set on data-parallel ranks but 0: the job's one "interrupted" line is rank 0's.
+volatile sig_atomic_t g_interrupt_quiet = 0;
 
 extern "C" void on_interrupt(int sig) {
   for (int i = 0; i < kTempSlots; ++i)
@@ -45,8 +47,10 @@ extern "C" void on_interrupt(int sig) {
   // On a terminal a progress bar may be half drawn: start a line of our own.
   static const char kMsg[] = "\nmpbench: interrupted\n";
   const char* m = g_stderr_tty ? kMsg : kMsg + 1;
-  ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
-  (void)ignored;
+  if (!g_interrupt_quiet) {
+    ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
+    (void)ignored;
+  }
   ::_exit(128 + sig);
 }
 
@@ -447,6 +451,10 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
       throw_bad_input(fmt::format("{} {}: the same file as {} {}; give each output its own path",
                                   o.option, o.path, it->second->option, it->second->path));
   }
+}
+
+void quiet_interrupts() {
+  g_interrupt_quiet = 1;
 }
 
 void install_interrupt_handlers() {

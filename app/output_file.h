@@ -69,6 +69,9 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
 // SIGINT, SIGTERM and SIGHUP (unless ignored when we started): remove the temporary files of the
 // writes in progress, print "mpbench: interrupted" and exit 128 + the signal (130, 143, 129).
 void install_interrupt_handlers();
+// From now on the handlers print nothing (a data-parallel rank other than 0: the launcher ends
+// every rank, and rank 0 says it).
+void quiet_interrupts();
 
 // Stdout is an output like the files: a full disk (`>/dev/full`), a reader gone (`| head`, EPIPE)
 // or a closed descriptor (`>&-`) is an I/O error, exit 3 with one line, reported once the files

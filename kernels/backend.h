@@ -519,6 +519,9 @@ std::unique_ptr<Backend> make_reference_backend();
 struct NativeCpuOptions {
   int threads = 0;
   std::string max_isa;
+  // Processes on this host that share its cores (data-parallel ranks): threads 0 is then the
+  // physical cores over them.
+  int host_processes = 1;
 };
 std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options = {});
 // Whether this build has the native CPU backend; the reason in why_not when it has not.

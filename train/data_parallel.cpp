@@ -13,6 +13,14 @@ int local_rank() {
   return 0;
 }
 
+int local_ranks() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"})
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  // Slurm: SLURM_TASKS_PER_NODE is "2" or "2(x3)"; its first number is this kind of host's.
+  if (const char* v = std::getenv("SLURM_TASKS_PER_NODE")) return std::max(1, std::atoi(v));
+  return 1;
+}
+
 std::optional<std::string> mpi_launcher() {
   auto set = [](const char* name) { return std::getenv(name) != nullptr; };
   if (set("OMPI_COMM_WORLD_SIZE")) return "mpirun";

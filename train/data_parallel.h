@@ -23,6 +23,8 @@ std::optional<std::string> mpi_launcher();
 // This rank's index among the ranks on its host (the launcher's environment; 0 if none says):
 // which GPU it takes.
 int local_rank();
+// How many ranks run on this host (1 if no launcher says).
+int local_ranks();
 
 // DDP's default bucket: 25 MiB of gradients.
 constexpr size_t kDefaultBucketBytes = size_t{25} << 20;

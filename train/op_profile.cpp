@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "train/device_specs.h"
 
@@ -72,7 +73,13 @@ std::unique_ptr<Event> OpProfiler::take_event() {
 void OpProfiler::op_begin(const OpCall& call) {
   auto [it, inserted] = index_.try_emplace(
       std::make_tuple(scope_, std::string(call.op), call.detail), totals_.size());
-  if (inserted) totals_.push_back(OpTotal{scope_, call.op, call.detail});
+  if (inserted) {
+    OpTotal t;
+    t.scope = scope_;
+    t.op = call.op;
+    t.detail = call.detail;
+    totals_.push_back(std::move(t));
+  }
   OpTotal& total = totals_[it->second];
   total.calls += 1;
   total.flops += call.flops;

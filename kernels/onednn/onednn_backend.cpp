@@ -338,8 +338,10 @@ std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options
           fmt::format("--cpu-isa {}: oneDNN's ISA is already fixed at {} in this process",
                       options.max_isa, onednn::isa_name(dnnl::get_effective_cpu_isa())));
   }
-  return std::make_unique<onednn::OnednnBackend>(options.threads > 0 ? options.threads
-                                                                     : onednn::physical_cores());
+  return std::make_unique<onednn::OnednnBackend>(
+      options.threads > 0
+          ? options.threads
+          : std::max(1, onednn::physical_cores() / std::max(1, options.host_processes)));
 }
 
 }  // namespace mpbench

@@ -210,6 +210,24 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// An interrupt on rank 0 ends the job with 130, and no output file.
+TEST_F(DataParallel, AnInterruptOnRankZeroEndsTheJob) {
+  const std::string out = (dir_ / "out.json").string();
+  // Rank 0 is the process of this test (its output path) whose environment says so; it is sent
+  // SIGINT once it trains.
+  const auto r = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+          " --device reference --quiet --epochs 10000 --json " + out +
+          " & job=$!; sleep 3; for p in $(pgrep -f '" + out +
+          "'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=0 && "
+          "kill -INT $p; done; wait $job",
+      dir_.string());
+  EXPECT_EQ(r.code, 130) << r.err;
+  // At most rank 0's line: mpirun may end the job before it forwards it.
+  EXPECT_LE(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // The console says what the all-reduce took, per mode, under the table; --scaling-baseline run
 // adds the efficiency against rank 0 alone and the speedup at 1 rank, and the JSON carries both.
 TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
