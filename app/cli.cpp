@@ -60,16 +60,20 @@ nlohmann::json json_header(const char* kind) {
           {"provenance", provenance_json()}};
 }
 
-nlohmann::json provenance_json() {
+std::string host_name() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return printable_line(host);
+}
+
+nlohmann::json provenance_json() {
   const std::time_t now = std::time(nullptr);
   std::tm utc{};
   ::gmtime_r(&now, &utc);
   char when[32] = {};
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return {{"time_utc", when},
-          {"host", printable_line(host)},
+          {"host", host_name()},
           {"command", command_line()},
           {"commit", checkout_commit()}};
 }

@@ -1,6 +1,4 @@
 // `mpbench run`: every spec x every precision, one fresh model per run, then the table and files.
-#include <unistd.h>
-
 #include <iostream>
 #include <map>
 #include <optional>
@@ -210,12 +208,6 @@ void agree_on_inputs(Collective* comm, F&& check) {
   throw Error(kind, comm->size() > 1 ? fmt::format("rank {}: {}", comm->rank(), why) : why);
 }
 
-std::string this_host() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
-
 // What a data-parallel run's single-rank baseline is looked up by: model, mode, per-rank batch
 // and training seed.
 using SingleKey = std::tuple<std::string, std::string, int64_t, int64_t>;
@@ -299,8 +291,9 @@ int cmd_run(const RunArgs& given) {
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
   else if (speaker && args.cuda_graphs && comm)
     std::cerr << "mpbench: --cuda-graphs has no effect under data parallel; steps run eagerly\n";
-  if (!comm &&
-      (args.grad_reduce != "fp32" || args.bucket_mb != 25 || !args.scaling_baseline.empty()))
+  const RunArgs defaults;
+  if (!comm && (args.grad_reduce != defaults.grad_reduce || args.bucket_mb != defaults.bucket_mb ||
+                !args.scaling_baseline.empty()))
     std::cerr << "mpbench: --grad-reduce, --bucket-mb and --scaling-baseline have no effect "
                  "without an MPI launch (mpirun -np N mpbench run ...)\n";
 
@@ -310,9 +303,10 @@ int cmd_run(const RunArgs& given) {
   report.env = env_json(be->info(), make_reference_backend()->info());
   if (comm) {
     nlohmann::json ranks = nlohmann::json::array();
-    const std::vector<std::string> hosts = comm->gather_strings(this_host());
+    const std::string kind = report.env["device"];  // every rank's (agreed above)
+    const std::vector<std::string> hosts = comm->gather_strings(host_name());
     for (size_t r = 0; r < hosts.size(); ++r)
-      ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", be->info().kind}});
+      ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", kind}});
     report.env["launch"] = {{"launcher", *launcher}, {"ranks", comm->size()}, {"per_rank", ranks}};
   }
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.

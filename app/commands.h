@@ -163,6 +163,8 @@ nlohmann::json tool_json();
 // Every result file's provenance (train/results.h Report::provenance): the UTC time, the host,
 // this process's command line, and the commit of the git checkout it runs in (null outside one).
 nlohmann::json provenance_json();
+// This host's name as provenance records it ("" when it cannot be read).
+std::string host_name();
 // The header every JSON file mpbench writes starts with: schema_version 1, kind (the command that
 // wrote it: run, profile, explain, inspect, maxbatch, compare, devices, validate), tool and
 // provenance. `report` and `compare` tell files apart by the kind.

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "train/statistics.h"
+
 namespace mpbench {
 
 int local_rank() {
@@ -35,15 +37,13 @@ void DataParallel::begin_run(Backend& be, size_t gradient_elements) {
   start_ = be.create_event();
   stop_ = be.create_event();
   reduced_ = false;
-  const size_t per = dtype_size(opts_.wire);
-  const size_t bucket = std::max<size_t>(opts_.bucket_bytes / 4, 1);  // fp32 gradients a bucket
+  const size_t bucket = static_cast<size_t>(bucket_elements());
   stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
-  stats_.bytes_per_step = gradient_elements * per;
+  stats_.bytes_per_step = gradient_elements * dtype_size(opts_.wire);
 }
 
 void DataParallel::average_gradients(Backend& be, Tensor& grads) {
-  const int64_t n = grads.numel();
-  const int64_t bucket = std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
+  const int64_t n = grads.numel(), bucket = bucket_elements();
   start_->record();
   for (int64_t at = 0; at < n; at += bucket) {
     Tensor b = grads.slice(at, Shape{std::min(bucket, n - at)});
@@ -58,6 +58,21 @@ void DataParallel::end_step(bool timed) {
   reduced_ = false;
   const double ms = stop_->elapsed_ms(*start_);
   if (timed) stats_.step_ms.push_back(ms);
+}
+
+DataParallelResult DataParallel::result() const {
+  DataParallelResult d;
+  d.ranks = size();
+  d.grad_reduce = dtype_name(opts_.wire);
+  d.bucket_bytes = opts_.bucket_bytes;
+  d.buckets = stats_.buckets;
+  d.bytes_per_step = stats_.bytes_per_step;
+  d.comm_ms_per_step = compute_time_stats(stats_.step_ms).median;
+  if (d.comm_ms_per_step > 0) {
+    d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (d.comm_ms_per_step * 1e6);
+    d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
+  }
+  return d;
 }
 
 void DataParallel::fail(const std::exception& e) {

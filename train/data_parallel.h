@@ -4,6 +4,7 @@
 // Every rank builds the same model from the same seed and trains on its own shard of each global
 // batch (the trainer's part: step_plan and the batch slices); after backward the gradients are
 // averaged here, so every rank takes the same optimizer step.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -12,6 +13,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/collective.h"
+#include "train/results.h"
 
 namespace mpbench {
 
@@ -59,11 +61,19 @@ class DataParallel {
   // Called once per run, before its first step: resets the counts, makes the events on be.
   void begin_run(Backend& be, size_t gradient_elements);
   const CommStats& stats() const { return stats_; }
+  // The run's communication as the results give it: the options, the counts, the median timed
+  // step's communication and the bandwidths from it.
+  DataParallelResult result() const;
   // A run failed on this rank (out of memory, a runtime error): one line naming the rank and
   // the cause, and every rank of the job ends with exit 3.
   [[noreturn]] void fail(const std::exception& e);
 
  private:
+  // The fp32 gradients one all-reduce takes.
+  int64_t bucket_elements() const {
+    return std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
+  }
+
   Collective& c_;
   DataParallelOptions opts_;
   CommStats stats_;

@@ -496,21 +496,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     r.peak_tflops = ceiling->peak_tflops;
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
-  if (dp_) {
-    const CommStats& c = dp_->stats();
-    DataParallelResult d;
-    d.ranks = dp_->size();
-    d.grad_reduce = dtype_name(dp_->options().wire);
-    d.bucket_bytes = dp_->options().bucket_bytes;
-    d.buckets = c.buckets;
-    d.bytes_per_step = c.bytes_per_step;
-    d.comm_ms_per_step = compute_time_stats(c.step_ms).median;
-    if (d.comm_ms_per_step > 0) {
-      d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (d.comm_ms_per_step * 1e6);
-      d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
-    }
-    r.data_parallel = d;
-  }
+  if (dp_) r.data_parallel = dp_->result();
   r.memory.tracked_peak = alloc_.peak_total();
   r.memory.training_peak = alloc_.peak_training();
   for (int c = 0; c < kMemCategoryCount; ++c)

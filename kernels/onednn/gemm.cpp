@@ -57,11 +57,12 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
   // layout (the reorder cost more than it gave on the MLP's: 1.33 -> 1.51 ms a step).
   const bool any_weights =
       g.batch == 1 && b.dtype == DType::F32 && !d.trans_b && (g.n * 4) % 4096 == 0;
+  const auto plain_wei = matrix(g.batch, g.k, g.n, d.trans_b, b.dtype);
   Cached& p = primitive(key, [&] {
     const auto src = matrix(g.batch, g.m, g.k, d.trans_a, a.dtype);
     const auto wei = any_weights ? dnnl::memory::desc({g.k, g.n}, data_type(b.dtype),
                                                       dnnl::memory::format_tag::any)
-                                 : matrix(g.batch, g.k, g.n, d.trans_b, b.dtype);
+                                 : plain_wei;
     const auto dst = matrix(g.batch, g.m, g.n, false, c.dtype);
     dnnl::primitive_attr attr = user_scratchpad();
     if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
@@ -78,8 +79,7 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
                                           engine_);
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine_);
   });
-  const ChosenWeights weights = chosen_weights(
-      p, DNNL_ARG_WEIGHTS, matrix(g.batch, g.k, g.n, d.trans_b, b.dtype), b.data, false);
+  const ChosenWeights weights = chosen_weights(p, DNNL_ARG_WEIGHTS, plain_wei, b.data, false);
   if (weights.reordered) reorder_weights(p, weights, key);
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC, dnnl::memory(matrix(g.batch, g.m, g.k, d.trans_a, a.dtype), engine_, a.data)},
