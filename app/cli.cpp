@@ -17,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/commands.h"
+#include "app/launch.h"
 #include "app/output_file.h"
 #include "kernels/error.h"
 #include "models/spec.h"
@@ -556,6 +557,19 @@ int mpbench_main(int argc, char** argv) {
                     "avx512_core_bf16 (AVX512-BF16, no AMX), avx512_core_amx, all");
   };
 
+  // Data parallel's options, for the commands that train under mpirun or srun.
+  auto add_data_parallel_options = [](CLI::App* cmd, RunArgs& args) {
+    cmd->add_option("--grad-reduce", args.grad_reduce,
+                    "Data parallel (under mpirun or srun): the dtype the gradients are averaged "
+                    "in across ranks. fp32 (default, as PyTorch's DDP), or bf16 / fp16: cast, "
+                    "summed in 16 bits, cast back, as DDP's bf16_compress_hook (half the bytes)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    cmd->add_option("--bucket-mb", args.bucket_mb,
+                    "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
+                    "fp32 gradients (default 25, as DDP)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  };
+
   RunArgs run;
   std::string precisions;
   auto* run_cmd = app.add_subcommand(
@@ -616,17 +630,7 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--memory-limit", run_memory_limit, kMemoryLimitHelp);
   run_cmd->add_flag("--cuda-graphs", run.cuda_graphs,
                     "Capture the training step once as a CUDA graph and replay it (GPU only)");
-  run_cmd
-      ->add_option("--grad-reduce", run.grad_reduce,
-                   "Data parallel (under mpirun or srun): the dtype the gradients are averaged "
-                   "in across ranks. fp32 (default, as PyTorch's DDP), or bf16 / fp16: cast, "
-                   "summed in 16 bits, cast back, as DDP's bf16_compress_hook (half the bytes)")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
-  run_cmd
-      ->add_option("--bucket-mb", run.bucket_mb,
-                   "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
-                   "fp32 gradients (default 25, as DDP)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  add_data_parallel_options(run_cmd, run);
   run_cmd->add_option(
       "--scaling-baseline", run.scaling_baseline,
       "Data parallel: the 1-rank run each run's scaling efficiency (samples/s over ranks x the "
@@ -688,6 +692,7 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd->add_option("--memory-limit", profile_memory_limit, kMemoryLimitHelp);
   profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
                         "No progress bar and no informational lines");
+  add_data_parallel_options(profile_cmd, profile.run);
 
   ExplainArgs explain;
   std::string explain_precisions, explain_memory_limit;
@@ -718,6 +723,7 @@ int mpbench_main(int argc, char** argv) {
   explain_cmd->add_option("--memory-limit", explain_memory_limit, kMemoryLimitHelp);
   explain_cmd->add_flag("--quiet,-q", explain.run.quiet,
                         "No progress bar and no informational lines");
+  add_data_parallel_options(explain_cmd, explain.run);
 
   MaxBatchArgs maxbatch;
   std::string maxbatch_precisions, maxbatch_memory_limit;
@@ -902,6 +908,17 @@ both kept, each its own point. Profile files are refused. --md writes the points
                 << (given.empty() ? "" : given.front()->get_name() + " ") << "--help)\n";
       return 2;
     }
+    // Only the commands that train take a launch of several ranks: the others would run as many
+    // times over the same outputs.
+    if (const EnvRank launched = rank_from_env();
+        launched.size > 1 && !*run_cmd && !*profile_cmd && !*explain_cmd) {
+      if (launched.rank != 0) return 2;
+      const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
+      throw_bad_input(fmt::format(
+          "{} runs in one process, not under a launch of {} ranks (mpirun or srun): only run, "
+          "profile and explain train data parallel",
+          given.empty() ? "this command" : given.front()->get_name(), launched.size));
+    }
     if (*run_cmd) {
       if (!precisions.empty()) run.precisions = split_list("--precisions", precisions);
       if (!run_batch_sizes.empty())
@@ -938,7 +955,7 @@ both kept, each its own point. Profile files are refused. --md writes the points
     if (*compare_cmd) return cmd_compare(compare);
     return 2;
   } catch (const Error& e) {
-    // No message: another rank of an MPI launch has said it (app/cmd_run.cpp).
+    // No message: another rank of an MPI launch has said it (app/launch.cpp).
     if (*e.what()) std::cerr << "mpbench: " << printable_line(e.what()) << "\n";
     return e.exit_code();
   } catch (const std::bad_alloc&) {

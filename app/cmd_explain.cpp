@@ -5,6 +5,7 @@
 
 #include "app/commands.h"
 #include "app/console_table.h"
+#include "app/launch.h"
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "models/dataset.h"
@@ -75,22 +76,33 @@ constexpr const char* kCpuNote =
 
 }  // namespace
 
-int cmd_explain(const ExplainArgs& args) {
-  Spec spec = load_spec(args.spec);
-  apply_run_overrides(spec, args.run);
-  if (spec.precisions.size() < 2)
-    throw_bad_input(
-        fmt::format("--precisions: explain compares modes, so it needs two or more (got {})",
-                    spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none"));
-  fit_to_steps(spec, args.steps);
-  preflight_training(spec);
-  check_outputs({{"--json", args.json_path}, {"--md", args.md_path}}, spec_inputs(spec));
-
-  auto be = select_backend(args.run.device, args.run.quiet);
+int cmd_explain(const ExplainArgs& given) {
+  // Under mpirun or srun: every rank profiles its shard; rank 0 compares its own and writes.
+  Launch launch;
+  ExplainArgs args = given;
+  if (!launch.speaker()) {
+    args.run.quiet = true;
+    args.json_path.clear();
+    args.md_path.clear();
+  }
+  Spec spec;
+  launch.agree([&] {
+    spec = load_spec(args.spec);
+    apply_run_overrides(spec, args.run);
+    if (spec.precisions.size() < 2)
+      throw_bad_input(
+          fmt::format("--precisions: explain compares modes, so it needs two or more (got {})",
+                      spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none"));
+    fit_to_steps(spec, args.steps, launch.ranks());
+    preflight_training(spec);
+    check_outputs({{"--json", args.json_path}, {"--md", args.md_path}}, spec_inputs(spec));
+  });
+  auto be = launch.open_backend(args.run);
+  launch.warn_unused(args.run);
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   const Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
-  const bool emulated = dev.kind != "cuda";
+  const bool emulated = dev.kind == "reference";
 
   size_t base = 0;
   for (size_t i = 0; i < spec.precisions.size(); ++i)
@@ -103,9 +115,12 @@ int cmd_explain(const ExplainArgs& args) {
   std::vector<std::string> failed;
   for (Precision p : spec.precisions) {
     const int64_t fallback_before = be->fallback_calls();
-    runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit));
+    runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
+                                launch.data_parallel()));
     ModeContext ctx;
     ctx.precision = p;
+    ctx.ranks = launch.ranks();
+    if (launch.launched()) ctx.grad_reduce = args.run.grad_reduce;
     ctx.ceilings = ceilings_for(dev, p);
     if (precision_info(p).fp8_linears)
       if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
@@ -124,12 +139,17 @@ int cmd_explain(const ExplainArgs& args) {
       failed.push_back(fmt::format("{}: {}", r.precision, r.status_detail));
   }
 
-  std::string text =
-      fmt::format("{} ({}) · {}: {} · batch {} · {} profiled steps per mode\n", spec.name,
-                  spec.family, dev.kind, dev.name, spec.train.batch_size, args.steps);
-  std::string md = fmt::format("# explain {}\n\n_{}: {}, batch {}, {} profiled steps per mode_\n\n",
+  nlohmann::json launch_env = launch.env_json(dev.kind);  // every rank gathers
+  if (!launch.speaker()) return 0;
+  const std::string batch = launch.launched()
+                                ? fmt::format("batch {} per rank, {} ranks (rank 0's ops)",
+                                              spec.train.batch_size, launch.ranks())
+                                : fmt::format("batch {}", spec.train.batch_size);
+  std::string text = fmt::format("{} ({}) · {}: {} · {} · {} profiled steps per mode\n", spec.name,
+                                 spec.family, dev.kind, dev.name, batch, args.steps);
+  std::string md = fmt::format("# explain {}\n\n_{}: {}, {}, {} profiled steps per mode_\n\n",
                                markdown_cell(spec.name), markdown_cell(dev.kind),
-                               markdown_cell(dev.name), spec.train.batch_size, args.steps);
+                               markdown_cell(dev.name), batch, args.steps);
   nlohmann::json comparisons = nlohmann::json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
     if (i == base) continue;
@@ -169,7 +189,9 @@ int cmd_explain(const ExplainArgs& args) {
   std::string json;
   if (!args.json_path.empty()) {
     nlohmann::json doc = json_header("explain");
-    doc.update({{"env", env_json(dev, make_reference_backend()->info())},
+    nlohmann::json env = env_json(dev, make_reference_backend()->info());
+    if (launch.launched()) env["launch"] = launch_env;
+    doc.update({{"env", env},
                 {"spec", to_json(spec)},
                 {"baseline", precision_name(spec.precisions[base])},
                 {"emulated", emulated},

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/console_table.h"
+#include "app/launch.h"
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "models/dataset.h"
@@ -27,8 +28,8 @@ constexpr int64_t kMinWarmup = 2;
 // training data than the spec itself holds (its size was checked when it was loaded), and an
 // evaluation set of one batch, since evaluation is not profiled. With file data the epoch is the
 // file's. Enough epochs run to reach `steps`; profile_one stops timing after that many.
-void fit_to_steps(Spec& spec, int64_t steps) {
-  const int64_t batch = spec.train.batch_size;
+void fit_to_steps(Spec& spec, int64_t steps, int ranks) {
+  const int64_t batch = spec.train.batch_size * ranks;
   spec.train.warmup_steps = std::max(spec.train.warmup_steps, kMinWarmup);
   int64_t per_epoch = std::max<int64_t>(1, spec.data.train_samples / batch);
   if (spec.data.type == "synthetic") {
@@ -40,12 +41,13 @@ void fit_to_steps(Spec& spec, int64_t steps) {
 }
 
 ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                         Backend& be, bool bar_on, uint64_t memory_limit) {
-  const int64_t total = step_plan(spec.train, data.train_size()).total();
+                         Backend& be, bool bar_on, uint64_t memory_limit, DataParallel* dp) {
+  const int64_t total = step_plan(spec.train, data.train_size(), dp ? dp->size() : 1).total();
   Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
   TrainOptions opts;
   opts.on_progress = [&](const TrainProgress& tp) { bar.update(tp.step); };
   opts.memory_limit = memory_limit;
+  opts.data_parallel = dp;
   ProfiledRun out = profile_training(spec, data, p, steps, be, opts);
   bar.finish();
   return out;
@@ -65,9 +67,13 @@ void print_table(const std::vector<std::string>& head,
   std::cout << render_text_table({head, rows, right}, !utf8_output());
 }
 
-void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top) {
-  std::cout << fmt::format("{} ({}) · {} · {}: {} · batch {}\n", spec.name, spec.family,
-                           pr.run.precision, dev.kind, dev.name, spec.train.batch_size);
+// ranks > 1: a data-parallel profile, rank 0's ops (the all_reduce among them).
+void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top,
+                   int ranks) {
+  std::cout << fmt::format(
+      "{} ({}) · {} · {}: {} · batch {}{}\n", spec.name, spec.family, pr.run.precision, dev.kind,
+      dev.name, spec.train.batch_size,
+      ranks > 1 ? fmt::format(" per rank, {} ranks (rank 0's ops)", ranks) : std::string());
   if (pr.run.status != RunStatus::Ok) {
     std::cout << fmt::format("  {}: {}\n\n", run_status_name(pr.run.status), pr.run.status_detail);
     return;
@@ -197,19 +203,30 @@ nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
 
 }  // namespace
 
-int cmd_profile(const ProfileArgs& args) {
-  Spec spec = load_spec(args.spec);
-  apply_run_overrides(spec, args.run);
-  fit_to_steps(spec, args.steps);
-  preflight_training(spec);
-  check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
-
-  auto be = select_backend(args.run.device, args.run.quiet);
+int cmd_profile(const ProfileArgs& given) {
+  // Under mpirun or srun: every rank profiles its shard; rank 0 prints and writes its own.
+  Launch launch;
+  ProfileArgs args = given;
+  if (!launch.speaker()) {
+    args.run.quiet = true;
+    args.json_path.clear();
+  }
+  Spec spec;
+  launch.agree([&] {
+    spec = load_spec(args.spec);
+    apply_run_overrides(spec, args.run);
+    fit_to_steps(spec, args.steps, launch.ranks());
+    preflight_training(spec);
+    check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
+  });
+  auto be = launch.open_backend(args.run);
+  launch.warn_unused(args.run);
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();
   nlohmann::json out = json_header("profile");
   out["env"] = env_json(dev, make_reference_backend()->info());
+  if (launch.launched()) out["env"]["launch"] = launch.env_json(dev.kind);
   out["spec"] = to_json(spec);
   out["profiles"] = nlohmann::json::array();
   // A mode that runs out of memory, diverges or that the device cannot run is its row (in the
@@ -217,12 +234,15 @@ int cmd_profile(const ProfileArgs& args) {
   // One that failed otherwise is a runtime failure, said in one line once the JSON is written.
   std::vector<std::string> failed;
   for (Precision p : spec.precisions) {
-    ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit);
-    print_profile(spec, dev, pr, args.top);
+    ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
+                                  launch.data_parallel());
+    if (!launch.speaker()) continue;
+    print_profile(spec, dev, pr, args.top, launch.ranks());
     out["profiles"].push_back(profile_json(pr, dev));
     if (pr.run.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));
   }
+  if (!launch.speaker()) return 0;
   flush_stdout();
   if (!args.json_path.empty()) write_output(args.json_path, json_text(out));
   if (!failed.empty())

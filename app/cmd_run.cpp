@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/console_table.h"
+#include "app/launch.h"
 #include "app/output_file.h"
 #include "app/progress.h"
 #include "app/report_writers.h"
@@ -184,30 +185,6 @@ std::vector<Spec> checked_specs(const RunArgs& args, int ranks) {
   return specs;
 }
 
-// Under an MPI launcher: every rank checks the input, and they agree before any collective of
-// training, so that a rank that alone sees bad input (a file only its host lacks) cannot leave
-// the others waiting. The lowest failing rank says why, naming itself; every rank then exits
-// with its code (the others with an Error of no message: already said).
-template <typename F>
-void agree_on_inputs(Collective* comm, F&& check) {
-  if (!comm) return check();
-  double code = 0, reporter = comm->size();
-  std::string why;
-  try {
-    check();
-  } catch (const Error& e) {
-    code = e.exit_code();
-    reporter = comm->rank();
-    why = e.what();
-  }
-  comm->max_host(&code, 1);
-  comm->min_host(&reporter, 1);
-  if (code == 0) return;
-  const auto kind = code == 2 ? ErrorKind::BadInput : ErrorKind::Runtime;
-  if (comm->rank() != static_cast<int>(reporter)) throw Error(kind, "");
-  throw Error(kind, comm->size() > 1 ? fmt::format("rank {}: {}", comm->rank(), why) : why);
-}
-
 // What a data-parallel run's single-rank baseline is looked up by: model, mode, per-rank batch
 // and training seed.
 using SingleKey = std::tuple<std::string, std::string, int64_t, int64_t>;
@@ -227,88 +204,43 @@ std::map<SingleKey, double> single_rank_rates(const std::string& path) {
   return out;
 }
 
-DType grad_reduce_dtype(const std::string& name) {
-  if (name == "bf16") return DType::BF16;
-  if (name == "fp16") return DType::F16;
-  return DType::F32;
-}
-
 }  // namespace
 
 int cmd_run(const RunArgs& given) {
   // Under mpirun or srun: data parallel across the launch's ranks; rank 0 alone prints and
   // writes.
-  const std::optional<std::string> launcher = mpi_launcher();
-  std::unique_ptr<Collective> comm = launcher ? make_mpi_collective() : nullptr;
+  Launch launch;
   RunArgs args = given;
-  if (comm && comm->rank() != 0) {
-    quiet_interrupts();
+  if (!launch.speaker()) {
     args.quiet = true;
     args.json_path = args.csv_path = args.md_path = "";
   }
-  const int nranks = comm ? comm->size() : 1;
+  const int nranks = launch.ranks();
   const bool baseline_run = args.scaling_baseline == "run";
   const std::string baseline_file = baseline_run ? "" : args.scaling_baseline;
   std::vector<Spec> specs;
-  std::unique_ptr<Backend> be;
   std::map<SingleKey, double> single_rates;
-  agree_on_inputs(comm.get(), [&] {
+  launch.agree([&] {
     specs = checked_specs(args, nranks);
-    if (comm && comm->rank() == 0 && !baseline_file.empty())
+    if (launch.launched() && launch.speaker() && !baseline_file.empty())
       single_rates = single_rank_rates(baseline_file);
-    be = select_backend(args.device, args.quiet,
-                        comm ? RankPlacement{local_rank(), local_ranks()} : RankPlacement{});
-    std::string why;
-    if (comm && be->device() == Device::CUDA && !nccl_built(&why))
-      throw_bad_input(
-          fmt::format("launched by {}: data parallel on the GPU: {}; --device cpu "
-                      "runs it on the CPU",
-                      *launcher, why));
   });
-  // Every rank on the same kind of device (auto can pick a GPU on one host and the CPU on
-  // another), then NCCL for a GPU's gradients.
-  agree_on_inputs(comm.get(), [&] {
-    if (!comm) return;
-    const std::vector<std::string> kinds = comm->gather_strings(be->info().kind);
-    for (size_t r = 1; r < kinds.size(); ++r)
-      if (kinds[r] != kinds[0])
-        throw_bad_input(
-            fmt::format("rank 0 runs on {} but rank {} on {}: give every rank the "
-                        "same --device",
-                        kinds[0], r, kinds[r]));
-  });
-  if (comm && be->device() == Device::CUDA)
-    comm = make_nccl_collective(std::move(comm), local_rank() % cuda_device_count(nullptr));
-  std::optional<DataParallel> dp;
-  if (comm)
-    dp.emplace(*comm, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
-                                          static_cast<size_t>(args.bucket_mb) << 20});
+  std::unique_ptr<Backend> be = launch.open_backend(args);
+  DataParallel* dp = launch.data_parallel();
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   // Said even under --quiet (by one rank): an option the user gave is being ignored.
-  const bool speaker = !comm || comm->rank() == 0;
-  if (speaker && args.cuda_graphs && !be->supports_graphs())
+  if (launch.speaker() && args.cuda_graphs && !be->supports_graphs())
     std::cerr << "mpbench: --cuda-graphs has no effect on the CPU; steps run eagerly\n";
-  else if (speaker && args.cuda_graphs && comm)
+  else if (launch.speaker() && args.cuda_graphs && dp)
     std::cerr << "mpbench: --cuda-graphs has no effect under data parallel; steps run eagerly\n";
-  const RunArgs defaults;
-  if (!comm && (args.grad_reduce != defaults.grad_reduce || args.bucket_mb != defaults.bucket_mb ||
-                !args.scaling_baseline.empty()))
-    std::cerr << "mpbench: --grad-reduce, --bucket-mb and --scaling-baseline have no effect "
-                 "without an MPI launch (mpirun -np N mpbench run ...)\n";
+  launch.warn_unused(args);
 
   Report report;
   report.tool = tool_json();
   report.provenance = provenance_json();
   report.env = env_json(be->info(), make_reference_backend()->info());
-  if (comm) {
-    nlohmann::json ranks = nlohmann::json::array();
-    const std::string kind = report.env["device"];  // every rank's (agreed above)
-    const std::vector<std::string> hosts = comm->gather_strings(host_name());
-    for (size_t r = 0; r < hosts.size(); ++r)
-      ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", kind}});
-    report.env["launch"] = {{"launcher", *launcher}, {"ranks", comm->size()}, {"per_rank", ranks}};
-  }
+  if (launch.launched()) report.env["launch"] = launch.env_json(report.env["device"]);
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
   std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
   if (args.seeds > 0) {
@@ -355,7 +287,7 @@ int cmd_run(const RunArgs& given) {
           opts.cuda_graphs = args.cuda_graphs;
           opts.memory_limit = args.memory_limit;
           opts.seed = seed;
-          opts.data_parallel = dp ? &*dp : nullptr;
+          opts.data_parallel = dp;
           opts.on_progress = [&](const TrainProgress& tp) {
             std::string suffix =
                 tp.last_eval_accuracy < 0
@@ -367,14 +299,14 @@ int cmd_run(const RunArgs& given) {
           // The single-rank baseline first: rank 0 alone, the others asleep meanwhile.
           std::optional<double> single;
           if (dp && baseline_run) {
-            if (comm->rank() == 0) {
+            if (launch.speaker()) {
               TrainOptions alone = opts;
               alone.data_parallel = nullptr;
               alone.on_progress = nullptr;
               const RunResult one = train_and_measure(spec, *data, p, *be, alone);
               if (one.status == RunStatus::Ok) single = one.samples_per_second;
             }
-            comm->wait_for_all();
+            launch.collective()->wait_for_all();
           }
           report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
           if (args.repeat > 1) report.runs.back().repetition = rep;
@@ -403,7 +335,7 @@ int cmd_run(const RunArgs& given) {
         }
   }
 
-  if (comm && comm->rank() != 0) return 0;
+  if (!launch.speaker()) return 0;
   // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
   // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
   std::cout << format_console(report, /*ascii=*/!utf8_output());

@@ -65,11 +65,13 @@ struct ProfileArgs {
 };
 int cmd_profile(const ProfileArgs& args);
 // What profile and explain share: the spec shrunk to `steps` profiled steps (a warm-up of at
-// least 2, epochs of at most `steps` batches, one batch of evaluation), and one mode profiled
-// with a progress bar.
-void fit_to_steps(Spec& spec, int64_t steps);
+// least 2, epochs of at most `steps` global batches of `ranks` shards, one batch of evaluation),
+// and one mode profiled with a progress bar, data parallel over dp's ranks where dp is given.
+class DataParallel;
+void fit_to_steps(Spec& spec, int64_t steps, int ranks = 1);
 ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                         Backend& be, bool bar_on, uint64_t memory_limit);
+                         Backend& be, bool bar_on, uint64_t memory_limit,
+                         DataParallel* dp = nullptr);
 
 // `explain`: each mode profiled as `profile` does, and every mode compared with the baseline
 // (fp32 when it is among the modes, else the first): time by op kind, the tensor-core-eligible

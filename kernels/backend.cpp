@@ -402,6 +402,23 @@ void Backend::observed(Describe&& describe, Impl&& impl) {
   observer_->op_end();
 }
 
+void Backend::run_as_op(const OpCall& call, const std::function<void()>& fn) {
+  if (!observer_ || !observer_->observing()) return fn();
+  OpObserver* const observer = observer_;
+  observer->op_begin(call);
+  last_kernel_.clear();
+  // The ops fn calls are not observed apart (the observer brackets one op at a time).
+  struct Reattach {
+    Backend& be;
+    OpObserver* observer;
+    ~Reattach() { be.observer_ = observer; }
+  } reattach{*this, observer};
+  observer_ = nullptr;
+  fn();
+  observer_ = observer;
+  observer->op_end();
+}
+
 std::string gemm_detail(const GemmDesc& d, const Tensor& a, const Tensor& c) {
   const GemmGeom s = gemm_sizes(d, a, c);
   std::string out = fmt::format("{}x{}x{}", s.m, s.n, s.k);

@@ -282,6 +282,9 @@ class Backend {
   // At most one observer; nullptr detaches it. The observer must outlive its attachment.
   void set_observer(OpObserver* observer) { observer_ = observer; }
   OpObserver* observer() const { return observer_; }
+  // Runs fn as one op for the observer: work outside the backend's own ops that a profile must
+  // still see (the gradients' all-reduce). The backend ops fn calls are part of it, not apart.
+  void run_as_op(const OpCall& call, const std::function<void()>& fn);
   // The library implementation the last observed op ran on (its first, where it ran several), for
   // the profiler: on the native CPU, oneDNN's (e.g. "brg:avx512_core_bf16"); "" where there is
   // none to name.

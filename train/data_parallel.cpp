@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "train/statistics.h"
 
 namespace mpbench {
@@ -47,7 +49,11 @@ void DataParallel::average_gradients(Backend& be, Tensor& grads) {
   start_->record();
   for (int64_t at = 0; at < n; at += bucket) {
     Tensor b = grads.slice(at, Shape{std::min(bucket, n - at)});
-    c_.all_reduce_mean(be, b, opts_.wire);
+    // One op for a profile: "all_reduce", its elements, dtype and ranks, the bytes it sends in.
+    OpCall call{"all_reduce",
+                fmt::format("{} {} x{} ranks", b.numel(), dtype_name(opts_.wire), size()), 0,
+                static_cast<double>(b.numel()) * static_cast<double>(dtype_size(opts_.wire))};
+    be.run_as_op(call, [&] { c_.all_reduce_mean(be, b, opts_.wire); });
   }
   stop_->record();
   reduced_ = true;

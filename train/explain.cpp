@@ -70,7 +70,7 @@ double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
 const char* op_kind_name(OpKind k) {
   static const char* const names[kOpKindCount] = {"gemm/conv",   "normalisation", "softmax",
                                                   "elementwise", "optimizer",     "loss",
-                                                  "copies",      "host gaps"};
+                                                  "copies",      "communication", "host gaps"};
   return names[static_cast<int>(k)];
 }
 
@@ -79,6 +79,7 @@ OpKind op_kind(const std::string& op) {
   if (starts_with(op, "batchnorm") || starts_with(op, "layernorm")) return OpKind::Normalisation;
   if (starts_with(op, "attention_softmax")) return OpKind::Softmax;
   if (op == "softmax_xent") return OpKind::Loss;
+  if (op == "all_reduce") return OpKind::Communication;
   if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
       op == "update_loss_scale" || op == "count_step" || op == "fp8_update_scaling")
     return OpKind::Optimizer;
@@ -113,7 +114,7 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Matmul) continue;  // counted above
-      if (kind == OpKind::Optimizer || kind == OpKind::HostGaps)
+      if (kind == OpKind::Optimizer || kind == OpKind::Communication || kind == OpKind::HostGaps)
         best += tf[k];
       else
         best += tf[k] / std::max(1.0, bytes_ratio);
@@ -139,6 +140,16 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
                       "--cuda-graphs, or a larger batch)",
                       r->run.precision, 100.0 * (*t)[gaps] / r->step_mean_ms));
   }
+  const double comm = tt[static_cast<int>(OpKind::Communication)];
+  if (to.step_mean_ms > 0 && comm > kCommunicationBoundShare * to.step_mean_ms)
+    c.flags.push_back(fmt::format(
+        "{} spends {:.0f}% of its step in the gradients' all-reduce over {} ranks ({}), the same "
+        "bytes in every mode{}",
+        c.to, 100.0 * comm / to.step_mean_ms, to_ctx.ranks,
+        to_ctx.grad_reduce.empty() ? "fp32" : to_ctx.grad_reduce,
+        to_ctx.grad_reduce == "fp32" || to_ctx.grad_reduce.empty()
+            ? ": --grad-reduce bf16 halves them"
+            : ""));
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
         fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));

@@ -13,7 +13,8 @@ namespace mpbench {
 
 // What a Backend op is, for the comparison: GEMMs and convolutions are what tensor cores run;
 // the memory-bound kinds move half the bytes in a 16-bit mode; host gaps are the step's time
-// between ops (launch overhead, host work), which no precision changes.
+// between ops (launch overhead, host work), which no precision changes. Communication is a
+// data-parallel run's gradient all-reduce: the same bytes in every mode (--grad-reduce sets them).
 enum class OpKind {
   Matmul,
   Normalisation,
@@ -22,9 +23,10 @@ enum class OpKind {
   Optimizer,
   Loss,
   Copies,
+  Communication,
   HostGaps
 };
-constexpr int kOpKindCount = 8;
+constexpr int kOpKindCount = 9;
 const char* op_kind_name(OpKind k);  // "gemm/conv", "normalisation", ..., "host gaps"
 // The kind of an op by its Backend method name ("gemm", "layernorm_backward", ...).
 OpKind op_kind(const std::string& op);
@@ -36,6 +38,9 @@ struct KindTimes {
 
 // Over this share of a step in host gaps, a step is launch-bound (CUDA graphs would help).
 constexpr double kLaunchBoundShare = 0.2;
+// Over this share of the low-precision step in the all-reduce, communication is named as what
+// holds the speedup back.
+constexpr double kCommunicationBoundShare = 0.1;
 
 struct ModeComparison {
   std::string from, to;  // precision names
@@ -48,7 +53,7 @@ struct ModeComparison {
   std::optional<double> peak_ratio;
   // Amdahl: the baseline step with its GEMMs and convolutions sped up by peak_ratio and its
   // memory-bound ops by the bytes saved (2x from fp32 to 16-bit storage; the optimizer works on
-  // fp32 in every mode), host gaps as they are.
+  // fp32 in every mode), host gaps and communication as they are.
   std::optional<double> bound;
   std::vector<KindTimes> by_kind;  // every kind, host gaps last
   std::vector<std::string> flags;
@@ -65,6 +70,10 @@ struct ModeContext {
   // amp_fp8: the peak of its GEMMs that do not run in FP8 (attention's, convolutions, a Linear
   // whose sizes are off 16): the bf16 rate. 0: every GEMM is held to ceilings->peak_tflops.
   double non_fp8_gemm_peak_tflops = 0;
+  // Data parallel: the ranks and the all-reduce's dtype (--grad-reduce); 1 and "" for one
+  // process.
+  int ranks = 1;
+  std::string grad_reduce;
 };
 
 // The comparison of `to` against the baseline `from`; both runs must be Ok.

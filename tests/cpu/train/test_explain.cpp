@@ -104,6 +104,44 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   EXPECT_TRUE(launch_bound);
 }
 
+// Data parallel: the all-reduce is its own kind, held as it is in the bound (the same bytes in
+// every mode); over 10% of the low-precision step it is named, with the 16-bit reduction's cure
+// while the gradients travel in fp32.
+TEST(Explain, CommunicationIsAKindAndNamedWhenItHoldsTheSpeedupBack) {
+  EXPECT_EQ(op_kind("all_reduce"), OpKind::Communication);
+  const ProfiledRun f32 =
+      profiled("fp32", 10.0, {op("layer1 fwd", "gemm", 8.0), op("step", "all_reduce", 2.0)});
+  const ProfiledRun bf16 =
+      profiled("amp_bf16", 4.0, {op("layer1 fwd", "gemm", 2.0), op("step", "all_reduce", 2.0)});
+  ModeContext a, b;
+  a.precision = Precision::FP32;
+  a.ceilings = Ceilings{10, 100};
+  b.precision = Precision::AMP_BF16;
+  b.ceilings = Ceilings{40, 100};
+  a.ranks = b.ranks = 2;
+  a.grad_reduce = b.grad_reduce = "fp32";
+  const ModeComparison c = compare_modes(f32, a, bf16, b);
+  EXPECT_DOUBLE_EQ(c.by_kind[static_cast<int>(OpKind::Communication)].to_ms, 2.0);
+  ASSERT_TRUE(c.bound.has_value());
+  EXPECT_NEAR(*c.bound, 10.0 / (8.0 / 4 + 2.0), 1e-12);
+  std::string flags;
+  for (const auto& f : c.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("amp_bf16 spends 50% of its step in the gradients' all-reduce over 2 "
+                       "ranks (fp32)"),
+            std::string::npos)
+      << flags;
+  EXPECT_NE(flags.find("--grad-reduce bf16 halves them"), std::string::npos) << flags;
+  // Already 16-bit: no cure to offer; a small share: not named.
+  b.grad_reduce = "bf16";
+  std::string bf16_flags;
+  for (const auto& f : compare_modes(f32, a, bf16, b).flags) bf16_flags += f + "\n";
+  EXPECT_EQ(bf16_flags.find("halves"), std::string::npos) << bf16_flags;
+  const ProfiledRun small =
+      profiled("amp_bf16", 4.0, {op("layer1 fwd", "gemm", 3.7), op("step", "all_reduce", 0.3)});
+  for (const auto& f : compare_modes(f32, a, small, b).flags)
+    EXPECT_EQ(f.find("all-reduce"), std::string::npos) << f;
+}
+
 // amp_fp8 against fp32 on an H200 (67, bf16 989.4, fp8 1979 TFLOP/s): the Linear GEMM that ran
 // in FP8 is bounded by the FP8 ratio, attention's batched GEMM (bf16 in amp_fp8) by bf16's.
 TEST(Explain, Fp8BoundHoldsOnlyTheFp8GemmsToTheFp8Peak) {

@@ -289,4 +289,53 @@ TEST_F(DataParallel, CompareMatchesRunsByRankCount) {
   EXPECT_TRUE(has_text(across.out, "x2 ranks")) << across.out;
 }
 
+// profile and explain under a launch: every rank trains its shard; rank 0 prints and writes its
+// own ops, among them the all-reduce (explain's communication kind), with the launch in env.
+TEST_F(DataParallel, ProfileAndExplainShowTheAllReduce) {
+  const std::string prof = (dir_ / "profile.json").string(),
+                    expl = (dir_ / "explain.json").string();
+  const auto p = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " profile " + config("tiny_mlp") +
+          " --device reference --precisions fp32 --steps 3 --bucket-mb 1 --quiet --json " + prof,
+      dir_.string());
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_EQ(occurrences(p.out, "tiny_mlp (mlp)"), 1u) << p.out;
+  EXPECT_TRUE(has_text(p.out, "per rank, 2 ranks")) << p.out;
+  const json pj = json::parse(mpbench::test::read_file(prof));
+  EXPECT_EQ(pj["env"]["launch"]["ranks"], 2);
+  double reduces = 0;
+  for (const json& op : pj["profiles"][0]["ops"])
+    if (op["op"] == "all_reduce") reduces += op["calls_per_step"].get<double>();
+  EXPECT_EQ(reduces, 1.0) << pj["profiles"][0]["ops"].dump();  // tiny_mlp's gradients: 1 bucket
+
+  const auto e = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " explain " + config("tiny_mlp") +
+          " --device reference --precisions fp32,amp_bf16 --steps 3 --grad-reduce bf16 --quiet "
+          "--json " +
+          expl,
+      dir_.string());
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(occurrences(e.out, "amp_bf16 vs fp32: measured"), 1u) << e.out;
+  EXPECT_TRUE(has_text(e.out, "communication")) << e.out;
+  const json ej = json::parse(mpbench::test::read_file(expl));
+  bool found = false;
+  for (const json& k : ej["comparisons"][0]["by_kind"])
+    if (k["kind"] == "communication") {
+      found = true;
+      EXPECT_GT(k["from_ms_per_step"].get<double>(), 0);
+      EXPECT_GT(k["to_ms_per_step"].get<double>(), 0);
+    }
+  EXPECT_TRUE(found) << ej["comparisons"].dump();
+}
+
+// A command that does not train data parallel refuses a launch of two ranks: one line, exit 2.
+TEST_F(DataParallel, OtherCommandsRefuseALaunch) {
+  const auto r = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " inspect " + config("tiny_mlp"), dir_.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, "mpbench: inspect runs in one process")) << r.err;
+  EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 }  // namespace

@@ -1,0 +1,106 @@
+#include "app/launch.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "app/output_file.h"
+#include "kernels/error.h"
+
+namespace mpbench {
+
+namespace {
+
+DType grad_reduce_dtype(const std::string& name) {
+  if (name == "bf16") return DType::BF16;
+  if (name == "fp16") return DType::F16;
+  return DType::F32;
+}
+
+}  // namespace
+
+Launch::Launch() : launcher_(mpi_launcher()) {
+  if (!launcher_) return;
+  comm_ = make_mpi_collective();
+  // An interrupt ends the job through rank 0; the others go without a word.
+  if (!speaker()) quiet_interrupts();
+}
+
+void Launch::agree(const std::function<void()>& check) {
+  if (!comm_) return check();
+  double code = 0, reporter = comm_->size();
+  std::string why;
+  try {
+    check();
+  } catch (const Error& e) {
+    code = e.exit_code();
+    reporter = comm_->rank();
+    why = e.what();
+  }
+  comm_->max_host(&code, 1);
+  comm_->min_host(&reporter, 1);
+  if (code == 0) return;
+  const auto kind = code == 2 ? ErrorKind::BadInput : ErrorKind::Runtime;
+  if (comm_->rank() != static_cast<int>(reporter)) throw Error(kind, "");
+  throw Error(kind, comm_->size() > 1 ? fmt::format("rank {}: {}", comm_->rank(), why) : why);
+}
+
+std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
+  std::unique_ptr<Backend> be;
+  agree([&] {
+    be = select_backend(args.device, args.quiet,
+                        comm_ ? RankPlacement{local_rank(), local_ranks()} : RankPlacement{});
+    std::string why;
+    if (comm_ && be->device() == Device::CUDA && !nccl_built(&why))
+      throw_bad_input(fmt::format(
+          "launched by {}: data parallel on the GPU: {}; --device cpu runs it on the CPU",
+          *launcher_, why));
+  });
+  if (!comm_) return be;
+  // Every rank on the same kind of device (auto can pick a GPU on one host and the CPU on
+  // another), then NCCL for a GPU's gradients.
+  agree([&] {
+    const std::vector<std::string> kinds = comm_->gather_strings(be->info().kind);
+    for (size_t r = 1; r < kinds.size(); ++r)
+      if (kinds[r] != kinds[0])
+        throw_bad_input(
+            fmt::format("rank 0 runs on {} but rank {} on {}: give every rank the same --device",
+                        kinds[0], r, kinds[r]));
+  });
+  if (be->device() == Device::CUDA)
+    comm_ = make_nccl_collective(std::move(comm_), local_rank() % cuda_device_count(nullptr));
+  dp_.emplace(*comm_, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
+                                          static_cast<size_t>(args.bucket_mb) << 20});
+  return be;
+}
+
+void Launch::warn_unused(const RunArgs& args) const {
+  const RunArgs defaults;
+  if (!comm_ && (args.grad_reduce != defaults.grad_reduce || args.bucket_mb != defaults.bucket_mb ||
+                 args.scaling_baseline != defaults.scaling_baseline))
+    std::cerr << "mpbench: --grad-reduce, --bucket-mb and --scaling-baseline have no effect "
+                 "without an MPI launch (mpirun -np N mpbench ...)\n";
+}
+
+nlohmann::json Launch::env_json(const std::string& device_kind) {
+  if (!comm_) return nullptr;
+  nlohmann::json ranks = nlohmann::json::array();
+  const std::vector<std::string> hosts = comm_->gather_strings(host_name());
+  for (size_t r = 0; r < hosts.size(); ++r)
+    ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", device_kind}});
+  return {{"launcher", *launcher_}, {"ranks", comm_->size()}, {"per_rank", ranks}};
+}
+
+EnvRank rank_from_env() {
+  EnvRank r;
+  if (!mpi_launcher()) return r;
+  auto first = [](std::initializer_list<const char*> names, int fallback) {
+    for (const char* name : names)
+      if (const char* v = std::getenv(name)) return std::atoi(v);
+    return fallback;
+  };
+  r.rank = first({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
+  r.size = first({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  return r;
+}
+
+}  // namespace mpbench

@@ -1,0 +1,63 @@
+#pragma once
+// What an MPI launch (`mpirun -np N mpbench run|profile|explain ...`, or srun) gives a command
+// that trains: the job's collective, this rank's backend and the data parallel over them
+// (DESIGN.md "More than one device"). Without a launcher it is one process, as always: no MPI
+// call is made. Here, and only here, is decided which rank speaks: rank 0 prints and writes,
+// the others train quietly.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "kernels/collective.h"
+#include "train/data_parallel.h"
+
+namespace mpbench {
+
+class Launch {
+ public:
+  // Joins the job when launched by one (MPI_Init); otherwise nothing.
+  Launch();
+  bool launched() const { return comm_ != nullptr; }
+  const std::optional<std::string>& launcher() const { return launcher_; }
+  int ranks() const { return comm_ ? comm_->size() : 1; }
+  // Rank 0, or the only process: the one that prints and writes.
+  bool speaker() const { return !comm_ || comm_->rank() == 0; }
+
+  // Runs check on every rank, and every rank agrees on the outcome before any collective of
+  // training, so that a rank that alone sees bad input (a file only its host lacks) cannot leave
+  // the others waiting: the lowest failing rank says why, naming itself, and every rank then
+  // throws its code (the others an Error with no message: already said).
+  void agree(const std::function<void()>& check);
+  // This rank's backend for args.device (select_backend, on its local GPU), agreed as above;
+  // under a launch every rank must run on the same kind of device, a GPU's gradients then go
+  // over NCCL, and the data parallel takes args.grad_reduce and args.bucket_mb.
+  std::unique_ptr<Backend> open_backend(const RunArgs& args);
+  // The data parallel of the launch (nullptr without one), once open_backend has run.
+  DataParallel* data_parallel() { return dp_ ? &*dp_ : nullptr; }
+  Collective* collective() { return comm_.get(); }
+  // --grad-reduce, --bucket-mb or --scaling-baseline given to one process, which ignores them:
+  // said on stderr.
+  void warn_unused(const RunArgs& args) const;
+  // env.launch for the result files: the launcher, the rank count, and each rank's host and
+  // device kind; null without a launch. Every rank must call it (it gathers).
+  nlohmann::json env_json(const std::string& device_kind);
+
+ private:
+  std::optional<std::string> launcher_;
+  std::unique_ptr<Collective> comm_;
+  std::optional<DataParallel> dp_;
+};
+
+// This process's rank and the job's size as the launcher's environment gives them, with no MPI
+// call ({0, 1} when started alone): for the commands that do not train data parallel, which
+// refuse a launch of more than one rank and leave the saying of it to rank 0.
+struct EnvRank {
+  int rank = 0, size = 1;
+};
+EnvRank rank_from_env();
+
+}  // namespace mpbench
