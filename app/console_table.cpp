@@ -506,7 +506,7 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
   for (const RunResult* r : group.runs) {
     if (r->status != RunStatus::Ok || !r->data_parallel || r->epochs.empty()) continue;
     const DataParallelResult& d = *r->data_parallel;
-    const double step_ms = r->epoch_time_ms.median / static_cast<double>(r->epochs[0].steps);
+    const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
         "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {} MiB): {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",

@@ -414,7 +414,7 @@ std::string memory_breakdown_chart(const std::vector<Series>& series) {
 }
 
 // Op groups of the profile chart: few enough for a legend, each a kind of work.
-const std::array<std::pair<const char*, const char*>, 7> kOpGroups = {{
+const std::array<std::pair<const char*, const char*>, 8> kOpGroups = {{
     {"GEMM", "#3b6fb6"},
     {"convolution", "#9dbbe3"},
     {"normalisation", "#2e9d6b"},
@@ -422,6 +422,7 @@ const std::array<std::pair<const char*, const char*>, 7> kOpGroups = {{
     {"loss", "#e07b24"},
     {"optimizer, unscale, loss scale", "#f3c08e"},
     {"elementwise, casts, copies", "#a8a29e"},
+    {"gradient all-reduce", "#c2410c"},
 }};
 
 size_t op_group(const std::string& op) {
@@ -434,7 +435,48 @@ size_t op_group(const std::string& op) {
   if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
       op == "update_loss_scale" || op == "count_step" || op == "fp8_update_scaling")
     return 5;
+  if (op == "all_reduce") return 7;
   return 6;
+}
+
+// Data parallel: per run of `mpirun -np N mpbench run`, its training step split into compute
+// and the all-reduce time compute did not hide. Empty when no run of the section is one.
+std::string data_parallel_chart(const std::vector<Series>& series) {
+  const std::vector<std::pair<std::string, std::string>> keys = {
+      {"compute", "#3b6fb6"}, {"exposed communication", "#c2410c"}};
+  std::vector<Stack> stacks;
+  std::vector<const Series*> shown;
+  for (const Series& se : series) {
+    if (!se.run->data_parallel) continue;
+    const DataParallelResult& d = *se.run->data_parallel;
+    Stack st{fmt::format("{} · {} ranks", se.label, d.ranks),
+             {0, 0},
+             "",
+             se.run->status != RunStatus::Ok};
+    const double step = se.run->step_time_ms();
+    if (st.bad) {
+      st.total = run_status_name(se.run->status);
+    } else {
+      st.parts = {std::max(0.0, step - d.comm_ms_per_step), d.comm_ms_per_step};
+      st.total = fmt::format("{:.3g} ms · {:.0f}% comm", step,
+                             step > 0 ? 100 * d.comm_ms_per_step / step : 0.0);
+    }
+    stacks.push_back(std::move(st));
+    shown.push_back(&se);
+  }
+  if (stacks.empty()) return "";
+  return figure(
+      "Data parallel <span class=\"sub\">a training step: compute, and the gradients' "
+      "all-reduce compute did not hide</span>",
+      stacked_chart("chart-data-parallel", "training step by compute and exposed communication",
+                    stacks, keys, "time per step (ms)", 1.0, [&](size_t i, size_t k, double v) {
+                      const DataParallelResult& d = *shown[i]->run->data_parallel;
+                      return stacks[i].label + ": " + keys[k].first + " " + format_ms_unit(v) +
+                             (k == 1 ? fmt::format(" ({} in {}, busbw {:.3g} GB/s)",
+                                                   format_bytes(d.bytes_per_step), d.grad_reduce,
+                                                   d.busbw_gbps)
+                                     : "");
+                    }));
 }
 
 // The profiles of one model: a bar per (file, mode) of the time per step by op group.
@@ -1031,6 +1073,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
           "Accuracy over seeds <span class=\"sub\">bold: difference from fp32 in points, 95% "
           "interval</span>",
           bars_legend(sec.series) + accuracy_chart(sec.series));
+    h += data_parallel_chart(sec.series);
     std::vector<const ProfileInput*> mine;
     for (const ProfileInput& pr : profiles)
       if (pr.model == sec.model) mine.push_back(&pr);

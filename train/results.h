@@ -124,6 +124,12 @@ struct RunResult {
     return step_stride == 1 ? static_cast<int64_t>(entries) : bucketed_steps;
   }
   int64_t step_count() const { return steps_of(steps.size()); }
+  // A training step's time: the median epoch's over its steps (0 without an epoch).
+  double step_time_ms() const {
+    return epochs.empty() || epochs[0].steps <= 0
+               ? 0
+               : epoch_time_ms.median / static_cast<double>(epochs[0].steps);
+  }
   // amp_fp8: a few representative tensors (the first and the last FP8 layer's x, w and dy).
   std::vector<Fp8TensorSeries> fp8_scaling;
   // The GPU's convolutions: the algorithm, math type and workspace cuDNN's ranking gave each

@@ -154,6 +154,8 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
                            "chart-memory-breakdown\"", "chart-loss\"", "chart-loss-scale\""}) {
     EXPECT_EQ(count(html, std::string("class=\"chart ") + kind), 3u) << kind;
   }
+  // No data-parallel run among them: no chart of its communication.
+  EXPECT_EQ(html.find("chart-data-parallel"), std::string::npos);
   // Eager and graphs runs of one model are told apart, and the H200 is named.
   EXPECT_NE(html.find("mpbench amp_bf16 +graphs"), std::string::npos);
   EXPECT_NE(html.find("NVIDIA H200"), std::string::npos);

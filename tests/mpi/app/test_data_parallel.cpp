@@ -252,6 +252,14 @@ TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
     EXPECT_GT(run["data_parallel"]["single_rank_samples_per_second"].get<double>(), 0);
     EXPECT_GT(run["data_parallel"]["scaling_efficiency"].get<double>(), 0);
   }
+  // The report draws each mode's step as compute and exposed communication.
+  const std::string html = (dir_ / "dp.html").string();
+  const auto rep = run("report " + out + " --html " + html);
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  const std::string page = mpbench::test::read_file(html);
+  EXPECT_TRUE(has_text(page, "chart-data-parallel")) << page.substr(0, 200);
+  EXPECT_TRUE(has_text(page, "fp32 · 2 ranks: exposed communication ")) << page.substr(0, 200);
+  EXPECT_TRUE(has_text(page, "amp_bf16 · 2 ranks: compute ")) << page.substr(0, 200);
 }
 
 // --scaling-baseline FILE: the 1-rank samples/s come from a plain run's result file; a run the
