@@ -566,8 +566,9 @@ int mpbench_main(int argc, char** argv) {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     cmd->add_option("--bucket-mb", args.bucket_mb,
                     "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
-                    "fp32 gradients (default 25, as DDP)")
-        ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+                    "fp32 gradients (default 25, as DDP; fractions allowed, down to 1 KiB), each "
+                    "started as soon as the backward has made it")
+        ->check(CLI::Range(1.0 / 1024, 65536.0));
   };
 
   RunArgs run;

@@ -33,9 +33,9 @@ struct RunArgs {
   bool cuda_graphs = false;
   uint64_t memory_limit = 0;  // --memory-limit in bytes; 0: none
   // Data parallel, under an MPI launcher: the all-reduce's dtype and bucket (MiB of fp32
-  // gradients).
+  // gradients; fractions allowed, as DDP's bucket_cap_mb).
   std::string grad_reduce = "fp32";
-  int64_t bucket_mb = 25;
+  double bucket_mb = 25;
   // "run": rank 0 also trains each run alone first; a path: a 1-rank result file to take that
   // from; "": neither (no scaling efficiency).
   std::string scaling_baseline;

@@ -508,12 +508,15 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
     const DataParallelResult& d = *r->data_parallel;
     const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
-        "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {} MiB): {} ms "
+        "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
         r->precision, r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", d.ranks,
         format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s",
-        d.bucket_bytes >> 20, format_ms(d.comm_ms_per_step),
+        format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
         step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0, d.algbw_gbps, d.busbw_gbps);
+    if (d.comm_busy_ms_per_step > 0)
+      line += fmt::format("; the backward hid {:.0f}% of the all-reduces' {} ms", 100 * d.overlap,
+                          format_ms(d.comm_busy_ms_per_step));
     if (d.single_rank_samples_per_second > 0) {
       line +=
           fmt::format("; scaling efficiency {:.0f}% against 1 rank", 100 * d.scaling_efficiency);

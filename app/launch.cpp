@@ -69,7 +69,7 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
   if (be->device() == Device::CUDA)
     comm_ = make_nccl_collective(std::move(comm_), local_rank() % cuda_device_count(nullptr));
   dp_.emplace(*comm_, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
-                                          static_cast<size_t>(args.bucket_mb) << 20});
+                                          static_cast<size_t>(args.bucket_mb * (1 << 20))});
   return be;
 }
 

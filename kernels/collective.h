@@ -6,6 +6,7 @@
 // transport.
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,26 @@ class Collective {
   virtual ~Collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // buf (fp32, on be's device) becomes the mean over the ranks: each rank's values divided by
-  // the rank count, then summed (as DDP divides before its all-reduce). wire (F32, BF16 or F16)
-  // is the dtype the values travel and are summed in: a 16-bit form casts (round to nearest
-  // even), sums the 16-bit values (each pairwise sum in fp32, rounded back: MPI has no bf16
-  // type, so that sum is a user-defined MPI_Op) and casts back, as PyTorch's bf16_compress_hook.
-  virtual void all_reduce_mean(Backend& be, Tensor& buf, DType wire) = 0;
+  // Starts making buf (fp32, on be's device) the mean over the ranks: each rank's values
+  // divided by the rank count, then summed (as DDP divides before its all-reduce). wire (F32,
+  // BF16 or F16) is the dtype the values travel and are summed in: a 16-bit form casts (round to
+  // nearest even), sums the 16-bit values (each pairwise sum in fp32, rounded back: MPI has no
+  // bf16 type, so that sum is a user-defined MPI_Op) and casts back, as PyTorch's
+  // bf16_compress_hook. It does not wait: buf must not be touched until finish_all_reduces
+  // returns. On the GPU it runs on a side stream once be's stream has done what it was given so
+  // far, so that it overlaps what be does next (the rest of the backward).
+  virtual void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) = 0;
+  // Lets the started all-reduces move: MPI's progress only inside MPI calls, so the CPU calls it
+  // between layers; NCCL's need nothing.
+  virtual void progress() {}
+  // Every started all-reduce complete, its 16-bit form cast back: the CPU waits; on the GPU be's
+  // stream waits for the side stream.
+  virtual void finish_all_reduces(Backend& be) = 0;
+  // What the all-reduces up to the last finish_all_reduces took on their own (their side
+  // stream's time, summed; waits for them), the measure of how much the backward hid; nullopt
+  // where they have no time of their own (MPI on the CPU moves data inside its calls on the
+  // training thread: all of it is exposed, and timed as such by the caller).
+  virtual std::optional<double> busy_ms() { return std::nullopt; }
   // Small host values every rank needs the same of (agreement on errors, the series).
   virtual void sum_host(double* v, size_t n) = 0;
   virtual void max_host(double* v, size_t n) = 0;

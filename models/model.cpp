@@ -88,7 +88,11 @@ std::vector<std::string> Model::layer_names() const {
 }
 
 void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
-  for (auto& l : layers_) l->declare_params(params_);
+  first_param_.clear();
+  for (auto& l : layers_) {
+    first_param_.push_back(params_.numel());
+    l->declare_params(params_);
+  }
   params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
   params_.fp8().allocate(alloc, be, fp8_recipe_);
   DType dt = io_.input_dtype;
@@ -117,7 +121,8 @@ void Model::set_training(bool training) {
   for (auto& l : layers_) l->set_training(training);
 }
 
-void Model::backward(Backend& be, const Tensor& dlogits) {
+void Model::backward(Backend& be, const Tensor& dlogits,
+                     const std::function<void(int64_t from)>& gradients_ready) {
   Tensor g = dlogits;
   // Between two Linear layers, the activation backward and bias gradient of the lower one ride on
   // the dX GEMM of the upper one (Linear's fused protocol); other layers go one by one.
@@ -128,12 +133,14 @@ void Model::backward(Backend& be, const Tensor& dlogits) {
     if (!lin) {
       g = layers_[i]->backward(be, params_, g, i > 0);
       dz_ready = false;
+      if (gradients_ready) gradients_ready(first_param_[i]);
       continue;
     }
     const auto* up = i > 0 ? dynamic_cast<const Linear*>(layers_[i - 1].get()) : nullptr;
     if (up && !lin->can_fuse_upstream(*up)) up = nullptr;
     g = lin->backward(be, params_, g, i > 0, up, dz_ready);
     dz_ready = up != nullptr;
+    if (gradients_ready) gradients_ready(first_param_[i]);
   }
   if (observer_) observer_->on_layer("", true);
 }

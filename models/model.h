@@ -3,6 +3,7 @@
 // activation buffers for a fixed batch size, all from the run's TrackingAllocator, and runs
 // forward/backward through the Backend op interface. It knows nothing of optimizers or loops.
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -176,8 +177,12 @@ class Model {
   Tensor forward(Backend& be, const Tensor& x);
   // Batch statistics while training, running statistics for evaluation (see Layer).
   void set_training(bool training);
-  // dlogits: the buffer from dlogits_buffer(), filled by the loss.
-  void backward(Backend& be, const Tensor& dlogits);
+  // dlogits: the buffer from dlogits_buffer(), filled by the loss. gradients_ready, when given,
+  // is called after each layer's backward with the offset in the flat gradients from which on
+  // every gradient is final (that layer's first parameter: no layer below writes above its own),
+  // so that data parallel can start reducing them while the layers below run.
+  void backward(Backend& be, const Tensor& dlogits,
+                const std::function<void(int64_t from)>& gradients_ready = nullptr);
   // Where the loss writes the logits' gradient: (batch * labels_per_sample, classes) in the
   // head's compute dtype.
   Tensor& dlogits_buffer() { return dlogits_; }
@@ -201,6 +206,7 @@ class Model {
   DelayedScalingRecipe fp8_recipe_;
   ModelIo io_;
   std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<int64_t> first_param_;  // per layer: the flat offset its parameters start at
   ParamStore params_;
   Tensor dlogits_;
   LayerObserver* observer_ = nullptr;

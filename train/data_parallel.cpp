@@ -34,36 +34,63 @@ std::optional<std::string> mpi_launcher() {
   return std::nullopt;
 }
 
-void DataParallel::begin_run(Backend& be, size_t gradient_elements) {
+void DataParallel::begin_run(size_t gradient_elements) {
   stats_ = CommStats{};
-  start_ = be.create_event();
-  stop_ = be.create_event();
+  spans_.clear();
+  used_ = 0;
+  started_ = 0;
   reduced_ = false;
   const size_t bucket = static_cast<size_t>(bucket_elements());
   stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
   stats_.bytes_per_step = gradient_elements * dtype_size(opts_.wire);
 }
 
-void DataParallel::average_gradients(Backend& be, Tensor& grads) {
+template <typename F>
+void DataParallel::timed(Backend& be, const std::string& detail, double bytes, F&& f) {
+  if (used_ == spans_.size()) spans_.emplace_back(be.create_event(), be.create_event());
+  auto& [t0, t1] = spans_[used_++];
+  t0->record();
+  // One op for a profile: "all_reduce", what it does, and the bytes it sends in.
+  be.run_as_op(OpCall{"all_reduce", detail, 0, bytes}, f);
+  t1->record();
+}
+
+void DataParallel::start_next(Backend& be, Tensor& grads) {
   const int64_t n = grads.numel(), bucket = bucket_elements();
-  start_->record();
-  for (int64_t at = 0; at < n; at += bucket) {
-    Tensor b = grads.slice(at, Shape{std::min(bucket, n - at)});
-    // One op for a profile: "all_reduce", its elements, dtype and ranks, the bytes it sends in.
-    OpCall call{"all_reduce",
-                fmt::format("{} {} x{} ranks", b.numel(), dtype_name(opts_.wire), size()), 0,
-                static_cast<double>(b.numel()) * static_cast<double>(dtype_size(opts_.wire))};
-    be.run_as_op(call, [&] { c_.all_reduce_mean(be, b, opts_.wire); });
-  }
-  stop_->record();
+  const int64_t hi = n - started_ * bucket, lo = std::max<int64_t>(0, hi - bucket);
+  Tensor b = grads.slice(lo, Shape{hi - lo});
+  ++started_;
+  timed(be, fmt::format("{} {} x{} ranks", b.numel(), dtype_name(opts_.wire), size()),
+        static_cast<double>(b.numel()) * static_cast<double>(dtype_size(opts_.wire)),
+        [&] { c_.start_all_reduce_mean(be, b, opts_.wire); });
+}
+
+void DataParallel::gradients_ready(Backend& be, Tensor& grads, int64_t from) {
+  const int64_t n = grads.numel(), bucket = bucket_elements();
+  const int64_t before = started_;
+  while (started_ < stats_.buckets && std::max<int64_t>(0, n - (started_ + 1) * bucket) >= from)
+    start_next(be, grads);
+  // Started earlier and still in flight: a chance to move (MPI moves only inside its calls).
+  if (before > 0) timed(be, "progress", 0, [&] { c_.progress(); });
+}
+
+void DataParallel::average_gradients(Backend& be, Tensor& grads) {
+  while (started_ < stats_.buckets) start_next(be, grads);
+  timed(be, "wait", 0, [&] { c_.finish_all_reduces(be); });
+  started_ = 0;
   reduced_ = true;
 }
 
-void DataParallel::end_step(bool timed) {
+void DataParallel::end_step(bool timed_step) {
   if (!reduced_) return;
   reduced_ = false;
-  const double ms = stop_->elapsed_ms(*start_);
-  if (timed) stats_.step_ms.push_back(ms);
+  double exposed = 0;
+  for (size_t i = 0; i < used_; ++i) exposed += spans_[i].second->elapsed_ms(*spans_[i].first);
+  used_ = 0;
+  const std::optional<double> busy = c_.busy_ms();
+  if (!timed_step) return;
+  stats_.step_ms.push_back(exposed);
+  if (busy) stats_.busy_ms.push_back(*busy);
 }
 
 DataParallelResult DataParallel::result() const {
@@ -74,8 +101,16 @@ DataParallelResult DataParallel::result() const {
   d.buckets = stats_.buckets;
   d.bytes_per_step = stats_.bytes_per_step;
   d.comm_ms_per_step = compute_time_stats(stats_.step_ms).median;
-  if (d.comm_ms_per_step > 0) {
-    d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (d.comm_ms_per_step * 1e6);
+  if (!stats_.busy_ms.empty()) {
+    d.comm_busy_ms_per_step = compute_time_stats(stats_.busy_ms).median;
+    if (d.comm_busy_ms_per_step > 0)
+      d.overlap = std::clamp(1.0 - d.comm_ms_per_step / d.comm_busy_ms_per_step, 0.0, 1.0);
+  }
+  // The bandwidths of the all-reduces' own time where it is known, else of the exposed time
+  // (the CPU's, where they are the same).
+  const double t = d.comm_busy_ms_per_step > 0 ? d.comm_busy_ms_per_step : d.comm_ms_per_step;
+  if (t > 0) {
+    d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (t * 1e6);
     d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
   }
   return d;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -36,12 +37,14 @@ struct DataParallelOptions {
   size_t bucket_bytes = kDefaultBucketBytes;
 };
 
-// What the all-reduces of one run took: per timed step, the time spent in them (all of it
-// exposed on the CPU, where the all-reduce blocks), and the bytes each rank sent into them.
+// What the all-reduces of one run took: per timed step, the time the training waited for them
+// (exposed), and where it is known (the GPU's side stream) the time they took on their own; the
+// bytes each rank sent into them.
 struct CommStats {
   int64_t buckets = 0;          // all-reduces per step
   uint64_t bytes_per_step = 0;  // the gradients in the wire's dtype
   std::vector<double> step_ms;  // exposed communication per timed step
+  std::vector<double> busy_ms;  // the all-reduces' own time per timed step; empty: not known
 };
 
 class DataParallel {
@@ -52,14 +55,20 @@ class DataParallel {
   const DataParallelOptions& options() const { return opts_; }
   Collective& collective() { return c_; }
 
-  // grads (the flat fp32 gradients) becomes the mean over the ranks, bucket by bucket, enqueued
-  // on be's stream between two events (the time they take is the step's communication).
+  // During the backward (Model::backward's gradients_ready): the gradients from `from` on are
+  // final, so every bucket wholly inside them that has not started starts, as DDP's buckets do:
+  // the last gradients first, each bucket the bucket_elements() below the previous. Then the
+  // started ones are given a chance to progress.
+  void gradients_ready(Backend& be, Tensor& grads, int64_t from);
+  // After the backward: the buckets not started yet start, and all are waited for; grads (the
+  // flat fp32 gradients) is then the mean over the ranks. Each call into the collective is
+  // bracketed by a pair of be's events: their sum is the step's exposed communication.
   void average_gradients(Backend& be, Tensor& grads);
   // After a step: its communication time read from the events (which waits for them), kept
   // for timed steps only (warm-up steps are dropped).
   void end_step(bool timed);
-  // Called once per run, before its first step: resets the counts, makes the events on be.
-  void begin_run(Backend& be, size_t gradient_elements);
+  // Called once per run, before its first step: resets the counts.
+  void begin_run(size_t gradient_elements);
   const CommStats& stats() const { return stats_; }
   // The run's communication as the results give it: the options, the counts, the median timed
   // step's communication and the bandwidths from it.
@@ -73,12 +82,21 @@ class DataParallel {
   int64_t bucket_elements() const {
     return std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
   }
+  // Starts the next bucket (counted from the end of grads).
+  void start_next(Backend& be, Tensor& grads);
+  // Runs f, a call into the collective, as the profile's op `detail` between two of be's events.
+  template <typename F>
+  void timed(Backend& be, const std::string& detail, double bytes, F&& f);
 
   Collective& c_;
   DataParallelOptions opts_;
   CommStats stats_;
-  std::unique_ptr<Event> start_, stop_;
-  bool reduced_ = false;  // the current step has recorded the events
+  int64_t started_ = 0;  // buckets of this step's backward started so far
+  // Event pairs around this step's calls into the collective (the first used_ of them; the
+  // rest are kept for the next step).
+  std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> spans_;
+  size_t used_ = 0;
+  bool reduced_ = false;  // the current step has finished its all-reduces
 };
 
 }  // namespace mpbench

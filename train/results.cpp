@@ -262,6 +262,10 @@ json to_json(const RunResult& r) {
                           {"comm_ms_per_step", dp->comm_ms_per_step},
                           {"algbw_gbps", dp->algbw_gbps},
                           {"busbw_gbps", dp->busbw_gbps}};
+  if (r.data_parallel && r.data_parallel->comm_busy_ms_per_step > 0) {
+    j["data_parallel"]["comm_busy_ms_per_step"] = r.data_parallel->comm_busy_ms_per_step;
+    j["data_parallel"]["overlap"] = r.data_parallel->overlap;
+  }
   if (r.data_parallel && r.data_parallel->single_rank_samples_per_second > 0) {
     j["data_parallel"]["single_rank_samples_per_second"] =
         r.data_parallel->single_rank_samples_per_second;
@@ -634,6 +638,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     dp.buckets = integer(e, "buckets", p, 0);
     dp.bytes_per_step = byte_count(e, "bytes_per_step", p);
     dp.comm_ms_per_step = number(e, "comm_ms_per_step", p, kNonNegative);
+    dp.comm_busy_ms_per_step = number(e, "comm_busy_ms_per_step", p, kNonNegative);
+    dp.overlap = number(e, "overlap", p, kFraction);
     dp.algbw_gbps = number(e, "algbw_gbps", p, kNonNegative);
     dp.busbw_gbps = number(e, "busbw_gbps", p, kNonNegative);
     dp.single_rank_samples_per_second =

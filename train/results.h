@@ -70,9 +70,15 @@ struct DataParallelResult {
   int64_t buckets = 0;               // all-reduces per step
   uint64_t bytes_per_step = 0;       // what each rank all-reduces per step, in grad_reduce's dtype
   // Communication compute did not hide, per timed step (median): all of it on the CPU, where
-  // the all-reduce blocks.
+  // MPI moves the data inside its calls on the training thread.
   double comm_ms_per_step = 0;
-  // nccl-tests' convention: algbw = bytes / time, busbw = algbw * 2 (ranks - 1) / ranks.
+  // On the GPU, where the buckets run on a side stream during the backward: their own time per
+  // timed step (median), and the share of it the backward hid (1 - exposed / own). 0: not known
+  // (the CPU).
+  double comm_busy_ms_per_step = 0;
+  double overlap = 0;
+  // nccl-tests' convention: algbw = bytes / time (the all-reduces' own where known, else the
+  // exposed), busbw = algbw * 2 (ranks - 1) / ranks.
   double algbw_gbps = 0, busbw_gbps = 0;
   // Against one process at the same per-rank batch (`run --scaling-baseline`): its samples per
   // second (0: not measured) and this run's over ranks times that.

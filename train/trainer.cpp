@@ -225,12 +225,16 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   be_.softmax_xent(logits, dev_.y_stage, &model_->dlogits_buffer(),
                    scaling_ ? &dev_.scale : nullptr, dev_.loss_step, dev_.correct_step);
   if (mem) sample_device_memory(be_, *mem);
-  model_->backward(be_, model_->dlogits_buffer());
+  // Data parallel: each bucket's all-reduce starts as soon as the backward has made it.
+  Tensor& grads = model_->params().grads_flat();
+  model_->backward(be_, model_->dlogits_buffer(),
+                   dp_ ? std::function<void(int64_t)>(
+                             [&](int64_t from) { dp_->gradients_ready(be_, grads, from); })
+                       : nullptr);
   if (mem) sample_device_memory(be_, *mem);
   // Before the unscale and the inf/NaN check, so that every rank skips the same steps.
-  if (dp_) dp_->average_gradients(be_, model_->params().grads_flat());
-  be_.unscale_check_norm(model_->params().grads_flat(), scaling_ ? &dev_.scale : nullptr,
-                         dev_.found_inf, dev_.grad_norm);
+  if (dp_) dp_->average_gradients(be_, grads);
+  be_.unscale_check_norm(grads, scaling_ ? &dev_.scale : nullptr, dev_.found_inf, dev_.grad_norm);
   const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
   opt_->step(be_, model_->params(), skip_flag, dev_.step_count);
   model_->update_fp8_scaling(be_);
@@ -311,7 +315,7 @@ void Run::execute(RunResult& r) {
 
   build(r);
   sample_device_memory(be_, r.memory);
-  if (dp_) dp_->begin_run(be_, static_cast<size_t>(model_->params().grads_flat().numel()));
+  if (dp_) dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()));
   r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);

@@ -1,4 +1,4 @@
-// The collective on the CPU backends: MPI_Allreduce over MPI_COMM_WORLD, on the buffers in place
+// The collective on the CPU backends: MPI_Iallreduce over MPI_COMM_WORLD, on the buffers in place
 // (a CPU backend's tensors are host memory). Compiled only where CMake found MPI.
 #define OMPI_SKIP_MPICXX 1  // the C API only: OpenMPI's C++ bindings are deprecated and unused
 #include <mpi.h>
@@ -61,7 +61,7 @@ class MpiCollective final : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
+  void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
     MPB_CHECK(be.device() == Device::CPU && buf.device == Device::CPU,
               "the MPI all-reduce takes host buffers (a CPU backend's)");
     MPB_CHECK(buf.dtype == DType::F32, "gradients are fp32, not {}", dtype_name(buf.dtype));
@@ -74,21 +74,50 @@ class MpiCollective final : public Collective {
     if (wire == DType::F32) {
       for (int64_t i = 0; i < n; ++i) x[i] *= inv;
       in_chunks(n, [&](int64_t at, int count) {
-        check_mpi(MPI_Allreduce(MPI_IN_PLACE, x + at, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                  "MPI_Allreduce");
+        requests_.push_back(MPI_REQUEST_NULL);
+        check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x + at, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 &requests_.back()),
+                  "MPI_Iallreduce");
       });
       return;
     }
     const bool bf16 = wire == DType::BF16;
-    wire_.resize(static_cast<size_t>(n));
+    // Each bucket in flight has its own 16-bit copy, kept until finish_all_reduces casts it back
+    // (a vector moved when wires_ grows keeps its storage, which MPI is writing).
+    if (started16_ == wires_.size()) wires_.emplace_back();
+    Wire& w = wires_[started16_++];
+    w.dst = x;
+    w.bf16 = bf16;
+    w.bits.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i)
-      wire_[i] = bf16 ? f32_to_bf16(x[i] * inv) : f32_to_f16(x[i] * inv);
+      w.bits[i] = bf16 ? f32_to_bf16(x[i] * inv) : f32_to_f16(x[i] * inv);
     in_chunks(n, [&](int64_t at, int count) {
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, wire_.data() + at, count, MPI_UINT16_T,
-                              bf16 ? bf16_sum_ : f16_sum_, MPI_COMM_WORLD),
-                "MPI_Allreduce");
+      requests_.push_back(MPI_REQUEST_NULL);
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, w.bits.data() + at, count, MPI_UINT16_T,
+                               bf16 ? bf16_sum_ : f16_sum_, MPI_COMM_WORLD, &requests_.back()),
+                "MPI_Iallreduce");
     });
-    for (int64_t i = 0; i < n; ++i) x[i] = bf16 ? bf16_to_f32(wire_[i]) : f16_to_f32(wire_[i]);
+  }
+
+  void progress() override {
+    if (requests_.empty()) return;
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                          MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+  }
+
+  void finish_all_reduces(Backend&) override {
+    check_mpi(
+        MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+        "MPI_Waitall");
+    requests_.clear();
+    for (size_t b = 0; b < started16_; ++b) {
+      const Wire& w = wires_[b];
+      for (size_t i = 0; i < w.bits.size(); ++i)
+        w.dst[i] = w.bf16 ? bf16_to_f32(w.bits[i]) : f16_to_f32(w.bits[i]);
+    }
+    started16_ = 0;
   }
 
   void sum_host(double* v, size_t n) override { host_op(v, n, MPI_SUM); }
@@ -140,7 +169,15 @@ class MpiCollective final : public Collective {
 
   int rank_ = 0, size_ = 1;
   MPI_Op bf16_sum_ = MPI_OP_NULL, f16_sum_ = MPI_OP_NULL;
-  std::vector<uint16_t> wire_;  // the 16-bit forms' cast bucket
+  std::vector<MPI_Request> requests_;  // the all-reduces started and not yet finished
+  // A 16-bit form's bucket in flight: its cast values, and where they go back to.
+  struct Wire {
+    std::vector<uint16_t> bits;
+    float* dst = nullptr;
+    bool bf16 = true;
+  };
+  std::vector<Wire> wires_;  // the first started16_ are in flight; the rest kept for reuse
+  size_t started16_ = 0;
 };
 
 }  // namespace

@@ -1,11 +1,15 @@
-// The collective on the GPU: NCCL's all-reduce on the CUDA backend's stream, the ranks found and
-// the unique id handed round by MPI (the host collective, which also keeps the host values,
+// The collective on the GPU: NCCL's all-reduce on a side stream, each bucket started once the
+// CUDA backend's stream has computed its gradients and joined back before the gradients are
+// read, so that it overlaps the rest of the backward (as DDP's buckets do). The ranks are found
+// and the unique id handed round by MPI (the host collective, which also keeps the host values,
 // agreement and abort). Compiled only where CMake found NCCL and MPI beside CUDA.
 // Untested on a GPU: no machine here has two.
 #include <nccl.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "kernels/collective.h"
@@ -34,39 +38,72 @@ class NcclCollective final : public Collective {
     std::memcpy(id.internal, all.data(), sizeof(id.internal));
     CUDA_CHECK(cudaSetDevice(device));
     check_nccl(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()), "ncclCommInitRank");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
   ~NcclCollective() override {
-    if (wire_) cudaFree(wire_);
+    // Teardown: errors are not checked (nothing could be done about them here).
+    for (auto& [a, b] : spans_) {
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+    if (ready_) cudaEventDestroy(ready_);
+    if (done_) cudaEventDestroy(done_);
+    if (side_) cudaStreamDestroy(side_);
+    for (auto& [p, bytes] : wires_) cudaFree(p);
     if (comm_) ncclCommDestroy(comm_);
   }
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
-  void all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
+  void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
     MPB_CHECK(buf.device == Device::CUDA && buf.dtype == DType::F32,
               "NCCL all-reduces the fp32 gradients on the GPU");
-    const cudaStream_t stream = cuda_stream_of(be);
+    MPB_CHECK(wire == DType::F32 || wire == DType::BF16 || wire == DType::F16,
+              "no all-reduce in {}", dtype_name(wire));
     const size_t n = static_cast<size_t>(buf.numel());
-    if (wire == DType::F32) {
-      check_nccl(ncclAllReduce(buf.data, buf.data, n, ncclFloat32, ncclAvg, comm_, stream),
-                 "ncclAllReduce");
-      return;
+    Tensor w = buf;
+    if (wire != DType::F32) {
+      // The cast bucket (bf16_compress_hook): cast on be's stream, averaged in 16 bits by NCCL,
+      // cast back in finish. Each bucket of a step has its own wire buffer.
+      w = Tensor{wire_buffer(be, started_, n * 2), buf.shape, wire, Device::CUDA};
+      be.cast(buf, w);
+      casts_.push_back({w, buf});
     }
-    MPB_CHECK(wire == DType::BF16 || wire == DType::F16, "no all-reduce in {}", dtype_name(wire));
-    // The cast bucket: cast, averaged in 16 bits by NCCL, cast back (bf16_compress_hook).
-    if (wire_bytes_ < n * 2) {
-      if (wire_) CUDA_CHECK(cudaFree(wire_));
-      wire_ = nullptr;
-      CUDA_CHECK(cudaMalloc(&wire_, n * 2));
-      wire_bytes_ = n * 2;
-    }
-    Tensor w{wire_, buf.shape, wire, Device::CUDA};
-    be.cast(buf, w);
-    check_nccl(ncclAllReduce(wire_, wire_, n, wire == DType::BF16 ? ncclBfloat16 : ncclFloat16,
-                             ncclAvg, comm_, stream),
+    // The side stream takes the bucket once be's stream has made it.
+    CUDA_CHECK(cudaEventRecord(ready_, cuda_stream_of(be)));
+    CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
+    auto& [t0, t1] = span(started_++);
+    CUDA_CHECK(cudaEventRecord(t0, side_));
+    check_nccl(ncclAllReduce(w.data, w.data, n,
+                             wire == DType::F32    ? ncclFloat32
+                             : wire == DType::BF16 ? ncclBfloat16
+                                                   : ncclFloat16,
+                             ncclAvg, comm_, side_),
                "ncclAllReduce");
-    be.cast(w, buf);
+    CUDA_CHECK(cudaEventRecord(t1, side_));
+  }
+
+  void finish_all_reduces(Backend& be) override {
+    CUDA_CHECK(cudaEventRecord(done_, side_));
+    CUDA_CHECK(cudaStreamWaitEvent(cuda_stream_of(be), done_, 0));
+    for (auto& [w, buf] : casts_) be.cast(w, buf);
+    casts_.clear();
+    timed_ = started_;
+    started_ = 0;
+  }
+
+  std::optional<double> busy_ms() override {
+    double sum = 0;
+    for (size_t i = 0; i < timed_; ++i) {
+      CUDA_CHECK(cudaEventSynchronize(spans_[i].second));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, spans_[i].first, spans_[i].second));
+      sum += ms;
+    }
+    return sum;
   }
 
   void sum_host(double* v, size_t n) override { host_->sum_host(v, n); }
@@ -83,10 +120,42 @@ class NcclCollective final : public Collective {
   }
 
  private:
+  // The timing events of the i-th bucket of a step, made once and reused.
+  std::pair<cudaEvent_t, cudaEvent_t>& span(size_t i) {
+    while (spans_.size() <= i) {
+      cudaEvent_t a = nullptr, b = nullptr;
+      CUDA_CHECK(cudaEventCreate(&a));
+      CUDA_CHECK(cudaEventCreate(&b));
+      spans_.push_back({a, b});
+    }
+    return spans_[i];
+  }
+  // The i-th bucket's 16-bit buffer, made on first use and kept (a step's buckets have the same
+  // sizes every step); the last use of a buffer that must grow is over once be's stream is.
+  void* wire_buffer(Backend& be, size_t i, size_t bytes) {
+    if (wires_.size() <= i) wires_.resize(i + 1, {nullptr, 0});
+    auto& [p, have] = wires_[i];
+    if (have < bytes) {
+      if (p) {
+        CUDA_CHECK(cudaStreamSynchronize(cuda_stream_of(be)));
+        CUDA_CHECK(cudaFree(p));
+        p = nullptr;
+      }
+      CUDA_CHECK(cudaMalloc(&p, bytes));
+      have = bytes;
+    }
+    return p;
+  }
+
   std::unique_ptr<Collective> host_;
   ncclComm_t comm_ = nullptr;
-  void* wire_ = nullptr;  // the 16-bit forms' bucket (outside the tracked allocator)
-  size_t wire_bytes_ = 0;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> spans_;
+  size_t started_ = 0, timed_ = 0;  // buckets started this step; timed by the last finish
+  // The 16-bit forms' buckets (outside the tracked allocator), one per bucket of a step.
+  std::vector<std::pair<void*, size_t>> wires_;
+  std::vector<std::pair<Tensor, Tensor>> casts_;  // (wire part, gradients) to cast back
 };
 
 }  // namespace
