@@ -40,14 +40,18 @@ bool g_std_placeholder[3] = {false, false, false};
 int g_stdout_errno = 0;
 // Set on data-parallel ranks but 0: the job's one "interrupted" line is rank 0's.
 volatile sig_atomic_t g_interrupt_quiet = 0;
+// Under an MPI launcher, its pid (our parent's): its signals end the job for another rank.
+volatile sig_atomic_t g_launcher_pid = 0;
 
-extern "C" void on_interrupt(int sig) {
+extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
   for (int i = 0; i < kTempSlots; ++i)
     if (g_tmp_active[i]) ::unlink(g_tmp_path[i]);
   // On a terminal a progress bar may be half drawn: start a line of our own.
   static const char kMsg[] = "\nmpbench: interrupted\n";
   const char* m = g_stderr_tty ? kMsg : kMsg + 1;
-  if (!g_interrupt_quiet) {
+  const bool from_launcher = g_launcher_pid != 0 && info && info->si_code == SI_USER &&
+                             info->si_pid == static_cast<pid_t>(g_launcher_pid);
+  if (!g_interrupt_quiet && !from_launcher) {
     ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
     (void)ignored;
   }
@@ -457,6 +461,10 @@ void quiet_interrupts() {
   g_interrupt_quiet = 1;
 }
 
+void quiet_launcher_signals() {
+  g_launcher_pid = static_cast<sig_atomic_t>(::getppid());
+}
+
 void install_interrupt_handlers() {
   g_stderr_tty = ::isatty(STDERR_FILENO) ? 1 : 0;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
@@ -464,7 +472,8 @@ void install_interrupt_handlers() {
     // A signal ignored when we started (nohup, a background job) stays ignored.
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
     struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
+    sa.sa_sigaction = on_interrupt;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     ::sigaction(sig, &sa, nullptr);
   }

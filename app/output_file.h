@@ -72,6 +72,9 @@ void install_interrupt_handlers();
 // From now on the handlers print nothing (a data-parallel rank other than 0: the launcher ends
 // every rank, and rank 0 says it).
 void quiet_interrupts();
+// Under an MPI launcher: a signal our parent (the launcher) sends is the job ending because a
+// rank ended it, which has said why; the handlers then print nothing.
+void quiet_launcher_signals();
 
 // Stdout is an output like the files: a full disk (`>/dev/full`), a reader gone (`| head`, EPIPE)
 // or a closed descriptor (`>&-`) is an I/O error, exit 3 with one line, reported once the files

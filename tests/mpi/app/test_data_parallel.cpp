@@ -194,6 +194,23 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// Out of memory on one rank alone (rank 1 is given a 4 KiB --memory-limit): the job ends with
+// exit 3 and one line of ours, naming rank 1 and the cause; rank 0, ended by the launcher, says
+// nothing; no output file.
+TEST_F(DataParallel, OutOfMemoryOnOneRankEndsTheJobInOneLine) {
+  const std::string out = (dir_ / "out.json").string();
+  const std::string spec = config("tiny_mlp");
+  const auto r = mpbench::test::run_shell(kMpirun + " -np 1 " + MPBENCH_EXE + " run " + spec +
+                                              " --device reference --quiet --json " + out +
+                                              " : -np 1 " + MPBENCH_EXE + " run " + spec +
+                                              " --device reference --quiet --memory-limit 4KiB",
+                                          dir_.string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has_text(r.err, "mpbench: rank 1: over the memory limit of 4.0 KiB")) << r.err;
+  EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
 // A global batch larger than the training set: refused before training, once.
 TEST_F(DataParallel, AGlobalBatchLargerThanTheDataIsBadInput) {
   const auto r =
