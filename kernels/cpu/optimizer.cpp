@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/row_math.h"
 
 namespace mpbench::cpu {
 namespace {
@@ -23,12 +24,6 @@ bool step_skipped(const Tensor* found_inf) {
 // Updates run over blocks that stay in L1: first the fp32 update, which vectorizes, then the
 // cast-down of the same block into the low-precision copy, while it is still in cache.
 constexpr int64_t kBlock = 2048;
-
-// One element of AdamW, PyTorch's arrangement: p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) /
-// sqrt(bc2) + eps), with m, v updated first.
-struct AdamWScalars {
-  float decay, b1, b2, step_size, bc2_sqrt, eps;
-};
 
 void adamw_block(int64_t n, float* __restrict p, const float* __restrict g, float* __restrict m,
                  float* __restrict v, const AdamWScalars& s) {
@@ -52,13 +47,7 @@ void adamw_block(int64_t n, float* __restrict p, const float* __restrict g, floa
     _mm_storeu_ps(p + i, _mm_sub_ps(_mm_mul_ps(_mm_loadu_ps(p + i), decay), upd));
   }
 #endif
-  for (; i < n; ++i) {
-    const float mi = s.b1 * m[i] + (1.0f - s.b1) * g[i];
-    const float vi = s.b2 * v[i] + (1.0f - s.b2) * g[i] * g[i];
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * s.decay - s.step_size * mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps);
-  }
+  for (; i < n; ++i) adamw_element(p[i], g[i], m[i], v[i], s);
 }
 
 template <bool kNesterov>
@@ -90,15 +79,7 @@ void CpuBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Ten
                                  const Tensor& step_count, const Tensor* found_inf) {
   if (step_skipped(found_inf)) return;
 
-  // Bias corrections in double, as PyTorch computes them from a host step count.
-  const double t = static_cast<double>(step_count.ptr<float>()[0]) + 1.0;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  // PyTorch's arrangement of the same formula: p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps).
-  const auto step_size = static_cast<float>(p.lr / bc1);
-  const auto bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const auto decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
-  const AdamWScalars scalars{decay, p.beta1, p.beta2, step_size, bc2_sqrt, p.eps};
+  const AdamWScalars scalars = adamw_scalars(p, step_count.ptr<float>()[0]);
   const int64_t n = master.numel();
   float* pw = master.ptr<float>();
   for (int64_t b = 0; b < n; b += kBlock) {

@@ -1,13 +1,16 @@
-// The ops that run the reference's own loops, each thread on a contiguous range of rows,
-// elements or matrices: casts, the optimizers, the gradient check and the embedding (oneDNN has
-// no primitive for them), and max pooling (oneDNN's backward needs the forward's workspace, the
-// winners, which the interface does not keep). An element or a row is computed exactly as the
-// reference computes it; only the sums across ranges (a norm) add the ranges' partial sums.
-// (The attention softmax, the loss and LayerNorm have vectorised loops of their own:
-// softmax.cpp, layernorm.cpp.)
+// The ops oneDNN has no primitive for, each thread on a contiguous range of rows, elements or
+// matrices. The hot ones of a step have vectorised loops of their own (vector clones, below): the
+// fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW (the reference's formula,
+// kernels/cpu/row_math.h, which the compiler may contract into FMAs) and the gradient unscale and
+// check (one pass, the squares summed in double in vector lanes). The rest run the reference's
+// own loops per range: the other casts, SGD, the embedding, and max pooling (oneDNN's backward
+// needs the forward's workspace, the winners, which the interface does not keep). (The attention
+// softmax, the loss and LayerNorm have vectorised loops in softmax.cpp and layernorm.cpp.)
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/row_math.h"
+#include "kernels/dtype.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 
@@ -18,8 +21,51 @@ Tensor flat(const Tensor& t, int64_t begin, int64_t n) {
   return t.slice(begin, Shape{n});
 }
 
-Tensor host_f32(std::vector<float>& v, int64_t begin, int64_t n) {
-  return Tensor{v.data() + begin, Shape{n}, DType::F32, Device::CPU};
+MPBENCH_VECTOR_CLONES void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
+}
+
+MPBENCH_VECTOR_CLONES void bf16_to_f32_block(const uint16_t* s, float* d, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
+}
+
+// AdamW's updates run over blocks that stay in L1, each then cast down while still in cache.
+constexpr int64_t kAdamBlock = 2048;
+
+MPBENCH_VECTOR_CLONES void adamw_block(int64_t n, float* __restrict p, const float* __restrict g,
+                                       float* __restrict m, float* __restrict v,
+                                       const cpu::AdamWScalars& s) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) cpu::adamw_element(p[i], g[i], m[i], v[i], s);
+}
+
+// g[i] *= inv (when kUnscale), and its square in double.
+template <bool kUnscale>
+inline double unscaled_square(float* g, int64_t i, float inv) {
+  const float x = kUnscale ? g[i] * inv : g[i];
+  if (kUnscale) g[i] = x;
+  return static_cast<double>(x) * x;
+}
+
+// The gradients unscaled (when kUnscale) and the sum of their squares in double: finite exactly
+// when every gradient is (the squares of finite floats cannot overflow a double), as in the
+// reference. Four quarters summed side by side: one chain of dependent vector adds would wait on
+// the adder's latency.
+template <bool kUnscale>
+MPBENCH_VECTOR_CLONES double unscale_sum_squares(float* g, int64_t n, float inv) {
+  const int64_t q = n / 4;
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int64_t i = 0; i < q; ++i) {
+    s0 += unscaled_square<kUnscale>(g, i, inv);
+    s1 += unscaled_square<kUnscale>(g, i + q, inv);
+    s2 += unscaled_square<kUnscale>(g, i + 2 * q, inv);
+    s3 += unscaled_square<kUnscale>(g, i + 3 * q, inv);
+  }
+  for (int64_t i = 4 * q; i < n; ++i) s0 += unscaled_square<kUnscale>(g, i, inv);
+  return (s0 + s1) + (s2 + s3);
 }
 
 }  // namespace
@@ -32,7 +78,11 @@ void OnednnBackend::fill_impl(Tensor& t, float value) {
 }
 
 void OnednnBackend::cast_impl(const Tensor& src, Tensor& dst) {
+  const bool to_bf16 = src.dtype == DType::F32 && dst.dtype == DType::BF16;
+  const bool from_bf16 = src.dtype == DType::BF16 && dst.dtype == DType::F32;
   parallel_ranges(src.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    if (to_bf16) return f32_to_bf16_block(src.ptr<float>() + b, dst.ptr<uint16_t>() + b, n);
+    if (from_bf16) return bf16_to_f32_block(src.ptr<uint16_t>() + b, dst.ptr<float>() + b, n);
     Tensor out = flat(dst, b, n);
     CpuBackend::cast_impl(flat(src, b, n), out);
   });
@@ -40,30 +90,40 @@ void OnednnBackend::cast_impl(const Tensor& src, Tensor& dst) {
 
 void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                             Tensor& norm) {
-  const int64_t parts = range_count(grads.numel(), kGrain);
-  std::vector<float> inf(parts, 0.0f), norms(parts, 0.0f);
+  // GradScaler multiplies by the fp32 reciprocal (computed in double), as the reference does.
+  const float inv =
+      scale ? static_cast<float>(1.0 / static_cast<double>(scale->ptr<float>()[0])) : 1.0f;
+  std::vector<double> sums(range_count(grads.numel(), kGrain), 0.0);
   parallel_ranges(grads.numel(), kGrain, [&](int64_t part, int64_t b, int64_t n) {
-    Tensor g = flat(grads, b, n), fi = host_f32(inf, part, 1), nm = host_f32(norms, part, 1);
-    CpuBackend::unscale_check_norm_impl(g, scale, fi, nm);
+    float* g = grads.ptr<float>() + b;
+    sums[part] =
+        scale ? unscale_sum_squares<true>(g, n, inv) : unscale_sum_squares<false>(g, n, inv);
   });
   double sum_sq = 0;
-  bool any_inf = false;
-  for (int64_t p = 0; p < parts; ++p) {
-    any_inf |= inf[p] != 0.0f;
-    sum_sq += static_cast<double>(norms[p]) * norms[p];
-  }
-  found_inf.ptr<float>()[0] = any_inf ? 1.0f : 0.0f;
-  norm.ptr<float>()[0] = any_inf ? INFINITY : static_cast<float>(std::sqrt(sum_sq));
+  for (double x : sums) sum_sq += x;
+  const bool finite = std::isfinite(sum_sq);
+  found_inf.ptr<float>()[0] = finite ? 0.0f : 1.0f;
+  norm.ptr<float>()[0] = finite ? static_cast<float>(std::sqrt(sum_sq)) : INFINITY;
 }
 
 void OnednnBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads,
                                     Tensor& m, Tensor& v, Tensor* weights_lowp,
                                     const Tensor& step_count, const Tensor* found_inf) {
-  parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
-    Tensor mw = flat(master, b, n), mm = flat(m, b, n), vv = flat(v, b, n);
-    Tensor low = weights_lowp ? flat(*weights_lowp, b, n) : Tensor{};
-    CpuBackend::adamw_step_impl(p, mw, flat(grads, b, n), mm, vv, weights_lowp ? &low : nullptr,
-                                step_count, found_inf);
+  if (found_inf && found_inf->ptr<float>()[0] != 0.0f) return;  // a skipped step
+  const cpu::AdamWScalars s = cpu::adamw_scalars(p, step_count.ptr<float>()[0]);
+  parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t begin, int64_t count) {
+    for (int64_t b = begin; b < begin + count; b += kAdamBlock) {
+      const int64_t n = std::min(kAdamBlock, begin + count - b);
+      adamw_block(n, master.ptr<float>() + b, grads.ptr<float>() + b, m.ptr<float>() + b,
+                  v.ptr<float>() + b, s);
+      if (!weights_lowp) continue;
+      if (weights_lowp->dtype == DType::BF16) {
+        f32_to_bf16_block(master.ptr<float>() + b, weights_lowp->ptr<uint16_t>() + b, n);
+      } else {
+        Tensor low = flat(*weights_lowp, b, n);
+        CpuBackend::cast_impl(flat(master, b, n), low);
+      }
+    }
   });
 }
 
