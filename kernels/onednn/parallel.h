@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <exception>
 
+#include "kernels/tensor.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -62,5 +64,13 @@ void parallel_ranges(int64_t n, int64_t grain, F&& f) {
   }
   if (error) std::rethrow_exception(error);
 }
+
+// fp32 <-> bf16 with the reference's rounding, bit for bit, in vector clones (parallel_ops.cpp).
+void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n);
+void bf16_to_f32_block(const uint16_t* s, float* d, int64_t n);
+// The r-th row of n elements of t (fp32, bf16 or fp16) as fp32, and back: the reference's
+// cpu::load_row / store_row, with the fp32 and bf16 rows in vector loops.
+void load_row(const Tensor& t, int64_t r, int64_t n, float* out);
+void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 
 }  // namespace mpbench::onednn

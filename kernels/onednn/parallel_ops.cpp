@@ -7,8 +7,10 @@
 // needs the forward's workspace, the winners, which the interface does not keep). (The attention
 // softmax, the loss and LayerNorm have vectorised loops in softmax.cpp and layernorm.cpp.)
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/cpu/row_math.h"
 #include "kernels/dtype.h"
 #include "kernels/onednn/onednn_backend.h"
@@ -19,16 +21,6 @@ namespace {
 
 Tensor flat(const Tensor& t, int64_t begin, int64_t n) {
   return t.slice(begin, Shape{n});
-}
-
-MPBENCH_VECTOR_CLONES void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
-}
-
-MPBENCH_VECTOR_CLONES void bf16_to_f32_block(const uint16_t* s, float* d, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
 }
 
 // AdamW's updates run over blocks that stay in L1, each then cast down while still in cache.
@@ -69,6 +61,36 @@ MPBENCH_VECTOR_CLONES double unscale_sum_squares(float* g, int64_t n, float inv)
 }
 
 }  // namespace
+
+MPBENCH_VECTOR_CLONES void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
+}
+
+MPBENCH_VECTOR_CLONES void bf16_to_f32_block(const uint16_t* s, float* d, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
+}
+
+void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
+  if (t.dtype == DType::F32) {
+    std::memcpy(out, t.ptr<float>() + r * n, static_cast<size_t>(n) * sizeof(float));
+  } else if (t.dtype == DType::BF16) {
+    bf16_to_f32_block(t.ptr<uint16_t>() + r * n, out, n);
+  } else {
+    cpu::load_row(t, r, n, out);
+  }
+}
+
+void store_row(const float* in, Tensor& t, int64_t r, int64_t n) {
+  if (t.dtype == DType::F32) {
+    std::memcpy(t.ptr<float>() + r * n, in, static_cast<size_t>(n) * sizeof(float));
+  } else if (t.dtype == DType::BF16) {
+    f32_to_bf16_block(in, t.ptr<uint16_t>() + r * n, n);
+  } else {
+    cpu::store_row(in, t, r, n);
+  }
+}
 
 void OnednnBackend::fill_impl(Tensor& t, float value) {
   parallel_ranges(t.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {

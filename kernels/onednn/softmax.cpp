@@ -74,6 +74,32 @@ MPBENCH_VECTOR_CLONES void softmax_backward_row(float* g, const float* p, int64_
   for (int64_t j = 0; j < n; ++j) g[j] = p[j] == 0.0f ? 0.0f : scale * p[j] * (g[j] - d);
 }
 
+// The index of the row's largest entry, ties to the lowest, and that entry: cpu::argmax_first's
+// answer (NaN entries are never the largest, unless row[0] is NaN, which then stays), from a
+// vector max and a scan for its first occurrence. A max the row does not hold (the lanes start
+// from the lowest finite float: a row of -inf) is left to the reference's loop.
+MPBENCH_VECTOR_CLONES int64_t argmax_first(const float* row, int64_t n, float* max) {
+  float m = row[0];
+  if (m != m) {
+    *max = m;
+    return 0;
+  }
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
+  for (int64_t j = 0; j < n; ++j)
+    if (row[j] == m) {
+      *max = m;
+      return j;
+    }
+  return cpu::argmax_first(row, n, max);
+}
+
+// e[j] = e[j] * inv_sum * factor: a row of the loss's gradient, in the reference's order.
+MPBENCH_VECTOR_CLONES void scale_row(float* e, int64_t n, float inv_sum, float factor) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) e[j] = e[j] * inv_sum * factor;
+}
+
 }  // namespace
 
 // Each (S, S) matrix of the batch on its own: the causal mask counts rows within a matrix.
@@ -83,10 +109,10 @@ void OnednnBackend::attention_softmax_forward_impl(const Tensor& x, float scale,
   parallel_ranges(x.shape[0] * s, row_grain(s), [&](int64_t, int64_t begin, int64_t n) {
     std::vector<float> row(static_cast<size_t>(s));
     for (int64_t r = begin; r < begin + n; ++r) {
-      cpu::load_row(x, r, s, row.data());
+      load_row(x, r, s, row.data());
       // Query i sees keys 0..i under the causal mask; masked scores are never read.
       softmax_row(row.data(), causal ? r % s + 1 : s, s, scale);
-      cpu::store_row(row.data(), y, r, s);
+      store_row(row.data(), y, r, s);
     }
   });
 }
@@ -99,10 +125,10 @@ void OnednnBackend::attention_softmax_backward_impl(const Tensor& dy, const Tens
   parallel_ranges(dy.shape[0] * s, row_grain(s), [&](int64_t, int64_t begin, int64_t n) {
     std::vector<float> g(static_cast<size_t>(s)), p(static_cast<size_t>(s));
     for (int64_t r = begin; r < begin + n; ++r) {
-      cpu::load_row(dy, r, s, g.data());
-      cpu::load_row(y, r, s, p.data());
+      load_row(dy, r, s, g.data());
+      load_row(y, r, s, p.data());
       softmax_backward_row(g.data(), p.data(), s, scale);
-      cpu::store_row(g.data(), dx, r, s);
+      store_row(g.data(), dx, r, s);
     }
   });
 }
@@ -125,19 +151,16 @@ void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels
     for (int64_t i = begin; i < begin + n; ++i) {
       const float* row = x + i * classes;
       float max;
-      const int64_t arg = cpu::argmax_first(row, classes, &max);
+      const int64_t arg = argmax_first(row, classes, &max);
       std::memcpy(e.data(), row, static_cast<size_t>(classes) * sizeof(float));
       const float sum = exp_shifted_sum(e.data(), classes, max);
       part_loss[part] += static_cast<double>(std::log(sum) + max - row[label[i]]);
       part_hits[part] += arg == label[i];
       if (!dlogits) continue;
-      const float inv_sum = 1.0f / sum;
-      cpu::detail::dispatch_float(dlogits->dtype, [&](auto el) {
-        using E = decltype(el);
-        auto* d = dlogits->ptr<typename E::T>() + i * classes;
-        for (int64_t j = 0; j < classes; ++j) d[j] = E::store(e[j] * inv_sum * grad_factor);
-        d[label[i]] = E::store((e[label[i]] * inv_sum - 1.0f) * grad_factor);
-      });
+      const float inv_sum = 1.0f / sum, at_label = e[label[i]];
+      scale_row(e.data(), classes, inv_sum, grad_factor);
+      e[label[i]] = (at_label * inv_sum - 1.0f) * grad_factor;
+      store_row(e.data(), *dlogits, i, classes);
     }
   });
   double loss_total = 0;
