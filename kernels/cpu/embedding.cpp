@@ -8,7 +8,6 @@
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
-namespace {
 
 // Every token checked before anything is written, so that a bad one leaves the outputs
 // untouched: here, not in Backend, as a GPU cannot read the tokens without a synchronisation.
@@ -19,8 +18,6 @@ void check_tokens(const char* op, const EmbeddingGeom& e, const Tensor& tokens) 
               "{}: token {} at (batch {}, position {}) is outside the vocabulary [0, {})", op, t[i],
               i / e.seq, i % e.seq, e.vocab);
 }
-
-}  // namespace
 
 void CpuBackend::embedding_forward_impl(const EmbeddingGeom& e, const Tensor& tokens,
                                         const Tensor& tok_emb, const Tensor& pos_emb, Tensor& y) {
@@ -42,25 +39,36 @@ void CpuBackend::embedding_backward_impl(const EmbeddingGeom& e, const Tensor& t
                                          const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb,
                                          bool add_to_tok) {
   check_tokens("embedding_backward", e, tokens);
+  embedding_backward_columns(e, tokens, dy, dtok_emb, dpos_emb, add_to_tok, 0, e.dim);
+}
+
+void embedding_backward_columns(const EmbeddingGeom& e, const Tensor& tokens, const Tensor& dy,
+                                Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok, int64_t j0,
+                                int64_t j1) {
   const int32_t* t = tokens.ptr<int32_t>();
-  std::vector<double> dtok(static_cast<size_t>(e.vocab * e.dim), 0.0);
-  std::vector<double> dpos(static_cast<size_t>(e.positions * e.dim), 0.0);
-  std::vector<float> row(static_cast<size_t>(e.dim));
+  const int64_t w = j1 - j0;
+  std::vector<double> dtok(static_cast<size_t>(e.vocab * w), 0.0);
+  std::vector<double> dpos(static_cast<size_t>(e.positions * w), 0.0);
+  std::vector<float> row(static_cast<size_t>(w));
   for (int64_t i = 0; i < e.batch * e.seq; ++i) {
-    decode_f32(dy.slice(i * e.dim, Shape{e.dim}), row.data(), e.dim);
-    double* te = dtok.data() + t[i] * e.dim;
-    double* pe = dpos.data() + (i % e.seq) * e.dim;
-    for (int64_t j = 0; j < e.dim; ++j) {
+    decode_f32(dy.slice(i * e.dim + j0, Shape{w}), row.data(), w);
+    double* te = dtok.data() + t[i] * w;
+    double* pe = dpos.data() + (i % e.seq) * w;
+    for (int64_t j = 0; j < w; ++j) {
       te[j] += row[j];
       pe[j] += row[j];
     }
   }
-  float* out_tok = dtok_emb.ptr<float>();
-  float* out_pos = dpos_emb.ptr<float>();
-  for (size_t k = 0; k < dtok.size(); ++k)
-    out_tok[k] =
-        add_to_tok ? out_tok[k] + static_cast<float>(dtok[k]) : static_cast<float>(dtok[k]);
-  for (size_t k = 0; k < dpos.size(); ++k) out_pos[k] = static_cast<float>(dpos[k]);
+  auto write = [&](const std::vector<double>& sums, int64_t rows, float* out, bool add) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < w; ++j) {
+        float& o = out[r * e.dim + j0 + j];
+        const auto v = static_cast<float>(sums[static_cast<size_t>(r * w + j)]);
+        o = add ? o + v : v;
+      }
+  };
+  write(dtok, e.vocab, dtok_emb.ptr<float>(), add_to_tok);
+  write(dpos, e.positions, dpos_emb.ptr<float>(), false);
 }
 
 }  // namespace mpbench::cpu

@@ -124,6 +124,8 @@ class OnednnBackend final : public cpu::CpuBackend {
                      Tensor* weights_lowp, const Tensor* found_inf) override;
   void embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& tok_emb,
                               const Tensor& pos_emb, Tensor& y) override;
+  void embedding_backward_impl(const EmbeddingGeom& g, const Tensor& tokens, const Tensor& dy,
+                               Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok) override;
   void maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) override;
   void maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
                                Tensor& dx) override;

@@ -176,6 +176,17 @@ void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor&
   });
 }
 
+// Each thread its own columns of the tables over every row: no element has two writers, and each
+// sums its terms in the reference's order.
+void OnednnBackend::embedding_backward_impl(const EmbeddingGeom& g, const Tensor& tokens,
+                                            const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb,
+                                            bool add_to_tok) {
+  cpu::check_tokens("embedding_backward", g, tokens);
+  parallel_ranges(g.dim, row_grain(g.batch * g.seq), [&](int64_t, int64_t j0, int64_t n) {
+    cpu::embedding_backward_columns(g, tokens, dy, dtok_emb, dpos_emb, add_to_tok, j0, j0 + n);
+  });
+}
+
 // Pooling: each image of the batch on its own (the leading dimension of every operand).
 namespace {
 Tensor images(const Tensor& t, int64_t begin, int64_t n) {
