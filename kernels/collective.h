@@ -41,6 +41,10 @@ class Collective {
   // where they have no time of their own (MPI on the CPU moves data inside its calls on the
   // training thread: all of it is exposed, and timed as such by the caller).
   virtual std::optional<double> busy_ms() { return std::nullopt; }
+  // buf (fp32, on be's device) becomes the elementwise max over the ranks, in be's stream order
+  // (amp_fp8's amax histories, so that every rank scales by the global batch's amax, as
+  // Transformer Engine reduces amaxes across its data-parallel group).
+  virtual void all_reduce_max(Backend& be, Tensor& buf) = 0;
   // Small host values every rank needs the same of (agreement on errors, the series).
   virtual void sum_host(double* v, size_t n) = 0;
   virtual void max_host(double* v, size_t n) = 0;

@@ -81,6 +81,11 @@ void DataParallel::average_gradients(Backend& be, Tensor& grads) {
   reduced_ = true;
 }
 
+void DataParallel::max_across_ranks(Backend& be, Tensor& t) {
+  timed(be, fmt::format("max {} fp32 x{} ranks", t.numel(), size()), static_cast<double>(t.bytes()),
+        [&] { c_.all_reduce_max(be, t); });
+}
+
 void DataParallel::end_step(bool timed_step) {
   if (!reduced_) return;
   reduced_ = false;

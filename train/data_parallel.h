@@ -64,6 +64,8 @@ class DataParallel {
   // flat fp32 gradients) is then the mean over the ranks. Each call into the collective is
   // bracketed by a pair of be's events: their sum is the step's exposed communication.
   void average_gradients(Backend& be, Tensor& grads);
+  // amp_fp8: t (an amax history) becomes the max over the ranks, timed as communication.
+  void max_across_ranks(Backend& be, Tensor& t);
   // After a step: its communication time read from the events (which waits for them), kept
   // for timed steps only (warm-up steps are dropped).
   void end_step(bool timed);

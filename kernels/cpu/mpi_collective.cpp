@@ -120,6 +120,17 @@ class MpiCollective final : public Collective {
     started16_ = 0;
   }
 
+  void all_reduce_max(Backend& be, Tensor& buf) override {
+    MPB_CHECK(be.device() == Device::CPU && buf.device == Device::CPU && buf.dtype == DType::F32,
+              "the MPI max takes a CPU backend's fp32 buffers");
+    be.synchronize();
+    in_chunks(buf.numel(), [&](int64_t at, int count) {
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, buf.ptr<float>() + at, count, MPI_FLOAT, MPI_MAX,
+                              MPI_COMM_WORLD),
+                "MPI_Allreduce");
+    });
+  }
+
   void sum_host(double* v, size_t n) override { host_op(v, n, MPI_SUM); }
   void max_host(double* v, size_t n) override { host_op(v, n, MPI_MAX); }
   void min_host(double* v, size_t n) override { host_op(v, n, MPI_MIN); }

@@ -106,6 +106,14 @@ class NcclCollective final : public Collective {
     return sum;
   }
 
+  void all_reduce_max(Backend& be, Tensor& buf) override {
+    MPB_CHECK(buf.device == Device::CUDA && buf.dtype == DType::F32,
+              "NCCL's max takes fp32 buffers on the GPU");
+    check_nccl(ncclAllReduce(buf.data, buf.data, static_cast<size_t>(buf.numel()), ncclFloat32,
+                             ncclMax, comm_, cuda_stream_of(be)),
+               "ncclAllReduce");
+  }
+
   void sum_host(double* v, size_t n) override { host_->sum_host(v, n); }
   void max_host(double* v, size_t n) override { host_->max_host(v, n); }
   void min_host(double* v, size_t n) override { host_->min_host(v, n); }
