@@ -167,6 +167,8 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
 void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
                                            const Tensor& tok_emb, const Tensor& pos_emb,
                                            Tensor& y) {
+  // Every token first, as the reference does, so that a bad one leaves y untouched.
+  cpu::check_tokens("embedding_forward", g, tokens);
   parallel_ranges(g.batch, row_grain(g.seq * g.dim), [&](int64_t, int64_t b, int64_t n) {
     EmbeddingGeom part = g;
     part.batch = n;
