@@ -141,10 +141,7 @@ int cmd_explain(const ExplainArgs& given) {
 
   nlohmann::json launch_env = launch.env_json(dev.kind);  // every rank gathers
   if (!launch.speaker()) return 0;
-  const std::string batch = launch.ranks() > 1
-                                ? fmt::format("batch {} per rank, {} ranks (rank 0's ops)",
-                                              spec.train.batch_size, launch.ranks())
-                                : fmt::format("batch {}", spec.train.batch_size);
+  const std::string batch = launch.batch_text(spec.train.batch_size);
   std::string text = fmt::format("{} ({}) · {}: {} · {} · {} profiled steps per mode\n", spec.name,
                                  spec.family, dev.kind, dev.name, batch, args.steps);
   std::string md = fmt::format("# explain {}\n\n_{}: {}, {}, {} profiled steps per mode_\n\n",

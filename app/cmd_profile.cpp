@@ -67,13 +67,11 @@ void print_table(const std::vector<std::string>& head,
   std::cout << render_text_table({head, rows, right}, !utf8_output());
 }
 
-// ranks > 1: a data-parallel profile, rank 0's ops (the all_reduce among them).
+// batch: Launch::batch_text (under a launch, rank 0's ops, the all_reduce among them).
 void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top,
-                   int ranks) {
-  std::cout << fmt::format(
-      "{} ({}) · {} · {}: {} · batch {}{}\n", spec.name, spec.family, pr.run.precision, dev.kind,
-      dev.name, spec.train.batch_size,
-      ranks > 1 ? fmt::format(" per rank, {} ranks (rank 0's ops)", ranks) : std::string());
+                   const std::string& batch) {
+  std::cout << fmt::format("{} ({}) · {} · {}: {} · {}\n", spec.name, spec.family, pr.run.precision,
+                           dev.kind, dev.name, batch);
   if (pr.run.status != RunStatus::Ok) {
     std::cout << fmt::format("  {}: {}\n\n", run_status_name(pr.run.status), pr.run.status_detail);
     return;
@@ -237,7 +235,7 @@ int cmd_profile(const ProfileArgs& given) {
     ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
                                   launch.data_parallel());
     if (!launch.speaker()) continue;
-    print_profile(spec, dev, pr, args.top, launch.ranks());
+    print_profile(spec, dev, pr, args.top, launch.batch_text(spec.train.batch_size));
     out["profiles"].push_back(profile_json(pr, dev));
     if (pr.run.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));

@@ -1,6 +1,5 @@
 #include "app/launch.h"
 
-#include <cstdlib>
 #include <iostream>
 
 #include "app/output_file.h"
@@ -75,6 +74,11 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
   return be;
 }
 
+std::string Launch::batch_text(int64_t batch) const {
+  return ranks() > 1 ? fmt::format("batch {} per rank, {} ranks (rank 0's ops)", batch, ranks())
+                     : fmt::format("batch {}", batch);
+}
+
 void Launch::warn_unused(const RunArgs& args) const {
   const RunArgs defaults;
   if (!comm_ && (args.grad_reduce != defaults.grad_reduce || args.bucket_mb != defaults.bucket_mb ||
@@ -90,19 +94,6 @@ nlohmann::json Launch::env_json(const std::string& device_kind) {
   for (size_t r = 0; r < hosts.size(); ++r)
     ranks.push_back({{"rank", r}, {"host", hosts[r]}, {"device", device_kind}});
   return {{"launcher", *launcher_}, {"ranks", comm_->size()}, {"per_rank", ranks}};
-}
-
-EnvRank rank_from_env() {
-  EnvRank r;
-  if (!mpi_launcher()) return r;
-  auto first = [](std::initializer_list<const char*> names, int fallback) {
-    for (const char* name : names)
-      if (const char* v = std::getenv(name)) return std::atoi(v);
-    return fallback;
-  };
-  r.rank = first({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
-  r.size = first({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
-  return r;
 }
 
 }  // namespace mpbench

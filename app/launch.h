@@ -45,19 +45,14 @@ class Launch {
   // env.launch for the result files: the launcher, the rank count, and each rank's host and
   // device kind; null without a launch. Every rank must call it (it gathers).
   nlohmann::json env_json(const std::string& device_kind);
+  // How profile and explain name their batch: "batch 32", or under a launch of several ranks
+  // "batch 32 per rank, 2 ranks (rank 0's ops)" (rank 0 shows its own ops).
+  std::string batch_text(int64_t batch) const;
 
  private:
   std::optional<std::string> launcher_;
   std::unique_ptr<Collective> comm_;
   std::optional<DataParallel> dp_;
 };
-
-// This process's rank and the job's size as the launcher's environment gives them, with no MPI
-// call ({0, 1} when started alone): for the commands that do not train data parallel, which
-// refuse a launch of more than one rank and leave the saying of it to rank 0.
-struct EnvRank {
-  int rank = 0, size = 1;
-};
-EnvRank rank_from_env();
 
 }  // namespace mpbench

@@ -415,7 +415,6 @@ void Backend::run_as_op(const OpCall& call, const std::function<void()>& fn) {
   } reattach{*this, observer};
   observer_ = nullptr;
   fn();
-  observer_ = observer;
   observer->op_end();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -10,19 +11,35 @@
 
 namespace mpbench {
 
-int local_rank() {
-  for (const char* name :
-       {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"})
+namespace {
+
+// The first of the launchers' variables that is set, as a number; fallback if none is.
+int first_env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* name : names)
     if (const char* v = std::getenv(name)) return std::atoi(v);
-  return 0;
+  return fallback;
+}
+
+}  // namespace
+
+int local_rank() {
+  return first_env_int(
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, 0);
 }
 
 int local_ranks() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"})
-    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
   // Slurm: SLURM_TASKS_PER_NODE is "2" or "2(x3)"; its first number is this kind of host's.
-  if (const char* v = std::getenv("SLURM_TASKS_PER_NODE")) return std::max(1, std::atoi(v));
-  return 1;
+  return std::max(1, first_env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                    "PMI_LOCAL_SIZE", "SLURM_TASKS_PER_NODE"},
+                                   1));
+}
+
+EnvRank rank_from_env() {
+  EnvRank r;
+  if (!mpi_launcher()) return r;
+  r.rank = first_env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
+  r.size = first_env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  return r;
 }
 
 std::optional<std::string> mpi_launcher() {
@@ -56,8 +73,9 @@ void DataParallel::timed(Backend& be, const std::string& detail, double bytes, F
 }
 
 void DataParallel::start_next(Backend& be, Tensor& grads) {
-  const int64_t n = grads.numel(), bucket = bucket_elements();
-  const int64_t hi = n - started_ * bucket, lo = std::max<int64_t>(0, hi - bucket);
+  const int64_t n = grads.numel();
+  const int64_t hi = started_ == 0 ? n : bucket_start(n, started_ - 1);
+  const int64_t lo = bucket_start(n, started_);
   Tensor b = grads.slice(lo, Shape{hi - lo});
   ++started_;
   timed(be, fmt::format("{} {} x{} ranks", b.numel(), dtype_name(opts_.wire), size()),
@@ -66,9 +84,8 @@ void DataParallel::start_next(Backend& be, Tensor& grads) {
 }
 
 void DataParallel::gradients_ready(Backend& be, Tensor& grads, int64_t from) {
-  const int64_t n = grads.numel(), bucket = bucket_elements();
   const int64_t before = started_;
-  while (started_ < stats_.buckets && std::max<int64_t>(0, n - (started_ + 1) * bucket) >= from)
+  while (started_ < stats_.buckets && bucket_start(grads.numel(), started_) >= from)
     start_next(be, grads);
   // Started earlier and still in flight: a chance to move (MPI moves only inside its calls).
   if (before > 0) timed(be, "progress", 0, [&] { c_.progress(); });

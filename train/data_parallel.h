@@ -28,6 +28,13 @@ std::optional<std::string> mpi_launcher();
 int local_rank();
 // How many ranks run on this host (1 if no launcher says).
 int local_ranks();
+// This process's rank and the job's size as the launcher's environment gives them, with no MPI
+// call ({0, 1} when started alone): for the commands that do not train data parallel, which
+// refuse a launch of more than one rank and leave the saying of it to rank 0.
+struct EnvRank {
+  int rank = 0, size = 1;
+};
+EnvRank rank_from_env();
 
 // DDP's default bucket: 25 MiB of gradients.
 constexpr size_t kDefaultBucketBytes = size_t{25} << 20;
@@ -52,7 +59,6 @@ class DataParallel {
   DataParallel(Collective& c, DataParallelOptions o) : c_(c), opts_(o) {}
   int rank() const { return c_.rank(); }
   int size() const { return c_.size(); }
-  const DataParallelOptions& options() const { return opts_; }
   Collective& collective() { return c_; }
 
   // During the backward (Model::backward's gradients_ready): the gradients from `from` on are
@@ -71,7 +77,6 @@ class DataParallel {
   void end_step(bool timed);
   // Called once per run, before its first step: resets the counts.
   void begin_run(size_t gradient_elements);
-  const CommStats& stats() const { return stats_; }
   // The run's communication as the results give it: the options, the counts, the median timed
   // step's communication and the bandwidths from it.
   DataParallelResult result() const;
@@ -84,7 +89,12 @@ class DataParallel {
   int64_t bucket_elements() const {
     return std::max<int64_t>(static_cast<int64_t>(opts_.bucket_bytes / 4), 1);
   }
-  // Starts the next bucket (counted from the end of grads).
+  // Where bucket k (counted from the end of n gradients) starts; it ends where bucket k - 1
+  // starts (bucket 0: at n).
+  int64_t bucket_start(int64_t n, int64_t k) const {
+    return std::max<int64_t>(0, n - (k + 1) * bucket_elements());
+  }
+  // Starts the next bucket.
   void start_next(Backend& be, Tensor& grads);
   // Runs f, a call into the collective, as the profile's op `detail` between two of be's events.
   template <typename F>
