@@ -4,10 +4,10 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
-
-#include "train/statistics.h"
 
 namespace mpbench {
 
@@ -18,6 +18,28 @@ int first_env_int(std::initializer_list<const char*> names, int fallback) {
   for (const char* name : names)
     if (const char* v = std::getenv(name)) return std::atoi(v);
   return fallback;
+}
+
+// Per step, the mean of `per_step` (one entry per timed step, epoch after epoch) over the
+// median epoch by time: the middle one, or the two middle ones' average, as TimeStats' median.
+// 0 when the entries do not cover the epochs.
+double median_epoch_mean(const std::vector<double>& per_step,
+                         const std::vector<EpochResult>& epochs) {
+  std::vector<std::pair<double, double>> by_time;  // (epoch time, mean per step)
+  size_t at = 0;
+  for (const EpochResult& e : epochs) {
+    const size_t n = static_cast<size_t>(std::max<int64_t>(e.steps, 0));
+    if (n == 0 || at + n > per_step.size()) return 0;
+    double sum = 0;
+    for (size_t i = at; i < at + n; ++i) sum += per_step[i];
+    by_time.emplace_back(e.time_ms, sum / static_cast<double>(n));
+    at += n;
+  }
+  if (by_time.empty()) return 0;
+  std::sort(by_time.begin(), by_time.end());
+  const size_t m = by_time.size();
+  return m % 2 == 1 ? by_time[m / 2].second
+                    : 0.5 * (by_time[m / 2 - 1].second + by_time[m / 2].second);
 }
 
 }  // namespace
@@ -115,16 +137,16 @@ void DataParallel::end_step(bool timed_step) {
   if (busy) stats_.busy_ms.push_back(*busy);
 }
 
-DataParallelResult DataParallel::result() const {
+DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) const {
   DataParallelResult d;
   d.ranks = size();
   d.grad_reduce = dtype_name(opts_.wire);
   d.bucket_bytes = opts_.bucket_bytes;
   d.buckets = stats_.buckets;
   d.bytes_per_step = stats_.bytes_per_step;
-  d.comm_ms_per_step = compute_time_stats(stats_.step_ms).median;
+  d.comm_ms_per_step = median_epoch_mean(stats_.step_ms, epochs);
   if (!stats_.busy_ms.empty()) {
-    d.comm_busy_ms_per_step = compute_time_stats(stats_.busy_ms).median;
+    d.comm_busy_ms_per_step = median_epoch_mean(stats_.busy_ms, epochs);
     if (d.comm_busy_ms_per_step > 0)
       d.overlap = std::clamp(1.0 - d.comm_ms_per_step / d.comm_busy_ms_per_step, 0.0, 1.0);
   }

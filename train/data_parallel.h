@@ -77,9 +77,10 @@ class DataParallel {
   void end_step(bool timed);
   // Called once per run, before its first step: resets the counts.
   void begin_run(size_t gradient_elements);
-  // The run's communication as the results give it: the options, the counts, the median timed
-  // step's communication and the bandwidths from it.
-  DataParallelResult result() const;
+  // The run's communication as the results give it: the options, the counts, the communication
+  // per step of the median epoch (the epoch step_time_ms() is taken from, so that it is a part
+  // of that step) and the bandwidths from it.
+  DataParallelResult result(const std::vector<EpochResult>& epochs) const;
   // A run failed on this rank (out of memory, a runtime error): one line naming the rank and
   // the cause, and every rank of the job ends with exit 3.
   [[noreturn]] void fail(const std::exception& e);

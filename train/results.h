@@ -69,12 +69,13 @@ struct DataParallelResult {
   uint64_t bucket_bytes = 0;         // fp32 gradient bytes per all-reduce (--bucket-mb)
   int64_t buckets = 0;               // all-reduces per step
   uint64_t bytes_per_step = 0;       // what each rank all-reduces per step, in grad_reduce's dtype
-  // Communication compute did not hide, per timed step (median): all of it on the CPU, where
+  // Communication compute did not hide, per step of the median epoch (the one step_time_ms()
+  // is from): all of it on the CPU, where
   // MPI moves the data inside its calls on the training thread.
   double comm_ms_per_step = 0;
   // On the GPU, where the buckets run on a side stream during the backward: their own time per
-  // timed step (median), and the share of it the backward hid (1 - exposed / own). 0: not known
-  // (the CPU).
+  // step of the median epoch, and the share of it the backward hid (1 - exposed / own). 0: not
+  // known (the CPU).
   double comm_busy_ms_per_step = 0;
   double overlap = 0;
   // nccl-tests' convention: algbw = bytes / time (the all-reduces' own where known, else the

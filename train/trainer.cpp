@@ -507,7 +507,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     r.peak_tflops = ceiling->peak_tflops;
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
-  if (dp_) r.data_parallel = dp_->result();
+  if (dp_) r.data_parallel = dp_->result(r.epochs);
   r.memory.tracked_peak = alloc_.peak_total();
   r.memory.training_peak = alloc_.peak_training();
   for (int c = 0; c < kMemCategoryCount; ++c)
