@@ -18,6 +18,7 @@
 #include "app/svg.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
+#include "train/explain.h"
 #include "train/json_check.h"
 
 namespace mpbench {
@@ -425,17 +426,27 @@ const std::array<std::pair<const char*, const char*>, 8> kOpGroups = {{
     {"gradient all-reduce", "#c2410c"},
 }};
 
+// The group of an op: explain's kind of it (train/explain.h, the one place ops are classified),
+// with GEMMs and convolutions apart, and copies among the elementwise work.
 size_t op_group(const std::string& op) {
-  auto starts = [&](const char* p) { return op.rfind(p, 0) == 0; };
-  if (op == "gemm") return 0;
-  if (starts("conv2d_")) return 1;
-  if (starts("batchnorm_") || starts("layernorm_")) return 2;
-  if (starts("attention_softmax_")) return 3;
-  if (op == "softmax_xent") return 4;
-  if (op == "adamw_step" || op == "sgd_step" || op == "unscale_check_norm" ||
-      op == "update_loss_scale" || op == "count_step" || op == "fp8_update_scaling")
-    return 5;
-  if (op == "all_reduce") return 7;
+  switch (op_kind(op)) {
+    case OpKind::Matmul:
+      return op == "gemm" ? 0 : 1;
+    case OpKind::Normalisation:
+      return 2;
+    case OpKind::Softmax:
+      return 3;
+    case OpKind::Loss:
+      return 4;
+    case OpKind::Optimizer:
+      return 5;
+    case OpKind::Communication:
+      return 7;
+    case OpKind::Elementwise:
+    case OpKind::Copies:
+    case OpKind::HostGaps:
+      break;
+  }
   return 6;
 }
 

@@ -36,11 +36,16 @@ class Collective {
   // Every started all-reduce complete, its 16-bit form cast back: the CPU waits; on the GPU be's
   // stream waits for the side stream.
   virtual void finish_all_reduces(Backend& be) = 0;
-  // What the all-reduces up to the last finish_all_reduces took on their own (their side
-  // stream's time, summed; waits for them), the measure of how much the backward hid; nullopt
-  // where they have no time of their own (MPI on the CPU moves data inside its calls on the
-  // training thread: all of it is exposed, and timed as such by the caller).
-  virtual std::optional<double> busy_ms() { return std::nullopt; }
+  // What one step's all-reduces took on their own (their side stream's time, summed; waits for
+  // them), the measure of how much the backward hid: `back` 0, those up to the last
+  // finish_all_reduces; 1, those of the finish before it (kept so that a step's times can be
+  // read a step late, when the device is done with them). nullopt where they have no time of
+  // their own (MPI on the CPU moves data inside its calls on the training thread: all of it is
+  // exposed, and timed as such by the caller).
+  virtual std::optional<double> busy_ms(int back) {
+    (void)back;
+    return std::nullopt;
+  }
   // buf (fp32, on be's device) becomes the elementwise max over the ranks, in be's stream order
   // (amp_fp8's amax histories, so that every rank scales by the global batch's amax, as
   // Transformer Engine reduces amaxes across its data-parallel group).

@@ -75,8 +75,8 @@ std::optional<std::string> mpi_launcher() {
 
 void DataParallel::begin_run(size_t gradient_elements) {
   stats_ = CommStats{};
-  spans_.clear();
-  used_ = 0;
+  for (StepSpans& s : steps_) s = StepSpans{};
+  cur_ = 0;
   started_ = 0;
   reduced_ = false;
   const size_t bucket = static_cast<size_t>(bucket_elements());
@@ -86,8 +86,9 @@ void DataParallel::begin_run(size_t gradient_elements) {
 
 template <typename F>
 void DataParallel::timed(Backend& be, const std::string& detail, double bytes, F&& f) {
-  if (used_ == spans_.size()) spans_.emplace_back(be.create_event(), be.create_event());
-  auto& [t0, t1] = spans_[used_++];
+  StepSpans& s = steps_[cur_];
+  if (s.used == s.spans.size()) s.spans.emplace_back(be.create_event(), be.create_event());
+  auto& [t0, t1] = s.spans[s.used++];
   t0->record();
   // One op for a profile: "all_reduce", what it does, and the bytes it sends in.
   be.run_as_op(OpCall{"all_reduce", detail, 0, bytes}, f);
@@ -128,11 +129,24 @@ void DataParallel::max_across_ranks(Backend& be, Tensor& t) {
 void DataParallel::end_step(bool timed_step) {
   if (!reduced_) return;
   reduced_ = false;
+  steps_[cur_].pending = true;
+  steps_[cur_].timed = timed_step;
+  cur_ ^= 1;
+  read_step(steps_[cur_], 1);  // the step before this one, the collective's finish before last
+}
+
+void DataParallel::end_epoch() {
+  read_step(steps_[cur_ ^ 1], 0);
+}
+
+void DataParallel::read_step(StepSpans& s, int back) {
+  if (!s.pending) return;
+  s.pending = false;
   double exposed = 0;
-  for (size_t i = 0; i < used_; ++i) exposed += spans_[i].second->elapsed_ms(*spans_[i].first);
-  used_ = 0;
-  const std::optional<double> busy = c_.busy_ms();
-  if (!timed_step) return;
+  for (size_t i = 0; i < s.used; ++i) exposed += s.spans[i].second->elapsed_ms(*s.spans[i].first);
+  s.used = 0;
+  const std::optional<double> busy = c_.busy_ms(back);
+  if (!s.timed) return;
   stats_.step_ms.push_back(exposed);
   if (busy) stats_.busy_ms.push_back(*busy);
 }

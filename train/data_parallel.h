@@ -5,6 +5,7 @@
 // batch (the trainer's part: step_plan and the batch slices); after backward the gradients are
 // averaged here, so every rank takes the same optimizer step.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -72,9 +73,13 @@ class DataParallel {
   void average_gradients(Backend& be, Tensor& grads);
   // amp_fp8: t (an amax history) becomes the max over the ranks, timed as communication.
   void max_across_ranks(Backend& be, Tensor& t);
-  // After a step: its communication time read from the events (which waits for them), kept
-  // for timed steps only (warm-up steps are dropped).
+  // After a step: the step before it has its communication time read from its events (which
+  // waits for them: a step late, the device is done with them, so the host is never made to
+  // wait for the step it has just enqueued), kept for timed steps only (warm-up steps are
+  // dropped).
   void end_step(bool timed);
+  // After an epoch's last step: its time read now, so that the epoch's steps are all counted.
+  void end_epoch();
   // Called once per run, before its first step: resets the counts.
   void begin_run(size_t gradient_elements);
   // The run's communication as the results give it: the options, the counts, the communication
@@ -105,10 +110,20 @@ class DataParallel {
   DataParallelOptions opts_;
   CommStats stats_;
   int64_t started_ = 0;  // buckets of this step's backward started so far
-  // Event pairs around this step's calls into the collective (the first used_ of them; the
-  // rest are kept for the next step).
-  std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> spans_;
-  size_t used_ = 0;
+  // Event pairs around a step's calls into the collective (the first `used` of them; the rest
+  // are kept for later steps), for two steps: this one's (steps_[cur_]) and the one before it,
+  // whose time is read a step late.
+  struct StepSpans {
+    std::vector<std::pair<std::unique_ptr<Event>, std::unique_ptr<Event>>> spans;
+    size_t used = 0;
+    bool pending = false;  // ended, not read yet
+    bool timed = false;
+  };
+  // Reads s's time, if pending; `back`: which of the collective's steps it is (busy_ms).
+  void read_step(StepSpans& s, int back);
+
+  std::array<StepSpans, 2> steps_;
+  int cur_ = 0;
   bool reduced_ = false;  // the current step has finished its all-reduces
 };
 

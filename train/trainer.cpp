@@ -403,6 +403,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   }
   stop_->record();
   timing_ = false;
+  if (dp_) dp_->end_epoch();
   e.time_ms = stop_->elapsed_ms(*start_);
   for (int64_t b = 0; b < n; ++b)
     step_ms_[first + b] = static_cast<float>(marks_[b + 1]->elapsed_ms(*marks_[b]));

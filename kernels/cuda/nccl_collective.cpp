@@ -6,6 +6,7 @@
 // Untested on a GPU: no machine here has two.
 #include <nccl.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -44,9 +45,11 @@ class NcclCollective final : public Collective {
   }
   ~NcclCollective() override {
     // Teardown: errors are not checked (nothing could be done about them here).
-    for (auto& [a, b] : spans_) {
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
+    for (auto& set : spans_) {
+      for (auto& [a, b] : set) {
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+      }
     }
     if (ready_) cudaEventDestroy(ready_);
     if (done_) cudaEventDestroy(done_);
@@ -75,7 +78,7 @@ class NcclCollective final : public Collective {
     // The side stream takes the bucket once be's stream has made it.
     CUDA_CHECK(cudaEventRecord(ready_, cuda_stream_of(be)));
     CUDA_CHECK(cudaStreamWaitEvent(side_, ready_, 0));
-    auto& [t0, t1] = span(started_++);
+    auto& [t0, t1] = span(gen_, started_++);
     CUDA_CHECK(cudaEventRecord(t0, side_));
     check_nccl(ncclAllReduce(w.data, w.data, n,
                              wire == DType::F32    ? ncclFloat32
@@ -91,16 +94,21 @@ class NcclCollective final : public Collective {
     CUDA_CHECK(cudaStreamWaitEvent(cuda_stream_of(be), done_, 0));
     for (auto& [w, buf] : casts_) be.cast(w, buf);
     casts_.clear();
-    timed_ = started_;
+    timed_[gen_] = started_;
     started_ = 0;
+    gen_ ^= 1;
   }
 
-  std::optional<double> busy_ms() override {
+  std::optional<double> busy_ms(int back) override {
+    // gen_ is the next step's set: the last finish's is the other, the one before it gen_ (its
+    // events not yet recorded over: that happens as the next step's buckets start).
+    const int g = back == 0 ? gen_ ^ 1 : gen_;
     double sum = 0;
-    for (size_t i = 0; i < timed_; ++i) {
-      CUDA_CHECK(cudaEventSynchronize(spans_[i].second));
+    for (size_t i = 0; i < timed_[g]; ++i) {
+      auto& [t0, t1] = spans_[g][i];
+      CUDA_CHECK(cudaEventSynchronize(t1));
       float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, spans_[i].first, spans_[i].second));
+      CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
       sum += ms;
     }
     return sum;
@@ -128,15 +136,16 @@ class NcclCollective final : public Collective {
   }
 
  private:
-  // The timing events of the i-th bucket of a step, made once and reused.
-  std::pair<cudaEvent_t, cudaEvent_t>& span(size_t i) {
-    while (spans_.size() <= i) {
+  // The timing events of the i-th bucket of a step of set g (steps alternate between two),
+  // made once and reused.
+  std::pair<cudaEvent_t, cudaEvent_t>& span(int g, size_t i) {
+    while (spans_[g].size() <= i) {
       cudaEvent_t a = nullptr, b = nullptr;
       CUDA_CHECK(cudaEventCreate(&a));
       CUDA_CHECK(cudaEventCreate(&b));
-      spans_.push_back({a, b});
+      spans_[g].push_back({a, b});
     }
-    return spans_[i];
+    return spans_[g][i];
   }
   // The i-th bucket's 16-bit buffer, made on first use and kept (a step's buckets have the same
   // sizes every step); the last use of a buffer that must grow is over once be's stream is.
@@ -159,8 +168,12 @@ class NcclCollective final : public Collective {
   ncclComm_t comm_ = nullptr;
   cudaStream_t side_ = nullptr;
   cudaEvent_t ready_ = nullptr, done_ = nullptr;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> spans_;
-  size_t started_ = 0, timed_ = 0;  // buckets started this step; timed by the last finish
+  // Two steps' bucket events, alternating (gen_: this step's), so that busy_ms can read a step
+  // late; timed_[g]: the buckets of set g's step, set by its finish.
+  std::array<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>, 2> spans_;
+  std::array<size_t, 2> timed_ = {0, 0};
+  int gen_ = 0;
+  size_t started_ = 0;  // buckets started this step
   // The 16-bit forms' buckets (outside the tracked allocator), one per bucket of a step.
   std::vector<std::pair<void*, size_t>> wires_;
   std::vector<std::pair<Tensor, Tensor>> casts_;  // (wire part, gradients) to cast back
