@@ -209,8 +209,8 @@ With threshold t:
 Memory (training peak: every category but the dataset copy), accuracy and final loss are
 compared without an interval. A run that was ok and is now oom, diverged or failed is a
 regression; runs on one side only are listed as missing / new. An environment difference (GPU,
-driver, CUDA, cuDNN, CPU, BLAS threads) is named in its rows and switches nothing off: every
-number is still compared, and under --strict the difference alone fails (exit 4).
+driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and switches nothing
+off: every number is still compared, and under --strict the difference alone fails (exit 4).
 
 Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
 input, 3 runtime failure, 4 nothing matched or a spec changed (always), or (--strict) no

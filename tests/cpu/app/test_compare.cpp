@@ -339,6 +339,19 @@ TEST(EnvDifferences, CpuRunsLookAtTheBlasThreads) {
   EXPECT_TRUE(env_differences(cpu_env("A"), two, "cpu").empty());
 }
 
+// The reference's GEMMs are OpenBLAS's: the kernels it picked for the CPU are named (one CPU
+// name covers Zen 4's Cooperlake kernels and Zen 5's Haswell ones); the native backend has none.
+TEST(EnvDifferences, ReferenceRunsLookAtTheBlasKernels) {
+  nlohmann::json one = cpu_env("A"), two = cpu_env("A");
+  one["cpu"]["blas_core"] = "Haswell";
+  two["cpu"]["blas_core"] = "Cooperlake";
+  const auto d = env_differences(one, two, "reference");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0], "cpu.blas_core: Haswell -> Cooperlake");
+  EXPECT_TRUE(env_differences(one, two, "cpu").empty());
+  EXPECT_TRUE(env_differences(cpu_env("A"), two, "reference").empty());
+}
+
 TEST(Compare, MissingAndNewRunsAreListed) {
   const Report b = make_report(join(reps(), reps(1.0, "tf32")));
   const Report c = make_report(join(reps(), reps(1.0, "amp_bf16")));
