@@ -26,7 +26,7 @@
 namespace mpbench {
 
 nlohmann::json tool_json() {
-  return {{"name", "mpbench"}, {"version", MPBENCH_VERSION}, {"git", MPBENCH_GIT}};
+  return {{"name", "mpbench"}, {"version", MPBENCH_VERSION}, {"git", build_git_describe()}};
 }
 
 namespace {
@@ -537,7 +537,7 @@ int mpbench_main(int argc, char** argv) {
       "mpbench: what mixed precision (TF32, FP16, BF16, FP8) buys over FP32 for your model's "
       "shapes on your GPU (or CPU): time per epoch, peak memory, final accuracy, and why."};
   app.set_version_flag("--version",
-                       std::string("mpbench ") + MPBENCH_VERSION + " (" + MPBENCH_GIT + ")");
+                       std::string("mpbench ") + MPBENCH_VERSION + " (" + build_git_describe() + ")");
   app.require_subcommand(1);
 
   // The one --device of every command that trains.

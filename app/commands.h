@@ -162,6 +162,9 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
 nlohmann::json native_cpu_json(const DeviceInfo& d);
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
+// The build's `git describe` (e.g. "063e057a1b2c-dirty"; "unknown" without git): written at every
+// build by cmake/git_describe.cmake.
+const char* build_git_describe();
 // Every result file's provenance (train/results.h Report::provenance): the UTC time, the host,
 // this process's command line, and the commit of the git checkout it runs in (null outside one).
 nlohmann::json provenance_json();

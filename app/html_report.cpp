@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "app/commands.h"
 #include "app/console_table.h"
 #include "app/report_writers.h"
 #include "app/svg.h"
@@ -885,7 +886,7 @@ std::string page_open(const std::string& title) {
 
 std::string page_close(const char* hint) {
   return fmt::format("<footer>Written by mpbench {} ({}). {}</footer>\n</main>\n</body>\n</html>\n",
-                     esc(MPBENCH_VERSION), esc(MPBENCH_GIT), hint);
+                     esc(MPBENCH_VERSION), esc(build_git_describe()), hint);
 }
 
 }  // namespace
