@@ -536,8 +536,8 @@ int mpbench_main(int argc, char** argv) {
   CLI::App app{
       "mpbench: what mixed precision (TF32, FP16, BF16, FP8) buys over FP32 for your model's "
       "shapes on your GPU (or CPU): time per epoch, peak memory, final accuracy, and why."};
-  app.set_version_flag("--version",
-                       std::string("mpbench ") + MPBENCH_VERSION + " (" + build_git_describe() + ")");
+  app.set_version_flag(
+      "--version", std::string("mpbench ") + MPBENCH_VERSION + " (" + build_git_describe() + ")");
   app.require_subcommand(1);
 
   // The one --device of every command that trains.
