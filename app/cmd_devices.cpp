@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/commands.h"
+#include "app/console_table.h"
 #include "app/output_file.h"
 #include "train/device_specs.h"
 
@@ -81,8 +82,7 @@ int cmd_devices(bool as_json) {
           rate.is_number() ? fmt::format("{:.3f}", rate.get<double>()) : "—",
           unsupported ? "  (unsupported natively: --device reference emulates it)" : "");
     }
-    if (nc["bf16_gemm"] == "converted")
-      std::cout << "  bf16 runs without bf16 instructions here (converted in software)\n";
+    if (const auto limit = native_bf16_limit(nc)) std::cout << "  " << *limit << "\n";
   }
   if (n == 0) std::cout << "GPU: none (" << why << ")\n";
   for (int i = 0; i < n; ++i) {

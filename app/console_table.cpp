@@ -552,18 +552,39 @@ std::optional<std::string> device_note(const Report& report) {
           "nothing about a GPU");
   }
   const nlohmann::json& env = report.env;
-  const bool converted = env.is_object() && env.contains("native_cpu") &&
-                         env["native_cpu"].is_object() &&
-                         env["native_cpu"].value("bf16_gemm", "") == "converted";
-  if (converted && std::any_of(report.runs.begin(), report.runs.end(), [](const RunResult& r) {
+  if (!env.is_object() || !env.contains("native_cpu")) return std::nullopt;
+  const std::optional<std::string> limit = native_bf16_limit(env["native_cpu"]);
+  if (!limit || std::none_of(report.runs.begin(), report.runs.end(), [](const RunResult& r) {
         return r.status == RunStatus::Ok && r.precision == "amp_bf16";
       }))
+    return std::nullopt;
+  return *limit + (env["native_cpu"].value("bf16_gemm", "") == "converted"
+                       ? ": a true time for this CPU, far from what bf16 hardware gives"
+                       : ", and its times are true for this CPU");
+}
+
+std::optional<std::string> native_bf16_limit(const nlohmann::json& native_cpu) {
+  if (!native_cpu.is_object()) return std::nullopt;
+  const std::string isa = native_cpu.value("isa", "?");
+  if (native_cpu.value("bf16_gemm", "") == "converted")
     return fmt::format(
         "this CPU runs amp_bf16 without bf16 instructions (oneDNN's ISA {}: AVX-512 without "
-        "AVX512-BF16 or AMX, or capped by --cpu-isa), converting in software: a true time for "
-        "this CPU, far from what bf16 hardware gives",
-        env["native_cpu"].value("isa", "?"));
-  return std::nullopt;
+        "AVX512-BF16 or AMX, or capped by --cpu-isa), converting in software",
+        isa);
+  const nlohmann::json rates = native_cpu.value("gemm_tflops", nlohmann::json::object());
+  const nlohmann::json fp32 = rates.value("fp32", nlohmann::json()),
+                       bf16 = rates.value("amp_bf16", nlohmann::json());
+  if (!fp32.is_number() || !bf16.is_number() || bf16.get<double>() > fp32.get<double>())
+    return std::nullopt;
+  const nlohmann::json flags = native_cpu.value("cpu_flags", nlohmann::json::array());
+  const bool has_amx = std::find(flags.begin(), flags.end(), "amx_bf16") != flags.end();
+  return fmt::format(
+      "this CPU's bf16 GEMMs measured {:.3f} TFLOP/s against {:.3f} in fp32 (oneDNN's ISA {}, {}): "
+      "amp_bf16 has no faster matrix unit here",
+      bf16.get<double>(), fp32.get<double>(), isa,
+      native_cpu.value("amx_granted", false) ? "with AMX"
+      : has_amx                              ? "AMX not granted to this process"
+                                             : "no AMX");
 }
 
 bool utf8_output() {

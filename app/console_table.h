@@ -73,9 +73,14 @@ std::string format_console(const Report& report, bool ascii = false);
 // each without the "note: " prefix, for the console and the Markdown alike.
 std::vector<std::string> table_notes(const ModelGroup& group, const Report& report);
 // The note under all tables that says what the device's times are: those of the CPU reference's
-// emulation (any run flagged "emulated"), or, on the native CPU without bf16 instructions, of
-// bf16 converted in software (env.native_cpu.bf16_gemm "converted").
+// emulation (any run flagged "emulated"), or, on the native CPU, why amp_bf16 cannot beat fp32
+// there (native_bf16_limit), when an amp_bf16 run finished.
 std::optional<std::string> device_note(const Report& report);
+// Why bf16 GEMMs are no faster than fp32's on the native CPU whose env.native_cpu block (as the
+// result JSON and `devices --json` write it) is `native_cpu`: bf16 converted in software
+// (bf16_gemm "converted"), or bf16 GEMMs measured no faster than fp32's (gemm_tflops), as on an
+// Intel Xeon with AVX512-BF16 whose AMX the process does not get. nullopt otherwise.
+std::optional<std::string> native_bf16_limit(const nlohmann::json& native_cpu);
 
 // The name of `device` ("cuda": the GPU, "cpu": the CPU model) from a report's env, or "" when
 // env does not describe that device.

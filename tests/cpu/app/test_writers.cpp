@@ -328,6 +328,38 @@ TEST(Console, CpuRunsSayTheirTimesAreOfTheEmulation) {
   EXPECT_FALSE(contains(format_console(fp32), "emulated"));
 }
 
+// On the native CPU a note says why amp_bf16 cannot beat fp32 there: bf16 converted in software,
+// or bf16 GEMMs measured no faster than fp32's (an Intel Xeon with AVX512-BF16 and no AMX for the
+// process measured 0.147 against 0.223 TFLOP/s). None where bf16 is faster, nor without an
+// amp_bf16 row that trained.
+TEST(Console, NativeCpuSaysWhenBf16GemmsAreNoFaster) {
+  Report rep = make_report();
+  rep.runs = {make_run("fp32", 100, size_t(200) << 20),
+              make_run("amp_bf16", 140, size_t(150) << 20)};
+  for (RunResult& r : rep.runs) r.device = "cpu";
+  rep.env["device"] = "cpu";
+  rep.env["native_cpu"] = {{"isa", "avx512_core_bf16"},
+                           {"bf16_gemm", "native"},
+                           {"amx_granted", false},
+                           {"cpu_flags", {"avx2", "avx512", "avx512_bf16"}},
+                           {"gemm_tflops", {{"fp32", 0.223}, {"amp_bf16", 0.147}}}};
+  const std::string slow = format_console(rep);
+  EXPECT_TRUE(contains(slow, "bf16 GEMMs measured 0.147 TFLOP/s against 0.223 in fp32")) << slow;
+  EXPECT_TRUE(contains(slow, "avx512_core_bf16, no AMX")) << slow;
+  EXPECT_FALSE(contains(slow, "emulated")) << slow;
+  rep.env["native_cpu"]["cpu_flags"].push_back("amx_bf16");  // the CPU has it, the process not
+  EXPECT_TRUE(contains(format_console(rep), "AMX not granted to this process"));
+  EXPECT_TRUE(contains(format_markdown(rep), "bf16 GEMMs measured"));
+
+  rep.env["native_cpu"]["gemm_tflops"]["amp_bf16"] = 0.41;  // Zen 4: bf16 twice fp32
+  EXPECT_FALSE(contains(format_console(rep), "note: this CPU")) << format_console(rep);
+  rep.env["native_cpu"]["bf16_gemm"] = "converted";
+  EXPECT_TRUE(contains(format_console(rep), "without bf16 instructions"));
+  rep.runs[1].status = RunStatus::Unsupported;
+  EXPECT_FALSE(contains(format_console(rep), "without bf16 instructions"));
+  EXPECT_FALSE(native_bf16_limit(nlohmann::json()).has_value());
+}
+
 TEST(Console, EmptyReport) {
   EXPECT_EQ(format_console(Report{}), "no runs\n");
 }
