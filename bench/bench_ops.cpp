@@ -13,7 +13,6 @@
 // or parameters) and, for the newer ops, fewer shapes, so that the whole CPU suite stays within
 // a few minutes on two cores.
 #include <benchmark/benchmark.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -947,12 +946,7 @@ void register_device(Device dev) {
 
 int main(int argc, char** argv) {
   using namespace mpbench;
-  // As app/main.cpp: OpenBLAS reads OPENBLAS_CORETYPE only when it loads, so the CPU GEMMs get
-  // its AVX2/AVX-512 kernels on a CPU newer than the library only by running again with it set.
-  if (const char* core = blas_coretype_hint(); core && !std::getenv("OPENBLAS_CORETYPE")) {
-    setenv("OPENBLAS_CORETYPE", core, 1);
-    execv("/proc/self/exe", argv);
-  }
+  rerun_with_better_blas(argv);  // as app/main.cpp
   register_device(Device::CPU);
   std::string why_not;
   if (cuda_device_count(&why_not) > 0)

@@ -534,6 +534,10 @@ const std::vector<std::string>& native_cpu_isa_names();
 // The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has
 // AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
 const char* blas_coretype_hint();
+// What every executable's main does first (mpbench, bench, the tests): where blas_coretype_hint
+// names better kernels and OPENBLAS_CORETYPE is unset, sets it and runs this executable again
+// with `argv` (OpenBLAS reads it only when it loads); if that exec fails, it goes on.
+void rerun_with_better_blas(char** argv);
 // Fills the blas_* and omp_num_threads fields of a CPU's DeviceInfo.
 void describe_blas(DeviceInfo& info);
 // Number of usable CUDA devices; 0 with a one-line reason when there is none (no GPU, no driver,

@@ -2,8 +2,9 @@
 // build (Debian 12 ships 0.3.21; e.g. Emerald Rapids, model 207) it falls back to the SSE3
 // "Prescott" kernels, 2x slower than the AVX-512 ones (measured: 8.1 s vs 3.9 s per fp32 MNIST
 // epoch). The choice can only be changed through OPENBLAS_CORETYPE before the library loads,
-// so the executable re-runs itself with it set (app/main.cpp).
+// so the executable re-runs itself with it set (rerun_with_better_blas).
 #include <cblas.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,13 @@ const char* blas_coretype_hint() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) return "SkylakeX";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
+}
+
+void rerun_with_better_blas(char** argv) {
+  if (const char* core = blas_coretype_hint(); core && !std::getenv("OPENBLAS_CORETYPE")) {
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    execv("/proc/self/exe", argv);
+  }
 }
 
 void describe_blas(DeviceInfo& info) {
