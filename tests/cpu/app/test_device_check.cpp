@@ -148,8 +148,8 @@ void make_carry(const fs::path& dir, const std::string& hash) {
   fs::create_directories(dir / "carry");
   {
     std::ofstream f(dir / "stage" / "mpbench");
-    f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\nexec "
-      << MPBENCH_EXE << " \"$@\"\n";
+    f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\nexec " << MPBENCH_EXE
+      << " \"$@\"\n";
   }
   fs::permissions(dir / "stage" / "mpbench", fs::perms::owner_all);
   ASSERT_EQ(mpbench::test::run_shell("tar -cJf " + (dir / "carry" / "bins.tar.xz").string() +
@@ -177,8 +177,8 @@ TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
   EXPECT_NE(step_line(summary, "fake step (sleep 120 s)").find("CUT at"), std::string::npos)
       << summary;
   for (const char* skipped : {"run tiny_mlp graphs", "profile tiny_mlp"}) {
-    EXPECT_NE(step_line(summary, skipped).find("SKIPPED"), std::string::npos)
-        << skipped << " in:\n" << summary;
+    EXPECT_NE(step_line(summary, skipped).find("SKIPPED"), std::string::npos) << skipped << " in:\n"
+                                                                              << summary;
     EXPECT_NE(read_file(dir_ / "out" / "device_check.log").find(std::string("skipped ") + skipped),
               std::string::npos)
         << skipped;
@@ -208,7 +208,7 @@ TEST_F(DeviceCheck, KillDuringAStepLeavesMergedResults) {
   EXPECT_LE(files_in("out"), 8u);
   for (const auto& entry : fs::directory_iterator(dir_ / "out"))
     if (entry.path().extension() == ".json")
-      EXPECT_NO_THROW(json::parse(read_file(entry.path()))) << entry.path();
+      EXPECT_TRUE(json::accept(read_file(entry.path()))) << entry.path();
   const json runs = json::parse(read_file(dir_ / "out" / "mpbench_results.json"));
   for (const char* f : {"tiny_mlp_eager.json", "tiny_resnet_eager.json"}) {
     ASSERT_TRUE(runs.contains(f)) << f;

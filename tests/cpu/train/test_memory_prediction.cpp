@@ -38,6 +38,11 @@ TEST(MemoryPredictionConfigs, EveryShippedConfigIsCovered) {
 }
 
 TEST_P(MemoryPrediction, MatchesTheMeasuredPeakAtASmallBatch) {
+#ifdef MPBENCH_TEST_ASAN
+  // A minute each under ASan; their layers run there as bert_base_layer and gpt2_small_layer.
+  if (GetParam() == "bert_base" || GetParam() == "gpt2_small")
+    GTEST_SKIP() << "whole transformer networks: the Release build";
+#endif
   auto be = make_reference_backend();
   const Spec spec = capped_config(GetParam());
   for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
