@@ -874,6 +874,8 @@ void Backend::layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
   ck.vector(beta, x.cols(), "beta", "D");
   ck.vector(mean, x.rows(), "mean", "rows");
   ck.vector(rstd, x.rows(), "rstd", "rows");
+  // Rows are computed in place; with another element size they would overlap the next rows.
+  MPB_CHECK(y.data != x.data || y.dtype == x.dtype, "{}: y aliases x with another dtype", op);
   observed(
       [&] {
         return OpCall{op, fmt::format("{}->{}", shape_dtype(x), dtype_name(y.dtype)), 0,
@@ -897,6 +899,7 @@ void Backend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor
   ck.vector(rstd, x.rows(), "rstd", "rows");
   ck.vector(dgamma, x.cols(), "dgamma", "D");
   ck.vector(dbeta, x.cols(), "dbeta", "D");
+  MPB_CHECK(dx.data != dy.data || dx.dtype == dy.dtype, "{}: dx aliases dy with another dtype", op);
   observed(
       [&] {
         return OpCall{op, shape_dtype(x), 0, nbytes({&dy, &x, &dx})};
@@ -970,6 +973,7 @@ void Backend::attention_softmax_forward(const Tensor& x, float scale, bool causa
   check_square(ck, op, x, "x");
   check_square(ck, op, y, "y");
   MPB_CHECK(y.shape == x.shape, "{}: y {} must match x {}", op, y.shape.str(), x.shape.str());
+  MPB_CHECK(y.data != x.data || y.dtype == x.dtype, "{}: y aliases x with another dtype", op);
   observed(
       [&] {
         return OpCall{

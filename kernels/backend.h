@@ -386,7 +386,7 @@ class Backend {
   void avgpool_backward(const Tensor& dy, Tensor& dx);
 
   // Max pooling (PoolDesc): y = the max of each window, x and y of one float dtype. A window's
-  // winner is its first maximum in row-major order, or its first NaN (PyTorch's rule).
+  // winner is its first maximum in row-major order, or its last NaN (PyTorch's rule).
   void maxpool2d_forward(const PoolDesc& d, const Tensor& x, Tensor& y);
   // dx (x's shape and dtype, overwritten) = the sum of the dy of every window an input won, in
   // fp32, rounded once; the winners are found again from x. x, dy, dx share a dtype.

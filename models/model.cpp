@@ -11,9 +11,16 @@ namespace mpbench {
 // ---- ParamStore ---------------------------------------------------------------------------------
 
 int ParamStore::declare(const std::string& name, Shape shape, Init init) {
+  total_ = (total_ + kAlign - 1) / kAlign * kAlign;
   params_.push_back(Param{name, shape, total_, init});
   total_ += shape.numel();
   return static_cast<int>(params_.size()) - 1;
+}
+
+int64_t ParamStore::count() const {
+  int64_t n = 0;
+  for (const Param& p : params_) n += p.shape.numel();
+  return n;
 }
 
 void ParamStore::allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype,

@@ -47,7 +47,10 @@ class ParamStore {
   void allocate(TrackingAllocator& alloc, Backend& be, DType compute_dtype, uint64_t seed);
 
   const std::vector<Param>& params() const { return params_; }
+  // The flat buffers' length: the parameters and the padding between them (kAlign).
   int64_t numel() const { return total_; }
+  // The number of parameters.
+  int64_t count() const;
   // Views of one parameter. weight(i, dt): the tensor used in math for operand dtype dt.
   Tensor master(int i) const { return master_.slice(params_[i].offset, params_[i].shape); }
   Tensor grad(int i) const { return grads_.slice(params_[i].offset, params_[i].shape); }
@@ -63,6 +66,10 @@ class ParamStore {
   Tensor* lowp_flat() { return lowp_.defined() ? &lowp_ : nullptr; }
 
  private:
+  // Each parameter starts on a multiple of 16 elements (64 bytes of fp32, 32 of bf16): cuBLASLt
+  // wants 16-byte aligned pointers for FP8 GEMM outputs and for fused bias epilogues, and a
+  // 10-float bias before them would otherwise misalign every later slice. The gaps stay zero.
+  static constexpr int64_t kAlign = 16;
   std::vector<Param> params_;
   int64_t total_ = 0;
   Tensor master_, lowp_, grads_;

@@ -20,7 +20,7 @@ template <typename TX, typename TY>
 __global__ void attention_softmax_forward_kernel(const TX* x, TY* y, int64_t rows, int64_t cols,
                                                  float scale, bool causal, bool cache,
                                                  bool vectorized) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];  // read as float4 rows when vectorized
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* buf = smem + static_cast<int64_t>(warp) * cols;
   for (int64_t r = blockIdx.x * int64_t{warps} + warp; r < rows; r += int64_t{gridDim.x} * warps) {

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -194,7 +195,10 @@ struct Offer {
   cudnnMathType_t math;
   cudnnStatus_t status;
   size_t workspace;
+  bool refused;  // it failed when run before (DeviceContext::refuse_conv_algorithm)
 };
+
+using Refused = std::vector<std::pair<int32_t, int32_t>>;  // (algorithm, math type)
 
 // Picks from the heuristic's ranked list (best first): an algorithm that cuDNN says works, whose
 // workspace can be had (source.reserve, which may grow the buffer), and whose math type is the
@@ -202,12 +206,12 @@ struct Offer {
 // fall back to a non-tensor-op algorithm when no tensor-op one exists for the shape (e.g. odd
 // channel counts), which is more precise, never less, and better than failing the run.
 // workspace_of(algo, math) asks cuDNN for the exact workspace with that math type set on the
-// descriptor, as the run will have it.
+// descriptor, as the run will have it. Algorithms that failed when run are passed over.
 template <typename Perf, typename WorkspaceOf>
 void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
-                      const std::vector<Perf>& perf, int returned, WorkspaceSource& source,
-                      cudnnConvolutionDescriptor_t conv, WorkspaceOf&& workspace_of,
-                      ConvPlan& plan) {
+                      const std::vector<Perf>& perf, int returned, const Refused& refused,
+                      WorkspaceSource& source, cudnnConvolutionDescriptor_t conv,
+                      WorkspaceOf&& workspace_of, ConvPlan& plan) {
   std::vector<Offer> offers;
   bool passed_over = false;  // an algorithm ranked above the one taken lacked its workspace
   const bool strict = want == CUDNN_FMA_MATH;
@@ -217,8 +221,13 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
       const bool math_ok =
           pass == 0 ? pf.mathType == want
                     : pf.mathType != want && pf.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-      if (pass == 0) offers.push_back({static_cast<int>(pf.algo), pf.mathType, pf.status, 0});
-      if (pf.status != CUDNN_STATUS_SUCCESS || !math_ok) continue;
+      const bool was_refused =
+          std::find(refused.begin(), refused.end(),
+                    std::pair{static_cast<int32_t>(pf.algo), static_cast<int32_t>(pf.mathType)}) !=
+          refused.end();
+      if (pass == 0)
+        offers.push_back({static_cast<int>(pf.algo), pf.mathType, pf.status, 0, was_refused});
+      if (pf.status != CUDNN_STATUS_SUCCESS || !math_ok || was_refused) continue;
       CUDNN_CHECK(cudnnSetConvolutionMathType(conv, pf.mathType));
       size_t ws = 0;
       if (!workspace_of(pf.algo, &ws)) continue;  // cuDNN rejects it after all
@@ -239,7 +248,8 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
   for (const Offer& o : offers)
     offered +=
         fmt::format("{}algo {} math {} status {} workspace {}", offered.empty() ? "" : "; ", o.algo,
-                    static_cast<int>(o.math), cudnnGetErrorString(o.status), o.workspace);
+                    static_cast<int>(o.math),
+                    o.refused ? "failed when run" : cudnnGetErrorString(o.status), o.workspace);
   throw_runtime(fmt::format(
       "{}: cuDNN offers no algorithm with math type {} that fits {} for {} x ({}, {}, {}, {}), "
       "w ({}, {}, {}, {}), stride {}, pad {} (offered: {})",
@@ -248,7 +258,7 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
 }
 
 void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
-                ConvPlan& plan) {
+                const Refused& refused, ConvPlan& plan) {
   cudnnHandle_t h = ctx.cudnn();
   const cudnnDataType_t type = cudnn_type(dt);
   auto i32 = [](int64_t v) { return static_cast<int>(v); };  // bounds checked in check_conv
@@ -288,7 +298,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                          &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, source, plan.conv_desc,
+          op, g, dt, want, perf, returned, refused, source, plan.conv_desc,
           [&](cudnnConvolutionFwdAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionForwardWorkspaceSize(h, plan.x_desc, plan.w_desc,
                                                            plan.conv_desc, plan.y_desc, algo,
@@ -306,7 +316,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                               max_count, &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, source, plan.conv_desc,
+          op, g, dt, want, perf, returned, refused, source, plan.conv_desc,
           [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.w_desc, plan.y_desc,
                                                                 plan.conv_desc, plan.x_desc, algo,
@@ -324,7 +334,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
                                                                 max_count, &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
-          op, g, dt, want, perf, returned, source, plan.conv_desc,
+          op, g, dt, want, perf, returned, refused, source, plan.conv_desc,
           [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* ws) {
             return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, plan.x_desc, plan.y_desc,
                                                                   plan.conv_desc, plan.w_desc, algo,
@@ -336,12 +346,7 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
   }
 }
 
-// The cached plan for this convolution, chosen on first use.
-const ConvPlan& conv_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt,
-                          GemmMath math) {
-  if (!ctx.cudnn())
-    throw_runtime(fmt::format("{}: cuDNN is not available: {}", op_name(op), ctx.cudnn_error()));
-  const cudnnMathType_t want = math_type_for(math, dt);
+ConvKey conv_key(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want) {
   ConvKey key;
   key.op = static_cast<int32_t>(op);
   key.n = g.n, key.h = g.h, key.w = g.w, key.c = g.c;
@@ -349,10 +354,16 @@ const ConvPlan& conv_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DTyp
   key.stride = g.stride, key.pad = g.pad;
   key.data_type = static_cast<int32_t>(cudnn_type(dt));
   key.math_type = static_cast<int32_t>(want);
+  return key;
+}
+
+// The cached plan for this convolution, chosen on first use.
+const ConvPlan& conv_plan(DeviceContext& ctx, const ConvKey& key, ConvOp op, const ConvGeom& g,
+                          DType dt, cudnnMathType_t want) {
   if (const ConvPlan* cached = ctx.find_conv_plan(key)) return *cached;
   ConvPlan plan;
   try {
-    build_plan(ctx, op, g, dt, want, plan);
+    build_plan(ctx, op, g, dt, want, ctx.conv_refused(key), plan);
   } catch (...) {
     destroy_conv_plan(plan);
     throw;
@@ -377,6 +388,41 @@ void* workspace_for(const DeviceContext& ctx, const ConvPlan& plan, size_t* byte
   return ws;
 }
 
+// Runs one convolution, call(plan, workspace, bytes) returning cuDNN's status, with the cached
+// plan. The v7 heuristic can rank an algorithm as working that then refuses to run (TensorFlow
+// and cudnn-frontend issues report NOT_SUPPORTED and EXECUTION_FAILED; PyTorch's v7 path tries
+// the next one likewise): outside a graph capture, the algorithm is refused for this key and the
+// plan chosen again without it, until one runs or none is left (choose_algorithm then throws).
+template <typename Call>
+void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMath math,
+              Call&& call) {
+  if (!ctx.cudnn())
+    throw_runtime(fmt::format("{}: cuDNN is not available: {}", op_name(op), ctx.cudnn_error()));
+  const cudnnMathType_t want = math_type_for(math, dt);
+  const ConvKey key = conv_key(op, g, dt, want);
+  for (;;) {
+    const ConvPlan& plan = conv_plan(ctx, key, op, g, dt, want);
+    size_t ws_bytes = 0;
+    void* ws = workspace_for(ctx, plan, &ws_bytes);
+    const cudnnStatus_t st = call(plan, ws, ws_bytes);
+    if (st == CUDNN_STATUS_SUCCESS) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &capture));
+    const bool retry = !ctx.capturing && capture == cudaStreamCaptureStatusNone &&
+                       (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM ||
+                        st == CUDNN_STATUS_EXECUTION_FAILED);
+    const std::string what = fmt::format(
+        "{}: cuDNN's {} ({} math, {} bytes of workspace) for {} x ({}, {}, {}, {}), "
+        "w ({}, {}, {}, {}), stride {}, pad {} failed: {}",
+        op_name(op), algo_name(key.op, plan.algo), math_name(plan.math_type), plan.workspace_size,
+        dtype_name(dt), g.n, g.h, g.w, g.c, g.k, g.r, g.s, g.c, g.stride, g.pad,
+        cudnnGetErrorString(st));
+    if (!retry) throw_runtime(what);
+    std::cerr << "mpbench: warning: " << what << "; trying the next algorithm\n";
+    ctx.refuse_conv_algorithm(key, plan.algo, plan.math_type);  // plan is gone from here on
+  }
+}
+
 #endif  // MPBENCH_HAVE_CUDNN
 
 [[noreturn]] [[maybe_unused]] void no_cudnn(const char* op) {
@@ -390,13 +436,14 @@ void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g, co
                     const Tensor& w, Tensor& y) {
   check_cudnn_limits("conv2d_forward", g, x, w, y);
 #if defined(MPBENCH_HAVE_CUDNN)
-  const ConvPlan& plan = conv_plan(ctx, ConvOp::Forward, g, x.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;  // float scalars for every non-double data type
-  size_t ws_bytes = 0;
-  void* ws = workspace_for(ctx, plan, &ws_bytes);
-  CUDNN_CHECK(cudnnConvolutionForward(
-      ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.w_desc, w.data, plan.conv_desc,
-      static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws, ws_bytes, &beta, plan.y_desc, y.data));
+  run_conv(ctx, ConvOp::Forward, g, x.dtype, d.math,
+           [&](const ConvPlan& plan, void* ws, size_t ws_bytes) {
+             return cudnnConvolutionForward(ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.w_desc,
+                                            w.data, plan.conv_desc,
+                                            static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), ws,
+                                            ws_bytes, &beta, plan.y_desc, y.data);
+           });
 #else
   (void)ctx, (void)g;
   no_cudnn("conv2d_forward");
@@ -409,14 +456,14 @@ void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom&
                           const Tensor& dy, const Tensor& w, Tensor& dx) {
   check_cudnn_limits("conv2d_backward_data", g, dx, w, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
-  const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardData, g, dx.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;
-  size_t ws_bytes = 0;
-  void* ws = workspace_for(ctx, plan, &ws_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &alpha, plan.w_desc, w.data, plan.y_desc,
-                                           dy.data, plan.conv_desc,
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                           ws, ws_bytes, &beta, plan.x_desc, dx.data));
+  run_conv(ctx, ConvOp::BackwardData, g, dx.dtype, d.math,
+           [&](const ConvPlan& plan, void* ws, size_t ws_bytes) {
+             return cudnnConvolutionBackwardData(
+                 ctx.cudnn(), &alpha, plan.w_desc, w.data, plan.y_desc, dy.data, plan.conv_desc,
+                 static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), ws, ws_bytes, &beta,
+                 plan.x_desc, dx.data);
+           });
 #else
   (void)ctx, (void)g;
   no_cudnn("conv2d_backward_data");
@@ -429,14 +476,14 @@ void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeo
                             const Tensor& x, const Tensor& dy, Tensor& dw) {
   check_cudnn_limits("conv2d_backward_filter", g, x, dw, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
-  const ConvPlan& plan = conv_plan(ctx, ConvOp::BackwardFilter, g, x.dtype, d.math);
   const float alpha = 1.0f, beta = 0.0f;
-  size_t ws_bytes = 0;
-  void* ws = workspace_for(ctx, plan, &ws_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-      ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.y_desc, dy.data, plan.conv_desc,
-      static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, ws_bytes, &beta, plan.w_desc,
-      dw.data));
+  run_conv(ctx, ConvOp::BackwardFilter, g, x.dtype, d.math,
+           [&](const ConvPlan& plan, void* ws, size_t ws_bytes) {
+             return cudnnConvolutionBackwardFilter(
+                 ctx.cudnn(), &alpha, plan.x_desc, x.data, plan.y_desc, dy.data, plan.conv_desc,
+                 static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), ws, ws_bytes, &beta,
+                 plan.w_desc, dw.data);
+           });
 #else
   (void)ctx, (void)g;
   no_cudnn("conv2d_backward_filter");
@@ -512,6 +559,62 @@ std::vector<size_t> conv_plan_cache_trace(int device,
     counts.push_back(ctx.conv_plan_count());
   }
   return counts;
+}
+
+std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int device, int refusals) {
+  std::vector<std::pair<int32_t, std::vector<float>>> runs;
+#if defined(MPBENCH_HAVE_CUDNN)
+  DeviceContext ctx(device);
+  const int64_t n = 2, h = 9, w = 9, c = 8, k = 8, r = 3, s = 3;
+  ConvGeom g;
+  g.n = n, g.h = h, g.w = w, g.c = c, g.k = k, g.r = r, g.s = s, g.p = h, g.q = w;
+  g.stride = 1, g.pad = 1;
+  std::vector<float> hx(static_cast<size_t>(n * h * w * c)), hw(static_cast<size_t>(k * r * s * c));
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+  std::vector<float> hy(static_cast<size_t>(n * h * w * k));
+  struct Buffers {
+    void* ws = nullptr;
+    float *x = nullptr, *w = nullptr, *y = nullptr;
+    ~Buffers() {
+      for (void* p : {ws, static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(y)})
+        cudaFree(p);
+    }
+  } b;
+  const size_t ws_bytes = ctx.workspace_bytes();
+  CUDA_CHECK(cudaMalloc(&b.ws, ws_bytes));
+  ctx.set_workspace(b.ws, ws_bytes);
+  CUDA_CHECK(cudaMalloc(&b.x, hx.size() * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b.w, hw.size() * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b.y, hy.size() * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(b.x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(b.w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+  auto tensor = [](float* data, Shape shape) {
+    Tensor t;
+    t.data = data, t.shape = shape, t.dtype = DType::F32, t.device = Device::CUDA;
+    return t;
+  };
+  Tensor x = tensor(b.x, Shape{n, h, w, c}), wt = tensor(b.w, Shape{k, r, s, c});
+  Tensor y = tensor(b.y, Shape{n, h, w, k});
+  const ConvKey key =
+      conv_key(ConvOp::Forward, g, DType::F32, math_type_for(GemmMath::Strict, DType::F32));
+  for (int i = 0; i <= refusals; ++i) {
+    try {
+      conv2d_forward(ctx, ConvDesc{1, 1, GemmMath::Strict}, g, x, wt, y);
+    } catch (const Error&) {
+      break;  // every algorithm refused
+    }
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+    CUDA_CHECK(cudaMemcpy(hy.data(), b.y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    const ConvPlan* plan = ctx.find_conv_plan(key);
+    MPB_CHECK(plan, "conv_refusal_trace: no plan after a run");
+    runs.emplace_back(plan->algo, hy);
+    ctx.refuse_conv_algorithm(key, plan->algo, plan->math_type);
+  }
+#else
+  (void)device, (void)refusals;
+#endif
+  return runs;
 }
 
 }  // namespace mpbench::cuda

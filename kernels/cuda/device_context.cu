@@ -322,6 +322,23 @@ const ConvPlan& DeviceContext::add_conv_plan(const ConvKey& key, const ConvPlan&
   return it->second;
 }
 
+void DeviceContext::refuse_conv_algorithm(const ConvKey& key, int32_t algo, int32_t math_type) {
+  conv_refused_[key].emplace_back(algo, math_type);
+  auto it = conv_plans_.find(key);
+  if (it == conv_plans_.end()) return;
+  destroy_conv_plan(it->second);
+  conv_plans_.erase(it);
+  conv_plan_order_.erase(std::remove(conv_plan_order_.begin(), conv_plan_order_.end(), key),
+                         conv_plan_order_.end());
+}
+
+const std::vector<std::pair<int32_t, int32_t>>& DeviceContext::conv_refused(
+    const ConvKey& key) const {
+  static const std::vector<std::pair<int32_t, int32_t>> none;
+  auto it = conv_refused_.find(key);
+  return it == conv_refused_.end() ? none : it->second;
+}
+
 std::vector<std::pair<ConvKey, const ConvPlan*>> DeviceContext::conv_plans_in_order() const {
   std::vector<std::pair<ConvKey, const ConvPlan*>> out;
   out.reserve(conv_plan_order_.size());

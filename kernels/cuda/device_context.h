@@ -103,6 +103,11 @@ void destroy_conv_plan(ConvPlan& p);
 // conv plan count after each. Defined in conv.cu.
 std::vector<size_t> conv_plan_cache_trace(int device,
                                           const std::vector<std::pair<int, ConvDesc>>& calls);
+// For tests, likewise: on a fresh context, runs one fp32 forward convolution (x (2, 9, 9, 8),
+// w (8, 3, 3, 8), pad 1, fixed values), then refuses its algorithm (refuse_conv_algorithm) and
+// runs it again, `refusals` times or until no algorithm is left. Returns each run's algorithm and
+// output.
+std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int device, int refusals);
 
 class DeviceContext {
  public:
@@ -151,6 +156,11 @@ class DeviceContext {
   const ConvPlan* find_conv_plan(const ConvKey& key) const;
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
+  // An algorithm the heuristic offered for `key` but cuDNN refused to run: the key's plan is
+  // dropped (references to it die) and the next choice for the key passes the algorithm over.
+  void refuse_conv_algorithm(const ConvKey& key, int32_t algo, int32_t math_type);
+  // The (algorithm, math type) pairs refused for `key` so far.
+  const std::vector<std::pair<int32_t, int32_t>>& conv_refused(const ConvKey& key) const;
   // The plans in the order they were added (first use).
   std::vector<std::pair<ConvKey, const ConvPlan*>> conv_plans_in_order() const;
 
@@ -198,6 +208,7 @@ class DeviceContext {
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
   std::vector<ConvKey> conv_plan_order_;  // keys of conv_plans_, first use first
+  std::unordered_map<ConvKey, std::vector<std::pair<int32_t, int32_t>>, ConvKeyHash> conv_refused_;
   ConvWorkspaceProvider conv_provider_;
   Tensor conv_workspace_;  // from conv_provider_, or undefined
   int64_t naive_gemms_ = 0;

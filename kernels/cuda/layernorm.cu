@@ -21,7 +21,7 @@ template <typename TX, typename TY>
 __global__ void layernorm_forward_kernel(const TX* x, const float* gamma, const float* beta, TY* y,
                                          float* mean_out, float* rstd_out, int64_t rows,
                                          int64_t cols, float eps, bool cache, bool vectorized) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];  // read as float4 rows when vectorized
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* buf = smem + static_cast<int64_t>(warp) * cols;
   const float inv_cols = 1.0f / static_cast<float>(cols);

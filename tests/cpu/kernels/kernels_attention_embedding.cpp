@@ -181,6 +181,9 @@ TEST_F(CpuAttention, RejectsBadShapes) {
   EXPECT_THROW(be->attention_softmax_forward(rank2, 1.0f, false, rank2), Error);
   EXPECT_THROW(be->attention_softmax_forward(x, 1.0f, false, other_batch), Error);
   EXPECT_THROW(be->attention_softmax_forward(ints, 1.0f, false, y), Error);
+  Tensor x_as16 = x;
+  x_as16.dtype = DType::F16;
+  EXPECT_THROW(be->attention_softmax_forward(x, 1.0f, false, x_as16), Error);  // y over x
   Tensor dx = poisoned(Shape{2, 3, 3}, DType::F32);
   be->attention_softmax_backward(x, y, 1.0f, dx);
   EXPECT_THROW(be->attention_softmax_backward(x, other_batch, 1.0f, dx), Error);

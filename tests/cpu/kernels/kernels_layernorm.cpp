@@ -219,6 +219,9 @@ TEST_F(CpuLayerNorm, RejectsMismatchedShapesAndDtypes) {
   EXPECT_THROW(be->layernorm_forward(1e-5f, x, gamma, beta, y, mean_short, rstd), Error);
   EXPECT_THROW(be->layernorm_forward(1e-5f, x_int, gamma, beta, y, mean, rstd), Error);
   EXPECT_THROW(be->layernorm_forward(-1.0f, x, gamma, beta, y, mean, rstd), Error);
+  Tensor x_as16 = x;  // x's first half read as 16-bit: rows in place would overlap
+  x_as16.dtype = DType::BF16;
+  EXPECT_THROW(be->layernorm_forward(1e-5f, x, gamma, beta, x_as16, mean, rstd), Error);
 
   Tensor dy = make(Shape{rows, d}, DType::F32, random_nonzero(rows * d, 134));
   Tensor dx = poisoned(Shape{rows, d}, DType::F32);
@@ -231,6 +234,12 @@ TEST_F(CpuLayerNorm, RejectsMismatchedShapesAndDtypes) {
   EXPECT_THROW(be->layernorm_backward(dy_wrong, x, gamma, mean, rstd, dx, dg, db), Error);
   EXPECT_THROW(be->layernorm_backward(dy, x, gamma, mean, rstd, dx, dg_short, db), Error);
   EXPECT_THROW(be->layernorm_backward(dy, x, gamma, mean_short, rstd, dx, dg, db), Error);
+  Tensor x16 = make(Shape{rows, d}, DType::BF16, random_nonzero(rows * d, 135));
+  Tensor dx16_on_dy = dy;  // a bf16 dx over the fp32 dy
+  dx16_on_dy.dtype = DType::BF16;
+  Tensor dx16_ok = poisoned(Shape{rows, d}, DType::BF16);
+  be->layernorm_backward(dy, x16, gamma, mean, rstd, dx16_ok, dg, db);
+  EXPECT_THROW(be->layernorm_backward(dy, x16, gamma, mean, rstd, dx16_on_dy, dg, db), Error);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ TEST(Resnet, ParamStoreMatchesLayerInfos) {
   Harness h(spec, Precision::FP32, 4);
   int64_t total = 0;
   for (const auto& li : h.model.layer_infos()) total += li.params;
-  EXPECT_EQ(h.model.params().numel(), total);
+  EXPECT_EQ(h.model.params().count(), total);
   // gamma starts at 1, beta at 0, conv weights within PyTorch's U(+-1/sqrt(fan_in)).
   const std::vector<float> w = test::to_host_f32(*h.be, h.model.params().master_flat());
   for (const auto& p : h.model.params().params()) {

@@ -25,6 +25,7 @@ namespace mpbench::cuda {
 // which tests cannot include).
 std::vector<size_t> conv_plan_cache_trace(int device,
                                           const std::vector<std::pair<int, ConvDesc>>& calls);
+std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int device, int refusals);
 }  // namespace mpbench::cuda
 #endif
 
@@ -173,6 +174,24 @@ TEST(CudaConvParity, PlanIsCachedPerKey) {
                                                        {1, a}, {1, a}, {2, a}, {2, b}, {2, a}};
   const std::vector<size_t> expected = {1, 1, 2, 2, 3, 4, 4, 5, 6, 6};
   EXPECT_EQ(cuda::conv_plan_cache_trace(0, calls), expected);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+// An algorithm that fails when run is passed over and the plan chosen again (run_conv): refusing
+// each chosen algorithm in turn gives other algorithms, all computing the same convolution.
+TEST(CudaConvParity, RefusedAlgorithmIsPassedOver) {
+  SKIP_WITHOUT_CUDA();
+#if defined(MPBENCH_HAVE_CUDA)
+  const auto runs = cuda::conv_refusal_trace(0, 2);
+  ASSERT_GE(runs.size(), 2u) << "cuDNN offered one fp32 FMA-math algorithm for a 3x3 convolution";
+  for (size_t i = 1; i < runs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(runs[i].first, runs[j].first);
+    auto r = test::compare(runs[i].second, runs[0].second, 1e-5);
+    EXPECT_TRUE(r.ok) << "algorithm " << runs[i].first << " against " << runs[0].first << ": "
+                      << r.message;
+  }
 #else
   GTEST_SKIP() << "built without CUDA";
 #endif
