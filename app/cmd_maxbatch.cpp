@@ -43,8 +43,9 @@ std::string bound_text(const MaxBatchResult& r) {
   for (const BatchProbe& p : r.probes)
     if (p.status != RunStatus::Ok && (!first_bad || p.batch < first_bad->batch)) first_bad = &p;
   if (!first_bad) return "";
-  return fmt::format("{} at {}", run_status_name(first_bad->status),
-                     group_thousands(static_cast<double>(first_bad->batch)));
+  return fmt::format("{} at {}{}", run_status_name(first_bad->status),
+                     group_thousands(static_cast<double>(first_bad->batch)),
+                     r.stopped ? " (search stopped: not for want of memory)" : "");
 }
 
 // The fp32 result of the same model, the baseline of the ratio; nullptr when there is none.
@@ -107,6 +108,8 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
          {"precision", precision_name(r.precision)},
          {"max_batch", r.max_batch},
          {"at_spec_limit", r.at_limit},
+         // A probe failed for another reason than memory: max_batch is a lower bound only.
+         {"search_stopped", r.stopped},
          // Where the search started: the largest batch predict_training_memory said fits.
          {"predicted_max_batch", r.predicted > 0 ? json(r.predicted) : json(nullptr)},
          {"vs_fp32", base && r.max_batch > 0

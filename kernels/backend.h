@@ -278,6 +278,9 @@ class Backend {
   virtual void begin_capture() {}
   virtual void end_capture() {}
   virtual void replay() {}
+  // Ends a capture that an exception interrupted and drops what it recorded; without this the
+  // stream would stay capturing and every later call on it would fail.
+  virtual void abort_capture() noexcept {}
 
   // At most one observer; nullptr detaches it. The observer must outlive its attachment.
   void set_observer(OpObserver* observer) { observer_ = observer; }

@@ -115,10 +115,11 @@ DATASHEETS = [
     ("T4", 8.1, 0, 65, 0, 0, 320), ("A10", 31.2, 62.5, 125, 125, 0, 600),
     ("L4", 30.3, 60, 121, 121, 242.5, 300), ("L40S", 91.6, 183, 362, 362, 733, 864),
     ("A100-SXM4-80GB", 19.5, 156, 312, 312, 0, 2039),
-    ("A100-PCIE-80GB", 19.5, 156, 312, 312, 0, 1935),
+    ("A100 80GB PCIe", 19.5, 156, 312, 312, 0, 1935),
     ("A100", 19.5, 156, 312, 312, 0, 1555), ("H100 PCIe", 51, 378, 756, 756, 1513, 2000),
     ("H100 NVL", 60, 418, 835, 835, 1671, 3900), ("H100", 67, 494.7, 989.4, 989.4, 1979, 3350),
-    ("H200", 67, 494.7, 989.4, 989.4, 1979, 4800),
+    ("H200 NVL", 60, 418, 835, 835, 1671, 4800), ("H200", 67, 494.7, 989.4, 989.4, 1979, 4800),
+    ("GH200", 67, 494.7, 989.4, 989.4, 1979, 4000),
 ]
 # The compute capability each mode's tensor cores need (fp32 uses none); amp_fp8's is also the
 # one it needs to run at all (FP8 tensor cores: Ada and Hopper), as in kernels/core.cpp.
@@ -469,6 +470,15 @@ def transformer_engine():
     return (te, recipe), None
 
 
+def te_version():
+    """The installed Transformer Engine's version (the package's, which transformer_engine.pytorch
+    need not carry), or None."""
+    with contextlib.suppress(Exception):
+        import transformer_engine
+        return getattr(transformer_engine, "__version__", None)
+    return None
+
+
 def fp8_unsupported(device):
     """Why amp_fp8 cannot run on this device with this install (every reason that holds), or
     None: it needs transformer_engine and a CUDA device of compute capability 8.9+."""
@@ -506,10 +516,11 @@ def use_te_linears(model, te, device):
                 # module's, so the tied head stays a bf16 F.linear on the token table.
                 kept[name] = "weight tied to the token table"
                 continue
-            if lin.in_features % 16 or lin.out_features % 8:
-                # TE's FP8 GEMM asserts these on the weight (out, in): it would fail the row.
-                kept[name] = (f"weight {lin.out_features}x{lin.in_features}: TE's FP8 GEMMs need "
-                              "out_features % 8 == 0 and in_features % 16 == 0")
+            if lin.in_features % 16 or lin.out_features % 16:
+                # TE's FP8 GEMM asserts out % 8 and in % 16 on the weight (out, in); mpbench's
+                # FP8 Linears need both in 16s (fp8_gemm_fits): the same layers run FP8 in both.
+                kept[name] = (f"weight {lin.out_features}x{lin.in_features}: FP8 GEMMs here need "
+                              "out_features and in_features in multiples of 16")
                 continue
             new = te.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None,
                             params_dtype=torch.float32, device=device)
@@ -543,6 +554,8 @@ def set_matmul_mode(mode):
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    # Heuristic convolution algorithms, as mpbench chooses them (kernels/cuda/conv.cu).
+    torch.backends.cudnn.benchmark = False
 
 
 def make_optimizer(o, params, device_type):
@@ -551,7 +564,9 @@ def make_optimizer(o, params, device_type):
         cls, kw = torch.optim.SGD, dict(lr=o["lr"], momentum=o["momentum"],
                                         nesterov=o["nesterov"], weight_decay=o["weight_decay"])
     elif o["type"] in ("adam", "adamw"):
-        cls = torch.optim.Adam if o["type"] == "adam" else torch.optim.AdamW
+        # mpbench runs "adam" with weight decay as AdamW (decoupled decay); with decay 0 they
+        # agree, and torch's Adam would add the decay to the gradient instead.
+        cls = torch.optim.AdamW
         kw = dict(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                   weight_decay=o["weight_decay"])
     else:
@@ -681,7 +696,7 @@ def train_mode(spec, host_data, lps, mode, device, r):
     if family is Transformer:
         r["pytorch"]["attention"] = ARGS.attention
     if fp8:
-        r["pytorch"]["fp8"] = {"transformer_engine": getattr(te, "__version__", None),
+        r["pytorch"]["fp8"] = {"transformer_engine": te_version(),
                                "format": "HYBRID", **fp8_values, "fp8_layers": fp8_layers,
                                "bf16_layers": bf16_layers}
     if family is Resnet:
@@ -794,6 +809,7 @@ def train_mode(spec, host_data, lps, mode, device, r):
     sample_memory()
 
     host = {k: v[:g].tolist() for k, v in series.items()}
+    r["final_loss_scale"] = scale_tensor().item()  # before the profiled steps, which update it
     if ARGS.profile_steps and r["status"] == "ok":
         # After the series were read back: these steps overwrite the last slot, nothing else.
         # The run's figures are complete by now, so a profiler that fails (no CUPTI, say) costs
@@ -807,7 +823,6 @@ def train_mode(spec, host_data, lps, mode, device, r):
     r["steps"] = {"loss": host["loss"], "grad_norm": host["norm"], "loss_scale": host["scale"],
                   "skipped": [scaling and s != 0 for s in host["skip"]], "time_ms": step_ms[:g]}
     r["skipped_steps"] = sum(r["steps"]["skipped"])
-    r["final_loss_scale"] = scale_tensor().item()
     r["epoch_time_ms"] = time_stats([e["time_ms"] for e in r["epochs"]])
     if r["epochs"]:
         r["final_accuracy"] = r["epochs"][-1]["eval_accuracy"]
@@ -853,8 +868,14 @@ def profile_ops(run_step, n, cuda):
                 return getattr(e, attr)
         return 0.0
 
+    def counted(e):
+        # On CUDA a CPU op (aten::mm) is given its kernels' time as well as the kernels' own
+        # entries: only the device entries (kernels, memcpys, memsets) are summed, as torch's
+        # own table does.
+        return not cuda or e.device_type != torch.autograd.DeviceType.CPU
+
     rows = [{"name": e.key, "calls_per_step": e.count / n, "ms_per_step": self_us(e) / 1000.0 / n}
-            for e in prof.key_averages() if self_us(e) > 0]
+            for e in prof.key_averages() if counted(e) and self_us(e) > 0]
     rows.sort(key=lambda x: -x["ms_per_step"])
     return {"steps": n, "basis": "self device time" if cuda else "self CPU time",
             "total_ms_per_step": sum(x["ms_per_step"] for x in rows), "entries": rows[:60]}
@@ -893,8 +914,10 @@ def run_mode(spec, data, lps, mode, device):
     finally:
         gc.collect()
         if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
+            # After a sticky device error these raise again: the row already says what failed.
+            with contextlib.suppress(Exception):
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
     if r["status"] in ("oom", "failed"):
         r["epochs"], r["epoch_time_ms"] = [], time_stats([])
     return r
@@ -1095,6 +1118,12 @@ def main(argv):
     report = {"schema_version": 1,
               "tool": {"name": "pytorch", "version": torch.__version__, "git": None},
               "env": env_json(device), "specs": [], "runs": []}
+    def write_report():
+        out = dict(report, runs=[dict(r, steps={k: v if k == "skipped" else [f32(x) for x in v]
+                                                  for k, v in r["steps"].items()})
+                                 for r in report["runs"]])
+        write_atomic(args.out, json.dumps(finite(out), indent=2, allow_nan=False) + "\n")
+
     try:
         for i, path in enumerate(args.specs):
             spec, data, desc, lps = export_data(path, args.mpbench, data_dir, i)
@@ -1108,16 +1137,15 @@ def main(argv):
                 log(args, f"{spec['name']} {mode} on {device.type}")
                 r = run_mode(spec, data, lps, mode, device)
                 report["runs"].append(r)
+                # Written after every mode: a run cut off by a time limit keeps what it finished.
+                write_report()
             del data
             gc.collect()
     finally:
         if tmp:
             tmp.cleanup()
 
-    for r in report["runs"]:
-        r["steps"] = {k: v if k == "skipped" else [f32(x) for x in v]
-                      for k, v in r["steps"].items()}
-    write_atomic(args.out, json.dumps(finite(report), indent=2, allow_nan=False) + "\n")
+    write_report()
     print(console_table(report["runs"]))
     log(args, f"wrote {args.out}")
     return 0

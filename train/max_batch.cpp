@@ -45,6 +45,7 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
     if (e.kind() != ErrorKind::BadInput) throw;
     out.status = RunStatus::Failed;
     out.detail = e.what();
+    out.refused = true;
     return out;
   }
   const Dataset data = make_dataset(s);
@@ -96,48 +97,57 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   const int64_t k = opts.multiple;
   const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
   // Every batch is probed once: each new one lies strictly between the largest that trained and
-  // the smallest that did not.
+  // the smallest that did not. A probe that failed for another reason than memory (a kernel
+  // fault, a library error) says nothing of the bound and may have left the device unusable
+  // (a sticky CUDA error fails every later probe): the search ends there.
+  struct Stopped {};
   auto fits = [&](int64_t batch) {
     r.probes.push_back(probe(spec, p, batch, be, opts));
     if (opts.on_probe) opts.on_probe(r.probes.back());
-    return r.probes.back().status == RunStatus::Ok;
+    const BatchProbe& b = r.probes.back();
+    if (b.status == RunStatus::Failed && !b.refused) throw Stopped{};
+    return b.status == RunStatus::Ok;
   };
   if (top < k) return r;
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
-  if (opts.from_prediction && opts.memory_limit > 0) {
-    r.predicted = predicted_max_batch(spec, p, be, opts, top);
-    // Confirmed by training: the prediction, then the next multiple of K.
-    if (r.predicted > 0 && fits(r.predicted)) {
-      good = r.predicted;
-      if (good < top) (fits(good + k) ? good : bad) = good + k;
-    } else if (r.predicted > 0) {
-      bad = r.predicted;
+  try {
+    if (opts.from_prediction && opts.memory_limit > 0) {
+      r.predicted = predicted_max_batch(spec, p, be, opts, top);
+      // Confirmed by training: the prediction, then the next multiple of K.
+      if (r.predicted > 0 && fits(r.predicted)) {
+        good = r.predicted;
+        if (good < top) (fits(good + k) ? good : bad) = good + k;
+      } else if (r.predicted > 0) {
+        bad = r.predicted;
+      }
     }
-  }
-  if (good == 0) {
-    if (bad == k || !fits(k)) return r;  // not even K trains
-    good = k;
-  }
-  while (bad == 0) {
-    if (good >= top) {
-      r.max_batch = good;
-      r.at_limit = true;
-      return r;
+    if (good == 0) {
+      if (bad == k || !fits(k)) return r;  // not even K trains
+      good = k;
     }
-    const int64_t next = std::min(good * 2, top);
-    if (fits(next)) {
-      good = next;
-    } else {
-      bad = next;
+    while (bad == 0) {
+      if (good >= top) {
+        r.max_batch = good;
+        r.at_limit = true;
+        return r;
+      }
+      const int64_t next = std::min(good * 2, top);
+      if (fits(next)) {
+        good = next;
+      } else {
+        bad = next;
+      }
     }
-  }
-  while (bad - good > k) {
-    const int64_t mid = good + (bad - good) / (2 * k) * k;
-    if (fits(mid)) {
-      good = mid;
-    } else {
-      bad = mid;
+    while (bad - good > k) {
+      const int64_t mid = good + (bad - good) / (2 * k) * k;
+      if (fits(mid)) {
+        good = mid;
+      } else {
+        bad = mid;
+      }
     }
+  } catch (const Stopped&) {
+    r.stopped = true;
   }
   r.max_batch = good;
   return r;

@@ -21,6 +21,7 @@ struct BatchProbe {
   int64_t batch = 0;
   RunStatus status = RunStatus::Ok;  // oom when it did not fit
   std::string detail;                // why it did not train
+  bool refused = false;              // the spec's own rules refuse the batch (nothing trained)
   RunResult run;                     // the probe's training run (memory, samples/s)
 };
 
@@ -37,6 +38,9 @@ struct MaxBatchResult {
   Precision precision = Precision::FP32;
   int64_t max_batch = 0;  // 0: not even K trains
   bool at_limit = false;  // max_batch is kMaxBatchSize, the largest a spec takes, not a bound
+  // The search ended at a probe that failed for another reason than memory (its detail says
+  // which): max_batch is the largest batch that trained before it, a lower bound only.
+  bool stopped = false;
   std::vector<BatchProbe> probes;  // in the order they ran
   int64_t predicted = 0;           // the largest multiple of K predicted to fit; 0: none made
   // The probe at max_batch; nullptr when there is none.

@@ -113,7 +113,7 @@ class Run {
   void take_memory_baseline(RunResult& r);
   void build(RunResult& r);
   void warm_up(const StepPlan& plan, RunResult& r);
-  void capture_graph(const StepPlan& plan, RunResult& r);
+  void capture_graph(RunResult& r);
   // One epoch's timed steps and its evaluation; false when the loss stopped being finite.
   bool run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r);
   void read_back_series(RunResult& r);
@@ -315,7 +315,13 @@ void Run::evaluate(EpochResult& e) {
 
 void Run::execute(RunResult& r) {
   take_memory_baseline(r);
-  const StepPlan plan = step_plan(spec_.train, data_.train_size(), ranks());
+  // Not under data parallel: the all-reduce's events would be recorded inside the capture.
+  const bool graphs = opts_.cuda_graphs && be_.supports_graphs() && !dp_;
+  StepPlan plan = step_plan(spec_.train, data_.train_size(), ranks());
+  // The capture follows an eager step (libraries initialise lazily, outside it), and that step
+  // trains like any other: with graphs, warmup 0 runs as 1, and the result says so.
+  if (graphs && plan.warmup == 0) plan.warmup = 1;
+  r.warmup_steps = plan.warmup;
   r.steps.resize(plan.total());
   step_ms_.assign(plan.total(), std::nanf(""));
   prog_.total_steps = plan.total();
@@ -326,8 +332,7 @@ void Run::execute(RunResult& r) {
   r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);
-  // Not under data parallel: the all-reduce's events would be recorded inside the capture.
-  if (opts_.cuda_graphs && be_.supports_graphs() && !dp_) capture_graph(plan, r);
+  if (graphs) capture_graph(r);
   start_ = be_.create_event();
   stop_ = be_.create_event();
   for (int64_t b = 0; b <= plan.per_epoch; ++b) marks_.push_back(be_.create_event());
@@ -365,12 +370,14 @@ void Run::warm_up(const StepPlan& plan, RunResult& r) {
   average_loss_series(0, plan.warmup);
 }
 
-void Run::capture_graph(const StepPlan& plan, RunResult& r) {
-  if (plan.warmup == 0) {  // one eager step first: libraries initialise lazily, outside the capture
-    train_step(0, global_, global_ == 0, r);
-  }
+void Run::capture_graph(RunResult& r) {
   be_.begin_capture();
-  step_on_staged_batch();
+  try {
+    step_on_staged_batch();
+  } catch (...) {
+    be_.abort_capture();
+    throw;
+  }
   be_.end_capture();
   graph_ready_ = true;
   r.cuda_graphs = true;

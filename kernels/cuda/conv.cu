@@ -587,8 +587,11 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
   CUDA_CHECK(cudaMalloc(&b.x, hx.size() * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&b.w, hw.size() * sizeof(float)));
   CUDA_CHECK(cudaMalloc(&b.y, hy.size() * sizeof(float)));
-  CUDA_CHECK(cudaMemcpy(b.x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(b.w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice));
+  // On the context's (non-blocking) stream, so that the convolutions are ordered after them.
+  CUDA_CHECK(cudaMemcpyAsync(b.x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice,
+                             ctx.stream()));
+  CUDA_CHECK(cudaMemcpyAsync(b.w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice,
+                             ctx.stream()));
   auto tensor = [](float* data, Shape shape) {
     Tensor t;
     t.data = data, t.shape = shape, t.dtype = DType::F32, t.device = Device::CUDA;
@@ -604,8 +607,9 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
     } catch (const Error&) {
       break;  // every algorithm refused
     }
+    CUDA_CHECK(cudaMemcpyAsync(hy.data(), b.y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                               ctx.stream()));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
-    CUDA_CHECK(cudaMemcpy(hy.data(), b.y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost));
     const ConvPlan* plan = ctx.find_conv_plan(key);
     MPB_CHECK(plan, "conv_refusal_trace: no plan after a run");
     runs.emplace_back(plan->algo, hy);

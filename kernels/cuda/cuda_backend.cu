@@ -122,6 +122,7 @@ class CudaBackend : public Backend {
   }
 
   void synchronize() override {
+    if (ctx_.capturing) abandon_capture();  // a sync would invalidate the capture, and fail
     CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
   }
 
@@ -149,6 +150,8 @@ class CudaBackend : public Backend {
     CUDA_CHECK(err);
     if (ctx_.graph_exec) cudaGraphExecDestroy(ctx_.graph_exec);
     ctx_.graph_exec = exec;
+    // Uploaded now, on the stream, so that the first launch (the first timed step) does not.
+    CUDA_CHECK(cudaGraphUpload(exec, ctx_.stream()));
   }
 
   void replay() override {
@@ -301,9 +304,13 @@ class CudaBackend : public Backend {
     cuda::attention_softmax_backward(ctx_, dy, y, scale, dx);
   }
 
+  void abort_capture() noexcept override {
+    if (ctx_.capturing) abandon_capture();
+  }
+
  private:
   // A capture left open by an exception: end it and drop whatever was recorded.
-  void abandon_capture() {
+  void abandon_capture() noexcept {
     cudaGraph_t graph = nullptr;
     if (cudaStreamEndCapture(ctx_.stream(), &graph) == cudaSuccess && graph)
       cudaGraphDestroy(graph);
@@ -314,7 +321,9 @@ class CudaBackend : public Backend {
   DeviceContext ctx_;
 
  public:
-  cudaStream_t stream() const { return ctx_.stream(); }
+  cudaStream_t stream() const {
+    return ctx_.stream();
+  }
 };
 
 }  // namespace

@@ -22,6 +22,21 @@ TEST(DeviceSpecs, Fp8PeaksOnlyWhereTheCardHasThem) {
   EXPECT_EQ(peak_tflops(*find_datasheet("Tesla T4"), Precision::TF32), 8.1);  // fp32 fallback
 }
 
+// The names the driver reports: each card gets its own row, not a shorter name's within it.
+TEST(DeviceSpecs, DriverNamesFindTheirOwnRows) {
+  for (const auto& [device, row] :
+       {std::pair{"NVIDIA H200 NVL", "H200 NVL"}, std::pair{"NVIDIA H200", "H200"},
+        std::pair{"NVIDIA GH200 480GB", "GH200"},
+        std::pair{"NVIDIA A100 80GB PCIe", "A100 80GB PCIe"},
+        std::pair{"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"},
+        std::pair{"NVIDIA A100-PCIE-40GB", "A100"}}) {
+    const auto d = find_datasheet(device);
+    ASSERT_TRUE(d.has_value()) << device;
+    EXPECT_STREQ(d->name, row) << device;
+  }
+  EXPECT_EQ(find_datasheet("NVIDIA H200 NVL")->bf16_tflops, 835);
+}
+
 TEST(DeviceSpecs, Fp8NeedsComputeCapability89) {
   EXPECT_FALSE(has_tensor_cores(8, 0, Precision::AMP_FP8));
   EXPECT_FALSE(has_tensor_cores(8, 6, Precision::AMP_FP8));

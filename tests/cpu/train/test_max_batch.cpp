@@ -149,3 +149,42 @@ TEST(MaxBatch, AWrongPredictionIsCorrectedByTheProbes) {
   EXPECT_LE(r.probes.size(), 4u);
   EXPECT_GT(plain.probes.size(), r.probes.size());
 }
+
+namespace {
+
+// Fails every loss over more than `rows` rows with a runtime error, as a kernel fault or a
+// library error would: a failure that is not for want of memory.
+class FailAboveRows : public OpObserver {
+ public:
+  explicit FailAboveRows(int64_t rows) : rows_(rows) {}
+  bool observing() const override { return true; }
+  void op_begin(const OpCall& call) override {
+    if (std::string(call.op) != "softmax_xent") return;
+    const int64_t rows = std::stoll(call.detail.substr(1));  // "(rows, classes) dtype"
+    if (rows > rows_) throw_runtime("injected fault");
+  }
+  void op_end() override {}
+
+ private:
+  int64_t rows_;
+};
+
+}  // namespace
+
+// A probe that fails for another reason than memory ends the search there: the batches below it
+// are not tried (they could all fail alike after a sticky device error), and the result says so.
+TEST(MaxBatch, AFailureThatIsNotMemoryStopsTheSearch) {
+  auto be = make_reference_backend();
+  FailAboveRows fault(40);
+  be->set_observer(&fault);
+  MaxBatchOptions opts;  // no limit: the doubling search from 1
+  const MaxBatchResult r = find_max_batch(config("tiny_mlp"), Precision::FP32, *be, opts);
+  be->set_observer(nullptr);
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.max_batch, 32);
+  ASSERT_EQ(r.probes.size(), 7u);  // 1, 2, 4, 8, 16, 32, then 64 failed
+  EXPECT_EQ(r.probes.back().batch, 64);
+  EXPECT_EQ(r.probes.back().status, RunStatus::Failed);
+  EXPECT_NE(r.probes.back().detail.find("injected fault"), std::string::npos);
+  EXPECT_FALSE(r.probes.back().refused);
+}
