@@ -569,15 +569,17 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
   ConvGeom g;
   g.n = n, g.h = h, g.w = w, g.c = c, g.k = k, g.r = r, g.s = s, g.p = h, g.q = w;
   g.stride = 1, g.pad = 1;
-  std::vector<float> hx(static_cast<size_t>(n * h * w * c)), hw(static_cast<size_t>(k * r * s * c));
+  // Multiples of 1/4 and 1/8 in a small range: every sum is exact in fp32, whatever its order.
+  std::vector<float> hx(static_cast<size_t>(n * h * w * c)),
+      hdy(static_cast<size_t>(n * h * w * k));
   for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
-  for (size_t i = 0; i < hw.size(); ++i) hw[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
-  std::vector<float> hy(static_cast<size_t>(n * h * w * k));
+  for (size_t i = 0; i < hdy.size(); ++i) hdy[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
+  std::vector<float> hdw(static_cast<size_t>(k * r * s * c));
   struct Buffers {
     void* ws = nullptr;
-    float *x = nullptr, *w = nullptr, *y = nullptr;
+    float *x = nullptr, *dy = nullptr, *dw = nullptr;
     ~Buffers() {
-      for (void* p : {ws, static_cast<void*>(x), static_cast<void*>(w), static_cast<void*>(y)})
+      for (void* p : {ws, static_cast<void*>(x), static_cast<void*>(dy), static_cast<void*>(dw)})
         cudaFree(p);
     }
   } b;
@@ -585,34 +587,34 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
   CUDA_CHECK(cudaMalloc(&b.ws, ws_bytes));
   ctx.set_workspace(b.ws, ws_bytes);
   CUDA_CHECK(cudaMalloc(&b.x, hx.size() * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&b.w, hw.size() * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&b.y, hy.size() * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b.dy, hdy.size() * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&b.dw, hdw.size() * sizeof(float)));
   // On the context's (non-blocking) stream, so that the convolutions are ordered after them.
   CUDA_CHECK(cudaMemcpyAsync(b.x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice,
                              ctx.stream()));
-  CUDA_CHECK(cudaMemcpyAsync(b.w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice,
+  CUDA_CHECK(cudaMemcpyAsync(b.dy, hdy.data(), hdy.size() * sizeof(float), cudaMemcpyHostToDevice,
                              ctx.stream()));
   auto tensor = [](float* data, Shape shape) {
     Tensor t;
     t.data = data, t.shape = shape, t.dtype = DType::F32, t.device = Device::CUDA;
     return t;
   };
-  Tensor x = tensor(b.x, Shape{n, h, w, c}), wt = tensor(b.w, Shape{k, r, s, c});
-  Tensor y = tensor(b.y, Shape{n, h, w, k});
+  Tensor x = tensor(b.x, Shape{n, h, w, c}), dy = tensor(b.dy, Shape{n, h, w, k});
+  Tensor dw = tensor(b.dw, Shape{k, r, s, c});
   const ConvKey key =
-      conv_key(ConvOp::Forward, g, DType::F32, math_type_for(GemmMath::Strict, DType::F32));
+      conv_key(ConvOp::BackwardFilter, g, DType::F32, math_type_for(GemmMath::Strict, DType::F32));
   for (int i = 0; i <= refusals; ++i) {
     try {
-      conv2d_forward(ctx, ConvDesc{1, 1, GemmMath::Strict}, g, x, wt, y);
+      conv2d_backward_filter(ctx, ConvDesc{1, 1, GemmMath::Strict}, g, x, dy, dw);
     } catch (const Error&) {
       break;  // every algorithm refused
     }
-    CUDA_CHECK(cudaMemcpyAsync(hy.data(), b.y, hy.size() * sizeof(float), cudaMemcpyDeviceToHost,
+    CUDA_CHECK(cudaMemcpyAsync(hdw.data(), b.dw, hdw.size() * sizeof(float), cudaMemcpyDeviceToHost,
                                ctx.stream()));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
     const ConvPlan* plan = ctx.find_conv_plan(key);
     MPB_CHECK(plan, "conv_refusal_trace: no plan after a run");
-    runs.emplace_back(plan->algo, hy);
+    runs.emplace_back(plan->algo, hdw);
     ctx.refuse_conv_algorithm(key, plan->algo, plan->math_type);
   }
 #else

@@ -103,10 +103,10 @@ void destroy_conv_plan(ConvPlan& p);
 // conv plan count after each. Defined in conv.cu.
 std::vector<size_t> conv_plan_cache_trace(int device,
                                           const std::vector<std::pair<int, ConvDesc>>& calls);
-// For tests, likewise: on a fresh context, runs one fp32 forward convolution (x (2, 9, 9, 8),
-// w (8, 3, 3, 8), pad 1, fixed values), then refuses its algorithm (refuse_conv_algorithm) and
-// runs it again, `refusals` times or until no algorithm is left. Returns each run's algorithm and
-// output.
+// For tests, likewise: on a fresh context, runs one strict fp32 weight-gradient convolution
+// (x (2, 9, 9, 8), dw (8, 3, 3, 8), pad 1, values whose sums are exact), then refuses its
+// algorithm (refuse_conv_algorithm) and runs it again, `refusals` times or until no algorithm is
+// left. Returns each run's algorithm and dw.
 std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int device, int refusals);
 
 class DeviceContext {

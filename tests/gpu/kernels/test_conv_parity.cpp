@@ -180,17 +180,21 @@ TEST(CudaConvParity, PlanIsCachedPerKey) {
 }
 
 // An algorithm that fails when run is passed over and the plan chosen again (run_conv): refusing
-// each chosen algorithm in turn gives other algorithms, all computing the same convolution.
+// each chosen algorithm in turn gives other algorithms, all computing the same convolution. The
+// weight gradient, as cuDNN documents two FMA algorithms for it with NHWC filters (ALGO_0 and
+// ALGO_1; the forward and data gradient have one); its sums are exact, so equal bit for bit.
 TEST(CudaConvParity, RefusedAlgorithmIsPassedOver) {
   SKIP_WITHOUT_CUDA();
 #if defined(MPBENCH_HAVE_CUDA)
   const auto runs = cuda::conv_refusal_trace(0, 2);
-  ASSERT_GE(runs.size(), 2u) << "cuDNN offered one fp32 FMA-math algorithm for a 3x3 convolution";
+  ASSERT_GE(runs.size(), 1u) << "the first weight-gradient convolution did not run";
+  if (runs.size() < 2)
+    GTEST_SKIP() << "cuDNN offered one FMA-math algorithm (" << runs[0].first
+                 << "): nothing to fall back to";
   for (size_t i = 1; i < runs.size(); ++i) {
     for (size_t j = 0; j < i; ++j) EXPECT_NE(runs[i].first, runs[j].first);
-    auto r = test::compare(runs[i].second, runs[0].second, 1e-5);
-    EXPECT_TRUE(r.ok) << "algorithm " << runs[i].first << " against " << runs[0].first << ": "
-                      << r.message;
+    EXPECT_EQ(runs[i].second, runs[0].second)
+        << "algorithm " << runs[i].first << " against " << runs[0].first;
   }
 #else
   GTEST_SKIP() << "built without CUDA";
@@ -421,9 +425,24 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
       Env env;
       env.dut->set_conv_workspace_provider(
           provider_from(env.dut_alloc, by_memory ? kDefaultConvWorkspaceLimit : room));
-      run_conv_case(env, cfg, kWorkspaceShape, seed, [&] {
-        if (by_memory) env.dut_alloc.set_limit(training_bytes(env.dut_alloc) + room);
-      });
+      try {
+        run_conv_case(env, cfg, kWorkspaceShape, seed, [&] {
+          if (by_memory) env.dut_alloc.set_limit(training_bytes(env.dut_alloc) + room);
+        });
+      } catch (const Error& e) {
+        env.dut_alloc.set_limit(0);
+        env.dut->set_conv_workspace_provider({});
+        // Strict takes FMA-math algorithms only, and cuDNN documents one for the forward and the
+        // data gradient with NHWC filters: when that one needs the room, none is left, and the
+        // op says so instead of running something else.
+        const bool none_left =
+            std::string(e.what()).find("offers no algorithm") != std::string::npos;
+        if (cfg.math == GemmMath::Strict && none_left) {
+          std::cout << "strict fp32: no other algorithm fits: " << e.what() << "\n";
+          continue;
+        }
+        throw;
+      }
       const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
       print_choices(by_memory ? "memory-limited" : "conv-limit", choices);
       ASSERT_EQ(choices.size(), 3u);

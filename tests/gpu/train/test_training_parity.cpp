@@ -1,7 +1,9 @@
 // A 50-step training run on the GPU (or, in cpu_native_training_parity, on the native CPU
 // backend) follows the CPU reference step by step: per-step loss within the tolerance below, and
 // the loss-scale trajectory exactly.
+#include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -26,15 +28,19 @@ namespace {
 //   tf32: mlp 7e-5 (3e-4 with 1e-4 perturbations, a TF32 input rounding done differently),
 //         transformer 1.8e-3, resnet 2.2e-4;
 //   amp_fp16 / amp_bf16: mlp 5e-4 (1.2e-3 with 1e-4), transformer 1.6e-3, resnet 7e-4.
+// The ImageNet-stem resnet drifts faster: its CPU runs under two OpenBLAS kernel sets (another
+// summation order in every GEMM) were 1e-6 apart at step 6, 2e-5 at 21, 5e-4 at 48 in fp32, about
+// tenfold every 10 steps; and amp_fp8's flipped FP8 codes gave 3e-3 (gpt) to 1e-2 (transformer).
+// Each case prints its worst drift, so that a GPU run can tighten these.
 // TF32 rounds GEMM inputs to fp16's 10-bit mantissa: a perturbation that flips one of those
 // roundings moves a value by 2^-11, so it drifts like the AMP modes, not like fp32.
 double loss_tolerance(const Spec& spec, Precision p) {
   const bool mlp = spec.family == "mlp";
-  if (p == Precision::FP32) return mlp ? 1e-4 : 1e-3;
+  if (p == Precision::FP32) return mlp ? 1e-4 : (spec.family == "resnet_bottleneck" ? 1e-2 : 1e-3);
   if (p == Precision::TF32 && mlp) return 1e-3;
   // E4M3 keeps 3 mantissa bits: where the GPU's GEMM sums round an input to the neighbouring
-  // code, the value moves by up to 1/8; twice the 16-bit bound, not yet measured on a GPU.
-  if (p == Precision::AMP_FP8) return 5e-2;
+  // code, the value moves by up to 1/8; five times the 16-bit bound, not yet measured on a GPU.
+  if (p == Precision::AMP_FP8) return 0.1;
   return 2e-2;
 }
 
@@ -87,13 +93,17 @@ TEST_P(TrainingParity, FiftyStepsMatchCpu) {
   ASSERT_EQ(rc.steps.size(), 50u);
   ASSERT_EQ(rg.steps.size(), 50u);
   const double tol = loss_tolerance(spec, c.precision);
+  double worst = 0;
   for (size_t i = 0; i < 50; ++i) {
     double a = rc.steps[i].loss, b = rg.steps[i].loss;
+    worst = std::max(worst, std::fabs(a - b) / std::fabs(a));
     EXPECT_LE(std::fabs(a - b), tol * std::fabs(a))
         << "step " << i << ": cpu " << a << " gpu " << b;
     EXPECT_EQ(rc.steps[i].loss_scale, rg.steps[i].loss_scale) << "step " << i;
     EXPECT_EQ(rc.steps[i].skipped, rg.steps[i].skipped) << "step " << i;
   }
+  std::cout << c.config << " " << precision_name(c.precision) << ": worst relative loss drift "
+            << worst << " (tolerance " << tol << ")\n";
 }
 
 std::vector<ParityCase> parity_cases() {
