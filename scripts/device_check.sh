@@ -134,7 +134,9 @@ for m in ("nvidia.cublas", "nvidia.cudnn", "nvidia.cuda_runtime", "nvidia.cu13")
 print(":".join(dirs))
 PY
 )
-export LD_LIBRARY_PATH="$libs${py_libs:+:$py_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# PyTorch's own first: where both are there, both tools then run the same cuBLAS and cuDNN (and
+# PyTorch does not meet an older cuDNN of the toolkit's before its own).
+export LD_LIBRARY_PATH="${py_libs:+$py_libs:}$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MPBENCH_SOURCE_DIR="$root"
 
 # ---- the build to test --------------------------------------------------------------------------
@@ -180,13 +182,36 @@ fi
 if [ -z "$bin" ]; then
   say "building from source for sm_$cc"
   build=/tmp/mpbench-build
-  prefix=""
-  [ -d .deps/usr ] && prefix="-DCMAKE_PREFIX_PATH=$root/.deps/usr"
-  gen=""; command -v ninja >/dev/null && gen="-G Ninja"
-  if cmake -S . -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON \
-      -DMPBENCH_BUILD_BENCH=OFF -DCMAKE_CUDA_ARCHITECTURES="$cc" $prefix >>"$log" 2>&1 &&
+  # As the carried build is made (prepare_device_carry.sh): portable, no MPI, no oneDNN, with
+  # .deps/ for what such a machine lacks (OpenBLAS from its archive there).
+  args=(-DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PORTABLE=ON -DMPBENCH_BUILD_BENCH=OFF
+        -DMPBENCH_MPI=OFF -DMPBENCH_ONEDNN=OFF -DCMAKE_CUDA_ARCHITECTURES="$cc")
+  [ -d .deps/usr ] && args+=(-DCMAKE_PREFIX_PATH="$root/.deps/usr")
+  if [ -f .deps/openblas.tar.xz ]; then
+    mkdir -p "$scratch/openblas" && tar -xJf .deps/openblas.tar.xz -C "$scratch/openblas"
+    blas=$scratch/openblas/usr
+    args+=(-DCBLAS_INCLUDE_DIR="$blas/include/x86_64-linux-gnu/openblas-pthread"
+           -DOPENBLAS_LIBRARY="$blas/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a")
+  fi
+  # cuDNN from PyTorch's pip package where the toolkit has none: without it no convolution runs.
+  if [ ! -f /usr/local/cuda/include/cudnn.h ]; then
+    cudnn_dir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    cudnn_lib=$(ls "$cudnn_dir"/lib/libcudnn.so* 2>/dev/null | head -1)
+    if [ -f "$cudnn_dir/include/cudnn.h" ] && [ -n "$cudnn_lib" ]; then
+      args+=(-DCUDNN_INCLUDE_DIR="$cudnn_dir/include" -DCUDNN_LIBRARY="$cudnn_lib")
+    fi
+  fi
+  command -v ninja >/dev/null && args+=(-G Ninja)
+  # mpbench and the GPU test binaries only (tests/CMakeLists.txt names them gpu_<file>).
+  targets=(mpbench)
+  for f in tests/gpu/*/test_*.cpp; do targets+=("gpu_$(basename "$f" .cpp)"); done
+  if cmake -S . -B "$build" "${args[@]}" >>"$log" 2>&1 &&
      timeout "$(( $(left) > 1 ? $(left) : 1 ))" cmake --build "$build" -j"$(nproc)" \
-       >>"$log" 2>&1; then
+       --target "${targets[@]}" >>"$log" 2>&1; then
+    if grep -q '^CUDNN_LIBRARY:FILEPATH=.*NOTFOUND' "$build/CMakeCache.txt"; then
+      say "WARNING: built without cuDNN (not in the toolkit nor in PyTorch's packages):" \
+        "every convolution will fail"
+    fi
     mkdir -p "$build/carry"
     cp "$build/mpbench" "$build/carry/"
     find "$build/tests" -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x \
@@ -276,7 +301,11 @@ if [ "${MPBENCH_CHECK_TESTS:-1}" != 0 ]; then
   done
   # The kernel parity tests again under compute-sanitizer's memcheck (out-of-bounds and
   # misaligned accesses in kernels that ran clean).
-  if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+  if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && [ -z "$sanitizer" ]; then
+    off+=" memcheck (no compute-sanitizer here);"
+  fi
+  if [ "${MPBENCH_CHECK_SANITIZE:-0}" = 1 ] && [ -n "$sanitizer" ]; then
     for name in gpu_test_cuda_parity gpu_test_family_ops_parity gpu_test_conv_parity; do
       for t in "$bin/$name" "$bin/tests/$name"; do
         [ -x "$t" ] && add memcheck "$t" "memcheck $name" 150 30 && break
@@ -435,7 +464,7 @@ prepare() {
       o="$scratch/gpu_test_memcheck_$name.log"
       # Without the cases that take long under it.
       local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
-      cmd=(compute-sanitizer --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
+      cmd=("$sanitizer" --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
            "--gtest_filter=-*OutOfMemory*:$slow") ;;
     run | graphs)
       local variant=eager; [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)

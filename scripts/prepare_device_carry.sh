@@ -13,9 +13,11 @@ arch=${MPBENCH_DEVICE_ARCH:-90}
 build=build-device
 # The hash before and after the build: sources edited meanwhile would give a build of neither.
 src=$(scripts/device_check.sh --source-hash)
-# MPI off: the GPU machine has no OpenMPI for the binary to load (and one GPU to run it on).
+# MPI off: the GPU machine has no OpenMPI for the binary to load (and one GPU to run it on); oneDNN
+# off: Debian's is a shared library only (with libgomp), which that machine lacks.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PORTABLE=ON \
-  -DMPBENCH_BUILD_BENCH=OFF -DMPBENCH_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  -DMPBENCH_BUILD_BENCH=OFF -DMPBENCH_MPI=OFF -DMPBENCH_ONEDNN=OFF \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mpbench $(cd "$build" && \
   make help 2>/dev/null | awk '/gpu_test_/{print $2}' | tr '\n' ' ')
 # Static OpenBLAS makes each binary ~30 MB; xz brings the three to ~7 MB (the carry limit is 64 MiB).
@@ -23,6 +25,18 @@ stage=$(mktemp -d)
 cp "$build"/mpbench "$stage"/
 find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$stage"/ \;
 strip "$stage"/* 2>/dev/null || true
+# Each binary may need only what a GPU machine has: the CUDA libraries (the toolkit's or PyTorch's
+# pip packages) and glibc. Anything else (libdnnl, libgomp, libfmt, libopenblas) would make the
+# carry fail there and the script fall back to a build.
+for f in "$stage"/*; do
+  extra=$(readelf -d "$f" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' |
+    grep -Ev '^(libcublasLt\.so|libcublas\.so|libcudnn\.so|libcudart\.so|libm\.so|libc\.so|libpthread\.so|libdl\.so|librt\.so|ld-linux)' || true)
+  if [ -n "$extra" ]; then
+    rm -rf "$stage"
+    echo "prepare_device_carry: $(basename "$f") needs libraries a GPU machine may lack:" $extra >&2
+    exit 1
+  fi
+done
 rm -rf .devcarry && mkdir -p .devcarry
 if [ "$(scripts/device_check.sh --source-hash)" != "$src" ]; then
   rm -rf "$stage"
@@ -45,5 +59,8 @@ cp -r /usr/lib/x86_64-linux-gnu/cmake/fmt /usr/lib/x86_64-linux-gnu/cmake/GTest 
   .deps/usr/lib/x86_64-linux-gnu/cmake/
 cp -a /usr/lib/x86_64-linux-gnu/libfmt.so* /usr/lib/x86_64-linux-gnu/libgtest*.a \
   /usr/lib/x86_64-linux-gnu/libgmock*.a .deps/usr/lib/x86_64-linux-gnu/
+# OpenBLAS for a build there (the portable one links it statically): 58 MB as it is, 5 MB in xz.
+tar -cJhf .deps/openblas.tar.xz -C / usr/include/x86_64-linux-gnu/openblas-pthread \
+  usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
 du -sh .devcarry .deps
