@@ -142,17 +142,21 @@ const char* data_type_name(int32_t type) {
   }
 }
 
+// Whether work enqueued now would be recorded into a graph rather than run: the trainer's capture
+// (ctx.capturing) or any other capture of the stream.
+bool stream_capturing(const DeviceContext& ctx) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &status));
+  return ctx.capturing || status != cudaStreamCaptureStatusNone;
+}
+
 // Where a plan's workspace comes from (see the top of this file): the context's own buffer,
 // grown through its provider up to the provider's limit while the buffer may move; else what is
 // there (that buffer as it is, or the GEMM workspace without a provider).
 class WorkspaceSource {
  public:
   explicit WorkspaceSource(DeviceContext& ctx) : ctx_(ctx), own_(ctx.has_conv_provider()) {
-    if (own_) {
-      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-      CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &status));
-      can_grow_ = !ctx.capturing && status == cudaStreamCaptureStatusNone && !ctx.graph_exec;
-    }
+    if (own_) can_grow_ = !stream_capturing(ctx) && !ctx.graph_exec;
   }
 
   // Bytes there now.
@@ -198,8 +202,6 @@ struct Offer {
   bool refused;  // it failed when run before (DeviceContext::refuse_conv_algorithm)
 };
 
-using Refused = std::vector<std::pair<int32_t, int32_t>>;  // (algorithm, math type)
-
 // Picks from the heuristic's ranked list (best first): an algorithm that cuDNN says works, whose
 // workspace can be had (source.reserve, which may grow the buffer), and whose math type is the
 // one asked for. Strict takes nothing else (so never a tensor-op algorithm); the tensor-op modes
@@ -209,7 +211,7 @@ using Refused = std::vector<std::pair<int32_t, int32_t>>;  // (algorithm, math t
 // descriptor, as the run will have it. Algorithms that failed when run are passed over.
 template <typename Perf, typename WorkspaceOf>
 void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
-                      const std::vector<Perf>& perf, int returned, const Refused& refused,
+                      const std::vector<Perf>& perf, int returned, const ConvRefusals& refused,
                       WorkspaceSource& source, cudnnConvolutionDescriptor_t conv,
                       WorkspaceOf&& workspace_of, ConvPlan& plan) {
   std::vector<Offer> offers;
@@ -258,7 +260,7 @@ void choose_algorithm(ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t wa
 }
 
 void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudnnMathType_t want,
-                const Refused& refused, ConvPlan& plan) {
+                const ConvRefusals& refused, ConvPlan& plan) {
   cudnnHandle_t h = ctx.cudnn();
   const cudnnDataType_t type = cudnn_type(dt);
   auto i32 = [](int64_t v) { return static_cast<int>(v); };  // bounds checked in check_conv
@@ -406,9 +408,7 @@ void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMa
     void* ws = workspace_for(ctx, plan, &ws_bytes);
     const cudnnStatus_t st = call(plan, ws, ws_bytes);
     if (st == CUDNN_STATUS_SUCCESS) return;
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_CHECK(cudaStreamIsCapturing(ctx.stream(), &capture));
-    const bool retry = !ctx.capturing && capture == cudaStreamCaptureStatusNone &&
+    const bool retry = !stream_capturing(ctx) &&
                        (st == CUDNN_STATUS_NOT_SUPPORTED || st == CUDNN_STATUS_BAD_PARAM ||
                         st == CUDNN_STATUS_EXECUTION_FAILED);
     const std::string what = fmt::format(
@@ -513,24 +513,57 @@ std::vector<ConvAlgorithm> conv_algorithms(const DeviceContext& ctx) {
   return out;
 }
 
+namespace {
+
+// The device buffers of the test traces below, freed on every path; the context outlives them.
+class TraceBuffers {
+ public:
+  explicit TraceBuffers(DeviceContext& ctx) : ctx_(ctx) {
+    const size_t ws_bytes = ctx.workspace_bytes();
+    ctx.set_workspace(alloc(ws_bytes), ws_bytes);
+  }
+  ~TraceBuffers() {
+    for (void* p : ptrs_) cudaFree(p);
+  }
+  TraceBuffers(const TraceBuffers&) = delete;
+  TraceBuffers& operator=(const TraceBuffers&) = delete;
+
+  // A fresh fp32 tensor of `shape`: `host`'s values, or zeros; on the context's (non-blocking)
+  // stream, so that the convolutions are ordered after the copy.
+  Tensor tensor(Shape shape, const std::vector<float>* host = nullptr) {
+    Tensor t;
+    t.shape = shape;
+    t.dtype = DType::F32;
+    t.device = Device::CUDA;
+    t.data = alloc(t.bytes());
+    if (host) {
+      MPB_CHECK(static_cast<int64_t>(host->size()) == t.numel(), "TraceBuffers: host size");
+      CUDA_CHECK(
+          cudaMemcpyAsync(t.data, host->data(), t.bytes(), cudaMemcpyHostToDevice, ctx_.stream()));
+    } else {
+      CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), ctx_.stream()));
+    }
+    return t;
+  }
+
+ private:
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, bytes));
+    ptrs_.push_back(p);
+    return p;
+  }
+
+  DeviceContext& ctx_;
+  std::vector<void*> ptrs_;
+};
+
+}  // namespace
+
 std::vector<size_t> conv_plan_cache_trace(int device,
                                           const std::vector<std::pair<int, ConvDesc>>& calls) {
   DeviceContext ctx(device);
-  // Buffers are freed on every path; the context outlives them.
-  struct DeviceBuffers {
-    std::vector<void*> ptrs;
-    void* alloc(size_t bytes) {
-      void* p = nullptr;
-      CUDA_CHECK(cudaMalloc(&p, bytes));
-      ptrs.push_back(p);
-      return p;
-    }
-    ~DeviceBuffers() {
-      for (void* p : ptrs) cudaFree(p);
-    }
-  } keep;
-  const size_t ws_bytes = ctx.workspace_bytes();
-  ctx.set_workspace(keep.alloc(ws_bytes), ws_bytes);
+  TraceBuffers keep(ctx);
   std::vector<size_t> counts;
   for (const auto& [op, d] : calls) {
     MPB_CHECK(op >= 0 && op <= 2, "conv_plan_cache_trace: op {} is not 0, 1 or 2", op);
@@ -538,17 +571,8 @@ std::vector<size_t> conv_plan_cache_trace(int device,
     MPB_CHECK(d.stride >= 1 && d.pad >= 0 && d.pad <= 4, "conv_plan_cache_trace: bad desc");
     const int64_t p = (h + 2 * d.pad - r) / d.stride + 1, q = (w + 2 * d.pad - s) / d.stride + 1;
     // Fresh buffers for every call: the cache must not depend on the pointers.
-    auto make = [&](Shape shape) {
-      Tensor t;
-      t.shape = shape;
-      t.dtype = DType::F32;
-      t.device = Device::CUDA;
-      t.data = keep.alloc(static_cast<size_t>(shape.numel()) * sizeof(float));
-      CUDA_CHECK(cudaMemsetAsync(t.data, 0, static_cast<size_t>(shape.numel()) * sizeof(float),
-                                 ctx.stream()));
-      return t;
-    };
-    Tensor x = make(Shape{n, h, w, c}), wt = make(Shape{k, r, s, c}), y = make(Shape{n, p, q, k});
+    Tensor x = keep.tensor(Shape{n, h, w, c}), wt = keep.tensor(Shape{k, r, s, c});
+    Tensor y = keep.tensor(Shape{n, p, q, k});
     ConvGeom g;
     g.n = n, g.h = h, g.w = w, g.c = c, g.k = k, g.r = r, g.s = s, g.p = p, g.q = q;
     g.stride = d.stride, g.pad = d.pad;
@@ -565,6 +589,7 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
   std::vector<std::pair<int32_t, std::vector<float>>> runs;
 #if defined(MPBENCH_HAVE_CUDNN)
   DeviceContext ctx(device);
+  TraceBuffers keep(ctx);
   const int64_t n = 2, h = 9, w = 9, c = 8, k = 8, r = 3, s = 3;
   ConvGeom g;
   g.n = n, g.h = h, g.w = w, g.c = c, g.k = k, g.r = r, g.s = s, g.p = h, g.q = w;
@@ -574,33 +599,9 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
       hdy(static_cast<size_t>(n * h * w * k));
   for (size_t i = 0; i < hx.size(); ++i) hx[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
   for (size_t i = 0; i < hdy.size(); ++i) hdy[i] = static_cast<float>(i % 7) * 0.125f - 0.375f;
-  std::vector<float> hdw(static_cast<size_t>(k * r * s * c));
-  struct Buffers {
-    void* ws = nullptr;
-    float *x = nullptr, *dy = nullptr, *dw = nullptr;
-    ~Buffers() {
-      for (void* p : {ws, static_cast<void*>(x), static_cast<void*>(dy), static_cast<void*>(dw)})
-        cudaFree(p);
-    }
-  } b;
-  const size_t ws_bytes = ctx.workspace_bytes();
-  CUDA_CHECK(cudaMalloc(&b.ws, ws_bytes));
-  ctx.set_workspace(b.ws, ws_bytes);
-  CUDA_CHECK(cudaMalloc(&b.x, hx.size() * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&b.dy, hdy.size() * sizeof(float)));
-  CUDA_CHECK(cudaMalloc(&b.dw, hdw.size() * sizeof(float)));
-  // On the context's (non-blocking) stream, so that the convolutions are ordered after them.
-  CUDA_CHECK(cudaMemcpyAsync(b.x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice,
-                             ctx.stream()));
-  CUDA_CHECK(cudaMemcpyAsync(b.dy, hdy.data(), hdy.size() * sizeof(float), cudaMemcpyHostToDevice,
-                             ctx.stream()));
-  auto tensor = [](float* data, Shape shape) {
-    Tensor t;
-    t.data = data, t.shape = shape, t.dtype = DType::F32, t.device = Device::CUDA;
-    return t;
-  };
-  Tensor x = tensor(b.x, Shape{n, h, w, c}), dy = tensor(b.dy, Shape{n, h, w, k});
-  Tensor dw = tensor(b.dw, Shape{k, r, s, c});
+  Tensor x = keep.tensor(Shape{n, h, w, c}, &hx), dy = keep.tensor(Shape{n, h, w, k}, &hdy);
+  Tensor dw = keep.tensor(Shape{k, r, s, c});
+  std::vector<float> hdw(static_cast<size_t>(dw.numel()));
   const ConvKey key =
       conv_key(ConvOp::BackwardFilter, g, DType::F32, math_type_for(GemmMath::Strict, DType::F32));
   for (int i = 0; i <= refusals; ++i) {
@@ -609,8 +610,8 @@ std::vector<std::pair<int32_t, std::vector<float>>> conv_refusal_trace(int devic
     } catch (const Error&) {
       break;  // every algorithm refused
     }
-    CUDA_CHECK(cudaMemcpyAsync(hdw.data(), b.dw, hdw.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                               ctx.stream()));
+    CUDA_CHECK(
+        cudaMemcpyAsync(hdw.data(), dw.data, dw.bytes(), cudaMemcpyDeviceToHost, ctx.stream()));
     CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
     const ConvPlan* plan = ctx.find_conv_plan(key);
     MPB_CHECK(plan, "conv_refusal_trace: no plan after a run");

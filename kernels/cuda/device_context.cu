@@ -332,9 +332,8 @@ void DeviceContext::refuse_conv_algorithm(const ConvKey& key, int32_t algo, int3
                          conv_plan_order_.end());
 }
 
-const std::vector<std::pair<int32_t, int32_t>>& DeviceContext::conv_refused(
-    const ConvKey& key) const {
-  static const std::vector<std::pair<int32_t, int32_t>> none;
+const ConvRefusals& DeviceContext::conv_refused(const ConvKey& key) const {
+  static const ConvRefusals none;
   auto it = conv_refused_.find(key);
   return it == conv_refused_.end() ? none : it->second;
 }

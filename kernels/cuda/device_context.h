@@ -94,6 +94,10 @@ struct ConvPlan {
   bool workspace_limited = false;
 };
 
+// (algorithm, math type) pairs cuDNN refused to run for one key
+// (DeviceContext::refuse_conv_algorithm).
+using ConvRefusals = std::vector<std::pair<int32_t, int32_t>>;
+
 // Releases the descriptors of a plan the context does not own yet (error paths while building).
 void destroy_conv_plan(ConvPlan& p);
 
@@ -160,7 +164,7 @@ class DeviceContext {
   // dropped (references to it die) and the next choice for the key passes the algorithm over.
   void refuse_conv_algorithm(const ConvKey& key, int32_t algo, int32_t math_type);
   // The (algorithm, math type) pairs refused for `key` so far.
-  const std::vector<std::pair<int32_t, int32_t>>& conv_refused(const ConvKey& key) const;
+  const ConvRefusals& conv_refused(const ConvKey& key) const;
   // The plans in the order they were added (first use).
   std::vector<std::pair<ConvKey, const ConvPlan*>> conv_plans_in_order() const;
 
@@ -208,7 +212,7 @@ class DeviceContext {
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
   std::vector<ConvKey> conv_plan_order_;  // keys of conv_plans_, first use first
-  std::unordered_map<ConvKey, std::vector<std::pair<int32_t, int32_t>>, ConvKeyHash> conv_refused_;
+  std::unordered_map<ConvKey, ConvRefusals, ConvKeyHash> conv_refused_;
   ConvWorkspaceProvider conv_provider_;
   Tensor conv_workspace_;  // from conv_provider_, or undefined
   int64_t naive_gemms_ = 0;
