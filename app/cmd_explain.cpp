@@ -23,15 +23,17 @@ std::string ratio_text(double from, double to) {
   return from > 0 && to > 0 ? fmt::format("{:.2f}x", from / to) : "-";
 }
 
-// The headline: "measured 1.23x; bound 1.9x: 41% of the fp32 step is GEMM/conv".
-std::string headline(const ModeComparison& c) {
+// The headline: "measured 1.23x; bound 1.9x: 41% of the fp32 step is GEMM/conv". The peaks are
+// the datasheet's tensor-core rates on a GPU, the GEMM ceilings measured at start on the native
+// CPU (`cpu_ceilings`).
+std::string headline(const ModeComparison& c, bool cpu_ceilings) {
   const std::string share =
       fmt::format("{:.0f}% of the {} step is GEMM/conv", 100.0 * c.eligible_fraction, c.from);
   if (c.bound)
-    return fmt::format(
-        "{} vs {}: measured {:.2f}x; bound {:.2f}x: {} (tensor-core peak {:.1f}x "
-        "{}'s)",
-        c.to, c.from, c.measured_speedup, *c.bound, share, *c.peak_ratio, c.from);
+    return fmt::format("{} vs {}: measured {:.2f}x; bound {:.2f}x: {} ({} {:.2f}x {}'s)", c.to,
+                       c.from, c.measured_speedup, *c.bound, share,
+                       cpu_ceilings ? "GEMM ceiling measured on this CPU" : "tensor-core peak",
+                       *c.peak_ratio, c.from);
   return fmt::format("{} vs {}: measured {:.2f}x; no bound without the card's datasheet peaks: {}",
                      c.to, c.from, c.measured_speedup, share);
 }
@@ -114,7 +116,7 @@ int cmd_explain(const ExplainArgs& given) {
   // that failed otherwise is a runtime failure, said in one line after the outputs are written.
   std::vector<std::string> failed;
   for (Precision p : spec.precisions) {
-    const int64_t fallback_before = be->fallback_calls();
+    const std::map<std::string, int64_t> fallback_before = be->fallback_calls();
     runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
                                 launch.data_parallel()));
     ModeContext ctx;
@@ -126,14 +128,23 @@ int cmd_explain(const ExplainArgs& given) {
       if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
         ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
     ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
-    ctx.fallback_calls = be->fallback_calls() - fallback_before;
+    for (const auto& [op, calls] : be->fallback_calls()) {
+      const auto before = fallback_before.find(op);
+      ctx.fallback_calls[op] = calls - (before == fallback_before.end() ? 0 : before->second);
+    }
+    ctx.fallback_path = be->fallback_path();
     contexts.push_back(ctx);
     const RunResult& r = runs.back().run;
     modes.push_back({{"precision", precision_name(p)},
                      {"status", run_status_name(r.status)},
                      {"profiled_steps", runs.back().steps},
-                     {"step_time_ms", runs.back().step_ms},
-                     {"step_mean_ms", runs.back().step_mean_ms}});
+                     {"step_time_ms", nullptr},
+                     {"step_mean_ms", nullptr}});
+    // Times only for a mode that trained (null, never 0, for an oom or unsupported row).
+    if (r.status == RunStatus::Ok) {
+      modes.back()["step_time_ms"] = runs.back().step_ms;
+      modes.back()["step_mean_ms"] = runs.back().step_mean_ms;
+    }
     if (!r.status_detail.empty()) modes.back()["status_detail"] = r.status_detail;
     if (r.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", r.precision, r.status_detail));
@@ -163,8 +174,9 @@ int cmd_explain(const ExplainArgs& given) {
     }
     const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i]);
     const TextTable t = kind_table(c);
-    text += "\n" + headline(c) + "\n" + render_text_table(t, !utf8_output());
-    md += "## " + markdown_cell(headline(c)) + "\n\n" + render_markdown_table(t) + "\n";
+    const std::string head = headline(c, dev.kind == "cpu");
+    text += "\n" + head + "\n" + render_text_table(t, !utf8_output());
+    md += "## " + markdown_cell(head) + "\n\n" + render_markdown_table(t) + "\n";
     if (c.flags.empty()) {
       text += "flags: none\n";
     } else {

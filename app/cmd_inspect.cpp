@@ -48,7 +48,7 @@ std::string shape_text(const std::vector<int64_t>& v) {
 std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool with_children) {
   if (li.matmul) {
     std::string cell;
-    for (const std::string& d : li.matmul->misaligned(p, batch))
+    for (const std::string& d : misaligned_sizes(li, p, batch))
       cell += (cell.empty() ? "" : " ") + d;
     return cell;
   }
@@ -84,7 +84,7 @@ nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
                                           {"m", m.m_per_sample ? m.m * batch : m.m},
                                           {"n", m.n},
                                           {"k", m.k}};
-    j["misaligned"] = m.misaligned(p, batch);
+    j["misaligned"] = misaligned_sizes(li, p, batch);
   }
   nlohmann::json children = nlohmann::json::array();
   for (const LayerInfo& c : li.children) children.push_back(layer_json(c, p, batch));
@@ -175,8 +175,10 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(cat),
                          format_bytes(m.by_category[c]));
   }
-  text += fmt::format("predicted training memory {} ({}); a GPU adds its libraries' workspace\n\n",
-                      format_bytes(m.training_peak), parts);
+  text += fmt::format(
+      "predicted training memory {} ({}); the native CPU and a GPU add their libraries' "
+      "workspace\n\n",
+      format_bytes(m.training_peak), parts);
 
   nlohmann::json entry = {{"model", spec.name},
                           {"family", spec.family},

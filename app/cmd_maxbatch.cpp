@@ -38,6 +38,7 @@ std::string budget_text(const Budget& b, const DeviceInfo& d) {
 
 // What stopped the search: the spec's largest batch, or the first batch that did not train.
 std::string bound_text(const MaxBatchResult& r) {
+  if (!r.unsupported.empty()) return r.unsupported;
   if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", kMaxBatchSize);
   const BatchProbe* first_bad = nullptr;
   for (const BatchProbe& p : r.probes)
@@ -65,7 +66,9 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
     const MaxBatchResult* base = fp32_of(results, r);
     t.rows.push_back(
         {r.model, precision_name(r.precision),
-         r.max_batch > 0 ? group_thousands(static_cast<double>(r.max_batch)) : "none fits",
+         !r.unsupported.empty() ? "unsupported"
+         : r.max_batch > 0      ? group_thousands(static_cast<double>(r.max_batch))
+                                : "none fits",
          base && r.max_batch > 0
              ? fmt::format("{:.2f}x", static_cast<double>(r.max_batch) / base->max_batch)
              : "-",
@@ -103,10 +106,14 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
            {"training_bytes",
             p.status == RunStatus::Ok ? json(p.run.memory.training_peak) : json(nullptr)}});
     const MaxBatchResult* base = fp32_of(results, r);
+    // An unsupported mode has no search and no answer: status says why, max_batch is null.
+    const bool searched = r.unsupported.empty();
     out["max_batch"].push_back(
         {{"model", r.model},
          {"precision", precision_name(r.precision)},
-         {"max_batch", r.max_batch},
+         {"status", searched ? "ok" : "unsupported"},
+         {"status_detail", r.unsupported},
+         {"max_batch", searched ? json(r.max_batch) : json(nullptr)},
          {"at_spec_limit", r.at_limit},
          // A probe failed for another reason than memory: max_batch is a lower bound only.
          {"search_stopped", r.stopped},
@@ -125,18 +132,20 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
 std::string to_csv(const std::vector<MaxBatchResult>& results) {
   std::string out =
       "model,precision,max_batch,at_spec_limit,vs_fp32,peak_memory_training_bytes,"
-      "samples_per_second,probes\n";
+      "samples_per_second,probes,status\n";
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
     const MaxBatchResult* base = fp32_of(results, r);
+    const bool searched = r.unsupported.empty();
     out +=
-        fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(r.model), precision_name(r.precision),
-                    r.max_batch, r.at_limit ? "true" : "false",
+        fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(r.model), precision_name(r.precision),
+                    searched ? std::to_string(r.max_batch) : "", r.at_limit ? "true" : "false",
                     base && r.max_batch > 0
                         ? fmt::format("{}", static_cast<double>(r.max_batch) / base->max_batch)
                         : "",
                     best ? std::to_string(best->run.memory.training_peak) : "",
-                    best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size());
+                    best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size(),
+                    searched ? "ok" : "unsupported");
   }
   return out;
 }

@@ -80,10 +80,18 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   double ops_ms = 0;
   for (const auto& o : pr.ops) ops_ms += o.ms;
   ops_ms /= steps;
+  // The ops' per-step means add up to the mean step, not to the median.
   std::cout << fmt::format(
-      "{} steps profiled: step {:.3f} ms (median, events between steps); the ops account for "
-      "{:.3f} ms ({}), the rest is host time between them\n\n",
-      pr.steps, pr.step_ms, ops_ms, pct(ops_ms, pr.step_ms));
+      "{} steps profiled: step {:.3f} ms median, {:.3f} ms mean (events between steps); the ops "
+      "account for {:.3f} ms of the mean ({}), the rest is host time between them\n",
+      pr.steps, pr.step_ms, pr.step_mean_ms, ops_ms, pct(ops_ms, pr.step_mean_ms));
+  if (uneven_steps(pr))
+    std::cout << fmt::format(
+        "note: uneven steps: the mean is {:.1f}x the median (a stalled step: a busy machine?); "
+        "the per-step times below are means and hold it: profile again with more --steps, or "
+        "on a quieter machine\n",
+        pr.step_mean_ms / pr.step_ms);
+  std::cout << "\n";
 
   // By layer and by op: sums over the (scope, op, detail) totals, in first-seen order.
   struct Sum {
@@ -178,7 +186,13 @@ nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
   nlohmann::json j = {{"precision", pr.run.precision},
                       {"status", run_status_name(pr.run.status)},
                       {"profiled_steps", pr.steps},
-                      {"step_time_ms", pr.step_ms}};
+                      {"step_time_ms", nullptr},
+                      {"step_mean_ms", nullptr}};
+  // Times only for a mode that trained: an oom or unsupported row has none (null, never 0).
+  if (pr.run.status == RunStatus::Ok) {
+    j["step_time_ms"] = pr.step_ms;
+    j["step_mean_ms"] = pr.step_mean_ms;
+  }
   if (!pr.run.status_detail.empty()) j["status_detail"] = pr.run.status_detail;
   if (const auto p = parse_precision(pr.run.precision))
     if (const auto c = ceilings_for(dev, *p))

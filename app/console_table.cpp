@@ -303,11 +303,10 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
     m.seed.reset();
     m.repetition.reset();
     if (!ok.empty()) {
-      std::vector<double> medians, rates, acc, loss;
+      std::vector<double> medians, acc, loss;
       m.skipped_steps = 0;
       for (const RunResult* r : ok) {
         medians.push_back(r->epoch_time_ms.median);
-        rates.push_back(r->samples_per_second);
         acc.push_back(r->final_accuracy);
         loss.push_back(r->final_loss);
         m.skipped_steps += r->skipped_steps;
@@ -317,7 +316,14 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
       m.epoch_time_ms = compute_time_stats(medians);
       // One run has no spread between runs: n/a, never a 0%.
       if (medians.size() < 2) m.epoch_time_ms.cv = std::numeric_limits<double>::quiet_NaN();
-      m.samples_per_second = compute_time_stats(rates).median;
+      // The rates by the same rule as one run's: the epoch's work over the median epoch time
+      // (the seeds and repetitions train the same epoch), so that they agree with the time shown.
+      const double time_ratio = ok.front()->epoch_time_ms.median / m.epoch_time_ms.median;
+      if (std::isfinite(time_ratio) && time_ratio > 0) {
+        m.samples_per_second = ok.front()->samples_per_second * time_ratio;
+        m.tflops = ok.front()->tflops * time_ratio;
+        m.percent_of_peak = ok.front()->percent_of_peak * time_ratio;
+      }
       m.final_accuracy = mean_std(acc).mean;
       m.final_loss = mean_std(loss).mean;
     }

@@ -116,6 +116,9 @@ struct Series {
   int variant = 0;        // (file, graphs, batch): the shade and dash of its bars and curves
   int sweep_variant = 0;  // (file, graphs): its line across the batch sizes of a sweep
   std::optional<SeedSummary> seeds;  // accuracy over the seeds of a `run --seeds` mode
+  // "seeds" or "repetitions" when run stands for several (collapse_runs): its time statistics
+  // are then over their median epoch times, not over epochs.
+  std::string collapsed_over;
 };
 
 struct ModelSection {
@@ -163,6 +166,7 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
         s.label = s.mode_label;
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
         if (const SeedSummary* x = seed_summary_for(summaries, *r)) s.seeds = *x;
+        if (seeded || has_repetitions(g)) s.collapsed_over = seeded ? "seeds" : "repetitions";
         sec.series.push_back(std::move(s));
       }
       sec.groups.emplace_back(i, std::move(g));
@@ -259,10 +263,13 @@ std::string time_chart(const std::vector<Series>& series) {
       if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
         b.whisker = std::make_pair(t.min, t.max);
       if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
-      b.tooltip = fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%), {} epochs{}",
-                              s.label, format_ms_unit(t.median), format_ms_unit(t.min),
-                              format_ms_unit(t.max), t.cv * 100, r.epochs.size(),
-                              b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
+      const std::string over = s.collapsed_over.empty()
+                                   ? fmt::format("over its {} epochs", r.epochs.size())
+                                   : "over the " + s.collapsed_over + "' median epochs";
+      b.tooltip =
+          fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%, {}){}", s.label,
+                      format_ms_unit(t.median), format_ms_unit(t.min), format_ms_unit(t.max),
+                      t.cv * 100, over, b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
     } else {
       show_status_instead(b, s);
     }
@@ -325,9 +332,10 @@ std::string throughput_chart(const std::vector<Series>& series) {
       if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
       b.tooltip = fmt::format("{}: {} samples/s", s.label, group_thousands(r.samples_per_second));
       if (r.tflops > 0 && std::isfinite(r.tflops)) {
-        b.tooltip += fmt::format(", {:.1f} TFLOP/s", r.tflops);
+        // Three significant digits: a CPU's rates are fractions of a TFLOP/s.
+        b.tooltip += fmt::format(", {:.3g} TFLOP/s", r.tflops);
         if (r.peak_tflops > 0 && std::isfinite(r.percent_of_peak))
-          b.tooltip += fmt::format(" ({:.0f}% of {:.0f} peak)", r.percent_of_peak, r.peak_tflops);
+          b.tooltip += fmt::format(" ({:.0f}% of {:.3g} peak)", r.percent_of_peak, r.peak_tflops);
       }
     } else {
       show_status_instead(b, s);
@@ -507,8 +515,10 @@ std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
         sum += ms;
       }
       st.bad = m.status != "ok";
-      // Short, to fit right of the longest bar: the ops' sum of the step's median time.
-      st.total = st.bad ? m.status : fmt::format("{:.3g} of {:.3g} ms", sum, m.step_ms);
+      // Short, to fit right of the longest bar: the ops' sum of the mean step they add up to
+      // (the median in files that lack the mean).
+      const double step = std::isfinite(m.step_mean_ms) ? m.step_mean_ms : m.step_ms;
+      st.total = st.bad ? m.status : fmt::format("{:.3g} of {:.3g} ms", sum, step);
       stacks.push_back(std::move(st));
     }
   }
@@ -937,6 +947,12 @@ std::string text_table_html(const TextTable& t, const std::string& caption) {
   return s + "</table></div>\n";
 }
 
+// A mode's answer: its largest batch, "none fits", or "unsupported" (no search there).
+std::string maxbatch_text(const MaxBatchInput::Entry& e) {
+  if (e.status == "unsupported") return "unsupported";
+  return e.max_batch > 0 ? group_thousands(double(e.max_batch)) : "none fits";
+}
+
 // A bar per mode of each model's largest batch, labelled with its ratio to fp32.
 std::string maxbatch_chart(const MaxBatchInput& m) {
   std::vector<Bar> bars;
@@ -945,10 +961,12 @@ std::string maxbatch_chart(const MaxBatchInput& m) {
     b.label = e.model + " · " + e.precision;
     b.color = "#3b6fb6";
     b.value = double(e.max_batch);
-    b.value_text = e.max_batch > 0 ? group_thousands(double(e.max_batch)) : "none fits";
+    b.value_text = maxbatch_text(e);
     if (std::isfinite(e.vs_fp32) && e.precision != "fp32") b.note = ratio_text(e.vs_fp32);
-    b.tooltip = fmt::format("{} {}: largest batch {}{}", e.model, e.precision, e.max_batch,
-                            e.at_spec_limit ? " (the search's upper limit)" : "");
+    b.tooltip = e.status == "unsupported"
+                    ? fmt::format("{} {}: unsupported on this device", e.model, e.precision)
+                    : fmt::format("{} {}: largest batch {}{}", e.model, e.precision, e.max_batch,
+                                  e.at_spec_limit ? " (the search's upper limit)" : "");
     bars.push_back(std::move(b));
   }
   return bar_chart("chart-maxbatch", bars,
@@ -987,9 +1005,7 @@ TextTable maxbatch_table(const MaxBatchInput& m) {
   t.right = {false, false, true, true, true};
   for (const MaxBatchInput::Entry& e : m.entries)
     t.rows.push_back(
-        {e.model, e.precision,
-         e.max_batch > 0 ? group_thousands(double(e.max_batch)) + (e.at_spec_limit ? "+" : "")
-                         : "none fits",
+        {e.model, e.precision, maxbatch_text(e) + (e.max_batch > 0 && e.at_spec_limit ? "+" : ""),
          ratio_text(e.vs_fp32),
          std::isfinite(e.training_bytes) ? format_bytes(size_t(e.training_bytes)) : "—"});
   return t;

@@ -1,6 +1,7 @@
 #include "app/result_files.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -80,8 +81,15 @@ MaxBatchInput maxbatch_from_json(const json& j) {
     MaxBatchInput::Entry m;
     m.model = string(e, "model", path, true);
     m.precision = string(e, "precision", path, true);
-    find(e, "max_batch", path, true);
-    m.max_batch = integer(e, "max_batch", path, 0);
+    // Files from before the status was recorded have none: their modes were all searched.
+    m.status = string(e, "status", path);
+    if (m.status.empty()) m.status = "ok";
+    if (m.status != "ok" && m.status != "unsupported")
+      bad(sub(path, "status"), "\"ok\" or \"unsupported\"");
+    const json& max_batch = *find(e, "max_batch", path, true);
+    if (m.status == "unsupported" && !max_batch.is_null())
+      bad(sub(path, "max_batch"), "null for an unsupported mode");
+    if (m.status == "ok") m.max_batch = integer(e, "max_batch", path, 0);
     m.at_spec_limit = boolean(e, "at_spec_limit", path);
     m.vs_fp32 = number(e, "vs_fp32", path, {0, kAny.hi, true}, false, NAN);
     m.training_bytes = NAN;
@@ -106,7 +114,11 @@ ProfileInput profile_from_json(const json& j) {
     ProfileInput::Mode m;
     m.precision = string(p, "precision", path, true);
     m.status = string(p, "status", path, true);
-    m.step_ms = number(p, "step_time_ms", path, kTime, true);
+    // A mode that did not train (oom, unsupported) has no step time: null.
+    const Range time = m.status == "ok" ? kTime : kNonNegative;
+    m.step_ms = number(p, "step_time_ms", path, time, true);
+    m.step_mean_ms =
+        number(p, "step_mean_ms", path, time, false, std::numeric_limits<double>::quiet_NaN());
     const json& ops = *array_at(p, "ops", path, true);
     for (size_t k = 0; k < ops.size(); ++k) {
       const std::string op_path = fmt::format("{}.ops[{}]", path, k);

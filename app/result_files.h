@@ -19,7 +19,9 @@ struct ProfileInput {
   std::string model;  // the spec's name
   struct Mode {
     std::string precision, status;
-    double step_ms = 0;                                    // median step time of the profiled run
+    // The profiled steps' median and mean times (NaN for a mode that did not train; the mean
+    // NaN in files written before it was recorded): the ops' per-step times add up to the mean.
+    double step_ms = 0, step_mean_ms = 0;
     std::vector<std::pair<std::string, double>> ms_by_op;  // op -> ms per step, first-seen order
   };
   std::vector<Mode> modes;
@@ -51,7 +53,8 @@ struct MaxBatchInput {
   double memory_limit_bytes = 0;  // NaN when none was set (the device's free memory)
   struct Entry {
     std::string model, precision;
-    int64_t max_batch = 0;  // 0: not even batch 1 fits
+    std::string status = "ok";  // "unsupported": the mode has no path there, and no max_batch
+    int64_t max_batch = 0;      // 0: not even batch 1 fits
     bool at_spec_limit = false;
     double vs_fp32 = 0;         // NaN without an fp32 entry
     double training_bytes = 0;  // NaN when nothing fits

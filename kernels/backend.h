@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -268,9 +269,12 @@ class Backend {
   void download(const Tensor& src, void* host);  // device -> host, blocks
   virtual void synchronize() = 0;
   virtual std::unique_ptr<Event> create_event() = 0;
-  // Ops enqueued so far on a fallback path far slower than the library's (CUDA: GEMMs cuBLASLt
-  // had no algorithm for, on the naive kernel); `explain` flags a mode that ran any.
-  virtual int64_t fallback_calls() const { return 0; }
+  // Calls so far, by op ("gemm", "conv2d_backward_filter"), that ran on a fallback path slower
+  // than the library's, and what that path is (fallback_path); `explain` flags a mode that ran
+  // any. CUDA: GEMMs cuBLASLt had no algorithm for, on the naive kernel; the native CPU: ops
+  // oneDNN has no kernel for here, on the reference's loops.
+  virtual std::map<std::string, int64_t> fallback_calls() const { return {}; }
+  virtual std::string fallback_path() const { return ""; }
 
   // Whole-step capture and replay (CUDA graphs). Without it (or with an observer attached, which
   // a captured graph would hide the ops from) the trainer runs steps eagerly.

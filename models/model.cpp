@@ -164,18 +164,19 @@ void LayerInfo::add_child(LayerInfo child) {
   children.push_back(std::move(child));
 }
 
+std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int64_t batch) {
+  const bool pinned =
+      li.compute_dtype == DType::F32 && precision_info(p).compute_dtype != DType::F32;
+  if (!li.matmul || pinned) return {};
+  return li.matmul->misaligned(p, batch);
+}
+
 namespace {
 void collect_misaligned(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
                         std::vector<std::string>& out, int& matmuls) {
   const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
-  // A layer fp32_layers pins runs in fp32 in a 16-bit mode: the mode's multiple is not its rule.
-  const bool pinned =
-      li.compute_dtype == DType::F32 && precision_info(p).compute_dtype != DType::F32;
-  if (li.matmul) {
-    ++matmuls;
-    if (!pinned)
-      for (const std::string& d : li.matmul->misaligned(p, batch)) out.push_back(name + " " + d);
-  }
+  if (li.matmul) ++matmuls;
+  for (const std::string& d : misaligned_sizes(li, p, batch)) out.push_back(name + " " + d);
   for (const LayerInfo& c : li.children) collect_misaligned(c, name, p, batch, out, matmuls);
 }
 }  // namespace

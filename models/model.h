@@ -108,6 +108,11 @@ struct LayerInfo {
   void add_child(LayerInfo child);
 };
 
+// What of li's own GEMM or convolution is off mode p's tensor-core multiple at this batch ("N=4");
+// nothing for a layer without one, or for one fp32_layers pins to fp32 in a 16-bit mode (the
+// mode's multiple is not its rule).
+std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int64_t batch);
+
 // Every GEMM and convolution of `infos` and their sublayers whose sizes are off mode p's
 // tensor-core multiple at this batch, as "stem.conv C_in=3"; *matmuls, when given, is set to how
 // many GEMMs and convolutions there are in all. inspect flags them, explain too.

@@ -538,7 +538,7 @@ class GlobalAvgPool : public Layer {
     li.name = name_;
     li.kind = "avgpool";
     li.output_shape = Shape{c_};
-    li.forward_flops = static_cast<double>(hw_ * c_);
+    li.forward_flops = 0;           // FLOPs count GEMMs and convolutions only (README)
     li.compute_dtype = DType::F32;  // fp32 sums
     li.storage_dtype = input_dtype;
     li.activation_bytes = 0;  // backward needs only the shape

@@ -24,16 +24,14 @@ int64_t bytes_per_element(DType dt) {
   return static_cast<int64_t>(dtype_size(dt));
 }
 
-// A Linear applied to the seq_len tokens of a sample, as an inspect row. The family counts the
-// GEMM's FLOPs and not the bias's (transformer.h).
+// A Linear applied to the seq_len tokens of a sample, as an inspect row.
 LayerInfo over_tokens(const Linear& l, DType input_dtype, int64_t s, std::string name,
                       std::string kind = "") {
   LayerInfo li = l.info(input_dtype);
   li.name = std::move(name);
   if (!kind.empty()) li.kind = std::move(kind);
   li.output_shape = Shape{s, li.output_shape[0]};
-  li.forward_flops =
-      static_cast<double>(s) * 2.0 * static_cast<double>(li.matmul->n * li.matmul->k);
+  li.forward_flops *= static_cast<double>(s);
   li.activation_bytes *= s;
   li.matmul->m = s;
   return li;

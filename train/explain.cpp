@@ -128,10 +128,16 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
         "{} GEMMs/convolutions have sizes off {}'s tensor-core multiple of {}: {}",
         to_ctx.misaligned.size(), c.to, precision_info(to_ctx.precision).tensor_core_multiple,
         named_list(to_ctx.misaligned)));
-  for (const ModeContext* m : {&from_ctx, &to_ctx})
-    if (m->fallback_calls > 0)
-      c.flags.push_back(fmt::format("{}: {} GEMM calls ran on the naive fallback kernel",
-                                    precision_name(m->precision), m->fallback_calls));
+  for (const ModeContext* m : {&from_ctx, &to_ctx}) {
+    std::vector<std::string> ops;
+    for (const auto& [op, calls] : m->fallback_calls)
+      if (calls > 0) ops.push_back(fmt::format("{} ({} calls)", op, calls));
+    if (!ops.empty())
+      c.flags.push_back(
+          fmt::format("{}: ops on a fallback path, {}: {} in the run (warm-up, "
+                      "profiled steps and evaluations)",
+                      precision_name(m->precision), m->fallback_path, named_list(ops)));
+  }
   const int gaps = static_cast<int>(OpKind::HostGaps);
   for (const auto& [r, t] : {std::pair{&from, &tf}, std::pair{&to, &tt}}) {
     if (r->step_mean_ms > 0 && (*t)[gaps] > kLaunchBoundShare * r->step_mean_ms)
@@ -150,6 +156,15 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
         to_ctx.grad_reduce == "fp32" || to_ctx.grad_reduce.empty()
             ? ": --grad-reduce bf16 halves them"
             : ""));
+  // The comparison rests on means (what the kinds add up to); a stalled step moves them.
+  for (const ProfiledRun* r : {&from, &to})
+    if (uneven_steps(*r))
+      c.flags.push_back(fmt::format(
+          "{}'s profiled steps were uneven: mean {:.3f} ms against a median of {:.3f} ms (a "
+          "stalled step: a busy machine?); the figures above are means: by medians the measured "
+          "speedup is {:.2f}x. Explain again with more --steps, or on a quieter machine",
+          r->run.precision, r->step_mean_ms, r->step_ms,
+          to.step_ms > 0 ? from.step_ms / to.step_ms : 0.0));
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
         fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));

@@ -3,6 +3,7 @@
 // another's, by op kind, with the share of the baseline step that tensor cores can speed up, the
 // Amdahl bound it implies, and flags for what usually explains a small speedup (misaligned
 // sizes, a fallback kernel, host gaps, loss-scale skips, ops that got slower).
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,7 +67,10 @@ struct ModeContext {
   // GEMMs and convolutions of the model whose sizes are off the mode's tensor-core multiple
   // ("head N=50257"), as inspect finds them (models/model.h).
   std::vector<std::string> misaligned;
-  int64_t fallback_calls = 0;  // ops that ran on a fallback path (the naive GEMM) in the run
+  // Calls by op that ran on a fallback path in the mode's run (warm-up, profiled steps and
+  // evaluations), and what that path is (Backend::fallback_calls, fallback_path).
+  std::map<std::string, int64_t> fallback_calls;
+  std::string fallback_path;
   // amp_fp8: the peak of its GEMMs that do not run in FP8 (attention's, convolutions, a Linear
   // whose sizes are off 16): the bf16 rate. 0: every GEMM is held to ceilings->peak_tflops.
   double non_fp8_gemm_peak_tflops = 0;

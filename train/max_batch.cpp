@@ -4,6 +4,7 @@
 
 #include "kernels/error.h"
 #include "models/dataset.h"
+#include "train/device_specs.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -94,6 +95,10 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   MaxBatchResult r;
   r.model = spec.name;
   r.precision = p;
+  if (auto why = unsupported_reason(p, be.device(), be.info())) {
+    r.unsupported = *why;
+    return r;
+  }
   const int64_t k = opts.multiple;
   const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
   // Every batch is probed once: each new one lies strictly between the largest that trained and
@@ -118,7 +123,12 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
         good = r.predicted;
         if (good < top) (fits(good + k) ? good : bad) = good + k;
       } else if (r.predicted > 0) {
+        // A prediction that does not fit is usually close (it leaves out what a library takes:
+        // oneDNN's scratchpads, cuDNN's workspace): step down from it in doubling strides until a
+        // batch trains, then bisect, rather than bisect all the way from K.
         bad = r.predicted;
+        for (int64_t stride = k; good == 0 && r.predicted - stride >= k; stride *= 2)
+          (fits(r.predicted - stride) ? good : bad) = r.predicted - stride;
       }
     }
     if (good == 0) {

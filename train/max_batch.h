@@ -43,6 +43,9 @@ struct MaxBatchResult {
   bool stopped = false;
   std::vector<BatchProbe> probes;  // in the order they ran
   int64_t predicted = 0;           // the largest multiple of K predicted to fit; 0: none made
+  // Why the mode has no path on this backend (amp_fp16 on the native CPU, amp_fp8 below sm_89):
+  // then nothing was probed and there is no max_batch. Empty: the mode runs here.
+  std::string unsupported;
   // The probe at max_batch; nullptr when there is none.
   const BatchProbe* best() const;
 };

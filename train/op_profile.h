@@ -84,6 +84,12 @@ struct ProfiledRun {
   double step_mean_ms = 0;  // their mean: what the ops' per-step means add up to, with host gaps
   std::vector<OpTotal> ops;
 };
+// Profiled steps whose mean is this far above their median held a stalled step or a few (a busy
+// machine): the ops' per-step means, which add up to the mean, then say little of a typical step.
+constexpr double kUnevenStepsRatio = 1.25;
+inline bool uneven_steps(const ProfiledRun& r) {
+  return r.step_ms > 0 && r.step_mean_ms > kUnevenStepsRatio * r.step_ms;
+}
 // Trains as train_and_measure does with `opts` (its on_progress and memory_limit are kept; the
 // profiler takes the layer observer and the phases), timing every op of the first `steps`
 // training steps after the warm-up.

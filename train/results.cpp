@@ -289,7 +289,7 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
   std::vector<std::string> f;
   if (r.device == "reference" && r.precision != "fp32") f.push_back("emulated");
   if (r.status != RunStatus::Ok) return f;
-  if (r.epochs.size() >= 3 && r.epoch_time_ms.cv > kNoisyCv) f.push_back("noisy");
+  if (r.epochs.size() >= 2 && r.epoch_time_ms.cv > kNoisyCv) f.push_back("noisy");
   if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
   for (const Fp8TensorSeries& t : r.fp8_scaling)
     if (t.clipped_steps > 0) {

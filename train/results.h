@@ -161,7 +161,8 @@ inline constexpr double kNoisyCv = 0.10;
 // (the JSON's `flags`, the CSV's flags column, the notes under the console and Markdown tables):
 //   emulated           a tf32/16-bit/fp8 run on the CPU reference (--device reference): times of
 //                      emulated numerics, not of low-precision hardware
-//   noisy              its epoch times (3 or more) vary by more than kNoisyCv
+//   noisy              its epoch times (2 or more: the table shows their ± from 2) vary by more
+//                      than kNoisyCv
 //   noisy-repetitions  the median epoch times of its repetitions (`run --repeat`) vary by more
 //                      than kNoisyCv
 //   fp8-clipped        at some step an FP8 tensor's amax outgrew its delayed scale

@@ -56,7 +56,13 @@ class CudaBackend : public Backend {
 
   Device device() const override { return Device::CUDA; }
 
-  int64_t fallback_calls() const override { return ctx_.naive_gemms(); }
+  std::map<std::string, int64_t> fallback_calls() const override {
+    if (ctx_.naive_gemms() == 0) return {};
+    return {{"gemm", ctx_.naive_gemms()}};
+  }
+  std::string fallback_path() const override {
+    return "the naive GEMM kernel (cuBLASLt offered no algorithm)";
+  }
   DeviceInfo info() const override {
     const cudaDeviceProp& p = ctx_.prop();
     DeviceInfo d;

@@ -108,7 +108,7 @@ void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const T
                                                  Tensor& running_var, Tensor& save_mean,
                                                  Tensor& save_rstd, Tensor& y) {
   if (!forward_fits(*this, x, residual, y)) {
-    ++fallback_calls_;
+    ++fallback_calls_["batchnorm_forward_train"];
     CpuBackend::batchnorm_forward_train_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                              save_mean, save_rstd, y);
     return;
@@ -131,7 +131,7 @@ void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Te
                                                 const Tensor& beta, const Tensor& running_mean,
                                                 const Tensor& running_var, Tensor& y) {
   if (!forward_fits(*this, x, residual, y)) {
-    ++fallback_calls_;
+    ++fallback_calls_["batchnorm_forward_eval"];
     CpuBackend::batchnorm_forward_eval_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                             y);
     return;
@@ -151,7 +151,7 @@ void OnednnBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu
   if (!native_dtype(t) || dy.dtype != t || dx.dtype != t || (relu_out && relu_out->dtype != t) ||
       (d_pre && (d_pre->dtype != t || d_pre->data == dx.data || d_pre->data == x.data)) ||
       dx.data == x.data) {
-    ++fallback_calls_;
+    ++fallback_calls_["batchnorm_backward"];
     CpuBackend::batchnorm_backward_impl(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma,
                                         dbeta, d_pre);
     return;

@@ -95,7 +95,7 @@ void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bo
 
 void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   if (!native_dtype(a.dtype) || !native_dtype(b.dtype) || !native_dtype(out.dtype)) {
-    ++fallback_calls_;
+    ++fallback_calls_["add"];
     CpuBackend::add_impl(a, b, out);
     return;
   }
@@ -105,7 +105,7 @@ void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
 void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
                                            Tensor& dx, Tensor* dbias) {
   if (!native_dtype(dy.dtype)) {  // fp16 (or bf16 below AVX-512): the reference's loop
-    ++fallback_calls_;
+    ++fallback_calls_["bias_act_backward"];
     CpuBackend::bias_act_backward_impl(act, dy, pre_act, dx, dbias);
     return;
   }

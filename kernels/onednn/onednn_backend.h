@@ -49,7 +49,10 @@ class OnednnBackend final : public cpu::CpuBackend {
   // With the GEMM ceilings, measured on the first call (a few hundred milliseconds that only a
   // run's record, `devices` and explain's bound need).
   DeviceInfo info() const override;
-  int64_t fallback_calls() const override { return fallback_calls_; }
+  std::map<std::string, int64_t> fallback_calls() const override { return fallback_calls_; }
+  std::string fallback_path() const override {
+    return "the reference's loops (oneDNN has no working kernel for them here)";
+  }
   void set_conv_workspace_provider(ConvWorkspaceProvider provider) override;
   size_t conv_workspace_bytes() const override { return provider_.alloc ? work_bytes_ : 0; }
   std::vector<std::string> kernel_implementations() const override;
@@ -176,10 +179,10 @@ class OnednnBackend final : public cpu::CpuBackend {
   dnnl::stream stream_;
   std::unordered_map<std::string, Cached> cache_;
   ConvWorkspaceProvider provider_;
-  Tensor work_;            // from the provider
-  void* own_ = nullptr;    // without a provider: raw_alloc'd
-  size_t work_bytes_ = 0;  // of either
-  int64_t fallback_calls_ = 0;
+  Tensor work_;                                    // from the provider
+  void* own_ = nullptr;                            // without a provider: raw_alloc'd
+  size_t work_bytes_ = 0;                          // of either
+  std::map<std::string, int64_t> fallback_calls_;  // by op
   bool ceilings_measured_ = false;
 };
 

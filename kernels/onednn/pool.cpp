@@ -33,7 +33,7 @@ void OnednnBackend::avg_pool(bool backward, const Tensor& big, const Tensor& sma
 
 void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
   if (!native_dtype(x.dtype) || x.dtype != y.dtype) {
-    ++fallback_calls_;
+    ++fallback_calls_["avgpool_forward"];
     CpuBackend::avgpool_forward_impl(x, y);
     return;
   }
@@ -42,7 +42,7 @@ void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
 
 void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
   if (!native_dtype(dx.dtype) || dx.dtype != dy.dtype) {
-    ++fallback_calls_;
+    ++fallback_calls_["avgpool_backward"];
     CpuBackend::avgpool_backward_impl(dy, dx);
     return;
   }

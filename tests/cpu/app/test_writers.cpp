@@ -312,6 +312,12 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   EXPECT_FALSE(contains(table, "note: fp32"));
   EXPECT_FALSE(contains(table, "note: amp_bf16"));  // oom
   EXPECT_FALSE(contains(format_console(make_report()), "epoch times vary"));
+  // Two epochs are enough: the table shows their ± already.
+  Report two = make_report();
+  two.runs[1].epochs.resize(2);
+  set_times(two.runs[1], {80, 120});
+  EXPECT_TRUE(contains(format_console(two), " note: tf32: epoch times vary by 28% over its own"))
+      << format_console(two);
 }
 
 // Once under the tables of a CPU report with a mode other than fp32: the times are of the

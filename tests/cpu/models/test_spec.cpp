@@ -712,6 +712,12 @@ TEST(Spec, APinnedLayerIsNotFlaggedOffTheTensorCoreMultiple) {
                                  Precision::AMP_BF16, 64, &matmuls)
                   .empty());
   EXPECT_EQ(matmuls, 2);  // still counted: it is a GEMM
+  // The layer's own row (inspect's table and JSON) by the same rule.
+  const std::vector<LayerInfo> infos = Model(pinned, Precision::AMP_BF16).layer_infos();
+  EXPECT_TRUE(misaligned_sizes(infos.back(), Precision::AMP_BF16, 64).empty());
+  EXPECT_EQ(misaligned_sizes(Model(free, Precision::AMP_BF16).layer_infos().back(),
+                             Precision::AMP_BF16, 64),
+            std::vector<std::string>{"N=4"});
 }
 
 }  // namespace

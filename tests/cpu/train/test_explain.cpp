@@ -68,7 +68,8 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   b.precision = Precision::AMP_BF16;
   b.ceilings = Ceilings{66.9 * 15, 4800};
   b.misaligned = {"head N=50257"};
-  b.fallback_calls = 4;
+  b.fallback_calls = {{"gemm", 4}, {"permute", 0}};
+  b.fallback_path = "the naive GEMM kernel";
   const ModeComparison c = compare_modes(f32, a, bf16, b);
   EXPECT_EQ(c.from, "fp32");
   EXPECT_EQ(c.to, "amp_bf16");
@@ -84,7 +85,11 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   std::string flags;
   for (const auto& f : c.flags) flags += f + "\n";
   EXPECT_NE(flags.find("head N=50257"), std::string::npos) << flags;
-  EXPECT_NE(flags.find("4 GEMM calls ran on the naive fallback"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("amp_bf16: ops on a fallback path, the naive GEMM kernel: gemm (4 calls) in "
+                       "the run"),
+            std::string::npos)
+      << flags;
+  EXPECT_EQ(flags.find("permute"), std::string::npos) << flags;  // none of its calls fell back
   EXPECT_NE(flags.find("skipped 3 steps"), std::string::npos) << flags;
   EXPECT_NE(flags.find("layer1 fwd layernorm_forward +0.500 ms (1.25x slower)"), std::string::npos)
       << flags;
@@ -99,9 +104,26 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   const ModeComparison g = compare_modes(f32, a, gappy, plain);
   EXPECT_FALSE(g.bound.has_value());
   EXPECT_FALSE(g.peak_ratio.has_value());
-  bool launch_bound = false;
+  bool launch_bound = false, uneven = false;
   for (const auto& f : g.flags) launch_bound |= f.find("amp_bf16 is launch-bound: 33%") == 0;
   EXPECT_TRUE(launch_bound);
+  for (const auto& f : c.flags) uneven |= f.find("uneven") != std::string::npos;
+  EXPECT_FALSE(uneven);  // mean and median alike
+
+  // A stalled step: the mean far above the median. The comparison still rests on the means, and
+  // a flag says so, with the medians' speedup.
+  ProfiledRun stalled = f32;
+  stalled.step_ms = 5.0;  // a typical step; the mean holds the stall
+  const ModeComparison s = compare_modes(stalled, a, bf16, b);
+  EXPECT_DOUBLE_EQ(s.measured_speedup, 10.0 / 6.0);
+  std::string sflags;
+  for (const auto& f : s.flags) sflags += f + "\n";
+  EXPECT_NE(sflags.find("fp32's profiled steps were uneven: mean 10.000 ms against a median of "
+                        "5.000 ms"),
+            std::string::npos)
+      << sflags;
+  EXPECT_NE(sflags.find("by medians the measured speedup is 0.83x"), std::string::npos) << sflags;
+  EXPECT_EQ(sflags.find("amp_bf16's profiled steps were uneven"), std::string::npos) << sflags;
 }
 
 // Data parallel: the all-reduce is its own kind, held as it is in the bound (the same bytes in

@@ -2,6 +2,8 @@
 // within the limit and the next multiple of K does not, the probes are multiples of K and about
 // 2 log2(max / K) of them, and a limit nothing fits in gives 0.
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -135,19 +137,41 @@ INSTANTIATE_TEST_SUITE_P(ShippedConfigs, MaxBatchConfigs,
                          ::testing::ValuesIn(test::shipped_configs()),
                          [](const auto& info) { return info.param; });
 
+// fp32 under 1 MiB, searched from the prediction and plainly (doubling from 1, then bisecting).
+std::pair<MaxBatchResult, MaxBatchResult> from_prediction_and_plain(const std::string& name,
+                                                                    Backend& be) {
+  MaxBatchOptions opts;
+  opts.memory_limit = size_t{1} << 20;
+  MaxBatchResult fast = find_max_batch(config(name), Precision::FP32, be, opts);
+  opts.from_prediction = false;
+  return {std::move(fast), find_max_batch(config(name), Precision::FP32, be, opts)};
+}
+
 // Where the prediction is wrong the probes correct it: a limit the prediction says batch 8 fits
 // in, but that the probe's real peak passes, still ends at the batch that trains.
 TEST(MaxBatch, AWrongPredictionIsCorrectedByTheProbes) {
-  const Spec spec = config("tiny_mlp");
   auto be = make_reference_backend();
-  MaxBatchOptions opts;
-  opts.memory_limit = size_t{1} << 20;
-  const MaxBatchResult r = find_max_batch(spec, Precision::FP32, *be, opts);
-  opts.from_prediction = false;
-  const MaxBatchResult plain = find_max_batch(spec, Precision::FP32, *be, opts);
+  const auto [r, plain] = from_prediction_and_plain("tiny_mlp", *be);
   EXPECT_EQ(r.max_batch, plain.max_batch);
   EXPECT_LE(r.probes.size(), 4u);
   EXPECT_GT(plain.probes.size(), r.probes.size());
+}
+
+// On the native CPU the prediction leaves out oneDNN's scratchpads and reordered weights, so it
+// can name a batch one or a few too large: the search steps down from it and finds what the plain
+// search finds, in fewer probes than bisecting from 1.
+TEST(MaxBatch, APredictionThatDoesNotFitIsSteppedDownFrom) {
+  std::string why;
+  if (!native_cpu_available(&why)) GTEST_SKIP() << why;
+  auto be = make_native_cpu_backend();
+  const auto [r, plain] = from_prediction_and_plain("tiny_resnet", *be);
+  EXPECT_EQ(r.max_batch, plain.max_batch);
+  EXPECT_GE(r.predicted, r.max_batch);
+  EXPECT_LT(r.probes.size(), plain.probes.size());
+  // 2 probes when exact; else the predicted one, the steps down and the bisection between them.
+  const double gap = static_cast<double>(r.predicted - r.max_batch);
+  EXPECT_LE(static_cast<double>(r.probes.size()), 3 + 2 * std::ceil(std::log2(gap + 1)))
+      << "predicted " << r.predicted << ", found " << r.max_batch;
 }
 
 namespace {
