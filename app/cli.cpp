@@ -123,7 +123,7 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
 const char* kExitCodes =
     R"(Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
 could not judge (nothing matched, a spec changed; with --strict also inconclusive rows),
-130 / 143 interrupted by SIGINT / SIGTERM.
+129 / 130 / 143 interrupted by SIGHUP / SIGINT / SIGTERM.
 )";
 
 // The examples of `command` ("" for all of them) and the exit codes.

@@ -83,10 +83,7 @@ int cmd_compare(const CompareArgs& args) {
   const std::string current_path = args.files.back();
   // A baseline file twice would count its runs as two repetitions (a file against itself as
   // current is fine: the noise floor of the method).
-  for (size_t i = 0; i < baseline_paths.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (baseline_paths[i] == baseline_paths[j])
-        throw_bad_input(fmt::format("--baseline: {} is given twice", baseline_paths[i]));
+  refuse_repeated_files("--baseline", baseline_paths);
   std::vector<std::string> inputs = baseline_paths;
   inputs.push_back(current_path);
   check_outputs({{"--md", args.md_path}, {"--json", args.json_path}, {"--junit", args.junit_path}},

@@ -157,13 +157,18 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
   check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
                 args.specs);
   std::vector<Spec> specs;
+  std::vector<std::string> inputs;  // the specs and their data files, which no output may be
   for (const std::string& path : args.specs) {
     RunArgs overrides;
     overrides.precisions = args.precisions;
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), overrides);
     preflight(specs.back());  // probes train a few steps: the spec's own count does not matter
+    for (std::string& in : spec_inputs(specs.back())) inputs.push_back(std::move(in));
   }
+  refuse_shared_model_names(specs);  // its rows are by model name, as run's
+  check_outputs({{"--json", args.json_path}, {"--csv", args.csv_path}, {"--md", args.md_path}},
+                inputs);
   auto be = select_backend(args.device, args.quiet);
   const DeviceInfo device = be->info();
   const Budget budget = budget_for(args, *be);

@@ -19,6 +19,7 @@ int cmd_report(const ReportArgs& args) {
   if (args.inputs.empty()) throw_bad_input("report: give at least one result JSON file");
   if (args.html_path.empty()) throw_bad_input("report: --html FILE is required");
   check_outputs({{"--html", args.html_path}, {"--md", args.md_path}}, args.inputs);
+  refuse_repeated_files("report", args.inputs);
 
   if (args.history) {
     // Result files only: a profile has no place on a trend, and is refused as read_result_file

@@ -154,15 +154,7 @@ std::vector<Spec> checked_specs(const RunArgs& args, int ranks) {
     specs.push_back(load_spec(path));
     apply_run_overrides(specs.back(), args);
   }
-  // Runs are matched by name in tables and in `compare`: one name, one spec.
-  for (size_t i = 0; i < specs.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (specs[i].name == specs[j].name)
-        throw_bad_input(fmt::format(
-            "{} and {} both name their model \"{}\"{}; results are matched by name, so each "
-            "spec must have its own",
-            args.specs[j], args.specs[i], specs[i].name,
-            args.specs[j] == args.specs[i] ? " (the same file twice)" : ""));
+  refuse_shared_model_names(specs);
   if (!args.batch_sizes.empty()) {
     std::vector<Spec> sweep;
     for (const Spec& spec : specs)

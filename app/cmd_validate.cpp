@@ -3,7 +3,6 @@
 // before training: every rule of the spec (parse_spec, including the synthetic data's limits), the
 // model each mode builds, idx files, and two specs of one model name.
 #include <iostream>
-#include <map>
 
 #include "app/commands.h"
 #include "app/output_file.h"
@@ -16,17 +15,15 @@ namespace mpbench {
 
 int cmd_validate(const std::vector<std::string>& specs, const std::string& json_path) {
   if (!json_path.empty()) check_outputs({{"--json", json_path}}, specs);
-  std::map<std::string, std::string> file_of_name;  // as `run`: results are matched by name
   nlohmann::json checked = nlohmann::json::array();
   std::string lines;
+  std::vector<std::string> inputs;  // the specs and their data files, which --json must not be
+  std::vector<Spec> loaded;
   for (const auto& path : specs) {
-    Spec spec = load_spec(path);
-    const auto [seen, fresh] = file_of_name.emplace(spec.name, path);
-    if (!fresh)
-      throw_bad_input(fmt::format(
-          "{} and {} both name their model \"{}\"{}; results are matched by name, so each spec "
-          "must have its own",
-          seen->second, path, spec.name, seen->second == path ? " (the same file twice)" : ""));
+    loaded.push_back(load_spec(path));
+    const Spec& spec = loaded.back();
+    for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
+    refuse_shared_model_names(loaded);  // as `run`: results are matched by name
     preflight_training(spec);  // each mode's model, fp32_layers, idx files, series: as `run`
     int64_t params = 0;
     for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
@@ -42,6 +39,7 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
                        {"precisions", modes},
                        {"spec", to_json(spec)}});
   }
+  if (!json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
   std::cout << lines;
   if (!json_path.empty()) {
     nlohmann::json doc = json_header("validate");

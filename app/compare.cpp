@@ -112,6 +112,14 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   const Runs tc = by_file(row.current_runs, row.n_current);
   if (both_ok) {
     row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
+    // Times near 0 against large ones (a hand-edited file) overflow the ratio: no verdict can
+    // rest on it.
+    if (row.time.valid && !(std::isfinite(row.time.ratio) && std::isfinite(row.time.lo) &&
+                            std::isfinite(row.time.hi) && row.time.lo > 0))
+      throw_bad_input(fmt::format(
+          "{} {}: the baseline's and the current epoch times ({} and {} ms, medians) have no "
+          "finite ratio",
+          c.model, c.precision, b.epoch_time_ms.median, c.epoch_time_ms.median));
     if (b.memory.training_peak > 0) {
       row.memory_change = static_cast<double>(c.memory.training_peak) /
                               static_cast<double>(b.memory.training_peak) -

@@ -568,28 +568,38 @@ std::optional<std::string> device_note(const Report& report) {
 }
 
 std::optional<std::string> native_bf16_limit(const nlohmann::json& native_cpu) {
+  // Read from a result file as display, never refused: a field of another type is as absent.
   if (!native_cpu.is_object()) return std::nullopt;
-  const std::string isa = native_cpu.value("isa", "?");
-  if (native_cpu.value("bf16_gemm", "") == "converted")
+  auto member = [&](const char* key, nlohmann::json::value_t type) {
+    const auto it = native_cpu.find(key);
+    return it != native_cpu.end() && it->type() == type ? *it : nlohmann::json();
+  };
+  using type = nlohmann::json::value_t;
+  const std::string isa = member("isa", type::string).is_string()
+                              ? member("isa", type::string).get<std::string>()
+                              : "?";
+  if (member("bf16_gemm", type::string) == "converted")
     return fmt::format(
         "this CPU runs amp_bf16 without bf16 instructions (oneDNN's ISA {}: AVX-512 without "
         "AVX512-BF16 or AMX, or capped by --cpu-isa), converting in software, far from what "
         "bf16 hardware gives",
         isa);
-  const nlohmann::json rates = native_cpu.value("gemm_tflops", nlohmann::json::object());
-  const nlohmann::json fp32 = rates.value("fp32", nlohmann::json()),
-                       bf16 = rates.value("amp_bf16", nlohmann::json());
+  const nlohmann::json rates = member("gemm_tflops", type::object);
+  const nlohmann::json fp32 = rates.is_object() ? rates.value("fp32", nlohmann::json()) : nullptr,
+                       bf16 =
+                           rates.is_object() ? rates.value("amp_bf16", nlohmann::json()) : nullptr;
   if (!fp32.is_number() || !bf16.is_number() || bf16.get<double>() > fp32.get<double>())
     return std::nullopt;
-  const nlohmann::json flags = native_cpu.value("cpu_flags", nlohmann::json::array());
-  const bool has_amx = std::find(flags.begin(), flags.end(), "amx_bf16") != flags.end();
+  const nlohmann::json flags = member("cpu_flags", type::array);
+  const bool has_amx =
+      flags.is_array() && std::find(flags.begin(), flags.end(), "amx_bf16") != flags.end();
   return fmt::format(
       "this CPU's bf16 GEMMs measured {:.3f} TFLOP/s against {:.3f} in fp32 (oneDNN's ISA {}, {}): "
       "amp_bf16 has no faster matrix unit here",
       bf16.get<double>(), fp32.get<double>(), isa,
-      native_cpu.value("amx_granted", false) ? "with AMX"
-      : has_amx                              ? "AMX not granted to this process"
-                                             : "no AMX");
+      member("amx_granted", type::boolean) == true ? "with AMX"
+      : has_amx                                    ? "AMX not granted to this process"
+                                                   : "no AMX");
 }
 
 bool utf8_output() {

@@ -253,6 +253,20 @@ std::string file_key(const std::string& path) {
   return "name " + (ec ? abs.lexically_normal().string() : canon.string());
 }
 
+}  // namespace
+
+void refuse_repeated_files(const std::string& option, const std::vector<std::string>& paths) {
+  std::map<std::string, const std::string*> seen;
+  for (const std::string& p : paths) {
+    const auto [it, fresh] = seen.emplace(file_key(p), &p);
+    if (!fresh)
+      throw_bad_input(fmt::format("{}: {} is given twice{}", option, p,
+                                  *it->second == p ? "" : fmt::format(" (as {})", *it->second)));
+  }
+}
+
+namespace {
+
 bool is_special(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
@@ -400,6 +414,13 @@ void check_writable(const std::string& path, const std::string& option) {
     // A device or FIFO is written into, so its own permission is what counts.
     if (::access(path.c_str(), W_OK) != 0)
       throw_bad_input(fmt::format("{}: not writable: {}", what, std::strerror(errno)));
+    // A character device is opened as it will be written (/dev/tty without a terminal fails
+    // there, not after the work). Not a FIFO: its reader would see our close as the end.
+    if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) {
+      const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) throw_bad_input(fmt::format("{}: {}", what, std::strerror(errno)));
+      ::close(fd);
+    }
     return;
   }
   // A relative name is created in the working directory, which may have been removed since we

@@ -57,6 +57,10 @@ void write_output_set(const std::vector<FileBytes>& files, const FileBytes& inde
 // prefixes the message when given.
 void check_writable(const std::string& path, const std::string& option = "");
 
+// Refuses (BadInput) a file given twice among `paths` (`option`'s list), by the file the paths
+// reach (`a.json` and `./a.json`, a link and its target): its runs would count twice.
+void refuse_repeated_files(const std::string& option, const std::vector<std::string>& paths);
+
 struct OutputArg {
   std::string option;  // "--json"
   std::string path;    // empty: not given

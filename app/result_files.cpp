@@ -1,6 +1,7 @@
 #include "app/result_files.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <fmt/format.h>
@@ -120,6 +121,7 @@ ProfileInput profile_from_json(const json& j) {
     m.step_mean_ms =
         number(p, "step_mean_ms", path, time, false, std::numeric_limits<double>::quiet_NaN());
     const json& ops = *array_at(p, "ops", path, true);
+    double op_sum = 0;
     for (size_t k = 0; k < ops.size(); ++k) {
       const std::string op_path = fmt::format("{}.ops[{}]", path, k);
       const json& o = ops[k];
@@ -130,7 +132,10 @@ ProfileInput profile_from_json(const json& j) {
                              [&](const auto& e) { return e.first == op; });
       if (it == m.ms_by_op.end()) it = m.ms_by_op.insert(m.ms_by_op.end(), {op, 0.0});
       it->second += ms;
+      op_sum += ms;
     }
+    // Each time is finite, and so must be the step they add up to (the chart's axis).
+    if (!std::isfinite(op_sum)) bad(path + ".ops", "ms_per_step values whose sum is finite");
     in.modes.push_back(std::move(m));
   }
   return in;

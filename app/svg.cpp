@@ -75,6 +75,8 @@ std::string shorten(const std::string& s, size_t n) {
 // Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
 // that ends at the last tick covers every value.
 std::vector<double> nice_ticks(double lo, double hi, int target) {
+  // Values that add up past the largest double (a hand-edited file) still get an axis.
+  if (!std::isfinite(lo) || !std::isfinite(hi) || !std::isfinite(hi - lo)) lo = 0, hi = 1;
   if (!(hi > lo)) hi = lo + 1;
   const double raw = (hi - lo) / std::max(1, target);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));

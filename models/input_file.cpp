@@ -37,7 +37,14 @@ int open_regular(const std::string& path, const std::string& what, uint64_t max_
                  uint64_t& size) {
   if (path.empty()) refuse("(empty path)", what, "expected a file name");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) refuse(path, what, std::strerror(errno));
+  if (fd < 0) {
+    // A socket cannot be opened at all (ENXIO): say what it is, as for the other kinds.
+    const int err = errno;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      refuse(path, what, fmt::format("{}, expected a regular file", kind_of(st.st_mode)));
+    refuse(path, what, std::strerror(err));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
@@ -140,9 +147,15 @@ uint64_t check_input_file(const std::string& path, const std::string& what, uint
 std::string read_input_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
   uint64_t size = 0;
   const int fd = open_regular(path, what, max_bytes, size);
-  std::string text(static_cast<size_t>(size), '\0');
+  // To the end of the file, not to its stated size: a pseudo-file (/proc) says 0 and has text, a
+  // file may grow or shrink while it is read. The buffer grows up to one byte over the limit.
+  std::string text(static_cast<size_t>(std::max<uint64_t>(size, 4096)), '\0');
   size_t got = 0;
-  while (got < text.size()) {
+  for (;;) {
+    if (got == text.size()) {
+      if (got > max_bytes) break;
+      text.resize(static_cast<size_t>(std::min<uint64_t>(2 * got, max_bytes + 1)));
+    }
     const ssize_t n = ::read(fd, &text[got], text.size() - got);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
@@ -150,10 +163,12 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
       ::close(fd);
       refuse(path, what, std::strerror(err));
     }
-    if (n == 0) break;  // shrank while we read: take what is there
+    if (n == 0) break;
     got += static_cast<size_t>(n);
   }
   ::close(fd);
+  if (got > max_bytes)
+    refuse(path, what, fmt::format("more than the {} MiB a {} may have", max_bytes >> 20, what));
   text.resize(got);
   return text;
 }

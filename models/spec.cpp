@@ -362,6 +362,17 @@ std::vector<std::string> spec_inputs(const Spec& s) {
   return files;
 }
 
+void refuse_shared_model_names(const std::vector<Spec>& specs) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (specs[i].name == specs[j].name)
+        throw_bad_input(fmt::format(
+            "{} and {} both name their model \"{}\"{}; results are matched by name, so each "
+            "spec must have its own",
+            specs[j].source_path, specs[i].source_path, specs[i].name,
+            specs[j].source_path == specs[i].source_path ? " (the same file twice)" : ""));
+}
+
 json to_json(const Spec& s) {
   json j;
   j["name"] = s.name;

@@ -148,6 +148,9 @@ Spec load_spec(const std::string& path);
 // The files a spec was read from and reads: its own file and, for idx data, the four idx files
 // (outputs must not be any of them).
 std::vector<std::string> spec_inputs(const Spec& spec);
+// Refuses (BadInput) two specs of one model name, as their files name them: results are matched
+// by name in the tables and in `compare` (run, validate and maxbatch take specs so).
+void refuse_shared_model_names(const std::vector<Spec>& specs);
 // Parses spec text. `path` names the file in messages and anchors relative idx paths.
 Spec parse_spec(const std::string& text, const std::string& path);
 // The resolved spec with every default written out; parse_spec(to_json(s).dump(), p) == s.

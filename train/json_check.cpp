@@ -16,13 +16,15 @@ std::string range_text(Range r) {
   std::string s = "a number";
   const bool tiny_lo = r.lo > 0 && r.lo < 1e-300;
   const bool lo = std::isfinite(r.lo) && !tiny_lo, hi = r.hi < 1e30;
+  const bool float_hi = r.hi == static_cast<double>(std::numeric_limits<float>::max());
   if (lo && hi) {
-    s += fmt::format(" in [{}, {}]", r.lo, r.hi);
+    s += fmt::format(" in [{:g}, {:g}]", r.lo, r.hi);
   } else {
     if (tiny_lo) s += " > 0";
-    if (lo) s += fmt::format(" >= {}", r.lo);
-    if (hi) s += fmt::format("{} <= {}", tiny_lo || lo ? " and" : "", r.hi);
+    if (lo) s += fmt::format(" >= {:g}", r.lo);
+    if (hi) s += fmt::format("{} <= {:g}", tiny_lo || lo ? " and" : "", r.hi);
   }
+  if (float_hi) s += " that fits a 32-bit float";
   return r.null_ok ? s + " or null" : s;
 }
 

@@ -22,8 +22,9 @@ struct Range {
 };
 inline constexpr Range kAny{};
 inline constexpr Range kNonNegative{0, std::numeric_limits<double>::infinity(), true};
-// Times: a run's epoch and step times are measured, never missing.
-inline constexpr Range kTime{0, std::numeric_limits<double>::infinity(), false};
+// Times in ms: a run's epoch and step times are measured, never missing, and under 1e12 ms (31
+// years), which keeps their ratios and sums finite.
+inline constexpr Range kTime{0, 1e12, false};
 inline constexpr Range kFraction{0, 1, false};
 inline constexpr Range kPositive{std::numeric_limits<double>::denorm_min(),
                                  std::numeric_limits<double>::max(), false};

@@ -113,6 +113,30 @@ TEST_F(InputRefusals, EverySpecAndDataFileIsCheckedBeforeTheFirstStep) {
   }
 }
 
+// An output that is one of a spec's idx data files is refused before any work, by every command
+// that takes specs, and the file is left as it was.
+TEST_F(InputRefusals, NoCommandWritesOverASpecsDataFile) {
+  const std::string labels = idx_labels(64, 1);
+  const std::string tl = write("tl", labels);
+  write("ti", idx_images(64, 4));
+  const std::string spec = write("idx.json", R"({"name": "idx", "model": {"type": "mlp",
+      "input_dim": 16, "hidden": [8], "num_classes": 4}, "data": {"type": "idx",
+      "train_samples": 64, "eval_samples": 64, "train_images": "ti", "train_labels": "tl",
+      "eval_images": "ti", "eval_labels": "tl"}, "train": {"batch_size": 32, "epochs": 1}})");
+  for (const std::string& cmd :
+       {"validate " + spec + " --json " + tl, "inspect " + spec + " --json " + tl,
+        "run " + spec + " --device reference --quiet --csv " + tl,
+        "maxbatch " + spec + " --device reference --quiet --memory-limit 1MiB --json " + tl,
+        "maxbatch " + spec + " --device reference --quiet --memory-limit 1MiB --md " + tl}) {
+    SCOPED_TRACE(cmd);
+    const Result r = run(cmd);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(has_text(r.err, "is the input")) << r.err;
+    EXPECT_EQ(r.out, "") << "work was done before the refusal";
+    EXPECT_EQ(mpbench::test::read_file(tl), labels);
+  }
+}
+
 // A result file nested deeper than any mpbench writes is one line, not a stack overflow, in every
 // object the readers keep whole (tool, env, specs) and where a number is expected.
 TEST_F(InputRefusals, DeeplyNestedResultFilesAreRefusedInOneLine) {
