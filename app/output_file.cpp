@@ -351,6 +351,9 @@ void write_output_set(const std::vector<FileBytes>& files, const FileBytes& inde
       direct.push_back(&f);
     reached("staged " + f.path);
   }
+  // Devices and FIFOs (written through, not staged) before the old index goes: their failure
+  // (a full device) leaves the old set whole, index included.
+  for (const FileBytes* f : direct) write_view(f->path, f->bytes, nullptr);
   // The old index goes before any file it names is replaced: from here until the new index is
   // renamed into place, a reader finds no index rather than the old one beside new files.
   const Target it = resolve(index.path);
@@ -367,7 +370,6 @@ void write_output_set(const std::vector<FileBytes>& files, const FileBytes& inde
     if (std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
     reached("renamed " + s->path());
   }
-  for (const FileBytes* f : direct) write_view(f->path, f->bytes, nullptr);
   // The renames on disk before the index that names their files.
   for (const std::string& dir : dirs) sync_dir(dir);
   write_view(index.path, index.bytes, [&] { reached("index staged"); });

@@ -32,7 +32,7 @@ namespace {
 ExplainInput explain_from_json(const json& j) {
   using namespace json_check;
   ExplainInput in;
-  in.model = string(object_at(j, "spec", ""), "name", "spec", true);
+  in.model = model_name(object_at(j, "spec", ""), "name", "spec");
   in.baseline = string(j, "baseline", "", true);
   in.device = text(j.contains("env") ? j["env"] : json(), "device");
   in.emulated = boolean(j, "emulated", "");
@@ -80,7 +80,7 @@ MaxBatchInput maxbatch_from_json(const json& j) {
     const json& e = entries[i];
     if (!e.is_object()) bad(path, "an object");
     MaxBatchInput::Entry m;
-    m.model = string(e, "model", path, true);
+    m.model = model_name(e, "model", path);
     m.precision = string(e, "precision", path, true);
     // Files from before the status was recorded have none: their modes were all searched.
     m.status = string(e, "status", path);
@@ -106,7 +106,7 @@ MaxBatchInput maxbatch_from_json(const json& j) {
 ProfileInput profile_from_json(const json& j) {
   using namespace json_check;
   ProfileInput in;
-  in.model = string(object_at(j, "spec", ""), "name", "spec", true);
+  in.model = model_name(object_at(j, "spec", ""), "name", "spec");
   const json& profiles = *array_at(j, "profiles", "", true);
   for (size_t i = 0; i < profiles.size(); ++i) {
     const std::string path = fmt::format("profiles[{}]", i);

@@ -277,15 +277,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   s.source_path = path;
 
   s.name = top.string("name", std::nullopt);
-  const bool name_ok =
-      !s.name.empty() && s.name.size() <= 128 &&
-      std::all_of(s.name.begin(), s.name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-      });
-  if (!name_ok) {
-    ctx.fail("name",
-             "expected 1 to 128 letters, digits, '_', '-' or '.', got " + render(root.at("name")));
-  }
+  if (!valid_model_name(s.name))
+    ctx.fail("name", fmt::format("expected {}, got {}", kModelNameRule, render(root.at("name"))));
 
   const json* model = top.find("model", true, "a model object with a \"type\"");
   const Family& family = lookup_type(ctx, *model, "model", families(), std::nullopt);
@@ -360,6 +353,12 @@ std::vector<std::string> spec_inputs(const Spec& s) {
       files.push_back(*f);
   }
   return files;
+}
+
+bool valid_model_name(const std::string& name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
 }
 
 void refuse_shared_model_names(const std::vector<Spec>& specs) {

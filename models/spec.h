@@ -148,6 +148,10 @@ Spec load_spec(const std::string& path);
 // The files a spec was read from and reads: its own file and, for idx data, the four idx files
 // (outputs must not be any of them).
 std::vector<std::string> spec_inputs(const Spec& spec);
+// A spec's name: 1 to 128 letters, digits, '_', '-' or '.' (it names files and table rows).
+bool valid_model_name(const std::string& name);
+inline constexpr const char* kModelNameRule = "1 to 128 letters, digits, '_', '-' or '.'";
+
 // Refuses (BadInput) two specs of one model name, as their files name them: results are matched
 // by name in the tables and in `compare` (run, validate and maxbatch take specs so).
 void refuse_shared_model_names(const std::vector<Spec>& specs);

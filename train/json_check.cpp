@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "models/spec.h"
 
 namespace mpbench::json_check {
 
@@ -76,6 +77,12 @@ double number(const json& obj, const char* key, const std::string& path, Range r
               double def) {
   const json* v = find(obj, key, path, required);
   return v ? number_value(*v, sub(path, key), r) : def;
+}
+
+std::string model_name(const json& obj, const char* key, const std::string& path) {
+  const std::string name = string(obj, key, path, true);
+  if (!valid_model_name(name)) bad(sub(path, key), fmt::format("a spec name ({})", kModelNameRule));
+  return name;
 }
 
 int64_t integer(const json& obj, const char* key, const std::string& path, int64_t lo,

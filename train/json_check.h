@@ -50,6 +50,9 @@ bool boolean(const json& obj, const char* key, const std::string& path, bool def
 std::string string(const json& obj, const char* key, const std::string& path,
                    bool required = false);
 
+// A spec's name (models/spec.h's rule: it reaches tables and file names as it is), required.
+std::string model_name(const json& obj, const char* key, const std::string& path);
+
 // For display (env, tool): a string as it is, a number or boolean as its JSON text, anything
 // else, or a missing key or non-object, as "". Never throws.
 std::string text(const json& obj, const char* key);

@@ -389,8 +389,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   using namespace json_check;
   if (!j.is_object()) bad(path.empty() ? "run" : path, "an object");
   RunResult r;
-  r.model = string(j, "model", path, true);
-  if (r.model.empty()) bad(sub(path, "model"), "a spec name");
+  r.model = model_name(j, "model", path);
   r.family = string(j, "family", path);
   r.precision = string(j, "precision", path, true);
   if (!parse_precision(r.precision)) {

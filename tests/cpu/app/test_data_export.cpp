@@ -153,6 +153,22 @@ bool wait_for_writing(pid_t pid, const std::string& prefix, int* status) {
   return true;
 }
 
+// An array whose output is a device that fails (a link to /dev/full) fails the re-export before
+// the old index goes: the dataset that was there keeps its index, and the link stays a link.
+TEST_F(DataExport, AFailedDeviceArrayKeepsTheOldIndex) {
+  const std::string prefix = (dir_ / "p").string();
+  ASSERT_EQ(run("data " + tiny() + " --quiet --out " + prefix), 0);
+  const std::string index = read_file(prefix + ".json");
+  fs::remove(prefix + ".eval_y.i32");
+  fs::create_symlink("/dev/full", prefix + ".eval_y.i32");
+  std::string err;
+  EXPECT_EQ(run("data " + tiny() + " --quiet --seed 9 --out " + prefix, &err), 3) << err;
+  EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+  ASSERT_TRUE(fs::exists(prefix + ".json"));
+  EXPECT_EQ(read_file(prefix + ".json"), index);
+  EXPECT_TRUE(fs::is_symlink(prefix + ".eval_y.i32"));
+}
+
 // A re-export to one prefix killed with SIGKILL (no cleanup at all) at random moments of its
 // writing, alternating between two seeds: whenever there is an index, every array it names is
 // the one of the index's own seed. The old index beside new arrays (of another seed, same sizes)

@@ -108,7 +108,10 @@ class ReportHtml : public ::testing::Test {
   // 20), and the same run relabelled as PyTorch's.
   void write_variants(const std::string& cpu, std::string* evil, std::string* torch) {
     json j = json::parse(read_file(cpu));
-    for (json& r : j["runs"]) r["model"] = "<script>x</script> & \"q\"";
+    // Model names are held to the spec's rule when read (a model of its own here); the
+    // environment's fields are free text.
+    for (json& r : j["runs"]) r["model"] = "hostile_model";
+    j["env"]["cpu"] = "<script>x</script> & \"q\"";
     j["runs"][2]["status"] = "oom";
     j["runs"][2]["status_detail"] = "out of <memory>";
     j["runs"][3]["status"] = "diverged";
@@ -197,7 +200,17 @@ TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("<memory>"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;x&lt;/script&gt; &amp; &quot;q&quot;"), std::string::npos);
-  EXPECT_NE(html.find("id=\"model--script-x--script-----q-\""), std::string::npos);
+  // A model name off the spec's rule (markup, a line break, a bidi override) is refused when
+  // read: it would reach the console, Markdown and file names as it is.
+  for (const char* name : {"<script>x</script>", "a\nb", "a\u202eb"}) {
+    json j = json::parse(read_file(cpu_run()));
+    j["runs"][0]["model"] = name;
+    const std::string bad = (dir_ / "badname.json").string();
+    std::ofstream(bad) << j.dump();
+    const Result b = mpbench("report " + bad + " --html " + (dir_ / "b.html").string());
+    EXPECT_EQ(b.code, 2) << name;
+    EXPECT_NE(b.err.find("runs[0].model: expected a spec name"), std::string::npos) << b.err;
+  }
   EXPECT_NE(html.find("oom: out of &lt;memory&gt;"), std::string::npos);
   EXPECT_NE(html.find("diverged: loss is not finite"), std::string::npos);
   EXPECT_NE(html.find("mpbench amp_bf16 (diverged)"), std::string::npos);
