@@ -185,6 +185,9 @@ std::vector<std::string> split_list(const std::string& option, const std::string
     if (item.find_first_of(" \t\n\r\v\f") != std::string::npos)
       throw_bad_input(fmt::format(
           "{}: '{}' has a blank inside (expected items separated by commas)", option, clip(item)));
+    if (item.empty())
+      throw_bad_input(fmt::format("{}: '{}' has an empty item (expected items separated by commas)",
+                                  option, clip(s)));
     out.push_back(std::move(item));
     if (comma == std::string::npos) break;
     start = comma + 1;

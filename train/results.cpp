@@ -415,13 +415,20 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
 
   // Losses are null when they were not finite (a diverged run, an fp16 overflow).
   const Range loss{0, kAny.hi, true};
-  if (const json* epochs = array_at(j, "epochs", path, false)) {
+  // A run that trained took time in every epoch, and has one at least.
+  const bool trained = r.status == RunStatus::Ok;
+  const Range epoch_time =
+      trained ? Range{std::numeric_limits<double>::denorm_min(), kTime.hi, false} : kTime;
+  const json* epochs = array_at(j, "epochs", path, false);
+  if (trained && (!epochs || epochs->empty()))
+    bad(sub(path, "epochs"), "the epochs of a run that trained (one at least)");
+  if (epochs) {
     for (size_t i = 0; i < epochs->size(); ++i) {
       const std::string p = fmt::format("{}[{}]", sub(path, "epochs"), i);
       const json& e = (*epochs)[i];
       if (!e.is_object()) bad(p, "an object");
       EpochResult er;
-      er.time_ms = number(e, "time_ms", p, kTime, true);
+      er.time_ms = number(e, "time_ms", p, epoch_time, true);
       er.eval_time_ms = number(e, "eval_time_ms", p, kTime);
       er.train_loss = number(e, "train_loss", p, loss);
       er.eval_loss = number(e, "eval_loss", p, loss);

@@ -819,6 +819,11 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
   overflow.replace(overflow.find("\"batch_size\":"), 13, "\"batch_size\":5.3e308,\"x\":");
   json negative = to_json(make_report({make_run(kBase)}));
   negative["runs"][0]["epochs"][1]["time_ms"] = -3.0;
+  // A run that trained: no epoch of zero time, and one epoch at least.
+  json zero = to_json(make_report({make_run(kBase)}));
+  zero["runs"][0]["epochs"][0]["time_ms"] = 0.0;
+  json no_epochs = to_json(make_report({make_run(kBase)}));
+  no_epochs["runs"][0]["epochs"] = json::array();
   struct Case {
     std::string what, args, fragment;
   };
@@ -836,7 +841,11 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
       // Used to be "internal error", exit 3.
       {"number beyond double", good + " " + write("big.json", overflow), "big.json: JSON error"},
       {"negative time", good + " " + write("neg.json", negative.dump()),
-       "neg.json: runs[0].epochs[1].time_ms: expected a number in [0, 1e+12]"},
+       "neg.json: runs[0].epochs[1].time_ms: expected a number > 0 and <= 1e+12"},
+      {"zero time", good + " " + write("zero.json", zero.dump()),
+       "zero.json: runs[0].epochs[0].time_ms: expected a number > 0"},
+      {"no epochs", good + " " + write("ne.json", no_epochs.dump()),
+       "ne.json: runs[0].epochs: expected the epochs of a run that trained"},
       {"output onto an input", good + " " + good + " --json " + good, "is the input"},
       {"empty output path", good + " " + good + " --md ''", "--md"},
       {"a profile file",

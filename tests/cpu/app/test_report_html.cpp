@@ -383,7 +383,7 @@ TEST_F(ReportHtml, BadInputsExit2) {
        "huge.json: JSON error: number overflow parsing '1e400'"},
       {"report " + with("neg.json", [](json& j) { j["runs"][0]["epochs"][0]["time_ms"] = -1; }) +
            " --html " + out,
-       "neg.json: runs[0].epochs[0].time_ms: expected a number in [0, 1e+12], got -1"},
+       "neg.json: runs[0].epochs[0].time_ms: expected a number > 0 and <= 1e+12, got -1"},
       {"report " + with("acc.json", [](json& j) { j["runs"][0]["final_accuracy"] = 1.5; }) +
            " --html " + out,
        "acc.json: runs[0].final_accuracy: expected a number in [0, 1], got 1.5"},
