@@ -519,6 +519,9 @@ TEST(RunJson, LongRunsAreWrittenInBucketsThatReadBack) {
     t.scale.push_back(i == 7 ? 0.5f : 2.0f);
   }
   r.fp8_scaling.push_back(t);
+  EpochResult epoch;  // a run that trained has an epoch at least (the reader holds it to that)
+  epoch.time_ms = 12.5;
+  r.epochs.push_back(epoch);
   const json j = to_json(r);
   const json& steps = j["steps"];
   EXPECT_EQ(steps["stride"], 4);
