@@ -68,11 +68,14 @@ RunResult make_run(FuzzedDataProvider& in, int index, int count) {
   r.batch_size = in.ConsumeIntegralInRange<int64_t>(1, 1 << 20);
   r.train_samples = in.ConsumeIntegralInRange<int64_t>(1, 1 << 26);
   r.warmup_steps = in.ConsumeIntegralInRange<int64_t>(0, 100);
-  const int epochs = in.ConsumeIntegralInRange(0, 12);
+  // As the trainer writes (and the reader holds it to): a run that trained has an epoch at least,
+  // each of a time above 0.
+  const bool trained = r.status == RunStatus::Ok;
+  const int epochs = in.ConsumeIntegralInRange(trained ? 1 : 0, 12);
   std::vector<double> times;
   for (int e = 0; e < epochs; ++e) {
     EpochResult er;
-    er.time_ms = in.ConsumeFloatingPointInRange(0.0, 1e9);
+    er.time_ms = in.ConsumeFloatingPointInRange(trained ? 1e-6 : 0.0, 1e9);
     er.eval_time_ms = in.ConsumeFloatingPointInRange(0.0, 1e9);
     er.train_loss = loss_value(in);
     er.eval_loss = loss_value(in);
