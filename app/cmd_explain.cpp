@@ -135,17 +135,7 @@ int cmd_explain(const ExplainArgs& given) {
     ctx.fallback_path = be->fallback_path();
     contexts.push_back(ctx);
     const RunResult& r = runs.back().run;
-    modes.push_back({{"precision", precision_name(p)},
-                     {"status", run_status_name(r.status)},
-                     {"profiled_steps", runs.back().steps},
-                     {"step_time_ms", nullptr},
-                     {"step_mean_ms", nullptr}});
-    // Times only for a mode that trained (null, never 0, for an oom or unsupported row).
-    if (r.status == RunStatus::Ok) {
-      modes.back()["step_time_ms"] = runs.back().step_ms;
-      modes.back()["step_mean_ms"] = runs.back().step_mean_ms;
-    }
-    if (!r.status_detail.empty()) modes.back()["status_detail"] = r.status_detail;
+    modes.push_back(profiled_mode_json(runs.back()));
     if (r.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", r.precision, r.status_detail));
   }

@@ -182,18 +182,27 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   std::cout << "\n";
 }
 
-nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
+}  // namespace
+
+nlohmann::json profiled_mode_json(const ProfiledRun& pr) {
   nlohmann::json j = {{"precision", pr.run.precision},
                       {"status", run_status_name(pr.run.status)},
                       {"profiled_steps", pr.steps},
                       {"step_time_ms", nullptr},
                       {"step_mean_ms", nullptr}};
-  // Times only for a mode that trained: an oom or unsupported row has none (null, never 0).
+  // An oom or unsupported row has no times.
   if (pr.run.status == RunStatus::Ok) {
     j["step_time_ms"] = pr.step_ms;
     j["step_mean_ms"] = pr.step_mean_ms;
   }
   if (!pr.run.status_detail.empty()) j["status_detail"] = pr.run.status_detail;
+  return j;
+}
+
+namespace {
+
+nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
+  nlohmann::json j = profiled_mode_json(pr);
   if (const auto p = parse_precision(pr.run.precision))
     if (const auto c = ceilings_for(dev, *p))
       j["ceilings"] = {{"peak_tflops", c->peak_tflops}, {"memory_gbps", c->memory_gbps}};

@@ -72,6 +72,9 @@ void fit_to_steps(Spec& spec, int64_t steps, int ranks = 1);
 ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                          Backend& be, bool bar_on, uint64_t memory_limit,
                          DataParallel* dp = nullptr);
+// A profiled mode's head in profile's and explain's JSON: precision, status, profiled steps, step
+// time (median and mean; null, never 0, unless the mode trained) and status_detail.
+nlohmann::json profiled_mode_json(const ProfiledRun& pr);
 
 // `explain`: each mode profiled as `profile` does, and every mode compared with the baseline
 // (fp32 when it is among the modes, else the first): time by op kind, the tensor-core-eligible
