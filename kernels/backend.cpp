@@ -781,7 +781,12 @@ void Backend::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const
   ck.like(dx, "dx", x, "x");
   MPB_CHECK(dx.dtype == x.dtype, "{}: dx is {}, must have x's dtype {}", op, dtype_name(dx.dtype),
             dtype_name(x.dtype));
-  if (d_pre) ck.like(*d_pre, "d_pre", x, "x");
+  if (d_pre) {
+    ck.like(*d_pre, "d_pre", x, "x");
+    // The GPU kernels read x and relu_out again after writing d_pre.
+    MPB_CHECK(d_pre->data != x.data && (!relu_out || d_pre->data != relu_out->data),
+              "{}: d_pre must not alias x or relu_out", op);
+  }
   ck.vector(gamma, c, "gamma", "channels");
   ck.vector(save_mean, c, "save_mean", "channels");
   ck.vector(save_rstd, c, "save_rstd", "channels");
