@@ -11,6 +11,13 @@
 
 namespace mpbench::test {
 
+bool in_training_series(Precision p) {
+  std::stringstream modes(kTrainingSeriesModes);
+  for (std::string m; std::getline(modes, m, ',');)
+    if (m == precision_name(p)) return true;
+  return false;
+}
+
 std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf) {
   std::mt19937_64 rng(seed);
   std::bernoulli_distribution inf(p_inf);

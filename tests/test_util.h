@@ -169,6 +169,12 @@ class CpuOpsTest : public ::testing::Test {
   }
 };
 
+// The modes test_training_series trains every tiny config in, step by step, bit for bit.
+inline constexpr const char* kTrainingSeriesModes = "fp32,tf32,amp_fp16,amp_bf16";
+// Whether p is one of them: under ASan, where a tiny config's learning test takes up to 26 s a
+// mode, those tests skip such modes, which the series already trains there.
+bool in_training_series(Precision p);
+
 // A suite over (config, precision mode): named "<config>_<mode>".
 using ConfigMode = std::tuple<const char*, Precision>;
 inline std::string config_mode_name(const ::testing::TestParamInfo<ConfigMode>& info) {

@@ -119,6 +119,22 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Fixed-order tree sum over a block of blockDim.x (a power of two) threads, shared holding one
+// slot per thread; every thread must call it and gets the sum. The same inputs give the same
+// bits on every run, which atomics across blocks would not.
+template <typename T>
+__device__ T block_sum(T v, T* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  T r = shared[0];
+  __syncthreads();
+  return r;
+}
+
 // For the warp-per-row kernels: calls f(j, v) for the elements j < limit of a row that this lane
 // owns, in groups of V read with one vector load when `vectorized` (row aligned to V elements),
 // single elements otherwise. Every pass uses the same ownership, so a lane only ever reads back

@@ -15,20 +15,6 @@ namespace {
 
 constexpr int kMaxBlocks = 1024;
 
-// Fixed-order tree reduction over the block; every thread must call it.
-template <typename T>
-__device__ T block_sum(T v, T* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  T r = shared[0];
-  __syncthreads();
-  return r;
-}
-
 __device__ __forceinline__ void unscale_one(float& g, float inv, bool scaled, double& sq,
                                             float& bad) {
   if (scaled) g *= inv;

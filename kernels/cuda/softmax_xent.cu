@@ -1,5 +1,8 @@
 // Softmax cross-entropy with the loss gradient, fused: logits (N, C) fp32, labels (N) int32,
-// dlogits (N, C) any float dtype. One warp per row, all math in fp32.
+// dlogits (N, C) any float dtype. One warp per row, all math in fp32. Each block writes its loss
+// and count to the context's scratch and a one-block finalize adds them in a fixed order, so the
+// loss has the same bits on every run (atomic adds across blocks would not).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -10,11 +13,13 @@ namespace mpbench::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = kThreads / 32;
+constexpr int kMaxBlocks = 1024;
 
 template <typename TG>
 __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, TG* dlogits,
-                                    const float* grad_scale, float* loss_sum, float* correct,
-                                    int64_t rows, int64_t cols, float inv_n) {
+                                    const float* grad_scale, float* partial_loss,
+                                    float* partial_correct, int64_t rows, int64_t cols,
+                                    float inv_n) {
   __shared__ float block_loss[kWarpsPerBlock];
   __shared__ float block_correct[kWarpsPerBlock];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -76,8 +81,26 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
       l += block_loss[w];
       c += block_correct[w];
     }
-    atomicAdd(loss_sum, l * inv_n);
-    atomicAdd(correct, c);
+    partial_loss[blockIdx.x] = l * inv_n;
+    partial_correct[blockIdx.x] = c;
+  }
+}
+
+__global__ void softmax_xent_finalize_kernel(const float* partial_loss,
+                                             const float* partial_correct, int blocks,
+                                             float* loss_sum, float* correct) {
+  __shared__ float shared_loss[kThreads];
+  __shared__ float shared_correct[kThreads];
+  float l = 0.0f, c = 0.0f;
+  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
+    l += partial_loss[i];
+    c += partial_correct[i];
+  }
+  l = block_sum(l, shared_loss);
+  c = block_sum(c, shared_correct);
+  if (threadIdx.x == 0) {
+    loss_sum[0] += l;
+    correct[0] += c;
   }
 }
 
@@ -88,20 +111,26 @@ void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels
   const int64_t rows = logits.shape[0], cols = logits.shape[1];
   if (rows == 0 || cols == 0) return;
   const float inv_n = 1.0f / static_cast<float>(rows);
-  const int grid = ctx.grid_for(rows, kWarpsPerBlock);
+  const int grid = std::min(kMaxBlocks, ctx.grid_for(rows, kWarpsPerBlock));
+  MPB_CHECK(ctx.scratch_floats() >= 2 * static_cast<size_t>(kMaxBlocks), "scratch too small");
+  float* partial_loss = ctx.scratch();
+  float* partial_correct = ctx.scratch() + kMaxBlocks;
   const float* gs = grad_scale ? grad_scale->ptr<const float>() : nullptr;
   auto launch = [&](auto tag) {
     using TG = typename decltype(tag)::type;
     softmax_xent_kernel<TG><<<grid, kThreads, 0, ctx.stream()>>>(
         logits.ptr<const float>(), labels.ptr<const int32_t>(),
-        dlogits ? dlogits->ptr<TG>() : nullptr, gs, loss_sum.ptr<float>(), correct.ptr<float>(),
-        rows, cols, inv_n);
+        dlogits ? dlogits->ptr<TG>() : nullptr, gs, partial_loss, partial_correct, rows, cols,
+        inv_n);
     CUDA_LAUNCH_CHECK();
   };
   if (dlogits)
     dispatch_float(dlogits->dtype, launch);
   else
     launch(TypeTag<float>{});
+  softmax_xent_finalize_kernel<<<1, kThreads, 0, ctx.stream()>>>(
+      partial_loss, partial_correct, grid, loss_sum.ptr<float>(), correct.ptr<float>());
+  CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace mpbench::cuda

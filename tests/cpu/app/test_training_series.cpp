@@ -32,7 +32,7 @@ struct Case {
   std::string name;            // key in the recording
   std::string config;          // configs/<config>.json
   double loss_scale_init = 0;  // 0: the config's own
-  std::string precisions = "fp32,tf32,amp_fp16,amp_bf16";
+  std::string precisions = mpbench::test::kTrainingSeriesModes;
 };
 
 const Case kCases[] = {

@@ -16,8 +16,7 @@ class TinyResnetLearns : public ::testing::TestWithParam<test::ConfigMode> {};
 TEST_P(TinyResnetLearns, BeatsChanceAndChannelStatistics) {
   const auto [config, precision] = GetParam();
 #ifdef MPBENCH_TEST_ASAN
-  // Up to 20 s each under ASan, where test_training_series trains both configs in these modes.
-  if (precision != Precision::AMP_FP8) GTEST_SKIP() << "this mode: test_training_series";
+  if (test::in_training_series(precision)) GTEST_SKIP() << "this mode: test_training_series";
 #endif
   const Spec spec = load_spec(test::source_dir() + "/configs/" + config + ".json");
   auto be = make_reference_backend();
