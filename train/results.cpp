@@ -412,11 +412,14 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   r.batch_size = integer(j, "batch_size", path, 0);
   r.train_samples = integer(j, "train_samples", path, 0);
   r.warmup_steps = integer(j, "warmup_steps", path, 0);
+  // A run that trained did so on batches of some size; compare keys runs by it.
+  const bool trained = r.status == RunStatus::Ok;
+  if (trained && r.batch_size < 1)
+    bad(sub(path, "batch_size"), "the batch size of a run that trained (1 or more)");
 
   // Losses are null when they were not finite (a diverged run, an fp16 overflow).
   const Range loss{0, kAny.hi, true};
   // A run that trained took time in every epoch, and has one at least.
-  const bool trained = r.status == RunStatus::Ok;
   const Range epoch_time =
       trained ? Range{std::numeric_limits<double>::denorm_min(), kTime.hi, false} : kTime;
   const json* epochs = array_at(j, "epochs", path, false);

@@ -44,6 +44,7 @@ RunResult make_run(const std::vector<double>& times, const std::string& precisio
   r.family = "mlp";
   r.precision = precision;
   r.device = device;
+  r.batch_size = 32;
   for (double t : times) {
     EpochResult e;
     e.time_ms = t;
@@ -383,7 +384,7 @@ TEST(Compare, NothingMatchedFails) {
 // first differing JSON path, and the gate fails.
 TEST(Compare, ChangedSpecIsNotComparedAndFails) {
   const json spec = {{"name", "m"},
-                     {"train", {{"batch_size", 0}, {"optimizer", {{"lr", 0.001}}}}},
+                     {"train", {{"batch_size", 32}, {"optimizer", {{"lr", 0.001}}}}},
                      {"precisions", {"fp32"}}};
   Report b = make_report(reps()), c = make_report(reps());
   b.specs = {spec};
@@ -615,7 +616,7 @@ TEST(CompareJunit, OneTestCasePerRowWithFailuresAndSkips) {
   ASSERT_EQ(at.size(), 5u);
   auto body = [&](size_t i) { return xml.substr(at[i], xml.find("</testcase>", at[i]) - at[i]); };
   EXPECT_EQ(xml_attr(xml, "testcase", "classname", at[0]), "mpbench.m");
-  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[0]), "fp32 cpu batch 0");
+  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[0]), "fp32 cpu batch 32");
   const std::string slower = xml_attr(xml, "failure", "message", at[0]);
   EXPECT_NE(slower.find("time ratio 1.300 [95% CI "), std::string::npos) << slower;
   EXPECT_NE(slower.find("beyond +10% (5/5 repetitions)"), std::string::npos) << slower;
@@ -629,7 +630,7 @@ TEST(CompareJunit, OneTestCasePerRowWithFailuresAndSkips) {
   EXPECT_EQ(body(4).find("<failure"), std::string::npos);
   EXPECT_EQ(body(4).find("<skipped"), std::string::npos);
   EXPECT_NE(body(4).find("<system-out>new: "), std::string::npos) << body(4);
-  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[4]), "amp_bf16 cpu batch 0");
+  EXPECT_EQ(xml_attr(xml, "testcase", "name", at[4]), "amp_bf16 cpu batch 32");
   EXPECT_NE(xml.find("value=\"cur&lt;&amp;&gt;.json\""), std::string::npos) << xml;
   // Nothing raw: no control character, no '<' that opens no element.
   for (char ch : xml) EXPECT_FALSE(ch > 0 && ch < 0x20 && ch != '\n') << int(ch);
@@ -683,7 +684,7 @@ TEST(CompareJunit, PassingAndSpecChangedRows) {
   EXPECT_EQ(count_of(xml, "environment differs: cpu.name: A -&gt; B\n"), 2u) << xml;
   EXPECT_LT(xml.find("</testcase>"), xml.rfind("environment differs")) << xml;
 
-  const json spec = {{"name", "m"}, {"train", {{"batch_size", 0}, {"epochs", 1}}}};
+  const json spec = {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 1}}}};
   Report b = make_report(reps()), c = make_report(reps());
   b.specs = {spec};
   c.specs = {spec};
@@ -824,6 +825,11 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
   zero["runs"][0]["epochs"][0]["time_ms"] = 0.0;
   json no_epochs = to_json(make_report({make_run(kBase)}));
   no_epochs["runs"][0]["epochs"] = json::array();
+  // ... and its batch size (compare keys runs by it).
+  json batch0 = to_json(make_report({make_run(kBase)}));
+  batch0["runs"][0]["batch_size"] = 0;
+  json no_batch = to_json(make_report({make_run(kBase)}));
+  no_batch["runs"][0].erase("batch_size");
   struct Case {
     std::string what, args, fragment;
   };
@@ -846,6 +852,10 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
        "zero.json: runs[0].epochs[0].time_ms: expected a number > 0"},
       {"no epochs", good + " " + write("ne.json", no_epochs.dump()),
        "ne.json: runs[0].epochs: expected the epochs of a run that trained"},
+      {"batch 0", good + " " + write("b0.json", batch0.dump()),
+       "b0.json: runs[0].batch_size: expected the batch size of a run that trained (1 or more)"},
+      {"no batch", good + " " + write("nb.json", no_batch.dump()),
+       "nb.json: runs[0].batch_size: expected the batch size"},
       {"output onto an input", good + " " + good + " --json " + good, "is the input"},
       {"empty output path", good + " " + good + " --md ''", "--md"},
       {"a profile file",

@@ -507,6 +507,7 @@ TEST(RunJson, LongRunsAreWrittenInBucketsThatReadBack) {
   r.model = "m";
   r.precision = "amp_fp16";
   r.loss_scaling = true;
+  r.batch_size = 8;
   const int64_t n = 3 * kMaxWrittenSteps + 5;  // a stride of 4, the last bucket one step
   for (int64_t i = 0; i < n; ++i) {
     StepRecord st{float(i), 1.0f, i == 9 ? 8.0f : 16.0f, i == 9, i < 2 ? NAN : 2.0f};
