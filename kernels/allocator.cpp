@@ -38,7 +38,7 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
                             "training memory in use",
                             format_bytes(limit_), mem_category_name(cat), format_bytes(bytes),
                             format_bytes(current_training_)),
-                /*oom=*/true);
+                /*oom=*/true, current_training_ + bytes);
   }
   if (counting_) {
     t.data = reinterpret_cast<void*>(next_fake_);

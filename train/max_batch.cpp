@@ -1,5 +1,8 @@
 #include "train/max_batch.h"
 
+#include <algorithm>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "kernels/error.h"
@@ -34,6 +37,9 @@ Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps) {
 
 namespace {
 
+// Guesses from what the probes showed before the search falls back to bisecting, each a probe.
+constexpr int kGuesses = 8;
+
 BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
                  const MaxBatchOptions& opts) {
   BatchProbe out;
@@ -58,16 +64,16 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
   return out;
 }
 
-// The largest multiple of k up to `top` whose predicted training peak is within the limit (0 when
+// The largest multiple of k up to `top` whose predicted training peak is within `limit` (0 when
 // not even k is): a doubling and bisection on the prediction alone, nothing trained. A batch the
 // spec's rules refuse counts as not fitting.
 int64_t predicted_max_batch(const Spec& spec, Precision p, Backend& be, const MaxBatchOptions& opts,
-                            int64_t top) {
+                            int64_t top, size_t limit) {
   const int64_t k = opts.multiple;
   auto fits = [&](int64_t batch) {
     try {
       const Spec s = probe_spec(spec, p, batch, opts.steps);
-      return predict_training_memory(s, p, be).training_peak <= opts.memory_limit;
+      return predict_training_memory(s, p, be).training_peak <= limit;
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::BadInput) throw;
       return false;
@@ -84,6 +90,21 @@ int64_t predicted_max_batch(const Spec& spec, Precision p, Backend& be, const Ma
     (fits(mid) ? good : bad) = mid;
   }
   return good;
+}
+
+// What training at a probed batch took beyond predict_training_memory: the workspace oneDNN and
+// cuDNN take as their primitives and algorithms first run, which the prediction leaves out.
+// Exact for a probe that trained; for one refused at the limit, what it held plus what it asked
+// for, a lower bound. Nullopt where the probe does not say (another failure, a device refusal).
+std::optional<size_t> beyond_prediction(const BatchProbe& b) {
+  const RunResult& r = b.run;
+  if (!r.has_predicted_memory) return std::nullopt;
+  const size_t predicted = r.predicted_memory.training_peak;
+  if (b.status == RunStatus::Ok)
+    return r.memory.training_peak - std::min(predicted, r.memory.training_peak);
+  if (b.status == RunStatus::Oom && r.oom_needed_bytes > 0)
+    return r.oom_needed_bytes - std::min(predicted, r.oom_needed_bytes);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -117,18 +138,34 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
   try {
     if (opts.from_prediction && opts.memory_limit > 0) {
-      r.predicted = predicted_max_batch(spec, p, be, opts, top);
-      // Confirmed by training: the prediction, then the next multiple of K.
-      if (r.predicted > 0 && fits(r.predicted)) {
-        good = r.predicted;
-        if (good < top) (fits(good + k) ? good : bad) = good + k;
-      } else if (r.predicted > 0) {
-        // A prediction that does not fit is usually close (it leaves out what a library takes:
-        // oneDNN's scratchpads, cuDNN's workspace): step down from it in doubling strides until a
-        // batch trains, then bisect, rather than bisect all the way from K.
-        bad = r.predicted;
-        for (int64_t stride = k; good == 0 && r.predicted - stride >= k; stride *= 2)
-          (fits(r.predicted - stride) ? good : bad) = r.predicted - stride;
+      r.predicted = predicted_max_batch(spec, p, be, opts, top, opts.memory_limit);
+      // Confirmed by training: the prediction, then the next multiple of K. Where a probe shows
+      // that training took more than predicted (a library's workspace), the next guess is the
+      // largest batch whose prediction plus that much fits, strictly between the largest batch
+      // that trained and the smallest that did not: usually the answer in a probe or two. An
+      // oom's figure is a lower bound (the step may grow the workspace again later), so after
+      // each oom the guess also steps down by doubling strides at least.
+      int64_t guess = r.predicted, stride = k;
+      for (int i = 0; i < kGuesses && guess > good && (bad == 0 || guess < bad); ++i) {
+        const bool ok = fits(guess);
+        (ok ? good : bad) = guess;
+        if (good >= top || (bad != 0 && bad - good <= k)) break;
+        const std::optional<size_t> extra = beyond_prediction(r.probes.back());
+        if (!extra || *extra >= opts.memory_limit) break;
+        guess = predicted_max_batch(spec, p, be, opts, top, opts.memory_limit - *extra);
+        if (!ok) {
+          guess = std::min(guess, bad - stride);
+          stride *= 2;
+        }
+        guess = std::max(guess, good + k);
+        if (bad != 0) guess = std::min(guess, bad - k);
+      }
+      if (good == 0 && bad != 0) {
+        // Still nothing trained: step down from the smallest batch that did not in doubling
+        // strides until one does, then bisect, rather than bisect all the way from K.
+        const int64_t from = bad;
+        for (int64_t stride = k; good == 0 && from - stride >= k; stride *= 2)
+          (fits(from - stride) ? good : bad) = from - stride;
       }
     }
     if (good == 0) {

@@ -4,10 +4,11 @@
 // cap (TrainOptions::memory_limit: every category but the dataset copy, workspaces included).
 // With a limit, the search starts from the prediction (predict_training_memory, what `inspect`
 // prints): the largest multiple of K predicted to fit is probed, then the next multiple; when the
-// prediction is exact that is the answer, in two probes. Where it is not (or without a limit) the
-// search doubles from the largest batch that trained until a probe fails, then bisects between the
-// last batch that trained and the first that did not, on multiples of K: about 2 log2(max / K)
-// probes.
+// prediction is exact that is the answer, in two probes. Where a library's workspace makes it
+// inexact, each probe's excess over the prediction guides the next guess. Failing that (or without
+// a limit) the search doubles from the largest batch that trained until a probe fails, then
+// bisects between the last batch that trained and the first that did not, on multiples of K:
+// about 2 log2(max / K) probes.
 #include <functional>
 #include <string>
 #include <vector>

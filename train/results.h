@@ -116,6 +116,9 @@ struct RunResult {
   // by_category (data 0); absent from files written before it was.
   bool has_predicted_memory = false;
   MemoryReport predicted_memory;
+  // An oom at the memory limit: the training memory the run needed at least (Error::needed_bytes;
+  // 0 when unknown). For maxbatch's search; not written to files.
+  size_t oom_needed_bytes = 0;
   double final_accuracy = 0;  // eval accuracy after the last epoch, in [0, 1]
   double final_loss = 0;      // eval loss after the last epoch
   int64_t skipped_steps = 0;

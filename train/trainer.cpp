@@ -613,6 +613,7 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     if (opts.data_parallel) opts.data_parallel->fail(e);
     r.status = e.is_oom() ? RunStatus::Oom : RunStatus::Failed;
     r.status_detail = e.what();
+    r.oom_needed_bytes = e.needed_bytes();
     try {
       be.synchronize();
     } catch (const Error&) {

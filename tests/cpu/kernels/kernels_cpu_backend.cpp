@@ -58,6 +58,26 @@ TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
   alloc.release(data);
 }
 
+// A request past the limit is an oom that says what the run needed at least: the training
+// memory in use plus the request (the dataset copy is not training memory).
+TEST(TrackingAllocator, ARefusalAtTheLimitSaysWhatWasNeeded) {
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  alloc.set_limit(1000);
+  Tensor data = alloc.alloc(Shape{500}, DType::F32, MemCategory::Data);
+  Tensor w = alloc.alloc(Shape{100}, DType::F32, MemCategory::Weights);
+  try {
+    alloc.alloc(Shape{200}, DType::F32, MemCategory::Workspace);
+    FAIL() << "800 bytes more than 400 in use fit a limit of 1000";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom());
+    EXPECT_EQ(e.needed_bytes(), 1200u);
+  }
+  EXPECT_EQ(alloc.current(MemCategory::Workspace), 0u);
+  alloc.release(w);
+  alloc.release(data);
+}
+
 // The sizes are beyond what ASan serves: under MPBENCH_SANITIZE this test must run with
 // ASAN_OPTIONS=allocator_may_return_null=1 (tests/CMakeLists.txt sets it), so that the request
 // fails as it does without ASan instead of aborting the process.
