@@ -146,10 +146,14 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
       // oom's figure is a lower bound (the step may grow the workspace again later), so after
       // each oom the guess also steps down by doubling strides at least.
       int64_t guess = r.predicted, stride = k;
+      bool confirming = false;  // the guess is the next multiple past a batch that trained
       for (int i = 0; i < kGuesses && guess > good && (bad == 0 || guess < bad); ++i) {
         const bool ok = fits(guess);
         (ok ? good : bad) = guess;
         if (good >= top || (bad != 0 && bad - good <= k)) break;
+        // Past what the prediction allows, and it trained: the prediction overstates here, and
+        // the doubling below finds the edge faster than steps of K.
+        if (ok && confirming) break;
         const std::optional<size_t> extra = beyond_prediction(r.probes.back());
         if (!extra || *extra >= opts.memory_limit) break;
         guess = predicted_max_batch(spec, p, be, opts, top, opts.memory_limit - *extra);
@@ -157,6 +161,7 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
           guess = std::min(guess, bad - stride);
           stride *= 2;
         }
+        confirming = guess <= good;
         guess = std::max(guess, good + k);
         if (bad != 0) guess = std::min(guess, bad - k);
       }
