@@ -617,7 +617,8 @@ int mpbench_main(int argc, char** argv) {
                    "Train every spec x mode x batch N times, each a fresh model with the same "
                    "seed (identical numerics), interleaved across modes (fp32, bf16, fp32, bf16, "
                    "...) so that a drift of the machine does not land on one mode. The table "
-                   "gives the median over the repetitions and the spread between them; the JSON "
+                   "gives the median over the repetitions and the spread between them, and from 3 "
+                   "repetitions each speedup's 95% interval (compare's bootstrap); the JSON "
                    "keeps every repetition; `compare` judges time by the variation between "
                    "repetitions and needs at least 3 a side (5 recommended in CI)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));

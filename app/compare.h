@@ -53,15 +53,15 @@ struct CompareOptions {
   double accuracy_threshold = 0.5;       // percentage points
   std::optional<double> loss_threshold;  // relative; nullopt: final loss is not compared
   bool strict = false;                   // inconclusive / env differences / missing rows -> exit 4
-  int bootstrap_resamples = 2000;
-  uint64_t seed = 0x6d7062656e6368;  // "mpbench"
-  int min_repetitions = 3;           // per side, for a time verdict
+  int bootstrap_resamples = kBootstrapResamples;
+  uint64_t seed = kBootstrapSeed;
+  int min_repetitions = kMinRepetitions;  // per side, for a time verdict
 };
 
 // The time verdict from an estimate and the repetition counts, by the rule at the top of this
 // file: "faster", "slower", "same" or "inconclusive".
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
-                         double threshold, int min_repetitions = 3);
+                         double threshold, int min_repetitions = kMinRepetitions);
 
 // Differences between the two environments that bear on the numbers of `device` ("cuda":
 // env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu": env.cpu.name and

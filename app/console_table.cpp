@@ -250,20 +250,6 @@ const RunResult* ModelGroup::fp32_for(const RunResult& run) const {
   return nullptr;
 }
 
-std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
-  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
-  const double base = fp32->epoch_time_ms.median, t = run.epoch_time_ms.median;
-  if (!usable(base) || !usable(t)) return std::nullopt;
-  return base / t;
-}
-
-std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {
-  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
-  if (fp32->memory.training_peak == 0 || run.memory.training_peak == 0) return std::nullopt;
-  return static_cast<double>(run.memory.training_peak) /
-         static_cast<double>(fp32->memory.training_peak);
-}
-
 namespace {
 
 using SeedKey = std::tuple<std::string, int64_t, bool, std::string>;  // device, batch, graphs, mode
@@ -272,6 +258,48 @@ SeedKey seed_key(const RunResult& r) {
 }
 
 }  // namespace
+
+std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
+  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
+  const double base = fp32->epoch_time_ms.median, t = run.epoch_time_ms.median;
+  if (!usable(base) || !usable(t)) return std::nullopt;
+  return base / t;
+}
+
+std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
+                                              const RunResult* fp32) {
+  if (!fp32 || fp32 == &run || run.status != RunStatus::Ok) return std::nullopt;
+  // The epoch times of every repetition (and seed) that trained ok, of one collapsed run's key.
+  auto repetitions = [&](const RunResult& of) {
+    Runs one_file(1);
+    for (const RunResult* r : repeated.runs)
+      if (r->status == RunStatus::Ok && seed_key(*r) == seed_key(of)) {
+        std::vector<double> times;
+        for (const EpochResult& e : r->epochs) times.push_back(e.time_ms);
+        one_file[0].push_back(std::move(times));
+      }
+    return one_file;
+  };
+  const Runs base = repetitions(*fp32), cur = repetitions(run);
+  const auto need = static_cast<size_t>(kMinRepetitions);
+  if (base[0].size() < need || cur[0].size() < need) return std::nullopt;
+  const RatioEstimate t = hierarchical_median_ratio(base, cur, kBootstrapResamples, kBootstrapSeed);
+  if (!t.valid || !(t.ratio > 0 && t.lo > 0 && t.hi > 0)) return std::nullopt;
+  // Time ratio current / baseline -> speedup baseline / current, the interval turned over.
+  RatioEstimate s;
+  s.ratio = 1 / t.ratio;
+  s.lo = 1 / t.hi;
+  s.hi = 1 / t.lo;
+  s.valid = true;
+  return s;
+}
+
+std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {
+  if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
+  if (fp32->memory.training_peak == 0 || run.memory.training_peak == 0) return std::nullopt;
+  return static_cast<double>(run.memory.training_peak) /
+         static_cast<double>(fp32->memory.training_peak);
+}
 
 bool has_seeds(const ModelGroup& group) {
   for (const RunResult* r : group.runs)
@@ -387,7 +415,14 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   const std::string vs = "vs " + seeded_group.baseline;
   if (seeded) col("acc " + vs + " (95% CI)", true);
   col("loss", true);
-  col(seeded_group.baseline == "fp32" ? "speedup" : "speedup " + vs, true);
+  // With enough repetitions a speedup carries the interval compare would give it.
+  std::map<const RunResult*, RatioEstimate> intervals;
+  if (repeated)
+    for (const RunResult* r : group.runs)
+      if (auto i = speedup_interval(seeded_group, *r, group.fp32_for(*r))) intervals[r] = *i;
+  col((seeded_group.baseline == "fp32" ? "speedup" : "speedup " + vs) +
+          (intervals.empty() ? "" : " (95% CI)"),
+      true);
   col("mem " + vs, true);
   col("skipped", true);
   col("scale", true);
@@ -429,7 +464,11 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
       if (seeded) row.cells.push_back(dash);
     }
     row.cells.push_back(format_loss(r->final_loss));
-    row.cells.push_back(ratio(speedup_vs_fp32(*r, group.fp32_for(*r))));
+    const auto in = intervals.find(r);
+    row.cells.push_back(in == intervals.end()
+                            ? ratio(speedup_vs_fp32(*r, group.fp32_for(*r)))
+                            : fmt::format("{:.2f}x ({:.2f}, {:.2f})", in->second.ratio,
+                                          in->second.lo, in->second.hi));
     row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(std::to_string(r->skipped_steps));
     row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);

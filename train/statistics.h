@@ -37,6 +37,12 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
 using Runs = std::vector<std::vector<std::vector<double>>>;
 RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,
                                         uint64_t seed);
+// The defaults of that interval wherever mpbench prints one (compare's gate, run's speedups): the
+// resamples, the generator's seed ("mpbench"), and the fewest repetitions a side that it takes to
+// say anything of the time (fewer hide the noise between runs, which is most of it).
+inline constexpr int kBootstrapResamples = 2000;
+inline constexpr uint64_t kBootstrapSeed = 0x6d7062656e6368;
+inline constexpr int kMinRepetitions = 3;
 
 // Mean and sample standard deviation (n - 1; 0 for a single value).
 struct MeanStd {

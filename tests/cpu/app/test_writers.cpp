@@ -237,6 +237,57 @@ TEST(Console, SpeedupsStatusAndAlignment) {
   }
 }
 
+// run --repeat: with three repetitions a side the speedup carries its 95% interval (compare's
+// hierarchical bootstrap, turned into speedups); it holds the point and widens with the noise
+// between the repetitions. With two it is a plain ratio: too few to say how sure.
+TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
+  // fp32 at 100 ms an epoch and amp_fp16 at 50, epochs 1% apart; fp32's repetitions
+  // `fp32_spread` apart (the machine moved).
+  auto repeated = [](int reps, double fp32_spread) {
+    Report rep = make_report();
+    rep.runs.clear();
+    for (int i = 0; i < reps; ++i)
+      for (const auto& [mode, ms] : {std::pair{"fp32", 100.0}, std::pair{"amp_fp16", 50.0}}) {
+        const double f = std::string(mode) == "fp32" ? 1 + fp32_spread * (i - 1) : 1;
+        RunResult r = make_run(mode, ms * f, size_t(200) << 20);
+        r.epochs[0].time_ms *= 0.99;
+        r.epochs[2].time_ms *= 1.01;
+        r.epoch_time_ms =
+            compute_time_stats({r.epochs[0].time_ms, r.epochs[1].time_ms, r.epochs[2].time_ms});
+        r.repetition = i + 1;
+        rep.runs.push_back(r);
+      }
+    return rep;
+  };
+  // The interval of a row's "R.RRx (lo, hi)" cell.
+  auto interval = [](const std::string& row) {
+    std::pair<double, double> lh{0, 0};
+    const size_t at = row.find("x (");
+    if (at == std::string::npos ||
+        std::sscanf(row.c_str() + at, "x (%lf, %lf)", &lh.first, &lh.second) != 2)
+      ADD_FAILURE() << "no interval in: " << row;
+    return lh;
+  };
+  const std::string steady = format_console(repeated(3, 0.0));
+  EXPECT_TRUE(contains(lines_of(steady)[1], "speedup (95% CI)")) << steady;
+  const std::string amp = line_with(steady, "amp_fp16");
+  EXPECT_TRUE(contains(amp, "2.00x (")) << steady;
+  const auto [lo, hi] = interval(amp);
+  EXPECT_LE(lo, 2.0);
+  EXPECT_GE(hi, 2.0);
+  EXPECT_GT(lo, 1.9);
+  EXPECT_LT(hi, 2.1);
+  EXPECT_FALSE(contains(line_with(steady, " fp32 "), "(")) << steady;  // the baseline: 1.00x
+
+  // Repetitions 10% apart in fp32 but not in amp_fp16: a wider interval.
+  const auto [wlo, whi] = interval(line_with(format_console(repeated(3, 0.1)), "amp_fp16"));
+  EXPECT_GT(whi - wlo, 2 * (hi - lo)) << wlo << " " << whi;
+
+  const std::string two = format_console(repeated(2, 0.0));
+  EXPECT_FALSE(contains(two, "95% CI")) << two;
+  EXPECT_TRUE(contains(line_with(two, "amp_fp16"), "2.00x")) << two;
+}
+
 TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
   Report rep = make_report();
   EXPECT_FALSE(contains(format_console(rep), "device)"));
