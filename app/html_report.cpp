@@ -119,6 +119,7 @@ struct Series {
   // "seeds" or "repetitions" when run stands for several (collapse_runs): its time statistics
   // are then over their median epoch times, not over epochs.
   std::string collapsed_over;
+  std::optional<RatioEstimate> speedup_ci;  // with 3 repetitions or more (speedup_interval)
 };
 
 struct ModelSection {
@@ -167,6 +168,7 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
         if (const SeedSummary* x = seed_summary_for(summaries, *r)) s.seeds = *x;
         if (seeded || has_repetitions(g)) s.collapsed_over = seeded ? "seeds" : "repetitions";
+        if (has_repetitions(g)) s.speedup_ci = speedup_interval(g, *r, s.fp32);
         sec.series.push_back(std::move(s));
       }
       sec.groups.emplace_back(i, std::move(g));
@@ -263,13 +265,16 @@ std::string time_chart(const std::vector<Series>& series) {
       if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
         b.whisker = std::make_pair(t.min, t.max);
       if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
+      const std::string ci =
+          s.speedup_ci ? fmt::format(" (95% CI {:.2f}–{:.2f})", s.speedup_ci->lo, s.speedup_ci->hi)
+                       : "";
       const std::string over = s.collapsed_over.empty()
                                    ? fmt::format("over its {} epochs", r.epochs.size())
                                    : "over the " + s.collapsed_over + "' median epochs";
       b.tooltip =
           fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%, {}){}", s.label,
                       format_ms_unit(t.median), format_ms_unit(t.min), format_ms_unit(t.max),
-                      t.cv * 100, over, b.note.empty() ? "" : ", speedup vs fp32 " + b.note);
+                      t.cv * 100, over, b.note.empty() ? "" : ", speedup vs fp32 " + b.note + ci);
     } else {
       show_status_instead(b, s);
     }

@@ -665,6 +665,29 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
 }
 
+// A file of `run --repeat 3`: the time chart's tooltip and the table give each speedup's 95%
+// interval (amp_bf16 at half fp32's time, so about 2x).
+TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
+  std::vector<mpbench::RunResult> runs;
+  for (int64_t i = 1; i <= 3; ++i) {
+    const double f = 1 + 0.02 * static_cast<double>(i - 2);
+    runs.push_back(history_run("fp32", {10 * f, 10.2 * f, 10.4 * f}, 1000, i));
+    runs.push_back(history_run("amp_bf16", {5 * f, 5.1 * f, 5.2 * f}, 600, i));
+  }
+  const std::string file = write_history_file(
+      dir_, "rep.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
+  const fs::path html_path = dir_ / "rep.html";
+  const Result r = mpbench("report " + file + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  static const std::regex tip(R"re(speedup vs fp32 2\.00× \(95% CI ([0-9.]+)–([0-9.]+)\))re");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(html, m, tip)) << html.substr(0, 4000);
+  EXPECT_LE(std::stod(m[1]), 2.0);
+  EXPECT_GE(std::stod(m[2]), 2.0);
+  EXPECT_NE(html.find("speedup (95% CI)"), std::string::npos);
+}
+
 TEST_F(ReportHtml, HistoryBadInputsExit2) {
   const std::string good =
       write_history_file(dir_, "good.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"),
