@@ -51,7 +51,7 @@ class OnednnBackend final : public cpu::CpuBackend {
   DeviceInfo info() const override;
   std::map<std::string, int64_t> fallback_calls() const override { return fallback_calls_; }
   std::string fallback_path() const override {
-    return "the reference's loops (oneDNN has no working kernel for them here)";
+    return "the reference's loops (oneDNN has no working or no JIT kernel for them here)";
   }
   void set_conv_workspace_provider(ConvWorkspaceProvider provider) override;
   size_t conv_workspace_bytes() const override { return provider_.alloc ? work_bytes_ : 0; }
@@ -162,8 +162,9 @@ class OnednnBackend final : public cpu::CpuBackend {
   // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
   void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
   // The batch normalisation primitive's forward (kernels/onednn/batchnorm.cpp): training
-  // writes the batch mean and variance into mean and var, evaluation reads them.
-  void batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
+  // writes the batch mean and variance into mean and var, evaluation reads them. False, with
+  // nothing written, where oneDNN has no JIT kernel for it (the caller runs the reference's).
+  bool batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
                          const Tensor* residual, const Tensor& gamma, const Tensor& beta,
                          const Tensor& mean, const Tensor& var, Tensor& y);
   // TFLOP/s of the best of up to 10 square n x n x n GEMMs of dtype t (a quarter second at most).
