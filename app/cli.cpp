@@ -619,7 +619,8 @@ int mpbench_main(int argc, char** argv) {
                    "...) so that a drift of the machine does not land on one mode. The table "
                    "gives the median over the repetitions and the spread between them, and from 3 "
                    "repetitions each speedup's 95% interval (compare's bootstrap); the JSON "
-                   "keeps every repetition; `compare` judges time by the variation between "
+                   "keeps every repetition and a repeat_summary[] with those intervals; `compare` "
+                   "judges time by the variation between "
                    "repetitions and needs at least 3 a side (5 recommended in CI)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")

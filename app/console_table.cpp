@@ -269,29 +269,14 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32) {
   if (!fp32 || fp32 == &run || run.status != RunStatus::Ok) return std::nullopt;
-  // The epoch times of every repetition (and seed) that trained ok, of one collapsed run's key.
-  auto repetitions = [&](const RunResult& of) {
-    Runs one_file(1);
+  // The repetitions (and seeds) of one collapsed run's key.
+  auto runs_of = [&](const RunResult& of) {
+    std::vector<const RunResult*> out;
     for (const RunResult* r : repeated.runs)
-      if (r->status == RunStatus::Ok && seed_key(*r) == seed_key(of)) {
-        std::vector<double> times;
-        for (const EpochResult& e : r->epochs) times.push_back(e.time_ms);
-        one_file[0].push_back(std::move(times));
-      }
-    return one_file;
+      if (seed_key(*r) == seed_key(of)) out.push_back(r);
+    return out;
   };
-  const Runs base = repetitions(*fp32), cur = repetitions(run);
-  const auto need = static_cast<size_t>(kMinRepetitions);
-  if (base[0].size() < need || cur[0].size() < need) return std::nullopt;
-  const RatioEstimate t = hierarchical_median_ratio(base, cur, kBootstrapResamples, kBootstrapSeed);
-  if (!t.valid || !(t.ratio > 0 && t.lo > 0 && t.hi > 0)) return std::nullopt;
-  // Time ratio current / baseline -> speedup baseline / current, the interval turned over.
-  RatioEstimate s;
-  s.ratio = 1 / t.ratio;
-  s.lo = 1 / t.hi;
-  s.hi = 1 / t.lo;
-  s.valid = true;
-  return s;
+  return repeated_speedup(runs_of(*fp32), runs_of(run));
 }
 
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {

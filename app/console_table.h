@@ -40,9 +40,8 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
 // not finish ok.
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);
 // For `run --repeat`: a collapsed mode's speedup over its collapsed baseline (the runs of
-// collapse_runs) with the 95% interval compare gives a time ratio (a hierarchical bootstrap over
-// the repetitions and their epochs, train/statistics.h), as speedups. Nullopt for the baseline
-// itself, a run that is not ok, or fewer than kMinRepetitions repetitions that trained a side.
+// collapse_runs), with its interval (repeated_speedup, train/results.h). Nullopt for the
+// baseline itself, a run that is not ok, or fewer than kMinRepetitions repetitions a side.
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32);
 // This run's training memory (the peak of every category but data) / fp32's (below 1: less).

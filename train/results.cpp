@@ -320,7 +320,73 @@ json to_json(const Report& r) {
     for (const SeedSummary& x : seeded) s.push_back(to_json(x));
     out["seed_summary"] = std::move(s);
   }
+  const std::vector<RepeatSummary> repeated = repeat_summaries(r.runs);
+  if (!repeated.empty()) {
+    json s = json::array();
+    for (const RepeatSummary& x : repeated) s.push_back(to_json(x));
+    out["repeat_summary"] = std::move(s);
+  }
   return out;
+}
+
+std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
+                                              const std::vector<const RunResult*>& current) {
+  // One "file" a side: its repetitions, each its epoch times.
+  auto epochs = [](const std::vector<const RunResult*>& runs) {
+    Runs one_file(1);
+    for (const RunResult* r : runs) {
+      if (r->status != RunStatus::Ok) continue;
+      std::vector<double> times;
+      for (const EpochResult& e : r->epochs) times.push_back(e.time_ms);
+      one_file[0].push_back(std::move(times));
+    }
+    return one_file;
+  };
+  const Runs base = epochs(baseline), cur = epochs(current);
+  const auto need = static_cast<size_t>(kMinRepetitions);
+  if (base[0].size() < need || cur[0].size() < need) return std::nullopt;
+  const RatioEstimate t = hierarchical_median_ratio(base, cur, kBootstrapResamples, kBootstrapSeed);
+  if (!t.valid || !(t.ratio > 0 && t.lo > 0 && t.hi > 0)) return std::nullopt;
+  // Time ratio current / baseline -> speedup baseline / current, the interval turned over.
+  RatioEstimate s;
+  s.ratio = 1 / t.ratio;
+  s.lo = 1 / t.hi;
+  s.hi = 1 / t.lo;
+  s.valid = true;
+  return s;
+}
+
+std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs) {
+  using Key = std::tuple<std::string, std::string, int64_t, bool, std::string>;
+  std::vector<Key> order;
+  std::map<Key, std::vector<const RunResult*>> of;
+  for (const RunResult& r : runs) {
+    if (!r.repetition) continue;
+    const Key k{r.model, r.device, r.batch_size, r.cuda_graphs, r.precision};
+    if (!of.count(k)) order.push_back(k);
+    of[k].push_back(&r);
+  }
+  std::vector<RepeatSummary> out;
+  for (const Key& k : order) {
+    RepeatSummary s;
+    std::tie(s.model, s.device, s.batch_size, s.cuda_graphs, s.precision) = k;
+    for (const RunResult* r : of[k]) s.repetitions += r->status == RunStatus::Ok ? 1 : 0;
+    // Against fp32 without graphs, as the tables' speedups.
+    const Key base{s.model, s.device, s.batch_size, false, "fp32"};
+    if (k != base && of.count(base)) s.speedup_vs_fp32 = repeated_speedup(of[base], of[k]);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+json to_json(const RepeatSummary& s) {
+  json j = {
+      {"model", s.model},           {"device", s.device},           {"precision", s.precision},
+      {"batch_size", s.batch_size}, {"cuda_graphs", s.cuda_graphs}, {"repetitions", s.repetitions},
+      {"speedup_vs_fp32", nullptr}};
+  if (const auto& v = s.speedup_vs_fp32)
+    j["speedup_vs_fp32"] = {{"estimate", v->ratio}, {"ci95_low", v->lo}, {"ci95_high", v->hi}};
+  return j;
 }
 
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {

@@ -202,7 +202,8 @@ struct Report {
   std::vector<nlohmann::json> specs;  // resolved specs, one per spec file
   std::vector<RunResult> runs;
 };
-nlohmann::json to_json(const Report& r);  // with seed_summary[] when runs have seeds
+// With seed_summary[] when runs have seeds, repeat_summary[] when they have repetitions.
+nlohmann::json to_json(const Report& r);
 
 // Accuracy over the seeds of a `run --seeds` sweep, per model, device, batch, mode (and graphs):
 // the mean and standard deviation of the final accuracy over its Ok runs, and the difference
@@ -220,6 +221,25 @@ std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);
 // The summary among `summaries` of r's model, device, batch, graphs and mode; null if none.
 const SeedSummary* seed_summary_for(const std::vector<SeedSummary>& summaries, const RunResult& r);
 nlohmann::json to_json(const SeedSummary& s);
+
+// The speedup of one mode's repetitions (`run --repeat`) over another's: the ratio of their
+// medians of each repetition's median epoch time, with the 95% interval compare gives that time
+// ratio (statistics.h: hierarchical_median_ratio), turned over. Only Ok runs count; nullopt with
+// fewer than kMinRepetitions of them a side.
+std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
+                                              const std::vector<const RunResult*>& current);
+
+// Per model, device, batch, mode (and graphs) of a `run --repeat`: how many repetitions trained
+// and the speedup over fp32's repetitions with its interval (repeated_speedup), when there is one.
+struct RepeatSummary {
+  std::string model, device, precision;
+  int64_t batch_size = 0;
+  bool cuda_graphs = false;
+  int repetitions = 0;  // Ok runs
+  std::optional<RatioEstimate> speedup_vs_fp32;
+};
+std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs);
+nlohmann::json to_json(const RepeatSummary& s);
 
 // Readers for result files (the `compare` command). Non-finite numbers were written as null and
 // come back as NaN. Throw Error(BadInput) naming the JSON path of a missing or mistyped field,

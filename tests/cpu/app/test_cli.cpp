@@ -805,6 +805,10 @@ TEST_F(Cli, RepeatInterleavesModesWithIdenticalNumerics) {
     EXPECT_EQ(j["runs"][i]["final_accuracy"], j["runs"][i + 2]["final_accuracy"]) << i;
     EXPECT_EQ(j["runs"][i]["epochs"][0]["train_loss"], j["runs"][i + 2]["epochs"][0]["train_loss"]);
   }
+  // Two repetitions are too few for a speedup's interval: the summary says how many, no interval.
+  ASSERT_EQ(j["repeat_summary"].size(), 2u) << j["repeat_summary"];
+  EXPECT_EQ(j["repeat_summary"][1]["repetitions"], 2);
+  EXPECT_TRUE(j["repeat_summary"][1]["speedup_vs_fp32"].is_null());
   const std::string c = read_file(csv.string());
   EXPECT_NE(c.find(",repetition,flags,"), std::string::npos) << c;
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 5) << c;

@@ -278,6 +278,16 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   EXPECT_GT(lo, 1.9);
   EXPECT_LT(hi, 2.1);
   EXPECT_FALSE(contains(line_with(steady, " fp32 "), "(")) << steady;  // the baseline: 1.00x
+  // The JSON's repeat_summary carries the same interval, per mode.
+  const nlohmann::json js = to_json(repeated(3, 0.0))["repeat_summary"];
+  ASSERT_EQ(js.size(), 2u) << js;
+  EXPECT_EQ(js[0]["precision"], "fp32");
+  EXPECT_EQ(js[0]["repetitions"], 3);
+  EXPECT_TRUE(js[0]["speedup_vs_fp32"].is_null()) << js;
+  const nlohmann::json& sp = js[1]["speedup_vs_fp32"];
+  EXPECT_DOUBLE_EQ(sp["estimate"].get<double>(), 2.0) << js;
+  EXPECT_NEAR(sp["ci95_low"].get<double>(), lo, 0.005) << js;  // the table's, to its 2 digits
+  EXPECT_NEAR(sp["ci95_high"].get<double>(), hi, 0.005) << js;
 
   // Repetitions 10% apart in fp32 but not in amp_fp16: a wider interval.
   const auto [wlo, whi] = interval(line_with(format_console(repeated(3, 0.1)), "amp_fp16"));
@@ -285,6 +295,7 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
 
   const std::string two = format_console(repeated(2, 0.0));
   EXPECT_FALSE(contains(two, "95% CI")) << two;
+  EXPECT_TRUE(to_json(repeated(2, 0.0))["repeat_summary"][1]["speedup_vs_fp32"].is_null());
   EXPECT_TRUE(contains(line_with(two, "amp_fp16"), "2.00x")) << two;
 }
 
