@@ -18,12 +18,6 @@ namespace mpbench {
 
 namespace {
 
-std::vector<double> epoch_times(const RunResult& r) {
-  std::vector<double> t;
-  for (const EpochResult& e : r.epochs) t.push_back(e.time_ms);
-  return positive_finite(t);
-}
-
 // A seeded run (`run --seeds`) matches the run of the same seed; repetitions share a key. A
 // data-parallel run matches runs of its rank count (the batch is per rank).
 using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t, int>;

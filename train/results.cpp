@@ -329,17 +329,19 @@ json to_json(const Report& r) {
   return out;
 }
 
+std::vector<double> epoch_times(const RunResult& r) {
+  std::vector<double> t;
+  for (const EpochResult& e : r.epochs) t.push_back(e.time_ms);
+  return positive_finite(t);
+}
+
 std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
                                               const std::vector<const RunResult*>& current) {
   // One "file" a side: its repetitions, each its epoch times.
   auto epochs = [](const std::vector<const RunResult*>& runs) {
     Runs one_file(1);
-    for (const RunResult* r : runs) {
-      if (r->status != RunStatus::Ok) continue;
-      std::vector<double> times;
-      for (const EpochResult& e : r->epochs) times.push_back(e.time_ms);
-      one_file[0].push_back(std::move(times));
-    }
+    for (const RunResult* r : runs)
+      if (r->status == RunStatus::Ok) one_file[0].push_back(epoch_times(*r));
     return one_file;
   };
   const Runs base = epochs(baseline), cur = epochs(current);

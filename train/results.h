@@ -222,6 +222,9 @@ std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);
 const SeedSummary* seed_summary_for(const std::vector<SeedSummary>& summaries, const RunResult& r);
 nlohmann::json to_json(const SeedSummary& s);
 
+// A run's epoch times that can be times (statistics.h: positive_finite), in epoch order.
+std::vector<double> epoch_times(const RunResult& r);
+
 // The speedup of one mode's repetitions (`run --repeat`) over another's: the ratio of their
 // medians of each repetition's median epoch time, with the 95% interval compare gives that time
 // ratio (statistics.h: hierarchical_median_ratio), turned over. Only Ok runs count; nullopt with

@@ -135,6 +135,15 @@ __device__ T block_sum(T v, T* shared) {
   return r;
 }
 
+// The fixed-order sum of n per-block partials, by one block (a two-pass reduction's second pass);
+// every thread must call it and gets the sum.
+template <typename T>
+__device__ T sum_partials(const T* partial, int n, T* shared) {
+  T v = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) v += partial[i];
+  return block_sum(v, shared);
+}
+
 // For the warp-per-row kernels: calls f(j, v) for the elements j < limit of a row that this lane
 // owns, in groups of V read with one vector load when `vectorized` (row aligned to V elements),
 // single elements otherwise. Every pass uses the same ownership, so a lane only ever reads back

@@ -61,14 +61,8 @@ __global__ void unscale_finalize_kernel(const double* partial_sq, const float* p
                                         int blocks, float* found_inf, float* norm) {
   __shared__ double shared_sq[kThreads];
   __shared__ float shared_bad[kThreads];
-  double sq = 0.0;
-  float bad = 0.0f;
-  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
-    sq += partial_sq[i];
-    bad += partial_bad[i];
-  }
-  sq = block_sum(sq, shared_sq);
-  bad = block_sum(bad, shared_bad);
+  const double sq = sum_partials(partial_sq, blocks, shared_sq);
+  const float bad = sum_partials(partial_bad, blocks, shared_bad);
   if (threadIdx.x == 0) {
     found_inf[0] = bad != 0.0f ? 1.0f : 0.0f;
     norm[0] = static_cast<float>(sqrt(sq));

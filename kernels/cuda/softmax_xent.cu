@@ -89,15 +89,9 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
 __global__ void softmax_xent_finalize_kernel(const float* partial_loss,
                                              const float* partial_correct, int blocks,
                                              float* loss_sum, float* correct) {
-  __shared__ float shared_loss[kThreads];
-  __shared__ float shared_correct[kThreads];
-  float l = 0.0f, c = 0.0f;
-  for (int i = threadIdx.x; i < blocks; i += blockDim.x) {
-    l += partial_loss[i];
-    c += partial_correct[i];
-  }
-  l = block_sum(l, shared_loss);
-  c = block_sum(c, shared_correct);
+  __shared__ float shared[kThreads];
+  const float l = sum_partials(partial_loss, blocks, shared);
+  const float c = sum_partials(partial_correct, blocks, shared);
   if (threadIdx.x == 0) {
     loss_sum[0] += l;
     correct[0] += c;
