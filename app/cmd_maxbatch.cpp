@@ -104,7 +104,15 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
            {"status", run_status_name(p.status)},
            {"detail", p.detail},
            {"training_bytes",
-            p.status == RunStatus::Ok ? json(p.run.memory.training_peak) : json(nullptr)}});
+            p.status == RunStatus::Ok ? json(p.run.memory.training_peak) : json(nullptr)},
+           // What inspect predicts at that batch; the difference is what guided the next probe.
+           {"predicted_training_bytes", p.run.has_predicted_memory
+                                            ? json(p.run.predicted_memory.training_peak)
+                                            : json(nullptr)},
+           // Refused at the limit: what it held plus what it asked for, a lower bound.
+           {"needed_bytes_at_least", p.status == RunStatus::Oom && p.run.oom_needed_bytes > 0
+                                         ? json(p.run.oom_needed_bytes)
+                                         : json(nullptr)}});
     const MaxBatchResult* base = fp32_of(results, r);
     // An unsupported mode has no search and no answer: status says why, max_batch is null.
     const bool searched = r.unsupported.empty();

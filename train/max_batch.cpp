@@ -67,17 +67,10 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
 // The largest multiple of k up to `top` whose predicted training peak is within `limit` (0 when
 // not even k is): a doubling and bisection on the prediction alone, nothing trained. A batch the
 // spec's rules refuse counts as not fitting.
-int64_t predicted_max_batch(const Spec& spec, Precision p, Backend& be, const MaxBatchOptions& opts,
-                            int64_t top, size_t limit) {
-  const int64_t k = opts.multiple;
+int64_t predicted_max_batch(const BatchOracle& oracle, int64_t k, int64_t top, size_t limit) {
   auto fits = [&](int64_t batch) {
-    try {
-      const Spec s = probe_spec(spec, p, batch, opts.steps);
-      return predict_training_memory(s, p, be).training_peak <= limit;
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::BadInput) throw;
-      return false;
-    }
+    const std::optional<size_t> peak = oracle.predicted_peak(batch);
+    return peak && *peak <= limit;
   };
   if (top < k || !fits(k)) return 0;
   int64_t good = k, bad = 0;
@@ -114,12 +107,30 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   MPB_CHECK(opts.multiple >= 1 && opts.steps >= 1,
             "maxbatch: multiple {} and steps {} must be >= 1", opts.multiple, opts.steps);
   MaxBatchResult r;
-  r.model = spec.name;
-  r.precision = p;
   if (auto why = unsupported_reason(p, be.device(), be.info())) {
     r.unsupported = *why;
-    return r;
+  } else {
+    BatchOracle oracle;
+    oracle.probe = [&](int64_t batch) { return probe(spec, p, batch, be, opts); };
+    oracle.predicted_peak = [&](int64_t batch) -> std::optional<size_t> {
+      try {
+        const Spec s = probe_spec(spec, p, batch, opts.steps);
+        return predict_training_memory(s, p, be).training_peak;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::BadInput) throw;
+        return std::nullopt;
+      }
+    };
+    r = search_max_batch(oracle, opts);
   }
+  r.model = spec.name;
+  r.precision = p;
+  return r;
+}
+
+MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions& opts) {
+  MPB_CHECK(opts.multiple >= 1, "maxbatch: multiple {} must be >= 1", opts.multiple);
+  MaxBatchResult r;
   const int64_t k = opts.multiple;
   const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
   // Every batch is probed once: each new one lies strictly between the largest that trained and
@@ -128,7 +139,7 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   // (a sticky CUDA error fails every later probe): the search ends there.
   struct Stopped {};
   auto fits = [&](int64_t batch) {
-    r.probes.push_back(probe(spec, p, batch, be, opts));
+    r.probes.push_back(oracle.probe(batch));
     if (opts.on_probe) opts.on_probe(r.probes.back());
     const BatchProbe& b = r.probes.back();
     if (b.status == RunStatus::Failed && !b.refused) throw Stopped{};
@@ -138,7 +149,7 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
   try {
     if (opts.from_prediction && opts.memory_limit > 0) {
-      r.predicted = predicted_max_batch(spec, p, be, opts, top, opts.memory_limit);
+      r.predicted = predicted_max_batch(oracle, k, top, opts.memory_limit);
       // Confirmed by training: the prediction, then the next multiple of K. Where a probe shows
       // that training took more than predicted (a library's workspace), the next guess is the
       // largest batch whose prediction plus that much fits, strictly between the largest batch
@@ -156,7 +167,7 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
         if (ok && confirming) break;
         const std::optional<size_t> extra = beyond_prediction(r.probes.back());
         if (!extra || *extra >= opts.memory_limit) break;
-        guess = predicted_max_batch(spec, p, be, opts, top, opts.memory_limit - *extra);
+        guess = predicted_max_batch(oracle, k, top, opts.memory_limit - *extra);
         if (!ok) {
           guess = std::min(guess, bad - stride);
           stride *= 2;

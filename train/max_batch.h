@@ -10,6 +10,7 @@
 // bisects between the last batch that trained and the first that did not, on multiples of K:
 // about 2 log2(max / K) probes.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,14 @@ struct MaxBatchResult {
   const BatchProbe* best() const;
 };
 
+// What the search asks of the world, as functions: find_max_batch's train and predict with a
+// backend; the tests give it models of memory no backend has (a prediction that overstates).
+struct BatchOracle {
+  std::function<BatchProbe(int64_t batch)> probe;  // trains at `batch`, or says why not
+  // predict_training_memory's training peak at `batch`; nullopt where the spec refuses the batch.
+  std::function<std::optional<size_t>(int64_t batch)> predicted_peak;
+};
+
 // The spec a probe trains: `batch`, one epoch of `steps` steps after one warm-up step, on
 // synthetic data of steps x batch training samples and one evaluation sample, in mode p only.
 // Error(BadInput) when the spec's own rules refuse that batch.
@@ -58,5 +67,9 @@ Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps);
 
 MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
                               const MaxBatchOptions& opts);
+
+// The search itself, on the oracle's answers (find_max_batch without the model, the mode and
+// the backend: the result's model, precision and unsupported are left empty).
+MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions& opts);
 
 }  // namespace mpbench

@@ -694,6 +694,16 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
     EXPECT_LE((*m)["peak_memory_bytes"]["training"].get<uint64_t>(), 1u << 20);
     EXPECT_GT((*m)["samples_per_second"].get<double>(), 0);
   }
+  // The reference's prediction is exact: a probe that trained took what it predicted, and the
+  // one refused at the limit needed more than the limit, and no more than predicted.
+  ASSERT_EQ(fp32["probes"].size(), 2u);
+  const auto &trained = fp32["probes"][0], &refused = fp32["probes"][1];
+  EXPECT_EQ(trained["training_bytes"], trained["predicted_training_bytes"]);
+  EXPECT_TRUE(trained["needed_bytes_at_least"].is_null());
+  EXPECT_TRUE(refused["training_bytes"].is_null());
+  EXPECT_GT(refused["needed_bytes_at_least"].get<uint64_t>(), 1u << 20);
+  EXPECT_LE(refused["needed_bytes_at_least"].get<uint64_t>(),
+            refused["predicted_training_bytes"].get<uint64_t>());
   EXPECT_DOUBLE_EQ(bf16["vs_fp32"].get<double>(),
                    bf16["max_batch"].get<double>() / fp32["max_batch"].get<double>());
   const std::string table = r.out;
