@@ -64,6 +64,8 @@ std::string format_csv(const Report& report) {
                                   "final_accuracy",
                                   "final_loss",
                                   "speedup_vs_fp32",
+                                  "speedup_vs_fp32_ci95_low",
+                                  "speedup_vs_fp32_ci95_high",
                                   "memory_vs_fp32",
                                   "skipped_steps",
                                   "final_loss_scale",
@@ -87,6 +89,8 @@ std::string format_csv(const Report& report) {
         return ok || r->memory.tracked_peak > 0 ? std::to_string(bytes) : "";
       };
       const TimeStats& t = r->epoch_time_ms;
+      // run --repeat: the mode's interval over all its repetitions, on each repetition's row.
+      const std::optional<RatioEstimate> ci = speedup_interval(group, *r, group.fp32_for(*r));
       std::vector<std::string> f = {
           r->model,
           r->family,
@@ -114,6 +118,8 @@ std::string format_csv(const Report& report) {
           when_ok(r->final_accuracy),
           when_ok(r->final_loss),
           csv_num(speedup_vs_fp32(*r, group.fp32_for(*r))),
+          ci ? csv_num(ci->lo) : "",
+          ci ? csv_num(ci->hi) : "",
           csv_num(memory_vs_fp32(*r, group.fp32_for(*r))),
           std::to_string(r->skipped_steps),
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",

@@ -66,6 +66,34 @@ std::vector<std::string> lines_of(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string f;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        f += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        f += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      fields.push_back(f);
+      f.clear();
+    } else {
+      f += c;
+    }
+  }
+  fields.push_back(f);
+  return fields;
+}
+
 // The first line holding `needle`; a needle starting with a space matches at the line start only
 // (" fp32 " is the fp32 row, not the "mem vs fp32" header).
 std::string line_with(const std::string& text, const std::string& needle) {
@@ -293,10 +321,33 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   const auto [wlo, whi] = interval(line_with(format_console(repeated(3, 0.1)), "amp_fp16"));
   EXPECT_GT(whi - wlo, 2 * (hi - lo)) << wlo << " " << whi;
 
+  // The CSV keeps a row per repetition; each amp_fp16 row carries the mode's interval.
+  const auto rows = lines_of(format_csv(repeated(3, 0.0)));
+  ASSERT_EQ(rows.size(), 7u);
+  const auto head = split_csv_line(rows[0]);
+  auto at = [&](const std::vector<std::string>& row, const char* name) {
+    const auto i = std::find(head.begin(), head.end(), name);
+    return i == head.end() ? std::string("missing") : row[static_cast<size_t>(i - head.begin())];
+  };
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const auto row = split_csv_line(rows[i]);
+    if (at(row, "precision") == "fp32") {
+      EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_low"), "") << rows[i];
+      EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_high"), "") << rows[i];
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(std::stod(at(row, "speedup_vs_fp32_ci95_low")), sp["ci95_low"].get<double>());
+    EXPECT_DOUBLE_EQ(std::stod(at(row, "speedup_vs_fp32_ci95_high")),
+                     sp["ci95_high"].get<double>());
+  }
+
   const std::string two = format_console(repeated(2, 0.0));
   EXPECT_FALSE(contains(two, "95% CI")) << two;
   EXPECT_TRUE(to_json(repeated(2, 0.0))["repeat_summary"][1]["speedup_vs_fp32"].is_null());
   EXPECT_TRUE(contains(line_with(two, "amp_fp16"), "2.00x")) << two;
+  const auto two_rows = lines_of(format_csv(repeated(2, 0.0)));
+  ASSERT_EQ(two_rows.size(), 5u);
+  EXPECT_EQ(at(split_csv_line(two_rows[2]), "speedup_vs_fp32_ci95_low"), "") << two_rows[2];
 }
 
 TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
@@ -433,34 +484,6 @@ TEST(Console, EmptyReport) {
 }
 
 // ---- CSV -----------------------------------------------------------------------------------
-
-std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> fields;
-  std::string f;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        f += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        f += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      fields.push_back(f);
-      f.clear();
-    } else {
-      f += c;
-    }
-  }
-  fields.push_back(f);
-  return fields;
-}
 
 TEST(Csv, HeaderRowsAndValues) {
   const std::string csv = format_csv(make_report());
