@@ -72,9 +72,10 @@ uint64_t init_seed_for(const Spec& spec, const std::optional<uint64_t>& training
 
 // The training memory a run of `spec` in `precision` on `be` takes, per category, counted with a
 // counting allocator (nothing is allocated): every buffer of training is allocated before the
-// first step, so this is the run's tracked peak of every category but data. Except on a GPU the
-// convolutions' workspace, which depends on the algorithms cuDNN picks when they first run (the
-// CPU backends have none): the prediction leaves it out.
+// first step, so this is the run's tracked peak of every category but data. Except for what a
+// library's workspace grows to as its kernels first run (cuDNN's algorithms on a GPU, oneDNN's
+// scratchpads and reordered operands on the native CPU; the reference has none): the
+// prediction leaves it out, and maxbatch learns it from its probes.
 MemoryReport predict_training_memory(const Spec& spec, Precision precision, Backend& be);
 
 // preflight (models/model.h) and what training itself needs of the host: the per-step series
