@@ -18,6 +18,14 @@ bool in_training_series(Precision p) {
   return false;
 }
 
+bool native_bf16_available() {
+  static const bool available = [] {
+    std::string why;
+    return native_cpu_available(&why) && !make_native_cpu_backend()->info().bf16_gemm.empty();
+  }();
+  return available;
+}
+
 std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf) {
   std::mt19937_64 rng(seed);
   std::bernoulli_distribution inf(p_inf);

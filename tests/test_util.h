@@ -175,6 +175,12 @@ inline constexpr const char* kTrainingSeriesModes = "fp32,tf32,amp_fp16,amp_bf16
 // mode, those tests skip such modes, which the series already trains there.
 bool in_training_series(Precision p);
 
+// Whether amp_bf16 trains on the native CPU in this process: oneDNN has a bf16 kernel for the ISA
+// it may use (none on an AVX2-only CPU, nor under ONEDNN_MAX_CPU_ISA=AVX2, where amp_bf16 is an
+// `unsupported` row). Asked of the backend, as a run does, not of /proc/cpuinfo. False in a build
+// without the native backend.
+bool native_bf16_available();
+
 // A suite over (config, precision mode): named "<config>_<mode>".
 using ConfigMode = std::tuple<const char*, Precision>;
 inline std::string config_mode_name(const ::testing::TestParamInfo<ConfigMode>& info) {
