@@ -279,6 +279,19 @@ std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const 
   return repeated_speedup(runs_of(*fp32), runs_of(run));
 }
 
+std::map<const RunResult*, RatioEstimate> speedup_intervals(const ModelGroup& repeated) {
+  std::map<const RunResult*, RatioEstimate> out;
+  std::map<SeedKey, std::optional<RatioEstimate>> of_mode;  // one bootstrap a mode
+  for (const RunResult* r : repeated.runs) {
+    const RunResult* base = repeated.fp32_for(*r);
+    if (r->status != RunStatus::Ok || !base || base == r) continue;
+    const SeedKey k = seed_key(*r);
+    if (!of_mode.count(k)) of_mode[k] = speedup_interval(repeated, *r, base);
+    if (const auto& i = of_mode[k]) out[r] = *i;
+  }
+  return out;
+}
+
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32) {
   if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
   if (fp32->memory.training_peak == 0 || run.memory.training_peak == 0) return std::nullopt;

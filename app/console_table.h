@@ -2,6 +2,7 @@
 // The comparison table, one per model, as the published AMP tables print it: time per epoch,
 // throughput, peak memory, accuracy, and the ratios against the fp32 row of the same model.
 // The console and Markdown writers share the cells built here so they never disagree.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 // baseline itself, a run that is not ok, or fewer than kMinRepetitions repetitions a side.
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32);
+// The same for every ok run of a group that is not its baseline, keyed by the group's own runs
+// (a CSV row per repetition): each mode's interval computed once, for all its repetitions.
+std::map<const RunResult*, RatioEstimate> speedup_intervals(const ModelGroup& repeated);
 // This run's training memory (the peak of every category but data) / fp32's (below 1: less).
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
 

@@ -1,6 +1,7 @@
 #include "app/report_writers.h"
 
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -79,6 +80,8 @@ std::string format_csv(const Report& report) {
   out += "\n";
 
   for (const ModelGroup& group : group_by_model(report)) {
+    // run --repeat: each mode's interval over all its repetitions, on each repetition's row.
+    const std::map<const RunResult*, RatioEstimate> intervals = speedup_intervals(group);
     for (const RunResult* r : group.runs) {
       // A run that did not finish has no meaningful timing or accuracy; its memory peak (how far
       // it got before running out) and loss-scale state are still worth keeping.
@@ -89,8 +92,8 @@ std::string format_csv(const Report& report) {
         return ok || r->memory.tracked_peak > 0 ? std::to_string(bytes) : "";
       };
       const TimeStats& t = r->epoch_time_ms;
-      // run --repeat: the mode's interval over all its repetitions, on each repetition's row.
-      const std::optional<RatioEstimate> ci = speedup_interval(group, *r, group.fp32_for(*r));
+      const auto ci = intervals.find(r);
+      const bool has_ci = ci != intervals.end();
       std::vector<std::string> f = {
           r->model,
           r->family,
@@ -118,8 +121,8 @@ std::string format_csv(const Report& report) {
           when_ok(r->final_accuracy),
           when_ok(r->final_loss),
           csv_num(speedup_vs_fp32(*r, group.fp32_for(*r))),
-          ci ? csv_num(ci->lo) : "",
-          ci ? csv_num(ci->hi) : "",
+          has_ci ? csv_num(ci->second.lo) : "",
+          has_ci ? csv_num(ci->second.hi) : "",
           csv_num(memory_vs_fp32(*r, group.fp32_for(*r))),
           std::to_string(r->skipped_steps),
           r->loss_scaling ? csv_num(r->final_loss_scale) : "",
