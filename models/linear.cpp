@@ -44,17 +44,17 @@ void Linear::declare_params(ParamStore& ps) {
   b_ = ps.declare(name_ + ".bias", Shape{out_}, bound);
 }
 
-void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) {
+void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype, bool need_dx) {
   input_dtype_ = input_dtype;
   const DType cd = prec_.compute;
   if (input_dtype != cd) {
     x_cast_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
-    dx_cast_ = alloc.alloc(Shape{batch, in_}, input_dtype, MemCategory::Activations);
+    if (need_dx) dx_cast_ = alloc.alloc(Shape{batch, in_}, input_dtype, MemCategory::Activations);
   }
   const DType od = output_dtype(input_dtype);
   y_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
   if (keeps_pre_act()) pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
-  dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
+  if (need_dx) dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
   if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
     auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
     x8_ = act(Shape{batch, in_}, DType::F8E4M3);

@@ -23,7 +23,7 @@ class Linear : public Layer {
   // tied to the token embedding). backward overwrites the weight's gradient, so the owner must
   // add its own to it afterwards.
   void use_shared_weight(const int* param);
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override;
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype, bool need_dx) override;
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override;
   Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override;
 

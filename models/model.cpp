@@ -103,9 +103,9 @@ void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint6
   params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
   params_.fp8().allocate(alloc, be, fp8_recipe_);
   DType dt = io_.input_dtype;
-  for (auto& l : layers_) {
-    l->allocate(alloc, batch, dt);
-    dt = l->output_dtype(dt);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->allocate(alloc, batch, dt, i > 0);  // as backward() asks for dx
+    dt = layers_[i]->output_dtype(dt);
   }
   MPB_CHECK(dt == DType::F32, "the model must end in fp32 logits");
   // The loss writes the logits' gradient in the dtype the head's GEMMs use.

@@ -134,7 +134,10 @@ class Layer {
   const std::string& name() const { return name_; }
   virtual void declare_params(ParamStore& ps) = 0;
   // Allocates activation buffers for `batch` rows; input dtype is what forward() will receive.
-  virtual void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) = 0;
+  // need_dx: backward() will be asked for the input's gradient (false for the first layer, whose
+  // input is the data): without it no input-gradient buffer is allocated.
+  virtual void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                        bool need_dx) = 0;
   // x: (rows <= batch, ...). Returns a view of the output for the same rows.
   virtual Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) = 0;
   // dy: gradient of the output (dtype of the output). Writes parameter gradients (overwrite) and

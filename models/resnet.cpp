@@ -282,7 +282,7 @@ class Bottleneck : public ConvBnLayer {
     }
   }
 
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype, bool need_dx) override {
     arena_->allocate(alloc, batch);
     input_dtype_ = input_dtype;
     const DType cd = prec_.compute;
@@ -292,8 +292,9 @@ class Bottleneck : public ConvBnLayer {
     };
     if (input_dtype != cd) {
       x_cast_ = act(conv1_, false);
-      dx_cast_ = alloc.alloc(Shape{batch, conv1_.h, conv1_.w, conv1_.c}, input_dtype,
-                             MemCategory::Activations);
+      if (need_dx)
+        dx_cast_ = alloc.alloc(Shape{batch, conv1_.h, conv1_.w, conv1_.c}, input_dtype,
+                               MemCategory::Activations);
     }
     a1_ = act(conv1_, true);
     h1_ = act(conv1_, true);
@@ -442,7 +443,8 @@ class Stem : public ConvBnLayer {
     conv_.declare(ps);
     bn_.declare(ps);
   }
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                bool /*need_dx: never, the data*/) override {
     arena_->allocate(alloc, batch);
     input_dtype_ = input_dtype;
     const DType cd = prec_.compute;
@@ -512,7 +514,8 @@ class GlobalAvgPool : public Layer {
     arena_->need(dx_slot_, hw_ * c_ * static_cast<int64_t>(dtype_size(expected_input)));
   }
   void declare_params(ParamStore&) override {}
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                bool /*need_dx: in the arena*/) override {
     arena_->allocate(alloc, batch);
     input_dtype_ = input_dtype;
     y_ = alloc.alloc(Shape{batch, c_}, input_dtype, MemCategory::Activations);

@@ -63,7 +63,8 @@ class Embedding : public Layer {
     pos_ = ps.declare(name_ + ".position", Shape{t_.seq_len, t_.d_model},
                       ParamStore::Init::normal(kEmbeddingStd));
   }
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                bool /*need_dx: token ids have none*/) override {
     MPB_CHECK(input_dtype == DType::I32, "embedding: input must be int32 tokens, got {}",
               dtype_name(input_dtype));
     y_ = alloc.alloc(Shape{batch * t_.seq_len, t_.d_model}, DType::F32, MemCategory::Activations);
@@ -135,7 +136,8 @@ class EncoderLayer : public Layer {
     fc2_.declare_params(ps);
   }
 
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                bool /*need_dx: always, never first*/) override {
     MPB_CHECK(input_dtype == DType::F32, "{}: the residual stream must be fp32, got {}", name_,
               dtype_name(input_dtype));
     const DType cd = prec_.compute;
@@ -146,19 +148,19 @@ class EncoderLayer : public Layer {
     ln1_out_ = act(Shape{tokens, d}, cd);
     mean1_ = act(Shape{tokens}, DType::F32);
     rstd1_ = act(Shape{tokens}, DType::F32);
-    qkv_.allocate(alloc, tokens, cd);
+    qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
     scores_ = act(Shape{bh, s, s}, cd);
     probs_ = act(Shape{bh, s, s}, cd);
     ctx_heads_ = act(Shape{tokens * d}, cd);
     ctx_ = act(Shape{tokens, d}, cd);
-    proj_.allocate(alloc, tokens, cd);
+    proj_.allocate(alloc, tokens, cd, true);
     x1_ = act(Shape{tokens, d}, DType::F32);
     ln2_out_ = act(Shape{tokens, d}, cd);
     mean2_ = act(Shape{tokens}, DType::F32);
     rstd2_ = act(Shape{tokens}, DType::F32);
-    fc1_.allocate(alloc, tokens, cd);
-    fc2_.allocate(alloc, tokens, cd);
+    fc1_.allocate(alloc, tokens, cd, true);
+    fc2_.allocate(alloc, tokens, cd, true);
     out_ = act(Shape{tokens, d}, DType::F32);
     // Backward. In fp32 the branch gradient is the stream gradient itself (see backward()).
     if (cd != DType::F32) branch_grad_ = act(Shape{tokens, d}, cd);
@@ -357,7 +359,8 @@ class FinalNorm : public Layer {
     g_ = ps.declare(name_ + ".gamma", Shape{t_.d_model}, ParamStore::Init::constant(1.0f));
     b_ = ps.declare(name_ + ".beta", Shape{t_.d_model}, ParamStore::Init::constant(0.0f));
   }
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
+                bool /*need_dx: always, never first*/) override {
     MPB_CHECK(input_dtype == DType::F32, "final_norm: input must be fp32, got {}",
               dtype_name(input_dtype));
     const int64_t tokens = batch * t_.seq_len;
@@ -411,8 +414,8 @@ class Head : public Layer {
     linear_.set_training(training);
   }
   void declare_params(ParamStore& ps) override { linear_.declare_params(ps); }
-  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype) override {
-    linear_.allocate(alloc, batch * t_.seq_len, input_dtype);
+  void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype, bool need_dx) override {
+    linear_.allocate(alloc, batch * t_.seq_len, input_dtype, need_dx);
   }
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
     return linear_.forward(be, ps, x);

@@ -67,3 +67,23 @@ TEST_P(MemoryPrediction, MatchesTheMeasuredPeakAtASmallBatch) {
 
 INSTANTIATE_TEST_SUITE_P(ShippedConfigs, MemoryPrediction, ::testing::ValuesIn(shipped_configs()),
                          [](const auto& info) { return info.param; });
+
+// The first layer's input is the data, whose gradient nobody reads (backward never asks for it):
+// it gets no input-gradient buffer. So an MLP's activations do not grow with its input width in
+// fp32 (its first GEMM reads the staged batch, Data), and in amp_bf16 only by the bf16 cast of
+// the input, 2 bytes per feature and sample; with an input gradient they grew by 4 and 6.
+TEST(MemoryPrediction, TheDataGetsNoInputGradient) {
+  auto be = make_reference_backend();
+  auto activations = [&](int64_t input_dim, Precision p) {
+    const Spec s = parse_spec(
+        R"({"name": "m", "model": {"type": "mlp", "input_dim": )" + std::to_string(input_dim) +
+            R"(, "hidden": [64], "num_classes": 10}, "data": {"train_samples": 64,
+            "eval_samples": 16}, "train": {"batch_size": 32, "epochs": 1}})",
+        "mlp.json");
+    return predict_training_memory(s, p, *be)
+        .by_category[static_cast<int>(MemCategory::Activations)];
+  };
+  EXPECT_EQ(activations(1024, Precision::FP32), activations(512, Precision::FP32));
+  EXPECT_EQ(activations(1024, Precision::AMP_BF16) - activations(512, Precision::AMP_BF16),
+            size_t{32} * 512 * 2);
+}
