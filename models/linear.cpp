@@ -171,6 +171,7 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
     be.gemm(gw, dz, x_saved_, dw);
   }
   if (!need_dx) return Tensor{};
+  MPB_CHECK(dx_.defined(), "{}: asked for dx, allocated without it (the first layer)", name_);
   // dx (rows, in) = dz (rows, out) W (out, in).
   Tensor dx = rows_of(dx_, rows_);
   GemmDesc gx;

@@ -374,6 +374,8 @@ class Bottleneck : public ConvBnLayer {
     if (!need_dx) return Tensor{};
     const Shape flat{rows_, conv1_.in_numel()};
     if (input_dtype_ == cd) return dx.reshaped(flat);
+    MPB_CHECK(dx_cast_.defined(), "{}: asked for dx, allocated without it (the first layer)",
+              name_);
     Tensor dxc = rows_of(dx_cast_);
     be.cast(dx, dxc);
     return dxc.reshaped(flat);
