@@ -62,7 +62,8 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
     dy8_ = act(Shape{batch, out_}, DType::F8E5M2);
     dy8t_ = act(Shape{out_, batch}, DType::F8E5M2);
     w8_ = alloc.alloc(Shape{out_, in_}, DType::F8E4M3, MemCategory::Weights);
-    w8t_ = alloc.alloc(Shape{in_, out_}, DType::F8E4M3, MemCategory::Weights);
+    // W's transposed copy feeds only the dx GEMM, which the first layer never runs.
+    if (need_dx) w8t_ = alloc.alloc(Shape{in_, out_}, DType::F8E4M3, MemCategory::Weights);
   }
 }
 
@@ -104,7 +105,7 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   be.cast_to_fp8(x_saved_, sx.scale, training_ ? &sx.amax : nullptr, x8,
                  training_ ? &x8t : nullptr);
   be.cast_to_fp8(ps.master(w_), sw.scale, training_ ? &sw.amax : nullptr, w8_,
-                 training_ ? &w8t_ : nullptr);
+                 training_ && w8t_.defined() ? &w8t_ : nullptr);
   d.a_scale_inv = &sx.scale_inv;
   d.b_scale_inv = &sw.scale_inv;
   be.gemm(d, x8, w8_, y);
