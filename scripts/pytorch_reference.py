@@ -871,8 +871,10 @@ def profile_ops(run_step, n, cuda):
     def counted(e):
         # On CUDA a CPU op (aten::mm) is given its kernels' time as well as the kernels' own
         # entries: only the device entries (kernels, memcpys, memsets) are summed, as torch's
-        # own table does.
-        return not cuda or e.device_type != torch.autograd.DeviceType.CPU
+        # own table does. A record_function range (Optimizer.step#AdamW.step) also appears as a
+        # device-side user annotation spanning its kernels: counting it counts them twice.
+        return not cuda or (e.device_type != torch.autograd.DeviceType.CPU
+                            and not getattr(e, "is_user_annotation", False))
 
     rows = [{"name": e.key, "calls_per_step": e.count / n, "ms_per_step": self_us(e) / 1000.0 / n}
             for e in prof.key_averages() if counted(e) and self_us(e) > 0]
