@@ -715,7 +715,8 @@ int mpbench_main(int argc, char** argv) {
                           "baseline is fp32 when listed, else the first");
   explain_cmd
       ->add_option("--steps", explain.steps,
-                   "Training steps to profile per mode, after the spec's warm-up")
+                   "Training steps to profile per mode, after the spec's warm-up (an op is named "
+                   "slower only when it is slower across them: 10 can show it, 3 cannot)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   add_warmup(explain_cmd, explain.run);

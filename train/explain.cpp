@@ -2,19 +2,24 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "train/statistics.h"
+
 namespace mpbench {
 
 namespace {
 
-// An op this much slower in the low-precision mode, and by at least this share of the baseline
-// step, is named.
+// An op whose median step is this much slower in the low-precision mode, by at least this share
+// of the baseline's median step, and slower across the steps at this family-wise level (a
+// one-sided rank test per op, Holm's correction over the ops), is named.
 constexpr double kSlowerRatio = 1.05;
 constexpr double kSlowerShareOfStep = 0.01;
+constexpr double kSlowerAlpha = 0.05;
 constexpr size_t kMaxNamed = 5;
 
 bool starts_with(const std::string& s, const char* prefix) {
@@ -32,6 +37,18 @@ std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
   }
   t[static_cast<int>(OpKind::HostGaps)] = std::max(0.0, r.step_mean_ms - ops);
   return t;
+}
+
+// Adds an op's time in each of a run's profiled steps to `sum`; a profile without per-step
+// times (made by hand) spreads the op's total evenly over its steps.
+void add_steps(std::vector<double>& sum, const OpTotal& o, int64_t steps) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(steps, 1));
+  sum.resize(std::max(sum.size(), std::max(n, o.step_ms.size())), 0.0);
+  if (o.step_ms.empty()) {
+    for (size_t i = 0; i < n; ++i) sum[i] += o.ms / static_cast<double>(n);
+    return;
+  }
+  for (size_t i = 0; i < o.step_ms.size(); ++i) sum[i] += o.step_ms[i];
 }
 
 std::string named_list(const std::vector<std::string>& items) {
@@ -168,29 +185,60 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
         fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));
-  // Ops by (scope, op): the dtypes in their details differ between the modes.
-  std::map<std::pair<std::string, std::string>, std::pair<double, double>> per_op;
-  const double fs = static_cast<double>(std::max<int64_t>(from.steps, 1));
-  const double ts = static_cast<double>(std::max<int64_t>(to.steps, 1));
-  for (const OpTotal& o : from.ops) per_op[{o.scope, o.op}].first += o.ms / fs;
-  for (const OpTotal& o : to.ops) per_op[{o.scope, o.op}].second += o.ms / ts;
-  std::vector<std::pair<double, std::string>> slower;
-  for (const auto& [key, ms] : per_op) {
-    const double delta = ms.second - ms.first;
-    if (ms.second > kSlowerRatio * ms.first && delta > kSlowerShareOfStep * from.step_mean_ms)
-      slower.push_back({delta, ms.first > 0
-                                   ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
-                                                 key.second, delta, ms.second / ms.first)
-                                   : fmt::format("{} {} +{:.3f} ms (new in {})", key.first,
-                                                 key.second, delta, c.to)});
+  // Ops by (scope, op) (the dtypes in their details differ between the modes), step by step. An
+  // op is named when its median step grew by kSlowerRatio and a share of the baseline step, and
+  // a rank test finds it slower across the profiled steps rather than in a slow spell; Holm's
+  // correction holds the chance that noise names any op to kSlowerAlpha over all those compared.
+  std::map<std::pair<std::string, std::string>, std::pair<std::vector<double>, std::vector<double>>>
+      per_op;
+  for (const OpTotal& o : from.ops) add_steps(per_op[{o.scope, o.op}].first, o, from.steps);
+  for (const OpTotal& o : to.ops) add_steps(per_op[{o.scope, o.op}].second, o, to.steps);
+  struct Slower {
+    double delta, p;
+    std::string text;
+  };
+  std::vector<Slower> slower;
+  std::vector<double> ps;
+  for (auto& [key, t] : per_op) {
+    if (t.first.empty()) t.first.assign(static_cast<size_t>(std::max<int64_t>(from.steps, 1)), 0);
+    if (t.second.empty()) t.second.assign(static_cast<size_t>(std::max<int64_t>(to.steps, 1)), 0);
+    ps.push_back(rank_test_greater_p(t.first, t.second));
+    const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
+    if (b > kSlowerRatio * a && b - a > kSlowerShareOfStep * from.step_ms)
+      slower.push_back({b - a, ps.back(),
+                        a > 0 ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
+                                            key.second, b - a, b / a)
+                              : fmt::format("{} {} +{:.3f} ms (new in {})", key.first, key.second,
+                                            b - a, c.to)});
   }
+  std::sort(ps.begin(), ps.end());
+  double holm_fails = std::numeric_limits<double>::infinity();  // the first p Holm keeps
+  for (size_t k = 0; k < ps.size(); ++k)
+    if (ps[k] > kSlowerAlpha / static_cast<double>(ps.size() - k)) {
+      holm_fails = ps[k];
+      break;
+    }
   std::sort(slower.begin(), slower.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  if (!slower.empty()) {
-    std::vector<std::string> names;
-    for (const auto& s : slower) names.push_back(s.second);
-    c.flags.push_back(fmt::format("slower or new in {} (per step): {}", c.to, named_list(names)));
+            [](const Slower& x, const Slower& y) { return x.delta > y.delta; });
+  std::vector<std::string> named;
+  size_t unsure = 0;
+  for (const Slower& s : slower) {
+    if (s.p < holm_fails)
+      named.push_back(s.text);
+    else
+      ++unsure;
   }
+  if (!named.empty())
+    c.flags.push_back(fmt::format(
+        "slower or new in {} (per-step medians; slower across the profiled steps by a rank test, "
+        "though a whole run can be slow: explain again to confirm): {}",
+        c.to, named_list(named)));
+  if (unsure > 0)
+    c.flags.push_back(fmt::format(
+        "{} {} looked slower or new in {} by the median but not across the profiled steps, "
+        "which noise can do (a slow spell; with few --steps no op can be told apart): not "
+        "named",
+        unsure, unsure == 1 ? "op" : "ops", c.to));
   return c;
 }
 

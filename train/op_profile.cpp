@@ -25,7 +25,10 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
   // The first `steps` training steps after the warm-up are timed; warm-up and evaluation not.
   opts.on_phase = [&](TrainPhase phase) {
     const bool timed = phase == TrainPhase::Step && out.steps < steps;
-    if (timed) ++out.steps;
+    if (timed) {
+      ++out.steps;
+      prof.next_step();
+    }
     prof.set_enabled(timed);
   };
   out.run = train_and_measure(spec, data, p, be, opts);
@@ -90,7 +93,7 @@ void OpProfiler::op_begin(const OpCall& call) {
     spare_.push_back(std::move(running_->start));
     spare_.push_back(std::move(running_->stop));
   }
-  running_ = Pending{it->second, take_event(), take_event()};
+  running_ = Pending{it->second, steps_ > 0 ? steps_ - 1 : 0, take_event(), take_event()};
   running_->start->record();
 }
 
@@ -105,7 +108,11 @@ void OpProfiler::op_end() {
 
 void OpProfiler::resolve() {
   for (auto& p : pending_) {
-    totals_[p.total].ms += p.stop->elapsed_ms(*p.start);
+    const double ms = p.stop->elapsed_ms(*p.start);
+    OpTotal& t = totals_[p.total];
+    t.ms += ms;
+    if (t.step_ms.size() <= p.step) t.step_ms.resize(p.step + 1, 0.0);
+    t.step_ms[p.step] += ms;
     spare_.push_back(std::move(p.start));
     spare_.push_back(std::move(p.stop));
   }
@@ -114,6 +121,7 @@ void OpProfiler::resolve() {
 
 std::vector<OpTotal> OpProfiler::collect() {
   resolve();
+  for (OpTotal& t : totals_) t.step_ms.resize(std::max<size_t>(steps_, t.step_ms.size()), 0.0);
   return totals_;
 }
 

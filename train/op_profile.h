@@ -35,6 +35,9 @@ struct OpTotal {
   double bytes = 0;    // summed over the calls: the least each must move, for the memory-bound
                        // ops (0 for GEMMs and convolutions, which FLOPs judge)
   std::string kernel;  // the library implementation that ran it (Backend::last_kernel), or ""
+  // Its time in each profiled step (summed over that step's calls; 0 in a step it did not run
+  // in), which add up to ms: what tells a slower op from a slow spell (explain).
+  std::vector<double> step_ms;
 };
 
 class OpProfiler final : public OpObserver, public LayerObserver {
@@ -48,8 +51,11 @@ class OpProfiler final : public OpObserver, public LayerObserver {
 
   // Ops are timed only while enabled (not during warm-up or evaluation).
   void set_enabled(bool enabled) { enabled_ = enabled; }
+  // The ops timed from here on belong to the next profiled step (the first without a call).
+  void next_step() { ++steps_; }
   void on_layer(const std::string& layer, bool backward) override;
-  // Waits for every recorded op and returns the totals so far, in first-seen order.
+  // Waits for every recorded op and returns the totals so far, in first-seen order, each with
+  // one step_ms entry per step begun.
   std::vector<OpTotal> collect();
 
   bool observing() const override { return enabled_; }
@@ -63,11 +69,13 @@ class OpProfiler final : public OpObserver, public LayerObserver {
 
   struct Pending {
     size_t total;  // index into totals_
+    size_t step;
     std::unique_ptr<Event> start, stop;
   };
   Backend& be_;
   bool enabled_ = false;
   std::string scope_ = "step";
+  size_t steps_ = 0;  // begun by next_step(); ops timed before the first go to the first
   std::vector<OpTotal> totals_;
   std::map<std::tuple<std::string, std::string, std::string>, size_t> index_;
   std::optional<Pending> running_;  // the op between op_begin and op_end

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "kernels/error.h"
 #include "models/rng.h"
@@ -229,6 +230,52 @@ PairedDelta paired_delta(const std::vector<double>& baseline, const std::vector<
   const MeanStd m = mean_std(d);
   const double half = student_t_975(m.n - 1) * m.std / std::sqrt(static_cast<double>(m.n));
   return {m.mean, m.mean - half, m.mean + half, m.n};
+}
+
+double rank_test_greater_p(const std::vector<double>& baseline, const std::vector<double>& current,
+                           size_t exact_pairs) {
+  const size_t n = baseline.size(), m = current.size();
+  if (n == 0 || m == 0) return 1.0;
+  // U from the current values' ranks among all (ties: their mean rank), and the ties' sizes.
+  std::vector<std::pair<double, bool>> all;  // (value, is current)
+  for (double b : baseline) all.push_back({b, false});
+  for (double c : current) all.push_back({c, true});
+  std::sort(all.begin(), all.end());
+  double rank_sum = 0, ties = 0;  // ties: sum of t^3 - t over the groups of equal values
+  for (size_t a = 0, b = 0; a < all.size(); a = b) {
+    size_t in_current = 0;
+    for (b = a; b < all.size() && all[b].first == all[a].first; ++b) in_current += all[b].second;
+    const double t = static_cast<double>(b - a);
+    rank_sum += static_cast<double>(in_current) * (static_cast<double>(a + b) + 1) / 2;
+    ties += t * t * t - t;
+  }
+  const double nn = static_cast<double>(n), mm = static_cast<double>(m), big = nn + mm;
+  const double u = rank_sum - mm * (mm + 1) / 2;
+  if (n * m <= exact_pairs) {
+    // f[j][k]: the orderings of i baseline and j current values with U = k, row by row in i.
+    // The largest of them is either a current value, which beats all i, or a baseline one.
+    std::vector<std::vector<double>> f(m + 1, std::vector<double>{1.0});  // i = 0
+    for (size_t i = 1; i <= n; ++i)
+      for (size_t j = 1; j <= m; ++j) {
+        std::vector<double> row(i * j + 1, 0.0);
+        for (size_t k = 0; k < row.size(); ++k) {
+          if (k >= i && k - i < f[j - 1].size()) row[k] += f[j - 1][k - i];
+          if (k < f[j].size()) row[k] += f[j][k];
+        }
+        f[j] = std::move(row);
+      }
+    double total = 0, tail = 0;
+    const auto first = static_cast<size_t>(std::ceil(u - 1e-9));  // a half-integer U rounds up
+    for (size_t k = 0; k < f[m].size(); ++k) {
+      total += f[m][k];
+      if (k >= first) tail += f[m][k];
+    }
+    return tail / total;
+  }
+  const double var = nn * mm / 12.0 * ((big + 1) - ties / (big * (big - 1)));
+  if (!(var > 0)) return 1.0;  // every value equal
+  const double z = (u - nn * mm / 2 - 0.5) / std::sqrt(var);
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
 }
 
 }  // namespace mpbench

@@ -1,7 +1,9 @@
 #pragma once
-// The statistics mpbench reports and gates on: a run's summary of its epoch times, and the
-// ratio of two runs' median times with a bootstrap confidence interval (`compare`). Both are
-// deterministic: the bootstrap draws from the fixed generators of models/rng.h.
+// The statistics mpbench reports and gates on: a run's summary of its epoch times, the
+// ratio of two runs' median times with a bootstrap confidence interval (`compare`), the seeds'
+// intervals (`run --seeds`) and a rank test (`explain`'s slower ops). All are deterministic: the
+// bootstrap draws from the fixed generators of models/rng.h.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -63,5 +65,15 @@ struct PairedDelta {
   int n = 0;
 };
 PairedDelta paired_delta(const std::vector<double>& baseline, const std::vector<double>& current);
+
+// The one-sided Mann-Whitney rank test that `current` tends to run longer than `baseline`: the
+// chance, were both samples drawn from one distribution, of a U this large or larger (U counts
+// the pairs in which the current value is the larger, ties a half). Exact (the ties-free null
+// distribution) while size() * size() <= exact_pairs, else the normal approximation with the
+// tie and continuity corrections. 1 when a side is empty. It asks no more of the times than that
+// they vary alike in both samples, so one stalled step moves it little.
+inline constexpr size_t kExactRankTestPairs = 2500;  // 50 against 50
+double rank_test_greater_p(const std::vector<double>& baseline, const std::vector<double>& current,
+                           size_t exact_pairs = kExactRankTestPairs);
 
 }  // namespace mpbench

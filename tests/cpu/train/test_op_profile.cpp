@@ -67,6 +67,11 @@ TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
       calls_by_op[o.op] += o.calls;
       EXPECT_GT(o.calls, 0);
       EXPECT_GE(o.ms, 0.0);
+      // Its time in each profiled step, which add up to its total.
+      ASSERT_EQ(o.step_ms.size(), 4u) << name << ": " << o.scope << " " << o.op;
+      double sum = 0;
+      for (double t : o.step_ms) sum += t;
+      EXPECT_NEAR(sum, o.ms, 1e-9 * (1 + o.ms)) << name << ": " << o.scope << " " << o.op;
     }
     const std::vector<std::string> layers = Model(spec, Precision::AMP_BF16).layer_names();
     for (const auto& l : layers) {
@@ -79,6 +84,10 @@ TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
     EXPECT_EQ(calls_by_op["softmax_xent"], 4) << name;
     EXPECT_EQ(calls_by_op["adamw_step"] + calls_by_op["sgd_step"], 4) << name;
     EXPECT_EQ(calls_by_op["unscale_check_norm"], 4) << name;
+    // The loss runs once a step: it has a time in each of the four.
+    for (const auto& o : prof.ops)
+      if (o.op == "softmax_xent")
+        for (double t : o.step_ms) EXPECT_GT(t, 0.0) << name;
   }
 }
 

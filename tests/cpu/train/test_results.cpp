@@ -13,6 +13,7 @@
 #include "models/spec.h"
 #include "test_util.h"
 #include "train/max_batch.h"
+#include "train/statistics.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -42,6 +43,30 @@ TEST(TimeStats, EvenCountUsesMeanOfMiddleTwoAndSampleStddev) {
   EXPECT_NEAR(t.cv, std::sqrt(32.0 / 7.0) / 5, 1e-12);
   EXPECT_DOUBLE_EQ(t.min, 2);
   EXPECT_DOUBLE_EQ(t.max, 9);
+}
+
+// The one-sided rank test's exact tail on 3 against 3 values: 20 orderings, each as likely under
+// the null; the normal approximation agrees with the exact tail.
+TEST(RankTest, ExactTailsTiesAndTheNormalApproximation) {
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({1, 2, 3}, {4, 5, 6}), 1.0 / 20);  // U = 9: one ordering
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({1, 2, 4}, {3, 5, 6}), 2.0 / 20);  // U = 8
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({4, 5, 6}, {1, 2, 3}), 1.0);       // U = 0
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({2, 2, 2}, {2, 2, 2}), 0.5);       // U = 4.5: P(U >= 5)
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({}, {1.0}), 1.0);
+  // One stalled step among otherwise equal times is not a slower op: U = 3 + 6 ties of a half,
+  // P(U >= 6) = 7 / 20.
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({5, 5, 5}, {5, 5, 60}), 7.0 / 20);
+  // 50 against 50, the current side shifted by 6.1: U = 1554 of 2500, z = 2.09. The normal
+  // approximation (forced: no exact tail) is within 10% of the exact tail.
+  std::vector<double> base, cur;
+  for (int i = 0; i < 50; ++i) {
+    base.push_back(i);
+    cur.push_back(i + 6.1);
+  }
+  const double exact = rank_test_greater_p(base, cur);
+  EXPECT_GT(exact, 0.01);
+  EXPECT_LT(exact, 0.03);
+  EXPECT_NEAR(rank_test_greater_p(base, cur, 0), exact, 0.1 * exact);
 }
 
 TEST(TimeStats, SingleAndEmpty) {
