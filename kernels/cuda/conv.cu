@@ -418,6 +418,14 @@ void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMa
         dtype_name(dt), g.n, g.h, g.w, g.c, g.k, g.r, g.s, g.c, g.stride, g.pad,
         cudnnGetErrorString(st));
     if (!retry) throw_runtime(what);
+    if (st == CUDNN_STATUS_EXECUTION_FAILED) {
+      // A kernel that failed to launch leaves its error pending, which the next launch check
+      // would blame on its own kernel: cleared. A sticky one (the context is lost) stays, and
+      // then no algorithm can run.
+      const cudaError_t launch = cudaGetLastError();
+      if (cudaPeekAtLastError() != cudaSuccess)
+        throw_runtime(fmt::format("{} ({})", what, cudaGetErrorString(launch)));
+    }
     std::cerr << "mpbench: warning: " << what << "; trying the next algorithm\n";
     ctx.refuse_conv_algorithm(key, plan.algo, plan.math_type);  // plan is gone from here on
   }
