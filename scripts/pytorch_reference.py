@@ -77,7 +77,8 @@ How it mirrors mpbench (train/trainer.cpp):
   * --profile-steps N: after the measured epochs, N more steps run under torch.profiler and the
     run gets a "profile" block: the kernels / ops by self device time per step (self CPU time
     on the CPU), to set beside `mpbench profile SPEC --json` when a row is slower than PyTorch.
-    These steps are outside every figure above.
+    These steps are outside every figure above. CUPTI is torn down after each profile
+    (TEARDOWN_CUPTI=1 unless set), so that a profiled mode does not slow the modes timed after it.
 
 Needs Python 3.10+ and torch; amp_fp8 also needs transformer_engine (optional: without it that
 mode's rows are "unsupported").
@@ -102,6 +103,11 @@ import warnings
 
 # torch warns when numpy is absent; this script never needs numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+# --profile-steps profiles each mode after its timed epochs, before the next mode is timed: a
+# profiler that leaves CUPTI attached when it stops slows every later launch (torch issue 144455;
+# Kineto tears it down only when TEARDOWN_CUPTI=1, the default only in newer releases). Set
+# before torch is imported; the user's own setting stands.
+os.environ.setdefault("TEARDOWN_CUPTI", "1")
 try:
     import torch
     import torch.nn as nn
