@@ -220,25 +220,18 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     }
   std::sort(slower.begin(), slower.end(),
             [](const Slower& x, const Slower& y) { return x.delta > y.delta; });
-  std::vector<std::string> named;
-  size_t unsure = 0;
-  for (const Slower& s : slower) {
-    if (s.p < holm_fails)
-      named.push_back(s.text);
-    else
-      ++unsure;
-  }
+  std::vector<std::string> named, unsure;
+  for (const Slower& s : slower) (s.p < holm_fails ? named : unsure).push_back(s.text);
   if (!named.empty())
     c.flags.push_back(fmt::format(
         "slower or new in {} (per-step medians; slower across the profiled steps by a rank test, "
         "though a whole run can be slow: explain again to confirm): {}",
         c.to, named_list(named)));
-  if (unsure > 0)
+  if (!unsure.empty())
     c.flags.push_back(fmt::format(
-        "{} {} looked slower or new in {} by the median but not across the profiled steps, "
-        "which noise can do (a slow spell; with few --steps no op can be told apart): not "
-        "named",
-        unsure, unsure == 1 ? "op" : "ops", c.to));
+        "by the median only, not across the profiled steps (noise can do that; more --steps tell "
+        "it apart), slower or new in {}: {}",
+        c.to, named_list(unsure)));
   return c;
 }
 
