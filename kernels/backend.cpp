@@ -783,9 +783,13 @@ void Backend::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const
             dtype_name(x.dtype));
   if (d_pre) {
     ck.like(*d_pre, "d_pre", x, "x");
-    // The GPU kernels read x and relu_out again after writing d_pre.
+    // The GPU kernels read x, relu_out and dy again after writing d_pre: it may share only dy's
+    // buffer, and only in dy's dtype (each element read before it is written over).
     MPB_CHECK(d_pre->data != x.data && (!relu_out || d_pre->data != relu_out->data),
               "{}: d_pre must not alias x or relu_out", op);
+    MPB_CHECK(d_pre->data != dy.data || d_pre->dtype == dy.dtype,
+              "{}: d_pre aliases dy in {}, dy's dtype is {}", op, dtype_name(d_pre->dtype),
+              dtype_name(dy.dtype));
   }
   ck.vector(gamma, c, "gamma", "channels");
   ck.vector(save_mean, c, "save_mean", "channels");

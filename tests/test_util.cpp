@@ -77,6 +77,13 @@ CompareResult compare(const std::vector<float>& got, const std::vector<float>& r
   return r;
 }
 
+std::vector<float> column_abs_sums(const std::vector<float>& v, int64_t rows, int64_t cols) {
+  std::vector<float> s(static_cast<size_t>(cols), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) s[c] += std::fabs(v[r * cols + c]);
+  return s;
+}
+
 std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> mag(scale / 100.0f, scale);

@@ -44,6 +44,9 @@ struct CompareResult {
 // accuracy no floating-point sum has.
 CompareResult compare(const std::vector<float>& got, const std::vector<float>& ref, double tol,
                       const std::vector<float>* scale = nullptr);
+// The sums of |v| down each column of a row-major (rows, cols) matrix: compare's scale for sums
+// over rows (a bias or normalisation gradient), which can cancel.
+std::vector<float> column_abs_sums(const std::vector<float>& v, int64_t rows, int64_t cols);
 
 // Uniform in [-scale, scale] with |x| >= scale / 100 (never zero), deterministic from seed.
 std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);

@@ -38,7 +38,8 @@ void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, T
   const int32_t* y = labels.ptr<int32_t>();
   check_labels(y, rows, classes);
 
-  // The gradient's 1/N and the loss scale fold into one factor, as on the GPU.
+  // The gradient's 1/N and the loss scale fold into one factor (the GPU's scale * (1/N) is the
+  // same float for a power-of-two scale, GradScaler's).
   const float grad_factor = scale / static_cast<float>(rows);
   double loss_total = 0;
   int64_t hits = 0;

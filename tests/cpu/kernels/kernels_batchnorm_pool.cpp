@@ -290,10 +290,13 @@ TEST_F(CpuBatchNorm, RejectsMismatchedArguments) {
   EXPECT_THROW(be->batchnorm_backward(y, nullptr, x, gamma, sm, sr, dx, short_gamma, db, nullptr),
                Error);
   be->batchnorm_backward(y, &y, x, gamma, sm, sr, dx, dg, db, nullptr);  // valid call works
-  // d_pre may take dy's place, not x's or relu_out's (the GPU reads those again after it).
+  // d_pre may take dy's place in dy's dtype, not x's or relu_out's (the GPU reads those, and dy,
+  // again after writing it).
   Tensor g = make(Shape{rows, c}, DType::F32, act_values(42, 0.5f));
   EXPECT_THROW(be->batchnorm_backward(g, &y, x, gamma, sm, sr, dx, dg, db, &x), Error);
   EXPECT_THROW(be->batchnorm_backward(g, &y, x, gamma, sm, sr, dx, dg, db, &y), Error);
+  Tensor g_as_bf16{g.data, g.shape, DType::BF16, g.device};  // dy's first half, read as bf16
+  EXPECT_THROW(be->batchnorm_backward(g, &y, x, gamma, sm, sr, dx, dg, db, &g_as_bf16), Error);
   be->batchnorm_backward(g, &y, x, gamma, sm, sr, dx, dg, db, &g);
 }
 

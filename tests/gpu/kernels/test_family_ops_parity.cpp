@@ -18,6 +18,7 @@
 namespace mpbench {
 namespace {
 
+using test::column_abs_sums;
 using test::Env;
 using test::Pair;
 using test::random_nonzero;
@@ -109,14 +110,6 @@ TEST(FamilyOpsParity, BatchNormForwardTrainAndEval) {
           env.release(*p);
       }
   expect_no_generic_batchnorm(*env.dut);
-}
-
-// Sums over rows can cancel: judge them against the sum of absolute values.
-std::vector<float> column_abs_sums(const std::vector<float>& v, int64_t rows, int64_t cols) {
-  std::vector<float> s(cols, 0.0f);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) s[c] += std::fabs(v[r * cols + c]);
-  return s;
 }
 
 TEST(FamilyOpsParity, BatchNormBackward) {
