@@ -382,8 +382,8 @@ class Backend {
                               const Tensor& running_var, Tensor& y);
   // g = dy, masked by (relu_out > 0) when relu_out (the forward's y) is given. d_pre, when given,
   // receives g (the gradient at the residual add, in its own dtype; it may alias dy in dy's
-  // dtype, not x or relu_out). Then the batchnorm backward of training mode: dx (dtype of x) and dgamma, dbeta
-  // (fp32, overwritten).
+  // dtype, not x or relu_out). Then the batchnorm backward of training mode: dx (dtype of x) and
+  // dgamma, dbeta (fp32, overwritten).
   void batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const Tensor& x,
                           const Tensor& gamma, const Tensor& save_mean, const Tensor& save_rstd,
                           Tensor& dx, Tensor& dgamma, Tensor& dbeta, Tensor* d_pre);
