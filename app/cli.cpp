@@ -719,13 +719,20 @@ int mpbench_main(int argc, char** argv) {
                    "slower only when it is slower across them: 10 can show it, 3 cannot)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
+  explain_cmd
+      ->add_option("--repeat", explain.repeat,
+                   "Profile every mode N times, interleaved (fp32, bf16, fp32, bf16, ...): the "
+                   "tables pool the rounds' steps, and an op is named slower only when it is "
+                   "slower across the steps of every round, so that one slow run names nothing")
+      ->check(CLI::Range(int64_t{1}, int64_t{100}))
+      ->default_val(1);
   add_warmup(explain_cmd, explain.run);
   explain_cmd->add_option("--batch-size", explain.run.batch_size, "Override the spec's batch size")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   explain_cmd->add_option("--json", explain.json_path,
                           "Write the comparisons as JSON: comparisons[] with from, to, "
                           "measured_speedup, eligible_fraction, bound (null without datasheet "
-                          "peaks), by_kind[] and flags[]");
+                          "peaks), by_kind[] and flags[]; rounds, profiled_steps_per_round");
   explain_cmd->add_option("--md", explain.md_path, "Write the comparisons as Markdown");
   explain_cmd->add_option("--memory-limit", explain_memory_limit, kMemoryLimitHelp);
   explain_cmd->add_flag("--quiet,-q", explain.run.quiet,

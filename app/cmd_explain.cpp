@@ -1,7 +1,9 @@
 // `mpbench explain`: why a mode helped or didn't. Profiles each mode as `profile` does and sets
 // every mode against the baseline (train/explain.h): time per step by op kind, the share of the
 // baseline step that tensor cores can speed up and the Amdahl bound it implies, and flags.
+#include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "app/commands.h"
 #include "app/console_table.h"
@@ -109,31 +111,42 @@ int cmd_explain(const ExplainArgs& given) {
   size_t base = 0;
   for (size_t i = 0; i < spec.precisions.size(); ++i)
     if (spec.precisions[i] == Precision::FP32) base = i;
+  // rounds[i]: mode i's profiles, round by round; the rounds interleave the modes so that a
+  // drift of the machine does not land on one mode. A mode that did not train runs no more.
+  const size_t n = spec.precisions.size();
+  std::vector<std::vector<ProfiledRun>> rounds(n);
+  std::vector<ModeContext> contexts(n);
+  for (int64_t round = 0; round < args.repeat; ++round)
+    for (size_t i = 0; i < n; ++i) {
+      if (round > 0 && rounds[i].back().run.status != RunStatus::Ok) continue;
+      const Precision p = spec.precisions[i];
+      const std::map<std::string, int64_t> fallback_before = be->fallback_calls();
+      rounds[i].push_back(profile_mode(spec, data, p, args.steps, *be, bar_on,
+                                       args.run.memory_limit, launch.data_parallel()));
+      ModeContext& ctx = contexts[i];
+      if (round == 0) {
+        ctx.precision = p;
+        ctx.ranks = launch.ranks();
+        if (launch.launched()) ctx.grad_reduce = args.run.grad_reduce;
+        ctx.ceilings = ceilings_for(dev, p);
+        if (precision_info(p).fp8_linears)
+          if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
+            ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
+        ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
+        ctx.fallback_path = be->fallback_path();
+      }
+      for (const auto& [op, calls] : be->fallback_calls()) {
+        const auto before = fallback_before.find(op);
+        ctx.fallback_calls[op] += calls - (before == fallback_before.end() ? 0 : before->second);
+      }
+    }
   std::vector<ProfiledRun> runs;
-  std::vector<ModeContext> contexts;
   nlohmann::json modes = nlohmann::json::array();
   // As in `profile`: oom, diverged and unsupported are rows ("not compared" and why), a mode
   // that failed otherwise is a runtime failure, said in one line after the outputs are written.
   std::vector<std::string> failed;
-  for (Precision p : spec.precisions) {
-    const std::map<std::string, int64_t> fallback_before = be->fallback_calls();
-    runs.push_back(profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
-                                launch.data_parallel()));
-    ModeContext ctx;
-    ctx.precision = p;
-    ctx.ranks = launch.ranks();
-    if (launch.launched()) ctx.grad_reduce = args.run.grad_reduce;
-    ctx.ceilings = ceilings_for(dev, p);
-    if (precision_info(p).fp8_linears)
-      if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
-        ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
-    ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
-    for (const auto& [op, calls] : be->fallback_calls()) {
-      const auto before = fallback_before.find(op);
-      ctx.fallback_calls[op] = calls - (before == fallback_before.end() ? 0 : before->second);
-    }
-    ctx.fallback_path = be->fallback_path();
-    contexts.push_back(ctx);
+  for (const auto& mode_rounds : rounds) {
+    runs.push_back(pool_rounds(mode_rounds));
     const RunResult& r = runs.back().run;
     modes.push_back(profiled_mode_json(runs.back()));
     if (r.status == RunStatus::Failed)
@@ -143,11 +156,14 @@ int cmd_explain(const ExplainArgs& given) {
   nlohmann::json launch_env = launch.env_json(dev.kind);  // every rank gathers
   if (!launch.speaker()) return 0;
   const std::string batch = launch.batch_text(spec.train.batch_size);
-  std::string text = fmt::format("{} ({}) · {}: {} · {} · {} profiled steps per mode\n", spec.name,
-                                 spec.family, dev.kind, dev.name, batch, args.steps);
-  std::string md = fmt::format("# explain {}\n\n_{}: {}, {}, {} profiled steps per mode_\n\n",
-                               markdown_cell(spec.name), markdown_cell(dev.kind),
-                               markdown_cell(dev.name), batch, args.steps);
+  const std::string steps = args.repeat > 1
+                                ? fmt::format("{} interleaved rounds of {} profiled steps per mode",
+                                              args.repeat, args.steps)
+                                : fmt::format("{} profiled steps per mode", args.steps);
+  std::string text = fmt::format("{} ({}) · {}: {} · {} · {}\n", spec.name, spec.family, dev.kind,
+                                 dev.name, batch, steps);
+  std::string md = fmt::format("# explain {}\n\n_{}: {}, {}, {}_\n\n", markdown_cell(spec.name),
+                               markdown_cell(dev.kind), markdown_cell(dev.name), batch, steps);
   nlohmann::json comparisons = nlohmann::json::array();
   for (size_t i = 0; i < runs.size(); ++i) {
     if (i == base) continue;
@@ -162,7 +178,10 @@ int cmd_explain(const ExplainArgs& given) {
       md += "## " + markdown_cell(why) + "\n\n";
       continue;
     }
-    const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i]);
+    std::vector<RoundPair> pairs;
+    for (size_t r = 0; r < std::min(rounds[base].size(), rounds[i].size()); ++r)
+      pairs.push_back({&rounds[base][r], &rounds[i][r]});
+    const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i], pairs);
     const TextTable t = kind_table(c);
     const std::string head = headline(c, dev.kind == "cpu");
     text += "\n" + head + "\n" + render_text_table(t, !utf8_output());
@@ -194,6 +213,8 @@ int cmd_explain(const ExplainArgs& given) {
                 {"spec", to_json(spec)},
                 {"baseline", precision_name(spec.precisions[base])},
                 {"emulated", emulated},
+                {"profiled_steps_per_round", args.steps},
+                {"rounds", args.repeat},
                 {"modes", modes},
                 {"comparisons", comparisons}});
     json = json_text(doc);

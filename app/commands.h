@@ -83,6 +83,7 @@ struct ExplainArgs {
   std::string spec;
   RunArgs run;  // device, precisions, batch size, seed, quiet, memory limit
   int64_t steps = 10;
+  int64_t repeat = 1;  // rounds of every mode's profile, interleaved
   std::string json_path, md_path;
 };
 int cmd_explain(const ExplainArgs& args);

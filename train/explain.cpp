@@ -82,6 +82,47 @@ double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
   return best;
 }
 
+using OpKey = std::pair<std::string, std::string>;  // (scope, op): the dtypes in details differ
+struct SlowerOp {
+  double delta = 0;        // ms per step, median against median
+  std::string text;        // "layer1 fwd gemm +0.500 ms (1.25x slower)"
+  bool confirmed = false;  // by the rank test across the steps, Holm-corrected over the ops
+};
+
+// The ops whose median step in `to` grew by kSlowerRatio and a share of the baseline step, each
+// confirmed when a rank test finds it slower across the profiled steps rather than in a slow
+// spell; Holm's correction holds the chance that noise confirms any op to kSlowerAlpha over all
+// the ops compared.
+std::map<OpKey, SlowerOp> slower_ops(const ProfiledRun& from, const ProfiledRun& to,
+                                     const std::string& to_name) {
+  std::map<OpKey, std::pair<std::vector<double>, std::vector<double>>> per_op;
+  for (const OpTotal& o : from.ops) add_steps(per_op[{o.scope, o.op}].first, o, from.steps);
+  for (const OpTotal& o : to.ops) add_steps(per_op[{o.scope, o.op}].second, o, to.steps);
+  std::map<OpKey, SlowerOp> slower;
+  std::map<OpKey, double> p_of;
+  std::vector<double> ps;
+  for (auto& [key, t] : per_op) {
+    if (t.first.empty()) t.first.assign(static_cast<size_t>(std::max<int64_t>(from.steps, 1)), 0);
+    if (t.second.empty()) t.second.assign(static_cast<size_t>(std::max<int64_t>(to.steps, 1)), 0);
+    ps.push_back(p_of[key] = rank_test_greater_p(t.first, t.second));
+    const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
+    if (b > kSlowerRatio * a && b - a > kSlowerShareOfStep * from.step_ms)
+      slower[key] = {b - a, a > 0 ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
+                                                key.second, b - a, b / a)
+                                  : fmt::format("{} {} +{:.3f} ms (new in {})", key.first,
+                                                key.second, b - a, to_name)};
+  }
+  std::sort(ps.begin(), ps.end());
+  double holm_fails = std::numeric_limits<double>::infinity();  // the first p Holm keeps
+  for (size_t k = 0; k < ps.size(); ++k)
+    if (ps[k] > kSlowerAlpha / static_cast<double>(ps.size() - k)) {
+      holm_fails = ps[k];
+      break;
+    }
+  for (auto& [key, s] : slower) s.confirmed = p_of[key] < holm_fails;
+  return slower;
+}
+
 }  // namespace
 
 const char* op_kind_name(OpKind k) {
@@ -106,7 +147,8 @@ OpKind op_kind(const std::string& op) {
 }
 
 ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ctx,
-                             const ProfiledRun& to, const ModeContext& to_ctx) {
+                             const ProfiledRun& to, const ModeContext& to_ctx,
+                             const std::vector<RoundPair>& rounds) {
   MPB_CHECK(from.run.status == RunStatus::Ok && to.run.status == RunStatus::Ok,
             "explain: {} and {} must both have trained", from.run.precision, to.run.precision);
   ModeComparison c;
@@ -185,53 +227,42 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
         fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));
-  // Ops by (scope, op) (the dtypes in their details differ between the modes), step by step. An
-  // op is named when its median step grew by kSlowerRatio and a share of the baseline step, and
-  // a rank test finds it slower across the profiled steps rather than in a slow spell; Holm's
-  // correction holds the chance that noise names any op to kSlowerAlpha over all those compared.
-  std::map<std::pair<std::string, std::string>, std::pair<std::vector<double>, std::vector<double>>>
-      per_op;
-  for (const OpTotal& o : from.ops) add_steps(per_op[{o.scope, o.op}].first, o, from.steps);
-  for (const OpTotal& o : to.ops) add_steps(per_op[{o.scope, o.op}].second, o, to.steps);
-  struct Slower {
-    double delta, p;
-    std::string text;
-  };
-  std::vector<Slower> slower;
-  std::vector<double> ps;
-  for (auto& [key, t] : per_op) {
-    if (t.first.empty()) t.first.assign(static_cast<size_t>(std::max<int64_t>(from.steps, 1)), 0);
-    if (t.second.empty()) t.second.assign(static_cast<size_t>(std::max<int64_t>(to.steps, 1)), 0);
-    ps.push_back(rank_test_greater_p(t.first, t.second));
-    const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
-    if (b > kSlowerRatio * a && b - a > kSlowerShareOfStep * from.step_ms)
-      slower.push_back({b - a, ps.back(),
-                        a > 0 ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
-                                            key.second, b - a, b / a)
-                              : fmt::format("{} {} +{:.3f} ms (new in {})", key.first, key.second,
-                                            b - a, c.to)});
-  }
-  std::sort(ps.begin(), ps.end());
-  double holm_fails = std::numeric_limits<double>::infinity();  // the first p Holm keeps
-  for (size_t k = 0; k < ps.size(); ++k)
-    if (ps[k] > kSlowerAlpha / static_cast<double>(ps.size() - k)) {
-      holm_fails = ps[k];
-      break;
+  // Ops slower in `to`: by the pooled steps' medians, confirmed across the steps of each round.
+  const std::map<OpKey, SlowerOp> pooled = slower_ops(from, to, c.to);
+  std::vector<std::map<OpKey, SlowerOp>> per_round;
+  if (rounds.size() >= 2)
+    for (const auto& [f, t] : rounds) per_round.push_back(slower_ops(*f, *t, c.to));
+  std::vector<std::pair<double, std::string>> named, unsure;
+  for (const auto& [key, s] : pooled) {
+    bool confirmed = per_round.empty() ? s.confirmed : true;
+    for (const auto& round : per_round) {
+      const auto it = round.find(key);
+      confirmed = confirmed && it != round.end() && it->second.confirmed;
     }
-  std::sort(slower.begin(), slower.end(),
-            [](const Slower& x, const Slower& y) { return x.delta > y.delta; });
-  std::vector<std::string> named, unsure;
-  for (const Slower& s : slower) (s.p < holm_fails ? named : unsure).push_back(s.text);
+    (confirmed ? named : unsure).push_back({s.delta, s.text});
+  }
+  auto texts = [](std::vector<std::pair<double, std::string>>& v) {
+    std::sort(v.begin(), v.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::vector<std::string> t;
+    for (auto& [delta, text] : v) t.push_back(std::move(text));
+    return named_list(t);
+  };
+  const std::string where =
+      per_round.empty()
+          ? "the profiled steps"
+          : fmt::format("the profiled steps of each of {} interleaved rounds", per_round.size());
   if (!named.empty())
     c.flags.push_back(fmt::format(
-        "slower or new in {} (per-step medians; slower across the profiled steps by a rank test, "
-        "though a whole run can be slow: explain again to confirm): {}",
-        c.to, named_list(named)));
+        "slower or new in {} (per-step medians; slower across {} by a "
+        "rank test, though a whole run can be slow: {}): {}",
+        c.to, where,
+        per_round.empty() ? "explain again, or --repeat, to confirm" : "each round is one",
+        texts(named)));
   if (!unsure.empty())
     c.flags.push_back(fmt::format(
-        "by the median only, not across the profiled steps (noise can do that; more --steps tell "
-        "it apart), slower or new in {}: {}",
-        c.to, named_list(unsure)));
+        "by the median only, not across {} (noise can do that; more --steps tell it apart), "
+        "slower or new in {}: {}",
+        where, c.to, texts(unsure)));
   return c;
 }
 

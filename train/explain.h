@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/op_profile.h"
@@ -80,8 +81,12 @@ struct ModeContext {
   std::string grad_reduce;
 };
 
-// The comparison of `to` against the baseline `from`; both runs must be Ok.
+// The comparison of `to` against the baseline `from`; both runs must be Ok. With `rounds` (the
+// profiles that from and to pool, pool_rounds, as (from, to) pairs of interleaved rounds), an op
+// is named slower only when it is confirmed slower in every round; a slow run then names nothing.
+using RoundPair = std::pair<const ProfiledRun*, const ProfiledRun*>;
 ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ctx,
-                             const ProfiledRun& to, const ModeContext& to_ctx);
+                             const ProfiledRun& to, const ModeContext& to_ctx,
+                             const std::vector<RoundPair>& rounds = {});
 
 }  // namespace mpbench

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <utility>
 
 #include "train/device_specs.h"
@@ -13,6 +15,14 @@ namespace {
 // Pending event pairs kept before they are read back: bounds the events alive at once (a long
 // profile of a small model enqueues many thousands of ops) at the cost of one wait per batch.
 constexpr size_t kMaxPending = 4096;
+
+// The median and mean of a profile's step times.
+void set_step_stats(ProfiledRun& r) {
+  r.step_ms = compute_time_stats(r.step_times_ms).median;
+  double sum = 0;
+  for (double t : r.step_times_ms) sum += t;
+  r.step_mean_ms = r.step_times_ms.empty() ? 0 : sum / static_cast<double>(r.step_times_ms.size());
+}
 
 }  // namespace
 
@@ -34,14 +44,48 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
   out.run = train_and_measure(spec, data, p, be, opts);
   if (out.run.status != RunStatus::Ok) return out;
   out.ops = prof.collect();
-  std::vector<double> times;  // of the profiled steps, the first `steps` after the warm-up
+  // The profiled steps: the first `steps` after the warm-up.
   const int64_t end = std::min<int64_t>(warmup + out.steps, out.run.steps.size());
   for (int64_t i = warmup; i < end; ++i)
-    if (!std::isnan(out.run.steps[i].time_ms)) times.push_back(out.run.steps[i].time_ms);
-  out.step_ms = compute_time_stats(times).median;
-  double sum = 0;
-  for (double t : times) sum += t;
-  out.step_mean_ms = times.empty() ? 0 : sum / static_cast<double>(times.size());
+    if (!std::isnan(out.run.steps[i].time_ms))
+      out.step_times_ms.push_back(out.run.steps[i].time_ms);
+  set_step_stats(out);
+  return out;
+}
+
+ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
+  MPB_CHECK(!rounds.empty(), "pool_rounds: no rounds");
+  for (const ProfiledRun& r : rounds)
+    if (r.run.status != RunStatus::Ok) return r;
+  ProfiledRun out;
+  out.run = rounds.front().run;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> index;
+  for (const ProfiledRun& r : rounds) {
+    const auto steps = static_cast<size_t>(r.steps);
+    for (const OpTotal& o : r.ops) {
+      auto [it, fresh] = index.try_emplace({o.scope, o.op, o.detail}, out.ops.size());
+      if (fresh) {
+        out.ops.push_back(o);
+        out.ops.back().calls = 0;
+        out.ops.back().ms = out.ops.back().flops = out.ops.back().bytes = 0;
+        out.ops.back().step_ms.assign(static_cast<size_t>(out.steps), 0.0);  // earlier rounds
+      }
+      OpTotal& t = out.ops[it->second];
+      t.calls += o.calls;
+      t.ms += o.ms;
+      t.flops += o.flops;
+      t.bytes += o.bytes;
+      if (t.kernel.empty()) t.kernel = o.kernel;
+      t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);
+      t.step_ms.insert(t.step_ms.end(), o.step_ms.begin(), o.step_ms.end());
+      t.step_ms.resize(static_cast<size_t>(out.steps) + steps, 0.0);
+    }
+    out.steps += r.steps;
+    out.step_times_ms.insert(out.step_times_ms.end(), r.step_times_ms.begin(),
+                             r.step_times_ms.end());
+  }
+  for (OpTotal& t : out.ops) t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);
+  set_step_stats(out);
   return out;
 }
 

@@ -90,6 +90,7 @@ struct ProfiledRun {
   int64_t steps = 0;        // steps profiled
   double step_ms = 0;       // median device time of a profiled step (events between steps)
   double step_mean_ms = 0;  // their mean: what the ops' per-step means add up to, with host gaps
+  std::vector<double> step_times_ms;  // each profiled step's device time, in order
   std::vector<OpTotal> ops;
 };
 // Profiled steps whose mean is this far above their median held a stalled step or a few (a busy
@@ -103,6 +104,12 @@ inline bool uneven_steps(const ProfiledRun& r) {
 // training steps after the warm-up.
 ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                              Backend& be, TrainOptions opts = {});
+
+// One mode's profiles (rounds, as `explain --repeat` interleaves them with the other modes')
+// pooled into one: their steps one after another, each op's calls, time, FLOPs and bytes summed
+// and its per-step times joined; the step median and mean over all the steps. A round that did
+// not train is the pool (its status says why). Needs at least one round.
+ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds);
 
 // The share of its ceiling an op reached, in percent: TFLOP/s against the peak when it has
 // FLOPs, else GB/s against the bandwidth when it has bytes; nullopt when it has neither.

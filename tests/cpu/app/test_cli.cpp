@@ -174,6 +174,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"profile json into missing dir", "profile {spec} --json " + no_dir, kGood, no_dir},
       {"profile two specs", "profile {spec} {spec}", kGood, "spec"},
       {"explain one mode", "explain {spec} --precisions fp32", kGood, "--precisions"},
+      {"explain no rounds", "explain {spec} --repeat 0", kGood, "--repeat"},
       {"one seed", "run {spec} --seeds 1", kGood, "--seeds"},
       {"explain unknown mode", "explain {spec} --precisions fp32,fp8", kGood, "fp8"},
       // Issue 25 class 7: what run refuses, validate refuses, in the same words.
@@ -505,15 +506,18 @@ TEST_F(Cli, InspectSublayersJsonAndAlignment) {
 }
 
 // explain on the CPU: the comparison against fp32 with every kind, no bound (no datasheet peaks
-// for a CPU), the note that these are times of the emulation, and the same in JSON and Markdown.
+// for a CPU), the note that these are times of the emulation, and the same in JSON and Markdown;
+// two rounds pooled (--repeat 2).
 TEST_F(Cli, ExplainComparesEachModeWithFp32) {
   const std::string src = MPBENCH_SOURCE_DIR;
   const std::string json = (dir_ / "explain.json").string(), md = (dir_ / "explain.md").string();
   Result r = run("explain " + src +
-                 "/configs/tiny_transformer.json --device reference --steps 3 "
+                 "/configs/tiny_transformer.json --device reference --steps 3 --repeat 2 "
                  "--precisions amp_bf16,fp32,tf32 --quiet --json " +
                  json + " --md " + md);
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 interleaved rounds of 3 profiled steps per mode"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("amp_bf16 vs fp32: measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("tf32 vs fp32: measured"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("times of the emulation"), std::string::npos);
@@ -521,6 +525,9 @@ TEST_F(Cli, ExplainComparesEachModeWithFp32) {
   const auto doc = nlohmann::json::parse(read_file(json));
   EXPECT_EQ(doc["baseline"], "fp32");
   EXPECT_EQ(doc["emulated"], true);
+  EXPECT_EQ(doc["rounds"], 2);
+  EXPECT_EQ(doc["profiled_steps_per_round"], 3);
+  for (const auto& m : doc["modes"]) EXPECT_EQ(m["profiled_steps"], 6) << m.dump();
   ASSERT_EQ(doc["comparisons"].size(), 2u);
   for (const auto& c : doc["comparisons"]) {
     EXPECT_EQ(c["from"], "fp32");

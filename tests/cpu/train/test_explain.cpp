@@ -35,6 +35,17 @@ ProfiledRun profiled(const char* precision, double step_ms, std::vector<OpTotal>
   return r;
 }
 
+ModeContext mode(Precision p) {
+  ModeContext m;
+  m.precision = p;
+  return m;
+}
+
+// A 20 ms step of one GEMM and AdamW (the rest host gaps).
+ProfiledRun gemm_and_adamw(const char* precision, double gemm_ms, OpTotal adamw) {
+  return profiled(precision, 20.0, {op("layer1 fwd", "gemm", gemm_ms), std::move(adamw)});
+}
+
 TEST(Explain, OpKinds) {
   EXPECT_EQ(op_kind("gemm"), OpKind::Matmul);
   EXPECT_EQ(op_kind("conv2d_backward_filter"), OpKind::Matmul);
@@ -136,13 +147,10 @@ TEST(Explain, BoundEligibleShareAndFlags) {
 // step (which moves its mean 2x), not for a slow spell over half the steps, and not with too few
 // steps to tell. A consistent 1.25x is named.
 TEST(Explain, SlowerOpsAreSlowerAcrossTheStepsNotInASpell) {
-  ModeContext a, b;
-  a.precision = Precision::FP32;
-  b.precision = Precision::AMP_BF16;
-  const ProfiledRun f32 =
-      profiled("fp32", 20.0, {op("layer1 fwd", "gemm", 10.0), op("step", "adamw_step", 5.0)});
+  const ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+  const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
   auto flags_against = [&](const ProfiledRun& base, const OpTotal& adamw) {
-    const ProfiledRun to = profiled("amp_bf16", 20.0, {op("layer1 fwd", "gemm", 5.0), adamw});
+    const ProfiledRun to = gemm_and_adamw("amp_bf16", 5.0, adamw);
     std::string flags;
     for (const auto& f : compare_modes(base, a, to, b).flags) flags += f + "\n";
     return flags;
@@ -166,8 +174,8 @@ TEST(Explain, SlowerOpsAreSlowerAcrossTheStepsNotInASpell) {
 
   flags = flags_against(f32, op("step", "adamw_step", 6.25));
   EXPECT_NE(flags.find("slower or new in amp_bf16 (per-step medians; slower across the profiled "
-                       "steps by a rank test, though a whole run can be slow: explain again to "
-                       "confirm): step adamw_step +1.250 ms (1.25x slower)"),
+                       "steps by a rank test, though a whole run can be slow: explain again, or "
+                       "--repeat, to confirm): step adamw_step +1.250 ms (1.25x slower)"),
             std::string::npos)
       << flags;
 
@@ -187,6 +195,41 @@ TEST(Explain, SlowerOpsAreSlowerAcrossTheStepsNotInASpell) {
   for (const auto& f : compare_modes(three(f32), a, three(to), b).flags) flags += f + "\n";
   EXPECT_EQ(flags.find("confirm): step adamw_step"), std::string::npos) << flags;
   EXPECT_NE(flags.find("by the median only"), std::string::npos) << flags;
+}
+
+// explain --repeat: an op is named only when it is confirmed slower in every interleaved round;
+// slower in one round only (a slow run), it is listed by the pooled median alone.
+TEST(Explain, WithRoundsAnOpIsNamedOnlyWhenEveryRoundConfirmsIt) {
+  const ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+  const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
+  auto bf16 = [](double adamw_ms) {
+    return gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", adamw_ms));
+  };
+  auto flags_of = [&](const std::vector<ProfiledRun>& from, const std::vector<ProfiledRun>& to) {
+    std::vector<RoundPair> pairs;
+    for (size_t r = 0; r < from.size(); ++r) pairs.push_back({&from[r], &to[r]});
+    std::string flags;
+    for (const auto& f : compare_modes(pool_rounds(from), a, pool_rounds(to), b, pairs).flags)
+      flags += f + "\n";
+    return flags;
+  };
+  // Slower in one round (1.6x), as fast in the other: pooled, its median is (5.1 + 7.84) / 2,
+  // between the two rounds' values.
+  std::string flags = flags_of({f32, f32}, {bf16(8.0), bf16(5.0)});
+  EXPECT_EQ(flags.find("rounds by a rank test"), std::string::npos) << flags;
+  EXPECT_NE(flags.find("by the median only, not across the profiled steps of each of 2 "
+                       "interleaved rounds"),
+            std::string::npos)
+      << flags;
+  EXPECT_NE(flags.find("step adamw_step +1.470 ms (1.29x slower)"), std::string::npos) << flags;
+  // Slower in both: named.
+  flags = flags_of({f32, f32}, {bf16(6.25), bf16(6.25)});
+  EXPECT_NE(flags.find("slower or new in amp_bf16 (per-step medians; slower across the profiled "
+                       "steps of each of 2 interleaved rounds by a rank test, though a whole run "
+                       "can be slow: each round is one): step adamw_step +1.250 ms (1.25x "
+                       "slower)"),
+            std::string::npos)
+      << flags;
 }
 
 // Data parallel: the all-reduce is its own kind, held as it is in the bound (the same bytes in

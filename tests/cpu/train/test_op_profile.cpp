@@ -179,6 +179,48 @@ TEST(OpProfiler, PercentOfTheCardsCeilings) {
   EXPECT_FALSE(ceilings_for(h200, Precision::FP32).has_value());
 }
 
+// Two rounds of a mode pooled: their steps one after another, each op's totals summed and its
+// per-step times joined (zeros in a round it did not run in); the step median over all steps. A
+// round that did not train is the pool.
+TEST(OpProfiler, PoolRoundsJoinsTheSteps) {
+  auto total = [](const char* op, std::vector<double> step_ms) {
+    OpTotal o;
+    o.scope = "step";
+    o.op = op;
+    o.calls = static_cast<int64_t>(step_ms.size());
+    o.flops = 10.0 * o.calls;
+    for (double t : step_ms) o.ms += t;
+    o.step_ms = std::move(step_ms);
+    return o;
+  };
+  ProfiledRun r1, r2;
+  r1.run.status = r2.run.status = RunStatus::Ok;
+  r1.steps = 2;
+  r1.step_times_ms = {10, 12};
+  r1.ops = {total("gemm", {6, 7}), total("cast", {1, 1})};
+  r2.steps = 3;
+  r2.step_times_ms = {20, 30, 40};
+  r2.ops = {total("gemm", {8, 9, 10})};
+  const ProfiledRun p = pool_rounds({r1, r2});
+  EXPECT_EQ(p.steps, 5);
+  EXPECT_EQ(p.step_times_ms, (std::vector<double>{10, 12, 20, 30, 40}));
+  EXPECT_DOUBLE_EQ(p.step_ms, 20.0);
+  EXPECT_DOUBLE_EQ(p.step_mean_ms, 112.0 / 5);
+  ASSERT_EQ(p.ops.size(), 2u);
+  EXPECT_EQ(p.ops[0].op, "gemm");
+  EXPECT_EQ(p.ops[0].calls, 5);
+  EXPECT_DOUBLE_EQ(p.ops[0].ms, 40.0);
+  EXPECT_DOUBLE_EQ(p.ops[0].flops, 50.0);
+  EXPECT_EQ(p.ops[0].step_ms, (std::vector<double>{6, 7, 8, 9, 10}));
+  EXPECT_EQ(p.ops[1].step_ms, (std::vector<double>{1, 1, 0, 0, 0}));
+  // A cast that runs only in the second round: zeros for the first round's steps.
+  r2.ops.push_back(total("fill", {2, 2, 2}));
+  EXPECT_EQ(pool_rounds({r1, r2}).ops[2].step_ms, (std::vector<double>{0, 0, 2, 2, 2}));
+  r2.run.status = RunStatus::Oom;
+  r2.run.status_detail = "over the limit";
+  EXPECT_EQ(pool_rounds({r1, r2}).run.status_detail, "over the limit");
+}
+
 TEST(OpProfiler, DisabledRecordsNothing) {
   auto cpu = make_reference_backend();
   OpProfiler prof(*cpu);
