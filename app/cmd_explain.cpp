@@ -121,8 +121,9 @@ int cmd_explain(const ExplainArgs& given) {
       if (round > 0 && rounds[i].back().run.status != RunStatus::Ok) continue;
       const Precision p = spec.precisions[i];
       const std::map<std::string, int64_t> fallback_before = be->fallback_calls();
-      rounds[i].push_back(profile_mode(spec, data, p, args.steps, *be, bar_on,
-                                       args.run.memory_limit, launch.data_parallel()));
+      rounds[i].push_back(profile_mode(
+          spec, data, p, args.steps, *be, bar_on, args.run.memory_limit, launch.data_parallel(),
+          args.repeat > 1 ? fmt::format("round {}/{}", round + 1, args.repeat) : ""));
       ModeContext& ctx = contexts[i];
       if (round == 0) {
         ctx.precision = p;

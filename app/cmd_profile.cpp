@@ -41,9 +41,12 @@ void fit_to_steps(Spec& spec, int64_t steps, int ranks) {
 }
 
 ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
-                         Backend& be, bool bar_on, uint64_t memory_limit, DataParallel* dp) {
+                         Backend& be, bool bar_on, uint64_t memory_limit, DataParallel* dp,
+                         const std::string& round) {
   const int64_t total = step_plan(spec.train, data.train_size(), dp ? dp->size() : 1).total();
-  Progress bar(fmt::format("profile {} {}", spec.name, precision_name(p)), total, bar_on);
+  Progress bar(fmt::format("profile {} {}{}", spec.name, precision_name(p),
+                           round.empty() ? "" : " " + round),
+               total, bar_on);
   TrainOptions opts;
   opts.on_progress = [&](const TrainProgress& tp) { bar.update(tp.step); };
   opts.memory_limit = memory_limit;

@@ -66,12 +66,13 @@ struct ProfileArgs {
 int cmd_profile(const ProfileArgs& args);
 // What profile and explain share: the spec shrunk to `steps` profiled steps (a warm-up of at
 // least 2, epochs of at most `steps` global batches of `ranks` shards, one batch of evaluation),
-// and one mode profiled with a progress bar, data parallel over dp's ranks where dp is given.
+// and one mode profiled with a progress bar (its label ends with `round`, e.g. "round 2/3", when
+// given), data parallel over dp's ranks where dp is given.
 class DataParallel;
 void fit_to_steps(Spec& spec, int64_t steps, int ranks = 1);
 ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                          Backend& be, bool bar_on, uint64_t memory_limit,
-                         DataParallel* dp = nullptr);
+                         DataParallel* dp = nullptr, const std::string& round = "");
 // A profiled mode's head in profile's and explain's JSON: precision, status, profiled steps, step
 // time (median and mean; null, never 0, unless the mode trained) and status_detail.
 nlohmann::json profiled_mode_json(const ProfiledRun& pr);
