@@ -722,8 +722,9 @@ int mpbench_main(int argc, char** argv) {
   explain_cmd
       ->add_option("--repeat", explain.repeat,
                    "Profile every mode N times, interleaved (fp32, bf16, fp32, bf16, ...): the "
-                   "tables pool the rounds' steps, and an op is named slower only when it is "
-                   "slower across the steps of every round, so that one slow run names nothing")
+                   "tables and the rank test pool the rounds' steps, and an op is named slower "
+                   "only when its median is also slower in every round, so that one slow run "
+                   "names nothing")
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->default_val(1);
   add_warmup(explain_cmd, explain.run);

@@ -116,7 +116,9 @@ int cmd_explain(const ExplainArgs& given) {
   const size_t n = spec.precisions.size();
   std::vector<std::vector<ProfiledRun>> rounds(n);
   std::vector<ModeContext> contexts(n);
-  for (int64_t round = 0; round < args.repeat; ++round)
+  for (int64_t round = 0; round < args.repeat; ++round) {
+    if (round > 0 && rounds[base].back().run.status != RunStatus::Ok)
+      break;  // nothing is compared without the baseline
     for (size_t i = 0; i < n; ++i) {
       if (round > 0 && rounds[i].back().run.status != RunStatus::Ok) continue;
       const Precision p = spec.precisions[i];
@@ -141,6 +143,7 @@ int cmd_explain(const ExplainArgs& given) {
         ctx.fallback_calls[op] += calls - (before == fallback_before.end() ? 0 : before->second);
       }
     }
+  }
   std::vector<ProfiledRun> runs;
   nlohmann::json modes = nlohmann::json::array();
   // As in `profile`: oom, diverged and unsupported are rows ("not compared" and why), a mode

@@ -193,9 +193,10 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
       if (calls > 0) ops.push_back(fmt::format("{} ({} calls)", op, calls));
     if (!ops.empty())
       c.flags.push_back(
-          fmt::format("{}: ops on a fallback path, {}: {} in the run (warm-up, "
+          fmt::format("{}: ops on a fallback path, {}: {} in {} (warm-up, "
                       "profiled steps and evaluations)",
-                      precision_name(m->precision), m->fallback_path, named_list(ops)));
+                      precision_name(m->precision), m->fallback_path, named_list(ops),
+                      rounds.size() >= 2 ? fmt::format("the {} runs", rounds.size()) : "the run"));
   }
   const int gaps = static_cast<int>(OpKind::HostGaps);
   for (const auto& [r, t] : {std::pair{&from, &tf}, std::pair{&to, &tt}}) {
@@ -226,19 +227,18 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
           to.step_ms > 0 ? from.step_ms / to.step_ms : 0.0));
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
-        fmt::format("{}: the loss scaler skipped {} steps of the run", c.to, to.run.skipped_steps));
-  // Ops slower in `to`: by the pooled steps' medians, confirmed across the steps of each round.
+        fmt::format("{}: the loss scaler skipped {} steps of {}", c.to, to.run.skipped_steps,
+                    rounds.size() >= 2 ? fmt::format("the {} runs", rounds.size()) : "the run"));
+  // Ops slower in `to`: by the pooled steps' medians and the rank test over them; with rounds,
+  // also slower by the median in each round, so that one slow run cannot name an op.
   const std::map<OpKey, SlowerOp> pooled = slower_ops(from, to, c.to);
   std::vector<std::map<OpKey, SlowerOp>> per_round;
   if (rounds.size() >= 2)
     for (const auto& [f, t] : rounds) per_round.push_back(slower_ops(*f, *t, c.to));
   std::vector<std::pair<double, std::string>> named, unsure;
   for (const auto& [key, s] : pooled) {
-    bool confirmed = per_round.empty() ? s.confirmed : true;
-    for (const auto& round : per_round) {
-      const auto it = round.find(key);
-      confirmed = confirmed && it != round.end() && it->second.confirmed;
-    }
+    bool confirmed = s.confirmed;
+    for (const auto& round : per_round) confirmed = confirmed && round.count(key) > 0;
     (confirmed ? named : unsure).push_back({s.delta, s.text});
   }
   auto texts = [](std::vector<std::pair<double, std::string>>& v) {
@@ -247,22 +247,23 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     for (auto& [delta, text] : v) t.push_back(std::move(text));
     return named_list(t);
   };
-  const std::string where =
-      per_round.empty()
-          ? "the profiled steps"
-          : fmt::format("the profiled steps of each of {} interleaved rounds", per_round.size());
   if (!named.empty())
-    c.flags.push_back(fmt::format(
-        "slower or new in {} (per-step medians; slower across {} by a "
-        "rank test, though a whole run can be slow: {}): {}",
-        c.to, where,
-        per_round.empty() ? "explain again, or --repeat, to confirm" : "each round is one",
-        texts(named)));
+    c.flags.push_back(
+        per_round.empty()
+            ? fmt::format("slower or new in {} (per-step medians; slower across the profiled "
+                          "steps by a rank test, though a whole run can be slow: explain again, "
+                          "or --repeat, to confirm): {}",
+                          c.to, texts(named))
+            : fmt::format("slower or new in {} (per-step medians; slower across the {} "
+                          "interleaved rounds' steps by a rank test, and by the median in each "
+                          "round): {}",
+                          c.to, per_round.size(), texts(named)));
   if (!unsure.empty())
     c.flags.push_back(fmt::format(
-        "by the median only, not across {} (noise can do that; more --steps tell it apart), "
-        "slower or new in {}: {}",
-        where, c.to, texts(unsure)));
+        "by the median only, not across the profiled steps{} (noise can do that; more --steps "
+        "tell it apart), slower or new in {}: {}",
+        per_round.empty() ? "" : fmt::format(" or not in each of the {} rounds", per_round.size()),
+        c.to, texts(unsure)));
   return c;
 }
 

@@ -77,10 +77,14 @@ ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
       t.bytes += o.bytes;
       if (t.kernel.empty()) t.kernel = o.kernel;
       t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);
+      if (o.step_ms.empty())  // a profile made without per-step times: spread evenly
+        t.step_ms.resize(t.step_ms.size() + steps,
+                         o.ms / static_cast<double>(std::max<size_t>(steps, 1)));
       t.step_ms.insert(t.step_ms.end(), o.step_ms.begin(), o.step_ms.end());
       t.step_ms.resize(static_cast<size_t>(out.steps) + steps, 0.0);
     }
     out.steps += r.steps;
+    if (&r != &rounds.front()) out.run.skipped_steps += r.run.skipped_steps;
     out.step_times_ms.insert(out.step_times_ms.end(), r.step_times_ms.begin(),
                              r.step_times_ms.end());
   }

@@ -251,7 +251,7 @@ double rank_test_greater_p(const std::vector<double>& baseline, const std::vecto
   }
   const double nn = static_cast<double>(n), mm = static_cast<double>(m), big = nn + mm;
   const double u = rank_sum - mm * (mm + 1) / 2;
-  if (n * m <= exact_pairs) {
+  if (ties == 0 && n * m <= exact_pairs) {
     // f[j][k]: the orderings of i baseline and j current values with U = k, row by row in i.
     // The largest of them is either a current value, which beats all i, or a baseline one.
     std::vector<std::vector<double>> f(m + 1, std::vector<double>{1.0});  // i = 0

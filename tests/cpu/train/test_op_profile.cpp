@@ -216,6 +216,13 @@ TEST(OpProfiler, PoolRoundsJoinsTheSteps) {
   // A cast that runs only in the second round: zeros for the first round's steps.
   r2.ops.push_back(total("fill", {2, 2, 2}));
   EXPECT_EQ(pool_rounds({r1, r2}).ops[2].step_ms, (std::vector<double>{0, 0, 2, 2, 2}));
+  // A profile made without per-step times spreads its total; the loss scaler's skips add up.
+  r2.ops[1].step_ms.clear();
+  r1.run.skipped_steps = 1;
+  r2.run.skipped_steps = 2;
+  const ProfiledRun q = pool_rounds({r1, r2});
+  EXPECT_EQ(q.ops[2].step_ms, (std::vector<double>{0, 0, 2, 2, 2}));
+  EXPECT_EQ(q.run.skipped_steps, 3);
   r2.run.status = RunStatus::Oom;
   r2.run.status_detail = "over the limit";
   EXPECT_EQ(pool_rounds({r1, r2}).run.status_detail, "over the limit");
