@@ -83,7 +83,8 @@ struct ModeContext {
 
 // The comparison of `to` against the baseline `from`; both runs must be Ok. With `rounds` (the
 // profiles that from and to pool, pool_rounds, as (from, to) pairs of interleaved rounds), an op
-// is named slower only when it is confirmed slower in every round; a slow run then names nothing.
+// confirmed slower over the pooled steps is named only when its median is slower in every round
+// too; a slow run then names nothing.
 using RoundPair = std::pair<const ProfiledRun*, const ProfiledRun*>;
 ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ctx,
                              const ProfiledRun& to, const ModeContext& to_ctx,

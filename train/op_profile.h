@@ -107,8 +107,9 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
 
 // One mode's profiles (rounds, as `explain --repeat` interleaves them with the other modes')
 // pooled into one: their steps one after another, each op's calls, time, FLOPs and bytes summed
-// and its per-step times joined; the step median and mean over all the steps. A round that did
-// not train is the pool (its status says why). Needs at least one round.
+// and its per-step times joined (a total without them spread evenly), the loss-scale skips
+// summed; the step median and mean over all the steps. A round that did not train is the pool
+// (its status says why). Needs at least one round.
 ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds);
 
 // The share of its ceiling an op reached, in percent: TFLOP/s against the peak when it has
