@@ -39,16 +39,11 @@ std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
   return t;
 }
 
-// Adds an op's time in each of a run's profiled steps to `sum`; a profile without per-step
-// times (made by hand) spreads the op's total evenly over its steps.
+// Adds an op's time in each of a run's profiled steps (per_step_ms) to `sum`.
 void add_steps(std::vector<double>& sum, const OpTotal& o, int64_t steps) {
-  const size_t n = static_cast<size_t>(std::max<int64_t>(steps, 1));
-  sum.resize(std::max(sum.size(), std::max(n, o.step_ms.size())), 0.0);
-  if (o.step_ms.empty()) {
-    for (size_t i = 0; i < n; ++i) sum[i] += o.ms / static_cast<double>(n);
-    return;
-  }
-  for (size_t i = 0; i < o.step_ms.size(); ++i) sum[i] += o.step_ms[i];
+  const std::vector<double> t = per_step_ms(o, steps);
+  sum.resize(std::max(sum.size(), t.size()), 0.0);
+  for (size_t i = 0; i < t.size(); ++i) sum[i] += t[i];
 }
 
 std::string named_list(const std::vector<std::string>& items) {

@@ -18,10 +18,9 @@ constexpr size_t kMaxPending = 4096;
 
 // The median and mean of a profile's step times.
 void set_step_stats(ProfiledRun& r) {
-  r.step_ms = compute_time_stats(r.step_times_ms).median;
-  double sum = 0;
-  for (double t : r.step_times_ms) sum += t;
-  r.step_mean_ms = r.step_times_ms.empty() ? 0 : sum / static_cast<double>(r.step_times_ms.size());
+  const TimeStats st = compute_time_stats(r.step_times_ms);
+  r.step_ms = st.median;
+  r.step_mean_ms = st.mean;
 }
 
 }  // namespace
@@ -53,6 +52,14 @@ ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p,
   return out;
 }
 
+std::vector<double> per_step_ms(const OpTotal& o, int64_t steps) {
+  const size_t n = static_cast<size_t>(std::max<int64_t>(steps, 1));
+  if (o.step_ms.empty()) return std::vector<double>(n, o.ms / static_cast<double>(n));
+  std::vector<double> t = o.step_ms;
+  t.resize(std::max(n, t.size()), 0.0);
+  return t;
+}
+
 ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
   MPB_CHECK(!rounds.empty(), "pool_rounds: no rounds");
   for (const ProfiledRun& r : rounds)
@@ -77,10 +84,8 @@ ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
       t.bytes += o.bytes;
       if (t.kernel.empty()) t.kernel = o.kernel;
       t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);
-      if (o.step_ms.empty())  // a profile made without per-step times: spread evenly
-        t.step_ms.resize(t.step_ms.size() + steps,
-                         o.ms / static_cast<double>(std::max<size_t>(steps, 1)));
-      t.step_ms.insert(t.step_ms.end(), o.step_ms.begin(), o.step_ms.end());
+      const std::vector<double> times = per_step_ms(o, r.steps);
+      t.step_ms.insert(t.step_ms.end(), times.begin(), times.end());
       t.step_ms.resize(static_cast<size_t>(out.steps) + steps, 0.0);
     }
     out.steps += r.steps;

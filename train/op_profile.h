@@ -105,6 +105,10 @@ inline bool uneven_steps(const ProfiledRun& r) {
 ProfiledRun profile_training(const Spec& spec, const Dataset& data, Precision p, int64_t steps,
                              Backend& be, TrainOptions opts = {});
 
+// An op's time in each of a run's `steps` profiled steps: its step_ms padded with zeros, or,
+// for a total recorded without them (made by hand), the total spread evenly.
+std::vector<double> per_step_ms(const OpTotal& o, int64_t steps);
+
 // One mode's profiles (rounds, as `explain --repeat` interleaves them with the other modes')
 // pooled into one: their steps one after another, each op's calls, time, FLOPs and bytes summed
 // and its per-step times joined (a total without them spread evenly), the loss-scale skips
