@@ -44,13 +44,13 @@ Result sh(const std::string& cmd, const fs::path& dir) {
   return mpbench::test::run_shell(cmd, dir.string());
 }
 
-// The committed H200 results of the three MLP configs, eager and with graphs (named, so that
-// results of other configs added to the folder later do not change what this test expects).
+// The committed H200 results of the three MLP configs, eager and with graphs, from the first run
+// (named, so that results added to the folder later do not change what this test expects).
 std::vector<std::string> h200_files() {
   std::vector<std::string> files;
   for (const char* model : {"mlp_wide", "mnist_mlp", "tiny_mlp"}) {
     for (const char* variant : {"eager", "graphs"}) {
-      const fs::path p = fs::path(MPBENCH_SOURCE_DIR) / "results/h200" /
+      const fs::path p = fs::path(MPBENCH_SOURCE_DIR) / "results/h200/2026-11-29" /
                          (std::string(model) + "_" + variant + ".json");
       if (fs::exists(p)) files.push_back(p.string());
     }
@@ -251,7 +251,8 @@ TEST_F(ReportHtml, RendersInHeadlessChromium) {
   std::string evil, torch;
   const std::string cpu = cpu_run();
   write_variants(cpu, &evil, &torch);
-  const std::string mnist = std::string(MPBENCH_SOURCE_DIR) + "/results/h200/mnist_mlp_graphs.json";
+  const std::string mnist =
+      std::string(MPBENCH_SOURCE_DIR) + "/results/h200/2026-11-29/mnist_mlp_graphs.json";
   const fs::path html_path = dir_ / "page.html";
   ASSERT_EQ(mpbench("report " + mnist + " " + cpu + " " + evil + " " + torch + " --html " +
                     html_path.string())
@@ -351,7 +352,8 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
 }
 
 TEST_F(ReportHtml, BadInputsExit2) {
-  const std::string good = std::string(MPBENCH_SOURCE_DIR) + "/results/h200/tiny_mlp_eager.json";
+  const std::string good =
+      std::string(MPBENCH_SOURCE_DIR) + "/results/h200/2026-11-29/tiny_mlp_eager.json";
   const std::string out = (dir_ / "o.html").string();
   auto file = [&](const std::string& name, const std::string& text) {
     const fs::path p = dir_ / name;
