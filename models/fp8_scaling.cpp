@@ -8,7 +8,7 @@ int Fp8Scaling::declare(const std::string& name, DType format) {
   names_.push_back(name);
   formats_.push_back(format);
   Group& g = groups_[group_of(i)];
-  rows_.push_back(static_cast<int>(g.tensors.size()));
+  rows_.push_back(static_cast<int>(g.tensors.size()) * kSlot);
   g.tensors.push_back(i);
   return i;
 }
@@ -16,8 +16,9 @@ int Fp8Scaling::declare(const std::string& name, DType format) {
 void Fp8Scaling::allocate(TrackingAllocator& alloc, Backend& be, const DelayedScalingRecipe& r) {
   recipe_ = r;
   for (Group& g : groups_) {
-    const auto t = static_cast<int64_t>(g.tensors.size());
-    if (t == 0) continue;
+    if (g.tensors.empty()) continue;
+    // The unused rows of each slot stay at history 0, so their updates leave their scale at 1.
+    const auto t = static_cast<int64_t>(g.tensors.size()) * kSlot;
     // Training state like the optimizer's: it lives as long as the weights do.
     auto vec = [&](Shape s) { return alloc.alloc(s, DType::F32, MemCategory::OptimizerState); };
     g.history = vec(Shape{t, r.amax_history_len});

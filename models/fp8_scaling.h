@@ -2,6 +2,10 @@
 // The delayed-scaling state of a model's FP8 tensors (amp_fp8, kernels/fp8.h): per tensor an amax
 // history, a scale, its inverse and the amax the last update scaled by, in flat fp32 buffers per
 // fp8 dtype, so that one op per dtype updates them all after a step (as Transformer Engine does).
+// Each tensor takes kSlot rows of those buffers, the first used, so that its scale and scale_inv
+// sit 16 bytes apart: cuBLASLt's FP8 GEMMs read scale_inv through a pointer, and on the H200
+// (cuBLAS 13.1) every training GEMM whose scales were views 4 bytes apart was refused
+// (CUBLAS_STATUS_NOT_SUPPORTED) where the same GEMM with separately allocated scales ran.
 #include <string>
 #include <vector>
 
@@ -40,7 +44,8 @@ class Fp8Scaling {
   const std::string& name(int i) const { return names_[i]; }
   DType format(int i) const { return formats_[i]; }
   Scales scales(int i) const;
-  // Where tensor i sits in group(i)'s buffers.
+  static constexpr int kSlot = 4;  // buffer rows per tensor: 16 bytes of fp32
+  // Where tensor i sits in group(i)'s buffers (row_of: a multiple of kSlot).
   int group_of(int i) const { return formats_[i] == DType::F8E4M3 ? 0 : 1; }
   int row_of(int i) const { return rows_[i]; }
   const std::vector<Group>& groups() const { return groups_; }

@@ -207,8 +207,8 @@ void Run::build(RunResult& r) {
     *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1)}, DType::F32, MemCategory::Data);
   const auto& groups = model_->params().fp8().groups();
   for (size_t g = 0; g < groups.size(); ++g) {
-    const auto n = static_cast<int64_t>(groups[g].tensors.size());
-    if (n == 0) continue;
+    if (groups[g].tensors.empty()) continue;
+    const int64_t n = groups[g].scale.numel();  // a step's rows, as train_step copies them
     for (Tensor* t : {&dev_.series_fp8_amax[g], &dev_.series_fp8_scale[g]})
       *t = alloc_.alloc(Shape{std::max<int64_t>(total, 1) * n}, DType::F32, MemCategory::Data);
   }

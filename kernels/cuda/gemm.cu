@@ -230,7 +230,20 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   }
 
   if (!done && plan->ok) {
-    CUBLAS_CHECK(run_plan(*plan, nullptr, nullptr, target.data));
+    // A refusal here (the heuristic offered the algorithm) says which GEMM and what it was given:
+    // the shape, dtypes and pointer alignments are what cuBLASLt's rules are about.
+    const cublasStatus_t st = run_plan(*plan, nullptr, nullptr, target.data);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      const std::string what = fmt::format(
+          "cublasLtMatmul of a {}x{}x{} {}/{}->{} GEMM (trans_a {}, trans_b {}, alignment of A {}, "
+          "B {}, C {}{})",
+          m, n, k, dtype_name(a.dtype), dtype_name(b.dtype), dtype_name(c.dtype), d.trans_a,
+          d.trans_b, key.align_a, key.align_b, key.align_c,
+          a_scale ? fmt::format(", of the scales {} and {}", alignment_of(a_scale),
+                                alignment_of(b_scale))
+                  : std::string());
+      throw_cublas(what.c_str(), st, __FILE__, __LINE__);
+    }
     done = true;
   }
   if (!done && a_scale) {  // the naive kernel has no FP8 path: a failed row says why
