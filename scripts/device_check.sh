@@ -15,10 +15,11 @@
 #       transformer configs: no spec's defaults include it), then at once the PyTorch reference on
 #       the same config and modes, where this machine has PyTorch, and `mpbench profile` of it
 #       (where the time goes, for the rows slower than PyTorch);
-#    c. the rest: the other configs the same way (their profiles later), the --cuda-graphs rerun
-#       of each config, `mpbench profile` of the others, `mpbench maxbatch` (fp32 and amp_bf16
-#       under 16 GiB) of resnet50_conv2 and bert_base_layer, `mpbench explain` (fp32, tf32,
-#       amp_bf16) of resnet50_conv2 and gpt2_small_layer, when they are among the configs.
+#    c. `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of resnet50_conv2 and
+#       bert_base_layer, `mpbench explain` (fp32, tf32, amp_bf16) of resnet50_conv2 and
+#       gpt2_small_layer, when they are among the configs;
+#    d. the rest: the other configs the same way (their profiles later), the --cuda-graphs rerun
+#       of each config, `mpbench profile` of the others.
 # 3. Merges each step's output into OUTDIR as soon as it ends (written whole, then renamed; the
 #    step's own files stay in a scratch folder outside OUTDIR) and rewrites summary.txt, so that a
 #    call cut off at any moment leaves what it did in at most 8 files (the device tool returns 8):
@@ -332,22 +333,9 @@ for cfg in $first; do
   add_pair "$cfg"
   add_profile "$cfg"
 done
-fake=${MPBENCH_CHECK_FAKE_STEP_S:-0}
-(( fake > 0 )) && add fake "$fake" "fake step (sleep $fake s)" $(( fake + 5 )) 1
-for cfg in $rest; do add_pair "$cfg"; done
-if [ "${MPBENCH_CHECK_GRAPHS:-1}" != 0 ]; then
-  for cfg in $ordered; do add graphs "$cfg" "run $(name_of "$cfg") graphs" 120 10; done
-else
-  off+=" --cuda-graphs reruns (MPBENCH_CHECK_GRAPHS=0);"
-fi
-# Where each other config's step time goes, op by op, for the rows slower than PyTorch.
-if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
-  for cfg in $rest; do add_profile "$cfg"; done
-else
-  off+=" profiles (MPBENCH_CHECK_PROFILE=0);"
-fi
-# The largest batch per mode under a 16 GB card's memory, for the two configs the memory issue
-# names; the tracked training memory is checked against the device-wide peak there too.
+# Then what has run on no GPU yet before more configs: the largest batch per mode under a 16 GB
+# card's memory, for the two configs the memory issue names (the tracked training memory is
+# checked against the device-wide peak there too), and explain.
 if [ "${MPBENCH_CHECK_MAXBATCH:-1}" != 0 ]; then
   for cfg in $ordered; do
     case "$(name_of "$cfg")" in
@@ -367,6 +355,20 @@ if [ "${MPBENCH_CHECK_EXPLAIN:-1}" != 0 ]; then
   done
 else
   off+=" explain (MPBENCH_CHECK_EXPLAIN=0);"
+fi
+fake=${MPBENCH_CHECK_FAKE_STEP_S:-0}
+(( fake > 0 )) && add fake "$fake" "fake step (sleep $fake s)" $(( fake + 5 )) 1
+for cfg in $rest; do add_pair "$cfg"; done
+if [ "${MPBENCH_CHECK_GRAPHS:-1}" != 0 ]; then
+  for cfg in $ordered; do add graphs "$cfg" "run $(name_of "$cfg") graphs" 120 10; done
+else
+  off+=" --cuda-graphs reruns (MPBENCH_CHECK_GRAPHS=0);"
+fi
+# Where each other config's step time goes, op by op, for the rows slower than PyTorch.
+if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
+  for cfg in $rest; do add_profile "$cfg"; done
+else
+  off+=" profiles (MPBENCH_CHECK_PROFILE=0);"
 fi
 say "plan: ${#s_kind[@]} steps in $budget s, the first $first"
 printf '[device_check] the steps:%s\n' "$(printf ' %s,' ${s_label[@]+"${s_label[@]}"})" >>"$log"
