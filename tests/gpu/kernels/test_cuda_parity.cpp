@@ -612,7 +612,9 @@ double fp8_gemm_tolerance(int64_t k, DType c) {
 // cuBLASLt's FP8 GEMMs (sm_89+) against the CPU's exact decode: forward (e4m3 x e4m3, bf16 out,
 // bias and GELU with its pre-activation) and the backward's e5m2 x e4m3 into fp32. A bias off
 // cuBLASLt's 16-byte alignment takes the unfused path: the plain FP8 matmul, then the bf16 bias
-// and the activation added to C by bias_act_forward, fp32 C included.
+// and the activation added to C by bias_act_forward, fp32 C included. Two cases read their scales
+// as training does, views 16 bytes apart in one buffer (on the H200, training's views 4 bytes
+// apart were refused where separate scalars ran).
 TEST(CudaParity, Fp8GemmMatchesTheCpu) {
   SKIP_WITHOUT_CUDA();
   Env env;
@@ -625,18 +627,22 @@ TEST(CudaParity, Fp8GemmMatchesTheCpu) {
     DType a, c;
     bool epilogue;
     bool unaligned_bias = false;
+    bool packed_scales = false;  // views 16 bytes apart in one buffer, as Fp8Scaling lays them out
   };
   const Case cases[] = {{64, 48, 32, DType::F8E4M3, DType::BF16, true},
                         {128, 256, 64, DType::F8E4M3, DType::BF16, false},
                         {32, 64, 128, DType::F8E5M2, DType::F32, false},
                         {256, 768, 512, DType::F8E5M2, DType::BF16, false},
                         {64, 48, 32, DType::F8E4M3, DType::F32, true, true},
-                        {64, 48, 32, DType::F8E4M3, DType::BF16, true, true}};
+                        {64, 48, 32, DType::F8E4M3, DType::BF16, true, true},
+                        {128, 256, 64, DType::F8E4M3, DType::BF16, false, false, true},
+                        {32, 64, 128, DType::F8E5M2, DType::F32, false, false, true}};
   const float sa_v = 0.125f, sb_v = 1.0f / 32;
   uint64_t seed = 12800;
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{}x{}x{} {} -> {}{}", c.m, c.n, c.k, dtype_name(c.a), dtype_name(c.c),
-                             c.unaligned_bias ? " (unaligned bias)" : ""));
+    SCOPED_TRACE(fmt::format("{}x{}x{} {} -> {}{}{}", c.m, c.n, c.k, dtype_name(c.a),
+                             dtype_name(c.c), c.unaligned_bias ? " (unaligned bias)" : "",
+                             c.packed_scales ? " (scales in one buffer)" : ""));
     Pair a = env.random(Shape{c.m, c.k}, c.a, seed += 3, 4.0f);
     Pair b = env.random(Shape{c.n, c.k}, DType::F8E4M3, seed += 3, 4.0f);
     // One element more, so that a view from the second is 2 bytes off any 16-byte boundary.
@@ -644,6 +650,11 @@ TEST(CudaParity, Fp8GemmMatchesTheCpu) {
     const int64_t off = c.unaligned_bias ? 1 : 0;
     Pair bias{bias_buf.cpu.slice(off, Shape{c.n}), bias_buf.dut.slice(off, Shape{c.n})};
     Pair sa = env.scalar(sa_v), sb = env.scalar(sb_v);
+    Pair packed = env.make(Shape{12}, DType::F32, {0, 0, 0, 0, sa_v, 0, 0, 0, sb_v, 0, 0, 0});
+    if (c.packed_scales) {
+      sa = Pair{packed.cpu.slice(4, Shape{1}), packed.dut.slice(4, Shape{1})};
+      sb = Pair{packed.cpu.slice(8, Shape{1}), packed.dut.slice(8, Shape{1})};
+    }
     Pair out = env.poisoned(Shape{c.m, c.n}, c.c), pre = env.poisoned(Shape{c.m, c.n}, c.c);
     auto run = [&](Backend& be, const Tensor& ta, const Tensor& tb, const Tensor& tbias,
                    const Tensor& tsa, const Tensor& tsb, Tensor& tout, Tensor& tpre) {
