@@ -14,10 +14,13 @@
 #include "app/commands.h"
 #include "app/output_file.h"
 #include "app/progress.h"
+#include "kernels/allocator.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/trainer.h"
 
 namespace mpbench {
 
@@ -33,6 +36,33 @@ bool host_is_little_endian() {
 template <typename T>
 std::string_view raw_bytes(const std::vector<T>& v) {
   return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+// The fp32 parameters `mpbench run` starts from (without --seed), concatenated in declaration
+// order, and their names, shapes and offsets (in floats) for the index.
+struct InitialParams {
+  std::vector<float> values;
+  nlohmann::json tensors = nlohmann::json::array();
+  uint64_t seed = 0;
+};
+
+InitialParams initial_params(const Spec& spec) {
+  InitialParams out;
+  out.seed = init_seed_for(spec, std::nullopt);
+  std::unique_ptr<Backend> be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  Model model(spec, Precision::FP32);  // the initial values are every mode's
+  model.allocate_params(alloc, *be, out.seed);
+  const ParamStore& ps = model.params();
+  for (int i = 0; i < static_cast<int>(ps.params().size()); ++i) {
+    const ParamStore::Param& p = ps.params()[i];
+    const auto offset = static_cast<int64_t>(out.values.size());
+    out.values.resize(out.values.size() + static_cast<size_t>(p.shape.numel()));
+    be->download(ps.master(i), out.values.data() + offset);
+    std::vector<int64_t> shape(p.shape.dims.begin(), p.shape.dims.begin() + p.shape.rank);
+    out.tensors.push_back({{"name", p.name}, {"shape", shape}, {"offset", offset}});
+  }
+  return out;
 }
 
 }  // namespace
@@ -62,8 +92,10 @@ int cmd_data(const DataArgs& args) {
                                    {"train_y", ".train_y.i32"},
                                    {"eval_x", std::string(".eval_x") + x_suffix},
                                    {"eval_y", ".eval_y.i32"}};
+  const std::string params_suffix = ".params.f32";
   std::vector<OutputArg> outputs = {{"--out", index}};
   for (const Part& p : parts) outputs.push_back({"--out", prefix + p.suffix});
+  if (args.params) outputs.push_back({"--out", prefix + params_suffix});
   check_outputs(outputs, spec_inputs(spec));
 
   const auto start = std::chrono::steady_clock::now();
@@ -74,11 +106,16 @@ int cmd_data(const DataArgs& args) {
   nlohmann::json files = nlohmann::json::object();
   for (const Part& p : parts) files[p.key] = base + p.suffix;  // relative to the index file
 
-  const std::vector<FileBytes> arrays = {
+  std::vector<FileBytes> arrays = {
       {prefix + parts[0].suffix, tokens ? raw_bytes(data.train_tokens) : raw_bytes(data.train_x)},
       {prefix + parts[1].suffix, raw_bytes(data.train_y)},
       {prefix + parts[2].suffix, tokens ? raw_bytes(data.eval_tokens) : raw_bytes(data.eval_x)},
       {prefix + parts[3].suffix, raw_bytes(data.eval_y)}};
+  InitialParams params;
+  if (args.params) {
+    params = initial_params(spec);
+    arrays.push_back({prefix + params_suffix, raw_bytes(params.values)});
+  }
 
   nlohmann::json j = {{"spec", spec.name},
                       {"spec_file", args.spec},
@@ -95,6 +132,14 @@ int cmd_data(const DataArgs& args) {
                       {"byte_order", "little"},
                       {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
                       {"files", files}};
+  if (args.params)
+    j["params"] = {{"file", base + params_suffix},
+                   {"dtype", "float32"},
+                   {"init_seed", params.seed},
+                   {"layout",
+                    "each tensor row-major in mpbench's layout: linear weight (out, in), "
+                    "convolution weight (K, R, S, C), embedding (rows, d_model)"},
+                   {"tensors", params.tensors}};
   // All or nothing for a reader, who goes by the index: the arrays are written whole under
   // temporary names, then the old index is removed, the arrays renamed into place and the new
   // index written last. An interrupted re-export leaves the old dataset, or no index; never the

@@ -105,6 +105,7 @@ struct DataArgs {
   std::string spec;
   std::string out_prefix;  // writes <prefix>.json and <prefix>.{train,eval}_{x.f32,y.i32}
   int64_t seed = -1;       // -1: the spec's value
+  bool params = false;     // also <prefix>.params.f32: the initial parameters
   bool quiet = false;
 };
 int cmd_data(const DataArgs& args);

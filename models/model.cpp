@@ -94,13 +94,17 @@ std::vector<std::string> Model::layer_names() const {
   return names;
 }
 
-void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
+void Model::allocate_params(TrackingAllocator& alloc, Backend& be, uint64_t seed) {
   first_param_.clear();
   for (auto& l : layers_) {
     first_param_.push_back(params_.numel());
     l->declare_params(params_);
   }
   params_.allocate(alloc, be, precision_info(precision_).compute_dtype, seed);
+}
+
+void Model::allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed) {
+  allocate_params(alloc, be, seed);
   params_.fp8().allocate(alloc, be, fp8_recipe_);
   DType dt = io_.input_dtype;
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -186,6 +186,9 @@ class Model {
   Model(const Spec& spec, Precision precision);
   // Allocates parameters and activations; after this, forward/backward may run.
   void allocate(TrackingAllocator& alloc, Backend& be, int64_t batch, uint64_t seed);
+  // The parameters alone (declared, allocated, initialised from seed as allocate does): what
+  // `mpbench data --params` writes, so that another framework can start from the same weights.
+  void allocate_params(TrackingAllocator& alloc, Backend& be, uint64_t seed);
 
   // x: (rows, input_dim) rows of the dataset in io().input_dtype. Returns fp32 logits
   // (rows * labels_per_sample, classes).

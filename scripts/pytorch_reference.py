@@ -35,6 +35,10 @@ How it mirrors mpbench (train/trainer.cpp):
   * Data: `mpbench data SPEC --out DIR/NAME` writes the exact dataset mpbench trains on, plus the
     resolved spec (every default filled in); this script reads both, so inputs are bit-identical
     and no default is duplicated here.
+  * Initial parameters: by default (--init mpbench) `mpbench data --params` writes the weights
+    mpbench's run starts from and every mode here starts from the same (a convolution's
+    transposed from mpbench's (K, R, S, C)), so that the two tools' losses can be compared step
+    by step; --init pytorch keeps PyTorch's own default init, seeded with the data seed.
   * The whole dataset is put on the device up front. Training batches are consecutive slices, no
     shuffling, the last partial batch dropped. warmup_steps steps (on the first batches) run
     first, outside any timing. Each epoch is timed with events around its training steps only;
@@ -92,6 +96,7 @@ import gc
 import json
 import math
 import os
+import re
 import statistics
 import struct
 import subprocess
@@ -163,9 +168,12 @@ def read_family(path):
 
 
 def export_data(spec_path, mpbench, data_dir, index):
-    """Runs `mpbench data`; returns (resolved spec dict, {name: tensor}) on the host."""
+    """Runs `mpbench data`; returns the resolved spec dict, {name: tensor} on the host, the data's
+    description, labels per sample and, with --init mpbench, mpbench's initial parameters."""
     prefix = os.path.join(data_dir, f"spec{index}")
     cmd = [mpbench, "data", spec_path, "--out", prefix, "--quiet"]
+    if ARGS.init == "mpbench":
+        cmd.append("--params")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:
@@ -201,7 +209,67 @@ def export_data(spec_path, mpbench, data_dir, index):
         hw, c = m["image_size"], m["in_channels"]
         for key in ("train_x", "eval_x"):
             data[key] = data[key].reshape(-1, hw, hw, c).permute(0, 3, 1, 2)
-    return spec, data, meta["description"], lps
+    init = read_initial_params(meta, data_dir, spec_path) if ARGS.init == "mpbench" else None
+    return spec, data, meta["description"], lps, init
+
+
+def read_initial_params(meta, data_dir, spec_path):
+    """{name: fp32 tensor in mpbench's layout} from `mpbench data --params`."""
+    p = meta.get("params")
+    if not p or not p.get("tensors"):
+        raise BadInput(f"{spec_path}: `mpbench data --params` wrote no parameters (an mpbench "
+                       "older than --init mpbench? use --init pytorch)")
+    size = lambda t: math.prod(t["shape"])
+    total = max(t["offset"] + size(t) for t in p["tensors"])
+    flat = torch.from_file(os.path.join(data_dir, p["file"]), shared=False, size=total,
+                           dtype=torch.float32)
+    return {t["name"]: flat[t["offset"]:t["offset"] + size(t)].reshape(t["shape"])
+            for t in p["tensors"]}
+
+
+def torch_param_name(model, name):
+    """mpbench's parameter name as this script's: the layer (a key of model.layers, "." written
+    "_" in staged ResNets), then the few names that differ (LayerNorm gamma/beta, the ResNet
+    shortcut, the attention's projections, the embedding tables); None when no layer has it."""
+    parts = name.split(".")
+    for k in range(len(parts) - 1, 0, -1):
+        layer = "_".join(parts[:k])
+        if layer in model.layers:
+            rest = ".".join(parts[k:])
+            break
+    else:
+        return None
+    rest = re.sub(r"(^|\.)gamma$", r"\1weight", re.sub(r"(^|\.)beta$", r"\1bias", rest))
+    for old, new in (("shortcut.conv.", "down.0."), ("shortcut.bn.", "down.1."),
+                     ("qkv.", "attn.qkv."), ("proj.", "attn.proj.")):
+        if rest.startswith(old):
+            rest = new + rest[len(old):]
+    rest = {"token": "tok.weight", "position": "pos.weight"}.get(rest, rest)
+    return f"layers.{layer}.{rest}"
+
+
+def load_mpbench_init(model, init, spec_path):
+    """Copies mpbench's initial parameters into model: every parameter of model gets exactly one,
+    of its shape (a convolution's from mpbench's (K, R, S, C) to (K, C, R, S))."""
+    params = dict(model.named_parameters())  # a tied weight once, under its first name
+    done = set()
+    with torch.no_grad():
+        for name, value in init.items():
+            key = torch_param_name(model, name)
+            if key not in params:
+                raise BadInput(f"{spec_path}: mpbench's parameter {name} has no counterpart "
+                               f"here (looked for {key})")
+            if value.dim() == 4:
+                value = value.permute(0, 3, 1, 2)
+            if tuple(value.shape) != tuple(params[key].shape):
+                raise BadInput(f"{spec_path}: mpbench's {name} is {tuple(value.shape)}, {key} "
+                               f"here {tuple(params[key].shape)}")
+            params[key].copy_(value)
+            done.add(key)
+    missing = sorted(set(params) - done)
+    if missing:
+        raise BadInput(f"{spec_path}: mpbench's parameters leave {', '.join(missing)} "
+                       "uninitialised")
 
 
 # ---- model ------------------------------------------------------------------------------------
@@ -639,7 +707,7 @@ def time_stats(xs):
             "cv": sd / mean if mean else 0.0, "min": min(xs), "max": max(xs)}
 
 
-def train_mode(spec, host_data, lps, mode, device, r):
+def train_mode(spec, host_data, lps, mode, device, r, init):
     """Fills run dict r; raises on OOM or failure (the caller turns those into a status)."""
     cuda = device.type == "cuda"
     tr, ls = spec["train"], spec["loss_scale"]
@@ -673,6 +741,8 @@ def train_mode(spec, host_data, lps, mode, device, r):
     torch.manual_seed(spec["data"]["seed"])  # same init for every mode and device
     family = FAMILIES[spec["model"]["type"]]
     model = family(spec["model"], spec["fp32_layers"], device.type, ARGS.attention).to(device)
+    if init is not None:  # --init mpbench: the weights mpbench starts from
+        load_mpbench_init(model, init, spec.get("name", "spec"))
     if family is Resnet:
         model = model.to(memory_format=torch.channels_last)
     fp8 = None  # amp_fp8: the function that opens TE's FP8 autocast
@@ -695,7 +765,7 @@ def train_mode(spec, host_data, lps, mode, device, r):
         d = {k: v.contiguous(memory_format=torch.channels_last) if v.dim() == 4 else v
              for k, v in d.items()}
     r["pytorch"] = {"fused_optimizer": fused, "grad_scaler": scaling,
-                    "params": sum(p.numel() for p in params),
+                    "params": sum(p.numel() for p in params), "init": ARGS.init,
                     "autocast_dtype": str(amp_dtype).replace("torch.", "") if amp_dtype else None,
                     "tracked_memory": "torch.cuda.max_memory_allocated" if cuda
                     else "sum of the categories (no allocator statistics on the CPU)"}
@@ -902,7 +972,7 @@ def peak_tflops(sheet, mode):
     return v if v > 0 else sheet[1]
 
 
-def run_mode(spec, data, lps, mode, device):
+def run_mode(spec, data, lps, mode, device, init):
     r = empty_run(spec, mode, device, data["train_x"].shape[0])
     why = fp8_unsupported(device) if mode == "amp_fp8" else None
     if why:  # a result, as mpbench's row on a card below 8.9: no numbers, the reason
@@ -911,7 +981,7 @@ def run_mode(spec, data, lps, mode, device):
         return r
     oom = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
     try:
-        train_mode(spec, data, lps, mode, device, r)
+        train_mode(spec, data, lps, mode, device, r, init)
     except BadInput:
         raise
     except oom as e:
@@ -1056,6 +1126,10 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=0, metavar="N",
                     help="CPU threads (torch.set_num_threads); default 0: PyTorch's own choice, "
                          "one per physical core, as mpbench's --device cpu")
+    ap.add_argument("--init", choices=("mpbench", "pytorch"), default="mpbench",
+                    help="initial parameters: mpbench's own (`mpbench data --params`: both tools "
+                         "start from the same weights; default), or PyTorch's default init "
+                         "seeded with the data seed")
     ap.add_argument("--quiet", "-q", action="store_true")
     return ap.parse_args(argv)
 
@@ -1134,7 +1208,7 @@ def main(argv):
 
     try:
         for i, path in enumerate(args.specs):
-            spec, data, desc, lps = export_data(path, args.mpbench, data_dir, i)
+            spec, data, desc, lps, init = export_data(path, args.mpbench, data_dir, i)
             if modes:
                 spec["precisions"] = modes
             if args.epochs:
@@ -1143,7 +1217,7 @@ def main(argv):
             log(args, f"{spec['name']}: {desc}")
             for mode in spec["precisions"]:
                 log(args, f"{spec['name']} {mode} on {device.type}")
-                r = run_mode(spec, data, lps, mode, device)
+                r = run_mode(spec, data, lps, mode, device, init)
                 report["runs"].append(r)
                 # Written after every mode: a run cut off by a time limit keeps what it finished.
                 write_report()

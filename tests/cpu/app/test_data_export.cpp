@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -93,6 +94,42 @@ TEST_F(DataExport, TinyMlpSizesAndLabels) {
   }
   // Unit variance per input coordinate by construction (dataset.h).
   EXPECT_NEAR(sum_sq / x.size(), 1.0, 0.1);
+}
+
+// --params: the initial fp32 weights, named, shaped and placed in the index (tiny_mlp: fc1 and
+// head, PyTorch's Linear init U(+-1/sqrt(in))); without it, neither the file nor the key.
+TEST_F(DataExport, ParamsAreTheNamedInitialWeights) {
+  std::string err;
+  ASSERT_EQ(run("data " + tiny() + " --quiet --params --out " + (dir_ / "p").string(), &err), 0)
+      << err;
+  const auto idx = nlohmann::json::parse(read_file((dir_ / "p.json").string()));
+  const auto& params = idx["params"];
+  EXPECT_EQ(params["file"], "p.params.f32");
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> want = {
+      {"fc1.weight", {32, 64}}, {"fc1.bias", {32}}, {"head.weight", {4, 32}}, {"head.bias", {4}}};
+  ASSERT_EQ(params["tensors"].size(), want.size());
+  int64_t end = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const auto& t = params["tensors"][i];
+    EXPECT_EQ(t["name"], want[i].first);
+    EXPECT_EQ(t["shape"].get<std::vector<int64_t>>(), want[i].second);
+    EXPECT_GE(t["offset"].get<int64_t>(), end);  // in order, none overlapping
+    int64_t n = 1;
+    for (int64_t d : want[i].second) n *= d;
+    end = t["offset"].get<int64_t>() + n;
+  }
+  const std::string bytes = read_file((dir_ / "p.params.f32").string());
+  ASSERT_EQ(static_cast<int64_t>(bytes.size()), end * 4);
+  std::vector<float> v(static_cast<size_t>(end));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  const int64_t w = params["tensors"][0]["offset"].get<int64_t>();
+  float most = 0.0f;
+  for (int64_t i = w; i < w + 32 * 64; ++i) most = std::max(most, std::abs(v[i]));
+  EXPECT_GT(most, 0.1f);    // drawn, not zeros
+  EXPECT_LE(most, 0.125f);  // 1 / sqrt(64)
+  ASSERT_EQ(run("data " + tiny() + " --quiet --out " + (dir_ / "q").string(), &err), 0) << err;
+  EXPECT_FALSE(nlohmann::json::parse(read_file((dir_ / "q.json").string())).contains("params"));
+  EXPECT_FALSE(fs::exists(dir_ / "q.params.f32"));
 }
 
 TEST_F(DataExport, DeterministicAndSeedOverride) {
