@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -107,12 +108,61 @@ class Embedding : public Layer {
 
 // ---- encoder layer ------------------------------------------------------------------------------
 
+// What an encoder layer holds only while it runs: the scores (between the QK^T GEMM and the
+// softmax; the backward's dP and dS), the LayerNorm gradient, dq/dk/dv and the branch gradient
+// in the compute dtype. One set serves every layer, as PyTorch's caching allocator hands a
+// layer's freed memory to the next (about 1 GB a layer at gpt2_small's shapes in fp32, whose
+// step took 46 GB on the H200 against PyTorch's 33). Allocated by the first layer that allocates
+// with a given allocator and batch, in the widest compute dtype of the layers (fp32_layers may
+// pin some), and viewed in each layer's own.
+class EncoderScratch {
+ public:
+  EncoderScratch(const TransformerSpec& t, DType widest, DType amp)
+      : t_(t), widest_(widest), amp_(amp) {}
+
+  void allocate(TrackingAllocator& alloc, int64_t batch) {
+    if (owner_ == &alloc && batch_ == batch) return;
+    owner_ = &alloc;
+    batch_ = batch;
+    const int64_t tokens = batch * t_.seq_len, d = t_.d_model;
+    auto act = [&](Shape sh, DType dt) { return alloc.alloc(sh, dt, MemCategory::Activations); };
+    scores_ = act(Shape{batch * t_.heads * t_.seq_len * t_.seq_len}, widest_);
+    dln_ = act(Shape{tokens * d}, DType::F32);
+    dqkv_heads_ = act(Shape{3 * tokens * d}, widest_);
+    // In fp32 the branch gradient is the stream gradient itself (EncoderLayer::branch_grad).
+    branch_grad_ = amp_ != DType::F32 ? act(Shape{tokens * d}, amp_) : Tensor{};
+  }
+  Tensor scores(Shape s, DType dt) const { return view(scores_, s, dt); }
+  Tensor dln(Shape s) const { return view(dln_, s, DType::F32); }
+  Tensor dqkv_heads(DType dt) const { return view(dqkv_heads_, Shape{dqkv_heads_.numel()}, dt); }
+  Tensor branch_grad(Shape s, DType dt) const { return view(branch_grad_, s, dt); }
+
+ private:
+  // The first bytes of buf as shape s of dtype dt.
+  static Tensor view(const Tensor& buf, Shape s, DType dt) {
+    Tensor t = buf;
+    t.shape = s;
+    t.dtype = dt;
+    MPB_CHECK(buf.defined() && t.bytes() <= buf.bytes(), "encoder scratch: {} {} does not fit",
+              s.str(), dtype_name(dt));
+    return t;
+  }
+
+  TransformerSpec t_;
+  DType widest_, amp_;
+  const TrackingAllocator* owner_ = nullptr;
+  int64_t batch_ = 0;
+  Tensor scores_, dln_, dqkv_heads_, branch_grad_;
+};
+
 class EncoderLayer : public Layer {
  public:
-  EncoderLayer(std::string name, const TransformerSpec& t, LayerPrecision prec)
+  EncoderLayer(std::string name, const TransformerSpec& t, LayerPrecision prec,
+               std::shared_ptr<EncoderScratch> scratch)
       : Layer(std::move(name)),
         t_(t),
         prec_(prec),
+        scratch_(std::move(scratch)),
         dh_(t.d_model / t.heads),
         qkv_(name_ + ".qkv", t.d_model, 3 * t.d_model, Activation::None, prec, false),
         proj_(name_ + ".proj", t.d_model, t.d_model, Activation::None, prec, false),
@@ -148,9 +198,9 @@ class EncoderLayer : public Layer {
     ln1_out_ = act(Shape{tokens, d}, cd);
     mean1_ = act(Shape{tokens}, DType::F32);
     rstd1_ = act(Shape{tokens}, DType::F32);
+    scratch_->allocate(alloc, batch);
     qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
-    scores_ = act(Shape{bh, s, s}, cd);
     probs_ = act(Shape{bh, s, s}, cd);
     ctx_heads_ = act(Shape{tokens * d}, cd);
     ctx_ = act(Shape{tokens, d}, cd);
@@ -162,11 +212,8 @@ class EncoderLayer : public Layer {
     fc1_.allocate(alloc, tokens, cd, true);
     fc2_.allocate(alloc, tokens, cd, true);
     out_ = act(Shape{tokens, d}, DType::F32);
-    // Backward. In fp32 the branch gradient is the stream gradient itself (see backward()).
-    if (cd != DType::F32) branch_grad_ = act(Shape{tokens, d}, cd);
-    dln_ = act(Shape{tokens, d}, DType::F32);
+    // Backward: the stream gradient this layer hands down (the rest is in the scratch).
     dx_ = act(Shape{tokens, d}, DType::F32);
-    dqkv_heads_ = act(Shape{3 * tokens * d}, cd);
   }
 
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
@@ -185,7 +232,7 @@ class EncoderLayer : public Layer {
     Tensor qkv_heads = head_of(qkv_heads_, Shape{3, rows_, h, s, dh_});
     be.permute(qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_}), qkv_heads, {2, 0, 3, 1, 4});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
-    Tensor scores = head_of(scores_, Shape{bh, s, s});
+    Tensor scores = scratch_->scores(Shape{bh, s, s}, prec_.compute);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     GemmDesc qk;
     qk.trans_b = true;
@@ -219,7 +266,7 @@ class EncoderLayer : public Layer {
     const int64_t tokens = rows_ * s, bh = rows_ * h;
     MPB_CHECK(dy.dtype == DType::F32 && dy.rows() == tokens && dy.cols() == d, "{}: dy {} {}",
               name_, dy.shape.str(), dtype_name(dy.dtype));
-    Tensor dln = head_of(dln_, Shape{tokens, d});
+    Tensor dln = scratch_->dln(Shape{tokens, d});
     Tensor dx = head_of(dx_, Shape{tokens, d});  // the stream gradient, dx1 then dx
 
     // FFN branch: dx1 = dy + LN2'(fc1'(fc2'(dy))).
@@ -239,11 +286,11 @@ class EncoderLayer : public Layer {
     be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
     dout = dout.reshaped(Shape{bh, s, dh_});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
-    Tensor dq = qkv_part(dqkv_heads_, 0), dk = qkv_part(dqkv_heads_, 1),
-           dv = qkv_part(dqkv_heads_, 2);
+    const Tensor dqkv_heads = scratch_->dqkv_heads(prec_.compute);
+    Tensor dq = qkv_part(dqkv_heads, 0), dk = qkv_part(dqkv_heads, 1), dv = qkv_part(dqkv_heads, 2);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
-    Tensor dp = head_of(scores_, Shape{bh, s, s});  // the scores are not needed either
-    GemmDesc g_dv;                                  // dv = P^T dO
+    Tensor dp = scratch_->scores(Shape{bh, s, s}, prec_.compute);  // the scores are done with
+    GemmDesc g_dv;                                                 // dv = P^T dO
     g_dv.trans_a = true;
     g_dv.math = prec_.math;
     be.gemm(g_dv, probs, dout, dv);
@@ -263,7 +310,7 @@ class EncoderLayer : public Layer {
     be.gemm(g_dk, dp, q, dk);
     // Heads back to (B, S, 3, H, Dh), into the QKV output buffer (backward does not read it).
     Tensor dqkv = qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_});
-    be.permute(head_of(dqkv_heads_, Shape{3, rows_, h, s, dh_}), dqkv, {1, 3, 0, 2, 4});
+    be.permute(head_of(dqkv_heads, Shape{3, rows_, h, s, dh_}), dqkv, {1, 3, 0, 2, 4});
     Tensor dln1 = qkv_.backward(be, ps, qkv_out_, true);
     Tensor dg1 = ps.grad(ln1_g_), db1 = ps.grad(ln1_b_);
     be.layernorm_backward(dln1, x_, ps.master(ln1_g_), head_of(mean1_, Shape{tokens}),
@@ -331,21 +378,21 @@ class EncoderLayer : public Layer {
   // in-place bias_act_backward leaves the values as they are.
   Tensor branch_grad(Backend& be, const Tensor& g) {
     if (prec_.compute == DType::F32) return g;
-    Tensor out = head_of(branch_grad_, g.shape);
+    Tensor out = scratch_->branch_grad(g.shape, prec_.compute);
     be.cast(g, out);
     return out;
   }
 
   TransformerSpec t_;
   LayerPrecision prec_;
+  std::shared_ptr<EncoderScratch> scratch_;
   int64_t dh_;
   Linear qkv_, proj_, fc1_, fc2_;
   int ln1_g_ = -1, ln1_b_ = -1, ln2_g_ = -1, ln2_b_ = -1;
   int64_t rows_ = 0;
   Tensor x_, qkv_out_;
-  Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, scores_, probs_, ctx_heads_, ctx_, x1_;
-  Tensor ln2_out_, mean2_, rstd2_, out_;
-  Tensor branch_grad_, dln_, dx_, dqkv_heads_;
+  Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, probs_, ctx_heads_, ctx_, x1_;
+  Tensor ln2_out_, mean2_, rstd2_, out_, dx_;
 };
 
 // ---- final LayerNorm and head -------------------------------------------------------------------
@@ -462,9 +509,20 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
   auto embedding = std::make_unique<Embedding>(t);
   const Embedding* tied_to = t.tie_embeddings ? embedding.get() : nullptr;
   layers.push_back(std::move(embedding));
+  DType widest = DType::F32, amp = DType::F32;  // over the layers: any fp32 one, any 16-bit one
+  bool all_lowp = true;
+  for (int64_t i = 1; i <= t.layers; ++i) {
+    const DType cd = prec("layer" + std::to_string(i)).compute;
+    if (cd == DType::F32)
+      all_lowp = false;
+    else
+      amp = cd;
+  }
+  if (all_lowp) widest = amp;
+  auto scratch = std::make_shared<EncoderScratch>(t, widest, amp);
   for (int64_t i = 1; i <= t.layers; ++i) {
     const std::string name = "layer" + std::to_string(i);
-    layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name)));
+    layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name), scratch));
   }
   // The final norm writes what the head's GEMM reads; pinning either of them keeps it fp32.
   const LayerPrecision head_prec = prec("head");
