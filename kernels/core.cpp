@@ -59,6 +59,15 @@ Tensor Tensor::slice(int64_t offset, Shape s) const {
   return t;
 }
 
+Tensor Tensor::viewed_as(Shape s, DType dt) const {
+  Tensor t = *this;
+  t.shape = s;
+  t.dtype = dt;
+  MPB_CHECK(defined() && t.bytes() <= bytes(), "a view of {} {} as {} {} does not fit", shape.str(),
+            dtype_name(dtype), s.str(), dtype_name(dt));
+  return t;
+}
+
 // Columns: mode, name, compute dtype, GEMM math, master weights, loss scaling, tensor-core
 // multiple (of the 16-bit GEMMs; FP8 GEMMs want 16), fp8 linears, minimum compute capability.
 static const PrecisionInfo kPrecisions[] = {

@@ -61,6 +61,9 @@ struct Tensor {
   Tensor reshaped(Shape s) const;
   // Elements [offset, offset + s.numel()) of a flat buffer, viewed with shape s.
   Tensor slice(int64_t offset, Shape s) const;
+  // The buffer's first bytes as shape s of dtype dt (memory one owner lends to users of several
+  // dtypes); throws when they do not fit.
+  Tensor viewed_as(Shape s, DType dt) const;
 };
 
 }  // namespace mpbench

@@ -24,6 +24,11 @@ void Linear::use_shared_weight(const int* param) {
   shared_weight_ = param;
 }
 
+void Linear::borrow(const Tensor& y, const Tensor& dx) {
+  lent_y_ = y;
+  lent_dx_ = dx;
+}
+
 void Linear::declare_params(ParamStore& ps) {
   if (fp8_) {
     fp8_x_ = ps.fp8().declare(name_ + ".x", DType::F8E4M3);
@@ -52,9 +57,12 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
     if (need_dx) dx_cast_ = alloc.alloc(Shape{batch, in_}, input_dtype, MemCategory::Activations);
   }
   const DType od = output_dtype(input_dtype);
-  y_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
+  auto own_or_lent = [&](const Tensor& lent, Shape s, DType dt) {
+    return lent.defined() ? lent.viewed_as(s, dt) : alloc.alloc(s, dt, MemCategory::Activations);
+  };
+  y_ = own_or_lent(lent_y_, Shape{batch, out_}, od);
   if (keeps_pre_act()) pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
-  if (need_dx) dx_ = alloc.alloc(Shape{batch, in_}, cd, MemCategory::Activations);
+  if (need_dx) dx_ = own_or_lent(lent_dx_, Shape{batch, in_}, cd);
   if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
     auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
     x8_ = act(Shape{batch, in_}, DType::F8E4M3);

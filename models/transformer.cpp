@@ -109,12 +109,13 @@ class Embedding : public Layer {
 // ---- encoder layer ------------------------------------------------------------------------------
 
 // What an encoder layer holds only while it runs: the scores (between the QK^T GEMM and the
-// softmax; the backward's dP and dS), the LayerNorm gradient, dq/dk/dv and the branch gradient
-// in the compute dtype. One set serves every layer, as PyTorch's caching allocator hands a
-// layer's freed memory to the next (about 1 GB a layer at gpt2_small's shapes in fp32, whose
-// step took 46 GB on the H200 against PyTorch's 33). Allocated by the first layer that allocates
-// with a given allocator and batch, in the widest compute dtype of the layers (fp32_layers may
-// pin some), and viewed in each layer's own.
+// softmax; the backward's dP and dS), the LayerNorm gradient, dq/dk/dv, the branch gradient in
+// the compute dtype, the outputs of qkv, proj and fc2 (read once by the next op; qkv's holds
+// the backward's dqkv) and its Linears' input gradients. One set serves every layer, as
+// PyTorch's caching allocator hands a layer's freed memory to the next (about 1.6 GB a layer at
+// gpt2_small's shapes in fp32, whose step took 46 GB on the H200 against PyTorch's 33).
+// Allocated by the first layer that allocates with a given allocator and batch, in the widest
+// compute dtype of the layers (fp32_layers may pin some), and viewed in each layer's own.
 class EncoderScratch {
  public:
   EncoderScratch(const TransformerSpec& t, DType widest, DType amp)
@@ -125,34 +126,43 @@ class EncoderScratch {
     owner_ = &alloc;
     batch_ = batch;
     const int64_t tokens = batch * t_.seq_len, d = t_.d_model;
-    auto act = [&](Shape sh, DType dt) { return alloc.alloc(sh, dt, MemCategory::Activations); };
-    scores_ = act(Shape{batch * t_.heads * t_.seq_len * t_.seq_len}, widest_);
-    dln_ = act(Shape{tokens * d}, DType::F32);
-    dqkv_heads_ = act(Shape{3 * tokens * d}, widest_);
+    auto buf = [&](int64_t n, DType dt) {
+      return alloc.alloc(Shape{n}, dt, MemCategory::Activations);
+    };
+    scores_ = buf(batch * t_.heads * t_.seq_len * t_.seq_len, widest_);
+    dln_ = buf(tokens * d, DType::F32);
+    dqkv_heads_ = buf(3 * tokens * d, widest_);
     // In fp32 the branch gradient is the stream gradient itself (EncoderLayer::branch_grad).
-    branch_grad_ = amp_ != DType::F32 ? act(Shape{tokens * d}, amp_) : Tensor{};
+    branch_grad_ = amp_ != DType::F32 ? buf(tokens * d, amp_) : Tensor{};
+    qkv_y_ = buf(3 * tokens * d, widest_);
+    proj_y_ = buf(tokens * d, widest_);
+    fc2_y_ = buf(tokens * d, widest_);
+    qkv_dx_ = buf(tokens * d, widest_);
+    proj_dx_ = buf(tokens * d, widest_);
+    fc1_dx_ = buf(tokens * d, widest_);
+    fc2_dx_ = buf(tokens * t_.ffn_dim, widest_);
   }
-  Tensor scores(Shape s, DType dt) const { return view(scores_, s, dt); }
-  Tensor dln(Shape s) const { return view(dln_, s, DType::F32); }
-  Tensor dqkv_heads(DType dt) const { return view(dqkv_heads_, Shape{dqkv_heads_.numel()}, dt); }
-  Tensor branch_grad(Shape s, DType dt) const { return view(branch_grad_, s, dt); }
+  // Before the Linears allocate. fc1's output is fc2's saved input: its own.
+  void lend(Linear& qkv, Linear& proj, Linear& fc1, Linear& fc2) const {
+    qkv.borrow(qkv_y_, qkv_dx_);
+    proj.borrow(proj_y_, proj_dx_);
+    fc1.borrow(Tensor{}, fc1_dx_);
+    fc2.borrow(fc2_y_, fc2_dx_);
+  }
+  Tensor scores(Shape s, DType dt) const { return scores_.viewed_as(s, dt); }
+  Tensor dln(Shape s) const { return dln_.viewed_as(s, DType::F32); }
+  Tensor dqkv_heads(DType dt) const {
+    return dqkv_heads_.viewed_as(Shape{dqkv_heads_.numel()}, dt);
+  }
+  Tensor branch_grad(Shape s, DType dt) const { return branch_grad_.viewed_as(s, dt); }
 
  private:
-  // The first bytes of buf as shape s of dtype dt.
-  static Tensor view(const Tensor& buf, Shape s, DType dt) {
-    Tensor t = buf;
-    t.shape = s;
-    t.dtype = dt;
-    MPB_CHECK(buf.defined() && t.bytes() <= buf.bytes(), "encoder scratch: {} {} does not fit",
-              s.str(), dtype_name(dt));
-    return t;
-  }
-
   TransformerSpec t_;
   DType widest_, amp_;
   const TrackingAllocator* owner_ = nullptr;
   int64_t batch_ = 0;
   Tensor scores_, dln_, dqkv_heads_, branch_grad_;
+  Tensor qkv_y_, proj_y_, fc2_y_, qkv_dx_, proj_dx_, fc1_dx_, fc2_dx_;
 };
 
 class EncoderLayer : public Layer {
@@ -199,6 +209,7 @@ class EncoderLayer : public Layer {
     mean1_ = act(Shape{tokens}, DType::F32);
     rstd1_ = act(Shape{tokens}, DType::F32);
     scratch_->allocate(alloc, batch);
+    scratch_->lend(qkv_, proj_, fc1_, fc2_);
     qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
     probs_ = act(Shape{bh, s, s}, cd);
