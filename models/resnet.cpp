@@ -20,16 +20,6 @@ double conv_flops(int64_t p, int64_t q, int64_t k, int64_t r, int64_t s, int64_t
 
 namespace {
 
-// A view of `base`'s memory with another shape and dtype (the arena's slots are untyped).
-Tensor view_as(const Tensor& base, Shape s, DType dt) {
-  MPB_CHECK(static_cast<size_t>(s.numel()) * dtype_size(dt) <= base.bytes(),
-            "arena slot of {} bytes is too small for {} {}", base.bytes(), s.str(), dtype_name(dt));
-  Tensor t = base;
-  t.shape = s;
-  t.dtype = dt;
-  return t;
-}
-
 Tensor rows2d(const Tensor& t, int64_t c) {
   return t.reshaped(Shape{t.numel() / c, c});
 }
@@ -53,7 +43,7 @@ class GradArena {
   }
   Tensor view(Slot s, Shape shape, DType dt) const {
     MPB_CHECK(slots_[s].defined(), "gradient arena slot {} was not allocated", static_cast<int>(s));
-    return view_as(slots_[s], shape, dt);
+    return slots_[s].viewed_as(shape, dt);  // the slots are untyped
   }
 
  private:

@@ -37,6 +37,10 @@
 // (compute dtype) and their fp32 mean / rstd, q k v after the head split, the probabilities
 // (heads x S x S), the merged attention output, the fc1 pre-activation and output. Scores are
 // not kept (their buffer holds dP in backward) and the QKV output buffer is reused for dQKV.
+// Memory: what a layer uses only while it runs (the scores, the LayerNorm gradient, dq/dk/dv,
+// the 16-bit branch gradient, the outputs of qkv, proj and fc2 and the Linears' input
+// gradients) is one set for all layers (EncoderScratch in transformer.cpp), as backward runs one
+// layer at a time; each layer keeps only the above and the stream gradient it hands down.
 #include <memory>
 #include <vector>
 
