@@ -520,17 +520,18 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
   auto embedding = std::make_unique<Embedding>(t);
   const Embedding* tied_to = t.tie_embeddings ? embedding.get() : nullptr;
   layers.push_back(std::move(embedding));
-  DType widest = DType::F32, amp = DType::F32;  // over the layers: any fp32 one, any 16-bit one
-  bool all_lowp = true;
+  // The scratch's dtypes: the layers' 16-bit compute dtype (fp32 when none has one), and fp32
+  // when any layer computes in it.
+  DType amp = DType::F32;
+  bool any_fp32 = false;
   for (int64_t i = 1; i <= t.layers; ++i) {
     const DType cd = prec("layer" + std::to_string(i)).compute;
     if (cd == DType::F32)
-      all_lowp = false;
+      any_fp32 = true;
     else
       amp = cd;
   }
-  if (all_lowp) widest = amp;
-  auto scratch = std::make_shared<EncoderScratch>(t, widest, amp);
+  auto scratch = std::make_shared<EncoderScratch>(t, any_fp32 ? DType::F32 : amp, amp);
   for (int64_t i = 1; i <= t.layers; ++i) {
     const std::string name = "layer" + std::to_string(i);
     layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name), scratch));
