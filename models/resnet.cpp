@@ -10,6 +10,7 @@
 
 #include "models/family.h"
 #include "models/linear.h"
+#include "models/shared_scratch.h"
 #include "models/synthetic_images.h"
 
 namespace mpbench {
@@ -24,33 +25,9 @@ Tensor rows2d(const Tensor& t, int64_t c) {
   return t.reshaped(Shape{t.numel() / c, c});
 }
 
-// Gradient buffers shared by all blocks and the pool (see resnet.h, "Memory"). Sizes are
-// registered while the layers are built and allocated by the first layer's allocate().
-class GradArena {
- public:
-  enum Slot { kDx0, kDx1, kGradOut, kDPre, kGradA, kGradB, kDw, kSlots };
-  // Bytes per sample of the batch (kDw: bytes in all, as it holds one filter gradient).
-  void need(Slot s, int64_t bytes) { need_[s] = std::max(need_[s], bytes); }
-  void allocate(TrackingAllocator& alloc, int64_t batch) {
-    if (allocated_) return;
-    allocated_ = true;
-    for (int s = 0; s < kSlots; ++s) {
-      if (need_[s] == 0) continue;
-      const int64_t bytes = s == kDw ? need_[s] : need_[s] * batch;
-      slots_[s] = alloc.alloc(Shape{(bytes + 3) / 4}, DType::F32,
-                              s == kDw ? MemCategory::Gradients : MemCategory::Activations);
-    }
-  }
-  Tensor view(Slot s, Shape shape, DType dt) const {
-    MPB_CHECK(slots_[s].defined(), "gradient arena slot {} was not allocated", static_cast<int>(s));
-    return slots_[s].viewed_as(shape, dt);  // the slots are untyped
-  }
-
- private:
-  std::array<int64_t, kSlots> need_{};
-  std::array<Tensor, kSlots> slots_{};
-  bool allocated_ = false;
-};
+// Gradient buffers shared by all blocks and the pool (see resnet.h, "Memory"): kDw holds one
+// filter gradient (bytes in all), the others scale with the batch.
+enum GradSlot { kDx0, kDx1, kGradOut, kDPre, kGradA, kGradB, kDw, kGradSlots };
 
 // A convolution without bias: KRSC weight, its geometry per sample.
 struct Conv {
@@ -106,7 +83,7 @@ struct Bn {
 // convolution and batchnorm calls in that precision.
 class ConvBnLayer : public Layer {
  protected:
-  ConvBnLayer(std::string name, LayerPrecision prec, std::shared_ptr<GradArena> arena)
+  ConvBnLayer(std::string name, LayerPrecision prec, std::shared_ptr<SharedScratch> arena)
       : Layer(std::move(name)), prec_(prec), arena_(std::move(arena)) {}
 
   ConvDesc desc(const Conv& c) const {
@@ -160,7 +137,7 @@ class ConvBnLayer : public Layer {
       be.conv2d_backward_filter(desc(c), x, dy, g);
       return;
     }
-    Tensor dw = arena_->view(GradArena::kDw, c.weight_shape(), prec_.compute);
+    Tensor dw = arena_->view(kDw, c.weight_shape(), prec_.compute);
     be.conv2d_backward_filter(desc(c), x, dy, dw);
     be.cast(dw, g);
   }
@@ -212,7 +189,7 @@ class ConvBnLayer : public Layer {
   }
 
   LayerPrecision prec_;
-  std::shared_ptr<GradArena> arena_;
+  std::shared_ptr<SharedScratch> arena_;
   DType input_dtype_ = DType::F32;
   int64_t rows_ = 0;
   Tensor x_;       // the input the convolutions used (the cast copy, or the caller's tensor)
@@ -222,7 +199,7 @@ class ConvBnLayer : public Layer {
 class Bottleneck : public ConvBnLayer {
  public:
   Bottleneck(std::string name, int index, int64_t size, int64_t cin, int64_t width, int64_t cout,
-             int64_t stride, LayerPrecision prec, std::shared_ptr<GradArena> arena)
+             int64_t stride, LayerPrecision prec, std::shared_ptr<SharedScratch> arena)
       : ConvBnLayer(std::move(name), prec, std::move(arena)), index_(index) {
     conv1_ = Conv(name_ + ".conv1", size, size, cin, width, 1, 1);
     conv2_ = Conv(name_ + ".conv2", size, size, width, width, 3, stride);
@@ -238,26 +215,24 @@ class Bottleneck : public ConvBnLayer {
     if (proj_) proj_bn_ = Bn(name_ + ".shortcut.bn", cout);
 
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
-    arena_->need(dx_slot(index_), conv1_.in_numel() * es);
-    arena_->need(GradArena::kGradOut, conv3_.out_numel() * es);
-    arena_->need(GradArena::kDPre, conv3_.out_numel() * es);
-    arena_->need(GradArena::kGradA, std::max({conv2_.in_numel(), conv2_.out_numel(),
+    arena_->need_per_sample(dx_slot(index_), conv1_.in_numel() * es);
+    arena_->need_per_sample(kGradOut, conv3_.out_numel() * es);
+    arena_->need_per_sample(kDPre, conv3_.out_numel() * es);
+    arena_->need_per_sample(kGradA, std::max({conv2_.in_numel(), conv2_.out_numel(),
                                               proj_ ? conv1_.in_numel() : int64_t{0}}) *
                                         es);
-    arena_->need(GradArena::kGradB, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
+    arena_->need_per_sample(kGradB, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
     if (prec_.compute != DType::F32) {
       int64_t wmax = std::max({conv1_.weight_shape().numel(), conv2_.weight_shape().numel(),
                                conv3_.weight_shape().numel()});
       if (proj_) wmax = std::max(wmax, proj_conv_.weight_shape().numel());
-      arena_->need(GradArena::kDw, wmax * es);
+      arena_->need_in_all(kDw, wmax * es, MemCategory::Gradients);
     }
   }
 
   // Block k writes its dx to slot k % 2 and reads its dy from (k + 1) % 2 (the next block's, or
   // the pool's, dx).
-  static GradArena::Slot dx_slot(int index) {
-    return index % 2 == 0 ? GradArena::kDx0 : GradArena::kDx1;
-  }
+  static GradSlot dx_slot(int index) { return index % 2 == 0 ? kDx0 : kDx1; }
 
   void declare_params(ParamStore& ps) override {
     conv1_.declare(ps);
@@ -310,7 +285,7 @@ class Bottleneck : public ConvBnLayer {
       Tensor sa = rows_of(sa_);
       conv_forward(be, ps, proj_conv_, x, sa);
       // Forward-only: bn3 reads it as its residual; the gradient buffer is idle until backward.
-      residual = arena_->view(GradArena::kGradOut, sa.shape, prec_.compute);
+      residual = arena_->view(kGradOut, sa.shape, prec_.compute);
       bn_forward(be, ps, proj_bn_, sa, nullptr, false, residual);
     }
     bn_forward(be, ps, bn3_, a3, &residual, true, y);
@@ -327,20 +302,20 @@ class Bottleneck : public ConvBnLayer {
     const Tensor a3 = rows_of(a3_), y = rows_of(y_);
 
     // bn3 (with the ReLU after the add): da3, and the gradient at the add for the shortcut.
-    Tensor da3 = arena_->view(GradArena::kGradOut, out4, cd);
-    Tensor dpre = arena_->view(GradArena::kDPre, out4, cd);
+    Tensor da3 = arena_->view(kGradOut, out4, cd);
+    Tensor dpre = arena_->view(kDPre, out4, cd);
     bn_backward(be, ps, bn3_, dy, &y, a3, da3, &dpre);
     conv_backward_filter(be, ps, conv3_, h2, da3);
-    Tensor dh2 = arena_->view(GradArena::kGradA, h2.shape, cd);
+    Tensor dh2 = arena_->view(kGradA, h2.shape, cd);
     conv_backward_data(be, ps, conv3_, da3, dh2);
 
-    Tensor da2 = arena_->view(GradArena::kGradB, a2.shape, cd);
+    Tensor da2 = arena_->view(kGradB, a2.shape, cd);
     bn_backward(be, ps, bn2_, dh2, &h2, a2, da2, nullptr);
     conv_backward_filter(be, ps, conv2_, h1, da2);
-    Tensor dh1 = arena_->view(GradArena::kGradA, h1.shape, cd);  // dh2 is consumed
+    Tensor dh1 = arena_->view(kGradA, h1.shape, cd);  // dh2 is consumed
     conv_backward_data(be, ps, conv2_, da2, dh1);
 
-    Tensor da1 = arena_->view(GradArena::kGradB, a1.shape, cd);  // da2 is consumed
+    Tensor da1 = arena_->view(kGradB, a1.shape, cd);  // da2 is consumed
     bn_backward(be, ps, bn1_, dh1, &h1, a1, da1, nullptr);
     conv_backward_filter(be, ps, conv1_, x_, da1);
     Tensor dx;
@@ -350,11 +325,11 @@ class Bottleneck : public ConvBnLayer {
     }
 
     if (proj_) {
-      Tensor dsa = arena_->view(GradArena::kGradOut, out4, cd);  // da3 is consumed
+      Tensor dsa = arena_->view(kGradOut, out4, cd);  // da3 is consumed
       bn_backward(be, ps, proj_bn_, dpre, nullptr, rows_of(sa_), dsa, nullptr);
       conv_backward_filter(be, ps, proj_conv_, x_, dsa);
       if (need_dx) {
-        Tensor dxs = arena_->view(GradArena::kGradA, x_.shape, cd);  // dh1 is consumed
+        Tensor dxs = arena_->view(kGradA, x_.shape, cd);  // dh1 is consumed
         conv_backward_data(be, ps, proj_conv_, dsa, dxs);
         be.add(dx, dxs, dx);
       }
@@ -417,17 +392,17 @@ class Bottleneck : public ConvBnLayer {
 class Stem : public ConvBnLayer {
  public:
   Stem(int64_t size, int64_t cin, int64_t cout, LayerPrecision prec,
-       std::shared_ptr<GradArena> arena)
+       std::shared_ptr<SharedScratch> arena)
       : ConvBnLayer("stem", prec, std::move(arena)) {
     conv_ = Conv(name_ + ".conv", size, size, cin, cout, 7, 2);
     bn_ = Bn(name_ + ".bn", cout);
     pq_ = std::make_pair((conv_.p + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1,
                          (conv_.q + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1);
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
-    arena_->need(GradArena::kGradA, conv_.out_numel() * es);
-    arena_->need(GradArena::kGradB, conv_.out_numel() * es);
+    arena_->need_per_sample(kGradA, conv_.out_numel() * es);
+    arena_->need_per_sample(kGradB, conv_.out_numel() * es);
     if (prec_.compute != DType::F32)
-      arena_->need(GradArena::kDw, conv_.weight_shape().numel() * es);
+      arena_->need_in_all(kDw, conv_.weight_shape().numel() * es, MemCategory::Gradients);
   }
   int64_t out_size() const { return pq_.first; }
 
@@ -459,9 +434,9 @@ class Stem : public ConvBnLayer {
     MPB_CHECK(!need_dx, "{}: the first layer's input gradient is never needed", name_);
     const Tensor a = rows_of(a_), h = rows_of(h_);
     const Tensor dy = dy_in.reshaped(rows_of(y_).shape);
-    Tensor dh = arena_->view(GradArena::kGradA, h.shape, prec_.compute);
+    Tensor dh = arena_->view(kGradA, h.shape, prec_.compute);
     be.maxpool2d_backward(pool_, h, dy, dh);
-    Tensor da = arena_->view(GradArena::kGradB, a.shape, prec_.compute);
+    Tensor da = arena_->view(kGradB, a.shape, prec_.compute);
     bn_backward(be, ps, bn_, dh, &h, a, da, nullptr);
     conv_backward_filter(be, ps, conv_, x_, da);
     return Tensor{};
@@ -500,10 +475,10 @@ class Stem : public ConvBnLayer {
 // dx goes to the arena's dx slot that the last block reads.
 class GlobalAvgPool : public Layer {
  public:
-  GlobalAvgPool(std::string name, int64_t hw, int64_t c, GradArena::Slot dx_slot,
-                DType expected_input, std::shared_ptr<GradArena> arena)
+  GlobalAvgPool(std::string name, int64_t hw, int64_t c, GradSlot dx_slot, DType expected_input,
+                std::shared_ptr<SharedScratch> arena)
       : Layer(std::move(name)), hw_(hw), c_(c), dx_slot_(dx_slot), arena_(std::move(arena)) {
-    arena_->need(dx_slot_, hw_ * c_ * static_cast<int64_t>(dtype_size(expected_input)));
+    arena_->need_per_sample(dx_slot_, hw_ * c_ * static_cast<int64_t>(dtype_size(expected_input)));
   }
   void declare_params(ParamStore&) override {}
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype,
@@ -543,8 +518,8 @@ class GlobalAvgPool : public Layer {
 
  private:
   int64_t hw_, c_;
-  GradArena::Slot dx_slot_;
-  std::shared_ptr<GradArena> arena_;
+  GradSlot dx_slot_;
+  std::shared_ptr<SharedScratch> arena_;
   DType input_dtype_ = DType::F32;
   int64_t rows_ = 0;
   Tensor y_;
@@ -555,7 +530,7 @@ class GlobalAvgPool : public Layer {
 void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
                   std::vector<std::unique_ptr<Layer>>& layers) {
   const std::vector<ResnetStage> stages = r.stage_list();
-  auto arena = std::make_shared<GradArena>();
+  auto arena = std::make_shared<SharedScratch>(kGradSlots);
   auto prec = [&](const std::string& name) {
     return layer_precision(precision, spec.fp32_layers, name);
   };

@@ -30,7 +30,7 @@
 // outputs (h1, h2, also the next conv's input), the projection conv's output and the block output
 // y (ReLU mask of bn3, and the next block's input), plus the input cast when it made one. The
 // gradients need no per-block buffers: backward runs one block at a time, so every block and the
-// pool share one set of gradient buffers sized for the largest block (GradArena in resnet.cpp):
+// pool share one set of gradient buffers sized for the largest block (models/shared_scratch.h):
 // two for the blocks' dx in turn (a block reads its dy from one and writes its dx to the other),
 // two of the block output's shape (bn3's dx; the gradient at the add), two of the inner width.
 // The shortcut BN's forward output, needed only as bn3's residual input, lives in one of the

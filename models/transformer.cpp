@@ -8,6 +8,7 @@
 
 #include "models/family.h"
 #include "models/linear.h"
+#include "models/shared_scratch.h"
 #include "models/synthetic_sequences.h"
 
 namespace mpbench {
@@ -119,50 +120,57 @@ class Embedding : public Layer {
 class EncoderScratch {
  public:
   EncoderScratch(const TransformerSpec& t, DType widest, DType amp)
-      : t_(t), widest_(widest), amp_(amp) {}
-
-  void allocate(TrackingAllocator& alloc, int64_t batch) {
-    if (owner_ == &alloc && batch_ == batch) return;
-    owner_ = &alloc;
-    batch_ = batch;
-    const int64_t tokens = batch * t_.seq_len, d = t_.d_model;
-    auto buf = [&](int64_t n, DType dt) {
-      return alloc.alloc(Shape{n}, dt, MemCategory::Activations);
+      : slots_(kSlots), widest_(widest) {
+    const int64_t s = t.seq_len, d = t.d_model;
+    const int64_t w = static_cast<int64_t>(dtype_size(widest));
+    auto need = [&](Slot slot, int64_t per_sample, int64_t es) {
+      slots_.need_per_sample(slot, per_sample * es);
     };
-    scores_ = buf(batch * t_.heads * t_.seq_len * t_.seq_len, widest_);
-    dln_ = buf(tokens * d, DType::F32);
-    dqkv_heads_ = buf(3 * tokens * d, widest_);
+    need(kScores, t.heads * s * s, w);
+    need(kDln, s * d, 4);
+    need(kDqkvHeads, 3 * s * d, w);
     // In fp32 the branch gradient is the stream gradient itself (EncoderLayer::branch_grad).
-    branch_grad_ = amp_ != DType::F32 ? buf(tokens * d, amp_) : Tensor{};
-    qkv_y_ = buf(3 * tokens * d, widest_);
-    proj_y_ = buf(tokens * d, widest_);
-    fc2_y_ = buf(tokens * d, widest_);
-    qkv_dx_ = buf(tokens * d, widest_);
-    proj_dx_ = buf(tokens * d, widest_);
-    fc1_dx_ = buf(tokens * d, widest_);
-    fc2_dx_ = buf(tokens * t_.ffn_dim, widest_);
+    if (amp != DType::F32) need(kBranchGrad, s * d, static_cast<int64_t>(dtype_size(amp)));
+    need(kQkvY, 3 * s * d, w);
+    need(kProjY, s * d, w);
+    need(kFc2Y, s * d, w);
+    need(kQkvDx, s * d, w);
+    need(kProjDx, s * d, w);
+    need(kFc1Dx, s * d, w);
+    need(kFc2Dx, s * t.ffn_dim, w);
   }
+
+  void allocate(TrackingAllocator& alloc, int64_t batch) { slots_.allocate(alloc, batch); }
   // Before the Linears allocate. fc1's output is fc2's saved input: its own.
   void lend(Linear& qkv, Linear& proj, Linear& fc1, Linear& fc2) const {
-    qkv.borrow(qkv_y_, qkv_dx_);
-    proj.borrow(proj_y_, proj_dx_);
-    fc1.borrow(Tensor{}, fc1_dx_);
-    fc2.borrow(fc2_y_, fc2_dx_);
+    auto whole = [&](Slot s) { return slots_.whole(s, widest_); };
+    qkv.borrow(whole(kQkvY), whole(kQkvDx));
+    proj.borrow(whole(kProjY), whole(kProjDx));
+    fc1.borrow(Tensor{}, whole(kFc1Dx));
+    fc2.borrow(whole(kFc2Y), whole(kFc2Dx));
   }
-  Tensor scores(Shape s, DType dt) const { return scores_.viewed_as(s, dt); }
-  Tensor dln(Shape s) const { return dln_.viewed_as(s, DType::F32); }
-  Tensor dqkv_heads(DType dt) const {
-    return dqkv_heads_.viewed_as(Shape{dqkv_heads_.numel()}, dt);
-  }
-  Tensor branch_grad(Shape s, DType dt) const { return branch_grad_.viewed_as(s, dt); }
+  Tensor scores(Shape s, DType dt) const { return slots_.view(kScores, s, dt); }
+  Tensor dln(Shape s) const { return slots_.view(kDln, s, DType::F32); }
+  Tensor dqkv_heads(DType dt) const { return slots_.whole(kDqkvHeads, dt); }
+  Tensor branch_grad(Shape s, DType dt) const { return slots_.view(kBranchGrad, s, dt); }
 
  private:
-  TransformerSpec t_;
-  DType widest_, amp_;
-  const TrackingAllocator* owner_ = nullptr;
-  int64_t batch_ = 0;
-  Tensor scores_, dln_, dqkv_heads_, branch_grad_;
-  Tensor qkv_y_, proj_y_, fc2_y_, qkv_dx_, proj_dx_, fc1_dx_, fc2_dx_;
+  enum Slot {
+    kScores,
+    kDln,
+    kDqkvHeads,
+    kBranchGrad,
+    kQkvY,
+    kProjY,
+    kFc2Y,
+    kQkvDx,
+    kProjDx,
+    kFc1Dx,
+    kFc2Dx,
+    kSlots
+  };
+  SharedScratch slots_;
+  DType widest_;
 };
 
 class EncoderLayer : public Layer {

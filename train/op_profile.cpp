@@ -75,7 +75,7 @@ ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
         out.ops.push_back(o);
         out.ops.back().calls = 0;
         out.ops.back().ms = out.ops.back().flops = out.ops.back().bytes = 0;
-        out.ops.back().step_ms.assign(static_cast<size_t>(out.steps), 0.0);  // earlier rounds
+        out.ops.back().step_ms.clear();
       }
       OpTotal& t = out.ops[it->second];
       t.calls += o.calls;
@@ -83,7 +83,7 @@ ProfiledRun pool_rounds(const std::vector<ProfiledRun>& rounds) {
       t.flops += o.flops;
       t.bytes += o.bytes;
       if (t.kernel.empty()) t.kernel = o.kernel;
-      t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);
+      t.step_ms.resize(static_cast<size_t>(out.steps), 0.0);  // zeros in earlier rounds
       const std::vector<double> times = per_step_ms(o, r.steps);
       t.step_ms.insert(t.step_ms.end(), times.begin(), times.end());
       t.step_ms.resize(static_cast<size_t>(out.steps) + steps, 0.0);
