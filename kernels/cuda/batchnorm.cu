@@ -1,12 +1,13 @@
 // Batch normalisation over the channels of (rows = N*H*W, C), NHWC.
 //
-// Training forward: a Welford pass over row chunks (block = 32 channels x 8 row threads, coalesced
-// over C) writes per-chunk (mean, M2) partials to the context's scratch; a finalize kernel merges
-// them in a fixed chunk order (Chan et al.), so the statistics are deterministic, writes
-// save_mean / save_rstd, updates the running statistics and leaves per-channel (mean, gamma*rstd,
-// beta) in scratch for the elementwise apply kernel. Backward has the same shape: per-chunk sums
-// of g and g*(x - mean), a finalize writing dgamma / dbeta and the dx coefficients, then an
-// elementwise dx kernel. No op allocates or synchronises, so all of it can be graph-captured.
+// Training forward: a pass over row chunks (block = 32 channels x 8 row threads, coalesced over C)
+// sums each thread's rows shifted by its first one, merges the threads' (mean, M2) and writes
+// per-chunk partials to the context's scratch; a finalize kernel merges them in a fixed chunk
+// order (Chan et al.), so the statistics are deterministic, writes save_mean / save_rstd,
+// updates the running statistics and leaves per-channel (mean, gamma*rstd, beta) in scratch for
+// the elementwise apply kernel. Backward has the same shape: per-chunk sums of g and
+// g*(x - mean), a finalize writing dgamma / dbeta and the dx coefficients, then an elementwise
+// dx kernel. No op allocates or synchronises, so all of it can be graph-captured.
 #include <algorithm>
 
 #include "kernels/cuda/common.cuh"
@@ -45,6 +46,32 @@ __device__ __forceinline__ void store_any(void* p, DType dt, int64_t i, float v)
   }
 }
 
+// The kVec elements of vector i of a buffer of any float dtype (aligned to kVec elements).
+template <typename T>
+__device__ __forceinline__ void load_vec(const void* p, int64_t i, float (&out)[kVec]) {
+  const Vec<T, kVec> v = static_cast<const Vec<T, kVec>*>(p)[i];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) out[k] = to_f32(v.v[k]);
+}
+__device__ __forceinline__ void load_vec_any(const void* p, DType dt, int64_t i,
+                                             float (&out)[kVec]) {
+  switch (dt) {
+    case DType::F16:
+      load_vec<__half>(p, i, out);
+      return;
+    case DType::BF16:
+      load_vec<__nv_bfloat16>(p, i, out);
+      return;
+    default:
+      load_vec<float>(p, i, out);
+  }
+}
+
+// Per-channel coefficients kVec at a time: group g holds channels g * kVec ...
+__device__ __forceinline__ Vec<float, kVec> coef_vec(const float* c, int64_t g) {
+  return reinterpret_cast<const Vec<float, kVec>*>(c)[g];
+}
+
 // Number of rows r0 + k * step (k >= 0) below r1.
 __device__ __forceinline__ float rows_seen(int64_t r0, int64_t r1, int64_t step) {
   return r0 < r1 ? static_cast<float>((r1 - r0 + step - 1) / step) : 0.0f;
@@ -63,36 +90,42 @@ __device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, 
 }
 
 template <typename T>
-__global__ void bn_stats_partial_kernel(const T* x, float* part_mean, float* part_m2, int64_t rows,
-                                        int64_t cols, int64_t rows_per_chunk) {
+__global__ void bn_stats_partial_kernel(const T* __restrict__ x, float* part_mean, float* part_m2,
+                                        int64_t rows, int64_t cols, int64_t rows_per_chunk) {
   __shared__ float s_mean[kRowThreads][kColTile + 1];
   __shared__ float s_m2[kRowThreads][kColTile + 1];
   const int64_t col = blockIdx.x * int64_t{kColTile} + threadIdx.x;
   const int64_t r0 = blockIdx.y * rows_per_chunk;
   const int64_t r1 = min(rows, r0 + rows_per_chunk);
-  float n = 0.0f, mean = 0.0f, m2 = 0.0f;
-  if (col < cols) {
-    int64_t r = r0 + threadIdx.y;
-    // Four independent loads in flight per thread before the dependent Welford updates.
+  const int64_t first = r0 + threadIdx.y;
+  float mean = 0.0f, m2 = 0.0f;
+  if (col < cols && first < r1) {
+    // Sums of v - shift and of its square, the shift being the thread's first value: FMAs
+    // only, where Welford's division per element left the kernel compute-bound on 16-bit data
+    // (PyTorch's Welford statistics kernel read bf16 at 0.7 TB/s on the H200). A shift drawn
+    // from the channel keeps the sum of squares from cancelling.
+    const float shift = to_f32(x[first * cols + col]);
+    float sum = 0.0f, sq = 0.0f;
+    int64_t r = first;
+    // Four independent loads in flight per thread.
     for (; r + 3 * kRowThreads < r1; r += 4 * kRowThreads) {
       float v[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) v[k] = to_f32(x[(r + k * kRowThreads) * cols + col]);
+      for (int k = 0; k < 4; ++k) v[k] = to_f32(x[(r + k * kRowThreads) * cols + col]) - shift;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        n += 1.0f;
-        const float d = v[k] - mean;
-        mean += d / n;
-        m2 += d * (v[k] - mean);
+        sum += v[k];
+        sq = fmaf(v[k], v[k], sq);
       }
     }
     for (; r < r1; r += kRowThreads) {
-      const float v = to_f32(x[r * cols + col]);
-      n += 1.0f;
-      const float d = v - mean;
-      mean += d / n;
-      m2 += d * (v - mean);
+      const float v = to_f32(x[r * cols + col]) - shift;
+      sum += v;
+      sq = fmaf(v, v, sq);
     }
+    const float d = sum / rows_seen(first, r1, kRowThreads);
+    mean = shift + d;
+    m2 = fmaxf(sq - sum * d, 0.0f);
   }
   s_mean[threadIdx.y][threadIdx.x] = mean;
   s_m2[threadIdx.y][threadIdx.x] = m2;
@@ -169,11 +202,15 @@ __global__ void bn_apply_kernel(const TX* x, const void* res, DType res_dt, cons
     const int64_t c0 = g * v;
     if (vectorized) {
       const Vec<TX, kVec> in = reinterpret_cast<const Vec<TX, kVec>*>(x)[i];
+      const Vec<float, kVec> m = coef_vec(mean, g), sc = coef_vec(scale, g),
+                             sh = coef_vec(shift, g);
+      float r[kVec];
+      if (res) load_vec_any(res, res_dt, i, r);
       Vec<TY, kVec> out;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        float o = (to_f32(in.v[k]) - mean[c0 + k]) * scale[c0 + k] + shift[c0 + k];
-        if (res) o += load_any(res, res_dt, i * kVec + k);
+        float o = (to_f32(in.v[k]) - m.v[k]) * sc.v[k] + sh.v[k];
+        if (res) o += r[k];
         if (relu) o = o > 0.0f ? o : 0.0f;
         out.v[k] = from_f32<TY>(o);
       }
@@ -201,10 +238,31 @@ __global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, D
   float sg = 0.0f, sgx = 0.0f;
   if (col < cols) {
     const float mean = save_mean[col];
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
+    auto grad = [&](int64_t i) {
+      const float g = to_f32(dy[i]);
+      return relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f) ? 0.0f : g;
+    };
+    int64_t r = r0 + threadIdx.y;
+    // Four rows' loads in flight per thread before they are used (d_pre, which may alias dy,
+    // is written only at the elements just read).
+    for (; r + 3 * kRowThreads < r1; r += 4 * kRowThreads) {
+      float g[4], xc[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int64_t i = (r + k * kRowThreads) * cols + col;
+        g[k] = grad(i);
+        xc[k] = to_f32(x[i]) - mean;
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (d_pre) store_any(d_pre, d_pre_dt, (r + k * kRowThreads) * cols + col, g[k]);
+        sg += g[k];
+        sgx += g[k] * xc[k];
+      }
+    }
+    for (; r < r1; r += kRowThreads) {
       const int64_t i = r * cols + col;
-      float g = to_f32(dy[i]);
-      if (relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f)) g = 0.0f;
+      const float g = grad(i);
       if (d_pre) store_any(d_pre, d_pre_dt, i, g);
       sg += g;
       sgx += g * (to_f32(x[i]) - mean);
@@ -261,13 +319,16 @@ __global__ void bn_backward_dx_kernel(const TD* dy, const void* relu_out, DType 
     if (vectorized) {
       const Vec<TD, kVec> d = reinterpret_cast<const Vec<TD, kVec>*>(dy)[i];
       const Vec<TX, kVec> xv = reinterpret_cast<const Vec<TX, kVec>*>(x)[i];
+      const Vec<float, kVec> m = coef_vec(mean, g), a = coef_vec(k1, g), b = coef_vec(k2, g),
+                             c = coef_vec(k3, g);
+      float ro[kVec];
+      if (relu_out) load_vec_any(relu_out, relu_dt, i, ro);
       Vec<TX, kVec> out;
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        const int64_t c = c0 + k;
         float gr = to_f32(d.v[k]);
-        if (relu_out && !(load_any(relu_out, relu_dt, i * kVec + k) > 0.0f)) gr = 0.0f;
-        out.v[k] = from_f32<TX>(k1[c] * (gr - k2[c] - (to_f32(xv.v[k]) - mean[c]) * k3[c]));
+        if (relu_out && !(ro[k] > 0.0f)) gr = 0.0f;
+        out.v[k] = from_f32<TX>(a.v[k] * (gr - b.v[k] - (to_f32(xv.v[k]) - m.v[k]) * c.v[k]));
       }
       reinterpret_cast<Vec<TX, kVec>*>(dx)[i] = out;
     } else {
@@ -317,7 +378,7 @@ bool vector_ok(int64_t cols, std::initializer_list<const Tensor*> ts) {
 void launch_apply(DeviceContext& ctx, const Tensor& x, const Tensor* residual, const float* coef,
                   bool relu, Tensor& y) {
   const int64_t rows = x.rows(), cols = x.cols();
-  const bool vec = vector_ok(cols, {&x, &y});
+  const bool vec = vector_ok(cols, {&x, &y, residual});
   const int64_t work = vec ? rows * (cols / kVec) : rows * cols;
   const int grid = ctx.grid_for(work, kThreads);
   dispatch_floats(std::array{x.dtype, y.dtype}, [&](auto xt, auto yt) {
@@ -411,7 +472,7 @@ void batchnorm_backward(DeviceContext& ctx, const Tensor& dy, const Tensor* relu
       save_mean.ptr<const float>(), save_rstd.ptr<const float>(), dgamma.ptr<float>(),
       dbeta.ptr<float>(), coef);
   CUDA_LAUNCH_CHECK();
-  const bool vec = vector_ok(cols, {&dy, &x, &dx});
+  const bool vec = vector_ok(cols, {&dy, &x, &dx, relu_out});
   const int grid_dx = ctx.grid_for(vec ? rows * (cols / kVec) : rows * cols, kThreads);
   dispatch_floats(std::array{dy.dtype, x.dtype}, [&](auto dt, auto xt) {
     using TD = typename decltype(dt)::type;
