@@ -1,0 +1,48 @@
+// models/shared_scratch.h: the buffers the layers of a model share, sized by their largest need.
+#include <gtest/gtest.h>
+
+#include "kernels/error.h"
+#include "models/shared_scratch.h"
+#include "test_util.h"
+
+namespace mpbench {
+namespace {
+
+class SharedScratchTest : public test::CpuOpsTest {};
+
+TEST_F(SharedScratchTest, EachSlotTakesItsLargestNeedOnceForTheBatch) {
+  SharedScratch s(3);
+  s.need_per_sample(0, 40);
+  s.need_per_sample(0, 100);  // the larger of two layers' needs
+  s.need_per_sample(0, 60);
+  s.need_in_all(1, 1000, MemCategory::Gradients);
+  // Slot 2 is never asked for: nothing is allocated for it.
+  s.allocate(alloc, 8);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 800u);
+  EXPECT_EQ(alloc.current(MemCategory::Gradients), 1000u);
+  // A second layer allocating with the same allocator and batch shares what is there.
+  s.allocate(alloc, 8);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 800u);
+
+  // Views in any dtype and shape that fit, at the slot's memory.
+  const Tensor a = s.view(0, Shape{8, 25}, DType::F32), b = s.view(0, Shape{400}, DType::BF16);
+  EXPECT_EQ(a.data, b.data);
+  EXPECT_EQ(b.dtype, DType::BF16);
+  EXPECT_EQ(s.whole(0, DType::BF16).numel(), 400);
+  EXPECT_EQ(s.whole(1, DType::F32).numel(), 250);
+  EXPECT_THROW(s.view(0, Shape{201}, DType::F32), Error);
+  EXPECT_THROW(s.view(2, Shape{1}, DType::F32), Error);
+}
+
+TEST_F(SharedScratchTest, ASlotIsPerSampleOrInAllInOneCategory) {
+  SharedScratch s(2);
+  s.need_per_sample(0, 8);
+  EXPECT_THROW(s.need_in_all(0, 8, MemCategory::Activations), Error);
+  EXPECT_THROW(s.need_per_sample(0, 8, MemCategory::Gradients), Error);
+  EXPECT_THROW(s.need_per_sample(2, 8), Error);
+  s.allocate(alloc, 2);
+  EXPECT_THROW(s.need_per_sample(1, 8), Error);  // after the allocation: too late
+}
+
+}  // namespace
+}  // namespace mpbench
