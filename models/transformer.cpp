@@ -115,6 +115,13 @@ class Embedding : public Layer {
 // the backward's dqkv) and its Linears' input gradients. One set serves every layer, as
 // PyTorch's caching allocator hands a layer's freed memory to the next (about 1.6 GB a layer at
 // gpt2_small's shapes in fp32, whose step took 46 GB on the H200 against PyTorch's 33).
+// Within a layer, buffers whose uses never overlap share one slot. In the order a layer runs:
+//   forward:       qkv out [big] -> permute; scores [big] -> softmax; proj out [narrow] -> add;
+//                  fc2 out [narrow] -> add
+//   FFN backward:  fc2 dx [big] -> fc1 backward -> fc1 dx [narrow] -> LN2 backward -> dln
+//   attn backward: proj dx [narrow] -> permute; dP [big] -> dq, dk, dv [narrow] -> permute
+//                  -> dqkv [big] -> qkv backward -> qkv dx [narrow] -> LN1 backward -> dln
+// so "big" is the largest of the scores, qkv's output and fc2's dx, "narrow" three tokens x D.
 // Allocated by the first layer that allocates with a given allocator and batch, in the widest
 // compute dtype of the layers (fp32_layers may pin some), and viewed in each layer's own.
 class EncoderScratch {
@@ -123,52 +130,32 @@ class EncoderScratch {
       : slots_(kSlots), widest_(widest) {
     const int64_t s = t.seq_len, d = t.d_model;
     const int64_t w = static_cast<int64_t>(dtype_size(widest));
-    auto need = [&](Slot slot, int64_t per_sample, int64_t es) {
-      slots_.need_per_sample(slot, per_sample * es);
-    };
-    need(kScores, t.heads * s * s, w);
-    need(kDln, s * d, 4);
-    need(kDqkvHeads, 3 * s * d, w);
+    slots_.need_per_sample(kBig, t.heads * s * s * w);
+    slots_.need_per_sample(kBig, 3 * s * d * w);
+    slots_.need_per_sample(kBig, s * t.ffn_dim * w);
+    slots_.need_per_sample(kNarrow, 3 * s * d * w);
+    slots_.need_per_sample(kDln, s * d * 4);
     // In fp32 the branch gradient is the stream gradient itself (EncoderLayer::branch_grad).
-    if (amp != DType::F32) need(kBranchGrad, s * d, static_cast<int64_t>(dtype_size(amp)));
-    need(kQkvY, 3 * s * d, w);
-    need(kProjY, s * d, w);
-    need(kFc2Y, s * d, w);
-    need(kQkvDx, s * d, w);
-    need(kProjDx, s * d, w);
-    need(kFc1Dx, s * d, w);
-    need(kFc2Dx, s * t.ffn_dim, w);
+    if (amp != DType::F32)
+      slots_.need_per_sample(kBranchGrad, s * d * static_cast<int64_t>(dtype_size(amp)));
   }
 
   void allocate(TrackingAllocator& alloc, int64_t batch) { slots_.allocate(alloc, batch); }
   // Before the Linears allocate. fc1's output is fc2's saved input: its own.
   void lend(Linear& qkv, Linear& proj, Linear& fc1, Linear& fc2) const {
-    auto whole = [&](Slot s) { return slots_.whole(s, widest_); };
-    qkv.borrow(whole(kQkvY), whole(kQkvDx));
-    proj.borrow(whole(kProjY), whole(kProjDx));
-    fc1.borrow(Tensor{}, whole(kFc1Dx));
-    fc2.borrow(whole(kFc2Y), whole(kFc2Dx));
+    const Tensor big = slots_.whole(kBig, widest_), narrow = slots_.whole(kNarrow, widest_);
+    qkv.borrow(big, narrow);
+    proj.borrow(narrow, narrow);
+    fc1.borrow(Tensor{}, narrow);
+    fc2.borrow(narrow, big);
   }
-  Tensor scores(Shape s, DType dt) const { return slots_.view(kScores, s, dt); }
+  Tensor scores(Shape s, DType dt) const { return slots_.view(kBig, s, dt); }
   Tensor dln(Shape s) const { return slots_.view(kDln, s, DType::F32); }
-  Tensor dqkv_heads(DType dt) const { return slots_.whole(kDqkvHeads, dt); }
+  Tensor dqkv_heads(Shape s, DType dt) const { return slots_.view(kNarrow, s, dt); }
   Tensor branch_grad(Shape s, DType dt) const { return slots_.view(kBranchGrad, s, dt); }
 
  private:
-  enum Slot {
-    kScores,
-    kDln,
-    kDqkvHeads,
-    kBranchGrad,
-    kQkvY,
-    kProjY,
-    kFc2Y,
-    kQkvDx,
-    kProjDx,
-    kFc1Dx,
-    kFc2Dx,
-    kSlots
-  };
+  enum Slot { kBig, kNarrow, kDln, kBranchGrad, kSlots };
   SharedScratch slots_;
   DType widest_;
 };
@@ -305,7 +292,7 @@ class EncoderLayer : public Layer {
     be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
     dout = dout.reshaped(Shape{bh, s, dh_});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
-    const Tensor dqkv_heads = scratch_->dqkv_heads(prec_.compute);
+    const Tensor dqkv_heads = scratch_->dqkv_heads(Shape{3 * tokens * d}, prec_.compute);
     Tensor dq = qkv_part(dqkv_heads, 0), dk = qkv_part(dqkv_heads, 1), dv = qkv_part(dqkv_heads, 2);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     Tensor dp = scratch_->scores(Shape{bh, s, s}, prec_.compute);  // the scores are done with

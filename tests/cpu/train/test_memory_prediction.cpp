@@ -68,32 +68,54 @@ TEST_P(MemoryPrediction, MatchesTheMeasuredPeakAtASmallBatch) {
 INSTANTIATE_TEST_SUITE_P(ShippedConfigs, MemoryPrediction, ::testing::ValuesIn(shipped_configs()),
                          [](const auto& info) { return info.param; });
 
+namespace {
+
+// The predicted activation bytes of a small transformer (d_model 32, seq_len 64, batch 4).
+size_t transformer_activations(int layers, int heads, int ffn, Precision p,
+                               const std::string& pinned = "") {
+  auto be = make_reference_backend();
+  const Spec s =
+      parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 32, "heads": )" +
+                     std::to_string(heads) + R"(, "ffn_dim": )" + std::to_string(ffn) +
+                     R"(, "seq_len": 64, "layers": )" + std::to_string(layers) +
+                     R"(, "vocab_size": 16}, "data": {"train_samples": 8, "eval_samples": 4},
+          "train": {"batch_size": 4, "epochs": 1}, "fp32_layers": [)" +
+                     pinned + "]}",
+                 "t.json");
+  return predict_training_memory(s, p, *be).by_category[static_cast<int>(MemCategory::Activations)];
+}
+
+}  // namespace
+
 // The encoder layers share what each holds only while it runs (the scores, which the backward
 // reuses for dP, the LayerNorm gradient, dq/dk/dv and, in AMP, the 16-bit branch gradient), in
 // the widest compute dtype of the layers. Seen through the (seq, seq) buffers: two more heads
 // add their probabilities to every layer and their scores once.
 TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
-  auto be = make_reference_backend();
-  auto activations = [&](int layers, int heads, Precision p, const std::string& pinned) {
-    const Spec s =
-        parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 32, "heads": )" +
-                       std::to_string(heads) + R"(, "ffn_dim": 64, "seq_len": 16, "layers": )" +
-                       std::to_string(layers) + R"(, "vocab_size": 16}, "data": {"train_samples": 8,
-            "eval_samples": 4}, "train": {"batch_size": 4, "epochs": 1}, "fp32_layers": [)" +
-                       pinned + "]}",
-                   "t.json");
-    return predict_training_memory(s, p, *be)
-        .by_category[static_cast<int>(MemCategory::Activations)];
-  };
   auto two_more_heads = [&](int layers, Precision p, const std::string& pinned = "") {
-    return activations(layers, 4, p, pinned) - activations(layers, 2, p, pinned);
+    return transformer_activations(layers, 4, 64, p, pinned) -
+           transformer_activations(layers, 2, 64, p, pinned);
   };
-  const size_t ss = size_t{4} * 2 * 16 * 16;  // batch x 2 heads x (seq, seq)
+  const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
   EXPECT_EQ(two_more_heads(1, Precision::FP32), ss * (4 + 4));
   EXPECT_EQ(two_more_heads(3, Precision::FP32), ss * (3 * 4 + 4));
   EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16), ss * (3 * 2 + 2));
   // A pinned layer's probabilities are fp32, and the shared scores fp32 wide.
   EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16, R"("layer2")"), ss * (2 + 4 + 2 + 4));
+}
+
+// Within a layer, fc2's input gradient (the FFN backward's) lives in the scores' buffer (the
+// forward's and the attention backward's): while the scores are the larger, a wider FFN adds
+// only what fc1 keeps for the backward, its pre-activation and output, to each layer.
+TEST(MemoryPrediction, TheFfnGradientSharesTheScoresBuffer) {
+  const size_t tokens = 4 * 64;  // batch x seq
+  for (int layers : {1, 2}) {
+    SCOPED_TRACE(layers);
+    // Scores: 4 heads x 64 x 64 per sample = 16384 elements; fc2's dx 64 x ffn <= 8192.
+    EXPECT_EQ(transformer_activations(layers, 4, 128, Precision::FP32) -
+                  transformer_activations(layers, 4, 64, Precision::FP32),
+              layers * tokens * 64 * (4 + 4));
+  }
 }
 
 // The first layer's input is the data, whose gradient nobody reads (backward never asks for it):
