@@ -40,7 +40,8 @@
 // Memory: what a layer uses only while it runs (the scores, the LayerNorm gradient, dq/dk/dv,
 // the 16-bit branch gradient, the outputs of qkv, proj and fc2 and the Linears' input
 // gradients) is one set for all layers (EncoderScratch in transformer.cpp), as backward runs one
-// layer at a time; each layer keeps only the above and the stream gradient it hands down.
+// layer at a time, and within it buffers whose uses never overlap share memory; each layer keeps
+// only the above and the stream gradient it hands down.
 #include <memory>
 #include <vector>
 
