@@ -140,8 +140,9 @@ class Layer {
                         bool need_dx) = 0;
   // x: (rows <= batch, ...). Returns a view of the output for the same rows.
   virtual Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) = 0;
-  // dy: gradient of the output (dtype of the output). Writes parameter gradients (overwrite) and
-  // returns dx in the input's dtype, unless need_dx is false.
+  // dy: gradient of the output (dtype of the output), the layer's to consume: it may write over
+  // it. Writes parameter gradients (overwrite) and returns dx in the input's dtype, unless
+  // need_dx is false.
   virtual Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) = 0;
   virtual LayerInfo info(DType input_dtype) const = 0;
   virtual DType output_dtype(DType input_dtype) const = 0;

@@ -27,7 +27,7 @@ Tensor rows2d(const Tensor& t, int64_t c) {
 
 // Gradient buffers shared by all blocks and the pool (see resnet.h, "Memory"): kDw holds one
 // filter gradient (bytes in all), the others scale with the batch.
-enum GradSlot { kDx0, kDx1, kGradOut, kDPre, kGradA, kGradB, kDw, kGradSlots };
+enum GradSlot { kDx0, kDx1, kGradOut, kGradA, kGradB, kDw, kGradSlots };
 
 // A convolution without bias: KRSC weight, its geometry per sample.
 struct Conv {
@@ -217,7 +217,6 @@ class Bottleneck : public ConvBnLayer {
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
     arena_->need_per_sample(dx_slot(index_), conv1_.in_numel() * es);
     arena_->need_per_sample(kGradOut, conv3_.out_numel() * es);
-    arena_->need_per_sample(kDPre, conv3_.out_numel() * es);
     arena_->need_per_sample(kGradA, std::max({conv2_.in_numel(), conv2_.out_numel(),
                                               proj_ ? conv1_.in_numel() : int64_t{0}}) *
                                         es);
@@ -301,9 +300,10 @@ class Bottleneck : public ConvBnLayer {
     const Tensor a1 = rows_of(a1_), h1 = rows_of(h1_), a2 = rows_of(a2_), h2 = rows_of(h2_);
     const Tensor a3 = rows_of(a3_), y = rows_of(y_);
 
-    // bn3 (with the ReLU after the add): da3, and the gradient at the add for the shortcut.
+    // bn3 (with the ReLU after the add): da3, and the gradient at the add for the shortcut,
+    // written over dy, which nothing reads after bn3 (the batchnorm allows the alias).
     Tensor da3 = arena_->view(kGradOut, out4, cd);
-    Tensor dpre = arena_->view(kDPre, out4, cd);
+    Tensor dpre = dy;
     bn_backward(be, ps, bn3_, dy, &y, a3, da3, &dpre);
     conv_backward_filter(be, ps, conv3_, h2, da3);
     Tensor dh2 = arena_->view(kGradA, h2.shape, cd);

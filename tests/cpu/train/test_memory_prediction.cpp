@@ -118,6 +118,29 @@ TEST(MemoryPrediction, TheFfnGradientSharesTheScoresBuffer) {
   }
 }
 
+// A ResNet stage's activations grow with its channels by what each block keeps (conv3's and the
+// block's output) and three gradient buffers of the blocks' shape shared by all: the two dx slots
+// the blocks pass their gradients through and bn3's dx; the gradient at the residual add goes
+// over the block's incoming gradient. The pool's output and the head's dx add one each per sample,
+// and each bn3 its saved mean and rstd.
+TEST(MemoryPrediction, ResnetBlocksShareThreeGradientBuffersOfTheirShape) {
+  auto be = make_reference_backend();
+  auto activations = [&](int channels) {
+    const Spec s = parse_spec(
+        R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8, "in_channels": )" +
+            std::to_string(channels) + R"(, "width": 8, "out_channels": )" +
+            std::to_string(channels) + R"(, "blocks": 2, "stride": 1, "num_classes": 10},
+            "data": {"train_samples": 8, "eval_samples": 4}, "train": {"batch_size": 4,
+            "epochs": 1}})",
+        "r.json");
+    return predict_training_memory(s, Precision::FP32, *be)
+        .by_category[static_cast<int>(MemCategory::Activations)];
+  };
+  const size_t batch = 4, hw = 64, more = 16;  // channels 32 -> 48, fp32
+  EXPECT_EQ(activations(48) - activations(32),
+            batch * more * 4 * (hw * (2 * 2 + 3) + 2) + 2 * 2 * more * 4);
+}
+
 // The first layer's input is the data, whose gradient nobody reads (backward never asks for it):
 // it gets no input-gradient buffer. So an MLP's activations do not grow with its input width in
 // fp32 (its first GEMM reads the staged batch, Data), and in amp_bf16 only by the bf16 cast of
