@@ -2,7 +2,6 @@
 #include "models/resnet.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <string>
 
