@@ -122,6 +122,8 @@ class Embedding : public Layer {
 //   attn backward: proj dx [narrow] -> permute; dP [big] -> dq, dk, dv [narrow] -> permute
 //                  -> dqkv [big] -> qkv backward -> qkv dx [narrow] -> LN1 backward -> dln
 // so "big" is the largest of the scores, qkv's output and fc2's dx, "narrow" three tokens x D.
+// The fp32 stream gradient a layer hands down alternates between two buffers: layer i writes it
+// to one and reads its dy (layer i + 1's) from the other.
 // Allocated by the first layer that allocates with a given allocator and batch, in the widest
 // compute dtype of the layers (fp32_layers may pin some), and viewed in each layer's own.
 class EncoderScratch {
@@ -135,6 +137,7 @@ class EncoderScratch {
     slots_.need_per_sample(kBig, s * t.ffn_dim * w);
     slots_.need_per_sample(kNarrow, 3 * s * d * w);
     slots_.need_per_sample(kDln, s * d * 4);
+    for (int64_t i = 1; i <= t.layers; ++i) slots_.need_per_sample(stream_slot(i), s * d * 4);
     // In fp32 the branch gradient is the stream gradient itself (EncoderLayer::branch_grad).
     if (amp != DType::F32)
       slots_.need_per_sample(kBranchGrad, s * d * static_cast<int64_t>(dtype_size(amp)));
@@ -153,18 +156,24 @@ class EncoderScratch {
   Tensor dln(Shape s) const { return slots_.view(kDln, s, DType::F32); }
   Tensor dqkv_heads(Shape s, DType dt) const { return slots_.view(kNarrow, s, dt); }
   Tensor branch_grad(Shape s, DType dt) const { return slots_.view(kBranchGrad, s, dt); }
+  // The stream gradient layer `index` (1-based) hands down.
+  Tensor stream_grad(int64_t index, Shape s) const {
+    return slots_.view(stream_slot(index), s, DType::F32);
+  }
 
  private:
-  enum Slot { kBig, kNarrow, kDln, kBranchGrad, kSlots };
+  enum Slot { kBig, kNarrow, kDln, kBranchGrad, kDx0, kDx1, kSlots };
+  static Slot stream_slot(int64_t index) { return index % 2 == 0 ? kDx0 : kDx1; }
   SharedScratch slots_;
   DType widest_;
 };
 
 class EncoderLayer : public Layer {
  public:
-  EncoderLayer(std::string name, const TransformerSpec& t, LayerPrecision prec,
+  EncoderLayer(int64_t index, const TransformerSpec& t, LayerPrecision prec,
                std::shared_ptr<EncoderScratch> scratch)
-      : Layer(std::move(name)),
+      : Layer("layer" + std::to_string(index)),
+        index_(index),
         t_(t),
         prec_(prec),
         scratch_(std::move(scratch)),
@@ -218,8 +227,6 @@ class EncoderLayer : public Layer {
     fc1_.allocate(alloc, tokens, cd, true);
     fc2_.allocate(alloc, tokens, cd, true);
     out_ = act(Shape{tokens, d}, DType::F32);
-    // Backward: the stream gradient this layer hands down (the rest is in the scratch).
-    dx_ = act(Shape{tokens, d}, DType::F32);
   }
 
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override {
@@ -273,7 +280,7 @@ class EncoderLayer : public Layer {
     MPB_CHECK(dy.dtype == DType::F32 && dy.rows() == tokens && dy.cols() == d, "{}: dy {} {}",
               name_, dy.shape.str(), dtype_name(dy.dtype));
     Tensor dln = scratch_->dln(Shape{tokens, d});
-    Tensor dx = head_of(dx_, Shape{tokens, d});  // the stream gradient, dx1 then dx
+    Tensor dx = scratch_->stream_grad(index_, Shape{tokens, d});  // dx1, then dx
 
     // FFN branch: dx1 = dy + LN2'(fc1'(fc2'(dy))).
     // fc2's dX GEMM applies fc1's GELU derivative and writes fc1's bias gradient.
@@ -389,6 +396,7 @@ class EncoderLayer : public Layer {
     return out;
   }
 
+  int64_t index_;  // 1-based: the layer's place in the stack
   TransformerSpec t_;
   LayerPrecision prec_;
   std::shared_ptr<EncoderScratch> scratch_;
@@ -398,7 +406,7 @@ class EncoderLayer : public Layer {
   int64_t rows_ = 0;
   Tensor x_, qkv_out_;
   Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, probs_, ctx_heads_, ctx_, x1_;
-  Tensor ln2_out_, mean2_, rstd2_, out_, dx_;
+  Tensor ln2_out_, mean2_, rstd2_, out_;
 };
 
 // ---- final LayerNorm and head -------------------------------------------------------------------
@@ -527,10 +535,9 @@ void build_transformer(const Spec& spec, const TransformerSpec& t, Precision pre
       amp = cd;
   }
   auto scratch = std::make_shared<EncoderScratch>(t, any_fp32 ? DType::F32 : amp, amp);
-  for (int64_t i = 1; i <= t.layers; ++i) {
-    const std::string name = "layer" + std::to_string(i);
-    layers.push_back(std::make_unique<EncoderLayer>(name, t, prec(name), scratch));
-  }
+  for (int64_t i = 1; i <= t.layers; ++i)
+    layers.push_back(
+        std::make_unique<EncoderLayer>(i, t, prec("layer" + std::to_string(i)), scratch));
   // The final norm writes what the head's GEMM reads; pinning either of them keeps it fp32.
   const LayerPrecision head_prec = prec("head");
   const DType norm_out = prec("final_norm").compute == DType::F32 ? DType::F32 : head_prec.compute;

@@ -104,6 +104,19 @@ TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
   EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16, R"("layer2")"), ss * (2 + 4 + 2 + 4));
 }
 
+// The stream gradient the layers hand down alternates between two buffers: a second layer adds
+// the other one to what it keeps for its backward, a third only what it keeps.
+TEST(MemoryPrediction, EncoderLayersPassTheirGradientThroughTwoBuffers) {
+  const size_t tokens = 4 * 64;  // batch x seq
+  for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    const size_t one = transformer_activations(1, 2, 64, p),
+                 two = transformer_activations(2, 2, 64, p),
+                 three = transformer_activations(3, 2, 64, p);
+    EXPECT_EQ((two - one) - (three - two), tokens * 32 * 4);  // d_model 32, fp32
+  }
+}
+
 // Within a layer, fc2's input gradient (the FFN backward's) lives in the scores' buffer (the
 // forward's and the attention backward's): while the scores are the larger, a wider FFN adds
 // only what fc1 keeps for the backward, its pre-activation and output, to each layer.
