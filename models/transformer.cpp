@@ -116,12 +116,14 @@ class Embedding : public Layer {
 // PyTorch's caching allocator hands a layer's freed memory to the next (about 1.6 GB a layer at
 // gpt2_small's shapes in fp32, whose step took 46 GB on the H200 against PyTorch's 33).
 // Within a layer, buffers whose uses never overlap share one slot. In the order a layer runs:
-//   forward:       qkv out [big] -> permute; scores [big] -> softmax; proj out [narrow] -> add;
-//                  fc2 out [narrow] -> add
-//   FFN backward:  fc2 dx [big] -> fc1 backward -> fc1 dx [narrow] -> LN2 backward -> dln
-//   attn backward: proj dx [narrow] -> permute; dP [big] -> dq, dk, dv [narrow] -> permute
-//                  -> dqkv [big] -> qkv backward -> qkv dx [narrow] -> LN1 backward -> dln
-// so "big" is the largest of the scores, qkv's output and fc2's dx, "narrow" three tokens x D.
+//   forward:       qkv out [big] -> permute; scores [big] -> softmax; P v [dln] -> permute;
+//                  proj out [narrow] -> add; fc2 out [narrow] -> add
+//   FFN backward:  fc2 dx [big] -> fc1 backward -> fc1 dx [narrow] -> LN2 backward -> dln [dln]
+//   attn backward: proj dx [narrow] -> permute -> dO [dln] -> dv [narrow] and dP [big] -> dS
+//                  -> dq, dk [narrow] -> permute -> dqkv [big] -> qkv backward -> qkv dx
+//                  [narrow] -> LN1 backward -> dln [dln]
+// so "big" is the largest of the scores, qkv's output and fc2's dx, "narrow" three tokens x D,
+// "dln" tokens x D in fp32.
 // The fp32 stream gradient a layer hands down alternates between two buffers: layer i writes it
 // to one and reads its dy (layer i + 1's) from the other.
 // Allocated by the first layer that allocates with a given allocator and batch, in the widest
@@ -154,6 +156,8 @@ class EncoderScratch {
   }
   Tensor scores(Shape s, DType dt) const { return slots_.view(kBig, s, dt); }
   Tensor dln(Shape s) const { return slots_.view(kDln, s, DType::F32); }
+  // The heads' attention output (P v) in the forward, its gradient dO in the backward.
+  Tensor attn_out(Shape s, DType dt) const { return slots_.view(kDln, s, dt); }
   Tensor dqkv_heads(Shape s, DType dt) const { return slots_.view(kNarrow, s, dt); }
   Tensor branch_grad(Shape s, DType dt) const { return slots_.view(kBranchGrad, s, dt); }
   // The stream gradient layer `index` (1-based) hands down.
@@ -217,7 +221,6 @@ class EncoderLayer : public Layer {
     qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
     probs_ = act(Shape{bh, s, s}, cd);
-    ctx_heads_ = act(Shape{tokens * d}, cd);
     ctx_ = act(Shape{tokens, d}, cd);
     proj_.allocate(alloc, tokens, cd, true);
     x1_ = act(Shape{tokens, d}, DType::F32);
@@ -253,7 +256,7 @@ class EncoderLayer : public Layer {
     qk.math = prec_.math;
     be.gemm(qk, q, k, scores);
     be.attention_softmax_forward(scores, 1.0f, t_.causal, probs);
-    Tensor ctx_heads = head_of(ctx_heads_, Shape{bh, s, dh_});
+    Tensor ctx_heads = scratch_->attn_out(Shape{bh, s, dh_}, prec_.compute);
     GemmDesc pv;
     pv.math = prec_.math;
     be.gemm(pv, probs, v, ctx_heads);
@@ -295,7 +298,7 @@ class EncoderLayer : public Layer {
 
     // Attention branch.
     Tensor dctx = proj_.backward(be, ps, branch_grad(be, dx), true);  // (B, S, H, Dh)
-    Tensor dout = head_of(ctx_heads_, Shape{rows_, h, s, dh_});       // forward's ctx is not needed
+    Tensor dout = scratch_->attn_out(Shape{rows_, h, s, dh_}, prec_.compute);
     be.permute(dctx.reshaped(Shape{rows_, s, h, dh_}), dout, {0, 2, 1, 3});
     dout = dout.reshaped(Shape{bh, s, dh_});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
@@ -405,7 +408,7 @@ class EncoderLayer : public Layer {
   int ln1_g_ = -1, ln1_b_ = -1, ln2_g_ = -1, ln2_b_ = -1;
   int64_t rows_ = 0;
   Tensor x_, qkv_out_;
-  Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, probs_, ctx_heads_, ctx_, x1_;
+  Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, probs_, ctx_, x1_;
   Tensor ln2_out_, mean2_, rstd2_, out_;
 };
 

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "shipped_configs.h"
 #include "test_util.h"
@@ -104,15 +105,23 @@ TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
   EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16, R"("layer2")"), ss * (2 + 4 + 2 + 4));
 }
 
-// The stream gradient the layers hand down alternates between two buffers: a second layer adds
-// the other one to what it keeps for its backward, a third only what it keeps.
-TEST(MemoryPrediction, EncoderLayersPassTheirGradientThroughTwoBuffers) {
+// A layer allocates only what it keeps for its backward (what inspect reports per layer); the
+// stream gradient the layers hand down alternates between two buffers, so a second layer adds the
+// other one, and a third nothing more.
+TEST(MemoryPrediction, EncoderLayersAddOnlyWhatTheyKeep) {
   const size_t tokens = 4 * 64;  // batch x seq
   for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
     SCOPED_TRACE(precision_name(p));
+    const Spec s = parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 32,
+        "heads": 2, "ffn_dim": 64, "seq_len": 64, "layers": 1, "vocab_size": 16},
+        "data": {"train_samples": 8, "eval_samples": 4}, "train": {"batch_size": 4}})",
+                              "t.json");
+    const Model m(s, p);
+    const int64_t kept = m.layer_infos()[1].activation_bytes * 4;  // per sample x batch
     const size_t one = transformer_activations(1, 2, 64, p),
                  two = transformer_activations(2, 2, 64, p),
                  three = transformer_activations(3, 2, 64, p);
+    EXPECT_EQ(three - two, static_cast<size_t>(kept));
     EXPECT_EQ((two - one) - (three - two), tokens * 32 * 4);  // d_model 32, fp32
   }
 }
