@@ -24,9 +24,10 @@ void Linear::use_shared_weight(const int* param) {
   shared_weight_ = param;
 }
 
-void Linear::borrow(const Tensor& y, const Tensor& dx) {
+void Linear::borrow(const Tensor& y, const Tensor& dx, const Tensor& pre_act) {
   lent_y_ = y;
   lent_dx_ = dx;
+  lent_pre_act_ = pre_act;
 }
 
 void Linear::declare_params(ParamStore& ps) {
@@ -61,7 +62,7 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
     return lent.defined() ? lent.viewed_as(s, dt) : alloc.alloc(s, dt, MemCategory::Activations);
   };
   y_ = own_or_lent(lent_y_, Shape{batch, out_}, od);
-  if (keeps_pre_act()) pre_act_ = alloc.alloc(Shape{batch, out_}, od, MemCategory::Activations);
+  if (keeps_pre_act()) pre_act_ = own_or_lent(lent_pre_act_, Shape{batch, out_}, od);
   if (need_dx) dx_ = own_or_lent(lent_dx_, Shape{batch, in_}, cd);
   if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
     auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };

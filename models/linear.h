@@ -23,11 +23,11 @@ class Linear : public Layer {
   // tied to the token embedding). backward overwrites the weight's gradient, so the owner must
   // add its own to it afterwards.
   void use_shared_weight(const int* param);
-  // Before allocate: memory for the output and the input gradient, instead of buffers of its own
-  // (an encoder layer lends its Linears the same as every other layer's, for outputs nothing
-  // reads after the layer's forward and gradients used only within its backward). Undefined: its
-  // own.
-  void borrow(const Tensor& y, const Tensor& dx);
+  // Before allocate: memory for the output, the input gradient and the pre-activation, instead of
+  // buffers of its own (an encoder layer lends its Linears the same as every other layer's, for
+  // outputs nothing reads after the layer's forward and gradients used only within its backward,
+  // and fc1 its own block, which also holds the attention scores). Undefined: its own.
+  void borrow(const Tensor& y, const Tensor& dx, const Tensor& pre_act = Tensor{});
   void allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype, bool need_dx) override;
   Tensor forward(Backend& be, const ParamStore& ps, const Tensor& x) override;
   Tensor backward(Backend& be, const ParamStore& ps, const Tensor& dy, bool need_dx) override;
@@ -60,12 +60,12 @@ class Linear : public Layer {
   const int* shared_weight_ = nullptr;
   int w_ = -1, b_ = -1;  // b_ -1: no bias
   DType input_dtype_ = DType::F32;
-  int64_t rows_ = 0;         // rows of the last forward
-  Tensor x_cast_;            // the input in the compute dtype, when it arrives in another one
-  Tensor x_saved_;           // the input the GEMM used (view), kept for dW
-  Tensor pre_act_, y_;       // pre-activation (GELU only, saved for backward) and output
-  Tensor dx_, dx_cast_;      // input gradient in the compute dtype, and cast back to the input's
-  Tensor lent_y_, lent_dx_;  // what borrow() gave
+  int64_t rows_ = 0;     // rows of the last forward
+  Tensor x_cast_;        // the input in the compute dtype, when it arrives in another one
+  Tensor x_saved_;       // the input the GEMM used (view), kept for dW
+  Tensor pre_act_, y_;   // pre-activation (GELU only, saved for backward) and output
+  Tensor dx_, dx_cast_;  // input gradient in the compute dtype, and cast back to the input's
+  Tensor lent_y_, lent_dx_, lent_pre_act_;  // what borrow() gave
   // amp_fp8: whether the weight's sizes let the layer run in FP8, the tensors' indices in
   // ParamStore::fp8(), and the fp8 copies: x (rows, in) and x^T, W (out, in) and W^T, dY (rows,
   // out) and dY^T (allocated when the batch fits too).

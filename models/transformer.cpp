@@ -116,25 +116,32 @@ class Embedding : public Layer {
 // PyTorch's caching allocator hands a layer's freed memory to the next (about 1.6 GB a layer at
 // gpt2_small's shapes in fp32, whose step took 46 GB on the H200 against PyTorch's 33).
 // Within a layer, buffers whose uses never overlap share one slot. In the order a layer runs:
-//   forward:       qkv out [big] -> permute; scores [big] -> softmax; P v [dln] -> permute;
-//                  proj out [narrow] -> add; fc2 out [narrow] -> add
+//   forward:       qkv out [big] -> permute; scores [S] -> softmax; P v [dln] -> permute;
+//                  proj out [narrow] -> add; fc1 out and pre-activation [the layer's fc1 block,
+//                  kept]; fc2 out [narrow] -> add
 //   FFN backward:  fc2 dx [big] -> fc1 backward -> fc1 dx [narrow] -> LN2 backward -> dln [dln]
-//   attn backward: proj dx [narrow] -> permute -> dO [dln] -> dv [narrow] and dP [big] -> dS
+//   attn backward: proj dx [narrow] -> permute -> dO [dln] -> dv [narrow] and dP [S] -> dS
 //                  -> dq, dk [narrow] -> permute -> dqkv [big] -> qkv backward -> qkv dx
 //                  [narrow] -> LN1 backward -> dln [dln]
-// so "big" is the largest of the scores, qkv's output and fc2's dx, "narrow" three tokens x D,
-// "dln" tokens x D in fp32.
+// so "big" is the largest of qkv's output and fc2's dx, "narrow" three tokens x D, "dln" tokens x
+// D in fp32. The scores [S] go where fc1 keeps its output and pre-activation when they fit there
+// (2 ffn >= heads x seq: the block is written after them in the forward and read for the last
+// time before them in the backward, as PyTorch's allocator would reuse it), else into "big".
 // The fp32 stream gradient a layer hands down alternates between two buffers: layer i writes it
 // to one and reads its dy (layer i + 1's) from the other.
 // Allocated by the first layer that allocates with a given allocator and batch, in the widest
 // compute dtype of the layers (fp32_layers may pin some), and viewed in each layer's own.
+bool scores_fit_fc1(const TransformerSpec& t) {
+  return 2 * t.ffn_dim >= t.heads * t.seq_len;
+}
+
 class EncoderScratch {
  public:
   EncoderScratch(const TransformerSpec& t, DType widest, DType amp)
       : slots_(kSlots), widest_(widest) {
     const int64_t s = t.seq_len, d = t.d_model;
     const int64_t w = static_cast<int64_t>(dtype_size(widest));
-    slots_.need_per_sample(kBig, t.heads * s * s * w);
+    if (!scores_fit_fc1(t)) slots_.need_per_sample(kBig, t.heads * s * s * w);
     slots_.need_per_sample(kBig, 3 * s * d * w);
     slots_.need_per_sample(kBig, s * t.ffn_dim * w);
     slots_.need_per_sample(kNarrow, 3 * s * d * w);
@@ -146,14 +153,17 @@ class EncoderScratch {
   }
 
   void allocate(TrackingAllocator& alloc, int64_t batch) { slots_.allocate(alloc, batch); }
-  // Before the Linears allocate. fc1's output is fc2's saved input: its own.
-  void lend(Linear& qkv, Linear& proj, Linear& fc1, Linear& fc2) const {
+  // Before the Linears allocate. fc1's output (fc2's saved input) and pre-activation are the
+  // layer's own, in fc1_block: (2, rows, ffn).
+  void lend(Linear& qkv, Linear& proj, Linear& fc1, Linear& fc2, const Tensor& fc1_block) const {
     const Tensor big = slots_.whole(kBig, widest_), narrow = slots_.whole(kNarrow, widest_);
+    const int64_t half = fc1_block.numel() / 2;
     qkv.borrow(big, narrow);
     proj.borrow(narrow, narrow);
-    fc1.borrow(Tensor{}, narrow);
+    fc1.borrow(fc1_block.slice(0, Shape{half}), narrow, fc1_block.slice(half, Shape{half}));
     fc2.borrow(narrow, big);
   }
+  // The scores when they do not fit fc1's block.
   Tensor scores(Shape s, DType dt) const { return slots_.view(kBig, s, dt); }
   Tensor dln(Shape s) const { return slots_.view(kDln, s, DType::F32); }
   // The heads' attention output (P v) in the forward, its gradient dO in the backward.
@@ -217,7 +227,8 @@ class EncoderLayer : public Layer {
     mean1_ = act(Shape{tokens}, DType::F32);
     rstd1_ = act(Shape{tokens}, DType::F32);
     scratch_->allocate(alloc, batch);
-    scratch_->lend(qkv_, proj_, fc1_, fc2_);
+    fc1_block_ = act(Shape{2 * tokens * t_.ffn_dim}, cd);
+    scratch_->lend(qkv_, proj_, fc1_, fc2_, fc1_block_);
     qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
     probs_ = act(Shape{bh, s, s}, cd);
@@ -248,7 +259,7 @@ class EncoderLayer : public Layer {
     Tensor qkv_heads = head_of(qkv_heads_, Shape{3, rows_, h, s, dh_});
     be.permute(qkv_out_.reshaped(Shape{rows_, s, 3, h, dh_}), qkv_heads, {2, 0, 3, 1, 4});
     Tensor q = qkv_part(qkv_heads_, 0), k = qkv_part(qkv_heads_, 1), v = qkv_part(qkv_heads_, 2);
-    Tensor scores = scratch_->scores(Shape{bh, s, s}, prec_.compute);
+    Tensor scores = scores_buffer(Shape{bh, s, s});
     Tensor probs = head_of(probs_, Shape{bh, s, s});
     GemmDesc qk;
     qk.trans_b = true;
@@ -305,8 +316,8 @@ class EncoderLayer : public Layer {
     const Tensor dqkv_heads = scratch_->dqkv_heads(Shape{3 * tokens * d}, prec_.compute);
     Tensor dq = qkv_part(dqkv_heads, 0), dk = qkv_part(dqkv_heads, 1), dv = qkv_part(dqkv_heads, 2);
     Tensor probs = head_of(probs_, Shape{bh, s, s});
-    Tensor dp = scratch_->scores(Shape{bh, s, s}, prec_.compute);  // the scores are done with
-    GemmDesc g_dv;                                                 // dv = P^T dO
+    Tensor dp = scores_buffer(Shape{bh, s, s});  // the scores are done with
+    GemmDesc g_dv;                               // dv = P^T dO
     g_dv.trans_a = true;
     g_dv.math = prec_.math;
     be.gemm(g_dv, probs, dout, dv);
@@ -384,6 +395,10 @@ class EncoderLayer : public Layer {
 
  private:
   float alpha() const { return 1.0f / std::sqrt(static_cast<float>(dh_)); }
+  Tensor scores_buffer(Shape s) const {
+    return scores_fit_fc1(t_) ? fc1_block_.viewed_as(s, prec_.compute)
+                              : scratch_->scores(s, prec_.compute);
+  }
   // q, k or v (which = 0, 1, 2) of the last forward: (B*H, S, Dh) of the (3, B, H, S, Dh) buffer.
   Tensor qkv_part(const Tensor& buf, int which) const {
     const int64_t n = rows_ * t_.heads * t_.seq_len * dh_;
@@ -410,6 +425,7 @@ class EncoderLayer : public Layer {
   Tensor x_, qkv_out_;
   Tensor ln1_out_, mean1_, rstd1_, qkv_heads_, probs_, ctx_, x1_;
   Tensor ln2_out_, mean2_, rstd2_, out_;
+  Tensor fc1_block_;  // fc1's output and pre-activation, and the scores when they fit
 };
 
 // ---- final LayerNorm and head -------------------------------------------------------------------

@@ -91,11 +91,12 @@ size_t transformer_activations(int layers, int heads, int ffn, Precision p,
 // The encoder layers share what each holds only while it runs (the scores, which the backward
 // reuses for dP, the LayerNorm gradient, dq/dk/dv and, in AMP, the 16-bit branch gradient), in
 // the widest compute dtype of the layers. Seen through the (seq, seq) buffers: two more heads
-// add their probabilities to every layer and their scores once.
+// add their probabilities to every layer and their scores once (ffn 32: the scores do not fit
+// fc1's buffers).
 TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
   auto two_more_heads = [&](int layers, Precision p, const std::string& pinned = "") {
-    return transformer_activations(layers, 4, 64, p, pinned) -
-           transformer_activations(layers, 2, 64, p, pinned);
+    return transformer_activations(layers, 4, 32, p, pinned) -
+           transformer_activations(layers, 2, 32, p, pinned);
   };
   const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
   EXPECT_EQ(two_more_heads(1, Precision::FP32), ss * (4 + 4));
@@ -133,10 +134,28 @@ TEST(MemoryPrediction, TheFfnGradientSharesTheScoresBuffer) {
   const size_t tokens = 4 * 64;  // batch x seq
   for (int layers : {1, 2}) {
     SCOPED_TRACE(layers);
-    // Scores: 4 heads x 64 x 64 per sample = 16384 elements; fc2's dx 64 x ffn <= 8192.
-    EXPECT_EQ(transformer_activations(layers, 4, 128, Precision::FP32) -
-                  transformer_activations(layers, 4, 64, Precision::FP32),
+    // Scores: 8 heads x 64 x 64 per sample = 32768 elements, more than fc1's 2 x 64 x ffn hold;
+    // fc2's dx 64 x ffn <= 8192.
+    EXPECT_EQ(transformer_activations(layers, 8, 128, Precision::FP32) -
+                  transformer_activations(layers, 8, 64, Precision::FP32),
               layers * tokens * 64 * (4 + 4));
+  }
+}
+
+// Where fc1's output and pre-activation (2 x ffn per token) can hold a layer's scores (heads x
+// seq per token), the scores live there: fc1 writes its block after them in the forward and reads
+// it for the last time before them in the backward. More heads then add only their probabilities.
+TEST(MemoryPrediction, TheScoresLiveInFc1sBlockWhenTheyFit) {
+  const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
+  for (int layers : {1, 3}) {
+    SCOPED_TRACE(layers);
+    // ffn 256: 2 x 256 >= 4 heads x 64.
+    EXPECT_EQ(transformer_activations(layers, 4, 256, Precision::FP32) -
+                  transformer_activations(layers, 2, 256, Precision::FP32),
+              layers * ss * 4);
+    EXPECT_EQ(transformer_activations(layers, 4, 256, Precision::AMP_BF16) -
+                  transformer_activations(layers, 2, 256, Precision::AMP_BF16),
+              layers * ss * 2);
   }
 }
 
