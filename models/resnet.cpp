@@ -215,10 +215,10 @@ class Bottleneck : public ConvBnLayer {
 
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
     arena_->need_per_sample(dx_slot(index_), conv1_.in_numel() * es);
+    // The shortcut's dx goes where dy was (backward).
+    if (proj_) arena_->need_per_sample(dx_slot(index_ + 1), conv1_.in_numel() * es);
     arena_->need_per_sample(kGradOut, conv3_.out_numel() * es);
-    arena_->need_per_sample(kGradA, std::max({conv2_.in_numel(), conv2_.out_numel(),
-                                              proj_ ? conv1_.in_numel() : int64_t{0}}) *
-                                        es);
+    arena_->need_per_sample(kGradA, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
     arena_->need_per_sample(kGradB, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
     if (prec_.compute != DType::F32) {
       int64_t wmax = std::max({conv1_.weight_shape().numel(), conv2_.weight_shape().numel(),
@@ -328,7 +328,8 @@ class Bottleneck : public ConvBnLayer {
       bn_backward(be, ps, proj_bn_, dpre, nullptr, rows_of(sa_), dsa, nullptr);
       conv_backward_filter(be, ps, proj_conv_, x_, dsa);
       if (need_dx) {
-        Tensor dxs = arena_->view(kGradA, x_.shape, cd);  // dh1 is consumed
+        // The slot the next layer passed dy through (or cast it from): dpre is consumed.
+        Tensor dxs = arena_->view(dx_slot(index_ + 1), x_.shape, cd);
         conv_backward_data(be, ps, proj_conv_, dsa, dxs);
         be.add(dx, dxs, dx);
       }
@@ -398,8 +399,10 @@ class Stem : public ConvBnLayer {
     pq_ = std::make_pair((conv_.p + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1,
                          (conv_.q + 2 * pool_.pad - pool_.kernel) / pool_.stride + 1);
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
-    arena_->need_per_sample(kGradA, conv_.out_numel() * es);
-    arena_->need_per_sample(kGradB, conv_.out_numel() * es);
+    // The stem's backward runs last: the blocks' output gradient and the dx slot block 1 does not
+    // write to (its dx, the stem's dy, is in dx_slot(1)) are free then.
+    arena_->need_per_sample(kGradOut, conv_.out_numel() * es);
+    arena_->need_per_sample(Bottleneck::dx_slot(0), conv_.out_numel() * es);
     if (prec_.compute != DType::F32)
       arena_->need_in_all(kDw, conv_.weight_shape().numel() * es, MemCategory::Gradients);
   }
@@ -433,9 +436,9 @@ class Stem : public ConvBnLayer {
     MPB_CHECK(!need_dx, "{}: the first layer's input gradient is never needed", name_);
     const Tensor a = rows_of(a_), h = rows_of(h_);
     const Tensor dy = dy_in.reshaped(rows_of(y_).shape);
-    Tensor dh = arena_->view(kGradA, h.shape, prec_.compute);
+    Tensor dh = arena_->view(kGradOut, h.shape, prec_.compute);
     be.maxpool2d_backward(pool_, h, dy, dh);
-    Tensor da = arena_->view(kGradB, a.shape, prec_.compute);
+    Tensor da = arena_->view(Bottleneck::dx_slot(0), a.shape, prec_.compute);
     bn_backward(be, ps, bn_, dh, &h, a, da, nullptr);
     conv_backward_filter(be, ps, conv_, x_, da);
     return Tensor{};
