@@ -32,10 +32,11 @@
 // gradients need no per-block buffers: backward runs one block at a time, so every block and the
 // pool share one set of gradient buffers sized for the largest block (models/shared_scratch.h):
 // two for the blocks' dx in turn (a block reads its dy from one and writes its dx to the other),
-// one of the block output's shape (bn3's dx; the gradient at the add goes over the block's dy),
-// two of the inner width.
-// The shortcut BN's forward output, needed only as bn3's residual input, lives in one of the
-// gradient buffers, which are idle during the forward pass.
+// one of the block output's shape (bn3's dx; the gradient at the add goes over the block's dy,
+// and a projection's dx where that dy was once the shortcut BN has read it), two of the inner
+// width. The stem's backward, the last, uses the output-shaped one and the dx slot block 1 does
+// not write. The shortcut BN's forward output, needed only as bn3's residual input, lives in one
+// of the gradient buffers, which are idle during the forward pass.
 #include <memory>
 #include <vector>
 
