@@ -182,6 +182,29 @@ TEST(MemoryPrediction, ResnetBlocksShareThreeGradientBuffersOfTheirShape) {
             batch * more * 4 * (hw * (2 * 2 + 3) + 2) + 2 * 2 * more * 4);
 }
 
+// The stem's backward runs last, in gradient buffers the blocks no longer use (their output
+// gradient's and a dx slot), and a projection's shortcut dx where the block's dy was: while the
+// blocks' outputs are the larger, more stem channels add only what the stem keeps (its conv and
+// ReLU outputs at 16 x 16, its pooled output at 8 x 8) and block 1's dx (8 x 8), nothing to the
+// inner-width buffers.
+TEST(MemoryPrediction, TheStemsGradientsUseTheBlocksBuffers) {
+  auto be = make_reference_backend();
+  auto activations = [&](int stem_channels) {
+    const Spec s = parse_spec(
+        R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 32,
+            "in_channels": 3, "stem": "imagenet", "stem_channels": )" +
+            std::to_string(stem_channels) + R"(, "width": 8, "out_channels": 64, "blocks": 1,
+            "stride": 1, "num_classes": 10}, "data": {"train_samples": 8, "eval_samples": 4},
+            "train": {"batch_size": 4, "epochs": 1}})",
+        "r.json");
+    return predict_training_memory(s, Precision::FP32, *be)
+        .by_category[static_cast<int>(MemCategory::Activations)];
+  };
+  const size_t batch = 4, more = 4;  // stem channels 8 -> 12 (16 x 16 x 12 < 8 x 8 x 64), fp32
+  EXPECT_EQ(activations(12) - activations(8),
+            batch * more * 4 * (2 * 16 * 16 + 8 * 8 + 8 * 8) + 2 * more * 4);
+}
+
 // The first layer's input is the data, whose gradient nobody reads (backward never asks for it):
 // it gets no input-gradient buffer. So an MLP's activations do not grow with its input width in
 // fp32 (its first GEMM reads the staged batch, Data), and in amp_bf16 only by the bf16 cast of
