@@ -116,8 +116,8 @@ struct ConvAlgorithm {
   int64_t k = 0, r = 0, s = 0;         // w
   int64_t stride = 1, pad = 0;
   std::string dtype;      // of x, w and y: "fp32", "fp16", "bf16"
-  int64_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
-  std::string algo_name;  // "implicit_precomp_gemm", "algo_1", "winograd_nonfused", ...
+  int64_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op; -1: a GEMM
+  std::string algo_name;  // "implicit_precomp_gemm", "algo_1", ...; "cublaslt_gemm" (pointwise)
   std::string math;       // cudnnMathType_t: "default", "tensor_op", "fma"
   size_t workspace_bytes = 0;
   // An algorithm cuDNN ranked higher (and that would otherwise have run) was passed over because

@@ -14,7 +14,9 @@
 #       else the family's first): `mpbench run` in all its modes (plus amp_fp8 for the MLP and
 #       transformer configs: no spec's defaults include it), then at once the PyTorch reference on
 #       the same config and modes, where this machine has PyTorch, and `mpbench profile` of it
-#       (where the time goes, for the rows slower than PyTorch);
+#       (where the time goes, for the rows slower than PyTorch); for the first ResNet config,
+#       `mpbench run` again with its pointwise convolutions on cuDNN (MPBENCH_CUDNN_POINTWISE=1)
+#       instead of cuBLASLt, the A/B of kernels/cuda/conv.cu's choice;
 #    c. `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of resnet50_conv2 and
 #       bert_base_layer, `mpbench explain` (fp32, tf32, amp_bf16) of resnet50_conv2 and
 #       gpt2_small_layer, when they are among the configs;
@@ -50,6 +52,7 @@
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
 #   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch`
 #   MPBENCH_CHECK_EXPLAIN  0 skips `mpbench explain`
+#   MPBENCH_CHECK_AB       0 skips the pointwise-convolution A/B run (2b)
 #   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
 #                          a machine without a GPU (default cuda); the GPU tests still run there
@@ -333,6 +336,16 @@ for cfg in $first; do
   add_pair "$cfg"
   add_profile "$cfg"
 done
+# The pointwise convolutions' other path, beside the run above in the same call.
+if [ "${MPBENCH_CHECK_AB:-1}" != 0 ]; then
+  for cfg in $first; do
+    [ "${family[$cfg]:-}" = resnet_bottleneck ] || continue
+    add cudnn_pointwise "$cfg" "run $(name_of "$cfg") cudnn pointwise" 120 10
+    break
+  done
+else
+  off+=" pointwise-convolution A/B (MPBENCH_CHECK_AB=0);"
+fi
 # Then what has run on no GPU yet before more configs: the largest batch per mode under a 16 GB
 # card's memory, for the two configs the memory issue names (the tracked training memory is
 # checked against the device-wide peak there too), and explain.
@@ -479,9 +492,11 @@ prepare() {
       local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
       cmd=("$sanitizer" --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
            "--gtest_filter=-*OutOfMemory*:$slow") ;;
-    run | graphs)
-      local variant=eager; [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
-      cmd=("$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
+    run | graphs | cudnn_pointwise)
+      local variant=eager runner=()
+      [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
+      [ "$kind" = cudnn_pointwise ] && variant=cudnn_pointwise runner=(env MPBENCH_CUDNN_POINTWISE=1)
+      cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
            ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
     pytorch)
       # The exported dataset (8 GB for resnet50_conv3) goes after each config.
@@ -522,8 +537,8 @@ finish_step() {
       fi
       grep -E '^\[  FAILED  \]|Failure|error' "$o" | head -30 >>"$log"
       cat "$o" >>"$out/gpu_tests.log" ;;
-    run | graphs)
-      local variant=eager; [ "$kind" = graphs ] && variant=graphs
+    run | graphs | cudnn_pointwise)
+      local variant=eager; [ "$kind" != run ] && variant=$kind
       merge_json mpbench_results.json "$scratch/${name}_$variant.json"
       { echo "== $name ($variant): rc=$rc, ${s_secs[i]} s"; cat "$o"; } \
         >>"$scratch/runs_summary.txt"
@@ -549,7 +564,7 @@ finish_step() {
 cur=-1
 on_signal() {
   trap '' TERM INT
-  if [ -n "$step_pid" ]; then
+  if [ -n "${step_pid:-}" ]; then
     kill -TERM "$step_pid" 2>/dev/null
     wait "$step_pid" 2>/dev/null
     s_status[cur]="INTERRUPTED by SIG$1"
@@ -586,13 +601,13 @@ for i in "${!s_kind[@]}"; do
   fi
   (( room < lim )) && lim=$room
   prepare "${s_kind[i]}" "${s_arg[i]}"
-  cur=$i
-  s_status[i]="running (limit $lim s)"
-  write_summary
   step_t0=$(date +%s)
   # In the background and waited for, so that a signal is handled at once, not after the step.
   timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null &
-  step_pid=$!
+  step_pid=$! cur=$i
+  s_status[i]="running (limit $lim s)"
+  # Only now: a signal that follows the summary's "running" finds the step's pid to stop.
+  write_summary
   wait "$step_pid"
   rc=$?
   step_pid=""

@@ -686,7 +686,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
       a.stride = required_int("stride", 1);
       a.pad = required_int("pad", 0);
       a.dtype = one_of("dtype", {"fp32", "fp16", "bf16"});
-      a.algo = required_int("algo", 0);
+      a.algo = required_int("algo", -1);  // -1: a pointwise convolution run as a GEMM
       a.algo_name = string(e, "algo_name", pi, true);
       a.math = one_of("math", {"default", "tensor_op", "tensor_op_allow_conversion", "fma"});
       find(e, "workspace_bytes", pi, true);

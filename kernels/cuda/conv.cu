@@ -1,4 +1,5 @@
-// 2-D convolution through cuDNN's legacy (v7-style) API, same semantics as kernels/cpu/conv.cpp:
+// 2-D convolution through cuDNN's legacy (v7-style) API, pointwise ones through cuBLASLt (see
+// pointwise_as_gemm), same semantics as kernels/cpu/conv.cpp:
 //   x (N, H, W, C), w (K, R, S, C), y (N, P, Q, K); cross-correlation (as PyTorch), symmetric
 //   pad, no dilation, one dtype for all three, fp32 accumulation (CUDNN_DATA_FLOAT compute).
 // cuDNN's NHWC tensor format is our NHWC, and its NHWC filter format is our KRSC.
@@ -437,11 +438,56 @@ void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMa
   throw_runtime(fmt::format("{}: this build has no cuDNN, which the CUDA convolutions need", op));
 }
 
+// A pointwise convolution (1x1, stride 1, no pad) of NHWC data is a GEMM over the N*H*W pixels,
+// as the CPU reference computes it, with the weights (K, 1, 1, C) read as (K, C): y = x w^T,
+// dx = dy w, dw = dy^T x. It runs on cuBLASLt (gemm.cu: its plans, heuristics and workspace),
+// not on cuDNN's legacy API. Why: on the H200 PyTorch's cuDNN path (the graph API) ran most of
+// ResNet-50's pointwise convolutions as cuBLAS nvjet GEMMs (results/h200/pytorch_resnet50_conv2
+// .json), where the legacy API runs implicit-GEMM kernels, in fp32 with up to 1 GB of workspace
+// each. MPBENCH_CUDNN_POINTWISE=1 keeps them on cuDNN, to time one path against the other.
+bool pointwise_as_gemm(const DeviceContext& ctx, const ConvGeom& g) {
+  return g.is_pointwise() && !ctx.pointwise_on_cudnn();
+}
+
+// The run's record of the convolutions (conv_algorithms) names the GEMM path, once per key.
+void record_gemm_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMath math) {
+#if defined(MPBENCH_HAVE_CUDNN)
+  const ConvKey key = conv_key(op, g, dt, math_type_for(math, dt));
+  if (ctx.find_conv_plan(key)) return;
+  ConvPlan plan;
+  plan.gemm = true;
+  plan.algo = -1;
+  plan.math_type = key.math_type;
+  ctx.add_conv_plan(key, plan);
+#else
+  (void)ctx, (void)op, (void)g, (void)dt, (void)math;
+#endif
+}
+
+// Convolution `op` as the GEMM c (M, N) = op(a) op(b) of sizes gg (operands in the shapes
+// GemmDesc documents), recorded under the convolution's key.
+void pointwise_gemm(DeviceContext& ctx, ConvOp op, const ConvDesc& d, const ConvGeom& g,
+                    const GemmGeom& gg, bool trans_a, bool trans_b, const Tensor& a,
+                    const Tensor& b, Tensor& c) {
+  record_gemm_conv(ctx, op, g, a.dtype, d.math);
+  GemmDesc gd;
+  gd.trans_a = trans_a;
+  gd.trans_b = trans_b;
+  gd.math = d.math;
+  Tensor c2 = c.reshaped(Shape{gg.m, gg.n});
+  gemm(ctx, gd, gg, a.reshaped(trans_a ? Shape{gg.k, gg.m} : Shape{gg.m, gg.k}),
+       b.reshaped(trans_b ? Shape{gg.n, gg.k} : Shape{gg.k, gg.n}), c2);
+}
+
 }  // namespace
 
 // y (N, P, Q, K) = x (N, H, W, C) conv w (K, R, S, C)
 void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                     const Tensor& w, Tensor& y) {
+  // y (NPQ, K) = x (NPQ, C) w (K, C)^T
+  if (pointwise_as_gemm(ctx, g))
+    return pointwise_gemm(ctx, ConvOp::Forward, d, g, GemmGeom{1, g.npq(), g.k, g.c}, false, true,
+                          x, w, y);
   check_cudnn_limits("conv2d_forward", g, x, w, y);
 #if defined(MPBENCH_HAVE_CUDNN)
   const float alpha = 1.0f, beta = 0.0f;  // float scalars for every non-double data type
@@ -462,6 +508,10 @@ void conv2d_forward(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g, co
 // output depends on (stride > 1 leftovers) become 0.
 void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
                           const Tensor& dy, const Tensor& w, Tensor& dx) {
+  // dx (NPQ, C) = dy (NPQ, K) w (K, C)
+  if (pointwise_as_gemm(ctx, g))
+    return pointwise_gemm(ctx, ConvOp::BackwardData, d, g, GemmGeom{1, g.npq(), g.c, g.k}, false,
+                          false, dy, w, dx);
   check_cudnn_limits("conv2d_backward_data", g, dx, w, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
   const float alpha = 1.0f, beta = 0.0f;
@@ -482,6 +532,10 @@ void conv2d_backward_data(DeviceContext& ctx, const ConvDesc& d, const ConvGeom&
 // overwritten (beta = 0).
 void conv2d_backward_filter(DeviceContext& ctx, const ConvDesc& d, const ConvGeom& g,
                             const Tensor& x, const Tensor& dy, Tensor& dw) {
+  // dw (K, C) = dy (NPQ, K)^T x (NPQ, C)
+  if (pointwise_as_gemm(ctx, g))
+    return pointwise_gemm(ctx, ConvOp::BackwardFilter, d, g, GemmGeom{1, g.k, g.c, g.npq()}, true,
+                          false, dy, x, dw);
   check_cudnn_limits("conv2d_backward_filter", g, x, dw, dy);
 #if defined(MPBENCH_HAVE_CUDNN)
   const float alpha = 1.0f, beta = 0.0f;
@@ -509,7 +563,7 @@ std::vector<ConvAlgorithm> conv_algorithms(const DeviceContext& ctx) {
     a.stride = key.stride, a.pad = key.pad;
     a.dtype = data_type_name(key.data_type);
     a.algo = plan->algo;
-    a.algo_name = algo_name(key.op, plan->algo);
+    a.algo_name = plan->gemm ? "cublaslt_gemm" : algo_name(key.op, plan->algo);
     a.math = math_name(plan->math_type);
     a.workspace_bytes = plan->workspace_size;
     a.workspace_limited = plan->workspace_limited;

@@ -1,7 +1,9 @@
 #include "kernels/cuda/device_context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "kernels/cuda/check.h"
 
@@ -213,6 +215,8 @@ DeviceContext::DeviceContext(int device) : device_(device) {
     CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
     scratch_floats_ = kScratchBytes / sizeof(float);
     create_cudnn();
+    const char* pointwise = std::getenv("MPBENCH_CUDNN_POINTWISE");
+    pointwise_on_cudnn_ = pointwise && *pointwise && std::string(pointwise) != "0";
   } catch (...) {
     destroy_cudnn();
     if (scratch_) cudaFree(scratch_);

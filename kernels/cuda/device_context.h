@@ -89,6 +89,9 @@ struct ConvPlan {
   cudnnConvolutionStruct* conv_desc = nullptr;
   int32_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
   int32_t math_type = 0;  // cudnnMathType_t of the chosen algorithm
+  // A pointwise convolution run as a cuBLASLt GEMM (conv.cu): a record only, no descriptors,
+  // algo -1, no workspace of its own (the GEMM's).
+  bool gemm = false;
   size_t workspace_size = 0;
   // A higher-ranked algorithm was passed over because its workspace could not be had.
   bool workspace_limited = false;
@@ -158,6 +161,9 @@ class DeviceContext {
   // plan's descriptors; plans live until the context, the workspace or the convolution
   // workspace's provider goes (their algorithms were chosen to fit the workspace).
   const ConvPlan* find_conv_plan(const ConvKey& key) const;
+  // Whether pointwise convolutions stay on cuDNN instead of cuBLASLt (conv.cu): the
+  // MPBENCH_CUDNN_POINTWISE environment variable, read when the context is made.
+  bool pointwise_on_cudnn() const { return pointwise_on_cudnn_; }
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
   // An algorithm the heuristic offered for `key` but cuDNN refused to run: the key's plan is
@@ -212,6 +218,7 @@ class DeviceContext {
   std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> plans_;
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
   std::vector<ConvKey> conv_plan_order_;  // keys of conv_plans_, first use first
+  bool pointwise_on_cudnn_ = false;
   std::unordered_map<ConvKey, ConvRefusals, ConvKeyHash> conv_refused_;
   ConvWorkspaceProvider conv_provider_;
   Tensor conv_workspace_;  // from conv_provider_, or undefined

@@ -376,13 +376,19 @@ TEST(RunJson, ConvAlgorithmsRoundTripAndAreOptional) {
   EXPECT_FALSE(to_json(r).contains("conv_workspace_bytes"));
   EXPECT_TRUE(run_from_json(to_json(r)).conv_algorithms.empty());
 
+  // A pointwise convolution run as a cuBLASLt GEMM is recorded with algo -1.
+  ConvAlgorithm pointwise = sample_conv("forward", -1, 0, false);
+  pointwise.r = pointwise.s = 1;
+  pointwise.pad = 0;
+  pointwise.algo_name = "cublaslt_gemm";
   r.conv_algorithms = {sample_conv("forward", 1, 0, false),
                        sample_conv("backward_data", 1, size_t{48} << 20, false),
-                       sample_conv("backward_filter", 1, size_t{5} << 30, true)};
+                       sample_conv("backward_filter", 1, size_t{5} << 30, true), pointwise};
   r.conv_workspace_bytes = size_t{5} << 30;  // past 32 bits
   const json j = json::parse(to_json(r).dump());
   ASSERT_TRUE(j["conv_algorithms"].is_array());
-  ASSERT_EQ(j["conv_algorithms"].size(), 3u);
+  ASSERT_EQ(j["conv_algorithms"].size(), 4u);
+  EXPECT_EQ(j["conv_algorithms"][3]["algo"], -1);
   const json& bf = j["conv_algorithms"][2];
   EXPECT_EQ(bf["op"], "backward_filter");
   EXPECT_EQ(bf["n"], 256);
@@ -399,8 +405,8 @@ TEST(RunJson, ConvAlgorithmsRoundTripAndAreOptional) {
   EXPECT_EQ(j["conv_workspace_bytes"].get<size_t>(), size_t{5} << 30);
 
   const RunResult back = run_from_json(j);
-  ASSERT_EQ(back.conv_algorithms.size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(back.conv_algorithms.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
     const ConvAlgorithm &a = back.conv_algorithms[i], &o = r.conv_algorithms[i];
     EXPECT_EQ(a.op, o.op);
     EXPECT_EQ(std::vector<int64_t>({a.n, a.h, a.w, a.c, a.k, a.r, a.s, a.stride, a.pad}),

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -453,6 +455,72 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
       }
       EXPECT_LT(env.dut->conv_workspace_bytes(), room + 256);  // whole 256-byte blocks
       env.dut_alloc.set_limit(0);
+      env.dut->set_conv_workspace_provider({});
+    }
+  }
+}
+
+// Sets an environment variable for a scope (a context reads MPBENCH_CUDNN_POINTWISE when made).
+class ScopedEnvVar {
+ public:
+  ScopedEnvVar(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnvVar() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnvVar(const ScopedEnvVar&) = delete;
+  ScopedEnvVar& operator=(const ScopedEnvVar&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+bool is_pointwise(const ConvShape& g) {
+  return g.r == 1 && g.s == 1 && g.stride == 1 && g.pad == 0;
+}
+
+// Pointwise convolutions run as cuBLASLt GEMMs (conv.cu), recorded as such, with no convolution
+// workspace; MPBENCH_CUDNN_POINTWISE=1 puts them back on cuDNN. Both paths match the reference
+// (MatchesCpuReference runs the GEMM one on every config).
+TEST(CudaConvParity, PointwiseRunsAsGemmUnlessAskedForCudnn) {
+  SKIP_WITHOUT_CUDA();
+  uint64_t seed = 300;
+  for (const bool on_cudnn : {false, true}) {
+    std::optional<ScopedEnvVar> knob;
+    if (on_cudnn) knob.emplace("MPBENCH_CUDNN_POINTWISE", "1");
+    for (const ConvConfig& cfg : kConfigs) {
+      Env env;
+      env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+      int pointwise = 0;
+      for (const ConvShape& g : kShapes) {
+        if (!is_pointwise(g)) continue;
+        ++pointwise;
+        run_conv_case(env, cfg, g, seed += 7);
+      }
+      ASSERT_GT(pointwise, 0);
+      const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
+      print_choices(on_cudnn ? "pointwise on cuDNN" : "pointwise", choices);
+      ASSERT_EQ(choices.size(), 3u * static_cast<size_t>(pointwise));
+      for (const ConvAlgorithm& a : choices) {
+        EXPECT_EQ(a.r * a.s, 1);
+        if (on_cudnn) {
+          EXPECT_NE(a.algo_name, "cublaslt_gemm") << a.op;
+          EXPECT_GE(a.algo, 0) << a.op;
+        } else {
+          EXPECT_EQ(a.algo_name, "cublaslt_gemm") << a.op;
+          EXPECT_EQ(a.algo, -1) << a.op;
+          EXPECT_EQ(a.workspace_bytes, 0u) << a.op;
+        }
+        if (cfg.math == GemmMath::Strict) EXPECT_EQ(a.math, "fma") << a.op;
+      }
+      if (!on_cudnn) EXPECT_EQ(env.dut->conv_workspace_bytes(), 0u);
       env.dut->set_conv_workspace_provider({});
     }
   }
