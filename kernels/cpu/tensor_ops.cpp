@@ -55,53 +55,47 @@ std::vector<float> decoded(const Tensor& t) {
 
 }  // namespace
 
+namespace {
+
+// Calls f(output, input) for every output element of the pool and the input element that wins
+// its window (flat indices into y and x), windows in row-major order, channels innermost (as NHWC
+// stores them). xs: x decoded.
+template <typename F>
+void for_each_winner(const PoolGeom& g, int64_t n, int64_t c, const std::vector<float>& xs, F&& f) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t op = 0; op < g.p; ++op)
+      for (int64_t oq = 0; oq < g.q; ++oq)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const float* plane = xs.data() + b * g.h * g.w * c + ch;
+          auto value = [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; };
+          const int64_t win = pool_winner(g, op, oq, value);
+          if (win < 0) continue;  // a window of padding only (pad <= kernel / 2 rules it out)
+          f(((b * g.p + op) * g.q + oq) * c + ch, (b * g.h * g.w + win) * c + ch);
+        }
+}
+
+}  // namespace
+
 // y[n, p, q, c] = x at the winner of window (p, q) in channel c: an exact copy of the element.
 void CpuBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
-  const PoolGeom g = pool_geom(d, x, y);
-  const int64_t n = x.shape[0], c = x.shape[3];
-  const std::vector<float> xs = decoded(x);
   const size_t es = dtype_size(x.dtype);
   const char* in = static_cast<const char*>(x.data);
   char* out = static_cast<char*>(y.data);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float* plane = xs.data() + b * g.h * g.w * c + ch;
-      auto value = [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; };
-      for (int64_t op = 0; op < g.p; ++op)
-        for (int64_t oq = 0; oq < g.q; ++oq) {
-          const int64_t win = pool_winner(g, op, oq, value);
-          std::memcpy(out + (((b * g.p + op) * g.q + oq) * c + ch) * es,
-                      in + ((b * g.h * g.w + win) * c + ch) * es, es);
-        }
-    }
+  for_each_winner(pool_geom(d, x, y), x.shape[0], x.shape[3], decoded(x),
+                  [&](int64_t o, int64_t i) { std::memcpy(out + o * es, in + i * es, es); });
 }
 
-// Gathered per input, windows in row-major order: the order the CUDA kernel sums in.
+// Each window's dy added to its winner, windows in row-major order: every input sums the
+// windows it won in row-major order from 0, the order the CUDA kernel gathers them in (per input,
+// its windows in row-major order), so the sums agree bit for bit. One winner search per window,
+// where a gather per input searches every window that holds the input (up to 4 for a 3x3/2 pool).
 void CpuBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
                                          Tensor& dx) {
-  const PoolGeom g = pool_geom(d, x, dy);
-  const int64_t n = x.shape[0], c = x.shape[3];
-  const std::vector<float> xs = decoded(x), gs = decoded(dy);
-  std::vector<float> out(static_cast<size_t>(dx.numel()));
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const float* plane = xs.data() + b * g.h * g.w * c + ch;
-      auto value = [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; };
-      for (int64_t h = 0; h < g.h; ++h) {
-        int64_t p0, p1;
-        pool_windows_of(h, g.p, g.kernel, g.stride, g.pad, &p0, &p1);
-        for (int64_t w = 0; w < g.w; ++w) {
-          int64_t q0, q1;
-          pool_windows_of(w, g.q, g.kernel, g.stride, g.pad, &q0, &q1);
-          float acc = 0.0f;
-          for (int64_t op = p0; op <= p1; ++op)
-            for (int64_t oq = q0; oq <= q1; ++oq)
-              if (pool_winner(g, op, oq, value) == h * g.w + w)
-                acc += gs[((b * g.p + op) * g.q + oq) * c + ch];
-          out[((b * g.h + h) * g.w + w) * c + ch] = acc;
-        }
-      }
-    }
+  const std::vector<float> gs = decoded(dy);
+  std::vector<float> out(static_cast<size_t>(dx.numel()), 0.0f);
+  for_each_winner(
+      pool_geom(d, x, dy), x.shape[0], x.shape[3], decoded(x),
+      [&](int64_t o, int64_t i) { out[static_cast<size_t>(i)] += gs[static_cast<size_t>(o)]; });
   encode_f32(out.data(), dx, dx.numel());
 }
 
