@@ -153,6 +153,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   for (const auto& o : pr.ops) order.push_back(&o);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
   rows.clear();
+  int above = 0;  // rows over their ceiling
   // The native CPU names the oneDNN implementation of each op that ran on one.
   const bool kernels =
       std::any_of(pr.ops.begin(), pr.ops.end(), [](const OpTotal& o) { return !o.kernel.empty(); });
@@ -165,6 +166,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     if (ceil) {
       const auto share = percent_of_ceiling(o, *ceil);
       rows.back().push_back(share ? fmt::format("{:.1f}%", *share) : "");
+      if (share && *share > 100.0) ++above;
     }
   }
   std::vector<std::string> head = {"scope",   "op",    "shape",   "calls",
@@ -172,11 +174,17 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   if (kernels) head.insert(head.begin() + 3, "kernel");
   if (ceil) head.push_back("of peak");
   print_table(head, rows, kernels ? 4 : 3);
-  if (ceil && dev.kind == "cpu")
+  if (ceil && dev.kind == "cpu") {
     std::cout << fmt::format(
         "(of peak: {:.3f} TFLOP/s {}, the GEMM ceiling measured on this CPU)\n", ceil->peak_tflops,
         pr.run.precision);
-  else if (ceil)
+    // A measured ceiling is no hardware limit: say why a row can pass it.
+    if (above)
+      std::cout << fmt::format(
+          "({} above it: the ceiling is the best of a few square oneDNN matmuls, which a "
+          "convolution kernel can beat and load on the machine lowers)\n",
+          above == 1 ? std::string("one op ran") : fmt::format("{} ops ran", above));
+  } else if (ceil)
     std::cout << fmt::format("(of peak: {:.0f} TFLOP/s {} dense, {:.0f} GB/s memory, datasheet)\n",
                              ceil->peak_tflops, pr.run.precision, ceil->memory_gbps);
   if (order.size() > static_cast<size_t>(top))

@@ -143,42 +143,64 @@ DeviceInfo OnednnBackend::info() const {
     self->ceilings_measured_ = true;
     // Large enough to keep every thread busy: 2 GFLOP per GEMM up to 8 threads, 17 beyond.
     const int64_t n = info_.cpu_threads > 8 ? 2048 : 1024;
-    self->info_.gemm_tflops_fp32 = self->measure_gemm(DType::F32, n);
-    if (!info_.bf16_gemm.empty()) self->info_.gemm_tflops_bf16 = self->measure_gemm(DType::BF16, n);
+    std::vector<DType> types = {DType::F32};
+    if (!info_.bf16_gemm.empty()) types.push_back(DType::BF16);
+    const std::vector<double> rates = self->measure_gemms(types, n);
+    self->info_.gemm_tflops_fp32 = rates[0];
+    if (rates.size() > 1) self->info_.gemm_tflops_bf16 = rates[1];
     // oneDNN asks the kernel for AMX when it first runs an AMX kernel.
     self->info_.amx_granted = amx_granted();
   }
   return info_;
 }
 
-double OnednnBackend::measure_gemm(DType t, int64_t n) {
-  const Shape s{n, n};
-  std::vector<Tensor> m(3);
-  for (Tensor& x : m) {
-    x = Tensor{raw_alloc(static_cast<size_t>(n * n) * dtype_size(t)), s, t, Device::CPU};
-    fill_impl(x, 0.5f);
-  }
-  double best = 0;
-  try {
-    const GemmGeom g{1, n, n, n};
+// The dtypes take turns (fp32, bf16, fp32, ...), so that load on a shared machine lowers their
+// rates alike: explain's bound is their ratio, and a dtype measured alone in a busy moment read
+// half its usual rate here (fp32 0.110 against 0.196-0.220 TFLOP/s on 2 cores).
+// The best of 10 turns, or of as many as half a second allows (3 at the least): on a shared
+// machine the best of 3 2-ms GEMMs ranged from 0.51 to 0.88 TFLOP/s between runs.
+std::vector<double> OnednnBackend::measure_gemms(const std::vector<DType>& types, int64_t n) {
+  struct Operands {
+    DType t;
+    std::vector<Tensor> m;
     GemmDesc d;
-    d.math = t == DType::F32 ? GemmMath::Strict : GemmMath::LowPrecision;
-    gemm_impl(d, g, m[0], m[1], m[2]);  // creates the primitive, warms the caches
-    // The best of 10, or of as many as a quarter second allows (3 at the least): on a shared
-    // machine the best of 3 2-ms GEMMs ranged from 0.51 to 0.88 TFLOP/s between runs.
-    const auto begin = std::chrono::steady_clock::now();
-    for (int rep = 0; rep < 10; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      gemm_impl(d, g, m[0], m[1], m[2]);
-      const auto t1 = std::chrono::steady_clock::now();
-      const double secs = std::chrono::duration<double>(t1 - t0).count();
-      if (secs > 0) best = std::max(best, 2.0 * n * n * n / secs / 1e12);
-      if (rep >= 2 && std::chrono::duration<double>(t1 - begin).count() > 0.25) break;
+    bool runs = true;
+  };
+  std::vector<Operands> ops;
+  for (DType t : types) {
+    Operands o{t, std::vector<Tensor>(3), GemmDesc{}};
+    for (Tensor& x : o.m) {
+      x = Tensor{raw_alloc(static_cast<size_t>(n * n) * dtype_size(t)), Shape{n, n}, t,
+                 Device::CPU};
+      fill_impl(x, 0.5f);
     }
-  } catch (const Error&) {
-    best = 0;  // no rate: the runs of the mode say why
+    o.d.math = t == DType::F32 ? GemmMath::Strict : GemmMath::LowPrecision;
+    ops.push_back(std::move(o));
   }
-  for (Tensor& x : m) raw_free(x.data);
+  const GemmGeom g{1, n, n, n};
+  std::vector<double> best(ops.size(), 0.0);
+  for (Operands& o : ops) {
+    try {
+      gemm_impl(o.d, g, o.m[0], o.m[1], o.m[2]);  // creates the primitive, warms the caches
+    } catch (const Error&) {
+      o.runs = false;  // no rate: the runs of the mode say why
+    }
+  }
+  const auto begin = std::chrono::steady_clock::now();
+  for (int rep = 0; rep < 10; ++rep) {
+    auto t1 = begin;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i].runs) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      gemm_impl(ops[i].d, g, ops[i].m[0], ops[i].m[1], ops[i].m[2]);
+      t1 = std::chrono::steady_clock::now();
+      const double secs = std::chrono::duration<double>(t1 - t0).count();
+      if (secs > 0) best[i] = std::max(best[i], 2.0 * n * n * n / secs / 1e12);
+    }
+    if (rep >= 2 && std::chrono::duration<double>(t1 - begin).count() > 0.5) break;
+  }
+  for (Operands& o : ops)
+    for (Tensor& x : o.m) raw_free(x.data);
   return best;
 }
 

@@ -167,8 +167,9 @@ class OnednnBackend final : public cpu::CpuBackend {
   bool batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
                          const Tensor* residual, const Tensor& gamma, const Tensor& beta,
                          const Tensor& mean, const Tensor& var, Tensor& y);
-  // TFLOP/s of the best of up to 10 square n x n x n GEMMs of dtype t (a quarter second at most).
-  double measure_gemm(DType t, int64_t n);
+  // TFLOP/s of the best of up to 10 square n x n x n GEMMs per dtype (0 for one oneDNN cannot
+  // run), the dtypes taking turns; see the definition.
+  std::vector<double> measure_gemms(const std::vector<DType>& types, int64_t n);
 
   // The parts of a convolution: the filter in oneDNN's layout (reordered from KRSC, or written
   // there and reordered back), around the primitive.
