@@ -21,8 +21,10 @@
 #    c. `mpbench maxbatch` (fp32 and amp_bf16 under 16 GiB) of resnet50_conv2 and
 #       bert_base_layer, `mpbench explain` (fp32, tf32, amp_bf16) of resnet50_conv2 and
 #       gpt2_small_layer, when they are among the configs;
-#    d. the rest: the other configs the same way (their profiles later), the --cuda-graphs rerun
-#       of each config, `mpbench profile` of the others.
+#    d. the rest: the other configs the same way (their profiles later; resnet50's run followed
+#       by one with the convolution algorithms ranked by timing, MPBENCH_CUDNN_FIND=1, instead of
+#       cuDNN's heuristic), the --cuda-graphs rerun of each config, `mpbench profile` of the
+#       others.
 # 3. Merges each step's output into OUTDIR as soon as it ends (written whole, then renamed; the
 #    step's own files stay in a scratch folder outside OUTDIR) and rewrites summary.txt, so that a
 #    call cut off at any moment leaves what it did in at most 8 files (the device tool returns 8):
@@ -53,7 +55,8 @@
 #   MPBENCH_CHECK_PROFILE  0 skips `mpbench profile` of each config (and PyTorch's profiled steps)
 #   MPBENCH_CHECK_MAXBATCH 0 skips `mpbench maxbatch`
 #   MPBENCH_CHECK_EXPLAIN  0 skips `mpbench explain`
-#   MPBENCH_CHECK_AB       0 skips the pointwise-convolution A/B run (2b)
+#   MPBENCH_CHECK_AB       0 skips the A/B runs of 2b (pointwise convolutions on cuDNN, timed
+#                          ranking)
 #   MPBENCH_CHECK_SANITIZE 1 reruns the kernel parity tests under compute-sanitizer memcheck
 #   MPBENCH_CHECK_DEVICE   cpu runs the configs on the CPU: a dry run of this script's plumbing on
 #                          a machine without a GPU (default cuda); the GPU tests still run there
@@ -345,7 +348,7 @@ if [ "${MPBENCH_CHECK_AB:-1}" != 0 ]; then
     break
   done
 else
-  off+=" pointwise-convolution A/B (MPBENCH_CHECK_AB=0);"
+  off+=" A/B runs (MPBENCH_CHECK_AB=0);"
 fi
 # The whole ResNet-50's profile early: it was 1.36-1.39x PyTorch on the H200 where its stages
 # were 1.1-1.3x, so the stem (7x7 conv on 3 channels, max pool) is the first suspect, and only
@@ -383,7 +386,14 @@ else
 fi
 fake=${MPBENCH_CHECK_FAKE_STEP_S:-0}
 (( fake > 0 )) && add fake "$fake" "fake step (sleep $fake s)" $(( fake + 5 )) 1
-for cfg in $rest; do add_pair "$cfg"; done
+for cfg in $rest; do
+  add_pair "$cfg"
+  # Whether cuDNN's heuristic picks slow algorithms for the whole ResNet-50: its run again with
+  # them ranked by timing (MPBENCH_CUDNN_FIND=1), right after the eager one.
+  if [ "${MPBENCH_CHECK_AB:-1}" != 0 ] && [ "$(name_of "$cfg")" = resnet50 ]; then
+    add cudnn_find "$cfg" "run $(name_of "$cfg") cudnn find" 120 10
+  fi
+done
 if [ "${MPBENCH_CHECK_GRAPHS:-1}" != 0 ]; then
   for cfg in $ordered; do add graphs "$cfg" "run $(name_of "$cfg") graphs" 120 10; done
 else
@@ -506,10 +516,11 @@ prepare() {
       local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
       cmd=("$sanitizer" --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
            "--gtest_filter=-*OutOfMemory*:$slow") ;;
-    run | graphs | cudnn_pointwise)
+    run | graphs | cudnn_pointwise | cudnn_find)
       local variant=eager runner=()
       [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
       [ "$kind" = cudnn_pointwise ] && variant=cudnn_pointwise runner=(env MPBENCH_CUDNN_POINTWISE=1)
+      [ "$kind" = cudnn_find ] && variant=cudnn_find runner=(env MPBENCH_CUDNN_FIND=1)
       cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
            ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
     pytorch)
@@ -551,7 +562,7 @@ finish_step() {
       fi
       grep -E '^\[  FAILED  \]|Failure|error' "$o" | head -30 >>"$log"
       cat "$o" >>"$out/gpu_tests.log" ;;
-    run | graphs | cudnn_pointwise)
+    run | graphs | cudnn_pointwise | cudnn_find)
       local variant=eager; [ "$kind" != run ] && variant=$kind
       merge_json mpbench_results.json "$scratch/${name}_$variant.json"
       { echo "== $name ($variant): rc=$rc, ${s_secs[i]} s"; cat "$o"; } \

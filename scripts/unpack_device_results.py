@@ -8,8 +8,9 @@ device_check.sh merges files because the device tool returns at most 8: mpbench_
 (every `mpbench run --json` and `mpbench maxbatch --json`), pytorch.json (every
 pytorch_reference.py --out) and profiles.json (every `mpbench profile --json` and
 `mpbench explain --json`), each keyed by file name. They are split back into
-<config>_eager.json / <config>_graphs.json / <config>_cudnn_pointwise.json (the A/B run with
-the pointwise convolutions on cuDNN), maxbatch_<config>.json, pytorch_<config>.json,
+<config>_eager.json / <config>_graphs.json / <config>_cudnn_pointwise.json and
+<config>_cudnn_find.json (the A/B runs: pointwise convolutions on cuDNN, algorithms ranked by
+timing), maxbatch_<config>.json, pytorch_<config>.json,
 profile_<config>.json and explain_<config>.json. device_check.sh rewrites them whole after every
 step, so a call cut off at its limit still brings back files that parse.
 Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied, the later

@@ -5,9 +5,12 @@
 // cuDNN's NHWC tensor format is our NHWC, and its NHWC filter format is our KRSC.
 //
 // The algorithm is chosen once per key (op, shape, dtype, math, stride, pad) and cached in the
-// DeviceContext with its descriptors. Selection uses cuDNN's heuristics (cudnnGet*_v7), never
-// cudnnFind*: heuristics launch no work, so a first call made while a step is being captured into
-// a CUDA graph still works.
+// DeviceContext with its descriptors. Selection uses cuDNN's heuristics (cudnnGet*_v7), as PyTorch
+// does without cudnn.benchmark: heuristics launch no work, so a first call made while a step is
+// being captured into a CUDA graph still works. MPBENCH_CUDNN_FIND=1 (a diagnostic: is the
+// heuristic's choice what makes a convolution slow?) ranks them by timing them instead
+// (cudnnFind*, PyTorch's cudnn.benchmark), outside a capture; cuDNN allocates what it times them
+// with itself, past the run's allocator and --memory-limit, for the moment it takes.
 //
 // The workspace is PyTorch's rule (its cuDNN v7 path without benchmarking): the best-ranked
 // algorithm of the right math type gets the workspace it asks for, up to the limit; when that
@@ -292,13 +295,25 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
 
   WorkspaceSource source(ctx);
   int max_count = 0, returned = 0;
+  // Timed ranking (MPBENCH_CUDNN_FIND) where work may run; the heuristic's where it fails (e.g.
+  // out of memory for its buffers) or a capture is on.
+  const bool find = ctx.conv_find() && !stream_capturing(ctx);
+  // Whether a timed ranking worked; a failed one may leave a non-sticky error behind (a failed
+  // allocation), which the next launch check would blame on its own kernel: cleared.
+  auto found = [](cudnnStatus_t st) {
+    if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();
+    return st == CUDNN_STATUS_SUCCESS;
+  };
   switch (op) {
     case ConvOp::Forward: {
       CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
       std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<size_t>(std::max(max_count, 1)));
-      CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x_desc, plan.w_desc,
-                                                         plan.conv_desc, plan.y_desc, max_count,
-                                                         &returned, perf.data()));
+      if (!find || !found(cudnnFindConvolutionForwardAlgorithm(h, plan.x_desc, plan.w_desc,
+                                                               plan.conv_desc, plan.y_desc,
+                                                               max_count, &returned, perf.data())))
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.x_desc, plan.w_desc,
+                                                           plan.conv_desc, plan.y_desc, max_count,
+                                                           &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
           op, g, dt, want, perf, returned, refused, source, plan.conv_desc,
@@ -314,9 +329,12 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
       CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(
           static_cast<size_t>(std::max(max_count, 1)));
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w_desc, plan.y_desc,
-                                                              plan.conv_desc, plan.x_desc,
-                                                              max_count, &returned, perf.data()));
+      if (!find || !found(cudnnFindConvolutionBackwardDataAlgorithm(
+                       h, plan.w_desc, plan.y_desc, plan.conv_desc, plan.x_desc, max_count,
+                       &returned, perf.data())))
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.w_desc, plan.y_desc,
+                                                                plan.conv_desc, plan.x_desc,
+                                                                max_count, &returned, perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
           op, g, dt, want, perf, returned, refused, source, plan.conv_desc,
@@ -332,9 +350,12 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
       CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(
           static_cast<size_t>(std::max(max_count, 1)));
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, plan.x_desc, plan.y_desc,
-                                                                plan.conv_desc, plan.w_desc,
-                                                                max_count, &returned, perf.data()));
+      if (!find || !found(cudnnFindConvolutionBackwardFilterAlgorithm(
+                       h, plan.x_desc, plan.y_desc, plan.conv_desc, plan.w_desc, max_count,
+                       &returned, perf.data())))
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            h, plan.x_desc, plan.y_desc, plan.conv_desc, plan.w_desc, max_count, &returned,
+            perf.data()));
       returned = std::min(returned, static_cast<int>(perf.size()));
       choose_algorithm(
           op, g, dt, want, perf, returned, refused, source, plan.conv_desc,

@@ -215,8 +215,12 @@ DeviceContext::DeviceContext(int device) : device_(device) {
     CUDA_CHECK(cudaMalloc(&scratch_, kScratchBytes));
     scratch_floats_ = kScratchBytes / sizeof(float);
     create_cudnn();
-    const char* pointwise = std::getenv("MPBENCH_CUDNN_POINTWISE");
-    pointwise_on_cudnn_ = pointwise && *pointwise && std::string(pointwise) != "0";
+    auto flag = [](const char* name) {
+      const char* v = std::getenv(name);
+      return v && *v && std::string(v) != "0";
+    };
+    pointwise_on_cudnn_ = flag("MPBENCH_CUDNN_POINTWISE");
+    conv_find_ = flag("MPBENCH_CUDNN_FIND");
   } catch (...) {
     destroy_cudnn();
     if (scratch_) cudaFree(scratch_);

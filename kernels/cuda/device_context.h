@@ -161,9 +161,11 @@ class DeviceContext {
   // plan's descriptors; plans live until the context, the workspace or the convolution
   // workspace's provider goes (their algorithms were chosen to fit the workspace).
   const ConvPlan* find_conv_plan(const ConvKey& key) const;
-  // Whether pointwise convolutions stay on cuDNN instead of cuBLASLt (conv.cu): the
-  // MPBENCH_CUDNN_POINTWISE environment variable, read when the context is made.
+  // Diagnostic switches of conv.cu, from environment variables read when the context is made
+  // (set and not 0): pointwise convolutions on cuDNN instead of cuBLASLt
+  // (MPBENCH_CUDNN_POINTWISE), algorithms chosen by timing them (MPBENCH_CUDNN_FIND).
   bool pointwise_on_cudnn() const { return pointwise_on_cudnn_; }
+  bool conv_find() const { return conv_find_; }
   const ConvPlan& add_conv_plan(const ConvKey& key, const ConvPlan& plan);
   size_t conv_plan_count() const { return conv_plans_.size(); }
   // An algorithm the heuristic offered for `key` but cuDNN refused to run: the key's plan is
@@ -219,6 +221,7 @@ class DeviceContext {
   std::unordered_map<ConvKey, ConvPlan, ConvKeyHash> conv_plans_;
   std::vector<ConvKey> conv_plan_order_;  // keys of conv_plans_, first use first
   bool pointwise_on_cudnn_ = false;
+  bool conv_find_ = false;
   std::unordered_map<ConvKey, ConvRefusals, ConvKeyHash> conv_refused_;
   ConvWorkspaceProvider conv_provider_;
   Tensor conv_workspace_;  // from conv_provider_, or undefined

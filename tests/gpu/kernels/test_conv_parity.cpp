@@ -526,5 +526,31 @@ TEST(CudaConvParity, PointwiseRunsAsGemmUnlessAskedForCudnn) {
   }
 }
 
+// MPBENCH_CUDNN_FIND=1 ranks the algorithms by timing them (cudnnFind*, outside a capture): what
+// runs then still matches the reference and is recorded, one choice per op and shape.
+TEST(CudaConvParity, TimedRankingMatchesTheReference) {
+  SKIP_WITHOUT_CUDA();
+  ScopedEnvVar find("MPBENCH_CUDNN_FIND", "1");
+  uint64_t seed = 900;
+  for (const ConvConfig& cfg : kConfigs) {
+    Env env;
+    env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+    int shapes = 0;
+    for (const ConvShape& g : kShapes) {
+      if (is_pointwise(g)) continue;  // cuBLASLt's
+      ++shapes;
+      run_conv_case(env, cfg, g, seed += 7);
+    }
+    const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
+    print_choices("timed", choices);
+    EXPECT_EQ(choices.size(), 3u * static_cast<size_t>(shapes));
+    for (const ConvAlgorithm& a : choices) {
+      EXPECT_GE(a.algo, 0) << a.op;
+      if (cfg.math == GemmMath::Strict) EXPECT_EQ(a.math, "fma") << a.op;
+    }
+    env.dut->set_conv_workspace_provider({});
+  }
+}
+
 }  // namespace
 }  // namespace mpbench
