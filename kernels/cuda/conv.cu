@@ -465,9 +465,12 @@ void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMa
 // not on cuDNN's legacy API. Why: on the H200 PyTorch's cuDNN path (the graph API) ran most of
 // ResNet-50's pointwise convolutions as cuBLAS nvjet GEMMs (results/h200/pytorch_resnet50_conv2
 // .json), where the legacy API runs implicit-GEMM kernels, in fp32 with up to 1 GB of workspace
-// each. MPBENCH_CUDNN_POINTWISE=1 keeps them on cuDNN, to time one path against the other.
+// each. Channel counts that are multiples of 8 only (16-byte rows in 16-bit: the tensor-core
+// GEMMs' alignment, every ResNet-50 shape): the others (tiny_resnet's 4) stay on cuDNN, which
+// the H200 run verified for them. MPBENCH_CUDNN_POINTWISE=1 keeps them all on cuDNN, to time one
+// path against the other.
 bool pointwise_as_gemm(const DeviceContext& ctx, const ConvGeom& g) {
-  return g.is_pointwise() && !ctx.pointwise_on_cudnn();
+  return g.is_pointwise() && g.c % 8 == 0 && g.k % 8 == 0 && !ctx.pointwise_on_cudnn();
 }
 
 // The run's record of the convolutions (conv_algorithms) names the GEMM path, once per key.
