@@ -192,7 +192,13 @@ std::vector<double> OnednnBackend::measure_gemms(const std::vector<DType>& types
     for (size_t i = 0; i < ops.size(); ++i) {
       if (!ops[i].runs) continue;
       const auto t0 = std::chrono::steady_clock::now();
-      gemm_impl(ops[i].d, g, ops[i].m[0], ops[i].m[1], ops[i].m[2]);
+      try {
+        gemm_impl(ops[i].d, g, ops[i].m[0], ops[i].m[1], ops[i].m[2]);
+      } catch (const Error&) {
+        ops[i].runs = false;  // no rate, as when the first call fails
+        best[i] = 0;
+        continue;
+      }
       t1 = std::chrono::steady_clock::now();
       const double secs = std::chrono::duration<double>(t1 - t0).count();
       if (secs > 0) best[i] = std::max(best[i], 2.0 * n * n * n / secs / 1e12);
