@@ -330,6 +330,11 @@ fi
 add_pair() {
   add run "$1" "run $(name_of "$1") eager" 120 10
   [ "$have_torch" = 1 ] && add pytorch "$1" "pytorch $(name_of "$1")" 120 15
+  # Whether cuDNN's heuristic picks slow algorithms for the whole ResNet-50: its run again with
+  # them ranked by timing (MPBENCH_CUDNN_FIND=1), right after the eager one.
+  if [ "${MPBENCH_CHECK_AB:-1}" != 0 ] && [ "$(name_of "$1")" = resnet50 ]; then
+    add cudnn_find "$1" "run $(name_of "$1") cudnn find" 120 10
+  fi
   return 0
 }
 add_profile() {
@@ -386,14 +391,7 @@ else
 fi
 fake=${MPBENCH_CHECK_FAKE_STEP_S:-0}
 (( fake > 0 )) && add fake "$fake" "fake step (sleep $fake s)" $(( fake + 5 )) 1
-for cfg in $rest; do
-  add_pair "$cfg"
-  # Whether cuDNN's heuristic picks slow algorithms for the whole ResNet-50: its run again with
-  # them ranked by timing (MPBENCH_CUDNN_FIND=1), right after the eager one.
-  if [ "${MPBENCH_CHECK_AB:-1}" != 0 ] && [ "$(name_of "$cfg")" = resnet50 ]; then
-    add cudnn_find "$cfg" "run $(name_of "$cfg") cudnn find" 120 10
-  fi
-done
+for cfg in $rest; do add_pair "$cfg"; done
 if [ "${MPBENCH_CHECK_GRAPHS:-1}" != 0 ]; then
   for cfg in $ordered; do add graphs "$cfg" "run $(name_of "$cfg") graphs" 120 10; done
 else
