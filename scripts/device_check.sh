@@ -516,9 +516,10 @@ prepare() {
            "--gtest_filter=-*OutOfMemory*:$slow") ;;
     run | graphs | cudnn_pointwise | cudnn_find)
       local variant=eager runner=()
-      [ "$kind" = graphs ] && variant=graphs extra=(--cuda-graphs)
-      [ "$kind" = cudnn_pointwise ] && variant=cudnn_pointwise runner=(env MPBENCH_CUDNN_POINTWISE=1)
-      [ "$kind" = cudnn_find ] && variant=cudnn_find runner=(env MPBENCH_CUDNN_FIND=1)
+      [ "$kind" != run ] && variant=$kind
+      [ "$kind" = graphs ] && extra=(--cuda-graphs)
+      [ "$kind" = cudnn_pointwise ] && runner=(env MPBENCH_CUDNN_POINTWISE=1)
+      [ "$kind" = cudnn_find ] && runner=(env MPBENCH_CUDNN_FIND=1)
       cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
            ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
     pytorch)

@@ -53,10 +53,6 @@ std::vector<float> decoded(const Tensor& t) {
   return v;
 }
 
-}  // namespace
-
-namespace {
-
 // Calls f(output, input) for every output element of the pool and the input element that wins
 // its window (flat indices into y and x), windows in row-major order, channels innermost (as NHWC
 // stores them). xs: x decoded.

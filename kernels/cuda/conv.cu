@@ -479,7 +479,6 @@ void record_gemm_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt
   const ConvKey key = conv_key(op, g, dt, math_type_for(math, dt));
   if (ctx.find_conv_plan(key)) return;
   ConvPlan plan;
-  plan.gemm = true;
   plan.algo = -1;
   plan.math_type = key.math_type;
   ctx.add_conv_plan(key, plan);
@@ -587,7 +586,7 @@ std::vector<ConvAlgorithm> conv_algorithms(const DeviceContext& ctx) {
     a.stride = key.stride, a.pad = key.pad;
     a.dtype = data_type_name(key.data_type);
     a.algo = plan->algo;
-    a.algo_name = plan->gemm ? "cublaslt_gemm" : algo_name(key.op, plan->algo);
+    a.algo_name = plan->algo < 0 ? "cublaslt_gemm" : algo_name(key.op, plan->algo);
     a.math = math_name(plan->math_type);
     a.workspace_bytes = plan->workspace_size;
     a.workspace_limited = plan->workspace_limited;

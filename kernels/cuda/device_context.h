@@ -87,11 +87,10 @@ struct ConvPlan {
   cudnnTensorStruct* y_desc = nullptr;
   cudnnFilterStruct* w_desc = nullptr;
   cudnnConvolutionStruct* conv_desc = nullptr;
-  int32_t algo = 0;       // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op
+  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t, by op; -1: a pointwise convolution run as a
+  // cuBLASLt GEMM (conv.cu), a record only, with no descriptors and no workspace of its own.
+  int32_t algo = 0;
   int32_t math_type = 0;  // cudnnMathType_t of the chosen algorithm
-  // A pointwise convolution run as a cuBLASLt GEMM (conv.cu): a record only, no descriptors,
-  // algo -1, no workspace of its own (the GEMM's).
-  bool gemm = false;
   size_t workspace_size = 0;
   // A higher-ranked algorithm was passed over because its workspace could not be had.
   bool workspace_limited = false;

@@ -460,7 +460,7 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
   }
 }
 
-// Sets an environment variable for a scope (a context reads MPBENCH_CUDNN_POINTWISE when made).
+// Sets an environment variable for a scope (a context reads conv.cu's switches when made).
 class ScopedEnvVar {
  public:
   ScopedEnvVar(const char* name, const char* value) : name_(name) {
