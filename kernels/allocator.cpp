@@ -69,6 +69,16 @@ void TrackingAllocator::release(const Tensor& t) {
   blocks_.erase(it);
 }
 
+ConvWorkspaceProvider TrackingAllocator::workspace_provider(size_t limit) {
+  ConvWorkspaceProvider p;
+  p.alloc = [this](size_t bytes) {
+    return alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32, MemCategory::Workspace);
+  };
+  p.release = [this](const Tensor& t) { release(t); };
+  p.limit = limit;
+  return p;
+}
+
 void TrackingAllocator::release_all() {
   if (!counting_)
     for (auto& [p, b] : blocks_) backend_.raw_free(p);

@@ -46,6 +46,9 @@ class TrackingAllocator {
   void set_limit(size_t bytes) { limit_ = bytes; }
   void release(const Tensor& t);
   void release_all();
+  // A convolution workspace provider that allocates here under Workspace, so that the training
+  // peak and the limit count it; the allocator must outlive the backend's use of it.
+  ConvWorkspaceProvider workspace_provider(size_t limit = kDefaultConvWorkspaceLimit);
 
   size_t current(MemCategory c) const { return current_[static_cast<int>(c)]; }
   size_t peak(MemCategory c) const { return peak_[static_cast<int>(c)]; }

@@ -75,14 +75,7 @@ void sample_device_memory(Backend& be, MemoryReport& mem) {
 class ConvWorkspaceLease {
  public:
   ConvWorkspaceLease(Backend& be, TrackingAllocator& alloc, size_t limit) : be_(be) {
-    ConvWorkspaceProvider p;
-    p.alloc = [&alloc](size_t bytes) {
-      return alloc.alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32,
-                         MemCategory::Workspace);
-    };
-    p.release = [&alloc](const Tensor& t) { alloc.release(t); };
-    p.limit = limit;
-    be.set_conv_workspace_provider(std::move(p));
+    be.set_conv_workspace_provider(alloc.workspace_provider(limit));
   }
   ~ConvWorkspaceLease() { be_.set_conv_workspace_provider({}); }
   ConvWorkspaceLease(const ConvWorkspaceLease&) = delete;

@@ -280,20 +280,6 @@ TEST(CudaConvParity, BadShapesThrow) {
 
 // ---- the convolution workspace ---------------------------------------------------------------
 
-// What the trainer lends the backend (train/trainer.cpp, ConvWorkspaceLease): the workspace from
-// a TrackingAllocator, counted as workspace memory.
-ConvWorkspaceProvider provider_from(TrackingAllocator& alloc,
-                                    size_t limit = kDefaultConvWorkspaceLimit) {
-  ConvWorkspaceProvider p;
-  p.alloc = [&alloc](size_t bytes) {
-    return alloc.alloc(Shape{static_cast<int64_t>((bytes + 3) / 4)}, DType::F32,
-                       MemCategory::Workspace);
-  };
-  p.release = [&alloc](const Tensor& t) { alloc.release(t); };
-  p.limit = limit;
-  return p;
-}
-
 // What TrackingAllocator::set_limit caps: every category but Data.
 size_t training_bytes(const TrackingAllocator& a) {
   size_t total = 0;
@@ -328,7 +314,7 @@ TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
   uint64_t seed = 500;
   for (const ConvConfig& cfg : kWorkspaceConfigs) {
     Env env;
-    env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+    env.dut->set_conv_workspace_provider(env.dut_alloc.workspace_provider());
     EXPECT_TRUE(env.dut->conv_algorithms().empty());
     run_conv_case(env, cfg, kWorkspaceShape, seed += 7);
     const std::vector<ConvAlgorithm> choices = env.dut->conv_algorithms();
@@ -368,7 +354,7 @@ TEST(CudaConvWorkspace, OwnWorkspaceForTheTopAlgorithmAndChoicesRecorded) {
 TEST(CudaConvWorkspace, ResnetBatchTakesWhatTheTopAlgorithmWants) {
   SKIP_WITHOUT_CUDA();
   Env env;
-  env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+  env.dut->set_conv_workspace_provider(env.dut_alloc.workspace_provider());
   const ConvShape g{"resnet_conv2_3x3_b64", 64, 56, 56, 64, 64, 3, 3, 1, 1};
   const Shape xs{g.n, g.h, g.w, g.c}, ws{g.k, g.r, g.s, g.c}, ys{g.n, g.p(), g.q(), g.k};
   auto make = [&](Shape s) {
@@ -408,7 +394,7 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
     std::vector<ConvAlgorithm> free_choices;
     {
       Env env;
-      env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+      env.dut->set_conv_workspace_provider(env.dut_alloc.workspace_provider());
       run_conv_case(env, cfg, kWorkspaceShape, seed);
       free_choices = env.dut->conv_algorithms();
       env.dut->set_conv_workspace_provider({});
@@ -426,7 +412,7 @@ TEST(CudaConvWorkspace, FallsBackWhenTheWorkspaceCannotBeHad) {
                                by_memory ? "the allocator" : "the conv workspace limit"));
       Env env;
       env.dut->set_conv_workspace_provider(
-          provider_from(env.dut_alloc, by_memory ? kDefaultConvWorkspaceLimit : room));
+          env.dut_alloc.workspace_provider(by_memory ? kDefaultConvWorkspaceLimit : room));
       try {
         run_conv_case(env, cfg, kWorkspaceShape, seed, [&] {
           if (by_memory) env.dut_alloc.set_limit(training_bytes(env.dut_alloc) + room);
@@ -502,7 +488,7 @@ TEST(CudaConvParity, PointwiseRunsAsGemmUnlessAskedForCudnn) {
     if (on_cudnn) knob.emplace("MPBENCH_CUDNN_POINTWISE", "1");
     for (const ConvConfig& cfg : kConfigs) {
       Env env;
-      env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+      env.dut->set_conv_workspace_provider(env.dut_alloc.workspace_provider());
       int pointwise = 0;
       for (const ConvShape& g : kShapes) {
         if (!is_pointwise(g)) continue;
@@ -545,7 +531,7 @@ TEST(CudaConvParity, TimedRankingMatchesTheReference) {
   uint64_t seed = 900;
   for (const ConvConfig& cfg : kConfigs) {
     Env env;
-    env.dut->set_conv_workspace_provider(provider_from(env.dut_alloc));
+    env.dut->set_conv_workspace_provider(env.dut_alloc.workspace_provider());
     int shapes = 0;
     for (const ConvShape& g : kShapes) {
       if (runs_as_gemm(g)) continue;  // cuBLASLt's
