@@ -68,12 +68,13 @@ struct Env {
   std::unique_ptr<Backend> dut = make_device_under_test();
   TrackingAllocator cpu_alloc{*cpu};
   TrackingAllocator dut_alloc{*dut};
+  Tensor workspace;  // the device's GEMM workspace (none on a CPU)
 
   Env() {
     const int64_t ws_floats = static_cast<int64_t>(dut->workspace_bytes() / 4);
     if (ws_floats == 0) return;
-    Tensor ws = dut_alloc.alloc(Shape{ws_floats}, DType::F32, MemCategory::Workspace);
-    dut->set_workspace(ws);
+    workspace = dut_alloc.alloc(Shape{ws_floats}, DType::F32, MemCategory::Workspace);
+    dut->set_workspace(workspace);
   }
 
   Pair make(Shape s, DType dt, const std::vector<float>& values) {

@@ -50,40 +50,48 @@ __global__ void avgpool_backward_kernel(const TD* dy, TX* dx, int64_t n, int64_t
 }
 
 // One thread per output element (n, p, q, c), channels fastest: consecutive threads read
-// consecutive channels. The winner's element is copied, so the value is exact in any dtype.
-template <typename T>
-__global__ void maxpool_forward_kernel(const T* x, T* y, int64_t n, int64_t c, PoolGeom g) {
-  const int64_t total = n * g.p * g.q * c;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch = i % c, oq = (i / c) % g.q, op = (i / (c * g.q)) % g.p;
-    const int64_t b = i / (c * g.q * g.p);
-    const T* plane = x + b * g.h * g.w * c + ch;
+// consecutive channels. Writes the winner's element to y (a copy, exact in any dtype) and/or its
+// offset in the window to winners (a byte: the first pass of the backward below). I: the index
+// type, 32-bit where the tensors allow (a 64-bit division costs tens of instructions).
+template <typename T, typename I>
+__global__ void maxpool_window_kernel(const T* x, T* y, uint8_t* winners, I total, I c,
+                                      PoolGeom g) {
+  const I gp = static_cast<I>(g.p), gq = static_cast<I>(g.q), plane_len = static_cast<I>(g.h * g.w);
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < total;
+       i += I(gridDim.x) * I(blockDim.x)) {
+    const I ch = i % c, oq = (i / c) % gq, op = (i / (c * gq)) % gp, b = i / (c * gq * gp);
+    const T* plane = x + b * plane_len * c + ch;
     auto value = [&](int64_t h, int64_t w) { return to_f32(plane[(h * g.w + w) * c]); };
-    y[i] = plane[pool_winner(g, op, oq, value) * c];
+    const int off = pool_winner_offset(g, op, oq, value);
+    if (y) y[i] = plane[pool_offset_position(g, op, oq, off) * c];
+    if (winners) winners[i] = static_cast<uint8_t>(off);
   }
 }
 
-// One thread per input element, gathering the dy of the windows it won in row-major window
-// order (no atomics: the sums are deterministic and the CPU reference's).
-template <typename T>
-__global__ void maxpool_backward_kernel(const T* x, const T* dy, T* dx, int64_t n, int64_t c,
-                                        PoolGeom g) {
-  const int64_t total = n * g.h * g.w * c;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ch = i % c, w = (i / c) % g.w, h = (i / (c * g.w)) % g.h;
-    const int64_t b = i / (c * g.w * g.h);
-    const T* plane = x + b * g.h * g.w * c + ch;
-    auto value = [&](int64_t hh, int64_t ww) { return to_f32(plane[(hh * g.w + ww) * c]); };
-    int64_t p0, p1, q0, q1;
-    pool_windows_of(h, g.p, g.kernel, g.stride, g.pad, &p0, &p1);
-    pool_windows_of(w, g.q, g.kernel, g.stride, g.pad, &q0, &q1);
-    float acc = 0.0f;
-    for (int64_t op = p0; op <= p1; ++op)
-      for (int64_t oq = q0; oq <= q1; ++oq)
-        if (pool_winner(g, op, oq, value) == h * g.w + w)
-          acc += to_f32(dy[((b * g.p + op) * g.q + oq) * c + ch]);
+// The max pool's backward, second pass: one thread per input element gathering the dy of the
+// windows it won (pool_gather: no atomics, the sums deterministic and the CPU reference's), from
+// the winners the first pass stored (one search per window), or, with winners null, searching
+// each window here (up to 4 searches of 9 values per input for ResNet's 3x3/2 pool).
+template <typename T, typename I>
+__global__ void maxpool_gather_kernel(const T* x, const uint8_t* winners, const T* dy, T* dx,
+                                      I total, I c, PoolGeom g) {
+  const I gh = static_cast<I>(g.h), gw = static_cast<I>(g.w), gp = static_cast<I>(g.p),
+          gq = static_cast<I>(g.q);
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < total;
+       i += I(gridDim.x) * I(blockDim.x)) {
+    const I ch = i % c, w = (i / c) % gw, h = (i / (c * gw)) % gh, b = i / (c * gw * gh);
+    const I out0 = b * gp * gq;  // the image's first window
+    auto dy_of = [&](I op, I oq) { return to_f32(dy[((out0 + op * gq + oq) * c) + ch]); };
+    float acc;
+    if (winners) {
+      acc = pool_gather<I>(
+          g, h, w, [&](I op, I oq) { return int{winners[(out0 + op * gq + oq) * c + ch]}; }, dy_of);
+    } else {
+      const T* plane = x + b * gh * gw * c + ch;
+      auto value = [&](int64_t hh, int64_t ww) { return to_f32(plane[(hh * g.w + ww) * c]); };
+      acc = pool_gather<I>(
+          g, h, w, [&](I op, I oq) { return pool_winner_offset(g, op, oq, value); }, dy_of);
+    }
     dx[i] = from_f32<T>(acc);
   }
 }
@@ -116,7 +124,8 @@ struct PermuteParams {
 };
 
 // One thread per destination element (coalesced writes); the source offset is the dot product of
-// the destination coordinates with the permuted source strides. 32-bit index math when it fits.
+// the destination coordinates with the permuted source strides. 32-bit index math when it fits
+// (fits_int32).
 template <typename U, typename I>
 __global__ void permute_kernel(const U* src, U* dst, I n, PermuteParams p) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n; i += I(gridDim.x) * blockDim.x) {
@@ -129,6 +138,13 @@ __global__ void permute_kernel(const U* src, U* dst, I n, PermuteParams p) {
     }
     dst[i] = src[off];
   }
+}
+
+// Whether a kernel may index n elements with 32 bits: up to 2^30, so that a grid-stride step (at
+// most 16 blocks of kThreads per SM, grid_for) past the last one cannot overflow.
+constexpr int64_t kInt32Elements = int64_t{1} << 30;
+bool fits_int32(int64_t n) {
+  return n <= kInt32Elements;
 }
 
 bool vec_aligned(const Tensor& t) {
@@ -171,24 +187,61 @@ PoolGeom pool_geom(const PoolDesc& d, const Tensor& x, const Tensor& y) {
 
 void maxpool2d_forward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, Tensor& y) {
   const PoolGeom g = pool_geom(d, x, y);
-  const int64_t n = x.shape[0], c = x.shape[3];
+  const int64_t c = x.shape[3];
   dispatch_float(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxpool_forward_kernel<T><<<ctx.grid_for(y.numel(), kThreads), kThreads, 0, ctx.stream()>>>(
-        x.ptr<const T>(), y.ptr<T>(), n, c, g);
+    const int grid = ctx.grid_for(y.numel(), kThreads);
+    if (fits_int32(x.numel()) && fits_int32(y.numel()))
+      maxpool_window_kernel<T, int><<<grid, kThreads, 0, ctx.stream()>>>(
+          x.ptr<const T>(), y.ptr<T>(), nullptr, static_cast<int>(y.numel()), static_cast<int>(c),
+          g);
+    else
+      maxpool_window_kernel<T, int64_t><<<grid, kThreads, 0, ctx.stream()>>>(
+          x.ptr<const T>(), y.ptr<T>(), nullptr, y.numel(), c, g);
     CUDA_LAUNCH_CHECK();
   });
 }
 
+// Two passes per run of images whose winners (a byte per output element) fit the GEMM workspace,
+// which nothing else uses between two kernels of this stream; one pass (each window searched per
+// input) where there is no workspace, an image's winners do not fit it, or a window has more than
+// 255 positions.
 void maxpool2d_backward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, const Tensor& dy,
                         Tensor& dx) {
   const PoolGeom g = pool_geom(d, x, dy);
   const int64_t n = x.shape[0], c = x.shape[3];
+  const int64_t in_per_image = g.h * g.w * c, out_per_image = g.p * g.q * c;
+  int64_t images = ctx.workspace() ? static_cast<int64_t>(ctx.workspace_size()) / out_per_image : 0;
+  images = std::min({images, n, kInt32Elements / in_per_image});
+  const bool two_pass = images >= 1 && g.kernel * g.kernel <= 255;
   dispatch_float(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    maxpool_backward_kernel<T><<<ctx.grid_for(dx.numel(), kThreads), kThreads, 0, ctx.stream()>>>(
-        x.ptr<const T>(), dy.ptr<const T>(), dx.ptr<T>(), n, c, g);
-    CUDA_LAUNCH_CHECK();
+    if (!two_pass) {
+      const int grid = ctx.grid_for(dx.numel(), kThreads);
+      if (fits_int32(x.numel()) && fits_int32(dy.numel()))
+        maxpool_gather_kernel<T, int><<<grid, kThreads, 0, ctx.stream()>>>(
+            x.ptr<const T>(), nullptr, dy.ptr<const T>(), dx.ptr<T>(), static_cast<int>(dx.numel()),
+            static_cast<int>(c), g);
+      else
+        maxpool_gather_kernel<T, int64_t><<<grid, kThreads, 0, ctx.stream()>>>(
+            x.ptr<const T>(), nullptr, dy.ptr<const T>(), dx.ptr<T>(), dx.numel(), c, g);
+      CUDA_LAUNCH_CHECK();
+      return;
+    }
+    auto* winners = static_cast<uint8_t*>(ctx.workspace());
+    for (int64_t b0 = 0; b0 < n; b0 += images) {
+      const int64_t nb = std::min(images, n - b0);
+      const int outs = static_cast<int>(nb * out_per_image),
+                ins = static_cast<int>(nb * in_per_image);
+      const T* xb = x.ptr<const T>() + b0 * in_per_image;
+      maxpool_window_kernel<T, int><<<ctx.grid_for(outs, kThreads), kThreads, 0, ctx.stream()>>>(
+          xb, nullptr, winners, outs, static_cast<int>(c), g);
+      CUDA_LAUNCH_CHECK();
+      maxpool_gather_kernel<T, int><<<ctx.grid_for(ins, kThreads), kThreads, 0, ctx.stream()>>>(
+          xb, winners, dy.ptr<const T>() + b0 * out_per_image, dx.ptr<T>() + b0 * in_per_image, ins,
+          static_cast<int>(c), g);
+      CUDA_LAUNCH_CHECK();
+    }
   });
 }
 
@@ -228,7 +281,7 @@ void permute(DeviceContext& ctx, const Tensor& src, Tensor& dst, const std::arra
     p.src_strides[i] = src_strides[perm[i]];
   }
   const int grid = ctx.grid_for(n, kThreads);
-  const bool small = n <= int64_t{INT32_MAX};
+  const bool small = fits_int32(n);
   auto launch = [&](auto word) {
     using U = decltype(word);
     if (small) {

@@ -13,6 +13,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "kernels/pool_window.h"
 #include "test_util.h"
 
 namespace mpbench {
@@ -446,6 +447,65 @@ TEST_F(CpuMaxPool, ForwardAndBackwardMatchTheReferenceInEveryDtype) {
         dgather[static_cast<size_t>(ref.winner[i])] += gv[i];
       EXPECT_EQ(to_host_f32(*be, dx), rounded(dt, dgather));
     }
+}
+
+// The CUDA backward's two passes, run here through the same helpers (kernels/pool_window.h):
+// each window's winner as an offset, then per input the gather of the windows it won, in the
+// 32-bit indices the kernels use. Bit for bit the reference's scatter, ties, NaN and -inf
+// included, so that a GPU run of them can only differ in the launch.
+TEST_F(CpuMaxPool, GatherOfStoredWinnersIsTheReferenceBitForBit) {
+  struct Case {
+    int64_t n, h, w, c;
+    PoolDesc d;
+  };
+  const std::vector<Case> cases = {{2, 9, 9, 3, {3, 2, 1}},  {1, 7, 5, 2, {3, 2, 1}},
+                                   {2, 6, 6, 4, {2, 2, 0}},  {1, 5, 5, 3, {3, 1, 1}},
+                                   {1, 11, 9, 2, {5, 3, 2}}, {1, 1, 1, 5, {3, 2, 1}}};
+  uint64_t seed = 90;
+  for (const Case& k : cases) {
+    SCOPED_TRACE(fmt::format("{}x{}x{}x{} {}x{}/s{} pad {}", k.n, k.h, k.w, k.c, k.d.kernel,
+                             k.d.kernel, k.d.stride, k.d.pad));
+    // Few distinct values, so that windows tie; some NaN and -inf.
+    std::vector<float> xv = random_nonzero(k.n * k.h * k.w * k.c, ++seed, 3.0f);
+    for (size_t i = 0; i < xv.size(); ++i) {
+      xv[i] = std::round(xv[i]);
+      if (i % 17 == 5) xv[i] = NAN;
+      if (i % 13 == 7) xv[i] = -INFINITY;
+    }
+    const PoolGeom g{k.h,
+                     k.w,
+                     (k.h + 2 * k.d.pad - k.d.kernel) / k.d.stride + 1,
+                     (k.w + 2 * k.d.pad - k.d.kernel) / k.d.stride + 1,
+                     k.d.kernel,
+                     k.d.stride,
+                     k.d.pad};
+    const Shape ys{k.n, g.p, g.q, k.c};
+    const auto gv = random_nonzero(ys.numel(), ++seed);
+    Tensor x = make(Shape{k.n, k.h, k.w, k.c}, DType::F32, xv);
+    Tensor dy = make(ys, DType::F32, gv), dx = poisoned(x.shape, DType::F32);
+    be->maxpool2d_backward(k.d, x, dy, dx);
+
+    const int c = static_cast<int>(k.c);
+    std::vector<uint8_t> winners(static_cast<size_t>(ys.numel()));
+    for (int i = 0; i < static_cast<int>(winners.size()); ++i) {
+      const int ch = i % c, oq = (i / c) % g.q, op = (i / c / g.q) % g.p, b = i / c / g.q / g.p;
+      const float* plane = xv.data() + b * k.h * k.w * c + ch;
+      winners[i] = static_cast<uint8_t>(pool_winner_offset(
+          g, op, oq, [&](int64_t h, int64_t w) { return plane[(h * g.w + w) * c]; }));
+    }
+    std::vector<float> gathered(xv.size());
+    for (int i = 0; i < static_cast<int>(xv.size()); ++i) {
+      const int ch = i % c, w = (i / c) % k.w, h = (i / c / k.w) % k.h, b = i / c / k.w / k.h;
+      const int out0 = b * static_cast<int>(g.p * g.q);
+      gathered[i] = pool_gather<int>(
+          g, h, w, [&](int op, int oq) { return int{winners[(out0 + op * g.q + oq) * c + ch]}; },
+          [&](int op, int oq) { return gv[(out0 + op * g.q + oq) * c + ch]; });
+    }
+    const auto want = to_host_f32(*be, dx);
+    ASSERT_EQ(want.size(), gathered.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(f32_bits(gathered[i]), f32_bits(want[i])) << i;
+  }
 }
 
 TEST_F(CpuMaxPool, TiesGoToTheFirstMaximumAndNanToTheLast) {

@@ -308,8 +308,26 @@ TEST(FamilyOpsParity, MaxPool) {
       Pair dy = env.random(Shape{p.n, op, oq, p.c}, dt, seed + 1);
       Pair dx = env.poisoned(Shape{p.n, p.h, p.w, p.c}, dt);
       env.cpu->maxpool2d_backward(p.d, x.cpu, dy.cpu, dx.cpu);
-      env.dut->maxpool2d_backward(p.d, x.dut, dy.dut, dx.dut);
-      EXPECT_TRUE(env.same(dx)) << "backward " << what;
+      // The CUDA backward's three paths (tensor_ops.cu): every image's window winners in the
+      // workspace at once, an image at a time (a workspace of one image's winners), and the
+      // one-pass search without a workspace.
+      enum class Ws { AllImages, OneImage, None };
+      for (Ws ws : {Ws::AllImages, Ws::OneImage, Ws::None}) {
+        Tensor one_image;
+        if (ws == Ws::OneImage) {
+          one_image = env.dut_alloc.alloc(Shape{(op * oq * p.c + 3) / 4}, DType::F32,
+                                          MemCategory::Workspace);
+          env.dut->set_workspace(one_image);
+        } else if (ws == Ws::None) {
+          env.dut->set_workspace(Tensor{});
+        }
+        test::poison(*env.dut, dx.dut);
+        env.dut->maxpool2d_backward(p.d, x.dut, dy.dut, dx.dut);
+        EXPECT_TRUE(env.same(dx)) << "backward, workspace path " << static_cast<int>(ws) << ", "
+                                  << what;
+        env.dut->set_workspace(env.workspace);
+        if (one_image.defined()) env.dut_alloc.release(one_image);
+      }
       for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
     }
 }
