@@ -212,7 +212,7 @@ void maxpool2d_backward(DeviceContext& ctx, const PoolDesc& d, const Tensor& x, 
   const int64_t n = x.shape[0], c = x.shape[3];
   const int64_t in_per_image = g.h * g.w * c, out_per_image = g.p * g.q * c;
   int64_t images = ctx.workspace() ? static_cast<int64_t>(ctx.workspace_size()) / out_per_image : 0;
-  images = std::min({images, n, kInt32Elements / in_per_image});
+  images = std::min({images, n, kInt32Elements / in_per_image, kInt32Elements / out_per_image});
   const bool two_pass = images >= 1 && g.kernel * g.kernel <= 255;
   dispatch_float(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
