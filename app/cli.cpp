@@ -552,7 +552,8 @@ int mpbench_main(int argc, char** argv) {
         ->check(CLI::IsMember({"auto", "cpu", "reference", "cuda"}))
         ->default_val("auto");
     cmd->add_option("--threads", device.threads,
-                    "Threads of the native CPU backend (default: one per physical core)")
+                    "Threads of the native CPU backend (default: one per physical core; more than "
+                    "the CPUs this process may run on make every op wait, and are warned of)")
         ->check(CLI::Range(1, 4096));
     cmd->add_option("--cpu-isa", device.cpu_isa,
                     "Cap the native CPU backend's instruction set (oneDNN's "

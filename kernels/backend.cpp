@@ -2,9 +2,13 @@
 // observer's view of the op (its detail, FLOPs and bytes), then the backend's *_impl. What only
 // one backend can or must check (CUDA's 32-bit library limits; on the CPU, token and label
 // values, which a GPU cannot read without a synchronisation) stays in its implementation.
+#include <sched.h>
+
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <initializer_list>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -1009,6 +1013,12 @@ void Backend::attention_softmax_backward(const Tensor& dy, const Tensor& y, floa
         return OpCall{op, shape_dtype(dy), 0, nbytes({&dy, &y, &dx})};
       },
       [&] { attention_softmax_backward_impl(dy, y, scale, dx); });
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace mpbench

@@ -537,6 +537,9 @@ struct NativeCpuOptions {
 std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options = {});
 // Whether this build has the native CPU backend; the reason in why_not when it has not.
 bool native_cpu_available(std::string* why_not);
+// The CPUs this process may run on (its affinity mask; the logical count where that is unknown):
+// more threads than these wait on each other at every parallel op.
+int usable_cpus();
 // The names --cpu-isa takes.
 const std::vector<std::string>& native_cpu_isa_names();
 // The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <utility>
 
 #ifdef _OPENMP
@@ -37,9 +36,7 @@ int physical_cores() {
     if (line.rfind("physical id", 0) == 0) phys = value(line);
     if (line.rfind("core id", 0) == 0) cores.insert({phys, value(line)});
   }
-  int logical = static_cast<int>(std::thread::hardware_concurrency());
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) logical = CPU_COUNT(&set);
+  const int logical = usable_cpus();
   const int physical = cores.empty() ? logical : static_cast<int>(cores.size());
   return std::max(1, std::min(physical, logical));
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -60,9 +61,10 @@ class NativeCpu : public mpbench::test::CliTest {
                                  dir_.string());
     EXPECT_EQ(r.code, 0) << r.err;
     last_out_ = r.out;
+    last_err_ = r.err;
     return json::parse(mpbench::test::read_file(out));
   }
-  std::string last_out_;
+  std::string last_out_, last_err_;
 };
 
 TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
@@ -135,6 +137,20 @@ TEST_F(NativeCpu, IsaCapsReachEveryCase) {
 TEST_F(NativeCpu, ThreadsAreRecorded) {
   const json doc = run_json("--precisions fp32 --threads 1");
   EXPECT_EQ(doc["env"]["native_cpu"]["threads"], 1);
+  EXPECT_FALSE(has_text(last_err_, "warning")) << last_err_;
+}
+
+// More threads than the CPUs the process may run on: a warning naming both counts (the run
+// still goes ahead, with the threads asked for).
+TEST_F(NativeCpu, MoreThreadsThanCpusAreWarnedOf) {
+  const int cpus = mpbench::usable_cpus();
+  const json doc = run_json(fmt::format("--precisions fp32 --threads {}", cpus + 1));
+  EXPECT_EQ(doc["env"]["native_cpu"]["threads"], cpus + 1);
+  EXPECT_TRUE(
+      has_text(last_err_, fmt::format("--threads {} is more than the {} CPUs", cpus + 1, cpus)))
+      << last_err_;
+  run_json(fmt::format("--precisions fp32 --threads {}", cpus));
+  EXPECT_FALSE(has_text(last_err_, "warning")) << last_err_;
 }
 
 TEST_F(NativeCpu, EveryCommandRunsOnIt) {
