@@ -4,6 +4,7 @@
 // code calls numeric_limits through --expt-relaxed-constexpr.)
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/host_device.h"
 
@@ -59,11 +60,12 @@ MPB_HOST_DEVICE inline int64_t pool_winner(const PoolGeom& g, int64_t op, int64_
   return off < 0 ? -1 : pool_offset_position(g, op, oq, off);
 }
 
-// The outputs whose windows hold input row h: [*first, *last] (empty when first > last). I: the
-// index type (a GPU kernel's 32-bit one where the sizes allow).
+// The outputs whose windows hold input row h: [*first, *last] (empty when first > last). I: a
+// signed index type (a GPU kernel's 32-bit one where the sizes allow).
 template <typename I>
 MPB_HOST_DEVICE inline void pool_windows_of(I h, I size_out, I kernel, I stride, I pad, I* first,
                                             I* last) {
+  static_assert(std::is_signed<I>::value, "h + pad - kernel + 1 may be negative");
   const I lo = h + pad - kernel + 1;  // the window starting at p * stride - pad holds h
   *first = lo <= 0 ? I{0} : (lo + stride - 1) / stride;
   const I hi = (h + pad) / stride;
