@@ -1,15 +1,19 @@
-// Batch normalisation on oneDNN's batch_normalization primitives (JIT-vectorised, on all
-// threads), f32 or bf16 data with fp32 statistics, scale and shift, on the (rows, C) channels-last
-// rows the models keep. oneDNN 2.6 has no residual add in it: with a residual, y = [relu](bn(x) +
-// residual) is the primitive into y, then a binary add (ReLU as its post-op) in place, each
-// rounded to y's dtype as PyTorch's eager ops round; without one, the ReLU is fused. oneDNN keeps
-// the variance where the models keep 1 / sqrt(var + eps): converted per channel both ways. The
-// backward masks dy by the forward's y (a threaded select), then runs the primitive's backward.
-// Mixed dtypes and aliasing the primitives do not take run the reference's loops, and so do the
-// shapes oneDNN has no JIT kernel for: bf16 under 16 channels gets its generic nspc_bnorm:any in
-// 2.6, which took 3.1 ms of tiny_resnet's amp_bf16 step where the reference's loops take 0.9.
-#include <fmt/format.h>
-
+// Batch normalisation as vectorised loops on all threads, on the (rows, C) channels-last rows the
+// models keep, with the bottleneck's residual add and ReLU fused in. oneDNN 2.6's primitive has
+// neither (the residual add was a pass of its own after it, the ReLU mask one before its
+// backward), and these loops read each tensor once per pass.
+//
+// Forward: one pass sums each channel's x - shift and its square over a block of rows in fp32
+// (the shift: the block's first row, so that the squares do not cancel) and merges the blocks'
+// means and squared deviations in double (Chan et al.); one pass then writes
+//   y = [relu](gamma ((x - mean) rstd) + beta [+ residual]),
+// the reference's formula. Backward: one pass sums g and g xhat (g: dy masked by relu_out > 0,
+// also written to d_pre), one writes
+//   dx = gamma rstd (g - mean(g) - xhat mean(g xhat)),
+// reading g from d_pre when there is one. Each range of rows sums into its own partials, added in
+// range order. The loops take fp32 or bf16, one dtype for all of a call's activations, as the
+// models call them; other mixes run the reference's loops.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -21,189 +25,309 @@
 namespace mpbench::onednn {
 namespace {
 
-using flags = dnnl::normalization_flags;
+using cpu::detail::Elem;
 
-// (rows, C) as oneDNN's channels-last (N = rows, 1 x 1 spatial): statistics over the rows.
-dnnl::memory::desc rows_md(const Tensor& t) {
-  return {{t.rows(), t.cols(), 1, 1}, data_type(t.dtype), dnnl::memory::format_tag::nhwc};
-}
-dnnl::memory::desc channel_md(int64_t c) {
-  return {{c}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a};
+// Rows per block: the fp32 sums run over a block before they go to double.
+constexpr int64_t kBlockRows = 64;
+
+// Adds each channel's sums over `rows` rows of x - shift and its square to s1, s2.
+template <class E>
+MPBENCH_VECTOR_CLONES void shifted_sums(const typename E::T* x, int64_t rows, int64_t c,
+                                        const float* shift, float* s1, float* s2) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const typename E::T* r = x + i * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const float v = E::load(r[j]) - shift[j];
+      s1[j] += v;
+      s2[j] += v * v;
+    }
+  }
 }
 
-// The forward primitive's flags: scale and shift always, the ReLU fused when there is no residual.
-flags forward_flags(bool training, bool fuse_relu) {
-  flags f = flags::use_scale | flags::use_shift;
-  if (!training) f = f | flags::use_global_stats;
-  if (fuse_relu) f = f | flags::fuse_norm_relu;
-  return f;
+// y = [relu](gamma ((x - mean) rstd) + beta [+ res]) over `rows` rows; y may alias x or res.
+template <class E, bool kResidual, bool kRelu>
+MPBENCH_VECTOR_CLONES void normalise_rows(const typename E::T* x, const typename E::T* res,
+                                          typename E::T* y, int64_t rows, int64_t c,
+                                          const float* mean, const float* rstd, const float* gamma,
+                                          const float* beta) {
+  for (int64_t i = 0; i < rows * c; i += c) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      float v = gamma[j] * ((E::load(x[i + j]) - mean[j]) * rstd[j]) + beta[j];
+      if (kResidual) v += E::load(res[i + j]);
+      y[i + j] = E::store(kRelu && !(v > 0.0f) ? 0.0f : v);
+    }
+  }
 }
 
-// g = relu_out > 0 ? dy : 0, one dtype, on all threads: a select, as the reference and PyTorch's
-// threshold_backward (oneDNN's ReLU backward multiplies by 0, giving -0, and NaN for a
-// non-finite dy). g may alias dy.
-void relu_mask(const Tensor& dy, const Tensor& relu_out, Tensor& g) {
-  cpu::detail::dispatch_float(dy.dtype, [&](auto e) {
-    using E = decltype(e);
-    using T = typename E::T;
-    const T* pdy = dy.ptr<T>();
-    const T* pro = relu_out.ptr<T>();
-    T* pg = g.ptr<T>();
-    parallel_ranges(dy.numel(), kGrain, [&](int64_t, int64_t begin, int64_t n) {
-      // Local pointers and both loads before the select: a branch-free loop that vectorises.
-      const T* d = pdy + begin;
-      const T* r = pro + begin;
-      T* o = pg + begin;
-      for (int64_t i = 0; i < n; ++i) {
-        const T v = d[i];
-        o[i] = E::load(r[i]) > 0.0f ? v : T(0);
-      }
-    });
+// g = dy, zeroed where relu_out is not positive (a select: the mask is close to random), written
+// to g when kStore (which may alias dy), and the sums of g and g xhat added to sg, sgx.
+template <class E, bool kMask, bool kStore>
+MPBENCH_VECTOR_CLONES void gradient_sums(const typename E::T* dy, const typename E::T* relu_out,
+                                         const typename E::T* x, typename E::T* g, int64_t rows,
+                                         int64_t c, const float* mean, const float* rstd, float* sg,
+                                         float* sgx) {
+  for (int64_t i = 0; i < rows * c; i += c) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const typename E::T d = dy[i + j];
+      const float gv = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? 0.0f : E::load(d);
+      if (kStore) g[i + j] = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? E::store(0.0f) : d;
+      sg[j] += gv;
+      sgx[j] += gv * ((E::load(x[i + j]) - mean[j]) * rstd[j]);
+    }
+  }
+}
+
+// dx = gamma rstd (g - mean_g - xhat mean_gx), g = dy masked as above; dx may alias dy or x.
+template <class E, bool kMask>
+MPBENCH_VECTOR_CLONES void input_gradient(const typename E::T* dy, const typename E::T* relu_out,
+                                          const typename E::T* x, typename E::T* dx, int64_t rows,
+                                          int64_t c, const float* mean, const float* rstd,
+                                          const float* gamma, const float* mean_g,
+                                          const float* mean_gx) {
+  for (int64_t i = 0; i < rows * c; i += c) {
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const float gv = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? 0.0f : E::load(dy[i + j]);
+      const float xhat = (E::load(x[i + j]) - mean[j]) * rstd[j];
+      dx[i + j] = E::store(gamma[j] * rstd[j] * (gv - mean_g[j] - xhat * mean_gx[j]));
+    }
+  }
+}
+
+// Chan et al.'s merge of (nb, mb, m2b) into the running count n, mean and squared deviations m2
+// of one channel.
+inline void merge_moments(double n, double nb, double mb, double m2b, double& mean, double& m2) {
+  if (nb == 0) return;
+  const double total = n + nb, delta = mb - mean;
+  mean += delta * (nb / total);
+  m2 += m2b + delta * delta * (n * nb / total);
+}
+
+// Merges a block's sums of x - shift over nb rows into the moments of the n rows before it, and
+// zeroes the sums for the next block.
+MPBENCH_VECTOR_CLONES void merge_block(int64_t c, double n, double nb, const float* shift,
+                                       float* s1, float* s2, double* mean, double* m2) {
+  for (int64_t j = 0; j < c; ++j) {
+    const double d = s1[j] / nb;  // the block's mean - shift
+    merge_moments(n, nb, shift[j] + d, std::max(0.0, s2[j] - s1[j] * d), mean[j], m2[j]);
+    s1[j] = 0.0f;
+    s2[j] = 0.0f;
+  }
+}
+
+// Each channel's mean and squared deviations from it over the rows of a (rows, c) tensor, on all
+// threads: blocks by shifted_sums, merged per range of rows, the ranges merged in range order.
+template <class E>
+void moments(const typename E::T* x, int64_t rows, int64_t c, std::vector<double>& mean,
+             std::vector<double>& m2) {
+  const int64_t grain = row_grain(c), ranges = range_count(rows, grain);
+  std::vector<double> parts(static_cast<size_t>(ranges * 2 * c), 0.0);
+  std::vector<int64_t> counts(static_cast<size_t>(ranges), 0);
+  parallel_ranges(rows, grain, [&](int64_t part, int64_t begin, int64_t n) {
+    std::vector<float> s(static_cast<size_t>(3 * c), 0.0f);
+    float *s1 = s.data(), *s2 = s1 + c, *shift = s2 + c;
+    double* pm = parts.data() + part * 2 * c;
+    for (int64_t r = begin; r < begin + n; r += kBlockRows) {
+      const int64_t nb = std::min(kBlockRows, begin + n - r);
+      const typename E::T* block = x + r * c;
+      for (int64_t j = 0; j < c; ++j) shift[j] = E::load(block[j]);
+      shifted_sums<E>(block, nb, c, shift, s1, s2);
+      merge_block(c, static_cast<double>(r - begin), static_cast<double>(nb), shift, s1, s2, pm,
+                  pm + c);
+    }
+    counts[part] = n;
+  });
+  mean.assign(static_cast<size_t>(c), 0.0);
+  m2.assign(static_cast<size_t>(c), 0.0);
+  int64_t seen = 0;
+  for (int64_t p = 0; p < ranges; ++p) {
+    for (int64_t j = 0; j < c; ++j)
+      merge_moments(static_cast<double>(seen), static_cast<double>(counts[p]), parts[p * 2 * c + j],
+                    parts[p * 2 * c + c + j], mean[j], m2[j]);
+    seen += counts[p];
+  }
+}
+
+// d1 += s1, d2 += s2 (fp32 block sums into double), and s1, s2 zeroed for the next block.
+MPBENCH_VECTOR_CLONES void flush_sums(int64_t c, float* s1, float* s2, double* d1, double* d2) {
+#pragma omp simd
+  for (int64_t j = 0; j < c; ++j) {
+    d1[j] += s1[j];
+    d2[j] += s2[j];
+    s1[j] = 0.0f;
+    s2[j] = 0.0f;
+  }
+}
+
+// Two per-channel sums over the rows of a (rows, c) tensor, on all threads: f(off, rows, s1, s2)
+// adds a block's to the fp32 s1, s2; each range of rows gathers its blocks' in double, and the
+// ranges' are added in range order into first and second.
+template <class F>
+void channel_sums(int64_t rows, int64_t c, std::vector<double>& first, std::vector<double>& second,
+                  F&& f) {
+  const int64_t grain = row_grain(c), ranges = range_count(rows, grain);
+  std::vector<double> parts(static_cast<size_t>(ranges * 2 * c), 0.0);
+  parallel_ranges(rows, grain, [&](int64_t part, int64_t begin, int64_t n) {
+    std::vector<float> s(static_cast<size_t>(2 * c), 0.0f);
+    double* d = parts.data() + part * 2 * c;
+    for (int64_t r = begin; r < begin + n; r += kBlockRows) {
+      f(r * c, std::min(kBlockRows, begin + n - r), s.data(), s.data() + c);
+      flush_sums(c, s.data(), s.data() + c, d, d + c);
+    }
+  });
+  first.assign(static_cast<size_t>(c), 0.0);
+  second.assign(static_cast<size_t>(c), 0.0);
+  for (int64_t p = 0; p < ranges; ++p)
+    for (int64_t j = 0; j < c; ++j) {
+      first[j] += parts[p * 2 * c + j];
+      second[j] += parts[p * 2 * c + c + j];
+    }
+}
+
+// Calls f(off, rows) for blocks of rows of a (rows, c) tensor, on all threads.
+template <class F>
+void for_blocks(int64_t rows, int64_t c, F&& f) {
+  parallel_ranges(rows, row_grain(c), [&](int64_t, int64_t begin, int64_t n) {
+    for (int64_t r = begin; r < begin + n; r += kBlockRows)
+      f(r * c, std::min(kBlockRows, begin + n - r));
   });
 }
 
-// Whether oneDNN runs a JIT kernel for the primitive, not its generic C++ one.
-bool jit(const OnednnBackend::Cached& p) {
-  return p.impl.find("jit") != std::string::npos;
+// Calls f(Elem<t>{}) when every tensor given is fp32, or every one bf16 (null ones aside);
+// false, calling nothing, otherwise.
+template <class F>
+bool one_native_dtype(std::initializer_list<const Tensor*> ts, F&& f) {
+  const DType t = (*ts.begin())->dtype;
+  for (const Tensor* x : ts)
+    if (x && x->dtype != t) return false;
+  if (t == DType::F32) {
+    f(Elem<DType::F32>{});
+    return true;
+  }
+  if (t == DType::BF16) {
+    f(Elem<DType::BF16>{});
+    return true;
+  }
+  return false;
 }
 
-// The forward primitives take one dtype for x and y (the residual may differ), and y must not be
-// the residual, which the add reads after the primitive wrote y.
-bool forward_fits(const OnednnBackend& be, const Tensor& x, const Tensor* residual,
-                  const Tensor& y) {
-  return be.native_dtype(x.dtype) && x.dtype == y.dtype &&
-         (!residual || (be.native_dtype(residual->dtype) && residual->data != y.data));
+// y = [relu](gamma ((x - mean) rstd) + beta [+ residual]) on all threads, one dtype E.
+template <class E>
+void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,
+               const float* gamma, const float* beta, bool relu, Tensor& y) {
+  using T = typename E::T;
+  const int64_t c = x.cols();
+  const T* px = x.ptr<T>();
+  const T* pr = residual ? residual->ptr<T>() : nullptr;
+  T* py = y.ptr<T>();
+  for_blocks(x.rows(), c, [&](int64_t off, int64_t rows) {
+    auto run = [&](auto kernel) {
+      kernel(px + off, pr ? pr + off : nullptr, py + off, rows, c, mean, rstd, gamma, beta);
+    };
+    if (residual)
+      relu ? run(normalise_rows<E, true, true>) : run(normalise_rows<E, true, false>);
+    else
+      relu ? run(normalise_rows<E, false, true>) : run(normalise_rows<E, false, false>);
+  });
 }
 
 }  // namespace
-
-bool OnednnBackend::batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
-                                      const Tensor* residual, const Tensor& gamma,
-                                      const Tensor& beta, const Tensor& mean, const Tensor& var,
-                                      Tensor& y) {
-  const dnnl::memory::desc md = rows_md(x), cmd = channel_md(x.cols());
-  const bool fuse_relu = d.relu && !residual;
-  Cached& p = primitive(
-      fmt::format("bnorm_fwd {} {} {}x{} eps {} relu {}", training ? "train" : "eval",
-                  dtype_name(x.dtype), x.rows(), x.cols(), d.eps, fuse_relu),
-      [&] {
-        return dnnl::batch_normalization_forward::primitive_desc(
-            {training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, md,
-             d.eps, forward_flags(training, fuse_relu)},
-            user_scratchpad(), engine_);
-      });
-  if (!jit(p)) return false;
-  // Workspace: [the fused ReLU's mask (training only; backward masks by y instead) | scratchpad].
-  const dnnl::memory::desc mask_md = p.pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_WORKSPACE);
-  const size_t mask = align64(mask_md.get_size());
-  char* ws = workspace(mask + p.scratchpad_bytes);
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, dnnl::memory(md, engine_, x.data)},
-      {DNNL_ARG_DST, dnnl::memory(md, engine_, y.data)},
-      {DNNL_ARG_MEAN, dnnl::memory(cmd, engine_, mean.data)},
-      {DNNL_ARG_VARIANCE, dnnl::memory(cmd, engine_, var.data)},
-      {DNNL_ARG_SCALE, dnnl::memory(cmd, engine_, gamma.data)},
-      {DNNL_ARG_SHIFT, dnnl::memory(cmd, engine_, beta.data)}};
-  if (mask) args[DNNL_ARG_WORKSPACE] = dnnl::memory(mask_md, engine_, ws);
-  execute(p, args, mask);
-  if (residual) binary_add(y, *residual, y, d.relu);
-  return true;
-}
 
 void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x,
                                                  const Tensor* residual, const Tensor& gamma,
                                                  const Tensor& beta, Tensor& running_mean,
                                                  Tensor& running_var, Tensor& save_mean,
                                                  Tensor& save_rstd, Tensor& y) {
-  // The primitive writes the mean into save_mean and the (biased) variance into save_rstd,
-  // which the shared statistics step turns into 1 / sqrt(var + eps) and the running update.
-  if (!forward_fits(*this, x, residual, y) ||
-      !batchnorm_forward(d, true, x, residual, gamma, beta, save_mean, save_rstd, y)) {
+  const int64_t rows = x.rows(), c = x.cols();
+  const bool native = rows > 0 && one_native_dtype({&x, residual, &y}, [&](auto e) {
+                        using E = decltype(e);
+                        std::vector<double> mean, sq;
+                        moments<E>(x.ptr<typename E::T>(), rows, c, mean, sq);
+                        cpu::batchnorm_statistics(d, rows, mean.data(), sq.data(), save_mean,
+                                                  save_rstd, running_mean, running_var);
+                        normalise<E>(x, residual, save_mean.ptr<float>(), save_rstd.ptr<float>(),
+                                     gamma.ptr<float>(), beta.ptr<float>(), d.relu, y);
+                      });
+  if (!native) {
     ++fallback_calls_["batchnorm_forward_train"];
     CpuBackend::batchnorm_forward_train_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                              save_mean, save_rstd, y);
-    return;
   }
-  const int64_t c = x.cols(), rows = x.rows();
-  std::vector<double> mean(static_cast<size_t>(c)), sq(static_cast<size_t>(c));
-  for (int64_t j = 0; j < c; ++j) {
-    mean[j] = save_mean.ptr<float>()[j];
-    sq[j] = static_cast<double>(save_rstd.ptr<float>()[j]) * static_cast<double>(rows);
-  }
-  cpu::batchnorm_statistics(d, rows, mean.data(), sq.data(), save_mean, save_rstd, running_mean,
-                            running_var);
 }
 
 void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Tensor& x,
                                                 const Tensor* residual, const Tensor& gamma,
                                                 const Tensor& beta, const Tensor& running_mean,
                                                 const Tensor& running_var, Tensor& y) {
-  if (!forward_fits(*this, x, residual, y) ||
-      !batchnorm_forward(d, false, x, residual, gamma, beta, running_mean, running_var, y)) {
+  const bool native = one_native_dtype({&x, residual, &y}, [&](auto e) {
+    const std::vector<float> rstd = cpu::batchnorm_eval_rstd(d, running_var);
+    normalise<decltype(e)>(x, residual, running_mean.ptr<float>(), rstd.data(), gamma.ptr<float>(),
+                           beta.ptr<float>(), d.relu, y);
+  });
+  if (!native) {
     ++fallback_calls_["batchnorm_forward_eval"];
     CpuBackend::batchnorm_forward_eval_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                             y);
   }
 }
 
-// g = dy masked by relu_out > 0 (into d_pre, else into dx), then the primitive's backward from g
-// into dx (in place when g is in dx). Needs one dtype for dy, x, dx (and relu_out, d_pre), and dx
-// and d_pre apart from x, which the backward reads after g is written.
 void OnednnBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_out,
                                             const Tensor& x, const Tensor& gamma,
                                             const Tensor& save_mean, const Tensor& save_rstd,
                                             Tensor& dx, Tensor& dgamma, Tensor& dbeta,
                                             Tensor* d_pre) {
-  const DType t = x.dtype;
-  const int64_t c = x.cols();
-  // The primitive takes 1 / sqrt(var + eps): with eps 0 here, var = 1 / rstd^2 gives back the
-  // forward's rstd, eps included, without subtracting it.
-  const float eps = 0.0f;
-  const dnnl::memory::desc md = rows_md(x), cmd = channel_md(c);
-  auto primitive_jit = [&] {
-    Cached& p = primitive(fmt::format("bnorm_bwd {} {}x{}", dtype_name(t), x.rows(), c), [&] {
-      const flags f = flags::use_scale | flags::use_shift;
-      const dnnl::batch_normalization_forward::primitive_desc hint(
-          {dnnl::prop_kind::forward_training, md, eps, f}, engine_);
-      return dnnl::batch_normalization_backward::primitive_desc(
-          {dnnl::prop_kind::backward, md, md, eps, f}, user_scratchpad(), engine_, hint);
-    });
-    return jit(p) ? &p : nullptr;
-  };
-  Cached* p = nullptr;
-  if (!native_dtype(t) || dy.dtype != t || dx.dtype != t || (relu_out && relu_out->dtype != t) ||
-      (d_pre && (d_pre->dtype != t || d_pre->data == dx.data || d_pre->data == x.data)) ||
-      dx.data == x.data || !(p = primitive_jit())) {
+  const int64_t rows = x.rows(), c = x.cols();
+  // d_pre is written in the first pass, which x must outlive, and read in the second, which dx
+  // must not overwrite first (the reference writes it beside dx in the second).
+  const bool apart = !d_pre || (d_pre->data != x.data && d_pre->data != dx.data);
+  const bool native =
+      rows > 0 && apart && one_native_dtype({&dy, relu_out, &x, &dx, d_pre}, [&](auto e) {
+        using E = decltype(e);
+        using T = typename E::T;
+        const float* mean = save_mean.ptr<float>();
+        const float* rstd = save_rstd.ptr<float>();
+        const T* pdy = dy.ptr<T>();
+        const T* pro = relu_out ? relu_out->ptr<T>() : nullptr;
+        const T* px = x.ptr<T>();
+        T* pg = d_pre ? d_pre->ptr<T>() : nullptr;
+        std::vector<double> sum_g, sum_gx;
+        channel_sums(rows, c, sum_g, sum_gx, [&](int64_t off, int64_t n, float* a, float* b) {
+          auto run = [&](auto kernel) {
+            kernel(pdy + off, pro ? pro + off : nullptr, px + off, pg ? pg + off : nullptr, n, c,
+                   mean, rstd, a, b);
+          };
+          if (pro)
+            pg ? run(gradient_sums<E, true, true>) : run(gradient_sums<E, true, false>);
+          else
+            pg ? run(gradient_sums<E, false, true>) : run(gradient_sums<E, false, false>);
+        });
+        std::vector<float> mean_g(static_cast<size_t>(c)), mean_gx(static_cast<size_t>(c));
+        for (int64_t j = 0; j < c; ++j) {
+          dbeta.ptr<float>()[j] = static_cast<float>(sum_g[j]);
+          dgamma.ptr<float>()[j] = static_cast<float>(sum_gx[j]);
+          mean_g[j] = static_cast<float>(sum_g[j] / static_cast<double>(rows));
+          mean_gx[j] = static_cast<float>(sum_gx[j] / static_cast<double>(rows));
+        }
+        // d_pre holds g: read it instead of dy and the mask.
+        const T* g = pg ? pg : pdy;
+        const bool mask = pro && !pg;
+        T* pdx = dx.ptr<T>();
+        for_blocks(rows, c, [&](int64_t off, int64_t n) {
+          auto run = [&](auto kernel) {
+            kernel(g + off, mask ? pro + off : nullptr, px + off, pdx + off, n, c, mean, rstd,
+                   gamma.ptr<float>(), mean_g.data(), mean_gx.data());
+          };
+          mask ? run(input_gradient<E, true>) : run(input_gradient<E, false>);
+        });
+      });
+  if (!native) {
     ++fallback_calls_["batchnorm_backward"];
     CpuBackend::batchnorm_backward_impl(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma,
                                         dbeta, d_pre);
-    return;
   }
-  Tensor g = dy;
-  if (relu_out) {
-    g = d_pre ? *d_pre : dx;
-    relu_mask(dy, *relu_out, g);
-  } else if (d_pre) {
-    if (d_pre->data != dy.data) copy_impl(dy, *d_pre);
-    g = *d_pre;
-  }
-  // It also asks for the shift, which no gradient depends on: zeros.
-  std::vector<float> var(static_cast<size_t>(c)), shift(static_cast<size_t>(c), 0.0f);
-  for (int64_t j = 0; j < c; ++j) {
-    const double r = save_rstd.ptr<float>()[j];
-    var[j] = static_cast<float>(1.0 / (r * r));
-  }
-  std::unordered_map<int, dnnl::memory> args = {
-      {DNNL_ARG_SRC, dnnl::memory(md, engine_, x.data)},
-      {DNNL_ARG_MEAN, dnnl::memory(cmd, engine_, save_mean.data)},
-      {DNNL_ARG_VARIANCE, dnnl::memory(cmd, engine_, var.data())},
-      {DNNL_ARG_SCALE, dnnl::memory(cmd, engine_, gamma.data)},
-      {DNNL_ARG_SHIFT, dnnl::memory(cmd, engine_, shift.data())},
-      {DNNL_ARG_DIFF_DST, dnnl::memory(md, engine_, g.data)},
-      {DNNL_ARG_DIFF_SRC, dnnl::memory(md, engine_, dx.data)},
-      {DNNL_ARG_DIFF_SCALE, dnnl::memory(cmd, engine_, dgamma.data)},
-      {DNNL_ARG_DIFF_SHIFT, dnnl::memory(cmd, engine_, dbeta.data)}};
-  execute(*p, args);
 }
 
 }  // namespace mpbench::onednn

@@ -83,7 +83,7 @@ class OnednnBackend final : public cpu::CpuBackend {
                                  const Tensor& w, Tensor& dx) override;
   void conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                                    const Tensor& dy, Tensor& dw) override;
-  // oneDNN's batch normalisation, then the residual add (kernels/onednn/batchnorm.cpp).
+  // Vectorised loops with the residual add and ReLU fused in (kernels/onednn/batchnorm.cpp).
   void batchnorm_forward_train_impl(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
                                     const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                     Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,
@@ -161,12 +161,6 @@ class OnednnBackend final : public cpu::CpuBackend {
   void avg_pool(bool backward, const Tensor& big, const Tensor& small);
   // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
   void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
-  // The batch normalisation primitive's forward (kernels/onednn/batchnorm.cpp): training
-  // writes the batch mean and variance into mean and var, evaluation reads them. False, with
-  // nothing written, where oneDNN has no JIT kernel for it (the caller runs the reference's).
-  bool batchnorm_forward(const BatchNormDesc& d, bool training, const Tensor& x,
-                         const Tensor* residual, const Tensor& gamma, const Tensor& beta,
-                         const Tensor& mean, const Tensor& var, Tensor& y);
   // TFLOP/s of the best of up to 10 square n x n x n GEMMs per dtype (0 for one oneDNN cannot
   // run), the dtypes taking turns; see the definition.
   std::vector<double> measure_gemms(const std::vector<DType>& types, int64_t n);
