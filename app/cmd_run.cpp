@@ -17,6 +17,7 @@
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/data_parallel.h"
+#include "train/device_specs.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -113,22 +114,58 @@ void apply_run_overrides(Spec& spec, const RunArgs& a) {
 
 namespace {
 
-// Training FLOPs above which a CPU run gets a note: ~17 minutes at 100 GFLOP/s, more than a
-// desktop's CPU reference does (bench/README.md), so without a GPU such a run looks hung in a
-// log that has no progress bar.
-constexpr double kHeavyCpuFlops = 1e14;
+// The estimated time above which a run on a CPU gets a note, so that without a GPU such a run
+// does not look hung in a log that has no progress bar.
+constexpr double kHeavyCpuSeconds = 300;
+// The rate that time is estimated at on the CPU reference, whose emulation measures nothing of
+// its own (about what a desktop's does, bench/README.md). The native CPU's estimate is at its
+// measured GEMM ceilings, which the shipped CPU configs trained at 24-110% of.
+constexpr double kReferenceCpuFlops = 1e11;
 
-void warn_if_heavy_for_cpu(const std::vector<Spec>& specs) {
+// The training FLOPs of one run of a spec (forward and backward, three times the forward) that
+// takes `steps` steps.
+double run_flops(const Spec& spec, int64_t steps) {
+  return 3.0 * Model(spec, Precision::FP32).forward_flops_per_sample() *
+         static_cast<double>(spec.train.batch_size) * static_cast<double>(steps);
+}
+
+// A run's share of a command's work: its FLOPs, none for a mode the device cannot run (an
+// unsupported row, at once).
+double run_work(const Spec& spec, Precision p, int64_t steps, const DeviceInfo& info,
+                Device device) {
+  return unsupported_reason(p, device, info) ? 0.0 : run_flops(spec, steps);
+}
+
+void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& info) {
+  const bool native = info.kind == "cpu";
   for (const Spec& spec : specs) {
     const int64_t steps = step_plan(spec.train, spec.data.train_samples).total();
-    const double flops = 3.0 * Model(spec, Precision::FP32).forward_flops_per_sample() *
-                         static_cast<double>(spec.train.batch_size) * static_cast<double>(steps) *
-                         static_cast<double>(spec.precisions.size());
-    if (flops > kHeavyCpuFlops)
+    double flops = 0, seconds = 0;
+    std::vector<std::string> rates;
+    int modes = 0;
+    for (Precision p : spec.precisions) {
+      const double f = run_work(spec, p, steps, info, Device::CPU);
+      if (f == 0) continue;
+      const auto ceiling = native ? ceilings_for(info, p) : std::nullopt;
+      const double rate = ceiling ? ceiling->peak_tflops * 1e12 : kReferenceCpuFlops;
+      if (ceiling)
+        rates.push_back(fmt::format("{} {:.2f}", precision_name(p), ceiling->peak_tflops));
+      flops += f;
+      seconds += f / rate;
+      ++modes;
+    }
+    if (seconds <= kHeavyCpuSeconds) continue;
+    if (native)
+      std::cerr << fmt::format(
+          "mpbench: note: {} trains {:.3g} TFLOP over the {} mode(s) this CPU runs, {:.0f} min "
+          "at its measured GEMM rates ({} TFLOP/s), likely more; configs/cpu/*.json are sized "
+          "for a CPU\n",
+          spec.name, flops / 1e12, modes, seconds / 60, fmt::join(rates, ", "));
+    else
       std::cerr << fmt::format(
           "mpbench: note: {} trains {:.3g} TFLOP over its {} mode(s), {:.0f} min at 100 GFLOP/s; "
           "the CPU reference is meant for small specs (configs/tiny_*.json)\n",
-          spec.name, flops / 1e12, spec.precisions.size(), flops / 1e11 / 60);
+          spec.name, flops / 1e12, modes, seconds / 60);
   }
 }
 
@@ -229,7 +266,8 @@ int cmd_run(const RunArgs& given) {
   });
   std::unique_ptr<Backend> be = launch.open_backend(args);
   DataParallel* dp = launch.data_parallel();
-  if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs);
+  const DeviceInfo info = be->info();
+  if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   // Said even under --quiet (by one rank): an option the user gave is being ignored.
   if (launch.speaker() && args.cuda_graphs && !be->supports_graphs())
@@ -241,7 +279,7 @@ int cmd_run(const RunArgs& given) {
   Report report;
   report.tool = tool_json();
   report.provenance = provenance_json();
-  report.env = env_json(be->info(), make_reference_backend()->info());
+  report.env = env_json(info, make_reference_backend()->info());
   if (launch.launched()) report.env["launch"] = launch.env_json(report.env["device"]);
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
   std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
@@ -249,13 +287,16 @@ int cmd_run(const RunArgs& given) {
     seeds.clear();
     for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
   }
-  int64_t planned_runs = 0, planned_steps = 0;
+  int64_t planned_runs = 0;
+  double planned_work = 0;
   for (const Spec& spec : specs) {
-    const int64_t runs = args.repeat * int64_t(spec.precisions.size() * seeds.size());
-    planned_runs += runs;
-    planned_steps += runs * step_plan(spec.train, spec.data.train_samples, nranks).total();
+    const int64_t per_mode = args.repeat * static_cast<int64_t>(seeds.size());
+    const int64_t steps = step_plan(spec.train, spec.data.train_samples, nranks).total();
+    planned_runs += per_mode * static_cast<int64_t>(spec.precisions.size());
+    for (Precision p : spec.precisions)
+      planned_work += static_cast<double>(per_mode) * run_work(spec, p, steps, info, be->device());
   }
-  RunPlan plan(planned_runs, planned_steps, args.quiet);
+  RunPlan plan(planned_runs, planned_work, args.quiet);
 
   std::optional<Dataset> data;
   std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it
@@ -333,7 +374,7 @@ int cmd_run(const RunArgs& given) {
                     done.status == RunStatus::Ok
                         ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                         : run_status_name(done.status),
-                    total_steps);
+                    run_work(spec, p, total_steps, info, be->device()));
         }
   }
 

@@ -100,8 +100,8 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-RunPlan::RunPlan(int64_t runs, int64_t total_steps, bool quiet)
-    : runs_(runs), total_steps_(total_steps), lines_(!quiet && !Progress::stderr_is_tty()) {
+RunPlan::RunPlan(int64_t runs, double total_work, bool quiet)
+    : runs_(runs), total_work_(total_work), lines_(!quiet && !Progress::stderr_is_tty()) {
   start_ = last_ = Clock::now();
 }
 
@@ -117,18 +117,22 @@ std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string&
   return s;
 }
 
-void RunPlan::done(const std::string& what, const std::string& status, int64_t steps) {
+double RunPlan::time_left(double elapsed_s, double done_work, double total_work) {
+  return done_work > 0 ? elapsed_s * std::max(0.0, total_work - done_work) / done_work : NAN;
+}
+
+void RunPlan::done(const std::string& what, const std::string& status, double work) {
   ++done_runs_;
-  done_steps_ += steps;
+  done_work_ += work;
   const Clock::time_point now = Clock::now();
   const double run_s = std::chrono::duration<double>(now - last_).count();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   last_ = now;
   if (!lines_) return;
-  // The steps still to train at the rate of those trained so far.
-  const double left =
-      done_steps_ > 0 ? elapsed * double(total_steps_ - done_steps_) / double(done_steps_) : NAN;
-  std::fprintf(stderr, "%s\n", format_done(done_runs_, runs_, what, status, run_s, left).c_str());
+  std::fprintf(stderr, "%s\n",
+               format_done(done_runs_, runs_, what, status, run_s,
+                           time_left(elapsed, done_work_, total_work_))
+                   .c_str());
   std::fflush(stderr);
 }
 

@@ -43,23 +43,29 @@ class Progress {
 
 // Where a command of many runs (specs x modes x repetitions) stands. On a terminal the bar of
 // each run carries its position (position()); off one (CI logs), where no bar is drawn, each
-// finished run is one plain line on stderr with the time the whole command still needs, weighted
-// by the runs' step counts. `quiet` silences both.
+// finished run is one plain line on stderr with the time the whole command still needs: the work
+// left at the rate of the work done, a run's work being its training FLOPs (none for a mode the
+// device cannot run), so that a spec of many small steps does not promise the next one's big
+// steps at its rate. `quiet` silences both.
 class RunPlan {
  public:
-  RunPlan(int64_t runs, int64_t total_steps, bool quiet);
+  RunPlan(int64_t runs, double total_work, bool quiet);
   // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
   static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes);
-  // A run of `steps` steps finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
+  // A run of that much work finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
   // 1.2 s; about 0:04 left".
-  void done(const std::string& what, const std::string& status, int64_t steps);
+  void done(const std::string& what, const std::string& status, double work);
+  // The seconds the work not done yet takes at the rate of the work done in elapsed_s; NaN before
+  // any.
+  static double time_left(double elapsed_s, double done_work, double total_work);
   // The line done() prints, from its numbers (tests).
   static std::string format_done(int64_t index, int64_t runs, const std::string& what,
                                  const std::string& status, double run_s, double left_s);
 
  private:
   using Clock = std::chrono::steady_clock;
-  int64_t runs_, total_steps_, done_runs_ = 0, done_steps_ = 0;
+  int64_t runs_, done_runs_ = 0;
+  double total_work_, done_work_ = 0;
   bool lines_;
   Clock::time_point start_, last_;
 };

@@ -887,9 +887,19 @@ TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
       dir_.string());
   EXPECT_NE(r.err.find("heavy trains"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("TFLOP"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("100 GFLOP/s; the CPU reference"), std::string::npos) << r.err;
   Result small = run("run " + tiny() + " --device reference --epochs 1 --precisions fp32");
   EXPECT_EQ(small.code, 0) << small.err;
   EXPECT_EQ(small.err.find("TFLOP"), std::string::npos) << small.err;
+  // The native CPU estimates from its measured GEMM rates, over the modes it runs (tf32 has no
+  // path there: one mode of the two).
+  if (!mpbench::native_cpu_available(nullptr)) return;
+  Result native = mpbench::test::run_shell("timeout 4 " + std::string(MPBENCH_EXE) + " run " +
+                                               heavy + " --device cpu --precisions fp32,tf32",
+                                           dir_.string());
+  EXPECT_NE(native.err.find("heavy trains"), std::string::npos) << native.err;
+  EXPECT_NE(native.err.find("over the 1 mode(s) this CPU runs, "), std::string::npos) << native.err;
+  EXPECT_NE(native.err.find("at its measured GEMM rates (fp32 "), std::string::npos) << native.err;
 }
 
 TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {

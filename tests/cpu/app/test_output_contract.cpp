@@ -1,6 +1,7 @@
 // One output contract (issue 29): every JSON file mpbench writes starts with the same header
 // (schema_version, kind, tool, provenance); `report` draws the kinds it can (run, profile,
 // explain, maxbatch) and refuses the others in one line naming the kind.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,12 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
   EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, 61),
             "mpbench: [1/3] m fp32: oom in 2.0 s; about 1:01 left");
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3 · mode 2/4");
+  // What is left goes by work (training FLOPs), not runs or steps: 1 unit in 10 s leaves 100 s
+  // for 10 more, a run of no work (an unsupported mode) changes nothing.
+  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 1, 11), 100);
+  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 10, 11), 1);
+  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 11, 11), 0);
+  EXPECT_TRUE(std::isnan(mpbench::RunPlan::time_left(3, 0, 11)));
 }
 
 // --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and
