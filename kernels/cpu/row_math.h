@@ -68,15 +68,17 @@ static inline void layernorm_row_forward(float* row, int64_t d, float eps, const
 }
 
 // Its backward for one row, with xhat = (x - mean) * rstd and g = dy * gamma:
-//   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)) into x; dg += dy * xhat, db += dy.
+//   dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)) into x; dg += dy * xhat, db += dy, in
+// Acc: double in the reference; the native backend sums a block of rows in float first.
+template <class Acc>
 static inline void layernorm_row_backward(float* x, float* dy, int64_t d, float m, float s,
-                                          const float* gamma, double* dg, double* db) {
+                                          const float* gamma, Acc* dg, Acc* db) {
   double sum_g = 0, sum_gx = 0;
   MPBENCH_SIMD(reduction(+ : sum_g, sum_gx))
   for (int64_t j = 0; j < d; ++j) {
     const float xhat = (x[j] - m) * s;
     const float g = dy[j] * gamma[j];
-    dg[j] += static_cast<double>(dy[j]) * xhat;
+    dg[j] += static_cast<Acc>(dy[j]) * xhat;
     db[j] += dy[j];
     sum_g += g;
     sum_gx += static_cast<double>(g) * xhat;

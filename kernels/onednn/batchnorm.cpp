@@ -151,17 +151,6 @@ void moments(const typename E::T* x, int64_t rows, int64_t c, std::vector<double
   }
 }
 
-// d1 += s1, d2 += s2 (fp32 block sums into double), and s1, s2 zeroed for the next block.
-MPBENCH_VECTOR_CLONES void flush_sums(int64_t c, float* s1, float* s2, double* d1, double* d2) {
-#pragma omp simd
-  for (int64_t j = 0; j < c; ++j) {
-    d1[j] += s1[j];
-    d2[j] += s2[j];
-    s1[j] = 0.0f;
-    s2[j] = 0.0f;
-  }
-}
-
 // Two per-channel sums over the rows of a (rows, c) tensor, on all threads: f(off, rows, s1, s2)
 // adds a block's to the fp32 s1, s2; each range of rows gathers its blocks' in double, and the
 // ranges' are added in range order into first and second.
@@ -175,7 +164,7 @@ void channel_sums(int64_t rows, int64_t c, std::vector<double>& first, std::vect
     double* d = parts.data() + part * 2 * c;
     for (int64_t r = begin; r < begin + n; r += kBlockRows) {
       f(r * c, std::min(kBlockRows, begin + n - r), s.data(), s.data() + c);
-      flush_sums(c, s.data(), s.data() + c, d, d + c);
+      add_block_sums(c, s.data(), s.data() + c, d, d + c);
     }
   });
   first.assign(static_cast<size_t>(c), 0.0);

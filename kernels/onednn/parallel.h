@@ -71,6 +71,10 @@ void parallel_ranges(int64_t n, int64_t grain, F&& f) {
   if (error) std::rethrow_exception(error);
 }
 
+// da += a, db += b over n elements (per-channel sums of a block of rows, fp32, into the double
+// sums of a range), and a, b zeroed for the next block (parallel_ops.cpp).
+void add_block_sums(int64_t n, float* a, float* b, double* da, double* db);
+
 // fp32 <-> bf16 with the reference's rounding, bit for bit, in vector clones (parallel_ops.cpp).
 void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n);
 void bf16_to_f32_block(const uint16_t* s, float* d, int64_t n);

@@ -62,6 +62,16 @@ MPBENCH_VECTOR_CLONES double unscale_sum_squares(float* g, int64_t n, float inv)
 
 }  // namespace
 
+MPBENCH_VECTOR_CLONES void add_block_sums(int64_t n, float* a, float* b, double* da, double* db) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    da[j] += a[j];
+    db[j] += b[j];
+    a[j] = 0.0f;
+    b[j] = 0.0f;
+  }
+}
+
 MPBENCH_VECTOR_CLONES void f32_to_bf16_block(const float* s, uint16_t* d, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(s[i]);
