@@ -4,6 +4,8 @@
 // configs, in the environment the runner gives (BLAS threads as the machine has them, for both
 // sides). Time is not asserted (one current run against three baselines may pass or alarm by the
 // machine's load); the files the job publishes and the summary's verdict line are.
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,9 +61,20 @@ TEST(CiRecipe, TheReadmesCpuJobRunsAsWritten) {
   EXPECT_NE(cmds[0].find("baseline-cpu-ci-$i.json"), std::string::npos) << cmds[0];
   EXPECT_NE(cmds[2].find("compare --baseline"), std::string::npos) << cmds[2];
 
-  const fs::path dir = fs::path(::testing::TempDir()) / "mpbench_ci_recipe";
+  // A directory of this process's own: the suite runs this test twice (native_AVX2.ci_recipe too),
+  // at the same time under ctest -j, and one run's remove_all left the other's job in a removed
+  // directory (exit 2).
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("mpbench_ci_recipe_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
+  const struct RemoveAtEnd {
+    fs::path path;
+    ~RemoveAtEnd() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  } cleanup{dir};
   fs::create_directory_symlink(src + "/configs", dir / "configs");
   const std::string summary = (dir / "step_summary.md").string();
   std::ofstream(summary) << "previous step\n";
