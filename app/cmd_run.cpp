@@ -129,23 +129,21 @@ double run_flops(const Spec& spec, int64_t steps) {
          static_cast<double>(spec.train.batch_size) * static_cast<double>(steps);
 }
 
-// A run's share of a command's work: its FLOPs, none for a mode the device cannot run (an
-// unsupported row, at once).
-double run_work(const Spec& spec, Precision p, int64_t steps, const DeviceInfo& info,
-                Device device) {
-  return unsupported_reason(p, device, info) ? 0.0 : run_flops(spec, steps);
+// Whether the device trains mode p at all: a mode it cannot run is an unsupported row, at once,
+// and no share of a command's work.
+bool trains(Precision p, const DeviceInfo& info, Device device) {
+  return !unsupported_reason(p, device, info);
 }
 
 void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& info) {
   const bool native = info.kind == "cpu";
   for (const Spec& spec : specs) {
-    const int64_t steps = step_plan(spec.train, spec.data.train_samples).total();
+    const double f = run_flops(spec, step_plan(spec.train, spec.data.train_samples).total());
     double flops = 0, seconds = 0;
     std::vector<std::string> rates;
     int modes = 0;
     for (Precision p : spec.precisions) {
-      const double f = run_work(spec, p, steps, info, Device::CPU);
-      if (f == 0) continue;
+      if (!trains(p, info, Device::CPU)) continue;
       const auto ceiling = native ? ceilings_for(info, p) : std::nullopt;
       const double rate = ceiling ? ceiling->peak_tflops * 1e12 : kReferenceCpuFlops;
       if (ceiling)
@@ -291,10 +289,11 @@ int cmd_run(const RunArgs& given) {
   double planned_work = 0;
   for (const Spec& spec : specs) {
     const int64_t per_mode = args.repeat * static_cast<int64_t>(seeds.size());
-    const int64_t steps = step_plan(spec.train, spec.data.train_samples, nranks).total();
+    const double flops =
+        run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total());
     planned_runs += per_mode * static_cast<int64_t>(spec.precisions.size());
     for (Precision p : spec.precisions)
-      planned_work += static_cast<double>(per_mode) * run_work(spec, p, steps, info, be->device());
+      if (trains(p, info, be->device())) planned_work += static_cast<double>(per_mode) * flops;
   }
   RunPlan plan(planned_runs, planned_work, args.quiet);
 
@@ -308,12 +307,13 @@ int cmd_run(const RunArgs& given) {
       data_key = key;
     }
     report.specs.push_back(to_json(spec));
+    const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
+    const double flops = run_flops(spec, total_steps);
     // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
     for (int64_t rep = 1; rep <= args.repeat; ++rep)
       for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
         for (const std::optional<uint64_t>& seed : seeds) {
           const Precision p = spec.precisions[mode];
-          const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
           const std::string batch =
               args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
           const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
@@ -374,7 +374,7 @@ int cmd_run(const RunArgs& given) {
                     done.status == RunStatus::Ok
                         ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                         : run_status_name(done.status),
-                    run_work(spec, p, total_steps, info, be->device()));
+                    trains(p, info, be->device()) ? flops : 0.0);
         }
   }
 
