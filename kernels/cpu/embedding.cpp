@@ -39,33 +39,25 @@ void CpuBackend::embedding_backward_impl(const EmbeddingGeom& e, const Tensor& t
                                          const Tensor& dy, Tensor& dtok_emb, Tensor& dpos_emb,
                                          bool add_to_tok) {
   check_tokens("embedding_backward", e, tokens);
-  embedding_backward_columns(e, tokens, dy, dtok_emb, dpos_emb, add_to_tok, 0, e.dim);
-}
-
-void embedding_backward_columns(const EmbeddingGeom& e, const Tensor& tokens, const Tensor& dy,
-                                Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok, int64_t j0,
-                                int64_t j1) {
   const int32_t* t = tokens.ptr<int32_t>();
-  const int64_t w = j1 - j0;
-  std::vector<double> dtok(static_cast<size_t>(e.vocab * w), 0.0);
-  std::vector<double> dpos(static_cast<size_t>(e.positions * w), 0.0);
-  std::vector<float> row(static_cast<size_t>(w));
+  const int64_t d = e.dim;
+  std::vector<double> dtok(static_cast<size_t>(e.vocab * d), 0.0);
+  std::vector<double> dpos(static_cast<size_t>(e.positions * d), 0.0);
+  std::vector<float> row(static_cast<size_t>(d));
   for (int64_t i = 0; i < e.batch * e.seq; ++i) {
-    decode_f32(dy.slice(i * e.dim + j0, Shape{w}), row.data(), w);
-    double* te = dtok.data() + t[i] * w;
-    double* pe = dpos.data() + (i % e.seq) * w;
-    for (int64_t j = 0; j < w; ++j) {
+    decode_f32(dy.slice(i * d, Shape{d}), row.data(), d);
+    double* te = dtok.data() + t[i] * d;
+    double* pe = dpos.data() + (i % e.seq) * d;
+    for (int64_t j = 0; j < d; ++j) {
       te[j] += row[j];
       pe[j] += row[j];
     }
   }
   auto write = [&](const std::vector<double>& sums, int64_t rows, float* out, bool add) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < w; ++j) {
-        float& o = out[r * e.dim + j0 + j];
-        const auto v = static_cast<float>(sums[static_cast<size_t>(r * w + j)]);
-        o = add ? o + v : v;
-      }
+    for (int64_t k = 0; k < rows * d; ++k) {
+      const auto v = static_cast<float>(sums[static_cast<size_t>(k)]);
+      out[k] = add ? out[k] + v : v;
+    }
   };
   write(dtok, e.vocab, dtok_emb.ptr<float>(), add_to_tok);
   write(dpos, e.positions, dpos_emb.ptr<float>(), false);

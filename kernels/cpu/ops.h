@@ -30,11 +30,6 @@ void store_row(const float* in, Tensor& t, int64_t r, int64_t n);
 // ---- embedding.cpp ---------------------------------------------------------------------------
 // Every token in [0, vocab), or a one-line error naming the op and where (checked on the host).
 void check_tokens(const char* op, const EmbeddingGeom& e, const Tensor& tokens);
-// embedding_backward over the columns [j0, j1) of dy and the tables alone: the native backend
-// gives each thread its own columns, the same sums in the same order as the whole.
-void embedding_backward_columns(const EmbeddingGeom& e, const Tensor& tokens, const Tensor& dy,
-                                Tensor& dtok_emb, Tensor& dpos_emb, bool add_to_tok, int64_t j0,
-                                int64_t j1);
 
 // ---- softmax_xent.cpp ------------------------------------------------------------------------
 // The index of a row's largest entry, ties going to the lowest (the accuracy count's rule); *max
