@@ -866,6 +866,10 @@ void Backend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   MPB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(),
             "add: a {}, b {}, out {} must have one element count", a.shape.str(), b.shape.str(),
             out.shape.str());
+  // Elements are computed in place; with another element size out would overlap elements of the
+  // input not read yet.
+  MPB_CHECK(out.data != a.data || out.dtype == a.dtype, "add: out aliases a with another dtype");
+  MPB_CHECK(out.data != b.data || out.dtype == b.dtype, "add: out aliases b with another dtype");
   observed(
       [&] {
         return OpCall{

@@ -400,7 +400,8 @@ class Backend {
   // fp32, rounded once; the winners are found again from x. x, dy, dx share a dtype.
   void maxpool2d_backward(const PoolDesc& d, const Tensor& x, const Tensor& dy, Tensor& dx);
 
-  // out = a + b elementwise, any float dtypes, one numel, computed in fp32. out may alias a or b.
+  // out = a + b elementwise, any float dtypes, one numel, computed in fp32. out may alias a or b
+  // of its own dtype.
   void add(const Tensor& a, const Tensor& b, Tensor& out);
 
   // ---- ops of the transformer family (kernels/<cpu|cuda>/layernorm, embedding, attention) ----

@@ -583,6 +583,13 @@ TEST_F(CpuPoolAdd, AddAnyDtypesAndInPlace) {
   EXPECT_THROW(be->add(a, b, a), Error);
   Tensor ai = alloc.alloc(Shape{4}, DType::I32, MemCategory::Activations);
   EXPECT_THROW(be->add(ai, a, a), Error);
+  // out over a's memory as bf16: each element written would land on a's elements not read yet.
+  Tensor a16 = a;
+  a16.dtype = DType::BF16;
+  Tensor c = make(Shape{4}, DType::F32, {1, 2, 3, 4});
+  EXPECT_THROW(be->add(a, c, a16), Error);
+  EXPECT_THROW(be->add(c, a, a16), Error);
+  EXPECT_EQ(to_host_f32(*be, a), (std::vector<float>{1, 2, 3, 4}));
 }
 
 // ---- permute ----------------------------------------------------------------------------------
