@@ -2,10 +2,11 @@
 // matrices. The hot ones of a step have vectorised loops of their own (vector clones, below): the
 // fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW (the reference's formula,
 // kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient unscale and
-// check (one pass, the squares summed in double in vector lanes) and the embedding's backward. The rest run the reference's
-// own loops per range: the other casts, SGD, the embedding's forward, and max pooling (oneDNN's backward
-// needs the forward's workspace, the winners, which the interface does not keep). (The attention
-// softmax, the loss and LayerNorm have vectorised loops in softmax.cpp and layernorm.cpp.)
+// check (one pass, the squares summed in double in vector lanes) and the embedding's backward. The
+// rest run the reference's own loops per range: the other casts, SGD, the embedding's forward, and
+// max pooling (oneDNN's backward needs the forward's workspace, the winners, which the interface
+// does not keep). (The attention softmax, the loss and LayerNorm have vectorised loops in
+// softmax.cpp and layernorm.cpp.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
