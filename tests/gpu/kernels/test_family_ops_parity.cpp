@@ -371,6 +371,9 @@ TEST(FamilyOpsParity, PermuteBitExact) {
       {Shape{3, 12, 17, 8}, {0, 2, 1, 3, 0}},
       {Shape{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}},
       {Shape{2, 3, 1, 5, 7}, {1, 0, 2, 4, 3}},
+      {Shape{2, 9, 3, 4, 16}, {2, 0, 3, 1, 4}},    // (B, S, 3, H, Dh) -> (3, B, H, S, Dh)
+      {Shape{3, 2, 4, 9, 16}, {1, 3, 0, 2, 4}},    // and back
+      {Shape{4, 64, 3, 12, 16}, {2, 0, 3, 1, 4}},  // rows enough for a range per thread
   };
   uint64_t seed = 5000;
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
