@@ -5,6 +5,7 @@
 // where a softmax term is under 1e-38 of the row's largest, it is 0), and the row sums add in
 // vector lanes. Each function is compiled for AVX-512, AVX2 and baseline x86-64, the best chosen at
 // load.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -38,13 +39,13 @@ inline float exp_nonpositive(float x) {
   return x != x ? x : y;
 }
 
-// row[j] = exp(row[j] - max) for j < n; returns their sum.
-MPBENCH_VECTOR_CLONES float exp_shifted_sum(float* row, int64_t n, float max) {
+// out[j] = exp(row[j] - max) for j < n (out may be row); returns their sum.
+MPBENCH_VECTOR_CLONES float exp_shifted_sum(const float* row, float* out, int64_t n, float max) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < n; ++j) {
-    row[j] = exp_nonpositive(row[j] - max);
-    sum += row[j];
+    out[j] = exp_nonpositive(row[j] - max);
+    sum += out[j];
   }
   return sum;
 }
@@ -58,7 +59,7 @@ MPBENCH_VECTOR_CLONES void softmax_row(float* row, int64_t visible, int64_t n, f
   float max = row[0];
 #pragma omp simd reduction(max : max)
   for (int64_t j = 1; j < visible; ++j) max = row[j] > max ? row[j] : max;
-  const float inv = 1.0f / exp_shifted_sum(row, visible, max);
+  const float inv = 1.0f / exp_shifted_sum(row, row, visible, max);
 #pragma omp simd
   for (int64_t j = 0; j < visible; ++j) row[j] *= inv;
   for (int64_t j = visible; j < n; ++j) row[j] = 0.0f;
@@ -86,18 +87,28 @@ MPBENCH_VECTOR_CLONES int64_t argmax_first(const float* row, int64_t n, float* m
   }
 #pragma omp simd reduction(max : m)
   for (int64_t j = 1; j < n; ++j) m = row[j] > m ? row[j] : m;
-  for (int64_t j = 0; j < n; ++j)
-    if (row[j] == m) {
-      *max = m;
-      return j;
-    }
+  // Its first occurrence: a vector test per block, the scalar scan in the block that has it.
+  constexpr int64_t kBlock = 64;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t end = std::min(n, b + kBlock);
+    int found = 0;
+#pragma omp simd reduction(| : found)
+    for (int64_t j = b; j < end; ++j) found |= row[j] == m;
+    if (found)
+      for (int64_t j = b; j < end; ++j)
+        if (row[j] == m) {
+          *max = m;
+          return j;
+        }
+  }
   return cpu::argmax_first(row, n, max);
 }
 
-// e[j] = e[j] * inv_sum * factor: a row of the loss's gradient, in the reference's order.
-MPBENCH_VECTOR_CLONES void scale_row(float* e, int64_t n, float inv_sum, float factor) {
+// out[j] = e[j] * inv_sum * factor: a row of the loss's gradient, in the reference's order.
+MPBENCH_VECTOR_CLONES void scale_row(const float* e, float* out, int64_t n, float inv_sum,
+                                     float factor) {
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j) e[j] = e[j] * inv_sum * factor;
+  for (int64_t j = 0; j < n; ++j) out[j] = e[j] * inv_sum * factor;
 }
 
 }  // namespace
@@ -152,15 +163,17 @@ void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels
       const float* row = x + i * classes;
       float max;
       const int64_t arg = argmax_first(row, classes, &max);
-      std::memcpy(e.data(), row, static_cast<size_t>(classes) * sizeof(float));
-      const float sum = exp_shifted_sum(e.data(), classes, max);
+      const float sum = exp_shifted_sum(row, e.data(), classes, max);
       part_loss[part] += static_cast<double>(std::log(sum) + max - row[label[i]]);
       part_hits[part] += arg == label[i];
       if (!dlogits) continue;
+      // An fp32 gradient goes straight to dlogits (logits itself too: the row is read by now).
+      const bool f32 = dlogits->dtype == DType::F32;
+      float* out = f32 ? dlogits->ptr<float>() + i * classes : e.data();
       const float inv_sum = 1.0f / sum, at_label = e[label[i]];
-      scale_row(e.data(), classes, inv_sum, grad_factor);
-      e[label[i]] = (at_label * inv_sum - 1.0f) * grad_factor;
-      store_row(e.data(), *dlogits, i, classes);
+      scale_row(e.data(), out, classes, inv_sum, grad_factor);
+      out[label[i]] = (at_label * inv_sum - 1.0f) * grad_factor;
+      if (!f32) store_row(e.data(), *dlogits, i, classes);
     }
   });
   double loss_total = 0;
