@@ -185,24 +185,6 @@ void for_blocks(int64_t rows, int64_t c, F&& f) {
   });
 }
 
-// Calls f(Elem<t>{}) when every tensor given is fp32, or every one bf16 (null ones aside);
-// false, calling nothing, otherwise.
-template <class F>
-bool one_native_dtype(std::initializer_list<const Tensor*> ts, F&& f) {
-  const DType t = (*ts.begin())->dtype;
-  for (const Tensor* x : ts)
-    if (x && x->dtype != t) return false;
-  if (t == DType::F32) {
-    f(Elem<DType::F32>{});
-    return true;
-  }
-  if (t == DType::BF16) {
-    f(Elem<DType::BF16>{});
-    return true;
-  }
-  return false;
-}
-
 // y = [relu](gamma ((x - mean) rstd) + beta [+ residual]) on all threads, one dtype E.
 template <class E>
 void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,

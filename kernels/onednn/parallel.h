@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 
+#include "kernels/cpu/elementwise.h"
 #include "kernels/tensor.h"
 
 #ifdef _OPENMP
@@ -69,6 +71,24 @@ void parallel_ranges(int64_t n, int64_t grain, F&& f) {
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// Calls f(cpu::detail::Elem<t>{}) when every tensor given is fp32, or every one bf16 (null ones
+// aside): the loops written for the native dtypes; false, calling nothing, otherwise.
+template <class F>
+bool one_native_dtype(std::initializer_list<const Tensor*> ts, F&& f) {
+  const DType t = (*ts.begin())->dtype;
+  for (const Tensor* x : ts)
+    if (x && x->dtype != t) return false;
+  if (t == DType::F32) {
+    f(cpu::detail::Elem<DType::F32>{});
+    return true;
+  }
+  if (t == DType::BF16) {
+    f(cpu::detail::Elem<DType::BF16>{});
+    return true;
+  }
+  return false;
 }
 
 // da += a, db += b over n elements (per-channel sums of a block of rows, fp32, into the double

@@ -3,10 +3,9 @@
 // fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW (the reference's formula,
 // kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient unscale and
 // check (one pass, the squares summed in double in vector lanes) and the embedding's backward. The
-// rest run the reference's own loops per range: the other casts, SGD, the embedding's forward, and
-// max pooling (oneDNN's backward needs the forward's workspace, the winners, which the interface
-// does not keep). (The attention softmax, the loss and LayerNorm have vectorised loops in
-// softmax.cpp and layernorm.cpp.)
+// rest run the reference's own loops per range: the other casts, SGD and the embedding's forward.
+// (The attention softmax, the loss, LayerNorm and max pooling have vectorised loops in
+// softmax.cpp, layernorm.cpp and pool.cpp.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -219,34 +218,6 @@ void OnednnBackend::embedding_backward_impl(const EmbeddingGeom& g, const Tensor
       load_row(dy.slice(i * g.dim + j0, Shape{n}), 0, n, row.data());
       add_to_two(n, row.data(), dtok + t[i] * g.dim + j0, dpos + (i % g.seq) * g.dim + j0);
     }
-  });
-}
-
-// Pooling: each image of the batch on its own (the leading dimension of every operand).
-namespace {
-Tensor images(const Tensor& t, int64_t begin, int64_t n) {
-  Shape s = t.shape;
-  const int64_t per_image = t.numel() / s[0];
-  s.dims[0] = n;
-  return t.slice(begin * per_image, s);
-}
-int64_t image_grain(const Tensor& t) {
-  return row_grain(t.numel() / std::max<int64_t>(1, t.shape[0]));
-}
-}  // namespace
-
-void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
-  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = images(y, b, n);
-    CpuBackend::maxpool2d_forward_impl(d, images(x, b, n), out);
-  });
-}
-
-void OnednnBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
-                                            Tensor& dx) {
-  parallel_ranges(x.shape[0], image_grain(x), [&](int64_t, int64_t b, int64_t n) {
-    Tensor out = images(dx, b, n);
-    CpuBackend::maxpool2d_backward_impl(d, images(x, b, n), images(dy, b, n), out);
   });
 }
 
