@@ -160,6 +160,8 @@ class OnednnBackend final : public cpu::CpuBackend {
   // Global average pooling, big (N, HW, C) and small (N, C): forward pools big into small,
   // backward spreads small (dy) over big (dx).
   void avg_pool(bool backward, const Tensor& big, const Tensor& small);
+  bool weight_gradient_gemm(const GemmGeom& g, const Tensor& a, const Tensor& b, Tensor& c,
+                            const std::string& matmul_impl);
   // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
   void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
   // TFLOP/s of the best of up to 10 square n x n x n GEMMs per dtype (0 for one oneDNN cannot

@@ -161,6 +161,22 @@ TEST(CudaParity, GemmShapesTransposesEpilogues) {
           run_gemm_case(env, cfg, 0, s.m, s.n, s.k, t & 1, t & 2, e, seed += 10);
 }
 
+// Weight-gradient shapes, A^T B with fp32 C over a million outputs: the native CPU's inner-product
+// path where its matmul has no AMX (kernels/onednn/gemm.cpp); odd sizes too. With alpha or beta
+// set, the path is not taken, and the result must not change either.
+TEST(CudaParity, GemmWeightGradients) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const GemmConfig& cfg = kGemmConfigs[5];  // bf16 -> fp32
+  ASSERT_EQ(cfg.ab, DType::BF16);
+  ASSERT_EQ(cfg.c, DType::F32);
+  uint64_t seed = 6000;
+  for (const Epilogue& e : {kEpilogues[0], kEpilogues[9], kEpilogues[15]}) {
+    run_gemm_case(env, cfg, 0, 1024, 1024, 96, true, false, e, seed += 10);
+    run_gemm_case(env, cfg, 0, 1031, 1027, 33, true, false, e, seed += 10);
+  }
+}
+
 TEST(CudaParity, GemmBatched) {
   SKIP_WITHOUT_DEVICE();
   Env env;
