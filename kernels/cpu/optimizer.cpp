@@ -54,15 +54,10 @@ template <bool kNesterov>
 void sgd_block(int64_t n, float* __restrict p, const float* __restrict g, float* __restrict buf,
                float lr, float momentum, float wd) {
   if (momentum == 0.0f) {
-    for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+    for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i], lr, wd);
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = g[i] + wd * p[i];
-    const float b = momentum * buf[i] + d;
-    buf[i] = b;
-    p[i] -= lr * (kNesterov ? d + momentum * b : b);
-  }
+  for (int64_t i = 0; i < n; ++i) sgd_element<kNesterov>(p[i], g[i], buf[i], lr, momentum, wd);
 }
 
 // master (n) fp32 -> lowp (n) fp16/bf16, elements [begin, begin + n).

@@ -44,6 +44,20 @@ static inline void adamw_element(float& p, float g, float& m, float& v, const Ad
   p = p * s.decay - s.step_size * mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps);
 }
 
+// One element of SGD (PyTorch's single-tensor path), with momentum: d = g + wd p, buf = momentum
+// buf + d, p -= lr (Nesterov: d + momentum buf; else buf). Without momentum (no buffer):
+// p -= lr (g + wd p).
+template <bool kNesterov>
+static inline void sgd_element(float& p, float g, float& buf, float lr, float momentum, float wd) {
+  const float d = g + wd * p;
+  const float b = momentum * buf + d;
+  buf = b;
+  p -= lr * (kNesterov ? d + momentum * b : b);
+}
+static inline void sgd_element(float& p, float g, float lr, float wd) {
+  p -= lr * (g + wd * p);
+}
+
 // LayerNorm of one row of d in place: (row - mean) * rstd * g + b; *mean, *rstd its statistics,
 // two-pass in double (the shifted sum of squares does not cancel when |mean| >> stddev), the
 // output in fp32 from the saved statistics, which is what the backward pass differentiates.

@@ -1,9 +1,10 @@
 // The ops oneDNN has no primitive for, each thread on a contiguous range of rows, elements or
 // matrices. The hot ones of a step have vectorised loops of their own (vector clones, below): the
-// fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW (the reference's formula,
-// kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient unscale and
-// check (one pass, the squares summed in double in vector lanes) and the embedding's backward. The
-// rest run the reference's own loops per range: the other casts, SGD and the embedding's forward.
+// fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW and SGD (the reference's
+// formulas, kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient
+// unscale and check (one pass, the squares summed in double in vector lanes) and the embedding's
+// backward. The rest run the reference's own loops per range: the other casts and the embedding's
+// forward.
 // (The attention softmax, the loss, LayerNorm and max pooling have vectorised loops in
 // softmax.cpp, layernorm.cpp and pool.cpp.)
 #include <algorithm>
@@ -24,14 +25,29 @@ Tensor flat(const Tensor& t, int64_t begin, int64_t n) {
   return t.slice(begin, Shape{n});
 }
 
-// AdamW's updates run over blocks that stay in L1, each then cast down while still in cache.
-constexpr int64_t kAdamBlock = 2048;
+// The optimizers' updates run over blocks that stay in L1, each then cast down while still in
+// cache.
+constexpr int64_t kOptimizerBlock = 2048;
 
 MPBENCH_VECTOR_CLONES void adamw_block(int64_t n, float* __restrict p, const float* __restrict g,
                                        float* __restrict m, float* __restrict v,
                                        const cpu::AdamWScalars& s) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) cpu::adamw_element(p[i], g[i], m[i], v[i], s);
+}
+
+// SGD's block, with momentum (buf) or without (buf null).
+template <bool kNesterov>
+MPBENCH_VECTOR_CLONES void sgd_block(int64_t n, float* __restrict p, const float* __restrict g,
+                                     float* __restrict buf, const SgdParams& s) {
+  if (!buf) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) cpu::sgd_element(p[i], g[i], s.lr, s.weight_decay);
+    return;
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    cpu::sgd_element<kNesterov>(p[i], g[i], buf[i], s.lr, s.momentum, s.weight_decay);
 }
 
 // g[i] *= inv (when kUnscale), and its square in double.
@@ -148,37 +164,53 @@ void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, 
   norm.ptr<float>()[0] = finite ? static_cast<float>(std::sqrt(sum_sq)) : INFINITY;
 }
 
-void OnednnBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads,
-                                    Tensor& m, Tensor& v, Tensor* weights_lowp,
-                                    const Tensor& step_count, const Tensor* found_inf) {
-  if (found_inf && found_inf->ptr<float>()[0] != 0.0f) return;  // a skipped step
-  const cpu::AdamWScalars s = cpu::adamw_scalars(p, step_count.ptr<float>()[0]);
+namespace {
+
+// An optimizer step on all threads: update(begin, n) over blocks of each thread's range, each
+// block's masters then cast down to the low-precision weights (when kept) while in cache.
+template <class Update>
+void optimizer_blocks(Tensor& master, Tensor* weights_lowp, Update&& update) {
   parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t begin, int64_t count) {
-    for (int64_t b = begin; b < begin + count; b += kAdamBlock) {
-      const int64_t n = std::min(kAdamBlock, begin + count - b);
-      adamw_block(n, master.ptr<float>() + b, grads.ptr<float>() + b, m.ptr<float>() + b,
-                  v.ptr<float>() + b, s);
+    for (int64_t b = begin; b < begin + count; b += kOptimizerBlock) {
+      const int64_t n = std::min(kOptimizerBlock, begin + count - b);
+      update(b, n);
       if (!weights_lowp) continue;
       if (weights_lowp->dtype == DType::BF16) {
         f32_to_bf16_block(master.ptr<float>() + b, weights_lowp->ptr<uint16_t>() + b, n);
       } else {
         Tensor low = flat(*weights_lowp, b, n);
-        CpuBackend::cast_impl(flat(master, b, n), low);
+        cpu::encode_f32(master.ptr<float>() + b, low, n);
       }
     }
+  });
+}
+
+}  // namespace
+
+void OnednnBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const Tensor& grads,
+                                    Tensor& m, Tensor& v, Tensor* weights_lowp,
+                                    const Tensor& step_count, const Tensor* found_inf) {
+  if (found_inf && found_inf->ptr<float>()[0] != 0.0f) return;  // a skipped step
+  const cpu::AdamWScalars s = cpu::adamw_scalars(p, step_count.ptr<float>()[0]);
+  optimizer_blocks(master, weights_lowp, [&](int64_t b, int64_t n) {
+    adamw_block(n, master.ptr<float>() + b, grads.ptr<float>() + b, m.ptr<float>() + b,
+                v.ptr<float>() + b, s);
   });
 }
 
 void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor& grads,
                                   Tensor& momentum_buf, Tensor* weights_lowp,
                                   const Tensor* found_inf) {
-  parallel_ranges(master.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
-    // Without momentum there is no buffer (PyTorch keeps none) to slice.
-    Tensor mw = flat(master, b, n),
-           buf = p.momentum != 0.0f ? flat(momentum_buf, b, n) : momentum_buf;
-    Tensor low = weights_lowp ? flat(*weights_lowp, b, n) : Tensor{};
-    CpuBackend::sgd_step_impl(p, mw, flat(grads, b, n), buf, weights_lowp ? &low : nullptr,
-                              found_inf);
+  if (found_inf && found_inf->ptr<float>()[0] != 0.0f) return;  // a skipped step
+  // Without momentum PyTorch keeps no buffer.
+  float* buf = p.momentum != 0.0f ? momentum_buf.ptr<float>() : nullptr;
+  optimizer_blocks(master, weights_lowp, [&](int64_t b, int64_t n) {
+    float* pw = master.ptr<float>() + b;
+    const float* g = grads.ptr<float>() + b;
+    if (p.nesterov)
+      sgd_block<true>(n, pw, g, buf ? buf + b : nullptr, p);
+    else
+      sgd_block<false>(n, pw, g, buf ? buf + b : nullptr, p);
   });
 }
 
