@@ -289,8 +289,9 @@ TEST(FamilyOpsParity, MaxPool) {
     PoolDesc d;
   };
   for (DType dt : kFloatTypes)
-    for (const P& p : {P{2, 112, 112, 64, {3, 2, 1}}, P{1, 7, 5, 3, {3, 2, 1}},
-                       P{3, 6, 6, 17, {2, 2, 0}}, P{2, 9, 9, 8, {3, 1, 1}}}) {
+    for (const P& p :
+         {P{2, 112, 112, 64, {3, 2, 1}}, P{1, 7, 5, 3, {3, 2, 1}}, P{3, 6, 6, 17, {2, 2, 0}},
+          P{2, 9, 9, 8, {3, 1, 1}}, P{2, 10, 11, 5, {2, 3, 1}}}) {  // the last: inputs in no window
       const std::string what =
           fmt::format("{} {}x{}x{}x{} {}x{}/s{} pad {}", dtype_name(dt), p.n, p.h, p.w, p.c,
                       p.d.kernel, p.d.kernel, p.d.stride, p.d.pad);
