@@ -6,9 +6,11 @@
 // Numerics: fp16/bf16 are stored as 16-bit patterns and decoded exactly (kernels/dtype.h); all
 // math is fp32 and each output is rounded once to its dtype, so the CPU reproduces the GPU's
 // overflow, underflow and loss-scale skips.
+#include <array>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/pool_window.h"
 
 namespace mpbench::cpu {
 
@@ -38,6 +40,24 @@ int64_t argmax_first(const float* row, int64_t n, float* max);
 // Every label in [0, classes), or a one-line error naming the row (checked on the host: a GPU
 // cannot read the labels without a synchronisation).
 void check_labels(const int32_t* labels, int64_t rows, int64_t classes);
+
+// ---- tensor_ops.cpp --------------------------------------------------------------------------
+// A max pool's sizes: x (N, H, W, C) pooled into y (N, P, Q, C).
+PoolGeom pool_geom(const PoolDesc& d, const Tensor& x, const Tensor& y);
+// A permute's walk over dst's rows (its last dimension) in order, from row `first_row`: src's
+// strides taken in dst's dimension order (dst's dimension k is src's perm[k]), and the src
+// offset of the current row's first element, advanced row by row as an odometer.
+struct PermuteRows {
+  PermuteRows(const Shape& src, const Shape& dst, const std::array<int, 5>& perm,
+              int64_t first_row);
+  void next();  // to the next row of dst
+  int rank;
+  int64_t stride[Shape::kMaxRank];
+  int64_t offset = 0;
+
+ private:
+  int64_t dims_[Shape::kMaxRank], index_[Shape::kMaxRank] = {};
+};
 
 // ---- batchnorm.cpp ---------------------------------------------------------------------------
 // From the per-channel batch means and sums of squared deviations (double, over `rows` rows):

@@ -41,11 +41,40 @@ void CpuBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
   }
 }
 
-namespace {
-
 PoolGeom pool_geom(const PoolDesc& d, const Tensor& x, const Tensor& y) {
   return {x.shape[1], x.shape[2], y.shape[1], y.shape[2], d.kernel, d.stride, d.pad};
 }
+
+PermuteRows::PermuteRows(const Shape& src, const Shape& dst, const std::array<int, 5>& perm,
+                         int64_t first_row)
+    : rank(src.rank) {
+  int64_t contiguous[Shape::kMaxRank];
+  int64_t s = 1;
+  for (int k = rank - 1; k >= 0; --k) {
+    contiguous[k] = s;
+    s *= src[k];
+  }
+  for (int k = 0; k < rank; ++k) {
+    stride[k] = contiguous[perm[k]];
+    dims_[k] = dst[k];
+  }
+  for (int k = rank - 2; k >= 0; --k) {
+    index_[k] = first_row % dims_[k];
+    first_row /= dims_[k];
+    offset += index_[k] * stride[k];
+  }
+}
+
+void PermuteRows::next() {
+  for (int k = rank - 2; k >= 0; --k) {
+    offset += stride[k];
+    if (++index_[k] < dims_[k]) return;
+    offset -= stride[k] * dims_[k];
+    index_[k] = 0;
+  }
+}
+
+namespace {
 
 std::vector<float> decoded(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -113,37 +142,16 @@ void CpuBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
 
 // dst[i0, .., i_{r-1}] = src[j] with j[perm[k]] = i_k: dst's dimension k is src's perm[k].
 void CpuBackend::permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
-  const int rank = src.shape.rank;
   const int64_t n = src.numel();
   if (n == 0) return;
-
-  // Strides of src, taken in dst's dimension order.
-  int64_t src_stride[Shape::kMaxRank];
-  int64_t s = 1;
-  for (int k = rank - 1; k >= 0; --k) {
-    src_stride[k] = s;
-    s *= src.shape[k];
-  }
-  int64_t stride[Shape::kMaxRank];
-  for (int k = 0; k < rank; ++k) stride[k] = src_stride[perm[k]];
-
   const size_t es = dtype_size(src.dtype);
   const char* in = static_cast<const char*>(src.data);
   char* out = static_cast<char*>(dst.data);
-  const int64_t inner = dst.shape[rank - 1], inner_stride = stride[rank - 1];
-  int64_t idx[Shape::kMaxRank] = {};
-  int64_t src_off = 0;
-  for (int64_t o = 0; o < n; o += inner) {
+  PermuteRows rows(src.shape, dst.shape, perm, 0);
+  const int64_t inner = dst.shape[src.shape.rank - 1], inner_stride = rows.stride[rows.rank - 1];
+  for (int64_t o = 0; o < n; o += inner, rows.next())
     for (int64_t i = 0; i < inner; ++i)
-      std::memcpy(out + (o + i) * es, in + (src_off + i * inner_stride) * es, es);
-    // Advance the outer dimensions of dst like an odometer, tracking the src offset.
-    for (int k = rank - 2; k >= 0; --k) {
-      src_off += stride[k];
-      if (++idx[k] < dst.shape[k]) break;
-      src_off -= stride[k] * dst.shape[k];
-      idx[k] = 0;
-    }
-  }
+      std::memcpy(out + (o + i) * es, in + (rows.offset + i * inner_stride) * es, es);
 }
 
 }  // namespace mpbench::cpu

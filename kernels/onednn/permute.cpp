@@ -8,45 +8,24 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 
 namespace mpbench::onednn {
 namespace {
 
-// dst's rows (its last dimension, src's last too) from src, dst's index advanced as an odometer
-// over its leading dimensions and the source offset with it.
+// dst's rows (its last dimension, src's last too) from src, a range of rows per thread.
 void permute_rows(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) {
-  const int rank = src.shape.rank, lead = rank - 1;
-  int64_t contiguous[Shape::kMaxRank], strides[Shape::kMaxRank];
-  int64_t s = 1;
-  for (int k = rank - 1; k >= 0; --k) {
-    contiguous[k] = s;
-    s *= src.shape[k];
-  }
-  for (int k = 0; k < rank; ++k) strides[k] = contiguous[perm[k]];
-  const size_t row_bytes = static_cast<size_t>(dst.shape[lead]) * dtype_size(src.dtype);
+  const int64_t row = dst.shape[dst.shape.rank - 1];
+  const size_t es = dtype_size(src.dtype), row_bytes = static_cast<size_t>(row) * es;
   const auto* from = static_cast<const char*>(src.data);
   auto* to = static_cast<char*>(dst.data);
-  const int64_t rows = dst.numel() / dst.shape[lead];
-  parallel_ranges(rows, row_grain(dst.shape[lead]), [&](int64_t, int64_t begin, int64_t n) {
-    int64_t index[Shape::kMaxRank] = {}, offset = 0, rest = begin;
-    for (int k = lead - 1; k >= 0; --k) {
-      index[k] = rest % dst.shape[k];
-      rest /= dst.shape[k];
-      offset += index[k] * strides[k];
-    }
-    const size_t es = dtype_size(src.dtype);
-    for (int64_t r = begin; r < begin + n; ++r) {
-      std::memcpy(to + static_cast<size_t>(r) * row_bytes, from + static_cast<size_t>(offset) * es,
-                  row_bytes);
-      for (int k = lead - 1; k >= 0; --k) {
-        offset += strides[k];
-        if (++index[k] < dst.shape[k]) break;
-        offset -= index[k] * strides[k];
-        index[k] = 0;
-      }
-    }
+  parallel_ranges(dst.numel() / row, row_grain(row), [&](int64_t, int64_t begin, int64_t n) {
+    cpu::PermuteRows rows(src.shape, dst.shape, perm, begin);
+    for (int64_t r = begin; r < begin + n; ++r, rows.next())
+      std::memcpy(to + static_cast<size_t>(r) * row_bytes,
+                  from + static_cast<size_t>(rows.offset) * es, row_bytes);
   });
 }
 
@@ -64,16 +43,11 @@ void OnednnBackend::permute_impl(const Tensor& src, Tensor& dst, const std::arra
     return;
   }
   const dt type = es == 4 ? dt::s32 : es == 2 ? dt::bf16 : dt::u8;
-  dnnl::memory::dims dims(rank), src_strides(rank), plain(rank), contiguous(rank);
+  const cpu::PermuteRows walk(src.shape, dst.shape, perm, 0);
+  dnnl::memory::dims dims(rank), src_strides(walk.stride, walk.stride + rank), plain(rank);
   int64_t s = 1;
   for (int k = rank - 1; k >= 0; --k) {
-    contiguous[k] = s;
-    s *= src.shape[k];
-  }
-  s = 1;
-  for (int k = rank - 1; k >= 0; --k) {
     dims[k] = dst.shape[k];
-    src_strides[k] = contiguous[perm[k]];
     plain[k] = s;
     s *= dst.shape[k];
   }

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/ops.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 #include "kernels/pool_window.h"
@@ -79,16 +80,6 @@ MPBENCH_VECTOR_CLONES void add_won(float* acc, const typename E::T* dy, const in
   for (int64_t ch = 0; ch < c; ++ch) acc[ch] += off[ch] == o ? E::load(dy[ch]) : 0.0f;
 }
 
-template <class E>
-MPBENCH_VECTOR_CLONES void store_acc(const float* acc, typename E::T* out, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = E::store(acc[i]);
-}
-
-PoolGeom geom(const PoolDesc& d, const Tensor& x, const Tensor& y) {
-  return {x.shape[1], x.shape[2], y.shape[1], y.shape[2], d.kernel, d.stride, d.pad};
-}
-
 // y[b, op, oq] = the winners' elements; a range of output rows (b, op) per thread.
 template <class E>
 void max_pool_forward(const PoolGeom& g, const Tensor& x, Tensor& y) {
@@ -150,7 +141,7 @@ void max_pool_backward(const PoolGeom& g, const Tensor& x, const Tensor& dy, Ten
             add_won<E>(acc.data() + (win.w0 + j) * c, d, o + oq * c, i * k + j, c);
         }
       }
-      store_acc<E>(acc.data(), dx.ptr<T>() + row * g.w * c, g.w * c);
+      store_row(acc.data(), dx, row, g.w * c);
     }
   });
 }
@@ -200,8 +191,8 @@ void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
 }
 
 void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, Tensor& y) {
-  if (one_native_dtype({&x, &y},
-                       [&](auto e) { max_pool_forward<decltype(e)>(geom(d, x, y), x, y); }))
+  if (one_native_dtype(
+          {&x, &y}, [&](auto e) { max_pool_forward<decltype(e)>(cpu::pool_geom(d, x, y), x, y); }))
     return;
   ++fallback_calls_["maxpool2d_forward"];
   CpuBackend::maxpool2d_forward_impl(d, x, y);
@@ -209,8 +200,9 @@ void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, T
 
 void OnednnBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, const Tensor& dy,
                                             Tensor& dx) {
-  if (one_native_dtype({&x, &dy, &dx},
-                       [&](auto e) { max_pool_backward<decltype(e)>(geom(d, x, dy), x, dy, dx); }))
+  if (one_native_dtype({&x, &dy, &dx}, [&](auto e) {
+        max_pool_backward<decltype(e)>(cpu::pool_geom(d, x, dy), x, dy, dx);
+      }))
     return;
   ++fallback_calls_["maxpool2d_backward"];
   CpuBackend::maxpool2d_backward_impl(d, x, dy, dx);
