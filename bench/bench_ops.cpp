@@ -1,7 +1,8 @@
-// Microbenchmarks of the ops behind `Backend`, per precision, on the CPU reference and (when a GPU
-// is present) on CUDA, at the shapes the model families use: the two MLP configs' GEMMs (forward
-// and both backward GEMMs), one BERT-base encoder layer's GEMMs, and the memory-bound kernels of
-// a training step. bench/README.md says how to run it and how to read the counters.
+// Microbenchmarks of the ops behind `Backend`, per precision, on the CPU reference, the native CPU
+// backend (oneDNN, in builds that have it) and (when a GPU is present) on CUDA, at the shapes the
+// model families use: the two MLP configs' GEMMs (forward and both backward GEMMs), one BERT-base
+// encoder layer's GEMMs, and the memory-bound kernels of a training step. bench/README.md says how
+// to run it and how to read the counters.
 //
 //   bench_ops [--benchmark_filter=cuda/gemm] [--benchmark_counters_tabular=true]
 //
@@ -36,18 +37,30 @@ namespace {
 
 // ---- backends --------------------------------------------------------------------------------
 
-// One backend per device for the whole run, so that no benchmark times context creation, with
+// Where a benchmark runs: the CPU reference, the native CPU backend or CUDA. It converts to its
+// Device, whose problem sizes it takes (the native backend runs the CPU's).
+struct Target {
+  Device device;
+  bool native = false;
+  operator Device() const { return device; }
+  int index() const { return device == Device::CUDA ? 2 : native ? 1 : 0; }
+};
+constexpr Target kReference{Device::CPU}, kNative{Device::CPU, true}, kCuda{Device::CUDA};
+
+// One backend per target for the whole run, so that no benchmark times context creation, with
 // the GEMM workspace the trainer would give it.
 struct DeviceEnv {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TrackingAllocator> workspace_alloc;
 };
-DeviceEnv g_envs[2];
+DeviceEnv g_envs[3];
 
-Backend& backend_for(Device dev) {
-  DeviceEnv& env = g_envs[dev == Device::CPU ? 0 : 1];
+Backend& backend_for(Target dev) {
+  DeviceEnv& env = g_envs[dev.index()];
   if (!env.backend) {
-    env.backend = dev == Device::CPU ? make_reference_backend() : make_cuda_backend(0);
+    env.backend = dev == Device::CUDA ? make_cuda_backend(0)
+                  : dev.native        ? make_native_cpu_backend()
+                                      : make_reference_backend();
     env.workspace_alloc = std::make_unique<TrackingAllocator>(*env.backend);
     if (size_t ws = env.backend->workspace_bytes()) {
       Tensor w = env.workspace_alloc->alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32,
@@ -67,8 +80,8 @@ void release_backends() {
   }
 }
 
-const char* device_prefix(Device dev) {
-  return dev == Device::CPU ? "cpu" : "cuda";
+const char* device_prefix(Target dev) {
+  return dev == Device::CUDA ? "cuda" : dev.native ? "native" : "cpu";
 }
 
 // ---- inputs ----------------------------------------------------------------------------------
@@ -149,11 +162,14 @@ constexpr double kCudaBatchMs = 1.0;
 constexpr int kCudaMaxReps = 1000;
 
 // Runs `op` under the benchmark's timing after one warm-up call (cuBLASLt algorithm choice,
-// first touch of pages) and returns the mean seconds per call. On the CPU the ops are
-// synchronous and the benchmark's wall clock is the time. On CUDA the time is the GPU's, from
-// the Backend's events, given to the benchmark with SetIterationTime (UseManualTime).
+// oneDNN primitive creation, first touch of pages) and returns the mean seconds per call. On the
+// CPU the ops are synchronous and the benchmark's wall clock is the time. On CUDA the time is the
+// GPU's, from the Backend's events, given to the benchmark with SetIterationTime (UseManualTime).
 double run_timed(benchmark::State& state, Backend& be, const std::function<void()>& op) {
+  const auto fallbacks = be.fallback_calls();
   op();
+  if (be.fallback_calls() != fallbacks)  // the native backend without a kernel for this dtype
+    throw std::runtime_error("no native kernel here: it ran the reference's loops");
   if (be.device() == Device::CPU) {
     const auto t0 = Clock::now();
     for (auto _ : state) {
@@ -283,7 +299,7 @@ void add_bert_backward_cases(std::vector<GemmCase>& out, int64_t seqs) {
   out.push_back({"bert_attn_dQ", heads, seq, dh, seq, false, false});
 }
 
-std::vector<GemmCase> gemm_cases(Device dev) {
+std::vector<GemmCase> gemm_cases(Target dev) {
   const bool gpu = dev == Device::CUDA;
   std::vector<GemmCase> cases;
   add_mlp_cases(cases, "mnist", 128, {784, 512, 256, 10});  // configs/mnist_mlp.json
@@ -293,7 +309,7 @@ std::vector<GemmCase> gemm_cases(Device dev) {
   return cases;
 }
 
-std::vector<GemmCase> backward_gemm_cases(Device dev) {
+std::vector<GemmCase> backward_gemm_cases(Target dev) {
   std::vector<GemmCase> cases;
   add_bert_backward_cases(cases, dev == Device::CUDA ? 8 : 1);
   return cases;
@@ -302,7 +318,7 @@ std::vector<GemmCase> backward_gemm_cases(Device dev) {
 // The precisions of the conv and BERT backward rows. On the CPU, tf32 and fp16 are the fp32
 // sgemm after another rounding pass of the operands, which the forward GEMM rows measure
 // already; running fp32 and bf16 only there keeps the CPU suite short.
-std::vector<GemmPrecision> gemm_precisions(Device dev) {
+std::vector<GemmPrecision> gemm_precisions(Target dev) {
   if (dev == Device::CUDA) return {std::begin(kGemmPrecisions), std::end(kGemmPrecisions)};
   return {kGemmPrecisions[0], kGemmPrecisions[3]};
 }
@@ -311,7 +327,7 @@ Shape batched(int64_t batch, int64_t r, int64_t c) {
   return batch > 1 ? Shape{batch, r, c} : Shape{r, c};
 }
 
-void bm_gemm(benchmark::State& state, Device dev, GemmCase g, GemmPrecision p) {
+void bm_gemm(benchmark::State& state, Target dev, GemmCase g, GemmPrecision p) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -335,7 +351,7 @@ void bm_gemm(benchmark::State& state, Device dev, GemmCase g, GemmPrecision p) {
 // amp_fp8's question: a Linear's forward GEMM Y = X W^T (tokens x width x width) with E4M3
 // inputs against bf16, bf16 out, at widths from where FP8 is said to lose (1024) to where it wins
 // (5120). Both in cuBLASLt's TN layout; FP8 needs sm_89+ (else the row is skipped with why).
-void bm_linear_fp8(benchmark::State& state, Device dev, int64_t width, bool fp8) {
+void bm_linear_fp8(benchmark::State& state, Target dev, int64_t width, bool fp8) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     if (fp8 && dev == Device::CUDA) {
@@ -372,12 +388,12 @@ constexpr int64_t kMnistParams = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 10 + 
 constexpr int64_t kWideParams = 1024 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10;
 constexpr int64_t kBertBaseParams = 109482240;
 
-std::vector<int64_t> param_counts(Device dev) {
+std::vector<int64_t> param_counts(Target dev) {
   if (dev == Device::CPU) return {kMnistParams, kWideParams};
   return {kMnistParams, kWideParams, kBertBaseParams};
 }
 
-void bm_cast(benchmark::State& state, Device dev, int64_t n, DType to) {
+void bm_cast(benchmark::State& state, Target dev, int64_t n, DType to) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -388,7 +404,7 @@ void bm_cast(benchmark::State& state, Device dev, int64_t n, DType to) {
   });
 }
 
-void bm_unscale_check_norm(benchmark::State& state, Device dev, int64_t n) {
+void bm_unscale_check_norm(benchmark::State& state, Target dev, int64_t n) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -404,7 +420,7 @@ void bm_unscale_check_norm(benchmark::State& state, Device dev, int64_t n) {
 
 // lowp: none (fp32 training), or the fp16/bf16 weight copy written by an AMP step, which also
 // reads found_inf.
-void bm_adamw(benchmark::State& state, Device dev, int64_t n, std::optional<DType> lowp) {
+void bm_adamw(benchmark::State& state, Target dev, int64_t n, std::optional<DType> lowp) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -425,7 +441,7 @@ void bm_adamw(benchmark::State& state, Device dev, int64_t n, std::optional<DTyp
   });
 }
 
-void bm_sgd(benchmark::State& state, Device dev, int64_t n, std::optional<DType> lowp) {
+void bm_sgd(benchmark::State& state, Target dev, int64_t n, std::optional<DType> lowp) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -452,12 +468,12 @@ struct RowsCols {
 
 // Classifier heads: the MLP configs' 10 classes on their batches, and a BERT MLM head (vocab
 // 30522) on its tokens. On the CPU both MLPs run 128 rows (one shape) and the MLM head 128 tokens.
-std::vector<RowsCols> xent_shapes(Device dev) {
+std::vector<RowsCols> xent_shapes(Target dev) {
   if (dev == Device::CPU) return {{"mlp", 128, 10}, {"bert_mlm", 128, 30522}};
   return {{"mnist", 128, 10}, {"wide", 1024, 10}, {"bert_mlm", 4096, 30522}};
 }
 
-void bm_softmax_xent(benchmark::State& state, Device dev, RowsCols sh, DType dlogits_dtype) {
+void bm_softmax_xent(benchmark::State& state, Target dev, RowsCols sh, DType dlogits_dtype) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -481,14 +497,14 @@ struct ActShape {
 
 // The hidden activations the backward pass differentiates: mnist's first ReLU layer, mlp_wide's
 // GELU layer and BERT's FFN GELU (128 rows on the CPU).
-std::vector<ActShape> act_shapes(Device dev) {
+std::vector<ActShape> act_shapes(Target dev) {
   const bool gpu = dev == Device::CUDA;
   return {{"mnist_relu", Activation::Relu, 128, 512},
           {"wide_gelu", Activation::Gelu, gpu ? 1024 : 128, 4096},
           {"bert_ffn_gelu", Activation::Gelu, gpu ? 4096 : 128, 3072}};
 }
 
-void bm_bias_act_backward(benchmark::State& state, Device dev, ActShape sh, DType dt) {
+void bm_bias_act_backward(benchmark::State& state, Target dev, ActShape sh, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -507,7 +523,7 @@ void bm_bias_act_backward(benchmark::State& state, Device dev, ActShape sh, DTyp
 // ---- convolution (ResNet-50) -----------------------------------------------------------------
 
 // ResNet-50's training batch on the GPU; the CPU runs the same layers on 2 images.
-int64_t resnet_batch(Device dev) {
+int64_t resnet_batch(Target dev) {
   return dev == Device::CUDA ? 256 : 2;
 }
 
@@ -541,7 +557,7 @@ void add_conv_stage(std::vector<ConvCase>& out, int stage, int64_t hw, int64_t w
   out.push_back({p + "expand", hw, width, wide, 1, 1, false});
 }
 
-std::vector<ConvCase> conv_cases(Device dev) {
+std::vector<ConvCase> conv_cases(Target dev) {
   std::vector<ConvCase> all;
   add_conv_stage(all, 2, 56, 64, 64, 56);  // after the stem's max pool: 56 x 56 x 64
   add_conv_stage(all, 3, 28, 128, 256, 56);
@@ -569,7 +585,7 @@ const char* conv_pass_name(ConvPass p) {
   }
 }
 
-void bm_conv(benchmark::State& state, Device dev, ConvCase cc, ConvPass pass, GemmPrecision p) {
+void bm_conv(benchmark::State& state, Target dev, ConvCase cc, ConvPass pass, GemmPrecision p) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -614,7 +630,7 @@ struct BnCase {
   int64_t hw, c;
 };
 
-std::vector<BnCase> bn_cases(Device dev) {
+std::vector<BnCase> bn_cases(Target dev) {
   if (dev == Device::CPU) return {{"res2_wide", 56, 256}};
   return {{"res2", 56, 64},        {"res2_wide", 56, 256}, {"res3_first", 56, 128},
           {"res3", 28, 128},       {"res3_wide", 28, 512}, {"res4", 14, 256},
@@ -635,7 +651,7 @@ const char* bn_pass_name(BnPass p) {
   }
 }
 
-void bm_batchnorm(benchmark::State& state, Device dev, BnCase bc, BnPass pass, DType dt) {
+void bm_batchnorm(benchmark::State& state, Target dev, BnCase bc, BnPass pass, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -681,7 +697,7 @@ void bm_batchnorm(benchmark::State& state, Device dev, BnCase bc, BnPass pass, D
 }
 
 // ResNet-50's global average pool: (N, 7 x 7, 2048) -> (N, 2048).
-void bm_avgpool(benchmark::State& state, Device dev, bool backward, DType dt) {
+void bm_avgpool(benchmark::State& state, Target dev, bool backward, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -707,7 +723,7 @@ struct SeqShape {
   int64_t seqs, seq;
   bool causal;
 };
-std::vector<SeqShape> seq_shapes(Device dev) {
+std::vector<SeqShape> seq_shapes(Target dev) {
   const int64_t seqs = dev == Device::CUDA ? 8 : 1;
   return {{"bert", seqs, 512, false}, {"gpt2", seqs, 1024, true}};
 }
@@ -717,7 +733,7 @@ std::string tokens_label(const SeqShape& sh) {
   return std::to_string(sh.seqs) + "x" + std::to_string(sh.seq) + " tokens";
 }
 
-void bm_layernorm(benchmark::State& state, Device dev, SeqShape sh, bool backward, DType dt) {
+void bm_layernorm(benchmark::State& state, Target dev, SeqShape sh, bool backward, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -747,7 +763,7 @@ void bm_layernorm(benchmark::State& state, Device dev, SeqShape sh, bool backwar
 
 // The attention probabilities of every head of every sequence: (seqs x 12, S, S), scale
 // 1 / sqrt(64). BERT's are full, GPT-2's causal.
-void bm_attention_softmax(benchmark::State& state, Device dev, SeqShape sh, bool backward,
+void bm_attention_softmax(benchmark::State& state, Target dev, SeqShape sh, bool backward,
                           DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
@@ -780,7 +796,7 @@ void bm_attention_softmax(benchmark::State& state, Device dev, SeqShape sh, bool
 // Token + position embedding with a 1024-token vocabulary and a position table of one sequence.
 constexpr int64_t kVocab = 1024;
 
-void bm_embedding(benchmark::State& state, Device dev, SeqShape sh, bool backward, DType dt) {
+void bm_embedding(benchmark::State& state, Target dev, SeqShape sh, bool backward, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -808,7 +824,7 @@ void bm_embedding(benchmark::State& state, Device dev, SeqShape sh, bool backwar
 // The head transposes around attention, on BERT's sequences: the QKV GEMM's (B, S, 3, 12, 64)
 // output split into Q, K, V of (B, 12, S, 64) each, and the heads merged back from
 // (B, 12, S, 64) to (B, S, 12, 64) before the output projection.
-void bm_permute(benchmark::State& state, Device dev, bool split, DType dt) {
+void bm_permute(benchmark::State& state, Target dev, bool split, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -827,7 +843,7 @@ void bm_permute(benchmark::State& state, Device dev, bool split, DType dt) {
 }
 
 // A transformer residual add on BERT's tokens: out = a + b, out apart from both.
-void bm_add(benchmark::State& state, Device dev, DType dt) {
+void bm_add(benchmark::State& state, Target dev, DType dt) {
   guarded(state, [&] {
     Backend& be = backend_for(dev);
     Buffers buf(be);
@@ -843,7 +859,7 @@ void bm_add(benchmark::State& state, Device dev, DType dt) {
 // ---- registration ----------------------------------------------------------------------------
 
 template <typename Fn, typename... Args>
-void add(Device dev, const std::string& name, Fn fn, Args... args) {
+void add(Target dev, const std::string& name, Fn fn, Args... args) {
   auto* b = benchmark::RegisterBenchmark((std::string(device_prefix(dev)) + "/" + name).c_str(), fn,
                                          dev, args...);
   b->Unit(benchmark::kMicrosecond);
@@ -853,36 +869,41 @@ void add(Device dev, const std::string& name, Fn fn, Args... args) {
     b->UseRealTime();  // OpenBLAS threads: the main thread's CPU time undercounts
 }
 
-void register_device(Device dev) {
-  const DType kLowp[] = {DType::F16, DType::BF16};
-  const DType kFloat[] = {DType::F32, DType::F16, DType::BF16};
+void register_device(Target dev) {
+  // The native backend runs fp32 and bf16 only (fp16, TF32 and FP8 have no oneDNN CPU path).
+  const std::vector<DType> lowp =
+      dev.native ? std::vector<DType>{DType::BF16} : std::vector<DType>{DType::F16, DType::BF16};
+  std::vector<DType> floats = lowp;
+  floats.insert(floats.begin(), DType::F32);
   for (const GemmCase& g : gemm_cases(dev))
     for (const GemmPrecision& p : kGemmPrecisions)
-      add(dev, "gemm/" + g.name + "/" + p.name, bm_gemm, g, p);
+      if (!dev.native || p.math != GemmMath::TF32 && p.dtype != DType::F16)
+        add(dev, "gemm/" + g.name + "/" + p.name, bm_gemm, g, p);
   for (int64_t width : dev == Device::CUDA ? std::vector<int64_t>{1024, 2048, 4096, 5120}
                                            : std::vector<int64_t>{1024})
     for (bool fp8 : {false, true})
-      add(dev, "gemm_linear/" + std::to_string(width) + (fp8 ? "/fp8" : "/bf16"), bm_linear_fp8,
-          width, fp8);
+      if (!dev.native || !fp8)
+        add(dev, "gemm_linear/" + std::to_string(width) + (fp8 ? "/fp8" : "/bf16"), bm_linear_fp8,
+            width, fp8);
   for (int64_t n : param_counts(dev)) {
     const std::string count = count_name(n);
-    for (DType to : kLowp) add(dev, "cast/" + count + "/" + dtype_name(to), bm_cast, n, to);
+    for (DType to : lowp) add(dev, "cast/" + count + "/" + dtype_name(to), bm_cast, n, to);
     add(dev, "unscale_check_norm/" + count, bm_unscale_check_norm, n);
     add(dev, "adamw/" + count, bm_adamw, n, std::optional<DType>{});
-    for (DType to : kLowp)
+    for (DType to : lowp)
       add(dev, "adamw/" + count + "/" + dtype_name(to), bm_adamw, n, std::optional<DType>{to});
     add(dev, "sgd/" + count, bm_sgd, n, std::optional<DType>{});
-    for (DType to : kLowp)
+    for (DType to : lowp)
       add(dev, "sgd/" + count + "/" + dtype_name(to), bm_sgd, n, std::optional<DType>{to});
   }
   for (const RowsCols& sh : xent_shapes(dev))
-    for (DType dt : kFloat)
+    for (DType dt : floats)
       add(dev,
           std::string("softmax_xent/") + sh.name + "_" + std::to_string(sh.rows) + "x" +
               std::to_string(sh.cols) + "/" + dtype_name(dt),
           bm_softmax_xent, sh, dt);
   for (const ActShape& sh : act_shapes(dev))
-    for (DType dt : kFloat)
+    for (DType dt : floats)
       add(dev,
           std::string("bias_act_backward/") + sh.name + "_" + std::to_string(sh.rows) + "x" +
               std::to_string(sh.cols) + "/" + dtype_name(dt),
@@ -900,11 +921,11 @@ void register_device(Device dev) {
   for (const BnCase& bc : bn_cases(dev))
     for (BnPass pass :
          {BnPass::Forward, BnPass::ForwardResidualRelu, BnPass::Backward, BnPass::BackwardRelu})
-      for (DType dt : kFloat)
+      for (DType dt : floats)
         add(dev, "batchnorm/" + bc.name + "_" + bn_pass_name(pass) + "/" + dtype_name(dt),
             bm_batchnorm, bc, pass, dt);
   for (bool backward : {false, true})
-    for (DType dt : kFloat)
+    for (DType dt : floats)
       add(dev, std::string("avgpool/res5_") + (backward ? "bwd/" : "fwd/") + dtype_name(dt),
           bm_avgpool, backward, dt);
   auto seq_name = [](const SeqShape& sh) {
@@ -914,13 +935,13 @@ void register_device(Device dev) {
     // The CPU's LayerNorm costs the same per token at either sequence length.
     if (dev == Device::CPU && sh.causal) continue;
     for (bool backward : {false, true})
-      for (DType dt : kFloat)
+      for (DType dt : floats)
         add(dev, "layernorm/" + seq_name(sh) + (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
             bm_layernorm, sh, backward, dt);
   }
   for (const SeqShape& sh : seq_shapes(dev))
     for (bool backward : {false, true})
-      for (DType dt : kFloat)
+      for (DType dt : floats)
         add(dev,
             "attention_softmax/" + seq_name(sh) + (sh.causal ? "_causal" : "") +
                 (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
@@ -928,17 +949,17 @@ void register_device(Device dev) {
   for (const SeqShape& sh : seq_shapes(dev)) {
     if (dev == Device::CPU && sh.causal) continue;  // as LayerNorm
     for (bool backward : {false, true})
-      for (DType dt : kFloat)
+      for (DType dt : floats)
         add(dev, "embedding/" + seq_name(sh) + (backward ? "_bwd/" : "_fwd/") + dtype_name(dt),
             bm_embedding, sh, backward, dt);
   }
   for (bool split : {true, false})
-    for (DType dt : kFloat)
+    for (DType dt : floats)
       add(dev,
           std::string("permute/") + (split ? "bert_qkv_split/" : "bert_heads_merge/") +
               dtype_name(dt),
           bm_permute, split, dt);
-  for (DType dt : kFloat) add(dev, std::string("add/bert_residual/") + dtype_name(dt), bm_add, dt);
+  for (DType dt : floats) add(dev, std::string("add/bert_residual/") + dtype_name(dt), bm_add, dt);
 }
 
 }  // namespace
@@ -947,10 +968,14 @@ void register_device(Device dev) {
 int main(int argc, char** argv) {
   using namespace mpbench;
   rerun_with_better_blas(argv);  // as app/main.cpp
-  register_device(Device::CPU);
+  register_device(kReference);
   std::string why_not;
+  if (native_cpu_available(&why_not))
+    register_device(kNative);
+  else
+    std::printf("native CPU benchmarks skipped: %s\n", why_not.c_str());
   if (cuda_device_count(&why_not) > 0)
-    register_device(Device::CUDA);
+    register_device(kCuda);
   else
     std::printf("CUDA benchmarks skipped: %s\n", why_not.c_str());
   benchmark::Initialize(&argc, argv);
