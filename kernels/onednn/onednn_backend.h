@@ -1,8 +1,8 @@
 #pragma once
-// The native CPU backend (`--device cpu`): GEMMs, convolutions, the activations, add and permute
-// on oneDNN primitives, in f32 and in bf16 on the CPU's own bf16 instructions (AMX, AVX512-BF16);
-// batch normalisation, LayerNorm, the softmaxes, the fp32/bf16 casts, AdamW and the gradient
-// check on vectorised loops of its own, and the other ops as the reference's loops (CpuBackend)
+// The native CPU backend (`--device cpu`): GEMMs, convolutions, add and permute on oneDNN
+// primitives, in f32 and in bf16 on the CPU's own bf16 instructions (AMX, AVX512-BF16); batch
+// normalisation, LayerNorm, the activations, the softmaxes, the fp32/bf16 casts, AdamW and the
+// gradient check on vectorised loops of its own, and the other ops as the reference's loops (CpuBackend)
 // run over slices of their rows, all on all threads (OpenMP). Its numerics are those of each mode
 // on real hardware; the GPU parity tests, built against it (tests/parity_env.h), hold them to the
 // reference's with the same tolerances.
@@ -155,7 +155,7 @@ class OnednnBackend final : public cpu::CpuBackend {
   // At least `bytes` of workspace (the provider's, else the backend's own), grown as needed.
   char* workspace(size_t bytes);
   void release_workspace();
-  // y = act(pre) elementwise, one dtype (kernels/onednn/eltwise.cpp).
+  // y = act(pre) elementwise, one dtype, fp32 or bf16 (kernels/onednn/eltwise.cpp).
   void activation_forward(Activation act, const Tensor& pre, Tensor& y);
   // Global average pooling, big (N, HW, C) and small (N, C): forward pools big into small,
   // backward spreads small (dy) over big (dx).

@@ -1,43 +1,22 @@
 // The attention softmax (forward and backward) and the softmax + cross-entropy loss as vectorised
 // loops on all threads (oneDNN's softmax has no causal mask and no loss). The reference's formulas,
 // row by row, with two differences that keep them within the parity tests' tolerances: exp is a
-// polynomial the compiler vectorises (Cephes' expf, within 2 ulp of libm's in [-87, 0]; below -87,
-// where a softmax term is under 1e-38 of the row's largest, it is 0), and the row sums add in
+// polynomial the compiler vectorises (exp_nonpositive, vector_math.h), and the row sums add in
 // vector lanes. Each function is compiled for AVX-512, AVX2 and baseline x86-64, the best chosen at
 // load.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
+#include "kernels/onednn/vector_math.h"
 
 namespace mpbench::onednn {
 namespace {
-
-// exp(x) for the arguments of a stable softmax: x <= 0, -inf (0) or NaN (NaN). Branch-free.
-inline float exp_nonpositive(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;  // keeps 2^n a normal float
-  // n = round(xc / ln 2) by the 1.5 * 2^23 trick, r = xc - n ln 2 in two parts (exact n * hi).
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  const float y = x < -87.0f ? 0.0f : p * two_n;
-  return x != x ? x : y;
-}
 
 // out[j] = exp(row[j] - max) for j < n (out may be row); returns their sum.
 MPBENCH_VECTOR_CLONES float exp_shifted_sum(const float* row, float* out, int64_t n, float max) {

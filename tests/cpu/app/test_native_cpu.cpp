@@ -176,8 +176,8 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
       EXPECT_FALSE(has_text(r.out, "GEMM calls")) << r.out;
     }
   }
-  // The profile names the oneDNN implementation of each GEMM (its matmul, not the eltwise that
-  // follows it), in the table and the JSON.
+  // The profile names the oneDNN implementation of each GEMM (its matmul, not the activation
+  // pass that may follow it), in the table and the JSON.
   const std::string pj = (dir_ / "p.json").string();
   const auto p =
       run("profile " + spec + " --steps 2 --precisions fp32 --quiet --device cpu --json " + pj);

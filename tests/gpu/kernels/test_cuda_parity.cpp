@@ -266,6 +266,61 @@ TEST(CudaParity, BiasActBackward) {
           }
 }
 
+// ReLU and GELU over their whole range, not only +-3: near 0, where tanh saturates (|x| 10 and
+// more) and where x^3 overflows (1e13). Each element within the dtype's tolerance of its own scale
+// (|x| for the forward, 1.2 for the derivative, which GELU's reaches 1.13): a norm over the grid
+// would let the large values hide errors elsewhere, and GELU's derivative crosses 0 near -0.75.
+// The forward is a GEMM that copies x (K 1, B all ones) with the activation epilogue and its
+// pre-activation; the backward takes dy = 1, so that dx is the derivative itself.
+TEST(CudaParity, ActivationsOverTheirWholeRange) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  constexpr int64_t kCols = 8;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    std::vector<float> x;
+    for (int i = -4000; i <= 4000; ++i) x.push_back(static_cast<float>(i) * 0.01f);
+    for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 1e3f, -1e3f, 3e4f, -3e4f})
+      x.push_back(v);
+    if (dt != DType::F16)
+      for (float v : {1e13f, -1e13f}) x.push_back(v);
+    const int64_t m = static_cast<int64_t>(x.size());
+    std::vector<float> rows_x;  // x repeated along each row of the GEMM's output
+    for (float v : x) rows_x.insert(rows_x.end(), kCols, v);
+    for (Activation act : {Activation::Relu, Activation::Gelu}) {
+      const std::string what = fmt::format("{} {}", dtype_name(dt), activation_name(act));
+      Pair in = env.make(Shape{m, 1}, dt, x);
+      Pair ones = env.make(Shape{1, kCols}, dt, std::vector<float>(kCols, 1.0f));
+      Pair y = env.poisoned(Shape{m, kCols}, dt), pre = env.poisoned(Shape{m, kCols}, dt);
+      GemmDesc d;
+      d.act = act;
+      d.pre_act = &pre.cpu;
+      env.cpu->gemm(d, in.cpu, ones.cpu, y.cpu);
+      d.pre_act = &pre.dut;
+      env.dut->gemm(d, in.dut, ones.dut, y.dut);
+      Pair pre_in = env.make(Shape{m, kCols}, dt, rows_x);
+      Pair dy = env.make(Shape{m, kCols}, dt, std::vector<float>(rows_x.size(), 1.0f));
+      Pair dx = env.poisoned(Shape{m, kCols}, dt);
+      env.cpu->bias_act_backward(act, dy.cpu, pre_in.cpu, dx.cpu, nullptr);
+      env.dut->bias_act_backward(act, dy.dut, pre_in.dut, dx.dut, nullptr);
+      const double tol = tolerance_for(dt);
+      for (bool forward : {true, false}) {
+        const std::vector<float> got = env.host_dut(forward ? y : dx),
+                                 ref = env.host_cpu(forward ? y : dx);
+        int bad = 0;
+        for (size_t i = 0; i < got.size() && bad < 3; ++i) {
+          const double scale = forward ? std::fabs(rows_x[i]) : 1.2;
+          if (std::fabs(static_cast<double>(got[i]) - ref[i]) <= tol * scale) continue;
+          ADD_FAILURE() << what << (forward ? " forward" : " derivative") << " at x " << rows_x[i]
+                        << ": " << got[i] << " (reference " << ref[i] << ")";
+          ++bad;
+        }
+      }
+      EXPECT_TRUE(env.close(pre, 0.0)) << "pre-activation " << what;
+      for (Pair* p : {&in, &ones, &y, &pre, &pre_in, &dy, &dx}) env.release(*p);
+    }
+  }
+}
+
 // ---- softmax_xent --------------------------------------------------------------------------
 
 TEST(CudaParity, SoftmaxXent) {
