@@ -80,8 +80,9 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
 }
 
 std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
-  return fmt::format("maxbatch · {}: {} · memory {} · batches multiple of {} · {} step(s) a probe",
-                     d.kind, d.name, budget_text(b, d), a.multiple, a.steps);
+  return fmt::format("maxbatch · {}: {} · memory {} · batches multiple of {} · {} step{} a probe",
+                     d.kind, d.name, budget_text(b, d), a.multiple, a.steps,
+                     a.steps == 1 ? "" : "s");
 }
 
 json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>& specs,

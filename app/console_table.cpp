@@ -391,7 +391,10 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   const bool sweep = group.batches.size() > 1;
   t.title += dot + (sweep ? fmt::format("batches {}", fmt::join(group.batches, ", "))
                           : fmt::format("batch {}", first.batch_size));
-  if (first_ok) t.title += dot + fmt::format("{} epochs", first_ok->epochs.size());
+  if (first_ok) {
+    const size_t n = first_ok->epochs.size();
+    t.title += dot + fmt::format("{} epoch{}", n, n == 1 ? "" : "s");
+  }
   if (seeded)
     t.title += dot + "over seeds: epoch ms median " + pm + " cv, accuracy mean " + pm + " std";
   else if (repeated)
