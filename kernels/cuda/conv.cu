@@ -298,10 +298,12 @@ void build_plan(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, cudn
   // Timed ranking (MPBENCH_CUDNN_FIND) where work may run; the heuristic's where it fails (e.g.
   // out of memory for its buffers) or a capture is on.
   const bool find = ctx.conv_find() && !stream_capturing(ctx);
-  // Whether a timed ranking worked; a failed one may leave a non-sticky error behind (a failed
-  // allocation), which the next launch check would blame on its own kernel: cleared.
+  // Whether a timed ranking worked. It may leave a non-sticky error behind (a failed allocation of
+  // its own buffers, also when it succeeds with that algorithm marked ALLOC_FAILED), which the next
+  // launch check would blame on its own kernel: cleared either way (a sticky one stays and is
+  // reported by the next check).
   auto found = [](cudnnStatus_t st) {
-    if (st != CUDNN_STATUS_SUCCESS) cudaGetLastError();
+    cudaGetLastError();
     return st == CUDNN_STATUS_SUCCESS;
   };
   switch (op) {
