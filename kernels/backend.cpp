@@ -532,7 +532,11 @@ void Backend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* d
             "{}: logits must be a non-empty (N, C), got {}", op, logits.shape.str());
   MPB_CHECK(labels.numel() == logits.shape[0], "{}: {} labels for logits {}", op, labels.numel(),
             logits.shape.str());
-  if (dlogits) ck.like(*dlogits, "dlogits", logits, "logits");
+  if (dlogits) {
+    ck.like(*dlogits, "dlogits", logits, "logits");
+    MPB_CHECK(dlogits->data != logits.data || dlogits->dtype == logits.dtype,
+              "{}: dlogits aliases logits with another dtype", op);
+  }
   observed(
       [&] {
         return OpCall{op, shape_dtype(logits), 0, nbytes({&logits, &labels, dlogits})};
@@ -546,6 +550,9 @@ void Backend::cast(const Tensor& src, Tensor& dst) {
   ck.float_operand(dst, "dst");
   MPB_CHECK(src.numel() == dst.numel(), "cast: {} elements {} into {} elements {}",
             dtype_name(src.dtype), src.shape.str(), dtype_name(dst.dtype), dst.shape.str());
+  // In place between sizes, parallel loops would overwrite elements other threads still read.
+  MPB_CHECK(dst.data != src.data || dtype_size(dst.dtype) == dtype_size(src.dtype),
+            "cast: dst aliases src with another element size");
   observed(
       [&] {
         return OpCall{"cast", fmt::format("{}->{}", shape_dtype(src), dtype_name(dst.dtype)), 0,

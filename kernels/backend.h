@@ -304,9 +304,8 @@ class Backend {
   void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c);
 
   // dx = dy * act'(pre_act) (a copy for Activation::None); dx may alias dy.
-  // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32: of dx
-  // before its rounding to a 16-bit dtype on the reference and CUDA, after it on the native CPU
-  // (as PyTorch sums a bf16 gradient).
+  // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32, of dx
+  // before its rounding to a 16-bit dtype.
   // dy, pre_act, dx: (rows, N), one dtype and shape.
   void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
                          Tensor* dbias);

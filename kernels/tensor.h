@@ -55,7 +55,11 @@ struct Tensor {
   }
   // Rows x cols view of the trailing dimension, e.g. (N, T, C) -> (N*T, C).
   int64_t cols() const { return shape.rank ? shape[-1] : 1; }
-  int64_t rows() const { return shape.rank ? numel() / shape[-1] : 1; }
+  int64_t rows() const {  // the leading dimensions' product (so also where the last is 0)
+    int64_t r = 1;
+    for (int i = 0; i + 1 < shape.rank; ++i) r *= shape[i];
+    return r;
+  }
 
   // A view of the same memory with another shape of the same element count.
   Tensor reshaped(Shape s) const;

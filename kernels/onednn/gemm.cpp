@@ -78,6 +78,9 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
   const Activation fused_act = d.pre_act ? Activation::None : d.act;
   Tensor& out = d.pre_act ? *d.pre_act : c;
   const bool with_bias = d.bias && !backward;
+  // oneDNN applies the output scale (alpha) to the bias argument too: with alpha, the bias is a
+  // binary add after the scale instead, so that C = act(alpha A B + bias).
+  const bool bias_post_op = with_bias && d.alpha != 1.0f;
   // (N) broadcast over the rows (and the batch).
   auto bias_md = [&] {
     const dt t = data_type(d.bias->dtype);
@@ -106,13 +109,14 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
     if (d.alpha != 1.0f) attr.set_output_scales(0, {d.alpha});
     dnnl::post_ops ops;
     if (d.beta != 0.0f) ops.append_sum(d.beta);
+    if (bias_post_op) ops.append_binary(dnnl::algorithm::binary_add, bias_md());
     if (fused_act != Activation::None)
       ops.append_eltwise(1.0f,
                          fused_act == Activation::Relu ? dnnl::algorithm::eltwise_relu
                                                        : dnnl::algorithm::eltwise_gelu_tanh,
                          0.0f, 0.0f);
     attr.set_post_ops(ops);
-    if (with_bias)
+    if (with_bias && !bias_post_op)
       return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias_md(), dst), attr,
                                           engine_);
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, dst), attr, engine_);
@@ -125,7 +129,9 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
       {DNNL_ARG_WEIGHTS, weights.chosen},
       {DNNL_ARG_DST, dnnl::memory(matrix(g.batch, g.m, g.n, false, c.dtype), engine_, out.data)}};
   if (with_bias) {
-    args[DNNL_ARG_BIAS] = dnnl::memory(bias_md(), engine_, d.bias->data);
+    const int arg =
+        bias_post_op ? DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1 : DNNL_ARG_BIAS;
+    args[arg] = dnnl::memory(bias_md(), engine_, d.bias->data);
   }
   execute(p, args);
   if (backward) {

@@ -161,7 +161,7 @@ void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, 
   for (double x : sums) sum_sq += x;
   const bool finite = std::isfinite(sum_sq);
   found_inf.ptr<float>()[0] = finite ? 0.0f : 1.0f;
-  norm.ptr<float>()[0] = finite ? static_cast<float>(std::sqrt(sum_sq)) : INFINITY;
+  norm.ptr<float>()[0] = static_cast<float>(std::sqrt(sum_sq));  // NaN or inf, as the reference
 }
 
 namespace {
@@ -214,8 +214,7 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
   });
 }
 
-// Each range of rows as a batch of its own, with the loss scale times its share of the rows, so
-// that its gradient's scale / rows is the whole batch's; its mean loss weighted back alike.
+// The reference's loop, a range of sequences per thread.
 void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
                                            const Tensor& tok_emb, const Tensor& pos_emb,
                                            Tensor& y) {

@@ -56,8 +56,9 @@ MPBENCH_VECTOR_CLONES void softmax_backward_row(float* g, const float* p, int64_
 
 // The index of the row's largest entry, ties to the lowest, and that entry: cpu::argmax_first's
 // answer (NaN entries are never the largest, unless row[0] is NaN, which then stays), from a
-// vector max and a scan for its first occurrence. A max the row does not hold (the lanes start
-// from the lowest finite float: a row of -inf) is left to the reference's loop.
+// vector max and a scan for its first occurrence. Should the max be one the row does not hold
+// (reduction lanes started from a value it lacks; GCC starts them from -inf), the reference's loop
+// answers.
 MPBENCH_VECTOR_CLONES int64_t argmax_first(const float* row, int64_t n, float* max) {
   float m = row[0];
   if (m != m) {

@@ -9,7 +9,9 @@ namespace mpbench::onednn {
 // exp(x) for x <= 0 (a stable softmax's arguments), -inf (0) or NaN (NaN): Cephes' expf, within
 // 2 ulp of libm's in [-87, 0]; below -87, where the result is under 1e-38, 0.
 inline float exp_nonpositive(float x) {
-  const float xc = x < -87.0f ? -87.0f : x;  // keeps 2^n a normal float
+  // Keeps 2^n a normal float; NaN too goes to -87 (its result is replaced below), since converting
+  // NaN to an integer is undefined.
+  const float xc = x >= -87.0f ? x : -87.0f;
   // n = round(xc / ln 2) by the 1.5 * 2^23 trick, r = xc - n ln 2 in two parts (exact n * hi).
   const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;

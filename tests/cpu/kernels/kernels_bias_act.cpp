@@ -162,6 +162,19 @@ TEST_F(CpuBiasAct, LowPrecisionRoundsDxOnceAndSumsUnroundedDbias) {
   }
 }
 
+// No rows, or rows of nothing: no work, and a bias gradient of zeros (a last dimension of 0 once
+// divided an element count by it).
+TEST_F(CpuBiasAct, EmptyRowsOrColumnsAreNoWork) {
+  for (Shape s : {Shape{4, 0}, Shape{0, 5}, Shape{2, 0, 3}}) {
+    SCOPED_TRACE(s.str());
+    Tensor dy = poisoned(s, DType::F32), pre = poisoned(s, DType::F32),
+           dx = poisoned(s, DType::F32);
+    Tensor db = poisoned(Shape{s[-1]}, DType::F32);
+    be->bias_act_backward(Activation::Gelu, dy, pre, dx, &db);
+    for (float v : to_host_f32(*be, db)) EXPECT_EQ(v, 0.0f);
+  }
+}
+
 TEST_F(CpuBiasAct, DxMayAliasDyAndDbiasIsOptional) {
   const int64_t rows = 4, n = 3;
   auto pv = random_nonzero(rows * n, 61), gv = random_nonzero(rows * n, 62);

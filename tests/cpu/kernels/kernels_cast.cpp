@@ -158,6 +158,13 @@ TEST_F(CpuCast, SameDtypeCopiesBitsAndShapesMustAgree) {
   Tensor h = alloc.alloc(Shape{1, 3}, DType::F16, MemCategory::Data);
   be->cast(a.reshaped(Shape{1, 3}), h);
   EXPECT_EQ(test::to_host_f32(*be, h)[1], -2.0f);
+  // In place: between dtypes of one size, element by element; between sizes, refused (the
+  // narrower elements would land on wider ones a parallel loop has not read yet).
+  Tensor hb = h.viewed_as(Shape{3}, DType::BF16);
+  be->cast(h, hb);
+  EXPECT_EQ(test::to_host_f32(*be, hb)[1], -2.0f);
+  Tensor ab = a.viewed_as(Shape{3}, DType::BF16);
+  EXPECT_THROW(be->cast(a, ab), Error);
 }
 
 TEST_F(CpuCast, FillCopyAndTransfers) {

@@ -145,6 +145,9 @@ TEST_F(CpuSoftmaxXent, RejectsBadLabelsAndShapes) {
   EXPECT_THROW(be->softmax_xent(logits, labels, &d_wrong, nullptr, loss, correct), Error);
   Tensor logits16 = make(Shape{2, 3}, DType::F16, {1, 2, 3, 4, 5, 6});
   EXPECT_THROW(be->softmax_xent(logits16, labels, nullptr, nullptr, loss, correct), Error);
+  // A 16-bit gradient in the logits' own bytes: rows written over rows not yet read.
+  Tensor d_over = logits.viewed_as(Shape{2, 3}, DType::BF16);
+  EXPECT_THROW(be->softmax_xent(logits, labels, &d_over, nullptr, loss, correct), Error);
   EXPECT_EQ(value(loss), 0.0f);  // nothing accumulated by the rejected calls
 }
 

@@ -58,6 +58,9 @@ const Epilogue kEpilogues[] = {
     {"bias32_pre", Activation::None, true, true, true, 1.0f, 0.0f},
     {"relu_bias32", Activation::Relu, true, true, false, 1.0f, 0.0f},
     {"alpha_beta", Activation::None, false, false, false, 0.5f, 0.75f},
+    // alpha scales the product, not the bias (oneDNN's output scale would scale both).
+    {"alpha_bias_relu", Activation::Relu, true, false, false, 0.5f, 0.0f},
+    {"alpha_bias32_gelu_pre", Activation::Gelu, true, true, true, 2.0f, 0.0f},
     {"gelu_pre", Activation::Gelu, false, false, true, 1.0f, 0.0f},
     // The backward epilogues (cuBLASLt's DGELU[_BGRAD], or the GEMM + bias_act_backward fallback).
     {"dgelu", Activation::None, false, false, false, 1.0f, 0.0f, Activation::Gelu, false},
@@ -455,8 +458,10 @@ TEST(CudaParity, UnscaleCheckNorm) {
           EXPECT_EQ(env.host_dut(found), env.host_cpu(found)) << "found_inf " << what;
           EXPECT_EQ(env.host_dut(found)[0], bad ? 1.0f : 0.0f) << what;
           const float ng = env.host_dut(norm)[0], nc = env.host_cpu(norm)[0];
-          if (bad) {
+          if (bad) {  // inf for an inf, NaN for a NaN, as the reference's sqrt of the sum gives
             EXPECT_FALSE(std::isfinite(ng)) << "norm " << what;
+            EXPECT_EQ(std::isnan(ng), std::isnan(nc))
+                << "norm " << what << ": " << ng << ", " << nc;
           } else {
             EXPECT_NEAR(ng, nc, 1e-5 * nc) << "norm " << what;
           }
