@@ -89,6 +89,13 @@ MPBENCH_VECTOR_CLONES void add_block_sums(int64_t n, float* a, float* b, double*
   }
 }
 
+// out = a + b over n elements (an embedding's token and position rows).
+MPBENCH_VECTOR_CLONES void add_rows(int64_t n, const float* __restrict a, const float* __restrict b,
+                                    float* __restrict out) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) out[j] = a[j] + b[j];
+}
+
 // One token's row of dy into its token's and its position's rows of the table gradients.
 MPBENCH_VECTOR_CLONES void add_to_two(int64_t n, const float* __restrict x, float* __restrict a,
                                       float* __restrict b) {
@@ -214,18 +221,22 @@ void OnednnBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tens
   });
 }
 
-// The reference's loop, a range of sequences per thread.
+// Each token's row as the reference sums it (fp32 tables), stored in y's dtype with the
+// reference's rounding, a range of tokens per thread.
 void OnednnBackend::embedding_forward_impl(const EmbeddingGeom& g, const Tensor& tokens,
                                            const Tensor& tok_emb, const Tensor& pos_emb,
                                            Tensor& y) {
   // Every token first, as the reference does, so that a bad one leaves y untouched.
   cpu::check_tokens("embedding_forward", g, tokens);
-  parallel_ranges(g.batch, row_grain(g.seq * g.dim), [&](int64_t, int64_t b, int64_t n) {
-    EmbeddingGeom part = g;
-    part.batch = n;
-    Tensor out = y.slice(b * g.seq * g.dim, Shape{n * g.seq, g.dim});
-    CpuBackend::embedding_forward_impl(part, tokens.slice(b * g.seq, Shape{n, g.seq}), tok_emb,
-                                       pos_emb, out);
+  const int32_t* t = tokens.ptr<int32_t>();
+  Tensor rows = y.reshaped(Shape{g.batch * g.seq, g.dim});
+  parallel_ranges(g.batch * g.seq, row_grain(g.dim), [&](int64_t, int64_t b, int64_t n) {
+    std::vector<float> row(static_cast<size_t>(g.dim));
+    for (int64_t i = b; i < b + n; ++i) {
+      add_rows(g.dim, tok_emb.ptr<float>() + t[i] * g.dim,
+               pos_emb.ptr<float>() + (i % g.seq) * g.dim, row.data());
+      store_row(row.data(), rows, i, g.dim);
+    }
   });
 }
 
