@@ -1,9 +1,11 @@
 // CpuBackend: memory, transfers and events on the host; the ops are in kernels/cpu/<op>.cpp.
 #include "kernels/cpu/cpu_backend.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -38,6 +40,25 @@ size_t available_bytes() {
   return kb.empty() ? 0 : static_cast<size_t>(std::strtoull(kb.c_str(), nullptr, 10)) * 1024;
 }
 
+// Under an address-space limit (`ulimit -v`, RLIMIT_AS), what the tracked allocations may still
+// take: the limit less the process's mapped size and a reserve for what maps memory outside them
+// (oneDNN's JIT code and scratch, thread stacks, malloc's per-thread arenas). oneDNN 2.6 crashed
+// creating a primitive after a maxbatch probe's allocation had filled the limit. SIZE_MAX without
+// a limit.
+constexpr size_t kAddressReserve = size_t{512} << 20;
+size_t address_space_left() {
+  static const rlim_t limit = [] {
+    rlimit r{};
+    return getrlimit(RLIMIT_AS, &r) == 0 ? r.rlim_cur : RLIM_INFINITY;
+  }();
+  if (limit == RLIM_INFINITY) return SIZE_MAX;
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  if (!(statm >> pages)) return SIZE_MAX;  // unknown: malloc's own failure is the answer
+  const size_t used = pages * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  return used + kAddressReserve >= limit ? 0 : static_cast<size_t>(limit) - used - kAddressReserve;
+}
+
 class CpuEvent final : public Event {
  public:
   void record() override {
@@ -70,6 +91,15 @@ CpuBackend::CpuBackend() {
 }
 
 void* CpuBackend::raw_alloc(size_t bytes) {
+  const size_t left = address_space_left();
+  if (bytes > left) {
+    throw Error(ErrorKind::OutOfMemory,
+                fmt::format("out of host memory: asked for {} bytes, {} bytes left under the "
+                            "process's address-space limit (ulimit -v; {} MiB of it kept for "
+                            "the libraries)",
+                            bytes, left, kAddressReserve >> 20),
+                /*oom=*/true);
+  }
   // aligned_alloc wants a multiple of the alignment; overflow of the round-up is a failure too.
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p =

@@ -221,6 +221,29 @@ TEST_F(NativeCpu, MaxbatchSaysWhichModesHaveNoPath) {
   EXPECT_TRUE(has_text(mpbench::test::read_file(html), "unsupported"));
 }
 
+// Under an address-space limit (`ulimit -v`) below the memory limit, maxbatch's probes end in oom
+// rows that say so, and the run ends normally: oneDNN 2.6 crashed (SIGSEGV) creating a primitive
+// once a probe's allocation had filled the address space, so the allocator keeps a reserve.
+TEST_F(NativeCpu, AnAddressSpaceLimitGivesOomProbesNotACrash) {
+#ifdef MPBENCH_TEST_ASAN
+  GTEST_SKIP() << "ASan's shadow memory does not fit under an address-space limit";
+#endif
+  const std::string mb = (dir_ / "mb.json").string();
+  const auto r = mpbench::test::run_shell(
+      "ulimit -v 3000000 && " + std::string(MPBENCH_EXE) + " maxbatch " + tiny("tiny_transformer") +
+          " --device cpu --precisions fp32 --memory-limit 4GiB --quiet --json " + mb,
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json m = json::parse(mpbench::test::read_file(mb))["max_batch"][0];
+  EXPECT_EQ(m["status"], "ok") << m;
+  EXPECT_GT(m["max_batch"].get<int64_t>(), 0) << m;
+  bool said = false;
+  for (const json& p : m["probes"])
+    said = said || (p["status"] == "oom" &&
+                    has_text(p["detail"].get<std::string>(), "address-space limit (ulimit -v"));
+  EXPECT_TRUE(said) << m["probes"];
+}
+
 // A seeds x batch sweep trains every cell natively; under a memory cap between the two modes'
 // needs (measured here first: oneDNN's scratchpads and reordered filters count, as workspace),
 // fp32 is an oom row and amp_bf16 trains within it.
