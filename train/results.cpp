@@ -527,9 +527,13 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   r.peak_tflops = number(j, "peak_tflops", path, kNonNegative);
   r.percent_of_peak = number(j, "percent_of_peak", path, kNonNegative);
 
+  // Required in a run that trained: read as 0, a missing one made compare's verdicts (memory 0 B
+  // against the baseline's, accuracy 0%) without a word.
+  if (ok) find(j, "peak_memory_bytes", path, true);
   if (j.contains("peak_memory_bytes")) {
     const std::string p = sub(path, "peak_memory_bytes");
     const json& m = object_at(j, "peak_memory_bytes", path);
+    if (ok) find(m, "tracked", p, true);
     for (const char* key : {"tracked", "training"})
       if (ok && m.contains(key) && m[key].is_null()) bad(sub(p, key), "a byte count");
     r.memory.tracked_peak = byte_count(m, "tracked", p);
@@ -566,8 +570,10 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     }
   }
 
-  // Null in a run that did not finish.
-  r.final_accuracy = number(j, "final_accuracy", path, {0, 1, r.status != RunStatus::Ok});
+  // Null in a run that did not finish; in one that did, the accuracy is a number and the loss is
+  // there (null where it was not finite).
+  r.final_accuracy = number(j, "final_accuracy", path, {0, 1, !ok}, ok);
+  if (ok) find(j, "final_loss", path, true);
   r.final_loss = number(j, "final_loss", path, loss);
   r.skipped_steps = integer(j, "skipped_steps", path, 0);
   // GradScaler's scale can underflow to 0 (a backoff_factor of 1e-300 does it in one step), as

@@ -389,6 +389,21 @@ TEST_F(ReportHtml, BadInputsExit2) {
       {"report " + with("acc.json", [](json& j) { j["runs"][0]["final_accuracy"] = 1.5; }) +
            " --html " + out,
        "acc.json: runs[0].final_accuracy: expected a number in [0, 1], got 1.5"},
+      // A run that trained without its accuracy, loss or memory would compare as 0s.
+      {"report " + with("noacc.json", [](json& j) { j["runs"][0].erase("final_accuracy"); }) +
+           " --html " + out,
+       "noacc.json: runs[0].final_accuracy: missing"},
+      {"report " + with("noloss.json", [](json& j) { j["runs"][0].erase("final_loss"); }) +
+           " --html " + out,
+       "noloss.json: runs[0].final_loss: missing"},
+      {"report " + with("nomem.json", [](json& j) { j["runs"][0].erase("peak_memory_bytes"); }) +
+           " --html " + out,
+       "nomem.json: runs[0].peak_memory_bytes: missing"},
+      {"report " +
+           with("notracked.json",
+                [](json& j) { j["runs"][0]["peak_memory_bytes"].erase("tracked"); }) +
+           " --html " + out,
+       "notracked.json: runs[0].peak_memory_bytes.tracked: missing"},
       {"report " + with("nan.json", [](json& j) { j["runs"][0]["epoch_time_ms"]["median"] = {}; }) +
            " --html " + out,
        "nan.json: runs[0].epoch_time_ms.median: expected a number in [0, 1e+12], got null"},
