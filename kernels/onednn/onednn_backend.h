@@ -2,10 +2,10 @@
 // The native CPU backend (`--device cpu`): GEMMs, convolutions, add and permute on oneDNN
 // primitives, in f32 and in bf16 on the CPU's own bf16 instructions (AMX, AVX512-BF16); batch
 // normalisation, LayerNorm, the activations, the softmaxes, the fp32/bf16 casts, AdamW and the
-// gradient check on vectorised loops of its own, and the other ops as the reference's loops (CpuBackend)
-// run over slices of their rows, all on all threads (OpenMP). Its numerics are those of each mode
-// on real hardware; the GPU parity tests, built against it (tests/parity_env.h), hold them to the
-// reference's with the same tolerances.
+// gradient check on vectorised loops of its own, and the other ops as the reference's loops
+// (CpuBackend) run over slices of their rows, all on all threads (OpenMP). Its numerics are those
+// of each mode on real hardware; the GPU parity tests, built against it (tests/parity_env.h), hold
+// them to the reference's with the same tolerances.
 //
 // Only fp32 and amp_bf16 run natively (oneDNN 2.6 has no CPU path for tf32, fp16 or fp8: those
 // modes are `unsupported` rows); a GEMM of their dtypes called directly runs the reference's
