@@ -2,9 +2,8 @@
 // matrices. The hot ones of a step have vectorised loops of their own (vector clones, below): the
 // fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW and SGD (the reference's
 // formulas, kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient
-// unscale and check (one pass, the squares summed in double in vector lanes) and the embedding's
-// backward. The rest run the reference's own loops per range: the other casts and the embedding's
-// forward.
+// unscale and check (one pass, the squares summed in double in vector lanes) and the embedding
+// (forward and backward). The rest run the reference's own loops per range: the other casts.
 // (The attention softmax, the loss, LayerNorm and max pooling have vectorised loops in
 // softmax.cpp, layernorm.cpp and pool.cpp.)
 #include <algorithm>
