@@ -93,6 +93,12 @@ class Checks {
   void optional_scalar(const Tensor* t, const char* name) const {
     if (t) scalar(*t, name);
   }
+  // Elementwise ops may write out over in only in in's dtype: with another element size the
+  // writes would overrun elements of in not read yet.
+  void in_place(const Tensor& out, const char* name, const Tensor& in, const char* in_name) const {
+    MPB_CHECK(out.data != in.data || out.dtype == in.dtype, "{}: {} aliases {} with another dtype",
+              op_, name, in_name);
+  }
 
  private:
   const char* op_;
@@ -534,8 +540,7 @@ void Backend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* d
             logits.shape.str());
   if (dlogits) {
     ck.like(*dlogits, "dlogits", logits, "logits");
-    MPB_CHECK(dlogits->data != logits.data || dlogits->dtype == logits.dtype,
-              "{}: dlogits aliases logits with another dtype", op);
+    ck.in_place(*dlogits, "dlogits", logits, "logits");
   }
   observed(
       [&] {
@@ -798,9 +803,7 @@ void Backend::batchnorm_backward(const Tensor& dy, const Tensor* relu_out, const
     // buffer, and only in dy's dtype (each element read before it is written over).
     MPB_CHECK(d_pre->data != x.data && (!relu_out || d_pre->data != relu_out->data),
               "{}: d_pre must not alias x or relu_out", op);
-    MPB_CHECK(d_pre->data != dy.data || d_pre->dtype == dy.dtype,
-              "{}: d_pre aliases dy in {}, dy's dtype is {}", op, dtype_name(d_pre->dtype),
-              dtype_name(dy.dtype));
+    ck.in_place(*d_pre, "d_pre", dy, "dy");
   }
   ck.vector(gamma, c, "gamma", "channels");
   ck.vector(save_mean, c, "save_mean", "channels");
@@ -873,10 +876,8 @@ void Backend::add(const Tensor& a, const Tensor& b, Tensor& out) {
   MPB_CHECK(a.numel() == b.numel() && a.numel() == out.numel(),
             "add: a {}, b {}, out {} must have one element count", a.shape.str(), b.shape.str(),
             out.shape.str());
-  // Elements are computed in place; with another element size out would overlap elements of the
-  // input not read yet.
-  MPB_CHECK(out.data != a.data || out.dtype == a.dtype, "add: out aliases a with another dtype");
-  MPB_CHECK(out.data != b.data || out.dtype == b.dtype, "add: out aliases b with another dtype");
+  ck.in_place(out, "out", a, "a");
+  ck.in_place(out, "out", b, "b");
   observed(
       [&] {
         return OpCall{
@@ -898,8 +899,7 @@ void Backend::layernorm_forward(float eps, const Tensor& x, const Tensor& gamma,
   ck.vector(beta, x.cols(), "beta", "D");
   ck.vector(mean, x.rows(), "mean", "rows");
   ck.vector(rstd, x.rows(), "rstd", "rows");
-  // Rows are computed in place; with another element size they would overlap the next rows.
-  MPB_CHECK(y.data != x.data || y.dtype == x.dtype, "{}: y aliases x with another dtype", op);
+  ck.in_place(y, "y", x, "x");
   observed(
       [&] {
         return OpCall{op, fmt::format("{}->{}", shape_dtype(x), dtype_name(y.dtype)), 0,
@@ -923,7 +923,7 @@ void Backend::layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor
   ck.vector(rstd, x.rows(), "rstd", "rows");
   ck.vector(dgamma, x.cols(), "dgamma", "D");
   ck.vector(dbeta, x.cols(), "dbeta", "D");
-  MPB_CHECK(dx.data != dy.data || dx.dtype == dy.dtype, "{}: dx aliases dy with another dtype", op);
+  ck.in_place(dx, "dx", dy, "dy");
   observed(
       [&] {
         return OpCall{op, shape_dtype(x), 0, nbytes({&dy, &x, &dx})};
@@ -997,7 +997,7 @@ void Backend::attention_softmax_forward(const Tensor& x, float scale, bool causa
   check_square(ck, op, x, "x");
   check_square(ck, op, y, "y");
   MPB_CHECK(y.shape == x.shape, "{}: y {} must match x {}", op, y.shape.str(), x.shape.str());
-  MPB_CHECK(y.data != x.data || y.dtype == x.dtype, "{}: y aliases x with another dtype", op);
+  ck.in_place(y, "y", x, "x");
   observed(
       [&] {
         return OpCall{
@@ -1018,7 +1018,7 @@ void Backend::attention_softmax_backward(const Tensor& dy, const Tensor& y, floa
   MPB_CHECK(y.shape == dy.shape && dx.shape == dy.shape,
             "{}: dy {}, y {}, dx {} must have one shape", op, dy.shape.str(), y.shape.str(),
             dx.shape.str());
-  MPB_CHECK(dx.data != dy.data || dx.dtype == dy.dtype, "{}: dx aliases dy with another dtype", op);
+  ck.in_place(dx, "dx", dy, "dy");
   observed(
       [&] {
         return OpCall{op, shape_dtype(dy), 0, nbytes({&dy, &y, &dx})};

@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
@@ -113,6 +116,47 @@ TEST(CpuBackend, EventsMeasureWallTime) {
   EXPECT_LE(ms, outer_ms);
   auto never = be->create_event();
   EXPECT_THROW(never->elapsed_ms(*start), Error);
+}
+
+// The shared checks let an elementwise op write over an input only in the input's dtype: a
+// parallel loop writing narrower or wider elements would overrun ones not read yet.
+class CpuInPlace : public test::CpuOpsTest {};
+
+TEST_F(CpuInPlace, OnlyInTheInputsDtype) {
+  const auto refused = [](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what()).find("with another dtype") != std::string::npos;
+    }
+    return false;
+  };
+  const std::vector<float> v = {0.5f, -1.0f, 2.0f, 0.25f, 1.5f, -0.75f, 3.0f, 1.0f};
+  Tensor x = make(Shape{2, 4}, DType::F32, v), x16 = x.viewed_as(Shape{2, 4}, DType::BF16);
+  Tensor dy = make(Shape{2, 4}, DType::F32, v), dy16 = dy.viewed_as(Shape{2, 4}, DType::BF16);
+  Tensor xb = make(Shape{2, 4}, DType::BF16, v);
+  Tensor gamma = make(Shape{4}, DType::F32, {1, 1, 1, 1}),
+         beta = make(Shape{4}, DType::F32, {0, 0, 0, 0});
+  Tensor mean = poisoned(Shape{2}, DType::F32), rstd = poisoned(Shape{2}, DType::F32);
+  Tensor dg = poisoned(Shape{4}, DType::F32), db = poisoned(Shape{4}, DType::F32);
+  EXPECT_TRUE(refused([&] { be->add(x, dy, x16); }));
+  EXPECT_TRUE(refused([&] { be->add(dy, x, x16); }));
+  EXPECT_TRUE(refused([&] { be->layernorm_forward(1e-5f, x, gamma, beta, x16, mean, rstd); }));
+  EXPECT_TRUE(refused([&] { be->layernorm_backward(dy, xb, gamma, mean, rstd, dy16, dg, db); }));
+  Tensor m4 = make(Shape{4}, DType::F32, {0, 0, 0, 0}),
+         r4 = make(Shape{4}, DType::F32, {1, 1, 1, 1});
+  Tensor dxb = poisoned(Shape{2, 4}, DType::BF16);
+  EXPECT_TRUE(
+      refused([&] { be->batchnorm_backward(dy, nullptr, xb, gamma, m4, r4, dxb, dg, db, &dy16); }));
+  Tensor s = make(Shape{2, 2, 2}, DType::F32, v), s16 = s.viewed_as(Shape{2, 2, 2}, DType::BF16);
+  Tensor p = make(Shape{2, 2, 2}, DType::F32, v), ds = make(Shape{2, 2, 2}, DType::F32, v);
+  Tensor ds16 = ds.viewed_as(Shape{2, 2, 2}, DType::BF16);
+  EXPECT_TRUE(refused([&] { be->attention_softmax_forward(s, 0.5f, false, s16); }));
+  EXPECT_TRUE(refused([&] { be->attention_softmax_backward(ds, p, 0.5f, ds16); }));
+  // In the input's own dtype they run.
+  be->add(x, dy, x);
+  EXPECT_EQ(test::to_host_f32(*be, x)[0], 1.0f);
+  be->attention_softmax_backward(ds, p, 0.5f, ds);
 }
 
 }  // namespace
