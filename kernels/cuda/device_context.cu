@@ -135,6 +135,13 @@ void build_plan(cublasLtHandle_t lt, const GemmKey& key, const void* bias, const
     set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
     set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
     set_pref_u32(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+    // DESIGN's fp32 accumulation, rounded once: a split-K GEMM with a 16-bit output may add its
+    // partial sums only in the compute type. The in-place and output-type schemes add them in
+    // fp16/bf16 (cublasLt.h), where a partial can also overflow fp16 when the sum would not.
+    // PyTorch allows them by default; scripts/pytorch_reference.py turns that off to match.
+    if (key.c_type == CUDA_R_16F || key.c_type == CUDA_R_16BF)
+      set_pref_u32(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                   CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
     st = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.layout_a, plan.layout_b, plan.layout_c,
                                         plan.layout_c, pref, 1, &result, &returned);
   } catch (...) {
