@@ -32,11 +32,14 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
     // Max and argmax; ties go to the lowest index, as in the CPU reference (and PyTorch). A lane
     // takes its first element unconditionally (am < 0: it owns none yet), so a row of -inf still
     // gets index 0; lanes that own no element (cols < 32) keep am = -1 and never win the merge.
+    // NaN entries never win, as in the CPU's loop, so that the merge is a total order and all
+    // lanes agree (a lane holding a NaN max would keep it and pass over the others' maxima);
+    // a NaN in column 0 is the CPU's answer, NaN and index 0.
     float mx = -INFINITY;
     int64_t am = -1;
     for (int64_t j = lane; j < cols; j += 32) {
       const float v = x[j];
-      if (am < 0 || v > mx) {
+      if (!isnan(v) && (am < 0 || v > mx)) {
         mx = v;
         am = j;
       }
@@ -48,6 +51,10 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
         mx = omx;
         am = oam;
       }
+    }
+    if (isnan(x[0])) {
+      mx = x[0];
+      am = 0;
     }
     float sum = 0.0f;
     for (int64_t j = lane; j < cols; j += 32) sum += expf(x[j] - mx);

@@ -13,6 +13,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/ops.h"
 #include "parity_env.h"
 #include "test_util.h"
 
@@ -362,6 +363,68 @@ TEST(CudaParity, SoftmaxXent) {
         }
       }
     }
+}
+
+// Rows with NaN, inf and -inf logits (what an overflowed fp16 step feeds the loss): each row's
+// argmax is the CPU's (NaN entries never win, a NaN in column 0 is the answer), whichever lane
+// of a GPU warp holds the NaN. Labels are the CPU's argmax, so every disagreement lowers the count.
+TEST(CudaParity, SoftmaxXentArgmaxOverNaNAndInfRows) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const int64_t classes = 100;
+  for (int pattern = 0; pattern < 8; ++pattern) {
+    std::vector<float> v = random_nonzero(static_cast<size_t>(4 * classes), 9500 + pattern);
+    for (int64_t r = 0; r < 4; ++r) {
+      float* row = v.data() + r * classes;
+      const int64_t top = 24 + 17 * r;  // the largest finite entry, in another lane per row
+      row[top] = 10.0f;
+      switch (pattern) {
+        case 0:  // column 0 decides
+          row[0] = nan;
+          break;
+        case 1:  // one lane's NaN
+          row[8 + r] = nan;
+          break;
+        case 2:
+          for (int64_t j = 1; j < classes; j += 3)
+            if (j != top) row[j] = nan;
+          break;
+        case 3:
+          for (int64_t j = 0; j < classes; ++j) row[j] = nan;
+          break;
+        case 4:  // the first inf
+          row[top + 1] = inf;
+          row[top + 2] = inf;
+          break;
+        case 5:
+          for (int64_t j = 0; j < classes; ++j) row[j] = -inf;
+          break;
+        case 6:
+          row[40] = -inf;
+          row[top + 1] = nan;
+          break;
+        default:  // every entry of lane 1 but its first
+          for (int64_t j = 33; j < classes; j += 32) row[j] = nan;
+          break;
+      }
+    }
+    std::vector<float> labels(4);
+    for (int64_t r = 0; r < 4; ++r) {
+      float max = 0.0f;
+      labels[r] = static_cast<float>(cpu::argmax_first(v.data() + r * classes, classes, &max));
+    }
+    Pair logits = env.make(Shape{4, classes}, DType::F32, v);
+    Pair lab = env.make(Shape{4}, DType::I32, labels);
+    Pair loss = env.scalar(0.0f), correct = env.scalar(0.0f);
+    Pair dlogits = env.poisoned(Shape{4, classes}, DType::F32);
+    env.cpu->softmax_xent(logits.cpu, lab.cpu, &dlogits.cpu, nullptr, loss.cpu, correct.cpu);
+    env.dut->softmax_xent(logits.dut, lab.dut, &dlogits.dut, nullptr, loss.dut, correct.dut);
+    EXPECT_EQ(env.host_cpu(correct)[0], 4.0f) << "pattern " << pattern;
+    EXPECT_EQ(env.host_dut(correct)[0], 4.0f) << "pattern " << pattern;
+    EXPECT_EQ(std::isnan(env.host_dut(loss)[0]), std::isnan(env.host_cpu(loss)[0]))
+        << "pattern " << pattern;
+  }
 }
 
 // ---- cast, fill, transfers ------------------------------------------------------------------
