@@ -133,14 +133,16 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
   // The smallest bar spans at least a third of a decade.
   const double lo = log ? std::floor(std::log10(min_v) - 0.3) : 0;
   const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
-  const double top_v = log ? std::pow(10.0, std::ceil(std::log10(max_v)))
-                           : std::max(max_v, ticks.back() * axis.scale);
+  // The log axis's top decade as an exponent: 10^309, over a value near the largest double (a
+  // hand-edited file), is infinite and would end no loop over the decades.
+  const double top_e = log ? std::ceil(std::log10(max_v)) : 0;
+  const double top_v = log ? std::pow(10.0, top_e) : std::max(max_v, ticks.back() * axis.scale);
   const double x0 = kBarLeft;
   const double h = kBarTop + bars.size() * kBarRow + kBarBottom;
   const double y_axis = kBarTop + bars.size() * kBarRow;
   auto frac = [&](double v) {
     if (!log) return std::clamp(v / top_v, 0.0, 1.0);
-    return v > 0 ? std::clamp((std::log10(v) - lo) / (std::log10(top_v) - lo), 0.0, 1.0) : 0.0;
+    return v > 0 ? std::clamp((std::log10(v) - lo) / (top_e - lo), 0.0, 1.0) : 0.0;
   };
   // The plot is as wide as lets every bar's value and note end inside the chart.
   double pw = kBarW - kBarLeft - kBarRight;
@@ -158,8 +160,9 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
   std::string s = svg_open(kind, kBarW, h, axis.label + (log ? " (log scale)" : ""));
   std::vector<double> tick_values;
   if (log) {
-    for (double e = lo; e <= std::log10(top_v) + 1e-9; ++e)
-      tick_values.push_back(std::pow(10.0, e));
+    // A tick a decade, or every few decades where values span hundreds of them.
+    const double step = std::max(1.0, std::ceil((top_e - lo) / 10));
+    for (double e = lo; e <= top_e; e += step) tick_values.push_back(std::pow(10.0, e));
   } else {
     for (double t : ticks) tick_values.push_back(t * axis.scale);
   }
