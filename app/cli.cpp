@@ -685,7 +685,8 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd
       ->add_option(
           "--steps", profile.steps,
-          "Training steps to profile per mode, after the spec's warm-up (at least 2 steps)")
+          "Training steps to profile per mode, after the spec's warm-up (more steps: a median "
+          "that one stalled step does not move)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   add_warmup(profile_cmd, profile.run);

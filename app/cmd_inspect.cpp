@@ -134,16 +134,27 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                   batch) +
       render_text_table(table, !utf8_output()) +
       fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
-  int matmuls = 0;
-  const std::vector<std::string> misaligned = misaligned_matmuls(infos, p, batch, &matmuls);
+  int matmuls = 0, pinned = 0;
+  const std::vector<std::string> misaligned =
+      misaligned_matmuls(infos, p, batch, &matmuls, &pinned);
   const int multiple = precision_info(p).tensor_core_multiple;
+  // Layers fp32_layers keeps in fp32 run without tensor cores' multiples: named apart.
+  const std::string pinned_note =
+      pinned == 0 ? ""
+                  : fmt::format("; {} more run{} in fp32 (fp32_layers), held to no multiple",
+                                pinned, pinned == 1 ? "s" : "");
   if (multiple == 0) {
     text += fmt::format("tensor cores: {} uses none (strict fp32 GEMMs and convolutions)\n",
                         precision_name(p));
+  } else if (matmuls == 0) {
+    text += fmt::format("tensor cores: no GEMM or convolution runs in {}{}\n", precision_name(p),
+                        pinned_note);
   } else if (misaligned.empty()) {
-    text += fmt::format(
-        "tensor cores: all {} GEMMs and convolutions have sizes that are multiples of {}{}\n",
-        matmuls, multiple, precision_info(p).fp8_linears ? " (16 for the FP8 ones)" : "");
+    text += fmt::format("tensor cores: {} sizes that are multiples of {}{}{}\n",
+                        matmuls == 1 ? "the one GEMM or convolution has"
+                                     : fmt::format("all {} GEMMs and convolutions have", matmuls),
+                        multiple, precision_info(p).fp8_linears ? " (16 for the FP8 ones)" : "",
+                        pinned_note);
   } else {
     text += fmt::format(
         "tensor cores: {} of {} GEMMs and convolutions have sizes that are not multiples of {}, "
@@ -152,7 +163,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     const size_t shown = std::min<size_t>(misaligned.size(), 6);
     for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + misaligned[i];
     if (shown < misaligned.size()) text += fmt::format(", and {} more", misaligned.size() - shown);
-    text += "\n";
+    text += pinned_note + "\n";
   }
   if (precision_info(p).fp8_linears) {
     int fp8 = 0;
@@ -163,8 +174,8 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     for (const LayerInfo& li : infos) count(li);
     text += fmt::format(
         "fp8: {} of {} GEMMs run in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 gradients backward, "
-        "delayed scaling); the rest, and a batch not a multiple of 16, in bf16\n",
-        fp8, matmuls);
+        "delayed scaling); {}the rest, and a batch not a multiple of 16, in bf16\n",
+        fp8, matmuls + pinned, pinned ? fmt::format("{} in fp32 (fp32_layers), ", pinned) : "");
   }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
   const MemoryReport m = predict_training_memory(spec, p, cpu);

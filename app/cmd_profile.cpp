@@ -85,9 +85,10 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   ops_ms /= steps;
   // The ops' per-step means add up to the mean step, not to the median.
   std::cout << fmt::format(
-      "{} steps profiled: step {:.3f} ms median, {:.3f} ms mean (events between steps); the ops "
+      "{} step{} profiled: step {:.3f} ms median, {:.3f} ms mean (events between steps); the ops "
       "account for {:.3f} ms of the mean ({}), the rest is host time between them\n",
-      pr.steps, pr.step_ms, pr.step_mean_ms, ops_ms, pct(ops_ms, pr.step_mean_ms));
+      pr.steps, pr.steps == 1 ? "" : "s", pr.step_ms, pr.step_mean_ms, ops_ms,
+      pct(ops_ms, pr.step_mean_ms));
   if (uneven_steps(pr))
     std::cout << fmt::format(
         "note: uneven steps: the mean is {:.1f}x the median (a stalled step: a busy machine?); "

@@ -168,29 +168,36 @@ void LayerInfo::add_child(LayerInfo child) {
   children.push_back(std::move(child));
 }
 
+namespace {
+// A layer fp32_layers pins to fp32 in a 16-bit mode: the mode's multiple is not its rule.
+bool pinned_to_fp32(const LayerInfo& li, Precision p) {
+  return li.compute_dtype == DType::F32 && precision_info(p).compute_dtype != DType::F32;
+}
+}  // namespace
+
 std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int64_t batch) {
-  const bool pinned =
-      li.compute_dtype == DType::F32 && precision_info(p).compute_dtype != DType::F32;
-  if (!li.matmul || pinned) return {};
+  if (!li.matmul || pinned_to_fp32(li, p)) return {};
   return li.matmul->misaligned(p, batch);
 }
 
 namespace {
 void collect_misaligned(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
-                        std::vector<std::string>& out, int& matmuls) {
+                        std::vector<std::string>& out, int& matmuls, int& pinned) {
   const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
-  if (li.matmul) ++matmuls;
+  if (li.matmul) ++(pinned_to_fp32(li, p) ? pinned : matmuls);
   for (const std::string& d : misaligned_sizes(li, p, batch)) out.push_back(name + " " + d);
-  for (const LayerInfo& c : li.children) collect_misaligned(c, name, p, batch, out, matmuls);
+  for (const LayerInfo& c : li.children)
+    collect_misaligned(c, name, p, batch, out, matmuls, pinned);
 }
 }  // namespace
 
 std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
-                                            int64_t batch, int* matmuls) {
+                                            int64_t batch, int* matmuls, int* pinned) {
   std::vector<std::string> out;
-  int n = 0;
-  for (const LayerInfo& li : infos) collect_misaligned(li, "", p, batch, out, n);
+  int n = 0, fp32 = 0;
+  for (const LayerInfo& li : infos) collect_misaligned(li, "", p, batch, out, n, fp32);
   if (matmuls) *matmuls = n;
+  if (pinned) *pinned = fp32;
   return out;
 }
 

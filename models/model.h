@@ -114,10 +114,12 @@ struct LayerInfo {
 std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int64_t batch);
 
 // Every GEMM and convolution of `infos` and their sublayers whose sizes are off mode p's
-// tensor-core multiple at this batch, as "stem.conv C_in=3"; *matmuls, when given, is set to how
-// many GEMMs and convolutions there are in all. inspect flags them, explain too.
+// tensor-core multiple at this batch, as "stem.conv C_in=3". *matmuls, when given, is set to how
+// many GEMMs and convolutions are held to that rule, *pinned to how many fp32_layers keeps out of
+// it. inspect flags them, explain too.
 std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
-                                            int64_t batch, int* matmuls = nullptr);
+                                            int64_t batch, int* matmuls = nullptr,
+                                            int* pinned = nullptr);
 
 // Per-layer precision: the mode's compute dtype, or fp32 for a layer pinned by fp32_layers.
 struct LayerPrecision {

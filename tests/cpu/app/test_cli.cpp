@@ -435,6 +435,13 @@ TEST_F(Cli, InspectShowsTheFp8Gemms) {
   Result m = run("inspect " + src + "/configs/mnist_mlp.json --precision amp_fp8");
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("fp8: 2 of 3 GEMMs run in FP8"), std::string::npos) << m.out;
+  // Its pinned head (N = 10) is counted apart from the GEMMs held to the 16-bit multiple.
+  Result b = run("inspect " + src + "/configs/mnist_mlp.json --precision amp_bf16");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_NE(b.out.find("tensor cores: all 2 GEMMs and convolutions have sizes that are multiples "
+                       "of 8; 1 more runs in fp32 (fp32_layers), held to no multiple"),
+            std::string::npos)
+      << b.out;
 }
 
 // Sublayer rows by default, the blocks alone with --depth block; the JSON holds every layer with
