@@ -172,6 +172,9 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
 }
 
 std::string pct(double x, int digits = 1) {
+  // A change of a million percent and up (a loss of 1e300 in a hand-edited file) in exponent
+  // form: fixed notation would print every one of its digits.
+  if (std::fabs(x) >= 1e4) return fmt::format("{:+.3g}%", 100.0 * x);
   return fmt::format("{:+.{}f}%", 100.0 * x, digits);
 }
 

@@ -509,6 +509,12 @@ TEST(Compare, LossThresholdIsOffByDefaultAndTwoSided) {
   CompareOptions loose;
   loose.loss_threshold = 0.5;
   EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({other}), loose).exit_code, 1);
+  // A huge loss's change in exponent form, not three hundred digits across the table.
+  other.final_loss = 1e300;
+  const std::string console =
+      format_compare_console(cmp(make_report({make_run(kBase)}), make_report({other}), loose));
+  EXPECT_NE(console.find("+4e+302%"), std::string::npos) << console;
+  EXPECT_EQ(console.find("00000000"), std::string::npos) << console;
 }
 
 TEST(Compare, DuplicateRunsAreBadInput) {
