@@ -128,7 +128,20 @@ struct ModelSection {
   std::vector<std::pair<size_t, ModelGroup>> groups;  // (input, group) for the tables
   // A seeded group's runs collapsed, one per mode (the series point into these).
   std::vector<std::vector<RunResult>> collapsed;
+
+  // What the section's ratios are against, for the captions: its groups' baseline mode (fp32, or
+  // a file's first mode without fp32).
+  std::string baseline() const {
+    std::set<std::string> names;
+    for (const auto& [input, g] : groups) names.insert(g.baseline);
+    return names.size() == 1 ? *names.begin() : "each file's baseline mode";
+  }
 };
+
+// The mode a series' ratios are against (its file's fp32, else its first mode).
+std::string baseline_of(const Series& s) {
+  return s.fp32 ? s.fp32->precision : "fp32";
+}
 
 std::string tool_name(const Report& r) {
   std::string n = json_check::text(r.tool, "name");
@@ -271,10 +284,10 @@ std::string time_chart(const std::vector<Series>& series) {
       const std::string over = s.collapsed_over.empty()
                                    ? fmt::format("over its {} epochs", r.epochs.size())
                                    : "over the " + s.collapsed_over + "' median epochs";
-      b.tooltip =
-          fmt::format("{}: median epoch {} (min {}, max {}, cv {:.1f}%, {}){}", s.label,
-                      format_ms_unit(t.median), format_ms_unit(t.min), format_ms_unit(t.max),
-                      t.cv * 100, over, b.note.empty() ? "" : ", speedup vs fp32 " + b.note + ci);
+      b.tooltip = fmt::format(
+          "{}: median epoch {} (min {}, max {}, cv {:.1f}%, {}){}", s.label,
+          format_ms_unit(t.median), format_ms_unit(t.min), format_ms_unit(t.max), t.cv * 100, over,
+          b.note.empty() ? "" : ", speedup vs " + baseline_of(s) + " " + b.note + ci);
     } else {
       show_status_instead(b, s);
     }
@@ -385,7 +398,7 @@ std::string memory_chart(const std::vector<Series>& series) {
       b.tooltip += " (" + status_text(r) + ")";
     } else if (auto m = memory_vs_fp32(r, s.fp32)) {
       b.note = fmt::format("{:.2f}×", *m);
-      b.tooltip += ", " + b.note + " of fp32";
+      b.tooltip += ", " + b.note + " of " + baseline_of(s);
     }
     bars.push_back(std::move(b));
   }
@@ -674,9 +687,9 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
              true);
 }
 
-// A sweep (run --batch-sizes): per mode (and file), its speedup over fp32 at each batch size,
-// on a log2 batch axis. Empty when the section's runs share one batch size.
-std::string speedup_by_batch_chart(const std::vector<Series>& series) {
+// A sweep (run --batch-sizes): per mode (and file), its speedup over the baseline mode at each
+// batch size, on a log2 batch axis. Empty when the section's runs share one batch size.
+std::string speedup_by_batch_chart(const std::vector<Series>& series, const std::string& base) {
   std::set<int64_t> batches;
   for (const Series& s : series) batches.insert(s.run->batch_size);
   if (batches.size() < 2) return "";
@@ -713,12 +726,12 @@ std::string speedup_by_batch_chart(const std::vector<Series>& series) {
   std::vector<std::pair<double, std::string>> ticks;
   for (int64_t b : batches)
     ticks.emplace_back(std::log2(static_cast<double>(b)), group_thousands(static_cast<double>(b)));
-  return figure(
-      "Speedup over fp32 against batch size <span class=\"sub\">each mode against "
-      "fp32 at the same batch; log2 batch axis</span>",
-      legend_html(keys, dashes) + line_chart("chart-speedup-batch", lines, "batch size",
-                                             "speedup over fp32", 0, {}, 300, ticks),
-      true);
+  return figure(fmt::format("Speedup over {0} against batch size <span class=\"sub\">each mode "
+                            "against {0} at the same batch; log2 batch axis</span>",
+                            esc(base)),
+                legend_html(keys, dashes) + line_chart("chart-speedup-batch", lines, "batch size",
+                                                       "speedup over " + base, 0, {}, 300, ticks),
+                true);
 }
 
 std::string table_html(const Table& t, const std::string& caption) {
@@ -1092,11 +1105,16 @@ std::string format_html(const std::vector<ReportInput>& inputs,
                      esc(fmt::format("{}", fmt::join(dev, ", "))), fmt::join(bat, ", "));
 
     h += "<div class=\"charts\">\n";
-    h += figure("Epoch time <span class=\"sub\">lower is better; bold: speedup over fp32</span>",
+    const std::string base = esc(sec.baseline());
+    h += figure(fmt::format("Epoch time <span class=\"sub\">lower is better; bold: speedup over "
+                            "{}</span>",
+                            base),
                 bars_legend(sec.series) + time_chart(sec.series));
-    h += figure("Throughput <span class=\"sub\">higher is better; bold: speedup over fp32</span>",
+    h += figure(fmt::format("Throughput <span class=\"sub\">higher is better; bold: speedup over "
+                            "{}</span>",
+                            base),
                 bars_legend(sec.series) + throughput_chart(sec.series));
-    h += figure("Peak memory <span class=\"sub\">bold: ratio to fp32</span>",
+    h += figure(fmt::format("Peak memory <span class=\"sub\">bold: ratio to {}</span>", base),
                 bars_legend(sec.series) + memory_chart(sec.series));
     h += figure("Memory by category <span class=\"sub\">each category's own peak</span>",
                 memory_breakdown_chart(sec.series));
@@ -1116,7 +1134,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
           "per step, by kind</span>",
           profile_chart(mine));
     h += "</div>\n";
-    h += speedup_by_batch_chart(sec.series);
+    h += speedup_by_batch_chart(sec.series, sec.baseline());
     h += loss_charts(sec.series);
     h += fp8_scaling_charts(sec.series);
     h += "<div class=\"card\">\n";

@@ -706,6 +706,24 @@ TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
   EXPECT_NE(html.find("speedup (95% CI)"), std::string::npos);
 }
 
+// Without fp32 the ratios are against the first mode, and the captions and tooltips name it (the
+// console and Markdown tables' headers do).
+TEST_F(ReportHtml, RatiosNameTheirBaselineWithoutFp32) {
+  const std::vector<mpbench::RunResult> runs = {history_run("amp_bf16", {10, 10.2, 10.4}, 1000, 1),
+                                                history_run("amp_fp16", {5, 5.1, 5.2}, 500, 1)};
+  const std::string file = write_history_file(
+      dir_, "half.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
+  const fs::path html_path = dir_ / "half.html";
+  const Result r = mpbench("report " + file + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  for (const char* label : {"bold: speedup over amp_bf16", "bold: ratio to amp_bf16",
+                            "speedup vs amp_bf16 2.00×", "0.50× of amp_bf16"})
+    EXPECT_NE(html.find(label), std::string::npos) << label;
+  const size_t fp32 = html.find("fp32 ");
+  EXPECT_EQ(fp32, std::string::npos) << html.substr(fp32 < 200 ? 0 : fp32 - 200, 260);
+}
+
 TEST_F(ReportHtml, HistoryBadInputsExit2) {
   const std::string good =
       write_history_file(dir_, "good.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"),
