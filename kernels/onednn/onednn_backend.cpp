@@ -166,11 +166,6 @@ std::vector<double> OnednnBackend::measure_gemms(const std::vector<DType>& types
   std::vector<Operands> ops;
   for (DType t : types) {
     Operands o{t, std::vector<Tensor>(3), GemmDesc{}};
-    for (Tensor& x : o.m) {
-      x = Tensor{raw_alloc(static_cast<size_t>(n * n) * dtype_size(t)), Shape{n, n}, t,
-                 Device::CPU};
-      fill_impl(x, 0.5f);
-    }
     o.d.math = t == DType::F32 ? GemmMath::Strict : GemmMath::LowPrecision;
     ops.push_back(std::move(o));
   }
@@ -178,9 +173,16 @@ std::vector<double> OnednnBackend::measure_gemms(const std::vector<DType>& types
   std::vector<double> best(ops.size(), 0.0);
   for (Operands& o : ops) {
     try {
+      for (Tensor& x : o.m) {
+        x = Tensor{raw_alloc(static_cast<size_t>(n * n) * dtype_size(o.t)), Shape{n, n}, o.t,
+                   Device::CPU};
+        fill_impl(x, 0.5f);
+      }
       gemm_impl(o.d, g, o.m[0], o.m[1], o.m[2]);  // creates the primitive, warms the caches
     } catch (const Error&) {
-      o.runs = false;  // no rate: the runs of the mode say why
+      // No rate: the mode's runs say why, and memory too short for the operands (ulimit -v) is
+      // an oom of the runs, not a failure to start.
+      o.runs = false;
     }
   }
   const auto begin = std::chrono::steady_clock::now();
@@ -203,7 +205,8 @@ std::vector<double> OnednnBackend::measure_gemms(const std::vector<DType>& types
     if (rep >= 2 && std::chrono::duration<double>(t1 - begin).count() > 0.5) break;
   }
   for (Operands& o : ops)
-    for (Tensor& x : o.m) raw_free(x.data);
+    for (Tensor& x : o.m)
+      if (x.data) raw_free(x.data);
   return best;
 }
 
