@@ -824,7 +824,8 @@ both kept, each its own point. Profile files are refused. --md writes the points
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   data_cmd->add_flag("--params", data_args.params,
                      "Also write PREFIX.params.f32: the fp32 parameters `mpbench run` starts "
-                     "from (without --seed), every mode alike, in mpbench's layouts (linear "
+                     "from (with the same --seed, without --seeds), every mode alike, in "
+                     "mpbench's layouts (linear "
                      "(out, in), convolution (K, R, S, C)); PREFIX.json names, shapes and "
                      "places each");
   data_cmd->add_flag("--quiet,-q", data_args.quiet, "No informational line");

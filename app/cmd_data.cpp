@@ -38,7 +38,7 @@ std::string_view raw_bytes(const std::vector<T>& v) {
   return std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-// The fp32 parameters `mpbench run` starts from (without --seed), concatenated in declaration
+// The fp32 parameters `mpbench run` starts from (without --seeds), concatenated in declaration
 // order, and their names, shapes and offsets (in floats) for the index.
 struct InitialParams {
   std::vector<float> values;
