@@ -630,10 +630,12 @@ def set_matmul_mode(mode):
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     # Split-K partial sums of fp16/bf16 GEMMs added in fp32, as mpbench adds them
     # (kernels/cuda/device_context.cu); PyTorch's default allows adding them in 16 bits.
+    # An older torch lacks the bf16 flag; its cuBLAS module asserts on an unknown name.
     for dt in ("fp16", "bf16"):
-        flag = f"allow_{dt}_reduced_precision_reduction"
-        if hasattr(torch.backends.cuda.matmul, flag):
-            setattr(torch.backends.cuda.matmul, flag, False)
+        try:
+            setattr(torch.backends.cuda.matmul, f"allow_{dt}_reduced_precision_reduction", False)
+        except (AttributeError, AssertionError):
+            pass
     # Heuristic convolution algorithms, as mpbench chooses them (kernels/cuda/conv.cu).
     torch.backends.cudnn.benchmark = False
 
