@@ -106,6 +106,8 @@ import time
 import traceback
 import warnings
 
+from script_io import BadInput, check_output, run_main, write_output
+
 # torch warns when numpy is absent; this script never needs numpy.
 warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 # --profile-steps profiles each mode after its timed epochs, before the next mode is timed: a
@@ -140,10 +142,6 @@ TENSOR_CORE_CC = {"tf32": (8, 0), "amp_fp16": (7, 0), "amp_bf16": (8, 0), "amp_f
 FP8_DEFAULTS = {"amax_history_len": 1024, "amax_compute": "max", "margin": 0}
 MEM_CATEGORIES = ("weights", "master_weights", "gradients", "optimizer_state", "activations",
                   "workspace", "data")
-
-
-class BadInput(Exception):
-    """Exit code 2, as mpbench's BadInput."""
 
 
 def log(args, msg):
@@ -1069,21 +1067,6 @@ def env_json(device):
     return env
 
 
-def write_atomic(path, text):
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp.", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def console_table(runs):
     w = max([12] + [len(r["model"]) for r in runs])
     head = f"{'model':<{w}} {'mode':<9} {'epoch ms':>16} {'samples/s':>12} {'peak mem':>11} " \
@@ -1114,7 +1097,9 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("specs", nargs="+", metavar="SPEC")
     ap.add_argument("--out", help="result JSON (mpbench schema_version 1); required unless "
-                                   "--params-only")
+                                   "--params-only. Rewritten whole after every mode, so that a "
+                                   "run cut off (a time limit, Ctrl-C) keeps the modes it "
+                                   "finished in place of what the file held")
     ap.add_argument("--params-only", action="store_true",
                     help="print each model's parameter count beside mpbench's and exit (1 if "
                          "any differ)")
@@ -1178,9 +1163,9 @@ def main(argv):
         return 0 if all(r["mpbench"] == r["pytorch"] for r in rows) else 1
     if not args.out:
         raise BadInput("--out: required (the result JSON), unless --params-only")
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        raise BadInput(f"--out {args.out}: directory {out_dir} does not exist")
+    check_output(args.out, args.specs)  # before the training, not after it
+    if args.data_dir and os.path.exists(args.data_dir) and not os.path.isdir(args.data_dir):
+        raise BadInput(f"--data-dir {args.data_dir}: not a directory")
     modes = None
     if args.precisions:
         modes = [m.strip() for m in args.precisions.split(",")]
@@ -1212,7 +1197,8 @@ def main(argv):
         out = dict(report, runs=[dict(r, steps={k: v if k == "skipped" else [f32(x) for x in v]
                                                   for k, v in r["steps"].items()})
                                  for r in report["runs"]])
-        write_atomic(args.out, json.dumps(finite(out), indent=2, allow_nan=False) + "\n")
+        write_output(args.out, json.dumps(finite(out), indent=2, allow_nan=False) + "\n",
+                     args.specs)
 
     try:
         for i, path in enumerate(args.specs):
@@ -1242,8 +1228,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except BadInput as e:
-        print(f"pytorch_reference: {e}", file=sys.stderr)
-        sys.exit(2)
+    run_main("pytorch_reference", lambda: main(sys.argv[1:]))

@@ -18,9 +18,64 @@ its top ops, beside PyTorch's top kernels from the run's "profile" block
 Standard library only.
 """
 import argparse
-import json
-import os
-import sys
+import numbers
+
+from script_io import BadInput, check_output, read_json_object, run_main, write_output
+
+
+def check(obj, where, fields):
+    """Each (key, types, required) of obj has one of types (a missing optional key or a null
+    passes), so that the table never trips over another tool's or a hand-edited file."""
+    if not isinstance(obj, dict):
+        raise BadInput(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for key, types, required in fields:
+        v = obj.get(key)
+        if v is None and not required:
+            continue
+        if not isinstance(v, types) or isinstance(v, bool) and bool not in types:
+            want = " or ".join(t.__name__ for t in types)
+            raise BadInput(f"{where}.{key}: expected {want}, got {json_type(v)}")
+    return obj
+
+
+def json_type(v):
+    return "null" if v is None else "number" if isinstance(v, numbers.Number) else type(v).__name__
+
+
+NUM = (numbers.Real,)
+
+
+def check_run(r, where):
+    check(r, where, [("model", (str,), True), ("precision", (str,), True),
+                     ("status", (str,), False), ("cuda_graphs", (bool,), False),
+                     ("epochs", (list,), False), ("epoch_time_ms", (dict,), False),
+                     ("peak_memory_bytes", (dict,), False), ("final_accuracy", NUM, False),
+                     ("profile", (dict,), False)])
+    for i, e in enumerate(r.get("epochs") or []):
+        check(e, f"{where}.epochs[{i}]", [("steps", NUM, False)])
+    check(r.get("epoch_time_ms") or {}, f"{where}.epoch_time_ms", [("median", NUM, False)])
+    check(r.get("peak_memory_bytes") or {}, f"{where}.peak_memory_bytes",
+          [("tracked", NUM, False)])
+    prof = r.get("profile") or {}
+    check(prof, f"{where}.profile", [("entries", (list,), False),
+                                     ("total_ms_per_step", NUM, False)])
+    for i, e in enumerate(prof.get("entries") or []):
+        check(e, f"{where}.profile.entries[{i}]", [("name", (str,), True),
+                                                   ("calls_per_step", NUM, True),
+                                                   ("ms_per_step", NUM, True)])
+
+
+def check_profile(p, where):
+    check(p, where, [("precision", (str,), False), ("status", (str,), False),
+                     ("ops", (list,), False), ("step_time_ms", NUM, False),
+                     ("ceilings", (dict,), False)])
+    for i, o in enumerate(p.get("ops") or []):
+        check(o, f"{where}.ops[{i}]", [("op", (str,), True), ("ms_per_step", NUM, True),
+                                       ("scope", (str,), True), ("detail", (str,), True),
+                                       ("flops_per_step", NUM, False),
+                                       ("bytes_per_step", NUM, False)])
+    check(p.get("ceilings") or {}, f"{where}.ceilings",
+          [("peak_tflops", NUM, False), ("memory_gbps", NUM, False)])
 
 
 def load_runs(paths):
@@ -28,14 +83,14 @@ def load_runs(paths):
     same measurement, run in turn with the other tool's) -> the run of median step time."""
     rounds = {}
     for path in paths:
-        try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (OSError, ValueError) as e:
-            sys.exit(f"side_by_side: {path}: {e}")
+        doc = read_json_object(path)
         if doc.get("schema_version") != 1:
-            sys.exit(f"side_by_side: {path}: schema_version: expected 1")
-        for r in doc.get("runs", []):
+            raise BadInput(f"{path}: schema_version: expected 1")
+        runs = doc.get("runs", [])
+        if not isinstance(runs, list):
+            raise BadInput(f"{path}: runs: expected an array")
+        for i, r in enumerate(runs):
+            check_run(r, f"{path}: runs[{i}]")
             key = (r["model"], r["precision"])
             if r.get("cuda_graphs"):
                 key = (r["model"], r["precision"] + "+graphs")
@@ -52,15 +107,14 @@ def load_profiles(paths):
     document or a {file name: document} map of them (device_check's profiles.json)."""
     out = {}
     for path in paths or []:
-        try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (OSError, ValueError) as e:
-            sys.exit(f"side_by_side: {path}: {e}")
-        docs = [doc] if "profiles" in doc else list(doc.values())
-        for d in docs:
+        doc = read_json_object(path)
+        docs = [(path, doc)] if "profiles" in doc else [(f"{path}: {k}", d)
+                                                         for k, d in doc.items()]
+        for where, d in docs:
+            check(d, where, [("spec", (dict,), False), ("profiles", (list,), False)])
             name = (d.get("spec") or {}).get("name")
-            for p in d.get("profiles", []):
+            for i, p in enumerate(d.get("profiles") or []):
+                check_profile(p, f"{where}: profiles[{i}]")
                 out[(name, p.get("precision"))] = p
     return out
 
@@ -150,6 +204,8 @@ def main():
     ap.add_argument("--profiles", nargs="+")
     ap.add_argument("--md")
     a = ap.parse_args()
+    if a.md:  # before any work: never over an input
+        check_output(a.md, a.mpbench + a.pytorch + (a.profiles or []))
     (mp, mp_rounds), (pt, pt_rounds) = load_runs(a.mpbench), load_runs(a.pytorch)
     profiles = load_profiles(a.profiles)
     slower = []
@@ -185,12 +241,10 @@ def main():
             lines += where_time_goes(model, prec, profiles.get((model, prec)), p)
     text = "\n".join(lines) + "\n"
     if a.md:
-        tmp = a.md + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, a.md)
+        write_output(a.md, text, a.mpbench + a.pytorch + (a.profiles or []))
     print(text, end="")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_main("side_by_side", main)

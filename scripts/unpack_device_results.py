@@ -25,23 +25,24 @@ import shutil
 import subprocess
 import sys
 
+from script_io import BadInput, ScriptError, read_json_object, run_main, write_output
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+MERGED = ("mpbench_results.json", "pytorch.json", "profiles.json")
 
 
-def write_json(path, doc):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        sys.exit(f"unpack_device_results: {path}: {e}")
+def documents(path):
+    """(file name, document) of a merged file; a name is a plain .json name, so that nothing is
+    written outside --to."""
+    out = []
+    for fname, doc in read_json_object(path).items():
+        if (os.path.basename(fname) != fname or fname.startswith(".") or
+                not fname.endswith(".json")):
+            raise BadInput(f"{path}: {fname!r} is not a plain .json file name")
+        if not isinstance(doc, dict):
+            raise BadInput(f"{path}: {fname}: expected a JSON object, got {type(doc).__name__}")
+        out.append((fname, doc))
+    return out
 
 
 def main():
@@ -50,28 +51,40 @@ def main():
     ap.add_argument("sources", nargs="+", metavar="FROM_DIR")
     ap.add_argument("--to", required=True, help="results folder, e.g. results/h200")
     a = ap.parse_args()
+    logs = []
     for src in a.sources:
         if not os.path.isdir(src):
-            sys.exit(f"unpack_device_results: {src}: not a directory")
-    os.makedirs(a.to, exist_ok=True)
+            raise BadInput(f"{src}: not a directory")
+        logs.append(sorted(glob.glob(os.path.join(src, "*.log")) +
+                           glob.glob(os.path.join(src, "*.txt"))))
+    # Every merged file read and checked before anything is written.
+    docs = [[d for name in MERGED if os.path.exists(os.path.join(src, name))
+             for d in documents(os.path.join(src, name))] for src in a.sources]
+    if not any(docs) and not any(logs):
+        raise BadInput(f"nothing to unpack in {', '.join(a.sources)} (no {', '.join(MERGED)}, "
+                       "*.log or *.txt)")
+    if os.path.exists(a.to) and not os.path.isdir(a.to):
+        raise BadInput(f"--to {a.to}: not a directory")
+    try:
+        os.makedirs(a.to, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"--to {a.to}: {e.strerror}")
 
     written = []
     for i, src in enumerate(a.sources):
-        for name in ("mpbench_results.json", "pytorch.json", "profiles.json"):
-            path = os.path.join(src, name)
-            if not os.path.exists(path):
-                continue
-            for fname, doc in load(path).items():
-                write_json(os.path.join(a.to, fname), doc)
-                written.append(fname)
-        for path in sorted(glob.glob(os.path.join(src, "*.log")) +
-                           glob.glob(os.path.join(src, "*.txt"))):
+        for fname, doc in docs[i]:
+            write_output(os.path.join(a.to, fname), json.dumps(doc, indent=2) + "\n")
+            written.append(fname)
+        for path in logs[i]:
             base = os.path.basename(path)
             dest = os.path.join(a.to, base)
             if i > 0 and os.path.exists(dest):
                 stem, ext = os.path.splitext(base)
                 dest = os.path.join(a.to, f"{stem}_{i + 1}{ext}")
-            shutil.copyfile(path, dest)
+            try:
+                shutil.copyfile(path, dest)
+            except OSError as e:
+                raise ScriptError(f"{dest}: cannot write: {e.strerror}")
             written.append(os.path.basename(dest))
 
     runs = sorted(glob.glob(os.path.join(a.to, "*_eager.json")) +
@@ -83,7 +96,12 @@ def main():
                "--pytorch", *pytorch, "--md", os.path.join(a.to, "side_by_side.md")]
         if profiles:
             cmd += ["--profiles", *profiles]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        # side_by_side.py says what went wrong in its one line.
+        done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            err = ScriptError(done.stderr.strip() or f"side_by_side.py exited {done.returncode}")
+            err.code = done.returncode
+            raise err
         written.append("side_by_side.md")
     for w in written:
         print(os.path.join(a.to, w))
@@ -91,4 +109,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main("unpack_device_results", main)

@@ -3,6 +3,7 @@
 // table, and the where-the-time-goes section from `mpbench profile` and PyTorch's profile
 // blocks, rows without a time such as an unsupported amp_fp8) and unpack_device_results.py (the
 // merged files split back). Needs python3, standard library only; skipped where there is none.
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -176,10 +177,40 @@ TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
   EXPECT_EQ(back, runs["tiny_mlp_eager.json"]);
   EXPECT_NE(read_file(path("results/side_by_side.md")).find("## Where the time goes"),
             std::string::npos);
-  // A missing source folder is bad input, said in one line.
-  Result bad = mpbench::test::run_shell(
-      script("unpack_device_results.py") + " " + path("nope") + " --to " + path("results"),
+  // Bad input is one line and exit 2: a missing source folder, one with nothing to unpack, a
+  // merged file naming a path outside --to (nothing is written there).
+  fs::create_directories(dir_ / "empty");
+  fs::create_directories(dir_ / "evil");
+  write("evil/mpbench_results.json", json{{"../escaped.json", json::object()}}.dump());
+  for (const char* src : {"nope", "empty", "evil"}) {
+    Result bad = mpbench::test::run_shell(
+        script("unpack_device_results.py") + " " + path(src) + " --to " + path("results"),
+        dir_.string());
+    EXPECT_EQ(bad.code, 2) << src;
+    EXPECT_NE(bad.err.find(src), std::string::npos) << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "escaped.json"));
+}
+
+// side_by_side.py's --md never replaces an input, is written through a link (the link stays),
+// and a file that is not a result file is one line, exit 2, not a traceback.
+TEST_F(DeviceScripts, SideBySideKeepsInputsAndLinks) {
+  const std::string mp = path("tiny_mlp_eager.json"), pt = path("pytorch.json");
+  const std::string before = read_file(mp);
+  const std::string base = script("side_by_side.py") + " --mpbench " + mp + " --pytorch " + pt;
+  Result same = mpbench::test::run_shell(base + " --md " + mp, dir_.string());
+  EXPECT_EQ(same.code, 2) << same.err;
+  EXPECT_EQ(read_file(mp), before);
+  fs::create_symlink("table.md", dir_ / "link.md");
+  Result link = mpbench::test::run_shell(base + " --md " + path("link.md"), dir_.string());
+  ASSERT_EQ(link.code, 0) << link.err;
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.md"));
+  EXPECT_NE(read_file(path("table.md")).find("| tiny_mlp |"), std::string::npos);
+  write("list.json", "[1]");
+  Result list = mpbench::test::run_shell(
+      script("side_by_side.py") + " --mpbench " + path("list.json") + " --pytorch " + pt,
       dir_.string());
-  EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.err.find("nope"), std::string::npos) << bad.err;
+  EXPECT_EQ(list.code, 2);
+  EXPECT_EQ(list.err.find("Traceback"), std::string::npos) << list.err;
 }

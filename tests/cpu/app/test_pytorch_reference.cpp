@@ -4,6 +4,7 @@
 // ResNet-50, GPT-2 small with its tied head, BERT-base), the reference trains a tied tiny
 // GPT on mpbench's exported data, from mpbench's initial weights its fp32 losses are mpbench's
 // step by step, and amp_fp8 on the CPU is an "unsupported" row with its reason.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -66,6 +67,25 @@ TEST_F(PytorchReference, EveryShippedConfigHasMpbenchsParameterCount) {
   EXPECT_EQ(by_name["resnet50"], 25557032);
   EXPECT_EQ(by_name["gpt2_small"], 124439808);
   EXPECT_EQ(by_name["bert_base"], 132361530);  // 85,054,464 in the layers (test_transformer.cpp)
+}
+
+// Bad outputs are refused in one line, exit 2, before any training: the spec itself (it was
+// replaced by the results), a directory (refused only after the training), a file as --data-dir.
+TEST_F(PytorchReference, BadOutputsAreRefusedBeforeTraining) {
+  const std::string spec = (dir_ / "spec.json").string();
+  fs::copy_file(fs::path(MPBENCH_SOURCE_DIR) / "configs/tiny_mlp.json", spec);
+  const std::string before = mpbench::test::read_file(spec);
+  fs::create_directories(dir_ / "d");
+  for (const std::string& args : {"--out " + spec, "--out " + (dir_ / "d").string(),
+                                  "--out " + (dir_ / "o.json").string() + " --data-dir " + spec}) {
+    SCOPED_TRACE(args);
+    const auto r = script(spec + " --device cpu --epochs 1 --precisions fp32 " + args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("pytorch_reference: ", 0), 0u) << r.err;
+  }
+  EXPECT_EQ(mpbench::test::read_file(spec), before);
+  EXPECT_FALSE(fs::exists(dir_ / "o.json"));
 }
 
 TEST_F(PytorchReference, TrainsTheTiedTinyGptOnMpbenchsData) {
