@@ -103,6 +103,11 @@ int cmd_explain(const ExplainArgs& given) {
   });
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
+  launch.same_job({{"command", "explain"},
+                   {"--steps", std::to_string(args.steps)},
+                   {"--grad-reduce", args.run.grad_reduce},
+                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)}},
+                  {spec}, be->info(), be->device());
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   const Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();

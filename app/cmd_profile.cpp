@@ -254,6 +254,11 @@ int cmd_profile(const ProfileArgs& given) {
   });
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
+  launch.same_job({{"command", "profile"},
+                   {"--steps", std::to_string(args.steps)},
+                   {"--grad-reduce", args.run.grad_reduce},
+                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)}},
+                  {spec}, be->info(), be->device());
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();

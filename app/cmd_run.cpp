@@ -265,6 +265,13 @@ int cmd_run(const RunArgs& given) {
   std::unique_ptr<Backend> be = launch.open_backend(args);
   DataParallel* dp = launch.data_parallel();
   const DeviceInfo info = be->info();
+  launch.same_job({{"command", "run"},
+                   {"--seeds", std::to_string(args.seeds)},
+                   {"--repeat", std::to_string(args.repeat)},
+                   {"--grad-reduce", args.grad_reduce},
+                   {"--bucket-mb", fmt::format("{}", args.bucket_mb)},
+                   {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
+                  specs, info, be->device());
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   // Said even under --quiet (by one rank): an option the user gave is being ignored.

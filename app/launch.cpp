@@ -1,9 +1,12 @@
 #include "app/launch.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "app/output_file.h"
 #include "kernels/error.h"
+#include "models/spec.h"
+#include "train/device_specs.h"
 
 namespace mpbench {
 
@@ -72,6 +75,58 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
   dp_.emplace(*comm_, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
                                           static_cast<size_t>(args.bucket_mb * (1 << 20))});
   return be;
+}
+
+void Launch::same_job(std::vector<std::pair<std::string, std::string>> facts,
+                      const std::vector<Spec>& specs, const DeviceInfo& info, Device device) {
+  if (!comm_) return;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const std::string at = specs.size() > 1 ? fmt::format("spec {} ", i + 1) : "spec ";
+    const nlohmann::json flat = to_json(specs[i]).flatten();
+    for (const auto& [ptr, value] : flat.items()) facts.emplace_back(at + ptr, value.dump());
+    for (Precision p : specs[i].precisions) {
+      const auto why = unsupported_reason(p, device, info);
+      facts.emplace_back(at + precision_name(p), why ? "unsupported here: " + *why : "trains");
+    }
+  }
+  // Unit and record separators: neither is in a spec's values (JSON escapes control characters).
+  std::string mine;
+  for (const auto& [name, value] : facts) mine += name + '\x1f' + value + '\x1e';
+  agree([&] {
+    const std::vector<std::string> all = comm_->gather_strings(mine);
+    if (!speaker()) return;
+    auto split = [](const std::string& s) {
+      std::vector<std::pair<std::string, std::string>> out;
+      for (size_t at = 0; at < s.size();) {
+        const size_t unit = s.find('\x1f', at), end = s.find('\x1e', at);
+        out.emplace_back(s.substr(at, unit - at), s.substr(unit + 1, end - unit - 1));
+        at = end + 1;
+      }
+      return out;
+    };
+    auto shown = [](const std::string& v) { return v.size() > 120 ? v.substr(0, 117) + "..." : v; };
+    for (size_t r = 1; r < all.size(); ++r) {
+      if (all[r] == all[0]) continue;
+      const auto theirs = split(all[r]);
+      size_t i = 0;
+      while (i < facts.size() && i < theirs.size() && facts[i] == theirs[i]) ++i;
+      std::string what;
+      if (i < facts.size() && i < theirs.size() && facts[i].first == theirs[i].first)
+        what = fmt::format("rank {}'s {} is {}, rank 0's {}", r, facts[i].first,
+                           shown(theirs[i].second), shown(facts[i].second));
+      else if (i < theirs.size())
+        what = fmt::format("rank {} has {} ({}), rank 0 {}", r, theirs[i].first,
+                           shown(theirs[i].second),
+                           i < facts.size() ? facts[i].first + " in its place" : "nothing more");
+      else
+        what = fmt::format("rank 0 has {} ({}), rank {} nothing more", facts[i].first,
+                           shown(facts[i].second), r);
+      throw_bad_input(fmt::format(
+          "the ranks were given different jobs: {}; give every rank the same command, spec "
+          "files, options and environment",
+          what));
+    }
+  });
 }
 
 std::string Launch::batch_text(int64_t batch) const {

@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +18,8 @@
 #include "train/data_parallel.h"
 
 namespace mpbench {
+
+struct DeviceInfo;
 
 class Launch {
  public:
@@ -36,6 +40,13 @@ class Launch {
   // under a launch every rank must run on the same kind of device, a GPU's gradients then go
   // over NCCL, and the data parallel takes args.grad_reduce and args.bucket_mb.
   std::unique_ptr<Backend> open_backend(const RunArgs& args);
+  // Under a launch every rank must be given the same job, or the collectives pair up wrong: a
+  // rank waits forever, frees buffers in flight, or trains other modes that rank 0 labels as
+  // its own. Each rank gives its facts (name, value; the command's options), to which the specs'
+  // are added: every value of each resolved spec, and which of its modes this rank's device
+  // trains. Rank 0 names the first fact another rank differs in, as bad input on every rank.
+  void same_job(std::vector<std::pair<std::string, std::string>> facts,
+                const std::vector<Spec>& specs, const DeviceInfo& info, Device device);
   // The data parallel of the launch (nullptr without one), once open_backend has run.
   DataParallel* data_parallel() { return dp_ ? &*dp_ : nullptr; }
   Collective* collective() { return comm_.get(); }

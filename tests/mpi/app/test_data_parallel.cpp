@@ -5,6 +5,7 @@
 // rank's failure ending the job in one line naming it. No test here asserts a speed.
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -205,6 +206,32 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   EXPECT_TRUE(has_text(r.err, "missing.json")) << r.err;
   EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Ranks given different jobs (MPMD): before, other epochs or modes left rank 0 waiting in an
+// all-reduce forever, another --grad-reduce freed buffers in flight (heap corruption), another
+// --seed trained mixed data under rank 0's label. Now: exit 2, one line naming the difference,
+// no output file, before any training.
+TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
+  const std::string out = (dir_ / "out.json").string();
+  const std::string base = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
+                           " --device reference --quiet --precisions fp32 --epochs ";
+  const std::pair<std::string, std::string> cases[] = {
+      {base + "2", "rank 1's spec /train/epochs is 2, rank 0's 1"},
+      {base + "1 --grad-reduce bf16", "rank 1's --grad-reduce is bf16, rank 0's fp32"},
+      {base + "1 --seed 3", "rank 1's spec /data/seed is 3"},
+      {std::string(MPBENCH_EXE) + " profile " + config("tiny_mlp") +
+           " --device reference --quiet --precisions fp32",
+       "rank 1's command is profile, rank 0's run"}};
+  for (const auto& [other, said] : cases) {
+    SCOPED_TRACE(other);
+    const auto r = mpbench::test::run_shell(
+        kMpirun + " -np 1 " + base + "1 --json " + out + " : -np 1 " + other, dir_.string());
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(has_text(r.err, "the ranks were given different jobs: " + said)) << r.err;
+    EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 // Out of memory on one rank alone (rank 1 is given a 4 KiB --memory-limit): the job ends with
