@@ -391,6 +391,9 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   const bool sweep = group.batches.size() > 1;
   t.title += dot + (sweep ? fmt::format("batches {}", fmt::join(group.batches, ", "))
                           : fmt::format("batch {}", first.batch_size));
+  // Data parallel: the batch is each rank's, as profile's and explain's titles say.
+  if (first.data_parallel && first.data_parallel->ranks > 1)
+    t.title += fmt::format(" per rank, {} ranks", first.data_parallel->ranks);
   if (first_ok) {
     const size_t n = first_ok->epochs.size();
     t.title += dot + fmt::format("{} epoch{}", n, n == 1 ? "" : "s");

@@ -304,6 +304,7 @@ TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
           out,
       dir_.string());
   ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "batch 64 per rank, 2 ranks")) << r.out;  // the title
   EXPECT_TRUE(has_text(r.out, "fp32: 2 ranks, ")) << r.out;
   EXPECT_TRUE(has_text(r.out, "all-reduced in fp32 (1 bucket of 25.0 MiB)")) << r.out;
   EXPECT_TRUE(has_text(r.out, "scaling efficiency ")) << r.out;
