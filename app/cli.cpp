@@ -535,6 +535,9 @@ uint64_t parse_memory_size(const std::string& option, const std::string& text) {
 
 int mpbench_main(int argc, char** argv) {
   install_interrupt_handlers();
+  // Under a launcher from the start: it may end this rank for another that failed (and said
+  // why) at any moment, before this one has parsed its arguments or joined the job.
+  if (mpi_launcher()) quiet_launcher_signals();
   command_line().assign(argv, argv + argc);
   CLI::App app{
       "mpbench: what mixed precision (TF32, FP16, BF16, FP8) buys over FP32 for your model's "
@@ -891,12 +894,19 @@ both kept, each its own point. Profile files are refused. --md writes the points
       if (type == "FLOAT") opt->check(kDecimalNumber);
     }
 
+  // Under a launch of several ranks with one command line, rank 0 alone says a bad argument
+  // (every rank has the same); in mpirun's MPMD form each rank says its own, naming itself.
+  const EnvRank env_rank = rank_from_env();
+  const bool others_say_it = env_rank.size > 1 && env_rank.rank != 0 && !env_rank.mpmd;
+  const std::string who =
+      env_rank.size > 1 && env_rank.rank != 0 ? fmt::format("rank {}: ", env_rank.rank) : "";
   try {
     // CLI11 would read an unknown first word as a stray argument; name it instead.
     const auto known = app.get_subcommands(
         [&](const CLI::App* sub) { return argc > 1 && sub->get_name() == argv[1]; });
     if (argc > 1 && argv[1][0] != '-' && known.empty()) {
-      std::cerr << "mpbench: unknown subcommand '" << printable_line(clip(argv[1]))
+      if (others_say_it) return 2;
+      std::cerr << "mpbench: " << who << "unknown subcommand '" << printable_line(clip(argv[1]))
                 << "' (expected run, profile, explain, maxbatch, validate, inspect, devices, data, "
                    "compare or "
                    "report; "
@@ -909,7 +919,8 @@ both kept, each its own point. Profile files are refused. --md writes the points
         std::strcmp(argv[1], "--") != 0) {
       const std::string word = argv[1];
       if (!app.get_option_no_throw(word.substr(0, word.find('=')))) {
-        std::cerr << "mpbench: unknown option '" << printable_line(clip(word))
+        if (others_say_it) return 2;
+        std::cerr << "mpbench: " << who << "unknown option '" << printable_line(clip(word))
                   << "' (expected a subcommand, --help or --version; see mpbench --help)\n";
         return 2;
       }
@@ -926,21 +937,21 @@ both kept, each its own point. Profile files are refused. --md writes the points
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
       // Point at the help of the subcommand the error is in.
+      if (others_say_it) return 2;
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
-      std::cerr << "mpbench: " << printable_line(msg) << " (see mpbench "
+      std::cerr << "mpbench: " << who << printable_line(msg) << " (see mpbench "
                 << (given.empty() ? "" : given.front()->get_name() + " ") << "--help)\n";
       return 2;
     }
     // Only the commands that train take a launch of several ranks: the others would run as many
     // times over the same outputs.
-    if (const EnvRank launched = rank_from_env();
-        launched.size > 1 && !*run_cmd && !*profile_cmd && !*explain_cmd) {
-      if (launched.rank != 0) return 2;
+    if (env_rank.size > 1 && !*run_cmd && !*profile_cmd && !*explain_cmd) {
+      if (others_say_it) return 2;
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
       throw_bad_input(fmt::format(
-          "{} runs in one process, not under a launch of {} ranks (mpirun or srun): only run, "
+          "{}{} runs in one process, not under a launch of {} ranks (mpirun or srun): only run, "
           "profile and explain train data parallel",
-          given.empty() ? "this command" : given.front()->get_name(), launched.size));
+          who, given.empty() ? "this command" : given.front()->get_name(), env_rank.size));
     }
     if (*run_cmd) {
       if (!precisions.empty()) run.precisions = split_list("--precisions", precisions);

@@ -24,9 +24,8 @@ Launch::Launch() : launcher_(mpi_launcher()) {
   if (!launcher_) return;
   comm_ = make_mpi_collective();
   // An interrupt ends the job through rank 0; the others go without a word, and so does rank 0
-  // when the launcher ends the job for a rank that failed (it has said why).
+  // when the launcher ends the job for a rank that failed (mpbench_main quiets its signals).
   if (!speaker()) quiet_interrupts();
-  quiet_launcher_signals();
 }
 
 void Launch::agree(const std::function<void()>& check) {

@@ -61,6 +61,7 @@ EnvRank rank_from_env() {
   if (!mpi_launcher()) return r;
   r.rank = first_env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
   r.size = first_env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  r.mpmd = first_env_int({"OMPI_NUM_APP_CTX"}, 1) > 1;
   return r;
 }
 

@@ -428,4 +428,23 @@ TEST_F(DataParallel, OtherCommandsRefuseALaunch) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+// A bad argument every rank was given is said once, by rank 0 (each rank said it before); in the
+// MPMD form the rank that alone has it says it, naming itself, and rank 0, ended by the launcher
+// (here while it waits in MPI_Init), says nothing (it said "interrupted" before).
+TEST_F(DataParallel, BadArgumentsAreSaidOnce) {
+  const auto same = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") + " --epochs 0",
+      dir_.string());
+  EXPECT_EQ(same.code, 2) << same.err;
+  EXPECT_TRUE(has_text(same.err, "mpbench: --epochs: ")) << same.err;
+  EXPECT_EQ(occurrences(same.err, "mpbench: "), 1u) << same.err;
+  const auto mpmd = mpbench::test::run_shell(
+      kMpirun + " -np 1 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+          " --device reference --quiet : -np 1 " + MPBENCH_EXE + " validate " + config("tiny_mlp"),
+      dir_.string());
+  EXPECT_EQ(mpmd.code, 2) << mpmd.err;
+  EXPECT_TRUE(has_text(mpmd.err, "mpbench: rank 1: validate runs in one process")) << mpmd.err;
+  EXPECT_EQ(occurrences(mpmd.err, "mpbench: "), 1u) << mpmd.err;
+}
+
 }  // namespace
