@@ -48,6 +48,7 @@ std::string format_csv(const Report& report) {
                                   "status",
                                   "status_detail",
                                   "batch_size",
+                                  "ranks",
                                   "epochs",
                                   "epoch_time_median_ms",
                                   "epoch_time_mean_ms",
@@ -103,6 +104,8 @@ std::string format_csv(const Report& report) {
           run_status_name(r->status),
           r->status_detail,
           std::to_string(r->batch_size),
+          // Data parallel: batch_size is each rank's.
+          std::to_string(r->data_parallel ? r->data_parallel->ranks : 1),
           std::to_string(r->epochs.size()),
           when_ok(t.median),
           when_ok(t.mean),

@@ -535,6 +535,12 @@ TEST(Csv, HeaderRowsAndValues) {
   EXPECT_EQ(std::stoull(amp[col("peak_memory_tracked_bytes")]), size_t(174) << 20);
   EXPECT_DOUBLE_EQ(std::stod(amp[col("epoch_time_median_ms")]), 40);
 
+  EXPECT_EQ(amp[col("ranks")], "1");
+  Report dp = make_report();
+  dp.runs[0].data_parallel = DataParallelResult{};
+  dp.runs[0].data_parallel->ranks = 2;
+  EXPECT_EQ(split_csv_line(lines_of(format_csv(dp))[1])[col("ranks")], "2");
+
   const auto oom = split_csv_line(ls[4]);
   EXPECT_EQ(oom[col("status")], "oom");
   EXPECT_EQ(oom[col("speedup_vs_fp32")], "");
