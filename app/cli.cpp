@@ -936,8 +936,8 @@ both kept, each its own point. Profile files are refused. --md writes the points
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
-      // Point at the help of the subcommand the error is in.
       if (others_say_it) return 2;
+      // Point at the help of the subcommand the error is in.
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
       std::cerr << "mpbench: " << who << printable_line(msg) << " (see mpbench "
                 << (given.empty() ? "" : given.front()->get_name() + " ") << "--help)\n";

@@ -1,6 +1,5 @@
 #include "app/launch.h"
 
-#include <algorithm>
 #include <iostream>
 
 #include "app/output_file.h"
