@@ -24,7 +24,6 @@ class BadInput(ScriptError):
 
 class Interrupted(BaseException):
     """SIGTERM as an exception, so that temporary files and folders are removed on the way out."""
-    code = 143
 
 
 def read_json(path):
@@ -112,10 +111,7 @@ def run_main(name, main):
     except ScriptError as e:
         print(f"{name}: {e}", file=sys.stderr)
         code = e.code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted) as e:
         print(f"{name}: interrupted", file=sys.stderr)
-        code = 130
-    except Interrupted:
-        print(f"{name}: interrupted", file=sys.stderr)
-        code = Interrupted.code
+        code = 130 if isinstance(e, KeyboardInterrupt) else 143
     sys.exit(code)

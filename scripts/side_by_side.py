@@ -39,7 +39,9 @@ def check(obj, where, fields):
 
 
 def json_type(v):
-    return "null" if v is None else "number" if isinstance(v, numbers.Number) else type(v).__name__
+    if v is None or isinstance(v, bool):
+        return "null" if v is None else "bool"
+    return "number" if isinstance(v, numbers.Number) else type(v).__name__
 
 
 NUM = (numbers.Real,)
@@ -204,8 +206,9 @@ def main():
     ap.add_argument("--profiles", nargs="+")
     ap.add_argument("--md")
     a = ap.parse_args()
+    inputs = a.mpbench + a.pytorch + (a.profiles or [])
     if a.md:  # before any work: never over an input
-        check_output(a.md, a.mpbench + a.pytorch + (a.profiles or []))
+        check_output(a.md, inputs)
     (mp, mp_rounds), (pt, pt_rounds) = load_runs(a.mpbench), load_runs(a.pytorch)
     profiles = load_profiles(a.profiles)
     slower = []
@@ -241,7 +244,7 @@ def main():
             lines += where_time_goes(model, prec, profiles.get((model, prec)), p)
     text = "\n".join(lines) + "\n"
     if a.md:
-        write_output(a.md, text, a.mpbench + a.pytorch + (a.profiles or []))
+        write_output(a.md, text, inputs)
     print(text, end="")
     return 0
 
