@@ -526,7 +526,8 @@ void Backend::bias_act_backward(Activation act, const Tensor& dy, const Tensor& 
 }
 
 void Backend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                           const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+                           const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                           int64_t grad_rows) {
   const char* op = "softmax_xent";
   const Checks ck(op, device());
   ck.typed(logits, DType::F32, "logits");
@@ -538,6 +539,10 @@ void Backend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* d
             "{}: logits must be a non-empty (N, C), got {}", op, logits.shape.str());
   MPB_CHECK(labels.numel() == logits.shape[0], "{}: {} labels for logits {}", op, labels.numel(),
             logits.shape.str());
+  MPB_CHECK(grad_rows == 0 || grad_rows >= logits.shape[0],
+            "{}: the gradient divided by {} rows, fewer than the logits' {}", op, grad_rows,
+            logits.shape[0]);
+  if (grad_rows == 0) grad_rows = logits.shape[0];
   if (dlogits) {
     ck.like(*dlogits, "dlogits", logits, "logits");
     ck.in_place(*dlogits, "dlogits", logits, "logits");
@@ -546,7 +551,9 @@ void Backend::softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* d
       [&] {
         return OpCall{op, shape_dtype(logits), 0, nbytes({&logits, &labels, dlogits})};
       },
-      [&] { softmax_xent_impl(logits, labels, dlogits, grad_scale, loss_sum, correct); });
+      [&] {
+        softmax_xent_impl(logits, labels, dlogits, grad_scale, loss_sum, correct, grad_rows);
+      });
 }
 
 void Backend::cast(const Tensor& src, Tensor& dst) {

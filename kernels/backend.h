@@ -312,10 +312,13 @@ class Backend {
 
   // logits (N, C) fp32, labels (N) int32 in [0, C). Math in fp32.
   // loss_sum[0] += sum_i loss_i / N; correct[0] += number of rows whose argmax is the label.
-  // dlogits (N, C, any float dtype), when given, = (softmax - onehot) * scale / N where scale is
-  // grad_scale[0] if given else 1 (the loss scale folded into the loss gradient).
+  // dlogits (N, C, any float dtype), when given, = (softmax - onehot) * scale / R where scale is
+  // grad_scale[0] if given else 1 (the loss scale folded into the loss gradient) and R is
+  // grad_rows if given (> 0; at least N) else N. Data parallel gives the global batch's rows, so
+  // that a rank's gradients are its shard's share of one process's (summed across the ranks).
   void softmax_xent(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct);
+                    const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                    int64_t grad_rows = 0);
 
   // Elementwise conversion between float dtypes (round to nearest even, overflow to inf).
   void cast(const Tensor& src, Tensor& dst);
@@ -450,8 +453,10 @@ class Backend {
                          Tensor& c) = 0;
   virtual void bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
                                       Tensor& dx, Tensor* dbias) = 0;
+  // grad_rows: resolved (R above, never 0).
   virtual void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                 const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) = 0;
+                                 const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                                 int64_t grad_rows) = 0;
   virtual void cast_impl(const Tensor& src, Tensor& dst) = 0;
   virtual void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                                 Tensor* dst_t) = 0;

@@ -21,15 +21,17 @@ class Collective {
   virtual ~Collective() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Starts making buf (fp32, on be's device) the mean over the ranks: each rank's values
-  // divided by the rank count, then summed (as DDP divides before its all-reduce). wire (F32,
+  // Starts making buf (fp32, on be's device) the sum over the ranks. The gradients come divided
+  // already: each rank's loss gradient by the global batch's rows (Run's softmax_xent), where DDP
+  // divides each rank's gradients by the rank count before its all-reduce; the sum is the same
+  // mean, and each rank's tensors are its rows of one process's, casts included. wire (F32,
   // BF16 or F16) is the dtype the values travel and are summed in: a 16-bit form casts (round to
   // nearest even), sums the 16-bit values (each pairwise sum in fp32, rounded back: MPI has no
   // bf16 type, so that sum is a user-defined MPI_Op) and casts back, as PyTorch's
   // bf16_compress_hook. It does not wait: buf must not be touched until finish_all_reduces
   // returns. On the GPU it runs on a side stream once be's stream has done what it was given so
   // far, so that it overlaps what be does next (the rest of the backward).
-  virtual void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) = 0;
+  virtual void start_all_reduce_sum(Backend& be, Tensor& buf, DType wire) = 0;
   // Lets the started all-reduces move: MPI's progress only inside MPI calls, so the CPU calls it
   // between layers; NCCL's need nothing.
   virtual void progress() {}

@@ -104,7 +104,7 @@ void DataParallel::start_next(Backend& be, Tensor& grads) {
   ++started_;
   timed(be, fmt::format("{} {} x{} ranks", b.numel(), dtype_name(opts_.wire), size()),
         static_cast<double>(b.numel()) * static_cast<double>(dtype_size(opts_.wire)),
-        [&] { c_.start_all_reduce_mean(be, b, opts_.wire); });
+        [&] { c_.start_all_reduce_sum(be, b, opts_.wire); });
 }
 
 void DataParallel::gradients_ready(Backend& be, Tensor& grads, int64_t from) {
@@ -115,7 +115,7 @@ void DataParallel::gradients_ready(Backend& be, Tensor& grads, int64_t from) {
   if (before > 0) timed(be, "progress", 0, [&] { c_.progress(); });
 }
 
-void DataParallel::average_gradients(Backend& be, Tensor& grads) {
+void DataParallel::reduce_gradients(Backend& be, Tensor& grads) {
   while (started_ < stats_.buckets) start_next(be, grads);
   timed(be, "wait", 0, [&] { c_.finish_all_reduces(be); });
   started_ = 0;

@@ -71,9 +71,10 @@ class DataParallel {
   // started ones are given a chance to progress.
   void gradients_ready(Backend& be, Tensor& grads, int64_t from);
   // After the backward: the buckets not started yet start, and all are waited for; grads (the
-  // flat fp32 gradients) is then the mean over the ranks. Each call into the collective is
+  // flat fp32 gradients, each rank's its shard's share: see Run's softmax_xent) is then their
+  // sum over the ranks, the global batch's gradient. Each call into the collective is
   // bracketed by a pair of be's events: their sum is the step's exposed communication.
-  void average_gradients(Backend& be, Tensor& grads);
+  void reduce_gradients(Backend& be, Tensor& grads);
   // amp_fp8: t (an amax history) becomes the max over the ranks, timed as communication.
   void max_across_ranks(Backend& be, Tensor& t);
   // After a step: the step before it has its communication time read from its events (which

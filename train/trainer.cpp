@@ -215,8 +215,13 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   be_.fill(dev_.loss_step, 0.0f);
   be_.fill(dev_.correct_step, 0.0f);
   Tensor logits = model_->forward(be_, dev_.x_stage);
+  // Data parallel: the loss gradient divided by the global batch's rows, so that each rank's
+  // gradients are its rows of one process's at the global batch, their FP8 and 16-bit casts
+  // included (twice the values, each rank's mean, round otherwise near underflow and
+  // overflow), and their sum across the ranks is the global batch's gradient.
   be_.softmax_xent(logits, dev_.y_stage, &model_->dlogits_buffer(),
-                   scaling_ ? &dev_.scale : nullptr, dev_.loss_step, dev_.correct_step);
+                   scaling_ ? &dev_.scale : nullptr, dev_.loss_step, dev_.correct_step,
+                   logits.shape[0] * ranks());
   if (mem) sample_device_memory(be_, *mem);
   // Data parallel: each bucket's all-reduce starts as soon as the backward has made it.
   Tensor& grads = model_->params().grads_flat();
@@ -226,7 +231,7 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
                        : nullptr);
   if (mem) sample_device_memory(be_, *mem);
   // Before the unscale and the inf/NaN check, so that every rank skips the same steps.
-  if (dp_) dp_->average_gradients(be_, grads);
+  if (dp_) dp_->reduce_gradients(be_, grads);
   be_.unscale_check_norm(grads, scaling_ ? &dev_.scale : nullptr, dev_.found_inf, dev_.grad_norm);
   const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
   opt_->step(be_, model_->params(), skip_flag, dev_.step_count);

@@ -35,7 +35,8 @@ class CpuBackend : public Backend {
   void bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
                               Tensor* dbias) override;
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                         int64_t grad_rows) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
   void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                         Tensor* dst_t) override;

@@ -61,7 +61,7 @@ class MpiCollective final : public Collective {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
+  void start_all_reduce_sum(Backend& be, Tensor& buf, DType wire) override {
     MPB_CHECK(be.device() == Device::CPU && buf.device == Device::CPU,
               "the MPI all-reduce takes host buffers (a CPU backend's)");
     MPB_CHECK(buf.dtype == DType::F32, "gradients are fp32, not {}", dtype_name(buf.dtype));
@@ -70,9 +70,7 @@ class MpiCollective final : public Collective {
     be.synchronize();
     float* x = buf.ptr<float>();
     const int64_t n = buf.numel();
-    const float inv = 1.0f / static_cast<float>(size_);
     if (wire == DType::F32) {
-      for (int64_t i = 0; i < n; ++i) x[i] *= inv;
       in_chunks(n, [&](int64_t at, int count) {
         requests_.push_back(MPI_REQUEST_NULL);
         check_mpi(MPI_Iallreduce(MPI_IN_PLACE, x + at, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
@@ -89,8 +87,7 @@ class MpiCollective final : public Collective {
     w.dst = x;
     w.bf16 = bf16;
     w.bits.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i)
-      w.bits[i] = bf16 ? f32_to_bf16(x[i] * inv) : f32_to_f16(x[i] * inv);
+    for (int64_t i = 0; i < n; ++i) w.bits[i] = bf16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
     in_chunks(n, [&](int64_t at, int count) {
       requests_.push_back(MPI_REQUEST_NULL);
       check_mpi(MPI_Iallreduce(MPI_IN_PLACE, w.bits.data() + at, count, MPI_UINT16_T,

@@ -31,16 +31,17 @@ void check_labels(const int32_t* labels, int64_t rows, int64_t classes) {
 }
 
 void CpuBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                   const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+                                   const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                                   int64_t grad_rows) {
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
   const float scale = grad_scale ? grad_scale->ptr<float>()[0] : 1.0f;
   const float* x = logits.ptr<float>();
   const int32_t* y = labels.ptr<int32_t>();
   check_labels(y, rows, classes);
 
-  // The gradient's 1/N and the loss scale fold into one factor (the GPU's scale * (1/N) is the
+  // The gradient's 1/R and the loss scale fold into one factor (the GPU's scale * (1/R) is the
   // same float for a power-of-two scale, GradScaler's).
-  const float grad_factor = scale / static_cast<float>(rows);
+  const float grad_factor = scale / static_cast<float>(grad_rows);
   double loss_total = 0;
   int64_t hits = 0;
   for (int64_t i = 0; i < rows; ++i) {

@@ -196,8 +196,9 @@ class CudaBackend : public Backend {
     cuda::bias_act_backward(ctx_, act, dy, pre_act, dx, dbias);
   }
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override {
-    cuda::softmax_xent(ctx_, logits, labels, dlogits, grad_scale, loss_sum, correct);
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                         int64_t grad_rows) override {
+    cuda::softmax_xent(ctx_, logits, labels, dlogits, grad_scale, loss_sum, correct, grad_rows);
   }
   void cast_impl(const Tensor& src, Tensor& dst) override {
     cuda::cast(ctx_, src, dst);

@@ -61,7 +61,7 @@ class NcclCollective final : public Collective {
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
 
-  void start_all_reduce_mean(Backend& be, Tensor& buf, DType wire) override {
+  void start_all_reduce_sum(Backend& be, Tensor& buf, DType wire) override {
     MPB_CHECK(buf.device == Device::CUDA && buf.dtype == DType::F32,
               "NCCL all-reduces the fp32 gradients on the GPU");
     MPB_CHECK(wire == DType::F32 || wire == DType::BF16 || wire == DType::F16,
@@ -69,7 +69,7 @@ class NcclCollective final : public Collective {
     const size_t n = static_cast<size_t>(buf.numel());
     Tensor w = buf;
     if (wire != DType::F32) {
-      // The cast bucket (bf16_compress_hook): cast on be's stream, averaged in 16 bits by NCCL,
+      // The cast bucket (bf16_compress_hook): cast on be's stream, summed in 16 bits by NCCL,
       // cast back in finish. Each bucket of a step has its own wire buffer.
       w = Tensor{wire_buffer(be, started_, n * 2), buf.shape, wire, Device::CUDA};
       be.cast(buf, w);
@@ -84,7 +84,7 @@ class NcclCollective final : public Collective {
                              wire == DType::F32    ? ncclFloat32
                              : wire == DType::BF16 ? ncclBfloat16
                                                    : ncclFloat16,
-                             ncclAvg, comm_, side_),
+                             ncclSum, comm_, side_),
                "ncclAllReduce");
     CUDA_CHECK(cudaEventRecord(t1, side_));
   }

@@ -20,7 +20,7 @@ void bias_act_backward(DeviceContext& ctx, Activation act, const Tensor& dy, con
                        Tensor& dx, Tensor* dbias);
 
 void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct);
+                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct, int64_t grad_rows);
 
 void cast(DeviceContext& ctx, const Tensor& src, Tensor& dst);
 void cast_to_fp8(DeviceContext& ctx, const Tensor& src, const Tensor& scale, Tensor* amax,

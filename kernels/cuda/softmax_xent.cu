@@ -18,12 +18,12 @@ constexpr int kMaxBlocks = 1024;
 template <typename TG>
 __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, TG* dlogits,
                                     const float* grad_scale, float* partial_loss,
-                                    float* partial_correct, int64_t rows, int64_t cols,
-                                    float inv_n) {
+                                    float* partial_correct, int64_t rows, int64_t cols, float inv_n,
+                                    float inv_grad_rows) {
   __shared__ float block_loss[kWarpsPerBlock];
   __shared__ float block_correct[kWarpsPerBlock];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float coeff = (grad_scale ? grad_scale[0] : 1.0f) * inv_n;
+  const float coeff = (grad_scale ? grad_scale[0] : 1.0f) * inv_grad_rows;
   float warp_loss = 0.0f, warp_correct = 0.0f;
 
   for (int64_t row = blockIdx.x * int64_t{kWarpsPerBlock} + warp; row < rows;
@@ -108,10 +108,11 @@ __global__ void softmax_xent_finalize_kernel(const float* partial_loss,
 }  // namespace
 
 void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct, int64_t grad_rows) {
   const int64_t rows = logits.shape[0], cols = logits.shape[1];
   if (rows == 0 || cols == 0) return;
   const float inv_n = 1.0f / static_cast<float>(rows);
+  const float inv_grad_rows = 1.0f / static_cast<float>(grad_rows);
   const int grid = std::min(kMaxBlocks, ctx.grid_for(rows, kWarpsPerBlock));
   MPB_CHECK(ctx.scratch_floats() >= 2 * static_cast<size_t>(kMaxBlocks), "scratch too small");
   float* partial_loss = ctx.scratch();
@@ -122,7 +123,7 @@ void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels
     softmax_xent_kernel<TG><<<grid, kThreads, 0, ctx.stream()>>>(
         logits.ptr<const float>(), labels.ptr<const int32_t>(),
         dlogits ? dlogits->ptr<TG>() : nullptr, gs, partial_loss, partial_correct, rows, cols,
-        inv_n);
+        inv_n, inv_grad_rows);
     CUDA_LAUNCH_CHECK();
   };
   if (dlogits)

@@ -104,7 +104,8 @@ class OnednnBackend final : public cpu::CpuBackend {
                                const Tensor& mean, const Tensor& rstd, Tensor& dx, Tensor& dgamma,
                                Tensor& dbeta) override;
   void softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) override;
+                         const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                         int64_t grad_rows) override;
   void attention_softmax_forward_impl(const Tensor& x, float scale, bool causal,
                                       Tensor& y) override;
   void attention_softmax_backward_impl(const Tensor& dy, const Tensor& y, float scale,

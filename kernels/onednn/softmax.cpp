@@ -126,14 +126,15 @@ void OnednnBackend::attention_softmax_backward_impl(const Tensor& dy, const Tens
 
 // Rows in ranges, each with its own loss and hit count, added in range order.
 void OnednnBackend::softmax_xent_impl(const Tensor& logits, const Tensor& labels, Tensor* dlogits,
-                                      const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct) {
+                                      const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
+                                      int64_t grad_rows) {
   const int64_t rows = logits.shape[0], classes = logits.shape[1];
   const float* x = logits.ptr<float>();
   const int32_t* label = labels.ptr<int32_t>();
   cpu::check_labels(label, rows, classes);
-  // The gradient's 1/N and the loss scale fold into one factor, as in the reference.
+  // The gradient's 1/R and the loss scale fold into one factor, as in the reference.
   const float grad_factor =
-      (grad_scale ? grad_scale->ptr<float>()[0] : 1.0f) / static_cast<float>(rows);
+      (grad_scale ? grad_scale->ptr<float>()[0] : 1.0f) / static_cast<float>(grad_rows);
   const int64_t grain = row_grain(classes), parts = range_count(rows, grain);
   std::vector<double> part_loss(static_cast<size_t>(parts), 0.0);
   std::vector<int64_t> part_hits(static_cast<size_t>(parts), 0);

@@ -97,6 +97,33 @@ TEST_F(CpuSoftmaxXent, GradScaleFoldsIntoTheGradientAnd16BitRoundsOnce) {
   }
 }
 
+// Data parallel's global batch: grad_rows divides the gradient (a rank's share of one process's)
+// and leaves the loss the mean over this call's rows.
+TEST_F(CpuSoftmaxXent, GradRowsDivideTheGradientAndNotTheLoss) {
+  const int64_t rows = 4, cols = 5;
+  auto xv = random_nonzero(rows * cols, 73, 3.0f);
+  Tensor logits = make(Shape{rows, cols}, DType::F32, xv);
+  Tensor labels = make(Shape{rows}, DType::I32, {1, 4, 0, 2});
+  Tensor g1 = alloc.alloc(logits.shape, DType::F32, MemCategory::Activations);
+  Tensor loss1 = scalar(0), correct = scalar(0);
+  be->softmax_xent(logits, labels, &g1, nullptr, loss1, correct);
+  Tensor scale = scalar(256.0f), loss2 = scalar(0);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor g2 = alloc.alloc(logits.shape, dt, MemCategory::Activations);
+    test::poison(*be, g2);
+    be->fill(loss2, 0.0f);
+    be->softmax_xent(logits, labels, &g2, &scale, loss2, correct, 2 * rows);
+    EXPECT_EQ(value(loss2), value(loss1));
+    const auto base = to_host_f32(*be, g1), got = to_host_f32(*be, g2);
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float want = base[i] * 128.0f;  // exact: powers of two
+      EXPECT_EQ(got[i], dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(want)) : want) << i;
+    }
+  }
+  EXPECT_THROW(be->softmax_xent(logits, labels, &g1, nullptr, loss1, correct, rows - 1), Error);
+}
+
 TEST_F(CpuSoftmaxXent, AccumulatesAndBreaksArgmaxTiesToTheLowestIndex) {
   // Row 0: all equal -> argmax 0 (label 0). Row 1: tie between 1 and 3 -> 1 (label 1). Row 2:
   // clear max at 2 (label 2). All hits; taking the last of a tie would miss rows 0 and 1.

@@ -339,16 +339,18 @@ TEST(CudaParity, SoftmaxXent) {
       for (auto& l : labels) l = static_cast<float>(label(rng));
       Pair lab = env.make(Shape{rows}, DType::I32, labels);
       Pair logits = env.random(Shape{rows, classes}, DType::F32, seed += 7, 5.0f);
-      for (int variant = 0; variant < 5; ++variant) {
-        // 0: no gradient; 1-3: dlogits fp32/fp16/bf16 with a loss scale; 4: fp32, no scale.
+      for (int variant = 0; variant < 6; ++variant) {
+        // 0: no gradient; 1-3: dlogits fp32/fp16/bf16 with a loss scale; 4: fp32, no scale;
+        // 5: fp32 with a scale, divided by 3x the rows (data parallel's global batch).
         const DType gdt = variant == 2 ? DType::F16 : variant == 3 ? DType::BF16 : DType::F32;
         Pair loss = env.scalar(1.5f), correct = env.scalar(2.0f), scale = env.scalar(1024.0f);
         Pair dlogits = env.poisoned(Shape{rows, classes}, gdt);
-        const bool grad = variant != 0, scaled = variant >= 1 && variant <= 3;
+        const bool grad = variant != 0, scaled = variant != 0 && variant != 4;
+        const int64_t grad_rows = variant == 5 ? 3 * rows : 0;
         env.cpu->softmax_xent(logits.cpu, lab.cpu, grad ? &dlogits.cpu : nullptr,
-                              scaled ? &scale.cpu : nullptr, loss.cpu, correct.cpu);
+                              scaled ? &scale.cpu : nullptr, loss.cpu, correct.cpu, grad_rows);
         env.dut->softmax_xent(logits.dut, lab.dut, grad ? &dlogits.dut : nullptr,
-                              scaled ? &scale.dut : nullptr, loss.dut, correct.dut);
+                              scaled ? &scale.dut : nullptr, loss.dut, correct.dut, grad_rows);
         const std::string what =
             fmt::format("rows {} classes {} variant {}", rows, classes, variant);
         EXPECT_TRUE(env.close(loss, 1e-5)) << "loss " << what;
