@@ -210,8 +210,10 @@ With threshold t:
                 many it needs: run --repeat 5 is the CI recommendation)
   spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
 Memory (training peak: every category but the dataset copy), accuracy and final loss are
-compared without an interval. A run that was ok and is now oom, diverged or failed is a
-regression; runs on one side only are listed as missing / new. An environment difference (GPU,
+compared without an interval, over every repetition that trained: the largest peak, the median
+accuracy and loss (a loss gone non-finite always regresses). A run that was ok and is now oom,
+diverged or failed, in any of its repetitions, is a regression; runs on one side only are listed
+as missing / new. The spec is checked against every baseline file. An environment difference (GPU,
 driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and switches nothing
 off: every number is still compared, and under --strict the difference alone fails (exit 4).
 

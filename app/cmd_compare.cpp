@@ -94,7 +94,7 @@ int cmd_compare(const CompareArgs& args) {
   const Report current = read_result_file(current_path);
   std::vector<const Report*> base_ptrs;
   for (const Report& b : baselines) base_ptrs.push_back(&b);
-  const Comparison c = compare_reports(base_ptrs, current, o);
+  const Comparison c = compare_reports(base_ptrs, current, o, inputs);
 
   std::string baseline_name = baseline_paths.front();
   if (baseline_paths.size() > 1)

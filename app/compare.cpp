@@ -63,10 +63,34 @@ void add_runs(Side& side, const Report& r, const std::string& what) {
   }
 }
 
+// The repetition whose status is the side's: a failure in any of them is not averaged away.
 const RunResult* representative(const std::vector<const RunResult*>& runs) {
   for (const RunResult* r : runs)
-    if (r->status == RunStatus::Ok) return r;
+    if (r->status != RunStatus::Ok) return r;
   return runs.front();
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
+  CompareRow::Values v;
+  std::vector<double> acc, loss;
+  bool finite = true;
+  for (const RunResult* r : runs) {
+    if (r->status != RunStatus::Ok) continue;
+    v.training_peak = std::max(v.training_peak, static_cast<uint64_t>(r->memory.training_peak));
+    acc.push_back(r->final_accuracy);
+    finite = finite && std::isfinite(r->final_loss);
+    loss.push_back(r->final_loss);
+  }
+  v.accuracy = median_of(acc);
+  v.loss = finite ? median_of(loss) : std::numeric_limits<double>::quiet_NaN();
+  return v;
 }
 
 // The resolved spec a run was trained from: by name and, for a sweep, batch size.
@@ -104,6 +128,9 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   };
   const Runs tb = by_file(row.baseline_runs, row.n_baseline);
   const Runs tc = by_file(row.current_runs, row.n_current);
+  row.baseline_values = values_of(row.baseline_runs);
+  row.current_values = values_of(row.current_runs);
+  const CompareRow::Values &bv = row.baseline_values, &cv = row.current_values;
   if (both_ok) {
     row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
     // Times near 0 against large ones (a hand-edited file) overflow the ratio: no verdict can
@@ -114,15 +141,14 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
           "{} {}: the baseline's and the current epoch times ({} and {} ms, medians) have no "
           "finite ratio",
           c.model, c.precision, b.epoch_time_ms.median, c.epoch_time_ms.median));
-    if (b.memory.training_peak > 0) {
-      row.memory_change = static_cast<double>(c.memory.training_peak) /
-                              static_cast<double>(b.memory.training_peak) -
-                          1.0;
+    if (bv.training_peak > 0) {
+      row.memory_change =
+          static_cast<double>(cv.training_peak) / static_cast<double>(bv.training_peak) - 1.0;
     }
-    row.accuracy_delta = 100.0 * (c.final_accuracy - b.final_accuracy);
-    if (b.final_loss != 0 || c.final_loss != 0) {
-      row.loss_change = b.final_loss != 0 ? c.final_loss / b.final_loss - 1.0
-                                          : std::numeric_limits<double>::infinity();
+    row.accuracy_delta = 100.0 * (cv.accuracy - bv.accuracy);
+    if (bv.loss != 0 || cv.loss != 0) {
+      row.loss_change =
+          bv.loss != 0 ? cv.loss / bv.loss - 1.0 : std::numeric_limits<double>::infinity();
     } else {
       row.loss_change = 0.0;
     }
@@ -133,6 +159,12 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   if (c.status != RunStatus::Ok) {
     row.verdict = run_status_name(c.status);
     row.detail = c.status_detail;
+    const size_t failed = static_cast<size_t>(
+        std::count_if(row.current_runs.begin(), row.current_runs.end(),
+                      [](const RunResult* r) { return r->status != RunStatus::Ok; }));
+    if (row.current_runs.size() > 1)
+      row.detail = fmt::format("{} of {} repetitions{}", failed, row.current_runs.size(),
+                               row.detail.empty() ? "" : ": " + row.detail);
     if (b.status == RunStatus::Ok) {
       row.regressions.push_back("status");
     } else {
@@ -166,8 +198,10 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   if (row.accuracy_delta && !(-*row.accuracy_delta <= o.accuracy_threshold))
     row.regressions.push_back("accuracy");
   if (o.loss_threshold) {
-    const double diff = std::fabs(c.final_loss - b.final_loss);
-    if (!(diff <= *o.loss_threshold * std::fabs(b.final_loss))) row.regressions.push_back("loss");
+    const double diff = std::fabs(cv.loss - bv.loss);
+    if (!(diff <= *o.loss_threshold * std::fabs(bv.loss))) row.regressions.push_back("loss");
+  } else if (std::isfinite(bv.loss) && !std::isfinite(cv.loss)) {
+    row.regressions.push_back("loss");  // a loss gone to NaN or inf is no threshold's question
   }
 }
 
@@ -185,15 +219,18 @@ std::string time_cell(const CompareRow& r) {
 std::string memory_cell(const CompareRow& r) {
   if (!r.memory_change) return "-";
   return fmt::format("{} ({})", pct(*r.memory_change, 2),
-                     format_bytes(r.current->memory.training_peak));
+                     format_bytes(r.current_values.training_peak));
 }
 std::string accuracy_cell(const CompareRow& r) {
   if (!r.accuracy_delta) return "-";
-  return fmt::format("{:+.2f} pt ({:.2f}%)", *r.accuracy_delta, 100.0 * r.current->final_accuracy);
+  return fmt::format("{:+.2f} pt ({:.2f}%)", *r.accuracy_delta, 100.0 * r.current_values.accuracy);
 }
 std::string loss_cell(const CompareRow& r) {
   if (!r.loss_change) return "-";
-  return fmt::format("{} ({:.4g})", pct(*r.loss_change, 3), r.current->final_loss);
+  if (!std::isfinite(r.current_values.loss) || !std::isfinite(r.baseline_values.loss))
+    return fmt::format("not finite ({:.4g} -> {:.4g})", r.baseline_values.loss,
+                       r.current_values.loss);
+  return fmt::format("{} ({:.4g})", pct(*r.loss_change, 3), r.current_values.loss);
 }
 std::string regress_cell(const CompareRow& r) {
   std::string s;
@@ -236,7 +273,7 @@ std::string summary_line(const Comparison& c) {
     return fmt::format(
         "FAIL: nothing matched: no run of the current file has a counterpart in the baseline "
         "({} row(s) missing, {} new); check the model names, batch sizes, devices, "
-        "--cuda-graphs and rank counts",
+        "--cuda-graphs, seeds and rank counts",
         std::count_if(c.rows.begin(), c.rows.end(),
                       [](const CompareRow& r) { return r.verdict == "missing"; }),
         std::count_if(c.rows.begin(), c.rows.end(),
@@ -368,15 +405,18 @@ std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann
 }
 
 Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
-                           const CompareOptions& options) {
+                           const CompareOptions& options, const std::vector<std::string>& names) {
   Comparison out;
   out.options = options;
   MPB_CHECK(!baselines.empty(), "compare: no baseline");
   Side base, cur;
+  auto name = [&](size_t i, const std::string& otherwise) {
+    return i < names.size() ? names[i] : otherwise;
+  };
   for (size_t i = 0; i < baselines.size(); ++i)
     add_runs(base, *baselines[i],
-             baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline");
-  add_runs(cur, current, "current");
+             name(i, baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline"));
+  add_runs(cur, current, name(baselines.size(), "current"));
   std::map<const RunResult*, const Report*> file_of = base.file;
   file_of.insert(cur.file.begin(), cur.file.end());
   // Which baseline file a run came from, for its environment and spec.
@@ -416,9 +456,14 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     for (const RunResult* b : runs)
       add_env(row.env_differences, env_differences(report_of(b).env, current.env, row.device));
     add_env(out.env_differences, row.env_differences);
-    const nlohmann::json* sb = spec_of(report_of(row.baseline), *row.baseline);
+    // Against every baseline file's spec: repetitions pooled from another spec would be judged
+    // as the baseline's, and which file came first (a glob's order) would decide.
     const nlohmann::json* sc = spec_of(current, *row.current);
-    const std::string spec_diff = sb && sc ? first_spec_difference(*sb, *sc) : "";
+    std::string spec_diff;
+    for (const RunResult* b : runs) {
+      const nlohmann::json* sb = spec_of(report_of(b), *b);
+      if (sb && sc && spec_diff.empty()) spec_diff = first_spec_difference(*sb, *sc);
+    }
     if (!spec_diff.empty()) {
       // Trained from another spec: its numbers are not the baseline's to judge.
       row.verdict = "spec-changed";
@@ -494,18 +539,20 @@ std::string regression_text(const CompareRow& r, const CompareOptions& o) {
                       r.n_baseline, r.n_current));
     } else if (what == "memory" && r.memory_change && r.baseline && r.current) {
       add(fmt::format("memory {} ({} -> {}) beyond +{}", pct(*r.memory_change, 2),
-                      format_bytes(r.baseline->memory.training_peak),
-                      format_bytes(r.current->memory.training_peak),
+                      format_bytes(r.baseline_values.training_peak),
+                      format_bytes(r.current_values.training_peak),
                       threshold_pct(o.memory_threshold)));
     } else if (what == "accuracy" && r.accuracy_delta && r.baseline && r.current) {
       add(fmt::format("accuracy {:+.2f} pt ({:.2f}% -> {:.2f}%) beyond -{:.4g} pt",
-                      *r.accuracy_delta, 100.0 * r.baseline->final_accuracy,
-                      100.0 * r.current->final_accuracy, o.accuracy_threshold));
+                      *r.accuracy_delta, 100.0 * r.baseline_values.accuracy,
+                      100.0 * r.current_values.accuracy, o.accuracy_threshold));
     } else if (what == "loss" && r.baseline && r.current) {
-      add(fmt::format("final loss {} ({:.6g} -> {:.6g}) beyond +-{}",
-                      r.loss_change ? pct(*r.loss_change, 3) : std::string("changed"),
-                      r.baseline->final_loss, r.current->final_loss,
-                      o.loss_threshold ? threshold_pct(*o.loss_threshold) : "?"));
+      add(fmt::format("final loss {} ({:.6g} -> {:.6g}){}",
+                      r.loss_change && std::isfinite(*r.loss_change) ? pct(*r.loss_change, 3)
+                                                                     : std::string("changed"),
+                      r.baseline_values.loss, r.current_values.loss,
+                      o.loss_threshold ? " beyond +-" + threshold_pct(*o.loss_threshold)
+                                       : std::string(", no longer finite")));
     } else if (what == "status" && r.baseline && r.current) {
       add(fmt::format("status {} -> {}{}", run_status_name(r.baseline->status),
                       run_status_name(r.current->status), r.detail.empty() ? "" : ": " + r.detail));

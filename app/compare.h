@@ -23,16 +23,21 @@
 // t, whose interval straddles 1+t.
 //
 // Memory (training peak), accuracy and final loss are deterministic-ish, so they are compared
-// without an interval, on the first repetition that trained ok: memory regresses when current >
-// baseline * (1 + memory threshold), accuracy when it drops by more than the accuracy threshold
-// (in percentage points), loss (only when a loss threshold is given) when |current - baseline| >
-// threshold * |baseline|, in either direction.
+// without an interval, over every repetition of a side that trained ok: the largest training
+// peak (memory that grows from one repetition to the next shows), the median accuracy and final
+// loss. Memory regresses when current > baseline * (1 + memory threshold), accuracy when it
+// drops by more than the accuracy threshold (in percentage points), loss (only when a loss
+// threshold is given) when |current - baseline| > threshold * |baseline|, in either direction;
+// a final loss that became non-finite (null in the file) regresses whatever the thresholds.
+//
+// Status. A side's status is that of its first repetition that did not train ok, if any: one
+// repetition of five that ran out of memory where the baseline's all trained is a regression.
 //
 // Nothing is switched off silently. An environment difference (GPU, driver, libraries, CPU,
 // BLAS threads) is named in the row and everything is still compared; it blocks --strict. A
 // resolved spec that differs between the files makes the row `spec-changed` (the first
 // differing JSON path named), which is not compared and fails the gate (exit 4), as does a
-// comparison in which no run matched at all.
+// comparison in which no run matched at all. The spec is checked against every baseline file.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,10 +87,17 @@ struct CompareRow {
   int ranks = 1;                 // data parallel's (the batch is per rank)
   std::optional<uint64_t> seed;  // of a `run --seeds` run
   // Every repetition of the key on each side (empty: `new` / `missing`), and the one whose
-  // memory, accuracy and loss are compared: the first that trained ok, else the first.
+  // status is the side's: the first that did not train ok, else the first.
   std::vector<const RunResult*> baseline_runs, current_runs;
   const RunResult* baseline = nullptr;
   const RunResult* current = nullptr;
+  // What memory, accuracy and loss compare, over a side's repetitions that trained ok (above).
+  struct Values {
+    uint64_t training_peak = 0;  // the largest
+    double accuracy = 0;         // the median, a fraction
+    double loss = 0;             // the median; NaN if any repetition's was not finite
+  };
+  Values baseline_values, current_values;
 
   // faster | slower | same | inconclusive | spec-changed | missing | new |
   // oom | diverged | failed (the current run's status, when not ok) | recovered (baseline not ok,
@@ -117,9 +129,11 @@ struct Comparison {
 
 // Matches runs by key (above) and judges each. `baselines` are treated as repetitions of one
 // baseline. The reports must outlive the result (rows point into them). A run that appears twice
-// in one file (same key, same repetition) is BadInput.
+// in one file (same key, same repetition) is BadInput, naming the file by `names` (the
+// baselines' then the current's; "baseline N" and "current" where not given).
 Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
-                           const CompareOptions& options);
+                           const CompareOptions& options,
+                           const std::vector<std::string>& names = {});
 inline Comparison compare_reports(const Report& baseline, const Report& current,
                                   const CompareOptions& options) {
   return compare_reports(std::vector<const Report*>{&baseline}, current, options);

@@ -466,8 +466,9 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     bad(sub(path, "precision"), "one of " + names);
   }
   r.device = string(j, "device", path);
+  const std::string status = string(j, "status", path, true);
   try {
-    r.status = run_status_from_name(string(j, "status", path, true));
+    r.status = run_status_from_name(status);
   } catch (const Error& e) {
     throw_bad_input(fmt::format("{}: {}", sub(path, "status"), e.what()));
   }

@@ -456,6 +456,90 @@ TEST(Compare, OomOnOneSide) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// A repetition that failed is the side's status: one oom in five repetitions where the baseline's
+// all trained fails the gate (it was dropped, and the other four passed as "same").
+TEST(Compare, OneFailedRepetitionIsTheSidesStatus) {
+  std::vector<RunResult> cur = reps();
+  cur[3].status = RunStatus::Oom;
+  cur[3].status_detail = "needs 3 GiB";
+  cur[3].epochs.clear();
+  Comparison r = cmp(make_report(reps()), make_report(cur));
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
+  EXPECT_EQ(r.rows[0].detail, "1 of 5 repetitions: needs 3 GiB");
+  EXPECT_EQ(r.exit_code, 1);
+  // Both sides failing some: not a regression, and not judged.
+  r = cmp(make_report(cur), make_report(cur));
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_TRUE(r.rows[0].regressions.empty());
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+// Memory, accuracy and loss over every repetition: the largest peak, the median accuracy and
+// loss. Only the first repetition's were read, so four of five that grew passed.
+TEST(Compare, MemoryAccuracyAndLossCountEveryRepetition) {
+  std::vector<RunResult> grew = reps(), worse = reps(), lossy = reps();
+  for (size_t i = 1; i < grew.size(); ++i) grew[i].memory.training_peak = 2000000;
+  for (size_t i = 1; i < worse.size(); ++i) worse[i].final_accuracy = 0.5;
+  for (size_t i = 1; i < lossy.size(); ++i) lossy[i].final_loss = 0.5;
+  Comparison r = cmp(make_report(reps()), make_report(grew));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"memory"});
+  EXPECT_NEAR(*r.rows[0].memory_change, 1.0, 1e-12);
+  r = cmp(make_report(reps()), make_report(worse));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"accuracy"});
+  EXPECT_NEAR(*r.rows[0].accuracy_delta, -40.0, 1e-9);
+  CompareOptions o;
+  o.loss_threshold = 0.1;
+  r = cmp(make_report(reps()), make_report(lossy), o);
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"loss"});
+  EXPECT_NEAR(*r.rows[0].loss_change, 1.0, 1e-12);
+  // One repetition of five off is the median's to absorb for accuracy, not for memory.
+  std::vector<RunResult> one = reps();
+  one[4].final_accuracy = 0.5;
+  EXPECT_EQ(cmp(make_report(reps()), make_report(one)).exit_code, 0);
+  one[4].memory.training_peak = 1100000;
+  EXPECT_EQ(cmp(make_report(reps()), make_report(one)).rows[0].regressions,
+            std::vector<std::string>{"memory"});
+}
+
+// Several baseline files: each one's spec is checked, and memory pools over all of them, so the
+// verdict does not depend on which file came first.
+TEST(Compare, EveryBaselineFileCountsWhateverItsPlace) {
+  const json spec = {{"name", "m"},
+                     {"train", {{"batch_size", 32}, {"optimizer", {{"lr", 0.001}}}}}};
+  json changed = spec;
+  changed["train"]["optimizer"]["lr"] = 0.01;
+  std::vector<Report> files;
+  for (int i = 0; i < 3; ++i) {
+    files.push_back(make_report(reps()));
+    files.back().specs = {spec};
+  }
+  Report cur = make_report(reps());
+  cur.specs = {spec};
+  files[1].specs = {changed};
+  auto run = [&](std::vector<int> order) {
+    std::vector<const Report*> ptrs;
+    for (int i : order) ptrs.push_back(&files[i]);
+    return compare_reports(ptrs, cur, {});
+  };
+  for (const auto& order : {std::vector<int>{0, 1, 2}, std::vector<int>{1, 0, 2}}) {
+    const Comparison r = run(order);
+    EXPECT_EQ(r.rows[0].verdict, "spec-changed") << order[0];
+    EXPECT_EQ(r.exit_code, 4) << order[0];
+  }
+  files[1].specs = {spec};
+  for (RunResult& x : files[1].runs) x.memory.training_peak = 800000;  // a smaller baseline
+  std::vector<RunResult> more = reps();
+  for (RunResult& x : more) x.memory.training_peak = 1010000;  // +1% of the largest
+  cur = make_report(more);
+  cur.specs = {spec};
+  for (const auto& order : {std::vector<int>{0, 1, 2}, std::vector<int>{1, 0, 2}}) {
+    const Comparison r = run(order);
+    EXPECT_EQ(r.exit_code, 0) << order[0];
+    EXPECT_NEAR(*r.rows[0].memory_change, 0.01, 1e-12) << order[0];
+  }
+}
+
 TEST(Compare, MemoryRegression) {
   std::vector<RunResult> more_reps = reps();
   for (RunResult& x : more_reps) x.memory.training_peak = 1030000;  // +3% > 2%
@@ -509,6 +593,12 @@ TEST(Compare, LossThresholdIsOffByDefaultAndTwoSided) {
   CompareOptions loose;
   loose.loss_threshold = 0.5;
   EXPECT_EQ(cmp(make_report({make_run(kBase)}), make_report({other}), loose).exit_code, 1);
+  // A loss gone non-finite (null in the file) fails without a threshold too, and says so.
+  r = cmp(make_report({make_run(kBase)}), make_report({other}));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"loss"});
+  const std::string text = format_compare_console(r);
+  EXPECT_NE(text.find("not finite (0.25 -> nan)"), std::string::npos) << text;
+  EXPECT_EQ(text.find("+nan%"), std::string::npos) << text;
   // A huge loss's change in exponent form, not three hundred digits across the table.
   other.final_loss = 1e300;
   const std::string console =
@@ -532,6 +622,15 @@ TEST(Compare, DuplicateRunsAreBadInput) {
   std::vector<RunResult> twice = reps();
   twice[1].repetition = 1;
   EXPECT_THROW(cmp(make_report(twice), make_report(reps())), Error);
+  // With the files' names, the message names the file.
+  const Report a = make_report(reps()), d = make_report(twice);
+  try {
+    compare_reports({&a, &d}, make_report(reps()), {}, {"a.json", "b.json", "c.json"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("b.json: runs[0] and runs[1]"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Compare, WritersAgreeWithTheVerdicts) {
