@@ -112,6 +112,14 @@ OptimizerSpec read_optimizer(const Ctx& ctx, const json& obj, const std::string&
   OptimizerSpec o = t.defaults;
   o.lr = r.real("lr", {0, kInf, true, false}, o.lr);
   o.weight_decay = r.real("weight_decay", {0, kInf, false, false}, o.weight_decay);
+  // torch.optim.Adam's decay is an L2 term in the gradient, which mpbench's Adam does not have;
+  // running it as AdamW's decoupled decay would train another model without a word.
+  if (t.type == "adam" && o.weight_decay != 0)
+    ctx.fail(r.sub("weight_decay"),
+             fmt::format("\"adam\" takes no weight decay here (got {}): its L2 form is not "
+                         "implemented; for decoupled decay (torch.optim.AdamW) use \"type\": "
+                         "\"adamw\"",
+                         o.weight_decay));
   if (uses(t, "beta1")) {
     o.beta1 = r.real("beta1", {0, 1, false, true}, o.beta1);
     o.beta2 = r.real("beta2", {0, 1, false, true}, o.beta2);

@@ -644,8 +644,8 @@ def make_optimizer(o, params, device_type):
         cls, kw = torch.optim.SGD, dict(lr=o["lr"], momentum=o["momentum"],
                                         nesterov=o["nesterov"], weight_decay=o["weight_decay"])
     elif o["type"] in ("adam", "adamw"):
-        # mpbench runs "adam" with weight decay as AdamW (decoupled decay); with decay 0 they
-        # agree, and torch's Adam would add the decay to the gradient instead.
+        # mpbench's "adam" takes no weight decay (its spec refuses one), and with decay 0
+        # Adam and AdamW agree.
         cls = torch.optim.AdamW
         kw = dict(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
                   weight_decay=o["weight_decay"])

@@ -365,6 +365,9 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
       {[](json& j) { j["train"]["optimizer"]["eps"] = 0; }, "train.optimizer.eps: expected"},
       {[](json& j) { j["train"]["optimizer"]["weight_decay"] = -1; },
        "train.optimizer.weight_decay: expected a finite number >= 0, got -1"},
+      // It ran as AdamW, whose decoupled decay is another optimizer than torch.optim.Adam's L2.
+      {[](json& j) { j["train"]["optimizer"]["weight_decay"] = 0.1; },
+       "train.optimizer.weight_decay: \"adam\" takes no weight decay here (got 0.1)"},
       {[](json& j) {
          j["train"]["optimizer"] = {{"type", "sgd"}, {"momentum", 0.0}, {"nesterov", true}};
        },
