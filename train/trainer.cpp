@@ -99,9 +99,15 @@ class Run {
     alloc_.set_limit(opts.memory_limit);
   }
 
+  // Trains and measures into r. A failure part way (out of memory, a runtime error) is rethrown
+  // after r has kept what the run had got: the series of the steps it finished and the memory
+  // it reached (README: its epochs, memory and per-step series say how far it got).
   void execute(RunResult& r);
 
  private:
+  void train_all(RunResult& r);
+  void keep_partial(RunResult& r);
+  void record_memory(RunResult& r);
   // execute's phases, in order.
   void take_memory_baseline(RunResult& r);
   void build(RunResult& r);
@@ -312,6 +318,26 @@ void Run::evaluate(EpochResult& e) {
 }
 
 void Run::execute(RunResult& r) {
+  try {
+    train_all(r);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::BadInput) keep_partial(r);
+    throw;
+  }
+}
+
+void Run::keep_partial(RunResult& r) {
+  record_memory(r);
+  r.steps.clear();  // its planned length, zeros for the steps never taken
+  if (global_ == 0) return;
+  try {
+    read_back_series(r);
+  } catch (const Error&) {
+    r.steps.clear();  // the device may be unusable after the failure: no series, not zeros
+  }
+}
+
+void Run::train_all(RunResult& r) {
   take_memory_baseline(r);
   // Not under data parallel: the all-reduce's events would be recorded inside the capture.
   const bool graphs = opts_.cuda_graphs && be_.supports_graphs() && !dp_;
@@ -514,6 +540,10 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   if (dp_) r.data_parallel = dp_->result(r.epochs);
+  record_memory(r);
+}
+
+void Run::record_memory(RunResult& r) {
   r.memory.tracked_peak = alloc_.peak_total();
   r.memory.training_peak = alloc_.peak_training();
   for (int c = 0; c < kMemCategoryCount; ++c)

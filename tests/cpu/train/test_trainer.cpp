@@ -52,6 +52,24 @@ INSTANTIATE_TEST_SUITE_P(AllModes, TinyLearns,
                                            Precision::AMP_BF16),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
 
+// A run out of memory keeps what it had: the memory it reached, and no per-step series for the
+// steps it never took (it kept its planned length of zeros, and no memory at all).
+TEST(OutOfMemory, KeepsTheMemoryReachedAndNoMadeUpSteps) {
+  const Spec spec = tiny_spec();
+  auto be = make_reference_backend();
+  const Dataset data = make_dataset(spec);
+  const size_t need = predict_training_memory(spec, Precision::AMP_BF16, *be).training_peak;
+  TrainOptions opts;
+  opts.memory_limit = need - 1;
+  const RunResult r = train_and_measure(spec, data, Precision::AMP_BF16, *be, opts);
+  ASSERT_EQ(r.status, RunStatus::Oom) << r.status_detail;
+  EXPECT_TRUE(r.steps.empty()) << r.steps.size();
+  EXPECT_TRUE(r.epochs.empty());
+  EXPECT_GT(r.memory.training_peak, need / 2);
+  EXPECT_LE(r.memory.training_peak, need - 1);
+  EXPECT_GT(r.memory.by_category[static_cast<int>(MemCategory::Weights)], 0u);
+}
+
 TEST(LossScaling, OverflowBacksOffAndSkips) {
   Spec spec = tiny_spec();
   spec.train.epochs = 2;
