@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -34,10 +35,34 @@ std::string proc_field(const char* file, const std::string& key) {
   return "";
 }
 
-// MemAvailable in bytes, or 0 when unknown; only used to explain an allocation failure.
-size_t available_bytes() {
-  const std::string kb = proc_field("/proc/meminfo", "MemAvailable");
+// A /proc/meminfo field ("MemAvailable") in bytes, or 0 when unknown.
+size_t meminfo_bytes(const char* key) {
+  const std::string kb = proc_field("/proc/meminfo", key);
   return kb.empty() ? 0 : static_cast<size_t>(std::strtoull(kb.c_str(), nullptr, 10)) * 1024;
+}
+
+// The host's own limit, which the kernel enforces with its OOM killer, not with a failed malloc
+// (overcommit hands out untouched pages freely): an allocation of kCheckedBytes or more must fit
+// in MemAvailable less a reserve for the system (1/32 of the memory, at least 256 MiB), and every
+// allocation is touched as it is made (touch_pages), so that the next check counts it. Before,
+// each of a run's buffers passed alone and the first step's touch of them all met the OOM killer
+// (resnet50 on the reference: 23 GiB on a 24 GiB machine, killed without a word).
+constexpr size_t kCheckedBytes = size_t{1} << 20;
+size_t host_reserve() {
+  return std::max(size_t{256} << 20, meminfo_bytes("MemTotal") / 32);
+}
+// SIZE_MAX when MemAvailable is unknown.
+size_t host_memory_left() {
+  const size_t avail = meminfo_bytes("MemAvailable");
+  if (avail == 0) return SIZE_MAX;
+  const size_t reserve = host_reserve();
+  return avail > reserve ? avail - reserve : 0;
+}
+
+void touch_pages(void* p, size_t bytes) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  auto* c = static_cast<volatile char*>(p);
+  for (size_t i = 0; i < bytes; i += page) c[i] = 0;
 }
 
 // Under an address-space limit (`ulimit -v`, RLIMIT_AS), what the tracked allocations may still
@@ -100,16 +125,20 @@ void* CpuBackend::raw_alloc(size_t bytes) {
                             bytes, left, kAddressReserve >> 20),
                 /*oom=*/true);
   }
+  auto out_of_host_memory = [&] {
+    return Error(ErrorKind::OutOfMemory,
+                 fmt::format("out of host memory: asked for {} bytes, {} bytes available ({} MiB "
+                             "of it kept for the system)",
+                             bytes, meminfo_bytes("MemAvailable"), host_reserve() >> 20),
+                 /*oom=*/true);
+  };
+  if (bytes >= kCheckedBytes && bytes > host_memory_left()) throw out_of_host_memory();
   // aligned_alloc wants a multiple of the alignment; overflow of the round-up is a failure too.
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p =
       rounded >= bytes ? std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment) : nullptr;
-  if (!p) {
-    throw Error(ErrorKind::OutOfMemory,
-                fmt::format("out of host memory: asked for {} bytes, {} bytes available", bytes,
-                            available_bytes()),
-                /*oom=*/true);
-  }
+  if (!p) throw out_of_host_memory();
+  touch_pages(p, rounded);
   return p;
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -96,6 +97,26 @@ TEST(CpuBackend, FailedAllocationIsAnOomError) {
       EXPECT_EQ(e.exit_code(), 3);
       EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos) << e.what();
     }
+  }
+}
+
+// Nearly all of MemAvailable at once is refused with an oom error, before the kernel's OOM killer
+// can be met: overcommit handed the pages out, and their first touch killed the process.
+TEST(CpuBackend, MoreThanTheHostCanGiveIsAnOomError) {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (meminfo >> key >> kb && key != "MemAvailable:") meminfo.ignore(256, '\n');
+  if (key != "MemAvailable:" || kb == 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
+  const size_t bytes = kb * 1024 - (size_t{128} << 20);  // within the system's reserve
+  auto be = make_reference_backend();
+  try {
+    void* p = be->raw_alloc(bytes);
+    be->raw_free(p);
+    FAIL() << "allocating " << bytes << " bytes succeeded";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom());
+    EXPECT_NE(std::string(e.what()).find("kept for the system"), std::string::npos) << e.what();
   }
 }
 
