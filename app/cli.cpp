@@ -197,8 +197,8 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 
 const char* kCompareRule = R"(
 Runs are matched by model, precision, device, cuda_graphs, batch size and seed (`run --seeds`).
-The runs of one key are its repetitions: `run --repeat N` in one file, plus one per --baseline
-file. Time: the ratio (current / baseline) of the medians over repetitions of each repetition's
+The runs of one key are its repetitions: `run --repeat N` in one file, and those of every
+--baseline file pooled. Time: the ratio (current / baseline) of the medians over repetitions of each repetition's
 median epoch time, with a 95% hierarchical percentile bootstrap interval (resample the
 repetitions, then the epochs within each; 2000 resamples, fixed seed: the output is
 deterministic), so that it holds the noise between runs, not only between one run's epochs.
@@ -218,8 +218,8 @@ driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and swi
 off: every number is still compared, and under --strict the difference alone fails (exit 4).
 
 Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
-input, 3 runtime failure, 4 nothing matched or a spec changed (always), or (--strict) no
-regression but inconclusive, missing or environment-changed rows.
+input, 3 runtime failure, 4 nothing matched or a spec changed (unless a regression makes it 1),
+or (--strict) no regression but inconclusive, missing or environment-changed rows.
 )";
 
 // The code points printable_line escapes besides ASCII's controls: Unicode 14.0's general
@@ -481,15 +481,21 @@ std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::str
   return out;
 }
 
-uint64_t parse_memory_size(const std::string& option, const std::string& text) {
+uint64_t parse_memory_size(const std::string& option, const std::string& given) {
   static const std::pair<const char*, uint64_t> kUnits[] = {
-      {"KiB", 1024},      {"MiB", 1048576}, {"GiB", 1073741824}, {"KB", 1000}, {"MB", 1000000},
-      {"GB", 1000000000}, {"B", 1}};
+      {"KiB", 1024},       {"MiB", 1048576},      {"GiB", 1073741824},
+      {"TiB", 1ull << 40}, {"KB", 1000},          {"MB", 1000000},
+      {"GB", 1000000000},  {"TB", 1000000000000}, {"B", 1}};
   const auto bad = [&](const char* why) {
     throw_bad_input(fmt::format(
-        "{}: expected a size such as 16GiB, 512MiB, 4GB or a number of bytes{}, got '{}'", option,
-        why, clip(text)));
+        "{}: expected a size such as 16GiB, 512MiB, 4GB or a number of bytes{}, got '{}' (units: "
+        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+        option, why, clip(given)));
   };
+  // Spaces around the size are the shell's quoting, not part of it; between number and unit
+  // they are allowed ("16 GiB").
+  const size_t first = given.find_first_not_of(' '), last = given.find_last_not_of(' ');
+  const std::string text = first == std::string::npos ? "" : given.substr(first, last - first + 1);
   size_t end = text.size();
   uint64_t unit = 1;
   bool suffix = false;

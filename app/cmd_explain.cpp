@@ -29,8 +29,11 @@ std::string ratio_text(double from, double to) {
 // the datasheet's tensor-core rates on a GPU, the GEMM ceilings measured at start on the native
 // CPU (`cpu_ceilings`).
 std::string headline(const ModeComparison& c, bool cpu_ceilings) {
-  const std::string share =
+  std::string share =
       fmt::format("{:.0f}% of the {} step is GEMM/conv", 100.0 * c.eligible_fraction, c.from);
+  if (c.fp32_matmul_fraction > 0)
+    share +=
+        fmt::format(" ({:.0f}% more that {} keeps in fp32)", 100.0 * c.fp32_matmul_fraction, c.to);
   if (c.bound)
     return fmt::format("{} vs {}: measured {:.2f}x; bound {:.2f}x: {} ({} {:.2f}x {}'s)", c.to,
                        c.from, c.measured_speedup, *c.bound, share,
@@ -67,6 +70,7 @@ nlohmann::json comparison_json(const ModeComparison& c) {
           {"to_step_ms", c.to_step_ms},
           {"measured_speedup", c.measured_speedup},
           {"eligible_fraction", c.eligible_fraction},
+          {"fp32_matmul_fraction", c.fp32_matmul_fraction},
           {"peak_ratio", c.peak_ratio ? nlohmann::json(*c.peak_ratio) : nullptr},
           {"bound", c.bound ? nlohmann::json(*c.bound) : nullptr},
           {"by_kind", by_kind},

@@ -57,9 +57,10 @@ std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool
   return n == 0 ? "" : fmt::format("{} misaligned", n);
 }
 
-// The compute column: the GEMM's operand dtype, or its FP8 dtypes forward/backward (amp_fp8).
-std::string compute_cell(const LayerInfo& li) {
-  if (li.fp8_dtypes)
+// The compute column: the GEMM's operand dtype, or its FP8 dtypes forward/backward (amp_fp8, at
+// a batch that lets it run in FP8).
+std::string compute_cell(const LayerInfo& li, int64_t batch) {
+  if (runs_fp8(li, batch))
     return fmt::format("{}/{}", dtype_name((*li.fp8_dtypes)[0]), dtype_name((*li.fp8_dtypes)[1]));
   return dtype_name(li.compute_dtype);
 }
@@ -73,7 +74,7 @@ nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
                       {"compute_dtype", dtype_name(li.compute_dtype)},
                       {"storage_dtype", dtype_name(li.storage_dtype)},
                       {"activation_bytes", li.activation_bytes * batch}};
-  if (li.fp8_dtypes) {
+  if (runs_fp8(li, batch)) {
     j["fp8_dtypes"] = {{"forward", dtype_name((*li.fp8_dtypes)[0])},
                        {"backward", dtype_name((*li.fp8_dtypes)[1])}};
   }
@@ -109,7 +110,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     table.rows.push_back({name, li.kind, shape_text(batched_shape(li.output_shape, batch)),
                           human_count(static_cast<double>(li.params)),
                           human_count(li.forward_flops * static_cast<double>(batch)),
-                          compute_cell(li), dtype_name(li.storage_dtype),
+                          compute_cell(li, batch), dtype_name(li.storage_dtype),
                           format_bytes(static_cast<size_t>(li.activation_bytes * batch)),
                           alignment_cell(li, p, batch, with_children)});
   };
@@ -166,16 +167,23 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     text += pinned_note + "\n";
   }
   if (precision_info(p).fp8_linears) {
-    int fp8 = 0;
+    int fp8 = 0, off_batch = 0;  // FP8 at this batch; FP8 Linears that this batch keeps in bf16
     std::function<void(const LayerInfo&)> count = [&](const LayerInfo& li) {
-      if (li.fp8_dtypes) ++fp8;
+      if (runs_fp8(li, batch))
+        ++fp8;
+      else if (li.fp8_dtypes)
+        ++off_batch;
       for (const LayerInfo& c : li.children) count(c);
     };
     for (const LayerInfo& li : infos) count(li);
     text += fmt::format(
         "fp8: {} of {} GEMMs run in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 gradients backward, "
-        "delayed scaling); {}the rest, and a batch not a multiple of 16, in bf16\n",
-        fp8, matmuls + pinned, pinned ? fmt::format("{} in fp32 (fp32_layers), ", pinned) : "");
+        "delayed scaling); {}the rest in bf16{}\n",
+        fp8, matmuls + pinned, pinned ? fmt::format("{} in fp32 (fp32_layers), ", pinned) : "",
+        off_batch ? fmt::format(", {} of them for the batch: at batch {} their rows are not a "
+                                "multiple of 16",
+                                off_batch, batch)
+                  : "");
   }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
   const MemoryReport m = predict_training_memory(spec, p, cpu);

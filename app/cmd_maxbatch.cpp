@@ -79,6 +79,25 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
   return t;
 }
 
+// The probes train on synthetic data of their own, as many samples as the batch needs, so a
+// batch can fit in memory and still be more than a spec's dataset holds, which `run` refuses
+// (train.batch_size at most data.train_samples): said under the table.
+std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
+                               const std::vector<Spec>& specs) {
+  std::vector<std::string> out;
+  for (const MaxBatchResult& r : results) {
+    for (const Spec& s : specs) {
+      if (s.name != r.model || r.max_batch <= s.data.train_samples) continue;
+      out.push_back(fmt::format(
+          "note: {} {}: batch {} is more than the spec's data.train_samples ({}); run takes it "
+          "with at least that many training samples",
+          r.model, precision_name(r.precision), group_thousands(static_cast<double>(r.max_batch)),
+          group_thousands(static_cast<double>(s.data.train_samples))));
+    }
+  }
+  return out;
+}
+
 std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
   return fmt::format("maxbatch · {}: {} · memory {} · batches multiple of {} · {} step{} a probe",
                      d.kind, d.name, budget_text(b, d), a.multiple, a.steps,
@@ -206,15 +225,22 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
 
   const TextTable table = build(results);
   // The table, then every file whatever happened to stdout (see cmd_run).
-  std::cout << title(device, budget, args) << "\n" << render_text_table(table, !utf8_output());
+  std::string note, note_md;
+  for (const std::string& n : notes(results, specs)) {
+    note += n + "\n";
+    note_md += "\n" + markdown_cell(n) + "\n";
+  }
+  std::cout << title(device, budget, args) << "\n"
+            << render_text_table(table, !utf8_output()) << (note.empty() ? "" : "\n" + note);
   flush_stdout();
   write_outputs(
       {{args.json_path,
         args.json_path.empty() ? "" : json_text(to_json(results, specs, device, budget, args))},
        {args.csv_path, args.csv_path.empty() ? "" : to_csv(results)},
-       {args.md_path, args.md_path.empty() ? ""
-                                           : "_" + markdown_cell(title(device, budget, args)) +
-                                                 "_\n\n" + render_markdown_table(table)}});
+       {args.md_path, args.md_path.empty()
+                          ? ""
+                          : "_" + markdown_cell(title(device, budget, args)) + "_\n\n" +
+                                render_markdown_table(table) + note_md}});
   return 0;
 }
 

@@ -524,25 +524,44 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
 }
 
 // amp_fp8's numerical health, one line per finished run: which of its recorded FP8 tensors were
-// clipped (an amax past what its delayed scale can hold) and at how many steps.
+// clipped (an amax past what its delayed scale can hold) and at how many steps, and which never
+// ran in FP8 at all (an amax that stayed 0: its GEMMs' sizes, the batch's rows among them, off
+// 16, so they ran in bf16).
 std::vector<std::string> fp8_notes(const ModelGroup& group) {
   std::vector<std::string> out;
   for (const RunResult* r : group.runs) {
     if (r->status != RunStatus::Ok || r->fp8_scaling.empty()) continue;
     std::string hit;
-    for (const Fp8TensorSeries& t : r->fp8_scaling)
+    size_t idle = 0;
+    for (const Fp8TensorSeries& t : r->fp8_scaling) {
       if (t.clipped_steps > 0)
         hit += fmt::format("{}{} at {} of {} steps", hit.empty() ? "" : ", ", t.tensor,
                            t.clipped_steps, r->steps_of(t.amax.size()));
-    out.push_back(fmt::format(
-        "{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
-        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
-        hit.empty() ? fmt::format("none of the {} recorded FP8 tensors was clipped (every amax "
-                                  "within its delayed scale)",
-                                  r->fp8_scaling.size())
+      if (std::all_of(t.amax.begin(), t.amax.end(), [](float a) { return a == 0; })) ++idle;
+    }
+    const size_t n = r->fp8_scaling.size();
+    std::string line =
+        hit.empty() ? fmt::format(
+                          "none of the {} recorded FP8 tensors was clipped (every amax "
+                          "within its delayed scale)",
+                          n)
                     : "FP8 clipping (an amax past what its delayed scale can hold, the largest "
                       "values cut to the format's maximum): " +
-                          hit));
+                          hit;
+    const std::string why = fmt::format(
+        "an FP8 GEMM takes M, N and K in multiples of 16, and at batch {} these ran "
+        "in bf16",
+        r->batch_size);
+    if (idle == n)
+      line = fmt::format(
+          "no GEMM ran in FP8: the amax of all {} recorded FP8 tensors stayed 0 "
+          "({})",
+          n, why);
+    else if (idle > 0)
+      line += fmt::format("; {} of the {} stayed 0 ({})", idle, n, why);
+    out.push_back(fmt::format("{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
+                              r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
+                              line));
   }
   return out;
 }

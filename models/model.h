@@ -108,6 +108,11 @@ struct LayerInfo {
   void add_child(LayerInfo child);
 };
 
+// amp_fp8: whether li's GEMMs take FP8 inputs at this batch: an FP8 Linear (fp8_dtypes) whose M
+// (the batch's rows), N and K are all multiples of 16 (fp8_gemm_fits); at another batch its
+// GEMMs run in bf16.
+bool runs_fp8(const LayerInfo& li, int64_t batch);
+
 // What of li's own GEMM or convolution is off mode p's tensor-core multiple at this batch ("N=4");
 // nothing for a layer without one, or for one fp32_layers pins to fp32 in a 16-bit mode (the
 // mode's multiple is not its rule).

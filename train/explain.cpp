@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -53,9 +54,54 @@ std::string named_list(const std::vector<std::string>& items) {
   return s;
 }
 
+// A GEMM's or convolution's detail ("128x64x64 b4 bf16->fp32 +bias", "(8, 56, 56, 64) k64 3x3/s1
+// fp32") as its shapes (the tokens before the first dtype) and whether it runs in strict fp32:
+// fp32 operands without " tf32".
+struct MatmulDetail {
+  std::string shapes;
+  bool strict_fp32 = false;
+};
+MatmulDetail matmul_detail(const std::string& detail) {
+  MatmulDetail out;
+  size_t at = 0;
+  while (at <= detail.size()) {
+    const size_t end = std::min(detail.find(' ', at), detail.size());
+    const std::string token = detail.substr(at, end - at);
+    const std::string dtype = token.substr(0, token.find_first_of("-/"));
+    if (dtype == "fp32" || dtype == "bf16" || dtype == "fp16" || starts_with(dtype, "fp8")) {
+      out.shapes = detail.substr(0, at);
+      out.strict_fp32 = dtype == "fp32" && detail.find(" tf32") == std::string::npos;
+      return out;
+    }
+    at = end + 1;
+  }
+  out.shapes = detail;
+  return out;
+}
+
+// The baseline's GEMMs and convolutions that `to` runs in strict fp32 all the same (a layer that
+// fp32_layers pins, e.g. the head): none of the mode's speedup applies to them. Matched by scope,
+// op and shapes. Empty for tf32, which pins nothing.
+std::set<std::tuple<std::string, std::string, std::string>> unchanged_matmuls(
+    const ProfiledRun& to, const ModeContext& to_ctx) {
+  std::set<std::tuple<std::string, std::string, std::string>> out;
+  if (to_ctx.precision == Precision::TF32 || to_ctx.precision == Precision::FP32) return out;
+  for (const OpTotal& o : to.ops) {
+    if (op_kind(o.op) != OpKind::Matmul) continue;
+    const MatmulDetail m = matmul_detail(o.detail);
+    if (m.strict_fp32) out.insert({o.scope, o.op, m.shapes});
+  }
+  return out;
+}
+bool unchanged(const std::set<std::tuple<std::string, std::string, std::string>>& set,
+               const OpTotal& o) {
+  return set.count({o.scope, o.op, matmul_detail(o.detail).shapes}) > 0;
+}
+
 // The baseline's GEMM and convolution time per step at the target's peaks: each op divided by
 // the peak ratio, except that when the target is amp_fp8, a GEMM it does not run in FP8 (none of
-// its calls in that scope and size names an fp8 dtype) gets the bf16 rate's ratio instead.
+// its calls in that scope and size names an fp8 dtype) gets the bf16 rate's ratio instead, and
+// one the target runs in strict fp32 (unchanged_matmuls) keeps its time.
 double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
                               const ModeContext& from_ctx, const ModeContext& to_ctx,
                               double peak_ratio) {
@@ -66,12 +112,14 @@ double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
       fp8_gemms.insert({o.scope, size_of(o.detail)});
   const double non_fp8 = to_ctx.non_fp8_gemm_peak_tflops;
   const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
+  const auto fp32 = unchanged_matmuls(to, to_ctx);
   double best = 0;
   for (const OpTotal& o : from.ops) {
     if (op_kind(o.op) != OpKind::Matmul) continue;
     const bool fp8 = o.op == "gemm" && fp8_gemms.count({o.scope, size_of(o.detail)}) > 0;
-    const double ratio =
-        non_fp8 > 0 && !fp8 ? non_fp8 / from_ctx.ceilings->peak_tflops : peak_ratio;
+    const double ratio = unchanged(fp32, o)    ? 1.0
+                         : non_fp8 > 0 && !fp8 ? non_fp8 / from_ctx.ceilings->peak_tflops
+                                               : peak_ratio;
     best += o.ms / steps / ratio;
   }
   return best;
@@ -155,8 +203,14 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   const auto tf = kind_times(from), tt = kind_times(to);
   for (int k = 0; k < kOpKindCount; ++k)
     c.by_kind.push_back({static_cast<OpKind>(k), tf[k], tt[k]});
-  const double eligible = tf[static_cast<int>(OpKind::Matmul)];
+  // Eligible: the baseline's GEMMs and convolutions that `to` does not run in strict fp32.
+  const auto fp32 = unchanged_matmuls(to, to_ctx);
+  const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
+  double eligible = 0, pinned = 0;
+  for (const OpTotal& o : from.ops)
+    if (op_kind(o.op) == OpKind::Matmul) (unchanged(fp32, o) ? pinned : eligible) += o.ms / steps;
   c.eligible_fraction = from.step_mean_ms > 0 ? eligible / from.step_mean_ms : 0;
+  c.fp32_matmul_fraction = from.step_mean_ms > 0 ? pinned / from.step_mean_ms : 0;
 
   if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0 &&
       to_ctx.ceilings->peak_tflops > 0) {

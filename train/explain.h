@@ -48,8 +48,11 @@ struct ModeComparison {
   std::string from, to;  // precision names
   // The mean of each mode's profiled steps (events between steps), which its kinds add up to.
   double from_step_ms = 0, to_step_ms = 0;
-  double measured_speedup = 0;   // from_step_ms / to_step_ms
-  double eligible_fraction = 0;  // of the baseline step: GEMMs and convolutions
+  double measured_speedup = 0;  // from_step_ms / to_step_ms
+  // Of the baseline step: the GEMMs and convolutions `to` runs in low precision (eligible), and
+  // those it runs in strict fp32 all the same (a layer fp32_layers pins), which the bound keeps.
+  double eligible_fraction = 0;
+  double fp32_matmul_fraction = 0;
   // The card's dense peak of `to` over `from`'s (train/device_specs.h); absent without a
   // datasheet (the CPU, an unknown card), and then so is the bound.
   std::optional<double> peak_ratio;

@@ -81,7 +81,7 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"zero size", "run {spec} --memory-limit 0", kGood, "--memory-limit"},
       {"fractional bytes", "profile {spec} --memory-limit 1.5", kGood, "--memory-limit"},
       {"negative size", "run {spec} --memory-limit -3GiB", kGood, "--memory-limit"},
-      {"maxbatch size unit", "maxbatch {spec} --memory-limit 2TB", kGood, "--memory-limit"},
+      {"maxbatch size unit", "maxbatch {spec} --memory-limit 2PB", kGood, "--memory-limit"},
       {"zero in a sweep", "run {spec} --batch-sizes 32,0", kGood, "--batch-sizes: expected"},
       {"sweep twice a batch", "run {spec} --batch-sizes 32,32", kGood, "given twice"},
       {"sweep not a number", "run {spec} --batch-sizes 32,x", kGood, "'x'"},
@@ -431,6 +431,19 @@ TEST_F(Cli, InspectShowsTheFp8Gemms) {
       EXPECT_EQ(c["compute_dtype"], "bf16");  // what the GEMM writes and the rest computes in
     }
   }
+  // At a batch off 16 the FP8 Linears run in bf16, and inspect says so (it named them FP8).
+  const std::string mlp = spec_file("f8.json", R"({"name": "f8", "model": {"type": "mlp",
+      "input_dim": 64, "hidden": [32], "num_classes": 16}, "data": {"train_samples": 512,
+      "eval_samples": 128}, "train": {"batch_size": 40, "epochs": 1}})");
+  Result off = run("inspect " + mlp + " --precision amp_fp8");
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_NE(off.out.find("fp8: 0 of 2 GEMMs run in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 "
+                         "gradients backward, delayed scaling); the rest in bf16, 2 of them for "
+                         "the batch: at batch 40 their rows are not a multiple of 16"),
+            std::string::npos)
+      << off.out;
+  EXPECT_EQ(off.out.find("fp8_e4m3/fp8_e5m2"), std::string::npos) << off.out;
+  EXPECT_EQ(off.out.find("misaligned"), std::string::npos) << off.out;  // 40 is bf16's 8s
   // mnist_mlp pins its 10-wide head to fp32: fc1 and fc2 run in FP8.
   Result m = run("inspect " + src + "/configs/mnist_mlp.json --precision amp_fp8");
   ASSERT_EQ(m.code, 0) << m.err;
@@ -631,6 +644,19 @@ TEST(MemorySize, UnitsAndRefusals) {
   EXPECT_EQ(parse_memory_size("--m", "16GB"), 16000000000u);
   EXPECT_EQ(parse_memory_size("--m", "2MB"), 2000000u);
   EXPECT_EQ(parse_memory_size("--m", "1.5GiB"), uint64_t{3} << 29);
+  EXPECT_EQ(parse_memory_size("--m", "2TiB"), uint64_t{2} << 40);
+  EXPECT_EQ(parse_memory_size("--m", "1TB"), 1000000000000u);
+  // Spaces around the size (shell quoting) are dropped, as between number and unit.
+  EXPECT_EQ(parse_memory_size("--m", " 1MiB"), uint64_t{1} << 20);
+  EXPECT_EQ(parse_memory_size("--m", "1GiB "), uint64_t{1} << 30);
+  try {
+    parse_memory_size("--m", "1G");
+    FAIL() << "1G was taken";
+  } catch (const mpbench::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"),
+              std::string::npos)
+        << e.what();
+  }
   for (const char* bad : {"", "GiB", "16 XB", "0", "0.1B", "1.5", "-3", "1e9", "16gib", "1..5GiB",
                           "99999999999999999999GiB"})
     EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error) << bad;
@@ -683,6 +709,22 @@ TEST_F(Cli, MemoryLimitMakesAnOomRowAndTheOtherModesRun) {
 
 // maxbatch finds each mode's largest batch under the limit and writes it everywhere; on the CPU
 // without a limit it says which default it used.
+// The probes' synthetic data holds any batch; the spec's may not, and run refuses a batch above
+// it: a note says so (tiny_mlp under 1 MiB: batch 3,518 of 2,048 samples).
+TEST_F(Cli, MaxBatchNamesABatchAboveTheSpecsData) {
+  const fs::path md = dir_ / "m.md";
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
+  const Result r =
+      run("maxbatch " + spec +
+          " --device reference --precisions fp32 --memory-limit 1MiB --quiet --md " + md.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: tiny_mlp fp32: batch 3,518 is more than the spec's "
+                       "data.train_samples (2,048)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(read_file(md.string()).find("batch 3,518 is more than"), std::string::npos);
+}
+
 TEST_F(Cli, MaxBatchTableAndFiles) {
   const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv", md = dir_ / "m.md";
   const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_resnet.json";

@@ -180,6 +180,20 @@ TEST(Console, Fp8ClippingNoteAndUnsupportedRow) {
   rep.runs[rep.runs.size() - 2].fp8_scaling[1].clipped_steps = 0;
   table = format_console(rep);
   EXPECT_TRUE(contains(table, "none of the 2 recorded FP8 tensors was clipped")) << table;
+  // An amax that stayed 0: that tensor's GEMMs never ran in FP8 (sizes off 16 at this batch).
+  auto& series = rep.runs[rep.runs.size() - 2].fp8_scaling;
+  series[1].amax = {0, 0, 0};
+  table = format_console(rep);
+  EXPECT_TRUE(contains(table,
+                       "; 1 of the 2 stayed 0 (an FP8 GEMM takes M, N and K in multiples "
+                       "of 16, and at batch 128 these ran in bf16)"))
+      << table;
+  series[0].amax = {0, 0, 0};
+  table = format_console(rep);
+  EXPECT_TRUE(contains(table,
+                       "amp_fp8: no GEMM ran in FP8: the amax of all 2 recorded FP8 "
+                       "tensors stayed 0"))
+      << table;
 }
 
 TEST(Units, FormatBytes) {

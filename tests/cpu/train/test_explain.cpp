@@ -314,5 +314,39 @@ TEST(Explain, Fp8BoundHoldsOnlyTheFp8GemmsToTheFp8Peak) {
   EXPECT_NEAR(*compare_modes(f32, a, f8, b).bound, 10.0 / (6.0 / (1979.0 / 67) + 4.0), 1e-12);
 }
 
+// A GEMM the low-precision mode keeps in strict fp32 (a head fp32_layers pins) is neither in the
+// eligible share nor sped up by the bound: it was counted as both, and a step 74% pinned head
+// read "bound 1.83x: 78% of the fp32 step is GEMM/conv".
+TEST(Explain, PinnedGemmsAreNotEligible) {
+  auto gemm = [](const char* scope, const char* detail, double ms) {
+    OpTotal o = op(scope, "gemm", ms);
+    o.detail = detail;
+    return o;
+  };
+  const ProfiledRun f32 = profiled(
+      "fp32", 10.0,
+      {gemm("fc1 fwd", "128x64x64 fp32 +bias +relu", 1.0),
+       gemm("head fwd", "128x1024x64 fp32 +bias", 3.0),
+       gemm("head bwd", "128x64x1024 fp32 drelu +dbias", 3.0), op("step", "adamw_step", 3.0)});
+  const ProfiledRun bf16 =
+      profiled("amp_bf16", 8.0,
+               {gemm("fc1 fwd", "128x64x64 bf16 +bias +relu", 0.5),
+                gemm("head fwd", "128x1024x64 fp32 +bias", 3.0),
+                gemm("head bwd", "128x64x1024 fp32", 3.0), op("step", "adamw_step", 3.0)});
+  ModeContext a, b;
+  a.precision = Precision::FP32;
+  a.ceilings = Ceilings{100, 0};
+  b.precision = Precision::AMP_BF16;
+  b.ceilings = Ceilings{400, 0};
+  const ModeComparison c = compare_modes(f32, a, bf16, b);
+  EXPECT_NEAR(c.eligible_fraction, 0.1, 1e-12);
+  EXPECT_NEAR(c.fp32_matmul_fraction, 0.6, 1e-12);
+  ASSERT_TRUE(c.bound.has_value());
+  EXPECT_NEAR(*c.bound, 10.0 / (1.0 / 4 + 6.0 + 3.0), 1e-12);
+  // tf32 pins nothing: its fp32-operand GEMMs all run in TF32.
+  b.precision = Precision::TF32;
+  EXPECT_NEAR(compare_modes(f32, a, bf16, b).fp32_matmul_fraction, 0.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace mpbench
