@@ -27,6 +27,13 @@ OpTotal op(const std::string& scope, const std::string& name, double ms_per_step
   return o;
 }
 
+// A GEMM op with its detail (shapes and dtypes, as the Backend names them).
+OpTotal gemm(const char* scope, const char* detail, double ms_per_step) {
+  OpTotal o = op(scope, "gemm", ms_per_step);
+  o.detail = detail;
+  return o;
+}
+
 ProfiledRun profiled(const char* precision, double step_ms, std::vector<OpTotal> ops) {
   ProfiledRun r;
   r.run.precision = precision;
@@ -287,11 +294,6 @@ TEST(Explain, CommunicationIsAKindAndNamedWhenItHoldsTheSpeedupBack) {
 // amp_fp8 against fp32 on an H200 (67, bf16 989.4, fp8 1979 TFLOP/s): the Linear GEMM that ran
 // in FP8 is bounded by the FP8 ratio, attention's batched GEMM (bf16 in amp_fp8) by bf16's.
 TEST(Explain, Fp8BoundHoldsOnlyTheFp8GemmsToTheFp8Peak) {
-  auto gemm = [](const char* scope, const char* detail, double ms) {
-    OpTotal o = op(scope, "gemm", ms);
-    o.detail = detail;
-    return o;
-  };
   const ProfiledRun f32 =
       profiled("fp32", 10.0,
                {gemm("layer1 fwd", "512x768x768 fp32 +bias", 4.0),
@@ -318,11 +320,6 @@ TEST(Explain, Fp8BoundHoldsOnlyTheFp8GemmsToTheFp8Peak) {
 // eligible share nor sped up by the bound: it was counted as both, and a step 74% pinned head
 // read "bound 1.83x: 78% of the fp32 step is GEMM/conv".
 TEST(Explain, PinnedGemmsAreNotEligible) {
-  auto gemm = [](const char* scope, const char* detail, double ms) {
-    OpTotal o = op(scope, "gemm", ms);
-    o.detail = detail;
-    return o;
-  };
   const ProfiledRun f32 = profiled(
       "fp32", 10.0,
       {gemm("fc1 fwd", "128x64x64 fp32 +bias +relu", 1.0),
