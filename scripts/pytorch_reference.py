@@ -708,7 +708,10 @@ def time_stats(xs):
     if not xs:
         return {"median": 0.0, "mean": 0.0, "stddev": 0.0, "cv": 0.0, "min": 0.0, "max": 0.0}
     mean = statistics.fmean(xs)
-    sd = statistics.stdev(xs) if len(xs) >= 2 else 0.0
+    if len(xs) < 2:  # one epoch has no spread: null, as mpbench writes it
+        return {"median": xs[0], "mean": mean, "stddev": None, "cv": None, "min": xs[0],
+                "max": xs[0]}
+    sd = statistics.stdev(xs)
     return {"median": statistics.median(xs), "mean": mean, "stddev": sd,
             "cv": sd / mean if mean else 0.0, "min": min(xs), "max": max(xs)}
 
@@ -1084,8 +1087,9 @@ def console_table(runs):
         sp = (f"{base[r['model']] / t['median']:.2f}x" if r["model"] in base and t["median"]
               else "-")
         scale = f"{r['final_loss_scale']:.0f}" if r["loss_scaling"] else "-"
+        spread = f"±{100 * t['cv']:>4.1f}%" if t["cv"] is not None else "±  n/a"
         lines.append(f"{r['model']:<{w}} {r['precision']:<9} "
-                     f"{t['median']:>9.3f} ±{100 * t['cv']:>4.1f}% {r['samples_per_second']:>12,.0f} "
+                     f"{t['median']:>9.3f} {spread} {r['samples_per_second']:>12,.0f} "
                      f"{m:>7.1f} MiB {100 * r['final_accuracy']:>8.2f}% {r['final_loss']:>7.4f} "
                      f"{sp:>8} {r['skipped_steps']:>7} {scale:>7}")
     return "\n".join(lines)

@@ -74,9 +74,15 @@ int64_t bucket_size(int64_t entries) {
   return std::max<int64_t>(1, (entries + kMaxWrittenSteps - 1) / kMaxWrittenSteps);
 }
 
-json time_stats_json(const TimeStats& t) {
-  return {{"median", num(t.median)}, {"mean", num(t.mean)}, {"stddev", num(t.stddev)},
-          {"cv", num(t.cv)},         {"min", num(t.min)},   {"max", num(t.max)}};
+// One epoch has no spread: its stddev and cv are null, not 0 (the tables' n/a, never 0%).
+json time_stats_json(const TimeStats& t, size_t samples) {
+  const bool spread = samples > 1;
+  return {{"median", num(t.median)},
+          {"mean", num(t.mean)},
+          {"stddev", spread ? num(t.stddev) : json(nullptr)},
+          {"cv", spread ? num(t.cv) : json(nullptr)},
+          {"min", num(t.min)},
+          {"max", num(t.max)}};
 }
 
 TimeStats time_stats_from_json(const json& j, const std::string& path) {
@@ -84,8 +90,12 @@ TimeStats time_stats_from_json(const json& j, const std::string& path) {
   TimeStats t;
   t.median = number(j, "median", path, kTime);
   t.mean = number(j, "mean", path, kTime);
-  t.stddev = number(j, "stddev", path, kTime);
-  t.cv = number(j, "cv", path, kTime);
+  // Null for one epoch (time_stats_json): no spread, held as 0 as compute_time_stats does.
+  constexpr Range kSpread{kTime.lo, kTime.hi, true};
+  t.stddev = number(j, "stddev", path, kSpread);
+  t.cv = number(j, "cv", path, kSpread);
+  if (std::isnan(t.stddev)) t.stddev = 0;
+  if (std::isnan(t.cv)) t.cv = 0;
   t.min = number(j, "min", path, kTime);
   t.max = number(j, "max", path, kTime);
   return t;
@@ -156,7 +166,7 @@ json to_json(const RunResult& r) {
   // are null, not 0 (its epochs, memory and per-step series say how far it got).
   const bool ok = r.status == RunStatus::Ok;
   auto result = [&](double v) { return ok ? num(v) : json(nullptr); };
-  j["epoch_time_ms"] = ok ? time_stats_json(r.epoch_time_ms) : json(nullptr);
+  j["epoch_time_ms"] = ok ? time_stats_json(r.epoch_time_ms, r.epochs.size()) : json(nullptr);
   j["samples_per_second"] = result(r.samples_per_second);
   j["flops_per_step"] = result(r.flops_per_step);
   j["tflops"] = result(r.tflops);

@@ -221,6 +221,20 @@ TEST(RunJson, LossScalesAreWrittenExactly) {
   EXPECT_EQ(back.steps[1].loss_scale, r.steps[1].loss_scale);
 }
 
+// One epoch has no spread: stddev and cv are null (they were 0, a 0% spread), and read back.
+TEST(RunJson, OneEpochHasANullSpread) {
+  RunResult r = sample_run();
+  r.epochs.resize(1);
+  r.epoch_time_ms = compute_time_stats({r.epochs[0].time_ms});
+  const json j = json::parse(to_json(r).dump());
+  EXPECT_TRUE(j["epoch_time_ms"]["stddev"].is_null()) << j["epoch_time_ms"];
+  EXPECT_TRUE(j["epoch_time_ms"]["cv"].is_null()) << j["epoch_time_ms"];
+  EXPECT_TRUE(j["epoch_time_ms"]["median"].is_number());
+  const RunResult back = run_from_json(j);
+  EXPECT_EQ(back.epoch_time_ms.cv, 0.0);
+  EXPECT_EQ(back.epoch_time_ms.median, r.epochs[0].time_ms);
+}
+
 TEST(RunJson, NoDeviceSamplesWritesNull) {
   RunResult r = sample_run();
   r.memory.has_device = false;
