@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -189,14 +190,34 @@ std::string render_text_table(const TextTable& t, bool ascii) {
 }
 
 std::string markdown_cell(const std::string& s) {
+  auto alnum = [&](size_t i) {
+    return i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])) != 0;
+  };
   std::string out;
-  for (char c : s) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n' || c == '\r') {
-      out += ' ';
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (c == '<') {
+      out += "&lt;";  // no raw HTML: an <img onerror> or a </details> that ends a fold
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";  // so that "&lt;" from outside stays those four characters
+    } else if (c == '_' && i > 0 && alnum(i - 1) && alnum(i + 1)) {
+      out += '_';  // inside a word it cannot open or close emphasis: tiny_mlp, amp_bf16 as they are
+    } else if (std::strchr("\\`*_|[]~#", c) != nullptr && c != 0) {
+      out += '\\';  // code, emphasis, the cell's end, links, strikethrough, a heading's end
+      out += static_cast<char>(c);
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      // A line break would end the cell, the heading or the list item: shown, as C writes it.
+      out += c == '\n' ? "\\\\n" : c == '\r' ? "\\\\r" : "\\\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\\\x{:02x}", c);
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls (U+0085: a line break)
+      out += fmt::format("\\\\u{:04x}", next);
+      ++i;
     } else {
-      out += c;
+      out += static_cast<char>(c);
     }
   }
   return out;

@@ -112,7 +112,13 @@ struct TextTable {
 std::string render_text_table(const TextTable& t, bool ascii = false);
 // The same as a GitHub Markdown table (cells escaped; `rule` is implied).
 std::string render_markdown_table(const TextTable& t);
-// `s` safe in a Markdown table cell: | escaped, line breaks as spaces.
+// `s` as literal Markdown text, in a table cell, heading, list item or emphasis alike: the one
+// rule for every Markdown writer (run, report, compare, explain, maxbatch --md), whose text comes
+// from file names and hand-editable JSON and lands in GitHub step summaries and merge-request
+// comments. <, > and & as entities (no raw HTML); \ ` * _ | [ ] ~ # backslash-escaped (an _
+// inside a word, as in amp_bf16, left as it is: it cannot make emphasis); line breaks and other
+// control characters shown as C writes them (\n, \x1b, \u0085). Emphasis goes around the
+// escaped text, never through this.
 std::string markdown_cell(const std::string& s);
 
 }  // namespace mpbench

@@ -605,6 +605,32 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   EXPECT_TRUE(contains(md, "**oom**: a \\| b")) << md;
 }
 
+// One rule for text from outside in every Markdown writer: literal, whatever it holds.
+TEST(Markdown, TextFromOutsideIsLiteral) {
+  EXPECT_EQ(markdown_cell("tiny_mlp amp_bf16 1.45x (1.41, 1.49) ± 2.0%"),
+            "tiny_mlp amp_bf16 1.45x (1.41, 1.49) ± 2.0%");
+  EXPECT_EQ(markdown_cell("<img src=x onerror=alert(1)> & &lt;"),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; &amp;lt;");
+  EXPECT_EQ(markdown_cell("a | b"), "a \\| b");
+  EXPECT_EQ(markdown_cell("`c` *e* _f_ __init__ [l](u) ~~s~~ x # \\"),
+            "\\`c\\` \\*e\\* \\_f\\_ \\_\\_init\\_\\_ \\[l\\](u) \\~\\~s\\~\\~ x \\# \\\\");
+  EXPECT_EQ(markdown_cell("a\nb\r\tc\x1b[1m\x7f\xc2\x85"),
+            "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u0085");
+
+  // Through run --md's writer: a hand-edited status_detail and device name stay in their cell.
+  Report rep = make_report();
+  rep.env["cpu"]["name"] = "<b>CPU</b>";
+  rep.runs[3].status_detail = "<img src=x onerror=alert(1)> | **x**\nnext";
+  const std::string md = format_markdown(rep);
+  EXPECT_EQ(md.find('<'), std::string::npos) << md;
+  EXPECT_TRUE(contains(md, "reference: &lt;b&gt;CPU&lt;/b&gt; (2 threads)")) << md;
+  EXPECT_TRUE(contains(md,
+                       "| amp_bf16 | **oom**: &lt;img src=x onerror=alert(1)&gt; \\| "
+                       "\\*\\*x\\*\\*\\\\nnext |"))
+      << md;
+  EXPECT_FALSE(contains(md, "\nnext")) << md;
+}
+
 TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
   const std::string l = Progress::format_line("mnist fp32", 50, 200, 10.0, "loss 0.123", 100);
   EXPECT_TRUE(contains(l, "mnist fp32")) << l;
