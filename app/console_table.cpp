@@ -504,6 +504,15 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
 
 namespace {
 
+// The run a note is about, told apart as the table's rows tell it: its mode, in a sweep its batch
+// (--batch-sizes 32,64 --seeds 2 has a "fp32 seed 2" at each), and its repetition or seed.
+std::string note_subject(const RunResult& r, const ModelGroup& group) {
+  return r.precision + (r.cuda_graphs ? " +graphs" : "") +
+         (group.batches.size() > 1 ? fmt::format(" batch {}", r.batch_size) : "") +
+         (r.repetition ? fmt::format(" repetition {}", *r.repetition) : "") +
+         (r.seed ? fmt::format(" seed {}", *r.seed) : "");
+}
+
 // One line per finished run whose times are not steady (run_flags' noisy and noisy-repetitions),
 // after the table: which one, how much, and the two usual causes (a first epoch much slower than
 // the rest means the warm-up was too short).
@@ -517,10 +526,9 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
       const TimeStats& t = r->epoch_time_ms;
       if (r->status != RunStatus::Ok || !(t.cv > kNoisyCv)) continue;
       out.push_back(fmt::format(
-          "{}{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
+          "{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
           "machine was busy or its clocks moved; time and speedup are unreliable",
-          r->precision, r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min),
-          format_ms(t.max)));
+          note_subject(*r, group), 100 * t.cv, format_ms(t.min), format_ms(t.max)));
     }
   }
   for (const RunResult* r : group.runs) {
@@ -532,11 +540,8 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
     // With seeds the table's ± is between the seeds' median epoch times; this spread is within
     // one run, over its own epochs: say which, so that the two numbers do not seem to disagree.
     out.push_back(fmt::format(
-        "{}{}{}{}: epoch times vary by {:.0f}% over its own epochs ({} to {} ms){}; {}",
-        r->precision, r->cuda_graphs ? " +graphs" : "",
-        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
-        r->seed ? fmt::format(" seed {}", *r->seed) : "", 100 * t.cv, format_ms(t.min),
-        format_ms(t.max),
+        "{}: epoch times vary by {:.0f}% over its own epochs ({} to {} ms){}; {}",
+        note_subject(*r, group), 100 * t.cv, format_ms(t.min), format_ms(t.max),
         r->seed ? " (the table's ± is the spread between the seeds' medians)" : "",
         first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
                    : "the machine was busy or its clocks moved: time and speedup are unreliable"));
@@ -556,8 +561,7 @@ std::vector<std::string> fp8_notes(const ModelGroup& group) {
         hit += fmt::format("{}{} at {} of {} steps", hit.empty() ? "" : ", ", t.tensor,
                            t.clipped_steps, r->steps_of(t.amax.size()));
     out.push_back(fmt::format(
-        "{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
-        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
+        "{}: {}", note_subject(*r, group),
         hit.empty() ? fmt::format("none of the {} recorded FP8 tensors was clipped (every amax "
                                   "within its delayed scale)",
                                   r->fp8_scaling.size())
@@ -578,11 +582,10 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
     const DataParallelResult& d = *r->data_parallel;
     const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
-        "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
+        "{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
-        r->precision, r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", d.ranks,
-        format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s",
-        format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
+        note_subject(*r, group), d.ranks, format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets,
+        d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
         step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0, d.algbw_gbps, d.busbw_gbps);
     if (d.comm_busy_ms_per_step > 0)
       line += fmt::format("; the backward hid {:.0f}% of the all-reduces' {} ms", 100 * d.overlap,
@@ -692,9 +695,6 @@ std::string format_console(const Report& report, bool ascii) {
         width[c] = std::max(width[c], display_width(row.cells[c]));
       }
     }
-    // A failed row's status runs across all number columns.
-    size_t span = 0;
-    for (size_t c = 1; c < ncol; ++c) span += width[c] + (c > 1 ? 3 : 0);
 
     if (!out.empty()) out += "\n";
     out += t.title + "\n";
@@ -704,10 +704,21 @@ std::string format_console(const Report& report, bool ascii) {
         out += table_line(row.cells, width, t.right_align, st);
         continue;
       }
-      bool first_line = true;
+      // A failed row's status runs across the number columns, after the cells that say which
+      // run it is (the mode, and the batch and seeds where the table has them).
+      const size_t lead = std::clamp<size_t>(row.cells.size(), 1, ncol - 1);
+      std::vector<size_t> widths(width.begin(), width.begin() + lead);
+      std::vector<bool> right(t.right_align.begin(), t.right_align.begin() + lead);
+      size_t span = 0;
+      for (size_t c = lead; c < ncol; ++c) span += width[c] + (c > lead ? 3 : 0);
+      widths.push_back(span);
+      right.push_back(false);
+      std::vector<std::string> cells = row.cells;
+      cells.resize(lead);
       for (const std::string& part : wrap(row.status, span)) {
-        out += table_line({first_line ? row.cells[0] : "", part}, {width[0], span}, {}, st);
-        first_line = false;
+        cells.push_back(part);
+        out += table_line(cells, widths, right, st);
+        cells.assign(lead, "");  // the wrapped lines under the status only
       }
     }
     for (const std::string& n : table_notes(group, report)) out += " note: " + n + "\n";

@@ -60,8 +60,10 @@ std::string format_rate(double v);
 
 struct TableRow {
   bool ok = true;
-  std::vector<std::string> cells;  // one per column when ok
-  std::string status;              // when not ok: "oom: <detail>", shown across the numbers
+  // One per column when ok; when not, those that say which run it is (mode, and batch and seeds
+  // where the table has them), the status across the columns after them.
+  std::vector<std::string> cells;
+  std::string status;  // when not ok: "oom: <detail>", shown across the numbers
 };
 struct Table {
   std::string title;  // model, family, device, batch, epochs

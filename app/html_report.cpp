@@ -756,10 +756,14 @@ std::string table_html(const Table& t, const std::string& caption) {
                          esc(row.cells[c]));
       }
     } else {
-      s += "<td>" + esc(row.cells.empty() ? "" : row.cells[0]) + "</td>";
+      // The cells that say which run it is (a sweep's batch among them), then the status.
+      const size_t lead = std::clamp<size_t>(row.cells.size(), 1, t.headers.size() - 1);
+      for (size_t c = 0; c < lead; ++c)
+        s += fmt::format("<td{}>{}</td>", t.right_align[c] ? " class=\"num\"" : "",
+                         esc(c < row.cells.size() ? row.cells[c] : ""));
       const std::string kind = row.status.substr(0, row.status.find(':'));
       s += fmt::format("<td class=\"status-cell status-{}\" colspan=\"{}\">{}</td>", slug(kind),
-                       t.headers.size() - 1, esc(row.status));
+                       t.headers.size() - lead, esc(row.status));
     }
     s += "</tr>\n";
   }

@@ -757,6 +757,29 @@ TEST_F(ReportHtml, SameFileNameInTwoFoldersIsToldApartByItsFolder) {
   EXPECT_EQ(pts[1].commit, "h200/run");
 }
 
+// A sweep's table in the page: a failed row keeps its batch cell, and a note names its batch.
+TEST_F(ReportHtml, SweepTableKeepsTheBatchOfFailedRowsAndNotes) {
+  std::vector<mpbench::RunResult> runs;
+  for (int64_t batch : {32, 64}) {
+    runs.push_back(history_run("fp32", {10, 10, 10}, 1000));
+    runs.push_back(batch == 32
+                       ? history_run("amp_bf16", {5, 9, 5}, 600)
+                       : history_run("amp_bf16", {}, 600, std::nullopt, mpbench::RunStatus::Oom));
+    runs[runs.size() - 2].batch_size = runs.back().batch_size = batch;
+  }
+  const std::string file = write_history_file(
+      dir_, "sweep.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
+  const fs::path html_path = dir_ / "sweep.html";
+  const Result r = mpbench("report " + file + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_NE(html.find("<tr><td>amp_bf16</td><td class=\"num\">64</td><td class=\"status-cell "
+                      "status-oom\" colspan=\""),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<li>note: amp_bf16 batch 32: epoch times vary"), std::string::npos);
+}
+
 TEST(HtmlReport, ShortFileNamesAreTheShortestEndsThatDiffer) {
   using mpbench::short_file_names;
   using V = std::vector<std::string>;

@@ -433,6 +433,50 @@ TEST(Console, NotesUnsteadyEpochTimes) {
       << format_console(two);
 }
 
+// In a sweep each note names its batch (a seed's run is at every batch), in the console and the
+// Markdown alike; a failed row keeps its batch cell, its status across the numbers after it.
+TEST(Console, SweepNotesAndFailedRowsNameTheBatch) {
+  Report rep;
+  rep.env = {{"device", "reference"}};
+  for (int64_t batch : {32, 64}) {
+    for (uint64_t seed : {1, 2}) {
+      RunResult r = make_run("fp32", 100, size_t(200) << 20);
+      r.batch_size = batch;
+      r.seed = seed;
+      if (seed == 2) {  // noisy at both batches, by different amounts
+        const double slow = batch == 32 ? 150 : 200;
+        for (size_t e = 0; e < 3; ++e) r.epochs[e].time_ms = e == 1 ? slow : 100;
+        r.epoch_time_ms = compute_time_stats({100, slow, 100});
+      }
+      rep.runs.push_back(r);
+    }
+  }
+  RunResult oom = make_run("amp_bf16", 0, size_t(3) << 30, RunStatus::Oom);
+  oom.batch_size = 1024;
+  oom.status_detail = "over the memory limit of 100.0 KiB";
+  rep.runs.push_back(oom);
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, " note: fp32 batch 32 seed 2: epoch times vary by 25% over"))
+      << table;
+  EXPECT_TRUE(contains(table, " note: fp32 batch 64 seed 2: epoch times vary by 43% over"))
+      << table;
+  EXPECT_FALSE(contains(table, "note: fp32 seed 2")) << table;
+  // mode │ batch │ seeds │ status: the batch where the table has it.
+  EXPECT_TRUE(contains(line_with(table, " amp_bf16"),
+                       " amp_bf16 │ 1,024 │     0 │ oom: over the memory limit of 100.0 KiB"))
+      << table;
+  const std::string md = format_markdown(rep);
+  EXPECT_TRUE(contains(md, "- note: fp32 batch 32 seed 2: epoch times vary by 25%")) << md;
+  EXPECT_TRUE(contains(md, "| amp_bf16 | 1,024 | 0 | **oom**: over the memory limit")) << md;
+
+  // One batch: no batch in the notes, as before.
+  Report one = make_report();
+  one.runs[1].epochs[1].time_ms = 120;
+  one.runs[1].epoch_time_ms = compute_time_stats({80, 120, 80});
+  EXPECT_TRUE(contains(format_console(one), " note: tf32: epoch times vary"))
+      << format_console(one);
+}
+
 // Once under the tables of a CPU report with a mode other than fp32: the times are of the
 // emulation. Not for a GPU report, nor for fp32 alone.
 TEST(Console, CpuRunsSayTheirTimesAreOfTheEmulation) {
