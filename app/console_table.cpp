@@ -290,6 +290,9 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32) {
   if (!fp32 || fp32 == &run || run.status != RunStatus::Ok) return std::nullopt;
+  // Only repetitions give one (the JSON's repeat_summary): seeds alone are different trainings,
+  // not the same run measured again, and neither the JSON nor a table gives them an interval.
+  if (!has_repetitions(repeated)) return std::nullopt;
   // The repetitions (and seeds) of one collapsed run's key.
   auto runs_of = [&](const RunResult& of) {
     std::vector<const RunResult*> out;

@@ -42,7 +42,8 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);
 // For `run --repeat`: a collapsed mode's speedup over its collapsed baseline (the runs of
 // collapse_runs), with its interval (repeated_speedup, train/results.h). Nullopt for the
-// baseline itself, a run that is not ok, or fewer than kMinRepetitions repetitions a side.
+// baseline itself, a run that is not ok, a group without repetitions (`run --seeds` alone), or
+// fewer than kMinRepetitions repetitions a side.
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32);
 // The same for every ok run of a group that is not its baseline, keyed by the group's own runs

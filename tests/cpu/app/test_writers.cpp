@@ -348,6 +348,25 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   const auto two_rows = lines_of(format_csv(repeated(2, 0.0)));
   ASSERT_EQ(two_rows.size(), 5u);
   EXPECT_EQ(at(split_csv_line(two_rows[2]), "speedup_vs_fp32_ci95_low"), "") << two_rows[2];
+
+  // The same runs as three seeds (run --seeds 3, no --repeat): no interval anywhere, the CSV's
+  // columns empty as the JSON (no repeat_summary) and the table have none.
+  Report seeds = repeated(3, 0.0);
+  for (RunResult& r : seeds.runs) {
+    r.seed = static_cast<uint64_t>(*r.repetition);
+    r.repetition.reset();
+  }
+  EXPECT_FALSE(to_json(seeds).contains("repeat_summary"));
+  EXPECT_FALSE(contains(line_with(format_console(seeds), "amp_fp16"), "x ("))
+      << format_console(seeds);
+  const auto seed_rows = lines_of(format_csv(seeds));
+  ASSERT_EQ(seed_rows.size(), 7u);
+  for (size_t i = 1; i < seed_rows.size(); ++i) {
+    const auto row = split_csv_line(seed_rows[i]);
+    EXPECT_NE(at(row, "seed"), "") << seed_rows[i];
+    EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_low"), "") << seed_rows[i];
+    EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_high"), "") << seed_rows[i];
+  }
 }
 
 TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
