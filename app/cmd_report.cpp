@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/console_table.h"
 #include "app/html_report.h"
 #include "app/output_file.h"
 #include "app/report_writers.h"
@@ -63,7 +64,7 @@ int cmd_report(const ReportArgs& args) {
       // One section per file: the tables of different tools or devices are not merged.
       for (const ReportInput& in : inputs) {
         if (!md.empty()) md += "\n";
-        md += "## " + in.path + "\n\n" + format_markdown(in.report);
+        md += "## " + markdown_cell(in.path) + "\n\n" + format_markdown(in.report);
       }
     }
     for (const ExplainInput& e : explains)

@@ -585,39 +585,25 @@ std::string row_report(const CompareRow& r) {
   return out;
 }
 
-// Markdown cell text: pipes and newlines as markdown_cell, and no raw HTML (a model named
-// "</details>" must not close the fold): '<' and '&' as entities, which GitHub renders back.
-std::string md_text(const std::string& s) {
-  std::string out;
-  for (char ch : markdown_cell(s)) {
-    if (ch == '<') {
-      out += "&lt;";
-    } else if (ch == '&') {
-      out += "&amp;";
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
+// `rows` as Markdown: each cell through markdown_cell (no raw HTML, so that a model named
+// "</details>" cannot close the fold), the cell `bold` of a row in `bold_rows` in bold around it.
 std::string md_table(const std::vector<std::string>& head, const std::vector<bool>& right,
-                     const std::vector<std::vector<std::string>>& rows) {
+                     const std::vector<std::vector<std::string>>& rows, size_t bold,
+                     const std::vector<bool>& bold_rows) {
   std::string out = "|";
-  for (const auto& h : head) out += " " + h + " |";
+  for (const auto& h : head) out += " " + markdown_cell(h) + " |";
   out += "\n|";
   for (size_t i = 0; i < head.size(); ++i) out += right[i] ? " ---: |" : " --- |";
   out += "\n";
-  for (const auto& row : rows) {
+  for (size_t r = 0; r < rows.size(); ++r) {
     out += "|";
-    for (const auto& x : row) out += " " + md_text(x) + " |";
+    for (size_t i = 0; i < rows[r].size(); ++i) {
+      const std::string x = markdown_cell(rows[r][i]);
+      out += " " + (i == bold && bold_rows[r] ? "**" + x + "**" : x) + " |";
+    }
     out += "\n";
   }
   return out;
-}
-
-std::string bold_if(bool b, const std::string& s) {
-  return b ? "**" + s + "**" : s;
 }
 
 // XML 1.0 text or attribute value: the five specials as entities; in an attribute, tab and
@@ -691,48 +677,51 @@ std::string xml_escape(const std::string& s, bool attribute) {
 std::string format_compare_markdown(const Comparison& c, const std::string& baseline_name,
                                     const std::string& current_name) {
   const char* icon = c.exit_code == 0 ? (c.blocking ? ":warning:" : ":white_check_mark:") : ":x:";
-  std::string out = fmt::format("{} **mpbench compare: {}**\n\n", icon, md_text(summary_line(c)));
+  std::string out =
+      fmt::format("{} **mpbench compare: {}**\n\n", icon, markdown_cell(summary_line(c)));
   size_t failed = 0, skipped = 0;
   for (const CompareRow& r : c.rows) {
     if (!r.regressions.empty()) ++failed;
     if (unjudged(r)) ++skipped;
   }
+  // <code>, not backticks: escapes do not work inside a code span, and a file name is the user's.
   out += fmt::format(
-      "Baseline `{}`, current `{}`: {} row(s), {} regressed, {} inconclusive, missing or "
-      "spec-changed.\n\n",
+      "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed, {} "
+      "inconclusive, missing or spec-changed.\n\n",
       markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped);
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
-    out += "Environment differs: " + md_text(d) + "\n\n";
+    out += "Environment differs: " + markdown_cell(d) + "\n\n";
   }
   std::vector<std::vector<std::string>> attention;
+  std::vector<bool> regressed;
   for (const CompareRow& r : c.rows) {
     if (r.regressions.empty() && !unjudged(r)) continue;
     const std::string why = !r.regressions.empty() ? regression_text(r, c.options)
                             : r.detail.empty()     ? "-"
                                                    : r.detail;
-    attention.push_back({r.model, r.precision, mode_cell(r), batch_cell(r),
-                         bold_if(!r.regressions.empty(), r.verdict), why});
+    attention.push_back({r.model, r.precision, mode_cell(r), batch_cell(r), r.verdict, why});
+    regressed.push_back(!r.regressions.empty());
   }
   if (!attention.empty()) {
     out += md_table({"model", "precision", "device", "batch", "verdict", "why"},
-                    {false, false, false, true, false, false}, attention);
+                    {false, false, false, true, false, false}, attention, 4, regressed);
     out += "\n";
   }
   std::vector<std::vector<std::string>> all;
+  regressed.clear();
   for (const CompareRow& r : c.rows) {
-    auto cs = cells(r);
-    cs[9] = bold_if(!r.regressions.empty(), cs[9]);
-    all.push_back(std::move(cs));
+    all.push_back(cells(r));
+    regressed.push_back(!r.regressions.empty());
   }
   const auto hs = headers();
   std::vector<bool> right(hs.size());
   for (size_t i = 0; i < hs.size(); ++i) right[i] = i >= 3 && i <= 8;
   // The blank lines around the table let GitHub render Markdown inside the HTML block.
   out += fmt::format("<details><summary>All {} rows</summary>\n\n", c.rows.size());
-  out += md_table(hs, right, all);
-  out += "\n</details>\n\n" + md_text(rule_text(c.options)) + "\n";
+  out += md_table(hs, right, all, 9, regressed);
+  out += "\n</details>\n\n" + markdown_cell(rule_text(c.options)) + "\n";
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -189,14 +190,34 @@ std::string render_text_table(const TextTable& t, bool ascii) {
 }
 
 std::string markdown_cell(const std::string& s) {
+  auto alnum = [&](size_t i) {
+    return i < s.size() && std::isalnum(static_cast<unsigned char>(s[i])) != 0;
+  };
   std::string out;
-  for (char c : s) {
-    if (c == '|') {
-      out += "\\|";
-    } else if (c == '\n' || c == '\r') {
-      out += ' ';
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if (c == '<') {
+      out += "&lt;";  // no raw HTML: an <img onerror> or a </details> that ends a fold
+    } else if (c == '>') {
+      out += "&gt;";
+    } else if (c == '&') {
+      out += "&amp;";  // so that "&lt;" from outside stays those four characters
+    } else if (c == '_' && i > 0 && alnum(i - 1) && alnum(i + 1)) {
+      out += '_';  // inside a word it cannot open or close emphasis: tiny_mlp, amp_bf16 as they are
+    } else if (std::strchr("\\`*_|[]~#", c) != nullptr && c != 0) {
+      out += '\\';  // code, emphasis, the cell's end, links, strikethrough, a heading's end
+      out += static_cast<char>(c);
+    } else if (c == '\n' || c == '\r' || c == '\t') {
+      // A line break would end the cell, the heading or the list item: shown, as C writes it.
+      out += c == '\n' ? "\\\\n" : c == '\r' ? "\\\\r" : "\\\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\\\x{:02x}", c);
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls (U+0085: a line break)
+      out += fmt::format("\\\\u{:04x}", next);
+      ++i;
     } else {
-      out += c;
+      out += static_cast<char>(c);
     }
   }
   return out;
@@ -269,6 +290,9 @@ std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp3
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32) {
   if (!fp32 || fp32 == &run || run.status != RunStatus::Ok) return std::nullopt;
+  // Only repetitions give one (the JSON's repeat_summary): seeds alone are different trainings,
+  // not the same run measured again, and neither the JSON nor a table gives them an interval.
+  if (!has_repetitions(repeated)) return std::nullopt;
   // The repetitions (and seeds) of one collapsed run's key.
   auto runs_of = [&](const RunResult& of) {
     std::vector<const RunResult*> out;
@@ -483,6 +507,15 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
 
 namespace {
 
+// The run a note is about, told apart as the table's rows tell it: its mode, in a sweep its batch
+// (--batch-sizes 32,64 --seeds 2 has a "fp32 seed 2" at each), and its repetition or seed.
+std::string note_subject(const RunResult& r, const ModelGroup& group) {
+  return r.precision + (r.cuda_graphs ? " +graphs" : "") +
+         (group.batches.size() > 1 ? fmt::format(" batch {}", r.batch_size) : "") +
+         (r.repetition ? fmt::format(" repetition {}", *r.repetition) : "") +
+         (r.seed ? fmt::format(" seed {}", *r.seed) : "");
+}
+
 // One line per finished run whose times are not steady (run_flags' noisy and noisy-repetitions),
 // after the table: which one, how much, and the two usual causes (a first epoch much slower than
 // the rest means the warm-up was too short).
@@ -496,10 +529,9 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
       const TimeStats& t = r->epoch_time_ms;
       if (r->status != RunStatus::Ok || !(t.cv > kNoisyCv)) continue;
       out.push_back(fmt::format(
-          "{}{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
+          "{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
           "machine was busy or its clocks moved; time and speedup are unreliable",
-          r->precision, r->cuda_graphs ? " +graphs" : "", 100 * t.cv, format_ms(t.min),
-          format_ms(t.max)));
+          note_subject(*r, group), 100 * t.cv, format_ms(t.min), format_ms(t.max)));
     }
   }
   for (const RunResult* r : group.runs) {
@@ -511,11 +543,8 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
     // With seeds the table's ± is between the seeds' median epoch times; this spread is within
     // one run, over its own epochs: say which, so that the two numbers do not seem to disagree.
     out.push_back(fmt::format(
-        "{}{}{}{}: epoch times vary by {:.0f}% over its own epochs ({} to {} ms){}; {}",
-        r->precision, r->cuda_graphs ? " +graphs" : "",
-        r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
-        r->seed ? fmt::format(" seed {}", *r->seed) : "", 100 * t.cv, format_ms(t.min),
-        format_ms(t.max),
+        "{}: epoch times vary by {:.0f}% over its own epochs ({} to {} ms){}; {}",
+        note_subject(*r, group), 100 * t.cv, format_ms(t.min), format_ms(t.max),
         r->seed ? " (the table's ± is the spread between the seeds' medians)" : "",
         first_slow ? "the first epoch is the slow one: raise train.warmup_steps"
                    : "the machine was busy or its clocks moved: time and speedup are unreliable"));
@@ -559,9 +588,7 @@ std::vector<std::string> fp8_notes(const ModelGroup& group) {
           n, why);
     else if (idle > 0)
       line += fmt::format("; {} of the {} stayed 0 ({})", idle, n, why);
-    out.push_back(fmt::format("{}{}{}: {}", r->precision, r->cuda_graphs ? " +graphs" : "",
-                              r->repetition ? fmt::format(" repetition {}", *r->repetition) : "",
-                              line));
+    out.push_back(fmt::format("{}: {}", note_subject(*r, group), line));
   }
   return out;
 }
@@ -576,11 +603,10 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
     const DataParallelResult& d = *r->data_parallel;
     const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
-        "{}{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
+        "{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
-        r->precision, r->repetition ? fmt::format(" repetition {}", *r->repetition) : "", d.ranks,
-        format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s",
-        format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
+        note_subject(*r, group), d.ranks, format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets,
+        d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
         step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0, d.algbw_gbps, d.busbw_gbps);
     if (d.comm_busy_ms_per_step > 0)
       line += fmt::format("; the backward hid {:.0f}% of the all-reduces' {} ms", 100 * d.overlap,
@@ -690,9 +716,6 @@ std::string format_console(const Report& report, bool ascii) {
         width[c] = std::max(width[c], display_width(row.cells[c]));
       }
     }
-    // A failed row's status runs across all number columns.
-    size_t span = 0;
-    for (size_t c = 1; c < ncol; ++c) span += width[c] + (c > 1 ? 3 : 0);
 
     if (!out.empty()) out += "\n";
     out += t.title + "\n";
@@ -702,10 +725,21 @@ std::string format_console(const Report& report, bool ascii) {
         out += table_line(row.cells, width, t.right_align, st);
         continue;
       }
-      bool first_line = true;
+      // A failed row's status runs across the number columns, after the cells that say which
+      // run it is (the mode, and the batch and seeds where the table has them).
+      const size_t lead = std::clamp<size_t>(row.cells.size(), 1, ncol - 1);
+      std::vector<size_t> widths(width.begin(), width.begin() + lead);
+      std::vector<bool> right(t.right_align.begin(), t.right_align.begin() + lead);
+      size_t span = 0;
+      for (size_t c = lead; c < ncol; ++c) span += width[c] + (c > lead ? 3 : 0);
+      widths.push_back(span);
+      right.push_back(false);
+      std::vector<std::string> cells = row.cells;
+      cells.resize(lead);
       for (const std::string& part : wrap(row.status, span)) {
-        out += table_line({first_line ? row.cells[0] : "", part}, {width[0], span}, {}, st);
-        first_line = false;
+        cells.push_back(part);
+        out += table_line(cells, widths, right, st);
+        cells.assign(lead, "");  // the wrapped lines under the status only
       }
     }
     for (const std::string& n : table_notes(group, report)) out += " note: " + n + "\n";

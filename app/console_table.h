@@ -42,7 +42,8 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);
 // For `run --repeat`: a collapsed mode's speedup over its collapsed baseline (the runs of
 // collapse_runs), with its interval (repeated_speedup, train/results.h). Nullopt for the
-// baseline itself, a run that is not ok, or fewer than kMinRepetitions repetitions a side.
+// baseline itself, a run that is not ok, a group without repetitions (`run --seeds` alone), or
+// fewer than kMinRepetitions repetitions a side.
 std::optional<RatioEstimate> speedup_interval(const ModelGroup& repeated, const RunResult& run,
                                               const RunResult* fp32);
 // The same for every ok run of a group that is not its baseline, keyed by the group's own runs
@@ -60,8 +61,10 @@ std::string format_rate(double v);
 
 struct TableRow {
   bool ok = true;
-  std::vector<std::string> cells;  // one per column when ok
-  std::string status;              // when not ok: "oom: <detail>", shown across the numbers
+  // One per column when ok; when not, those that say which run it is (mode, and batch and seeds
+  // where the table has them), the status across the columns after them.
+  std::vector<std::string> cells;
+  std::string status;  // when not ok: "oom: <detail>", shown across the numbers
 };
 struct Table {
   std::string title;  // model, family, device, batch, epochs
@@ -112,7 +115,13 @@ struct TextTable {
 std::string render_text_table(const TextTable& t, bool ascii = false);
 // The same as a GitHub Markdown table (cells escaped; `rule` is implied).
 std::string render_markdown_table(const TextTable& t);
-// `s` safe in a Markdown table cell: | escaped, line breaks as spaces.
+// `s` as literal Markdown text, in a table cell, heading, list item or emphasis alike: the one
+// rule for every Markdown writer (run, report, compare, explain, maxbatch --md), whose text comes
+// from file names and hand-editable JSON and lands in GitHub step summaries and merge-request
+// comments. <, > and & as entities (no raw HTML); \ ` * _ | [ ] ~ # backslash-escaped (an _
+// inside a word, as in amp_bf16, left as it is: it cannot make emphasis); line breaks and other
+// control characters shown as C writes them (\n, \x1b, \u0085). Emphasis goes around the
+// escaped text, never through this.
 std::string markdown_cell(const std::string& s);
 
 }  // namespace mpbench

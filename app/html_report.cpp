@@ -148,11 +148,15 @@ std::string tool_name(const Report& r) {
   return n.empty() ? "mpbench" : n;
 }
 
-std::string file_stem(const std::string& path) {
-  return std::filesystem::path(path).stem().string();
+std::vector<std::string> paths_of(const std::vector<ReportInput>& inputs) {
+  std::vector<std::string> out;
+  for (const ReportInput& in : inputs) out.push_back(in.path);
+  return out;
 }
 
-std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs) {
+// `names`: short_file_names of the inputs' paths.
+std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs,
+                                         const std::vector<std::string>& names) {
   std::vector<ModelSection> sections;
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -210,7 +214,7 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs)
     std::set<std::string> devices;
     for (const Series& s : sec.series) devices.insert(s.run->device);
     if (devices.size() > 1) disambiguate([](const Series& s) { return " · " + s.run->device; });
-    disambiguate([&](const Series& s) { return " · " + file_stem(inputs[s.input].path); });
+    disambiguate([&](const Series& s) { return " · " + names[s.input]; });
 
     // Variant: the position of the series' (file, graphs, batch) among the section's, so that
     // the first file's runs get the full colours and each batch of a sweep its own dash; the
@@ -521,11 +525,14 @@ std::string data_parallel_chart(const std::vector<Series>& series) {
 std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
   std::vector<std::pair<std::string, std::string>> keys;
   for (const auto& [name, color] : kOpGroups) keys.emplace_back(name, color);
+  std::vector<std::string> paths;
+  for (const ProfileInput* pr : profiles) paths.push_back(pr->path);
+  const std::vector<std::string> names = short_file_names(paths);
   std::vector<Stack> stacks;
-  for (const ProfileInput* pr : profiles) {
-    for (const ProfileInput::Mode& m : pr->modes) {
+  for (size_t i = 0; i < profiles.size(); ++i) {
+    for (const ProfileInput::Mode& m : profiles[i]->modes) {
       Stack st;
-      st.label = m.precision + (profiles.size() > 1 ? " · " + file_stem(pr->path) : "");
+      st.label = m.precision + (profiles.size() > 1 ? " · " + names[i] : "");
       st.parts.assign(keys.size(), 0.0);
       double sum = 0;
       for (const auto& [op, ms] : m.ms_by_op) {
@@ -749,10 +756,14 @@ std::string table_html(const Table& t, const std::string& caption) {
                          esc(row.cells[c]));
       }
     } else {
-      s += "<td>" + esc(row.cells.empty() ? "" : row.cells[0]) + "</td>";
+      // The cells that say which run it is (a sweep's batch among them), then the status.
+      const size_t lead = std::clamp<size_t>(row.cells.size(), 1, t.headers.size() - 1);
+      for (size_t c = 0; c < lead; ++c)
+        s += fmt::format("<td{}>{}</td>", t.right_align[c] ? " class=\"num\"" : "",
+                         esc(c < row.cells.size() ? row.cells[c] : ""));
       const std::string kind = row.status.substr(0, row.status.find(':'));
       s += fmt::format("<td class=\"status-cell status-{}\" colspan=\"{}\">{}</td>", slug(kind),
-                       t.headers.size() - 1, esc(row.status));
+                       t.headers.size() - lead, esc(row.status));
     }
     s += "</tr>\n";
   }
@@ -1029,11 +1040,48 @@ TextTable maxbatch_table(const MaxBatchInput& m) {
   return t;
 }
 
+std::vector<std::string> short_file_names(const std::vector<std::string>& paths) {
+  // Each path's components, the file first, then its folders outwards.
+  std::vector<std::vector<std::string>> parts;
+  size_t deepest = 0;
+  for (const std::string& p : paths) {
+    std::vector<std::string> c;
+    for (const std::filesystem::path& e : std::filesystem::path(p))
+      if (!e.empty() && e != "." && e != e.root_directory()) c.push_back(e.string());
+    std::reverse(c.begin(), c.end());
+    if (!c.empty()) c[0] = std::filesystem::path(c[0]).stem().string();
+    deepest = std::max(deepest, c.size());
+    parts.push_back(std::move(c));
+  }
+  // The last k components ("h100/run"), all of them for a path with fewer.
+  auto suffix = [&](size_t i, size_t k) {
+    std::string s;
+    for (size_t n = std::min(k, parts[i].size()); n-- > 0;) s += parts[i][n] + (n ? "/" : "");
+    return s;
+  };
+  std::vector<std::string> out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    std::string name = paths[i];  // when no suffix tells it apart (x.json beside x.csv)
+    for (size_t k = 1; k <= deepest; ++k) {
+      const std::string s = suffix(i, k);
+      bool unique = true;
+      for (size_t j = 0; j < paths.size() && unique; ++j) unique = j == i || suffix(j, k) != s;
+      if (unique) {
+        name = s;
+        break;
+      }
+    }
+    out.push_back(std::move(name));
+  }
+  return out;
+}
+
 std::string format_html(const std::vector<ReportInput>& inputs,
                         const std::vector<ProfileInput>& profiles,
                         const std::vector<ExplainInput>& explains,
                         const std::vector<MaxBatchInput>& maxbatches) {
-  const std::vector<ModelSection> sections = build_sections(inputs);
+  const std::vector<std::string> names = short_file_names(paths_of(inputs));
+  const std::vector<ModelSection> sections = build_sections(inputs, names);
   for (const ProfileInput& pr : profiles) {
     if (std::none_of(sections.begin(), sections.end(),
                      [&](const ModelSection& sec) { return sec.model == pr.model; }))
@@ -1060,7 +1108,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
   h += "</p>\n";
   {
     std::vector<std::pair<const Report*, std::string>> named;
-    for (const ReportInput& in : inputs) named.emplace_back(&in.report, file_stem(in.path));
+    for (size_t i = 0; i < inputs.size(); ++i) named.emplace_back(&inputs[i].report, names[i]);
     h += env_lines(named);
   }
   h += "<nav>";
@@ -1076,11 +1124,11 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     }
   // scripts/pytorch_reference.py on the CPU has no allocator to ask: its memory is the sum of
   // the parameter-sized categories, without activations.
-  for (const ReportInput& in : inputs)
-    if (json_check::text(in.report.tool, "name") == "pytorch" &&
-        std::any_of(in.report.runs.begin(), in.report.runs.end(),
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (json_check::text(inputs[i].report.tool, "name") == "pytorch" &&
+        std::any_of(inputs[i].report.runs.begin(), inputs[i].report.runs.end(),
                     [](const RunResult& r) { return r.device == "cpu"; }))
-      h += "<p class=\"note\">note: " + esc(file_stem(in.path)) +
+      h += "<p class=\"note\">note: " + esc(names[i]) +
            " (PyTorch on the CPU): its memory is weights, gradients and optimizer state only; "
            "PyTorch keeps no allocator statistics on the CPU, so its activations are not "
            "counted and its memory bars are lower than mpbench's for that reason</p>\n";
@@ -1140,8 +1188,7 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     h += "<div class=\"card\">\n";
     for (const auto& [i, group] : sec.groups) {
       const Table t = build_table(group, inputs[i].report);
-      h += table_html(
-          t, file_stem(inputs[i].path) + " · " + tool_name(inputs[i].report) + " · " + t.title);
+      h += table_html(t, names[i] + " · " + tool_name(inputs[i].report) + " · " + t.title);
       // The console's notes travel with the table: noisy runs, FP8 clipping (run_flags).
       const std::vector<std::string> notes = table_notes(group, inputs[i].report);
       if (!notes.empty()) {
@@ -1439,8 +1486,10 @@ std::vector<std::string> trend_notes(const TrendSeries& s,
 }  // namespace
 
 std::vector<HistoryEntry> order_history(std::vector<ReportInput> inputs) {
+  const std::vector<std::string> names = short_file_names(paths_of(inputs));
   std::vector<HistoryEntry> out;
-  for (ReportInput& in : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ReportInput& in = inputs[i];
     const json& prov = in.report.provenance;
     if (!prov.is_object())
       throw_bad_input(fmt::format(
@@ -1460,7 +1509,7 @@ std::vector<HistoryEntry> order_history(std::vector<ReportInput> inputs) {
     e.date = format_utc(*when, "%Y-%m-%d");
     if (prov.contains("commit") && prov["commit"].is_string())
       e.commit = prov["commit"].get<std::string>();
-    e.label = e.commit.empty()   ? file_stem(in.path)
+    e.label = e.commit.empty()   ? names[i]
               : is_hex(e.commit) ? e.commit.substr(0, 7)
                                  : shorten(e.commit, 12);
     e.input = std::move(in);

@@ -18,6 +18,12 @@ struct ReportInput {
   Report report;
 };
 
+// What the page calls each of these files: its name without the extension, with as many of its
+// folders as tell it from the others (h100/run.json, h200/run.json: "h100/run", "h200/run"); the
+// path as given where nothing shorter does. Labels, captions and the environment use it, so that
+// the runs of two machines' run.json stay apart.
+std::vector<std::string> short_file_names(const std::vector<std::string>& paths);
+
 // The whole page. Every text taken from the inputs is HTML-escaped; no coordinate is ever NaN.
 // Each profile adds a chart of where a step's time goes to its model's section; a profile of a
 // model with no runs among `inputs` is bad input.
@@ -38,7 +44,7 @@ struct HistoryEntry {
   std::string time_utc;  // provenance.time_utc as written
   double unix_time = 0;  // that instant in seconds since 1970 (UTC): the order of the points
   std::string commit;    // provenance.commit; empty for a file written outside a git checkout
-  std::string label;     // on the axis: the commit's first 7 characters, else the file's stem
+  std::string label;     // on the axis: the commit's first 7 characters, else short_file_names
   std::string date;      // YYYY-MM-DD (UTC), under the label
 };
 

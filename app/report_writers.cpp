@@ -1,5 +1,6 @@
 #include "app/report_writers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -215,17 +216,18 @@ std::string format_markdown(const Report& report) {
     for (size_t c = 0; c < ncol; ++c) out += t.right_align[c] ? " ---: |" : " --- |";
     out += "\n";
     for (const TableRow& row : t.rows) {
-      std::vector<std::string> cells = row.cells;
+      std::vector<std::string> cells;
+      for (const std::string& c : row.cells) cells.push_back(markdown_cell(c));
       if (!row.ok) {
-        // GitHub tables cannot span columns: the status goes in the first number column.
-        const size_t colon = row.status.find(':');
-        cells.push_back(colon == std::string::npos
-                            ? "**" + row.status + "**"
-                            : "**" + row.status.substr(0, colon) + "**" + row.status.substr(colon));
+        // GitHub tables cannot span columns: the status goes in the first number column, its
+        // kind in bold around the escaped text (a status_detail is the file's to say).
+        const size_t colon = std::min(row.status.find(':'), row.status.size());
+        cells.push_back("**" + markdown_cell(row.status.substr(0, colon)) + "**" +
+                        markdown_cell(row.status.substr(colon)));
       }
       cells.resize(ncol);
       out += "|";
-      for (const std::string& c : cells) out += " " + markdown_cell(c) + " |";
+      for (const std::string& c : cells) out += " " + c + " |";
       out += "\n";
     }
     const std::vector<std::string> notes = table_notes(group, report);

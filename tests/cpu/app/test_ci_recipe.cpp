@@ -39,8 +39,11 @@ std::vector<std::string> recipe_commands(const std::string& readme) {
     if (cmd.find("build/mpbench") == std::string::npos &&
         cmd.find("GITHUB_STEP_SUMMARY") == std::string::npos)
       continue;
-    for (size_t at; (at = cmd.find("build/mpbench")) != std::string::npos;)
-      cmd.replace(at, 13, MPBENCH_EXE);
+    // Past each replacement: the executable's own path ends in build/mpbench when the build
+    // folder is named build (the README's), and searching from the start never ended.
+    const std::string exe = MPBENCH_EXE;
+    for (size_t at = 0; (at = cmd.find("build/mpbench", at)) != std::string::npos; at += exe.size())
+      cmd.replace(at, 13, exe);
     out.push_back(cmd);
   }
   return out;

@@ -646,7 +646,7 @@ TEST(Compare, WritersAgreeWithTheVerdicts) {
   const std::string md = format_compare_markdown(r, "base.json", "cur.json");
   EXPECT_NE(md.find("| m | fp32 | cpu |"), std::string::npos) << md;
   EXPECT_NE(md.find("**slower**"), std::string::npos) << md;
-  EXPECT_NE(md.find("`base.json`"), std::string::npos) << md;
+  EXPECT_NE(md.find("<code>base.json</code>"), std::string::npos) << md;
   const json j = compare_to_json(r);
   EXPECT_EQ(j["exit_code"], 1);
   EXPECT_EQ(j["rows"][0]["verdict"], "slower");
@@ -826,12 +826,19 @@ TEST(CompareMarkdown, VerdictThenRowsToLookAtThenTheFoldedTable) {
   const std::string above = md.substr(0, details);
   EXPECT_EQ(count_of(above, "\n| m | "), 3u) << above;
   EXPECT_NE(above.find("**slower**"), std::string::npos) << above;
-  EXPECT_NE(above.find("status ok -> oom: needs 3 GiB"), std::string::npos) << above;
+  EXPECT_NE(above.find("status ok -&gt; oom: needs 3 GiB"), std::string::npos) << above;
   EXPECT_EQ(above.find("amp_bf16"), std::string::npos) << above;
   EXPECT_NE(md.find("| m | amp_bf16 | cpu |", details), std::string::npos) << md;
   // A model name cannot open HTML that would break the fold.
   EXPECT_NE(md.find("a&lt;b&amp;c"), std::string::npos) << md;
   EXPECT_EQ(md.find("a<b"), std::string::npos) << md;
+  // Nor can a file name, with a backtick that would end a code span or a line break.
+  const std::string odd = format_compare_markdown(r, "<img src=x>`.json", "a\nb.json");
+  EXPECT_NE(odd.find("Baseline <code>&lt;img src=x&gt;\\`.json</code>, current <code>a\\\\nb.json"
+                     "</code>: 5 row(s)"),
+            std::string::npos)
+      << odd;
+  EXPECT_EQ(odd.find("<img"), std::string::npos) << odd;
 
   // A clean pass has no short table, only the fold.
   const std::string pass =

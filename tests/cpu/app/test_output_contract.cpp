@@ -117,6 +117,53 @@ TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
   }
 }
 
+// report --md is pasted into step summaries and merge-request comments: a file name, a
+// status_detail, a device, an explain file's `to` and a provenance.commit are text from outside,
+// literal there (no raw HTML, no table cell or heading split by a | or a line break).
+TEST_F(OutputContract, ReportMarkdownKeepsTextFromTheFilesLiteral) {
+  const std::string cpu = " --device reference --quiet";
+  ASSERT_EQ(run("run " + spec_ + cpu + " --json " + path("run.json")).code, 0);
+  ASSERT_EQ(run("explain " + spec_ + cpu + " --steps 2 --json " + path("e.json")).code, 0);
+  const std::string evil = "<img src=x onerror=alert(1)>";
+  json j = json::parse(read_file(path("run.json")));
+  j["runs"][1]["status"] = "failed";
+  j["runs"][1]["status_detail"] = evil + " | *x*\nnext";
+  for (json& r : j["runs"]) r["device"] = "reference " + evil;
+  j["provenance"]["commit"] = evil;
+  write(evil + ".json", j.dump());
+  write("a\nb.json", read_file(path("run.json")));
+  json e = json::parse(read_file(path("e.json")));
+  e["comparisons"][0]["to"] = evil + "|x";
+  write("e2.json", e.dump());
+
+  const std::string evil_file = "'" + path(evil + ".json") + "'";
+  auto r = run("report " + evil_file + " '" + path("a\nb.json") + "' " + path("e2.json") +
+               " --html " + path("r.html") + " --md " + path("r.md"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string md = read_file(path("r.md"));
+  EXPECT_EQ(md.find("<img"), std::string::npos) << md;
+  // One heading a file, its name on one line (the line break shown, not taken).
+  EXPECT_TRUE(has_text(md, "/&lt;img src=x onerror=alert(1)&gt;.json\n\n")) << md;
+  EXPECT_TRUE(has_text(md, "/a\\\\nb.json\n\n")) << md;
+  size_t headings = 0;
+  for (size_t at = md.find("## "); at != std::string::npos; at = md.find("## ", at + 1))
+    headings += at == 0 || md[at - 1] == '\n';
+  EXPECT_EQ(headings, 3u) << md;
+  EXPECT_TRUE(has_text(md,
+                       "| amp_bf16 | **failed**: &lt;img src=x onerror=alert(1)&gt; \\| "
+                       "\\*x\\*\\\\nnext |"))
+      << md;
+  EXPECT_TRUE(has_text(md, "small (mlp) · reference &lt;img src=x onerror=alert(1)&gt; · batch 32"))
+      << md;
+  EXPECT_TRUE(has_text(md, "| &lt;img src=x onerror=alert(1)&gt;\\|x vs fp32 |")) << md;
+
+  r = run("report --history " + evil_file + " --html " + path("h.html") + " --md " + path("h.md"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  md = read_file(path("h.md"));
+  EXPECT_EQ(md.find("<img"), std::string::npos) << md;
+  EXPECT_TRUE(has_text(md, "| 1 | &lt;img src=x onerror=alert(1)&gt; |")) << md;
+}
+
 // A mode that ran out of memory has no results: null in the JSON, empty in the CSV, never 0; and
 // the CSV says which mpbench made it.
 TEST_F(OutputContract, AnOomRowHasNoNumbersAndTheCsvItsVersion) {

@@ -724,6 +724,75 @@ TEST_F(ReportHtml, RatiosNameTheirBaselineWithoutFp32) {
   EXPECT_EQ(fp32, std::string::npos) << html.substr(fp32 < 200 ? 0 : fp32 - 200, 260);
 }
 
+// Two machines' run.json: the bars, captions and environment lines name each by its folder (the
+// stem alone was the same for both); so does a history point of a file outside a git checkout.
+TEST_F(ReportHtml, SameFileNameInTwoFoldersIsToldApartByItsFolder) {
+  std::vector<std::string> files;
+  for (const char* machine : {"h100", "h200"}) {
+    fs::create_directories(dir_ / machine);
+    files.push_back(write_history_file(
+        dir_, std::string(machine) + "/run.json",
+        history_provenance("2025-03-01T09:00:00Z", nullptr),
+        {history_run("fp32", {10, 10, 10}, 1000), history_run("amp_bf16", {5, 5, 5}, 600)}));
+  }
+  const fs::path html_path = dir_ / "two.html";
+  Result r = mpbench("report " + files[0] + " " + files[1] + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string html = read_file(html_path);
+  for (const char* machine : {"h100", "h200"}) {
+    const std::string name = std::string(machine) + "/run";
+    for (const std::string& s :
+         {"mpbench fp32 · " + name, "mpbench amp_bf16 · " + name, "<caption>" + name + " · mpbench",
+          std::string("<b>h100/run, h200/run</b>")})
+      EXPECT_NE(html.find(s), std::string::npos) << s;
+  }
+  EXPECT_EQ(html.find("<caption>run · "), std::string::npos);
+
+  r = mpbench("report --history " + files[0] + " " + files[1] + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  html = read_file(html_path);
+  const std::vector<TrendPointRead> pts = trend_points(html, "trend-hist_mlp-fp32-cpu-b32-time");
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].commit, "h100/run");
+  EXPECT_EQ(pts[1].commit, "h200/run");
+}
+
+// A sweep's table in the page: a failed row keeps its batch cell, and a note names its batch.
+TEST_F(ReportHtml, SweepTableKeepsTheBatchOfFailedRowsAndNotes) {
+  std::vector<mpbench::RunResult> runs;
+  for (int64_t batch : {32, 64}) {
+    runs.push_back(history_run("fp32", {10, 10, 10}, 1000));
+    runs.push_back(batch == 32
+                       ? history_run("amp_bf16", {5, 9, 5}, 600)
+                       : history_run("amp_bf16", {}, 600, std::nullopt, mpbench::RunStatus::Oom));
+    runs[runs.size() - 2].batch_size = runs.back().batch_size = batch;
+  }
+  const std::string file = write_history_file(
+      dir_, "sweep.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
+  const fs::path html_path = dir_ / "sweep.html";
+  const Result r = mpbench("report " + file + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_NE(html.find("<tr><td>amp_bf16</td><td class=\"num\">64</td><td class=\"status-cell "
+                      "status-oom\" colspan=\""),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<li>note: amp_bf16 batch 32: epoch times vary"), std::string::npos);
+}
+
+TEST(HtmlReport, ShortFileNamesAreTheShortestEndsThatDiffer) {
+  using mpbench::short_file_names;
+  using V = std::vector<std::string>;
+  EXPECT_EQ(short_file_names({"a.json", "results/b.json"}), (V{"a", "b"}));
+  EXPECT_EQ(short_file_names({"h100/run.json", "h200/run.json"}), (V{"h100/run", "h200/run"}));
+  EXPECT_EQ(short_file_names({"a/x.json", "b/x.json", "y.json"}), (V{"a/x", "b/x", "y"}));
+  EXPECT_EQ(short_file_names({"/r/a/m/x.json", "/r/b/m/x.json"}), (V{"a/m/x", "b/m/x"}));
+  EXPECT_EQ(short_file_names({"x.json", "m/x.json"}), (V{"x", "m/x"}));
+  EXPECT_EQ(short_file_names({"./x.json", "d/./y.json"}), (V{"x", "y"}));
+  // Nothing shorter than the path tells them apart.
+  EXPECT_EQ(short_file_names({"d/x.json", "d/x.out"}), (V{"d/x.json", "d/x.out"}));
+}
+
 TEST_F(ReportHtml, HistoryBadInputsExit2) {
   const std::string good =
       write_history_file(dir_, "good.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"),

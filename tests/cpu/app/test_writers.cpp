@@ -362,6 +362,25 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   const auto two_rows = lines_of(format_csv(repeated(2, 0.0)));
   ASSERT_EQ(two_rows.size(), 5u);
   EXPECT_EQ(at(split_csv_line(two_rows[2]), "speedup_vs_fp32_ci95_low"), "") << two_rows[2];
+
+  // The same runs as three seeds (run --seeds 3, no --repeat): no interval anywhere, the CSV's
+  // columns empty as the JSON (no repeat_summary) and the table have none.
+  Report seeds = repeated(3, 0.0);
+  for (RunResult& r : seeds.runs) {
+    r.seed = static_cast<uint64_t>(*r.repetition);
+    r.repetition.reset();
+  }
+  EXPECT_FALSE(to_json(seeds).contains("repeat_summary"));
+  EXPECT_FALSE(contains(line_with(format_console(seeds), "amp_fp16"), "x ("))
+      << format_console(seeds);
+  const auto seed_rows = lines_of(format_csv(seeds));
+  ASSERT_EQ(seed_rows.size(), 7u);
+  for (size_t i = 1; i < seed_rows.size(); ++i) {
+    const auto row = split_csv_line(seed_rows[i]);
+    EXPECT_NE(at(row, "seed"), "") << seed_rows[i];
+    EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_low"), "") << seed_rows[i];
+    EXPECT_EQ(at(row, "speedup_vs_fp32_ci95_high"), "") << seed_rows[i];
+  }
 }
 
 TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
@@ -445,6 +464,50 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   set_times(two.runs[1], {80, 120});
   EXPECT_TRUE(contains(format_console(two), " note: tf32: epoch times vary by 28% over its own"))
       << format_console(two);
+}
+
+// In a sweep each note names its batch (a seed's run is at every batch), in the console and the
+// Markdown alike; a failed row keeps its batch cell, its status across the numbers after it.
+TEST(Console, SweepNotesAndFailedRowsNameTheBatch) {
+  Report rep;
+  rep.env = {{"device", "reference"}};
+  for (int64_t batch : {32, 64}) {
+    for (uint64_t seed : {1, 2}) {
+      RunResult r = make_run("fp32", 100, size_t(200) << 20);
+      r.batch_size = batch;
+      r.seed = seed;
+      if (seed == 2) {  // noisy at both batches, by different amounts
+        const double slow = batch == 32 ? 150 : 200;
+        for (size_t e = 0; e < 3; ++e) r.epochs[e].time_ms = e == 1 ? slow : 100;
+        r.epoch_time_ms = compute_time_stats({100, slow, 100});
+      }
+      rep.runs.push_back(r);
+    }
+  }
+  RunResult oom = make_run("amp_bf16", 0, size_t(3) << 30, RunStatus::Oom);
+  oom.batch_size = 1024;
+  oom.status_detail = "over the memory limit of 100.0 KiB";
+  rep.runs.push_back(oom);
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, " note: fp32 batch 32 seed 2: epoch times vary by 25% over"))
+      << table;
+  EXPECT_TRUE(contains(table, " note: fp32 batch 64 seed 2: epoch times vary by 43% over"))
+      << table;
+  EXPECT_FALSE(contains(table, "note: fp32 seed 2")) << table;
+  // mode │ batch │ seeds │ status: the batch where the table has it.
+  EXPECT_TRUE(contains(line_with(table, " amp_bf16"),
+                       " amp_bf16 │ 1,024 │     0 │ oom: over the memory limit of 100.0 KiB"))
+      << table;
+  const std::string md = format_markdown(rep);
+  EXPECT_TRUE(contains(md, "- note: fp32 batch 32 seed 2: epoch times vary by 25%")) << md;
+  EXPECT_TRUE(contains(md, "| amp_bf16 | 1,024 | 0 | **oom**: over the memory limit")) << md;
+
+  // One batch: no batch in the notes, as before.
+  Report one = make_report();
+  one.runs[1].epochs[1].time_ms = 120;
+  one.runs[1].epoch_time_ms = compute_time_stats({80, 120, 80});
+  EXPECT_TRUE(contains(format_console(one), " note: tf32: epoch times vary"))
+      << format_console(one);
 }
 
 // Once under the tables of a CPU report with a mode other than fp32: the times are of the
@@ -617,6 +680,32 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   EXPECT_EQ(table_lines, 2u * 2 + 5) << md;  // header + rule per table, 4 + 1 runs
   EXPECT_TRUE(contains(md, "2.50x")) << md;
   EXPECT_TRUE(contains(md, "**oom**: a \\| b")) << md;
+}
+
+// One rule for text from outside in every Markdown writer: literal, whatever it holds.
+TEST(Markdown, TextFromOutsideIsLiteral) {
+  EXPECT_EQ(markdown_cell("tiny_mlp amp_bf16 1.45x (1.41, 1.49) ± 2.0%"),
+            "tiny_mlp amp_bf16 1.45x (1.41, 1.49) ± 2.0%");
+  EXPECT_EQ(markdown_cell("<img src=x onerror=alert(1)> & &lt;"),
+            "&lt;img src=x onerror=alert(1)&gt; &amp; &amp;lt;");
+  EXPECT_EQ(markdown_cell("a | b"), "a \\| b");
+  EXPECT_EQ(markdown_cell("`c` *e* _f_ __init__ [l](u) ~~s~~ x # \\"),
+            "\\`c\\` \\*e\\* \\_f\\_ \\_\\_init\\_\\_ \\[l\\](u) \\~\\~s\\~\\~ x \\# \\\\");
+  EXPECT_EQ(markdown_cell("a\nb\r\tc\x1b[1m\x7f\xc2\x85"),
+            "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u0085");
+
+  // Through run --md's writer: a hand-edited status_detail and device name stay in their cell.
+  Report rep = make_report();
+  rep.env["cpu"]["name"] = "<b>CPU</b>";
+  rep.runs[3].status_detail = "<img src=x onerror=alert(1)> | **x**\nnext";
+  const std::string md = format_markdown(rep);
+  EXPECT_EQ(md.find('<'), std::string::npos) << md;
+  EXPECT_TRUE(contains(md, "reference: &lt;b&gt;CPU&lt;/b&gt; (2 threads)")) << md;
+  EXPECT_TRUE(contains(md,
+                       "| amp_bf16 | **oom**: &lt;img src=x onerror=alert(1)&gt; \\| "
+                       "\\*\\*x\\*\\*\\\\nnext |"))
+      << md;
+  EXPECT_FALSE(contains(md, "\nnext")) << md;
 }
 
 TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
