@@ -1148,9 +1148,12 @@ std::string format_html(const std::vector<ReportInput>& inputs,
     std::vector<std::string> dev(devices.begin(), devices.end());
     std::vector<std::string> bat;
     for (int64_t b : batches) bat.push_back(std::to_string(b));
-    h += fmt::format("<p class=\"meta\">{} run{} · device {} · batch {}</p>\n", sec.series.size(),
-                     sec.series.size() == 1 ? "" : "s",
-                     esc(fmt::format("{}", fmt::join(dev, ", "))), fmt::join(bat, ", "));
+    // Every run, each seed and repetition of a mode counted (a series may stand for several).
+    size_t runs = 0;
+    for (const auto& [input, group] : sec.groups) runs += group.runs.size();
+    h += fmt::format("<p class=\"meta\">{} run{} · device {} · batch {}</p>\n", runs,
+                     runs == 1 ? "" : "s", esc(fmt::format("{}", fmt::join(dev, ", "))),
+                     fmt::join(bat, ", "));
 
     h += "<div class=\"charts\">\n";
     const std::string base = esc(sec.baseline());

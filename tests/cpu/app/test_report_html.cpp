@@ -704,6 +704,9 @@ TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
   EXPECT_LE(std::stod(m[1]), 2.0);
   EXPECT_GE(std::stod(m[2]), 2.0);
   EXPECT_NE(html.find("speedup (95% CI)"), std::string::npos);
+  // The section counts every run, each repetition (it counted the 2 modes).
+  EXPECT_NE(html.find("<p class=\"meta\">6 runs · device"), std::string::npos)
+      << html.substr(html.find("class=\"meta\""), 120);
 }
 
 // Without fp32 the ratios are against the first mode, and the captions and tooltips name it (the
