@@ -71,9 +71,12 @@ int cmd_data(const DataArgs& args) {
   Spec spec = load_spec(args.spec);
   if (args.seed >= 0) spec.data.seed = static_cast<uint64_t>(args.seed);
   if (args.out_prefix.empty()) throw_bad_input("--out: expected a file prefix, got \"\"");
-  if (std::filesystem::is_directory(args.out_prefix))
-    throw_bad_input(fmt::format("--out {}: is a directory (expected a file prefix such as {}/{})",
-                                args.out_prefix, args.out_prefix, spec.name));
+  if (std::filesystem::is_directory(args.out_prefix)) {
+    std::string dir = args.out_prefix;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "out/" suggests out/name
+    throw_bad_input(fmt::format("--out {}: is a directory (expected a file prefix such as {}{}{})",
+                                args.out_prefix, dir, dir == "/" ? "" : "/", spec.name));
+  }
   // The consumers read the files with the host's byte order; say so rather than write
   // big-endian bytes that a reader would silently misinterpret.
   if (!host_is_little_endian())

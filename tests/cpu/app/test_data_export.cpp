@@ -161,6 +161,9 @@ TEST_F(DataExport, BadInputIsExitTwo) {
   EXPECT_FALSE(fs::exists(dir_ / "x.json"));
 
   EXPECT_EQ(run("data " + tiny() + " --out " + dir_.string(), &err), 2);  // a directory
+  // Its suggestion joins the directory and the spec's name with one slash, "out/" as "out".
+  EXPECT_EQ(run("data " + tiny() + " --out " + dir_.string() + "/", &err), 2);
+  EXPECT_NE(err.find("such as " + dir_.string() + "/tiny_mlp)"), std::string::npos) << err;
   EXPECT_EQ(run("data " + tiny(), &err), 2);                              // --out missing
 }
 
