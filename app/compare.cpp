@@ -32,30 +32,22 @@ Key key_of(const RunResult& r) {
           r.data_parallel ? r.data_parallel->ranks : 1};
 }
 
-std::string key_name(const Key& k) {
-  return fmt::format("{} {} {} batch {}{}{}{}", std::get<0>(k), std::get<1>(k), std::get<2>(k),
-                     std::get<4>(k), std::get<3>(k) ? " (cuda graphs)" : "",
-                     std::get<5>(k) >= 0 ? fmt::format(" seed {}", std::get<5>(k)) : "",
-                     std::get<6>(k) > 1 ? fmt::format(" x{} ranks", std::get<6>(k)) : "");
-}
-
 struct Side {
   std::map<Key, std::vector<const RunResult*>> runs;
   std::vector<Key> order;                          // first appearance
   std::map<const RunResult*, const Report*> file;  // the file each run came from
 };
 
-// One file's runs added to a side; within a file a key appears once per repetition.
+// One file's runs added to a side; within a file a key appears once per repetition (the readers
+// check it; a report made in memory is checked here).
 void add_runs(Side& side, const Report& r, const std::string& what) {
-  std::map<std::pair<Key, int64_t>, size_t> seen;
+  try {
+    check_unique_runs(r.runs);
+  } catch (const Error& e) {
+    throw_bad_input(fmt::format("{}: {}", what, e.what()));
+  }
   for (size_t i = 0; i < r.runs.size(); ++i) {
     const Key k = key_of(r.runs[i]);
-    const int64_t rep = r.runs[i].repetition.value_or(0);
-    if (const auto [it, fresh] = seen.emplace(std::make_pair(k, rep), i); !fresh) {
-      throw_bad_input(fmt::format("{}: runs[{}] and runs[{}]: {}{} appears twice; cannot match it",
-                                  what, it->second, i, key_name(k),
-                                  rep ? fmt::format(" repetition {}", rep) : ""));
-    }
     auto& list = side.runs[k];
     if (list.empty()) side.order.push_back(k);
     list.push_back(&r.runs[i]);

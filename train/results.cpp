@@ -782,7 +782,27 @@ Report report_from_json(const json& j) {
   for (size_t i = 0; i < runs->size(); ++i) {
     r.runs.push_back(run_from_json_at((*runs)[i], fmt::format("runs[{}]", i)));
   }
+  check_unique_runs(r.runs);
   return r;
+}
+
+std::string run_identity(const RunResult& r, bool with_repetition) {
+  return fmt::format(
+      "{} {} {} batch {}{}{}{}{}", r.model, r.precision, r.device, r.batch_size,
+      r.cuda_graphs ? " (cuda graphs)" : "", r.seed ? fmt::format(" seed {}", *r.seed) : "",
+      r.data_parallel && r.data_parallel->ranks > 1
+          ? fmt::format(" x{} ranks", r.data_parallel->ranks)
+          : "",
+      with_repetition && r.repetition ? fmt::format(" repetition {}", *r.repetition) : "");
+}
+
+void check_unique_runs(const std::vector<RunResult>& runs) {
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string id = run_identity(runs[i]);
+    if (const auto [it, fresh] = seen.emplace(id, i); !fresh)
+      throw_bad_input(fmt::format("runs[{}] and runs[{}]: {} appears twice", it->second, i, id));
+  }
 }
 
 }  // namespace mpbench

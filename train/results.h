@@ -244,6 +244,14 @@ struct RepeatSummary {
 std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs);
 nlohmann::json to_json(const RepeatSummary& s);
 
+// What tells a run apart in one file: its model, precision, device, CUDA graphs, batch size,
+// seed (`run --seeds`), rank count (data parallel) and repetition (`run --repeat`), as
+// "tiny_mlp amp_bf16 cpu batch 64 seed 2 x2 ranks repetition 3"; compare matches runs on all of it
+// but the repetition. Throws BadInput naming both runs[] indices when two runs share it, which
+// no reader could tell apart (compare would not know which to match, report would draw both).
+std::string run_identity(const RunResult& r, bool with_repetition = true);
+void check_unique_runs(const std::vector<RunResult>& runs);
+
 // Readers for result files (the `compare` command). Non-finite numbers were written as null and
 // come back as NaN. Throw Error(BadInput) naming the JSON path of a missing or mistyped field,
 // or a schema_version other than 1.

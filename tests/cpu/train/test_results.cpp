@@ -285,6 +285,7 @@ Report sample_report() {
   fp32.precision = "fp32";
   fp32.loss_scaling = false;
   RunResult oom = sample_run();
+  oom.batch_size = 256;  // a sweep's larger batch: a run of its own
   oom.status = RunStatus::Oom;
   oom.status_detail = "out of memory";
   RunResult fp8 = sample_run();
@@ -301,6 +302,24 @@ Report sample_report() {
   unsupported.status_detail = "amp_fp8 needs compute capability 8.9 or newer, A100 is 8.0";
   rep.runs = {fp32, sample_run(), oom, fp8, unsupported};
   return rep;
+}
+
+// Two runs that nothing tells apart are refused by the reader, for report as for compare (report
+// drew both as rows of one mode); repetitions and seeds tell runs apart.
+TEST(ReportJson, TwoRunsOfOneIdentityAreRefused) {
+  json j = to_json(sample_report());
+  j["runs"].push_back(j["runs"][0]);
+  try {
+    report_from_json(j);
+    FAIL() << "a duplicated run was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("runs[0] and runs[5]: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("appears twice"), std::string::npos) << e.what();
+  }
+  j["runs"][5]["repetition"] = 2;
+  j["runs"][0]["repetition"] = 1;
+  EXPECT_NO_THROW(report_from_json(j));
 }
 
 TEST(ReportJson, TopLevelShape) {
