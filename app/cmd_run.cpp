@@ -222,11 +222,12 @@ std::vector<Spec> checked_specs(const RunArgs& args, int ranks) {
   return specs;
 }
 
-// What a data-parallel run's single-rank baseline is looked up by: model, mode, per-rank batch
-// and training seed.
-using SingleKey = std::tuple<std::string, std::string, int64_t, int64_t>;
+// What a data-parallel run's single-rank baseline is looked up by: model, mode, device, per-rank
+// batch and training seed (a native CPU run is no baseline for the reference's).
+using SingleKey = std::tuple<std::string, std::string, std::string, int64_t, int64_t>;
 SingleKey single_key(const RunResult& r) {
-  return {r.model, r.precision, r.batch_size, r.seed ? static_cast<int64_t>(*r.seed) : -1};
+  return {r.model, r.precision, r.device, r.batch_size,
+          r.seed ? static_cast<int64_t>(*r.seed) : -1};
 }
 
 // `--scaling-baseline FILE`: the samples per second of each plain (one-process) run in it, the
@@ -361,15 +362,17 @@ int cmd_run(const RunArgs& given) {
           report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
           if (args.repeat > 1) report.runs.back().repetition = rep;
           RunResult& ran = report.runs.back();
-          if (dp && !single_rates.empty()) {
+          // Said for each run without one, a file of data-parallel runs only (no 1-rank run in
+          // it) included.
+          if (dp && launch.speaker() && !baseline_file.empty() && ran.status == RunStatus::Ok) {
             const auto it = single_rates.find(single_key(ran));
             if (it != single_rates.end())
               single = it->second;
             else
               std::cerr << fmt::format(
-                  "mpbench: --scaling-baseline {} has no ok run of {} {} batch {}: no scaling "
-                  "efficiency for it\n",
-                  baseline_file, ran.model, ran.precision, ran.batch_size);
+                  "mpbench: --scaling-baseline {} has no ok one-process run of {} {} {} batch {}: "
+                  "no scaling efficiency for it\n",
+                  baseline_file, ran.model, ran.precision, ran.device, ran.batch_size);
           }
           if (single && ran.data_parallel && *single > 0) {
             ran.data_parallel->single_rank_samples_per_second = *single;

@@ -363,12 +363,25 @@ TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
           " --scaling-baseline " + (dir_ / "one.json").string(),
       dir_.string());
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has_text(r.err, "has no ok run of tiny_mlp amp_bf16 batch 64")) << r.err;
+  EXPECT_TRUE(has_text(r.err, "has no ok one-process run of tiny_mlp amp_bf16 reference batch 64"))
+      << r.err;
   const json doc = json::parse(mpbench::test::read_file(out));
   const json& fp32 = doc["runs"][0]["data_parallel"];
   EXPECT_EQ(fp32["single_rank_samples_per_second"].get<double>(),
             one["runs"][0]["samples_per_second"].get<double>());
   EXPECT_FALSE(doc["runs"][1]["data_parallel"].contains("scaling_efficiency"));
+  // Another device's run is no baseline (a native CPU run gave the reference 1208%), nor is a
+  // file of data-parallel runs only: each is said, not passed over.
+  for (const std::string& file : {(dir_ / "one.json").string(), out}) {
+    const auto again = mpbench::test::run_shell(
+        kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec + " --device " +
+            (file == out ? "reference" : "cpu") + " --precisions fp32 --epochs 1 --quiet" +
+            " --scaling-baseline " + file,
+        dir_.string());
+    if (file != out && !mpbench::native_cpu_available(nullptr)) continue;
+    ASSERT_EQ(again.code, 0) << again.err;
+    EXPECT_TRUE(has_text(again.err, "has no ok one-process run of tiny_mlp fp32")) << again.err;
+  }
 }
 
 // `compare` matches a data-parallel run only with runs of its rank count.
