@@ -257,7 +257,8 @@ int cmd_profile(const ProfileArgs& given) {
   launch.same_job({{"command", "profile"},
                    {"--steps", std::to_string(args.steps)},
                    {"--grad-reduce", args.run.grad_reduce},
-                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)}},
+                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)},
+                   {"--memory-limit", std::to_string(args.run.memory_limit)}},
                   {spec}, be->info(), be->device());
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);

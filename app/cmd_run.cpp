@@ -271,6 +271,7 @@ int cmd_run(const RunArgs& given) {
                    {"--repeat", std::to_string(args.repeat)},
                    {"--grad-reduce", args.grad_reduce},
                    {"--bucket-mb", fmt::format("{}", args.bucket_mb)},
+                   {"--memory-limit", std::to_string(args.memory_limit)},
                    {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
                   specs, info, be->device());
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info);
