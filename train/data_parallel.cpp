@@ -152,11 +152,16 @@ void DataParallel::read_step(StepSpans& s, int back) {
   if (busy) stats_.busy_ms.push_back(*busy);
 }
 
-DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) const {
+DataParallelResult DataParallel::setup() const {
   DataParallelResult d;
   d.ranks = size();
   d.grad_reduce = dtype_name(opts_.wire);
   d.bucket_bytes = opts_.bucket_bytes;
+  return d;
+}
+
+DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) const {
+  DataParallelResult d = setup();
   d.buckets = stats_.buckets;
   d.bytes_per_step = stats_.bytes_per_step;
   d.comm_ms_per_step = median_epoch_mean(stats_.step_ms, epochs);

@@ -90,6 +90,9 @@ class DataParallel {
   // per step of the median epoch (the epoch step_time_ms() is taken from, so that it is a part
   // of that step) and the bandwidths from it.
   DataParallelResult result(const std::vector<EpochResult>& epochs) const;
+  // The options alone (ranks, the wire's dtype, the bucket size): a mode that did not train
+  // (unsupported here) is still a row of this many ranks.
+  DataParallelResult setup() const;
   // A run failed on this rank (out of memory, a runtime error): one line naming the rank and
   // the cause, and every rank of the job ends with exit 3.
   [[noreturn]] void fail(const std::exception& e);

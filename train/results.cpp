@@ -263,15 +263,18 @@ json to_json(const RunResult& r) {
   if (!r.conv_algorithms.empty() || r.conv_workspace_bytes)
     j["conv_workspace_bytes"] = r.conv_workspace_bytes;
   if (!r.kernels.empty()) j["kernels"] = r.kernels;
-  if (const auto& dp = r.data_parallel)
-    j["data_parallel"] = {{"ranks", dp->ranks},
-                          {"grad_reduce", dp->grad_reduce},
-                          {"bucket_bytes", dp->bucket_bytes},
-                          {"buckets", dp->buckets},
-                          {"bytes_per_step", dp->bytes_per_step},
-                          {"comm_ms_per_step", dp->comm_ms_per_step},
-                          {"algbw_gbps", dp->algbw_gbps},
-                          {"busbw_gbps", dp->busbw_gbps}};
+  // A mode that did not train has the job's options and nothing measured.
+  if (const auto& dp = r.data_parallel) {
+    j["data_parallel"] = {
+        {"ranks", dp->ranks}, {"grad_reduce", dp->grad_reduce}, {"bucket_bytes", dp->bucket_bytes}};
+    if (ok) {
+      j["data_parallel"]["buckets"] = dp->buckets;
+      j["data_parallel"]["bytes_per_step"] = dp->bytes_per_step;
+      j["data_parallel"]["comm_ms_per_step"] = dp->comm_ms_per_step;
+      j["data_parallel"]["algbw_gbps"] = dp->algbw_gbps;
+      j["data_parallel"]["busbw_gbps"] = dp->busbw_gbps;
+    }
+  }
   if (r.data_parallel && r.data_parallel->comm_busy_ms_per_step > 0) {
     j["data_parallel"]["comm_busy_ms_per_step"] = r.data_parallel->comm_busy_ms_per_step;
     j["data_parallel"]["overlap"] = r.data_parallel->overlap;

@@ -625,6 +625,7 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   if (auto why = unsupported_reason(precision, be.device(), be.info())) {
     r.status = RunStatus::Unsupported;
     r.status_detail = *why;
+    if (opts.data_parallel) r.data_parallel = opts.data_parallel->setup();
     return r;
   }
   try {

@@ -270,6 +270,27 @@ TEST_F(DataParallel, OutOfMemoryEndsTheJob) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// A mode that cannot run here is still a row of the job's ranks: listed first, it took the
+// title's "per rank, 2 ranks" with it, and its CSV row and JSON said one process.
+TEST_F(DataParallel, AnUnsupportedModeIsARowOfTheJobsRanks) {
+  std::string why;
+  if (!mpbench::native_cpu_available(&why)) GTEST_SKIP() << why;
+  const std::string json_path = (dir_ / "u.json").string(), csv = (dir_ / "u.csv").string();
+  const auto r = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+          " --device cpu --precisions tf32,fp32 --epochs 1 --json " + json_path + " --csv " + csv,
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "batch 64 per rank, 2 ranks")) << r.out;
+  const json doc = json::parse(mpbench::test::read_file(json_path));
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["status"], "unsupported");
+  for (const json& run : doc["runs"]) EXPECT_EQ(run["data_parallel"]["ranks"], 2) << run.dump();
+  EXPECT_FALSE(doc["runs"][0]["data_parallel"].contains("comm_ms_per_step"));  // nothing measured
+  const std::string rows = mpbench::test::read_file(csv);
+  EXPECT_EQ(occurrences(rows, ",64,2,"), 2u) << rows;  // batch_size, ranks
+}
+
 // A global batch larger than the training set: refused before training, once.
 TEST_F(DataParallel, AGlobalBatchLargerThanTheDataIsBadInput) {
   const auto r =
