@@ -164,7 +164,7 @@ TEST_F(DataExport, BadInputIsExitTwo) {
   // Its suggestion joins the directory and the spec's name with one slash, "out/" as "out".
   EXPECT_EQ(run("data " + tiny() + " --out " + dir_.string() + "/", &err), 2);
   EXPECT_NE(err.find("such as " + dir_.string() + "/tiny_mlp)"), std::string::npos) << err;
-  EXPECT_EQ(run("data " + tiny(), &err), 2);                              // --out missing
+  EXPECT_EQ(run("data " + tiny(), &err), 2);  // --out missing
 }
 
 // `mpbench data` started directly (no shell, so that its pid is the one in its temporary names),
