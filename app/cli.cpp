@@ -198,10 +198,10 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 const char* kCompareRule = R"(
 Runs are matched by model, precision, device, cuda_graphs, batch size and seed (`run --seeds`).
 The runs of one key are its repetitions: `run --repeat N` in one file, and those of every
---baseline file pooled. Time: the ratio (current / baseline) of the medians over repetitions of each repetition's
-median epoch time, with a 95% hierarchical percentile bootstrap interval (resample the
-repetitions, then the epochs within each; 2000 resamples, fixed seed: the output is
-deterministic), so that it holds the noise between runs, not only between one run's epochs.
+--baseline file pooled. Time: the ratio (current / baseline) of the medians over repetitions of
+each repetition's median epoch time, with a 95% hierarchical percentile bootstrap interval
+(resample the repetitions, then the epochs within each; 2000 resamples, fixed seed: the output
+is deterministic), so that it holds the noise between runs, not only between one run's epochs.
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)
@@ -212,10 +212,11 @@ With threshold t:
 Memory (training peak: every category but the dataset copy), accuracy and final loss are
 compared without an interval, over every repetition that trained: the largest peak, the median
 accuracy and loss (a loss gone non-finite always regresses). A run that was ok and is now oom,
-diverged or failed, in any of its repetitions, is a regression; runs on one side only are listed
-as missing / new. The spec is checked against every baseline file. An environment difference (GPU,
-driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and switches nothing
-off: every number is still compared, and under --strict the difference alone fails (exit 4).
+diverged or failed, in any of its repetitions, is a regression; runs on one side only are
+listed as missing / new. The spec is checked against every baseline file. An environment
+difference (GPU, driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and
+switches nothing off: every number is still compared, and under --strict the difference alone
+fails (exit 4).
 
 Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
 input, 3 runtime failure, 4 nothing matched or a spec changed (unless a regression makes it 1),

@@ -107,11 +107,7 @@ int cmd_explain(const ExplainArgs& given) {
   });
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
-  launch.same_job({{"command", "explain"},
-                   {"--steps", std::to_string(args.steps)},
-                   {"--grad-reduce", args.run.grad_reduce},
-                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)},
-                   {"--memory-limit", std::to_string(args.run.memory_limit)}},
+  launch.same_job(args.run, {{"command", "explain"}, {"--steps", std::to_string(args.steps)}},
                   {spec}, be->info(), be->device());
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   const Dataset data = make_dataset_with_progress(spec, bar_on);

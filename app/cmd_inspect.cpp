@@ -80,11 +80,9 @@ nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
   }
   if (li.matmul) {
     const MatmulDims& m = *li.matmul;
-    j["matmul"] = m.conv ? nlohmann::json{{"conv", true}, {"c_in", m.k}, {"c_out", m.n}}
-                         : nlohmann::json{{"conv", false},
-                                          {"m", m.m_per_sample ? m.m * batch : m.m},
-                                          {"n", m.n},
-                                          {"k", m.k}};
+    j["matmul"] =
+        m.conv ? nlohmann::json{{"conv", true}, {"c_in", m.k}, {"c_out", m.n}}
+               : nlohmann::json{{"conv", false}, {"m", m.rows(batch)}, {"n", m.n}, {"k", m.k}};
     j["misaligned"] = misaligned_sizes(li, p, batch);
   }
   nlohmann::json children = nlohmann::json::array();

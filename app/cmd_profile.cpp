@@ -254,11 +254,7 @@ int cmd_profile(const ProfileArgs& given) {
   });
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
-  launch.same_job({{"command", "profile"},
-                   {"--steps", std::to_string(args.steps)},
-                   {"--grad-reduce", args.run.grad_reduce},
-                   {"--bucket-mb", fmt::format("{}", args.run.bucket_mb)},
-                   {"--memory-limit", std::to_string(args.run.memory_limit)}},
+  launch.same_job(args.run, {{"command", "profile"}, {"--steps", std::to_string(args.steps)}},
                   {spec}, be->info(), be->device());
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);

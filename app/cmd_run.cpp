@@ -266,12 +266,10 @@ int cmd_run(const RunArgs& given) {
   std::unique_ptr<Backend> be = launch.open_backend(args);
   DataParallel* dp = launch.data_parallel();
   const DeviceInfo info = be->info();
-  launch.same_job({{"command", "run"},
+  launch.same_job(args,
+                  {{"command", "run"},
                    {"--seeds", std::to_string(args.seeds)},
                    {"--repeat", std::to_string(args.repeat)},
-                   {"--grad-reduce", args.grad_reduce},
-                   {"--bucket-mb", fmt::format("{}", args.bucket_mb)},
-                   {"--memory-limit", std::to_string(args.memory_limit)},
                    {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
                   specs, info, be->device());
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info);

@@ -62,13 +62,6 @@ const RunResult* representative(const std::vector<const RunResult*>& runs) {
   return runs.front();
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
   CompareRow::Values v;
   std::vector<double> acc, loss;
@@ -80,8 +73,8 @@ CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
     finite = finite && std::isfinite(r->final_loss);
     loss.push_back(r->final_loss);
   }
-  v.accuracy = median_of(acc);
-  v.loss = finite ? median_of(loss) : std::numeric_limits<double>::quiet_NaN();
+  v.accuracy = compute_time_stats(acc).median;
+  v.loss = finite ? compute_time_stats(loss).median : std::numeric_limits<double>::quiet_NaN();
   return v;
 }
 

@@ -45,7 +45,9 @@ class Launch {
   // its own. Each rank gives its facts (name, value; the command's options), to which the specs'
   // are added: every value of each resolved spec, and which of its modes this rank's device
   // trains. Rank 0 names the first fact another rank differs in, as bad input on every rank.
-  void same_job(std::vector<std::pair<std::string, std::string>> facts,
+  // The options every training command shares (--grad-reduce, --bucket-mb, --memory-limit) are
+  // taken from `run`; `facts` holds the command's own.
+  void same_job(const RunArgs& run, std::vector<std::pair<std::string, std::string>> facts,
                 const std::vector<Spec>& specs, const DeviceInfo& info, Device device);
   // The data parallel of the launch (nullptr without one), once open_backend has run.
   DataParallel* data_parallel() { return dp_ ? &*dp_ : nullptr; }

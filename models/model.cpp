@@ -158,15 +158,15 @@ void Model::backward(Backend& be, const Tensor& dlogits,
 
 std::vector<std::string> MatmulDims::misaligned(Precision p, int64_t batch) const {
   if (conv) return misaligned_dims(p, {{"C_in", k}, {"C_out", n}});
-  const int64_t rows = m_per_sample ? m * batch : m;
   // An FP8 Linear at a batch off 16 runs in bf16, held to bf16's multiple.
-  return misaligned_dims(p, {{"M", rows}, {"N", n}, {"K", k}}, fp8 && fp8_gemm_fits(rows, n, k));
+  return misaligned_dims(p, {{"M", rows(batch)}, {"N", n}, {"K", k}},
+                         fp8 && fp8_gemm_fits(rows(batch), n, k));
 }
 
 bool runs_fp8(const LayerInfo& li, int64_t batch) {
   if (!li.fp8_dtypes || !li.matmul) return false;
   const MatmulDims& m = *li.matmul;
-  return fp8_gemm_fits(m.m_per_sample ? m.m * batch : m.m, m.n, m.k);
+  return fp8_gemm_fits(m.rows(batch), m.n, m.k);
 }
 
 void LayerInfo::add_child(LayerInfo child) {

@@ -84,6 +84,8 @@ struct MatmulDims {
   bool m_per_sample = true;  // false: a batched GEMM per sample and head (attention), M fixed
   int64_t n = 0, k = 0;
   bool fp8 = false;  // the GEMM runs in FP8 (amp_fp8's Linear layers): sizes in 16s
+  // M at this batch.
+  int64_t rows(int64_t batch) const { return m_per_sample ? m * batch : m; }
   // The sizes misaligned for mode p (misaligned_dims in kernels/precision.h) at this batch.
   std::vector<std::string> misaligned(Precision p, int64_t batch) const;
 };

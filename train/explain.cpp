@@ -82,9 +82,9 @@ MatmulDetail matmul_detail(const std::string& detail) {
 // The baseline's GEMMs and convolutions that `to` runs in strict fp32 all the same (a layer that
 // fp32_layers pins, e.g. the head): none of the mode's speedup applies to them. Matched by scope,
 // op and shapes. Empty for tf32, which pins nothing.
-std::set<std::tuple<std::string, std::string, std::string>> unchanged_matmuls(
-    const ProfiledRun& to, const ModeContext& to_ctx) {
-  std::set<std::tuple<std::string, std::string, std::string>> out;
+using OpShapes = std::set<std::tuple<std::string, std::string, std::string>>;  // scope, op, shapes
+OpShapes unchanged_matmuls(const ProfiledRun& to, const ModeContext& to_ctx) {
+  OpShapes out;
   if (to_ctx.precision == Precision::TF32 || to_ctx.precision == Precision::FP32) return out;
   for (const OpTotal& o : to.ops) {
     if (op_kind(o.op) != OpKind::Matmul) continue;
@@ -93,18 +93,17 @@ std::set<std::tuple<std::string, std::string, std::string>> unchanged_matmuls(
   }
   return out;
 }
-bool unchanged(const std::set<std::tuple<std::string, std::string, std::string>>& set,
-               const OpTotal& o) {
+bool unchanged(const OpShapes& set, const OpTotal& o) {
   return set.count({o.scope, o.op, matmul_detail(o.detail).shapes}) > 0;
 }
 
 // The baseline's GEMM and convolution time per step at the target's peaks: each op divided by
 // the peak ratio, except that when the target is amp_fp8, a GEMM it does not run in FP8 (none of
 // its calls in that scope and size names an fp8 dtype) gets the bf16 rate's ratio instead, and
-// one the target runs in strict fp32 (unchanged_matmuls) keeps its time.
+// one the target runs in strict fp32 (`fp32`, unchanged_matmuls) keeps its time.
 double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
                               const ModeContext& from_ctx, const ModeContext& to_ctx,
-                              double peak_ratio) {
+                              double peak_ratio, const OpShapes& fp32) {
   auto size_of = [](const std::string& detail) { return detail.substr(0, detail.find(' ')); };
   std::set<std::pair<std::string, std::string>> fp8_gemms;  // (scope, "MxNxK")
   for (const OpTotal& o : to.ops)
@@ -112,7 +111,6 @@ double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
       fp8_gemms.insert({o.scope, size_of(o.detail)});
   const double non_fp8 = to_ctx.non_fp8_gemm_peak_tflops;
   const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
-  const auto fp32 = unchanged_matmuls(to, to_ctx);
   double best = 0;
   for (const OpTotal& o : from.ops) {
     if (op_kind(o.op) != OpKind::Matmul) continue;
@@ -204,7 +202,7 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   for (int k = 0; k < kOpKindCount; ++k)
     c.by_kind.push_back({static_cast<OpKind>(k), tf[k], tt[k]});
   // Eligible: the baseline's GEMMs and convolutions that `to` does not run in strict fp32.
-  const auto fp32 = unchanged_matmuls(to, to_ctx);
+  const OpShapes fp32 = unchanged_matmuls(to, to_ctx);
   const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
   double eligible = 0, pinned = 0;
   for (const OpTotal& o : from.ops)
@@ -218,7 +216,7 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     const double bytes_ratio =
         static_cast<double>(dtype_size(precision_info(from_ctx.precision).compute_dtype)) /
         static_cast<double>(dtype_size(precision_info(to_ctx.precision).compute_dtype));
-    double best = fp8_aware_matmul_bound(from, to, from_ctx, to_ctx, *c.peak_ratio);
+    double best = fp8_aware_matmul_bound(from, to, from_ctx, to_ctx, *c.peak_ratio, fp32);
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Matmul) continue;  // counted above

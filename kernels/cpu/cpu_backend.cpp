@@ -49,7 +49,8 @@ size_t meminfo_bytes(const char* key) {
 // (resnet50 on the reference: 23 GiB on a 24 GiB machine, killed without a word).
 constexpr size_t kCheckedBytes = size_t{1} << 20;
 size_t host_reserve() {
-  return std::max(size_t{256} << 20, meminfo_bytes("MemTotal") / 32);
+  static const size_t reserve = std::max(size_t{256} << 20, meminfo_bytes("MemTotal") / 32);
+  return reserve;  // MemTotal does not change: read once
 }
 // SIZE_MAX when MemAvailable is unknown.
 size_t host_memory_left() {
