@@ -310,6 +310,7 @@ int cmd_run(const RunArgs& given) {
     const Spec& spec = specs[spec_index];
     const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
     if (!data || key != data_key) {
+      data.reset();  // before the next is made: never two datasets in memory at once
       data = make_dataset_with_progress(spec, show_progress);
       data_key = key;
     }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kernels/error.h"
+#include "kernels/host_memory.h"
 #include "models/family.h"
 #include "models/input_file.h"
 #include "models/rng.h"
@@ -246,11 +247,26 @@ Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   return ds;
 }
 
+void check_dataset_fits(const Spec& spec) {
+  const ModelIo io = model_io(spec);
+  // Inputs and labels, 4 bytes each (a float or a token id).
+  const double bytes = 4.0 * double(spec.data.train_samples + spec.data.eval_samples) *
+                       double(io.input_dim + io.labels_per_sample);
+  const HostMemory host = host_memory_left();
+  if (bytes > double(host.bytes))
+    throw Error(ErrorKind::OutOfMemory,
+                fmt::format("{}: data: the dataset takes {:.0f} bytes of host memory, more than "
+                            "is left: {}",
+                            spec.source_path, bytes, host.why),
+                /*oom=*/true);
+}
+
 Dataset make_dataset(const Spec& spec, const DataProgress& progress) {
   const DataSpec& d = spec.data;
   if (d.type != "synthetic" && d.type != "idx")
     throw_bad_input(
         fmt::format("{}: data.type: unknown data type \"{}\"", spec.source_path, d.type));
+  check_dataset_fits(spec);
   return family_of(spec.model).dataset(spec, progress);
 }
 

@@ -31,6 +31,10 @@ struct Dataset {
 using DataProgress = std::function<void(int64_t done, int64_t total)>;
 
 Dataset make_dataset(const Spec& spec, const DataProgress& progress = {});
+// The dataset is made whole in host memory: one larger than what the host (or its container) can
+// still give is an out-of-memory Error (exit 3) before any of it is made, where the kernel's OOM
+// killer would end the process without a word. make_dataset and preflight call it.
+void check_dataset_fits(const Spec& spec);
 // For a family that only takes synthetic data: BadInput naming data.type otherwise.
 void require_synthetic_data(const Spec& spec);
 

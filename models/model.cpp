@@ -80,6 +80,7 @@ void preflight(const Spec& spec) {
     const ModelIo io = model_io(spec);
     check_idx(spec.data, io.input_dim, static_cast<int>(io.num_classes));
   }
+  check_dataset_fits(spec);
 }
 
 Model::Model(const Spec& spec, Precision precision)

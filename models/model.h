@@ -178,7 +178,8 @@ ModelIo model_io(const Spec& spec);
 // allocating or training: each mode's model is built as a description (fp32_layers names that
 // only the built layers know) and the idx files are read but for their pixels (headers, sizes,
 // counts, labels). Commands call it on every spec before any work, so that no spec's training is
-// thrown away for a later spec's mistake. Errors are BadInput naming the file.
+// thrown away for a later spec's mistake. Errors are BadInput naming the file, and an
+// out-of-memory Error for a dataset the host cannot hold (check_dataset_fits).
 void preflight(const Spec& spec);
 
 // Told which layer is about to run, by tools that attribute device time to layers

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/host_memory.h"
 
 namespace mpbench::cpu {
 namespace {
@@ -35,30 +36,13 @@ std::string proc_field(const char* file, const std::string& key) {
   return "";
 }
 
-// A /proc/meminfo field ("MemAvailable") in bytes, or 0 when unknown.
-size_t meminfo_bytes(const char* key) {
-  const std::string kb = proc_field("/proc/meminfo", key);
-  return kb.empty() ? 0 : static_cast<size_t>(std::strtoull(kb.c_str(), nullptr, 10)) * 1024;
-}
-
 // The host's own limit, which the kernel enforces with its OOM killer, not with a failed malloc
 // (overcommit hands out untouched pages freely): an allocation of kCheckedBytes or more must fit
-// in MemAvailable less a reserve for the system (1/32 of the memory, at least 256 MiB), and every
-// allocation is touched as it is made (touch_pages), so that the next check counts it. Before,
-// each of a run's buffers passed alone and the first step's touch of them all met the OOM killer
-// (resnet50 on the reference: 23 GiB on a 24 GiB machine, killed without a word).
+// in what is left (host_memory_left), and every allocation is touched as it is made
+// (touch_pages), so that the next check counts it. Before, each of a run's buffers passed alone
+// and the first step's touch of them all met the OOM killer (resnet50 on the reference: 23 GiB on
+// a 24 GiB machine, killed without a word).
 constexpr size_t kCheckedBytes = size_t{1} << 20;
-size_t host_reserve() {
-  static const size_t reserve = std::max(size_t{256} << 20, meminfo_bytes("MemTotal") / 32);
-  return reserve;  // MemTotal does not change: read once
-}
-// SIZE_MAX when MemAvailable is unknown.
-size_t host_memory_left() {
-  const size_t avail = meminfo_bytes("MemAvailable");
-  if (avail == 0) return SIZE_MAX;
-  const size_t reserve = host_reserve();
-  return avail > reserve ? avail - reserve : 0;
-}
 
 void touch_pages(void* p, size_t bytes) {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
@@ -126,19 +110,20 @@ void* CpuBackend::raw_alloc(size_t bytes) {
                             bytes, left, kAddressReserve >> 20),
                 /*oom=*/true);
   }
-  auto out_of_host_memory = [&] {
+  auto out_of_host_memory = [&](const std::string& why) {
     return Error(ErrorKind::OutOfMemory,
-                 fmt::format("out of host memory: asked for {} bytes, {} bytes available ({} MiB "
-                             "of it kept for the system)",
-                             bytes, meminfo_bytes("MemAvailable"), host_reserve() >> 20),
+                 fmt::format("out of host memory: asked for {} bytes, {}", bytes, why),
                  /*oom=*/true);
   };
-  if (bytes >= kCheckedBytes && bytes > host_memory_left()) throw out_of_host_memory();
+  if (bytes >= kCheckedBytes) {
+    const HostMemory host = host_memory_left();
+    if (bytes > host.bytes) throw out_of_host_memory(host.why);
+  }
   // aligned_alloc wants a multiple of the alignment; overflow of the round-up is a failure too.
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   void* p =
       rounded >= bytes ? std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment) : nullptr;
-  if (!p) throw out_of_host_memory();
+  if (!p) throw out_of_host_memory("malloc failed");
   touch_pages(p, rounded);
   return p;
 }

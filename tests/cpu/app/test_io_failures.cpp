@@ -3,7 +3,7 @@
 // interrupted `mpbench data` never leaves a dataset that a reader would take; stdout that is
 // full, closed or whose reader went away is exit 3 with one line, after the files named by
 // options are written; a mode out of memory in `profile` and `explain` is a row, not a silent
-// exit 3.
+// exit 3; under a container's memory limit, out of memory is said, never met by the OOM killer.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -215,6 +216,60 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   j = nlohmann::json::parse(read_file(json));
   EXPECT_EQ(j["modes"][0]["status"], "oom");
   EXPECT_EQ(j["comparisons"].size(), 0u);
+}
+
+// A container's memory limit (a memory cgroup), which the kernel enforces with its OOM killer:
+// before, `mpbench run` was killed (exit 137, not a word) by a dataset or a model over it. A
+// cgroup v1 memory controller mounted writable (as root on machines like ours) gives the test a
+// cgroup of its own, removed after; elsewhere it skips.
+class UnderAMemoryCgroup : public IoFailures {
+ protected:
+  void SetUp() override {
+    IoFailures::SetUp();
+    cgroup_ = fs::path("/sys/fs/cgroup/memory") / ("mpbench_test_" + std::to_string(::getpid()));
+    std::error_code ec;
+    if (!fs::create_directory(cgroup_, ec) || ec) GTEST_SKIP() << "no writable cgroup v1 memory";
+    std::ofstream(cgroup_ / "memory.limit_in_bytes") << (size_t{512} << 20);
+  }
+  void TearDown() override {
+    if (!cgroup_.empty()) ::rmdir(cgroup_.c_str());
+    IoFailures::TearDown();
+  }
+  // `args` run by mpbench inside the cgroup.
+  Result run_limited(const std::string& args) {
+    return mpbench::test::run_shell(
+        "echo $$ > " + (cgroup_ / "cgroup.procs").string() + " && exec " + exe() + " " + args,
+        dir_.string());
+  }
+  fs::path cgroup_;
+};
+
+TEST_F(UnderAMemoryCgroup, ADatasetOrAModelOverTheLimitIsSaidNotKilled) {
+  // 18,432 samples of 4,096 features: 302 MB of dataset, more than the 512 MiB less the 256 MiB
+  // kept for the libraries.
+  const std::string big_data = write("big_data.json", R"({"name": "big_data",
+    "model": {"type": "mlp", "input_dim": 4096, "hidden": [8], "num_classes": 4},
+    "data": {"train_samples": 16384, "eval_samples": 2048}, "train": {"batch_size": 32}})");
+  Result r = run_limited("run " + big_data + " --device reference --precisions fp32 --quiet");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(has_text(r.err, "big_data.json: data: the dataset takes")) << r.err;
+  EXPECT_TRUE(has_text(r.err, "memory cgroup limit of 536870912 bytes")) << r.err;
+
+  // A small dataset, but 256 MiB of first-layer weights, and their master copy, gradient and
+  // momentum: an oom row, and the run goes on to the table.
+  const std::string big_model = write("big_model.json", R"({"name": "big_model",
+    "model": {"type": "mlp", "input_dim": 1024, "hidden": [65536], "num_classes": 4},
+    "data": {"train_samples": 64, "eval_samples": 32}, "train": {"batch_size": 32}})");
+  const std::string json = (dir_ / "r.json").string();
+  r = run_limited("run " + big_model + " --device reference --precisions fp32 --quiet --json " +
+                  json);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "oom: out of host memory")) << r.out;
+  const auto j = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(j["runs"][0]["status"], "oom");
+  EXPECT_TRUE(has_text(j["runs"][0]["status_detail"], "memory cgroup limit of 536870912 bytes"))
+      << j["runs"][0]["status_detail"];
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The CPU backend's device side: info, aligned allocation and its out-of-memory error, events.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -12,6 +14,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "kernels/host_memory.h"
 #include "test_util.h"
 
 namespace mpbench {
@@ -120,6 +123,78 @@ TEST(CpuBackend, MoreThanTheHostCanGiveIsAnOomError) {
   auto be = make_reference_backend();
   const std::string what = oom_of(*be, bytes);
   EXPECT_NE(what.find("kept for the system"), std::string::npos) << what;
+}
+
+// A container's memory limit, read as the kernel enforces it: a cgroup tree in a temporary
+// folder, laid out as /sys/fs/cgroup and /proc/self/cgroup are in each setup.
+class CgroupMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() /
+            ("mpbench_cgroup_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(root_);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void file(const std::string& rel, const std::string& text) {
+    const auto p = root_ / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  CgroupMemory read(const std::string& proc_self_cgroup) {
+    file("proc_self_cgroup", proc_self_cgroup);
+    return cgroup_memory((root_ / "fs").string(), (root_ / "proc_self_cgroup").string());
+  }
+  std::filesystem::path root_;
+};
+
+// cgroup v2 under a cgroup namespace (Docker's default): the path is "/" and the mount is the
+// container's cgroup. Inactive file pages are not counted: reclaim frees them before any kill.
+TEST_F(CgroupMemoryTest, V2LimitLessTheUsageThatReclaimCannotFree) {
+  file("fs/memory.max", "1073741824\n");
+  file("fs/memory.current", "600000000\n");
+  file("fs/memory.stat", "anon 400000000\nfile 200000000\ninactive_file 100000000\n");
+  const CgroupMemory cg = read("0::/\n");
+  ASSERT_TRUE(cg.limited());
+  EXPECT_EQ(cg.limit, size_t{1073741824});
+  EXPECT_EQ(cg.usage, size_t{500000000});
+  EXPECT_EQ(cg.left(), size_t{573741824});
+}
+
+TEST_F(CgroupMemoryTest, V2MaxAndNoFilesMeanNoLimit) {
+  file("fs/memory.max", "max\n");
+  file("fs/memory.current", "600000000\n");
+  EXPECT_FALSE(read("0::/\n").limited());
+  EXPECT_FALSE(read("").limited());
+  EXPECT_FALSE(read("0::/not/there\n").limited());
+  EXPECT_FALSE(cgroup_memory((root_ / "fs").string(), (root_ / "missing").string()).limited());
+}
+
+// cgroup v1 without a namespace: the path names the container's cgroup from the host's root.
+// Here the mount holds the whole tree, and an ancestor's limit is the tighter one; v1's "no
+// limit" (a page multiple near 2^63) at the root is none.
+TEST_F(CgroupMemoryTest, V1TakesTheTightestAncestor) {
+  file("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  file("fs/memory/memory.usage_in_bytes", "5000000000\n");
+  file("fs/memory/docker/memory.limit_in_bytes", "2000000000\n");
+  file("fs/memory/docker/memory.usage_in_bytes", "1500000000\n");
+  file("fs/memory/docker/memory.stat", "cache 9\ntotal_inactive_file 100000000\n");
+  file("fs/memory/docker/abc/memory.limit_in_bytes", "3000000000\n");
+  file("fs/memory/docker/abc/memory.usage_in_bytes", "1000000000\n");
+  const CgroupMemory cg = read("5:cpuacct,cpu:/docker/abc\n4:memory:/docker/abc\n0::/\n");
+  ASSERT_TRUE(cg.limited());
+  EXPECT_EQ(cg.limit, size_t{2000000000});
+  EXPECT_EQ(cg.left(), size_t{600000000});
+  EXPECT_EQ(std::filesystem::path(cg.dir).filename(), "docker");
+}
+
+// Docker on cgroup v1: /proc/self/cgroup names /docker/ID, but the mount is that cgroup alone.
+TEST_F(CgroupMemoryTest, V1MountOfTheContainersOwnCgroup) {
+  file("fs/memory/memory.limit_in_bytes", "4294967296\n");
+  file("fs/memory/memory.usage_in_bytes", "294967296\n");
+  const CgroupMemory cg = read("12:memory,hugetlb:/docker/0123abcd\n");
+  ASSERT_TRUE(cg.limited());
+  EXPECT_EQ(cg.left(), size_t{4000000000});
 }
 
 TEST(CpuBackend, EventsMeasureWallTime) {

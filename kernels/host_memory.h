@@ -1,0 +1,31 @@
+#pragma once
+// What host memory this process can still take before the kernel's OOM killer ends it without a
+// word: overcommit hands out untouched pages freely, so a failed malloc never says so. The host's
+// MemAvailable, and a container's memory cgroup limit, each less a reserve. The CPU backends'
+// allocations and the dataset are held to it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace mpbench {
+
+struct HostMemory {
+  size_t bytes = SIZE_MAX;  // SIZE_MAX: no limit known
+  std::string why;          // how `bytes` was found, for an out-of-memory message
+};
+HostMemory host_memory_left();
+
+// The memory cgroup limit this process is under (cgroup v2's memory.max, v1's
+// memory.limit_in_bytes): the tightest of the process's cgroup and its ancestors, by what is left.
+struct CgroupMemory {
+  size_t limit = 0;  // 0: none found
+  size_t usage = 0;  // charged to it, less the inactive file pages that reclaim frees first
+  std::string dir;   // the cgroup folder the limit is read from
+  bool limited() const { return limit != 0; }
+  size_t left() const { return limit > usage ? limit - usage : 0; }
+};
+// root: where the cgroup file systems are mounted (/sys/fs/cgroup); proc_self_cgroup: the file
+// naming the process's cgroups (/proc/self/cgroup), one "ID:CONTROLLERS:PATH" line per hierarchy.
+CgroupMemory cgroup_memory(const std::string& root, const std::string& proc_self_cgroup);
+
+}  // namespace mpbench
