@@ -64,16 +64,38 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
   return out;
 }
 
-// The largest multiple of k up to `top` whose predicted training peak is within `limit` (0 when
-// not even k is): a doubling and bisection on the prediction alone, nothing trained. A batch the
-// spec's rules refuse counts as not fitting.
-int64_t predicted_max_batch(const BatchOracle& oracle, int64_t k, int64_t top, size_t limit) {
+// The smallest multiple of k up to `top` that the spec's rules take (0: none), where they refuse
+// the smallest batches (a ResNet whose last feature map is 1x1 needs two samples for its batch
+// statistics): doubling and bisection on the prediction, which is nullopt for a refused batch,
+// nothing trained. k without a prediction to ask.
+int64_t smallest_accepted(const BatchOracle& oracle, int64_t k, int64_t top) {
+  if (!oracle.predicted_peak) return k;
+  auto takes = [&](int64_t batch) { return oracle.predicted_peak(batch).has_value(); };
+  if (takes(k)) return k;
+  int64_t refused = k, taken = 0;
+  while (taken == 0) {
+    if (refused >= top) return 0;
+    const int64_t next = std::min(refused * 2, top);
+    (takes(next) ? taken : refused) = next;
+  }
+  while (taken - refused > k) {
+    const int64_t mid = refused + (taken - refused) / (2 * k) * k;
+    (takes(mid) ? taken : refused) = mid;
+  }
+  return taken;
+}
+
+// The largest multiple of k from `lo` up to `top` whose predicted training peak is within `limit`
+// (0 when not even lo is): a doubling and bisection on the prediction alone, nothing trained. A
+// batch the spec's rules refuse counts as not fitting.
+int64_t predicted_max_batch(const BatchOracle& oracle, int64_t k, int64_t lo, int64_t top,
+                            size_t limit) {
   auto fits = [&](int64_t batch) {
     const std::optional<size_t> peak = oracle.predicted_peak(batch);
     return peak && *peak <= limit;
   };
-  if (top < k || !fits(k)) return 0;
-  int64_t good = k, bad = 0;
+  if (top < lo || !fits(lo)) return 0;
+  int64_t good = lo, bad = 0;
   while (bad == 0 && good < top) {
     const int64_t next = std::min(good * 2, top);
     (fits(next) ? good : bad) = next;
@@ -145,11 +167,13 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
     if (b.status == RunStatus::Failed && !b.refused) throw Stopped{};
     return b.status == RunStatus::Ok;
   };
-  if (top < k) return r;
+  // The smallest batch tried: K, or the smallest multiple of it that the spec's rules take.
+  const int64_t lo = top < k ? 0 : smallest_accepted(oracle, k, top);
+  if (lo == 0) return r;
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
   try {
     if (opts.from_prediction && opts.memory_limit > 0) {
-      r.predicted = predicted_max_batch(oracle, k, top, opts.memory_limit);
+      r.predicted = predicted_max_batch(oracle, k, lo, top, opts.memory_limit);
       // Confirmed by training: the prediction, then the next multiple of K. Where a probe shows
       // that training took more than predicted (a library's workspace), the next guess is the
       // largest batch whose prediction plus that much fits, strictly between the largest batch
@@ -167,7 +191,7 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
         if (ok && confirming) break;
         const std::optional<size_t> extra = beyond_prediction(r.probes.back());
         if (!extra || *extra >= opts.memory_limit) break;
-        guess = predicted_max_batch(oracle, k, top, opts.memory_limit - *extra);
+        guess = predicted_max_batch(oracle, k, lo, top, opts.memory_limit - *extra);
         if (!ok) {
           guess = std::min(guess, bad - stride);
           stride *= 2;
@@ -180,13 +204,13 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
         // Still nothing trained: step down from the smallest batch that did not in doubling
         // strides until one does, then bisect, rather than bisect all the way from K.
         const int64_t from = bad;
-        for (int64_t stride = k; good == 0 && from - stride >= k; stride *= 2)
+        for (int64_t stride = k; good == 0 && from - stride >= lo; stride *= 2)
           (fits(from - stride) ? good : bad) = from - stride;
       }
     }
     if (good == 0) {
-      if (bad == k || !fits(k)) return r;  // not even K trains
-      good = k;
+      if (bad == lo || !fits(lo)) return r;  // not even the smallest batch trains
+      good = lo;
     }
     while (bad == 0) {
       if (good >= top) {

@@ -38,7 +38,8 @@ struct MaxBatchOptions {
 struct MaxBatchResult {
   std::string model;
   Precision precision = Precision::FP32;
-  int64_t max_batch = 0;  // 0: not even K trains
+  int64_t max_batch = 0;  // 0: not even the smallest batch tried trains (K, or the smallest
+                          // multiple of it that the spec's rules take)
   bool at_limit = false;  // max_batch is kMaxBatchSize, the largest a spec takes, not a bound
   // The search ended at a probe that failed for another reason than memory (its detail says
   // which): max_batch is the largest batch that trained before it, a lower bound only.

@@ -26,6 +26,7 @@ struct MemoryModel {
   size_t per_sample = 1000, predicted_per_sample = 1000, fixed = 10000;
   size_t extra_per_sample = 0, extra_fixed = 0;
   int64_t refuse_above = 0;  // the spec's rules refuse larger batches; 0: none
+  int64_t refuse_below = 0;  // and smaller ones (batch statistics over a 1x1 map); 0: none
   // How much of what an oom probe needed beyond the limit its refusal says (0: only that it
   // passed the limit); a negative value: nothing (a device's refusal, not the allocator's).
   double told = 1.0;
@@ -38,12 +39,15 @@ struct MemoryModel {
   size_t predicted(int64_t b) const {
     return predicted_per_sample * static_cast<size_t>(b) + fixed;
   }
-  bool refused(int64_t b) const { return refuse_above > 0 && b > refuse_above; }
+  bool refused(int64_t b) const {
+    return (refuse_above > 0 && b > refuse_above) || b < refuse_below;
+  }
 
   // The largest multiple of k that trains under the limit, by brute force.
   int64_t answer(int64_t k) const {
     int64_t best = 0;
     for (int64_t b = k; b <= kMaxBatchSize; b += k) {
+      if (b < refuse_below) continue;
       if (refused(b) || real(b) > limit) break;
       best = b;
     }
@@ -180,6 +184,34 @@ TEST(BatchSearch, WithoutALimitTheSpecsRulesBoundTheSearch) {
   EXPECT_FALSE(r.at_limit);
 }
 
+// A spec whose rules refuse the smallest batches (a ResNet whose last feature map is 1x1 takes
+// no batch of 1): the search starts at the smallest batch they take, found on the prediction,
+// and no batch under it is probed. Before, it probed K, was refused and answered "none fits".
+TEST(BatchSearch, TheSearchStartsAtTheSmallestBatchTheSpecTakes) {
+  for (const bool with_limit : {true, false}) {
+    MemoryModel m;
+    m.refuse_below = 13;
+    if (!with_limit) m.refuse_above = 200;
+    m.limit = with_limit ? m.limit : SIZE_MAX;
+    for (const int64_t k : {1, 4, 64}) {
+      const std::string what = fmt::format("k {} {}", k, with_limit ? "limit" : "no limit");
+      MaxBatchOptions opts;
+      opts.memory_limit = with_limit ? m.limit : 0;
+      opts.multiple = k;
+      const MaxBatchResult r = search_max_batch(m.oracle(), opts);
+      EXPECT_EQ(r.max_batch, m.answer(k)) << what;
+      EXPECT_GT(r.max_batch, 0) << what;
+      for (const BatchProbe& p : r.probes) EXPECT_GE(p.batch, m.refuse_below) << what;
+    }
+  }
+  // Not one batch the rules take, to the largest a spec takes: nothing probed, none fits.
+  MemoryModel m;
+  m.refuse_below = kMaxBatchSize + 1;
+  const MaxBatchResult r = search(m, 8);
+  EXPECT_EQ(r.max_batch, 0);
+  EXPECT_TRUE(r.probes.empty());
+}
+
 // Many models at random (fixed seed): the prediction over- or understating by up to half, a
 // workspace fixed or growing with the batch, refusals telling all, part or nothing, specs that
 // refuse large batches, limits from a few samples to past the largest batch. Always the brute
@@ -198,13 +230,15 @@ TEST(BatchSearch, RandomModelsOfMemoryAlwaysGiveTheLargestBatchThatFits) {
     m.extra_fixed = pick(0, 3) == 0 ? 0 : pick(0, 1 << 18);
     m.extra_per_sample = pick(0, 2) == 0 ? m.per_sample * pick(0, 60) / 100 : 0;
     m.refuse_above = pick(0, 4) == 0 ? static_cast<int64_t>(pick(1, 5000)) : 0;
+    // Never both: a narrow window of batches the rules take could lie between two doublings.
+    if (m.refuse_above == 0 && pick(0, 3) == 0) m.refuse_below = static_cast<int64_t>(pick(1, 300));
     m.told = pick(0, 4) == 0 ? -1.0 : static_cast<double>(pick(0, 100)) / 100.0;
     m.limit = m.fixed + m.per_sample * pick(0, 1 << 21);
     const std::string what = fmt::format(
         "model {}: K {}, per sample {} (predicted {}), fixed {}, extra {} + {}/sample, "
-        "refuse above {}, told {}, limit {}",
+        "refuse above {} below {}, told {}, limit {}",
         i, k, m.per_sample, m.predicted_per_sample, m.fixed, m.extra_fixed, m.extra_per_sample,
-        m.refuse_above, m.told, m.limit);
+        m.refuse_above, m.refuse_below, m.told, m.limit);
     const MaxBatchResult r = search(m, k), p = search(m, k, false);
     expect_sound(m, k, r, what);
     expect_sound(m, k, p, what + " (plain)");
