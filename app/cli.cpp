@@ -9,6 +9,7 @@
 #include <ctime>
 #include <exception>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,26 @@ const CLI::Validator kNonEmpty(
     "non-empty");
 
 using spec_json::clip;
+
+// A word after an option that reads as another option is one the user meant: CLI11 takes the word
+// after `--json` as its value whatever it is, so `--json --quiet` wrote a file named "--quiet" and
+// `compare ... --json --strict` lost --strict. A file's name may not start with '-' at all
+// (./-q names such a file; '-' alone the outputs refuse by name); any other text value may not
+// start with "--" (a negative number or "-fp32" gets its own option's message).
+bool names_a_file(const CLI::Option& opt) {
+  static const std::set<std::string> kFileOptions = {
+      "--json", "--csv", "--md", "--html", "--junit", "--out", "--baseline", "--scaling-baseline"};
+  return kFileOptions.count(opt.get_name()) > 0;
+}
+CLI::Validator not_an_option(bool file) {
+  return CLI::Validator(
+      [file](std::string& s) {
+        if (s.size() < 2 || s[0] != '-' || (!file && s[1] != '-')) return std::string();
+        return "expected a value, got the option '" + clip(s) + "'" +
+               (file ? " (a file of that name: ./" + clip(s) + ")" : "");
+      },
+      "", "not-an-option");
+}
 
 // Numbers on the command line are plain decimal in every option: CLI11 reads integers with
 // strtoll(s, 0), which takes "0x10" as 16 and "010" as 8. A sign, digits without a leading zero
@@ -891,16 +912,20 @@ both kept, each its own point. Profile files are refused. --md writes the points
     sub->footer((own.empty() ? "" : own + "\n") + help_footer(sub->get_name()));
   }
 
-  // Every option and argument that takes a value refuses an empty one (kNonEmpty), and every
-  // numeric one takes plain decimal only (kDecimalInteger, kDecimalNumber).
+  // Every option and argument that takes a value refuses an empty one (kNonEmpty), every
+  // numeric one takes plain decimal only (kDecimalInteger, kDecimalNumber), and every other one
+  // no word that reads as an option (not_an_option).
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     for (CLI::Option* opt :
          sub->get_options([](CLI::Option* o) { return o->get_expected_min() > 0; })) {
-      opt->check(kNonEmpty);
+      // transform() puts each before the option's own checks (a range's "Value abc not in
+      // range 1 to 10000" said nothing of what was wrong), the last one first.
       // "INT", or "INT:<a validator's description>".
       const std::string full = opt->get_type_name(), type = full.substr(0, full.find(':'));
-      if (type == "INT" || type == "UINT") opt->check(kDecimalInteger);
-      if (type == "FLOAT") opt->check(kDecimalNumber);
+      if (type == "INT" || type == "UINT") opt->transform(kDecimalInteger);
+      if (type == "FLOAT") opt->transform(kDecimalNumber);
+      if (type == "TEXT") opt->transform(not_an_option(names_a_file(*opt)));
+      opt->transform(kNonEmpty);
     }
 
   // Under a launch of several ranks with one command line, rank 0 alone says a bad argument
@@ -945,6 +970,11 @@ both kept, each its own point. Profile files are refused. --md writes the points
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
+      // CLI11 says a repeated option as "--threads: At Most 1 required but received 2", which
+      // reads like a value.
+      const std::string repeated = ": At Most 1 required but received ";
+      if (const size_t at = msg.find(repeated); at != std::string::npos)
+        msg = msg.substr(0, at) + ": given more than once; give it once";
       if (others_say_it) return 2;
       // Point at the help of the subcommand the error is in.
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });

@@ -219,6 +219,23 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"hex epochs", "run {spec} --epochs 0x2", kGood,
        "--epochs: expected a decimal integer, got '0x2'"},
       {"octal-looking epochs", "run {spec} --epochs 010", kGood, "--epochs"},
+      // Before the range: "Value abc not in range 1 to 10000" said nothing of what was wrong.
+      {"a word for epochs", "run {spec} --epochs abc", kGood,
+       "--epochs: expected a decimal integer, got 'abc'"},
+      {"a fraction for epochs", "run {spec} --epochs 1.5", kGood,
+       "--epochs: expected a decimal integer, got '1.5'"},
+      {"an option given twice", "run {spec} --threads 1 --threads 2", kGood,
+       "--threads: given more than once; give it once"},
+      // The next option is not taken as an output's file: it wrote a file named "--quiet", and
+      // compare's --strict was lost.
+      {"an option after --json", "run {spec} --json --quiet", kGood,
+       "--json: expected a value, got the option '--quiet' (a file of that name: ./--quiet)"},
+      {"--strict after compare's --json", "compare {spec} {spec} --json --strict", kGood,
+       "--json: expected a value, got the option '--strict'"},
+      {"a short option after --out=", "data {spec} --out= -q", kGood,
+       "--out: expected a value, got the option '-q'"},
+      {"an option for the modes", "run {spec} --precisions --quiet", kGood,
+       "--precisions: expected a value, got the option '--quiet'"},
       {"hex batch size", "run {spec} --batch-size 0x20", kGood, "--batch-size"},
       {"hex seed", "run {spec} --seed 0x10", kGood, "--seed"},
       {"hex seeds", "run {spec} --seeds 0x2", kGood, "--seeds"},
