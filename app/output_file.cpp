@@ -204,9 +204,14 @@ class Staged {
     const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     // Nothing was created when open fails, so there is no temporary file to remove.
     if (fd < 0) fail(shown_, errno);
-    // The replacement keeps the old file's permission bits, as a shell's `>` would.
+    // The replacement keeps the old file's permission bits and, where we may give it (as root),
+    // its owner, as a shell's `>` would.
     struct stat old {};
-    if (::stat(path_.c_str(), &old) == 0) (void)::fchmod(fd, old.st_mode & 07777);
+    if (::stat(path_.c_str(), &old) == 0) {
+      (void)::fchmod(fd, old.st_mode & 07777);
+      if (old.st_uid != ::geteuid() || old.st_gid != ::getegid())
+        (void)::fchown(fd, old.st_uid, old.st_gid);
+    }
     int err = write_all(fd, content);
     // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
     if (!err && ::fsync(fd) != 0) err = errno;
@@ -444,9 +449,25 @@ void check_writable(const std::string& path, const std::string& option) {
   }
   if (!S_ISDIR(st.st_mode)) throw_bad_input(fmt::format("{}: {} is not a directory", what, dir));
   // Creating the temporary file and renaming it need write and search permission on the
-  // directory; the old file's own permissions do not matter to rename.
+  // directory.
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw_bad_input(fmt::format("{}: directory {} is not writable", what, dir));
+  }
+  struct stat dir_st = st;
+  if (::stat(t.path.c_str(), &st) == 0) {
+    // Rename would replace a file we may not write, which a shell's `>` refuses: its
+    // protection is the owner's word.
+    if (::access(t.path.c_str(), W_OK) != 0)
+      throw_bad_input(
+          fmt::format("{}: not writable ({}); refusing to replace it", what, std::strerror(errno)));
+    // In a sticky directory (/tmp) only the file's or the directory's owner may rename over
+    // it: the write would fail after the whole run.
+    const uid_t me = ::geteuid();
+    if ((dir_st.st_mode & S_ISVTX) && me != 0 && st.st_uid != me && dir_st.st_uid != me)
+      throw_bad_input(
+          fmt::format("{}: another user's file in the sticky directory {}, which "
+                      "only its owner may replace; give another name",
+                      what, dir));
   }
   probe_create(what, t.path);
 }
@@ -456,8 +477,8 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
     // Not a file named "-", and not stdout, where the table goes.
     if (o.path == "-")
       throw_bad_input(fmt::format(
-          "{} -: '-' is not taken for stdout (the table is written there); give a file, or "
-          "/dev/stdout to mix them",
+          "{} -: '-' is not taken for stdout; give a file, or /dev/stdout to write it there "
+          "(after what the command prints)",
           o.option));
     if (!o.path.empty()) check_writable(o.path, o.option);
   }
@@ -471,8 +492,9 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
     if (const auto in = input_keys.find(key); in != input_keys.end())
       throw_bad_input(fmt::format("{} {}: is the input {}; refusing to overwrite it", o.option,
                                   o.path, *in->second));
-    // Writing twice into a device or FIFO loses nothing; a regular file would keep one output.
-    if (is_special(o.path)) continue;
+    // Writing twice into a device or FIFO, or into the file stdout or stderr is on (appended
+    // through their descriptors), loses nothing; a regular file would keep one output.
+    if (is_special(o.path) || resolve(o.path).kind == Kind::Stream) continue;
     const auto [it, fresh] = seen.emplace(key, &o);
     if (!fresh)
       throw_bad_input(fmt::format("{} {}: the same file as {} {}; give each output its own path",

@@ -102,6 +102,24 @@ TEST_F(IoFailures, PathsTheWriteWouldFailOnAreRefusedBeforeTheRun) {
   expect_refused(run("data " + spec_ + " --out /proc/self/d"), "/proc/self/d.");
 }
 
+// Two outputs on /dev/stdout are both written into it, whether stdout is a pipe or a file: with
+// stdout a regular file (a CI log) they were refused as "the same file", on a pipe taken.
+TEST_F(IoFailures, TwoOutputsOnStdoutAreTakenWhereverItGoes) {
+  const std::string cmd = exe() + " run " + spec_ +
+                          " --device reference --precisions fp32 --quiet --json /dev/stdout "
+                          "--md /dev/stdout";
+  // run_shell's stdout is a regular file; then a pipe.
+  const Result r = mpbench::test::run_shell("{ " + cmd + " && echo piped && " + cmd + " | cat; }",
+                                            dir_.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  const size_t piped = r.out.find("piped");
+  ASSERT_NE(piped, std::string::npos) << r.err;
+  for (const std::string& part : {r.out.substr(0, piped), r.out.substr(piped)}) {
+    EXPECT_TRUE(has_text(part, "\"schema_version\"")) << part;  // the JSON
+    EXPECT_TRUE(has_text(part, "| mode |")) << part;            // the Markdown table
+  }
+}
+
 TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {
   const Result r = mpbench::test::run_shell(
       "cd " + dir_.string() + " && mkdir gone && cd gone && rmdir ../gone && " + exe() + " run " +

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -87,6 +88,88 @@ TEST_F(OutputFile, KeepsTheReplacedFilesPermissions) {
   ASSERT_EQ(chmod(path.c_str(), 0640), 0);
   write_output(path, "new");
   EXPECT_EQ(mode_of(path) & 0777, 0640u);
+}
+
+// Replaced by root, another user's file stays theirs (a shell's `>` keeps the owner too).
+TEST_F(OutputFile, KeepsTheReplacedFilesOwnerWhereItMay) {
+  if (geteuid() != 0) GTEST_SKIP() << "only root may give a file away";
+  const std::string path = dir_ + "/r.json";
+  write_output(path, "old");
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  write_output(path, "new");
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 65534u);
+  EXPECT_EQ(st.st_gid, 65534u);
+}
+
+// check_writable's answer for `path` in a child running as the unprivileged user 65534 (nobody):
+// "" when it takes the path, else its message.
+std::string check_as_nobody(const std::string& path) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg;
+    if (setgid(65534) != 0 || setuid(65534) != 0) {
+      msg = "setuid failed";
+    } else {
+      try {
+        check_writable(path, "--json");
+      } catch (const Error& e) {
+        msg = e.what();
+      }
+    }
+    ssize_t ignored = write(fds[1], msg.data(), msg.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) msg.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return msg;
+}
+
+// Refused before any work, where the write after the run would replace what the user may not
+// (a write-protected file: a shell's `>` refuses it, rename did not) or fail (another user's
+// file in a sticky directory such as /tmp: only its owner may rename over it; the run trained
+// for its whole length, then exit 3). The user's own files in either are taken.
+TEST_F(OutputFile, AFileTheUserMayNotReplaceIsRefusedUpFront) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to act as another user";
+  ASSERT_EQ(chmod(dir_.c_str(), 0711), 0);
+  const std::string open_dir = dir_ + "/open", sticky = dir_ + "/sticky";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(open_dir.c_str(), 0777), 0);  // whatever the umask
+  ASSERT_EQ(mkdir(sticky.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(sticky.c_str(), 01777), 0);
+  auto file = [](const std::string& path, mode_t mode, uid_t uid) {
+    write_output(path, "precious");
+    EXPECT_EQ(chmod(path.c_str(), mode), 0);
+    EXPECT_EQ(chown(path.c_str(), uid, uid), 0);
+  };
+  file(open_dir + "/protected.json", 0444, 0);
+  file(open_dir + "/own.json", 0644, 65534);
+  file(sticky + "/shared.json", 0666, 0);
+  file(sticky + "/own.json", 0644, 65534);
+
+  EXPECT_TRUE(contains(check_as_nobody(open_dir + "/protected.json"),
+                       "protected.json: not writable (Permission denied); refusing to replace it"))
+      << check_as_nobody(open_dir + "/protected.json");
+  EXPECT_TRUE(contains(check_as_nobody(sticky + "/shared.json"),
+                       "another user's file in the sticky directory"))
+      << check_as_nobody(sticky + "/shared.json");
+  EXPECT_EQ(check_as_nobody(open_dir + "/own.json"), "");
+  EXPECT_EQ(check_as_nobody(sticky + "/own.json"), "");
+  EXPECT_EQ(check_as_nobody(sticky + "/new.json"), "");
+  EXPECT_EQ(read(open_dir + "/protected.json"), "precious");
+  EXPECT_EQ(read(sticky + "/shared.json"), "precious");
+
+  for (const std::string& d : {open_dir, sticky}) std::filesystem::remove_all(d);
 }
 
 TEST_F(OutputFile, IntoAMissingDirectoryFailsCleanly) {
