@@ -83,9 +83,14 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
 // batch can fit in memory and still be more than a spec's dataset holds, which `run` refuses
 // (train.batch_size at most data.train_samples): said under the table.
 std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
-                               const std::vector<Spec>& specs) {
+                               const std::vector<Spec>& specs, int64_t multiple) {
   std::vector<std::string> out;
   for (const MaxBatchResult& r : results) {
+    if (r.multiple != multiple && r.unsupported.empty())
+      out.push_back(fmt::format(
+          "note: {} {}: batches multiple of {}, at which its GEMMs run in FP8 (at others they "
+          "run in bf16, with bf16's memory)",
+          r.model, precision_name(r.precision), r.multiple));
     for (const Spec& s : specs) {
       if (s.name != r.model || r.max_batch <= s.data.train_samples) continue;
       out.push_back(fmt::format(
@@ -142,6 +147,8 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
          {"status", searched ? "ok" : "unsupported"},
          {"status_detail", r.unsupported},
          {"max_batch", searched ? json(r.max_batch) : json(nullptr)},
+         // The top-level multiple, or amp_fp8's with the batch its GEMMs need to run in FP8.
+         {"multiple", r.multiple},
          {"at_spec_limit", r.at_limit},
          // A probe failed for another reason than memory: max_batch is a lower bound only.
          {"search_stopped", r.stopped},
@@ -226,7 +233,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
   const TextTable table = build(results);
   // The table, then every file whatever happened to stdout (see cmd_run).
   std::string note, note_md;
-  for (const std::string& n : notes(results, specs)) {
+  for (const std::string& n : notes(results, specs, args.multiple)) {
     note += n + "\n";
     note_md += "\n" + markdown_cell(n) + "\n";
   }

@@ -1,6 +1,8 @@
 #include "train/max_batch.h"
 
 #include <algorithm>
+#include <functional>
+#include <numeric>
 #include <optional>
 
 #include <fmt/format.h>
@@ -122,6 +124,22 @@ std::optional<size_t> beyond_prediction(const BatchProbe& b) {
   return std::nullopt;
 }
 
+// amp_fp8: the smallest batch (a power of two up to 16) at which every FP8 Linear that can run
+// in FP8 does (1 when none can: then no batch changes its GEMMs' dtype).
+int64_t fp8_batch_multiple(const std::vector<LayerInfo>& infos) {
+  int64_t m = 1;
+  std::function<void(const std::vector<LayerInfo>&)> visit = [&](const auto& lis) {
+    for (const LayerInfo& li : lis) {
+      // At batch 16 M is a multiple of 16: whether N and K are is what remains.
+      if (runs_fp8(li, 16))
+        while (!runs_fp8(li, m)) m *= 2;
+      visit(li.children);
+    }
+  };
+  visit(infos);
+  return m;
+}
+
 }  // namespace
 
 MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
@@ -129,22 +147,26 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
   MPB_CHECK(opts.multiple >= 1 && opts.steps >= 1,
             "maxbatch: multiple {} and steps {} must be >= 1", opts.multiple, opts.steps);
   MaxBatchResult r;
+  MaxBatchOptions o = opts;
+  if (precision_info(p).fp8_linears)
+    o.multiple = std::lcm(o.multiple, fp8_batch_multiple(Model(spec, p).layer_infos()));
   if (auto why = unsupported_reason(p, be.device(), be.info())) {
     r.unsupported = *why;
   } else {
     BatchOracle oracle;
-    oracle.probe = [&](int64_t batch) { return probe(spec, p, batch, be, opts); };
+    oracle.probe = [&](int64_t batch) { return probe(spec, p, batch, be, o); };
     oracle.predicted_peak = [&](int64_t batch) -> std::optional<size_t> {
       try {
-        const Spec s = probe_spec(spec, p, batch, opts.steps);
+        const Spec s = probe_spec(spec, p, batch, o.steps);
         return predict_training_memory(s, p, be).training_peak;
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::BadInput) throw;
         return std::nullopt;
       }
     };
-    r = search_max_batch(oracle, opts);
+    r = search_max_batch(oracle, o);
   }
+  r.multiple = o.multiple;
   r.model = spec.name;
   r.precision = p;
   return r;

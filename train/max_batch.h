@@ -46,6 +46,10 @@ struct MaxBatchResult {
   bool stopped = false;
   std::vector<BatchProbe> probes;  // in the order they ran
   int64_t predicted = 0;           // the largest multiple of K predicted to fit; 0: none made
+  // K as searched: the one asked for or, for amp_fp8, its least common multiple with the batch
+  // at which every FP8 Linear's GEMMs take FP8 (their M a multiple of 16); at other batches
+  // they run in bf16, with bf16's memory, so that memory is not monotone in the batch.
+  int64_t multiple = 0;
   // Why the mode has no path on this backend (amp_fp16 on the native CPU, amp_fp8 below sm_89):
   // then nothing was probed and there is no max_batch. Empty: the mode runs here.
   std::string unsupported;

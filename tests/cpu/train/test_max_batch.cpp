@@ -89,6 +89,39 @@ TEST(MaxBatch, NothingFitsGivesZero) {
   EXPECT_EQ(r.best(), nullptr);
 }
 
+// amp_fp8 runs an FP8 Linear's GEMMs in FP8 only where M is a multiple of 16, in bf16 elsewhere,
+// with other memory: the search keeps to the batches where they run in FP8. Before, it answered
+// 959 here, a batch at which no GEMM runs in FP8.
+TEST(MaxBatch, Fp8SearchesTheBatchesItsGemmsRunInFp8At) {
+  const Spec mlp = parse_spec(R"({"name": "f8", "model": {"type": "mlp", "input_dim": 64,
+    "hidden": [64], "num_classes": 16}, "data": {"train_samples": 4096, "eval_samples": 64},
+    "train": {"batch_size": 64, "epochs": 1}})",
+                              "f8.json");
+  auto be = make_reference_backend();
+  MaxBatchOptions opts;
+  opts.memory_limit = size_t{1} << 20;
+  opts.multiple = 3;
+  const MaxBatchResult r = find_max_batch(mlp, Precision::AMP_FP8, *be, opts);
+  EXPECT_EQ(r.multiple, 48);  // 3 and 16
+  ASSERT_GT(r.max_batch, 0);
+  EXPECT_EQ(r.max_batch % 48, 0);
+  for (const BatchProbe& pr : r.probes) EXPECT_EQ(pr.batch % 48, 0) << pr.batch;
+  EXPECT_EQ(train_at(mlp, Precision::AMP_FP8, r.max_batch, opts.memory_limit), RunStatus::Ok);
+  EXPECT_EQ(train_at(mlp, Precision::AMP_FP8, r.max_batch + 48, opts.memory_limit), RunStatus::Oom);
+
+  // A transformer's M is batch x seq_len (16 here): every batch gives FP8 GEMMs.
+  opts.multiple = 1;
+  EXPECT_EQ(find_max_batch(config("tiny_transformer"), Precision::AMP_FP8, *be, opts).multiple, 1);
+  // No Linear of 16-multiple sizes: no batch runs one in FP8, and none is kept to.
+  const Spec odd = parse_spec(R"({"name": "odd", "model": {"type": "mlp", "input_dim": 7,
+    "hidden": [9], "num_classes": 3}, "data": {"train_samples": 256, "eval_samples": 8},
+    "train": {"batch_size": 8, "epochs": 1}})",
+                              "odd.json");
+  EXPECT_EQ(find_max_batch(odd, Precision::AMP_FP8, *be, opts).multiple, 1);
+  // Other modes keep K as asked.
+  EXPECT_EQ(find_max_batch(odd, Precision::AMP_BF16, *be, opts).multiple, 1);
+}
+
 // The probe trains the spec's model, not its data: synthetic, steps x batch samples, one mode.
 TEST(MaxBatch, ProbeSpecKeepsTheModel) {
   const Spec spec = config("mnist_mlp");
