@@ -71,6 +71,12 @@ int cmd_data(const DataArgs& args) {
   Spec spec = load_spec(args.spec);
   if (args.seed >= 0) spec.data.seed = static_cast<uint64_t>(args.seed);
   if (args.out_prefix.empty()) throw_bad_input("--out: expected a file prefix, got \"\"");
+  // As every other output refuses it: not a prefix of files named "-.json", "-.train_x.f32", ...
+  if (args.out_prefix == "-")
+    throw_bad_input(
+        fmt::format("--out -: '-' is not taken for stdout (data writes several files "
+                    "from a prefix); give a file prefix such as {}",
+                    spec.name));
   if (std::filesystem::is_directory(args.out_prefix)) {
     std::string dir = args.out_prefix;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // "out/" suggests out/name

@@ -141,7 +141,11 @@ int cmd_explain(const ExplainArgs& given) {
         if (precision_info(p).fp8_linears)
           if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
             ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
-        ctx.misaligned = misaligned_matmuls(Model(spec, p).layer_infos(), p, spec.train.batch_size);
+        const std::vector<LayerInfo> infos = Model(spec, p).layer_infos();
+        ctx.misaligned = misaligned_matmuls(infos, p, spec.train.batch_size, nullptr, nullptr,
+                                            &ctx.misaligned_matmuls);
+        // As `run` captures graphs: where the backend can, in one process.
+        ctx.cuda_graphs = be->supports_graphs() && launch.data_parallel() == nullptr;
         ctx.fallback_path = be->fallback_path();
       }
       for (const auto& [op, calls] : be->fallback_calls()) {

@@ -53,7 +53,8 @@ std::string alignment_cell(const LayerInfo& li, Precision p, int64_t batch, bool
     return cell;
   }
   if (with_children) return "";
-  const size_t n = misaligned_matmuls({li}, p, batch).size();
+  int n = 0;
+  misaligned_matmuls({li}, p, batch, nullptr, nullptr, &n);
   return n == 0 ? "" : fmt::format("{} misaligned", n);
 }
 
@@ -133,9 +134,9 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                   batch) +
       render_text_table(table, !utf8_output()) +
       fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
-  int matmuls = 0, pinned = 0;
+  int matmuls = 0, pinned = 0, off = 0;
   const std::vector<std::string> misaligned =
-      misaligned_matmuls(infos, p, batch, &matmuls, &pinned);
+      misaligned_matmuls(infos, p, batch, &matmuls, &pinned, &off);
   const int multiple = precision_info(p).tensor_core_multiple;
   // Layers fp32_layers keeps in fp32 run without tensor cores' multiples: named apart.
   const std::string pinned_note =
@@ -158,7 +159,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     text += fmt::format(
         "tensor cores: {} of {} GEMMs and convolutions have sizes that are not multiples of {}, "
         "which {} runs slower (pad them to a multiple): ",
-        misaligned.size(), matmuls, multiple, precision_name(p));
+        off, matmuls, multiple, precision_name(p));
     const size_t shown = std::min<size_t>(misaligned.size(), 6);
     for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + misaligned[i];
     if (shown < misaligned.size()) text += fmt::format(", and {} more", misaligned.size() - shown);

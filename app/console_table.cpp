@@ -22,12 +22,6 @@ bool usable(double v) {
   return std::isfinite(v) && v > 0;
 }
 
-std::string format_loss(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.4f}", v);
-}
-
 std::string format_percent(double fraction) {
   if (!std::isfinite(fraction)) return "nan";
   return fmt::format("{:.2f}%", fraction * 100);
@@ -127,6 +121,12 @@ std::string format_rate(double v) {
   if (!std::isfinite(v)) return "nan";
   if (v >= 1000) return group_thousands(v);
   return fmt::format("{:.1f}", v);
+}
+
+std::string format_loss(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return std::fabs(v) < 1e6 ? fmt::format("{:.4f}", v) : fmt::format("{:.4g}", v);
 }
 
 std::string env_device_name(const nlohmann::json& env, const std::string& device) {

@@ -58,6 +58,9 @@ std::string format_ms(double ms);
 std::string group_thousands(double v);
 // Samples/s: grouped from 1000 on, one decimal below.
 std::string format_rate(double v);
+// A loss: 4 decimals ("0.1234"), and from 1e6 on 4 significant digits in exponent form
+// ("3.927e+33", a diverging run's), so that it cannot stretch a table; "nan", "inf".
+std::string format_loss(double v);
 
 struct TableRow {
   bool ok = true;

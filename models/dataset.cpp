@@ -181,10 +181,11 @@ std::vector<uint8_t> read_idx_labels(const std::string& path) {
 namespace {
 
 // Everything about one split that needs no pixels: the image header and size, rows * cols ==
-// input_dim, the label count and range, and that the files hold n samples. Returns the labels.
+// input_dim, the label count and range, and that the files hold n samples (data.<samples_key>,
+// whose default is default_n). Returns the labels.
 std::vector<uint8_t> check_idx_split(const std::string& images_path, const std::string& labels_path,
-                                     int64_t n, const char* samples_key, int64_t input_dim,
-                                     int num_classes) {
+                                     int64_t n, int64_t default_n, const char* samples_key,
+                                     int64_t input_dim, int num_classes) {
   std::vector<uint8_t> labels = read_idx_labels(labels_path);
   const IdxImages im = read_idx_images(images_path, 0);
   // Two 32-bit dims multiply without overflow in 64 unsigned bits (an empty file's header can
@@ -198,9 +199,11 @@ std::vector<uint8_t> check_idx_split(const std::string& images_path, const std::
     throw_bad_input(fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.size(),
                                 images_path, im.count));
   }
+  // A spec that leaves the count out asks for the default, a number the user never wrote.
   if (im.count < n) {
-    throw_bad_input(fmt::format("{}: {} images, but data.{} asks for {}", images_path, im.count,
-                                samples_key, n));
+    throw_bad_input(
+        fmt::format("{}: {} images, but data.{} asks for {}{}", images_path, im.count, samples_key,
+                    n, n == default_n ? " (its default, when the spec does not set it)" : ""));
   }
   // Labels past the first n are checked too: a bad label anywhere means a wrong file.
   for (size_t i = 0; i < labels.size(); ++i) {
@@ -214,10 +217,10 @@ std::vector<uint8_t> check_idx_split(const std::string& images_path, const std::
 }
 
 void load_idx_split(const std::string& images_path, const std::string& labels_path, int64_t n,
-                    const char* samples_key, int64_t input_dim, int num_classes,
+                    int64_t default_n, const char* samples_key, int64_t input_dim, int num_classes,
                     std::vector<float>& x, std::vector<int32_t>& y) {
   const std::vector<uint8_t> labels =
-      check_idx_split(images_path, labels_path, n, samples_key, input_dim, num_classes);
+      check_idx_split(images_path, labels_path, n, default_n, samples_key, input_dim, num_classes);
   const IdxImages im = read_idx_images(images_path, n);
   x.resize(im.pixels.size());
   for (size_t i = 0; i < im.pixels.size(); ++i) x[i] = static_cast<float>(im.pixels[i]) / 255.0f;
@@ -227,20 +230,22 @@ void load_idx_split(const std::string& images_path, const std::string& labels_pa
 }  // namespace
 
 void check_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
-  check_idx_split(data.train_images, data.train_labels, data.train_samples, "train_samples",
-                  input_dim, num_classes);
-  check_idx_split(data.eval_images, data.eval_labels, data.eval_samples, "eval_samples", input_dim,
-                  num_classes);
+  const DataSpec defaults;
+  check_idx_split(data.train_images, data.train_labels, data.train_samples, defaults.train_samples,
+                  "train_samples", input_dim, num_classes);
+  check_idx_split(data.eval_images, data.eval_labels, data.eval_samples, defaults.eval_samples,
+                  "eval_samples", input_dim, num_classes);
 }
 
 Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   Dataset ds;
   ds.sample_dim = input_dim;
   ds.num_classes = num_classes;
-  load_idx_split(data.train_images, data.train_labels, data.train_samples, "train_samples",
-                 input_dim, num_classes, ds.train_x, ds.train_y);
-  load_idx_split(data.eval_images, data.eval_labels, data.eval_samples, "eval_samples", input_dim,
-                 num_classes, ds.eval_x, ds.eval_y);
+  const DataSpec defaults;
+  load_idx_split(data.train_images, data.train_labels, data.train_samples, defaults.train_samples,
+                 "train_samples", input_dim, num_classes, ds.train_x, ds.train_y);
+  load_idx_split(data.eval_images, data.eval_labels, data.eval_samples, defaults.eval_samples,
+                 "eval_samples", input_dim, num_classes, ds.eval_x, ds.eval_y);
   ds.description =
       fmt::format("idx: {} ({} train), {} ({} eval), pixels scaled to [0, 1]", data.train_images,
                   ds.train_size(), data.eval_images, ds.eval_size());

@@ -191,22 +191,25 @@ std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int6
 
 namespace {
 void collect_misaligned(const LayerInfo& li, const std::string& prefix, Precision p, int64_t batch,
-                        std::vector<std::string>& out, int& matmuls, int& pinned) {
+                        std::vector<std::string>& out, int& matmuls, int& pinned, int& off) {
   const std::string name = prefix.empty() ? li.name : prefix + "." + li.name;
   if (li.matmul) ++(pinned_to_fp32(li, p) ? pinned : matmuls);
-  for (const std::string& d : misaligned_sizes(li, p, batch)) out.push_back(name + " " + d);
+  const std::vector<std::string> sizes = misaligned_sizes(li, p, batch);
+  if (!sizes.empty()) ++off;
+  for (const std::string& d : sizes) out.push_back(name + " " + d);
   for (const LayerInfo& c : li.children)
-    collect_misaligned(c, name, p, batch, out, matmuls, pinned);
+    collect_misaligned(c, name, p, batch, out, matmuls, pinned, off);
 }
 }  // namespace
 
 std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
-                                            int64_t batch, int* matmuls, int* pinned) {
+                                            int64_t batch, int* matmuls, int* pinned, int* off) {
   std::vector<std::string> out;
-  int n = 0, fp32 = 0;
-  for (const LayerInfo& li : infos) collect_misaligned(li, "", p, batch, out, n, fp32);
+  int n = 0, fp32 = 0, misaligned = 0;
+  for (const LayerInfo& li : infos) collect_misaligned(li, "", p, batch, out, n, fp32, misaligned);
   if (matmuls) *matmuls = n;
   if (pinned) *pinned = fp32;
+  if (off) *off = misaligned;
   return out;
 }
 

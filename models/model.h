@@ -121,12 +121,13 @@ bool runs_fp8(const LayerInfo& li, int64_t batch);
 std::vector<std::string> misaligned_sizes(const LayerInfo& li, Precision p, int64_t batch);
 
 // Every GEMM and convolution of `infos` and their sublayers whose sizes are off mode p's
-// tensor-core multiple at this batch, as "stem.conv C_in=3". *matmuls, when given, is set to how
-// many GEMMs and convolutions are held to that rule, *pinned to how many fp32_layers keeps out of
-// it. inspect flags them, explain too.
+// tensor-core multiple at this batch, one entry per size, as "stem.conv C_in=3". *matmuls, when
+// given, is set to how many GEMMs and convolutions are held to that rule, *pinned to how many
+// fp32_layers keeps out of it, *off to how many have a size in the list. inspect flags them,
+// explain too.
 std::vector<std::string> misaligned_matmuls(const std::vector<LayerInfo>& infos, Precision p,
                                             int64_t batch, int* matmuls = nullptr,
-                                            int* pinned = nullptr);
+                                            int* pinned = nullptr, int* off = nullptr);
 
 // Per-layer precision: the mode's compute dtype, or fp32 for a layer pinned by fp32_layers.
 struct LayerPrecision {

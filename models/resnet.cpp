@@ -682,12 +682,19 @@ void check_resnet(const spec_json::Ctx& ctx, const Spec& s) {
                          "(batchnorm needs more than one value per channel), got {} x {}^2",
                          s.train.batch_size, side));
   }
-  if (s.data.type == "synthetic" && r.num_classes > synthetic_image_max_classes(r)) {
-    ctx.fail(
-        "model.num_classes",
-        fmt::format("expected at most {} for synthetic {}x{} images (the distinct "
-                    "arrangements of their motif), got {}",
-                    synthetic_image_max_classes(r), r.image_size, r.image_size, r.num_classes));
+  const int64_t max_classes = synthetic_image_max_classes(r);
+  // Images with one arrangement take no num_classes (at least 2): the size is what to change.
+  if (s.data.type == "synthetic" && max_classes < 2) {
+    ctx.fail("model.image_size",
+             fmt::format("expected at least 2 with synthetic data (each class is an "
+                         "arrangement of the motif, and {}x{} images have only one), got {}",
+                         r.image_size, r.image_size, r.image_size));
+  }
+  if (s.data.type == "synthetic" && r.num_classes > max_classes) {
+    ctx.fail("model.num_classes",
+             fmt::format("expected at most {} for synthetic {}x{} images (the distinct "
+                         "arrangements of their motif), got {}",
+                         max_classes, r.image_size, r.image_size, r.num_classes));
   }
 }
 

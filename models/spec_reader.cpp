@@ -16,6 +16,10 @@ std::string clip(const std::string& s, size_t max_bytes) {
   return s.substr(0, end) + "...";
 }
 
+std::string key_text(const std::string& key) {
+  return key.empty() ? "\"\"" : clip(key);
+}
+
 std::string join_quoted(const std::vector<std::string>& names, bool quote) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {

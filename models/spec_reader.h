@@ -27,6 +27,9 @@ std::string render(const json& v);
 // UTF-8 character boundary and marked "..." where cut, so that a 100 KB key is not echoed whole.
 constexpr size_t kMaxQuoted = 200;
 std::string clip(const std::string& s, size_t max_bytes = kMaxQuoted);
+// A key of the file as a step of a message's path: clipped, and the empty key as "", which would
+// otherwise vanish ("model." or the top level's "(top level)").
+std::string key_text(const std::string& key);
 // "a, b" or "\"a\", \"b\"".
 std::string join_quoted(const std::vector<std::string>& names, bool quote);
 
@@ -69,7 +72,7 @@ class ObjectReader {
     if (!obj_.is_object()) ctx_.fail(path_, "expected a JSON object, got " + render(obj_));
     for (const auto& [key, value] : obj_.items()) {
       if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) {
-        ctx_.fail(sub(clip(key)),
+        ctx_.fail(sub(key_text(key)),
                   "unknown key (expected one of: " + join_quoted(keys_, false) + ")");
       }
     }
@@ -228,7 +231,7 @@ struct DuplicateKeyCheck {
       case json::parse_event_t::key: {
         Frame& f = stack.back();
         std::string key = parsed.get<std::string>();
-        f.last_key = clip(key);  // for paths in messages
+        f.last_key = key_text(key);  // for paths in messages
         if (!f.keys.insert(std::move(key)).second) ctx->fail(child_path(), "duplicate key");
         break;
       }

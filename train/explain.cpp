@@ -230,10 +230,13 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
 
   // Flags: what usually explains a speedup below the bound.
   if (!to_ctx.misaligned.empty())
-    c.flags.push_back(fmt::format(
-        "{} GEMMs/convolutions have sizes off {}'s tensor-core multiple of {}: {}",
-        to_ctx.misaligned.size(), c.to, precision_info(to_ctx.precision).tensor_core_multiple,
-        named_list(to_ctx.misaligned)));
+    c.flags.push_back(
+        fmt::format("{} sizes off {}'s tensor-core multiple of {}: {}",
+                    to_ctx.misaligned_matmuls == 1
+                        ? "1 GEMM/convolution has"
+                        : fmt::format("{} GEMMs/convolutions have", to_ctx.misaligned_matmuls),
+                    c.to, precision_info(to_ctx.precision).tensor_core_multiple,
+                    named_list(to_ctx.misaligned)));
   for (const ModeContext* m : {&from_ctx, &to_ctx}) {
     std::vector<std::string> ops;
     for (const auto& [op, calls] : m->fallback_calls)
@@ -246,12 +249,14 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
                       rounds.size() >= 2 ? fmt::format("the {} runs", rounds.size()) : "the run"));
   }
   const int gaps = static_cast<int>(OpKind::HostGaps);
-  for (const auto& [r, t] : {std::pair{&from, &tf}, std::pair{&to, &tt}}) {
+  for (const auto& [r, t, ctx] :
+       {std::tuple{&from, &tf, &from_ctx}, std::tuple{&to, &tt, &to_ctx}}) {
     if (r->step_mean_ms > 0 && (*t)[gaps] > kLaunchBoundShare * r->step_mean_ms)
-      c.flags.push_back(
-          fmt::format("{} is launch-bound: {:.0f}% of its step is host time between ops (try "
-                      "--cuda-graphs, or a larger batch)",
-                      r->run.precision, 100.0 * (*t)[gaps] / r->step_mean_ms));
+      c.flags.push_back(fmt::format(
+          "{} is launch-bound: {:.0f}% of its step is host time between ops (try {}a larger "
+          "batch)",
+          r->run.precision, 100.0 * (*t)[gaps] / r->step_mean_ms,
+          ctx->cuda_graphs ? "--cuda-graphs, or " : ""));
   }
   const double comm = tt[static_cast<int>(OpKind::Communication)];
   if (to.step_mean_ms > 0 && comm > kCommunicationBoundShare * to.step_mean_ms)

@@ -68,9 +68,11 @@ struct ModeComparison {
 struct ModeContext {
   Precision precision = Precision::FP32;
   std::optional<Ceilings> ceilings;
-  // GEMMs and convolutions of the model whose sizes are off the mode's tensor-core multiple
-  // ("head N=50257"), as inspect finds them (models/model.h).
+  // The sizes of the model's GEMMs and convolutions that are off the mode's tensor-core multiple
+  // ("head N=50257"), as inspect finds them (models/model.h), and how many GEMMs and
+  // convolutions they belong to.
   std::vector<std::string> misaligned;
+  int misaligned_matmuls = 0;
   // Calls by op that ran on a fallback path in the mode's run (warm-up, profiled steps and
   // evaluations), and what that path is (Backend::fallback_calls, fallback_path).
   std::map<std::string, int64_t> fallback_calls;
@@ -82,6 +84,9 @@ struct ModeContext {
   // process.
   int ranks = 1;
   std::string grad_reduce;
+  // Whether `run --cuda-graphs` would capture the mode's steps (a GPU, one process): a
+  // launch-bound step is told to try it only then.
+  bool cuda_graphs = false;
 };
 
 // The comparison of `to` against the baseline `from`; both runs must be Ok. With `rounds` (the

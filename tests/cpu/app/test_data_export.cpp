@@ -167,6 +167,17 @@ TEST_F(DataExport, BadInputIsExitTwo) {
   EXPECT_EQ(run("data " + tiny(), &err), 2);  // --out missing
 }
 
+// '-' is not stdout for `data` either (it writes several files): refused, and no "-.json",
+// "-.train_x.f32" ... made in the working directory.
+TEST_F(DataExport, DashIsNotAPrefix) {
+  const auto r = mpbench::test::run_shell(
+      "cd " + dir_.string() + " && " + MPBENCH_EXE + " data " + tiny() + " --out -", dir_.string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out -: '-' is not taken for stdout"), std::string::npos) << r.err;
+  for (const auto& f : fs::directory_iterator(dir_))
+    EXPECT_NE(f.path().filename().string().rfind('-', 0), 0u) << f.path();
+}
+
 // `mpbench data` started directly (no shell, so that its pid is the one in its temporary names),
 // stdout and stderr to /dev/null.
 pid_t spawn_data(const std::string& spec, const std::string& seed, const std::string& prefix) {

@@ -129,4 +129,25 @@ TEST_F(Dogfood, ChangedNumericsFailTheGate) {
   EXPECT_NE(log.find("spec differs at data.seed"), std::string::npos) << log;
 }
 
+// What inspect and explain tell a user about tensor-core alignment counts GEMMs, not their
+// sizes: a 7-13-3 MLP at batch 5 has 6 sizes off bf16's 8s in 2 GEMMs ("6 of 2 GEMMs" before).
+TEST_F(Dogfood, InspectAndExplainCountMisalignedGemmsNotSizes) {
+  const std::string spec = (dir_ / "cnt.json").string();
+  std::ofstream(spec) << R"({"name": "cnt", "model": {"type": "mlp", "input_dim": 7,
+      "hidden": [13], "num_classes": 3}, "data": {"type": "synthetic", "train_samples": 64,
+      "eval_samples": 8, "seed": 1}, "train": {"batch_size": 5, "epochs": 1}})";
+  std::string log;
+  ASSERT_EQ(run("inspect " + spec + " --precision amp_bf16", &log), 0) << log;
+  EXPECT_NE(log.find("tensor cores: 2 of 2 GEMMs and convolutions have sizes that are not "
+                     "multiples of 8"),
+            std::string::npos)
+      << log;
+  ASSERT_EQ(
+      run("explain " + spec + " --precisions fp32,amp_bf16 --device reference --steps 3", &log), 0)
+      << log;
+  EXPECT_NE(log.find("2 GEMMs/convolutions have sizes off amp_bf16's tensor-core multiple of 8"),
+            std::string::npos)
+      << log;
+}
+
 }  // namespace

@@ -437,6 +437,22 @@ TEST(Console, NonFiniteLossAndAsciiStyle) {
   EXPECT_TRUE(contains(ascii, "+/-")) << ascii;
 }
 
+// A diverging run's huge finite loss (SGD at lr 100: 3.9e33) in exponent form, in the console and
+// Markdown tables alike (one cell), never 34 digits that stretch them.
+TEST(Console, HugeFiniteLossIsCompact) {
+  EXPECT_EQ(format_loss(0.07123), "0.0712");
+  EXPECT_EQ(format_loss(123456.78), "123456.7800");
+  EXPECT_EQ(format_loss(3926919116218726185218507915919360.0), "3.927e+33");
+  EXPECT_EQ(format_loss(-2e6), "-2e+06");
+  EXPECT_EQ(format_loss(std::numeric_limits<double>::infinity()), "inf");
+  Report rep = make_report();
+  rep.runs[2].final_loss = 3926919116218726185218507915919360.0;
+  for (const std::string& out : {format_console(rep), format_markdown(rep)}) {
+    EXPECT_TRUE(contains(line_with(out, "amp_fp16"), "3.927e+33")) << out;
+    EXPECT_FALSE(contains(out, "39269191")) << out;
+  }
+}
+
 // Unsteady epoch times get a note under the table naming the run and the likely cause; steady
 // ones (the other rows, 2% apart) and unfinished ones none.
 TEST(Console, NotesUnsteadyEpochTimes) {

@@ -371,8 +371,22 @@ TEST_F(Idx, WrongDims) {
 }
 
 TEST_F(Idx, TooFewSamples) {
-  expect_error(spec(21), path("ti") + ": 20 images, but data.train_samples asks for 21");
+  EXPECT_EQ(error_of(spec(21)), path("ti") + ": 20 images, but data.train_samples asks for 21");
   expect_error(spec(16, 9), path("ei") + ": 8 images, but data.eval_samples asks for 9");
+}
+
+// A spec without train_samples or eval_samples asks for the defaults, numbers the user never
+// wrote: the message says where they come from.
+TEST_F(Idx, TooFewForTheDefaultCountSaysItIsTheDefault) {
+  const DataSpec defaults;
+  EXPECT_EQ(error_of(spec(defaults.train_samples)),
+            path("ti") +
+                ": 20 images, but data.train_samples asks for 60000 (its default, when "
+                "the spec does not set it)");
+  EXPECT_EQ(error_of(spec(16, defaults.eval_samples)),
+            path("ei") +
+                ": 8 images, but data.eval_samples asks for 10000 (its default, when the "
+                "spec does not set it)");
 }
 
 TEST_F(Idx, MissingFile) {

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
@@ -470,6 +471,19 @@ TEST(Spec, MalformedOtherFamilies) {
       "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "num_classes": 10,
       "hidden": [1]}})",
              "model.hidden: unknown key (expected one of: type, image_size, in_channels");
+  // 1x1 synthetic images have one motif arrangement, too few for any num_classes (>= 2): the
+  // message names the image size, the key to change; 2x2 have 24.
+  const auto tiny_images = [](int side, int classes) {
+    return fmt::format(R"({{"name": "r", "model": {{"type": "resnet_bottleneck", "image_size": {},
+        "in_channels": 1, "width": 1, "out_channels": 1, "blocks": 1, "num_classes": {}}},
+        "train": {{"batch_size": 2}}}})",
+                       side, classes);
+  };
+  expect_bad(tiny_images(1, 2),
+             "x.json: model.image_size: expected at least 2 with synthetic data");
+  expect_bad(tiny_images(2, 25),
+             "x.json: model.num_classes: expected at most 24 for synthetic 2x2");
+  EXPECT_EQ(error_of(tiny_images(2, 24)), "");
 }
 
 // The whole-network form of resnet_bottleneck: stem and stages, never mixed with the single-stage
@@ -521,6 +535,14 @@ TEST(Spec, NotAnObjectAndDuplicateKeys) {
              "x.json:1:65: JSON error: more than 64 levels of nesting");
   // Numbers beyond double have no position from the parser but are still one clean line.
   expect_bad(R"({"name": "a", "seed": 1e999})", "x.json: JSON error: number overflow");
+}
+
+// An empty key is named as "", not dropped from the path ("model." or "(top level)").
+TEST(Spec, AnEmptyKeyIsNamedInThePath) {
+  expect_bad(mutate([](json& j) { j["model"][""] = 1; }), "x.json: model.\"\": unknown key");
+  expect_bad(mutate([](json& j) { j[""] = 1; }), "x.json: \"\": unknown key");
+  expect_bad(R"({"": 1, "": 2})", "x.json: \"\": duplicate key");
+  expect_bad(R"({"name": "a", "": {"x": 1, "x": 2}})", "x.json: \"\".x: duplicate key");
 }
 
 TEST(Spec, SyntaxErrorsGiveLineAndColumn) {

@@ -1,6 +1,8 @@
 // explain's analysis (train/explain.h) on hand-made profiles, where every figure can be worked
 // out: op kinds, the eligible share, the Amdahl bound from the peak ratio and the 2x byte
 // saving, and each flag; then the real thing on the CPU backend.
+#include <set>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -343,6 +345,65 @@ TEST(Explain, PinnedGemmsAreNotEligible) {
   // tf32 pins nothing: its fp32-operand GEMMs all run in TF32.
   b.precision = Precision::TF32;
   EXPECT_NEAR(compare_modes(f32, a, bf16, b).fp32_matmul_fraction, 0.0, 1e-12);
+}
+
+// misaligned_matmuls lists each size apart; the flag counts the GEMMs and convolutions they
+// belong to: a 7-13-3 MLP at batch 5 has 6 sizes off bf16's 8s in its 2 GEMMs (it said "6 GEMMs").
+TEST(Explain, MisalignedCountsGemmsNotTheirSizes) {
+  const Spec mlp = parse_spec(R"({"name": "cnt", "model": {"type": "mlp", "input_dim": 7,
+      "hidden": [13], "num_classes": 3}, "data": {"train_samples": 64, "eval_samples": 8},
+      "train": {"batch_size": 5, "epochs": 1}})",
+                              "cnt.json");
+  const Precision p = Precision::AMP_BF16;
+  const std::vector<LayerInfo> infos = Model(mlp, p).layer_infos();
+  ModeContext b = mode(p);
+  b.misaligned = misaligned_matmuls(infos, p, 5, nullptr, nullptr, &b.misaligned_matmuls);
+  EXPECT_EQ(b.misaligned.size(), 6u);
+  EXPECT_EQ(b.misaligned_matmuls, 2);
+  const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
+  const ProfiledRun bf16 = gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", 5.0));
+  std::string flags;
+  for (const auto& f : compare_modes(f32, mode(Precision::FP32), bf16, b).flags) flags += f + "\n";
+  EXPECT_NE(flags.find("2 GEMMs/convolutions have sizes off amp_bf16's tensor-core multiple of 8: "
+                       "fc1 M=5, fc1 N=13, fc1 K=7, head M=5, head N=3 and 1 more"),
+            std::string::npos)
+      << flags;
+
+  // Sublayers count one by one: as many as the distinct layers the sizes name.
+  const Spec block = parse_spec(R"({"name": "r", "model": {"type": "resnet_bottleneck",
+      "image_size": 8, "in_channels": 3, "width": 5, "out_channels": 12, "blocks": 2,
+      "num_classes": 4}, "train": {"batch_size": 2}})",
+                                "r.json");
+  const std::vector<LayerInfo> convs = Model(block, p).layer_infos();
+  std::set<std::string> named;
+  int off = 0;
+  for (const std::string& m : misaligned_matmuls(convs, p, 2, nullptr, nullptr, &off))
+    named.insert(m.substr(0, m.rfind(' ')));
+  EXPECT_GT(named.size(), 2u);
+  EXPECT_EQ(off, static_cast<int>(named.size()));
+  misaligned_matmuls(convs, Precision::FP32, 2, nullptr, nullptr, &off);
+  EXPECT_EQ(off, 0);  // held to no multiple
+}
+
+// A launch-bound step is told to try --cuda-graphs only where `run` would capture graphs (a GPU,
+// one process); on the CPU only a larger batch helps.
+TEST(Explain, CudaGraphsAreAdvisedOnlyWhereTheyRun) {
+  const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
+  // 10 ms of ops in a 20 ms step.
+  const ProfiledRun gappy = gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", 5.0));
+  auto launch_flag = [&](bool graphs) {
+    ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+    a.cuda_graphs = b.cuda_graphs = graphs;
+    for (const auto& f : compare_modes(f32, a, gappy, b).flags)
+      if (f.rfind("amp_bf16 is launch-bound", 0) == 0) return f;
+    return std::string();
+  };
+  EXPECT_EQ(launch_flag(false),
+            "amp_bf16 is launch-bound: 50% of its step is host time between ops (try a larger "
+            "batch)");
+  EXPECT_EQ(launch_flag(true),
+            "amp_bf16 is launch-bound: 50% of its step is host time between ops (try "
+            "--cuda-graphs, or a larger batch)");
 }
 
 }  // namespace
