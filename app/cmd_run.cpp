@@ -340,11 +340,13 @@ int cmd_run(const RunArgs& given) {
           opts.seed = seed;
           opts.data_parallel = dp;
           opts.on_progress = [&](const TrainProgress& tp) {
+            // The last report comes after the last epoch: not "epoch N+1".
+            const int64_t epoch = std::min<int64_t>(tp.epoch + 1, spec.train.epochs);
             std::string suffix =
                 tp.last_eval_accuracy < 0
-                    ? fmt::format("epoch {}", tp.epoch + 1)
-                    : fmt::format("epoch {} | loss {:.4f} acc {:.2f}%", tp.epoch + 1,
-                                  tp.last_train_loss, 100 * tp.last_eval_accuracy);
+                    ? fmt::format("epoch {}", epoch)
+                    : fmt::format("epoch {} | loss {} acc {:.2f}%", epoch,
+                                  format_loss(tp.last_train_loss), 100 * tp.last_eval_accuracy);
             bar.update(tp.step, suffix);
           };
           // The single-rank baseline first: rank 0 alone, the others asleep meanwhile.

@@ -46,9 +46,9 @@ volatile sig_atomic_t g_launcher_pid = 0;
 extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
   for (int i = 0; i < kTempSlots; ++i)
     if (g_tmp_active[i]) ::unlink(g_tmp_path[i]);
-  // On a terminal a progress bar may be half drawn: start a line of our own.
-  static const char kMsg[] = "\nmpbench: interrupted\n";
-  const char* m = g_stderr_tty ? kMsg : kMsg + 1;
+  // On a terminal a progress bar may be drawn on the line: erase it (an empty line stays empty).
+  static const char kMsg[] = "\r\x1b[Kmpbench: interrupted\n";
+  const char* m = g_stderr_tty ? kMsg : kMsg + 4;
   const bool from_launcher = g_launcher_pid != 0 && info && info->si_code == SI_USER &&
                              info->si_pid == static_cast<pid_t>(g_launcher_pid);
   if (!g_interrupt_quiet && !from_launcher) {

@@ -551,8 +551,9 @@ const std::vector<std::string>& native_cpu_isa_names();
 // AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
 const char* blas_coretype_hint();
 // What every executable's main does first (mpbench, bench, the tests): where blas_coretype_hint
-// names better kernels and OPENBLAS_CORETYPE is unset, sets it and runs this executable again
-// with `argv` (OpenBLAS reads it only when it loads); if that exec fails, it goes on.
+// names better kernels and OPENBLAS_CORETYPE is unset, sets it, and under an address-space limit
+// (ulimit -v) with OPENBLAS_NUM_THREADS unset sets that to 1, and runs this executable again
+// with `argv` (OpenBLAS reads both only when it loads); if that exec fails, it goes on.
 void rerun_with_better_blas(char** argv);
 // Fills the blas_* and omp_num_threads fields of a CPU's DeviceInfo.
 void describe_blas(DeviceInfo& info);

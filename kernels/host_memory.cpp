@@ -1,6 +1,9 @@
 // Host memory left to the process: /proc/meminfo and the memory cgroup's files.
 #include "kernels/host_memory.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -72,6 +75,24 @@ HostMemory host_memory_left() {
     }
   }
   return out;
+}
+
+size_t address_space_limit() {
+  static const rlim_t limit = [] {
+    rlimit r{};
+    return getrlimit(RLIMIT_AS, &r) == 0 ? r.rlim_cur : RLIM_INFINITY;
+  }();
+  return limit == RLIM_INFINITY ? SIZE_MAX : static_cast<size_t>(limit);
+}
+
+size_t address_space_left() {
+  const size_t limit = address_space_limit();
+  if (limit == SIZE_MAX) return SIZE_MAX;
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0;
+  if (!(statm >> pages)) return SIZE_MAX;  // unknown: malloc's own failure is the answer
+  const size_t used = pages * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  return used + kAddressReserve >= limit ? 0 : limit - used - kAddressReserve;
 }
 
 CgroupMemory cgroup_memory(const std::string& root, const std::string& proc_self_cgroup) {

@@ -2,7 +2,8 @@
 // What host memory this process can still take before the kernel's OOM killer ends it without a
 // word: overcommit hands out untouched pages freely, so a failed malloc never says so. The host's
 // MemAvailable, and a container's memory cgroup limit, each less a reserve. The CPU backends'
-// allocations and the dataset are held to it.
+// allocations and the dataset are held to it. And the address-space limit, which malloc does
+// enforce but the libraries' own mappings (oneDNN, thread stacks) meet without a word.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -14,6 +15,16 @@ struct HostMemory {
   std::string why;          // how `bytes` was found, for an out-of-memory message
 };
 HostMemory host_memory_left();
+
+// Under an address-space limit (`ulimit -v`, RLIMIT_AS), what the tracked allocations may still
+// take: the limit less the process's mapped size and kAddressReserve for what maps memory outside
+// them (oneDNN's JIT code and scratch, thread stacks, malloc's per-thread arenas). oneDNN 2.6
+// crashed creating a primitive after a maxbatch probe's allocation had filled the limit.
+// SIZE_MAX without a limit.
+constexpr size_t kAddressReserve = size_t{512} << 20;
+size_t address_space_left();
+// The limit itself; SIZE_MAX without one.
+size_t address_space_limit();
 
 // The memory cgroup limit this process is under (cgroup v2's memory.max, v1's
 // memory.limit_in_bytes): the tightest of the process's cgroup and its ancestors, by what is left.

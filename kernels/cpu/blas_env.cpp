@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/backend.h"
+#include "kernels/host_memory.h"
 
 namespace mpbench {
 
@@ -23,10 +24,22 @@ const char* blas_coretype_hint() {
 }
 
 void rerun_with_better_blas(char** argv) {
+  bool again = false;
   if (const char* core = blas_coretype_hint(); core && !std::getenv("OPENBLAS_CORETYPE")) {
     setenv("OPENBLAS_CORETYPE", core, 1);
-    execv("/proc/self/exe", argv);
+    again = true;
   }
+  // Each OpenBLAS thread it starts as it loads takes a malloc arena and a 128 MiB buffer at once
+  // (malloc(134221824) in 0.3.21), and one that cannot retries for ever: under `ulimit -v
+  // 1000000` a reference run kept a CPU busy and hung at its exit, joining such a thread. Under
+  // an address-space limit OpenBLAS runs on the calling thread alone (the native backend's
+  // GEMMs are oneDNN's); OPENBLAS_NUM_THREADS, when set, is the user's word.
+  if (address_space_limit() != SIZE_MAX && openblas_get_num_threads() > 1 &&
+      !std::getenv("OPENBLAS_NUM_THREADS")) {
+    setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    again = true;
+  }
+  if (again) execv("/proc/self/exe", argv);
 }
 
 void describe_blas(DeviceInfo& info) {

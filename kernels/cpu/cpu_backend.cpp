@@ -1,7 +1,6 @@
 // CpuBackend: memory, transfers and events on the host; the ops are in kernels/cpu/<op>.cpp.
 #include "kernels/cpu/cpu_backend.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,25 +47,6 @@ void touch_pages(void* p, size_t bytes) {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
   auto* c = static_cast<volatile char*>(p);
   for (size_t i = 0; i < bytes; i += page) c[i] = 0;
-}
-
-// Under an address-space limit (`ulimit -v`, RLIMIT_AS), what the tracked allocations may still
-// take: the limit less the process's mapped size and a reserve for what maps memory outside them
-// (oneDNN's JIT code and scratch, thread stacks, malloc's per-thread arenas). oneDNN 2.6 crashed
-// creating a primitive after a maxbatch probe's allocation had filled the limit. SIZE_MAX without
-// a limit.
-constexpr size_t kAddressReserve = size_t{512} << 20;
-size_t address_space_left() {
-  static const rlim_t limit = [] {
-    rlimit r{};
-    return getrlimit(RLIMIT_AS, &r) == 0 ? r.rlim_cur : RLIM_INFINITY;
-  }();
-  if (limit == RLIM_INFINITY) return SIZE_MAX;
-  std::ifstream statm("/proc/self/statm");
-  size_t pages = 0;
-  if (!(statm >> pages)) return SIZE_MAX;  // unknown: malloc's own failure is the answer
-  const size_t used = pages * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
-  return used + kAddressReserve >= limit ? 0 : static_cast<size_t>(limit) - used - kAddressReserve;
 }
 
 class CpuEvent final : public Event {

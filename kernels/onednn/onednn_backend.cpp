@@ -3,11 +3,14 @@
 // run's allocator counts it) and every reordered filter lives in.
 #include "kernels/onednn/onednn_backend.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -18,6 +21,8 @@
 #endif
 
 #include <fmt/format.h>
+
+#include "kernels/host_memory.h"
 
 namespace mpbench::onednn {
 namespace {
@@ -115,6 +120,50 @@ std::string probe_bf16(const dnnl::engine& engine, dnnl::cpu_isa isa) {
     return "";
   }
   return isa_has(isa, dnnl::cpu_isa::avx512_core_bf16) ? "native" : "converted";
+}
+
+// OMP_STACKSIZE's bytes ("size[B|K|M|G]", KiB without a unit), or 0 when unset or unread.
+size_t omp_stacksize() {
+  const char* env = std::getenv("OMP_STACKSIZE");
+  if (!env) return 0;
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(env, &end, 10);
+  while (*end == ' ') ++end;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case 'B':
+      return n;
+    case '\0':
+    case 'K':
+      return n << 10;
+    case 'M':
+      return n << 20;
+    case 'G':
+      return n << 30;
+    default:
+      return 0;
+  }
+}
+
+// Each OpenMP thread but the first maps a stack of its own, outside the tracked allocations:
+// under an address-space limit too many of them made libgomp end the process ("Thread creation
+// failed", exit 1) at the first parallel op. `asked`: the count is --threads's.
+void check_thread_stacks(int threads, bool asked) {
+  if (threads <= 1 || address_space_limit() == SIZE_MAX) return;
+  size_t stack = omp_stacksize();
+  pthread_attr_t attr;
+  if (stack == 0 && pthread_getattr_default_np(&attr) == 0) {
+    (void)pthread_attr_getstacksize(&attr, &stack);
+    pthread_attr_destroy(&attr);
+  }
+  const size_t stacks = static_cast<size_t>(threads - 1) * stack;
+  const size_t left = address_space_left();
+  if (stacks > left)
+    throw_bad_input(fmt::format(
+        "{} {}: {} more threads' stacks of {} MiB each do not fit in the {} MiB left under the "
+        "address-space limit (ulimit -v; {} MiB of it kept for the libraries); give fewer "
+        "threads",
+        asked ? "--threads" : "threads", threads, threads - 1, stack >> 20, left >> 20,
+        kAddressReserve >> 20));
 }
 
 }  // namespace
@@ -373,10 +422,12 @@ std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options
           fmt::format("--cpu-isa {}: oneDNN's ISA is already fixed at {} in this process",
                       options.max_isa, onednn::isa_name(dnnl::get_effective_cpu_isa())));
   }
-  return std::make_unique<onednn::OnednnBackend>(
+  const int threads =
       options.threads > 0
           ? options.threads
-          : std::max(1, onednn::physical_cores() / std::max(1, options.host_processes)));
+          : std::max(1, onednn::physical_cores() / std::max(1, options.host_processes));
+  onednn::check_thread_stacks(threads, options.threads > 0);
+  return std::make_unique<onednn::OnednnBackend>(threads);
 }
 
 }  // namespace mpbench

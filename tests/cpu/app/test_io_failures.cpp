@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -118,6 +119,39 @@ TEST_F(IoFailures, TwoOutputsOnStdoutAreTakenWhereverItGoes) {
     EXPECT_TRUE(has_text(part, "\"schema_version\"")) << part;  // the JSON
     EXPECT_TRUE(has_text(part, "| mode |")) << part;            // the Markdown table
   }
+}
+
+// On a terminal (script(1) gives the run one) an interrupt erases the progress bar's line
+// before its message: the bar stayed on screen with "mpbench: interrupted" under it.
+TEST_F(IoFailures, AnInterruptOnATerminalErasesTheProgressBar) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/mnist_mlp.json";
+  const Result r =
+      mpbench::test::run_shell("script -qec \"timeout -s INT 3 " + exe() + " run " + spec +
+                                   " --device reference --precisions fp32 --epochs 2\" /dev/null",
+                               dir_.string());
+  EXPECT_EQ(r.code, 124) << r.err;  // timeout's code for a command it signalled
+  EXPECT_TRUE(has_text(r.out, "\r\x1b[Kmpbench: interrupted")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "\nmpbench: interrupted")) << r.out;
+}
+
+// Under a tight address-space limit OpenBLAS's threads could not take their buffers as the
+// library loaded and retried for ever: a run under `ulimit -v 1000000` kept a CPU busy and hung
+// at its exit, joining them. Under any such limit OpenBLAS runs on one thread (how tight a limit
+// hangs depends on the machine's cores and libraries; this one is loose enough for any).
+TEST_F(IoFailures, UnderAnAddressSpaceLimitOpenBlasRunsOnOneThread) {
+#ifdef MPBENCH_TEST_ASAN
+  GTEST_SKIP() << "ASan's shadow memory does not fit under an address-space limit";
+#endif
+  const std::string json = (dir_ / "r.json").string();
+  const Result r =
+      mpbench::test::run_shell("ulimit -v 8000000 && timeout 120 " + exe() + " run " + spec_ +
+                                   " --device reference --precisions fp32 --quiet --json " + json,
+                               dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(json));
+  EXPECT_EQ(j["env"]["cpu"]["blas_threads"], 1);
+  EXPECT_EQ(j["runs"][0]["status"], "ok");
 }
 
 TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {

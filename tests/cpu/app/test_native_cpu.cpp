@@ -244,6 +244,22 @@ TEST_F(NativeCpu, AnAddressSpaceLimitGivesOomProbesNotACrash) {
   EXPECT_TRUE(said) << m["probes"];
 }
 
+// Under an address-space limit, threads whose stacks cannot fit are refused up front: libgomp
+// ended the process at the first parallel op ("Thread creation failed", exit 1).
+TEST_F(NativeCpu, ThreadStacksOverTheAddressSpaceLimitAreRefused) {
+#ifdef MPBENCH_TEST_ASAN
+  GTEST_SKIP() << "ASan's shadow memory does not fit under an address-space limit";
+#endif
+  const auto r =
+      mpbench::test::run_shell("ulimit -v 3000000 && " + std::string(MPBENCH_EXE) + " run " +
+                                   tiny() + " --device cpu --threads 400 --epochs 1 --quiet",
+                               dir_.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, "--threads 400: 399 more threads' stacks")) << r.err;
+  EXPECT_TRUE(has_text(r.err, "address-space limit (ulimit -v")) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
 // A seeds x batch sweep trains every cell natively; under a memory cap between the two modes'
 // needs (measured here first: oneDNN's scratchpads and reordered filters count, as workspace),
 // fp32 is an oom row and amp_bf16 trains within it.
