@@ -1,6 +1,7 @@
 #include "app/output_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,14 +44,28 @@ volatile sig_atomic_t g_interrupt_quiet = 0;
 // Under an MPI launcher, its pid (our parent's): its signals end the job for another rank.
 volatile sig_atomic_t g_launcher_pid = 0;
 
+// The thread that installed the handler (main's): the one the handler runs on.
+pthread_t g_main_thread;
+// A signal from the launcher, forwarded to the main thread (where si_pid no longer says so).
+volatile sig_atomic_t g_forwarded_from_launcher = 0;
+
 extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
+  const bool from_launcher =
+      g_forwarded_from_launcher || (g_launcher_pid != 0 && info && info->si_code == SI_USER &&
+                                    info->si_pid == static_cast<pid_t>(g_launcher_pid));
+  // A signal to the process may land on any thread (OpenMP's, OpenBLAS's): the main thread might
+  // then register and create a temporary file after the loop below had passed its slot, and
+  // leave it. On the main thread itself nothing else creates one meanwhile.
+  if (!pthread_equal(pthread_self(), g_main_thread)) {
+    if (from_launcher) g_forwarded_from_launcher = 1;
+    pthread_kill(g_main_thread, sig);
+    return;
+  }
   for (int i = 0; i < kTempSlots; ++i)
     if (g_tmp_active[i]) ::unlink(g_tmp_path[i]);
   // On a terminal a progress bar may be drawn on the line: erase it (an empty line stays empty).
   static const char kMsg[] = "\r\x1b[Kmpbench: interrupted\n";
   const char* m = g_stderr_tty ? kMsg : kMsg + 4;
-  const bool from_launcher = g_launcher_pid != 0 && info && info->si_code == SI_USER &&
-                             info->si_pid == static_cast<pid_t>(g_launcher_pid);
   if (!g_interrupt_quiet && !from_launcher) {
     ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
     (void)ignored;
@@ -511,6 +526,7 @@ void quiet_launcher_signals() {
 }
 
 void install_interrupt_handlers() {
+  g_main_thread = pthread_self();
   g_stderr_tty = ::isatty(STDERR_FILENO) ? 1 : 0;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
