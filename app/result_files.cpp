@@ -9,6 +9,7 @@
 #include "app/commands.h"
 #include "kernels/error.h"
 #include "models/input_file.h"
+#include "models/spec.h"
 #include "train/json_check.h"
 
 namespace mpbench {
@@ -91,6 +92,9 @@ MaxBatchInput maxbatch_from_json(const json& j) {
     if (m.status == "unsupported" && !max_batch.is_null())
       bad(sub(path, "max_batch"), "null for an unsupported mode");
     if (m.status == "ok") m.max_batch = integer(e, "max_batch", path, 0);
+    if (m.max_batch > kMaxBatchSize)
+      bad(sub(path, "max_batch"), fmt::format("at most {}, the largest batch a spec takes, got {}",
+                                              kMaxBatchSize, m.max_batch));
     m.at_spec_limit = boolean(e, "at_spec_limit", path);
     m.vs_fp32 = number(e, "vs_fp32", path, {0, kAny.hi, true}, false, NAN);
     m.training_bytes = NAN;

@@ -98,6 +98,12 @@ TimeStats time_stats_from_json(const json& j, const std::string& path) {
   if (std::isnan(t.cv)) t.cv = 0;
   t.min = number(j, "min", path, kTime);
   t.max = number(j, "max", path, kTime);
+  // The writer's mean of equal times may round an ulp past them: a relative 1e-9 is let through.
+  const double slack = 1e-9 * t.max;
+  if (t.min > t.max || t.median < t.min - slack || t.median > t.max + slack ||
+      t.mean < t.min - slack || t.mean > t.max + slack)
+    bad(path, fmt::format("min <= median, mean <= max, got min {} median {} mean {} max {}", t.min,
+                          t.median, t.mean, t.max));
   return t;
 }
 

@@ -786,6 +786,16 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
                 .find("tiny_resnet,amp_bf16," + std::to_string(bf16["max_batch"].get<int64_t>())),
             std::string::npos);
   EXPECT_NE(read_file(md.string()).find("| tiny_resnet | amp_bf16 |"), std::string::npos);
+  // A file's batch past what any spec takes is not one maxbatch wrote: report refuses it.
+  auto edited = j;
+  edited["max_batch"][0]["max_batch"] = int64_t{1} << 21;
+  std::ofstream(dir_ / "big.json") << edited.dump();
+  const Result refused_file =
+      run("report " + (dir_ / "big.json").string() + " --html " + (dir_ / "big.html").string());
+  EXPECT_EQ(refused_file.code, 2) << refused_file.err;
+  EXPECT_NE(refused_file.err.find("max_batch[0].max_batch: expected at most 1048576"),
+            std::string::npos)
+      << refused_file.err;
 
   // No limit on the CPU: the stated default, never the host's memory. 16384 rows of a 65536-wide
   // layer need 8 GiB of activations: over it, so that batch is refused before it is allocated.

@@ -504,6 +504,17 @@ TEST(ReportJson, ReaderErrorsNameThePath) {
   bad_type["runs"][1]["epochs"][0]["time_ms"] = "fast";
   EXPECT_NE(bad_input_message(bad_type).find("runs[1].epochs[0].time_ms"), std::string::npos);
 
+  // Statistics that cannot be of one set of times: min above max, a median outside them.
+  json upside_down = good;
+  upside_down["runs"][0]["epoch_time_ms"]["min"] = 1e6;
+  EXPECT_NE(bad_input_message(upside_down).find("runs[0].epoch_time_ms: expected min <= median"),
+            std::string::npos)
+      << bad_input_message(upside_down);
+  json outside = good;
+  outside["runs"][0]["epoch_time_ms"]["median"] =
+      2 * outside["runs"][0]["epoch_time_ms"]["max"].get<double>();
+  EXPECT_NE(bad_input_message(outside).find("runs[0].epoch_time_ms"), std::string::npos);
+
   json bad_status = good;
   bad_status["runs"][0]["status"] = "exploded";
   EXPECT_NE(bad_input_message(bad_status).find("runs[0].status"), std::string::npos);
