@@ -18,18 +18,13 @@ namespace mpbench {
 
 namespace {
 
-// A seeded run (`run --seeds`) matches the run of the same seed; repetitions share a key. A
-// data-parallel run matches runs of its rank count (the batch is per rank).
-using Key = std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t, int>;
+// A run's identity less its repetition (run_key): a seeded run (`run --seeds`) matches the run
+// of the same seed, a data-parallel run runs of its rank count (the batch is per rank), and
+// repetitions share a key.
+using Key = RunKey;
 
 Key key_of(const RunResult& r) {
-  return {r.model,
-          r.precision,
-          r.device,
-          r.cuda_graphs,
-          r.batch_size,
-          r.seed ? static_cast<int64_t>(*r.seed) : -1,
-          r.data_parallel ? r.data_parallel->ranks : 1};
+  return run_key(r, /*with_repetition=*/false);
 }
 
 struct Side {

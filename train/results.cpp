@@ -795,6 +795,17 @@ Report report_from_json(const json& j) {
   return r;
 }
 
+RunKey run_key(const RunResult& r, bool with_repetition) {
+  return {r.model,
+          r.precision,
+          r.device,
+          r.cuda_graphs,
+          r.batch_size,
+          r.seed ? static_cast<int64_t>(*r.seed) : -1,
+          r.data_parallel ? r.data_parallel->ranks : 1,
+          with_repetition && r.repetition ? *r.repetition : 0};
+}
+
 std::string run_identity(const RunResult& r, bool with_repetition) {
   return fmt::format(
       "{} {} {} batch {}{}{}{}{}", r.model, r.precision, r.device, r.batch_size,
@@ -806,11 +817,11 @@ std::string run_identity(const RunResult& r, bool with_repetition) {
 }
 
 void check_unique_runs(const std::vector<RunResult>& runs) {
-  std::map<std::string, size_t> seen;
+  std::map<RunKey, size_t> seen;
   for (size_t i = 0; i < runs.size(); ++i) {
-    const std::string id = run_identity(runs[i]);
-    if (const auto [it, fresh] = seen.emplace(id, i); !fresh)
-      throw_bad_input(fmt::format("runs[{}] and runs[{}]: {} appears twice", it->second, i, id));
+    if (const auto [it, fresh] = seen.emplace(run_key(runs[i]), i); !fresh)
+      throw_bad_input(fmt::format("runs[{}] and runs[{}]: {} appears twice", it->second, i,
+                                  run_identity(runs[i])));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -245,10 +246,14 @@ std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs);
 nlohmann::json to_json(const RepeatSummary& s);
 
 // What tells a run apart in one file: its model, precision, device, CUDA graphs, batch size,
-// seed (`run --seeds`), rank count (data parallel) and repetition (`run --repeat`), as
-// "tiny_mlp amp_bf16 cpu batch 64 seed 2 x2 ranks repetition 3"; compare matches runs on all of it
-// but the repetition. Throws BadInput naming both runs[] indices when two runs share it, which
-// no reader could tell apart (compare would not know which to match, report would draw both).
+// seed (`run --seeds`, -1 without), rank count (data parallel) and repetition (`run --repeat`,
+// 0 without); compare matches runs on all of it but the repetition. run_identity says it as
+// "tiny_mlp amp_bf16 cpu batch 64 seed 2 x2 ranks repetition 3". check_unique_runs throws
+// BadInput naming both runs[] indices when two runs share it, which no reader could tell apart
+// (compare would not know which to match, report would draw both).
+using RunKey =
+    std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t, int, int64_t>;
+RunKey run_key(const RunResult& r, bool with_repetition = true);
 std::string run_identity(const RunResult& r, bool with_repetition = true);
 void check_unique_runs(const std::vector<RunResult>& runs);
 
