@@ -256,10 +256,7 @@ std::vector<ModelGroup> group_by_model(const Report& report) {
     if (std::find(g.batches.begin(), g.batches.end(), r.batch_size) == g.batches.end())
       g.batches.push_back(r.batch_size);
   }
-  for (ModelGroup& g : groups)
-    if (std::none_of(g.runs.begin(), g.runs.end(),
-                     [](const RunResult* r) { return r->precision == "fp32"; }))
-      g.baseline = g.runs.front()->precision;
+  for (ModelGroup& g : groups) g.baseline = ratio_baseline(report.runs, g.model, g.device);
   return groups;
 }
 

@@ -392,8 +392,9 @@ std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs) 
     RepeatSummary s;
     std::tie(s.model, s.device, s.batch_size, s.cuda_graphs, s.precision) = k;
     for (const RunResult* r : of[k]) s.repetitions += r->status == RunStatus::Ok ? 1 : 0;
-    // Against fp32 without graphs, as the tables' speedups.
-    const Key base{s.model, s.device, s.batch_size, false, "fp32"};
+    // Against the baseline mode without graphs, as the tables' speedups.
+    s.baseline = ratio_baseline(runs, s.model, s.device);
+    const Key base{s.model, s.device, s.batch_size, false, s.baseline};
     if (k != base && of.count(base)) s.speedup_vs_fp32 = repeated_speedup(of[base], of[k]);
     out.push_back(std::move(s));
   }
@@ -401,13 +402,28 @@ std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs) 
 }
 
 json to_json(const RepeatSummary& s) {
-  json j = {
-      {"model", s.model},           {"device", s.device},           {"precision", s.precision},
-      {"batch_size", s.batch_size}, {"cuda_graphs", s.cuda_graphs}, {"repetitions", s.repetitions},
-      {"speedup_vs_fp32", nullptr}};
+  json j = {{"model", s.model},
+            {"device", s.device},
+            {"precision", s.precision},
+            {"batch_size", s.batch_size},
+            {"cuda_graphs", s.cuda_graphs},
+            {"repetitions", s.repetitions},
+            {"ratio_baseline", s.baseline},
+            {"speedup_vs_fp32", nullptr}};
   if (const auto& v = s.speedup_vs_fp32)
     j["speedup_vs_fp32"] = {{"estimate", v->ratio}, {"ci95_low", v->lo}, {"ci95_high", v->hi}};
   return j;
+}
+
+std::string ratio_baseline(const std::vector<RunResult>& runs, const std::string& model,
+                           const std::string& device) {
+  std::string first;
+  for (const RunResult& r : runs) {
+    if (r.model != model || r.device != device) continue;
+    if (r.precision == "fp32") return "fp32";
+    if (first.empty()) first = r.precision;
+  }
+  return first.empty() ? "fp32" : first;
 }
 
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
@@ -432,8 +448,9 @@ std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
     s.seeds = m.n;
     s.accuracy_mean = m.mean;
     s.accuracy_std = m.std;
-    const Key base{s.model, s.device, s.batch_size, s.cuda_graphs, "fp32"};
-    if (s.precision != "fp32" && acc.count(base)) {
+    s.baseline = ratio_baseline(runs, s.model, s.device);
+    const Key base{s.model, s.device, s.batch_size, s.cuda_graphs, s.baseline};
+    if (s.precision != s.baseline && acc.count(base)) {
       std::vector<double> b, c;
       for (const auto& [seed, a] : by_seed) {
         const auto it = acc[base].find(seed);
@@ -465,6 +482,7 @@ json to_json(const SeedSummary& s) {
             {"seeds", s.seeds},
             {"accuracy_mean", s.accuracy_mean},
             {"accuracy_std", s.accuracy_std},
+            {"ratio_baseline", s.baseline},
             {"accuracy_delta_vs_fp32", nullptr}};
   if (const auto& d = s.accuracy_delta_vs_fp32)
     j["accuracy_delta_vs_fp32"] = {

@@ -208,16 +208,22 @@ nlohmann::json to_json(const Report& r);
 
 // Accuracy over the seeds of a `run --seeds` sweep, per model, device, batch, mode (and graphs):
 // the mean and standard deviation of the final accuracy over its Ok runs, and the difference
-// from fp32 with its 95% interval, paired by seed (statistics.h: paired_delta), when fp32 ran the
-// same two or more seeds.
+// from fp32 (or ratio_baseline's mode) with its 95% interval, paired by seed (statistics.h:
+// paired_delta), when that mode ran the same two or more seeds.
 struct SeedSummary {
   std::string model, device, precision;
   int64_t batch_size = 0;
   bool cuda_graphs = false;
   int seeds = 0;  // Ok runs
   double accuracy_mean = 0, accuracy_std = 0;
+  // Against ratio_baseline's mode (fp32 when the model has it), whatever the name says.
+  std::string baseline = "fp32";
   std::optional<PairedDelta> accuracy_delta_vs_fp32;
 };
+// The mode a model's ratios on a device are against (speedups, memory, accuracy deltas, in the
+// tables and the summaries): fp32 when its runs there include it, else the first of its modes.
+std::string ratio_baseline(const std::vector<RunResult>& runs, const std::string& model,
+                           const std::string& device);
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);
 // The summary among `summaries` of r's model, device, batch, graphs and mode; null if none.
 const SeedSummary* seed_summary_for(const std::vector<SeedSummary>& summaries, const RunResult& r);
@@ -234,12 +240,14 @@ std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*
                                               const std::vector<const RunResult*>& current);
 
 // Per model, device, batch, mode (and graphs) of a `run --repeat`: how many repetitions trained
-// and the speedup over fp32's repetitions with its interval (repeated_speedup), when there is one.
+// and the speedup over the baseline mode's repetitions (fp32's, or ratio_baseline's) with its
+// interval (repeated_speedup), when there is one.
 struct RepeatSummary {
   std::string model, device, precision;
   int64_t batch_size = 0;
   bool cuda_graphs = false;
   int repetitions = 0;  // Ok runs
+  std::string baseline = "fp32";
   std::optional<RatioEstimate> speedup_vs_fp32;
 };
 std::vector<RepeatSummary> repeat_summaries(const std::vector<RunResult>& runs);

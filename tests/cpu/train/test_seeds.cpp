@@ -154,5 +154,40 @@ TEST(SeedSummary, PerModeMeanStdAndTheDeltaPairedBySeed) {
   EXPECT_FALSE(to_json(unseeded).contains("seed_summary"));
 }
 
+// Without fp32 the summaries are against the first mode, as the tables' columns ("acc vs
+// amp_bf16", "speedup vs amp_bf16 (95% CI)"): before, the JSON's were null and the table's
+// seed column "—" however many seeds ran.
+TEST(SeedSummary, WithoutFp32TheSummariesAreAgainstTheFirstMode) {
+  std::vector<RunResult> runs = {seeded("amp_bf16", 1, 0.90), seeded("amp_bf16", 2, 0.92),
+                                 seeded("amp_fp16", 1, 0.91), seeded("amp_fp16", 2, 0.94)};
+  EXPECT_EQ(ratio_baseline(runs, "m", "cpu"), "amp_bf16");
+  const auto s = seed_summaries(runs);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1].baseline, "amp_bf16");
+  ASSERT_TRUE(s[1].accuracy_delta_vs_fp32.has_value());
+  EXPECT_NEAR(s[1].accuracy_delta_vs_fp32->mean, 0.015, 1e-12);
+  EXPECT_FALSE(s[0].accuracy_delta_vs_fp32.has_value());  // the baseline itself
+
+  // Three repetitions a mode: a speedup with its interval against amp_bf16.
+  std::vector<RunResult> repeated;
+  for (int rep = 1; rep <= 3; ++rep)
+    for (const auto& [mode, ms] : {std::pair{"amp_bf16", 10.0}, std::pair{"amp_fp16", 20.0}}) {
+      RunResult r = seeded(mode, 1, 0.9);
+      r.seed.reset();
+      r.repetition = rep;
+      r.epochs = {EpochResult{}, EpochResult{}};
+      r.epochs[0].time_ms = ms + rep;
+      r.epochs[1].time_ms = ms + rep + 0.5;
+      repeated.push_back(r);
+    }
+  Report rep;
+  rep.runs = repeated;
+  const json j = to_json(rep);
+  ASSERT_EQ(j["repeat_summary"].size(), 2u);
+  EXPECT_EQ(j["repeat_summary"][1]["ratio_baseline"], "amp_bf16");
+  ASSERT_FALSE(j["repeat_summary"][1]["speedup_vs_fp32"].is_null()) << j["repeat_summary"];
+  EXPECT_LT(j["repeat_summary"][1]["speedup_vs_fp32"]["estimate"].get<double>(), 1.0);
+}
+
 }  // namespace
 }  // namespace mpbench
