@@ -694,10 +694,10 @@ def empty_run(spec, mode, device, train_size):
         "batch_size": spec["train"]["batch_size"], "train_samples": train_size,
         "warmup_steps": spec["train"]["warmup_steps"], "epochs": [],
         "epoch_time_ms": time_stats([]), "samples_per_second": 0.0, "flops_per_step": 0.0,
-        "tflops": 0.0, "peak_tflops": 0.0, "percent_of_peak": 0.0,
+        "tflops": 0.0, "peak_tflops": None, "percent_of_peak": None,
         "peak_memory_bytes": {"tracked": 0, "device": None, "device_baseline": None,
                               "by_category": {c: None for c in MEM_CATEGORIES}},
-        "final_accuracy": 0.0, "final_loss": 0.0, "skipped_steps": 0, "final_loss_scale": 1.0,
+        "final_accuracy": 0.0, "final_loss": 0.0, "skipped_steps": 0, "final_loss_scale": None,
         "loss_scaling": False,
         "steps": {"loss": [], "grad_norm": [], "loss_scale": [], "skipped": [], "time_ms": []},
         "pytorch": {},
@@ -894,7 +894,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     sample_memory()
 
     host = {k: v[:g].tolist() for k, v in series.items()}
-    r["final_loss_scale"] = scale_tensor().item()  # before the profiled steps, which update it
+    # Before the profiled steps, which update it; null without loss scaling, as mpbench writes.
+    r["final_loss_scale"] = scale_tensor().item() if r["loss_scaling"] else None
     if ARGS.profile_steps and r["status"] == "ok":
         # After the series were read back: these steps overwrite the last slot, nothing else.
         # The run's figures are complete by now, so a profiler that fails (no CUPTI, say) costs
@@ -919,7 +920,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         r["tflops"] = r["flops_per_step"] * steps_per_epoch / secs / 1e12
     if cuda:
         sheet = find_datasheet(torch.cuda.get_device_name(device))
-        if sheet:
+        if sheet and peak_tflops(sheet, mode) > 0:  # 0: the card has no such tensor cores
             r["peak_tflops"] = peak_tflops(sheet, mode)
             r["percent_of_peak"] = 100.0 * r["tflops"] / r["peak_tflops"]
 

@@ -176,8 +176,10 @@ json to_json(const RunResult& r) {
   j["samples_per_second"] = result(r.samples_per_second);
   j["flops_per_step"] = result(r.flops_per_step);
   j["tflops"] = result(r.tflops);
-  j["peak_tflops"] = result(r.peak_tflops);
-  j["percent_of_peak"] = result(r.percent_of_peak);
+  // No peak (the reference, a GPU without a datasheet): null, not a peak of 0.
+  const bool peak = r.peak_tflops > 0;
+  j["peak_tflops"] = peak ? result(r.peak_tflops) : json(nullptr);
+  j["percent_of_peak"] = peak ? result(r.percent_of_peak) : json(nullptr);
 
   j["peak_memory_bytes"] = to_json(r.memory);
   if (r.has_predicted_memory) {
@@ -193,7 +195,8 @@ json to_json(const RunResult& r) {
   j["final_accuracy"] = result(r.final_accuracy);
   j["final_loss"] = result(r.final_loss);
   j["skipped_steps"] = r.skipped_steps;
-  j["final_loss_scale"] = num(r.final_loss_scale);
+  // A mode without loss scaling has no scale: null, not the 1 it multiplies by.
+  j["final_loss_scale"] = r.loss_scaling ? num(r.final_loss_scale) : json(nullptr);
   j["loss_scaling"] = r.loss_scaling;
 
   // Parallel arrays rather than an array of objects: a third the size, and each series loads
@@ -562,8 +565,10 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   r.samples_per_second = number(j, "samples_per_second", path, {0, kAny.hi, !ok}, ok);
   r.flops_per_step = number(j, "flops_per_step", path, kNonNegative);
   r.tflops = number(j, "tflops", path, kNonNegative);
+  // Null: no peak, held as 0 (the writer's "none").
   r.peak_tflops = number(j, "peak_tflops", path, kNonNegative);
   r.percent_of_peak = number(j, "percent_of_peak", path, kNonNegative);
+  if (!(r.peak_tflops > 0)) r.peak_tflops = r.percent_of_peak = 0;
 
   // Required in a run that trained: read as 0, a missing one made compare's verdicts (memory 0 B
   // against the baseline's, accuracy 0%) without a word.
@@ -618,6 +623,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   // torch's does: a run mpbench wrote says so, and reads back.
   r.final_loss_scale = number(j, "final_loss_scale", path, kNonNegative, false, 1.0);
   r.loss_scaling = boolean(j, "loss_scaling", path);
+  if (!r.loss_scaling) r.final_loss_scale = 1.0;  // null: no scaling, which multiplies by 1
 
   if (j.contains("steps")) {
     const std::string p = sub(path, "steps");

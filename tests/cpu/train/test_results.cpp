@@ -274,6 +274,34 @@ TEST(RunJson, NonFiniteBecomesNullAndDumpParses) {
   EXPECT_EQ(rr.status, RunStatus::Diverged);
 }
 
+// What a run does not have is null, not a made-up value: no peak (the reference, a GPU without a
+// datasheet) was a peak_tflops and percent_of_peak of 0, a mode without loss scaling a
+// final_loss_scale of 1. Both read back as before.
+TEST(RunResultJson, NoPeakAndNoLossScaleAreNull) {
+  RunResult r = sample_run();
+  r.loss_scaling = false;
+  r.final_loss_scale = 1;
+  r.peak_tflops = 0;
+  r.percent_of_peak = 0;
+  const json j = to_json(r);
+  EXPECT_TRUE(j["final_loss_scale"].is_null()) << j["final_loss_scale"];
+  EXPECT_TRUE(j["peak_tflops"].is_null()) << j["peak_tflops"];
+  EXPECT_TRUE(j["percent_of_peak"].is_null()) << j["percent_of_peak"];
+  const RunResult back = run_from_json(j);
+  EXPECT_EQ(back.final_loss_scale, 1.0);
+  EXPECT_EQ(back.peak_tflops, 0.0);
+  EXPECT_EQ(back.percent_of_peak, 0.0);
+
+  r.loss_scaling = true;
+  r.final_loss_scale = 32768;
+  r.peak_tflops = 989.4;
+  r.percent_of_peak = 12.5;
+  const json k = to_json(r);
+  EXPECT_EQ(k["final_loss_scale"], 32768.0);
+  EXPECT_EQ(k["peak_tflops"], 989.4);
+  EXPECT_EQ(k["percent_of_peak"], 12.5);
+}
+
 Report sample_report() {
   Report rep;
   rep.tool = {{"name", "mpbench"}, {"version", "0.1.0"}, {"git", "abc123"}};
