@@ -549,6 +549,43 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
   return out;
 }
 
+// Seeds and repetitions that did not finish, one line per mode with some that did: its row is
+// of those (the others would otherwise vanish from it, and its interval with them).
+std::vector<std::string> unfinished_notes(const ModelGroup& group) {
+  std::vector<std::string> out;
+  if (!has_seeds(group) && !has_repetitions(group)) return out;
+  std::vector<SeedKey> order;
+  std::map<SeedKey, std::vector<const RunResult*>> runs;
+  for (const RunResult* r : group.runs) {
+    if (!runs.count(seed_key(*r))) order.push_back(seed_key(*r));
+    runs[seed_key(*r)].push_back(r);
+  }
+  for (const SeedKey& k : order) {
+    const std::vector<const RunResult*>& all = runs[k];
+    const RunResult* failed = nullptr;
+    size_t ok = 0;
+    for (const RunResult* r : all) {
+      if (r->status == RunStatus::Ok)
+        ++ok;
+      else if (!failed)
+        failed = r;
+    }
+    if (!failed || ok == 0) continue;  // none failed, or the row says the status
+    RunResult subject = *failed;       // the mode, and in a sweep its batch
+    subject.seed.reset();
+    subject.repetition.reset();
+    const std::string of = failed->repetition ? "repetitions" : "seeds";
+    out.push_back(
+        fmt::format("{}: {} of its {} {} did not finish ({}{}: {}); the row is of the {} that did",
+                    note_subject(subject, group), all.size() - ok, all.size(), of,
+                    run_status_name(failed->status),
+                    failed->repetition ? fmt::format(" at repetition {}", *failed->repetition)
+                                       : fmt::format(" at seed {}", failed->seed.value_or(0)),
+                    failed->status_detail, ok));
+  }
+  return out;
+}
+
 // amp_fp8's numerical health, one line per finished run: which of its recorded FP8 tensors were
 // clipped (an amax past what its delayed scale can hold) and at how many steps, and which never
 // ran in FP8 at all (an amax that stayed 0: its GEMMs' sizes, the batch's rows among them, off
@@ -627,7 +664,8 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
 }  // namespace
 
 std::vector<std::string> table_notes(const ModelGroup& group, const Report& report) {
-  std::vector<std::string> out = noisy_notes(group, report);
+  std::vector<std::string> out = unfinished_notes(group);
+  for (std::string& n : noisy_notes(group, report)) out.push_back(std::move(n));
   for (std::string& n : fp8_notes(group)) out.push_back(std::move(n));
   for (std::string& n : data_parallel_notes(group)) out.push_back(std::move(n));
   return out;

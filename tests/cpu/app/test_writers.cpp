@@ -279,6 +279,37 @@ TEST(Console, SpeedupsStatusAndAlignment) {
   }
 }
 
+// A repetition or seed that did not finish is said under the table: the row is of those that
+// did, and without a note the failures vanished from it (a 5-repetition run with 3 oom read as
+// a normal row).
+TEST(Console, UnfinishedRepetitionsAndSeedsAreNoted) {
+  Report rep = make_report();
+  rep.runs.clear();
+  for (int i = 1; i <= 5; ++i)
+    for (const char* mode : {"fp32", "amp_fp16"}) {
+      RunResult r = make_run(mode, 100, size_t(200) << 20);
+      r.repetition = i;
+      if (std::string(mode) == "amp_fp16" && i >= 3) {
+        r.status = RunStatus::Oom;
+        r.status_detail = "over the memory limit";
+      }
+      rep.runs.push_back(r);
+    }
+  const std::string text = format_console(rep);
+  EXPECT_TRUE(contains(text,
+                       "amp_fp16: 3 of its 5 repetitions did not finish (oom at repetition "
+                       "3: over the memory limit); the row is of the 2 that did"))
+      << text;
+  EXPECT_FALSE(contains(text, "fp32: ")) << text;  // all of fp32's finished
+
+  for (RunResult& r : rep.runs) {
+    r.seed = static_cast<uint64_t>(*r.repetition);
+    r.repetition.reset();
+  }
+  EXPECT_TRUE(contains(format_console(rep), "3 of its 5 seeds did not finish (oom at seed 3"))
+      << format_console(rep);
+}
+
 // run --repeat: with three repetitions a side the speedup carries its 95% interval (compare's
 // hierarchical bootstrap, turned into speedups); it holds the point and widens with the noise
 // between the repetitions. With two it is a plain ratio: too few to say how sure.
