@@ -359,17 +359,22 @@ std::vector<double> epoch_times(const RunResult& r) {
 
 std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
                                               const std::vector<const RunResult*>& current) {
-  // One "file" a side: its repetitions, each its epoch times.
-  auto epochs = [](const std::vector<const RunResult*>& runs) {
-    Runs one_file(1);
-    for (const RunResult* r : runs)
-      if (r->status == RunStatus::Ok) one_file[0].push_back(epoch_times(*r));
-    return one_file;
+  // Paired by round, a round being a repetition (of a seed): each side's run of it that trained.
+  using Round = std::pair<int64_t, int64_t>;
+  auto round_of = [](const RunResult& r) {
+    return Round{r.seed ? static_cast<int64_t>(*r.seed) : -1, r.repetition.value_or(0)};
   };
-  const Runs base = epochs(baseline), cur = epochs(current);
-  const auto need = static_cast<size_t>(kMinRepetitions);
-  if (base[0].size() < need || cur[0].size() < need) return std::nullopt;
-  const RatioEstimate t = hierarchical_median_ratio(base, cur, kBootstrapResamples, kBootstrapSeed);
+  std::map<Round, const RunResult*> base;
+  for (const RunResult* r : baseline)
+    if (r->status == RunStatus::Ok) base[round_of(*r)] = r;
+  std::vector<PairedRound> rounds;
+  for (const RunResult* r : current) {
+    if (r->status != RunStatus::Ok) continue;
+    const auto it = base.find(round_of(*r));
+    if (it != base.end()) rounds.push_back({epoch_times(*it->second), epoch_times(*r)});
+  }
+  if (rounds.size() < static_cast<size_t>(kMinRepetitions)) return std::nullopt;
+  const RatioEstimate t = paired_median_ratio(rounds, kBootstrapResamples, kBootstrapSeed);
   if (!t.valid || !(t.ratio > 0 && t.lo > 0 && t.hi > 0)) return std::nullopt;
   // Time ratio current / baseline -> speedup baseline / current, the interval turned over.
   RatioEstimate s;

@@ -232,10 +232,10 @@ nlohmann::json to_json(const SeedSummary& s);
 // A run's epoch times that can be times (statistics.h: positive_finite), in epoch order.
 std::vector<double> epoch_times(const RunResult& r);
 
-// The speedup of one mode's repetitions (`run --repeat`) over another's: the ratio of their
-// medians of each repetition's median epoch time, with the 95% interval compare gives that time
-// ratio (statistics.h: hierarchical_median_ratio), turned over. Only Ok runs count; nullopt with
-// fewer than kMinRepetitions of them a side.
+// The speedup of one mode's repetitions (`run --repeat`) over another's, paired by round (the
+// same repetition, and seed): the median over rounds of each round's ratio of median epoch
+// times, with its 95% interval (statistics.h: paired_median_ratio), turned over. Only rounds
+// both sides trained count; nullopt with fewer than kMinRepetitions of them.
 std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
                                               const std::vector<const RunResult*>& current);
 

@@ -193,6 +193,48 @@ RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& curren
   return est;
 }
 
+RatioEstimate paired_median_ratio(const std::vector<PairedRound>& rounds, int resamples,
+                                  uint64_t seed) {
+  RatioEstimate est;
+  // Each round's usable epoch times a side, sorted (for median_of_resample); a round with a side
+  // empty is left out.
+  std::vector<std::pair<std::vector<double>, std::vector<double>>> r;
+  for (const PairedRound& p : rounds) {
+    std::vector<double> b = positive_finite(p.baseline), c = positive_finite(p.current);
+    if (b.empty() || c.empty()) continue;
+    std::sort(b.begin(), b.end());
+    std::sort(c.begin(), c.end());
+    r.emplace_back(std::move(b), std::move(c));
+  }
+  if (r.empty()) return est;
+  std::vector<double> ratios;
+  for (auto [b, c] : r) ratios.push_back(median_of(c) / median_of(b));
+  est.ratio = median_of(ratios);
+  est.valid = true;
+  uint64_t state = seed;
+  Rng rng(seed, 1);
+  std::vector<double> scratch, round_ratios;
+  auto side_median = [&](const std::vector<double>& t) {
+    if (t.size() > kDirectResampleMax) return median_of_resample(t, rng);
+    scratch.resize(t.size());
+    for (double& x : scratch) x = t[below(state, t.size())];
+    return median_of(scratch);
+  };
+  std::vector<double> medians;
+  medians.reserve(static_cast<size_t>(std::max(resamples, 1)));
+  for (int i = 0; i < resamples; ++i) {
+    round_ratios.clear();
+    for (size_t k = 0; k < r.size(); ++k) {
+      const auto& [b, c] = r[below(state, r.size())];
+      const double mb = side_median(b);
+      round_ratios.push_back(side_median(c) / mb);
+    }
+    medians.push_back(median_of(round_ratios));
+  }
+  set_percentile_interval(medians, est);
+  return est;
+}
+
 MeanStd mean_std(const std::vector<double>& v) {
   MeanStd m;
   m.n = static_cast<int>(v.size());

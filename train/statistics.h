@@ -39,6 +39,18 @@ RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
 using Runs = std::vector<std::vector<std::vector<double>>>;
 RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,
                                         uint64_t seed);
+// The ratio of two modes measured in the same rounds (`run --repeat`: each round trains every
+// mode once, in turn, so that a drift of the machine lands on both sides of a round alike): the
+// median over rounds of each round's median(current) / median(baseline), and its 95% percentile
+// interval from a bootstrap of the rounds and, within each drawn round, of each side's epochs.
+// Pairing keeps what a round's drift does to both sides out of the interval, which unpaired
+// medians let in (a busy round of one mode moved the estimate far off). Rounds with a side
+// without usable samples are left out; deterministic for a given seed.
+struct PairedRound {
+  std::vector<double> baseline, current;  // one round's epoch times a side
+};
+RatioEstimate paired_median_ratio(const std::vector<PairedRound>& rounds, int resamples,
+                                  uint64_t seed);
 // The defaults of that interval wherever mpbench prints one (compare's gate, run's speedups): the
 // resamples, the generator's seed ("mpbench"), and the fewest repetitions a side that it takes to
 // say anything of the time (fewer hide the noise between runs, which is most of it).
