@@ -126,21 +126,22 @@ int cmd_data(const DataArgs& args) {
     arrays.push_back({prefix + params_suffix, raw_bytes(params.values)});
   }
 
-  nlohmann::json j = {{"spec", spec.name},
-                      {"spec_file", args.spec},
-                      // Every default filled in, so that a reader needs no copy of spec.cpp's.
-                      {"resolved_spec", to_json(spec)},
-                      {"sample_dim", data.sample_dim},
-                      {"num_classes", data.num_classes},
-                      {"train_size", data.train_size()},
-                      {"eval_size", data.eval_size()},
-                      {"description", data.description},
-                      {"x_dtype", tokens ? "int32" : "float32"},
-                      {"y_dtype", "int32"},
-                      {"labels_per_sample", data.labels_per_sample},
-                      {"byte_order", "little"},
-                      {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
-                      {"files", files}};
+  nlohmann::json j = json_header("data");
+  j.update({{"spec", spec.name},
+            {"spec_file", args.spec},
+            // Every default filled in, so that a reader needs no copy of spec.cpp's.
+            {"resolved_spec", to_json(spec)},
+            {"sample_dim", data.sample_dim},
+            {"num_classes", data.num_classes},
+            {"train_size", data.train_size()},
+            {"eval_size", data.eval_size()},
+            {"description", data.description},
+            {"x_dtype", tokens ? "int32" : "float32"},
+            {"y_dtype", "int32"},
+            {"labels_per_sample", data.labels_per_sample},
+            {"byte_order", "little"},
+            {"layout", "row-major (n, sample_dim) inputs, (n, labels_per_sample) labels"},
+            {"files", files}});
   if (args.params)
     j["params"] = {{"file", base + params_suffix},
                    {"dtype", "float32"},

@@ -100,6 +100,12 @@ std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
           group_thousands(static_cast<double>(s.data.train_samples))));
     }
   }
+  // The note `run` prints under its tables (device_note), for the samples/s column: on the
+  // reference those are times of the emulation. No env: the native CPU's times are true ones.
+  Report timed;
+  for (const MaxBatchResult& r : results)
+    if (const BatchProbe* best = r.best()) timed.runs.push_back(best->run);
+  if (const auto n = device_note(timed)) out.push_back("note: " + *n);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <utility>
 
 #include "app/commands.h"
 #include "app/console_table.h"
@@ -268,6 +269,9 @@ int cmd_profile(const ProfileArgs& given) {
   // table: the status and what did not fit; in the JSON: status, status_detail), as in `run`.
   // One that failed otherwise is a runtime failure, said in one line once the JSON is written.
   std::vector<std::string> failed;
+  // The modes' runs, for the note `run` prints under its tables (device_note): on the reference
+  // the times are of the emulation. No env: the native CPU's times are true ones.
+  Report profiled;
   for (Precision p : spec.precisions) {
     ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
                                   launch.data_parallel());
@@ -276,8 +280,10 @@ int cmd_profile(const ProfileArgs& given) {
     out["profiles"].push_back(profile_json(pr, dev));
     if (pr.run.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));
+    profiled.runs.push_back(std::move(pr.run));
   }
   if (!launch.speaker()) return 0;
+  if (const auto note = device_note(profiled)) std::cout << "note: " << *note << "\n";
   flush_stdout();
   if (!args.json_path.empty()) write_output(args.json_path, json_text(out));
   if (!failed.empty())

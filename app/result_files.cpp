@@ -22,7 +22,9 @@ namespace {
 [[noreturn]] void wrong_kind(const std::string& kind, const std::string& wanted) {
   const bool ours = kind == "profile" || kind == "explain" || kind == "inspect" ||
                     kind == "maxbatch" || kind == "compare" || kind == "devices" ||
-                    kind == "validate";
+                    kind == "validate" || kind == "data";
+  if (kind == "data")
+    throw_bad_input(fmt::format("a dataset index (mpbench data --out), not {}", wanted));
   throw_bad_input(ours ? fmt::format("a{} {} file (mpbench {} --json), not {}",
                                      kind == "inspect" || kind == "explain" ? "n" : "", kind, kind,
                                      wanted)

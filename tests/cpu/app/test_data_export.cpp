@@ -132,6 +132,31 @@ TEST_F(DataExport, ParamsAreTheNamedInitialWeights) {
   EXPECT_FALSE(fs::exists(dir_ / "q.params.f32"));
 }
 
+// The index is a JSON file mpbench writes: the common header first (kind "data"), beside the
+// index's own keys, which scripts/pytorch_reference.py reads.
+TEST_F(DataExport, TheIndexHasTheCommonHeader) {
+  std::string err;
+  ASSERT_EQ(run("data " + tiny() + " --quiet --out " + (dir_ / "h").string(), &err), 0) << err;
+  const auto idx = nlohmann::json::parse(read_file((dir_ / "h.json").string()));
+  EXPECT_EQ(idx.value("schema_version", 0), 1);
+  EXPECT_EQ(idx.value("kind", ""), "data");
+  ASSERT_TRUE(idx.contains("tool"));
+  EXPECT_EQ(idx["tool"].value("name", ""), "mpbench");
+  ASSERT_TRUE(idx.contains("provenance"));
+  EXPECT_FALSE(idx["provenance"].value("time_utc", "").empty());
+  EXPECT_TRUE(idx["provenance"]["command"].is_array());
+  for (const char* key : {"spec", "spec_file", "resolved_spec", "sample_dim", "num_classes",
+                          "train_size", "eval_size", "description", "x_dtype", "y_dtype",
+                          "labels_per_sample", "byte_order", "layout", "files"})
+    EXPECT_TRUE(idx.contains(key)) << key;
+  EXPECT_EQ(idx["spec"], "tiny_mlp");
+  // Not a result file: report names its kind instead of reading it as a run.
+  const auto r = CliTest::run("report " + (dir_ / "h.json").string() + " --html " +
+                              (dir_ / "h.html").string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("data"), std::string::npos) << r.err;
+}
+
 TEST_F(DataExport, DeterministicAndSeedOverride) {
   ASSERT_EQ(run("data " + tiny() + " --out " + (dir_ / "a").string()), 0);
   ASSERT_EQ(run("data " + tiny() + " --out " + (dir_ / "b").string()), 0);
