@@ -59,6 +59,25 @@ double quantile_sorted(const std::vector<double>& s, double q) {
   return s[i] + f * (s[j] - s[i]);
 }
 
+// The draws of one bootstrap: indices (below) and the median of a resample of one sample's
+// sorted epoch times, both from the seed's generators, in the order they are asked for.
+class Resampler {
+ public:
+  explicit Resampler(uint64_t seed) : state_(seed), rng_(seed, 1) {}
+  size_t index(size_t n) { return below(state_, n); }
+  double median(const std::vector<double>& sorted) {
+    if (sorted.size() > kDirectResampleMax) return median_of_resample(sorted, rng_);
+    scratch_.resize(sorted.size());
+    for (double& x : scratch_) x = sorted[below(state_, sorted.size())];
+    return median_of(scratch_);
+  }
+
+ private:
+  uint64_t state_;
+  Rng rng_;
+  std::vector<double> scratch_;
+};
+
 // The 95% percentile interval of the bootstrap's ratios (sorted here) into est; no resample
 // leaves the point estimate as a zero-width interval.
 void set_percentile_interval(std::vector<double>& ratios, RatioEstimate& est) {
@@ -164,22 +183,15 @@ RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& curren
   };
   est.ratio = median_of_medians(c) / median_of_medians(b);
   est.valid = true;
-  uint64_t state = seed;
-  Rng rng(seed, 1);
-  std::vector<double> scratch, medians;
-  auto rep_median = [&](const std::vector<double>& rep) {
-    if (rep.size() > kDirectResampleMax) return median_of_resample(rep, rng);
-    scratch.resize(rep.size());
-    for (double& x : scratch) x = rep[below(state, rep.size())];
-    return median_of(scratch);
-  };
+  Resampler draw(seed);
+  std::vector<double> medians;
   // Files, then the repetitions within each drawn file, then the epochs within each repetition.
   auto resample = [&](const Runs& side) {
     medians.clear();
     for (size_t f = 0; f < side.size(); ++f) {
-      const auto& file = side[below(state, side.size())];
+      const auto& file = side[draw.index(side.size())];
       for (size_t i = 0; i < file.size(); ++i)
-        medians.push_back(rep_median(file[below(state, file.size())]));
+        medians.push_back(draw.median(file[draw.index(file.size())]));
     }
     return median_of(medians);
   };
@@ -211,23 +223,15 @@ RatioEstimate paired_median_ratio(const std::vector<PairedRound>& rounds, int re
   for (auto [b, c] : r) ratios.push_back(median_of(c) / median_of(b));
   est.ratio = median_of(ratios);
   est.valid = true;
-  uint64_t state = seed;
-  Rng rng(seed, 1);
-  std::vector<double> scratch, round_ratios;
-  auto side_median = [&](const std::vector<double>& t) {
-    if (t.size() > kDirectResampleMax) return median_of_resample(t, rng);
-    scratch.resize(t.size());
-    for (double& x : scratch) x = t[below(state, t.size())];
-    return median_of(scratch);
-  };
-  std::vector<double> medians;
+  Resampler draw(seed);
+  std::vector<double> round_ratios, medians;
   medians.reserve(static_cast<size_t>(std::max(resamples, 1)));
   for (int i = 0; i < resamples; ++i) {
     round_ratios.clear();
     for (size_t k = 0; k < r.size(); ++k) {
-      const auto& [b, c] = r[below(state, r.size())];
-      const double mb = side_median(b);
-      round_ratios.push_back(side_median(c) / mb);
+      const auto& [b, c] = r[draw.index(r.size())];
+      const double mb = draw.median(b);
+      round_ratios.push_back(draw.median(c) / mb);
     }
     medians.push_back(median_of(round_ratios));
   }
