@@ -126,6 +126,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     act += li.activation_bytes * batch;
     layers.push_back(layer_json(li, p, batch));
   }
+  const double training_flops = model.training_flops_per_sample() * static_cast<double>(batch);
   table.rows.push_back({"total", "", "", human_count(static_cast<double>(params)),
                         human_count(flops), "", "", format_bytes(static_cast<size_t>(act)), ""});
 
@@ -133,7 +134,10 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
       fmt::format("{} ({}), precision {}, batch {}\n", spec.name, spec.family, precision_name(p),
                   batch) +
       render_text_table(table, !utf8_output()) +
-      fmt::format("training step ~ {} FLOPs (3 x forward)\n", human_count(3 * flops));
+      fmt::format(
+          "training step ~ {} FLOPs (3 x forward, less the input gradient the first layer "
+          "does not compute)\n",
+          human_count(training_flops));
   int matmuls = 0, pinned = 0, off = 0;
   const std::vector<std::string> misaligned =
       misaligned_matmuls(infos, p, batch, &matmuls, &pinned, &off);
@@ -204,6 +208,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                           {"batch_size", batch},
                           {"params", params},
                           {"forward_flops", flops},
+                          {"training_flops", training_flops},
                           {"predicted_memory_bytes", m.training_peak},
                           {"tensor_core_multiple", multiple},
                           {"misaligned", misaligned},

@@ -122,10 +122,9 @@ constexpr double kHeavyCpuSeconds = 300;
 // measured GEMM ceilings, which the shipped CPU configs trained at 24-110% of.
 constexpr double kReferenceCpuFlops = 1e11;
 
-// The training FLOPs of one run of a spec (forward and backward, three times the forward) that
-// takes `steps` steps.
+// The training FLOPs of one run of a spec that takes `steps` steps.
 double run_flops(const Spec& spec, int64_t steps) {
-  return 3.0 * Model(spec, Precision::FP32).forward_flops_per_sample() *
+  return Model(spec, Precision::FP32).training_flops_per_sample() *
          static_cast<double>(spec.train.batch_size) * static_cast<double>(steps);
 }
 

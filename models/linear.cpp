@@ -217,6 +217,7 @@ LayerInfo Linear::info(DType input_dtype) const {
   li.output_shape = Shape{out_};
   li.params = shared_weight_ ? 0 : out_ * in_ + out_;        // a shared weight is its owner's
   li.forward_flops = 2.0 * static_cast<double>(in_) * out_;  // the GEMM's; not the bias's adds
+  li.input_flops = li.forward_flops;
   li.compute_dtype = prec_.compute;
   li.storage_dtype = output_dtype(input_dtype);
   // Saved for backward: the input in the compute dtype, and GELU's pre-activation (ReLU's

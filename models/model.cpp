@@ -229,4 +229,11 @@ double Model::forward_flops_per_sample() const {
   return f;
 }
 
+double Model::training_flops_per_sample() const {
+  const std::vector<LayerInfo> infos = layer_infos();
+  double f = 0;
+  for (const auto& li : infos) f += li.forward_flops;
+  return 3 * f - (infos.empty() ? 0 : infos.front().input_flops);
+}
+
 }  // namespace mpbench

@@ -96,7 +96,10 @@ struct LayerInfo {
   std::string kind;    // "linear+relu", ...
   Shape output_shape;  // per sample
   int64_t params = 0;
-  double forward_flops = 0;          // per sample
+  double forward_flops = 0;  // per sample
+  // Per sample, of forward_flops: the GEMMs and convolutions that read the layer's own input,
+  // whose input gradient the model's first layer never computes (training_flops_per_sample).
+  double input_flops = 0;
   DType compute_dtype = DType::F32;  // operands of the GEMM / conv
   DType storage_dtype = DType::F32;  // dtype of the output activation
   // amp_fp8: the GEMMs' input dtypes when they run in FP8, forward (fp8_e4m3 activations and
@@ -228,6 +231,11 @@ class Model {
   int64_t num_classes() const { return io_.num_classes; }
   // Forward FLOPs per sample (training counts 3x: forward, and backward's two GEMMs per layer).
   double forward_flops_per_sample() const;
+  // A training step's: forward, weight gradient and input gradient of every GEMM and
+  // convolution (3x the forward), less the input gradient the first layer does not compute
+  // (its GEMMs that read the data: it was counted, and mnist_mlp's fp32 run read 113% of the
+  // native CPU's measured peak).
+  double training_flops_per_sample() const;
   // amp_fp8, after each optimizer step: the delayed-scaling update of every FP8 tensor.
   void update_fp8_scaling(Backend& be) { params_.fp8().update(be); }
 

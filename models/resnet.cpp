@@ -368,6 +368,7 @@ class Bottleneck : public ConvBnLayer {
       li.add_child(conv_row(proj_conv_, proj_conv_.out_numel()));
       li.add_child(bn_row(proj_bn_, "bn", proj_conv_, 0));  // its output goes to the add only
     }
+    li.input_flops = conv1_.flops() + (proj_ ? proj_conv_.flops() : 0);
     return li;
   }
   DType output_dtype(DType) const override { return prec_.compute; }
@@ -453,6 +454,7 @@ class Stem : public ConvBnLayer {
     const int64_t cast = input_dtype != prec_.compute ? conv_.in_numel() : 0;
     li.add_child(conv_row(conv_, conv_.out_numel() + cast));
     li.add_child(bn_row(bn_, "bn+relu", conv_, conv_.out_numel()));
+    li.input_flops = conv_.flops();
     LayerInfo pool;
     pool.name = "maxpool";
     pool.kind = fmt::format("maxpool{}x{}/s{}", pool_.kernel, pool_.kernel, pool_.stride);

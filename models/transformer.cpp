@@ -34,6 +34,7 @@ LayerInfo over_tokens(const Linear& l, DType input_dtype, int64_t s, std::string
   if (!kind.empty()) li.kind = std::move(kind);
   li.output_shape = Shape{s, li.output_shape[0]};
   li.forward_flops *= static_cast<double>(s);
+  li.input_flops *= static_cast<double>(s);
   li.activation_bytes *= s;
   li.matmul->m = s;
   return li;

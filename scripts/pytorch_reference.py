@@ -333,6 +333,10 @@ class Mlp(nn.Module):
     def forward_flops_per_sample(self):
         return sum(linear_flops(l.in_features, l.out_features) for l in self.layers.values())
 
+    def first_input_flops_per_sample(self):  # the input gradient the first layer never computes
+        first = next(iter(self.layers.values()))
+        return 2.0 * first.in_features * first.out_features
+
 
 class Bottleneck(nn.Module):
     """ResNet-50 v1.5 bottleneck: 1x1 -> BN -> ReLU -> 3x3 (stride) -> BN -> ReLU -> 1x1 -> BN,
@@ -361,6 +365,10 @@ class Bottleneck(nn.Module):
 
     def forward_flops(self):
         return resnet_block_flops(self.cin, self.width, self.cout, self.stride, self.size)
+
+    def input_flops(self):  # the convolutions that read the block's input: conv1, the shortcut's
+        down = conv_flops(self.cin, self.cout, 1, self.out_size) if self.down is not None else 0
+        return conv_flops(self.cin, self.width, 1, self.size) + down
 
 
 class GlobalAvgPool(nn.Module):
@@ -420,6 +428,10 @@ class Resnet(nn.Module):
         for name in self.layers:
             x = pinned(self, name, x)
         return x
+
+    def first_input_flops_per_sample(self):  # the input gradient the first layer never computes
+        first = next(iter(self.layers.values()))
+        return first.forward_flops() if isinstance(first, Stem) else first.input_flops()
 
     def forward_flops_per_sample(self):
         f = sum(b.forward_flops() for b in self.layers.values()
@@ -522,6 +534,9 @@ class Transformer(nn.Module):
 
     def forward_flops_per_sample(self):
         return transformer_flops(self.m)
+
+    def first_input_flops_per_sample(self):  # the embedding: no GEMM
+        return 0.0
 
 
 FAMILIES = {"mlp": Mlp, "resnet_bottleneck": Resnet, "transformer": Transformer}
@@ -805,7 +820,9 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     total = warmup + epochs * steps_per_epoch
     series = {k: torch.zeros(total, device=device) for k in ("loss", "norm", "scale", "skip")}
     one = torch.ones((), device=device)
-    r["flops_per_step"] = 3.0 * model.forward_flops_per_sample() * batch
+    # As mpbench's: 3x the forward less the input gradient the first layer never computes.
+    r["flops_per_step"] = (3.0 * model.forward_flops_per_sample()
+                           - model.first_input_flops_per_sample()) * batch
 
     def scale_tensor():
         s = getattr(scaler, "_scale", None)  # the device tensor; get_scale() would sync

@@ -353,7 +353,7 @@ void Run::train_all(RunResult& r) {
   build(r);
   sample_device_memory(be_, r.memory);
   if (dp_) dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()));
-  r.flops_per_step = 3.0 * model_->forward_flops_per_sample() * static_cast<double>(batch_);
+  r.flops_per_step = model_->training_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);
   if (graphs) capture_graph(r);
