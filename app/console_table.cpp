@@ -275,6 +275,18 @@ SeedKey seed_key(const RunResult& r) {
   return {r.device, r.batch_size, r.cuda_graphs, r.precision};
 }
 
+// A group's runs by seed_key (a mode at a batch: its seeds and repetitions), in report order.
+std::vector<std::vector<const RunResult*>> runs_by_mode(const ModelGroup& group) {
+  std::vector<std::vector<const RunResult*>> out;
+  std::map<SeedKey, size_t> at;
+  for (const RunResult* r : group.runs) {
+    const auto [it, fresh] = at.emplace(seed_key(*r), out.size());
+    if (fresh) out.emplace_back();
+    out[it->second].push_back(r);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
@@ -333,19 +345,14 @@ bool has_repetitions(const ModelGroup& group) {
 }
 
 ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storage) {
-  std::vector<SeedKey> order;
-  std::map<SeedKey, std::vector<const RunResult*>> runs;
-  for (const RunResult* r : group.runs) {
-    if (!runs.count(seed_key(*r))) order.push_back(seed_key(*r));
-    runs[seed_key(*r)].push_back(r);
-  }
+  const std::vector<std::vector<const RunResult*>> modes = runs_by_mode(group);
   storage.clear();
-  storage.reserve(order.size());
-  for (const SeedKey& k : order) {
+  storage.reserve(modes.size());
+  for (const std::vector<const RunResult*>& runs : modes) {
     std::vector<const RunResult*> ok;
-    for (const RunResult* r : runs[k])
+    for (const RunResult* r : runs)
       if (r->status == RunStatus::Ok) ok.push_back(r);
-    RunResult m = ok.empty() ? *runs[k].front() : *ok.front();
+    RunResult m = ok.empty() ? *runs.front() : *ok.front();
     // Stands for all of them; fp32_for pairs collapsed runs with each other.
     m.seed.reset();
     m.repetition.reset();
@@ -554,14 +561,7 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
 std::vector<std::string> unfinished_notes(const ModelGroup& group) {
   std::vector<std::string> out;
   if (!has_seeds(group) && !has_repetitions(group)) return out;
-  std::vector<SeedKey> order;
-  std::map<SeedKey, std::vector<const RunResult*>> runs;
-  for (const RunResult* r : group.runs) {
-    if (!runs.count(seed_key(*r))) order.push_back(seed_key(*r));
-    runs[seed_key(*r)].push_back(r);
-  }
-  for (const SeedKey& k : order) {
-    const std::vector<const RunResult*>& all = runs[k];
+  for (const std::vector<const RunResult*>& all : runs_by_mode(group)) {
     const RunResult* failed = nullptr;
     size_t ok = 0;
     for (const RunResult* r : all) {
