@@ -67,9 +67,11 @@ int cmd_devices(bool as_json) {
     for (const auto& f : nc["cpu_flags"])
       flags += (flags.empty() ? "" : " ") + f.get<std::string>();
     std::cout << fmt::format(
-        "  native backend: oneDNN {}, ISA {}, {} threads (one per physical core)\n  flags: {}{}\n",
+        "  native backend: oneDNN {}, ISA {}, {} thread{} (one per physical core this process "
+        "may run on)\n  flags: {}{}\n",
         nc["onednn_version"].get<std::string>(), nc["isa"].get<std::string>(),
-        nc["threads"].get<int>(), flags.empty() ? "none of avx2/avx512" : flags,
+        nc["threads"].get<int>(), nc["threads"].get<int>() == 1 ? "" : "s",
+        flags.empty() ? "none of avx2/avx512" : flags,
         nc["amx_granted"].get<bool>() ? "; AMX granted to this process" : "");
     std::cout << fmt::format("  {:<10} {:>22}\n", "mode", "measured GEMM TFLOP/s");
     for (Precision p : all_precisions()) {

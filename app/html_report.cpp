@@ -143,6 +143,13 @@ std::string baseline_of(const Series& s) {
   return s.fp32 ? s.fp32->precision : "fp32";
 }
 
+// The speedup a series' bars name: with repetitions the estimate its interval is of, as the
+// tables give it (a ratio of median times can fall outside that interval).
+std::optional<double> shown_speedup(const Series& s) {
+  if (s.speedup_ci) return s.speedup_ci->ratio;
+  return speedup_vs_fp32(*s.run, s.fp32);
+}
+
 std::string tool_name(const Report& r) {
   std::string n = json_check::text(r.tool, "name");
   return n.empty() ? "mpbench" : n;
@@ -159,6 +166,10 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs,
                                          const std::vector<std::string>& names) {
   std::vector<ModelSection> sections;
   std::map<std::string, size_t> index;
+  // Labels name the tool only where the page has more than one (mpbench beside PyTorch): the
+  // room of a bar's label goes to what tells its bars apart.
+  std::set<std::string> tools;
+  for (const ReportInput& in : inputs) tools.insert(tool_name(in.report));
   for (size_t i = 0; i < inputs.size(); ++i) {
     for (ModelGroup& g : group_by_model(inputs[i].report)) {
       auto it = index.find(g.model);
@@ -179,8 +190,8 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs,
         s.run = r;
         s.input = i;
         s.fp32 = shown.fp32_for(*r);
-        s.mode_label =
-            tool_name(inputs[i].report) + " " + r->precision + (r->cuda_graphs ? " +graphs" : "");
+        s.mode_label = (tools.size() > 1 ? tool_name(inputs[i].report) + " " : "") + r->precision +
+                       (r->cuda_graphs ? " +graphs" : "");
         s.label = s.mode_label;
         if (g.batches.size() > 1) s.label += fmt::format(" b{}", r->batch_size);
         if (const SeedSummary* x = seed_summary_for(summaries, *r)) s.seeds = *x;
@@ -281,7 +292,7 @@ std::string time_chart(const std::vector<Series>& series) {
       b.value_text = format_ms_unit(t.median);
       if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
         b.whisker = std::make_pair(t.min, t.max);
-      if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
+      if (auto sp = shown_speedup(s)) b.note = fmt::format("{:.2f}×", *sp);
       const std::string ci =
           s.speedup_ci ? fmt::format(" (95% CI {:.2f}–{:.2f})", s.speedup_ci->lo, s.speedup_ci->hi)
                        : "";
@@ -303,7 +314,7 @@ std::string time_chart(const std::vector<Series>& series) {
 }
 
 // Final accuracy over the seeds of `run --seeds`: the mean, whiskers one standard deviation each
-// way; the label gives the difference from fp32 and its 95% interval.
+// way; the label gives the difference from the baseline mode and its 95% interval.
 std::string accuracy_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
@@ -329,9 +340,10 @@ std::string accuracy_chart(const std::vector<Series>& series) {
     if (const auto& d = x.accuracy_delta_vs_fp32)
       b.note = fmt::format("{:+.2f} [{:+.2f}, {:+.2f}]", 100 * d->mean, 100 * d->ci95_low,
                            100 * d->ci95_high);
-    b.tooltip = fmt::format("{}: accuracy over {} seeds {:.2f}% ± {:.2f} (std){}", s.label, x.seeds,
-                            100 * x.accuracy_mean, 100 * x.accuracy_std,
-                            b.note.empty() ? "" : "; vs fp32 " + b.note + " (95% paired t)");
+    b.tooltip = fmt::format(
+        "{}: accuracy over {} seeds {:.2f}% ± {:.2f} (std){}", s.label, x.seeds,
+        100 * x.accuracy_mean, 100 * x.accuracy_std,
+        b.note.empty() ? "" : "; vs " + baseline_of(s) + " " + b.note + " (95% paired t)");
     bars.push_back(std::move(b));
   }
   return bar_chart("chart-accuracy", bars,
@@ -351,7 +363,7 @@ std::string throughput_chart(const std::vector<Series>& series) {
     if (b.drawn) {
       b.value = r.samples_per_second;
       b.value_text = format_si(r.samples_per_second) + "/s";
-      if (auto sp = speedup_vs_fp32(r, s.fp32)) b.note = fmt::format("{:.2f}×", *sp);
+      if (auto sp = shown_speedup(s)) b.note = fmt::format("{:.2f}×", *sp);
       b.tooltip = fmt::format("{}: {} samples/s", s.label, group_thousands(r.samples_per_second));
       if (r.tflops > 0 && std::isfinite(r.tflops)) {
         // Three significant digits: a CPU's rates are fractions of a TFLOP/s.
@@ -724,7 +736,7 @@ std::string speedup_by_batch_chart(const std::vector<Series>& series, const std:
       dashes.push_back(dash.empty() ? "none" : dash);
     }
     Line& l = lines[it->second];
-    const auto sp = speedup_vs_fp32(*s.run, s.fp32);
+    const auto sp = shown_speedup(s);
     l.pts.emplace_back(std::log2(static_cast<double>(s.run->batch_size)), sp ? *sp : NAN);
     l.tooltip += fmt::format(" {} at {}", sp ? fmt::format("{:.2f}×", *sp) : status_text(*s.run),
                              s.run->batch_size);
@@ -1171,10 +1183,10 @@ std::string format_html(const std::vector<ReportInput>& inputs,
                 memory_breakdown_chart(sec.series));
     if (std::any_of(sec.series.begin(), sec.series.end(),
                     [](const Series& s) { return s.seeds.has_value(); }))
-      h += figure(
-          "Accuracy over seeds <span class=\"sub\">bold: difference from fp32 in points, 95% "
-          "interval</span>",
-          bars_legend(sec.series) + accuracy_chart(sec.series));
+      h += figure(fmt::format("Accuracy over seeds <span class=\"sub\">bold: difference from {} in "
+                              "points, 95% interval</span>",
+                              base),
+                  bars_legend(sec.series) + accuracy_chart(sec.series));
     h += data_parallel_chart(sec.series);
     std::vector<const ProfileInput*> mine;
     for (const ProfileInput& pr : profiles)

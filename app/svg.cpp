@@ -72,6 +72,40 @@ std::string shorten(const std::string& s, size_t n) {
   return s.substr(0, cut) + "…";
 }
 
+namespace {
+
+// The UTF-8 sequences of s, one string a character.
+std::vector<std::string> characters(const std::string& s) {
+  std::vector<std::string> out;
+  for (unsigned char c : s) {
+    if (out.empty() || (c & 0xC0) != 0x80) out.emplace_back();
+    out.back() += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string joined(std::vector<std::string>::const_iterator a,
+                   std::vector<std::string>::const_iterator b) {
+  std::string out;
+  for (; a != b; ++a) out += *a;
+  return out;
+}
+
+}  // namespace
+
+std::string shorten_label(const std::string& s, size_t n) {
+  const std::vector<std::string> cs = characters(s);
+  if (cs.size() <= n || n < 3) return cs.size() <= n ? s : shorten(s, n);
+  // What tells a bar from its neighbours is often its end (the file of "fp32 · h100/run" beside
+  // "fp32 · h200/run"): keep the part before the first " · " whole when it leaves room, and cut
+  // the rest a third of the way in.
+  const size_t dot = s.find(" · ");
+  const size_t head = dot == std::string::npos ? 0 : characters(s.substr(0, dot)).size();
+  const size_t keep_front = head && head + 8 <= n ? head + 3 + (n - head - 3 - 1) / 3 : (n - 1) / 2;
+  const size_t keep_back = n - 1 - keep_front;
+  return joined(cs.begin(), cs.begin() + keep_front) + "…" + joined(cs.end() - keep_back, cs.end());
+}
+
 // Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
 // that ends at the last tick covers every value.
 std::vector<double> nice_ticks(double lo, double hi, int target) {
@@ -181,7 +215,7 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
     const double y = kBarTop + i * kBarRow + 4, bh = kBarRow - 8, cy = y + bh / 2 + 4;
     s += "<g class=\"bar\">";
     s += "<title>" + html_escape(b.tooltip) + "</title>\n";
-    s += text(x0 - 8, cy, shorten(b.label, 30), "bar-label", "end");
+    s += text(x0 - 8, cy, shorten_label(b.label, 30), "bar-label", "end");
     if (b.drawn && std::isfinite(b.value)) {
       const double x1 = xs(b.value);
       s += fmt::format(
@@ -384,7 +418,7 @@ std::string stacked_chart(const std::string& kind, const std::string& aria,
   for (size_t i = 0; i < stacks.size(); ++i) {
     const Stack& st = stacks[i];
     const double y = top + i * row + 4, bh = row - 8, cy = y + bh / 2 + 4;
-    s += text(left - 8, cy, shorten(st.label, 30), "bar-label", "end");
+    s += text(left - 8, cy, shorten_label(st.label, 30), "bar-label", "end");
     double acc = 0;
     for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
       const double v = st.parts[k];

@@ -27,6 +27,9 @@ std::string format_general(double v);
 std::string power_of_two(double e);
 // At most n bytes of s, cut at a UTF-8 boundary, with "…" when cut.
 std::string shorten(const std::string& s, size_t n);
+// A bar's label in at most n characters (code points), cut inside what follows its first " · "
+// (a file's name, a device), so that both ends stay.
+std::string shorten_label(const std::string& s, size_t n);
 // Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
 // that ends at the last tick covers every value.
 std::vector<double> nice_ticks(double lo, double hi, int target);

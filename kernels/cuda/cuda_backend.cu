@@ -1,5 +1,7 @@
 // The CUDA backend: device memory, transfers, events and graphs here; each op family lives in its
 // own file (see ops.h) and is only forwarded to, its arguments checked by Backend.
+#include <dlfcn.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -346,7 +348,14 @@ int cuda_device_count(std::string* why_not) {
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (why_not) *why_not = std::string("no CUDA device: ") + cudaGetErrorString(err);
+    // The runtime says "driver version is insufficient" also where there is no driver at all
+    // (a machine without a GPU): no upgrade would help there.
+    void* driver = err == cudaErrorInsufficientDriver ? dlopen("libcuda.so.1", RTLD_LAZY) : nullptr;
+    if (driver) dlclose(driver);
+    if (why_not)
+      *why_not = err == cudaErrorInsufficientDriver && !driver
+                     ? "no CUDA device: no NVIDIA driver (libcuda.so.1 is not installed)"
+                     : std::string("no CUDA device: ") + cudaGetErrorString(err);
     return 0;
   }
   if (n == 0 && why_not) *why_not = "no CUDA device: cudaGetDeviceCount reported none";

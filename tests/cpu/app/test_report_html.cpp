@@ -161,15 +161,17 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   // No data-parallel run among them: no chart of its communication.
   EXPECT_EQ(html.find("chart-data-parallel"), std::string::npos);
   // Eager and graphs runs of one model are told apart, and the H200 is named.
-  EXPECT_NE(html.find("mpbench amp_bf16 +graphs"), std::string::npos);
+  // One tool on the page: the labels leave its name out.
+  EXPECT_NE(html.find(">amp_bf16 +graphs<"), std::string::npos);
+  EXPECT_EQ(html.find(">mpbench amp_bf16"), std::string::npos);
   EXPECT_NE(html.find("NVIDIA H200"), std::string::npos);
   EXPECT_NE(html.find("5.65×"), std::string::npos);  // mlp_wide amp_bf16 with graphs, as README
   // The CPU run's warning travels with its numbers, as under the console table.
   EXPECT_NE(html.find("note: on the CPU reference backend the times are of emulated"),
             std::string::npos);
   // tiny_mlp is on two devices: the labels say which.
-  EXPECT_NE(html.find("mpbench fp32 · reference"), std::string::npos);
-  EXPECT_NE(html.find("mpbench fp32 · cuda"), std::string::npos);
+  EXPECT_NE(html.find(">fp32 · reference<"), std::string::npos);
+  EXPECT_NE(html.find(">fp32 · cuda<"), std::string::npos);
   expect_finite_coordinates(html);
 
   // mnist_mlp has 2350 steps per run: downsampled to at most 500 points per curve.
@@ -530,6 +532,18 @@ json history_provenance(const std::string& time, const json& commit) {
           {"commit", commit}};
 }
 
+// The page `report` renders of runs written as `name`.json.
+std::string rendered(const fs::path& dir, const std::string& name,
+                     std::vector<mpbench::RunResult> runs) {
+  const std::string file = write_history_file(
+      dir, name + ".json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), std::move(runs));
+  const fs::path html = dir / (name + ".html");
+  const Result r =
+      sh(std::string(MPBENCH_EXE) + " report " + file + " --html " + html.string(), dir);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return read_file(html);
+}
+
 struct TrendPointRead {
   int x;
   std::string commit;
@@ -692,12 +706,7 @@ TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
     runs.push_back(history_run("fp32", {10 * f, 10.2 * f, 10.4 * f}, 1000, i));
     runs.push_back(history_run("amp_bf16", {5 * f, 5.1 * f, 5.2 * f}, 600, i));
   }
-  const std::string file = write_history_file(
-      dir_, "rep.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
-  const fs::path html_path = dir_ / "rep.html";
-  const Result r = mpbench("report " + file + " --html " + html_path.string());
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string html = read_file(html_path);
+  const std::string html = rendered(dir_, "rep", runs);
   static const std::regex tip(R"re(speedup vs fp32 2\.00× \(95% CI ([0-9.]+)–([0-9.]+)\))re");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(html, m, tip)) << html.substr(0, 4000);
@@ -709,17 +718,63 @@ TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
       << html.substr(html.find("class=\"meta\""), 120);
 }
 
+// The bars of repeated runs name the speedup their interval is of (the median of the rounds'
+// ratios, as the tables give it), not the ratio of the modes' median times: here 2.00x against
+// 11 / 5 = 2.20x.
+TEST_F(ReportHtml, RepeatedRunsBarsNameTheirIntervalsEstimate) {
+  std::vector<mpbench::RunResult> runs;
+  const double fp32[] = {10, 12, 11}, bf16[] = {5, 4, 6.6};
+  for (int64_t i = 0; i < 3; ++i) {
+    runs.push_back(history_run("fp32", {fp32[i]}, 1000, i + 1));
+    runs.push_back(history_run("amp_bf16", {bf16[i]}, 600, i + 1));
+  }
+  const std::string html = rendered(dir_, "rep", runs);
+  EXPECT_NE(html.find("speedup vs fp32 2.00× (95% CI"), std::string::npos);
+  EXPECT_NE(html.find(">2.00x ("), std::string::npos);  // the table's cell
+  EXPECT_EQ(html.find("2.20×"), std::string::npos);
+}
+
+// Accuracy over seeds without fp32: the caption and the tooltips name the mode the differences
+// are from.
+TEST_F(ReportHtml, AccuracyOverSeedsNamesItsBaseline) {
+  std::vector<mpbench::RunResult> runs;
+  for (uint64_t seed = 1; seed <= 2; ++seed) {
+    for (const char* mode : {"tf32", "amp_bf16"}) {
+      mpbench::RunResult r = history_run(mode, {10, 10.5}, 1000);
+      r.seed = seed;
+      r.final_accuracy = 0.9 + 0.01 * static_cast<double>(seed);
+      runs.push_back(r);
+    }
+  }
+  const std::string html = rendered(dir_, "seeds", runs);
+  EXPECT_NE(html.find("bold: difference from tf32 in points"), std::string::npos);
+  EXPECT_NE(html.find("; vs tf32 +0.00 ["), std::string::npos);
+  EXPECT_EQ(html.find("fp32 "), std::string::npos);
+}
+
+// Long labels keep what tells their bars apart: the mode whole, and both ends of the file's name.
+TEST(Svg, ShortenLabelKeepsTheModeAndBothEndsOfTheFile) {
+  using mpbench::svg::shorten_label;
+  EXPECT_EQ(shorten_label("amp_bf16 b16 · cpu-run1/run", 30), "amp_bf16 b16 · cpu-run1/run");
+  const std::string a = shorten_label("amp_bf16 b16 · results_from_machine_alpha/run", 30);
+  const std::string b = shorten_label("amp_bf16 b16 · results_from_machine_beta/run", 30);
+  EXPECT_EQ(a, "amp_bf16 b16 · resu…_alpha/run");
+  EXPECT_NE(a, b);
+  // Characters, not bytes: "·" and "…" count one each.
+  for (const std::string& s : {a, b, shorten_label(std::string(40, 'x'), 30),
+                               shorten_label("ü" + std::string(40, 'y') + "ü", 30)}) {
+    size_t chars = 0;
+    for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+    EXPECT_EQ(chars, 30u) << s;
+  }
+}
+
 // Without fp32 the ratios are against the first mode, and the captions and tooltips name it (the
 // console and Markdown tables' headers do).
 TEST_F(ReportHtml, RatiosNameTheirBaselineWithoutFp32) {
   const std::vector<mpbench::RunResult> runs = {history_run("amp_bf16", {10, 10.2, 10.4}, 1000, 1),
                                                 history_run("amp_fp16", {5, 5.1, 5.2}, 500, 1)};
-  const std::string file = write_history_file(
-      dir_, "half.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
-  const fs::path html_path = dir_ / "half.html";
-  const Result r = mpbench("report " + file + " --html " + html_path.string());
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string html = read_file(html_path);
+  const std::string html = rendered(dir_, "half", runs);
   for (const char* label : {"bold: speedup over amp_bf16", "bold: ratio to amp_bf16",
                             "speedup vs amp_bf16 2.00×", "0.50× of amp_bf16"})
     EXPECT_NE(html.find(label), std::string::npos) << label;
@@ -745,7 +800,7 @@ TEST_F(ReportHtml, SameFileNameInTwoFoldersIsToldApartByItsFolder) {
   for (const char* machine : {"h100", "h200"}) {
     const std::string name = std::string(machine) + "/run";
     for (const std::string& s :
-         {"mpbench fp32 · " + name, "mpbench amp_bf16 · " + name, "<caption>" + name + " · mpbench",
+         {">fp32 · " + name + "<", ">amp_bf16 · " + name + "<", "<caption>" + name + " · mpbench",
           std::string("<b>h100/run, h200/run</b>")})
       EXPECT_NE(html.find(s), std::string::npos) << s;
   }
@@ -770,12 +825,7 @@ TEST_F(ReportHtml, SweepTableKeepsTheBatchOfFailedRowsAndNotes) {
                        : history_run("amp_bf16", {}, 600, std::nullopt, mpbench::RunStatus::Oom));
     runs[runs.size() - 2].batch_size = runs.back().batch_size = batch;
   }
-  const std::string file = write_history_file(
-      dir_, "sweep.json", history_provenance("2025-03-01T09:00:00Z", "abc1234"), runs);
-  const fs::path html_path = dir_ / "sweep.html";
-  const Result r = mpbench("report " + file + " --html " + html_path.string());
-  ASSERT_EQ(r.code, 0) << r.err;
-  const std::string html = read_file(html_path);
+  const std::string html = rendered(dir_, "sweep", runs);
   EXPECT_NE(html.find("<tr><td>amp_bf16</td><td class=\"num\">64</td><td class=\"status-cell "
                       "status-oom\" colspan=\""),
             std::string::npos)
