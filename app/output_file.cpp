@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -213,7 +214,10 @@ void sync_dir(const std::string& dir) {
 // and removed when this goes away (a failure elsewhere).
 class Staged {
  public:
-  Staged(std::string shown, std::string path, std::string_view content)
+  // `old`: the file this one replaces, when it is no longer at `path` (a set's index, removed
+  // before its files are replaced); by default whatever is at `path` now.
+  Staged(std::string shown, std::string path, std::string_view content,
+         std::optional<struct stat> old = std::nullopt)
       : shown_(std::move(shown)), path_(std::move(path)), tmp_(temp_name(path_)), guard_(tmp_) {
     // O_EXCL: a file of that name is not ours to truncate (check_writable refused it already).
     const int fd = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
@@ -221,11 +225,14 @@ class Staged {
     if (fd < 0) fail(shown_, errno);
     // The replacement keeps the old file's permission bits and, where we may give it (as root),
     // its owner, as a shell's `>` would.
-    struct stat old {};
-    if (::stat(path_.c_str(), &old) == 0) {
-      (void)::fchmod(fd, old.st_mode & 07777);
-      if (old.st_uid != ::geteuid() || old.st_gid != ::getegid())
-        (void)::fchown(fd, old.st_uid, old.st_gid);
+    if (!old) {
+      struct stat st {};
+      if (::stat(path_.c_str(), &st) == 0) old = st;
+    }
+    if (old) {
+      (void)::fchmod(fd, old->st_mode & 07777);
+      if (old->st_uid != ::geteuid() || old->st_gid != ::getegid())
+        (void)::fchown(fd, old->st_uid, old->st_gid);
     }
     int err = write_all(fd, content);
     // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
@@ -255,8 +262,9 @@ class Staged {
 };
 
 void write_replace(const std::string& shown, const std::string& path, std::string_view content,
-                   const std::function<void()>& before_rename) {
-  Staged staged(shown, path, content);
+                   const std::function<void()>& before_rename,
+                   std::optional<struct stat> old = std::nullopt) {
+  Staged staged(shown, path, content, old);
   if (before_rename) before_rename();
   staged.commit();
   sync_dir(parent_dir(path));
@@ -378,7 +386,10 @@ void write_output_set(const std::vector<FileBytes>& files, const FileBytes& inde
   // renamed into place, a reader finds no index rather than the old one beside new files.
   const Target it = resolve(index.path);
   if (it.kind == Kind::Unreachable) fail(index.path, it.err);
+  std::optional<struct stat> old_index;  // its permissions and owner go to the new one
   if (it.kind == Kind::Replace) {
+    struct stat st {};
+    if (::stat(it.path.c_str(), &st) == 0) old_index = st;
     if (::unlink(it.path.c_str()) != 0 && errno != ENOENT) fail(index.path, errno);
     sync_dir(parent_dir(it.path));
   }
@@ -392,7 +403,11 @@ void write_output_set(const std::vector<FileBytes>& files, const FileBytes& inde
   }
   // The renames on disk before the index that names their files.
   for (const std::string& dir : dirs) sync_dir(dir);
-  write_view(index.path, index.bytes, [&] { reached("index staged"); });
+  const auto index_staged = [&] { reached("index staged"); };
+  if (it.kind == Kind::Replace)
+    write_replace(index.path, it.path, index.bytes, index_staged, old_index);
+  else
+    write_view(index.path, index.bytes, index_staged);
 }
 
 }  // namespace detail

@@ -525,5 +525,22 @@ TEST_F(OutputSet, AllOrNothingForAReaderAtEveryStage) {
   EXPECT_EQ(files(), (std::vector<std::string>{"d.ex.f32", "d.json", "d.x.f32", "d.y.i32"}));
 }
 
+// The index goes before the files it names are replaced; its replacement still keeps its
+// permissions (a private set stayed 0600, its index became 0644) and, as root, its owner.
+TEST_F(OutputSet, KeepsEveryFilesPermissionsIndexIncluded) {
+  write_set("old", nullptr);
+  for (const std::string& f : names()) ASSERT_EQ(chmod(f.c_str(), 0600), 0);
+  ASSERT_EQ(chmod(index().c_str(), 0600), 0);
+  const bool root = geteuid() == 0;
+  if (root) ASSERT_EQ(chown(index().c_str(), 65534, 65534), 0);
+  write_set("new", nullptr);
+  EXPECT_EQ(reader_sees(), "new");
+  EXPECT_EQ(mode_of(index()) & 0777, 0600u);
+  for (const std::string& f : names()) EXPECT_EQ(mode_of(f) & 0777, 0600u) << f;
+  struct stat st {};
+  ASSERT_EQ(stat(index().c_str(), &st), 0);
+  if (root) EXPECT_EQ(st.st_uid, 65534u);
+}
+
 }  // namespace
 }  // namespace mpbench
