@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "app/commands.h"
+#include "app/compare.h"
 #include "app/console_table.h"
 #include "app/launch.h"
 #include "app/output_file.h"
@@ -229,16 +230,37 @@ SingleKey single_key(const RunResult& r) {
           r.seed ? static_cast<int64_t>(*r.seed) : -1};
 }
 
-// `--scaling-baseline FILE`: the samples per second of each plain (one-process) run in it, the
-// median over its repetitions.
-std::map<SingleKey, double> single_rank_rates(const std::string& path) {
-  std::map<SingleKey, std::vector<double>> all;
-  for (const RunResult& r : read_result_file(path).runs)
-    if (r.status == RunStatus::Ok && !r.data_parallel && r.samples_per_second > 0)
-      all[single_key(r)].push_back(r.samples_per_second);
-  std::map<SingleKey, double> out;
-  for (const auto& [k, v] : all) out[k] = compute_time_stats(v).median;
-  return out;
+// `--scaling-baseline FILE`: the median samples per second of its ok plain (one-process) runs of
+// ran's key, if they trained from ran's spec in ran's environment (`compare`'s rules: a rank's
+// native CPU threads are not a plain run's); else nullopt and why not.
+std::optional<double> single_rank_rate(const Report& file, const RunResult& ran,
+                                       const nlohmann::json& spec, const nlohmann::json& env,
+                                       std::string* why_not) {
+  const std::string what =
+      fmt::format("{} {} {} batch {}", ran.model, ran.precision, ran.device, ran.batch_size);
+  std::vector<double> rates;
+  for (const RunResult& r : file.runs) {
+    if (r.status != RunStatus::Ok || r.data_parallel || !(r.samples_per_second > 0) ||
+        single_key(r) != single_key(ran))
+      continue;
+    const nlohmann::json* trained = spec_of(file, r);
+    const std::string spec_diff = trained ? first_spec_difference(*trained, spec) : "";
+    if (!spec_diff.empty()) {
+      *why_not = fmt::format("has {} from another spec ({})", what, spec_diff);
+      return std::nullopt;
+    }
+    rates.push_back(r.samples_per_second);
+  }
+  if (rates.empty()) {
+    *why_not = "has no ok one-process run of " + what;
+    return std::nullopt;
+  }
+  const std::vector<std::string> env_diff = env_differences(file.env, env, ran.device);
+  if (!env_diff.empty()) {
+    *why_not = fmt::format("has {} from another environment ({})", what, fmt::join(env_diff, ", "));
+    return std::nullopt;
+  }
+  return compute_time_stats(rates).median;
 }
 
 }  // namespace
@@ -256,11 +278,11 @@ int cmd_run(const RunArgs& given) {
   const bool baseline_run = args.scaling_baseline == "run";
   const std::string baseline_file = baseline_run ? "" : args.scaling_baseline;
   std::vector<Spec> specs;
-  std::map<SingleKey, double> single_rates;
+  Report single_rank_file;
   launch.agree([&] {
     specs = checked_specs(args, nranks);
     if (launch.launched() && launch.speaker() && !baseline_file.empty())
-      single_rates = single_rank_rates(baseline_file);
+      single_rank_file = read_result_file(baseline_file);
   });
   std::unique_ptr<Backend> be = launch.open_backend(args);
   DataParallel* dp = launch.data_parallel();
@@ -366,14 +388,12 @@ int cmd_run(const RunArgs& given) {
           // Said for each run without one, a file of data-parallel runs only (no 1-rank run in
           // it) included.
           if (dp && launch.speaker() && !baseline_file.empty() && ran.status == RunStatus::Ok) {
-            const auto it = single_rates.find(single_key(ran));
-            if (it != single_rates.end())
-              single = it->second;
-            else
+            std::string why_not;
+            single = single_rank_rate(single_rank_file, ran, to_json(spec), report.env, &why_not);
+            if (!single)
               std::cerr << fmt::format(
-                  "mpbench: --scaling-baseline {} has no ok one-process run of {} {} {} batch {}: "
-                  "no scaling efficiency for it\n",
-                  baseline_file, ran.model, ran.precision, ran.device, ran.batch_size);
+                  "mpbench: --scaling-baseline {} {}: no scaling efficiency for it\n",
+                  baseline_file, why_not);
           }
           if (single && ran.data_parallel && *single > 0) {
             ran.data_parallel->single_rank_samples_per_second = *single;

@@ -73,20 +73,6 @@ CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
   return v;
 }
 
-// The resolved spec a run was trained from: by name and, for a sweep, batch size.
-const nlohmann::json* spec_of(const Report& report, const RunResult& r) {
-  const nlohmann::json* by_name = nullptr;
-  for (const nlohmann::json& s : report.specs) {
-    if (!s.is_object() || !s.contains("name") || s["name"] != r.model) continue;
-    if (!by_name) by_name = &s;
-    const nlohmann::json* train = s.contains("train") ? &s["train"] : nullptr;
-    if (train && train->is_object() && train->contains("batch_size") &&
-        (*train)["batch_size"] == r.batch_size)
-      return &s;
-  }
-  return by_name;
-}
-
 void judge_pair(CompareRow& row, const CompareOptions& o,
                 const std::map<const RunResult*, const Report*>& file_of) {
   const RunResult& b = *row.baseline;
@@ -384,6 +370,18 @@ std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann
   return first_difference(baseline, current, "");
 }
 
+std::string data_parallel_difference(const RunResult& baseline, const RunResult& current) {
+  const auto& b = baseline.data_parallel;
+  const auto& c = current.data_parallel;
+  if (!b || !c) return "";
+  if (b->grad_reduce != c->grad_reduce)
+    return fmt::format("--grad-reduce: {} -> {}", b->grad_reduce, c->grad_reduce);
+  if (b->bucket_bytes != c->bucket_bytes)
+    return fmt::format("--bucket-mb: {:g} -> {:g}", b->bucket_bytes / 1048576.0,
+                       c->bucket_bytes / 1048576.0);
+  return "";
+}
+
 Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
                            const CompareOptions& options, const std::vector<std::string>& names) {
   Comparison out;
@@ -443,6 +441,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     for (const RunResult* b : runs) {
       const nlohmann::json* sb = spec_of(report_of(b), *b);
       if (sb && sc && spec_diff.empty()) spec_diff = first_spec_difference(*sb, *sc);
+      if (spec_diff.empty()) spec_diff = data_parallel_difference(*b, *row.current);
     }
     if (!spec_diff.empty()) {
       // Trained from another spec: its numbers are not the baseline's to judge.

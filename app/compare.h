@@ -79,6 +79,10 @@ std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
 // 0.002"), ignoring `precisions` (running fewer modes changes no run) and keys on one side
 // only (written by another version of mpbench); empty when they agree.
 std::string first_spec_difference(const nlohmann::json& baseline, const nlohmann::json& current);
+// The data-parallel setting two runs of the same rank count differ in, as "--grad-reduce: fp32
+// -> fp16" (or --bucket-mb): it changes their numerics and their time as a spec's change does.
+// Empty when they agree or either is not data parallel.
+std::string data_parallel_difference(const RunResult& baseline, const RunResult& current);
 
 struct CompareRow {
   std::string model, precision, device;

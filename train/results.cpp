@@ -434,6 +434,19 @@ std::string ratio_baseline(const std::vector<RunResult>& runs, const std::string
   return first.empty() ? "fp32" : first;
 }
 
+const nlohmann::json* spec_of(const Report& report, const RunResult& r) {
+  const nlohmann::json* by_name = nullptr;
+  for (const nlohmann::json& s : report.specs) {
+    if (!s.is_object() || !s.contains("name") || s["name"] != r.model) continue;
+    if (!by_name) by_name = &s;
+    const nlohmann::json* train = s.contains("train") ? &s["train"] : nullptr;
+    if (train && train->is_object() && train->contains("batch_size") &&
+        (*train)["batch_size"] == r.batch_size)
+      return &s;
+  }
+  return by_name;
+}
+
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
   // Each group's accuracies by seed, in report order.
   using Key = std::tuple<std::string, std::string, int64_t, bool, std::string>;

@@ -205,6 +205,9 @@ struct Report {
 };
 // With seed_summary[] when runs have seeds, repeat_summary[] when they have repetitions.
 nlohmann::json to_json(const Report& r);
+// The resolved spec r was trained from: report's spec of r's model at r's batch (a sweep has
+// one per batch), else its first of that model; null in a file without specs.
+const nlohmann::json* spec_of(const Report& report, const RunResult& r);
 
 // Accuracy over the seeds of a `run --seeds` sweep, per model, device, batch, mode (and graphs):
 // the mean and standard deviation of the final accuracy over its Ok runs, and the difference

@@ -406,6 +406,31 @@ TEST(Compare, NothingMatchedFails) {
   EXPECT_NE(format_compare_console(r).find("FAIL: nothing matched"), std::string::npos);
 }
 
+// Data-parallel runs of one rank count that reduced their gradients in another dtype or bucket
+// size changed their numerics and their time as a spec's change does: not judged as the same.
+TEST(Compare, AnotherGradReduceOrBucketSizeIsASpecChange) {
+  auto ranked = [](const std::string& reduce, uint64_t bucket) {
+    std::vector<RunResult> runs = reps();
+    for (RunResult& r : runs) {
+      r.data_parallel.emplace();
+      r.data_parallel->ranks = 2;
+      r.data_parallel->grad_reduce = reduce;
+      r.data_parallel->bucket_bytes = bucket;
+    }
+    return make_report(runs);
+  };
+  const uint64_t mb25 = uint64_t{25} << 20;
+  Comparison r = cmp(ranked("fp32", mb25), ranked("fp16", mb25));
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_EQ(r.rows[0].detail, "spec differs at --grad-reduce: fp32 -> fp16");
+  EXPECT_EQ(r.exit_code, 4);
+  r = cmp(ranked("fp32", mb25), ranked("fp32", uint64_t{1} << 20));
+  EXPECT_EQ(r.rows[0].detail, "spec differs at --bucket-mb: 25 -> 1");
+  r = cmp(ranked("bf16", mb25), ranked("bf16", mb25));
+  EXPECT_EQ(r.rows[0].verdict, "same");
+}
+
 // A spec changed under the same name is not compared as if it were the same: the row names the
 // first differing JSON path, and the gate fails.
 TEST(Compare, ChangedSpecIsNotComparedAndFails) {

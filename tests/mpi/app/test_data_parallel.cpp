@@ -4,8 +4,10 @@
 // steps. Then what the JSON says of the communication, --grad-reduce bf16's halved bytes, and a
 // rank's failure ending the job in one line naming it. No test here asserts a speed.
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -376,20 +378,28 @@ TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
 }
 
 // --scaling-baseline FILE: the 1-rank samples/s come from a plain run's result file; a run the
-// file lacks is said, and left without an efficiency.
+// file lacks, or has from another spec or environment, is said, and left without an efficiency.
+// One BLAS thread a side: a rank's count is its share of the cores, a plain run's all of them.
 TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
   const std::string spec = config("tiny_mlp");
+  const std::string one_thread = "OPENBLAS_NUM_THREADS=1 ";
   const json one =
-      run_json("", spec, "--device reference --precisions fp32 --epochs 1", "one.json");
+      run_json(one_thread, spec, "--device reference --precisions fp32 --epochs 1", "one.json");
   const std::string out = (dir_ / "dp.json").string();
-  const auto r = mpbench::test::run_shell(
-      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec +
-          " --device reference --precisions fp32,amp_bf16 --epochs 1 --quiet --json " + out +
-          " --scaling-baseline " + (dir_ / "one.json").string(),
-      dir_.string());
+  // The run under mpirun, written to `json` (the file itself is a baseline below).
+  auto data_parallel = [&](const std::string& device, const std::string& baseline,
+                           const std::string& json_out) {
+    return mpbench::test::run_shell(one_thread + kMpirun + " -np 2 " + MPBENCH_EXE + " run " +
+                                        spec + " --device " + device +
+                                        " --precisions fp32,amp_bf16 --epochs 1 --quiet --json " +
+                                        json_out + " --scaling-baseline " + baseline,
+                                    dir_.string());
+  };
+  const auto r = data_parallel("reference", (dir_ / "one.json").string(), out);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has_text(r.err, "has no ok one-process run of tiny_mlp amp_bf16 reference batch 64"))
       << r.err;
+  EXPECT_FALSE(has_text(r.err, "tiny_mlp fp32")) << r.err;
   const json doc = json::parse(mpbench::test::read_file(out));
   const json& fp32 = doc["runs"][0]["data_parallel"];
   EXPECT_EQ(fp32["single_rank_samples_per_second"].get<double>(),
@@ -398,14 +408,33 @@ TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
   // Another device's run is no baseline (a native CPU run gave the reference 1208%), nor is a
   // file of data-parallel runs only: each is said, not passed over.
   for (const std::string& file : {(dir_ / "one.json").string(), out}) {
-    const auto again = mpbench::test::run_shell(
-        kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec + " --device " +
-            (file == out ? "reference" : "cpu") + " --precisions fp32 --epochs 1 --quiet" +
-            " --scaling-baseline " + file,
-        dir_.string());
     if (file != out && !mpbench::native_cpu_available(nullptr)) continue;
+    const auto again =
+        data_parallel(file == out ? "reference" : "cpu", file, (dir_ / "again.json").string());
     ASSERT_EQ(again.code, 0) << again.err;
     EXPECT_TRUE(has_text(again.err, "has no ok one-process run of tiny_mlp fp32")) << again.err;
+  }
+  // Nor are a run of another spec under the same name (a wider MLP gave 8114%) and one with
+  // another BLAS thread count: each named with its first difference.
+  std::string wider = mpbench::test::read_file(spec);
+  const size_t hidden = wider.find("\"hidden\"");
+  ASSERT_NE(hidden, std::string::npos) << wider;
+  wider.insert(wider.find('[', hidden) + 1, "96, ");
+  const std::string wider_spec = (dir_ / "tiny_mlp.json").string();
+  std::ofstream(wider_spec) << wider;
+  run_json(one_thread, wider_spec, "--device reference --precisions fp32 --epochs 1", "wide.json");
+  run_json("OPENBLAS_NUM_THREADS=2", spec, "--device reference --precisions fp32 --epochs 1",
+           "two_threads.json");
+  for (const auto& [file, said] : std::vector<std::pair<std::string, std::string>>{
+           {"wide.json", "has tiny_mlp fp32 reference batch 64 from another spec (model.hidden"},
+           {"two_threads.json",
+            "has tiny_mlp fp32 reference batch 64 from another environment "
+            "(cpu.blas_threads: 2 -> 1)"}}) {
+    const auto refused = data_parallel("reference", (dir_ / file).string(), out);
+    ASSERT_EQ(refused.code, 0) << refused.err;
+    EXPECT_TRUE(has_text(refused.err, said)) << refused.err;
+    EXPECT_FALSE(json::parse(mpbench::test::read_file(out))["runs"][0]["data_parallel"].contains(
+        "scaling_efficiency"));
   }
 }
 
