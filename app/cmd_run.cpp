@@ -35,14 +35,15 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
                     device.threads ? "--threads" : "--cpu-isa"));
   // More threads than CPUs: every parallel op waits for a thread the scheduler has not run yet
   // (seen: 3 threads on 2 CPUs took tiny_resnet's epoch from 27 ms to 6.2 s). A warning, not a
-  // refusal: the run is what was asked for, and its JSON records the threads.
+  // refusal: the run is what was asked for, and its JSON records the threads. Under a launcher
+  // each host's first rank says it for all (they are given the same options).
   const int cpus = usable_cpus();
-  if (device.threads > cpus)
+  if (device.threads > cpus && place.local_rank == 0)
     std::cerr << fmt::format(
-        "mpbench: warning: --threads {} is more than the {} CPUs this process may run on: every "
+        "mpbench: warning: --threads {} is more than the {} CPU{} this process may run on: every "
         "parallel op then waits for threads the scheduler has not run, and times grow many-fold "
         "(use at most {})\n",
-        device.threads, cpus, cpus);
+        device.threads, cpus, cpus == 1 ? "" : "s", cpus);
   if (device.name == "reference") return make_reference_backend();
   if (device.name == "cpu") return make_native_cpu_backend(cpu);
   std::string why;

@@ -637,11 +637,12 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
     const DataParallelResult& d = *r->data_parallel;
     const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
-        "{}: {} ranks, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
+        "{}: {} rank{}, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
-        note_subject(*r, group), d.ranks, format_bytes(d.bytes_per_step), d.grad_reduce, d.buckets,
-        d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes), format_ms(d.comm_ms_per_step),
-        step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0, d.algbw_gbps, d.busbw_gbps);
+        note_subject(*r, group), d.ranks, d.ranks == 1 ? "" : "s", format_bytes(d.bytes_per_step),
+        d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes),
+        format_ms(d.comm_ms_per_step), step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0,
+        d.algbw_gbps, d.busbw_gbps);
     if (d.comm_busy_ms_per_step > 0)
       line += fmt::format("; the backward hid {:.0f}% of the all-reduces' {} ms", 100 * d.overlap,
                           format_ms(d.comm_busy_ms_per_step));
@@ -652,8 +653,8 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
       if (base && base != r && base->data_parallel &&
           base->data_parallel->single_rank_samples_per_second > 0 && base->samples_per_second > 0)
         line += fmt::format(
-            "; speedup over {} {:.2f}x at {} ranks, {:.2f}x at 1", group.baseline,
-            r->samples_per_second / base->samples_per_second, d.ranks,
+            "; speedup over {} {:.2f}x at {} rank{}, {:.2f}x at 1", group.baseline,
+            r->samples_per_second / base->samples_per_second, d.ranks, d.ranks == 1 ? "" : "s",
             d.single_rank_samples_per_second / base->data_parallel->single_rank_samples_per_second);
     }
     out.push_back(std::move(line));

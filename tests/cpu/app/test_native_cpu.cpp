@@ -147,7 +147,7 @@ TEST_F(NativeCpu, MoreThreadsThanCpusAreWarnedOf) {
   const json doc = run_json(fmt::format("--precisions fp32 --threads {}", cpus + 1));
   EXPECT_EQ(doc["env"]["native_cpu"]["threads"], cpus + 1);
   EXPECT_TRUE(
-      has_text(last_err_, fmt::format("--threads {} is more than the {} CPUs", cpus + 1, cpus)))
+      has_text(last_err_, fmt::format("--threads {} is more than the {} CPU", cpus + 1, cpus)))
       << last_err_;
   run_json(fmt::format("--precisions fp32 --threads {}", cpus));
   EXPECT_FALSE(has_text(last_err_, "warning")) << last_err_;

@@ -438,6 +438,27 @@ TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
   }
 }
 
+// What every rank would say alike is said once: the warning of too many --threads (by each
+// host's first rank), and a 1-rank launch's note reads "1 rank".
+TEST_F(DataParallel, WhatEveryRankWouldSayIsSaidOnce) {
+  std::string why;
+  if (!mpbench::native_cpu_available(&why)) GTEST_SKIP() << why;
+  const std::string spec = config("tiny_mlp");
+  const auto r =
+      mpbench::test::run_shell(kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec +
+                                   " --device cpu --precisions fp32 --epochs 1 --quiet --threads " +
+                                   std::to_string(mpbench::usable_cpus() + 1),
+                               dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(occurrences(r.err, "is more than the"), 1u) << r.err;
+  const auto one =
+      mpbench::test::run_shell(kMpirun + " -np 1 " + MPBENCH_EXE + " run " + spec +
+                                   " --device cpu --precisions fp32 --epochs 1 --quiet",
+                               dir_.string());
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_TRUE(has_text(one.out, "fp32: 1 rank, ")) << one.out;
+}
+
 // `compare` matches a data-parallel run only with runs of its rank count.
 TEST_F(DataParallel, CompareMatchesRunsByRankCount) {
   const std::string spec = config("tiny_mlp");
