@@ -357,8 +357,10 @@ class EncoderLayer : public Layer {
     li.output_shape = Shape{s, d};
     li.compute_dtype = cd;
     li.storage_dtype = DType::F32;
-    // The attention GEMMs: one per sample and head, over the unmasked half when causal.
-    const double attn_flops = (t_.causal ? 1.0 : 2.0) * static_cast<double>(s) * s * d;
+    // The attention GEMMs: one per sample and head, over the unmasked scores when causal (the
+    // s(s+1)/2 at or below the diagonal: all of them at s = 1).
+    const double attn_flops =
+        t_.causal ? static_cast<double>(s) * (s + 1) * d : 2.0 * static_cast<double>(s) * s * d;
     auto attention_gemm = [&](std::string name, std::string kind, Shape out, int64_t saved,
                               MatmulDims mm) {
       LayerInfo g;

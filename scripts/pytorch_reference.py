@@ -295,9 +295,9 @@ def resnet_block_flops(cin, width, cout, stride, size):
 
 def transformer_flops(m):
     """models/transformer.cpp: GEMMs only (no embedding, LayerNorm, softmax, biases, adds);
-    attention counts only the unmasked half of the scores when causal."""
+    attention counts only the unmasked scores when causal, s(s+1)/2 of the s^2."""
     d, s, ffn, v = m["d_model"], m["seq_len"], m["ffn_dim"], m["vocab_size"]
-    attention = (2.0 if m["causal"] else 4.0) * s * d
+    attention = 2.0 * (s + 1) * d if m["causal"] else 4.0 * s * d  # QK^T and PV, per query
     layer = s * (2.0 * (4.0 * d * d + 2.0 * d * ffn) + attention)
     return m["layers"] * layer + s * 2.0 * d * v
 

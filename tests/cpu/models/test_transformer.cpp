@@ -78,15 +78,15 @@ TEST(Transformer, LayerNamesKindsAndDtypes) {
   EXPECT_THROW(Model(pinned, Precision::AMP_FP16), Error);
 }
 
-// Forward FLOPs per token per layer: 24 d^2 + 4 s d with ffn = 4 d; the causal mask halves the
-// attention term. Head: 2 d V per token.
+// Forward FLOPs per token per layer: 24 d^2 + 4 s d with ffn = 4 d; under the causal mask the
+// attention GEMMs count the s(s+1)/2 unmasked scores, 2 (s + 1) d a token. Head: 2 d V per token.
 TEST(Transformer, FlopsMatchTheFormula) {
   for (const char* file : {"bert_base_layer", "gpt2_small_layer"}) {
     const Spec spec = load_spec(test::source_dir() + "/configs/" + file + ".json");
     const auto& t = std::get<TransformerSpec>(spec.model);
     ASSERT_EQ(t.ffn_dim, 4 * t.d_model) << file;
     const double d = t.d_model, s = t.seq_len;
-    const double per_token = 24 * d * d + (t.causal ? 2 : 4) * s * d;
+    const double per_token = 24 * d * d + (t.causal ? 2 * (s + 1) : 4 * s) * d;
     Model m(spec, Precision::AMP_FP16);
     const auto infos = m.layer_infos();
     ASSERT_EQ(infos.size(), static_cast<size_t>(t.layers + 3)) << file;
@@ -102,7 +102,14 @@ TEST(Transformer, FlopsMatchTheFormula) {
                    512.0 * (24.0 * 768 * 768 + 4.0 * 512 * 768));  // 8.05 GFLOP per sample
   const Spec gpt = load_spec(test::source_dir() + "/configs/gpt2_small_layer.json");
   EXPECT_DOUBLE_EQ(Model(gpt, Precision::FP32).layer_infos()[1].forward_flops,
-                   1024.0 * (24.0 * 768 * 768 + 2.0 * 1024 * 768));  // 16.1 GFLOP per sample
+                   1024.0 * (24.0 * 768 * 768 + 2.0 * 1025 * 768));  // 16.1 GFLOP per sample
+  // At one token nothing is masked: causal counts as much as bidirectional.
+  for (bool causal : {false, true}) {
+    const Spec one = transformer_spec(32, 2, 128, 1, 1, 10, causal);
+    EXPECT_DOUBLE_EQ(Model(one, Precision::FP32).layer_infos()[1].forward_flops,
+                     24.0 * 32 * 32 + 4.0 * 32)
+        << causal;
+  }
 }
 
 TEST(Transformer, ParameterCount) {
