@@ -565,27 +565,38 @@ std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
                        });
 }
 
-std::vector<double> epoch_boundaries(const RunResult& r) {
-  std::vector<double> out;
-  double step = double(r.warmup_steps);
-  if (step > 0) out.push_back(step);
-  for (const EpochResult& e : r.epochs) {
-    step += double(e.steps);
-    out.push_back(step);
+// The epoch boundaries (warm-up's end first) of every run a chart draws, each step once: runs of
+// other batch sizes end their epochs at other steps, and each curve's must be marked.
+struct EpochMarkers {
+  std::set<double> steps;
+  bool differ = false;  // some run's boundaries neither hold nor are held by the others'
+
+  void add(const RunResult& r) {
+    std::set<double> own;
+    double step = double(r.warmup_steps);
+    if (step > 0) own.insert(step);
+    for (const EpochResult& e : r.epochs) {
+      step += double(e.steps);
+      own.insert(step);
+    }
+    const size_t before = steps.size();
+    steps.insert(own.begin(), own.end());
+    // A run that stopped early has a prefix of the others' boundaries: that is no difference.
+    if (steps.size() > before && steps.size() > own.size()) differ = true;
   }
-  return out;
-}
+  std::vector<double> list() const { return {steps.begin(), steps.end()}; }
+};
 
 std::string loss_charts(const std::vector<Series>& series) {
   std::vector<Line> loss, scale;
   std::vector<std::pair<std::string, std::string>> loss_keys, scale_keys;
   std::vector<std::string> loss_dash, scale_dash;
   double lo = INFINITY, hi = -INFINITY;
-  std::vector<double> markers;
+  EpochMarkers markers, scale_markers;
   for (const Series& s : series) {
     const RunResult& r = *s.run;
     if (r.steps.empty()) continue;
-    if (markers.empty()) markers = epoch_boundaries(r);
+    markers.add(r);
     std::vector<double> ys, scales;
     for (const StepRecord& st : r.steps) {
       ys.push_back(st.loss);
@@ -612,6 +623,7 @@ std::string loss_charts(const std::vector<Series>& series) {
     loss_dash.push_back(dash.empty() ? "none" : dash);
     loss.push_back(std::move(l));
     if (r.loss_scaling) {
+      scale_markers.add(r);
       Line sl{s.label, s.color, dash, downsample(scales, 500, true, stride), ""};
       sl.tooltip = fmt::format("{}: final loss scale {:g}, {} skipped steps", s.label,
                                r.final_loss_scale, skipped);
@@ -629,9 +641,12 @@ std::string loss_charts(const std::vector<Series>& series) {
   out += figure(
       std::string("Training loss per step") + (log_loss ? " (log scale)" : "") +
           " <span class=\"sub\">mean over buckets of steps, at most 500 points per curve; dotted "
-          "lines: epoch boundaries</span>",
-      legend_html(loss_keys, loss_dash) +
-          line_chart("chart-loss", loss, "step", "training loss", log_loss ? 10 : 0, markers, 330),
+          "lines: " +
+          (markers.differ ? "every curve's epoch boundaries (not the same for all)"
+                          : "epoch boundaries") +
+          "</span>",
+      legend_html(loss_keys, loss_dash) + line_chart("chart-loss", loss, "step", "training loss",
+                                                     log_loss ? 10 : 0, markers.list(), 330),
       true);
   if (scale.empty()) {
     out += figure("Loss scale",
@@ -642,8 +657,9 @@ std::string loss_charts(const std::vector<Series>& series) {
     out += figure(
         "Loss scale per step (log scale) <span class=\"sub\">minimum over buckets of steps, so "
         "back-offs stay visible</span>",
-        legend_html(scale_keys, scale_dash) +
-            line_chart("chart-loss-scale", scale, "step", "loss scale", 2, markers, 240),
+        legend_html(scale_keys, scale_dash) + line_chart("chart-loss-scale", scale, "step",
+                                                         "loss scale", 2, scale_markers.list(),
+                                                         240),
         true);
   }
   return out;
@@ -656,7 +672,7 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
   std::vector<Line> amax, scale;
   std::vector<std::pair<std::string, std::string>> keys;
   std::vector<std::string> dashes;
-  std::vector<double> markers;
+  EpochMarkers markers;
   auto role_color = [](const std::string& tensor) {
     const std::string role = tensor.substr(tensor.rfind('.') + 1);
     return std::string(role == "x" ? "#3b6fb6" : role == "w" ? "#2e9d6b" : "#e07b24");
@@ -664,7 +680,7 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
   for (const Series& s : series) {
     const RunResult& r = *s.run;
     if (r.fp8_scaling.empty()) continue;
-    if (markers.empty()) markers = epoch_boundaries(r);
+    markers.add(r);
     const std::string first_layer =
         r.fp8_scaling.front().tensor.substr(0, r.fp8_scaling.front().tensor.rfind('.'));
     for (const Fp8TensorSeries& t : r.fp8_scaling) {
@@ -696,13 +712,13 @@ std::string fp8_scaling_charts(const std::vector<Series>& series) {
              "delayed scaling used after the step; solid: the first FP8 layer, dashed: the "
              "last</span>",
              legend_html(keys, dashes) +
-                 line_chart("chart-fp8-amax", amax, "step", "amax", 10, markers, 260),
+                 line_chart("chart-fp8-amax", amax, "step", "amax", 10, markers.list(), 260),
              true) +
          figure(
              "FP8 scale per step (log scale) <span class=\"sub\">fp8_max / amax (2^-margin): a "
              "scale that keeps falling is an amax that keeps growing</span>",
              legend_html(keys, dashes) +
-                 line_chart("chart-fp8-scale", scale, "step", "scale", 10, markers, 260),
+                 line_chart("chart-fp8-scale", scale, "step", "scale", 10, markers.list(), 260),
              true);
 }
 
@@ -1004,6 +1020,12 @@ std::string maxbatch_chart(const MaxBatchInput& m) {
     b.value = double(e.max_batch);
     b.value_text = maxbatch_text(e);
     if (std::isfinite(e.vs_fp32) && e.precision != "fp32") b.note = ratio_text(e.vs_fp32);
+    // No search ran there: its status where the bar would be, as for a run without a value.
+    b.drawn = e.status != "unsupported";
+    if (!b.drawn) {
+      b.note = b.value_text;
+      b.note_is_status = true;
+    }
     b.tooltip = e.status == "unsupported"
                     ? fmt::format("{} {}: unsupported on this device", e.model, e.precision)
                     : fmt::format("{} {}: largest batch {}{}", e.model, e.precision, e.max_batch,

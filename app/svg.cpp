@@ -164,19 +164,21 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
   // Values spanning more than two decades (mpbench beside a tool 100x slower) on a log axis, so
   // that the smaller bars do not vanish.
   const bool log = std::isfinite(min_v) && max_v / min_v > 100;
+  // The log axis's decades are of the displayed unit (1, 10, 100 MiB, not 10^n bytes), as
+  // exponents: 10^309, over a value near the largest double (a hand-edited file), is infinite and
+  // would end no loop over the decades.
+  auto decades = [&](double v) { return std::log10(v) - std::log10(axis.scale); };
   // The smallest bar spans at least a third of a decade.
-  const double lo = log ? std::floor(std::log10(min_v) - 0.3) : 0;
+  const double lo = log ? std::floor(decades(min_v) - 0.3) : 0;
+  const double top_e = log ? std::ceil(decades(max_v)) : 0;
   const std::vector<double> ticks = nice_ticks(0, max_v / axis.scale, 4);
-  // The log axis's top decade as an exponent: 10^309, over a value near the largest double (a
-  // hand-edited file), is infinite and would end no loop over the decades.
-  const double top_e = log ? std::ceil(std::log10(max_v)) : 0;
-  const double top_v = log ? std::pow(10.0, top_e) : std::max(max_v, ticks.back() * axis.scale);
+  const double top_v = std::max(max_v, ticks.back() * axis.scale);
   const double x0 = kBarLeft;
   const double h = kBarTop + bars.size() * kBarRow + kBarBottom;
   const double y_axis = kBarTop + bars.size() * kBarRow;
   auto frac = [&](double v) {
     if (!log) return std::clamp(v / top_v, 0.0, 1.0);
-    return v > 0 ? std::clamp((std::log10(v) - lo) / (top_e - lo), 0.0, 1.0) : 0.0;
+    return v > 0 ? std::clamp((decades(v) - lo) / (top_e - lo), 0.0, 1.0) : 0.0;
   };
   // The plot is as wide as lets every bar's value and note end inside the chart.
   double pw = kBarW - kBarLeft - kBarRight;
@@ -192,19 +194,21 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
   auto xs = [&](double v) { return x0 + pw * frac(v); };
 
   std::string s = svg_open(kind, kBarW, h, axis.label + (log ? " (log scale)" : ""));
-  std::vector<double> tick_values;
+  // (position, displayed value): a log tick's is the power of ten itself, not a value in data
+  // units divided back, which rounds off it.
+  std::vector<std::pair<double, double>> tick_at;
   if (log) {
     // A tick a decade, or every few decades where values span hundreds of them.
     const double step = std::max(1.0, std::ceil((top_e - lo) / 10));
-    for (double e = lo; e <= top_e; e += step) tick_values.push_back(std::pow(10.0, e));
+    for (double e = lo; e <= top_e; e += step)
+      tick_at.emplace_back(x0 + pw * (e - lo) / (top_e - lo), std::pow(10.0, e));
   } else {
-    for (double t : ticks) tick_values.push_back(t * axis.scale);
+    for (double t : ticks) tick_at.emplace_back(xs(t * axis.scale), t);
   }
-  for (double v : tick_values) {
-    const double x = xs(v);
+  for (const auto& [x, v] : tick_at) {
     s += fmt::format("<line class=\"grid\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x),
                      px(x), px(kBarTop - 4), px(y_axis));
-    s += text(x, y_axis + 15, axis.tick_text(v / axis.scale), "tick", "middle");
+    s += text(x, y_axis + 15, axis.tick_text(v), "tick", "middle");
   }
   s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(x0),
                    px(x0), px(kBarTop - 4), px(y_axis));

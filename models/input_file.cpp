@@ -136,6 +136,34 @@ void check_nesting(const std::string& text, const std::string& path) {
   }
 }
 
+// Where nlohmann met a number beyond double range (0: nowhere): its out_of_range error has no
+// position, but the SAX event that raises it has the number's last byte.
+size_t overflow_byte(const std::string& text) {
+  struct Locator : json::json_sax_t {
+    size_t byte = 0;
+    bool null() override { return true; }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool binary(binary_t&) override { return true; }
+    bool start_object(std::size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(std::size_t) override { return true; }
+    bool end_array() override { return true; }
+    bool parse_error(std::size_t position, const std::string& token,
+                     const json::exception& e) override {
+      // The number's first byte, as a syntax error names the byte it failed at.
+      if (e.id == 406 && position >= token.size()) byte = position - token.size() + 1;
+      return false;
+    }
+  } locator;
+  json::sax_parse(text, &locator);
+  return locator.byte;
+}
+
 }  // namespace
 
 uint64_t check_input_file(const std::string& path, const std::string& what, uint64_t max_bytes) {
@@ -195,6 +223,11 @@ json parse_json_text(const std::string& text, const std::string& path,
         fmt::format("{}:{}:{}: JSON syntax error: {}", path, line, col, json_message(e.what())));
   } catch (const json::exception& e) {
     // out_of_range.406: a number beyond double range (1e400).
+    if (const size_t byte = overflow_byte(text)) {
+      const auto [line, col] = line_col(text, byte);
+      throw_bad_input(
+          fmt::format("{}:{}:{}: JSON error: {}", path, line, col, json_message(e.what())));
+    }
     throw_bad_input(fmt::format("{}: JSON error: {}", path, json_message(e.what())));
   }
 }

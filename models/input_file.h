@@ -27,9 +27,10 @@ uint64_t check_input_file(const std::string& path, const std::string& what, uint
 std::string read_input_file(const std::string& path, const std::string& what, uint64_t max_bytes);
 
 // Parses JSON text from `path`: a syntax error is "<path>:<line>:<col>: JSON syntax error: ...",
-// a number beyond double range "<path>: JSON error: number overflow parsing '1e400'", both
-// BadInput; so is a NUL byte anywhere (nlohmann would take it for the end of the input and accept
-// "{...}\0 anything"), bytes after the value, and more than kMaxJsonDepth levels of nesting.
+// a number beyond double range "<path>:<line>:<col>: JSON error: number overflow parsing '1e400'"
+// (at the number's first character), both BadInput; so is a NUL byte anywhere (nlohmann would
+// take it for the end of the input and accept "{...}\0 anything"), bytes after the value, and
+// more than kMaxJsonDepth levels of nesting.
 // `callback` (nlohmann's parser callback) may veto or check elements as they come.
 nlohmann::json parse_json_text(const std::string& text, const std::string& path,
                                const nlohmann::json::parser_callback_t& callback = nullptr);

@@ -719,6 +719,11 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
                                     t.scale.size(), t.amax.size()));
       // A tensor is recorded only after a step (Run::read_back_fp8_series).
       if (t.amax.empty()) bad(sub(pi, "amax"), "at least one step's amax");
+      // Counted over the series' steps; more would be drawn as "clipped at N of fewer steps".
+      const int64_t steps = r.steps_of(t.amax.size());
+      if (t.clipped_steps > steps)
+        bad(sub(pi, "clipped_steps"),
+            fmt::format("at most the series' {} steps, got {}", steps, t.clipped_steps));
       r.fp8_scaling.push_back(std::move(t));
     }
   }

@@ -1008,7 +1008,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
       {"md into missing dir", good + " " + good + " --md " + (dir_ / "x" / "y.md").string(),
        "--md"},
       // Used to be "internal error", exit 3.
-      {"number beyond double", good + " " + write("big.json", overflow), "big.json: JSON error"},
+      {"number beyond double", good + " " + write("big.json", overflow),
+       "big.json:1:116: JSON error: number overflow parsing '5.3e308'"},
       {"negative time", good + " " + write("neg.json", negative.dump()),
        "neg.json: runs[0].epochs[1].time_ms: expected a number > 0 and <= 1e+12"},
       {"zero time", good + " " + write("zero.json", zero.dump()),

@@ -13,10 +13,12 @@
 #include <functional>
 #include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -241,9 +243,101 @@ TEST_F(ReportHtml, Fp8RunsDrawTheirAmaxAndScale) {
   for (const char* t : {"fc1.x (fp8_e4m3", "fc1.w (fp8_e4m3", "fc1.dy (fp8_e5m2"})
     EXPECT_NE(html.find(t), std::string::npos) << t;
   expect_finite_coordinates(html);
+  // A series clipped at more steps than it has is refused, naming the field; all of them is not.
+  json j = json::parse(read_file(out));
+  size_t fp8 = 0;
+  while (!j["runs"][fp8].contains("fp8_scaling")) ++fp8;
+  json& series = j["runs"][fp8]["fp8_scaling"][0];
+  const int64_t steps = static_cast<int64_t>(series["amax"].size());
+  const std::string clipped = (dir_ / "clipped.json").string();
+  for (const int64_t n : {steps, steps + 1}) {
+    series["clipped_steps"] = n;
+    std::ofstream(clipped) << j.dump();
+    const Result c = mpbench("report " + clipped + " --html " + (dir_ / "c.html").string());
+    if (n == steps) {
+      EXPECT_EQ(c.code, 0) << c.err;
+      continue;
+    }
+    EXPECT_EQ(c.code, 2) << c.err;
+    EXPECT_EQ(count(c.err, "\n"), 1u) << c.err;
+    EXPECT_NE(c.err.find(fmt::format("clipped.json: runs[{}].fp8_scaling[0].clipped_steps: "
+                                     "expected at most the series' {} steps, got {}",
+                                     fp8, steps, n)),
+              std::string::npos)
+        << c.err;
+  }
   const fs::path plain = dir_ / "p.html";
   ASSERT_EQ(mpbench("report " + cpu_run() + " --html " + plain.string()).code, 0);
   EXPECT_EQ(read_file(plain).find("chart-fp8"), std::string::npos);
+}
+
+// A sweep's loss chart marks every curve's epoch boundaries (batch 16 and 64 end their epochs at
+// different steps), and its caption says that they differ; one batch's boundaries alone are
+// simply "epoch boundaries".
+TEST_F(ReportHtml, LossChartMarksEveryCurvesEpochBoundaries) {
+  const std::string out = (dir_ / "sweep.json").string();
+  const Result run = mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
+                             "/configs/tiny_mlp.json --device reference --quiet --epochs 2 "
+                             "--batch-sizes 16,64 --precisions fp32 --json " +
+                             out);
+  ASSERT_EQ(run.code, 0) << run.err;
+  json j = json::parse(read_file(out));
+  ASSERT_EQ(j["runs"].size(), 2u);
+  // The lines inside the plot: the boundaries of every run, but the last step of the longest,
+  // which is the plot's right edge.
+  auto inner_boundaries = [](const json& runs) {
+    std::set<int64_t> steps;
+    int64_t longest = 0;
+    for (const json& r : runs) {
+      int64_t step = r["warmup_steps"].get<int64_t>();
+      if (step > 0) steps.insert(step);
+      for (const json& e : r["epochs"]) steps.insert(step += e["steps"].get<int64_t>());
+      longest = std::max(longest, step);
+    }
+    steps.erase(longest);
+    return steps.size();
+  };
+  auto loss_figure = [&](const std::string& file) {
+    const fs::path html = dir_ / "sweep.html";
+    const Result r = mpbench("report " + file + " --html " + html.string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    const std::string page = read_file(html);
+    const size_t at = page.find("Training loss per step");
+    return at == std::string::npos ? "" : page.substr(at, page.find("</figure>", at) - at);
+  };
+  std::string fig = loss_figure(out);
+  EXPECT_EQ(count(fig, "<line class=\"epoch\""), inner_boundaries(j["runs"])) << fig;
+  EXPECT_GT(inner_boundaries(j["runs"]), inner_boundaries(json::array({j["runs"][0]})));
+  EXPECT_NE(fig.find("dotted lines: every curve's epoch boundaries"), std::string::npos) << fig;
+
+  j["runs"].erase(1);
+  const std::string one = (dir_ / "one.json").string();
+  std::ofstream(one) << j.dump();
+  fig = loss_figure(one);
+  EXPECT_EQ(count(fig, "<line class=\"epoch\""), inner_boundaries(j["runs"])) << fig;
+  EXPECT_NE(fig.find("dotted lines: epoch boundaries</span>"), std::string::npos) << fig;
+}
+
+// maxbatch: a mode with no native path is its status where the bar would be, as a run without a
+// value is in the other charts, not a 1-px bar with "unsupported" as its value.
+TEST_F(ReportHtml, AnUnsupportedMaxbatchModeShowsItsStatusInsteadOfABar) {
+  const std::string out = (dir_ / "m.json").string();
+  const Result run = mpbench("maxbatch " + std::string(MPBENCH_SOURCE_DIR) +
+                             "/configs/tiny_mlp.json --device cpu --precisions fp32,tf32 "
+                             "--memory-limit 1MiB --quiet --json " +
+                             out);
+  ASSERT_EQ(run.code, 0) << run.err;
+  const fs::path html_path = dir_ / "m.html";
+  const Result r = mpbench("report " + out + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  const size_t at = html.find("<title>tiny_mlp tf32: unsupported");
+  ASSERT_NE(at, std::string::npos) << html;
+  const std::string bar = html.substr(at, html.find("</g>", at) - at);
+  EXPECT_EQ(bar.find("<rect"), std::string::npos) << bar;
+  EXPECT_NE(bar.find("class=\"status\" text-anchor=\"start\">unsupported<"), std::string::npos)
+      << bar;
+  EXPECT_EQ(count(html, "<rect"), 1u);  // fp32's bar
 }
 
 TEST_F(ReportHtml, RendersInHeadlessChromium) {
@@ -379,13 +473,18 @@ TEST_F(ReportHtml, BadInputsExit2) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: reading it would block forever
   std::string huge = read_file(good);
   huge.replace(huge.find("\"batch_size\":"), 13, "\"batch_size\": 1e400, \"x\":");
+  // An overflow is placed as a syntax error is: the number's line and column.
+  const size_t at = huge.find("1e400");
+  const std::string overflow_at =
+      fmt::format("huge.json:{}:{}: ", 1 + std::count(huge.begin(), huge.begin() + at, '\n'),
+                  at - huge.rfind('\n', at));
 
   struct Case {
     std::string args, fragment;
   };
   const std::vector<Case> cases = {
       {"report " + file("huge.json", huge) + " --html " + out,
-       "huge.json: JSON error: number overflow parsing '1e400'"},
+       overflow_at + "JSON error: number overflow parsing '1e400'"},
       {"report " + with("neg.json", [](json& j) { j["runs"][0]["epochs"][0]["time_ms"] = -1; }) +
            " --html " + out,
        "neg.json: runs[0].epochs[0].time_ms: expected a number > 0 and <= 1e+12, got -1"},
@@ -955,6 +1054,37 @@ TEST(BarChart, LabelsFitTheChartAndDecadesGoOnALogAxis) {
   EXPECT_NE(wide.find("samples/s (log scale)"), std::string::npos);
   const size_t lines = static_cast<size_t>(std::count(wide.begin(), wide.end(), '\n'));
   EXPECT_LT(lines, 60u) << wide;
+}
+
+// A log axis of bytes shown in MiB has its ticks at 0.1, 1, 10, 100 MiB, not at powers of ten of
+// bytes (0.0953674, 0.953674, ... MiB), and a bar of 100 MiB ends on the 100 tick.
+TEST(BarChart, LogTicksAreRoundInTheDisplayedUnit) {
+  const double mib = 1 << 20;
+  std::vector<Bar> bars;
+  for (double v : {0.5 * mib, 100 * mib}) {
+    Bar b;
+    b.label = "m";
+    b.color = "#000";
+    b.value = v;
+    b.value_text = format_general(v / mib) + " MiB";
+    bars.push_back(b);
+  }
+  const std::string svg = bar_chart("chart-memory", bars, {"memory (MiB)", format_general, mib});
+  ASSERT_NE(svg.find("(log scale)"), std::string::npos);
+  const std::regex tick(R"re(<text x="([0-9.]+)" y="[0-9.]+" class="tick"[^>]*>([^<]*)<)re");
+  std::vector<std::string> labels;
+  double x100 = 0;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), tick), end; it != end; ++it) {
+    labels.push_back((*it)[2]);
+    if ((*it)[2] == "100") x100 = std::stod((*it)[1]);
+  }
+  EXPECT_EQ(labels, (std::vector<std::string>{"0.1", "1", "10", "100"})) << svg;
+  const std::regex rect(R"re(<rect x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)")re");
+  std::vector<double> ends;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), rect), end; it != end; ++it)
+    ends.push_back(std::stod((*it)[1]) + std::stod((*it)[2]));
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_NEAR(ends[1], x100, 0.15);
 }
 
 }  // namespace

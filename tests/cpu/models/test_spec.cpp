@@ -533,8 +533,8 @@ TEST(Spec, NotAnObjectAndDuplicateKeys) {
   // Deeper than any file mpbench reads: refused by one pass over the text, before parsing.
   expect_bad(std::string(1000000, '[') + std::string(1000000, ']'),
              "x.json:1:65: JSON error: more than 64 levels of nesting");
-  // Numbers beyond double have no position from the parser but are still one clean line.
-  expect_bad(R"({"name": "a", "seed": 1e999})", "x.json: JSON error: number overflow");
+  // Numbers beyond double are placed as syntax errors are, at the number.
+  expect_bad(R"({"name": "a", "seed": 1e999})", "x.json:1:23: JSON error: number overflow");
 }
 
 // An empty key is named as "", not dropped from the path ("model." or "(top level)").
