@@ -27,8 +27,9 @@ std::string ratio_text(double from, double to) {
 
 // The headline: "measured 1.23x; bound 1.9x: 41% of the fp32 step is GEMM/conv". The peaks are
 // the datasheet's tensor-core rates on a GPU, the GEMM ceilings measured at start on the native
-// CPU (`cpu_ceilings`).
-std::string headline(const ModeComparison& c, bool cpu_ceilings) {
+// CPU; the reference has none (device_kind: DeviceInfo::kind).
+std::string headline(const ModeComparison& c, const std::string& device_kind) {
+  const bool cpu_ceilings = device_kind == "cpu";
   std::string share =
       fmt::format("{:.0f}% of the {} step is GEMM/conv", 100.0 * c.eligible_fraction, c.from);
   if (c.fp32_matmul_fraction > 0)
@@ -39,8 +40,15 @@ std::string headline(const ModeComparison& c, bool cpu_ceilings) {
                        c.from, c.measured_speedup, *c.bound, share,
                        cpu_ceilings ? "GEMM ceiling measured on this CPU" : "tensor-core peak",
                        *c.peak_ratio, c.from);
-  return fmt::format("{} vs {}: measured {:.2f}x; no bound without the card's datasheet peaks: {}",
-                     c.to, c.from, c.measured_speedup, share);
+  // Why there is none: the reference's times are of its emulation, which no peak describes.
+  const std::string why =
+      device_kind == "reference"
+          ? "no bound on the reference, whose times are of the emulation, not of a device with "
+            "peaks"
+      : cpu_ceilings ? "no bound without a GEMM ceiling measured on this CPU for both modes"
+                     : "no bound without the card's datasheet peaks";
+  return fmt::format("{} vs {}: measured {:.2f}x; {}: {}", c.to, c.from, c.measured_speedup, why,
+                     share);
 }
 
 TextTable kind_table(const ModeComparison& c) {
@@ -139,11 +147,14 @@ int cmd_explain(const ExplainArgs& given) {
         if (launch.launched()) ctx.grad_reduce = args.run.grad_reduce;
         ctx.ceilings = ceilings_for(dev, p);
         if (precision_info(p).fp8_linears)
-          if (auto bf16 = ceilings_for(dev, Precision::AMP_BF16))
-            ctx.non_fp8_gemm_peak_tflops = bf16->peak_tflops;
-        const std::vector<LayerInfo> infos = Model(spec, p).layer_infos();
-        ctx.misaligned = misaligned_matmuls(infos, p, spec.train.batch_size, nullptr, nullptr,
-                                            &ctx.misaligned_matmuls);
+          ctx.non_fp8_gemm_peak_tflops = matmul_peak_tflops(dev, p, MatmulRate::NonFp8);
+        // The native CPU has no tensor cores, and oneDNN's bf16 matmuls ran sizes off 8 (N or K
+        // 255, 250, 63, 60) at the rate of their multiples of 8 (and fp32's ratio): no flag.
+        if (dev.kind != "cpu") {
+          const std::vector<LayerInfo> infos = Model(spec, p).layer_infos();
+          ctx.misaligned = misaligned_matmuls(infos, p, spec.train.batch_size, nullptr, nullptr,
+                                              &ctx.misaligned_matmuls);
+        }
         // As `run` captures graphs: where the backend can, in one process.
         ctx.cuda_graphs = be->supports_graphs() && launch.data_parallel() == nullptr;
         ctx.fallback_path = be->fallback_path();
@@ -197,7 +208,7 @@ int cmd_explain(const ExplainArgs& given) {
       pairs.push_back({&rounds[base][r], &rounds[i][r]});
     const ModeComparison c = compare_modes(runs[base], contexts[base], runs[i], contexts[i], pairs);
     const TextTable t = kind_table(c);
-    const std::string head = headline(c, dev.kind == "cpu");
+    const std::string head = headline(c, dev.kind);
     text += "\n" + head + "\n" + render_text_table(t, !utf8_output());
     md += "## " + markdown_cell(head) + "\n\n" + render_markdown_table(t) + "\n";
     if (c.flags.empty()) {

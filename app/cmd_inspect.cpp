@@ -170,8 +170,15 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     text += pinned_note + "\n";
   }
   if (precision_info(p).fp8_linears) {
-    int fp8 = 0, off_batch = 0;  // FP8 at this batch; FP8 Linears that this batch keeps in bf16
+    // FP8 at this batch; FP8 Linears that this batch keeps in bf16. Only GEMMs can take FP8
+    // inputs: convolutions are counted apart. A layer in fp32 in this mode is one fp32_layers
+    // pins.
+    int fp8 = 0, off_batch = 0, gemms = 0, pinned_gemms = 0, convs = 0, pinned_convs = 0;
     std::function<void(const LayerInfo&)> count = [&](const LayerInfo& li) {
+      if (li.matmul) {
+        const bool fp32 = li.compute_dtype == DType::F32;
+        ++(li.matmul->conv ? (fp32 ? pinned_convs : convs) : (fp32 ? pinned_gemms : gemms));
+      }
       if (runs_fp8(li, batch))
         ++fp8;
       else if (li.fp8_dtypes)
@@ -179,14 +186,23 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
       for (const LayerInfo& c : li.children) count(c);
     };
     for (const LayerInfo& li : infos) count(li);
+    const int all_gemms = gemms + pinned_gemms;
     text += fmt::format(
-        "fp8: {} of {} GEMMs run in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 gradients backward, "
-        "delayed scaling); {}the rest in bf16{}\n",
-        fp8, matmuls + pinned, pinned ? fmt::format("{} in fp32 (fp32_layers), ", pinned) : "",
+        "fp8: {} of {} {} in FP8 (fp8_e4m3 inputs forward, fp8_e5m2 gradients backward, delayed "
+        "scaling); {}the rest in bf16{}{}\n",
+        fp8, all_gemms, all_gemms == 1 ? "GEMM runs" : "GEMMs run",
+        pinned_gemms ? fmt::format("{} in fp32 (fp32_layers), ", pinned_gemms) : "",
         off_batch ? fmt::format(", {} of them for the batch: at batch {} their rows are not a "
                                 "multiple of 16",
                                 off_batch, batch)
-                  : "");
+                  : "",
+        convs + pinned_convs == 0
+            ? ""
+            : fmt::format(
+                  "; {} convolution{} in bf16{} (amp_fp8 takes only Linear layers' "
+                  "GEMMs to FP8)",
+                  convs, convs == 1 ? "" : "s",
+                  pinned_convs ? fmt::format(" and {} in fp32 (fp32_layers)", pinned_convs) : ""));
   }
   // Counted from the trainer's own allocations (train/trainer.h), on the CPU reference.
   const MemoryReport m = predict_training_memory(spec, p, cpu);

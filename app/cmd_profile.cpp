@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "app/commands.h"
@@ -16,6 +17,7 @@
 #include "models/dataset.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/explain.h"
 #include "train/op_profile.h"
 #include "train/trainer.h"
 
@@ -147,10 +149,13 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   print_table({"by op", "ms/step", "share", "TFLOP/s", "GB/s"}, rows);
   std::cout << "\n";
 
-  // On a card in the datasheet table, each top op's rate as a share of its ceiling (the mode's
-  // peak for FLOPs, the memory bandwidth for bytes): where the time is lost, at a glance.
+  // On a card in the datasheet table, each top op's rate as a share of its ceiling (for FLOPs the
+  // peak of the dtype it computes in, matmul_rate: the mode's, fp32's for a layer fp32_layers
+  // pins, bf16's for amp_fp8's GEMMs not in FP8; the memory bandwidth for bytes): where the time
+  // is lost, at a glance.
   const auto parsed = parse_precision(pr.run.precision);
   const auto ceil = parsed ? ceilings_for(dev, *parsed) : std::nullopt;
+  std::set<MatmulRate> other_rates;  // of the rows rated against another dtype's peak
   std::vector<const OpTotal*> order;
   for (const auto& o : pr.ops) order.push_back(&o);
   std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->ms > b->ms; });
@@ -166,7 +171,13 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     for (auto& c : cells(Sum{o.ms / steps, o.flops / steps, o.bytes / steps}))
       rows.back().push_back(std::move(c));
     if (ceil) {
-      const auto share = percent_of_ceiling(o, *ceil);
+      Ceilings c = *ceil;
+      if (op_kind(o.op) == OpKind::Matmul) {
+        const MatmulRate r = matmul_rate(o, *parsed);
+        c.peak_tflops = matmul_peak_tflops(dev, *parsed, r);
+        if (r != MatmulRate::Mode) other_rates.insert(r);
+      }
+      const auto share = percent_of_ceiling(o, c);
       rows.back().push_back(share ? fmt::format("{:.1f}%", *share) : "");
       if (share && *share > 100.0) ++above;
     }
@@ -176,10 +187,20 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   if (kernels) head.insert(head.begin() + 3, "kernel");
   if (ceil) head.push_back("of peak");
   print_table(head, rows, kernels ? 4 : 3);
+  // The other dtypes' peaks that rows were held to, as ", 0.080 TFLOP/s fp32 for ...".
+  auto other_peaks = [&](int decimals) {
+    std::string out;
+    for (MatmulRate r : other_rates)
+      out += fmt::format(", {:.{}f} TFLOP/s {}", matmul_peak_tflops(dev, *parsed, r), decimals,
+                         r == MatmulRate::StrictFp32
+                             ? "fp32 for the GEMMs and convolutions it keeps in fp32 (fp32_layers)"
+                             : "bf16 for the GEMMs and convolutions not in FP8");
+    return out;
+  };
   if (ceil && dev.kind == "cpu") {
     std::cout << fmt::format(
-        "(of peak: {:.3f} TFLOP/s {}, the GEMM ceiling measured on this CPU)\n", ceil->peak_tflops,
-        pr.run.precision);
+        "(of peak: {:.3f} TFLOP/s {}{}, the GEMM ceiling{} measured on this CPU)\n",
+        ceil->peak_tflops, pr.run.precision, other_peaks(3), other_rates.empty() ? "" : "s");
     // A measured ceiling is no hardware limit: say why a row can pass it.
     if (above)
       std::cout << fmt::format(
@@ -187,8 +208,9 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
           "convolution kernel can beat and load on the machine lowers)\n",
           above == 1 ? std::string("one op ran") : fmt::format("{} ops ran", above));
   } else if (ceil)
-    std::cout << fmt::format("(of peak: {:.0f} TFLOP/s {} dense, {:.0f} GB/s memory, datasheet)\n",
-                             ceil->peak_tflops, pr.run.precision, ceil->memory_gbps);
+    std::cout << fmt::format(
+        "(of peak: {:.0f} TFLOP/s {} dense{}, {:.0f} GB/s memory, datasheet)\n", ceil->peak_tflops,
+        pr.run.precision, other_peaks(0), ceil->memory_gbps);
   if (order.size() > static_cast<size_t>(top))
     std::cout << fmt::format("({} more; --top N shows more, --json writes all)\n",
                              order.size() - static_cast<size_t>(top));

@@ -4,7 +4,6 @@
 #include <array>
 #include <limits>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -27,15 +26,19 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
-// Per-step time of each kind, host gaps being the step time the ops do not account for.
-std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
+// Per-step sum of an OpTotal field (ms, bytes) over each kind's ops.
+std::array<double, kOpKindCount> per_kind(const ProfiledRun& r, double OpTotal::*field) {
   std::array<double, kOpKindCount> t{};
   const double steps = static_cast<double>(std::max<int64_t>(r.steps, 1));
+  for (const OpTotal& o : r.ops) t[static_cast<int>(op_kind(o.op))] += o.*field / steps;
+  return t;
+}
+
+// Per-step time of each kind, host gaps being the step time the ops do not account for.
+std::array<double, kOpKindCount> kind_times(const ProfiledRun& r) {
+  std::array<double, kOpKindCount> t = per_kind(r, &OpTotal::ms);
   double ops = 0;
-  for (const OpTotal& o : r.ops) {
-    t[static_cast<int>(op_kind(o.op))] += o.ms / steps;
-    ops += o.ms / steps;
-  }
+  for (double ms : t) ops += ms;
   t[static_cast<int>(OpKind::HostGaps)] = std::max(0.0, r.step_mean_ms - ops);
   return t;
 }
@@ -79,48 +82,59 @@ MatmulDetail matmul_detail(const std::string& detail) {
   return out;
 }
 
-// The baseline's GEMMs and convolutions that `to` runs in strict fp32 all the same (a layer that
-// fp32_layers pins, e.g. the head): none of the mode's speedup applies to them. Matched by scope,
-// op and shapes. Empty for tf32, which pins nothing.
-using OpShapes = std::set<std::tuple<std::string, std::string, std::string>>;  // scope, op, shapes
-OpShapes unchanged_matmuls(const ProfiledRun& to, const ModeContext& to_ctx) {
-  OpShapes out;
-  if (to_ctx.precision == Precision::TF32 || to_ctx.precision == Precision::FP32) return out;
-  for (const OpTotal& o : to.ops) {
-    if (op_kind(o.op) != OpKind::Matmul) continue;
-    const MatmulDetail m = matmul_detail(o.detail);
-    if (m.strict_fp32) out.insert({o.scope, o.op, m.shapes});
+// The rate `to` runs each of the baseline's GEMMs and convolutions at (matmul_rate), matched
+// by scope, op and shapes (the dtypes differ). Where `to` ran one both ways, strict fp32 wins
+// (none of the mode's speedup applies), then FP8; one `to` did not run is neither.
+class ToRates {
+ public:
+  ToRates(const ProfiledRun& to, Precision p)
+      : unmatched_(precision_info(p).fp8_linears ? MatmulRate::NonFp8 : MatmulRate::Mode) {
+    auto rank = [](MatmulRate r) {
+      return r == MatmulRate::StrictFp32 ? 0 : r == MatmulRate::Mode ? 1 : 2;
+    };
+    for (const OpTotal& o : to.ops) {
+      if (op_kind(o.op) != OpKind::Matmul) continue;
+      const MatmulRate r = matmul_rate(o, p);
+      const auto [it, fresh] = rates_.try_emplace(key(o), r);
+      if (!fresh && rank(r) < rank(it->second)) it->second = r;
+    }
   }
-  return out;
-}
-bool unchanged(const OpShapes& set, const OpTotal& o) {
-  return set.count({o.scope, o.op, matmul_detail(o.detail).shapes}) > 0;
-}
+  MatmulRate of(const OpTotal& from_op) const {
+    const auto it = rates_.find(key(from_op));
+    return it == rates_.end() ? unmatched_ : it->second;
+  }
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string>;  // scope, op, shapes
+  static Key key(const OpTotal& o) { return {o.scope, o.op, matmul_detail(o.detail).shapes}; }
+  std::map<Key, MatmulRate> rates_;
+  MatmulRate unmatched_;
+};
 
 // The baseline's GEMM and convolution time per step at the target's peaks: each op divided by
-// the peak ratio, except that when the target is amp_fp8, a GEMM it does not run in FP8 (none of
-// its calls in that scope and size names an fp8 dtype) gets the bf16 rate's ratio instead, and
-// one the target runs in strict fp32 (`fp32`, unchanged_matmuls) keeps its time.
-double fp8_aware_matmul_bound(const ProfiledRun& from, const ProfiledRun& to,
-                              const ModeContext& from_ctx, const ModeContext& to_ctx,
-                              double peak_ratio, const OpShapes& fp32) {
-  auto size_of = [](const std::string& detail) { return detail.substr(0, detail.find(' ')); };
-  std::set<std::pair<std::string, std::string>> fp8_gemms;  // (scope, "MxNxK")
-  for (const OpTotal& o : to.ops)
-    if (o.op == "gemm" && o.detail.find("fp8") != std::string::npos)
-      fp8_gemms.insert({o.scope, size_of(o.detail)});
+// the peak ratio, except that one `to` runs in strict fp32 keeps its time, and one of amp_fp8's
+// that takes no FP8 inputs gets the bf16 rate's ratio (non_fp8_gemm_peak_tflops, where known).
+double matmul_bound(const ProfiledRun& from, const ModeContext& from_ctx, const ModeContext& to_ctx,
+                    double peak_ratio, const ToRates& rates) {
   const double non_fp8 = to_ctx.non_fp8_gemm_peak_tflops;
   const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
   double best = 0;
   for (const OpTotal& o : from.ops) {
     if (op_kind(o.op) != OpKind::Matmul) continue;
-    const bool fp8 = o.op == "gemm" && fp8_gemms.count({o.scope, size_of(o.detail)}) > 0;
-    const double ratio = unchanged(fp32, o)    ? 1.0
-                         : non_fp8 > 0 && !fp8 ? non_fp8 / from_ctx.ceilings->peak_tflops
-                                               : peak_ratio;
+    const MatmulRate r = rates.of(o);
+    const double ratio = r == MatmulRate::StrictFp32 ? 1.0
+                         : r == MatmulRate::NonFp8 && non_fp8 > 0
+                             ? non_fp8 / from_ctx.ceilings->peak_tflops
+                             : peak_ratio;
     best += o.ms / steps / ratio;
   }
   return best;
+}
+
+// A slower op's added time: to the µs, and below 0.01 ms in 3 significant digits, so that an op
+// named slower (by 1% of a short step, at batch 7 a few µs) never reads "+0.000 ms".
+std::string delta_ms(double ms) {
+  return ms >= 0.01 ? fmt::format("{:.3f}", ms) : fmt::format("{:.3g}", ms);
 }
 
 using OpKey = std::pair<std::string, std::string>;  // (scope, op): the dtypes in details differ
@@ -148,10 +162,10 @@ std::map<OpKey, SlowerOp> slower_ops(const ProfiledRun& from, const ProfiledRun&
     ps.push_back(p_of[key] = rank_test_greater_p(t.first, t.second));
     const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
     if (b > kSlowerRatio * a && b - a > kSlowerShareOfStep * from.step_ms)
-      slower[key] = {b - a, a > 0 ? fmt::format("{} {} +{:.3f} ms ({:.2f}x slower)", key.first,
-                                                key.second, b - a, b / a)
-                                  : fmt::format("{} {} +{:.3f} ms (new in {})", key.first,
-                                                key.second, b - a, to_name)};
+      slower[key] = {b - a, a > 0 ? fmt::format("{} {} +{} ms ({:.2f}x slower)", key.first,
+                                                key.second, delta_ms(b - a), b / a)
+                                  : fmt::format("{} {} +{} ms (new in {})", key.first, key.second,
+                                                delta_ms(b - a), to_name)};
   }
   std::sort(ps.begin(), ps.end());
   double holm_fails = std::numeric_limits<double>::infinity();  // the first p Holm keeps
@@ -171,6 +185,23 @@ const char* op_kind_name(OpKind k) {
                                                   "elementwise", "optimizer",     "loss",
                                                   "copies",      "communication", "host gaps"};
   return names[static_cast<int>(k)];
+}
+
+MatmulRate matmul_rate(const OpTotal& o, Precision p) {
+  const PrecisionInfo& info = precision_info(p);
+  if (info.compute_dtype != DType::F32 && matmul_detail(o.detail).strict_fp32)
+    return MatmulRate::StrictFp32;
+  if (info.fp8_linears && !(o.op == "gemm" && o.detail.find("fp8") != std::string::npos))
+    return MatmulRate::NonFp8;
+  return MatmulRate::Mode;
+}
+
+double matmul_peak_tflops(const DeviceInfo& device, Precision p, MatmulRate r) {
+  const Precision at = r == MatmulRate::StrictFp32 ? Precision::FP32
+                       : r == MatmulRate::NonFp8   ? Precision::AMP_BF16
+                                                   : p;
+  const std::optional<Ceilings> c = ceilings_for(device, at);
+  return c ? c->peak_tflops : 0.0;
 }
 
 OpKind op_kind(const std::string& op) {
@@ -202,28 +233,33 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   for (int k = 0; k < kOpKindCount; ++k)
     c.by_kind.push_back({static_cast<OpKind>(k), tf[k], tt[k]});
   // Eligible: the baseline's GEMMs and convolutions that `to` does not run in strict fp32.
-  const OpShapes fp32 = unchanged_matmuls(to, to_ctx);
+  const ToRates rates(to, to_ctx.precision);
   const double steps = static_cast<double>(std::max<int64_t>(from.steps, 1));
   double eligible = 0, pinned = 0;
   for (const OpTotal& o : from.ops)
-    if (op_kind(o.op) == OpKind::Matmul) (unchanged(fp32, o) ? pinned : eligible) += o.ms / steps;
+    if (op_kind(o.op) == OpKind::Matmul)
+      (rates.of(o) == MatmulRate::StrictFp32 ? pinned : eligible) += o.ms / steps;
   c.eligible_fraction = from.step_mean_ms > 0 ? eligible / from.step_mean_ms : 0;
   c.fp32_matmul_fraction = from.step_mean_ms > 0 ? pinned / from.step_mean_ms : 0;
 
   if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0 &&
       to_ctx.ceilings->peak_tflops > 0) {
     c.peak_ratio = to_ctx.ceilings->peak_tflops / from_ctx.ceilings->peak_tflops;
-    const double bytes_ratio =
+    // A memory-bound kind is sped up by the bytes its ops move in `from` over those in `to`, as
+    // the profiler counts them (an op on fp32 in both modes saves nothing; casts add bytes),
+    // and where a run records none, by the compute dtypes' sizes.
+    const double dtype_ratio =
         static_cast<double>(dtype_size(precision_info(from_ctx.precision).compute_dtype)) /
         static_cast<double>(dtype_size(precision_info(to_ctx.precision).compute_dtype));
-    double best = fp8_aware_matmul_bound(from, to, from_ctx, to_ctx, *c.peak_ratio, fp32);
+    const auto bf = per_kind(from, &OpTotal::bytes), bt = per_kind(to, &OpTotal::bytes);
+    double best = matmul_bound(from, from_ctx, to_ctx, *c.peak_ratio, rates);
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Matmul) continue;  // counted above
       if (kind == OpKind::Optimizer || kind == OpKind::Communication || kind == OpKind::HostGaps)
         best += tf[k];
       else
-        best += tf[k] / std::max(1.0, bytes_ratio);
+        best += tf[k] / (bf[k] > 0 && bt[k] > 0 ? bf[k] / bt[k] : std::max(1.0, dtype_ratio));
     }
     if (best > 0) c.bound = from.step_mean_ms / best;
   }

@@ -56,9 +56,11 @@ struct ModeComparison {
   // The card's dense peak of `to` over `from`'s (train/device_specs.h); absent without a
   // datasheet (the CPU, an unknown card), and then so is the bound.
   std::optional<double> peak_ratio;
-  // Amdahl: the baseline step with its GEMMs and convolutions sped up by peak_ratio and its
-  // memory-bound ops by the bytes saved (2x from fp32 to 16-bit storage; the optimizer works on
-  // fp32 in every mode), host gaps and communication as they are.
+  // Amdahl: the baseline step with its GEMMs and convolutions sped up by peak_ratio (those `to`
+  // runs at another rate, matmul_rate, by theirs), each memory-bound kind (normalisation,
+  // softmax, elementwise, loss, copies) by its bytes per step in `from` over those in `to` (below
+  // 1 where they grow: casts; the compute dtypes' size ratio, at least 1, where either run has
+  // none), and the optimizer (fp32 in every mode), host gaps and communication as they are.
   std::optional<double> bound;
   std::vector<KindTimes> by_kind;  // every kind, host gaps last
   std::vector<std::string> flags;
@@ -70,15 +72,16 @@ struct ModeContext {
   std::optional<Ceilings> ceilings;
   // The sizes of the model's GEMMs and convolutions that are off the mode's tensor-core multiple
   // ("head N=50257"), as inspect finds them (models/model.h), and how many GEMMs and
-  // convolutions they belong to.
+  // convolutions they belong to. None on the native CPU, which has no tensor cores.
   std::vector<std::string> misaligned;
   int misaligned_matmuls = 0;
   // Calls by op that ran on a fallback path in the mode's run (warm-up, profiled steps and
   // evaluations), and what that path is (Backend::fallback_calls, fallback_path).
   std::map<std::string, int64_t> fallback_calls;
   std::string fallback_path;
-  // amp_fp8: the peak of its GEMMs that do not run in FP8 (attention's, convolutions, a Linear
-  // whose sizes are off 16): the bf16 rate. 0: every GEMM is held to ceilings->peak_tflops.
+  // amp_fp8: the peak of its GEMMs that do not run in FP8 (MatmulRate::NonFp8: attention's,
+  // convolutions, a Linear whose sizes are off 16), the bf16 rate. 0: every GEMM is held to
+  // ceilings->peak_tflops.
   double non_fp8_gemm_peak_tflops = 0;
   // Data parallel: the ranks and the all-reduce's dtype (--grad-reduce); 1 and "" for one
   // process.
@@ -88,6 +91,17 @@ struct ModeContext {
   // launch-bound step is told to try it only then.
   bool cuda_graphs = false;
 };
+
+// The rate a GEMM or convolution of a run in mode p computes at, by its detail: StrictFp32 for
+// fp32 operands without " tf32" in a mode whose own is not fp32 (a layer fp32_layers pins),
+// NonFp8 for one of amp_fp8's that takes no FP8 inputs (attention's GEMMs, convolutions, a Linear
+// off 16), which runs at the bf16 rate; else the mode's own. explain's bound and profile's "of
+// peak" both hold an op to it.
+enum class MatmulRate { Mode, StrictFp32, NonFp8 };
+MatmulRate matmul_rate(const OpTotal& o, Precision p);
+// The ceiling of that rate on a device (ceilings_for): the mode's, fp32's, or amp_bf16's; 0
+// where there is none.
+double matmul_peak_tflops(const DeviceInfo& device, Precision p, MatmulRate r);
 
 // The comparison of `to` against the baseline `from`; both runs must be Ok. With `rounds` (the
 // profiles that from and to pool, pool_rounds, as (from, to) pairs of interleaved rounds), an op

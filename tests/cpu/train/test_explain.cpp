@@ -1,6 +1,6 @@
 // explain's analysis (train/explain.h) on hand-made profiles, where every figure can be worked
-// out: op kinds, the eligible share, the Amdahl bound from the peak ratio and the 2x byte
-// saving, and each flag; then the real thing on the CPU backend.
+// out: op kinds, the eligible share, the Amdahl bound from the peak ratio and the bytes saved,
+// and each flag; then the real thing on the CPU backend.
 #include <set>
 
 #include <fmt/format.h>
@@ -164,6 +164,91 @@ TEST(Explain, BoundEligibleShareAndFlags) {
       << sflags;
   EXPECT_NE(sflags.find("by medians the measured speedup is 0.83x"), std::string::npos) << sflags;
   EXPECT_EQ(sflags.find("amp_bf16's profiled steps were uneven"), std::string::npos) << sflags;
+}
+
+// Each memory-bound kind is bounded by the bytes its ops move in the baseline over those in the
+// mode, not by the dtypes' 2x: the loss, fp32 in both, saves nothing; LayerNorm 1.25x; copies,
+// with the casts, grow 2x, which bounds them at 0.5x; a kind without bytes keeps the 2x. fp32
+// step 10 ms at a 4x peak ratio: 10 / (4/4 + 2/1.25 + 1/1 + 1/0.5 + 1/2 + 1 host gaps). It
+// was 10 / 4.5, every kind at 2x.
+TEST(Explain, BoundTakesEachMemoryBoundKindByItsBytes) {
+  auto moving = [](const char* scope, const char* name, double ms, double bytes_per_step) {
+    OpTotal o = op(scope, name, ms);
+    o.bytes = bytes_per_step * kSteps;
+    return o;
+  };
+  const ProfiledRun f32 =
+      profiled("fp32", 10.0,
+               {op("layer1 fwd", "gemm", 4.0), moving("layer1 fwd", "layernorm_forward", 2.0, 1000),
+                moving("step", "softmax_xent", 1.0, 500), moving("layer1 fwd", "permute", 1.0, 400),
+                op("layer1 fwd", "add", 1.0)});
+  const ProfiledRun bf16 =
+      profiled("amp_bf16", 6.0,
+               {op("layer1 fwd", "gemm", 1.0), moving("layer1 fwd", "layernorm_forward", 1.6, 800),
+                moving("step", "softmax_xent", 1.0, 500), moving("layer1 fwd", "permute", 0.5, 200),
+                moving("layer1 fwd", "cast", 0.5, 600), op("layer1 fwd", "add", 0.5)});
+  ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+  a.ceilings = Ceilings{10, 0};
+  b.ceilings = Ceilings{40, 0};
+  const ModeComparison c = compare_modes(f32, a, bf16, b);
+  ASSERT_TRUE(c.bound.has_value());
+  EXPECT_NEAR(*c.bound, 10.0 / (4.0 / 4 + 2.0 / 1.25 + 1.0 + 1.0 / 0.5 + 1.0 / 2 + 1.0), 1e-12);
+}
+
+// The rate a GEMM or convolution computes at, by its detail, for the bound and profile's "of
+// peak": a pinned layer's strict fp32 GEMM at fp32's, amp_fp8's GEMMs without FP8 inputs and
+// its convolutions at bf16's; tf32 pins nothing.
+TEST(Explain, MatmulRateIsTheDtypeAnOpComputesIn) {
+  const OpTotal pinned = gemm("head fwd", "128x10x64 fp32 +bias", 1.0);
+  const OpTotal bf16 = gemm("fc1 fwd", "128x64x64 bf16 +bias +relu", 1.0);
+  const OpTotal fp8 = gemm("fc1 fwd", "128x64x64 fp8_e4m3/fp8->bf16 +bias", 1.0);
+  OpTotal conv = op("block1 fwd", "conv2d_forward", 1.0);
+  conv.detail = "(8, 8, 8, 8) k8 3x3/s1 bf16";
+  EXPECT_EQ(matmul_rate(pinned, Precision::AMP_BF16), MatmulRate::StrictFp32);
+  EXPECT_EQ(matmul_rate(pinned, Precision::AMP_FP8), MatmulRate::StrictFp32);
+  EXPECT_EQ(matmul_rate(pinned, Precision::FP32), MatmulRate::Mode);
+  EXPECT_EQ(matmul_rate(gemm("fc1 fwd", "128x64x64 fp32 tf32", 1.0), Precision::TF32),
+            MatmulRate::Mode);
+  EXPECT_EQ(matmul_rate(bf16, Precision::AMP_BF16), MatmulRate::Mode);
+  EXPECT_EQ(matmul_rate(bf16, Precision::AMP_FP8), MatmulRate::NonFp8);
+  EXPECT_EQ(matmul_rate(conv, Precision::AMP_FP8), MatmulRate::NonFp8);
+  EXPECT_EQ(matmul_rate(fp8, Precision::AMP_FP8), MatmulRate::Mode);
+  // On the native CPU: the GEMM ceilings measured per mode; amp_fp8 has none.
+  DeviceInfo cpu;
+  cpu.kind = "cpu";
+  cpu.gemm_tflops_fp32 = 0.2;
+  cpu.gemm_tflops_bf16 = 0.5;
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(cpu, Precision::AMP_BF16, MatmulRate::Mode), 0.5);
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(cpu, Precision::AMP_BF16, MatmulRate::StrictFp32), 0.2);
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(cpu, Precision::AMP_FP8, MatmulRate::NonFp8), 0.5);
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(cpu, Precision::AMP_FP8, MatmulRate::Mode), 0.0);
+  // On a card: its datasheet's rate of that dtype.
+  DeviceInfo h100;
+  h100.kind = "cuda";
+  h100.name = "NVIDIA H100 80GB HBM3";
+  const auto sheet = find_datasheet(h100.name);
+  ASSERT_TRUE(sheet.has_value());
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(h100, Precision::AMP_FP8, MatmulRate::Mode),
+                   peak_tflops(*sheet, Precision::AMP_FP8));
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(h100, Precision::AMP_FP8, MatmulRate::NonFp8),
+                   peak_tflops(*sheet, Precision::AMP_BF16));
+  EXPECT_DOUBLE_EQ(matmul_peak_tflops(h100, Precision::AMP_FP16, MatmulRate::StrictFp32),
+                   peak_tflops(*sheet, Precision::FP32));
+}
+
+// A slower op in a short step (1% of 0.03 ms is 0.3 µs) shows its added time in significant
+// digits: 0.4 µs read "+0.000 ms".
+TEST(Explain, ASlowerOpNeverReadsZeroMs) {
+  const ProfiledRun f32 =
+      profiled("fp32", 0.03, {op("fc1 fwd", "gemm", 0.02), op("step", "adamw_step", 0.002)});
+  const ProfiledRun bf16 =
+      profiled("amp_bf16", 0.02, {op("fc1 fwd", "gemm", 0.01), op("step", "adamw_step", 0.0024)});
+  std::string flags;
+  for (const auto& f :
+       compare_modes(f32, mode(Precision::FP32), bf16, mode(Precision::AMP_BF16)).flags)
+    flags += f + "\n";
+  EXPECT_NE(flags.find("step adamw_step +0.0004 ms (1.20x slower)"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("+0.000 ms"), std::string::npos) << flags;
 }
 
 // An op is named slower only when it is slower across the profiled steps: not for one stalled

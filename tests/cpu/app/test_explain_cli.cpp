@@ -1,0 +1,50 @@
+// `mpbench explain` as a command, where its wording depends on the device: no tensor cores on
+// the native CPU, no peaks on the reference.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kernels/backend.h"
+#include "test_util.h"
+
+using mpbench::test::has_text;
+
+namespace {
+
+class ExplainCli : public mpbench::test::CliTest {
+ protected:
+  std::string config(const char* name) {
+    return mpbench::test::source_dir() + "/configs/" + name + ".json";
+  }
+};
+
+// On the reference there is no bound, and the headline says why: its times are of the emulation
+// (it said "without the card's datasheet peaks", on no card). tiny_resnet's sizes off 8 are
+// flagged there, as on a GPU.
+TEST_F(ExplainCli, TheReferenceSaysWhyThereIsNoBound) {
+  const auto r = run("explain " + config("tiny_resnet") +
+                     " --device reference --precisions fp32,amp_bf16 --steps 2 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "amp_bf16 vs fp32: measured ")) << r.out;
+  EXPECT_TRUE(has_text(r.out,
+                       "no bound on the reference, whose times are of the emulation, not "
+                       "of a device with peaks: "))
+      << r.out;
+  EXPECT_FALSE(has_text(r.out, "datasheet")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "sizes off amp_bf16's tensor-core multiple of 8")) << r.out;
+}
+
+// The native CPU has no tensor cores, and its oneDNN bf16 matmuls run sizes off 8 at their
+// multiples' rate: tiny_resnet's C_in=4 and head N=4 are not flagged there.
+TEST_F(ExplainCli, TheNativeCpuFlagsNoTensorCoreMultiple) {
+  std::string why;
+  if (!mpbench::native_cpu_available(&why)) GTEST_SKIP() << why;
+  if (!mpbench::test::native_bf16_available()) GTEST_SKIP() << "no bf16 kernel on this CPU";
+  const auto r = run("explain " + config("tiny_resnet") +
+                     " --device cpu --precisions fp32,amp_bf16 --steps 2 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "amp_bf16 vs fp32: measured ")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "tensor-core")) << r.out;
+}
+
+}  // namespace
