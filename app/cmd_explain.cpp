@@ -30,11 +30,14 @@ std::string ratio_text(double from, double to) {
 // CPU; the reference has none (device_kind: DeviceInfo::kind).
 std::string headline(const ModeComparison& c, const std::string& device_kind) {
   const bool cpu_ceilings = device_kind == "cpu";
+  // A share under half a percent that is there at all reads "<1%", not "0%".
+  auto percent = [](double f) {
+    return f > 0 && f < 0.005 ? std::string("<1%") : fmt::format("{:.0f}%", 100.0 * f);
+  };
   std::string share =
-      fmt::format("{:.0f}% of the {} step is GEMM/conv", 100.0 * c.eligible_fraction, c.from);
+      fmt::format("{} of the {} step is GEMM/conv", percent(c.eligible_fraction), c.from);
   if (c.fp32_matmul_fraction > 0)
-    share +=
-        fmt::format(" ({:.0f}% more that {} keeps in fp32)", 100.0 * c.fp32_matmul_fraction, c.to);
+    share += fmt::format(" ({} more that {} keeps in fp32)", percent(c.fp32_matmul_fraction), c.to);
   if (c.bound)
     return fmt::format("{} vs {}: measured {:.2f}x; bound {:.2f}x: {} ({} {:.2f}x {}'s)", c.to,
                        c.from, c.measured_speedup, *c.bound, share,

@@ -238,21 +238,28 @@ namespace {
 
 nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
   nlohmann::json j = profiled_mode_json(pr);
-  if (const auto p = parse_precision(pr.run.precision))
-    if (const auto c = ceilings_for(dev, *p))
-      j["ceilings"] = {{"peak_tflops", c->peak_tflops}, {"memory_gbps", c->memory_gbps}};
+  const auto p = parse_precision(pr.run.precision);
+  const auto ceil = p ? ceilings_for(dev, *p) : std::nullopt;
+  if (ceil)
+    j["ceilings"] = {{"peak_tflops", ceil->peak_tflops}, {"memory_gbps", ceil->memory_gbps}};
   const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
   nlohmann::json ops = nlohmann::json::array();
-  for (const auto& o : pr.ops)
-    ops.push_back(
-        {{"scope", o.scope},
-         {"op", o.op},
-         {"detail", o.detail},
-         {"kernel", o.kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.kernel)},
-         {"calls_per_step", o.calls / steps},
-         {"ms_per_step", o.ms / steps},
-         {"flops_per_step", o.flops / steps},
-         {"bytes_per_step", o.bytes / steps}});
+  for (const auto& o : pr.ops) {
+    nlohmann::json op = {
+        {"scope", o.scope},
+        {"op", o.op},
+        {"detail", o.detail},
+        {"kernel", o.kernel.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.kernel)},
+        {"calls_per_step", o.calls / steps},
+        {"ms_per_step", o.ms / steps},
+        {"flops_per_step", o.flops / steps},
+        {"bytes_per_step", o.bytes / steps}};
+    // A GEMM's or convolution's own ceiling (matmul_rate), as the table's "of peak" holds it.
+    if (ceil && op_kind(o.op) == OpKind::Matmul)
+      if (const double peak = matmul_peak_tflops(dev, *p, matmul_rate(o, *p)); peak > 0)
+        op["peak_tflops"] = peak;
+    ops.push_back(std::move(op));
+  }
   j["ops"] = ops;
   return j;
 }

@@ -75,7 +75,8 @@ def check_profile(p, where):
         check(o, f"{where}.ops[{i}]", [("op", (str,), True), ("ms_per_step", NUM, True),
                                        ("scope", (str,), True), ("detail", (str,), True),
                                        ("flops_per_step", NUM, False),
-                                       ("bytes_per_step", NUM, False)])
+                                       ("bytes_per_step", NUM, False),
+                                       ("peak_tflops", NUM, False)])
     check(p.get("ceilings") or {}, f"{where}.ceilings",
           [("peak_tflops", NUM, False), ("memory_gbps", NUM, False)])
 
@@ -138,8 +139,9 @@ def where_time_goes(model, prec, m_prof, p_run, top=8):
         lines += ["", "| mpbench op | ms/step | share |", "|---|---:|---:|"]
         for op, ms in by_op(m_prof)[:top]:
             lines.append(f"| {op} | {ms:.3f} | {100 * ms / total if total else 0:.1f}% |")
-        # The card's datasheet ceilings, when mpbench knew the card: the mode's peak TFLOP/s
-        # and the memory bandwidth, for an "of peak" share per op.
+        # The ceilings, when mpbench knew them: a GEMM's or convolution's own peak TFLOP/s (the
+        # dtype it computes in; else the mode's) and the memory bandwidth, for an "of peak"
+        # share per op.
         ceil = m_prof.get("ceilings") or {}
         peak, bw = ceil.get("peak_tflops") or 0, ceil.get("memory_gbps") or 0
         lines += ["", "| mpbench scope | op | shape | ms/step | TFLOP/s | GB/s | of peak |",
@@ -149,8 +151,9 @@ def where_time_goes(model, prec, m_prof, p_run, top=8):
             tf = f"{fl / (ms * 1e9):.3g}" if fl and ms else ""
             gb = f"{by / (ms * 1e6):.3g}" if by and ms else ""
             share = ""
-            if fl and ms and peak:
-                share = f"{100 * fl / (ms * 1e9) / peak:.1f}%"
+            op_peak = o.get("peak_tflops") or peak
+            if fl and ms and op_peak:
+                share = f"{100 * fl / (ms * 1e9) / op_peak:.1f}%"
             elif by and ms and bw:
                 share = f"{100 * by / (ms * 1e6) / bw:.1f}%"
             lines.append(f"| {o['scope']} | {o['op']} | {o['detail']} | {ms:.3f} | {tf} | {gb} "
