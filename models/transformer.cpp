@@ -521,18 +521,6 @@ class Head : public Layer {
 
 }  // namespace
 
-double transformer_layer_flops(const TransformerSpec& t) {
-  const double d = static_cast<double>(t.d_model), s = static_cast<double>(t.seq_len);
-  const double f = static_cast<double>(t.ffn_dim);
-  const double attention = (t.causal ? 2.0 : 4.0) * s * d;
-  return s * (2.0 * (4.0 * d * d + 2.0 * d * f) + attention);
-}
-
-double transformer_head_flops(const TransformerSpec& t) {
-  return static_cast<double>(t.seq_len) * 2.0 * static_cast<double>(t.d_model) *
-         static_cast<double>(t.vocab_size);
-}
-
 void build_transformer(const Spec& spec, const TransformerSpec& t, Precision precision,
                        std::vector<std::unique_ptr<Layer>>& layers) {
   MPB_CHECK(t.heads > 0 && t.d_model % t.heads == 0 && t.layers > 0 && t.seq_len > 0 &&

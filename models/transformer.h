@@ -54,8 +54,4 @@ namespace mpbench {
 void build_transformer(const Spec& spec, const TransformerSpec& t, Precision precision,
                        std::vector<std::unique_ptr<Layer>>& layers);
 
-// Forward FLOPs per sample of one encoder layer and of the head, as counted above.
-double transformer_layer_flops(const TransformerSpec& t);
-double transformer_head_flops(const TransformerSpec& t);
-
 }  // namespace mpbench
