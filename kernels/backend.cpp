@@ -573,6 +573,19 @@ void Backend::cast(const Tensor& src, Tensor& dst) {
       [&] { cast_impl(src, dst); });
 }
 
+void Backend::round_to(Tensor& t, DType to) {
+  const Checks ck("round_to", device());
+  ck.float_operand(t, "t");
+  MPB_CHECK(t.dtype == DType::F32 && (to == DType::BF16 || to == DType::F16),
+            "round_to: {} to {}: fp32 to bf16 or fp16 only", dtype_name(t.dtype), dtype_name(to));
+  observed(
+      [&] {
+        return OpCall{"round_to", fmt::format("{}->{}", shape_dtype(t), dtype_name(to)), 0,
+                      nbytes({&t, &t})};
+      },
+      [&] { round_to_impl(t, to); });
+}
+
 void Backend::cast_to_fp8(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                           Tensor* dst_t) {
   const char* op = "cast_to_fp8";

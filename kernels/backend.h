@@ -322,6 +322,9 @@ class Backend {
 
   // Elementwise conversion between float dtypes (round to nearest even, overflow to inf).
   void cast(const Tensor& src, Tensor& dst);
+  // t (fp32) rounded in place to `to` (bf16 or fp16) and kept in fp32: what a GEMM writing `to`
+  // and a cast back give, as autocast's weight and bias gradients and logits are made.
+  void round_to(Tensor& t, DType to);
 
   // ---- ops of amp_fp8 (kernels/<cpu|cuda>/fp8) ------------------------------------------------
   // dst (fp8_e4m3 or fp8_e5m2, src's shape) = fp8(src * scale[0]) rounded to nearest even and
@@ -382,7 +385,8 @@ class Backend {
   void batchnorm_forward_eval(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
                               const Tensor& gamma, const Tensor& beta, const Tensor& running_mean,
                               const Tensor& running_var, Tensor& y);
-  // g = dy, masked by (relu_out > 0) when relu_out (the forward's y) is given. d_pre, when given,
+  // g = dy, or ReLU's backward select on relu_out (the forward's y: 0 where it is <= 0,
+  // kernels/relu.h) when relu_out is given. d_pre, when given,
   // receives g (the gradient at the residual add, in its own dtype; it may alias dy in dy's
   // dtype, not x or relu_out). Then the batchnorm backward of training mode: dx (dtype of x) and
   // dgamma, dbeta (fp32, overwritten).
@@ -458,6 +462,7 @@ class Backend {
                                  const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
                                  int64_t grad_rows) = 0;
   virtual void cast_impl(const Tensor& src, Tensor& dst) = 0;
+  virtual void round_to_impl(Tensor& t, DType to) = 0;
   virtual void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                                 Tensor* dst_t) = 0;
   virtual void fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format, Tensor& history,

@@ -64,6 +64,8 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
   y_ = own_or_lent(lent_y_, Shape{batch, out_}, od);
   if (keeps_pre_act()) pre_act_ = own_or_lent(lent_pre_act_, Shape{batch, out_}, od);
   if (need_dx) dx_ = own_or_lent(lent_dx_, Shape{batch, in_}, cd);
+  if (fp32_out_ && b_ >= 0 && cd != DType::F32)
+    bias_f32_ = alloc.alloc(Shape{out_}, DType::F32, MemCategory::Weights);
   if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
     auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
     x8_ = act(Shape{batch, in_}, DType::F8E4M3);
@@ -91,10 +93,17 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
     x_saved_ = xc;
   }
   const bool fp8 = runs_fp8(rows_);
-  // The bias follows the output dtype: fp32 logits take the fp32 master bias. FP8 GEMMs take a
-  // bf16 bias whatever they write.
+  // The bias in the compute dtype, as autocast casts it; widened to fp32 for an fp32 output
+  // (the GEMM's epilogue adds a bias of C's dtype). FP8 GEMMs take a bf16 bias whatever they
+  // write.
   Tensor b;
-  if (b_ >= 0) b = fp32_out_ && !fp8 ? ps.master(b_) : ps.weight(b_, prec_.compute);
+  if (b_ >= 0) {
+    b = ps.weight(b_, prec_.compute);
+    if (fp32_out_ && !fp8 && b.dtype != DType::F32) {
+      be.cast(b, bias_f32_);
+      b = bias_f32_;
+    }
+  }
   Tensor y = rows_of(y_, rows_);
   Tensor pre = keeps_pre_act() ? rows_of(pre_act_, rows_) : Tensor{};
   GemmDesc d;
@@ -105,6 +114,8 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   d.pre_act = keeps_pre_act() ? &pre : nullptr;
   if (!fp8) {
     be.gemm(d, x_saved_, ps.weight(w_, prec_.compute), y);
+    // Autocast's logits are the GEMM's 16-bit output, upcast by the loss.
+    if (fp32_out_) round_to_compute(be, y);
     return y;
   }
   // Training records the amaxes (evaluation must not move the scales) and writes the transposed
@@ -118,7 +129,12 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   d.a_scale_inv = &sx.scale_inv;
   d.b_scale_inv = &sw.scale_inv;
   be.gemm(d, x8, w8_, y);
+  if (fp32_out_) round_to_compute(be, y);  // Transformer Engine writes the activations' bf16
   return y;
+}
+
+void Linear::round_to_compute(Backend& be, Tensor& t) const {
+  if (prec_.compute != DType::F32) be.round_to(t, prec_.compute);
 }
 
 Tensor Linear::act_grad_input() const {
@@ -151,13 +167,16 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
     Tensor db = b_ >= 0 ? ps.grad(b_) : Tensor{};
     Tensor pre = act_ == Activation::None ? dz : act_grad_input();
     be.bias_act_backward(act_, dz, pre, dz, b_ >= 0 ? &db : nullptr);
+    if (b_ >= 0) round_to_compute(be, db);
   }
   // Even a head with fp32 logits gets its gradient in the compute dtype (the loss writes it so),
   // because the two GEMMs below run in that dtype.
   MPB_CHECK(dz.dtype == prec_.compute, "{}: gradient dtype {} differs from compute dtype {}", name_,
             dtype_name(dz.dtype), dtype_name(prec_.compute));
   const bool fp8 = runs_fp8(rows_);
-  // dW (out, in) = dz^T (out, rows) x (rows, in), written straight to the fp32 gradient.
+  // dW (out, in) = dz^T (out, rows) x (rows, in), written to the fp32 gradient and rounded to
+  // the compute dtype as autocast's 16-bit GEMM output is (an fp16 gradient can overflow there,
+  // and the loss scaler must see it).
   Tensor dw = ps.grad(w_);
   Fp8Scaling::Scales sdy;
   Tensor dz8, dz8t;
@@ -180,6 +199,7 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
     gw.math = prec_.math;
     be.gemm(gw, dz, x_saved_, dw);
   }
+  round_to_compute(be, dw);
   if (!need_dx) return Tensor{};
   MPB_CHECK(dx_.defined(), "{}: asked for dx, allocated without it (the first layer)", name_);
   // dx (rows, in) = dz (rows, out) W (out, in).
@@ -204,6 +224,7 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
   } else {
     be.gemm(gx, dz, ps.weight(w_, prec_.compute), dx);
   }
+  if (upstream) upstream->round_to_compute(be, up_db);
   if (input_dtype_ == prec_.compute) return dx;
   Tensor dxc = rows_of(dx_cast_, rows_);
   be.cast(dx, dxc);

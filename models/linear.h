@@ -52,6 +52,9 @@ class Linear : public Layer {
   // The tensor act' is evaluated on for the last forward's rows (GELU: the pre-activation; ReLU:
   // the output, positive exactly where the pre-activation is); undefined for no activation.
   Tensor act_grad_input() const;
+  // t (fp32: a weight's or bias's gradient, fp32 logits) rounded to the compute dtype, as
+  // autocast's GEMMs write them, in an AMP mode; as it is in fp32 and tf32.
+  void round_to_compute(Backend& be, Tensor& t) const;
 
   int64_t in_, out_;
   Activation act_;
@@ -66,6 +69,8 @@ class Linear : public Layer {
   Tensor pre_act_, y_;   // pre-activation (GELU only, saved for backward) and output
   Tensor dx_, dx_cast_;  // input gradient in the compute dtype, and cast back to the input's
   Tensor lent_y_, lent_dx_, lent_pre_act_;  // what borrow() gave
+  // fp32 logits in an AMP mode: the bias's 16-bit copy widened for the GEMM's fp32 epilogue.
+  Tensor bias_f32_;
   // amp_fp8: whether the weight's sizes let the layer run in FP8, the tensors' indices in
   // ParamStore::fp8(), and the fp8 copies: x (rows, in) and x^T, W (out, in) and W^T, dY (rows,
   // out) and dY^T (allocated when the batch fits too).

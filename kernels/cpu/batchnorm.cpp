@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/relu.h"
 
 namespace mpbench::cpu {
 namespace {
@@ -27,7 +28,7 @@ void normalise(const Tensor& x, const Tensor* residual, const float* mean, const
     for (int64_t j = 0; j < c; ++j) {
       float v = gamma[j] * ((xr[j] - mean[j]) * rstd[j]) + beta[j];
       if (residual) v += rr[j];
-      out[j] = relu && !(v > 0.0f) ? 0.0f : v;
+      out[j] = relu ? relu_forward(v) : v;
     }
     store_row(out.data(), y, i, c);
   }
@@ -112,14 +113,14 @@ void CpuBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu_ou
   const float* rstd = save_rstd.ptr<float>();
   const float* gam = gamma.ptr<float>();
   std::vector<float> g(c), xr(c), mask(relu_out ? c : 0), out(c);
-  // g for row i: dy, zero where the forward's ReLU output was not positive.
+  // g for row i: dy, zero where the forward's ReLU blocked it (kernels/relu.h).
   auto load_g = [&](int64_t i) {
     load_row(dy, i, c, g.data());
     if (!relu_out) return;
     load_row(*relu_out, i, c, mask.data());
     // A select, not a branch: the mask is close to random, and a branch here mispredicted
     // often enough to make this backward several times slower than the one without ReLU.
-    for (int64_t j = 0; j < c; ++j) g[j] = mask[j] > 0.0f ? g[j] : 0.0f;
+    for (int64_t j = 0; j < c; ++j) g[j] = relu_backward(g[j], mask[j]);
   };
 
   std::vector<double> sum_g(c, 0.0), sum_gx(c, 0.0);

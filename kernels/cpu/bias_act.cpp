@@ -22,7 +22,7 @@ void backward_rows(const typename E::T* dy, const typename E::T* pre, typename E
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t base = i * n;
     for (int64_t j = 0; j < n; ++j) {
-      const float g = E::load(dy[base + j]) * detail::act_derivative<A>(E::load(pre[base + j]));
+      const float g = detail::act_backward<A>(E::load(dy[base + j]), E::load(pre[base + j]));
       if (col_sums) col_sums[j] += g;
       dx[base + j] = E::store(g);
     }

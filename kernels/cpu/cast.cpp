@@ -83,6 +83,15 @@ void CpuBackend::cast_impl(const Tensor& src, Tensor& dst) {
   });
 }
 
+void CpuBackend::round_to_impl(Tensor& t, DType to) {
+  auto* d = t.ptr<float>();
+  const int64_t n = t.numel();
+  dispatch_float(to, [&](auto e) {
+    using E = decltype(e);
+    for (int64_t i = 0; i < n; ++i) d[i] = E::load(E::store(d[i]));
+  });
+}
+
 // t: any shape and dtype.
 void CpuBackend::fill_impl(Tensor& t, float value) {
   const int64_t n = t.numel();

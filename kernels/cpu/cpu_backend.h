@@ -38,6 +38,7 @@ class CpuBackend : public Backend {
                          const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct,
                          int64_t grad_rows) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
+  void round_to_impl(Tensor& t, DType to) override;
   void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                         Tensor* dst_t) override;
   void fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType format, Tensor& history,

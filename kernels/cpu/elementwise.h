@@ -6,6 +6,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
+#include "kernels/relu.h"
 
 namespace mpbench::cpu::detail {
 
@@ -97,7 +98,7 @@ inline float gelu_derivative_from_tanh(float x, float t) {
 template <Activation A>
 inline float act_forward(float x) {
   if constexpr (A == Activation::Relu) {
-    return x > 0.0f ? x : 0.0f;
+    return relu_forward(x);
   } else if constexpr (A == Activation::Gelu) {
     return gelu_from_tanh(x, std::tanh(gelu_arg(x)));
   } else {
@@ -105,15 +106,16 @@ inline float act_forward(float x) {
   }
 }
 
-// d act / dx at x. ReLU'(0) = 0, as in PyTorch.
+// dx for dy at x. ReLU's is a select (kernels/relu.h); GELU's multiplies by the derivative, as
+// PyTorch's gelu_backward does, so an inf dy where GELU' is 0 (x below about -10) is NaN in both.
 template <Activation A>
-inline float act_derivative(float x) {
+inline float act_backward(float dy, float x) {
   if constexpr (A == Activation::Relu) {
-    return x > 0.0f ? 1.0f : 0.0f;
+    return relu_backward(dy, x);
   } else if constexpr (A == Activation::Gelu) {
-    return gelu_derivative_from_tanh(x, std::tanh(gelu_derivative_arg(x)));
+    return dy * gelu_derivative_from_tanh(x, std::tanh(gelu_derivative_arg(x)));
   } else {
-    return 1.0f;
+    return dy;
   }
 }
 

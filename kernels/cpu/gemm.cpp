@@ -62,8 +62,8 @@ void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typenam
   }
 }
 
-// acc: (M, N) fp32 result of the GEMM. C = round(round(acc) * act'(pre)), exactly the values of
-// gemm() followed by bias_act_backward(); col_sums (double, as bias_act_backward sums) gathers
+// acc: (M, N) fp32 result of the GEMM. C = round(act_backward(round(acc), pre)), exactly the values
+// of gemm() followed by bias_act_backward(); col_sums (double, as bias_act_backward sums) gathers
 // the products before their last rounding. acc may be c's own buffer when c is fp32.
 template <class E, Activation A>
 void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, int64_t n,
@@ -74,7 +74,7 @@ void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, in
     const typename E::T* p_row = pre ? pre + i * n : nullptr;
     for (int64_t j = 0; j < n; ++j) {
       const float dy = E::load(E::store(row[j]));
-      const float g = p_row ? dy * detail::act_derivative<A>(E::load(p_row[j])) : dy;
+      const float g = p_row ? detail::act_backward<A>(dy, E::load(p_row[j])) : dy;
       if (col_sums) col_sums[j] += g;
       c_row[j] = E::store(g);
     }

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/relu.h"
 
 namespace mpbench::cuda {
 
@@ -211,14 +212,14 @@ __global__ void bn_apply_kernel(const TX* x, const void* res, DType res_dt, cons
       for (int k = 0; k < kVec; ++k) {
         float o = (to_f32(in.v[k]) - m.v[k]) * sc.v[k] + sh.v[k];
         if (res) o += r[k];
-        if (relu) o = o > 0.0f ? o : 0.0f;
+        if (relu) o = relu_forward(o);
         out.v[k] = from_f32<TY>(o);
       }
       reinterpret_cast<Vec<TY, kVec>*>(y)[i] = out;
     } else {
       float o = (to_f32(x[i]) - mean[c0]) * scale[c0] + shift[c0];
       if (res) o += load_any(res, res_dt, i);
-      if (relu) o = o > 0.0f ? o : 0.0f;
+      if (relu) o = relu_forward(o);
       y[i] = from_f32<TY>(o);
     }
     g += g_step;
@@ -226,7 +227,8 @@ __global__ void bn_apply_kernel(const TX* x, const void* res, DType res_dt, cons
   }
 }
 
-// Per-chunk column sums of g and g * (x - mean), g = dy masked by relu_out > 0; writes d_pre = g.
+// Per-chunk column sums of g and g * (x - mean), g = dy where ReLU let it through (relu.h);
+// writes d_pre = g.
 template <typename TD, typename TX>
 __global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, DType relu_dt,
                                            const TX* x, const float* save_mean, void* d_pre,
@@ -240,7 +242,7 @@ __global__ void bn_backward_partial_kernel(const TD* dy, const void* relu_out, D
     const float mean = save_mean[col];
     auto grad = [&](int64_t i) {
       const float g = to_f32(dy[i]);
-      return relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f) ? 0.0f : g;
+      return relu_out ? relu_backward(g, load_any(relu_out, relu_dt, i)) : g;
     };
     int64_t r = r0 + threadIdx.y;
     // Four rows' loads in flight per thread before they are used (d_pre, which may alias dy,
@@ -327,13 +329,13 @@ __global__ void bn_backward_dx_kernel(const TD* dy, const void* relu_out, DType 
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         float gr = to_f32(d.v[k]);
-        if (relu_out && !(ro[k] > 0.0f)) gr = 0.0f;
+        if (relu_out) gr = relu_backward(gr, ro[k]);
         out.v[k] = from_f32<TX>(a.v[k] * (gr - b.v[k] - (to_f32(xv.v[k]) - m.v[k]) * c.v[k]));
       }
       reinterpret_cast<Vec<TX, kVec>*>(dx)[i] = out;
     } else {
       float gr = to_f32(dy[i]);
-      if (relu_out && !(load_any(relu_out, relu_dt, i) > 0.0f)) gr = 0.0f;
+      if (relu_out) gr = relu_backward(gr, load_any(relu_out, relu_dt, i));
       dx[i] = from_f32<TX>(k1[c0] * (gr - k2[c0] - (to_f32(x[i]) - mean[c0]) * k3[c0]));
     }
     g += g_step;

@@ -4,6 +4,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/relu.h"
 
 namespace mpbench::cuda {
 
@@ -16,7 +17,7 @@ constexpr float kGeluA = 0.044715f;
 __device__ __forceinline__ float apply_act(float x, Activation act) {
   switch (act) {
     case Activation::Relu:
-      return x > 0.0f ? x : 0.0f;
+      return relu_forward(x);
     case Activation::Gelu:
       return 0.5f * x * (1.0f + tanhf(kGeluC * (x + kGeluA * x * x * x)));
     case Activation::None:
@@ -25,19 +26,20 @@ __device__ __forceinline__ float apply_act(float x, Activation act) {
   return x;
 }
 
-__device__ __forceinline__ float act_grad(float x, Activation act) {
+// dx for dy at x: ReLU's a select (kernels/relu.h), GELU's dy times the derivative.
+__device__ __forceinline__ float act_backward(float dy, float x, Activation act) {
   switch (act) {
     case Activation::Relu:
-      return x > 0.0f ? 1.0f : 0.0f;
+      return relu_backward(dy, x);
     case Activation::Gelu: {
       float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
-      return 0.5f * (1.0f + t) +
-             0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+      return dy * (0.5f * (1.0f + t) +
+                   0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x));
     }
     case Activation::None:
       break;
   }
-  return 1.0f;
+  return dy;
 }
 
 // No __restrict__: x may alias pre or y; each element is read before it is written.
@@ -58,7 +60,7 @@ __global__ void act_backward_kernel(const T* dy, const T* pre, T* dx, int64_t to
                                     Activation act) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
-    dx[i] = from_f32<T>(to_f32(dy[i]) * act_grad(to_f32(pre[i]), act));
+    dx[i] = from_f32<T>(act_backward(to_f32(dy[i]), to_f32(pre[i]), act));
   }
 }
 
@@ -80,7 +82,7 @@ __global__ void act_backward_dbias_kernel(const T* dy, const T* pre, T* dx, floa
   if (col < cols) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
       int64_t i = r * cols + col;
-      float g = to_f32(dy[i]) * act_grad(to_f32(pre[i]), act);
+      float g = act_backward(to_f32(dy[i]), to_f32(pre[i]), act);
       dx[i] = from_f32<T>(g);
       sum += g;
     }

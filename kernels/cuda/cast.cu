@@ -33,6 +33,14 @@ __global__ void cast_kernel(const TS* src, TD* dst, int64_t n, bool vectorized) 
     dst[i] = from_f32<TD>(to_f32(src[i]));
 }
 
+// t[i] through TD and back, in place: the rounding of cast_kernel's from_f32.
+template <typename TD>
+__global__ void round_kernel(float* t, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    t[i] = to_f32(from_f32<TD>(t[i]));
+}
+
 template <typename U>
 __global__ void fill_bits_kernel(U* dst, U bits, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
@@ -59,6 +67,17 @@ void cast(DeviceContext& ctx, const Tensor& src, Tensor& dst) {
     using TD = typename decltype(dst_tag)::type;
     cast_kernel<TS, TD>
         <<<grid, kThreads, 0, ctx.stream()>>>(src.ptr<const TS>(), dst.ptr<TD>(), n, vectorized);
+    CUDA_LAUNCH_CHECK();
+  });
+}
+
+void round_to(DeviceContext& ctx, Tensor& t, DType to) {
+  const int64_t n = t.numel();
+  if (n == 0) return;
+  const int grid = ctx.grid_for(n, kThreads);
+  dispatch_floats(std::array{to}, [&](auto tag) {
+    using TD = typename decltype(tag)::type;
+    round_kernel<TD><<<grid, kThreads, 0, ctx.stream()>>>(t.ptr<float>(), n);
     CUDA_LAUNCH_CHECK();
   });
 }

@@ -205,6 +205,9 @@ class CudaBackend : public Backend {
   void cast_impl(const Tensor& src, Tensor& dst) override {
     cuda::cast(ctx_, src, dst);
   }
+  void round_to_impl(Tensor& t, DType to) override {
+    cuda::round_to(ctx_, t, to);
+  }
   void cast_to_fp8_impl(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                         Tensor* dst_t) override {
     cuda::cast_to_fp8(ctx_, src, scale, amax, dst, dst_t);

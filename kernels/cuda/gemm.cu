@@ -10,8 +10,10 @@
 // Backward epilogue (GemmDesc::dact, dbias): GELU goes through DGELU / DGELU_BGRAD when
 // cuBLASLt offers an algorithm, rounding C once after the derivative (the CPU reference rounds
 // the product first, as the unfused pair does: at most one 16-bit rounding apart). Everything
-// else (ReLU, whose DRELU wants a bitmask we do not keep; strict fp32, whose GELU epilogues may
-// use a fast tanh; batches; no algorithm) runs the plain GEMM and then bias_act_backward in place.
+// else (ReLU, whose DRELU wants a bitmask we do not keep and whose select must give 0, not
+// inf * 0, for an inf gradient; strict fp32, whose GELU epilogues may use a fast tanh; batches; no
+// algorithm) runs the plain GEMM and then bias_act_backward in place. The forward epilogue never
+// applies ReLU either (below).
 //
 // FP8 operands (amp_fp8) take the same path with their scale_inv pointers set on the plan and
 // per-operand types (E4M3 x E5M2 in the backward GEMMs); cuBLASLt requires the "TN" layout that
@@ -48,15 +50,9 @@ uint32_t alignment_of(const void* p) {
   return a;
 }
 
+// act: None or GELU (ReLU never rides on cuBLASLt: see gemm()).
 cublasLtEpilogue_t epilogue_for(bool bias, Activation act) {
-  switch (act) {
-    case Activation::Relu:
-      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
-    case Activation::Gelu:
-      return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
-    case Activation::None:
-      break;
-  }
+  if (act == Activation::Gelu) return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
@@ -202,11 +198,13 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   // What the cuBLASLt epilogue does; the rest is done by bias_act_forward afterwards. A bias
   // needs 16-byte alignment for the epilogue kernels. The pre-activation is needed for backward,
   // but RELU_AUX stores a bitmask, so with pre_act the matmul stops after the bias. The GELU
-  // epilogue may use a fast tanh, which strict fp32 must not.
+  // epilogue may use a fast tanh, which strict fp32 must not. ReLU is always bias_act_forward's
+  // (kernels/relu.h): the RELU epilogues are documented only as max(x, 0), which says nothing of
+  // NaN (a max such as fmaxf's turns it into 0), and PyTorch's ReLU keeps it.
   bool epi_bias = d.bias != nullptr && alignment_of(d.bias->data) >= 16;
   Activation epi_act = d.act;
   // The activation follows the bias: when the bias is added afterwards, so is the activation.
-  if (d.pre_act || (d.bias && !epi_bias) ||
+  if (d.pre_act || (d.bias && !epi_bias) || d.act == Activation::Relu ||
       (d.act == Activation::Gelu && d.math == GemmMath::Strict))
     epi_act = Activation::None;
 

@@ -1,4 +1,4 @@
-// One fused pass over the flat fp32 gradients: unscale, detect inf/NaN, sum of squares; then a
+// One fused pass over the flat fp32 gradients: detect inf/NaN, unscale, sum of squares; then a
 // one-block finalize writes found_inf and the L2 norm. Per-block partials go to the context's
 // scratch and are summed in a fixed order, so the norm is deterministic. The squares are summed
 // in double, as the CPU reference does: an fp32 sum overflows to inf for finite gradients (one
@@ -15,10 +15,11 @@ namespace {
 
 constexpr int kMaxBlocks = 1024;
 
+// The check before the unscale, as the CPU reference's (kernels/cpu/grad_stats.cpp) and PyTorch's.
 __device__ __forceinline__ void unscale_one(float& g, float inv, bool scaled, double& sq,
                                             float& bad) {
-  if (scaled) g *= inv;
   if (!isfinite(g)) bad = 1.0f;
+  if (scaled) g *= inv;
   const double d = g;
   sq += d * d;
 }

@@ -23,6 +23,7 @@ void softmax_xent(DeviceContext& ctx, const Tensor& logits, const Tensor& labels
                   const Tensor* grad_scale, Tensor& loss_sum, Tensor& correct, int64_t grad_rows);
 
 void cast(DeviceContext& ctx, const Tensor& src, Tensor& dst);
+void round_to(DeviceContext& ctx, Tensor& t, DType to);
 void cast_to_fp8(DeviceContext& ctx, const Tensor& src, const Tensor& scale, Tensor* amax,
                  Tensor& dst, Tensor* dst_t);
 void fp8_update_scaling(DeviceContext& ctx, const DelayedScalingRecipe& r, DType format,

@@ -7,8 +7,8 @@
 // (the shift: the block's first row, so that the squares do not cancel) and merges the blocks'
 // means and squared deviations in double (Chan et al.); one pass then writes
 //   y = [relu](gamma ((x - mean) rstd) + beta [+ residual]),
-// the reference's formula. Backward: one pass sums g and g xhat (g: dy masked by relu_out > 0,
-// also written to d_pre), one writes
+// the reference's formula. Backward: one pass sums g and g xhat (g: dy where ReLU let it through,
+// kernels/relu.h, also written to d_pre), one writes
 //   dx = gamma rstd (g - mean(g) - xhat mean(g xhat)),
 // reading g from d_pre when there is one. Each range of rows sums into its own partials, added in
 // range order. The loops take fp32 or bf16, one dtype for all of a call's activations, as the
@@ -21,6 +21,7 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
+#include "kernels/relu.h"
 
 namespace mpbench::onednn {
 namespace {
@@ -56,13 +57,13 @@ MPBENCH_VECTOR_CLONES void normalise_rows(const typename E::T* x, const typename
     for (int64_t j = 0; j < c; ++j) {
       float v = gamma[j] * ((E::load(x[i + j]) - mean[j]) * rstd[j]) + beta[j];
       if (kResidual) v += E::load(res[i + j]);
-      y[i + j] = E::store(kRelu && !(v > 0.0f) ? 0.0f : v);
+      y[i + j] = E::store(kRelu ? relu_forward(v) : v);
     }
   }
 }
 
-// g = dy, zeroed where relu_out is not positive (a select: the mask is close to random), written
-// to g when kStore (which may alias dy), and the sums of g and g xhat added to sg, sgx.
+// g = dy, zeroed where ReLU blocked it (kernels/relu.h; a select: the mask is close to random),
+// written to g when kStore (which may alias dy), and the sums of g and g xhat added to sg, sgx.
 template <class E, bool kMask, bool kStore>
 MPBENCH_VECTOR_CLONES void gradient_sums(const typename E::T* dy, const typename E::T* relu_out,
                                          const typename E::T* x, typename E::T* g, int64_t rows,
@@ -72,8 +73,9 @@ MPBENCH_VECTOR_CLONES void gradient_sums(const typename E::T* dy, const typename
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
       const typename E::T d = dy[i + j];
-      const float gv = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? 0.0f : E::load(d);
-      if (kStore) g[i + j] = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? E::store(0.0f) : d;
+      const bool blocked = kMask && relu_blocks(E::load(relu_out[i + j]));
+      const float gv = blocked ? 0.0f : E::load(d);
+      if (kStore) g[i + j] = blocked ? E::store(0.0f) : d;
       sg[j] += gv;
       sgx[j] += gv * ((E::load(x[i + j]) - mean[j]) * rstd[j]);
     }
@@ -90,7 +92,8 @@ MPBENCH_VECTOR_CLONES void input_gradient(const typename E::T* dy, const typenam
   for (int64_t i = 0; i < rows * c; i += c) {
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
-      const float gv = kMask && !(E::load(relu_out[i + j]) > 0.0f) ? 0.0f : E::load(dy[i + j]);
+      const float gv =
+          kMask ? relu_backward(E::load(dy[i + j]), E::load(relu_out[i + j])) : E::load(dy[i + j]);
       const float xhat = (E::load(x[i + j]) - mean[j]) * rstd[j];
       dx[i + j] = E::store(gamma[j] * rstd[j] * (gv - mean_g[j] - xhat * mean_gx[j]));
     }

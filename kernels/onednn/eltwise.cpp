@@ -1,10 +1,13 @@
 // The activations (ReLU and GELU-tanh, forward and backward) as vectorised loops on all threads:
-// the forward activation of a GEMM that keeps its pre-activation, and bias_act_backward, which the
-// GEMM's backward epilogue is, with the bias gradient's column sums in the same pass (oneDNN's
-// eltwise primitive and a second pass for the sums took 1.3x the time for GELU, 1.5-2.1x for ReLU:
-// bench_ops' native/bias_act_backward, paired, on a Zen 4). tanh is vector_math.h's; dx = dy *
-// act'(pre) and dbias are the reference's formulas (dbias summed from dx before its rounding, in
-// fp32 per thread). The elementwise add is oneDNN's binary primitive.
+// the forward activation of a GEMM that keeps its pre-activation or applies ReLU, and
+// bias_act_backward, which the GEMM's backward epilogue is, with the bias gradient's column sums
+// in the same pass (oneDNN's eltwise primitive and a second pass for the sums took 1.3x the time
+// for GELU, 1.5-2.1x for ReLU: bench_ops' native/bias_act_backward, paired, on a Zen 4). tanh is
+// vector_math.h's; dx (ReLU's a select, GELU's dy * act'(pre)) and dbias are the reference's
+// formulas (dbias summed from dx before its rounding, in fp32 per thread). The elementwise add is
+// oneDNN's binary primitive.
+// ReLU never runs as oneDNN's eltwise or post-op: in oneDNN 2.6 (brgemm and jit kernels, AVX2 and
+// AVX-512) its relu turns NaN into 0, and its backward's dd * alpha below 0 is inf * 0 = NaN.
 #include <fmt/format.h>
 
 #include <vector>
@@ -30,12 +33,12 @@ inline float forward(float x) {
     return cpu::detail::act_forward<A>(x);
 }
 template <Activation A>
-inline float derivative(float x) {
+inline float backward(float dy, float x) {
   if constexpr (A == Activation::Gelu)
-    return cpu::detail::gelu_derivative_from_tanh(x,
-                                                  tanh_approx(cpu::detail::gelu_derivative_arg(x)));
+    return dy * cpu::detail::gelu_derivative_from_tanh(
+                    x, tanh_approx(cpu::detail::gelu_derivative_arg(x)));
   else
-    return cpu::detail::act_derivative<A>(x);
+    return cpu::detail::act_backward<A>(dy, x);
 }
 
 // y = act(x) over n elements; y may alias x.
@@ -45,17 +48,15 @@ MPBENCH_VECTOR_CLONES void forward_block(const typename E::T* x, typename E::T* 
   for (int64_t j = 0; j < n; ++j) y[j] = E::store(forward<A>(E::load(x[j])));
 }
 
-// dx = dy * act'(pre) over `rows` rows of n, dx may alias dy; with kSums each row's fp32 dx (before
-// its rounding) added to sums.
+// dx = act_backward(dy, pre) over `rows` rows of n, dx may alias dy; with kSums each row's fp32 dx
+// (before its rounding) added to sums.
 template <class E, Activation A, bool kSums>
 MPBENCH_VECTOR_CLONES void backward_rows(const typename E::T* dy, const typename E::T* pre,
                                          typename E::T* dx, int64_t rows, int64_t n, float* sums) {
   for (int64_t i = 0; i < rows * n; i += n) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const float g = A == Activation::None
-                          ? E::load(dy[i + j])
-                          : E::load(dy[i + j]) * derivative<A>(E::load(pre[i + j]));
+      const float g = backward<A>(E::load(dy[i + j]), E::load(pre[i + j]));
       if (kSums) sums[j] += g;
       dx[i + j] = E::store(g);
     }
@@ -91,22 +92,20 @@ void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bo
   const Tensor& s0 = swap ? b : a;
   const Tensor& s1 = swap ? a : b;
   const dnnl::memory::desc md0 = flat_md(s0), md1 = flat_md(s1), mdo = flat_md(out);
-  Cached& p = primitive(fmt::format("binary_add {} {} {} {} relu {}", dtype_name(s0.dtype),
-                                    dtype_name(s1.dtype), dtype_name(out.dtype), out.numel(), relu),
-                        [&] {
-                          dnnl::primitive_attr attr = user_scratchpad();
-                          dnnl::post_ops ops;
-                          if (relu)
-                            ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-                          attr.set_post_ops(ops);
-                          return dnnl::binary::primitive_desc(
-                              {dnnl::algorithm::binary_add, md0, md1, mdo}, attr, engine_);
-                        });
+  Cached& p =
+      primitive(fmt::format("binary_add {} {} {} {}", dtype_name(s0.dtype), dtype_name(s1.dtype),
+                            dtype_name(out.dtype), out.numel()),
+                [&] {
+                  return dnnl::binary::primitive_desc({dnnl::algorithm::binary_add, md0, md1, mdo},
+                                                      user_scratchpad(), engine_);
+                });
   std::unordered_map<int, dnnl::memory> args = {
       {DNNL_ARG_SRC_0, dnnl::memory(md0, engine_, s0.data)},
       {DNNL_ARG_SRC_1, dnnl::memory(md1, engine_, s1.data)},
       {DNNL_ARG_DST, dnnl::memory(mdo, engine_, out.data)}};
   execute(p, args);
+  // After the rounding to out's dtype, which commutes with ReLU: not oneDNN's post-op (above).
+  if (relu) activation_forward(Activation::Relu, out, out);
 }
 
 void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {

@@ -1,11 +1,11 @@
 // GEMM on oneDNN's matmul: f32, or bf16 operands with fp32 accumulation into a bf16 or fp32 C.
-// The forward epilogue rides on the primitive (bias argument, ReLU/GELU post-op; alpha as the
-// output scale, beta as a sum post-op); with pre_act the matmul writes the pre-activation and
-// one pass applies the activation. The backward epilogue is the matmul followed by
-// bias_act_backward, which is what it is defined to equal. B stays in the caller's layout, except
-// where that layout is slow (below): then in the one the primitive picks, reordered each call.
-// Big bf16 weight gradients (A^T B, fp32 C) go to the inner product's backward-weights where the
-// matmul has no AMX (weight_gradient_gemm).
+// The forward epilogue rides on the primitive (bias argument, GELU post-op; alpha as the output
+// scale, beta as a sum post-op); with pre_act the matmul writes the pre-activation and one pass
+// applies the activation, as it does for ReLU (oneDNN's relu post-op turns NaN into 0:
+// eltwise.cpp). The backward epilogue is the matmul followed by bias_act_backward, which is what it
+// is defined to equal. B stays in the caller's layout, except where that layout is slow (below):
+// then in the one the primitive picks, reordered each call. Big bf16 weight gradients (A^T B, fp32
+// C) go to the inner product's backward-weights where the matmul has no AMX (weight_gradient_gemm).
 #include <fmt/format.h>
 
 #include "kernels/onednn/onednn_backend.h"
@@ -74,8 +74,9 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
     return;
   }
   const bool backward = d.dact != Activation::None || d.dbias != nullptr;
-  // With pre_act the primitive writes the pre-activation, and the activation is a pass of its own.
-  const Activation fused_act = d.pre_act ? Activation::None : d.act;
+  // With pre_act the primitive writes the pre-activation, and the activation is a pass of its own;
+  // so is ReLU, on C after its rounding (which commutes with ReLU).
+  const Activation fused_act = d.pre_act || d.act == Activation::Relu ? Activation::None : d.act;
   Tensor& out = d.pre_act ? *d.pre_act : c;
   const bool with_bias = d.bias && !backward;
   // oneDNN applies the output scale (alpha) to the bias argument too: with alpha, the bias is a
@@ -110,11 +111,8 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
     dnnl::post_ops ops;
     if (d.beta != 0.0f) ops.append_sum(d.beta);
     if (bias_post_op) ops.append_binary(dnnl::algorithm::binary_add, bias_md());
-    if (fused_act != Activation::None)
-      ops.append_eltwise(1.0f,
-                         fused_act == Activation::Relu ? dnnl::algorithm::eltwise_relu
-                                                       : dnnl::algorithm::eltwise_gelu_tanh,
-                         0.0f, 0.0f);
+    if (fused_act == Activation::Gelu)
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
     attr.set_post_ops(ops);
     if (with_bias && !bias_post_op)
       return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, wei, bias_md(), dst), attr,
@@ -136,8 +134,8 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
   execute(p, args);
   if (backward) {
     bias_act_backward_impl(d.dact, c, d.dact_input ? *d.dact_input : c, c, d.dbias);
-  } else if (d.pre_act) {
-    activation_forward(d.act, *d.pre_act, c);
+  } else if (d.pre_act || fused_act != d.act) {
+    activation_forward(d.act, out, c);
   }
 }
 

@@ -118,6 +118,7 @@ class OnednnBackend final : public cpu::CpuBackend {
   // The reference's loops, over slices on all threads (kernels/onednn/parallel_ops.cpp).
   void fill_impl(Tensor& t, float value) override;
   void cast_impl(const Tensor& src, Tensor& dst) override;
+  void round_to_impl(Tensor& t, DType to) override;
   // A reorder between two strides of the same dimensions (kernels/onednn/permute.cpp).
   void permute_impl(const Tensor& src, Tensor& dst, const std::array<int, 5>& perm) override;
   void unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,

@@ -49,30 +49,33 @@ MPBENCH_VECTOR_CLONES void sgd_block(int64_t n, float* __restrict p, const float
     cpu::sgd_element<kNesterov>(p[i], g[i], buf[i], s.lr, s.momentum, s.weight_decay);
 }
 
-// g[i] *= inv (when kUnscale), and its square in double.
+// g[i] *= inv (when kUnscale), and its square in double; bad set when g[i] was inf or NaN before
+// the unscale, the value the check judges (kernels/cpu/grad_stats.cpp).
 template <bool kUnscale>
-inline double unscaled_square(float* g, int64_t i, float inv) {
+inline double unscaled_square(float* g, int64_t i, float inv, int& bad) {
+  bad |= !std::isfinite(g[i]);
   const float x = kUnscale ? g[i] * inv : g[i];
   if (kUnscale) g[i] = x;
   return static_cast<double>(x) * x;
 }
 
-// The gradients unscaled (when kUnscale) and the sum of their squares in double: finite exactly
-// when every gradient is (the squares of finite floats cannot overflow a double), as in the
-// reference. Four quarters summed side by side: one chain of dependent vector adds would wait on
-// the adder's latency.
+// The gradients unscaled (when kUnscale), whether any was inf or NaN as scaled, and the sum of
+// their unscaled squares in double. Four quarters summed side by side: one chain of dependent
+// vector adds would wait on the adder's latency.
 template <bool kUnscale>
-MPBENCH_VECTOR_CLONES double unscale_sum_squares(float* g, int64_t n, float inv) {
+MPBENCH_VECTOR_CLONES double unscale_sum_squares(float* g, int64_t n, float inv, bool& finite) {
   const int64_t q = n / 4;
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  int bad = 0;
+#pragma omp simd reduction(+ : s0, s1, s2, s3) reduction(| : bad)
   for (int64_t i = 0; i < q; ++i) {
-    s0 += unscaled_square<kUnscale>(g, i, inv);
-    s1 += unscaled_square<kUnscale>(g, i + q, inv);
-    s2 += unscaled_square<kUnscale>(g, i + 2 * q, inv);
-    s3 += unscaled_square<kUnscale>(g, i + 3 * q, inv);
+    s0 += unscaled_square<kUnscale>(g, i, inv, bad);
+    s1 += unscaled_square<kUnscale>(g, i + q, inv, bad);
+    s2 += unscaled_square<kUnscale>(g, i + 2 * q, inv, bad);
+    s3 += unscaled_square<kUnscale>(g, i + 3 * q, inv, bad);
   }
-  for (int64_t i = 4 * q; i < n; ++i) s0 += unscaled_square<kUnscale>(g, i, inv);
+  for (int64_t i = 4 * q; i < n; ++i) s0 += unscaled_square<kUnscale>(g, i, inv, bad);
+  finite = !bad;
   return (s0 + s1) + (s2 + s3);
 }
 
@@ -152,21 +155,42 @@ void OnednnBackend::cast_impl(const Tensor& src, Tensor& dst) {
   });
 }
 
+namespace {
+
+MPBENCH_VECTOR_CLONES void round_to_bf16_block(float* t, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) t[i] = bf16_to_f32(f32_to_bf16(t[i]));
+}
+
+}  // namespace
+
+void OnednnBackend::round_to_impl(Tensor& t, DType to) {
+  parallel_ranges(t.numel(), kGrain, [&](int64_t, int64_t b, int64_t n) {
+    if (to == DType::BF16) return round_to_bf16_block(t.ptr<float>() + b, n);
+    Tensor part = flat(t, b, n);
+    CpuBackend::round_to_impl(part, to);
+  });
+}
+
 void OnednnBackend::unscale_check_norm_impl(Tensor& grads, const Tensor* scale, Tensor& found_inf,
                                             Tensor& norm) {
   // GradScaler multiplies by the fp32 reciprocal (computed in double), as the reference does.
   const float inv =
       scale ? static_cast<float>(1.0 / static_cast<double>(scale->ptr<float>()[0])) : 1.0f;
-  std::vector<double> sums(range_count(grads.numel(), kGrain), 0.0);
+  const int64_t parts = range_count(grads.numel(), kGrain);
+  std::vector<double> sums(parts, 0.0);
+  std::vector<char> finite(parts, 1);
   parallel_ranges(grads.numel(), kGrain, [&](int64_t part, int64_t b, int64_t n) {
     float* g = grads.ptr<float>() + b;
-    sums[part] =
-        scale ? unscale_sum_squares<true>(g, n, inv) : unscale_sum_squares<false>(g, n, inv);
+    bool ok = true;
+    sums[part] = scale ? unscale_sum_squares<true>(g, n, inv, ok)
+                       : unscale_sum_squares<false>(g, n, inv, ok);
+    finite[part] = ok;
   });
   double sum_sq = 0;
   for (double x : sums) sum_sq += x;
-  const bool finite = std::isfinite(sum_sq);
-  found_inf.ptr<float>()[0] = finite ? 0.0f : 1.0f;
+  const bool all_finite = std::all_of(finite.begin(), finite.end(), [](char f) { return f; });
+  found_inf.ptr<float>()[0] = all_finite ? 0.0f : 1.0f;
   norm.ptr<float>()[0] = static_cast<float>(std::sqrt(sum_sq));  // NaN or inf, as the reference
 }
 

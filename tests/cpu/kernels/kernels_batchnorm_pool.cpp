@@ -243,6 +243,38 @@ TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
   }
 }
 
+// The fused ReLU is PyTorch's (kernels/relu.h): a NaN after the residual add stays NaN, and the
+// backward's g (d_pre) is dy where y is positive or NaN, 0 where y is 0, even for an inf dy.
+TEST_F(CpuBatchNorm, FusedReluKeepsNaNAndSelectsTheGradient) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto rv_ = act_values(41, 0.2f);
+    rv_[1] = NAN;
+    rv_[4] = -INFINITY;
+    rv_[8] = INFINITY;
+    Tensor x = make(Shape{rows, c}, dt, act_values(42, 0.5f)), res = make(Shape{rows, c}, dt, rv_);
+    Tensor gamma = vec(random_nonzero(c, 43)), beta = vec(random_nonzero(c, 44));
+    Tensor rm = vec({0, 0, 0}), rvar = vec({1, 1, 1}), sm = out_c(), sr = out_c(), y = out_act(dt);
+    BatchNormDesc d;
+    d.relu = true;
+    be->batchnorm_forward_train(d, x, &res, gamma, beta, rm, rvar, sm, sr, y);
+    const std::vector<float> yv = to_host_f32(*be, y);
+    EXPECT_TRUE(std::isnan(yv[1])) << yv[1];
+    EXPECT_EQ(yv[4], 0.0f);
+    EXPECT_EQ(yv[8], INFINITY);
+
+    std::vector<float> dyv(rows * c);
+    for (int64_t i = 0; i < rows * c; ++i) dyv[i] = yv[i] > 0.0f ? 0.5f : INFINITY;
+    dyv[1] = 0.75f;  // y NaN: passed on
+    Tensor dy = make(Shape{rows, c}, dt, dyv);
+    Tensor dx = out_act(dt), d_pre = out_act(dt), dgamma = out_c(), dbeta = out_c();
+    be->batchnorm_backward(dy, &y, x, gamma, sm, sr, dx, dgamma, dbeta, &d_pre);
+    const std::vector<float> g = to_host_f32(*be, d_pre);
+    for (int64_t i = 0; i < rows * c; ++i)
+      EXPECT_EQ(g[i], std::isnan(yv[i]) || yv[i] > 0.0f ? dyv[i] : 0.0f) << "element " << i;
+  }
+}
+
 TEST_F(CpuBatchNorm, MixedDtypesForResidualAndOutput) {
   // bf16 x with an fp32 residual into an fp32 y: the same as everything fp32 on the bf16 values.
   const auto xv = rounded(DType::BF16, act_values(31, 0.5f)), rv_ = act_values(32, 0.2f);

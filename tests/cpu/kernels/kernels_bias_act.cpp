@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "kernels/allocator.h"
@@ -172,6 +173,60 @@ TEST_F(CpuBiasAct, EmptyRowsOrColumnsAreNoWork) {
     Tensor db = poisoned(Shape{s[-1]}, DType::F32);
     be->bias_act_backward(Activation::Gelu, dy, pre, dx, &db);
     for (float v : to_host_f32(*be, db)) EXPECT_EQ(v, 0.0f);
+  }
+}
+
+// ReLU is PyTorch's select in both directions, on every path: relu(NaN) = NaN (clamp_min), and
+// threshold_backward's dx = x <= 0 ? 0 : dy, so an inf gradient where the unit is off gives 0,
+// not inf * 0 = NaN (a NaN x passes dy on). The forward by the GEMM epilogue, with and without
+// its pre-activation; the backward alone, with dbias, and as the GEMM's backward epilogue.
+TEST_F(CpuBiasAct, ReluIsASelectOnInfAndNaN) {
+  const float inf = INFINITY, nan = NAN;
+  auto expect_same = [](const std::vector<float>& got, const std::vector<float>& want,
+                        const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i])
+          << what << " element " << i << ": " << got[i] << ", want " << want[i];
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const std::vector<float> x = {nan, -inf, inf, -1.0f, -0.0f, 0.0f, 2.0f};
+    const int64_t m = static_cast<int64_t>(x.size());
+    Tensor in = make(Shape{m, 1}, dt, x), one = make(Shape{1, 1}, dt, {1.0f});
+    for (bool keep_pre : {false, true}) {
+      Tensor y = poisoned(Shape{m, 1}, dt), pre = poisoned(Shape{m, 1}, dt);
+      GemmDesc d;
+      d.act = Activation::Relu;
+      d.pre_act = keep_pre ? &pre : nullptr;
+      be->gemm(d, in, one, y);
+      expect_same(to_host_f32(*be, y), {nan, 0.0f, inf, 0.0f, 0.0f, 0.0f, 2.0f},
+                  keep_pre ? "forward with pre_act" : "forward");
+    }
+
+    // Two columns: dbias sums what the select lets through.
+    const std::vector<float> pre_v = {-1.0f, 3.0f, 0.0f, 1.0f, nan, -inf, -2.0f, 5.0f};
+    const std::vector<float> dy_v = {inf, 1.0f, -inf, 2.0f, 1.0f, nan, nan, 4.0f};
+    const std::vector<float> want = {0.0f, 1.0f, 0.0f, 2.0f, 1.0f, 0.0f, 0.0f, 4.0f};
+    Tensor pre = make(Shape{4, 2}, dt, pre_v), dy = make(Shape{4, 2}, dt, dy_v);
+    Tensor dx = poisoned(Shape{4, 2}, dt), db = poisoned(Shape{2}, DType::F32);
+    be->bias_act_backward(Activation::Relu, dy, pre, dx, &db);
+    expect_same(to_host_f32(*be, dx), want, "backward");
+    expect_same(to_host_f32(*be, db), {1.0f, 7.0f}, "dbias");
+
+    // dY (4, 1) times a row of ones: the products are dy itself, then the epilogue's select.
+    Tensor dcol = make(Shape{4, 1}, dt, {inf, -inf, 1.0f, inf});
+    Tensor ones = make(Shape{1, 2}, dt, {1.0f, 1.0f});
+    Tensor act_in = make(Shape{4, 2}, dt, {-1.0f, 0.0f, nan, -2.0f, 3.0f, -inf, -5.0f, 1.0f});
+    Tensor c = poisoned(Shape{4, 2}, dt), db2 = poisoned(Shape{2}, DType::F32);
+    GemmDesc bwd;
+    bwd.dact = Activation::Relu;
+    bwd.dact_input = &act_in;
+    bwd.dbias = &db2;
+    be->gemm(bwd, dcol, ones, c);
+    expect_same(to_host_f32(*be, c), {0.0f, 0.0f, -inf, 0.0f, 1.0f, 0.0f, 0.0f, inf},
+                "backward epilogue");
+    expect_same(to_host_f32(*be, db2), {-inf, inf}, "backward epilogue dbias");
   }
 }
 

@@ -143,6 +143,34 @@ TEST_F(CpuCast, SixteenBitToSixteenBitRoundsOnce) {
   EXPECT_EQ(got2[2], 0xbe00);
 }
 
+// round_to keeps fp32 storage and gives exactly what a cast to the dtype and back gives:
+// nearest even, fp16 overflow to inf, NaN kept; fp32 to bf16 or fp16 only.
+TEST_F(CpuCast, RoundToIsACastThereAndBack) {
+  const std::vector<float> v = {1.0f,        65504.0f, 65520.0f, -70000.0f, 1.00048828125f,
+                                1.00390625f, 6.0e-8f,  2.9e-8f,  NAN,       3.3895314e38f};
+  for (DType to : {DType::F16, DType::BF16}) {
+    Tensor t = f32(v), there = alloc.alloc(t.shape, to, MemCategory::Data),
+           back = alloc.alloc(t.shape, DType::F32, MemCategory::Data);
+    be->cast(t, there);
+    be->cast(there, back);
+    be->round_to(t, to);
+    std::vector<uint32_t> got(v.size()), want(v.size());
+    be->download(t, got.data());
+    be->download(back, want.data());
+    EXPECT_EQ(got, want) << dtype_name(to);
+  }
+  std::vector<float> got(v.size());
+  Tensor t = f32(v);
+  be->round_to(t, DType::F16);
+  be->download(t, got.data());
+  EXPECT_TRUE(std::isinf(got[2]) && std::isinf(got[3]) && std::isnan(got[8]));
+  EXPECT_EQ(got[1], 65504.0f);
+  Tensor h = bits16(DType::F16, {0, 0});
+  EXPECT_THROW(be->round_to(h, DType::BF16), Error);
+  Tensor f = f32({1.0f});
+  EXPECT_THROW(be->round_to(f, DType::F32), Error);
+}
+
 TEST_F(CpuCast, SameDtypeCopiesBitsAndShapesMustAgree) {
   Tensor a = f32({1.5f, -2.0f, NAN});
   Tensor b = alloc.alloc(Shape{3}, DType::F32, MemCategory::Data);

@@ -71,12 +71,35 @@ TEST_F(CpuGradStats, FiniteButHugeGradientsAreNotInf) {
   be->unscale_check_norm(g, nullptr, found, norm);
   EXPECT_EQ(value(found), 0.0f);
   EXPECT_NEAR(value(norm), 2e30f, 1e24f);
-  // Unscaling that turns a finite value into inf (scale < 1) is caught.
-  Tensor g2 = make({FLT_MAX, 1.0f});
+}
+
+// The check reads the gradients as scaled, before the unscale, as PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_ does: an unscale that overflows a finite gradient
+// (scale < 1), or a scale of 0, is no inf of the backward. The step goes on with what the unscale
+// gave, and the norm says so.
+TEST_F(CpuGradStats, TheCheckIsOnTheScaledGradients) {
+  Tensor g = make({FLT_MAX, 1.0f, -2.0f});
   Tensor half = make({0.5f});
-  be->unscale_check_norm(g2, &half, found, norm);
-  EXPECT_EQ(value(found), 1.0f);
-  EXPECT_EQ(test::to_host_f32(*be, g2)[0], INFINITY);
+  be->unscale_check_norm(g, &half, found, norm);
+  EXPECT_EQ(value(found), 0.0f);
+  EXPECT_EQ(test::to_host_f32(*be, g), (std::vector<float>{INFINITY, 2.0f, -4.0f}));
+  EXPECT_EQ(value(norm), INFINITY);
+
+  Tensor g0 = make({0.0f, 3.0f, -1.0f});
+  Tensor zero = make({0.0f});
+  be->unscale_check_norm(g0, &zero, found, norm);
+  EXPECT_EQ(value(found), 0.0f);
+  const std::vector<float> u = test::to_host_f32(*be, g0);
+  EXPECT_TRUE(std::isnan(u[0])) << u[0];  // 0 * inf
+  EXPECT_EQ(u[1], INFINITY);
+  EXPECT_EQ(u[2], -INFINITY);
+
+  // An inf that the unscale would leave inf, or a NaN, is still found at any scale.
+  for (float bad : {INFINITY, NAN}) {
+    Tensor gb = make({1.0f, bad});
+    be->unscale_check_norm(gb, &zero, found, norm);
+    EXPECT_EQ(value(found), 1.0f) << bad;
+  }
 }
 
 TEST_F(CpuGradStats, OverwritesAStaleFlag) {

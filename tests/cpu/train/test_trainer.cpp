@@ -1,9 +1,14 @@
 // End-to-end training on the CPU reference: the tiny config learns in every mode, and dynamic
 // loss scaling behaves like GradScaler (backoff + skipped steps on overflow, growth after
 // growth_interval clean steps).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+#include "kernels/dtype.h"
+#include "model_harness.h"
 
 #include "models/dataset.h"
 #include "models/spec.h"
@@ -89,6 +94,32 @@ TEST(LossScaling, OverflowBacksOffAndSkips) {
   // Once the scale is small enough, steps go through and the model still learns.
   EXPECT_FALSE(r.steps.back().skipped);
   EXPECT_GT(r.final_accuracy, 0.5);
+}
+
+// A Linear's weight and bias gradients are autocast's: the 16-bit GEMM's output, so they can
+// overflow in fp16 and the scaler must see it. At 2^22 tiny_mlp's fc1 gradients reach about
+// 3.4e5, past fp16's 65504: the scale backs off to 2^19 (written straight to fp32, they never
+// overflowed and the scale stayed at 2^22). Its head is pinned to fp32: unpinned, the logits too
+// are the head's 16-bit output.
+TEST(LossScaling, WeightGradientsOverflowInFp16AsAutocastsDo) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 1;
+  spec.loss_scale.init = 4194304.0f;  // 2^22
+  const RunResult r = run_cpu(spec, Precision::AMP_FP16);
+  ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+  EXPECT_TRUE(r.steps[0].skipped);
+  EXPECT_EQ(r.skipped_steps, 3);
+  EXPECT_DOUBLE_EQ(r.final_loss_scale, 524288.0);
+
+  // Unpinned, every Linear's gradients and the logits are bf16 values kept in fp32.
+  spec.fp32_layers.clear();
+  test::ModelHarness h(spec, Precision::AMP_BF16, 16);
+  auto bf16_valued = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(),
+                       [](float x) { return bf16_to_f32(f32_to_bf16(x)) == x; });
+  };
+  EXPECT_TRUE(bf16_valued(h.logits(16)));
+  EXPECT_TRUE(bf16_valued(h.gradients()));
 }
 
 TEST(LossScaling, GrowsAfterIntervalOfCleanSteps) {

@@ -325,6 +325,84 @@ TEST(CudaParity, ActivationsOverTheirWholeRange) {
   }
 }
 
+// ReLU on NaN and +-inf, where a max(x, 0) (cuBLASLt's RELU epilogues, oneDNN's relu post-op)
+// or a multiply by a 0/1 derivative would differ from the reference's selects (kernels/relu.h,
+// kernels/cpu/kernels_bias_act.cpp): bit for bit. The GEMMs have K 1 and B all ones, so every
+// product is exact: forward over x with and without bias (zeros) and pre-activation; backward
+// over every pair of a dy and a pre-activation, alone and as the GEMM's backward epilogue.
+TEST(CudaParity, ReluOnInfAndNaN) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const float inf = INFINITY, nan = std::nanf("");
+  const std::vector<float> xs = {nan, -inf, inf, -1.0f, -0.0f, 0.0f, 2.0f, 1e-30f};
+  const std::vector<float> dys = {inf, -inf, nan, 1.0f, -2.0f};
+  const int64_t rows = 33, n = static_cast<int64_t>(xs.size() * dys.size());
+  std::vector<float> x_col, pre_v, dy_col;  // pre_v(i, j) = xs[j % 8], dy_col[i] = dys[i % 5]
+  for (int64_t i = 0; i < rows; ++i) {
+    x_col.push_back(xs[i % xs.size()]);
+    dy_col.push_back(dys[i % dys.size()]);
+    for (int64_t j = 0; j < n; ++j) pre_v.push_back(xs[j % xs.size()]);
+  }
+  const GemmConfig configs[] = {kGemmConfigs[0], kGemmConfigs[2], kGemmConfigs[3]};
+  for (const GemmConfig& cfg : configs) {
+    const DType dt = cfg.c;
+    Pair ones = env.make(Shape{1, n}, dt, std::vector<float>(n, 1.0f));
+    Pair bias = env.make(Shape{n}, dt, std::vector<float>(n, 0.0f));
+    Pair x = env.make(Shape{rows, 1}, dt, x_col);
+    for (bool with_bias : {false, true})
+      for (bool keep_pre : {false, true}) {
+        const std::string what =
+            fmt::format("{} forward bias {} pre_act {}", dtype_name(dt), with_bias, keep_pre);
+        Pair y = env.poisoned(Shape{rows, n}, dt), pre = env.poisoned(Shape{rows, n}, dt);
+        GemmDesc d;
+        d.math = cfg.math;
+        d.act = Activation::Relu;
+        d.bias = with_bias ? &bias.cpu : nullptr;
+        d.pre_act = keep_pre ? &pre.cpu : nullptr;
+        env.cpu->gemm(d, x.cpu, ones.cpu, y.cpu);
+        d.bias = with_bias ? &bias.dut : nullptr;
+        d.pre_act = keep_pre ? &pre.dut : nullptr;
+        env.dut->gemm(d, x.dut, ones.dut, y.dut);
+        EXPECT_TRUE(env.same(y)) << what;
+        env.release(y);
+        env.release(pre);
+      }
+
+    Pair pre = env.make(Shape{rows, n}, dt, pre_v);
+    std::vector<float> dy_v;
+    for (float v : dy_col) dy_v.insert(dy_v.end(), n, v);
+    Pair dy = env.make(Shape{rows, n}, dt, dy_v), dy1 = env.make(Shape{rows, 1}, dt, dy_col);
+    for (bool epilogue : {false, true}) {
+      const std::string what =
+          fmt::format("{} backward{}", dtype_name(dt), epilogue ? " epilogue" : "");
+      Pair dx = env.poisoned(Shape{rows, n}, dt), db = env.poisoned(Shape{n}, DType::F32);
+      if (epilogue) {
+        GemmDesc d;
+        d.math = cfg.math;
+        d.dact = Activation::Relu;
+        d.dact_input = &pre.cpu;
+        d.dbias = &db.cpu;
+        env.cpu->gemm(d, dy1.cpu, ones.cpu, dx.cpu);
+        d.dact_input = &pre.dut;
+        d.dbias = &db.dut;
+        env.dut->gemm(d, dy1.dut, ones.dut, dx.dut);
+      } else {
+        env.cpu->bias_act_backward(Activation::Relu, dy.cpu, pre.cpu, dx.cpu, &db.cpu);
+        env.dut->bias_act_backward(Activation::Relu, dy.dut, pre.dut, dx.dut, &db.dut);
+      }
+      EXPECT_TRUE(env.same(dx)) << what;
+      EXPECT_TRUE(env.same(db)) << what << " dbias";
+      // Where the unit is off, the gradient is 0 whatever dy is.
+      const std::vector<float> got = env.host_dut(dx);
+      for (int64_t i = 0; i < rows * n; ++i)
+        if (pre_v[i] <= 0.0f) ASSERT_EQ(got[i], 0.0f) << what << " element " << i;
+      env.release(dx);
+      env.release(db);
+    }
+    for (Pair* p : {&ones, &bias, &x, &pre, &dy, &dy1}) env.release(*p);
+  }
+}
+
 // ---- softmax_xent --------------------------------------------------------------------------
 
 TEST(CudaParity, SoftmaxXent) {
@@ -477,6 +555,21 @@ TEST(CudaParity, CastAllPairsWithSpecials) {
         }
 }
 
+// round_to: fp32 rounded in place through fp16 or bf16, the specials included (fp16 overflow
+// to inf, subnormals, ties), bit for bit the reference's.
+TEST(CudaParity, RoundToWithSpecials) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  uint64_t seed = 11500;
+  for (DType to : {DType::F16, DType::BF16})
+    for (int64_t n : {1, 7, 1000, 4099}) {
+      Pair t = env.make(Shape{n}, DType::F32, special_values(n, seed += 5));
+      env.cpu->round_to(t.cpu, to);
+      env.dut->round_to(t.dut, to);
+      EXPECT_TRUE(env.same(t)) << dtype_name(to) << " n " << n;
+    }
+}
+
 TEST(CudaParity, FillUploadDownloadCopy) {
   SKIP_WITHOUT_DEVICE();
   Env env;
@@ -531,6 +624,34 @@ TEST(CudaParity, UnscaleCheckNorm) {
             EXPECT_NEAR(ng, nc, 1e-5 * nc) << "norm " << what;
           }
         }
+}
+
+// The check judges the gradients as scaled (kernels/cpu/grad_stats.cpp): a scale below 1 that
+// overflows a finite gradient, or a scale of 0, flags nothing; the unscaled values (inf, NaN for
+// 0 * inf) and the norm are the reference's. The big gradient sits in a vector body and in a tail.
+TEST(CudaParity, UnscaleCheckJudgesTheScaledGradients) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  for (int64_t n : {7, 1000, 100003})
+    for (float s : {0.5f, 0.0f})
+      for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+        std::vector<float> g = random_nonzero(n, 13500 + n + at);
+        g[at] = 3e38f;
+        g[n / 3] = 0.0f;
+        Pair grads = env.make(Shape{n}, DType::F32, g);
+        Pair scale = env.scalar(s);
+        Pair found = env.poisoned(Shape{1}, DType::F32), norm = env.poisoned(Shape{1}, DType::F32);
+        env.cpu->unscale_check_norm(grads.cpu, &scale.cpu, found.cpu, norm.cpu);
+        env.dut->unscale_check_norm(grads.dut, &scale.dut, found.dut, norm.dut);
+        const std::string what = fmt::format("n {} scale {} at {}", n, s, at);
+        EXPECT_TRUE(env.same(grads)) << "grads " << what;
+        EXPECT_EQ(env.host_dut(found)[0], 0.0f) << what;
+        EXPECT_EQ(env.host_cpu(found)[0], 0.0f) << what;
+        const float ng = env.host_dut(norm)[0], nc = env.host_cpu(norm)[0];
+        EXPECT_FALSE(std::isfinite(ng)) << "norm " << what;
+        EXPECT_EQ(std::isnan(ng), std::isnan(nc)) << "norm " << what << ": " << ng << ", " << nc;
+        for (Pair* p : {&grads, &scale, &found, &norm}) env.release(*p);
+      }
 }
 
 // ---- optimizers and loss scaling -----------------------------------------------------------

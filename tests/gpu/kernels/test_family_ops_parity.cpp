@@ -185,6 +185,60 @@ TEST(FamilyOpsParity, BatchNormBackward) {
 // and a grid-stride apply that wraps (conv2 stage rows at batch 64, C 64), and the widest
 // channels (conv5, C 2048). Forward train with residual + ReLU, then the backward from the
 // saved statistics, one dtype each so that the CPU side stays cheap.
+// The fused ReLU on NaN and +-inf after the residual add (kernels/relu.h): y keeps the NaN, the
+// backward's g (d_pre) is dy where y is positive or NaN, 0 where it is 0 even for an inf dy; bit
+// for bit, vectorised (C 64) and not (C 5).
+TEST(FamilyOpsParity, BatchNormFusedReluOnInfAndNaN) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  uint64_t seed = 9000;
+  for (DType dt : kFloatTypes)
+    for (int64_t c : {int64_t{64}, int64_t{5}}) {
+      const Shape s{257, c};
+      const std::string what = fmt::format("{} C {}", dtype_name(dt), c);
+      std::vector<float> rv = random_nonzero(s.numel(), seed += 7);
+      for (int64_t i = 0; i < s.numel(); i += 7)
+        rv[i] = i % 3 == 0 ? NAN : i % 3 == 1 ? -INFINITY : INFINITY;
+      Pair x = env.make(s, dt, shifted(s.numel(), seed + 1, 3.0f)), res = env.make(s, dt, rv);
+      Pair gamma = env.random(Shape{c}, DType::F32, seed + 2, 2.0f);
+      Pair beta = env.random(Shape{c}, DType::F32, seed + 3);
+      Pair rmean = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+      Pair rvar = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+      Pair smean = env.poisoned(Shape{c}, DType::F32), srstd = env.poisoned(Shape{c}, DType::F32);
+      Pair y = env.poisoned(s, dt);
+      BatchNormDesc d;
+      d.relu = true;
+      env.cpu->batchnorm_forward_train(d, x.cpu, &res.cpu, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
+                                       smean.cpu, srstd.cpu, y.cpu);
+      env.dut->batchnorm_forward_train(d, x.dut, &res.dut, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                       smean.dut, srstd.dut, y.dut);
+      const std::vector<float> hy = env.host_dut(y);
+      for (int64_t i = 0; i < s.numel(); i += 7) {
+        const float want = i % 3 == 0 ? NAN : i % 3 == 1 ? 0.0f : INFINITY;
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(hy[i]) : hy[i] == want)
+            << what << " y at " << i << ": " << hy[i];
+      }
+      // The same relu_out on both (the reference's y), dy inf wherever it is 0.
+      const std::vector<float> hyc = env.host_cpu(y);
+      std::vector<float> dyv(hyc.size());
+      for (size_t i = 0; i < hyc.size(); ++i) dyv[i] = hyc[i] == 0.0f ? INFINITY : 0.5f;
+      Pair relu_out = env.make(s, dt, hyc), dy = env.make(s, dt, dyv);
+      Pair dx = env.poisoned(s, dt), d_pre = env.poisoned(s, dt);
+      Pair dgamma = env.poisoned(Shape{c}, DType::F32), dbeta = env.poisoned(Shape{c}, DType::F32);
+      env.cpu->batchnorm_backward(dy.cpu, &relu_out.cpu, x.cpu, gamma.cpu, smean.cpu, srstd.cpu,
+                                  dx.cpu, dgamma.cpu, dbeta.cpu, &d_pre.cpu);
+      env.dut->batchnorm_backward(dy.dut, &relu_out.dut, x.dut, gamma.dut, smean.dut, srstd.dut,
+                                  dx.dut, dgamma.dut, dbeta.dut, &d_pre.dut);
+      EXPECT_TRUE(env.same(d_pre)) << what << " d_pre";
+      const std::vector<float> g = env.host_dut(d_pre);
+      for (size_t i = 0; i < g.size(); ++i)
+        if (hyc[i] == 0.0f) ASSERT_EQ(g[i], 0.0f) << what << " d_pre at " << i;
+      for (Pair* p : {&x, &res, &gamma, &beta, &rmean, &rvar, &smean, &srstd, &y, &relu_out, &dy,
+                      &dx, &d_pre, &dgamma, &dbeta})
+        env.release(*p);
+    }
+}
+
 TEST(FamilyOpsParity, BatchNormResNetShapes) {
   SKIP_WITHOUT_DEVICE();
   Env env;

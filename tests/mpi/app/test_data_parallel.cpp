@@ -71,7 +71,10 @@ struct TrajectoryCase {
   // gradient in two halves and add them (one process in one pass), a different order of the
   // same fp32 terms: ~1e-7 per step, which 50 steps of Adam (its update divides by the gradient's
   // own scale) keep to ~1e-6; held at 1e-5. amp modes: that fp32 difference can flip a bf16 or
-  // fp16 rounding of a weight or an activation (an ulp: 2^-8 / 2^-11 relative), held at 2e-3.
+  // fp16 rounding of a weight or an activation (an ulp: 2^-8 / 2^-11 relative), and each rank's
+  // weight gradients are its GEMMs' 16-bit output, rounded before the ranks' sum (as DDP sums
+  // autocast's gradients; one process rounds the whole batch's once): measured 2.1e-3 to 2.4e-3
+  // (tiny_mlp's gradient norm and, in amp_fp8, loss) over 50 steps, held at 5e-3.
   // The transformer in amp_bf16 parts by more: sums over a shard's rows pass through bf16 where
   // one process's pass over the whole batch rounds elsewhere (a bf16 rounding in those
   // gradients each step): measured 3.7e-3 (loss) and 1.5e-2 (gradient norm) over its 66 steps,
@@ -124,13 +127,17 @@ TEST_P(Trajectory, TwoRanksFollowOneProcessOfTheSameGlobalBatch) {
     EXPECT_LE(max_rel(s1["grad_norm"], s2["grad_norm"]), c.tolerance);
     // The first step, from the same weights: each rank's tensors are its rows of one process's
     // (the loss gradient divided by the global batch's rows), so only the fp32 order of the
-    // gradients' sums differs, in every mode. Dividing by the rank count after a rank's own mean
-    // instead made amp_fp8's first gradients round otherwise in E5M2 (tiny_transformer: 3.8e-3
-    // apart). Not on GPUs, whose GEMMs may round 16-bit outputs otherwise for batch b and 2b, nor
-    // over a 16-bit wire, which rounds every gradient.
+    // gradients' sums differs, and in the AMP modes the 16-bit rounding of each rank's weight
+    // gradients before the sum (measured: at most 9.2e-5 in the gradient norm, amp_bf16; held at
+    // 1e-3). Dividing by the rank count after a rank's own mean instead made amp_fp8's first
+    // gradients round otherwise in E5M2 (tiny_transformer: 3.8e-3 apart). Not on GPUs, whose
+    // GEMMs may round 16-bit outputs otherwise for batch b and 2b, nor over a 16-bit wire, which
+    // rounds every gradient.
     if (std::string(c.device) != "cuda" && std::string(c.grad_reduce) == "fp32") {
+      const std::string mode = r1["precision"].get<std::string>();
+      const double first = mode == "fp32" || mode == "tf32" ? 1e-5 : 1e-3;
       EXPECT_NEAR(s2["loss"][0].get<double>() / s1["loss"][0].get<double>(), 1.0, 1e-5);
-      EXPECT_NEAR(s2["grad_norm"][0].get<double>() / s1["grad_norm"][0].get<double>(), 1.0, 1e-5);
+      EXPECT_NEAR(s2["grad_norm"][0].get<double>() / s1["grad_norm"][0].get<double>(), 1.0, first);
     }
     EXPECT_EQ(s1["loss_scale"], s2["loss_scale"]);
     EXPECT_EQ(s1["skipped"], s2["skipped"]);
@@ -156,10 +163,10 @@ INSTANTIATE_TEST_SUITE_P(
     Modes, Trajectory,
     ::testing::Values(
         TrajectoryCase{"tiny_mlp", "reference", "fp32", "fp32", "", 1e-5},
-        TrajectoryCase{"tiny_mlp", "reference", "amp_fp16,amp_bf16", "fp32", "", 2e-3},
+        TrajectoryCase{"tiny_mlp", "reference", "amp_fp16,amp_bf16", "fp32", "", 5e-3},
         TrajectoryCase{"tiny_transformer", "reference", "fp32,amp_bf16", "fp32", "--epochs 1",
                        3e-2},
-        TrajectoryCase{"tiny_mlp", "cpu", "fp32,amp_bf16", "fp32", "", 2e-3},
+        TrajectoryCase{"tiny_mlp", "cpu", "fp32,amp_bf16", "fp32", "", 5e-3},
         // Two GPUs: cuBLASLt may pick other kernels for batch b than for 2b; held as the
         // transformer's amp case.
         TrajectoryCase{"tiny_transformer", "cuda", "fp32,amp_bf16", "fp32", "--epochs 1", 3e-2},
@@ -170,12 +177,13 @@ INSTANTIATE_TEST_SUITE_P(
         // scale by the global batch's amax (without it: 1e-2 apart, and other clipped steps).
         // What is left is an FP8 rounding flipped by the fp32 order (an ulp is 2^-3 relative in
         // e4m3, 2^-2 in e5m2) in a few elements: measured 1.1e-4 (loss) and 1.0e-4 (gradient
-        // norm) over 50 steps, held at 2e-3. The transformer's weights, cast to e4m3 each step,
+        // norm) over 50 steps, and the ranks' bf16 weight gradients (above): held at 5e-3. The
+        // transformer's weights, cast to e4m3 each step,
         // flip such roundings once its fp32 orders have moved them (from step 16): measured
         // 2.2e-2 (loss) and 1.2e-1 (gradient norm) over 66 steps, held at 0.2, the first step
         // and the final accuracy closely (the per-rank mean divided afterwards: 3.3e-1, and 2.2
         // points of accuracy).
-        TrajectoryCase{"tiny_mlp", "reference", "amp_fp8", "fp32", "", 2e-3},
+        TrajectoryCase{"tiny_mlp", "reference", "amp_fp8", "fp32", "", 5e-3},
         TrajectoryCase{"tiny_transformer", "reference", "amp_fp8", "fp32", "--epochs 1", 0.2},
         // Buckets of 10 KiB: tiny_transformer's 73 KiB of gradients in 8, started during the
         // backward as their gradients are made (three after layer2's, three after layer1's, two
