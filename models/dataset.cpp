@@ -252,18 +252,28 @@ Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   return ds;
 }
 
-void check_dataset_fits(const Spec& spec) {
+void check_dataset_fits(const Spec& spec, int copies) {
   const ModelIo io = model_io(spec);
   // Inputs and labels, 4 bytes each (a float or a token id).
   const double bytes = 4.0 * double(spec.data.train_samples + spec.data.eval_samples) *
                        double(io.input_dim + io.labels_per_sample);
-  const HostMemory host = host_memory_left();
-  if (bytes > double(host.bytes))
-    throw Error(ErrorKind::OutOfMemory,
-                fmt::format("{}: data: the dataset takes {:.0f} bytes of host memory, more than "
-                            "is left: {}",
-                            spec.source_path, bytes, host.why),
-                /*oom=*/true);
+  const double needed = bytes * copies;
+  const std::string takes =
+      copies == 1 ? fmt::format("the dataset takes {:.0f} bytes of host memory", bytes)
+                  : fmt::format(
+                        "the dataset and the training device's {} cop{} of it take "
+                        "{:.0f} bytes of host memory",
+                        copies - 1, copies == 2 ? "y" : "ies", needed);
+  HostMemory host = host_memory_left();
+  if (const size_t as = address_space_left(); as < host.bytes)
+    host = {as, fmt::format("{} bytes left under the process's address-space limit (ulimit -v; "
+                            "{} MiB of it kept for the libraries)",
+                            as, kAddressReserve >> 20)};
+  if (needed > double(host.bytes))
+    throw Error(
+        ErrorKind::OutOfMemory,
+        fmt::format("{}: data: {}, more than is left: {}", spec.source_path, takes, host.why),
+        /*oom=*/true);
 }
 
 Dataset make_dataset(const Spec& spec, const DataProgress& progress) {

@@ -33,8 +33,10 @@ using DataProgress = std::function<void(int64_t done, int64_t total)>;
 Dataset make_dataset(const Spec& spec, const DataProgress& progress = {});
 // The dataset is made whole in host memory: one larger than what the host (or its container) can
 // still give is an out-of-memory Error (exit 3) before any of it is made, where the kernel's OOM
-// killer would end the process without a word. make_dataset and preflight call it.
-void check_dataset_fits(const Spec& spec);
+// killer would end the process without a word; so is one past the address-space limit (ulimit
+// -v), where the allocation would throw mid-way. `copies`: how many times it must fit (2 where
+// the training device is the host, which copies it). make_dataset and preflight call it.
+void check_dataset_fits(const Spec& spec, int copies = 1);
 // For a family that only takes synthetic data: BadInput naming data.type otherwise.
 void require_synthetic_data(const Spec& spec);
 

@@ -57,6 +57,18 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
     out.refused = true;
     return out;
   }
+  // Its data are made whole in host memory, and copied again where the host trains: a probe
+  // whose data do not fit there is as far as the search can go (a wide input made a 17 GB
+  // dataset at the batch a 64 MiB budget predicted, and its copy failed).
+  try {
+    check_dataset_fits(s, be.device() == Device::CPU ? 2 : 1);
+  } catch (const Error& e) {
+    if (!e.is_oom()) throw;
+    out.status = RunStatus::Failed;
+    out.detail = e.what();
+    out.refused = true;
+    return out;
+  }
   const Dataset data = make_dataset(s);
   TrainOptions t;
   t.memory_limit = opts.memory_limit;
@@ -221,6 +233,8 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
         confirming = guess <= good;
         guess = std::max(guess, good + k);
         if (bad != 0) guess = std::min(guess, bad - k);
+        // Never below the smallest batch the spec takes (a refused probe would be the bound).
+        if (guess < lo) break;
       }
       if (good == 0 && bad != 0) {
         // Still nothing trained: step down from the smallest batch that did not in doubling

@@ -315,6 +315,31 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   EXPECT_EQ(j["comparisons"].size(), 0u);
 }
 
+// Under an address-space limit (ulimit -v) a dataset larger than what is left of it is said
+// before it is made: the allocation threw mid-way, and the command ended with exit 3 and just
+// "out of host memory". A small one trains.
+TEST_F(IoFailures, ADatasetOverTheAddressSpaceLimitIsSaid) {
+#ifdef MPBENCH_TEST_ASAN
+  GTEST_SKIP() << "ASan's shadow memory does not fit under an address-space limit";
+#endif
+  // 600,001 samples of 1,000 inputs and a label: 2.4 GB, over what 3 GB of address space leaves.
+  const std::string big = write("big.json", R"({"name": "big",
+    "model": {"type": "mlp", "input_dim": 1000, "hidden": [8], "num_classes": 4},
+    "data": {"train_samples": 600000, "eval_samples": 1}, "train": {"batch_size": 32}})");
+  const std::string limited = "ulimit -v 3000000 && exec " + exe() + " ";
+  Result r = mpbench::test::run_shell(
+      limited + "run " + big + " --device reference --precisions fp32 --quiet", dir_.string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(has_text(r.err, "big.json: data: the dataset takes 2402404004 bytes")) << r.err;
+  EXPECT_TRUE(has_text(r.err, "address-space limit (ulimit -v")) << r.err;
+  r = mpbench::test::run_shell(limited + "run " + mpbench::test::source_dir() +
+                                   "/configs/tiny_mlp.json --device reference --precisions fp32 "
+                                   "--epochs 1 --quiet",
+                               dir_.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // A container's memory limit (a memory cgroup), which the kernel enforces with its OOM killer:
 // before, `mpbench run` was killed (exit 137, not a word) by a dataset or a model over it. A
 // cgroup v1 memory controller mounted writable (as root on machines like ours) gives the test a

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kernels/error.h"
+#include "kernels/host_memory.h"
 #include "models/dataset.h"
 #include "test_util.h"
 
@@ -152,6 +153,30 @@ TEST(Synthetic, ProgressCountsEverySampleOnTheCallingThread) {
     EXPECT_EQ(d.train_x, plain.train_x);
     EXPECT_EQ(d.train_tokens, plain.train_tokens);
     EXPECT_EQ(d.eval_y, plain.eval_y);
+  }
+}
+
+// The dataset is checked against what the host can give before any of it is made: once where it
+// is made, twice where the training device (the host) copies it (the address-space limit:
+// tests/cpu/app/test_io_failures.cpp).
+TEST(Synthetic, ADatasetMustFitTheHostBeforeItIsMade) {
+  const HostMemory host = host_memory_left();
+  if (host.bytes == SIZE_MAX) GTEST_SKIP() << "no host memory figure here";
+  Spec s = parse_spec(
+      R"({"name": "t", "model": {"type": "mlp", "input_dim": 999, "hidden": [8], "num_classes": 3},
+          "data": {"train_samples": 100, "eval_samples": 1}, "train": {"batch_size": 10}})",
+      "t.json");
+  // 4 kB a sample (999 inputs and a label): 60% of what is left.
+  s.data.train_samples = static_cast<int64_t>(0.6 * static_cast<double>(host.bytes) / 4000.0);
+  EXPECT_NO_THROW(check_dataset_fits(s));
+  try {
+    check_dataset_fits(s, 2);
+    ADD_FAILURE() << "twice 60% fitted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom());
+    EXPECT_NE(std::string(e.what()).find("the dataset and the training device's 1 copy of it"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -224,6 +224,42 @@ TEST(MaxBatch, APredictionThatDoesNotFitIsSteppedDownFrom) {
     }
 }
 
+// The search never probes below the smallest batch the spec takes, however far a probe's
+// extra memory pushes the next guess down: a model whose batch statistics need 2 samples, and a
+// workspace beyond the prediction that leaves room for none, has its bound at 2 (it probed 1,
+// was refused there, and named that as the bound).
+TEST(MaxBatch, GuessesStayAtOrAboveTheSmallestBatchTheSpecTakes) {
+  constexpr size_t kPerSample = 1000, kExtra = 38000, kLimit = 39000;
+  BatchOracle oracle;
+  oracle.predicted_peak = [&](int64_t b) -> std::optional<size_t> {
+    if (b < 2) return std::nullopt;
+    return kPerSample * static_cast<size_t>(b);
+  };
+  oracle.probe = [&](int64_t b) {
+    BatchProbe p;
+    p.batch = b;
+    if (b < 2) {
+      p.status = RunStatus::Failed;
+      p.refused = true;
+      return p;
+    }
+    const size_t peak = kPerSample * static_cast<size_t>(b) + kExtra;
+    p.run.has_predicted_memory = true;
+    p.run.predicted_memory.training_peak = kPerSample * static_cast<size_t>(b);
+    p.status = peak <= kLimit ? RunStatus::Ok : RunStatus::Oom;
+    (p.status == RunStatus::Ok ? p.run.memory.training_peak : p.run.oom_needed_bytes) = peak;
+    return p;
+  };
+  MaxBatchOptions opts;
+  opts.memory_limit = kLimit;
+  const MaxBatchResult r = search_max_batch(oracle, opts);
+  EXPECT_EQ(r.max_batch, 0);
+  ASSERT_FALSE(r.probes.empty());
+  for (const BatchProbe& p : r.probes) EXPECT_GE(p.batch, 2) << "probed below the smallest batch";
+  EXPECT_EQ(r.probes.back().batch, 2);
+  EXPECT_EQ(r.probes.back().status, RunStatus::Oom);
+}
+
 namespace {
 
 // Fails every loss over more than `rows` rows with a runtime error, as a kernel fault or a
