@@ -44,7 +44,9 @@ std::string bound_text(const MaxBatchResult& r) {
   for (const BatchProbe& p : r.probes)
     if (p.status != RunStatus::Ok && (!first_bad || p.batch < first_bad->batch)) first_bad = &p;
   if (!first_bad) return "";
-  return fmt::format("{} at {}{}", run_status_name(first_bad->status),
+  // The host's memory, not the budget, stopped it: its own figures or the probe's data.
+  const bool host = first_bad->detail.find("host memory") != std::string::npos;
+  return fmt::format("{} at {}{}", host ? "host memory" : run_status_name(first_bad->status),
                      group_thousands(static_cast<double>(first_bad->batch)),
                      r.stopped ? " (search stopped: not for want of memory)" : "");
 }

@@ -234,6 +234,8 @@ TEST_F(NativeCpu, AnAddressSpaceLimitGivesOomProbesNotACrash) {
           " --device cpu --precisions fp32 --memory-limit 4GiB --quiet --json " + mb,
       dir_.string());
   ASSERT_EQ(r.code, 0) << r.err;
+  // The host, not the 4 GiB budget, bounds it, and the table says so.
+  EXPECT_TRUE(has_text(r.out, "host memory at ")) << r.out;
   const json m = json::parse(mpbench::test::read_file(mb))["max_batch"][0];
   EXPECT_EQ(m["status"], "ok") << m;
   EXPECT_GT(m["max_batch"].get<int64_t>(), 0) << m;
