@@ -33,7 +33,8 @@ namespace {
 constexpr uint64_t kBatchOrderStream = 1000;
 
 // Everything one run allocates besides the model: the dataset on the device, the staging buffers
-// a (replayable) step reads its batch from, device scalars, and the per-step series.
+// a (replayable) step reads its batch from (TrainingBuffers'), device scalars, and the per-step
+// series.
 struct RunState {
   Tensor train_x, train_y, eval_x, eval_y;
   Tensor x_stage, y_stage;
@@ -161,6 +162,8 @@ void Run::build(RunResult& r) {
       allocate_training(spec_, precision_, alloc_, be_, init_seed_for(spec_, opts_.seed));
   model_ = std::move(buffers.model);
   opt_ = std::move(buffers.optimizer);
+  dev_.x_stage = buffers.x_stage;
+  dev_.y_stage = buffers.y_stage;
   model_->set_observer(opts_.layer_observer);
 
   const int64_t dim = data_.sample_dim, labels_per_sample = data_.labels_per_sample;
@@ -183,8 +186,6 @@ void Run::build(RunResult& r) {
                        : upload(data_.eval_x, Shape{data_.eval_size(), dim}, xdt);
   dev_.train_y = upload(data_.train_y, Shape{data_.train_size() * labels_per_sample}, DType::I32);
   dev_.eval_y = upload(data_.eval_y, Shape{data_.eval_size() * labels_per_sample}, DType::I32);
-  dev_.x_stage = alloc_.alloc(Shape{batch_, dim}, xdt, MemCategory::Data);
-  dev_.y_stage = alloc_.alloc(Shape{batch_ * labels_per_sample}, DType::I32, MemCategory::Data);
 
   const auto& ls = spec_.loss_scale;
   scaling_ = loss_scaling_enabled(ls, precision_);
@@ -562,6 +563,11 @@ TrainingBuffers allocate_training(const Spec& spec, Precision precision, Trackin
   TrainingBuffers b;
   b.model = std::make_unique<Model>(spec, precision);
   b.model->allocate(alloc, be, spec.train.batch_size, init_seed);
+  const ModelIo& io = b.model->io();
+  const int64_t batch = spec.train.batch_size;
+  b.x_stage = alloc.alloc(Shape{batch, io.input_dim}, io.input_dtype, MemCategory::Activations);
+  b.y_stage =
+      alloc.alloc(Shape{batch * io.labels_per_sample}, DType::I32, MemCategory::Activations);
   if (size_t ws = be.workspace_bytes()) {
     Tensor w = alloc.alloc(Shape{static_cast<int64_t>(ws / 4)}, DType::F32, MemCategory::Workspace);
     if (!alloc.counting()) be.set_workspace(w);

@@ -59,10 +59,15 @@ struct TrainOptions {
 };
 
 // What training holds for the whole run: the model (parameters, gradients, activations), the
-// library workspace and the optimizer state, allocated in that order. The trainer allocates
-// through this, and predict_training_memory counts through it, so the two cannot disagree.
+// step's input batch, the library workspace and the optimizer state, allocated in that order. The
+// trainer allocates through this, and predict_training_memory counts through it, so the two
+// cannot disagree.
 struct TrainingBuffers {
   std::unique_ptr<Model> model;
+  // The batch a step reads (inputs, labels), copied from the dataset: activations, as PyTorch's
+  // input batch counts in its peak (in fp32 the first layer keeps it for its backward; in an
+  // AMP mode it keeps the 16-bit cast, and both are held, as under autocast).
+  Tensor x_stage, y_stage;
   std::unique_ptr<Optimizer> optimizer;
 };
 // init_seed: the parameters' (init_seed_for).
