@@ -569,22 +569,29 @@ std::string profile_chart(const std::vector<const ProfileInput*>& profiles) {
 // other batch sizes end their epochs at other steps, and each curve's must be marked.
 struct EpochMarkers {
   std::set<double> steps;
-  bool differ = false;  // some run's boundaries neither hold nor are held by the others'
+  // Some run's boundaries differ from another's, beyond one being the start of the other (a run
+  // that stopped early): each curve's are then not all the lines drawn.
+  bool differ = false;
 
   void add(const RunResult& r) {
-    std::set<double> own;
+    std::vector<double> own;
     double step = double(r.warmup_steps);
-    if (step > 0) own.insert(step);
+    if (step > 0) own.push_back(step);
     for (const EpochResult& e : r.epochs) {
       step += double(e.steps);
-      own.insert(step);
+      own.push_back(step);
     }
-    const size_t before = steps.size();
+    for (const std::vector<double>& other : runs_) {
+      const size_t n = std::min(own.size(), other.size());
+      if (!std::equal(own.begin(), own.begin() + n, other.begin())) differ = true;
+    }
     steps.insert(own.begin(), own.end());
-    // A run that stopped early has a prefix of the others' boundaries: that is no difference.
-    if (steps.size() > before && steps.size() > own.size()) differ = true;
+    runs_.push_back(std::move(own));
   }
   std::vector<double> list() const { return {steps.begin(), steps.end()}; }
+
+ private:
+  std::vector<std::vector<double>> runs_;
 };
 
 std::string loss_charts(const std::vector<Series>& series) {

@@ -41,7 +41,8 @@ struct GemmDesc {
   const Tensor* bias = nullptr;  // (N), dtype of C or fp32
   Tensor* pre_act = nullptr;
   // Backward epilogue (the backward of another layer's forward epilogue, riding on this GEMM):
-  // C = (alpha * op(A) op(B)) * act'(dact_input) elementwise, dact_input being that layer's
+  // C = act's backward of (alpha * op(A) op(B)) at dact_input elementwise (GELU: times its
+  // derivative; ReLU: a select, kernels/relu.h), dact_input being that layer's
   // pre-activation (same shape and dtype as C; for ReLU its output serves as well). dbias (fp32,
   // (N)), when given, is overwritten with the column sums of that C, accumulated in fp32. The
   // result equals gemm() followed by bias_act_backward(dact, C, dact_input, C, dbias). Excludes
@@ -303,7 +304,9 @@ class Backend {
   // fp32. math selects strict fp32 / TF32 / 16-bit tensor-core math.
   void gemm(const GemmDesc& d, const Tensor& a, const Tensor& b, Tensor& c);
 
-  // dx = dy * act'(pre_act) (a copy for Activation::None); dx may alias dy.
+  // dx = act's backward of dy at pre_act (GELU: dy * gelu'(pre_act); ReLU: the select of
+  // kernels/relu.h, 0 where pre_act <= 0 whatever dy is; a copy for Activation::None); dx may
+  // alias dy.
   // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32, of dx
   // before its rounding to a 16-bit dtype.
   // dy, pre_act, dx: (rows, N), one dtype and shape.

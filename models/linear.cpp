@@ -138,8 +138,8 @@ void Linear::round_to_compute(Backend& be, Tensor& t) const {
 }
 
 Tensor Linear::act_grad_input() const {
-  // ReLU's derivative is read off its output (y > 0 exactly where pre > 0), so the forward GEMM
-  // fuses the whole epilogue and no pre-activation buffer is kept.
+  // ReLU's backward is read off its output (y <= 0 exactly where pre <= 0, NaN kept: relu.h),
+  // so no pre-activation buffer is kept.
   if (keeps_pre_act()) return rows_of(pre_act_, rows_);
   if (act_ == Activation::Relu) return rows_of(y_, rows_);
   return Tensor{};
@@ -163,7 +163,8 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
             "{}: cannot fuse the backward of {}", name_, upstream ? upstream->name_ : "");
   Tensor dz = dy;
   if (!dz_ready && (act_ != Activation::None || b_ >= 0)) {
-    // dz = dy * act'(pre_act), in place; also the bias gradient (fp32 column sums).
+    // dz = act's backward of dy (bias_act_backward), in place; also the bias gradient (fp32
+    // column sums, then rounded as autocast's).
     Tensor db = b_ >= 0 ? ps.grad(b_) : Tensor{};
     Tensor pre = act_ == Activation::None ? dz : act_grad_input();
     be.bias_act_backward(act_, dz, pre, dz, b_ >= 0 ? &db : nullptr);

@@ -58,9 +58,10 @@ struct ModeComparison {
   std::optional<double> peak_ratio;
   // Amdahl: the baseline step with its GEMMs and convolutions sped up by peak_ratio (those `to`
   // runs at another rate, matmul_rate, by theirs), each memory-bound kind (normalisation,
-  // softmax, elementwise, loss, copies) by its bytes per step in `from` over those in `to` (below
-  // 1 where they grow: casts; the compute dtypes' size ratio, at least 1, where either run has
-  // none), and the optimizer (fp32 in every mode), host gaps and communication as they are.
+  // softmax, elementwise, loss, copies) by its bytes per step in `from` over those in `to` (the
+  // compute dtypes' size ratio where either run has none; at least 1: a kind whose bytes grow,
+  // casts, is taken as no faster), and the optimizer (fp32 in every mode), host gaps and
+  // communication as they are.
   std::optional<double> bound;
   std::vector<KindTimes> by_kind;  // every kind, host gaps last
   std::vector<std::string> flags;

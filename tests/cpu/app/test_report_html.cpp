@@ -316,6 +316,23 @@ TEST_F(ReportHtml, LossChartMarksEveryCurvesEpochBoundaries) {
   fig = loss_figure(one);
   EXPECT_EQ(count(fig, "<line class=\"epoch\""), inner_boundaries(j["runs"])) << fig;
   EXPECT_NE(fig.find("dotted lines: epoch boundaries</span>"), std::string::npos) << fig;
+
+  // Beside it, a run of twice the epochs of half the steps: its boundaries hold the first's, but
+  // the first's curve has no boundary at its middle ones, and the caption says they differ.
+  json halves = j["runs"][0];
+  halves["precision"] = "tf32";
+  json epochs = json::array();
+  for (const json& e : j["runs"][0]["epochs"])
+    for (int half = 0; half < 2; ++half) {
+      json h = e;
+      h["steps"] = e["steps"].get<int64_t>() / 2;
+      epochs.push_back(h);
+    }
+  halves["epochs"] = epochs;
+  j["runs"].push_back(halves);
+  std::ofstream(one) << j.dump();
+  fig = loss_figure(one);
+  EXPECT_NE(fig.find("dotted lines: every curve's epoch boundaries"), std::string::npos) << fig;
 }
 
 // maxbatch: a mode with no native path is its status where the bar would be, as a run without a

@@ -115,7 +115,7 @@ TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
 // What a run counts for a training step (its TFLOP/s and % of peak) is what the step executes:
 // every GEMM and convolution the profiler times, the first layer's input gradient left out (it
 // was counted: mnist_mlp's fp32 run read 113% of the native CPU's measured peak). Configs
-// without causal attention, whose masked half the profiler counts and runs do not.
+// without causal attention, whose masked scores the profiler counts and runs do not.
 TEST(OpProfiler, ARunsTrainingFlopsAreWhatTheStepExecutes) {
   for (const char* name : {"tiny_mlp", "tiny_resnet", "tiny_resnet_stem"}) {
     SCOPED_TRACE(name);

@@ -181,10 +181,6 @@ TEST(FamilyOpsParity, BatchNormBackward) {
       }
 }
 
-// The model's shapes: ResNet's (N*H*W, C) with many row chunks, a long Welford loop per thread
-// and a grid-stride apply that wraps (conv2 stage rows at batch 64, C 64), and the widest
-// channels (conv5, C 2048). Forward train with residual + ReLU, then the backward from the
-// saved statistics, one dtype each so that the CPU side stays cheap.
 // The fused ReLU on NaN and +-inf after the residual add (kernels/relu.h): y keeps the NaN, the
 // backward's g (d_pre) is dy where y is positive or NaN, 0 where it is 0 even for an inf dy; bit
 // for bit, vectorised (C 64) and not (C 5).
@@ -239,6 +235,10 @@ TEST(FamilyOpsParity, BatchNormFusedReluOnInfAndNaN) {
     }
 }
 
+// The model's shapes: ResNet's (N*H*W, C) with many row chunks, a long Welford loop per thread
+// and a grid-stride apply that wraps (conv2 stage rows at batch 64, C 64), and the widest
+// channels (conv5, C 2048). Forward train with residual + ReLU, then the backward from the
+// saved statistics, one dtype each so that the CPU side stays cheap.
 TEST(FamilyOpsParity, BatchNormResNetShapes) {
   SKIP_WITHOUT_DEVICE();
   Env env;
