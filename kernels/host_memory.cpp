@@ -95,6 +95,17 @@ size_t address_space_left() {
   return used + kAddressReserve >= limit ? 0 : limit - used - kAddressReserve;
 }
 
+HostMemory address_space_memory() {
+  HostMemory out;
+  out.bytes = address_space_left();
+  if (out.bytes != SIZE_MAX)
+    out.why = fmt::format(
+        "{} bytes left under the process's address-space limit (ulimit -v; {} MiB of it kept for "
+        "the libraries)",
+        out.bytes, kAddressReserve >> 20);
+  return out;
+}
+
 CgroupMemory cgroup_memory(const std::string& root, const std::string& proc_self_cgroup) {
   namespace fs = std::filesystem;
   struct Hierarchy {

@@ -23,6 +23,9 @@ HostMemory host_memory_left();
 // SIZE_MAX without a limit.
 constexpr size_t kAddressReserve = size_t{512} << 20;
 size_t address_space_left();
+// The same with its wording for an out-of-memory message ("N bytes left under the process's
+// address-space limit ..."); SIZE_MAX and no wording without a limit.
+HostMemory address_space_memory();
 // The limit itself; SIZE_MAX without one.
 size_t address_space_limit();
 

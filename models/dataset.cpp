@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -265,10 +266,7 @@ void check_dataset_fits(const Spec& spec, int copies) {
                         "{:.0f} bytes of host memory",
                         copies - 1, copies == 2 ? "y" : "ies", needed);
   HostMemory host = host_memory_left();
-  if (const size_t as = address_space_left(); as < host.bytes)
-    host = {as, fmt::format("{} bytes left under the process's address-space limit (ulimit -v; "
-                            "{} MiB of it kept for the libraries)",
-                            as, kAddressReserve >> 20)};
+  if (HostMemory as = address_space_memory(); as.bytes < host.bytes) host = std::move(as);
   if (needed > double(host.bytes))
     throw Error(
         ErrorKind::OutOfMemory,

@@ -174,6 +174,12 @@ class CpuOpsTest : public ::testing::Test {
 
 // The modes test_training_series trains every tiny config in, step by step, bit for bit.
 inline constexpr const char* kTrainingSeriesModes = "fp32,tf32,amp_fp16,amp_bf16";
+
+// A small MLP spec in fp32 and amp_bf16 that trains in a blink: the CLI tests' subject.
+inline constexpr const char* kSmallSpec = R"({"name": "small", "model": {"type": "mlp",
+  "input_dim": 16, "hidden": [16], "num_classes": 4}, "data": {"train_samples": 256,
+  "eval_samples": 64}, "train": {"batch_size": 32, "epochs": 1},
+  "precisions": ["fp32", "amp_bf16"]})";
 // Whether p is one of them: under ASan, where a tiny config's learning test takes up to 26 s a
 // mode, those tests skip such modes, which the series already trains there.
 bool in_training_series(Precision p);

@@ -81,20 +81,13 @@ CpuBackend::CpuBackend() {
 }
 
 void* CpuBackend::raw_alloc(size_t bytes) {
-  const size_t left = address_space_left();
-  if (bytes > left) {
-    throw Error(ErrorKind::OutOfMemory,
-                fmt::format("out of host memory: asked for {} bytes, {} bytes left under the "
-                            "process's address-space limit (ulimit -v; {} MiB of it kept for "
-                            "the libraries)",
-                            bytes, left, kAddressReserve >> 20),
-                /*oom=*/true);
-  }
   auto out_of_host_memory = [&](const std::string& why) {
     return Error(ErrorKind::OutOfMemory,
                  fmt::format("out of host memory: asked for {} bytes, {}", bytes, why),
                  /*oom=*/true);
   };
+  if (const HostMemory as = address_space_memory(); bytes > as.bytes)
+    throw out_of_host_memory(as.why);
   if (bytes >= kCheckedBytes) {
     const HostMemory host = host_memory_left();
     if (bytes > host.bytes) throw out_of_host_memory(host.why);

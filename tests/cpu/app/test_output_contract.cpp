@@ -19,15 +19,11 @@ using nlohmann::json;
 
 namespace {
 
-const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
-  "hidden": [16], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
-  "train": {"batch_size": 32, "epochs": 1}, "precisions": ["fp32", "amp_bf16"]})";
-
 class OutputContract : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    spec_ = write("small.json", kSmall);
+    spec_ = write("small.json", mpbench::test::kSmallSpec);
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // Runs `args` (exit 0 expected) and returns the JSON it wrote to `file` (or stdout when empty).

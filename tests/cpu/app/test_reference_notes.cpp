@@ -14,16 +14,14 @@ using mpbench::test::read_file;
 
 namespace {
 
-// amp_bf16 beside fp32: run_flags calls a reference mode other than fp32 emulated.
-const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
-  "hidden": [16], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
-  "train": {"batch_size": 32, "epochs": 1}, "precisions": ["fp32", "amp_bf16"]})";
+// kSmallSpec has amp_bf16 beside fp32: run_flags calls a reference mode other than fp32
+// emulated.
 
 class ReferenceNotes : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    spec_ = write("small.json", kSmall);
+    spec_ = write("small.json", mpbench::test::kSmallSpec);
   }
   // The note as `run` words it, taken from the one function that does, not copied here.
   static std::string run_note() {

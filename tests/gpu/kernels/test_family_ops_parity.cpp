@@ -51,6 +51,18 @@ double tol2(DType a, DType b) {
 struct BnCase {
   int64_t rows, c;
 };
+// Training-mode forward with the residual add and ReLU, on both backends.
+void relu_forward_train(Env& env, const Pair& x, const Pair& res, const Pair& gamma,
+                        const Pair& beta, Pair& rmean, Pair& rvar, Pair& smean, Pair& srstd,
+                        Pair& y) {
+  BatchNormDesc d;
+  d.relu = true;
+  env.cpu->batchnorm_forward_train(d, x.cpu, &res.cpu, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
+                                   smean.cpu, srstd.cpu, y.cpu);
+  env.dut->batchnorm_forward_train(d, x.dut, &res.dut, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                   smean.dut, srstd.dut, y.dut);
+}
+
 const BnCase kBnCases[] = {{2, 1},    {7, 3},     {33, 64},    {257, 100},
                            {1000, 5}, {4099, 64}, {512, 2048}, {20000, 33}};
 
@@ -202,12 +214,7 @@ TEST(FamilyOpsParity, BatchNormFusedReluOnInfAndNaN) {
       Pair rvar = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
       Pair smean = env.poisoned(Shape{c}, DType::F32), srstd = env.poisoned(Shape{c}, DType::F32);
       Pair y = env.poisoned(s, dt);
-      BatchNormDesc d;
-      d.relu = true;
-      env.cpu->batchnorm_forward_train(d, x.cpu, &res.cpu, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
-                                       smean.cpu, srstd.cpu, y.cpu);
-      env.dut->batchnorm_forward_train(d, x.dut, &res.dut, gamma.dut, beta.dut, rmean.dut, rvar.dut,
-                                       smean.dut, srstd.dut, y.dut);
+      relu_forward_train(env, x, res, gamma, beta, rmean, rvar, smean, srstd, y);
       const std::vector<float> hy = env.host_dut(y);
       for (int64_t i = 0; i < s.numel(); i += 7) {
         const float want = i % 3 == 0 ? NAN : i % 3 == 1 ? 0.0f : INFINITY;
@@ -256,12 +263,7 @@ TEST(FamilyOpsParity, BatchNormResNetShapes) {
     Pair smean = env.poisoned(Shape{bc.c}, DType::F32);
     Pair srstd = env.poisoned(Shape{bc.c}, DType::F32);
     Pair y = env.poisoned(s, dt);
-    BatchNormDesc d;
-    d.relu = true;
-    env.cpu->batchnorm_forward_train(d, x.cpu, &res.cpu, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
-                                     smean.cpu, srstd.cpu, y.cpu);
-    env.dut->batchnorm_forward_train(d, x.dut, &res.dut, gamma.dut, beta.dut, rmean.dut, rvar.dut,
-                                     smean.dut, srstd.dut, y.dut);
+    relu_forward_train(env, x, res, gamma, beta, rmean, rvar, smean, srstd, y);
     EXPECT_TRUE(env.close(y, tolerance_for(dt))) << "y " << what;
     EXPECT_TRUE(env.close(smean, 1e-5)) << "save_mean " << what;
     EXPECT_TRUE(env.close(srstd, 1e-4)) << "save_rstd " << what;
