@@ -188,9 +188,10 @@ GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const 
   MPB_CHECK(d.math != GemmMath::TF32 || a.dtype == DType::F32,
             "gemm: math {} needs fp32 operands, got {}", math_name(d.math), dtype_name(a.dtype));
 
-  const bool epilogue = d.bias != nullptr || d.act != Activation::None;
-  MPB_CHECK(!epilogue || d.beta == 0.0f, "gemm: beta must be 0 with a bias or activation, got {}",
-            d.beta);
+  // (With pre_act too: where the matmul writes the pre-activation, C's old values are not there.)
+  const bool epilogue = d.bias != nullptr || d.act != Activation::None || d.pre_act != nullptr;
+  MPB_CHECK(!epilogue || d.beta == 0.0f,
+            "gemm: beta must be 0 with a bias, activation or pre_act, got {}", d.beta);
   if (d.bias) {
     const Tensor& bias = *d.bias;
     ck.operand(bias, "bias");

@@ -34,9 +34,10 @@ struct GemmDesc {
   float alpha = 1.0f;
   float beta = 0.0f;  // C = alpha * op(A) op(B) + beta * C; C is read only when beta != 0
   GemmMath math = GemmMath::Strict;
-  // Forward epilogue: C = act(alpha * op(A) op(B) + bias). pre_act, when given (same shape and
-  // dtype as C), receives the value before the activation, for the backward pass.
-  // Requires beta == 0 when bias or act is set.
+  // Forward epilogue: C = act(P), P = alpha * op(A) op(B) + bias rounded to C's dtype: the
+  // activation takes the rounded value and is rounded again, as under autocast a 16-bit Linear's
+  // output is the activation's input. pre_act, when given (same shape and dtype as C), receives P,
+  // for the backward pass. Requires beta == 0 when bias, act or pre_act is set.
   Activation act = Activation::None;
   const Tensor* bias = nullptr;  // (N), dtype of C or fp32
   Tensor* pre_act = nullptr;

@@ -179,6 +179,56 @@ double activation_ref(Activation act, double x) {
   return x;
 }
 
+::testing::AssertionResult activation_takes_rounded_gemm_output(Backend& be,
+                                                                TrackingAllocator& alloc, DType dt,
+                                                                Activation act, uint64_t seed) {
+  // n a multiple of 8: the shapes cuBLASLt's aux epilogues take. Sums of 48 products of about
+  // +-0.5 spread the pre-activations over GELU's curved region.
+  const int64_t m = 64, n = 96, k = 48;
+  std::vector<Tensor> owned;
+  auto tensor = [&](Shape s, const std::vector<float>& values) {
+    owned.push_back(alloc.alloc(s, dt, MemCategory::Activations));
+    if (!values.empty()) from_host_f32(be, values, owned.back());
+    return owned.back();
+  };
+  Tensor a = tensor(Shape{m, k}, random_nonzero(m * k, seed, 0.5f));
+  Tensor b = tensor(Shape{k, n}, random_nonzero(k * n, seed + 1, 0.5f));
+  Tensor bias = tensor(Shape{n}, random_nonzero(n, seed + 2));
+  Tensor pre = tensor(Shape{m, n}, {}), train = tensor(Shape{m, n}, {}),
+         eval = tensor(Shape{m, n}, {}), again = tensor(Shape{m, n}, {});
+  std::vector<float> identity(static_cast<size_t>(m * m), 0.0f);
+  for (int64_t i = 0; i < m; ++i) identity[static_cast<size_t>(i * m + i)] = 1.0f;
+  Tensor eye = tensor(Shape{m, m}, identity);
+  for (Tensor* t : {&pre, &train, &eval, &again}) poison(be, *t);
+
+  GemmDesc d;
+  d.math = GemmMath::LowPrecision;
+  d.act = act;
+  d.bias = &bias;
+  d.pre_act = &pre;
+  be.gemm(d, a, b, train);
+  d.pre_act = nullptr;
+  be.gemm(d, a, b, eval);
+  GemmDesc id;
+  id.math = GemmMath::LowPrecision;
+  id.act = act;
+  be.gemm(id, eye, pre, again);
+
+  const auto want = to_host_f32(be, again), got_train = to_host_f32(be, train),
+             got_eval = to_host_f32(be, eval);
+  for (const Tensor& t : owned) alloc.release(t);
+  for (size_t i = 0; i < want.size(); ++i) {
+    for (const auto* got : {&got_train, &got_eval}) {
+      if (f32_bits((*got)[i]) == f32_bits(want[i])) continue;
+      return ::testing::AssertionFailure()
+             << dtype_name(dt) << " " << activation_name(act) << ", element " << i << ": "
+             << (got == &got_train ? "with" : "without") << " pre_act " << (*got)[i]
+             << ", the activation of the rounded pre-activation " << want[i];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 std::string source_dir() {
   const char* env = std::getenv("MPBENCH_SOURCE_DIR");
   return env && *env ? env : MPBENCH_SOURCE_DIR;

@@ -102,6 +102,14 @@ std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf = 0.2)
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);
 
+// GemmDesc's forward-epilogue rounding on `be`: with 16-bit operands and C of dtype `dt`, C of a
+// GEMM with bias, `act` and pre_act, and C of the same GEMM without pre_act (the evaluation
+// path), both equal `act` applied to the stored pre-activation by a GEMM of the identity with it
+// (one exact product per element), bit for bit: the activation takes the rounded value.
+::testing::AssertionResult activation_takes_rounded_gemm_output(Backend& be,
+                                                                TrackingAllocator& alloc, DType dt,
+                                                                Activation act, uint64_t seed);
+
 // Newlines in s: a message of one line has one.
 inline size_t count_lines(const std::string& s) {
   size_t n = 0;

@@ -9,10 +9,12 @@
 //   TF32                      the operands rounded to a 10-bit mantissa, like the tensor cores
 //   16-bit operands           their exact fp32 values
 //   FP8 operands              their exact fp32 values, alpha times both scale_invs
-// and then one rounding of the fp32 result (after the forward epilogue) to c's dtype. The backward
-// epilogue reproduces gemm() + bias_act_backward() bit for bit, so it rounds the product to c's
-// dtype before multiplying by the derivative (and rounds again): a model that fuses the pair
-// trains on the CPU exactly as one that does not.
+// and then the fp32 result, with the bias, is rounded to c's dtype; an activation applies to that
+// rounded value and is rounded again, as under autocast, where a 16-bit Linear's output is the
+// activation's input (for ReLU the two roundings are one). The backward epilogue reproduces
+// gemm() + bias_act_backward() bit for bit, so it rounds the product to c's dtype before
+// multiplying by the derivative (and rounds again): a model that fuses the pair trains on the CPU
+// exactly as one that does not.
 #include <cblas.h>
 
 #include <climits>
@@ -43,9 +45,9 @@ void load_operand(const Tensor& t, int64_t offset, int64_t n, bool tf32, float* 
   decode_f32(t.slice(offset, Shape{n}), out, n);
 }
 
-// acc: (M, N) fp32 result of the GEMM (with alpha and beta applied). Adds the bias, stores
-// pre_act, applies the activation and rounds once into c / pre_act (same dtype, offset elements
-// into their buffers). acc may be c's own buffer when c is fp32.
+// acc: (M, N) fp32 result of the GEMM (with alpha and beta applied). Adds the bias, rounds into
+// pre_act, applies the activation to the rounded value and rounds into c (same dtype, offset
+// elements into their buffers). acc may be c's own buffer when c is fp32.
 template <class E, Activation A>
 void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typename E::T* c,
               typename E::T* pre_act) {
@@ -56,8 +58,9 @@ void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typenam
     for (int64_t j = 0; j < n; ++j) {
       float x = row[j];
       if (bias) x += bias[j];
-      if (p_row) p_row[j] = E::store(x);
-      c_row[j] = E::store(detail::act_forward<A>(x));
+      const typename E::T pre = E::store(x);
+      if (p_row) p_row[j] = pre;
+      c_row[j] = A == Activation::None ? pre : E::store(detail::act_forward<A>(E::load(pre)));
     }
   }
 }

@@ -50,8 +50,10 @@ __global__ void bias_act_forward_kernel(const T* x, const TB* bias, T* pre, T* y
        i += int64_t{gridDim.x} * blockDim.x) {
     float v = to_f32(x[i]);
     if (bias) v += to_f32(bias[i % cols]);
-    if (pre) pre[i] = from_f32<T>(v);
-    y[i] = from_f32<T>(apply_act(v, act));
+    // The activation takes the rounded value, as the reference's epilogue (kernels/cpu/gemm.cpp).
+    const T p = from_f32<T>(v);
+    if (pre) pre[i] = p;
+    y[i] = from_f32<T>(apply_act(to_f32(p), act));
   }
 }
 

@@ -126,6 +126,11 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   // epilogues may use a fast tanh, which strict fp32 must not; batches would need batch strides
   // for the bias (gradient) too, and no layer has them.
   const bool aux_ok = batch == 1 && n % 8 == 0 && d.math != GemmMath::Strict;
+  // The GELU epilogues round once, from the fp32 accumulator; autocast rounds the GEMM's output to
+  // its 16-bit dtype first and then GELU's (forward) or the derivative's product (backward), as
+  // the reference does. So they serve an fp32 C only, where there is nothing to round; a 16-bit
+  // C takes the matmul and then bias_act_forward / bias_act_backward, as ReLU always does.
+  const bool gelu_epilogue_ok = aux_ok && c.dtype == DType::F32;
   // FP8 operands' scale_inv pointers (device scalars), set on the plan for every call.
   const void* a_scale = d.a_scale_inv ? d.a_scale_inv->data : nullptr;
   const void* b_scale = d.b_scale_inv ? d.b_scale_inv->data : nullptr;
@@ -160,7 +165,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   };
 
   if (backward) {
-    if (d.dact == Activation::Gelu && aux_ok) {
+    if (d.dact == Activation::Gelu && gelu_epilogue_ok) {
       GemmKey fk = key;
       fk.epilogue = d.dbias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
       fk.bias_type = d.dbias ? CUDA_R_32F : -1;  // dbias is fp32 whatever C's dtype
@@ -180,7 +185,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   }
 
   // GELU with its pre-activation: GELU_AUX[_BIAS] writes both in the matmul.
-  if (d.act == Activation::Gelu && d.pre_act && aux_ok &&
+  if (d.act == Activation::Gelu && d.pre_act && gelu_epilogue_ok &&
       (!d.bias || alignment_of(d.bias->data) >= 16)) {
     GemmKey fk = key;
     fk.epilogue = d.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -198,14 +203,15 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   // What the cuBLASLt epilogue does; the rest is done by bias_act_forward afterwards. A bias
   // needs 16-byte alignment for the epilogue kernels. The pre-activation is needed for backward,
   // but RELU_AUX stores a bitmask, so with pre_act the matmul stops after the bias. The GELU
-  // epilogue may use a fast tanh, which strict fp32 must not. ReLU is always bias_act_forward's
-  // (kernels/relu.h): the RELU epilogues are documented only as max(x, 0), which says nothing of
-  // NaN (a max such as fmaxf's turns it into 0), and PyTorch's ReLU keeps it.
+  // epilogue may use a fast tanh, which strict fp32 must not, and serves an fp32 C only (above).
+  // ReLU is always bias_act_forward's (kernels/relu.h): the RELU epilogues are documented only as
+  // max(x, 0), which says nothing of NaN (a max such as fmaxf's turns it into 0), and PyTorch's
+  // ReLU keeps it.
   bool epi_bias = d.bias != nullptr && alignment_of(d.bias->data) >= 16;
   Activation epi_act = d.act;
   // The activation follows the bias: when the bias is added afterwards, so is the activation.
   if (d.pre_act || (d.bias && !epi_bias) || d.act == Activation::Relu ||
-      (d.act == Activation::Gelu && d.math == GemmMath::Strict))
+      (d.act == Activation::Gelu && (d.math == GemmMath::Strict || c.dtype != DType::F32)))
     epi_act = Activation::None;
 
   GemmPlan* plan = nullptr;

@@ -1,7 +1,7 @@
 // GEMM on oneDNN's matmul: f32, or bf16 operands with fp32 accumulation into a bf16 or fp32 C.
-// The forward epilogue rides on the primitive (bias argument, GELU post-op; alpha as the output
-// scale, beta as a sum post-op); with pre_act the matmul writes the pre-activation and one pass
-// applies the activation, as it does for ReLU (oneDNN's relu post-op turns NaN into 0:
+// The forward epilogue rides on the primitive (bias argument, GELU post-op on an fp32 C; alpha as
+// the output scale, beta as a sum post-op); with pre_act the matmul writes the pre-activation and
+// one pass applies the activation, as it does for ReLU (oneDNN's relu post-op turns NaN into 0:
 // eltwise.cpp). The backward epilogue is the matmul followed by bias_act_backward, which is what it
 // is defined to equal. B stays in the caller's layout, except where that layout is slow (below):
 // then in the one the primitive picks, reordered each call. Big bf16 weight gradients (A^T B, fp32
@@ -75,8 +75,10 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
   }
   const bool backward = d.dact != Activation::None || d.dbias != nullptr;
   // With pre_act the primitive writes the pre-activation, and the activation is a pass of its own;
-  // so is ReLU, on C after its rounding (which commutes with ReLU).
-  const Activation fused_act = d.pre_act || d.act == Activation::Relu ? Activation::None : d.act;
+  // so is ReLU, on C after its rounding (which commutes with ReLU), and GELU on a 16-bit C: it
+  // applies to the rounded GEMM output, as under autocast, where the post-op would see the fp32.
+  const Activation fused_act =
+      d.pre_act || d.act == Activation::Relu || c.dtype != DType::F32 ? Activation::None : d.act;
   Tensor& out = d.pre_act ? *d.pre_act : c;
   const bool with_bias = d.bias && !backward;
   // oneDNN applies the output scale (alpha) to the bias argument too: with alpha, the bias is a

@@ -114,8 +114,14 @@ class CpuGemm : public test::CpuOpsTest {
     be->gemm(d, a, b, out);
 
     std::vector<double> pre_ref;
-    const auto ref = gemm_ref(flat, to_host_f32(*be, a), to_host_f32(*be, b), c0, bias_v, alpha,
-                              beta, act, math == GemmMath::TF32, &pre_ref);
+    auto ref = gemm_ref(flat, to_host_f32(*be, a), to_host_f32(*be, b), c0, bias_v, alpha, beta,
+                        act, math == GemmMath::TF32, &pre_ref);
+    // A 16-bit C's activation takes the pre-activation rounded to that dtype (autocast's Linear
+    // output), which pre_act holds (checked against pre_ref below).
+    if (act != Activation::None && out_dt != DType::F32) {
+      const auto pre_got = to_host_f32(*be, pre);
+      for (size_t i = 0; i < ref.size(); ++i) ref[i] = test::activation_ref(act, pre_got[i]);
+    }
     const auto got = to_host_f32(*be, out);
     // The reference sees the same (rounded) inputs, so only fp32 accumulation and the final
     // rounding to C's dtype separate the two.
@@ -186,6 +192,12 @@ TEST_F(CpuGemm, EpilogueBiasAndActivations) {
   }
 }
 
+TEST_F(CpuGemm, ActivationTakesTheRoundedGemmOutput) {
+  for (DType dt : {DType::F16, DType::BF16})
+    for (Activation act : {Activation::Relu, Activation::Gelu})
+      EXPECT_TRUE(test::activation_takes_rounded_gemm_output(*be, alloc, dt, act, 7000));
+}
+
 TEST_F(CpuGemm, Tf32RoundsInputsToTenMantissaBits) {
   // 1 + 2^-11 + 2^-20 is just above the tie between 1 and 1 + 2^-10, so TF32 rounds it up.
   const float x = 1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20);
@@ -244,6 +256,10 @@ TEST_F(CpuGemm, RejectsBadArguments) {
   d.act = Activation::Relu;
   d.beta = 1.0f;
   EXPECT_THROW(be->gemm(d, a32, b32, c), Error);  // epilogue with beta != 0
+  d.act = Activation::None;
+  Tensor pre = make(Shape{4, 2}, DType::F32, random_nonzero(8, 4));
+  d.pre_act = &pre;
+  EXPECT_THROW(be->gemm(d, a32, b32, c), Error);  // beta would read pre_act, not C
   d = GemmDesc{};
   Tensor a3 = make(Shape{2, 4, 5}, DType::F32, random_nonzero(40, 1));
   EXPECT_THROW(be->gemm(d, a3, b32, c), Error);  // mixed ranks

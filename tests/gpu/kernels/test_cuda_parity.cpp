@@ -165,6 +165,19 @@ TEST(CudaParity, GemmShapesTransposesEpilogues) {
           run_gemm_case(env, cfg, 0, s.m, s.n, s.k, t & 1, t & 2, e, seed += 10);
 }
 
+// A 16-bit C's activation takes the GEMM's rounded output on the device too (GemmDesc): cuBLASLt's
+// GELU epilogue rounds once, from fp32, and so serves fp32 C only.
+TEST(CudaParity, GemmActivationTakesTheRoundedOutput) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    if (test::reference_against_itself(dt, GemmMath::LowPrecision)) continue;
+    for (Activation act : {Activation::Relu, Activation::Gelu})
+      EXPECT_TRUE(
+          test::activation_takes_rounded_gemm_output(*env.dut, env.dut_alloc, dt, act, 7100));
+  }
+}
+
 // Weight-gradient shapes, A^T B with fp32 C over a million outputs: the native CPU's inner-product
 // path where its matmul has no AMX (kernels/onednn/gemm.cpp); odd sizes too. With alpha or beta
 // set, the path is not taken, and the result must not change either.
