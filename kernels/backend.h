@@ -345,8 +345,9 @@ class Backend {
                           Tensor& scale, Tensor& scale_inv, Tensor& amax_used);
 
   // One fused pass over a flat fp32 gradient buffer: if scale is given, grads *= 1 / scale[0];
-  // found_inf[0] = 1 if any (unscaled) element is inf/NaN else 0; norm[0] = L2 norm of the
-  // unscaled gradients (computed in fp32). All three outputs are overwritten.
+  // found_inf[0] = 1 if any element is inf/NaN before the unscale (as PyTorch's GradScaler judges
+  // them) else 0; norm[0] = L2 norm of the unscaled gradients (summed in double). All three
+  // outputs are overwritten.
   void unscale_check_norm(Tensor& grads, const Tensor* scale, Tensor& found_inf, Tensor& norm);
 
   // Optimizer steps over flat fp32 buffers (master weights, grads, state). When found_inf is

@@ -56,15 +56,18 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
       mx = x[0];
       am = 0;
     }
+    const int32_t label = labels[row];
+    const bool valid = label >= 0 && label < cols;
+    // Read before any lane writes the row's gradient, which may be the logits' own buffer
+    // (dlogits may alias logits): lanes are not ordered after the shuffles.
+    const float x_label = valid ? x[label] : 0.0f;
     float sum = 0.0f;
     for (int64_t j = lane; j < cols; j += 32) sum += expf(x[j] - mx);
     for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
 
-    const int32_t label = labels[row];
-    const bool valid = label >= 0 && label < cols;
     if (lane == 0) {
       // An out-of-range label cannot be reported from here; a NaN loss makes it visible.
-      warp_loss += valid ? logf(sum) + mx - x[label] : NAN;
+      warp_loss += valid ? logf(sum) + mx - x_label : NAN;
       warp_correct += (valid && am == label) ? 1.0f : 0.0f;
     }
     if (dlogits) {
