@@ -382,6 +382,8 @@ class Backend {
   // Training: y = [relu](gamma * (x - mean) * rstd + beta [+ residual]) with the batch mean and
   // biased variance, rstd = 1 / sqrt(var + eps); save_mean / save_rstd receive them for the
   // backward pass, and the running statistics are updated with the unbiased variance (PyTorch).
+  // With a residual, the normalised value is rounded to x's dtype before the add (autocast's
+  // BatchNorm output), the sum to y's.
   void batchnorm_forward_train(const BatchNormDesc& d, const Tensor& x, const Tensor* residual,
                                const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                                Tensor& running_var, Tensor& save_mean, Tensor& save_rstd,

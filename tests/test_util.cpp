@@ -229,6 +229,48 @@ double activation_ref(Activation act, double x) {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
+                                                            DType dt, uint64_t seed) {
+  const int64_t rows = 256, c = 64;  // c a multiple of the CUDA kernel's vector width
+  std::vector<Tensor> owned;
+  auto tensor = [&](Shape s, DType t, const std::vector<float>& values) {
+    owned.push_back(alloc.alloc(s, t, MemCategory::Activations));
+    if (values.empty()) {
+      poison(be, owned.back());
+    } else {
+      from_host_f32(be, values, owned.back());
+    }
+    return owned.back();
+  };
+  Tensor x = tensor(Shape{rows, c}, dt, random_nonzero(rows * c, seed, 2.0f));
+  Tensor res = tensor(Shape{rows, c}, dt, random_nonzero(rows * c, seed + 1));
+  Tensor gamma = tensor(Shape{c}, DType::F32, random_nonzero(c, seed + 2));
+  Tensor beta = tensor(Shape{c}, DType::F32, random_nonzero(c, seed + 3));
+  const std::vector<float> ones(static_cast<size_t>(c), 1.0f);
+  ::testing::AssertionResult result = ::testing::AssertionSuccess();
+  for (bool relu : {false, true}) {
+    Tensor rm = tensor(Shape{c}, DType::F32, ones), rv = tensor(Shape{c}, DType::F32, ones);
+    Tensor sm = tensor(Shape{c}, DType::F32, {}), sr = tensor(Shape{c}, DType::F32, {});
+    Tensor fused = tensor(Shape{rows, c}, dt, {}), plain = tensor(Shape{rows, c}, dt, {});
+    BatchNormDesc d;
+    d.relu = relu;
+    be.batchnorm_forward_train(d, x, &res, gamma, beta, rm, rv, sm, sr, fused);
+    d.relu = false;
+    be.batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rv, sm, sr, plain);
+    be.add(plain, res, plain);
+    const auto got = to_host_f32(be, fused), sum = to_host_f32(be, plain);
+    for (size_t i = 0; i < got.size() && result; ++i) {
+      const float want = relu && !(sum[i] > 0.0f) ? 0.0f : sum[i];
+      if (f32_bits(got[i]) != f32_bits(want))
+        result = ::testing::AssertionFailure()
+                 << dtype_name(dt) << (relu ? " with ReLU" : "") << ", element " << i << ": "
+                 << got[i] << ", the rounded BatchNorm output plus the residual " << want;
+    }
+  }
+  for (const Tensor& t : owned) alloc.release(t);
+  return result;
+}
+
 std::string source_dir() {
   const char* env = std::getenv("MPBENCH_SOURCE_DIR");
   return env && *env ? env : MPBENCH_SOURCE_DIR;

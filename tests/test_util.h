@@ -57,6 +57,13 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
 
 // The source tree (configs/ etc.): $MPBENCH_SOURCE_DIR when set (a build carried to another
 // machine), else the directory the tests were built from.
+// The residual add of batch normalisation on `be`, all activations of dtype `dt`: BatchNorm's
+// output is rounded to its input's dtype before the add, as autocast's BatchNorm writes it, so
+// batchnorm_forward_train with a residual equals it without one followed by add(), bit for bit
+// (with ReLU, ReLU of that sum).
+::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
+                                                            DType dt, uint64_t seed);
+
 std::string source_dir();
 
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.

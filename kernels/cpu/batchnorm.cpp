@@ -6,32 +6,39 @@
 // dgamma, dbeta: (C) fp32.
 //
 // Rows are decoded one at a time into fp32; the per-channel sums run in double so that the
-// reference is not itself a source of error over many rows; each output is rounded once.
+// reference is not itself a source of error over many rows; each output is rounded once (and the
+// normalised value once more before a residual add, as under autocast).
 #include <cmath>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/relu.h"
 
 namespace mpbench::cpu {
 namespace {
 
-// y = [relu](gamma * (x - mean) * rstd + beta [+ residual]), row by row.
+// y = [relu](gamma * (x - mean) * rstd + beta [+ residual]), row by row. With a residual the
+// normalised value is first rounded to x's dtype: autocast's BatchNorm writes its output in its
+// input's dtype, and the add (rounded again) is an op of its own.
 void normalise(const Tensor& x, const Tensor* residual, const float* mean, const float* rstd,
                const float* gamma, const float* beta, bool relu, Tensor& y) {
   const int64_t rows = x.rows(), c = x.cols();
   std::vector<float> xr(c), rr(residual ? c : 0), out(c);
-  for (int64_t i = 0; i < rows; ++i) {
-    load_row(x, i, c, xr.data());
-    if (residual) load_row(*residual, i, c, rr.data());
-    for (int64_t j = 0; j < c; ++j) {
-      float v = gamma[j] * ((xr[j] - mean[j]) * rstd[j]) + beta[j];
-      if (residual) v += rr[j];
-      out[j] = relu ? relu_forward(v) : v;
+  detail::dispatch_float(x.dtype, [&](auto e) {
+    using E = decltype(e);
+    for (int64_t i = 0; i < rows; ++i) {
+      load_row(x, i, c, xr.data());
+      if (residual) load_row(*residual, i, c, rr.data());
+      for (int64_t j = 0; j < c; ++j) {
+        float v = gamma[j] * ((xr[j] - mean[j]) * rstd[j]) + beta[j];
+        if (residual) v = E::load(E::store(v)) + rr[j];
+        out[j] = relu ? relu_forward(v) : v;
+      }
+      store_row(out.data(), y, i, c);
     }
-    store_row(out.data(), y, i, c);
-  }
+  });
 }
 
 }  // namespace

@@ -182,7 +182,8 @@ __global__ void bn_eval_coef_kernel(const float* running_mean, const float* runn
   }
 }
 
-// y = [relu]((x - mean) * (gamma * rstd) + beta [+ residual]). Vectorised over groups of kVec
+// y = [relu]((x - mean) * (gamma * rstd) + beta [+ residual]), the normalised value rounded to
+// x's dtype before the residual add (as the reference). Vectorised over groups of kVec
 // channels when cols % kVec == 0 and the pointers allow it. The channel index is carried along
 // the grid-stride loop instead of a 64-bit modulo per element.
 template <typename TX, typename TY>
@@ -211,14 +212,14 @@ __global__ void bn_apply_kernel(const TX* x, const void* res, DType res_dt, cons
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         float o = (to_f32(in.v[k]) - m.v[k]) * sc.v[k] + sh.v[k];
-        if (res) o += r[k];
+        if (res) o = to_f32(from_f32<TX>(o)) + r[k];
         if (relu) o = relu_forward(o);
         out.v[k] = from_f32<TY>(o);
       }
       reinterpret_cast<Vec<TY, kVec>*>(y)[i] = out;
     } else {
       float o = (to_f32(x[i]) - mean[c0]) * scale[c0] + shift[c0];
-      if (res) o += load_any(res, res_dt, i);
+      if (res) o = to_f32(from_f32<TX>(o)) + load_any(res, res_dt, i);
       if (relu) o = relu_forward(o);
       y[i] = from_f32<TY>(o);
     }

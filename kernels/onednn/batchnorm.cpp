@@ -56,7 +56,8 @@ MPBENCH_VECTOR_CLONES void normalise_rows(const typename E::T* x, const typename
 #pragma omp simd
     for (int64_t j = 0; j < c; ++j) {
       float v = gamma[j] * ((E::load(x[i + j]) - mean[j]) * rstd[j]) + beta[j];
-      if (kResidual) v += E::load(res[i + j]);
+      // Rounded to the dtype before the add, as the reference (kernels/cpu/batchnorm.cpp).
+      if (kResidual) v = E::load(E::store(v)) + E::load(res[i + j]);
       y[i + j] = E::store(kRelu ? relu_forward(v) : v);
     }
   }

@@ -120,6 +120,11 @@ TEST_F(CpuBatchNorm, TrainForwardMatchesReferenceAndUpdatesRunningStatistics) {
   }
 }
 
+TEST_F(CpuBatchNorm, OutputIsRoundedBeforeTheResidualAdd) {
+  for (DType dt : {DType::F16, DType::BF16})
+    EXPECT_TRUE(test::batchnorm_rounds_before_residual(*be, alloc, dt, 800));
+}
+
 TEST_F(CpuBatchNorm, EvalUsesRunningStatisticsAndUpdatesNothing) {
   const auto xv = act_values(5, 0.5f), rv_ = act_values(6, 0.1f);
   const auto gv = random_nonzero(c, 7), bv = random_nonzero(c, 8);
@@ -204,7 +209,8 @@ TEST_F(CpuBatchNorm, BackwardMatchesFiniteDifferences) {
 }
 
 // fp16/bf16 activations (x, residual, y, dy, dx, d_pre) with fp32 statistics: each 16-bit
-// output is the fp32 computation on the same values, rounded once.
+// output is the fp32 computation on the same values, rounded once, except that y's normalised
+// value is rounded before the residual add (OutputIsRoundedBeforeTheResidualAdd).
 TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
   for (DType dt : {DType::F16, DType::BF16}) {
     SCOPED_TRACE(dtype_name(dt));
@@ -212,6 +218,7 @@ TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
     const auto Gv = rounded(dt, random_nonzero(rows * c, 23));
     const auto gv = random_nonzero(c, 24), bv = random_nonzero(c, 25);
     std::vector<float> outs[2][5];  // [fp32, dt][y, dx, d_pre, dgamma, running_var]
+    std::vector<float> normalised;  // fp32, without the residual and ReLU
     for (int k = 0; k < 2; ++k) {
       const DType t = k == 0 ? DType::F32 : dt;
       Tensor x = make(Shape{rows, c}, t, xv), res = make(Shape{rows, c}, t, rv_);
@@ -220,6 +227,12 @@ TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
       BatchNormDesc d;
       d.relu = true;
       be->batchnorm_forward_train(d, x, &res, gamma, beta, rm, rvar, sm, sr, y);
+      if (k == 0) {
+        Tensor rm2 = vec({0, 0, 0}), rvar2 = vec({1, 1, 1}), bn = out_act(t);
+        BatchNormDesc plain;
+        be->batchnorm_forward_train(plain, x, nullptr, gamma, beta, rm2, rvar2, sm, sr, bn);
+        normalised = to_host_f32(*be, bn);
+      }
       Tensor dy = make(Shape{rows, c}, t, Gv);
       Tensor dx = out_act(t), d_pre = out_act(t), dgamma = out_c(), dbeta = out_c();
       be->batchnorm_backward(dy, &y, x, gamma, sm, sr, dx, dgamma, dbeta, &d_pre);
@@ -235,7 +248,12 @@ TEST_F(CpuBatchNorm, LowPrecisionActivationsAreTheFp32ResultRounded) {
       auto r = compare(outs[1][i], rounded(dt, outs[0][i]), test::tolerance_for(dt));
       EXPECT_TRUE(r.ok) << names[i] << ": " << r.message;
     }
-    EXPECT_EQ(outs[1][0], rounded(dt, outs[0][0]));
+    std::vector<float> y_want = rounded(dt, normalised);
+    for (size_t i = 0; i < y_want.size(); ++i) {
+      const float v = y_want[i] + rv_[i];
+      y_want[i] = v > 0.0f ? v : 0.0f;
+    }
+    EXPECT_EQ(outs[1][0], rounded(dt, y_want));
     EXPECT_EQ(outs[1][2], rounded(dt, outs[0][2]));
     // Statistics stay fp32: identical whatever the activation dtype.
     EXPECT_EQ(outs[1][3], outs[0][3]);
@@ -276,7 +294,8 @@ TEST_F(CpuBatchNorm, FusedReluKeepsNaNAndSelectsTheGradient) {
 }
 
 TEST_F(CpuBatchNorm, MixedDtypesForResidualAndOutput) {
-  // bf16 x with an fp32 residual into an fp32 y: the same as everything fp32 on the bf16 values.
+  // bf16 x with an fp32 residual into an fp32 y: BatchNorm's output in x's dtype (autocast's), the
+  // add in fp32, as PyTorch adds a bf16 tensor to an fp32 one.
   const auto xv = rounded(DType::BF16, act_values(31, 0.5f)), rv_ = act_values(32, 0.2f);
   const auto gv = random_nonzero(c, 33), bv = random_nonzero(c, 34);
   Tensor x = make(Shape{rows, c}, DType::BF16, xv), res = make(Shape{rows, c}, DType::F32, rv_);
@@ -284,9 +303,11 @@ TEST_F(CpuBatchNorm, MixedDtypesForResidualAndOutput) {
   Tensor sm = out_c(), sr = out_c(), y = out_act(DType::F32);
   BatchNormDesc d;
   be->batchnorm_forward_train(d, x, &res, gamma, beta, rm, rvar, sm, sr, y);
-  const auto rd = to_double(rv_);
-  const BnRef ref = bn_ref(rows, c, to_double(xv), to_double(gv), to_double(bv), &rd, false, d.eps);
-  auto r = compare(to_host_f32(*be, y), to_float(ref.y), 1e-5);
+  const BnRef ref =
+      bn_ref(rows, c, to_double(xv), to_double(gv), to_double(bv), nullptr, false, d.eps);
+  std::vector<float> want = rounded(DType::BF16, to_float(ref.y));
+  for (size_t i = 0; i < want.size(); ++i) want[i] += rv_[i];
+  auto r = compare(to_host_f32(*be, y), want, 1e-5);
   EXPECT_TRUE(r.ok) << r.message;
 }
 

@@ -117,6 +117,16 @@ TEST(FamilyOpsParity, BatchNormForwardTrainAndEval) {
       }
 }
 
+// The rounding before the residual add (autocast's BatchNorm output), on the device too.
+TEST(FamilyOpsParity, BatchNormOutputIsRoundedBeforeTheResidualAdd) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    if (test::reference_against_itself(dt, GemmMath::LowPrecision)) continue;
+    EXPECT_TRUE(test::batchnorm_rounds_before_residual(*env.dut, env.dut_alloc, dt, 810));
+  }
+}
+
 TEST(FamilyOpsParity, BatchNormBackward) {
   SKIP_WITHOUT_DEVICE();
   Env env;
