@@ -216,7 +216,7 @@ GemmGeom check_gemm(const Checks& ck, const GemmDesc& d, const Tensor& a, const 
   const bool backward = d.dact != Activation::None || d.dact_input || d.dbias;
   MPB_CHECK(!fp8 || !backward, "gemm: an FP8 GEMM takes no backward epilogue (dact, dbias)");
   if (backward) {
-    MPB_CHECK(!epilogue && !d.pre_act,
+    MPB_CHECK(!epilogue,
               "gemm: the backward epilogue (dact, dact_input, dbias) excludes bias, act and "
               "pre_act");
     MPB_CHECK(d.beta == 0.0f, "gemm: beta must be 0 with the backward epilogue, got {}", d.beta);

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "kernels/relu.h"
+
 namespace mpbench::test {
 
 bool in_training_series(Precision p) {
@@ -179,96 +181,141 @@ double activation_ref(Activation act, double x) {
   return x;
 }
 
-::testing::AssertionResult activation_takes_rounded_gemm_output(Backend& be,
-                                                                TrackingAllocator& alloc, DType dt,
-                                                                Activation act, uint64_t seed) {
-  // n a multiple of 8: the shapes cuBLASLt's aux epilogues take. Sums of 48 products of about
-  // +-0.5 spread the pre-activations over GELU's curved region.
-  const int64_t m = 64, n = 96, k = 48;
+namespace {
+
+// Tensors of one test on `be`, released together.
+struct Scratch {
+  Backend& be;
+  TrackingAllocator& alloc;
   std::vector<Tensor> owned;
-  auto tensor = [&](Shape s, const std::vector<float>& values) {
-    owned.push_back(alloc.alloc(s, dt, MemCategory::Activations));
-    if (!values.empty()) from_host_f32(be, values, owned.back());
-    return owned.back();
-  };
-  Tensor a = tensor(Shape{m, k}, random_nonzero(m * k, seed, 0.5f));
-  Tensor b = tensor(Shape{k, n}, random_nonzero(k * n, seed + 1, 0.5f));
-  Tensor bias = tensor(Shape{n}, random_nonzero(n, seed + 2));
-  Tensor pre = tensor(Shape{m, n}, {}), train = tensor(Shape{m, n}, {}),
-         eval = tensor(Shape{m, n}, {}), again = tensor(Shape{m, n}, {});
-  std::vector<float> identity(static_cast<size_t>(m * m), 0.0f);
-  for (int64_t i = 0; i < m; ++i) identity[static_cast<size_t>(i * m + i)] = 1.0f;
-  Tensor eye = tensor(Shape{m, m}, identity);
-  for (Tensor* t : {&pre, &train, &eval, &again}) poison(be, *t);
-
-  GemmDesc d;
-  d.math = GemmMath::LowPrecision;
-  d.act = act;
-  d.bias = &bias;
-  d.pre_act = &pre;
-  be.gemm(d, a, b, train);
-  d.pre_act = nullptr;
-  be.gemm(d, a, b, eval);
-  GemmDesc id;
-  id.math = GemmMath::LowPrecision;
-  id.act = act;
-  be.gemm(id, eye, pre, again);
-
-  const auto want = to_host_f32(be, again), got_train = to_host_f32(be, train),
-             got_eval = to_host_f32(be, eval);
-  for (const Tensor& t : owned) alloc.release(t);
-  for (size_t i = 0; i < want.size(); ++i) {
-    for (const auto* got : {&got_train, &got_eval}) {
-      if (f32_bits((*got)[i]) == f32_bits(want[i])) continue;
-      return ::testing::AssertionFailure()
-             << dtype_name(dt) << " " << activation_name(act) << ", element " << i << ": "
-             << (got == &got_train ? "with" : "without") << " pre_act " << (*got)[i]
-             << ", the activation of the rounded pre-activation " << want[i];
-    }
+  ~Scratch() {
+    for (const Tensor& t : owned) alloc.release(t);
   }
-  return ::testing::AssertionSuccess();
-}
-
-::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
-                                                            DType dt, uint64_t seed) {
-  const int64_t rows = 256, c = 64;  // c a multiple of the CUDA kernel's vector width
-  std::vector<Tensor> owned;
-  auto tensor = [&](Shape s, DType t, const std::vector<float>& values) {
-    owned.push_back(alloc.alloc(s, t, MemCategory::Activations));
+  // With `values`, or poisoned without.
+  Tensor make(Shape s, DType dt, const std::vector<float>& values = {}) {
+    owned.push_back(alloc.alloc(s, dt, MemCategory::Activations));
     if (values.empty()) {
       poison(be, owned.back());
     } else {
       from_host_f32(be, values, owned.back());
     }
     return owned.back();
-  };
-  Tensor x = tensor(Shape{rows, c}, dt, random_nonzero(rows * c, seed, 2.0f));
-  Tensor res = tensor(Shape{rows, c}, dt, random_nonzero(rows * c, seed + 1));
-  Tensor gamma = tensor(Shape{c}, DType::F32, random_nonzero(c, seed + 2));
-  Tensor beta = tensor(Shape{c}, DType::F32, random_nonzero(c, seed + 3));
-  const std::vector<float> ones(static_cast<size_t>(c), 1.0f);
-  ::testing::AssertionResult result = ::testing::AssertionSuccess();
-  for (bool relu : {false, true}) {
-    Tensor rm = tensor(Shape{c}, DType::F32, ones), rv = tensor(Shape{c}, DType::F32, ones);
-    Tensor sm = tensor(Shape{c}, DType::F32, {}), sr = tensor(Shape{c}, DType::F32, {});
-    Tensor fused = tensor(Shape{rows, c}, dt, {}), plain = tensor(Shape{rows, c}, dt, {});
-    BatchNormDesc d;
-    d.relu = relu;
-    be.batchnorm_forward_train(d, x, &res, gamma, beta, rm, rv, sm, sr, fused);
-    d.relu = false;
-    be.batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rv, sm, sr, plain);
-    be.add(plain, res, plain);
-    const auto got = to_host_f32(be, fused), sum = to_host_f32(be, plain);
-    for (size_t i = 0; i < got.size() && result; ++i) {
-      const float want = relu && !(sum[i] > 0.0f) ? 0.0f : sum[i];
-      if (f32_bits(got[i]) != f32_bits(want))
-        result = ::testing::AssertionFailure()
-                 << dtype_name(dt) << (relu ? " with ReLU" : "") << ", element " << i << ": "
-                 << got[i] << ", the rounded BatchNorm output plus the residual " << want;
+  }
+};
+
+// The first element whose bits differ (NaN matches NaN), as a failure naming `what`.
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                                     const std::string& what) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (f32_bits(got[i]) == f32_bits(want[i]) || (std::isnan(got[i]) && std::isnan(want[i])))
+      continue;
+    return ::testing::AssertionFailure()
+           << what << ", element " << i << ": " << got[i] << " against " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+::testing::AssertionResult activation_takes_rounded_gemm_output(Backend& be,
+                                                                TrackingAllocator& alloc, DType dt,
+                                                                Activation act, uint64_t seed) {
+  // n a multiple of 8: the shapes cuBLASLt's aux epilogues take. Sums of 48 products of about
+  // +-0.5 spread the pre-activations over GELU's curved region.
+  const int64_t m = 64, n = 96, k = 48;
+  Scratch t{be, alloc, {}};
+  Tensor a = t.make(Shape{m, k}, dt, random_nonzero(m * k, seed, 0.5f));
+  Tensor b = t.make(Shape{k, n}, dt, random_nonzero(k * n, seed + 1, 0.5f));
+  std::vector<float> bias_v = random_nonzero(n + 1, seed + 2);
+  Tensor bias_buf = t.make(Shape{n + 1}, dt, bias_v);
+  std::vector<float> identity(static_cast<size_t>(m * m), 0.0f);
+  for (int64_t i = 0; i < m; ++i) identity[static_cast<size_t>(i * m + i)] = 1.0f;
+  Tensor eye = t.make(Shape{m, m}, dt, identity);
+  for (int64_t offset : {0, 1}) {
+    Tensor bias = bias_buf.slice(offset, Shape{n});
+    Tensor pre = t.make(Shape{m, n}, dt), train = t.make(Shape{m, n}, dt),
+           eval = t.make(Shape{m, n}, dt), again = t.make(Shape{m, n}, dt);
+    GemmDesc d;
+    d.math = GemmMath::LowPrecision;
+    d.act = act;
+    d.bias = &bias;
+    d.pre_act = &pre;
+    be.gemm(d, a, b, train);
+    d.pre_act = nullptr;
+    be.gemm(d, a, b, eval);
+    GemmDesc id;
+    id.math = GemmMath::LowPrecision;
+    id.act = act;
+    be.gemm(id, eye, pre, again);
+    const auto want = to_host_f32(be, again);
+    const std::string what =
+        fmt::format("{} {}, bias at element {}", dtype_name(dt), activation_name(act), offset);
+    auto r = same_bits(to_host_f32(be, train), want, what + ", with pre_act");
+    if (r) r = same_bits(to_host_f32(be, eval), want, what + ", without pre_act");
+    if (!r) return r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
+                                                            DType dt, uint64_t seed) {
+  const int64_t rows = 256;
+  for (int64_t c : {64, 63}) {  // CUDA's vectorised kernel and its scalar one
+    Scratch t{be, alloc, {}};
+    Tensor x = t.make(Shape{rows, c}, dt, random_nonzero(rows * c, seed, 2.0f));
+    Tensor res = t.make(Shape{rows, c}, dt, random_nonzero(rows * c, seed + 1));
+    Tensor gamma = t.make(Shape{c}, DType::F32, random_nonzero(c, seed + 2));
+    Tensor beta = t.make(Shape{c}, DType::F32, random_nonzero(c, seed + 3));
+    const std::vector<float> ones(static_cast<size_t>(c), 1.0f);
+    for (bool relu : {false, true}) {
+      Tensor rm = t.make(Shape{c}, DType::F32, ones), rv = t.make(Shape{c}, DType::F32, ones);
+      Tensor sm = t.make(Shape{c}, DType::F32), sr = t.make(Shape{c}, DType::F32);
+      Tensor fused = t.make(Shape{rows, c}, dt), plain = t.make(Shape{rows, c}, dt);
+      BatchNormDesc d;
+      d.relu = relu;
+      be.batchnorm_forward_train(d, x, &res, gamma, beta, rm, rv, sm, sr, fused);
+      d.relu = false;
+      be.batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rv, sm, sr, plain);
+      be.add(plain, res, plain);
+      std::vector<float> want = to_host_f32(be, plain);
+      if (relu)
+        for (float& v : want) v = relu_forward(v);
+      auto r =
+          same_bits(to_host_f32(be, fused), want,
+                    fmt::format("{}, {} channels{}", dtype_name(dt), c, relu ? ", with ReLU" : ""));
+      if (!r) return r;
     }
   }
-  for (const Tensor& t : owned) alloc.release(t);
-  return result;
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult backward_epilogue_is_gemm_then_bias_act_backward(
+    Backend& be, TrackingAllocator& alloc, DType dt, Activation act, uint64_t seed) {
+  const int64_t m = 64, n = 96, k = 48;
+  Scratch t{be, alloc, {}};
+  Tensor a = t.make(Shape{m, k}, dt, random_nonzero(m * k, seed, 0.5f));
+  Tensor b = t.make(Shape{k, n}, dt, random_nonzero(k * n, seed + 1, 0.5f));
+  // Pre-activations of both signs and around GELU's curved region.
+  Tensor pre = t.make(Shape{m, n}, dt, random_nonzero(m * n, seed + 2, 3.0f));
+  for (bool with_dbias : {false, true}) {
+    Tensor fused = t.make(Shape{m, n}, dt), plain = t.make(Shape{m, n}, dt);
+    Tensor db_fused = t.make(Shape{n}, DType::F32), db_plain = t.make(Shape{n}, DType::F32);
+    GemmDesc d;
+    d.math = GemmMath::LowPrecision;
+    be.gemm(d, a, b, plain);
+    be.bias_act_backward(act, plain, pre, plain, with_dbias ? &db_plain : nullptr);
+    d.dact = act;
+    d.dact_input = &pre;
+    d.dbias = with_dbias ? &db_fused : nullptr;
+    be.gemm(d, a, b, fused);
+    const std::string what = fmt::format("{} {}{}", dtype_name(dt), activation_name(act),
+                                         with_dbias ? " with dbias" : "");
+    auto r = same_bits(to_host_f32(be, fused), to_host_f32(be, plain), what);
+    if (r && with_dbias)
+      r = same_bits(to_host_f32(be, db_fused), to_host_f32(be, db_plain), what + ": dbias");
+    if (!r) return r;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::string source_dir() {

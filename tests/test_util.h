@@ -57,13 +57,6 @@ void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
 
 // The source tree (configs/ etc.): $MPBENCH_SOURCE_DIR when set (a build carried to another
 // machine), else the directory the tests were built from.
-// The residual add of batch normalisation on `be`, all activations of dtype `dt`: BatchNorm's
-// output is rounded to its input's dtype before the add, as autocast's BatchNorm writes it, so
-// batchnorm_forward_train with a residual equals it without one followed by add(), bit for bit
-// (with ReLU, ReLU of that sum).
-::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
-                                                            DType dt, uint64_t seed);
-
 std::string source_dir();
 
 // Fills a tensor with NaN (floats) or 0x7fffffff (int32) so unwritten outputs are caught.
@@ -112,10 +105,25 @@ double activation_ref(Activation act, double x);
 // GemmDesc's forward-epilogue rounding on `be`: with 16-bit operands and C of dtype `dt`, C of a
 // GEMM with bias, `act` and pre_act, and C of the same GEMM without pre_act (the evaluation
 // path), both equal `act` applied to the stored pre-activation by a GEMM of the identity with it
-// (one exact product per element), bit for bit: the activation takes the rounded value.
+// (one exact product per element), bit for bit: the activation takes the rounded value. With a
+// bias aligned and one off 16 bytes (CUDA adds that one after the matmul). ReLU, which commutes
+// with the rounding, is a control.
 ::testing::AssertionResult activation_takes_rounded_gemm_output(Backend& be,
                                                                 TrackingAllocator& alloc, DType dt,
                                                                 Activation act, uint64_t seed);
+
+// The residual add of batch normalisation on `be`, all activations of dtype `dt`, C channels (a
+// multiple of CUDA's vector width and not): BatchNorm's output is rounded to its input's dtype
+// before the add, as autocast's BatchNorm writes it, so batchnorm_forward_train with a residual
+// equals it without one followed by add(), bit for bit (with ReLU, ReLU of that sum).
+::testing::AssertionResult batchnorm_rounds_before_residual(Backend& be, TrackingAllocator& alloc,
+                                                            DType dt, uint64_t seed);
+
+// GemmDesc's backward epilogue on `be` with 16-bit operands and C of dtype `dt`: a GEMM with
+// dact (and dbias) equals the plain GEMM followed by bias_act_backward, bit for bit (cuBLASLt's
+// DGELU epilogues round once, so they must not serve a 16-bit C).
+::testing::AssertionResult backward_epilogue_is_gemm_then_bias_act_backward(
+    Backend& be, TrackingAllocator& alloc, DType dt, Activation act, uint64_t seed);
 
 // Newlines in s: a message of one line has one.
 inline size_t count_lines(const std::string& s) {

@@ -4,8 +4,9 @@
 // between a tensor's dtype and fp32.
 //
 // Numerics: fp16/bf16 are stored as 16-bit patterns and decoded exactly (kernels/dtype.h); all
-// math is fp32 and each output is rounded once to its dtype, so the CPU reproduces the GPU's
-// overflow, underflow and loss-scale skips.
+// math is fp32 and each output is rounded to its dtype where autocast's op would write it (once
+// per op; twice where autocast has two ops, e.g. a GEMM's output then its activation), so the CPU
+// reproduces the GPU's overflow, underflow and loss-scale skips.
 #include <array>
 #include <vector>
 

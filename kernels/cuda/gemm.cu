@@ -122,15 +122,16 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   key.align_b = alignment_of(b.data);
   key.align_c = alignment_of(c.data);
 
-  // The cuBLASLt epilogues with an aux matrix (ld N, so N must be a multiple of 8). The GELU
-  // epilogues may use a fast tanh, which strict fp32 must not; batches would need batch strides
-  // for the bias (gradient) too, and no layer has them.
-  const bool aux_ok = batch == 1 && n % 8 == 0 && d.math != GemmMath::Strict;
-  // The GELU epilogues round once, from the fp32 accumulator; autocast rounds the GEMM's output to
-  // its 16-bit dtype first and then GELU's (forward) or the derivative's product (backward), as
-  // the reference does. So they serve an fp32 C only, where there is nothing to round; a 16-bit
-  // C takes the matmul and then bias_act_forward / bias_act_backward, as ReLU always does.
-  const bool gelu_epilogue_ok = aux_ok && c.dtype == DType::F32;
+  // Whether cuBLASLt's GELU epilogues (with or without aux) may serve this GEMM. They may use a
+  // fast tanh, which strict fp32 must not. They round once, from the fp32 accumulator, where
+  // autocast rounds the GEMM's output to its 16-bit dtype first and then GELU's (forward) or the
+  // derivative's product (backward), as the reference does: so an fp32 C only, where there is
+  // nothing to round; a 16-bit C takes the matmul and then bias_act_forward / bias_act_backward,
+  // as ReLU always does.
+  const bool gelu_fusable = d.math != GemmMath::Strict && c.dtype == DType::F32;
+  // ... and those with an aux matrix (ld N, so N must be a multiple of 8); batches would need
+  // batch strides for the bias (gradient) too, and no layer has them.
+  const bool gelu_aux_ok = gelu_fusable && batch == 1 && n % 8 == 0;
   // FP8 operands' scale_inv pointers (device scalars), set on the plan for every call.
   const void* a_scale = d.a_scale_inv ? d.a_scale_inv->data : nullptr;
   const void* b_scale = d.b_scale_inv ? d.b_scale_inv->data : nullptr;
@@ -165,7 +166,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   };
 
   if (backward) {
-    if (d.dact == Activation::Gelu && gelu_epilogue_ok) {
+    if (d.dact == Activation::Gelu && gelu_aux_ok) {
       GemmKey fk = key;
       fk.epilogue = d.dbias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
       fk.bias_type = d.dbias ? CUDA_R_32F : -1;  // dbias is fp32 whatever C's dtype
@@ -185,7 +186,7 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   }
 
   // GELU with its pre-activation: GELU_AUX[_BIAS] writes both in the matmul.
-  if (d.act == Activation::Gelu && d.pre_act && gelu_epilogue_ok &&
+  if (d.act == Activation::Gelu && d.pre_act && gelu_aux_ok &&
       (!d.bias || alignment_of(d.bias->data) >= 16)) {
     GemmKey fk = key;
     fk.epilogue = d.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
@@ -201,17 +202,17 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
   key.align_c = alignment_of(target.data);
 
   // What the cuBLASLt epilogue does; the rest is done by bias_act_forward afterwards. A bias
-  // needs 16-byte alignment for the epilogue kernels. The pre-activation is needed for backward,
-  // but RELU_AUX stores a bitmask, so with pre_act the matmul stops after the bias. The GELU
-  // epilogue may use a fast tanh, which strict fp32 must not, and serves an fp32 C only (above).
-  // ReLU is always bias_act_forward's (kernels/relu.h): the RELU epilogues are documented only as
-  // max(x, 0), which says nothing of NaN (a max such as fmaxf's turns it into 0), and PyTorch's
-  // ReLU keeps it.
+  // needs 16-byte alignment for the epilogue kernels (added afterwards, a 16-bit P is rounded
+  // twice, the product and then the sum: only a direct call gives one, every layer's is aligned).
+  // The pre-activation is needed for backward, but RELU_AUX stores a bitmask, so with pre_act the
+  // matmul stops after the bias. GELU only where gelu_fusable (above). ReLU is always
+  // bias_act_forward's (kernels/relu.h): the RELU epilogues are documented only as max(x, 0), which
+  // says nothing of NaN (a max such as fmaxf's turns it into 0), and PyTorch's ReLU keeps it.
   bool epi_bias = d.bias != nullptr && alignment_of(d.bias->data) >= 16;
   Activation epi_act = d.act;
   // The activation follows the bias: when the bias is added afterwards, so is the activation.
   if (d.pre_act || (d.bias && !epi_bias) || d.act == Activation::Relu ||
-      (d.act == Activation::Gelu && (d.math == GemmMath::Strict || c.dtype != DType::F32)))
+      (d.act == Activation::Gelu && !gelu_fusable))
     epi_act = Activation::None;
 
   GemmPlan* plan = nullptr;

@@ -11,7 +11,8 @@ namespace mpbench::cuda {
 void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor& a,
           const Tensor& b, Tensor& c);
 
-// y = act(x + bias) where bias (N) is broadcast over rows; pre_act, when given, = x + bias.
+// y = act(p), p = x + bias rounded to y's dtype, bias (N) broadcast over rows; pre_act, when
+// given, = p.
 // x may alias y or pre_act. Used for the parts of a GEMM epilogue cuBLASLt did not do (not a
 // Backend op, so it checks its own arguments).
 void bias_act_forward(DeviceContext& ctx, Activation act, const Tensor& x, const Tensor* bias,

@@ -71,6 +71,7 @@ __global__ void softmax_xent_kernel(const float* logits, const int32_t* labels, 
       warp_correct += (valid && am == label) ? 1.0f : 0.0f;
     }
     if (dlogits) {
+      __syncwarp();  // every lane's reads of the row (x_label's too) before any write to it
       TG* g = dlogits + row * cols;
       const float inv_sum = 1.0f / sum;
       for (int64_t j = lane; j < cols; j += 32) {

@@ -7,8 +7,9 @@
 // (the shift: the block's first row, so that the squares do not cancel) and merges the blocks'
 // means and squared deviations in double (Chan et al.); one pass then writes
 //   y = [relu](gamma ((x - mean) rstd) + beta [+ residual]),
-// the reference's formula. Backward: one pass sums g and g xhat (g: dy where ReLU let it through,
-// kernels/relu.h, also written to d_pre), one writes
+// the normalised value rounded to the dtype before a residual add: the reference's formula.
+// Backward: one pass sums g and g xhat (g: dy where ReLU let it through, kernels/relu.h, also
+// written to d_pre), one writes
 //   dx = gamma rstd (g - mean(g) - xhat mean(g xhat)),
 // reading g from d_pre when there is one. Each range of rows sums into its own partials, added in
 // range order. The loops take fp32 or bf16, one dtype for all of a call's activations, as the

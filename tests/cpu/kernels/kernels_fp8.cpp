@@ -275,7 +275,9 @@ TEST_F(CpuFp8, GemmMatchesTheScaledReference) {
                 acc += static_cast<double>(ah[i * k + p]) * bh[j * k + p];
                 mag += std::fabs(static_cast<double>(ah[i * k + p]) * bh[j * k + p]);
               }
-              double v = 2.0 * 0.25 / 64 * acc + bias_h[j];
+              // The activation takes the GEMM's output rounded to C's dtype (GemmDesc).
+              const float v =
+                  test::round_to(cdt, static_cast<float>(2.0 * 0.25 / 64 * acc + bias_h[j]));
               want[i * n + j] =
                   test::round_to(cdt, static_cast<float>(test::activation_ref(act, v)));
               scale[i * n + j] = static_cast<float>(2.0 * 0.25 / 64 * mag + std::fabs(bias_h[j]));

@@ -178,6 +178,23 @@ TEST(CudaParity, GemmActivationTakesTheRoundedOutput) {
   }
 }
 
+// And the backward epilogue is the GEMM followed by bias_act_backward, bit for bit, on a 16-bit C
+// (cuBLASLt's DGELU epilogues round once: they serve fp32 C only).
+TEST(CudaParity, GemmBackwardEpilogueIsGemmThenBiasActBackward) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  for (DType dt : {DType::F16, DType::BF16}) {
+    if (test::reference_against_itself(dt, GemmMath::LowPrecision)) continue;
+    // A native CPU without a bf16 GEMM (AVX2) runs the fused GEMM on the reference, which sums
+    // the bias gradient before rounding, and bias_act_backward on its own loop, which sums the
+    // rounded gradient (dbias_tolerance): one backend, two paths. amp_bf16 is unsupported there.
+    if (test::kNativeCpuUnderTest && !test::native_bf16_available()) continue;
+    for (Activation act : {Activation::Relu, Activation::Gelu})
+      EXPECT_TRUE(test::backward_epilogue_is_gemm_then_bias_act_backward(*env.dut, env.dut_alloc,
+                                                                         dt, act, 7200));
+  }
+}
+
 // Weight-gradient shapes, A^T B with fp32 C over a million outputs: the native CPU's inner-product
 // path where its matmul has no AMX (kernels/onednn/gemm.cpp); odd sizes too. With alpha or beta
 // set, the path is not taken, and the result must not change either.
@@ -887,9 +904,10 @@ double fp8_gemm_tolerance(int64_t k, DType c) {
 }
 
 // cuBLASLt's FP8 GEMMs (sm_89+) against the CPU's exact decode: forward (e4m3 x e4m3, bf16 out,
-// bias and GELU with its pre-activation) and the backward's e5m2 x e4m3 into fp32. A bias off
-// cuBLASLt's 16-byte alignment takes the unfused path: the plain FP8 matmul, then the bf16 bias
-// and the activation added to C by bias_act_forward, fp32 C included. Two cases read their scales
+// bias and GELU with its pre-activation: the BIAS epilogue, then GELU by bias_act_forward, as for
+// every 16-bit C) and the backward's e5m2 x e4m3 into fp32. A bias off cuBLASLt's 16-byte
+// alignment takes the unfused path: the plain FP8 matmul, then the bf16 bias and the activation
+// added to C by bias_act_forward, fp32 C included. Two cases read their scales
 // as training does, views 16 bytes apart in one buffer (on the H200, training's views 4 bytes
 // apart were refused where separate scalars ran).
 TEST(CudaParity, Fp8GemmMatchesTheCpu) {
