@@ -113,14 +113,7 @@ struct Env {
   }
   // Bit-for-bit after decoding (NaN matches NaN, whatever its payload).
   ::testing::AssertionResult same(const Pair& p) {
-    auto g = host_dut(p), c = host_cpu(p);
-    for (size_t i = 0; i < g.size(); ++i) {
-      bool both_nan = std::isnan(g[i]) && std::isnan(c[i]);
-      if (!both_nan && (f32_bits(g[i]) != f32_bits(c[i])))
-        return ::testing::AssertionFailure()
-               << "element " << i << ": cuda " << g[i] << " cpu " << c[i];
-    }
-    return ::testing::AssertionSuccess();
+    return same_bits(host_dut(p), host_cpu(p), "device under test against the reference");
   }
 };
 

@@ -181,6 +181,20 @@ double activation_ref(Activation act, double x) {
   return x;
 }
 
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                                     const std::string& what) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure()
+           << what << ": " << got.size() << " elements against " << want.size();
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (f32_bits(got[i]) == f32_bits(want[i]) || (std::isnan(got[i]) && std::isnan(want[i])))
+      continue;
+    return ::testing::AssertionFailure()
+           << what << ", element " << i << ": " << got[i] << " against " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 namespace {
 
 // Tensors of one test on `be`, released together.
@@ -202,18 +216,6 @@ struct Scratch {
     return owned.back();
   }
 };
-
-// The first element whose bits differ (NaN matches NaN), as a failure naming `what`.
-::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,
-                                     const std::string& what) {
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (f32_bits(got[i]) == f32_bits(want[i]) || (std::isnan(got[i]) && std::isnan(want[i])))
-      continue;
-    return ::testing::AssertionFailure()
-           << what << ", element " << i << ": " << got[i] << " against " << want[i];
-  }
-  return ::testing::AssertionSuccess();
-}
 
 }  // namespace
 

@@ -99,6 +99,11 @@ struct GradScalerRef {
 // A fixed pattern of finite (false) and non-finite (true) steps, deterministic from the seed.
 std::vector<bool> found_inf_pattern(size_t n, uint64_t seed, double p_inf = 0.2);
 
+// The first element whose bits differ (NaN matches NaN, whatever its payload), or a size
+// mismatch, as a failure naming `what`.
+::testing::AssertionResult same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                                     const std::string& what);
+
 // ReLU / GELU (tanh form) in double, written independently of the kernels.
 double activation_ref(Activation act, double x);
 
