@@ -111,17 +111,20 @@ class Embedding : public Layer {
 // ---- encoder layer ------------------------------------------------------------------------------
 
 // What an encoder layer holds only while it runs: the scores (between the QK^T GEMM and the
-// softmax; the backward's dP and dS), the LayerNorm gradient, dq/dk/dv, the branch gradient in
-// the compute dtype, the outputs of qkv, proj and fc2 (read once by the next op; qkv's holds
-// the backward's dqkv) and its Linears' input gradients. One set serves every layer, as
-// PyTorch's caching allocator hands a layer's freed memory to the next (about 1.6 GB a layer at
-// gpt2_small's shapes in fp32, whose step took 46 GB on the H200 against PyTorch's 33).
+// softmax; then the 16-bit copy of the fp32 probabilities; in the backward that copy again, dP
+// and dS), the LayerNorm gradient, dq/dk/dv, the branch gradient in the compute dtype, the
+// outputs of qkv, proj and fc2 (read once by the next op; qkv's holds the backward's dqkv) and its
+// Linears' input gradients. One set serves every layer, as PyTorch's caching allocator hands a
+// layer's freed memory to the next (about 1.6 GB a layer at gpt2_small's shapes in fp32, whose
+// step took 46 GB on the H200 against PyTorch's 33).
 // Within a layer, buffers whose uses never overlap share one slot. In the order a layer runs:
-//   forward:       qkv out [big] -> permute; scores [S] -> softmax; P v [dln] -> permute;
+//   forward:       qkv out [big] -> permute; scores [S] -> softmax (P in fp32, kept) -> P in
+//                  the compute dtype [S]; P v [dln] -> permute;
 //                  proj out [narrow] -> add; fc1 out and pre-activation [the layer's fc1 block,
 //                  kept]; fc2 out [narrow] -> add
 //   FFN backward:  fc2 dx [big] -> fc1 backward -> fc1 dx [narrow] -> LN2 backward -> dln [dln]
-//   attn backward: proj dx [narrow] -> permute -> dO [dln] -> dv [narrow] and dP [S] -> dS
+//   attn backward: proj dx [narrow] -> permute -> dO [dln]; P in the compute dtype [S] -> dv
+//                  [narrow]; dP [S] -> dS
 //                  -> dq, dk [narrow] -> permute -> dqkv [big] -> qkv backward -> qkv dx
 //                  [narrow] -> LN1 backward -> dln [dln]
 // so "big" is the largest of qkv's output and fc2's dx, "narrow" three tokens x D, "dln" tokens x
@@ -232,7 +235,9 @@ class EncoderLayer : public Layer {
     scratch_->lend(qkv_, proj_, fc1_, fc2_, fc1_block_);
     qkv_.allocate(alloc, tokens, cd, true);
     qkv_heads_ = act(Shape{3 * tokens * d}, cd);
-    probs_ = act(Shape{bh, s, s}, cd);
+    // fp32 whatever the mode: autocast's softmax output, which its backward reads (the GEMM with
+    // v takes a 16-bit copy, made in the scores' buffer when needed).
+    probs_ = act(Shape{bh, s, s}, DType::F32);
     ctx_ = act(Shape{tokens, d}, cd);
     proj_.allocate(alloc, tokens, cd, true);
     x1_ = act(Shape{tokens, d}, DType::F32);
@@ -271,7 +276,7 @@ class EncoderLayer : public Layer {
     Tensor ctx_heads = scratch_->attn_out(Shape{bh, s, dh_}, prec_.compute);
     GemmDesc pv;
     pv.math = prec_.math;
-    be.gemm(pv, probs, v, ctx_heads);
+    be.gemm(pv, probs_in_compute_dtype(be, probs, scores), v, ctx_heads);
     Tensor ctx = head_of(ctx_, Shape{rows_, s, h, dh_});
     be.permute(ctx_heads.reshaped(Shape{rows_, h, s, dh_}), ctx, {0, 2, 1, 3});
     Tensor attn = proj_.forward(be, ps, ctx.reshaped(Shape{tokens, d}));
@@ -321,8 +326,8 @@ class EncoderLayer : public Layer {
     GemmDesc g_dv;                               // dv = P^T dO
     g_dv.trans_a = true;
     g_dv.math = prec_.math;
-    be.gemm(g_dv, probs, dout, dv);
-    GemmDesc g_dp;  // dP = dO v^T
+    be.gemm(g_dv, probs_in_compute_dtype(be, probs, dp), dout, dv);
+    GemmDesc g_dp;  // dP = dO v^T, over the 16-bit copy of P: dv is done with it
     g_dp.trans_b = true;
     g_dp.math = prec_.math;
     be.gemm(g_dp, dout, v, dp);
@@ -383,8 +388,8 @@ class EncoderLayer : public Layer {
     sm.kind = t_.causal ? "softmax+causal mask" : "softmax";
     sm.output_shape = Shape{h, s, s};
     sm.compute_dtype = DType::F32;
-    sm.storage_dtype = cd;
-    sm.activation_bytes = h * s * s * cs;  // the probabilities
+    sm.storage_dtype = DType::F32;
+    sm.activation_bytes = h * s * s * 4;  // the probabilities, fp32 (the 16-bit copy is scratch)
     li.add_child(sm);
     li.add_child(attention_gemm("attn_v", "gemm p.v", Shape{h, s, dh_}, s * d * cs,
                                 MatmulDims{false, s, false, dh_, s}));  // saves v
@@ -401,6 +406,14 @@ class EncoderLayer : public Layer {
   Tensor scores_buffer(Shape s) const {
     return scores_fit_fc1(t_) ? fc1_block_.viewed_as(s, prec_.compute)
                               : scratch_->scores(s, prec_.compute);
+  }
+  // The probabilities as the GEMMs with v read them: in the compute dtype, copied into `buf` (a
+  // buffer of their shape that is free until that GEMM has run) unless that is fp32.
+  Tensor probs_in_compute_dtype(Backend& be, const Tensor& probs, const Tensor& buf) const {
+    if (prec_.compute == DType::F32) return probs;
+    Tensor low = buf;
+    be.cast(probs, low);
+    return low;
   }
   // q, k or v (which = 0, 1, 2) of the last forward: (B*H, S, Dh) of the (3, B, H, S, Dh) buffer.
   Tensor qkv_part(const Tensor& buf, int which) const {

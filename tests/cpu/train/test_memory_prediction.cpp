@@ -91,8 +91,8 @@ size_t transformer_activations(int layers, int heads, int ffn, Precision p,
 // The encoder layers share what each holds only while it runs (the scores, which the backward
 // reuses for dP, the LayerNorm gradient, dq/dk/dv and, in AMP, the 16-bit branch gradient), in
 // the widest compute dtype of the layers. Seen through the (seq, seq) buffers: two more heads
-// add their probabilities to every layer and their scores once (ffn 32: the scores do not fit
-// fc1's buffers).
+// add their probabilities (fp32 in every mode, as autocast's softmax keeps them) to every layer
+// and their scores once (ffn 32: the scores do not fit fc1's buffers).
 TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
   auto two_more_heads = [&](int layers, Precision p, const std::string& pinned = "") {
     return transformer_activations(layers, 4, 32, p, pinned) -
@@ -101,9 +101,9 @@ TEST(MemoryPrediction, EncoderLayersShareTheirScratch) {
   const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
   EXPECT_EQ(two_more_heads(1, Precision::FP32), ss * (4 + 4));
   EXPECT_EQ(two_more_heads(3, Precision::FP32), ss * (3 * 4 + 4));
-  EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16), ss * (3 * 2 + 2));
-  // A pinned layer's probabilities are fp32, and the shared scores fp32 wide.
-  EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16, R"("layer2")"), ss * (2 + 4 + 2 + 4));
+  EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16), ss * (3 * 4 + 2));
+  // A pinned layer makes the shared scores fp32 wide.
+  EXPECT_EQ(two_more_heads(3, Precision::AMP_BF16, R"("layer2")"), ss * (3 * 4 + 4));
 }
 
 // A layer allocates only what it keeps for its backward (what inspect reports per layer); the
@@ -144,19 +144,18 @@ TEST(MemoryPrediction, TheFfnGradientSharesTheScoresBuffer) {
 
 // Where fc1's output and pre-activation (2 x ffn per token) can hold a layer's scores (heads x
 // seq per token), the scores live there: fc1 writes its block after them in the forward and reads
-// it for the last time before them in the backward. More heads then add only their probabilities.
+// it for the last time before them in the backward. More heads then add only their probabilities,
+// fp32 in every mode.
 TEST(MemoryPrediction, TheScoresLiveInFc1sBlockWhenTheyFit) {
   const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
-  for (int layers : {1, 3}) {
-    SCOPED_TRACE(layers);
-    // ffn 256: 2 x 256 >= 4 heads x 64.
-    EXPECT_EQ(transformer_activations(layers, 4, 256, Precision::FP32) -
-                  transformer_activations(layers, 2, 256, Precision::FP32),
-              layers * ss * 4);
-    EXPECT_EQ(transformer_activations(layers, 4, 256, Precision::AMP_BF16) -
-                  transformer_activations(layers, 2, 256, Precision::AMP_BF16),
-              layers * ss * 2);
-  }
+  for (int layers : {1, 3})
+    for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
+      SCOPED_TRACE(std::to_string(layers) + " " + precision_name(p));
+      // ffn 256: 2 x 256 >= 4 heads x 64.
+      EXPECT_EQ(
+          transformer_activations(layers, 4, 256, p) - transformer_activations(layers, 2, 256, p),
+          layers * ss * 4);
+    }
 }
 
 // A ResNet stage's activations grow with its channels by what each block keeps (conv3's and the

@@ -77,14 +77,17 @@ struct TrajectoryCase {
   // (tiny_mlp's gradient norm and, in amp_fp8, loss) over 50 steps, held at 5e-3.
   // The transformer in amp_bf16 parts by more: sums over a shard's rows pass through bf16 where
   // one process's pass over the whole batch rounds elsewhere (a bf16 rounding in those
-  // gradients each step): measured 5.0e-3 (loss) and 8.0e-3 (gradient norm) over its 66 steps,
-  // held at 3e-2.
+  // gradients each step): measured up to 9.1e-3 (loss) and 3.2e-2 (gradient norm) over its 66
+  // steps (the default seed on OpenBLAS's Cooperlake, SkylakeX and Haswell kernels, seeds 1 to 4
+  // on Cooperlake), held at 5e-2.
   // --grad-reduce bf16: every gradient itself rounded to bf16 (2^-9 relative on average) each
   // step, held at 5e-2 over the run, the final accuracy within 2 points.
   // Only while training is not chaotic: once the loss nears 0, Adam divides ever smaller
   // gradients by their own scale and any two fp32 orders part (tiny_transformer in fp32,
   // measured: 1e-7 at step 64, 1e-3 by step 160, 6x by step 208). So that one trains one epoch.
   double tolerance;
+  // The final accuracies, absolute; 0: 0.005 over an fp32 wire, 0.02 over a 16-bit one.
+  double accuracy = 0;
 };
 
 class Trajectory : public DataParallel, public ::testing::WithParamInterface<TrajectoryCase> {};
@@ -143,7 +146,9 @@ TEST_P(Trajectory, TwoRanksFollowOneProcessOfTheSameGlobalBatch) {
     EXPECT_EQ(s1["skipped"], s2["skipped"]);
     EXPECT_EQ(r1["skipped_steps"], r2["skipped_steps"]);
     EXPECT_NEAR(r1["final_accuracy"].get<double>(), r2["final_accuracy"].get<double>(),
-                std::string(c.grad_reduce) == "fp32" ? 0.005 : 0.02);
+                c.accuracy > 0                         ? c.accuracy
+                : std::string(c.grad_reduce) == "fp32" ? 0.005
+                                                       : 0.02);
     // The global batch: both trained the same samples per second's worth of steps.
     EXPECT_EQ(r1["epochs"].size(), r2["epochs"].size());
     const json& dp = r2["data_parallel"];
@@ -165,7 +170,7 @@ INSTANTIATE_TEST_SUITE_P(
         TrajectoryCase{"tiny_mlp", "reference", "fp32", "fp32", "", 1e-5},
         TrajectoryCase{"tiny_mlp", "reference", "amp_fp16,amp_bf16", "fp32", "", 5e-3},
         TrajectoryCase{"tiny_transformer", "reference", "fp32,amp_bf16", "fp32", "--epochs 1",
-                       3e-2},
+                       5e-2},
         TrajectoryCase{"tiny_mlp", "cpu", "fp32,amp_bf16", "fp32", "", 5e-3},
         // Two GPUs: cuBLASLt may pick other kernels for batch b than for 2b; held as the
         // transformer's amp case.
@@ -181,10 +186,11 @@ INSTANTIATE_TEST_SUITE_P(
         // transformer's weights, cast to e4m3 each step,
         // flip such roundings once its fp32 orders have moved them (from step 16): measured
         // 3.3e-2 (loss) and 1.5e-1 (gradient norm) over 66 steps, held at 0.2, the first step
-        // and the final accuracy closely (the per-rank mean divided afterwards: 3.3e-1, and 2.2
-        // points of accuracy).
+        // closely (the per-rank mean divided afterwards: 3.3e-1). The final accuracies: measured
+        // 0.4 to 1.05 points apart with OpenBLAS's Haswell, SkylakeX and Cooperlake kernels (up
+        // to 1.35 over seeds 1 to 4 on Cooperlake), held at 2.
         TrajectoryCase{"tiny_mlp", "reference", "amp_fp8", "fp32", "", 5e-3},
-        TrajectoryCase{"tiny_transformer", "reference", "amp_fp8", "fp32", "--epochs 1", 0.2},
+        TrajectoryCase{"tiny_transformer", "reference", "amp_fp8", "fp32", "--epochs 1", 0.2, 0.02},
         // Buckets of 10 KiB: tiny_transformer's 73 KiB of gradients in 8, started during the
         // backward as their gradients are made (three after layer2's, three after layer1's, two
         // after the embedding's). Starting them all after the head's instead fails here.
