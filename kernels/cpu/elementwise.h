@@ -6,6 +6,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/dtype.h"
+#include "kernels/gelu.h"
 #include "kernels/relu.h"
 
 namespace mpbench::cpu::detail {
@@ -71,28 +72,6 @@ void dispatch_act(Activation act, F&& f) {
       return;
   }
   throw_runtime("internal: unknown activation");
-}
-
-// GELU, tanh approximation: 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2 / pi), c = 0.044715.
-// Its formulas given t = tanh(the argument): the reference takes t from std::tanh, the native
-// backend's vector loops from a tanh they can vectorise. The argument rounds in one order for the
-// forward and in another for the derivative, as it always has (the training recording holds the
-// reference to both).
-constexpr float kGeluK = 0.7978845608028654f;
-constexpr float kGeluC = 0.044715f;
-inline float gelu_arg(float x) {
-  return kGeluK * (x + kGeluC * x * x * x);
-}
-inline float gelu_derivative_arg(float x) {
-  const float x2 = x * x;
-  return kGeluK * (x + kGeluC * x2 * x);
-}
-inline float gelu_from_tanh(float x, float t) {
-  return 0.5f * x * (1.0f + t);
-}
-inline float gelu_derivative_from_tanh(float x, float t) {
-  const float x2 = x * x;
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * x2);
 }
 
 template <Activation A>

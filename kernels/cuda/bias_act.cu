@@ -4,22 +4,20 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/gelu.h"
 #include "kernels/relu.h"
 
 namespace mpbench::cuda {
 
 namespace {
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
-constexpr float kGeluA = 0.044715f;
-
-// GELU, tanh approximation (the cuBLASLt epilogue's and the CPU reference's definition).
+// The activations' rules are kernels/relu.h's and kernels/gelu.h's, the CPU backends' too.
 __device__ __forceinline__ float apply_act(float x, Activation act) {
   switch (act) {
     case Activation::Relu:
       return relu_forward(x);
     case Activation::Gelu:
-      return 0.5f * x * (1.0f + tanhf(kGeluC * (x + kGeluA * x * x * x)));
+      return gelu_from_tanh(x, tanhf(gelu_arg(x)));
     case Activation::None:
       break;
   }
@@ -31,11 +29,8 @@ __device__ __forceinline__ float act_backward(float dy, float x, Activation act)
   switch (act) {
     case Activation::Relu:
       return relu_backward(dy, x);
-    case Activation::Gelu: {
-      float t = tanhf(kGeluC * (x + kGeluA * x * x * x));
-      return dy * (0.5f * (1.0f + t) +
-                   0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3.0f * kGeluA * x * x));
-    }
+    case Activation::Gelu:
+      return dy * gelu_derivative_from_tanh(x, tanhf(gelu_derivative_arg(x)));
     case Activation::None:
       break;
   }

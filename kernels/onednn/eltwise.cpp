@@ -28,15 +28,14 @@ dnnl::memory::desc flat_md(const Tensor& t) {
 template <Activation A>
 inline float forward(float x) {
   if constexpr (A == Activation::Gelu)
-    return cpu::detail::gelu_from_tanh(x, tanh_approx(cpu::detail::gelu_arg(x)));
+    return gelu_from_tanh(x, tanh_approx(gelu_arg(x)));
   else
     return cpu::detail::act_forward<A>(x);
 }
 template <Activation A>
 inline float backward(float dy, float x) {
   if constexpr (A == Activation::Gelu)
-    return dy * cpu::detail::gelu_derivative_from_tanh(
-                    x, tanh_approx(cpu::detail::gelu_derivative_arg(x)));
+    return dy * gelu_derivative_from_tanh(x, tanh_approx(gelu_derivative_arg(x)));
   else
     return cpu::detail::act_backward<A>(dy, x);
 }
