@@ -308,8 +308,9 @@ class Backend {
   // dx = act's backward of dy at pre_act (GELU: dy * gelu'(pre_act); ReLU: the select of
   // kernels/relu.h, 0 where pre_act <= 0 whatever dy is; a copy for Activation::None); dx may
   // alias dy.
-  // dbias (fp32, (N)), when given, = column sums of dx over all rows, accumulated in fp32, of dx
-  // before its rounding to a 16-bit dtype.
+  // dbias (fp32, (N)), when given, = column sums of dx over all rows as stored (rounded to its
+  // dtype), accumulated in fp32: under autocast a 16-bit Linear's bias gradient sums the GELU
+  // backward's 16-bit output.
   // dy, pre_act, dx: (rows, N), one dtype and shape.
   void bias_act_backward(Activation act, const Tensor& dy, const Tensor& pre_act, Tensor& dx,
                          Tensor* dbias);

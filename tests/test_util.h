@@ -130,6 +130,12 @@ double activation_ref(Activation act, double x);
 ::testing::AssertionResult backward_epilogue_is_gemm_then_bias_act_backward(
     Backend& be, TrackingAllocator& alloc, DType dt, Activation act, uint64_t seed);
 
+// bias_act_backward on `be`, dtype `dt`: dbias is the column sums of dx as the op stored it
+// (rounded to dt), as autocast's bias gradient sums the GELU backward's 16-bit output.
+::testing::AssertionResult bias_gradient_sums_the_rounded_dx(Backend& be, TrackingAllocator& alloc,
+                                                             DType dt, Activation act,
+                                                             uint64_t seed);
+
 // Newlines in s: a message of one line has one.
 inline size_t count_lines(const std::string& s) {
   size_t n = 0;

@@ -14,17 +14,19 @@ namespace {
 using detail::dispatch_act;
 using detail::dispatch_float;
 
-// dbias sums the fp32 dx before it is rounded to its dtype, in double so that the reference is
-// not itself a source of error over many rows.
+// dbias sums dx as stored (rounded to its dtype), as autocast's bias gradient sums the GELU
+// backward's 16-bit output; in double, so that the reference is not itself a source of error over
+// many rows.
 template <class E, Activation A>
 void backward_rows(const typename E::T* dy, const typename E::T* pre, typename E::T* dx,
                    int64_t rows, int64_t n, double* col_sums) {
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t base = i * n;
     for (int64_t j = 0; j < n; ++j) {
-      const float g = detail::act_backward<A>(E::load(dy[base + j]), E::load(pre[base + j]));
-      if (col_sums) col_sums[j] += g;
-      dx[base + j] = E::store(g);
+      const auto g =
+          E::store(detail::act_backward<A>(E::load(dy[base + j]), E::load(pre[base + j])));
+      if (col_sums) col_sums[j] += E::load(g);
+      dx[base + j] = g;
     }
   }
 }

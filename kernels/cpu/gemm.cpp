@@ -67,7 +67,7 @@ void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typenam
 
 // acc: (M, N) fp32 result of the GEMM. C = round(act_backward(round(acc), pre)), exactly the values
 // of gemm() followed by bias_act_backward(); col_sums (double, as bias_act_backward sums) gathers
-// the products before their last rounding. acc may be c's own buffer when c is fp32.
+// C. acc may be c's own buffer when c is fp32.
 template <class E, Activation A>
 void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, int64_t n,
                        typename E::T* c, double* col_sums) {
@@ -77,9 +77,9 @@ void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, in
     const typename E::T* p_row = pre ? pre + i * n : nullptr;
     for (int64_t j = 0; j < n; ++j) {
       const float dy = E::load(E::store(row[j]));
-      const float g = p_row ? detail::act_backward<A>(dy, E::load(p_row[j])) : dy;
-      if (col_sums) col_sums[j] += g;
-      c_row[j] = E::store(g);
+      const auto g = E::store(p_row ? detail::act_backward<A>(dy, E::load(p_row[j])) : dy);
+      if (col_sums) col_sums[j] += E::load(g);
+      c_row[j] = g;
     }
   }
 }

@@ -79,9 +79,9 @@ __global__ void act_backward_dbias_kernel(const T* dy, const T* pre, T* dx, floa
   if (col < cols) {
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
       int64_t i = r * cols + col;
-      float g = act_backward(to_f32(dy[i]), to_f32(pre[i]), act);
-      dx[i] = from_f32<T>(g);
-      sum += g;
+      const T g = from_f32<T>(act_backward(to_f32(dy[i]), to_f32(pre[i]), act));
+      dx[i] = g;
+      sum += to_f32(g);  // dx as stored: autocast's bias gradient sums the 16-bit dx
     }
   }
   partial[threadIdx.y][threadIdx.x] = sum;

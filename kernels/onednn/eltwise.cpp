@@ -47,17 +47,17 @@ MPBENCH_VECTOR_CLONES void forward_block(const typename E::T* x, typename E::T* 
   for (int64_t j = 0; j < n; ++j) y[j] = E::store(forward<A>(E::load(x[j])));
 }
 
-// dx = act_backward(dy, pre) over `rows` rows of n, dx may alias dy; with kSums each row's fp32 dx
-// (before its rounding) added to sums.
+// dx = act_backward(dy, pre) over `rows` rows of n, dx may alias dy; with kSums each row's dx as
+// stored (rounded to its dtype) added to sums.
 template <class E, Activation A, bool kSums>
 MPBENCH_VECTOR_CLONES void backward_rows(const typename E::T* dy, const typename E::T* pre,
                                          typename E::T* dx, int64_t rows, int64_t n, float* sums) {
   for (int64_t i = 0; i < rows * n; i += n) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) {
-      const float g = backward<A>(E::load(dy[i + j]), E::load(pre[i + j]));
-      if (kSums) sums[j] += g;
-      dx[i + j] = E::store(g);
+      const auto g = E::store(backward<A>(E::load(dy[i + j]), E::load(pre[i + j])));
+      if (kSums) sums[j] += E::load(g);
+      dx[i + j] = g;
     }
   }
 }

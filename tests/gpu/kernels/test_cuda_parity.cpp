@@ -185,9 +185,9 @@ TEST(CudaParity, GemmBackwardEpilogueIsGemmThenBiasActBackward) {
   Env env;
   for (DType dt : {DType::F16, DType::BF16}) {
     if (test::reference_against_itself(dt, GemmMath::LowPrecision)) continue;
-    // A native CPU without a bf16 GEMM (AVX2) runs the fused GEMM on the reference, which sums
-    // the bias gradient before rounding, and bias_act_backward on its own loop, which sums the
-    // rounded gradient (dbias_tolerance): one backend, two paths. amp_bf16 is unsupported there.
+    // A native CPU without a bf16 GEMM (AVX2) runs the fused GEMM on the reference (std::tanh,
+    // double sums) and bias_act_backward on its own loop (a vector tanh, fp32 sums): one
+    // backend, two paths, not bit for bit. amp_bf16 is unsupported there.
     if (test::kNativeCpuUnderTest && !test::native_bf16_available()) continue;
     for (Activation act : {Activation::Relu, Activation::Gelu})
       EXPECT_TRUE(test::backward_epilogue_is_gemm_then_bias_act_backward(*env.dut, env.dut_alloc,
@@ -298,6 +298,15 @@ TEST(CudaParity, BiasActBackward) {
             for (Pair* p : {&dy, &pre, &dbias}) env.release(*p);
             if (mode != 2) env.release(dx);
           }
+}
+
+// The bias gradient sums dx as stored, whatever the backend's tanh (test_util.cpp).
+TEST(CudaParity, BiasGradientSumsTheRoundedDx) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16})
+    for (Activation act : {Activation::None, Activation::Relu, Activation::Gelu})
+      EXPECT_TRUE(test::bias_gradient_sums_the_rounded_dx(*env.dut, env.dut_alloc, dt, act, 7300));
 }
 
 // ReLU and GELU over their whole range, not only +-3: near 0, where tanh saturates (|x| 10 and
