@@ -2,6 +2,7 @@
 // primitive cache, and the workspace every primitive's scratchpad (user-managed, so that the
 // run's allocator counts it) and every reordered filter lives in.
 #include "kernels/onednn/onednn_backend.h"
+#include "kernels/onednn/parallel.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -180,6 +181,7 @@ OnednnBackend::OnednnBackend(int threads) : engine_(dnnl::engine::kind::cpu, 0),
   info_.cpu_isa = isa_name(isa);
   info_.cpu_flags = cpu_flags();
   info_.bf16_gemm = probe_bf16(engine_, isa);
+  hw_bf16_ = bf16_conversion_in_hardware(isa_has(isa, dnnl::cpu_isa::avx512_core_bf16));
 }
 
 DeviceInfo OnednnBackend::info() const {

@@ -185,6 +185,8 @@ class OnednnBackend final : public cpu::CpuBackend {
   size_t work_bytes_ = 0;                          // of either
   std::map<std::string, int64_t> fallback_calls_;  // by op
   bool ceilings_measured_ = false;
+  // Whether the vector loops may store bf16 by the CPU's own conversion (parallel.h).
+  bool hw_bf16_ = false;
 };
 
 }  // namespace mpbench::onednn

@@ -117,6 +117,16 @@ MPBENCH_VECTOR_CLONES void bf16_to_f32_block(const uint16_t* s, float* d, int64_
   for (int64_t i = 0; i < n; ++i) d[i] = bf16_to_f32(s[i]);
 }
 
+bool bf16_conversion_in_hardware(bool isa_allows) {
+#ifdef MPBENCH_BF16_HW_BUILT
+  static const bool cpu_has = __builtin_cpu_supports("avx512bf16");
+  return isa_allows && cpu_has;
+#else
+  (void)isa_allows;
+  return false;
+#endif
+}
+
 void load_row(const Tensor& t, int64_t r, int64_t n, float* out) {
   if (t.dtype == DType::F32) {
     std::memcpy(out, t.ptr<float>() + r * n, static_cast<size_t>(n) * sizeof(float));
