@@ -21,8 +21,9 @@
 // Numerics follow PyTorch autocast: the residual stream is fp32 in every mode; LayerNorm takes
 // fp32 statistics and fp32 gamma/beta and writes its output in the compute dtype of the GEMMs it
 // feeds (LN + cast fused); every GEMM (projections, FFN, q k^T, P v) runs in the layer's compute
-// dtype (fp32_layers pins a whole layer, "final_norm" or "head" to fp32); attention scores and
-// probabilities are stored in that dtype, the softmax computed in fp32. The scale 1/sqrt(Dh) is the
+// dtype (fp32_layers pins a whole layer, "final_norm" or "head" to fp32); attention scores are
+// stored in that dtype, the softmax computed in fp32 and its probabilities kept in fp32 for its
+// backward, the GEMMs with v reading a copy in that dtype. The scale 1/sqrt(Dh) is the
 // alpha of the q k^T GEMM, so fp16 scores stay small. A residual add is fp32 stream + compute-dtype
 // branch -> fp32; in backward the branch gets the fp32 stream gradient cast to the compute dtype.
 //

@@ -64,7 +64,7 @@ __global__ void act_backward_kernel(const T* dy, const T* pre, T* dx, int64_t to
 constexpr int kColTile = 32, kRowThreads = 8;
 
 // Block (32, 8) covers 32 columns of one chunk of rows: writes dx and the fp32 column sums of
-// dx before its rounding to T (as the CPU reference does), either straight into dbias (one chunk)
+// dx as stored (rounded to T, as every backend sums it), either straight into dbias (one chunk)
 // or into per-chunk partials that column_sum_kernel adds up in a fixed order, so dbias is
 // deterministic.
 template <typename T>

@@ -109,8 +109,10 @@ MPBENCH_VECTOR_CLONES void input_gradient(const typename E::T* dy, const typenam
 #ifdef MPBENCH_BF16_HW_BUILT
 // normalise_rows and input_gradient for one bf16 row, 16 channels at a time with the CPU's own
 // conversions (parallel.h: a third of the time the reference's rounding takes here, which made a
-// bf16 forward slower than an fp32 one). The same formulas in the same order, so they differ from
-// those loops only where a value is a bf16 denormal (flushed to 0).
+// bf16 forward slower than an fp32 one). The same formulas in the same order, with the products
+// that GCC's vector clones contract into FMAs contracted here too, so they differ from those loops
+// only where a value is a bf16 denormal (flushed to 0); a clang build's loops, which round such
+// products apart, differ in the last bf16 place of a few cancelling values.
 MPBENCH_BF16_HW void normalise_row_hw(const uint16_t* x, const uint16_t* res, uint16_t* y,
                                       int64_t c, const float* mean, const float* rstd,
                                       const float* gamma, const float* beta, bool relu) {

@@ -4,8 +4,9 @@
 // in the same pass (oneDNN's eltwise primitive and a second pass for the sums took 1.3x the time
 // for GELU, 1.5-2.1x for ReLU: bench_ops' native/bias_act_backward, paired, on a Zen 4). tanh is
 // vector_math.h's; dx (ReLU's a select, GELU's dy * act'(pre)) and dbias are the reference's
-// formulas (dbias summed from dx before its rounding, in fp32 per thread). The elementwise add is
-// oneDNN's binary primitive.
+// formulas (dbias summed from dx as stored, rounded to its dtype, in fp32 per thread). The
+// elementwise add is oneDNN's binary primitive.
+//
 // ReLU never runs as oneDNN's eltwise or post-op: in oneDNN 2.6 (brgemm and jit kernels, AVX2 and
 // AVX-512) its relu turns NaN into 0, and its backward's dd * alpha below 0 is inf * 0 = NaN.
 #include <fmt/format.h>

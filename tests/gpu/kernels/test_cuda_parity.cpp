@@ -294,6 +294,19 @@ TEST(CudaParity, BiasActBackward) {
               const auto dbias_scale = column_abs_sums(env.host_cpu(dx), rows, n);
               EXPECT_TRUE(env.close(dbias, test::dbias_tolerance(dt), &dbias_scale))
                   << "dbias " << what;
+              // Against its own dx, closely: the sums of dx as stored (that tolerance would also
+              // pass the unrounded dx's, about 2^-9 of a column's |dx| away in bf16).
+              const std::vector<float> own = env.host_dut(dx);
+              std::vector<float> sums(static_cast<size_t>(n));
+              for (int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (int64_t i = 0; i < rows; ++i) s += own[i * n + j];
+                sums[j] = static_cast<float>(s);
+              }
+              const auto own_scale = column_abs_sums(own, rows, n);
+              const auto c = compare(env.host_dut(dbias), sums, 2e-5, &own_scale);
+              EXPECT_TRUE(c.ok) << "dbias against the device's own dx " << what << ": "
+                                << c.message;
             }
             for (Pair* p : {&dy, &pre, &dbias}) env.release(*p);
             if (mode != 2) env.release(dx);

@@ -650,9 +650,10 @@ TEST(FamilyOpsParity, AttentionSoftmax) {
             EXPECT_TRUE(zeros) << "masked entries not exactly 0: " << what;
           }
 
-          // Backward from the CPU's probabilities; dx aliasing dy when the dtypes allow it.
+          // Backward from the CPU's probabilities, dy (and dx, over it for odd S) in the scores'
+          // dtype: the model's 16-bit dP and dS beside its fp32 probabilities.
           Pair yy = env.make(s, ydt, env.host_cpu(y));
-          Pair dy = env.random(s, ydt, seed + 1);
+          Pair dy = env.random(s, xdt, seed + 1);
           const bool alias = p.s % 2 == 1;
           Pair dx = alias ? dy : env.poisoned(s, xdt);
           env.cpu->attention_softmax_backward(dy.cpu, yy.cpu, scale, dx.cpu);

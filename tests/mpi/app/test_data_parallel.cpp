@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
         TrajectoryCase{"tiny_mlp", "cpu", "fp32,amp_bf16", "fp32", "", 5e-3},
         // Two GPUs: cuBLASLt may pick other kernels for batch b than for 2b; held as the
         // transformer's amp case.
-        TrajectoryCase{"tiny_transformer", "cuda", "fp32,amp_bf16", "fp32", "--epochs 1", 3e-2},
+        TrajectoryCase{"tiny_transformer", "cuda", "fp32,amp_bf16", "fp32", "--epochs 1", 5e-2},
         TrajectoryCase{"tiny_transformer", "cuda", "amp_bf16", "bf16", "--epochs 1", 5e-2},
         TrajectoryCase{"tiny_mlp", "reference", "fp32,amp_fp16", "bf16", "", 5e-2},
         TrajectoryCase{"tiny_mlp", "reference", "tf32", "fp32", "", 2e-3},
