@@ -128,10 +128,14 @@ namespace bf16_x16 {
 MPBENCH_BF16_HW inline __mmask16 mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
 }
-MPBENCH_BF16_HW inline __m512 load(const uint16_t* p, __mmask16 m) {
-  // The maskz forms: GCC 12's plain ones read an "undefined" vector it then warns about.
-  const __m512i wide = _mm512_maskz_cvtepu16_epi32(m, _mm256_maskz_loadu_epi16(m, p));
+// 16 bf16 bit patterns as fp32 (lanes outside m 0). The maskz forms: GCC 12's plain ones read an
+// "undefined" vector it then warns about.
+MPBENCH_BF16_HW inline __m512 widen(__m256i bits, __mmask16 m) {
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(m, bits);
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(m, wide, 16));
+}
+MPBENCH_BF16_HW inline __m512 load(const uint16_t* p, __mmask16 m) {
+  return widen(_mm256_maskz_loadu_epi16(m, p), m);
 }
 MPBENCH_BF16_HW inline __m256i to_bf16(__m512 v) {
   const __m256bh h = _mm512_cvtneps_pbh(v);
@@ -148,8 +152,7 @@ MPBENCH_BF16_HW inline void store(uint16_t* p, __mmask16 m, __m512 v) {
 }
 // v rounded to bf16, kept in fp32.
 MPBENCH_BF16_HW inline __m512 round(__m512 v) {
-  const __m512i wide = _mm512_maskz_cvtepu16_epi32(0xffff, to_bf16(v));
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, wide, 16));
+  return widen(to_bf16(v), 0xffff);
 }
 // kernels/relu.h's select: v <= 0 (false for NaN) gives 0.
 MPBENCH_BF16_HW inline __m512 relu(__m512 v) {
