@@ -9,29 +9,9 @@
 #include "kernels/cpu/ops.h"
 
 namespace mpbench::cpu {
-namespace {
 
 using detail::dispatch_act;
 using detail::dispatch_float;
-
-// dbias sums dx as stored (rounded to its dtype), as autocast's bias gradient sums the GELU
-// backward's 16-bit output; in double, so that the reference is not itself a source of error over
-// many rows.
-template <class E, Activation A>
-void backward_rows(const typename E::T* dy, const typename E::T* pre, typename E::T* dx,
-                   int64_t rows, int64_t n, double* col_sums) {
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t base = i * n;
-    for (int64_t j = 0; j < n; ++j) {
-      const auto g =
-          E::store(detail::act_backward<A>(E::load(dy[base + j]), E::load(pre[base + j])));
-      if (col_sums) col_sums[j] += E::load(g);
-      dx[base + j] = g;
-    }
-  }
-}
-
-}  // namespace
 
 void CpuBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,
                                         Tensor& dx, Tensor* dbias) {
@@ -42,8 +22,8 @@ void CpuBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const 
     using E = decltype(e);
     using T = typename E::T;
     dispatch_act(act, [&](auto a) {
-      backward_rows<E, decltype(a)::value>(dy.ptr<T>(), pre_act.ptr<T>(), dx.ptr<T>(), rows, n,
-                                           dbias ? col_sums.data() : nullptr);
+      detail::bias_act_backward_rows<E, decltype(a)::value>(
+          dy.ptr<T>(), pre_act.ptr<T>(), dx.ptr<T>(), rows, n, dbias ? col_sums.data() : nullptr);
     });
   });
   if (dbias) {

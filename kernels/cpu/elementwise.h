@@ -98,4 +98,21 @@ inline float act_backward(float dy, float x) {
   }
 }
 
+// dx = act_backward(dy, pre) rounded to the dtype over (rows, n); dx may alias dy, pre is read only
+// for an activation. col_sums, when given, gathers dx as stored (rounded), as autocast's bias
+// gradient sums the GELU backward's 16-bit output; in double, so that the reference is not itself a
+// source of error over many rows.
+template <class E, Activation A>
+void bias_act_backward_rows(const typename E::T* dy, const typename E::T* pre, typename E::T* dx,
+                            int64_t rows, int64_t n, double* col_sums) {
+  for (int64_t i = 0; i < rows * n; i += n) {
+    for (int64_t j = 0; j < n; ++j) {
+      const float d = E::load(dy[i + j]);
+      const auto g = E::store(A == Activation::None ? d : act_backward<A>(d, E::load(pre[i + j])));
+      if (col_sums) col_sums[j] += E::load(g);
+      dx[i + j] = g;
+    }
+  }
+}
+
 }  // namespace mpbench::cpu::detail

@@ -65,25 +65,6 @@ void epilogue(const float* acc, const float* bias, int64_t m, int64_t n, typenam
   }
 }
 
-// acc: (M, N) fp32 result of the GEMM. C = round(act_backward(round(acc), pre)), exactly the values
-// of gemm() followed by bias_act_backward(); col_sums (double, as bias_act_backward sums) gathers
-// C. acc may be c's own buffer when c is fp32.
-template <class E, Activation A>
-void backward_epilogue(const float* acc, const typename E::T* pre, int64_t m, int64_t n,
-                       typename E::T* c, double* col_sums) {
-  for (int64_t i = 0; i < m; ++i) {
-    const float* row = acc + i * n;
-    typename E::T* c_row = c + i * n;
-    const typename E::T* p_row = pre ? pre + i * n : nullptr;
-    for (int64_t j = 0; j < n; ++j) {
-      const float dy = E::load(E::store(row[j]));
-      const auto g = E::store(p_row ? detail::act_backward<A>(dy, E::load(p_row[j])) : dy);
-      if (col_sums) col_sums[j] += E::load(g);
-      c_row[j] = g;
-    }
-  }
-}
-
 }  // namespace
 
 void gemm(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b, Tensor& c,
@@ -148,10 +129,14 @@ void gemm(const GemmDesc& d, const GemmGeom& g, const Tensor& a, const Tensor& b
       using T = typename E::T;
       T* c_out = c.ptr<T>() + bi * c_elems;
       if (backward) {
+        // Rounding the product into C first makes C = gemm() followed by bias_act_backward(),
+        // bit for bit.
+        if (!direct_c)
+          for (int64_t i = 0; i < c_elems; ++i) c_out[i] = E::store(pc[i]);
         const T* pre = d.dact_input ? d.dact_input->ptr<T>() + bi * c_elems : nullptr;
         dispatch_act(d.dact, [&](auto act) {
-          backward_epilogue<E, decltype(act)::value>(pc, pre, g.m, g.n, c_out,
-                                                     d.dbias ? col_sums.data() : nullptr);
+          detail::bias_act_backward_rows<E, decltype(act)::value>(
+              c_out, pre, c_out, g.m, g.n, d.dbias ? col_sums.data() : nullptr);
         });
         return;
       }
