@@ -7,13 +7,13 @@
 // bias (broadcast over D's columns) and the bias gradient (reduced over D's columns) both run
 // over our N, and an epilogue aux matrix (pre-activation) has ld N like C.
 //
-// Backward epilogue (GemmDesc::dact, dbias): GELU goes through DGELU / DGELU_BGRAD when
-// cuBLASLt offers an algorithm, rounding C once after the derivative (the CPU reference rounds
-// the product first, as the unfused pair does: at most one 16-bit rounding apart). Everything
-// else (ReLU, whose DRELU wants a bitmask we do not keep and whose select must give 0, not
-// inf * 0, for an inf gradient; strict fp32, whose GELU epilogues may use a fast tanh; batches; no
-// algorithm) runs the plain GEMM and then bias_act_backward in place. The forward epilogue never
-// applies ReLU either (below).
+// Backward epilogue (GemmDesc::dact, dbias): GELU goes through DGELU / DGELU_BGRAD when C is fp32
+// and cuBLASLt offers an algorithm (nothing to round between the product and the derivative).
+// Everything else (a 16-bit C, which autocast rounds before the derivative and whose bias
+// gradient sums the rounded dx; ReLU, whose DRELU wants a bitmask we do not keep and whose select
+// must give 0, not inf * 0, for an inf gradient; strict fp32, whose GELU epilogues may use a fast
+// tanh; batches; no algorithm) runs the plain GEMM and then bias_act_backward in place. The
+// forward epilogue never applies ReLU either (below).
 //
 // FP8 operands (amp_fp8) take the same path with their scale_inv pointers set on the plan and
 // per-operand types (E4M3 x E5M2 in the backward GEMMs); cuBLASLt requires the "TN" layout that
