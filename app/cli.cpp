@@ -767,8 +767,9 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   explain_cmd->add_option("--json", explain.json_path,
                           "Write the comparisons as JSON: comparisons[] with from, to, "
-                          "measured_speedup, eligible_fraction, bound (null without datasheet "
-                          "peaks), by_kind[] and flags[]; rounds, profiled_steps_per_round");
+                          "measured_speedup, eligible_fraction, bound (from the card's datasheet "
+                          "peaks or the native CPU's measured GEMM ceilings; null on the "
+                          "reference), by_kind[] and flags[]; rounds, profiled_steps_per_round");
   explain_cmd->add_option("--md", explain.md_path, "Write the comparisons as Markdown");
   explain_cmd->add_option("--memory-limit", explain_memory_limit, kMemoryLimitHelp);
   explain_cmd->add_flag("--quiet,-q", explain.run.quiet,
@@ -808,10 +809,11 @@ int mpbench_main(int argc, char** argv) {
       "Each probe builds the model at one batch size and trains it for a warm-up step and --steps "
       "steps on synthetic data (steps x batch samples) under the budget. The search starts from "
       "the largest multiple of K predicted to fit (inspect's prediction) and probes it and the "
-      "next multiple: 2 probes when the prediction is exact. Where a probe disagrees, or without "
-      "a limit, it doubles from the largest batch that trained until a probe does not fit, then "
-      "bisects: about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad "
-      "input.");
+      "next multiple: 2 probes when the prediction is exact. Where a probe disagrees, up to 8 "
+      "guesses follow, each the largest batch whose prediction plus what the last probe took "
+      "beyond it fits (usually the answer in a probe or two). Failing that, or without a limit, "
+      "it doubles from the largest batch that trained until a probe does not fit, then bisects: "
+      "about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad input.");
 
   bool devices_json = false;
   auto* devices_cmd = app.add_subcommand(

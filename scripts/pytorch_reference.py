@@ -7,7 +7,8 @@
     scripts/pytorch_reference.py SPEC... --params-only [--mpbench BIN]
 
 --params-only builds each spec's model on the CPU without data or training and prints, as JSON,
-its parameter count beside the one `mpbench inspect` reports; exit 1 if any differ.
+its parameter count and training FLOPs per step beside those `mpbench inspect` reports; exit 1
+if any differ.
 
 For each spec and each precision mode it builds the same model as mpbench from stock torch.nn
 modules, trains it and writes mpbench's result JSON (schema_version 1) with tool.name "pytorch",
@@ -70,9 +71,10 @@ How it mirrors mpbench (train/trainer.cpp):
     has status "unsupported", every reason that holds in status_detail ("transformer_engine is
     not installed", "FP8 needs a CUDA device", "FP8 needs compute capability 8.9+, this device
     is 8.0"), and no numbers: the row mpbench writes on such a card.
-  * FLOPs per step = 3 x forward FLOPs x batch, forward FLOPs per sample counted as mpbench's
-    LayerInfo counts them (see the *_flops functions below; for an MLP the sum over the linear
-    layers of 2*in*out + out, models/linear.cpp). Peak TFLOP/s from the same datasheet table as
+  * FLOPs per step = (3 x forward FLOPs - the input gradient the first layer never computes)
+    x batch, counted as mpbench's LayerInfo counts them: GEMMs and convolutions only (see the
+    *_flops functions below; a Linear is 2*in*out, its bias, pooling, norms and adds nothing).
+    --params-only holds the count to mpbench's. Peak TFLOP/s from the same datasheet table as
     train/device_specs.cpp.
   * Memory: peak_memory_bytes.tracked = torch.cuda.max_memory_allocated(); .device = the largest
     rise of cudaMemGetInfo's used bytes over a baseline taken before the model is built, sampled
@@ -275,8 +277,8 @@ def load_mpbench_init(model, init, spec_path):
 # Forward FLOPs per sample, counted as mpbench's LayerInfo counts them (models/*.cpp), so that
 # both tools' tflops divide the same work by their own times.
 
-def linear_flops(n_in, n_out):  # models/linear.cpp: the GEMM and the bias
-    return 2.0 * n_in * n_out + n_out
+def linear_flops(n_in, n_out):  # models/linear.cpp: the GEMM's, not the bias's adds
+    return 2.0 * n_in * n_out
 
 
 def conv_flops(cin, cout, k, out_size):  # models/resnet.cpp: 2 * P * Q * K * R * S * C
@@ -420,7 +422,6 @@ class Resnet(nn.Module):
         layers["pool"] = GlobalAvgPool()
         layers["head"] = nn.Linear(cin, m["num_classes"])
         self.layers = nn.ModuleDict(layers)
-        self.final_size, self.channels = size, cin
         self.fp32 = {name.replace(".", "_") for name in fp32_layers}
         self.device_type = device_type
 
@@ -436,9 +437,8 @@ class Resnet(nn.Module):
     def forward_flops_per_sample(self):
         f = sum(b.forward_flops() for b in self.layers.values()
                 if isinstance(b, (Bottleneck, Stem)))
-        pool = float(self.final_size * self.final_size * self.channels)  # one add per input
         head = self.layers["head"]
-        return f + pool + linear_flops(head.in_features, head.out_features)
+        return f + linear_flops(head.in_features, head.out_features)
 
 
 class Attention(nn.Module):
@@ -820,9 +820,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     total = warmup + epochs * steps_per_epoch
     series = {k: torch.zeros(total, device=device) for k in ("loss", "norm", "scale", "skip")}
     one = torch.ones((), device=device)
-    # As mpbench's: 3x the forward less the input gradient the first layer never computes.
-    r["flops_per_step"] = (3.0 * model.forward_flops_per_sample()
-                           - model.first_input_flops_per_sample()) * batch
+    r["flops_per_step"] = training_flops_per_sample(model) * batch
 
     def scale_tensor():
         s = getattr(scaler, "_scale", None)  # the device tensor; get_scale() would sync
@@ -1123,8 +1121,8 @@ def parse_args(argv):
                                    "run cut off (a time limit, Ctrl-C) keeps the modes it "
                                    "finished in place of what the file held")
     ap.add_argument("--params-only", action="store_true",
-                    help="print each model's parameter count beside mpbench's and exit (1 if "
-                         "any differ)")
+                    help="print each model's parameter count and training FLOPs per step beside "
+                         "mpbench's and exit (1 if any differ)")
     ap.add_argument("--precisions", help="comma-separated modes (default: each spec's)")
     ap.add_argument("--epochs", type=int, help="override the specs' epochs")
     ap.add_argument("--device", choices=("cuda", "cpu"),
@@ -1149,9 +1147,15 @@ def parse_args(argv):
     return ap.parse_args(argv)
 
 
+def training_flops_per_sample(model):
+    """As mpbench's: 3x the forward less the input gradient the first layer never computes."""
+    return 3.0 * model.forward_flops_per_sample() - model.first_input_flops_per_sample()
+
+
 def count_params(specs, mpbench):
-    """[{spec, mpbench, pytorch}] for each spec: mpbench's from `inspect --json`, whose resolved
-    spec also builds the torch model (on the CPU, in fp32)."""
+    """[{spec, mpbench, pytorch, flops}] for each spec: mpbench's from `inspect --json`, whose
+    resolved spec also builds the torch model (on the CPU, in fp32); flops the training FLOPs of a
+    step at the spec's batch, each tool's."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="mpbench_params_") as tmp:
         for i, path in enumerate(specs):
@@ -1166,9 +1170,12 @@ def count_params(specs, mpbench):
             model = FAMILIES[spec["model"]["type"]](spec["model"], spec.get("fp32_layers", []),
                                                     "cpu")
             # parameters() yields a shared (tied) tensor once.
-            rows.append({"spec": path, "name": spec["name"],
-                         "mpbench": doc["entries"][0]["params"],
-                         "pytorch": sum(p.numel() for p in model.parameters())})
+            entry = doc["entries"][0]
+            rows.append({"spec": path, "name": spec["name"], "mpbench": entry["params"],
+                         "pytorch": sum(p.numel() for p in model.parameters()),
+                         "flops": {"mpbench": entry["training_flops"],
+                                   "pytorch": training_flops_per_sample(model)
+                                   * entry["batch_size"]}})
             del model
             gc.collect()
     return rows
@@ -1182,7 +1189,10 @@ def main(argv):
     if args.params_only:
         rows = count_params(args.specs, args.mpbench)
         print(json.dumps(rows, indent=2))
-        return 0 if all(r["mpbench"] == r["pytorch"] for r in rows) else 1
+        same = all(r["mpbench"] == r["pytorch"] and
+                   math.isclose(r["flops"]["mpbench"], r["flops"]["pytorch"], rel_tol=1e-12)
+                   for r in rows)
+        return 0 if same else 1
     if not args.out:
         raise BadInput("--out: required (the result JSON), unless --params-only")
     check_output(args.out, args.specs)  # before the training, not after it

@@ -1,9 +1,9 @@
 // scripts/pytorch_reference.py against mpbench on the CPU, where torch can be imported
 // (scripts/setup.sh installs Debian's python3-torch as optional; skipped without it): the
 // PyTorch models of every shipped config have exactly mpbench's parameter counts (the whole
-// ResNet-50, GPT-2 small with its tied head, BERT-base), the reference trains a tied tiny
-// GPT on mpbench's exported data, from mpbench's initial weights its fp32 losses are mpbench's
-// step by step, and amp_fp8 on the CPU is an "unsupported" row with its reason.
+// ResNet-50, GPT-2 small with its tied head, BERT-base) and training FLOPs, the reference trains a
+// tied tiny GPT on mpbench's exported data, from mpbench's initial weights its fp32 losses are
+// mpbench's step by step, and amp_fp8 on the CPU is an "unsupported" row with its reason.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -62,6 +62,8 @@ TEST_F(PytorchReference, EveryShippedConfigHasMpbenchsParameterCount) {
   std::map<std::string, int64_t> by_name;
   for (const auto& row : rows) {
     EXPECT_EQ(row["pytorch"], row["mpbench"]) << row["name"];
+    // Both tools' TFLOP/s divide the same work: the script once counted biases and pooling.
+    EXPECT_EQ(row["flops"]["pytorch"], row["flops"]["mpbench"]) << row["name"];
     by_name[row["name"].get<std::string>()] = row["pytorch"].get<int64_t>();
   }
   EXPECT_EQ(by_name["resnet50"], 25557032);
