@@ -86,6 +86,10 @@ int cmd_compare(const CompareArgs& args) {
   refuse_repeated_files("--baseline", baseline_paths);
   std::vector<std::string> inputs = baseline_paths;
   inputs.push_back(current_path);
+  // Among several baseline files, though, the current file would be pooled into its own
+  // baseline, drawing every ratio towards 1 (a glob such as 'results/*.json' catches it).
+  if (baseline_paths.size() > 1)
+    refuse_repeated_files("compare: the current file among the --baseline files", inputs);
   check_outputs({{"--md", args.md_path}, {"--json", args.json_path}, {"--junit", args.junit_path}},
                 inputs);
 

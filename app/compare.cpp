@@ -13,6 +13,7 @@
 #include "kernels/error.h"
 #include "models/input_file.h"
 #include "train/json_check.h"
+#include "train/printable.h"
 
 namespace mpbench {
 
@@ -486,7 +487,7 @@ std::string format_compare_console(const Comparison& c, bool ascii) {
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
-    out += "environment differs: " + d + "\n";
+    out += "environment differs: " + printable_text(d) + "\n";
   }
   out += summary_line(c) + "\n";
   return out;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "train/json_check.h"
+#include "train/printable.h"
 
 namespace mpbench {
 
@@ -176,16 +177,28 @@ std::string table_rule(const std::vector<size_t>& widths, const TableStyle& st) 
 }  // namespace
 
 std::string render_text_table(const TextTable& t, bool ascii) {
-  std::vector<size_t> width(t.head.size(), 0);
+  // Cells may hold a file's text (a compare baseline's status_detail): a line break or an escape
+  // sequence in one would break the table or reach the terminal.
+  auto printable = [](const std::vector<std::string>& row) {
+    std::vector<std::string> out;
+    out.reserve(row.size());
+    for (const std::string& c : row) out.push_back(printable_text(c));
+    return out;
+  };
+  const std::vector<std::string> head = printable(t.head);
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(t.rows.size());
+  for (const auto& r : t.rows) rows.push_back(printable(r));
+  std::vector<size_t> width(head.size(), 0);
   auto widen = [&](const std::vector<std::string>& row) {
     if (row.size() > width.size()) width.resize(row.size(), 0);
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], display_width(row[i]));
   };
-  widen(t.head);
-  for (const auto& r : t.rows) widen(r);
+  widen(head);
+  for (const auto& r : rows) widen(r);
   const TableStyle st = table_style(ascii);
-  std::string out = table_line(t.head, width, {}, st) + table_rule(width, st);
-  for (const auto& r : t.rows) out += table_line(r, width, t.right, st);
+  std::string out = table_line(head, width, {}, st) + table_rule(width, st);
+  for (const auto& r : rows) out += table_line(r, width, t.right, st);
   return out;
 }
 

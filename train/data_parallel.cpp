@@ -1,4 +1,5 @@
 #include "train/data_parallel.h"
+#include "train/printable.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -181,7 +182,9 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
 }
 
 void DataParallel::fail(const std::exception& e) {
-  std::cerr << "mpbench: rank " << rank() << ": " << e.what() << std::endl;
+  // One write: the ranks' lines share the terminal, and pieces of two would interleave.
+  std::cerr << fmt::format("mpbench: rank {}: {}\n", rank(), printable_text(e.what()))
+            << std::flush;
   c_.abort(3);
   std::_Exit(3);  // abort does not return; said again for the compiler
 }

@@ -507,6 +507,21 @@ TEST(Compare, OomOnOneSide) {
   EXPECT_EQ(r.exit_code, 1);
 }
 
+// A file's text in a cell (an oom's status_detail) reaches the terminal printable: a line break
+// would split the row, an escape sequence would colour the terminal, U+202E reverse the line.
+TEST(Compare, ConsoleTableShowsAFilesTextPrintable) {
+  RunResult oom = make_run({});
+  oom.status = RunStatus::Oom;
+  oom.status_detail = "line1\nline2 \x1b[31mred\u202e";
+  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({oom}));
+  const std::string out = mpbench::format_compare_console(r, false);
+  EXPECT_NE(out.find("line1\\nline2 \\x1b[31mred\\u{202E}"), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+  EXPECT_EQ(out.find("\u202e"), std::string::npos);
+  // Header, rule, the row, a blank line, the rule text and the summary: no line of its own.
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 6) << out;
+}
+
 // A repetition that failed is the side's status: one oom in five repetitions where the baseline's
 // all trained fails the gate (it was dropped, and the other four passed as "same").
 TEST(Compare, OneFailedRepetitionIsTheSidesStatus) {
@@ -966,11 +981,17 @@ TEST_F(CompareCli, SeveralBaselineFiles) {
   for (const std::string& bad :
        {" --baseline '" + (dir_ / "none-*.json").string() + "' " + cur,
         " --baseline " + names[0] + " " + names[1] + " " + cur,
-        " --baseline " + names[0] + " --baseline " + names[0] + " " + cur}) {
+        " --baseline " + names[0] + " --baseline " + names[0] + " " + cur,
+        // The current file among the baselines (a glob that takes it too): pooled into its own
+        // baseline, it would draw the ratios towards 1.
+        " --baseline '" + (dir_ / "*.json").string() + "' " + cur}) {
     r = run("compare" + bad);
     EXPECT_EQ(r.code, 2) << bad << ": " << r.out << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
+  EXPECT_NE(r.err.find("current file among the --baseline files"), std::string::npos) << r.err;
+  // Against itself alone it is the method's noise floor, and allowed.
+  EXPECT_EQ(run("compare --baseline " + cur + " " + cur).code, 0);
 }
 
 TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
