@@ -191,9 +191,38 @@ void write_into(const std::string& path, int fd, std::string_view content) {
   if (const int err = write_all(fd, content)) fail(path, err);
 }
 
+// How long a write waits for a process to open a FIFO for reading: opening one that nobody reads
+// would block for good (check_writable cannot ask earlier: a probe's close would end the stream
+// for a reader that is there).
+constexpr int kFifoReaderWaitMs = 10000;
+
+// No O_CREAT and no O_TRUNC: the file exists and is not a regular file. -1 with errno on failure.
+int open_direct(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode))
+    return ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  for (int waited_ms = 0;; waited_ms += 50) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0) {
+      // A reader is there: write as into any FIFO, waiting while it catches up.
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags != -1 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) return fd;
+      const int err = errno;
+      ::close(fd);
+      errno = err;
+      return -1;
+    }
+    if (errno != ENXIO) return -1;  // ENXIO: no reader yet
+    if (waited_ms >= kFifoReaderWaitMs)
+      throw_runtime(
+          fmt::format("cannot write {}: a FIFO that no process opened for reading in {} s", path,
+                      kFifoReaderWaitMs / 1000));
+    ::usleep(50 * 1000);
+  }
+}
+
 void write_direct(const std::string& path, std::string_view content) {
-  // No O_CREAT and no O_TRUNC: the file exists and is not a regular file.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  const int fd = open_direct(path);
   if (fd < 0) fail(path, errno);
   const int err = write_all(fd, content);
   ::close(fd);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -203,6 +204,33 @@ TEST_F(OutputFile, AFifoIsWrittenIntoAndStaysAFifo) {
   EXPECT_EQ(got, "through the pipe");
   EXPECT_TRUE(S_ISFIFO(mode_of(fifo)));
   EXPECT_EQ(files(), std::vector<std::string>{"pipe"});
+}
+
+// A FIFO nobody reads: the write waits a while for a reader (one that comes late is served),
+// then fails (exit 3) instead of blocking for good.
+TEST_F(OutputFile, AFifoWithoutAReaderFailsInsteadOfHanging) {
+  const std::string fifo = dir_ + "/pipe";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string got;
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    got = read(fifo);
+  });
+  write_output(fifo, "late reader");
+  late.join();
+  EXPECT_EQ(got, "late reader");
+
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    write_output(fifo, "nobody");
+    ADD_FAILURE() << "wrote into a FIFO nobody reads";
+  } catch (const mpbench::Error& e) {
+    EXPECT_EQ(e.exit_code(), 3);
+    EXPECT_NE(std::string(e.what()).find("no process opened for reading"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_TRUE(S_ISFIFO(mode_of(fifo)));
 }
 
 TEST_F(OutputFile, ASymlinkIsWrittenThroughAndStaysALink) {
