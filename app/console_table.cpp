@@ -554,6 +554,14 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
   for (const RunResult* r : group.runs) {
     const std::vector<std::string> f = run_flags(*r, report.runs);
     if (std::find(f.begin(), f.end(), "noisy") == f.end()) continue;
+    if (const std::optional<TimeStats> q = epoch_quarters(*r)) {
+      out.push_back(fmt::format(
+          "{}: one epoch, whose quarters' step times vary by {:.0f}% ({} to {} ms a step): the "
+          "machine was busy or its clocks moved; time and speedup are unreliable (more epochs or "
+          "--repeat measure the spread)",
+          note_subject(*r, group), 100 * q->cv, format_ms(q->min), format_ms(q->max)));
+      continue;
+    }
     const TimeStats& t = r->epoch_time_ms;
     const double first = r->epochs.front().time_ms;
     const bool first_slow = first == t.max && first > 1.5 * t.median;

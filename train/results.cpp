@@ -307,11 +307,29 @@ double repetition_cv(const RunResult& r, const std::vector<RunResult>& all) {
   return compute_time_stats(medians).cv;
 }
 
+std::optional<TimeStats> epoch_quarters(const RunResult& r) {
+  if (r.epochs.size() != 1) return std::nullopt;
+  std::vector<double> times;  // warm-up steps' are NaN
+  for (const StepRecord& s : r.steps)
+    if (std::isfinite(s.time_ms)) times.push_back(s.time_ms);
+  if (times.size() < 8) return std::nullopt;
+  std::vector<double> means;
+  for (size_t q = 0; q < 4; ++q) {
+    const size_t begin = times.size() * q / 4, end = times.size() * (q + 1) / 4;
+    double sum = 0;
+    for (size_t i = begin; i < end; ++i) sum += times[i];
+    means.push_back(sum / static_cast<double>(end - begin));
+  }
+  return compute_time_stats(means);
+}
+
 std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all) {
   std::vector<std::string> f;
   if (r.device == "reference" && r.precision != "fp32") f.push_back("emulated");
   if (r.status != RunStatus::Ok) return f;
-  if (r.epochs.size() >= 2 && r.epoch_time_ms.cv > kNoisyCv) f.push_back("noisy");
+  const std::optional<TimeStats> quarters = epoch_quarters(r);
+  if (r.epochs.size() >= 2 ? r.epoch_time_ms.cv > kNoisyCv : quarters && quarters->cv > kNoisyCv)
+    f.push_back("noisy");
   if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
   for (const Fp8TensorSeries& t : r.fp8_scaling)
     if (t.clipped_steps > 0) {

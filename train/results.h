@@ -166,12 +166,17 @@ inline constexpr double kNoisyCv = 0.10;
 //   emulated           a tf32/16-bit/fp8 run on the CPU reference (--device reference): times of
 //                      emulated numerics, not of low-precision hardware
 //   noisy              its epoch times (2 or more: the table shows their ± from 2) vary by more
-//                      than kNoisyCv
+//                      than kNoisyCv; for a run of one epoch, its quarters' (epoch_quarters)
 //   noisy-repetitions  the median epoch times of its repetitions (`run --repeat`) vary by more
 //                      than kNoisyCv
 //   fp8-clipped        at some step an FP8 tensor's amax outgrew its delayed scale
 // `all` holds the run's repetitions (the report's runs).
 std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all);
+// A run of one epoch has no spread between epochs to judge its time by: the mean step time of
+// each quarter of its timed training steps stands in (ms a step; a quarter sums many steps as an
+// epoch does, where single steps vary far more). Nullopt for more than one epoch or fewer than
+// 8 timed steps.
+std::optional<TimeStats> epoch_quarters(const RunResult& r);
 // The spread (cv) of the median epoch times of r's repetitions that trained ok, r included; NaN
 // when it has fewer than two.
 double repetition_cv(const RunResult& r, const std::vector<RunResult>& all);

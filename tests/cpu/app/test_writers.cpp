@@ -1,4 +1,5 @@
 // The writers of the result model: console table, CSV, Markdown, ratios, units, progress line.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -511,6 +512,41 @@ TEST(Console, NotesUnsteadyEpochTimes) {
   set_times(two.runs[1], {80, 120});
   EXPECT_TRUE(contains(format_console(two), " note: tf32: epoch times vary by 28% over its own"))
       << format_console(two);
+}
+
+// One epoch has no spread between epochs: its quarters' mean step times stand in, so that a
+// step that took a scheduler's slice does not pass as a 100x speedup unremarked (flag and note).
+TEST(Console, OneEpochIsJudgedByItsQuarters) {
+  Report rep = make_report();
+  auto one_epoch = [](RunResult& r, std::vector<float> step_ms) {
+    r.epochs.resize(1);
+    r.steps.clear();
+    r.steps.push_back(StepRecord{});
+    r.steps.back().time_ms = std::nanf("");  // a warm-up step: not timed
+    double sum = 0;
+    for (float ms : step_ms) {
+      r.steps.push_back(StepRecord{});
+      r.steps.back().time_ms = ms;
+      sum += ms;
+    }
+    r.epochs[0].time_ms = sum;
+    r.epoch_time_ms = compute_time_stats({sum});
+  };
+  one_epoch(rep.runs[0], std::vector<float>(16, 1.0f));  // fp32: steady
+  std::vector<float> spike(16, 1.0f);
+  spike[9] = 280.0f;  // tf32: one step descheduled
+  one_epoch(rep.runs[1], spike);
+  const std::string table = format_console(rep);
+  EXPECT_TRUE(contains(table, " note: tf32: one epoch, whose quarters' step times vary by"))
+      << table;
+  EXPECT_TRUE(contains(table, "(1.000 to 70.75 ms a step)")) << table;
+  EXPECT_FALSE(contains(table, "note: fp32")) << table;
+  const std::vector<std::string> f = mpbench::run_flags(rep.runs[1], rep.runs);
+  EXPECT_NE(std::find(f.begin(), f.end(), "noisy"), f.end());
+  EXPECT_TRUE(mpbench::run_flags(rep.runs[0], rep.runs).empty());
+  // Too few steps to split: no judgement either way.
+  one_epoch(rep.runs[1], {1.0f, 280.0f, 1.0f});
+  EXPECT_FALSE(mpbench::epoch_quarters(rep.runs[1]).has_value());
 }
 
 // In a sweep each note names its batch (a seed's run is at every batch), in the console and the
