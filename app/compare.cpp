@@ -442,6 +442,10 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     for (const RunResult* b : runs) {
       const nlohmann::json* sb = spec_of(report_of(b), *b);
       if (sb && sc && spec_diff.empty()) spec_diff = first_spec_difference(*sb, *sc);
+      // One side's file without the spec its runs trained from: nothing says it is the same.
+      if (!sb != !sc && spec_diff.empty())
+        spec_diff = fmt::format("specs: {} file has no spec of {}",
+                                sb ? "the current" : "a baseline", row.current->model);
       if (spec_diff.empty()) spec_diff = data_parallel_difference(*b, *row.current);
     }
     if (!spec_diff.empty()) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -846,9 +847,20 @@ Report report_from_json(const json& j) {
   }
   if (j.contains("env")) r.env = object_at(j, "env", "");
   if (const json* specs = array_at(j, "specs", "", false)) {
+    // A run finds its spec by model name and batch size (spec_of): a second spec of both would
+    // leave compare's spec check to whichever came first.
+    std::map<std::pair<json, json>, size_t> seen;
     for (size_t i = 0; i < specs->size(); ++i) {
-      if (!(*specs)[i].is_object()) bad(fmt::format("specs[{}]", i), "a resolved spec (an object)");
-      r.specs.push_back((*specs)[i]);
+      const json& s = (*specs)[i];
+      if (!s.is_object()) bad(fmt::format("specs[{}]", i), "a resolved spec (an object)");
+      const json batch = s.contains("train") && s["train"].is_object()
+                             ? s["train"].value("batch_size", json())
+                             : json();
+      const auto [it, fresh] = seen.emplace(std::make_pair(s.value("name", json()), batch), i);
+      if (!fresh)
+        bad(fmt::format("specs[{}]", i),
+            fmt::format("one spec per model and batch size (specs[{}] has the same)", it->second));
+      r.specs.push_back(s);
     }
   }
   const json* runs = find(j, "runs", "", true);

@@ -455,6 +455,16 @@ TEST(Compare, ChangedSpecIsNotComparedAndFails) {
   r = cmp(b, c);
   EXPECT_EQ(r.rows[0].verdict, "same");
   EXPECT_EQ(r.exit_code, 0);
+  // A file without the spec (its "specs" lost) cannot show it is the same: either side.
+  c.specs.clear();
+  r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_NE(r.rows[0].detail.find("the current file has no spec of m"), std::string::npos)
+      << r.rows[0].detail;
+  EXPECT_EQ(r.exit_code, 4);
+  r = cmp(c, b);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_NE(r.rows[0].detail.find("a baseline file has no spec of m"), std::string::npos);
 }
 
 TEST(Compare, RunsMatchOnCudaGraphsToo) {
@@ -1014,6 +1024,11 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
   batch0["runs"][0]["batch_size"] = 0;
   json no_batch = to_json(make_report({make_run(kBase)}));
   no_batch["runs"][0].erase("batch_size");
+  // Two specs of one model and batch: which one its runs trained from is not known.
+  Report two_specs_report = make_report({make_run(kBase)});
+  two_specs_report.specs = {{{"name", "m"}, {"train", {{"batch_size", 32}}}},
+                            {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 9}}}}};
+  const json two_specs = to_json(two_specs_report);
   struct Case {
     std::string what, args, fragment;
   };
@@ -1041,6 +1056,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
        "b0.json: runs[0].batch_size: expected the batch size of a run that trained (1 or more)"},
       {"no batch", good + " " + write("nb.json", no_batch.dump()),
        "nb.json: runs[0].batch_size: expected the batch size"},
+      {"two specs of one model and batch", good + " " + write("ts.json", two_specs.dump()),
+       "ts.json: specs[1]: expected one spec per model and batch size (specs[0] has the same)"},
       {"output onto an input", good + " " + good + " --json " + good, "is the input"},
       {"empty output path", good + " " + good + " --md ''", "--md"},
       {"a profile file",
