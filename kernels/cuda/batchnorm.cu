@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/moments.h"
 #include "kernels/relu.h"
 
 namespace mpbench::cuda {
@@ -78,18 +79,6 @@ __device__ __forceinline__ float rows_seen(int64_t r0, int64_t r1, int64_t step)
   return r0 < r1 ? static_cast<float>((r1 - r0 + step - 1) / step) : 0.0f;
 }
 
-// Chan's parallel merge of (n, mean, m2) with (nb, mb, m2b).
-__device__ __forceinline__ void welford_merge(float& n, float& mean, float& m2, float nb, float mb,
-                                              float m2b) {
-  if (nb == 0.0f) return;
-  const float total = n + nb;
-  const float delta = mb - mean;
-  const float fb = nb / total;
-  mean += delta * fb;
-  m2 += m2b + delta * delta * n * fb;
-  n = total;
-}
-
 template <typename T>
 __global__ void bn_stats_partial_kernel(const T* __restrict__ x, float* part_mean, float* part_m2,
                                         int64_t rows, int64_t cols, int64_t rows_per_chunk) {
@@ -101,11 +90,12 @@ __global__ void bn_stats_partial_kernel(const T* __restrict__ x, float* part_mea
   const int64_t first = r0 + threadIdx.y;
   float mean = 0.0f, m2 = 0.0f;
   if (col < cols && first < r1) {
-    // Sums of v - shift and of its square, the shift being the thread's first value: FMAs
+    // Sums of v - shift and of its square, the shift being the thread's first value (see
+    // kernels/moments.h, shared with the native CPU): FMAs
     // only, where Welford's division per element left the kernel compute-bound on 16-bit data
     // (PyTorch's Welford statistics kernel read bf16 at 0.7 TB/s on the H200). A shift drawn
     // from the channel keeps the sum of squares from cancelling.
-    const float shift = to_f32(x[first * cols + col]);
+    const float shift = moments_shift(to_f32(x[first * cols + col]));
     float sum = 0.0f, sq = 0.0f;
     int64_t r = first;
     // Four independent loads in flight per thread.
@@ -134,7 +124,7 @@ __global__ void bn_stats_partial_kernel(const T* __restrict__ x, float* part_mea
   if (threadIdx.y == 0 && col < cols) {
     float tn = 0.0f, tm = 0.0f, tm2 = 0.0f;
     for (int t = 0; t < kRowThreads; ++t)
-      welford_merge(tn, tm, tm2, rows_seen(r0 + t, r1, kRowThreads), s_mean[t][threadIdx.x],
+      merge_moments(tn, tm, tm2, rows_seen(r0 + t, r1, kRowThreads), s_mean[t][threadIdx.x],
                     s_m2[t][threadIdx.x]);
     part_mean[blockIdx.y * cols + col] = tm;
     part_m2[blockIdx.y * cols + col] = tm2;
@@ -156,7 +146,7 @@ __global__ void bn_stats_finalize_kernel(const float* part_mean, const float* pa
     for (int64_t k = 0; k < chunks; ++k) {
       const int64_t r0 = k * rows_per_chunk;
       const float nb = static_cast<float>(min(rows, r0 + rows_per_chunk) - r0);
-      welford_merge(n, mean, m2, nb, part_mean[k * cols + c], part_m2[k * cols + c]);
+      merge_moments(n, mean, m2, nb, part_mean[k * cols + c], part_m2[k * cols + c]);
     }
     const float var = m2 / static_cast<float>(rows);
     const float rstd = 1.0f / sqrtf(var + eps);

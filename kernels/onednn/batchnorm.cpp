@@ -5,7 +5,8 @@
 //
 // Forward: one pass sums each channel's x - shift and its square over a block of rows in fp32
 // (the shift: the block's first row, so that the squares do not cancel) and merges the blocks'
-// means and squared deviations in double (Chan et al.); one pass then writes
+// means and squared deviations in double (Chan et al., kernels/moments.h, as the CUDA kernels
+// do); one pass then writes
 //   y = [relu](gamma ((x - mean) rstd) + beta [+ residual]),
 // the normalised value rounded to the dtype before a residual add: the reference's formula.
 // Backward: one pass sums g and g xhat (g: dy where ReLU let it through, kernels/relu.h, also
@@ -24,6 +25,7 @@
 
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/moments.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
 #include "kernels/relu.h"
@@ -155,22 +157,14 @@ MPBENCH_BF16_HW void input_gradient_row_hw(const uint16_t* g, const uint16_t* re
 template <class E>
 constexpr bool kIsBf16 = std::is_same_v<E, Elem<DType::BF16>>;
 
-// Chan et al.'s merge of (nb, mb, m2b) into the running count n, mean and squared deviations m2
-// of one channel.
-inline void merge_moments(double n, double nb, double mb, double m2b, double& mean, double& m2) {
-  if (nb == 0) return;
-  const double total = n + nb, delta = mb - mean;
-  mean += delta * (nb / total);
-  m2 += m2b + delta * delta * (n * nb / total);
-}
-
 // Merges a block's sums of x - shift over nb rows into the moments of the n rows before it, and
 // zeroes the sums for the next block.
 MPBENCH_VECTOR_CLONES void merge_block(int64_t c, double n, double nb, const float* shift,
                                        float* s1, float* s2, double* mean, double* m2) {
   for (int64_t j = 0; j < c; ++j) {
     const double d = s1[j] / nb;  // the block's mean - shift
-    merge_moments(n, nb, shift[j] + d, std::max(0.0, s2[j] - s1[j] * d), mean[j], m2[j]);
+    double seen = n;
+    merge_moments(seen, mean[j], m2[j], nb, shift[j] + d, std::max(0.0, s2[j] - s1[j] * d));
     s1[j] = 0.0f;
     s2[j] = 0.0f;
   }
@@ -191,7 +185,7 @@ void moments(const typename E::T* x, int64_t rows, int64_t c, std::vector<double
     for (int64_t r = begin; r < begin + n; r += kBlockRows) {
       const int64_t nb = std::min(kBlockRows, begin + n - r);
       const typename E::T* block = x + r * c;
-      for (int64_t j = 0; j < c; ++j) shift[j] = E::load(block[j]);
+      for (int64_t j = 0; j < c; ++j) shift[j] = moments_shift(E::load(block[j]));
       shifted_sums<E>(block, nb, c, shift, s1, s2);
       merge_block(c, static_cast<double>(r - begin), static_cast<double>(nb), shift, s1, s2, pm,
                   pm + c);
@@ -202,9 +196,11 @@ void moments(const typename E::T* x, int64_t rows, int64_t c, std::vector<double
   m2.assign(static_cast<size_t>(c), 0.0);
   int64_t seen = 0;
   for (int64_t p = 0; p < ranges; ++p) {
-    for (int64_t j = 0; j < c; ++j)
-      merge_moments(static_cast<double>(seen), static_cast<double>(counts[p]), parts[p * 2 * c + j],
-                    parts[p * 2 * c + c + j], mean[j], m2[j]);
+    for (int64_t j = 0; j < c; ++j) {
+      double n = static_cast<double>(seen);
+      merge_moments(n, mean[j], m2[j], static_cast<double>(counts[p]), parts[p * 2 * c + j],
+                    parts[p * 2 * c + c + j]);
+    }
     seen += counts[p];
   }
 }

@@ -203,6 +203,54 @@ TEST(FamilyOpsParity, BatchNormBackward) {
       }
 }
 
+// Statistics of channels holding inf or NaN (an fp16 convolution's overflow): the mean is what
+// the reference's sum gives (+-inf, or NaN for +inf with -inf or a NaN) and the variance NaN,
+// the running statistics alike, also when the non-finite value is a channel's first (a
+// shifted sum would take inf - inf); finite channels are untouched. Over several of the CUDA
+// kernel's chunks (4099 rows).
+TEST(FamilyOpsParity, BatchNormStatisticsOfNonFiniteChannels) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const int64_t rows = 4099, c = 8;
+  const Shape s{rows, c};
+  for (DType dt : kFloatTypes) {
+    std::vector<float> xv = shifted(s.numel(), 9100, 3.0f);
+    xv[5 * c + 0] = INFINITY;           // +inf: mean +inf
+    xv[0 * c + 1] = -INFINITY;          // -inf, the channel's first value
+    xv[77 * c + 2] = NAN;               // NaN
+    xv[9 * c + 3] = INFINITY;           // +inf and -inf: NaN
+    xv[4000 * c + 3] = -INFINITY;       //   (in another chunk)
+    xv[0 * c + 4] = INFINITY;           // +inf first
+    xv[(rows - 1) * c + 5] = INFINITY;  // +inf last
+    Pair x = env.make(s, dt, xv);
+    Pair res = env.make(s, dt, std::vector<float>(s.numel(), 0.0f));
+    Pair gamma = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+    Pair beta = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+    Pair rmean = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+    Pair rvar = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+    Pair smean = env.poisoned(Shape{c}, DType::F32), srstd = env.poisoned(Shape{c}, DType::F32);
+    Pair y = env.poisoned(s, dt);
+    relu_forward_train(env, x, res, gamma, beta, rmean, rvar, smean, srstd, y);
+    const auto alike = [](float want, float got) {
+      if (std::isnan(want)) return std::isnan(got);
+      if (std::isinf(want)) return got == want;
+      return std::fabs(got - want) <= 1e-4f * std::max(1.0f, std::fabs(want));
+    };
+    for (Pair* p : {&smean, &srstd, &rmean, &rvar}) {
+      const std::vector<float> want = env.host_cpu(*p), got = env.host_dut(*p);
+      for (int64_t j = 0; j < c; ++j)
+        EXPECT_TRUE(alike(want[j], got[j]))
+            << dtype_name(dt) << " channel " << j << ": " << want[j] << " against " << got[j];
+    }
+    const std::vector<float> want = env.host_cpu(smean);
+    EXPECT_EQ(want[0], INFINITY);
+    EXPECT_EQ(want[1], -INFINITY);
+    EXPECT_TRUE(std::isnan(want[2]) && std::isnan(want[3]));
+    EXPECT_TRUE(std::isfinite(want[6]) && std::isfinite(want[7]));
+    for (Pair* p : {&x, &res, &gamma, &beta, &rmean, &rvar, &smean, &srstd, &y}) env.release(*p);
+  }
+}
+
 // The fused ReLU on NaN and +-inf after the residual add (kernels/relu.h): y keeps the NaN, the
 // backward's g (d_pre) is dy where y is positive or NaN, 0 where it is 0 even for an inf dy; bit
 // for bit, vectorised (C 64) and not (C 5).
