@@ -363,7 +363,11 @@ class Bottleneck(nn.Module):
         y = F.relu(self.bn1(self.conv1(x)))
         y = F.relu(self.bn2(self.conv2(y)))
         y = self.bn3(self.conv3(y))
-        return F.relu(y + (self.down(x) if self.down is not None else x))
+        # In place, as torchvision's Bottleneck adds: the sum keeps y's dtype. `y + x` would
+        # promote a first block's fp32 input (no stem, no projection) and with it the rest of
+        # the stage to fp32 under autocast, where mpbench keeps the compute dtype.
+        y += self.down(x) if self.down is not None else x
+        return F.relu(y)
 
     def forward_flops(self):
         return resnet_block_flops(self.cin, self.width, self.cout, self.stride, self.size)
