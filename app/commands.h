@@ -184,8 +184,8 @@ nlohmann::json env_json(const DeviceInfo& device, const DeviceInfo& host_cpu);
 // A GPU's facts: name, capability, memory, SMs, versions, tensor-core modes, datasheet peaks.
 nlohmann::json gpu_facts_json(const DeviceInfo& d);
 
-// `s` as one printable line: control characters escaped (\n, \t, \xNN) and so is every byte that
-// is not part of well-formed UTF-8; for error messages that echo what the user gave.
+// `s` as one printable line (train/printable.h), its long words clipped and the whole cut at 2000
+// bytes, saying so; for error messages that echo what the user gave.
 std::string printable_line(const std::string& s);
 
 int mpbench_main(int argc, char** argv);
