@@ -241,9 +241,9 @@ nlohmann::json to_json(const SeedSummary& s);
 std::vector<double> epoch_times(const RunResult& r);
 
 // The speedup of one mode's repetitions (`run --repeat`) over another's, paired by round (the
-// same repetition, and seed): the median over rounds of each round's ratio of median epoch
-// times, with its 95% interval (statistics.h: paired_median_ratio), turned over. Only rounds
-// both sides trained count; nullopt with fewer than kMinRepetitions of them.
+// same repetition, and seed): the median over rounds of each round's speedup (baseline's median
+// epoch time over current's), with its 95% interval (statistics.h: paired_median_ratio). Only
+// rounds both sides trained count; nullopt with fewer than kMinRepetitions of them.
 std::optional<RatioEstimate> repeated_speedup(const std::vector<const RunResult*>& baseline,
                                               const std::vector<const RunResult*>& current);
 

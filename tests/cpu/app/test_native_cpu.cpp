@@ -78,9 +78,10 @@ TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
   ASSERT_NE(fp32, nullptr);
   EXPECT_EQ((*fp32)["status"], "ok");
   EXPECT_EQ((*fp32)["device"], "cpu");
-  EXPECT_FALSE((*fp32)["kernels"].empty());                   // the oneDNN implementations that ran
-  EXPECT_TRUE((*fp32)["flags"].empty()) << (*fp32)["flags"];  // not "emulated"
-  EXPECT_GT((*fp32)["percent_of_peak"].get<double>(), 0.0);   // against the measured ceiling
+  EXPECT_FALSE((*fp32)["kernels"].empty());  // the oneDNN implementations that ran
+  // Not "emulated" (a busy machine may add "noisy").
+  EXPECT_EQ((*fp32)["flags"].dump().find("emulated"), std::string::npos) << (*fp32)["flags"];
+  EXPECT_GT((*fp32)["percent_of_peak"].get<double>(), 0.0);  // against the measured ceiling
   for (const char* mode : {"tf32", "amp_fp16"}) {
     const json* r = run_of(doc, mode);
     ASSERT_NE(r, nullptr) << mode;
@@ -122,7 +123,9 @@ TEST_F(NativeCpu, IsaCapsReachEveryCase) {
   EXPECT_EQ(conv["env"]["native_cpu"]["bf16_gemm"], "converted");
   EXPECT_EQ(run_of(conv, "amp_bf16")->at("status"), "ok");
   EXPECT_TRUE(has_text(last_out_, "without bf16 instructions")) << last_out_;
-  EXPECT_EQ(count_lines(last_out_.substr(last_out_.find("note:"))), 3u) << last_out_;
+  // One note of three lines, the last thing printed (a noisy run's notes come before it).
+  EXPECT_EQ(count_lines(last_out_.substr(last_out_.find("note: this CPU runs amp_bf16"))), 3u)
+      << last_out_;
   if (!flags.count("avx512_bf16")) GTEST_SKIP() << "no AVX512-BF16 here";
 
   json native = run_json("--precisions fp32,amp_bf16 --cpu-isa avx512_core_bf16");

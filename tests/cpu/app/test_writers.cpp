@@ -415,6 +415,32 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   }
 }
 
+// A speedup over repetitions is the median of the rounds' speedups, also for an even count,
+// where the inverse of the median time ratio (the two middle ratios averaged) is another number:
+// 0.97x for these four rounds (a helper's --repeat 4), whose middle speedups are 0.725 and 1.446.
+TEST(Console, RepeatedSpeedupIsTheMedianOfTheRoundsSpeedups) {
+  const double fp32_ms[] = {8.332, 11.394, 7.409, 12.010},
+               bf16_ms[] = {12.015, 7.880, 10.219, 7.827};
+  std::vector<RunResult> runs;
+  for (int i = 0; i < 4; ++i) {
+    for (const auto& [mode, ms] :
+         {std::pair{"fp32", fp32_ms[i]}, std::pair{"amp_bf16", bf16_ms[i]}}) {
+      RunResult r = make_run(mode, ms, size_t(1) << 20);
+      for (EpochResult& e : r.epochs) e.time_ms = ms;
+      r.epoch_time_ms = compute_time_stats({ms, ms, ms});
+      r.repetition = i + 1;
+      runs.push_back(r);
+    }
+  }
+  std::vector<const RunResult*> fp32, bf16;
+  for (const RunResult& r : runs) (r.precision == "fp32" ? fp32 : bf16).push_back(&r);
+  const auto s = mpbench::repeated_speedup(fp32, bf16);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NEAR(s->ratio, (7.409 / 10.219 + 11.394 / 7.880) / 2, 1e-12);
+  EXPECT_LE(s->lo, s->ratio);
+  EXPECT_GE(s->hi, s->ratio);
+}
+
 TEST(Console, DeviceMemoryColumnOnlyWithDeviceSamples) {
   Report rep = make_report();
   EXPECT_FALSE(contains(format_console(rep), "device)"));
