@@ -226,6 +226,12 @@ std::vector<ModelSection> build_sections(const std::vector<ReportInput>& inputs,
     for (const Series& s : sec.series) devices.insert(s.run->device);
     if (devices.size() > 1) disambiguate([](const Series& s) { return " · " + s.run->device; });
     disambiguate([&](const Series& s) { return " · " + names[s.input]; });
+    // The sweep chart's lines go by mode_label, one per file: a sweep's "amp_bf16 b32" and
+    // another file's "amp_bf16" did not collide above, but their lines would share a name.
+    std::map<std::string, std::set<size_t>> files_of;
+    for (const Series& s : sec.series) files_of[s.mode_label].insert(s.input);
+    for (Series& s : sec.series)
+      if (files_of[s.mode_label].size() > 1) s.mode_label += " · " + names[s.input];
 
     // Variant: the position of the series' (file, graphs, batch) among the section's, so that
     // the first file's runs get the full colours and each batch of a sweep its own dash; the

@@ -954,6 +954,31 @@ TEST_F(ReportHtml, SweepTableKeepsTheBatchOfFailedRowsAndNotes) {
   EXPECT_NE(html.find("<li>note: amp_bf16 batch 32: epoch times vary"), std::string::npos);
 }
 
+// A sweep beside a file of one batch: the speedup-by-batch chart's lines name their file where
+// two would share a mode's name (the bars' labels differ already, by the sweep's batch).
+TEST_F(ReportHtml, SweepChartLinesOfTwoFilesNameTheirFile) {
+  std::vector<mpbench::RunResult> one = {history_run("fp32", {10, 10, 10}, 1000),
+                                         history_run("amp_bf16", {5, 5, 5}, 600)};
+  std::vector<mpbench::RunResult> sweep;
+  for (int64_t batch : {32, 64}) {
+    sweep.push_back(history_run("fp32", {10, 10, 10}, 1000));
+    sweep.push_back(history_run("amp_bf16", {4, 4, 4}, 600));
+    sweep[sweep.size() - 2].batch_size = sweep.back().batch_size = batch;
+  }
+  const auto prov = history_provenance("2025-03-01T09:00:00Z", nullptr);
+  const std::string a = write_history_file(dir_, "single.json", prov, one);
+  const std::string b = write_history_file(dir_, "sweep.json", prov, sweep);
+  const fs::path html_path = dir_ / "sweep2.html";
+  const Result r = mpbench("report " + a + " " + b + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  const size_t chart = html.find("Speedup over fp32 against batch size");
+  ASSERT_NE(chart, std::string::npos) << html;
+  const std::string section = html.substr(chart, html.find("</figure>", chart) - chart);
+  for (const char* name : {">amp_bf16 · single<", ">amp_bf16 · sweep<"})
+    EXPECT_NE(section.find(name), std::string::npos) << name << "\n" << section;
+}
+
 TEST(HtmlReport, ShortFileNamesAreTheShortestEndsThatDiffer) {
   using mpbench::short_file_names;
   using V = std::vector<std::string>;
