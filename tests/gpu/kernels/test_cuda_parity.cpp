@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
@@ -1003,6 +1004,46 @@ TEST(CudaParity, Fp8GemmMatchesTheCpu) {
       EXPECT_TRUE(env.close(out, tol, &scale));
     }
   }
+}
+
+// Scale views 4 bytes apart in one buffer, the layout Fp8Scaling had when every FP8 training GEMM
+// on the H200 (2026-12-04) returned CUBLAS_STATUS_NOT_SUPPORTED while this file's cases, each
+// scale its own allocation, passed; the slots are 16 bytes apart since, on a theory nobody has
+// run. The outcome is printed (the device check's log keeps it): accepted, the result must be
+// right; refused, the theory holds. Either way it settles it.
+TEST(CudaParity, Fp8GemmWithScalesFourBytesApart) {
+  SKIP_WITHOUT_CUDA();
+  Env env;
+  const DeviceInfo info = env.dut->info();
+  if (!precision_supported(Precision::AMP_FP8, info.cc_major, info.cc_minor))
+    GTEST_SKIP() << "FP8 GEMMs need compute capability 8.9";
+  const int64_t m = 64, n = 48, k = 32;
+  Pair a = env.random(Shape{m, k}, DType::F8E4M3, 12900, 4.0f);
+  Pair b = env.random(Shape{n, k}, DType::F8E4M3, 12903, 4.0f);
+  Pair packed = env.make(Shape{4}, DType::F32, {0.0f, 0.125f, 1.0f / 32, 0.0f});
+  const Pair sa{packed.cpu.slice(1, Shape{1}), packed.dut.slice(1, Shape{1})};
+  const Pair sb{packed.cpu.slice(2, Shape{1}), packed.dut.slice(2, Shape{1})};
+  Pair out = env.poisoned(Shape{m, n}, DType::BF16);
+  auto run = [&](Backend& be, const Tensor& ta, const Tensor& tb, const Tensor& tsa,
+                 const Tensor& tsb, Tensor& tout) {
+    GemmDesc d;
+    d.trans_b = true;
+    d.math = GemmMath::LowPrecision;
+    d.a_scale_inv = &tsa;
+    d.b_scale_inv = &tsb;
+    be.gemm(d, ta, tb, tout);
+  };
+  run(*env.cpu, a.cpu, b.cpu, sa.cpu, sb.cpu, out.cpu);
+  try {
+    run(*env.dut, a.dut, b.dut, sa.dut, sb.dut, out.dut);
+  } catch (const Error& e) {
+    std::cout << "[ FP8 scales 4 bytes apart: refused: " << e.what() << " ]" << std::endl;
+    return;
+  }
+  std::cout << "[ FP8 scales 4 bytes apart: accepted ]" << std::endl;
+  const std::vector<float> scale =
+      fp8_error_scale(env.host_cpu(a), env.host_cpu(b), {}, 0.125f / 32, m, n, k);
+  EXPECT_TRUE(env.close(out, fp8_gemm_tolerance(k, DType::BF16), &scale));
 }
 
 // ---- CUDA-only behaviour -------------------------------------------------------------------
