@@ -761,12 +761,12 @@ both kept, each its own point. Profile files are refused. --md writes the points
     }
     try {
       app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-      return app.exit(e);
+    } catch (const CLI::CallForHelp& e) {  // rank 0 alone prints the help or the version
+      return others_say_it ? 0 : app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
-      return app.exit(e);
+      return others_say_it ? 0 : app.exit(e);
     } catch (const CLI::CallForVersion& e) {
-      return app.exit(e);
+      return others_say_it ? 0 : app.exit(e);
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";
@@ -792,18 +792,32 @@ both kept, each its own point. Profile files are refused. --md writes the points
           "profile and explain train data parallel",
           who, given.empty() ? "this command" : given.front()->get_name(), env_rank.size));
     }
+    // The values CLI11 took as text, read here: a bad one is the same on every rank, so rank 0
+    // alone says it, as for CLI11's own errors above.
+    auto read_values = [&](auto&& read) {
+      try {
+        read();
+      } catch (const Error& e) {
+        if (others_say_it && e.kind() == ErrorKind::BadInput) throw Error(e.kind(), "");
+        throw;
+      }
+    };
     if (*run_cmd) {
-      if (!precisions.empty()) run.precisions = split_list("--precisions", precisions);
-      if (!run_batch_sizes.empty())
-        run.batch_sizes = parse_batch_sizes("--batch-sizes", run_batch_sizes);
-      if (!run_memory_limit.empty())
-        run.memory_limit = parse_memory_size("--memory-limit", run_memory_limit);
+      read_values([&] {
+        if (!precisions.empty()) run.precisions = split_list("--precisions", precisions);
+        if (!run_batch_sizes.empty())
+          run.batch_sizes = parse_batch_sizes("--batch-sizes", run_batch_sizes);
+        if (!run_memory_limit.empty())
+          run.memory_limit = parse_memory_size("--memory-limit", run_memory_limit);
+      });
       return cmd_run(run);
     }
     // profile and explain read --precisions and --memory-limit alike.
-    auto finish = [](RunArgs& r, const std::string& list, const std::string& limit) {
-      if (!list.empty()) r.precisions = split_list("--precisions", list);
-      if (!limit.empty()) r.memory_limit = parse_memory_size("--memory-limit", limit);
+    auto finish = [&](RunArgs& r, const std::string& list, const std::string& limit) {
+      read_values([&] {
+        if (!list.empty()) r.precisions = split_list("--precisions", list);
+        if (!limit.empty()) r.memory_limit = parse_memory_size("--memory-limit", limit);
+      });
     };
     if (*profile_cmd) {
       finish(profile.run, profile_precisions, profile_memory_limit);

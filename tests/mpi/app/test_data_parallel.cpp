@@ -555,6 +555,20 @@ TEST_F(DataParallel, BadArgumentsAreSaidOnce) {
   EXPECT_EQ(same.code, 2) << same.err;
   EXPECT_TRUE(has_text(same.err, "mpbench: --epochs: ")) << same.err;
   EXPECT_EQ(occurrences(same.err, "mpbench: "), 1u) << same.err;
+  // The values read after CLI11's parse, too (three ranks each said them), and --version.
+  for (const std::string& args :
+       {std::string(" run ") + config("tiny_mlp") + " --memory-limit 5XB",
+        std::string(" profile ") + config("tiny_mlp") + " --batch-size 8 --precisions fp32,fp32",
+        std::string(" run ") + config("tiny_mlp") + " --batch-sizes 32,x"}) {
+    const auto r =
+        mpbench::test::run_shell(kMpirun + " -np 3 " + MPBENCH_EXE + args, dir_.string());
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << args << ": " << r.err;
+  }
+  const auto version =
+      mpbench::test::run_shell(kMpirun + " -np 2 " + MPBENCH_EXE + " --version", dir_.string());
+  EXPECT_EQ(version.code, 0) << version.err;
+  EXPECT_EQ(occurrences(version.out, "mpbench "), 1u) << version.out;
   const auto mpmd = mpbench::test::run_shell(
       kMpirun + " -np 1 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
           " --device reference --quiet : -np 1 " + MPBENCH_EXE + " validate " + config("tiny_mlp"),
