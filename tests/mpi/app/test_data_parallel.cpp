@@ -450,6 +450,19 @@ TEST_F(DataParallel, TheScalingBaselineCanComeFromAFile) {
     EXPECT_FALSE(json::parse(mpbench::test::read_file(out))["runs"][0]["data_parallel"].contains(
         "scaling_efficiency"));
   }
+  // The native backend has no BLAS: a plain run at its own --threads is the baseline, whatever
+  // OpenBLAS counts (1 thread a rank under mpirun, every core in a plain run: it was refused).
+  if (!mpbench::native_cpu_available(nullptr)) return;
+  const std::string native = " --device cpu --threads 1 --precisions fp32 --epochs 1";
+  run_json("", spec, native, "cpu1.json");
+  const auto r2 = mpbench::test::run_shell(
+      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + spec + native + " --quiet --json " + out +
+          " --scaling-baseline " + (dir_ / "cpu1.json").string(),
+      dir_.string());
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  EXPECT_FALSE(has_text(r2.err, "no scaling efficiency")) << r2.err;
+  EXPECT_TRUE(json::parse(mpbench::test::read_file(out))["runs"][0]["data_parallel"].contains(
+      "scaling_efficiency"));
 }
 
 // What every rank would say alike is said once: the warning of too many --threads (by each
