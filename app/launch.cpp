@@ -78,9 +78,12 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
 void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std::string>> facts,
                       const std::vector<Spec>& specs, const DeviceInfo& info, Device device) {
   if (!comm_) return;
+  // The native CPU's --threads and --cpu-isa too: the record holds rank 0's alone.
   facts.insert(facts.end(), {{"--grad-reduce", run.grad_reduce},
                              {"--bucket-mb", fmt::format("{}", run.bucket_mb)},
-                             {"--memory-limit", std::to_string(run.memory_limit)}});
+                             {"--memory-limit", std::to_string(run.memory_limit)},
+                             {"--threads", std::to_string(run.device.threads)},
+                             {"--cpu-isa", run.device.cpu_isa}});
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string at = specs.size() > 1 ? fmt::format("spec {} ", i + 1) : "spec ";
     const nlohmann::json flat = to_json(specs[i]).flatten();

@@ -264,6 +264,17 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
     EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  // The native CPU's threads (the record holds rank 0's alone; they were accepted).
+  if (!mpbench::native_cpu_available(nullptr)) return;
+  const std::string cpu = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
+                          " --device cpu --quiet --precisions fp32 --epochs 1 --threads ";
+  const auto r =
+      mpbench::test::run_shell(kMpirun + " -np 1 " + cpu + "1 : -np 1 " + cpu + "2", dir_.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err,
+                       "the ranks were given different jobs: rank 1's --threads is 2, "
+                       "rank 0's 1"))
+      << r.err;
 }
 
 // Out of memory during training (a 4 KiB --memory-limit): the job ends with exit 3 and a line of
