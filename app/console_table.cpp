@@ -658,10 +658,13 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
     const DataParallelResult& d = *r->data_parallel;
     const double step_ms = r->step_time_ms();
     std::string line = fmt::format(
-        "{}: {} rank{}, {} of gradients a step all-reduced in {} ({} bucket{} of {}): {} ms "
+        "{}: {} rank{}, {} of gradients a step all-reduced in {} ({} bucket{} of {}){}: {} ms "
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
         note_subject(*r, group), d.ranks, d.ranks == 1 ? "" : "s", format_bytes(d.bytes_per_step),
         d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes),
+        d.fp8_amax_bytes_per_step > 0 ? fmt::format(" and {} of FP8 amax histories maxed in fp32",
+                                                    format_bytes(d.fp8_amax_bytes_per_step))
+                                      : "",
         format_ms(d.comm_ms_per_step), step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0,
         d.algbw_gbps, d.busbw_gbps);
     if (d.comm_busy_ms_per_step > 0)

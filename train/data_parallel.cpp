@@ -75,7 +75,7 @@ std::optional<std::string> mpi_launcher() {
   return std::nullopt;
 }
 
-void DataParallel::begin_run(size_t gradient_elements) {
+void DataParallel::begin_run(size_t gradient_elements, size_t fp8_amax_elements) {
   stats_ = CommStats{};
   for (StepSpans& s : steps_) s = StepSpans{};
   cur_ = 0;
@@ -84,6 +84,7 @@ void DataParallel::begin_run(size_t gradient_elements) {
   const size_t bucket = static_cast<size_t>(bucket_elements());
   stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
   stats_.bytes_per_step = gradient_elements * dtype_size(opts_.wire);
+  stats_.fp8_amax_bytes_per_step = fp8_amax_elements * sizeof(float);
 }
 
 template <typename F>
@@ -165,6 +166,7 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
   DataParallelResult d = setup();
   d.buckets = stats_.buckets;
   d.bytes_per_step = stats_.bytes_per_step;
+  d.fp8_amax_bytes_per_step = stats_.fp8_amax_bytes_per_step;
   d.comm_ms_per_step = median_epoch_mean(stats_.step_ms, epochs);
   if (!stats_.busy_ms.empty()) {
     d.comm_busy_ms_per_step = median_epoch_mean(stats_.busy_ms, epochs);
@@ -175,7 +177,8 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
   // (the CPU's, where they are the same).
   const double t = d.comm_busy_ms_per_step > 0 ? d.comm_busy_ms_per_step : d.comm_ms_per_step;
   if (t > 0) {
-    d.algbw_gbps = static_cast<double>(d.bytes_per_step) / (t * 1e6);
+    // Every byte the timed collectives took: amp_fp8's amax maxes are in the time too.
+    d.algbw_gbps = static_cast<double>(d.bytes_per_step + d.fp8_amax_bytes_per_step) / (t * 1e6);
     d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
   }
   return d;

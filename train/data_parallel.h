@@ -52,9 +52,10 @@ struct DataParallelOptions {
 // (exposed), and where it is known (the GPU's side stream) the time they took on their own; the
 // bytes each rank sent into them.
 struct CommStats {
-  int64_t buckets = 0;          // all-reduces per step
-  uint64_t bytes_per_step = 0;  // the gradients in the wire's dtype
-  std::vector<double> step_ms;  // exposed communication per timed step
+  int64_t buckets = 0;                   // all-reduces per step
+  uint64_t bytes_per_step = 0;           // the gradients in the wire's dtype
+  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the amax histories maxed, in fp32
+  std::vector<double> step_ms;           // exposed communication per timed step
   std::vector<double> busy_ms;  // the all-reduces' own time per timed step; empty: not known
 };
 
@@ -84,8 +85,9 @@ class DataParallel {
   void end_step(bool timed);
   // After an epoch's last step: its time read now, so that the epoch's steps are all counted.
   void end_epoch();
-  // Called once per run, before its first step: resets the counts.
-  void begin_run(size_t gradient_elements);
+  // Called once per run, before its first step: resets the counts. fp8_amax_elements: what
+  // max_across_ranks will take a step (0 but in amp_fp8).
+  void begin_run(size_t gradient_elements, size_t fp8_amax_elements);
   // The run's communication as the results give it: the options, the counts, the communication
   // per step of the median epoch (the epoch step_time_ms() is taken from, so that it is a part
   // of that step) and the bandwidths from it.

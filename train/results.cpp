@@ -280,6 +280,8 @@ json to_json(const RunResult& r) {
     if (ok) {
       j["data_parallel"]["buckets"] = dp->buckets;
       j["data_parallel"]["bytes_per_step"] = dp->bytes_per_step;
+      if (dp->fp8_amax_bytes_per_step > 0)
+        j["data_parallel"]["fp8_amax_bytes_per_step"] = dp->fp8_amax_bytes_per_step;
       j["data_parallel"]["comm_ms_per_step"] = dp->comm_ms_per_step;
       j["data_parallel"]["algbw_gbps"] = dp->algbw_gbps;
       j["data_parallel"]["busbw_gbps"] = dp->busbw_gbps;
@@ -803,6 +805,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     dp.bucket_bytes = byte_count(e, "bucket_bytes", p);
     dp.buckets = integer(e, "buckets", p, 0);
     dp.bytes_per_step = byte_count(e, "bytes_per_step", p);
+    dp.fp8_amax_bytes_per_step = byte_count(e, "fp8_amax_bytes_per_step", p);
     dp.comm_ms_per_step = number(e, "comm_ms_per_step", p, kNonNegative);
     dp.comm_busy_ms_per_step = number(e, "comm_busy_ms_per_step", p, kNonNegative);
     dp.overlap = number(e, "overlap", p, kFraction);

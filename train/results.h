@@ -69,7 +69,8 @@ struct DataParallelResult {
   std::string grad_reduce = "fp32";  // the all-reduce's dtype: fp32, bf16 or fp16
   uint64_t bucket_bytes = 0;         // fp32 gradient bytes per all-reduce (--bucket-mb)
   int64_t buckets = 0;               // all-reduces per step
-  uint64_t bytes_per_step = 0;       // what each rank all-reduces per step, in grad_reduce's dtype
+  uint64_t bytes_per_step = 0;       // the gradients each rank all-reduces a step, in grad_reduce's
+  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the amax histories maxed a step, in fp32
   // Communication compute did not hide, per step of the median epoch (the one step_time_ms()
   // is from): all of it on the CPU, where
   // MPI moves the data inside its calls on the training thread.
@@ -79,8 +80,8 @@ struct DataParallelResult {
   // known (the CPU).
   double comm_busy_ms_per_step = 0;
   double overlap = 0;
-  // nccl-tests' convention: algbw = bytes / time (the all-reduces' own where known, else the
-  // exposed), busbw = algbw * 2 (ranks - 1) / ranks.
+  // nccl-tests' convention: algbw = bytes (both kinds) / time (the all-reduces' own where known,
+  // else the exposed), busbw = algbw * 2 (ranks - 1) / ranks.
   double algbw_gbps = 0, busbw_gbps = 0;
   // Against one process at the same per-rank batch (`run --scaling-baseline`): its samples per
   // second (0: not measured) and this run's over ranks times that.
