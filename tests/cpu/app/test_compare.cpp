@@ -308,17 +308,17 @@ TEST(Compare, EnvDifferenceIsNamedAndChecksEverything) {
   std::vector<RunResult> bigger = reps(21.0);
   for (RunResult& r : bigger) r.memory.training_peak = 6160000;  // +516%
   nlohmann::json one = cpu_env("CPU A"), two = cpu_env("CPU A");
-  one["cpu"]["blas_threads"] = 2;
-  two["cpu"]["blas_threads"] = 1;
+  one["native_cpu"]["threads"] = 2;
+  two["native_cpu"]["threads"] = 1;
   // The reports outlive the comparison: its rows point into them.
   const Report base_one = make_report(reps(), one), cur_two = make_report(bigger, two);
   Comparison r = cmp(base_one, cur_two);
   EXPECT_EQ(r.rows[0].verdict, "slower");
   EXPECT_EQ(r.rows[0].regressions, (std::vector<std::string>{"time", "memory"}));
   ASSERT_EQ(r.rows[0].env_differences.size(), 1u);
-  EXPECT_EQ(r.rows[0].env_differences[0], "cpu.blas_threads: 2 -> 1");
+  EXPECT_EQ(r.rows[0].env_differences[0], "native_cpu.threads: 2 -> 1");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(format_compare_console(r).find("env cpu.blas_threads: 2 -> 1"), std::string::npos);
+  EXPECT_NE(format_compare_console(r).find("env native_cpu.threads: 2 -> 1"), std::string::npos);
 
   // The same numbers on another CPU: a pass that --strict refuses.
   const Report b = make_report(reps(), cpu_env("CPU A"));
