@@ -542,6 +542,10 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     bad(sub(path, "precision"), "one of " + names);
   }
   r.device = string(j, "device", path);
+  // The devices a run trains on (`run --device`'s, auto resolved): compare and report match and
+  // label runs by it.
+  if (!r.device.empty() && r.device != "cuda" && r.device != "cpu" && r.device != "reference")
+    bad(sub(path, "device"), "\"cuda\", \"cpu\" or \"reference\"");
   const std::string status = string(j, "status", path, true);
   try {
     r.status = run_status_from_name(status);

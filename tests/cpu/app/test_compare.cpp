@@ -1026,6 +1026,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
   batch0["runs"][0]["batch_size"] = 0;
   json no_batch = to_json(make_report({make_run(kBase)}));
   no_batch["runs"][0].erase("batch_size");
+  json gpu = to_json(make_report({make_run(kBase)}));
+  gpu["runs"][0]["device"] = "gpu";
   // Two specs of one model and batch: which one its runs trained from is not known.
   Report two_specs_report = make_report({make_run(kBase)});
   two_specs_report.specs = {{{"name", "m"}, {"train", {{"batch_size", 32}}}},
@@ -1058,6 +1060,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
        "b0.json: runs[0].batch_size: expected the batch size of a run that trained (1 or more)"},
       {"no batch", good + " " + write("nb.json", no_batch.dump()),
        "nb.json: runs[0].batch_size: expected the batch size"},
+      {"a device no run trains on", good + " " + write("gpu.json", gpu.dump()),
+       "gpu.json: runs[0].device: expected \"cuda\", \"cpu\" or \"reference\""},
       {"two specs of one model and batch", good + " " + write("ts.json", two_specs.dump()),
        "ts.json: specs[1]: expected one spec per model and batch size (specs[0] has the same)"},
       {"output onto an input", good + " " + good + " --json " + good, "is the input"},

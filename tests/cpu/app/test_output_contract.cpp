@@ -114,8 +114,8 @@ TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
 }
 
 // report --md is pasted into step summaries and merge-request comments: a file name, a
-// status_detail, a device, an explain file's `to` and a provenance.commit are text from outside,
-// literal there (no raw HTML, no table cell or heading split by a | or a line break).
+// status_detail, a device's name, an explain file's `to` and a provenance.commit are text from
+// outside, literal there (no raw HTML, no table cell or heading split by a | or a line break).
 TEST_F(OutputContract, ReportMarkdownKeepsTextFromTheFilesLiteral) {
   const std::string cpu = " --device reference --quiet";
   ASSERT_EQ(run("run " + spec_ + cpu + " --json " + path("run.json")).code, 0);
@@ -124,7 +124,7 @@ TEST_F(OutputContract, ReportMarkdownKeepsTextFromTheFilesLiteral) {
   json j = json::parse(read_file(path("run.json")));
   j["runs"][1]["status"] = "failed";
   j["runs"][1]["status_detail"] = evil + " | *x*\nnext";
-  for (json& r : j["runs"]) r["device"] = "reference " + evil;
+  j["env"]["cpu"]["name"] = "CPU " + evil;  // the device's name (a run's device is one of three)
   j["provenance"]["commit"] = evil;
   write(evil + ".json", j.dump());
   write("a\nb.json", read_file(path("run.json")));
@@ -149,7 +149,8 @@ TEST_F(OutputContract, ReportMarkdownKeepsTextFromTheFilesLiteral) {
                        "| amp_bf16 | **failed**: &lt;img src=x onerror=alert(1)&gt; \\| "
                        "\\*x\\*\\\\nnext |"))
       << md;
-  EXPECT_TRUE(has_text(md, "small (mlp) · reference &lt;img src=x onerror=alert(1)&gt; · batch 32"))
+  EXPECT_TRUE(
+      has_text(md, "small (mlp) · reference: CPU &lt;img src=x onerror=alert(1)&gt; · batch 32"))
       << md;
   EXPECT_TRUE(has_text(md, "| &lt;img src=x onerror=alert(1)&gt;\\|x vs fp32 |")) << md;
 
