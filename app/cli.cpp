@@ -236,7 +236,8 @@ compared without an interval, over every repetition that trained: the largest pe
 accuracy and loss (a loss gone non-finite always regresses). A run that was ok and is now oom,
 diverged or failed, in any of its repetitions, is a regression; runs on one side only are
 listed as missing / new. The spec is checked against every baseline file. An environment
-difference (GPU, driver, CUDA, cuDNN, CPU, BLAS threads and kernels) is named in its rows and
+difference (GPU, driver, CUDA, cuDNN, CPU, the native CPU's threads and ISA, the reference's
+BLAS threads and kernels) is named in its rows and
 switches nothing off: every number is still compared, and under --strict the difference alone
 fails (exit 4).
 

@@ -69,8 +69,10 @@ std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_c
                          double threshold, int min_repetitions = kMinRepetitions);
 
 // Differences between the two environments that bear on the numbers of `device` ("cuda":
-// env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu": env.cpu.name and
-// blas_threads; both: env.device), as "gpu.name: A100 -> H200". Empty when they match.
+// env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu" and "reference":
+// env.cpu.name, and the native CPU's native_cpu.{threads, isa} or the reference's OpenBLAS
+// cpu.{blas_threads, blas_core}; all: env.device), as "gpu.name: A100 -> H200". Empty when they
+// match.
 std::vector<std::string> env_differences(const nlohmann::json& baseline_env,
                                          const nlohmann::json& current_env,
                                          const std::string& device);

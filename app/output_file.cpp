@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -201,7 +202,9 @@ int open_direct(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode))
     return ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC);
-  for (int waited_ms = 0;; waited_ms += 50) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(kFifoReaderWaitMs);
+  for (;;) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd >= 0) {
       // A reader is there: write as into any FIFO, waiting while it catches up.
@@ -213,7 +216,7 @@ int open_direct(const std::string& path) {
       return -1;
     }
     if (errno != ENXIO) return -1;  // ENXIO: no reader yet
-    if (waited_ms >= kFifoReaderWaitMs)
+    if (std::chrono::steady_clock::now() >= deadline)
       throw_runtime(
           fmt::format("cannot write {}: a FIFO that no process opened for reading in {} s", path,
                       kFifoReaderWaitMs / 1000));

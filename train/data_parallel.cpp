@@ -177,8 +177,11 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
   // (the CPU's, where they are the same).
   const double t = d.comm_busy_ms_per_step > 0 ? d.comm_busy_ms_per_step : d.comm_ms_per_step;
   if (t > 0) {
-    // Every byte the timed collectives took: amp_fp8's amax maxes are in the time too.
-    d.algbw_gbps = static_cast<double>(d.bytes_per_step + d.fp8_amax_bytes_per_step) / (t * 1e6);
+    // The bytes of what that time covers: the exposed time holds amp_fp8's amax maxes too, the
+    // GPU's own time of the buckets (the side stream's) only the gradients.
+    const uint64_t bytes =
+        d.bytes_per_step + (d.comm_busy_ms_per_step > 0 ? 0 : d.fp8_amax_bytes_per_step);
+    d.algbw_gbps = static_cast<double>(bytes) / (t * 1e6);
     d.busbw_gbps = d.algbw_gbps * 2.0 * (d.ranks - 1) / d.ranks;
   }
   return d;

@@ -315,7 +315,7 @@ std::optional<TimeStats> epoch_quarters(const RunResult& r) {
   std::vector<double> times;  // warm-up steps' are NaN
   for (const StepRecord& s : r.steps)
     if (std::isfinite(s.time_ms)) times.push_back(s.time_ms);
-  if (times.size() < 8) return std::nullopt;
+  if (times.size() < 32) return std::nullopt;  // quarters of 8 steps at least
   std::vector<double> means;
   for (size_t q = 0; q < 4; ++q) {
     const size_t begin = times.size() * q / 4, end = times.size() * (q + 1) / 4;
@@ -860,7 +860,9 @@ Report report_from_json(const json& j) {
       const json batch = s.contains("train") && s["train"].is_object()
                              ? s["train"].value("batch_size", json())
                              : json();
-      const auto [it, fresh] = seen.emplace(std::make_pair(s.value("name", json()), batch), i);
+      const bool named = s.contains("name") && s["name"].is_string();  // spec_of's match
+      const auto [it, fresh] = named ? seen.emplace(std::make_pair(s["name"], batch), i)
+                                     : std::make_pair(seen.end(), true);
       if (!fresh)
         bad(fmt::format("specs[{}]", i),
             fmt::format("one spec per model and batch size (specs[{}] has the same)", it->second));

@@ -80,8 +80,9 @@ struct DataParallelResult {
   // known (the CPU).
   double comm_busy_ms_per_step = 0;
   double overlap = 0;
-  // nccl-tests' convention: algbw = bytes (both kinds) / time (the all-reduces' own where known,
-  // else the exposed), busbw = algbw * 2 (ranks - 1) / ranks.
+  // nccl-tests' convention: algbw = bytes / time (the gradient all-reduces' own where known,
+  // else the exposed, which holds amp_fp8's amax maxes and counts their bytes too), busbw =
+  // algbw * 2 (ranks - 1) / ranks.
   double algbw_gbps = 0, busbw_gbps = 0;
   // Against one process at the same per-rank batch (`run --scaling-baseline`): its samples per
   // second (0: not measured) and this run's over ranks times that.
@@ -176,7 +177,7 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
 // A run of one epoch has no spread between epochs to judge its time by: the mean step time of
 // each quarter of its timed training steps stands in (ms a step; a quarter sums many steps as an
 // epoch does, where single steps vary far more). Nullopt for more than one epoch or fewer than
-// 8 timed steps.
+// 32 timed steps (quarters of 2 steps flagged quiet runs: one step 50% slow is enough).
 std::optional<TimeStats> epoch_quarters(const RunResult& r);
 // The spread (cv) of the median epoch times of r's repetitions that trained ok, r included; NaN
 // when it has fewer than two.

@@ -558,20 +558,21 @@ TEST(Console, OneEpochIsJudgedByItsQuarters) {
     r.epochs[0].time_ms = sum;
     r.epoch_time_ms = compute_time_stats({sum});
   };
-  one_epoch(rep.runs[0], std::vector<float>(16, 1.0f));  // fp32: steady
-  std::vector<float> spike(16, 1.0f);
-  spike[9] = 280.0f;  // tf32: one step descheduled
+  one_epoch(rep.runs[0], std::vector<float>(32, 1.0f));  // fp32: steady
+  std::vector<float> spike(32, 1.0f);
+  spike[17] = 281.0f;  // tf32: one step descheduled
   one_epoch(rep.runs[1], spike);
   const std::string table = format_console(rep);
   EXPECT_TRUE(contains(table, " note: tf32: one epoch, whose quarters' step times vary by"))
       << table;
-  EXPECT_TRUE(contains(table, "(1.000 to 70.75 ms a step)")) << table;
+  EXPECT_TRUE(contains(table, "(1.000 to 36.00 ms a step)")) << table;
   EXPECT_FALSE(contains(table, "note: fp32")) << table;
   const std::vector<std::string> f = mpbench::run_flags(rep.runs[1], rep.runs);
   EXPECT_NE(std::find(f.begin(), f.end(), "noisy"), f.end());
   EXPECT_TRUE(mpbench::run_flags(rep.runs[0], rep.runs).empty());
-  // Too few steps to split: no judgement either way.
-  one_epoch(rep.runs[1], {1.0f, 280.0f, 1.0f});
+  // Too few steps for quarters that hold more than one or two: no judgement either way.
+  spike.resize(31);
+  one_epoch(rep.runs[1], spike);
   EXPECT_FALSE(mpbench::epoch_quarters(rep.runs[1]).has_value());
 }
 

@@ -592,7 +592,8 @@ TEST_F(DataParallel, BadArgumentsAreSaidOnce) {
   // The values read after CLI11's parse, too (three ranks each said them), and --version.
   for (const std::string& args :
        {std::string(" run ") + config("tiny_mlp") + " --memory-limit 5XB",
-        std::string(" profile ") + config("tiny_mlp") + " --batch-size 8 --precisions fp32,fp32",
+        std::string(" profile ") + config("tiny_mlp") +
+            " --batch-size 8 --precisions fp32,,amp_bf16",
         std::string(" run ") + config("tiny_mlp") + " --batch-sizes 32,x"}) {
     const auto r =
         mpbench::test::run_shell(kMpirun + " -np 3 " + MPBENCH_EXE + args, dir_.string());
