@@ -209,7 +209,6 @@ std::string markdown_cell(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    const unsigned char next = i + 1 < s.size() ? static_cast<unsigned char>(s[i + 1]) : 0;
     if (c == '<') {
       out += "&lt;";  // no raw HTML: an <img onerror> or a </details> that ends a fold
     } else if (c == '>') {
@@ -224,11 +223,8 @@ std::string markdown_cell(const std::string& s) {
     } else if (c == '\n' || c == '\r' || c == '\t') {
       // A line break would end the cell, the heading or the list item: shown, as C writes it.
       out += c == '\n' ? "\\\\n" : c == '\r' ? "\\\\r" : "\\\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += fmt::format("\\\\x{:02x}", c);
-    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {  // C1 controls (U+0085: a line break)
-      out += fmt::format("\\\\u{:04x}", next);
-      ++i;
+    } else if (const size_t n = append_control_escape(s, i, "\\\\", out)) {
+      i += n - 1;  // C0 and C1 controls (U+0085: a line break), the backslash escaped
     } else {
       out += static_cast<char>(c);
     }

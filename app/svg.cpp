@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"
+#include "train/printable.h"
 
 namespace mpbench {
 
@@ -14,20 +15,11 @@ std::string html_escape(const std::string& s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
-    const auto u = static_cast<unsigned char>(c);
     // Controls, which HTML does not allow (a file's status_detail may hold an escape sequence),
     // shown as C writes them; tab and line breaks are the page's white space.
-    if ((u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
+    if (const size_t n = append_control_escape(s, i, "\\", out)) {
+      i += n - 1;
       continue;
-    }
-    if (u == 0xc2 && i + 1 < s.size()) {  // C1 controls, U+0080 to U+009F
-      const auto next = static_cast<unsigned char>(s[i + 1]);
-      if (next >= 0x80 && next <= 0x9f) {
-        out += fmt::format("\\u{:04x}", next);
-        ++i;
-        continue;
-      }
     }
     switch (c) {
       case '&':

@@ -225,6 +225,23 @@ size_t append_printable(const std::string& s, size_t max_bytes, std::string& out
   return n;
 }
 
+size_t append_control_escape(const std::string& s, size_t i, const std::string& backslash,
+                             std::string& out) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+    out += backslash + fmt::format("x{:02x}", c);
+    return 1;
+  }
+  if (c == 0xc2 && i + 1 < s.size()) {
+    const auto next = static_cast<unsigned char>(s[i + 1]);
+    if (next >= 0x80 && next <= 0x9f) {
+      out += backslash + fmt::format("u{{{:04X}}}", next);
+      return 2;
+    }
+  }
+  return 0;
+}
+
 std::string printable_text(const std::string& s) {
   std::string out;
   append_printable(s, SIZE_MAX, out);

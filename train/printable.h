@@ -14,4 +14,11 @@ namespace mpbench {
 size_t append_printable(const std::string& s, size_t max_bytes, std::string& out);
 std::string printable_text(const std::string& s);
 
+// For writers that keep the rest of their text (HTML, Markdown): a control character at s[i] (C0
+// but tab, line feed and carriage return, which each writer treats as it must; DEL; the C1
+// controls U+0080 to U+009F, two bytes in UTF-8) appended as C writes it, "\x1b" or "\u{0085}",
+// its backslash written as `backslash`. The bytes of s it took: 0 when s[i] is none of them.
+size_t append_control_escape(const std::string& s, size_t i, const std::string& backslash,
+                             std::string& out);
+
 }  // namespace mpbench

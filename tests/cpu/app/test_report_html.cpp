@@ -566,7 +566,7 @@ TEST(HtmlReport, EscapesEveryMarkupCharacter) {
             "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;");
   EXPECT_EQ(mpbench::html_escape("plain ±"), "plain ±");
   // Controls, which HTML does not allow (a file's status_detail), shown as C writes them.
-  EXPECT_EQ(mpbench::html_escape("a\x1b[31m\x7f\u0085\tb\nc"), "a\\x1b[31m\\x7f\\u0085\tb\nc");
+  EXPECT_EQ(mpbench::html_escape("a\x1b[31m\x7f\u0085\tb\nc"), "a\\x1b[31m\\x7f\\u{0085}\tb\nc");
 }
 
 TEST(HtmlReport, DownsamplesToAtMostMaxPointsKeepingGapsAndMinima) {

@@ -802,7 +802,7 @@ TEST(Markdown, TextFromOutsideIsLiteral) {
   EXPECT_EQ(markdown_cell("`c` *e* _f_ __init__ [l](u) ~~s~~ x # \\"),
             "\\`c\\` \\*e\\* \\_f\\_ \\_\\_init\\_\\_ \\[l\\](u) \\~\\~s\\~\\~ x \\# \\\\");
   EXPECT_EQ(markdown_cell("a\nb\r\tc\x1b[1m\x7f\xc2\x85"),
-            "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u0085");
+            "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u{0085}");
 
   // Through run --md's writer: a hand-edited status_detail and device name stay in their cell.
   Report rep = make_report();
