@@ -559,7 +559,8 @@ finish_step() {
         tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
           "$(grep -m1 'ERROR SUMMARY' "$o" || echo 'no summary')")$'\n'
       fi
-      grep -E '^\[  FAILED  \]|Failure|error' "$o" | head -30 >>"$log"
+      # And what a test prints for the log to settle (CudaParity.Fp8GemmWithScalesFourBytesApart).
+      grep -E '^\[  FAILED  \]|Failure|error|^\[ FP8 scales' "$o" | head -30 >>"$log"
       cat "$o" >>"$out/gpu_tests.log" ;;
     run | graphs | cudnn_pointwise | cudnn_find)
       local variant=eager; [ "$kind" != run ] && variant=$kind
