@@ -75,16 +75,16 @@ std::optional<std::string> mpi_launcher() {
   return std::nullopt;
 }
 
-void DataParallel::begin_run(size_t gradient_elements, size_t fp8_amax_elements) {
+void DataParallel::begin_run(size_t gradient_elements) {
   stats_ = CommStats{};
   for (StepSpans& s : steps_) s = StepSpans{};
   cur_ = 0;
   started_ = 0;
   reduced_ = false;
+  step_amax_bytes_ = 0;
   const size_t bucket = static_cast<size_t>(bucket_elements());
   stats_.buckets = static_cast<int64_t>((gradient_elements + bucket - 1) / bucket);
   stats_.bytes_per_step = gradient_elements * dtype_size(opts_.wire);
-  stats_.fp8_amax_bytes_per_step = fp8_amax_elements * sizeof(float);
 }
 
 template <typename F>
@@ -125,6 +125,7 @@ void DataParallel::reduce_gradients(Backend& be, Tensor& grads) {
 }
 
 void DataParallel::max_across_ranks(Backend& be, Tensor& t) {
+  step_amax_bytes_ += t.bytes();
   timed(be, fmt::format("max {} fp32 x{} ranks", t.numel(), size()), static_cast<double>(t.bytes()),
         [&] { c_.all_reduce_max(be, t); });
 }
@@ -132,6 +133,8 @@ void DataParallel::max_across_ranks(Backend& be, Tensor& t) {
 void DataParallel::end_step(bool timed_step) {
   if (!reduced_) return;
   reduced_ = false;
+  // Every step maxes the same histories: the last step's count is the run's.
+  stats_.fp8_amax_bytes_per_step = std::exchange(step_amax_bytes_, 0);
   steps_[cur_].pending = true;
   steps_[cur_].timed = timed_step;
   cur_ ^= 1;

@@ -85,9 +85,8 @@ class DataParallel {
   void end_step(bool timed);
   // After an epoch's last step: its time read now, so that the epoch's steps are all counted.
   void end_epoch();
-  // Called once per run, before its first step: resets the counts. fp8_amax_elements: what
-  // max_across_ranks will take a step (0 but in amp_fp8).
-  void begin_run(size_t gradient_elements, size_t fp8_amax_elements);
+  // Called once per run, before its first step: resets the counts.
+  void begin_run(size_t gradient_elements);
   // The run's communication as the results give it: the options, the counts, the communication
   // per step of the median epoch (the epoch step_time_ms() is taken from, so that it is a part
   // of that step) and the bandwidths from it.
@@ -133,7 +132,8 @@ class DataParallel {
 
   std::array<StepSpans, 2> steps_;
   int cur_ = 0;
-  bool reduced_ = false;  // the current step has finished its all-reduces
+  bool reduced_ = false;          // the current step has finished its all-reduces
+  uint64_t step_amax_bytes_ = 0;  // what max_across_ranks took in the current step
 };
 
 }  // namespace mpbench

@@ -857,16 +857,15 @@ Report report_from_json(const json& j) {
     for (size_t i = 0; i < specs->size(); ++i) {
       const json& s = (*specs)[i];
       if (!s.is_object()) bad(fmt::format("specs[{}]", i), "a resolved spec (an object)");
+      r.specs.push_back(s);
+      if (!s.contains("name") || !s["name"].is_string()) continue;  // spec_of matches none
       const json batch = s.contains("train") && s["train"].is_object()
                              ? s["train"].value("batch_size", json())
                              : json();
-      const bool named = s.contains("name") && s["name"].is_string();  // spec_of's match
-      const auto [it, fresh] = named ? seen.emplace(std::make_pair(s["name"], batch), i)
-                                     : std::make_pair(seen.end(), true);
+      const auto [it, fresh] = seen.emplace(std::make_pair(s["name"], batch), i);
       if (!fresh)
         bad(fmt::format("specs[{}]", i),
             fmt::format("one spec per model and batch size (specs[{}] has the same)", it->second));
-      r.specs.push_back(s);
     }
   }
   const json* runs = find(j, "runs", "", true);

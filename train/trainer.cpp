@@ -353,12 +353,7 @@ void Run::train_all(RunResult& r) {
 
   build(r);
   sample_device_memory(be_, r.memory);
-  if (dp_) {
-    size_t amax = 0;  // the histories step_on_staged_batch maxes across the ranks
-    for (const Fp8Scaling::Group& g : model_->params().fp8().groups())
-      if (!g.tensors.empty()) amax += static_cast<size_t>(g.history.numel());
-    dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()), amax);
-  }
+  if (dp_) dp_->begin_run(static_cast<size_t>(model_->params().grads_flat().numel()));
   r.flops_per_step = model_->training_flops_per_sample() * static_cast<double>(batch_);
 
   warm_up(plan, r);
