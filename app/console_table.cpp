@@ -658,7 +658,7 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
         "a step exposed ({:.1f}% of the step), algbw {:.3g} GB/s, busbw {:.3g} GB/s",
         note_subject(*r, group), d.ranks, d.ranks == 1 ? "" : "s", format_bytes(d.bytes_per_step),
         d.grad_reduce, d.buckets, d.buckets == 1 ? "" : "s", format_bytes(d.bucket_bytes),
-        d.fp8_amax_bytes_per_step > 0 ? fmt::format(" and {} of FP8 amax histories maxed in fp32",
+        d.fp8_amax_bytes_per_step > 0 ? fmt::format(" and {} of FP8 amaxes maxed in fp32",
                                                     format_bytes(d.fp8_amax_bytes_per_step))
                                       : "",
         format_ms(d.comm_ms_per_step), step_ms > 0 ? 100 * d.comm_ms_per_step / step_ms : 0.0,

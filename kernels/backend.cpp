@@ -625,9 +625,9 @@ void Backend::fp8_update_scaling(const DelayedScalingRecipe& r, DType format, Te
   ck.typed(history, DType::F32, "history");
   const int64_t t = scale.numel();
   MPB_CHECK(
-      history.shape.rank == 2 && history.shape[0] == t && history.shape[1] == r.amax_history_len,
-      "{}: history {} must be ({}, {}): a row of the recipe's length per tensor", op,
-      history.shape.str(), t, r.amax_history_len);
+      history.shape.rank == 2 && history.shape[0] == r.amax_history_len && history.shape[1] == t,
+      "{}: history {} must be ({}, {}): the recipe's slots, a column per tensor", op,
+      history.shape.str(), r.amax_history_len, t);
   ck.vector(scale, t, "scale", "tensors");
   ck.vector(scale_inv, t, "scale_inv", "tensors");
   ck.vector(amax_used, t, "amax_used", "tensors");

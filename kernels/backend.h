@@ -339,9 +339,10 @@ class Backend {
   // backward FP8 GEMM needs (fp8_gemm_fits' "TN").
   void cast_to_fp8(const Tensor& src, const Tensor& scale, Tensor* amax, Tensor& dst,
                    Tensor* dst_t = nullptr);
-  // The delayed-scaling update after a step of T tensors of one fp8 dtype: history (T, len),
-  // scale, scale_inv and amax_used (T), all fp32, each row as delayed_scaling_update does it with
-  // recipe r (len = r.amax_history_len).
+  // The delayed-scaling update after a step of T tensors of one fp8 dtype: history (len, T), slot
+  // major (row 0: every tensor's newest amax, contiguous, what data parallel maxes across the
+  // ranks), scale, scale_inv and amax_used (T), all fp32, each column as delayed_scaling_update
+  // does it with recipe r (len = r.amax_history_len).
   void fp8_update_scaling(const DelayedScalingRecipe& r, DType format, Tensor& history,
                           Tensor& scale, Tensor& scale_inv, Tensor& amax_used);
 

@@ -97,7 +97,7 @@ void update_delayed_scaling(DelayedScalingState& s, const DelayedScalingRecipe& 
   MPB_CHECK(static_cast<int64_t>(s.amax_history.size()) == r.amax_history_len,
             "delayed scaling: history of {} slots, recipe {}", s.amax_history.size(),
             r.amax_history_len);
-  delayed_scaling_update(s.amax_history.data(), r.amax_history_len, r.amax_compute,
+  delayed_scaling_update(s.amax_history.data(), r.amax_history_len, 1, r.amax_compute,
                          fp8_scaled_max(f, r.margin), &s.scale, &s.scale_inv, &s.amax_used);
 }
 

@@ -42,7 +42,8 @@ float fp8_to_f32(uint8_t code, DType f);
 // takes the amax to scale by from the whole history ("max") or slot 0 alone ("most_recent"),
 // rolls the history one slot (slot 0's value goes to the end, the others move down one, slot 0
 // starts at 0 again), and sets scale = fp8_max * 2^-margin / amax, keeping the old scale when that
-// amax is 0 or not finite.
+// amax is 0 or not finite. A step whose amax is 0 (a tensor of zeros, or one no cast saw) leaves
+// the history and the scale as they were, as TE's bulk update (its kernel_bulk) does.
 // A scale whose division overflowed (an amax below fp8_max / FLT_MAX) becomes FLT_MAX, as TE's
 // update does. The GEMMs read the tensor back with scale_inv = 1 / scale, set by the same update.
 enum class AmaxCompute { Max, MostRecent };
@@ -53,18 +54,26 @@ struct DelayedScalingRecipe {
 };
 
 // The update of one tensor, the one place of the rule (the CPU backend and the CUDA kernel both
-// run it): history[0, len), *scale, *scale_inv and *amax_used (the amax it scaled by) in place.
-MPB_HOST_DEVICE inline void delayed_scaling_update(float* history, int64_t len, AmaxCompute compute,
-                                                   float scaled_max, float* scale, float* scale_inv,
+// run it): its history's len slots, slot i at history[i * stride], *scale, *scale_inv and
+// *amax_used (the amax it scaled by) in place.
+MPB_HOST_DEVICE inline void delayed_scaling_update(float* history, int64_t len, int64_t stride,
+                                                   AmaxCompute compute, float scaled_max,
+                                                   float* scale, float* scale_inv,
                                                    float* amax_used) {
   const float newest = history[0];
+  if (newest == 0.0f) {  // nothing to learn from: no roll, the scale kept
+    *amax_used = 0.0f;
+    *scale_inv = 1.0f / *scale;
+    return;
+  }
   float amax = newest;
   if (compute == AmaxCompute::Max) {
     amax = 0.0f;
-    for (int64_t i = 0; i < len; ++i) amax = fmaxf(amax, history[i]);
+    for (int64_t i = 0; i < len; ++i) amax = fmaxf(amax, history[i * stride]);
   }
-  for (int64_t i = 0; i + 1 < len; ++i) history[i] = history[i + 1];  // slot 0 to the end...
-  history[len - 1] = newest;
+  for (int64_t i = 0; i + 1 < len; ++i)  // slot 0 to the end...
+    history[i * stride] = history[(i + 1) * stride];
+  history[(len - 1) * stride] = newest;
   history[0] = 0.0f;  // ...and slot 0 starts the next step at 0
   *amax_used = amax;
   if (amax > 0.0f && amax <= FLT_MAX) {  // false for 0, inf and NaN: the scale stays

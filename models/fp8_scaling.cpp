@@ -21,7 +21,7 @@ void Fp8Scaling::allocate(TrackingAllocator& alloc, Backend& be, const DelayedSc
     const auto t = static_cast<int64_t>(g.tensors.size()) * kSlot;
     // Training state like the optimizer's: it lives as long as the weights do.
     auto vec = [&](Shape s) { return alloc.alloc(s, DType::F32, MemCategory::OptimizerState); };
-    g.history = vec(Shape{t, r.amax_history_len});
+    g.history = vec(Shape{r.amax_history_len, t});
     g.scale = vec(Shape{t});
     g.scale_inv = vec(Shape{t});
     g.amax_used = vec(Shape{t});
@@ -38,7 +38,7 @@ Fp8Scaling::Scales Fp8Scaling::scales(int i) const {
   const int64_t row = rows_[i];
   MPB_CHECK(g.scale.defined(), "{}: the fp8 scaling state is not allocated", names_[i]);
   return Scales{g.scale.slice(row, Shape{1}), g.scale_inv.slice(row, Shape{1}),
-                g.history.slice(row * recipe_.amax_history_len, Shape{1})};
+                g.history.slice(row, Shape{1})};
 }
 
 void Fp8Scaling::update(Backend& be) {

@@ -22,10 +22,13 @@ class Fp8Scaling {
     Tensor scale, scale_inv, amax;
   };
   // One of the dtype's flat buffers: the tensors' scales and the amaxes their last update used.
+  // history is (amax_history_len, rows), slot major (Backend::fp8_update_scaling).
   struct Group {
     DType format = DType::F8E4M3;
     std::vector<int> tensors;  // indices, in buffer order
     Tensor history, scale, scale_inv, amax_used;
+    // History slot 0: every tensor's amax of the step so far, one contiguous row.
+    Tensor newest() const { return history.slice(0, Shape{history.shape[1]}); }
   };
   static Group group_of_format(DType format) {
     Group g;

@@ -54,7 +54,7 @@ struct DataParallelOptions {
 struct CommStats {
   int64_t buckets = 0;                   // all-reduces per step
   uint64_t bytes_per_step = 0;           // the gradients in the wire's dtype
-  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the amax histories maxed, in fp32
+  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the newest amaxes maxed, in fp32
   std::vector<double> step_ms;           // exposed communication per timed step
   std::vector<double> busy_ms;  // the all-reduces' own time per timed step; empty: not known
 };
@@ -76,7 +76,7 @@ class DataParallel {
   // sum over the ranks, the global batch's gradient. Each call into the collective is
   // bracketed by a pair of be's events: their sum is the step's exposed communication.
   void reduce_gradients(Backend& be, Tensor& grads);
-  // amp_fp8: t (an amax history) becomes the max over the ranks, timed as communication.
+  // amp_fp8: t (the newest amaxes) becomes the max over the ranks, timed as communication.
   void max_across_ranks(Backend& be, Tensor& t);
   // After a step: the step before it has its communication time read from its events (which
   // waits for them: a step late, the device is done with them, so the host is never made to

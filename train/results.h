@@ -70,7 +70,7 @@ struct DataParallelResult {
   uint64_t bucket_bytes = 0;         // fp32 gradient bytes per all-reduce (--bucket-mb)
   int64_t buckets = 0;               // all-reduces per step
   uint64_t bytes_per_step = 0;       // the gradients each rank all-reduces a step, in grad_reduce's
-  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the amax histories maxed a step, in fp32
+  uint64_t fp8_amax_bytes_per_step = 0;  // amp_fp8: the newest amaxes maxed a step, in fp32
   // Communication compute did not hide, per step of the median epoch (the one step_time_ms()
   // is from): all of it on the CPU, where
   // MPI moves the data inside its calls on the training thread.

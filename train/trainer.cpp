@@ -242,12 +242,13 @@ void Run::step_on_staged_batch(MemoryReport* mem) {
   be_.unscale_check_norm(grads, scaling_ ? &dev_.scale : nullptr, dev_.found_inf, dev_.grad_norm);
   const Tensor* skip_flag = scaling_ ? &dev_.found_inf : nullptr;
   opt_->step(be_, model_->params(), skip_flag, dev_.step_count);
-  // Data parallel: the FP8 amaxes of every rank's shard maxed, so that all scale alike.
+  // Data parallel: the FP8 amaxes of every rank's shard maxed, so that all scale alike. The
+  // history's older slots were maxed in their own steps: the newest is all that differs.
   if (dp_)
     for (const Fp8Scaling::Group& g : model_->params().fp8().groups()) {
       if (g.tensors.empty()) continue;
-      Tensor history = g.history;
-      dp_->max_across_ranks(be_, history);
+      Tensor newest = g.newest();
+      dp_->max_across_ranks(be_, newest);
     }
   model_->update_fp8_scaling(be_);
   if (scaling_) {

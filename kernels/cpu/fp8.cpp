@@ -29,10 +29,11 @@ void CpuBackend::fp8_update_scaling_impl(const DelayedScalingRecipe& r, DType fo
                                          Tensor& history, Tensor& scale, Tensor& scale_inv,
                                          Tensor& amax_used) {
   const float scaled_max = fp8_scaled_max(format, r.margin);
-  for (int64_t t = 0; t < scale.numel(); ++t)
-    delayed_scaling_update(history.ptr<float>() + t * r.amax_history_len, r.amax_history_len,
-                           r.amax_compute, scaled_max, scale.ptr<float>() + t,
-                           scale_inv.ptr<float>() + t, amax_used.ptr<float>() + t);
+  const int64_t tensors = scale.numel();
+  for (int64_t t = 0; t < tensors; ++t)
+    delayed_scaling_update(history.ptr<float>() + t, r.amax_history_len, tensors, r.amax_compute,
+                           scaled_max, scale.ptr<float>() + t, scale_inv.ptr<float>() + t,
+                           amax_used.ptr<float>() + t);
 }
 
 }  // namespace mpbench::cpu

@@ -64,7 +64,7 @@ __global__ void fp8_update_scaling_kernel(float* history, int64_t len, int64_t t
                                           float* scale_inv, float* amax_used) {
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t < tensors)
-    delayed_scaling_update(history + t * len, len, compute, scaled_max, scale + t, scale_inv + t,
+    delayed_scaling_update(history + t, len, tensors, compute, scaled_max, scale + t, scale_inv + t,
                            amax_used + t);
 }
 

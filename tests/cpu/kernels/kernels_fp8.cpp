@@ -154,6 +154,27 @@ TEST(DelayedScaling, MaxOverTheHistoryWindow) {
   EXPECT_FLOAT_EQ(z.scale, 57344.0f / 7.0f);
 }
 
+// A step whose amax is 0 is no step for the tensor's scaling, as in TE's bulk update: the history
+// does not roll (a window of 3 still holds the 8 two zero steps later) and the scale stays.
+TEST(DelayedScaling, AZeroAmaxStepNeitherRollsNorRescales) {
+  DelayedScalingRecipe r;
+  r.amax_history_len = 3;
+  DelayedScalingState s = make_delayed_scaling(r);
+  record_amax(s, 8.0f);
+  update_delayed_scaling(s, r, DType::F8E4M3);
+  const std::vector<float> after_8 = s.amax_history;
+  for (int i = 0; i < 2; ++i) {
+    update_delayed_scaling(s, r, DType::F8E4M3);
+    EXPECT_EQ(s.amax_history, after_8);
+    EXPECT_FLOAT_EQ(s.scale, 448.0f / 8);
+    EXPECT_EQ(s.amax_used, 0.0f);
+  }
+  record_amax(s, 1.0f);
+  update_delayed_scaling(s, r, DType::F8E4M3);
+  EXPECT_FLOAT_EQ(s.scale, 448.0f / 8);  // the 8 is still in the window
+  EXPECT_EQ(s.amax_used, 8.0f);
+}
+
 // most_recent takes the step's own amax; the margin divides by 2^margin; the history rolls as
 // Transformer Engine's does (the newest amax to the end, slot 0 cleared for the next step).
 TEST(DelayedScaling, MostRecentMarginAndTheRoll) {
@@ -329,15 +350,15 @@ TEST_F(CpuFp8, GemmRefusesWhatCublasLtCannotRun) {
   EXPECT_THROW(be->gemm(ok, abf, b, c), Error);  // bf16 x fp8
 }
 
-// The backend's batched update is the host rule row by row, for each format, with a tensor
-// whose amax stays 0 (its scale stays 1).
-TEST_F(CpuFp8, BatchedUpdateIsTheHostRulePerRow) {
+// The backend's batched update is the host rule column by column (the history slot major), for
+// each format, with a tensor whose amax stays 0 (its scale stays 1).
+TEST_F(CpuFp8, BatchedUpdateIsTheHostRulePerColumn) {
   DelayedScalingRecipe r;
-  r.amax_history_len = 3;
+  r.amax_history_len = 5;  // not the tensors' 3: a transposed history fails
   r.margin = 1;
   for (DType f : kFormats) {
     SCOPED_TRACE(dtype_name(f));
-    Tensor hist = alloc.alloc(Shape{3, 3}, DType::F32, MemCategory::Activations);
+    Tensor hist = alloc.alloc(Shape{5, 3}, DType::F32, MemCategory::Activations);
     Tensor scale = make(Shape{3}, DType::F32, {1, 1, 1}),
            inv = make(Shape{3}, DType::F32, {1, 1, 1});
     Tensor used = make(Shape{3}, DType::F32, {0, 0, 0});
@@ -347,7 +368,7 @@ TEST_F(CpuFp8, BatchedUpdateIsTheHostRulePerRow) {
     const float amaxes[4][3] = {{2, 0, 0.5f}, {8, 0, 0.25f}, {1, 0, 7}, {0.5f, 0, 1}};
     for (const auto& step : amaxes) {
       for (int t = 0; t < 3; ++t) {
-        Tensor slot = hist.slice(t * 3, Shape{1});
+        Tensor slot = hist.slice(t, Shape{1});
         be->cast_to_fp8(make(Shape{1}, DType::F32, {step[t]}), one, &slot, code);
         record_amax(host[t], step[t]);
         update_delayed_scaling(host[t], r, f);
@@ -359,14 +380,14 @@ TEST_F(CpuFp8, BatchedUpdateIsTheHostRulePerRow) {
         EXPECT_EQ(s[t], host[t].scale) << t;
         EXPECT_EQ(si[t], host[t].scale_inv) << t;
         EXPECT_EQ(u[t], host[t].amax_used) << t;
-        for (int i = 0; i < 3; ++i) EXPECT_EQ(h[t * 3 + i], host[t].amax_history[i]) << t;
+        for (int i = 0; i < 5; ++i) EXPECT_EQ(h[i * 3 + t], host[t].amax_history[i]) << t;
       }
       EXPECT_EQ(s[1], 1.0f);
     }
   }
   Tensor hist = alloc.alloc(Shape{2, 4}, DType::F32, MemCategory::Activations);
   Tensor v = alloc.alloc(Shape{2}, DType::F32, MemCategory::Activations);
-  EXPECT_THROW(be->fp8_update_scaling(r, DType::F8E4M3, hist, v, v, v), Error);  // len 4, not 3
+  EXPECT_THROW(be->fp8_update_scaling(r, DType::F8E4M3, hist, v, v, v), Error);  // 2 slots, not 5
   EXPECT_THROW(be->fp8_update_scaling(r, DType::BF16, hist, v, v, v), Error);
 }
 

@@ -41,6 +41,12 @@ TEST_F(Fp8ScalingLayout, ScalesSitSixteenBytesApartAndFollowTheirOwnHistory) {
     Tensor slot = f8.scales(tensors[j]).amax;
     be->fill(slot, amax[j]);
   }
+  // The newest slots, one row per group (what data parallel maxes): each tensor's at its row.
+  for (int j = 0; j < 4; ++j) {
+    const int i = tensors[j];
+    EXPECT_EQ(test::to_host_f32(*be, f8.groups()[f8.group_of(i)].newest())[f8.row_of(i)], amax[j])
+        << f8.name(i);
+  }
   f8.update(*be);
   for (int j = 0; j < 4; ++j) {
     const int i = tensors[j];

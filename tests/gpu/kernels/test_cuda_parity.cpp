@@ -885,11 +885,12 @@ TEST(CudaParity, Fp8UpdateScalingIsTheSameRule) {
     r.amax_compute = c;
     std::vector<float> h = random_nonzero(static_cast<size_t>(t * 5), 12500, 100.0f);
     for (float& x : h) x = std::fabs(x);
+    // Slot i of tensor j at h[i * t + j] (slot major).
     h[0] = 0.0f;
-    for (int i = 0; i < 5; ++i) h[5 + i] = 0.0f;  // tensor 1: an amax of 0 keeps its scale
-    h[10] = 1e-39f;                               // tensor 2: the scale overflows to FLT_MAX
-    for (int i = 1; i < 5; ++i) h[10 + i] = 0.0f;
-    Pair hist = env.make(Shape{t, 5}, DType::F32, h);
+    for (int i = 0; i < 5; ++i) h[i * t + 1] = 0.0f;  // tensor 1: an amax of 0 keeps its scale
+    h[2] = 1e-39f;                                    // tensor 2: the scale overflows to FLT_MAX
+    for (int i = 1; i < 5; ++i) h[i * t + 2] = 0.0f;
+    Pair hist = env.make(Shape{5, t}, DType::F32, h);
     Pair scale = env.make(Shape{t}, DType::F32, std::vector<float>(t, 3.0f));
     Pair inv = env.poisoned(Shape{t}, DType::F32), used = env.poisoned(Shape{t}, DType::F32);
     for (int step = 0; step < 3; ++step) {

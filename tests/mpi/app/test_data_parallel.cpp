@@ -159,7 +159,7 @@ TEST_P(Trajectory, TwoRanksFollowOneProcessOfTheSameGlobalBatch) {
     EXPECT_GE(dp["buckets"].get<int64_t>(),
               std::string(c.args).find("--bucket-mb") != std::string::npos ? 8 : 1);
     EXPECT_GT(dp["comm_ms_per_step"].get<double>(), 0);
-    // amp_fp8 maxes its amax histories too, in the communication's time: their bytes count in
+    // amp_fp8 maxes its newest amaxes too, in the communication's time: their bytes count in
     // algbw (it read the gradients' alone, 7x too low for tiny_transformer).
     const double amax = dp.value("fp8_amax_bytes_per_step", 0.0);
     EXPECT_EQ(amax > 0, r1["precision"] == "amp_fp8") << dp;
@@ -188,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(
         TrajectoryCase{"tiny_transformer", "cuda", "amp_bf16", "bf16", "--epochs 1", 5e-2},
         TrajectoryCase{"tiny_mlp", "reference", "fp32,amp_fp16", "bf16", "", 5e-2},
         TrajectoryCase{"tiny_mlp", "reference", "tf32", "fp32", "", 2e-3},
-        // amp_fp8: the amax histories are maxed across the ranks each step, so that both ranks
+        // amp_fp8: the newest amaxes are maxed across the ranks each step, so that both ranks
         // scale by the global batch's amax (without it: 1e-2 apart, and other clipped steps).
         // What is left is an FP8 rounding flipped by the fp32 order (an ulp is 2^-3 relative in
         // e4m3, 2^-2 in e5m2) in a few elements: measured 1.1e-4 (loss) and 1.0e-4 (gradient
