@@ -247,6 +247,7 @@ int cmd_inspect(const InspectArgs& args) {
     modes = {*p};
   }
   check_outputs({{"--json", args.json_path}}, spec_inputs(spec));
+  preflight_training(spec);  // the data files too, as every command checks them
   auto cpu = make_reference_backend();
   nlohmann::json entries = nlohmann::json::array();
   for (Precision p : modes) {

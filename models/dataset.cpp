@@ -181,48 +181,61 @@ std::vector<uint8_t> read_idx_labels(const std::string& path) {
 
 namespace {
 
-// Everything about one split that needs no pixels: the image header and size, rows * cols ==
-// input_dim, the label count and range, and that the files hold n samples (data.<samples_key>,
-// whose default is default_n). Returns the labels.
+// Runs f, naming the spec key of the file whatever it refuses is about ("data.train_images: ").
+template <typename F>
+auto about(const std::string& key, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::BadInput) throw;
+    throw_bad_input(fmt::format("data.{}: {}", key, e.what()));
+  }
+}
+
+// Everything about one split ("train", "eval") that needs no pixels: the image header and size,
+// rows * cols == input_dim, the label count and range, and that the files hold n samples
+// (data.<split>_samples, whose default is default_n). Returns the labels.
 std::vector<uint8_t> check_idx_split(const std::string& images_path, const std::string& labels_path,
-                                     int64_t n, int64_t default_n, const char* samples_key,
+                                     int64_t n, int64_t default_n, const std::string& split,
                                      int64_t input_dim, int num_classes) {
-  std::vector<uint8_t> labels = read_idx_labels(labels_path);
-  const IdxImages im = read_idx_images(images_path, 0);
+  const std::string images_key = split + "_images", labels_key = split + "_labels";
+  const IdxImages im = about(images_key, [&] { return read_idx_images(images_path, 0); });
+  std::vector<uint8_t> labels = about(labels_key, [&] { return read_idx_labels(labels_path); });
   // Two 32-bit dims multiply without overflow in 64 unsigned bits (an empty file's header can
   // claim 0 images of 2^32-1 x 2^32-1).
   const uint64_t pixels = static_cast<uint64_t>(im.rows) * static_cast<uint64_t>(im.cols);
   if (pixels != static_cast<uint64_t>(input_dim)) {
-    throw_bad_input(fmt::format("{}: images are {}x{} = {} pixels, but model.input_dim is {}",
-                                images_path, im.rows, im.cols, pixels, input_dim));
+    throw_bad_input(
+        fmt::format("data.{}: {}: images are {}x{} = {} pixels, but model.input_dim is {}",
+                    images_key, images_path, im.rows, im.cols, pixels, input_dim));
   }
   if (static_cast<int64_t>(labels.size()) != im.count) {
-    throw_bad_input(fmt::format("{}: {} labels, but {} has {} images", labels_path, labels.size(),
-                                images_path, im.count));
+    throw_bad_input(fmt::format("data.{}: {}: {} labels, but {} has {} images", labels_key,
+                                labels_path, labels.size(), images_path, im.count));
   }
   // A spec that leaves the count out asks for the default, a number the user never wrote.
   if (im.count < n) {
-    throw_bad_input(
-        fmt::format("{}: {} images, but data.{} asks for {}{}", images_path, im.count, samples_key,
-                    n, n == default_n ? " (its default, when the spec does not set it)" : ""));
+    throw_bad_input(fmt::format(
+        "data.{}: {}: {} images, but data.{}_samples asks for {}{}", images_key, images_path,
+        im.count, split, n, n == default_n ? " (its default, when the spec does not set it)" : ""));
   }
   // Labels past the first n are checked too: a bad label anywhere means a wrong file.
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] >= num_classes) {
       throw_bad_input(
-          fmt::format("{}: label {} at index {} is out of range for model.num_classes {}",
-                      labels_path, labels[i], i, num_classes));
+          fmt::format("data.{}: {}: label {} at index {} is out of range for model.num_classes {}",
+                      labels_key, labels_path, labels[i], i, num_classes));
     }
   }
   return labels;
 }
 
 void load_idx_split(const std::string& images_path, const std::string& labels_path, int64_t n,
-                    int64_t default_n, const char* samples_key, int64_t input_dim, int num_classes,
+                    int64_t default_n, const std::string& split, int64_t input_dim, int num_classes,
                     std::vector<float>& x, std::vector<int32_t>& y) {
   const std::vector<uint8_t> labels =
-      check_idx_split(images_path, labels_path, n, default_n, samples_key, input_dim, num_classes);
-  const IdxImages im = read_idx_images(images_path, n);
+      check_idx_split(images_path, labels_path, n, default_n, split, input_dim, num_classes);
+  const IdxImages im = about(split + "_images", [&] { return read_idx_images(images_path, n); });
   x.resize(im.pixels.size());
   for (size_t i = 0; i < im.pixels.size(); ++i) x[i] = static_cast<float>(im.pixels[i]) / 255.0f;
   y.assign(labels.begin(), labels.begin() + n);
@@ -233,9 +246,9 @@ void load_idx_split(const std::string& images_path, const std::string& labels_pa
 void check_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   const DataSpec defaults;
   check_idx_split(data.train_images, data.train_labels, data.train_samples, defaults.train_samples,
-                  "train_samples", input_dim, num_classes);
+                  "train", input_dim, num_classes);
   check_idx_split(data.eval_images, data.eval_labels, data.eval_samples, defaults.eval_samples,
-                  "eval_samples", input_dim, num_classes);
+                  "eval", input_dim, num_classes);
 }
 
 Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
@@ -244,9 +257,9 @@ Dataset load_idx(const DataSpec& data, int64_t input_dim, int num_classes) {
   ds.num_classes = num_classes;
   const DataSpec defaults;
   load_idx_split(data.train_images, data.train_labels, data.train_samples, defaults.train_samples,
-                 "train_samples", input_dim, num_classes, ds.train_x, ds.train_y);
+                 "train", input_dim, num_classes, ds.train_x, ds.train_y);
   load_idx_split(data.eval_images, data.eval_labels, data.eval_samples, defaults.eval_samples,
-                 "eval_samples", input_dim, num_classes, ds.eval_x, ds.eval_y);
+                 "eval", input_dim, num_classes, ds.eval_x, ds.eval_y);
   ds.description =
       fmt::format("idx: {} ({} train), {} ({} eval), pixels scaled to [0, 1]", data.train_images,
                   ds.train_size(), data.eval_images, ds.eval_size());

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "kernels/error.h"
 #include "models/family.h"
 #include "models/linear.h"
 #include "models/rng.h"
@@ -78,7 +81,12 @@ void preflight(const Spec& spec) {
   for (Precision p : spec.precisions) Model(spec, p);
   if (spec.data.type == "idx") {
     const ModelIo io = model_io(spec);
-    check_idx(spec.data, io.input_dim, static_cast<int>(io.num_classes));
+    try {
+      check_idx(spec.data, io.input_dim, static_cast<int>(io.num_classes));
+    } catch (const Error& e) {  // which spec's files, where several are given
+      if (e.kind() != ErrorKind::BadInput || spec.source_path.empty()) throw;
+      throw_bad_input(fmt::format("{}: {}", spec.source_path, e.what()));
+    }
   }
   check_dataset_fits(spec);
 }

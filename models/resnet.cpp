@@ -632,11 +632,17 @@ ModelSpec read_resnet(const spec_json::ObjectReader& r) {
                      "out_channels, blocks and stride");
     if (stages->empty() || stages->size() > static_cast<size_t>(kMaxLayers))
       r.ctx().fail(r.sub("stages"), fmt::format("expected 1 to {} stages", kMaxLayers));
+    int64_t blocks = 0;  // a model of kMaxLayers blocks at most, as the other families' layers
     for (size_t i = 0; i < stages->size(); ++i) {
       const std::string path = fmt::format("{}[{}]", r.sub("stages"), i);
       const spec_json::ObjectReader sr(r.ctx(), (*stages)[i], path,
                                        {"blocks", "width", "out_channels", "stride"});
       m.stages.push_back(read_stage(sr, ""));
+      blocks += m.stages.back().blocks;
+      if (blocks > kMaxLayers)
+        r.ctx().fail(path + ".blocks",
+                     fmt::format("expected at most {} blocks over all stages, got {} by this stage",
+                                 kMaxLayers, blocks));
     }
   } else {
     const ResnetStage st = read_stage(r, "");

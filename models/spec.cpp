@@ -324,8 +324,21 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         {"init", "growth_factor", "backoff_factor", "growth_interval", "amp_fp16", "amp_bf16"});
     LossScaleSpec& l = s.loss_scale;
     l.init = r.real("init", {0, kInf, true, false}, static_cast<float>(l.init));
+    // The gradients are unscaled by the scale's fp32 reciprocal: below 2^-128 it is inf.
+    if (!std::isfinite(1.0f / static_cast<float>(l.init)))
+      ctx.fail(r.sub("init"), fmt::format("expected more than 2^-128 (2.94e-39), got {}, whose "
+                                          "reciprocal the gradients are unscaled by is inf in fp32",
+                                          static_cast<float>(l.init)));
     l.growth_factor = r.real64("growth_factor", {1, kInf, true, false}, l.growth_factor);
     l.backoff_factor = r.real64("backoff_factor", {0, 1, true, true}, l.backoff_factor);
+    // scale * factor is rounded to fp32 once: a factor within 2^-24 of 1 leaves every scale as
+    // it was, and a step that should back off or grow does neither.
+    for (const auto& [key, f] : {std::pair{"growth_factor", l.growth_factor},
+                                 std::pair{"backoff_factor", l.backoff_factor}})
+      if (std::fabs(f - 1.0) <= 0x1p-24)
+        ctx.fail(r.sub(key), fmt::format("expected a factor more than 2^-24 from 1, got {}: an "
+                                         "fp32 scale times it rounds back to itself",
+                                         f));
     l.growth_interval = r.integer("growth_interval", {1, kMaxSteps}, l.growth_interval);
     l.enabled_fp16 = r.boolean("amp_fp16", l.enabled_fp16);
     l.enabled_bf16 = r.boolean("amp_bf16", l.enabled_bf16);
@@ -391,7 +404,7 @@ json to_json(const Spec& s) {
                 {"optimizer", write_optimizer(s.train.optimizer)}};
   j["precisions"] = json::array();
   for (Precision p : s.precisions) j["precisions"].push_back(precision_name(p));
-  j["loss_scale"] = {{"init", s.loss_scale.init},
+  j["loss_scale"] = {{"init", shortest_float(static_cast<float>(s.loss_scale.init))},
                      {"growth_factor", s.loss_scale.growth_factor},
                      {"backoff_factor", s.loss_scale.backoff_factor},
                      {"growth_interval", s.loss_scale.growth_interval},

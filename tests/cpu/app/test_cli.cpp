@@ -162,6 +162,12 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
        with("\"batch_size\": 32", "\"batch_size\": 999"), "batch_size"},
       {"idx without files", "validate {spec}",
        with("\"train_samples\": 256", "\"type\": \"idx\", \"train_samples\": 256"), "data"},
+      // inspect checks the data files as every command does; the line names the spec and key.
+      {"inspect of idx files that are not there", "inspect {spec}",
+       with("\"train_samples\": 256",
+            "\"type\": \"idx\", \"train_images\": \"a\", \"train_labels\": \"b\", "
+            "\"eval_images\": \"c\", \"eval_labels\": \"d\", \"train_samples\": 256"),
+       "spec.json: data.train_images: "},
       {"inspect bad precision", "inspect {spec} --precision fp64", kGood, "fp64"},
       {"inspect bad depth", "inspect {spec} --depth op", kGood, "--depth"},
       {"inspect json into missing dir", "inspect {spec} --json " + no_dir, kGood, no_dir},

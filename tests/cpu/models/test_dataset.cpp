@@ -343,14 +343,17 @@ TEST_F(Idx, BadMagic) {
   write("ti", idx_images(20, 3, 4, 0x801));
   expect_error(spec(),
                path("ti") + ": not an idx image file: magic 0x00000801, expected 0x00000803");
+  write("ti", idx_images(20, 3, 4));
   write("tl", idx_labels(20, 5, 0x803));
-  expect_error(spec(), path("tl") + ": not an idx label file: magic 0x00000803");
+  expect_error(spec(),
+               "data.train_labels: " + path("tl") + ": not an idx label file: magic 0x00000803");
 }
 
 TEST_F(Idx, LabelsAndImagesSwapped) {
   DataSpec d = spec();
   std::swap(d.train_images, d.train_labels);
-  expect_error(d, "not an idx label file");
+  // The images first, as the spec lists them.
+  expect_error(d, "data.train_images: " + path("tl") + ": not an idx image file");
 }
 
 TEST_F(Idx, TruncatedAndOversized) {
@@ -379,8 +382,8 @@ TEST_F(Idx, LabelOutOfRange) {
   std::string lb = idx_labels(20, 5);
   lb[8 + 17] = 9;  // past the samples used: still a wrong file
   write("tl", lb);
-  expect_error(spec(),
-               path("tl") + ": label 9 at index 17 is out of range for model.num_classes 5");
+  expect_error(spec(), "data.train_labels: " + path("tl") +
+                           ": label 9 at index 17 is out of range for model.num_classes 5");
   write("tl", idx_labels(20, 5));
   expect_error(spec(), "label 3 at index 3 is out of range for model.num_classes 3", 12, 3);
 }
@@ -396,7 +399,8 @@ TEST_F(Idx, WrongDims) {
 }
 
 TEST_F(Idx, TooFewSamples) {
-  EXPECT_EQ(error_of(spec(21)), path("ti") + ": 20 images, but data.train_samples asks for 21");
+  EXPECT_EQ(error_of(spec(21)),
+            "data.train_images: " + path("ti") + ": 20 images, but data.train_samples asks for 21");
   expect_error(spec(16, 9), path("ei") + ": 8 images, but data.eval_samples asks for 9");
 }
 
@@ -405,11 +409,11 @@ TEST_F(Idx, TooFewSamples) {
 TEST_F(Idx, TooFewForTheDefaultCountSaysItIsTheDefault) {
   const DataSpec defaults;
   EXPECT_EQ(error_of(spec(defaults.train_samples)),
-            path("ti") +
+            "data.train_images: " + path("ti") +
                 ": 20 images, but data.train_samples asks for 60000 (its default, when "
                 "the spec does not set it)");
   EXPECT_EQ(error_of(spec(16, defaults.eval_samples)),
-            path("ei") +
+            "data.eval_images: " + path("ei") +
                 ": 8 images, but data.eval_samples asks for 10000 (its default, when the "
                 "spec does not set it)");
 }
@@ -417,7 +421,8 @@ TEST_F(Idx, TooFewForTheDefaultCountSaysItIsTheDefault) {
 TEST_F(Idx, MissingFile) {
   DataSpec d = spec();
   d.eval_labels = path("nope");
-  expect_error(d, path("nope") + ": cannot read idx file: No such file or directory");
+  expect_error(
+      d, "data.eval_labels: " + path("nope") + ": cannot read idx file: No such file or directory");
 }
 
 // A FIFO with no writer used to block the run forever; a directory gave a read error.

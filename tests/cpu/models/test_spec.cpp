@@ -418,6 +418,14 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
        "loss_scale.growth_factor: expected a finite number > 1, got 1.0"},
       {[](json& j) { j["loss_scale"]["backoff_factor"] = 1.0; },
        "loss_scale.backoff_factor: expected a number in (0, 1), got 1.0"},
+      // Values in range that the fp32 math undoes: 1 / 2e-39 is inf (every gradient unscaled to
+      // inf or NaN), and scale * 0.99999999 or * 1.000000001 rounds back to the scale.
+      {[](json& j) { j["loss_scale"]["init"] = 2e-39; },
+       "loss_scale.init: expected more than 2^-128 (2.94e-39), got"},
+      {[](json& j) { j["loss_scale"]["backoff_factor"] = 0.99999999; },
+       "loss_scale.backoff_factor: expected a factor more than 2^-24 from 1, got 0.99999999"},
+      {[](json& j) { j["loss_scale"]["growth_factor"] = 1.000000001; },
+       "loss_scale.growth_factor: expected a factor more than 2^-24 from 1, got 1.000000001"},
       {[](json& j) { j["loss_scale"]["backoff_factor"] = 0; }, "loss_scale.backoff_factor"},
       {[](json& j) { j["loss_scale"]["growth_interval"] = 0; },
        "loss_scale.growth_interval: expected a positive integer"},
@@ -498,6 +506,12 @@ TEST(Spec, ResnetStemAndStages) {
   expect_bad(head + R"("stem": "cifar", "width": 64, "out_channels": 256, "blocks": 1}})",
              "model.stem: expected");
   expect_bad(head + R"("stages": []}})", "model.stages: expected 1 to 1024 stages");
+  // Each stage within its own 1024 blocks, 1025 over the two (a million in 1024 stages took
+  // `inspect` to 22 GB).
+  expect_bad(head + R"("stages": [{"blocks": 1000, "width": 1, "out_channels": 1},
+                                    {"blocks": 25, "width": 1, "out_channels": 1}]}})",
+             "model.stages[1].blocks: expected at most 1024 blocks over all stages, got 1025 by "
+             "this stage");
   expect_bad(head + R"("stages": [{"blocks": 1, "width": 64}]}})",
              "model.stages[0].out_channels: missing");
   expect_bad(head + R"("stages": [{"blocks": 1, "width": 4, "out_channels": 8, "depth": 2}]}})",
