@@ -268,6 +268,12 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     if (best > 0) c.bound = from.step_mean_ms / best;
   }
 
+  if (c.bound && c.measured_speedup > kBoundSlack * *c.bound)
+    c.flags.push_back(fmt::format(
+        "the measured {:.2f}x is {:.1f} times the {:.2f}x bound, more than the modes' work can "
+        "give: {}'s profiled steps were slowed by something else (a busy machine? clocks?). "
+        "Explain again, with more --steps, on a quieter machine",
+        c.measured_speedup, c.measured_speedup / *c.bound, *c.bound, c.from));
   // Flags: what usually explains a speedup below the bound.
   if (!to_ctx.misaligned.empty())
     c.flags.push_back(

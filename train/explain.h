@@ -43,6 +43,10 @@ constexpr double kLaunchBoundShare = 0.2;
 // Over this share of the low-precision step in the all-reduce, communication is named as what
 // holds the speedup back.
 constexpr double kCommunicationBoundShare = 0.1;
+// A measured speedup over this many times the bound is flagged: the modes' work cannot give it, so
+// the baseline's steps were slowed by something else (the bound's model is rough: 1.07x measured
+// against 1.01x was seen on a quiet machine).
+constexpr double kBoundSlack = 1.25;
 
 struct ModeComparison {
   std::string from, to;  // precision names

@@ -164,6 +164,21 @@ TEST(Explain, BoundEligibleShareAndFlags) {
       << sflags;
   EXPECT_NE(sflags.find("by medians the measured speedup is 0.83x"), std::string::npos) << sflags;
   EXPECT_EQ(sflags.find("amp_bf16's profiled steps were uneven"), std::string::npos) << sflags;
+  EXPECT_EQ(sflags.find("bound, more than"), std::string::npos) << sflags;  // 1.67x of 2.94x
+
+  // Every fp32 step slowed alike (mean and median 100 ms, the ops' 9 ms unchanged: 91 ms of host
+  // gaps): 16.67x measured against a 1.07x bound, which only something outside the model gives.
+  ProfiledRun slowed = f32;
+  slowed.step_mean_ms = slowed.step_ms = 100.0;
+  const ModeComparison w = compare_modes(slowed, a, bf16, b);
+  ASSERT_TRUE(w.bound);
+  EXPECT_NEAR(*w.bound, 100.0 / (6.0 / 15 + 2.0 / 2 + 1.0 + 91.0), 1e-9);
+  std::string wflags;
+  for (const auto& f : w.flags) wflags += f + "\n";
+  EXPECT_NE(wflags.find("the measured 16.67x is 15.6 times the 1.07x bound, more than the modes' "
+                        "work can give: fp32's profiled steps were slowed"),
+            std::string::npos)
+      << wflags;
 }
 
 // Each memory-bound kind is bounded by the bytes its ops move in the baseline over those in the
