@@ -24,7 +24,9 @@ const char* run_status_name(RunStatus s);
 struct EpochResult {
   double time_ms = 0;  // training steps of this epoch (warm-up excluded), evaluation apart
   double eval_time_ms = 0;
-  double train_loss = 0;  // mean over the epoch's steps (skipped steps included)
+  // Mean over the epoch's steps, skipped ones included, but for a step the loss scaler skipped
+  // whose loss was not finite (an fp16 overflow forward): it changed no weight, as in PyTorch.
+  double train_loss = 0;
   double eval_loss = 0;
   double eval_accuracy = 0;  // fraction in [0, 1]
   int64_t steps = 0;

@@ -447,11 +447,10 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   e.eval_time_ms = stop_->elapsed_ms(*start_);
 
   average_loss_series(global_ - n, n);
-  std::vector<float> losses(n);
+  std::vector<float> losses(n), skipped(n, 0.0f);
   be_.download(dev_.series_loss.slice(global_ - n, Shape{n}), losses.data());
-  double sum = 0;
-  for (float l : losses) sum += l;
-  e.train_loss = sum / static_cast<double>(n);
+  if (scaling_) be_.download(dev_.series_skip.slice(global_ - n, Shape{n}), skipped.data());
+  e.train_loss = epoch_train_loss(losses, skipped);
   r.epochs.push_back(e);
   prog_.epoch = static_cast<int>(epoch + 1);
   prog_.last_eval_accuracy = e.eval_accuracy;
@@ -587,6 +586,18 @@ int64_t fp8_tensors(const std::vector<LayerInfo>& infos) {
 }
 
 }  // namespace
+
+double epoch_train_loss(const std::vector<float>& losses, const std::vector<float>& skipped) {
+  double sum = 0;
+  int64_t counted = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (skipped[i] != 0.0f && !std::isfinite(losses[i])) continue;
+    sum += losses[i];
+    ++counted;
+  }
+  // Every step skipped with a non-finite loss: nothing trained, NaN (the run diverged).
+  return counted > 0 ? sum / static_cast<double>(counted) : std::nan("");
+}
 
 void preflight_training(const Spec& spec) {
   preflight(spec);

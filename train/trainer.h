@@ -4,6 +4,7 @@
 // is freed before returning. Running out of memory or diverging is a result, not an exception.
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include "models/dataset.h"
 #include "models/model.h"
@@ -89,6 +90,10 @@ MemoryReport predict_training_memory(const Spec& spec, Precision precision, Back
 // kMaxSeriesBytes of them (warmup_steps 10^9) is refused before any work, naming the steps.
 inline constexpr double kMaxSeriesBytes = 2.0 * (1 << 30);
 void preflight_training(const Spec& spec);
+
+// An epoch's train_loss (EpochResult) from its steps' losses and loss-scaler skip flags (1: the
+// step was skipped).
+double epoch_train_loss(const std::vector<float>& losses, const std::vector<float>& skipped);
 
 RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision precision, Backend& be,
                             const TrainOptions& opts = {});

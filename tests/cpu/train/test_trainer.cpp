@@ -3,6 +3,7 @@
 // growth_interval clean steps).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -94,6 +95,18 @@ TEST(LossScaling, OverflowBacksOffAndSkips) {
   // Once the scale is small enough, steps go through and the model still learns.
   EXPECT_FALSE(r.steps.back().skipped);
   EXPECT_GT(r.final_accuracy, 0.5);
+}
+
+// A step the scaler skipped with an inf loss (fp16 logits that overflowed) changed no weight: the
+// epoch's loss leaves it out, where it made the run 'diverged' though PyTorch trains on. A finite
+// loss of a skipped step still counts; a non-finite one the scaler did not skip (fp32) poisons
+// the mean, and an epoch of nothing but skipped infs is NaN: both diverged.
+TEST(LossScaling, EpochLossLeavesOutSkippedStepsWithNonFiniteLosses) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_DOUBLE_EQ(epoch_train_loss({1.0f, inf, 3.0f, 5.0f}, {0, 1, 1, 0}), 3.0);
+  EXPECT_DOUBLE_EQ(epoch_train_loss({1.0f, std::nanf(""), 2.0f}, {0, 1, 0}), 1.5);
+  EXPECT_TRUE(std::isinf(epoch_train_loss({1.0f, inf}, {0, 0})));
+  EXPECT_TRUE(std::isnan(epoch_train_loss({inf, inf}, {1, 1})));
 }
 
 // A Linear's weight and bias gradients are autocast's: the 16-bit GEMM's output, so they can
