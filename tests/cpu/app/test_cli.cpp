@@ -974,15 +974,15 @@ TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
 }
 
 TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
-  // ~5e14 training FLOPs: the note comes before the data is even made; the run is cut short.
+  // ~5e14 training FLOPs: the note comes before the data is even made. A 1 MiB limit ends the run
+  // at its first allocation (a `timeout 2` that cut it short failed on a busy machine).
   const std::string heavy =
       spec_file("heavy.json", R"({"name": "heavy", "model": {"type": "mlp", "input_dim": 256,
       "hidden": [8192, 8192], "num_classes": 4}, "data": {"train_samples": 100000,
       "eval_samples": 1000}, "train": {"batch_size": 1000, "epochs": 10},
       "precisions": ["fp32"]})");
-  Result r = mpbench::test::run_shell(
-      "timeout 2 " + std::string(MPBENCH_EXE) + " run " + heavy + " --device reference",
-      dir_.string());
+  Result r = run("run " + heavy + " --device reference --memory-limit 1MiB");
+  EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("heavy trains"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("TFLOP"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("100 GFLOP/s; the CPU reference"), std::string::npos) << r.err;
@@ -992,9 +992,8 @@ TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
   // The native CPU estimates from its measured GEMM rates, over the modes it runs (tf32 has no
   // path there: one mode of the two).
   if (!mpbench::native_cpu_available(nullptr)) return;
-  Result native = mpbench::test::run_shell("timeout 4 " + std::string(MPBENCH_EXE) + " run " +
-                                               heavy + " --device cpu --precisions fp32,tf32",
-                                           dir_.string());
+  Result native = run("run " + heavy + " --device cpu --precisions fp32,tf32 --memory-limit 1MiB");
+  EXPECT_EQ(native.code, 0) << native.err;
   EXPECT_NE(native.err.find("heavy trains"), std::string::npos) << native.err;
   EXPECT_NE(native.err.find("over the 1 mode(s) this CPU runs, "), std::string::npos) << native.err;
   EXPECT_NE(native.err.find("at its measured GEMM rates (fp32 "), std::string::npos) << native.err;
