@@ -257,7 +257,8 @@ void check_sizes(const Ctx& ctx, const Spec& s) {
   }
   const double acts = f.activations_per_sample * static_cast<double>(s.train.batch_size);
   if (acts > kMaxActivations) {
-    ctx.fail("train.batch_size",
+    // At batch 1 the model alone is too large: no batch size helps.
+    ctx.fail(s.train.batch_size == 1 ? "model" : "train.batch_size",
              fmt::format("expected at most {:.0f} activation elements per step, got {:.3g} "
                          "(batch_size {} x {:.3g} per sample)",
                          kMaxActivations, acts, s.train.batch_size, f.activations_per_sample));

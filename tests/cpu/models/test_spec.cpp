@@ -467,6 +467,11 @@ TEST(Spec, MalformedOtherFamilies) {
   expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 64, "heads": 4,
       "ffn_dim": 256, "seq_len": 32}})",
              "model.vocab_size: missing");
+  // Too many activations at batch 1: the model is named, not the batch size that cannot help.
+  expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 32, "heads": 2,
+      "ffn_dim": 64, "seq_len": 131072, "layers": 4, "vocab_size": 100},
+      "train": {"batch_size": 1}, "data": {"train_samples": 8, "eval_samples": 8}})",
+             "model: expected at most 274877906944 activation elements per step, got");
   expect_bad(R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 56,
       "in_channels": 64, "width": 64, "out_channels": 256, "blocks": 3, "stride": 3,
       "num_classes": 10}})",
