@@ -81,7 +81,7 @@ int cmd_devices(bool as_json) {
           nc["gemm_tflops"].contains(name) ? nc["gemm_tflops"][name] : nlohmann::json();
       std::cout << fmt::format(
           "  {:<10} {:>22}{}\n", name,
-          rate.is_number() ? fmt::format("{:.3f}", rate.get<double>()) : "—",
+          rate.is_number() ? fmt::format("{:.3f}", rate.get<double>()) : "-",
           unsupported ? "  (unsupported natively: --device reference emulates it)" : "");
     }
     if (const auto limit = native_bf16_limit(nc)) std::cout << "  " << *limit << "\n";
@@ -103,7 +103,7 @@ int cmd_devices(bool as_json) {
       std::cout << fmt::format("  {:<10} {:>12} {:>18}{}\n", precision_name(p),
                                m["tensor_cores"].get<bool>() ? "yes" : "no",
                                m["peak_tflops"].is_null()
-                                   ? std::string(m.contains("unsupported") ? "—" : "unknown")
+                                   ? std::string(m.contains("unsupported") ? "-" : "unknown")
                                    : fmt::format("{:.1f}", m["peak_tflops"].get<double>()),
                                m.contains("unsupported") ? "  (unsupported: runs say so)" : "");
     }

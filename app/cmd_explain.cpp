@@ -188,8 +188,9 @@ int cmd_explain(const ExplainArgs& given) {
                                 ? fmt::format("{} interleaved rounds of {} profiled steps per mode",
                                               args.repeat, args.steps)
                                 : fmt::format("{} profiled steps per mode", args.steps);
-  std::string text = fmt::format("{} ({}) · {}: {} · {} · {}\n", spec.name, spec.family, dev.kind,
-                                 dev.name, batch, steps);
+  const std::string dot = title_dot(!utf8_output());
+  std::string text = fmt::format("{} ({}){}{}: {}{}{}{}{}\n", spec.name, spec.family, dot, dev.kind,
+                                 dev.name, dot, batch, dot, steps);
   std::string md = fmt::format("# explain {}\n\n_{}: {}, {}, {}_\n\n", markdown_cell(spec.name),
                                markdown_cell(dev.kind), markdown_cell(dev.name), batch, steps);
   nlohmann::json comparisons = nlohmann::json::array();

@@ -76,8 +76,9 @@ void print_table(const std::vector<std::string>& head,
 // batch: Launch::batch_text (under a launch, rank 0's ops, the all_reduce among them).
 void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& pr, int64_t top,
                    const std::string& batch) {
-  std::cout << fmt::format("{} ({}) · {} · {}: {} · {}\n", spec.name, spec.family, pr.run.precision,
-                           dev.kind, dev.name, batch);
+  const std::string dot = title_dot(!utf8_output());
+  std::cout << fmt::format("{} ({}){}{}{}{}: {}{}{}\n", spec.name, spec.family, dot,
+                           pr.run.precision, dot, dev.kind, dev.name, dot, batch);
   if (pr.run.status != RunStatus::Ok) {
     std::cout << fmt::format("  {}: {}\n\n", run_status_name(pr.run.status), pr.run.status_detail);
     return;

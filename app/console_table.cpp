@@ -401,7 +401,7 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
 Table build_table(const ModelGroup& seeded_group, const Report& report, bool ascii) {
   const std::string dash = ascii ? "-" : "—";
   const std::string pm = ascii ? "+/-" : "±";
-  const std::string dot = ascii ? " | " : " · ";
+  const std::string dot = title_dot(ascii);
 
   const bool seeded = has_seeds(seeded_group);
   const bool repeated = has_repetitions(seeded_group);
@@ -746,6 +746,10 @@ std::optional<std::string> native_bf16_limit(const nlohmann::json& native_cpu) {
       member("amx_granted", type::boolean) == true ? "with AMX"
       : has_amx                                    ? "AMX not granted to this process"
                                                    : "no AMX");
+}
+
+std::string title_dot(bool ascii) {
+  return ascii ? " | " : " · ";
 }
 
 bool utf8_output() {

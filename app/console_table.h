@@ -78,6 +78,8 @@ struct Table {
 // Whether the terminal takes UTF-8: the locale's character set (LC_ALL, else LC_CTYPE, else
 // LANG) names UTF-8. Under LC_ALL=C, or with none of them set, `run` draws its tables in ASCII.
 bool utf8_output();
+// What separates a title line's parts: " · ", or " | " where `ascii`.
+std::string title_dot(bool ascii);
 
 // `ascii` replaces ±, — and × with plain-ASCII spellings.
 Table build_table(const ModelGroup& group, const Report& report, bool ascii = false);

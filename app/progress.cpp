@@ -106,7 +106,7 @@ RunPlan::RunPlan(int64_t runs, double total_work, bool quiet)
 }
 
 std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t modes) {
-  return fmt::format("spec {}/{} · mode {}/{}", spec, specs, mode, modes);
+  return fmt::format("spec {}/{}, mode {}/{}", spec, specs, mode, modes);
 }
 
 std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string& what,

@@ -243,7 +243,7 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
   EXPECT_EQ(run("run " + spec_ + " --device reference --quiet").err, "");
   EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, 61),
             "mpbench: [1/3] m fp32: oom in 2.0 s; about 1:01 left");
-  EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3 · mode 2/4");
+  EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3, mode 2/4");
   // What is left goes by work (training FLOPs), not runs or steps: 1 unit in 10 s leaves 100 s
   // for 10 more, a run of no work (an unsupported mode) changes nothing.
   EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 1, 11), 100);
@@ -304,6 +304,16 @@ TEST_F(OutputContract, TablesArePlainAsciiUnderTheCLocale) {
       dir_.string());
   ASSERT_EQ(u.code, 0) << u.err;
   EXPECT_TRUE(has_text(u.out, " │ ")) << u.out;
+  // The other commands' titles and tables too (their titles' " · " and devices' "—" were not).
+  for (const std::string& other :
+       {"profile " + spec_ + " --device reference --steps 2 --precisions fp32",
+        "explain " + spec_ + " --device reference --steps 2 --precisions fp32,amp_bf16",
+        std::string("devices")}) {
+    const auto o = run_shell("cd " + dir_.string() + " && LC_ALL=C " + MPBENCH_EXE + " " + other,
+                             dir_.string());
+    ASSERT_EQ(o.code, 0) << other << "\n" << o.err;
+    for (unsigned char ch : o.out) ASSERT_LT(ch, 0x80) << other << "\n" << o.out;
+  }
 }
 
 }  // namespace
