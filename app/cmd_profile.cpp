@@ -242,7 +242,10 @@ nlohmann::json profile_json(const ProfiledRun& pr, const DeviceInfo& dev) {
   const auto p = parse_precision(pr.run.precision);
   const auto ceil = p ? ceilings_for(dev, *p) : std::nullopt;
   if (ceil)
-    j["ceilings"] = {{"peak_tflops", ceil->peak_tflops}, {"memory_gbps", ceil->memory_gbps}};
+    // No bandwidth figure (the native CPU measures GEMM rates only): null, not 0.
+    j["ceilings"] = {{"peak_tflops", ceil->peak_tflops},
+                     {"memory_gbps", ceil->memory_gbps > 0 ? nlohmann::json(ceil->memory_gbps)
+                                                           : nlohmann::json(nullptr)}};
   const double steps = static_cast<double>(std::max<int64_t>(pr.steps, 1));
   nlohmann::json ops = nlohmann::json::array();
   for (const auto& o : pr.ops) {

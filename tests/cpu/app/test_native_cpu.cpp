@@ -186,6 +186,10 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
       run("profile " + spec + " --steps 2 --precisions fp32 --quiet --device cpu --json " + pj);
   EXPECT_TRUE(has_text(p.out, "kernel")) << p.out;
   const json doc = json::parse(mpbench::test::read_file(pj));
+  // The measured GEMM rate is the ceiling; there is no bandwidth figure: null, not 0.
+  const json& ceil = doc["profiles"][0]["ceilings"];
+  EXPECT_GT(ceil["peak_tflops"].get<double>(), 0) << ceil;
+  EXPECT_TRUE(ceil["memory_gbps"].is_null()) << ceil;
   int gemms = 0;
   for (const json& o : doc["profiles"][0]["ops"]) {
     if (o["op"] != "gemm") continue;
