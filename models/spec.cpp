@@ -280,6 +280,11 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   const Ctx ctx{path};
   DuplicateKeyCheck dup{&ctx, {}};
   const json root = parse_json_text(text, path, std::ref(dup));
+  // mpbench's own output given where a spec belongs: say so, not that "schema_version" is unknown.
+  if (root.is_object() && root.contains("schema_version") && root.contains("kind") &&
+      root["kind"].is_string())
+    ctx.fail("", fmt::format("a result file of `mpbench {}` (its \"kind\"), not a model spec",
+                             clip(root["kind"].get<std::string>())));
 
   ObjectReader top(ctx, root, "", kTopKeys);
   Spec s;

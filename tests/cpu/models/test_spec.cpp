@@ -467,6 +467,9 @@ TEST(Spec, MalformedOtherFamilies) {
   expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 64, "heads": 4,
       "ffn_dim": 256, "seq_len": 32}})",
              "model.vocab_size: missing");
+  // mpbench's own output where a spec belongs is named as such.
+  expect_bad(R"({"schema_version": 1, "kind": "run", "runs": []})",
+             "(top level): a result file of `mpbench run` (its \"kind\"), not a model spec");
   // Too many activations at batch 1: the model is named, not the batch size that cannot help.
   expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 32, "heads": 2,
       "ffn_dim": 64, "seq_len": 131072, "layers": 4, "vocab_size": 100},
