@@ -205,6 +205,14 @@ int cmd_explain(const ExplainArgs& given) {
                       run_status_name(bad.status), bad.status_detail);
       text += "\n" + why + "\n";
       md += "## " + markdown_cell(why) + "\n\n";
+      // In the JSON too: the pair, no times, and why as its one flag (report shows it).
+      comparisons.push_back({{"from", a.precision},
+                             {"to", b.precision},
+                             {"from_step_ms", nullptr},
+                             {"to_step_ms", nullptr},
+                             {"measured_speedup", nullptr},
+                             {"bound", nullptr},
+                             {"flags", {why}}});
       continue;
     }
     std::vector<RoundPair> pairs;

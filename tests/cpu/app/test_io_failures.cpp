@@ -312,7 +312,18 @@ TEST_F(IoFailures, ProfileAndExplainSayWhichModeRanOutOfMemory) {
   EXPECT_TRUE(has_text(read_file(md), "not compared, fp32 oom")) << read_file(md);
   j = nlohmann::json::parse(read_file(json));
   EXPECT_EQ(j["modes"][0]["status"], "oom");
-  EXPECT_EQ(j["comparisons"].size(), 0u);
+  // The pair is in the JSON with no numbers and why as its flag, and report shows it.
+  ASSERT_EQ(j["comparisons"].size(), 1u);
+  const nlohmann::json& c = j["comparisons"][0];
+  EXPECT_EQ(c["from"], "fp32");
+  EXPECT_EQ(c["to"], "amp_bf16");
+  EXPECT_TRUE(c["measured_speedup"].is_null()) << c;
+  ASSERT_EQ(c["flags"].size(), 1u) << c;
+  EXPECT_TRUE(has_text(c["flags"][0].get<std::string>(), "not compared, fp32 oom")) << c;
+  const std::string rmd = (dir_ / "r.md").string();
+  r = run("report " + json + " --html " + (dir_ / "r.html").string() + " --md " + rmd);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(read_file(rmd), "not compared, fp32 oom")) << read_file(rmd);
 }
 
 // Under an address-space limit (ulimit -v) a dataset larger than what is left of it is said
