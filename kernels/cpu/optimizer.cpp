@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/row_math.h"
+#include "kernels/optimizer_rules.h"
 
 namespace mpbench::cpu {
 namespace {
@@ -106,26 +106,13 @@ void CpuBackend::sgd_step_impl(const SgdParams& p, Tensor& master, const Tensor&
   }
 }
 
-// torch._amp_update_scale_: the float32 scale times a double factor, rounded to float once; the
-// tracker an int32 count of consecutive finite steps.
+// The rule: kernels/optimizer_rules.h.
 void CpuBackend::update_loss_scale_impl(Tensor& scale, Tensor& growth_tracker,
                                         const Tensor& found_inf, double growth_factor,
                                         double backoff_factor, int32_t growth_interval) {
-  float& s = scale.ptr<float>()[0];
-  int32_t& tracker = growth_tracker.ptr<int32_t>()[0];
-  if (found_inf.ptr<float>()[0] != 0.0f) {
-    s = static_cast<float>(static_cast<double>(s) * backoff_factor);
-    tracker = 0;
-    return;
-  }
-  const int32_t successful = tracker + 1;
-  if (successful >= growth_interval) {
-    const float grown = static_cast<float>(static_cast<double>(s) * growth_factor);
-    if (std::isfinite(grown)) s = grown;
-    tracker = 0;
-  } else {
-    tracker = successful;
-  }
+  loss_scale_update(scale.ptr<float>()[0], growth_tracker.ptr<int32_t>()[0],
+                    found_inf.ptr<float>()[0] != 0.0f, growth_factor, backoff_factor,
+                    growth_interval);
 }
 
 void CpuBackend::count_step_impl(Tensor& step_count, const Tensor* found_inf) {

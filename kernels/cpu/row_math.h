@@ -1,5 +1,5 @@
 #pragma once
-// Row and element formulas the reference (kernels/cpu/) and the native backend (kernels/onednn/)
+// Row formulas the reference (kernels/cpu/) and the native backend (kernels/onednn/)
 // share, static inline so that each file compiles its own copy its own way: the reference as plain
 // loops, summing in order; the native backend inside its vector clones (MPBENCH_VECTOR_CLONES),
 // where OpenMP's simd clauses let the sums run in vector lanes. Without OpenMP (the reference's
@@ -17,46 +17,6 @@
 #endif
 
 namespace mpbench::cpu {
-
-// AdamW's per-step scalars, PyTorch's arrangement: p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) /
-// sqrt(bc2) + eps), the bias corrections in double from the steps taken so far (a host count in
-// PyTorch).
-struct AdamWScalars {
-  float decay, b1, b2, step_size, bc2_sqrt, eps;
-};
-static inline AdamWScalars adamw_scalars(const AdamWParams& p, float steps_taken) {
-  const double t = static_cast<double>(steps_taken) + 1.0;
-  const double bc1 = 1.0 - std::pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - std::pow(static_cast<double>(p.beta2), t);
-  return {static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay),
-          p.beta1,
-          p.beta2,
-          static_cast<float>(p.lr / bc1),
-          static_cast<float>(std::sqrt(bc2)),
-          p.eps};
-}
-// One element of AdamW: m and v updated first, then p from them.
-static inline void adamw_element(float& p, float g, float& m, float& v, const AdamWScalars& s) {
-  const float mi = s.b1 * m + (1.0f - s.b1) * g;
-  const float vi = s.b2 * v + (1.0f - s.b2) * g * g;
-  m = mi;
-  v = vi;
-  p = p * s.decay - s.step_size * mi / (std::sqrt(vi) / s.bc2_sqrt + s.eps);
-}
-
-// One element of SGD (PyTorch's single-tensor path), with momentum: d = g + wd p, buf = momentum
-// buf + d, p -= lr (Nesterov: d + momentum buf; else buf). Without momentum (no buffer):
-// p -= lr (g + wd p).
-template <bool kNesterov>
-static inline void sgd_element(float& p, float g, float& buf, float lr, float momentum, float wd) {
-  const float d = g + wd * p;
-  const float b = momentum * buf + d;
-  buf = b;
-  p -= lr * (kNesterov ? d + momentum * b : b);
-}
-static inline void sgd_element(float& p, float g, float lr, float wd) {
-  p -= lr * (g + wd * p);
-}
 
 // LayerNorm of one row of d in place: (row - mean) * rstd * g + b; *mean, *rstd its statistics,
 // two-pass in double (the shifted sum of squares does not cancel when |mean| >> stddev), the

@@ -5,23 +5,11 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/optimizer_rules.h"
 
 namespace mpbench::cuda {
 
 namespace {
-
-struct AdamWCoeffs {
-  float beta1, beta2, eps, decay;  // decay = 1 - lr * weight_decay
-  float step_size, bc2_sqrt;       // lr / (1 - beta1^t), sqrt(1 - beta2^t)
-};
-
-__device__ __forceinline__ void adamw_one(const AdamWCoeffs& c, float& w, float g, float& m,
-                                          float& v) {
-  w *= c.decay;
-  m = c.beta1 * m + (1.0f - c.beta1) * g;
-  v = c.beta2 * v + (1.0f - c.beta2) * g * g;
-  w -= c.step_size * m / (sqrtf(v) / c.bc2_sqrt + c.eps);
-}
 
 // TL: fp16/bf16 low-precision copy, or float with lowp == nullptr for none.
 template <typename TL>
@@ -29,15 +17,7 @@ __global__ void adamw_kernel(AdamWParams p, float* w, const float* g, float* m, 
                              int64_t n, const float* step_count, const float* found_inf,
                              bool vectorized) {
   if (found_inf && found_inf[0] != 0.0f) return;
-  // Bias corrections in double, as the CPU reference computes them (1 - beta2^t is tiny early on).
-  const double t = static_cast<double>(step_count[0]) + 1.0;
-  AdamWCoeffs c;
-  c.beta1 = p.beta1;
-  c.beta2 = p.beta2;
-  c.eps = p.eps;
-  c.decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay);
-  c.step_size = static_cast<float>(p.lr / (1.0 - pow(static_cast<double>(p.beta1), t)));
-  c.bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(p.beta2), t)));
+  const AdamWScalars c = adamw_scalars(p, step_count[0]);
   const int64_t stride = int64_t{gridDim.x} * blockDim.x;
   int64_t done = 0;
   if (vectorized) {
@@ -48,7 +28,7 @@ __global__ void adamw_kernel(AdamWParams p, float* w, const float* g, float* m, 
       auto mv = reinterpret_cast<Vec<float, 4>*>(m)[i];
       auto vv = reinterpret_cast<Vec<float, 4>*>(v)[i];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) adamw_one(c, wv.v[k], gv.v[k], mv.v[k], vv.v[k]);
+      for (int k = 0; k < 4; ++k) adamw_element(wv.v[k], gv.v[k], mv.v[k], vv.v[k], c);
       reinterpret_cast<Vec<float, 4>*>(w)[i] = wv;
       reinterpret_cast<Vec<float, 4>*>(m)[i] = mv;
       reinterpret_cast<Vec<float, 4>*>(v)[i] = vv;
@@ -63,7 +43,7 @@ __global__ void adamw_kernel(AdamWParams p, float* w, const float* g, float* m, 
   }
   for (int64_t i = done + blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += stride) {
     float wi = w[i], mi = m[i], vi = v[i];
-    adamw_one(c, wi, g[i], mi, vi);
+    adamw_element(wi, g[i], mi, vi, c);
     w[i] = wi;
     m[i] = mi;
     v[i] = vi;
@@ -78,34 +58,21 @@ __global__ void sgd_kernel(SgdParams p, float* w, const float* g, float* buf, TL
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
     float wi = w[i];
-    float d = g[i] + p.weight_decay * wi;
-    if (buf) {  // null when momentum == 0: PyTorch keeps no buffer then
-      const float b = p.momentum * buf[i] + d;
-      buf[i] = b;
-      d = p.nesterov ? d + p.momentum * b : b;
-    }
-    wi -= p.lr * d;
+    if (!buf)  // null when momentum == 0: PyTorch keeps no buffer then
+      sgd_element(wi, g[i], p.lr, p.weight_decay);
+    else if (p.nesterov)
+      sgd_element<true>(wi, g[i], buf[i], p.lr, p.momentum, p.weight_decay);
+    else
+      sgd_element<false>(wi, g[i], buf[i], p.lr, p.momentum, p.weight_decay);
     w[i] = wi;
     if (lowp) lowp[i] = from_f32<TL>(wi);
   }
 }
 
-// As torch._amp_update_scale_: the product in double, rounded to float once; an int32 tracker.
+// The rule: kernels/optimizer_rules.h.
 __global__ void update_loss_scale_kernel(float* scale, int32_t* tracker, const float* found_inf,
                                          double growth, double backoff, int32_t interval) {
-  if (found_inf[0] != 0.0f) {
-    scale[0] = static_cast<float>(static_cast<double>(scale[0]) * backoff);
-    tracker[0] = 0;
-    return;
-  }
-  const int32_t successful = tracker[0] + 1;
-  if (successful >= interval) {
-    const float grown = static_cast<float>(static_cast<double>(scale[0]) * growth);
-    if (isfinite(grown)) scale[0] = grown;
-    tracker[0] = 0;
-  } else {
-    tracker[0] = successful;
-  }
+  loss_scale_update(scale[0], tracker[0], found_inf[0] != 0.0f, growth, backoff, interval);
 }
 
 __global__ void count_step_kernel(float* step_count, const float* found_inf) {

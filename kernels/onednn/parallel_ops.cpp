@@ -1,7 +1,7 @@
 // The ops oneDNN has no primitive for, each thread on a contiguous range of rows, elements or
 // matrices. The hot ones of a step have vectorised loops of their own (vector clones, below): the
 // fp32 <-> bf16 casts (bit for bit the reference's rounding), AdamW and SGD (the reference's
-// formulas, kernels/cpu/row_math.h, which the compiler may contract into FMAs), the gradient
+// formulas, kernels/optimizer_rules.h, which the compiler may contract into FMAs), the gradient
 // unscale and check (one pass, the squares summed in double in vector lanes) and the embedding
 // (forward and backward). The rest run the reference's own loops per range: the other casts.
 // (The attention softmax, the loss, LayerNorm and max pooling have vectorised loops in
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/row_math.h"
 #include "kernels/dtype.h"
 #include "kernels/onednn/onednn_backend.h"
 #include "kernels/onednn/parallel.h"
+#include "kernels/optimizer_rules.h"
 
 namespace mpbench::onednn {
 namespace {
@@ -30,9 +30,9 @@ constexpr int64_t kOptimizerBlock = 2048;
 
 MPBENCH_VECTOR_CLONES void adamw_block(int64_t n, float* __restrict p, const float* __restrict g,
                                        float* __restrict m, float* __restrict v,
-                                       const cpu::AdamWScalars& s) {
+                                       const AdamWScalars& s) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) cpu::adamw_element(p[i], g[i], m[i], v[i], s);
+  for (int64_t i = 0; i < n; ++i) adamw_element(p[i], g[i], m[i], v[i], s);
 }
 
 // SGD's block, with momentum (buf) or without (buf null).
@@ -41,12 +41,12 @@ MPBENCH_VECTOR_CLONES void sgd_block(int64_t n, float* __restrict p, const float
                                      float* __restrict buf, const SgdParams& s) {
   if (!buf) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) cpu::sgd_element(p[i], g[i], s.lr, s.weight_decay);
+    for (int64_t i = 0; i < n; ++i) sgd_element(p[i], g[i], s.lr, s.weight_decay);
     return;
   }
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
-    cpu::sgd_element<kNesterov>(p[i], g[i], buf[i], s.lr, s.momentum, s.weight_decay);
+    sgd_element<kNesterov>(p[i], g[i], buf[i], s.lr, s.momentum, s.weight_decay);
 }
 
 // g[i] *= inv (when kUnscale), and its square in double; bad set when g[i] was inf or NaN before
@@ -231,7 +231,7 @@ void OnednnBackend::adamw_step_impl(const AdamWParams& p, Tensor& master, const 
                                     Tensor& m, Tensor& v, Tensor* weights_lowp,
                                     const Tensor& step_count, const Tensor* found_inf) {
   if (found_inf && found_inf->ptr<float>()[0] != 0.0f) return;  // a skipped step
-  const cpu::AdamWScalars s = cpu::adamw_scalars(p, step_count.ptr<float>()[0]);
+  const AdamWScalars s = adamw_scalars(p, step_count.ptr<float>()[0]);
   optimizer_blocks(master, weights_lowp, [&](int64_t b, int64_t n) {
     adamw_block(n, master.ptr<float>() + b, grads.ptr<float>() + b, m.ptr<float>() + b,
                 v.ptr<float>() + b, s);
