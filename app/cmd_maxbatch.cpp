@@ -3,6 +3,7 @@
 // question of the mixed-precision guides, answered for one's own model on any machine.
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,6 +14,7 @@
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/max_batch.h"
+#include "train/results.h"
 
 namespace mpbench {
 
@@ -39,7 +41,14 @@ std::string budget_text(const Budget& b, const DeviceInfo& d) {
 // What stopped the search: the spec's largest batch, or the first batch that did not train.
 std::string bound_text(const MaxBatchResult& r) {
   if (!r.unsupported.empty()) return r.unsupported;
+  const std::string k = group_thousands(static_cast<double>(r.multiple));
+  // Nothing probed: no batch the search may try (a multiple of K) is one a spec takes.
+  if (r.at_limit && r.max_batch == 0)
+    return fmt::format("no multiple of {} within the largest batch a spec takes ({})", k,
+                       kMaxBatchSize);
   if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", kMaxBatchSize);
+  if (r.probes.empty())
+    return fmt::format("the spec's rules take no multiple of {} up to {}", k, kMaxBatchSize);
   const BatchProbe* first_bad = nullptr;
   for (const BatchProbe& p : r.probes)
     if (p.status != RunStatus::Ok && (!first_bad || p.batch < first_bad->batch)) first_bad = &p;
@@ -51,21 +60,44 @@ std::string bound_text(const MaxBatchResult& r) {
                      r.stopped ? " (search stopped: not for want of memory)" : "");
 }
 
-// The fp32 result of the same model, the baseline of the ratio; nullptr when there is none.
-const MaxBatchResult* fp32_of(const std::vector<MaxBatchResult>& all, const MaxBatchResult& r) {
+// The mode a model's ratios are against, as in run's tables (ratio_baseline): fp32 when among
+// its modes, else the first listed.
+std::string baseline_mode(const std::vector<MaxBatchResult>& all, const std::string& model) {
+  std::vector<std::string> modes;
   for (const MaxBatchResult& o : all)
-    if (o.model == r.model && o.precision == Precision::FP32 && o.max_batch > 0) return &o;
+    if (o.model == model) modes.push_back(precision_name(o.precision));
+  return baseline_among(modes);
+}
+
+// The baseline mode's result of the same model; nullptr when it has no max batch.
+const MaxBatchResult* baseline_of(const std::vector<MaxBatchResult>& all, const MaxBatchResult& r) {
+  const std::string mode = baseline_mode(all, r.model);
+  for (const MaxBatchResult& o : all)
+    if (o.model == r.model && precision_name(o.precision) == mode && o.max_batch > 0) return &o;
   return nullptr;
+}
+
+// The one baseline of every model, named in the ratio column's header; "" when they differ
+// (then a note names each that is not fp32).
+std::string common_baseline(const std::vector<MaxBatchResult>& all) {
+  std::string common;
+  for (const MaxBatchResult& r : all) {
+    const std::string mode = baseline_mode(all, r.model);
+    if (!common.empty() && mode != common) return "";
+    common = mode;
+  }
+  return common;
 }
 
 TextTable build(const std::vector<MaxBatchResult>& results) {
   TextTable t;
-  t.head = {"model",     "mode",      "max batch", "vs fp32",
-            "train mem", "samples/s", "probes",    "bound by"};
+  const std::string base_name = common_baseline(results);
+  const std::string vs = "vs " + (base_name.empty() ? "baseline" : base_name);
+  t.head = {"model", "mode", "max batch", vs, "train mem", "samples/s", "probes", "bound by"};
   t.right = {false, false, true, true, true, true, true, false};
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
-    const MaxBatchResult* base = fp32_of(results, r);
+    const MaxBatchResult* base = baseline_of(results, r);
     t.rows.push_back(
         {r.model, precision_name(r.precision),
          !r.unsupported.empty() ? "unsupported"
@@ -87,6 +119,14 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
 std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
                                const std::vector<Spec>& specs, int64_t multiple) {
   std::vector<std::string> out;
+  std::set<std::string> named;  // models whose baseline a note named
+  if (common_baseline(results).empty())
+    for (const MaxBatchResult& r : results) {
+      const std::string mode = baseline_mode(results, r.model);
+      if (mode != "fp32" && named.insert(r.model).second)
+        out.push_back(fmt::format("note: {}: ratios against {}, the first of its modes (no fp32)",
+                                  r.model, mode));
+    }
   for (const MaxBatchResult& r : results) {
     if (r.multiple != multiple && r.unsupported.empty())
       out.push_back(fmt::format(
@@ -111,9 +151,11 @@ std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
   return out;
 }
 
-std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a) {
-  return fmt::format("maxbatch · {}: {} · memory {} · batches multiple of {} · {} step{} a probe",
-                     d.kind, d.name, budget_text(b, d), a.multiple, a.steps,
+// ascii: the console's, under a locale without UTF-8 (the Markdown's is always UTF-8).
+std::string title(const DeviceInfo& d, const Budget& b, const MaxBatchArgs& a, bool ascii) {
+  const std::string dot = title_dot(ascii);
+  return fmt::format("maxbatch{}{}: {}{}memory {}{}batches multiple of {}{}{} step{} a probe", dot,
+                     d.kind, d.name, dot, budget_text(b, d), dot, a.multiple, dot, a.steps,
                      a.steps == 1 ? "" : "s");
 }
 
@@ -146,7 +188,7 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
            {"needed_bytes_at_least", p.status == RunStatus::Oom && p.run.oom_needed_bytes > 0
                                          ? json(p.run.oom_needed_bytes)
                                          : json(nullptr)}});
-    const MaxBatchResult* base = fp32_of(results, r);
+    const MaxBatchResult* base = baseline_of(results, r);
     // An unsupported mode has no search and no answer: status says why, max_batch is null.
     const bool searched = r.unsupported.empty();
     out["max_batch"].push_back(
@@ -162,9 +204,11 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
          {"search_stopped", r.stopped},
          // Where the search started: the largest batch predict_training_memory said fits.
          {"predicted_max_batch", r.predicted > 0 ? json(r.predicted) : json(nullptr)},
+         // Against ratio_baseline's mode, whatever the name says (as run's speedup_vs_fp32).
          {"vs_fp32", base && r.max_batch > 0
                          ? json(static_cast<double>(r.max_batch) / base->max_batch)
                          : json(nullptr)},
+         {"ratio_baseline", baseline_mode(results, r.model)},
          {"peak_memory_bytes", best ? mpbench::to_json(best->run.memory) : json(nullptr)},
          {"samples_per_second", best ? json(best->run.samples_per_second) : json(nullptr)},
          {"probes", std::move(probes)}});
@@ -175,20 +219,20 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
 std::string to_csv(const std::vector<MaxBatchResult>& results) {
   std::string out =
       "model,precision,max_batch,at_spec_limit,vs_fp32,peak_memory_training_bytes,"
-      "samples_per_second,probes,status\n";
+      "samples_per_second,probes,status,ratio_baseline\n";
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
-    const MaxBatchResult* base = fp32_of(results, r);
+    const MaxBatchResult* base = baseline_of(results, r);
     const bool searched = r.unsupported.empty();
-    out +=
-        fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(r.model), precision_name(r.precision),
-                    searched ? std::to_string(r.max_batch) : "", r.at_limit ? "true" : "false",
-                    base && r.max_batch > 0
-                        ? fmt::format("{}", static_cast<double>(r.max_batch) / base->max_batch)
-                        : "",
-                    best ? std::to_string(best->run.memory.training_peak) : "",
-                    best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size(),
-                    searched ? "ok" : "unsupported");
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.model),
+                       precision_name(r.precision), searched ? std::to_string(r.max_batch) : "",
+                       r.at_limit ? "true" : "false",
+                       base && r.max_batch > 0
+                           ? fmt::format("{}", static_cast<double>(r.max_batch) / base->max_batch)
+                           : "",
+                       best ? std::to_string(best->run.memory.training_peak) : "",
+                       best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size(),
+                       searched ? "ok" : "unsupported", baseline_mode(results, r.model));
   }
   return out;
 }
@@ -245,7 +289,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
     note += n + "\n";
     note_md += "\n" + markdown_cell(n) + "\n";
   }
-  std::cout << title(device, budget, args) << "\n"
+  std::cout << title(device, budget, args, !utf8_output()) << "\n"
             << render_text_table(table, !utf8_output()) << (note.empty() ? "" : "\n" + note);
   flush_stdout();
   write_outputs(
@@ -254,7 +298,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
        {args.csv_path, args.csv_path.empty() ? "" : to_csv(results)},
        {args.md_path, args.md_path.empty()
                           ? ""
-                          : "_" + markdown_cell(title(device, budget, args)) + "_\n\n" +
+                          : "_" + markdown_cell(title(device, budget, args, false)) + "_\n\n" +
                                 render_markdown_table(table) + note_md}});
   return 0;
 }

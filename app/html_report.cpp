@@ -1023,7 +1023,15 @@ std::string maxbatch_text(const MaxBatchInput::Entry& e) {
   return e.max_batch > 0 ? group_thousands(double(e.max_batch)) : "none fits";
 }
 
-// A bar per mode of each model's largest batch, labelled with its ratio to fp32.
+// The mode the ratios of every model in m are against, for a header; "baseline" where they
+// differ.
+std::string maxbatch_baseline(const MaxBatchInput& m) {
+  for (const MaxBatchInput::Entry& e : m.entries)
+    if (e.ratio_baseline != m.entries.front().ratio_baseline) return "baseline";
+  return m.entries.empty() ? "fp32" : m.entries.front().ratio_baseline;
+}
+
+// A bar per mode of each model's largest batch, labelled with its ratio to the baseline mode.
 std::string maxbatch_chart(const MaxBatchInput& m) {
   std::vector<Bar> bars;
   for (const MaxBatchInput::Entry& e : m.entries) {
@@ -1032,7 +1040,7 @@ std::string maxbatch_chart(const MaxBatchInput& m) {
     b.color = "#3b6fb6";
     b.value = double(e.max_batch);
     b.value_text = maxbatch_text(e);
-    if (std::isfinite(e.vs_fp32) && e.precision != "fp32") b.note = ratio_text(e.vs_fp32);
+    if (std::isfinite(e.vs_fp32) && e.precision != e.ratio_baseline) b.note = ratio_text(e.vs_fp32);
     // No search ran there: its status where the bar would be, as for a run without a value.
     b.drawn = e.status != "unsupported";
     if (!b.drawn) {
@@ -1043,6 +1051,10 @@ std::string maxbatch_chart(const MaxBatchInput& m) {
                     ? fmt::format("{} {}: unsupported on this device", e.model, e.precision)
                     : fmt::format("{} {}: largest batch {}{}", e.model, e.precision, e.max_batch,
                                   e.at_spec_limit ? " (the search's upper limit)" : "");
+    // amp_fp8's multiple past the largest batch a spec takes: nothing was probed.
+    if (e.max_batch == 0 && e.at_spec_limit)
+      b.tooltip =
+          fmt::format("{} {}: no batch it searches is one a spec takes", e.model, e.precision);
     bars.push_back(std::move(b));
   }
   return bar_chart("chart-maxbatch", bars,
@@ -1077,7 +1089,7 @@ TextTable explain_table(const ExplainInput& e) {
 
 TextTable maxbatch_table(const MaxBatchInput& m) {
   TextTable t;
-  t.head = {"model", "mode", "largest batch", "vs fp32", "training memory"};
+  t.head = {"model", "mode", "largest batch", "vs " + maxbatch_baseline(m), "training memory"};
   t.right = {false, false, true, true, true};
   for (const MaxBatchInput::Entry& e : m.entries)
     t.rows.push_back(
@@ -1271,7 +1283,9 @@ std::string format_html(const std::vector<ReportInput>& inputs,
         std::isfinite(m.memory_limit_bytes) ? format_bytes(size_t(m.memory_limit_bytes))
                                             : "the device's free memory");
     h += "<div class=\"charts\">\n" +
-         figure("Largest batch <span class=\"sub\">bold: ratio to fp32</span>", maxbatch_chart(m)) +
+         figure("Largest batch <span class=\"sub\">bold: ratio to " + esc(maxbatch_baseline(m)) +
+                    "</span>",
+                maxbatch_chart(m)) +
          "</div>\n<div class=\"card\">\n" +
          text_table_html(maxbatch_table(m), "the largest batch each mode trains in the memory") +
          "</div>\n</section>\n";

@@ -99,6 +99,8 @@ MaxBatchInput maxbatch_from_json(const json& j) {
                                               kMaxBatchSize, m.max_batch));
     m.at_spec_limit = boolean(e, "at_spec_limit", path);
     m.vs_fp32 = number(e, "vs_fp32", path, {0, kAny.hi, true}, false, NAN);
+    // Files from before it was recorded had ratios against fp32 only.
+    if (const std::string b = string(e, "ratio_baseline", path); !b.empty()) m.ratio_baseline = b;
     m.training_bytes = NAN;
     const json* mem = find(e, "peak_memory_bytes", path, false);
     if (mem && !mem->is_null())

@@ -54,10 +54,11 @@ struct MaxBatchInput {
   struct Entry {
     std::string model, precision;
     std::string status = "ok";  // "unsupported": the mode has no path there, and no max_batch
-    int64_t max_batch = 0;      // 0: not even batch 1 fits
+    int64_t max_batch = 0;      // 0: none fits (at_spec_limit: none was tried)
     bool at_spec_limit = false;
-    double vs_fp32 = 0;         // NaN without an fp32 entry
-    double training_bytes = 0;  // NaN when nothing fits
+    double vs_fp32 = 0;                   // against ratio_baseline; NaN where there is none
+    std::string ratio_baseline = "fp32";  // fp32, or the model's first mode without it
+    double training_bytes = 0;            // NaN when nothing fits
   };
   std::vector<Entry> entries;
 };

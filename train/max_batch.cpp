@@ -39,7 +39,8 @@ Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps) {
 
 namespace {
 
-// Guesses from what the probes showed before the search falls back to bisecting, each a probe.
+// Guesses from what the probes showed (and steps down from a refusal) before the search falls
+// back to bisecting, each a probe.
 constexpr int kGuesses = 8;
 
 BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
@@ -201,8 +202,14 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
     if (b.status == RunStatus::Failed && !b.refused) throw Stopped{};
     return b.status == RunStatus::Ok;
   };
+  // No multiple of K is within the largest batch a spec takes (amp_fp8's K, its lcm with 16,
+  // can pass it): that limit, not memory, is the bound, and nothing is probed.
+  if (top < k) {
+    r.at_limit = true;
+    return r;
+  }
   // The smallest batch tried: K, or the smallest multiple of it that the spec's rules take.
-  const int64_t lo = top < k ? 0 : smallest_accepted(oracle, k, top);
+  const int64_t lo = smallest_accepted(oracle, k, top);
   if (lo == 0) return r;
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
   try {
@@ -238,9 +245,13 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
       }
       if (good == 0 && bad != 0) {
         // Still nothing trained: step down from the smallest batch that did not in doubling
-        // strides until one does, then bisect, rather than bisect all the way from K.
+        // strides until one does, then bisect, rather than bisect all the way from K. Within
+        // the same guesses: a refusal that says nothing of what it needed (the host's memory,
+        // not the budget) can lie far above the answer (from 2^20: 20 steps down, then 20
+        // bisecting, where bisecting from K takes 20).
         const int64_t from = bad;
-        for (int64_t stride = k; good == 0 && from - stride >= lo; stride *= 2)
+        for (int64_t stride = k;
+             good == 0 && r.probes.size() < size_t{kGuesses} && from - stride >= lo; stride *= 2)
           (fits(from - stride) ? good : bad) = from - stride;
       }
     }

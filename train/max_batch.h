@@ -40,7 +40,9 @@ struct MaxBatchResult {
   Precision precision = Precision::FP32;
   int64_t max_batch = 0;  // 0: not even the smallest batch tried trains (K, or the smallest
                           // multiple of it that the spec's rules take)
-  bool at_limit = false;  // max_batch is kMaxBatchSize, the largest a spec takes, not a bound
+  // The largest batch a spec takes (kMaxBatchSize), not memory, bounded the search: max_batch
+  // is the largest multiple of K within it, or 0 when there is none (nothing was probed).
+  bool at_limit = false;
   // The search ended at a probe that failed for another reason than memory (its detail says
   // which): max_batch is the largest batch that trained before it, a lower bound only.
   bool stopped = false;

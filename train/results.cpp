@@ -182,7 +182,8 @@ json to_json(const RunResult& r) {
   j["peak_tflops"] = peak ? result(r.peak_tflops) : json(nullptr);
   j["percent_of_peak"] = peak ? result(r.percent_of_peak) : json(nullptr);
 
-  j["peak_memory_bytes"] = to_json(r.memory);
+  // An unsupported mode allocated nothing: null, as the CSV's empty cells, not a peak of 0 B.
+  j["peak_memory_bytes"] = r.status == RunStatus::Unsupported ? json(nullptr) : to_json(r.memory);
   if (r.has_predicted_memory) {
     json by_cat = json::object();
     for (int c = 0; c < kMemCategoryCount; ++c) {
@@ -443,13 +444,15 @@ json to_json(const RepeatSummary& s) {
 
 std::string ratio_baseline(const std::vector<RunResult>& runs, const std::string& model,
                            const std::string& device) {
-  std::string first;
-  for (const RunResult& r : runs) {
-    if (r.model != model || r.device != device) continue;
-    if (r.precision == "fp32") return "fp32";
-    if (first.empty()) first = r.precision;
-  }
-  return first.empty() ? "fp32" : first;
+  std::vector<std::string> modes;
+  for (const RunResult& r : runs)
+    if (r.model == model && r.device == device) modes.push_back(r.precision);
+  return baseline_among(modes);
+}
+
+std::string baseline_among(const std::vector<std::string>& modes) {
+  if (modes.empty() || std::find(modes.begin(), modes.end(), "fp32") != modes.end()) return "fp32";
+  return modes.front();
 }
 
 const nlohmann::json* spec_of(const Report& report, const RunResult& r) {
@@ -613,7 +616,7 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
   // Required in a run that trained: read as 0, a missing one made compare's verdicts (memory 0 B
   // against the baseline's, accuracy 0%) without a word.
   if (ok) find(j, "peak_memory_bytes", path, true);
-  if (j.contains("peak_memory_bytes")) {
+  if (j.contains("peak_memory_bytes") && (ok || !j["peak_memory_bytes"].is_null())) {
     const std::string p = sub(path, "peak_memory_bytes");
     const json& m = object_at(j, "peak_memory_bytes", path);
     if (ok) find(m, "tracked", p, true);

@@ -232,8 +232,11 @@ struct SeedSummary {
   std::string baseline = "fp32";
   std::optional<PairedDelta> accuracy_delta_vs_fp32;
 };
+// The rule of which mode ratios are against: fp32 when a model's modes (in the order given)
+// include it, else the first of them ("fp32" when there are none).
+std::string baseline_among(const std::vector<std::string>& modes);
 // The mode a model's ratios on a device are against (speedups, memory, accuracy deltas, in the
-// tables and the summaries): fp32 when its runs there include it, else the first of its modes.
+// tables and the summaries): baseline_among the modes of its runs there.
 std::string ratio_baseline(const std::vector<RunResult>& runs, const std::string& model,
                            const std::string& device);
 std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -801,6 +802,7 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
             refused["predicted_training_bytes"].get<uint64_t>());
   EXPECT_DOUBLE_EQ(bf16["vs_fp32"].get<double>(),
                    bf16["max_batch"].get<double>() / fp32["max_batch"].get<double>());
+  EXPECT_EQ(bf16["ratio_baseline"], "fp32");
   const std::string table = r.out;
   EXPECT_NE(table.find("memory 1.0 MiB (--memory-limit)"), std::string::npos) << table;
   EXPECT_NE(table.find(std::to_string(bf16["max_batch"].get<int64_t>())), std::string::npos);
@@ -830,6 +832,63 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
   EXPECT_NE(r.out.find("memory 4.00 GiB (the CPU default)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("none fits"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("oom at 16,384"), std::string::npos) << r.out;
+}
+
+// amp_fp8's batch multiple, lcm(K, 16), past 2^20: no batch it may try is one a spec takes.
+// The row says so and the JSON that the spec's limit, not memory, bound it (it said "none
+// fits" with an empty "bound by" and at_spec_limit false).
+TEST_F(Cli, MaxBatchMultiplePastTheSpecLimitSaysSo) {
+  const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv";
+  const Result r = run("maxbatch " + tiny() +
+                       " --device reference --precisions amp_fp8 --multiple 1048575 "
+                       "--memory-limit 1GiB --quiet --json " +
+                       json.string() + " --csv " + csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out,
+                       "no multiple of 16,777,200 within the largest batch a spec takes "
+                       "(1048576)"))
+      << r.out;
+  const auto m = nlohmann::json::parse(read_file(json.string()))["max_batch"][0];
+  EXPECT_EQ(m["max_batch"], 0) << m;
+  EXPECT_EQ(m["multiple"], 16777200) << m;
+  EXPECT_EQ(m["at_spec_limit"], true) << m;
+  EXPECT_TRUE(m["probes"].empty()) << m;
+  EXPECT_TRUE(has_text(read_file(csv.string()), "tiny_mlp,amp_fp8,0,true,"));
+}
+
+// Without fp32 among the modes the ratios are against the first listed, as run's are: the
+// header names it, and so do the JSON and CSV (every ratio was "-" and vs_fp32 null), and the
+// report drawn from the file.
+TEST_F(Cli, MaxBatchWithoutFp32ComparesWithTheFirstMode) {
+  const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv", md = dir_ / "m.md";
+  const Result r = run("maxbatch " + tiny() +
+                       " --device reference --precisions amp_bf16,amp_fp8 --memory-limit 256KiB "
+                       "--multiple 3 --quiet --json " +
+                       json.string() + " --csv " + csv.string() + " --md " + md.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "vs amp_bf16")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "vs fp32")) << r.out;
+  EXPECT_TRUE(has_text(read_file(md.string()), "| vs amp_bf16 |"));
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  ASSERT_EQ(j["max_batch"].size(), 2u);
+  const auto &bf16 = j["max_batch"][0], &fp8 = j["max_batch"][1];
+  ASSERT_GT(bf16["max_batch"].get<int64_t>(), 0) << bf16;
+  ASSERT_GT(fp8["max_batch"].get<int64_t>(), 0) << fp8;
+  for (const auto* m : {&bf16, &fp8}) EXPECT_EQ((*m)["ratio_baseline"], "amp_bf16") << *m;
+  EXPECT_DOUBLE_EQ(bf16["vs_fp32"].get<double>(), 1.0);
+  const double ratio = fp8["max_batch"].get<double>() / bf16["max_batch"].get<double>();
+  EXPECT_DOUBLE_EQ(fp8["vs_fp32"].get<double>(), ratio);
+  EXPECT_TRUE(has_text(r.out, fmt::format("{:.2f}x", ratio))) << r.out;
+  const std::string c = read_file(csv.string());
+  EXPECT_TRUE(has_text(c.substr(0, c.find('\n')), ",ratio_baseline")) << c;
+  EXPECT_TRUE(has_text(c, fmt::format(",{},", ratio))) << c;
+  EXPECT_TRUE(has_text(c, ",ok,amp_bf16\n")) << c;
+
+  const Result rep = run("report " + json.string() + " --html " + (dir_ / "r.html").string() +
+                         " --md " + (dir_ / "r.md").string());
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_TRUE(has_text(read_file((dir_ / "r.md").string()), "| vs amp_bf16 |"));
+  EXPECT_TRUE(has_text(read_file((dir_ / "r.html").string()), "ratio to amp_bf16"));
 }
 
 // A sweep trains every mode at every batch size; each run's ratios are against fp32 at its own

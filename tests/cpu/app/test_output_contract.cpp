@@ -308,6 +308,7 @@ TEST_F(OutputContract, TablesArePlainAsciiUnderTheCLocale) {
   for (const std::string& other :
        {"profile " + spec_ + " --device reference --steps 2 --precisions fp32",
         "explain " + spec_ + " --device reference --steps 2 --precisions fp32,amp_bf16",
+        "maxbatch " + spec_ + " --device reference --precisions fp32 --memory-limit 1MiB",
         std::string("devices")}) {
     const auto o = run_shell("cd " + dir_.string() + " && LC_ALL=C " + MPBENCH_EXE + " " + other,
                              dir_.string());

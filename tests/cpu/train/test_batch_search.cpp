@@ -171,6 +171,31 @@ TEST(BatchSearch, ARefusalThatSaysNothingStillEndsAtTheAnswer) {
   EXPECT_EQ(r.probes.front().run.oom_needed_bytes, 0u);
 }
 
+// A refusal without a byte figure far above the answer (the host's memory, not the budget,
+// binding: the prediction says 2^20 fits, 1/60 of it does). The steps down from it count among
+// the 8 guesses, then the search bisects: it stepped down 20 times from 2^20 before, 41 probes.
+TEST(BatchSearch, ARefusalThatSaysNothingFarAboveTheAnswerIsBisectedAfterEightGuesses) {
+  for (const int64_t k : {1, 8}) {
+    MemoryModel m;
+    m.predicted_per_sample = 1;
+    m.per_sample = 60;
+    m.fixed = 1000;
+    m.limit = m.fixed + static_cast<size_t>(kMaxBatchSize);
+    m.told = -1;
+    const MaxBatchResult r = search(m, k);
+    const std::string what = fmt::format("k {}", k);
+    expect_sound(m, k, r, what);
+    EXPECT_EQ(r.predicted, kMaxBatchSize / k * k) << what;
+    // 8 guesses, the smallest batch, then bisecting between it and the smallest refused.
+    const double most = 8 + 1 + std::ceil(std::log2(static_cast<double>(kMaxBatchSize / k)));
+    EXPECT_LE(static_cast<double>(r.probes.size()), most) << what;
+    for (size_t i = 0; i < std::min<size_t>(8, r.probes.size()); ++i)
+      EXPECT_EQ(r.probes[i].status, RunStatus::Oom) << what << ": guess " << i;
+    ASSERT_GT(r.probes.size(), 8u) << what;
+    EXPECT_EQ(r.probes[8].batch, k) << what << ": bisection from the smallest batch";
+  }
+}
+
 // Without a limit nothing is predicted: the plain doubling until the spec refuses.
 TEST(BatchSearch, WithoutALimitTheSpecsRulesBoundTheSearch) {
   MemoryModel m;
@@ -210,6 +235,17 @@ TEST(BatchSearch, TheSearchStartsAtTheSmallestBatchTheSpecTakes) {
   const MaxBatchResult r = search(m, 8);
   EXPECT_EQ(r.max_batch, 0);
   EXPECT_TRUE(r.probes.empty());
+}
+
+// amp_fp8's multiple (K's lcm with 16) can pass the largest batch a spec takes: nothing is
+// probed, and the result says that limit bound it, not memory (it said neither, max batch 0).
+TEST(BatchSearch, AMultiplePastTheLargestBatchASpecTakesIsThatBound) {
+  const MemoryModel m;
+  const MaxBatchResult r = search(m, kMaxBatchSize + 1);
+  EXPECT_EQ(r.max_batch, 0);
+  EXPECT_TRUE(r.probes.empty());
+  EXPECT_TRUE(r.at_limit);
+  EXPECT_FALSE(r.stopped);
 }
 
 // Many models at random (fixed seed): the prediction over- or understating by up to half, a

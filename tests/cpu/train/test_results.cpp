@@ -361,6 +361,10 @@ TEST(ReportJson, TopLevelShape) {
   EXPECT_EQ(j["runs"].size(), 5u);
   EXPECT_EQ(j["runs"][2]["status"], "oom");
   EXPECT_EQ(j["runs"][4]["status"], "unsupported");
+  // Nothing allocated: null (the CSV's empty cells), where an oom keeps the memory it reached.
+  EXPECT_TRUE(j["runs"][4]["peak_memory_bytes"].is_null()) << j["runs"][4];
+  EXPECT_TRUE(j["runs"][2]["peak_memory_bytes"].is_object()) << j["runs"][2];
+  EXPECT_EQ(report_from_json(j).runs[4].memory.tracked_peak, 0u);
   EXPECT_FALSE(j["runs"][0].contains("fp8_scaling"));
   ASSERT_EQ(j["runs"][3]["fp8_scaling"].size(), 2u);
   EXPECT_EQ(j["runs"][3]["fp8_scaling"][1]["format"], "fp8_e5m2");
