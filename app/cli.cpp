@@ -222,8 +222,9 @@ Runs are matched by model, precision, device, cuda_graphs, batch size and seed (
 The runs of one key are its repetitions: `run --repeat N` in one file, and those of every
 --baseline file pooled. Time: the ratio (current / baseline) of the medians over repetitions of
 each repetition's median epoch time, with a 95% hierarchical percentile bootstrap interval
-(resample the repetitions, then the epochs within each; 2000 resamples, fixed seed: the output
-is deterministic), so that it holds the noise between runs, not only between one run's epochs.
+(resample the files, then the repetitions within each, then the epochs within each repetition;
+2000 resamples, fixed seed: the output is deterministic), so that it holds the noise between
+runs, not only between one run's epochs.
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)
@@ -231,11 +232,14 @@ With threshold t:
   inconclusive  anything else (noise), or fewer than 3 repetitions on a side (the row says how
                 many it needs: run --repeat 5 is the CI recommendation)
   spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
-Memory (training peak: every category but the dataset copy), accuracy and final loss are
-compared without an interval, over every repetition that trained: the largest peak, the median
-accuracy and loss (a loss gone non-finite always regresses). A run that was ok and is now oom,
-diverged or failed, in any of its repetitions, is a regression; runs on one side only are
-listed as missing / new. The spec is checked against every baseline file. An environment
+  recovered     no baseline repetition trained, every current one did: nothing to compare
+Time counts the repetitions that trained on each side. Memory (training peak: every category
+but the dataset copy), accuracy and final loss are compared without an interval, over every
+repetition that trained: the largest peak, the median accuracy and loss (a loss gone non-finite
+always regresses); a change exactly at a threshold is within it. A run that fails (oom,
+diverged, failed) in a larger share of its repetitions than in the baseline (any, where every
+baseline repetition trained) is a regression; runs on one side only are listed as missing /
+new. The spec is checked against every baseline file. An environment
 difference (GPU, driver, CUDA, cuDNN, CPU, the native CPU's threads and ISA, the reference's
 BLAS threads and kernels) is named in its rows and
 switches nothing off: every number is still compared, and under --strict the difference alone

@@ -74,11 +74,25 @@ CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
   return v;
 }
 
+// A change exactly at a threshold is within it: 102000 / 100000 - 1 is 0.020000000000000018 in
+// double, 100 (0.985 - 0.98) is 0.5000000000000004.
+constexpr double kThresholdSlack = 1e-9;
+
+size_t failed_count(const std::vector<const RunResult*>& runs) {
+  return static_cast<size_t>(std::count_if(
+      runs.begin(), runs.end(), [](const RunResult* r) { return r->status != RunStatus::Ok; }));
+}
+
 void judge_pair(CompareRow& row, const CompareOptions& o,
-                const std::map<const RunResult*, const Report*>& file_of) {
+                const std::map<const RunResult*, const Report*>& file_of,
+                const std::map<const Report*, std::string>& file_name) {
   const RunResult& b = *row.baseline;
   const RunResult& c = *row.current;
-  const bool both_ok = b.status == RunStatus::Ok && c.status == RunStatus::Ok;
+  const size_t nb = row.baseline_runs.size(), nc = row.current_runs.size();
+  const size_t fb = failed_count(row.baseline_runs), fc = failed_count(row.current_runs);
+  // Numbers are judged over the repetitions that trained, wherever both sides have some: one
+  // failed repetition must not switch every check off (a 2x slower mode passed beside it).
+  const bool comparable = fb < nb && fc < nc;
 
   // Each side's runs by the file they came from (runs of one file share a process).
   auto by_file = [&](const std::vector<const RunResult*>& runs, size_t& n) {
@@ -98,16 +112,23 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   row.baseline_values = values_of(row.baseline_runs);
   row.current_values = values_of(row.current_runs);
   const CompareRow::Values &bv = row.baseline_values, &cv = row.current_values;
-  if (both_ok) {
+  if (comparable) {
     row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
     // Times near 0 against large ones (a hand-edited file) overflow the ratio: no verdict can
     // rest on it.
     if (row.time.valid && !(std::isfinite(row.time.ratio) && std::isfinite(row.time.lo) &&
-                            std::isfinite(row.time.hi) && row.time.lo > 0))
+                            std::isfinite(row.time.hi) && row.time.lo > 0)) {
+      std::vector<std::string> files;  // the runs' files, baseline first
+      for (const auto* side : {&row.baseline_runs, &row.current_runs})
+        for (const RunResult* r : *side) {
+          const std::string& f = file_name.at(file_of.at(r));
+          if (std::find(files.begin(), files.end(), f) == files.end()) files.push_back(f);
+        }
       throw_bad_input(fmt::format(
-          "{} {}: the baseline's and the current epoch times ({} and {} ms, medians) have no "
-          "finite ratio",
-          c.model, c.precision, b.epoch_time_ms.median, c.epoch_time_ms.median));
+          "{}: runs[] of {} {}: the baseline's and the current epoch times have no finite ratio "
+          "(a time near 0 against a large one)",
+          fmt::join(files, ", "), c.model, c.precision));
+    }
     if (bv.training_peak > 0) {
       row.memory_change =
           static_cast<double>(cv.training_peak) / static_cast<double>(bv.training_peak) - 1.0;
@@ -123,50 +144,55 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   // An environment difference is named and blocks --strict; it never switches a check off.
   if (!row.env_differences.empty()) row.blocking = true;
 
-  if (c.status != RunStatus::Ok) {
+  // "1 of 15 repetitions oom": how many of a side's repetitions failed, and how.
+  auto failures = [](size_t failed, size_t n, const RunResult& r) {
+    const std::string what = run_status_name(r.status);
+    return n > 1 ? fmt::format("{} of {} repetitions {}", failed, n, what) : what;
+  };
+  if (fc > 0) {
     row.verdict = run_status_name(c.status);
-    row.detail = c.status_detail;
-    const size_t failed = static_cast<size_t>(
-        std::count_if(row.current_runs.begin(), row.current_runs.end(),
-                      [](const RunResult* r) { return r->status != RunStatus::Ok; }));
-    if (row.current_runs.size() > 1)
-      row.detail = fmt::format("{} of {} repetitions{}", failed, row.current_runs.size(),
-                               row.detail.empty() ? "" : ": " + row.detail);
-    if (b.status == RunStatus::Ok) {
-      row.regressions.push_back("status");
-    } else {
-      row.detail = fmt::format("baseline: {}{}", run_status_name(b.status),
-                               c.status_detail.empty() ? "" : "; " + c.status_detail);
-    }
-    return;
-  }
-  if (b.status != RunStatus::Ok) {
+    row.detail = nc > 1 ? fmt::format("{} of {} repetitions{}", fc, nc,
+                                      c.status_detail.empty() ? "" : ": " + c.status_detail)
+                        : c.status_detail;
+    // A larger share of the repetitions fails than did in the baseline (any, where every
+    // baseline repetition completed): the run no longer completes as it did.
+    if (fc * nb > fb * nc) row.regressions.push_back("status");
+    if (fb > 0) row.detail = fmt::format("baseline: {}; {}", failures(fb, nb, b), row.detail);
+  } else if (fb == nb) {
     row.verdict = "recovered";
-    row.detail = fmt::format("baseline: {}", run_status_name(b.status));
+    row.detail = fmt::format("baseline: {}", failures(fb, nb, b));
     return;
   }
+  if (!comparable) return;
 
-  row.verdict =
+  const std::string time =
       time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_repetitions);
-  if (row.verdict == "slower") row.regressions.push_back("time");
-  if (row.verdict == "inconclusive") {
-    row.blocking = true;
-    const size_t need = static_cast<size_t>(std::max(o.min_repetitions, 1));
-    row.detail = std::min(row.n_baseline, row.n_current) < need
-                     ? fmt::format(
-                           "{} vs {} repetitions; time needs {} a side (run --repeat {}, "
-                           "or several --baseline files)",
-                           row.n_baseline, row.n_current, need, need)
-                     : "confidence interval wider than the threshold band";
+  if (time == "slower") row.regressions.push_back("time");
+  if (fc == 0) {
+    row.verdict = time;
+    if (time == "inconclusive") {
+      row.blocking = true;
+      const size_t need = static_cast<size_t>(std::max(o.min_repetitions, 1));
+      row.detail = std::min(row.n_baseline, row.n_current) < need
+                       ? fmt::format(
+                             "{} vs {} repetitions; time needs {} a side (run --repeat {}, "
+                             "or several --baseline files)",
+                             row.n_baseline, row.n_current, need, need)
+                       : "confidence interval wider than the threshold band";
+    }
+    if (fb > 0)
+      row.detail = fmt::format("baseline: {}{}", failures(fb, nb, b),
+                               row.detail.empty() ? "" : "; " + row.detail);
   }
   // A NaN difference must fail the gate, hence the negated comparisons.
-  if (row.memory_change && !(*row.memory_change <= o.memory_threshold))
+  if (row.memory_change && !(*row.memory_change <= o.memory_threshold + kThresholdSlack))
     row.regressions.push_back("memory");
-  if (row.accuracy_delta && !(-*row.accuracy_delta <= o.accuracy_threshold))
+  if (row.accuracy_delta && !(-*row.accuracy_delta <= o.accuracy_threshold + kThresholdSlack))
     row.regressions.push_back("accuracy");
   if (o.loss_threshold) {
     const double diff = std::fabs(cv.loss - bv.loss);
-    if (!(diff <= *o.loss_threshold * std::fabs(bv.loss))) row.regressions.push_back("loss");
+    if (!(diff <= (*o.loss_threshold + kThresholdSlack) * std::fabs(bv.loss)))
+      row.regressions.push_back("loss");
   } else if (std::isfinite(bv.loss) && !std::isfinite(cv.loss)) {
     row.regressions.push_back("loss");  // a loss gone to NaN or inf is no threshold's question
   }
@@ -395,10 +421,14 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
   auto name = [&](size_t i, const std::string& otherwise) {
     return i < names.size() ? names[i] : otherwise;
   };
-  for (size_t i = 0; i < baselines.size(); ++i)
-    add_runs(base, *baselines[i],
-             name(i, baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline"));
-  add_runs(cur, current, name(baselines.size(), "current"));
+  std::map<const Report*, std::string> file_name;  // what a message calls each file
+  for (size_t i = 0; i < baselines.size(); ++i) {
+    file_name[baselines[i]] =
+        name(i, baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline");
+    add_runs(base, *baselines[i], file_name[baselines[i]]);
+  }
+  file_name[&current] = name(baselines.size(), "current");
+  add_runs(cur, current, file_name[&current]);
   std::map<const RunResult*, const Report*> file_of = base.file;
   file_of.insert(cur.file.begin(), cur.file.end());
   // Which baseline file a run came from, for its environment and spec.
@@ -457,7 +487,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
       row.detail = "spec differs at " + spec_diff;
       ++out.spec_changed;
     } else {
-      judge_pair(row, options, file_of);
+      judge_pair(row, options, file_of, file_name);
     }
     out.rows.push_back(std::move(row));
   }

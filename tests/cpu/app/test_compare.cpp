@@ -546,11 +546,75 @@ TEST(Compare, OneFailedRepetitionIsTheSidesStatus) {
   EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
   EXPECT_EQ(r.rows[0].detail, "1 of 5 repetitions: needs 3 GiB");
   EXPECT_EQ(r.exit_code, 1);
-  // Both sides failing some: not a regression, and not judged.
+  // Both sides failing as often: not a regression of the status; the rest is judged.
   r = cmp(make_report(cur), make_report(cur));
   EXPECT_EQ(r.rows[0].verdict, "oom");
   EXPECT_TRUE(r.rows[0].regressions.empty());
   EXPECT_EQ(r.exit_code, 0);
+}
+
+// One failed repetition in the baseline switched every check off ("recovered"): a mode 2x slower,
+// 3x larger and 65 points less accurate passed, and so did one that now always diverges. The
+// repetitions that trained are judged; a larger share failing than in the baseline regresses.
+TEST(Compare, AFailedBaselineRepetitionLeavesTheOthersJudged) {
+  std::vector<RunResult> base = join(reps(), reps());  // two baseline files' worth: 10
+  base[3].status = RunStatus::Oom;
+  base[3].status_detail = "needs 3 GiB";
+  base[3].epochs.clear();
+  std::vector<RunResult> worse = reps(2.0);
+  for (RunResult& w : worse) {
+    w.memory.training_peak = 3000000;
+    w.final_accuracy = 0.25;
+  }
+  for (size_t i = 5; i < base.size(); ++i) base[i].repetition = static_cast<int64_t>(i + 1);
+  Comparison r = cmp(make_report(base), make_report(worse));
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.rows[0].regressions, (std::vector<std::string>{"time", "memory", "accuracy"}));
+  EXPECT_EQ(r.rows[0].detail, "baseline: 1 of 10 repetitions oom");
+  EXPECT_EQ(r.exit_code, 1);
+  // The same numbers: judged same, nothing regressed.
+  r = cmp(make_report(base), make_report(reps()));
+  EXPECT_EQ(r.rows[0].verdict, "same");
+  EXPECT_EQ(r.exit_code, 0);
+  // Every current repetition diverging where 9 of 10 trained: the status regressed.
+  std::vector<RunResult> div = reps();
+  for (RunResult& d : div) {
+    d.status = RunStatus::Diverged;
+    d.epochs.clear();
+  }
+  r = cmp(make_report(base), make_report(div));
+  EXPECT_EQ(r.rows[0].verdict, "diverged");
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
+  EXPECT_EQ(r.exit_code, 1);
+  // No baseline repetition trained: nothing to judge, the current's recovery says so.
+  std::vector<RunResult> all_oom = reps();
+  for (RunResult& o : all_oom) o.status = RunStatus::Oom;
+  r = cmp(make_report(all_oom), make_report(reps()));
+  EXPECT_EQ(r.rows[0].verdict, "recovered");
+  EXPECT_EQ(r.rows[0].detail, "baseline: 5 of 5 repetitions oom");
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+// A change exactly at a threshold is within it (the division's rounding put 2% of memory at
+// 2.0000000000000018%, half a point of accuracy at 0.5000000000000004).
+TEST(Compare, AChangeExactlyAtAThresholdIsWithinIt) {
+  std::vector<RunResult> base = reps(), cur = reps();
+  for (RunResult& b : base) {
+    b.memory.training_peak = 100000;
+    b.final_accuracy = 0.985;
+  }
+  for (RunResult& c : cur) {
+    c.memory.training_peak = 102000;
+    c.final_accuracy = 0.98;
+  }
+  Comparison r = cmp(make_report(base), make_report(cur));
+  EXPECT_TRUE(r.rows[0].regressions.empty()) << r.rows[0].regressions.size();
+  for (RunResult& c : cur) {
+    c.memory.training_peak = 102001;
+    c.final_accuracy = 0.9799;
+  }
+  r = cmp(make_report(base), make_report(cur));
+  EXPECT_EQ(r.rows[0].regressions, (std::vector<std::string>{"memory", "accuracy"}));
 }
 
 // Memory, accuracy and loss over every repetition: the largest peak, the median accuracy and
