@@ -166,6 +166,21 @@ bool escaped_code_point(uint32_t cp) {
   return (std::upper_bound(std::begin(kEscapedBounds), end, cp) - std::begin(kEscapedBounds)) % 2;
 }
 
+// The length of the well-formed UTF-8 sequence at p[i] (no overlong forms, surrogates or code
+// points past U+10FFFF) and its code point; 0 when p[i] (>= 0x80) starts none.
+int utf8_sequence(const unsigned char* p, size_t i, size_t n, uint32_t& cp) {
+  const unsigned char c = p[i];
+  const int len = c >= 0xf8 ? 0 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
+  cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
+  bool ok = len > 0 && i + static_cast<size_t>(len) <= n;
+  for (int k = 1; ok && k < len; ++k) {
+    ok = (p[i + k] & 0xc0) == 0x80;
+    cp = (cp << 6) | (p[i + k] & 0x3fu);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  return ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) ? len : 0;
+}
+
 }  // namespace
 
 size_t append_printable(const std::string& s, size_t max_bytes, std::string& out) {
@@ -198,19 +213,11 @@ size_t append_printable(const std::string& s, size_t max_bytes, std::string& out
       ++i;
       continue;
     }
-    // A well-formed UTF-8 sequence (no overlong forms, surrogates or code points past
-    // U+10FFFF) is kept, or written \u{XXXX} where kEscapedBounds says so; every other byte is
-    // escaped.
-    const int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    uint32_t cp = len == 4 ? c & 0x07u : len == 3 ? c & 0x0fu : c & 0x1fu;
-    bool ok = len > 0 && i + len <= n;
-    for (int k = 1; ok && k < len; ++k) {
-      ok = (p[i + k] & 0xc0) == 0x80;
-      cp = (cp << 6) | (p[i + k] & 0x3fu);
-    }
-    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
-    if (!ok) {
+    // A well-formed UTF-8 sequence is kept, or written \u{XXXX} where kEscapedBounds says so;
+    // every other byte is escaped.
+    uint32_t cp = 0;
+    const int len = utf8_sequence(p, i, n, cp);
+    if (len == 0) {
       escape(c);
       ++i;
       continue;
@@ -228,18 +235,23 @@ size_t append_printable(const std::string& s, size_t max_bytes, std::string& out
 size_t append_control_escape(const std::string& s, size_t i, const std::string& backslash,
                              std::string& out) {
   const auto c = static_cast<unsigned char>(s[i]);
-  if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+  if (c < 0x80) {
+    if ((c >= 0x20 || c == '\t' || c == '\n' || c == '\r') && c != 0x7f) return 0;
     out += backslash + fmt::format("x{:02x}", c);
     return 1;
   }
-  if (c == 0xc2 && i + 1 < s.size()) {
-    const auto next = static_cast<unsigned char>(s[i + 1]);
-    if (next >= 0x80 && next <= 0x9f) {
-      out += backslash + fmt::format("u{{{:04X}}}", next);
-      return 2;
-    }
+  uint32_t cp = 0;
+  const int len = utf8_sequence(reinterpret_cast<const unsigned char*>(s.data()), i, s.size(), cp);
+  if (len == 0) {
+    out += backslash + fmt::format("x{:02x}", c);  // not UTF-8: byte by byte
+    return 1;
   }
-  return 0;
+  if (cp <= 0x9f) {
+    out += backslash + fmt::format("u{{{:04X}}}", cp);  // a C1 control
+  } else {
+    out.append(s, i, static_cast<size_t>(len));  // a character, kept whole
+  }
+  return static_cast<size_t>(len);
 }
 
 std::string printable_text(const std::string& s) {

@@ -567,6 +567,10 @@ TEST(HtmlReport, EscapesEveryMarkupCharacter) {
   EXPECT_EQ(mpbench::html_escape("plain ±"), "plain ±");
   // Controls, which HTML does not allow (a file's status_detail), shown as C writes them.
   EXPECT_EQ(mpbench::html_escape("a\x1b[31m\x7f\u0085\tb\nc"), "a\\x1b[31m\\x7f\\u{0085}\tb\nc");
+  // Bytes that are not UTF-8 (a Latin-1 file name; a lead byte past 0xf7) in a page that says
+  // charset utf-8: as C writes them.
+  EXPECT_EQ(mpbench::html_escape("r\xe9s\xff \xf8\x90\x80\x80 caf\u00e9"),
+            "r\\xe9s\\xff \\xf8\\x90\\x80\\x80 caf\u00e9");
 }
 
 TEST(HtmlReport, DownsamplesToAtMostMaxPointsKeepingGapsAndMinima) {

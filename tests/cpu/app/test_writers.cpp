@@ -803,6 +803,8 @@ TEST(Markdown, TextFromOutsideIsLiteral) {
             "\\`c\\` \\*e\\* \\_f\\_ \\_\\_init\\_\\_ \\[l\\](u) \\~\\~s\\~\\~ x \\# \\\\");
   EXPECT_EQ(markdown_cell("a\nb\r\tc\x1b[1m\x7f\xc2\x85"),
             "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u{0085}");
+  // Bytes that are not UTF-8 (a Latin-1 file name) as C writes them: a step summary is UTF-8.
+  EXPECT_EQ(markdown_cell("r\xe9s\xff caf\u00e9"), "r\\\\xe9s\\\\xff caf\u00e9");
 
   // Through run --md's writer: a hand-edited status_detail and device name stay in their cell.
   Report rep = make_report();
