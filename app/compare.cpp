@@ -535,9 +535,11 @@ namespace {
 // Rows a reader has to look at besides the regressions: nothing was judged for them. JUnit
 // reports them as skipped; a `new` row has nothing to fail against and is a passing test case
 // with a note.
-bool unjudged(const CompareRow& r) {
-  return r.regressions.empty() &&
-         (r.verdict == "inconclusive" || r.verdict == "missing" || r.verdict == "spec-changed");
+// Not regressed, but not passed either: inconclusive, missing and spec-changed rows, and under
+// --strict an environment-changed one, which fails it (a JUnit report all green on a failed job).
+bool unjudged(const CompareRow& r, const CompareOptions& o) {
+  return r.regressions.empty() && (r.verdict == "inconclusive" || r.verdict == "missing" ||
+                                   r.verdict == "spec-changed" || (o.strict && r.blocking));
 }
 
 std::string threshold_pct(double x) {
@@ -583,7 +585,8 @@ std::string regression_text(const CompareRow& r, const CompareOptions& o) {
 // Why a row needs a look, in one line: what regressed, or why it was not judged.
 std::string attention_text(const CompareRow& r, const CompareOptions& o) {
   if (!r.regressions.empty()) return regression_text(r, o);
-  return r.detail.empty() ? r.verdict : r.verdict + ": " + r.detail;
+  const std::string d = detail_cell(r);  // with the environment differences
+  return d == "-" ? r.verdict : r.verdict + ": " + d;
 }
 
 // Every number of a row, one per line, for JUnit's <failure> body and <system-out>.
@@ -699,13 +702,14 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   size_t failed = 0, skipped = 0;
   for (const CompareRow& r : c.rows) {
     if (!r.regressions.empty()) ++failed;
-    if (unjudged(r)) ++skipped;
+    if (unjudged(r, c.options)) ++skipped;
   }
   // <code>, not backticks: escapes do not work inside a code span, and a file name is the user's.
   out += fmt::format(
       "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed, {} "
-      "inconclusive, missing or spec-changed.\n\n",
-      markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped);
+      "inconclusive, missing or spec-changed{}.\n\n",
+      markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped,
+      c.options.strict ? " (or, under --strict, environment-changed)" : "");
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
@@ -714,10 +718,8 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   std::vector<std::vector<std::string>> attention;
   std::vector<bool> regressed;
   for (const CompareRow& r : c.rows) {
-    if (r.regressions.empty() && !unjudged(r)) continue;
-    const std::string why = !r.regressions.empty() ? regression_text(r, c.options)
-                            : r.detail.empty()     ? "-"
-                                                   : r.detail;
+    if (r.regressions.empty() && !unjudged(r, c.options)) continue;
+    const std::string why = !r.regressions.empty() ? regression_text(r, c.options) : detail_cell(r);
     attention.push_back({r.model, r.precision, mode_cell(r), batch_cell(r), r.verdict, why});
     regressed.push_back(!r.regressions.empty());
   }
@@ -743,7 +745,8 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
 }
 
 // JUnit XML, as CI test reporters read it: one test case per row. A row that regressed is a
-// <failure>; an inconclusive, missing or spec-changed row is <skipped> with its reason; any other
+// <failure>; an inconclusive, missing or spec-changed row (under --strict an environment-changed
+// one too) is <skipped> with its reason; any other
 // row passes (a `new` one with a note). Every row's numbers are in its <system-out>, the verdict,
 // the rule and the environment differences in the suite's.
 std::string format_compare_junit(const Comparison& c, const std::string& baseline_name,
@@ -753,7 +756,7 @@ std::string format_compare_junit(const Comparison& c, const std::string& baselin
   size_t failures = 0, skipped = 0;
   for (const CompareRow& r : c.rows) {
     if (!r.regressions.empty()) ++failures;
-    if (unjudged(r)) ++skipped;
+    if (unjudged(r, c.options)) ++skipped;
   }
   const std::string counts =
       fmt::format("tests=\"{}\" failures=\"{}\" skipped=\"{}\" errors=\"0\" time=\"0\"",
@@ -786,7 +789,7 @@ std::string format_compare_junit(const Comparison& c, const std::string& baselin
       out += fmt::format("      <failure type=\"regression\" message=\"{}\">{}</failure>\n",
                          x(regression_text(r, c.options)), text(row_report(r)));
     } else {
-      if (unjudged(r))
+      if (unjudged(r, c.options))
         out += fmt::format("      <skipped message=\"{}\"/>\n", x(attention_text(r, c.options)));
       const std::string note =
           r.verdict == "new"

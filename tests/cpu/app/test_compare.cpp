@@ -930,6 +930,18 @@ TEST(CompareJunit, PassingAndSpecChangedRows) {
   EXPECT_EQ(xml_attr(xml, "testsuite", "failures"), "0");
   EXPECT_EQ(count_of(xml, "environment differs: cpu.name: A -&gt; B\n"), 2u) << xml;
   EXPECT_LT(xml.find("</testcase>"), xml.rfind("environment differs")) << xml;
+  // Under --strict the difference fails the job (exit 4): the row is skipped, saying why, and the
+  // Markdown lists it (both showed a failed job all green).
+  CompareOptions strict;
+  strict.strict = true;
+  r = cmp(on_a, on_b, strict);
+  ASSERT_EQ(r.exit_code, 4);
+  xml = format_compare_junit(r, "b", "c");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "1") << xml;
+  EXPECT_NE(xml.find("<skipped message=\"same: env cpu.name: A -&gt; B\""), std::string::npos)
+      << xml;
+  const std::string md = format_compare_markdown(r, "b", "c");
+  EXPECT_NE(md.find("| same | env cpu.name: A -&gt; B |"), std::string::npos) << md;
 
   const json spec = {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 1}}}};
   Report b = make_report(reps()), c = make_report(reps());
