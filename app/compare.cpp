@@ -253,7 +253,9 @@ std::vector<std::string> headers() {
 }
 std::vector<std::string> cells(const CompareRow& r) {
   const std::string n =
-      r.baseline && r.current ? fmt::format("{}/{}", r.n_baseline, r.n_current) : "-";
+      r.baseline && r.current && r.verdict != "spec-changed"  // not judged: no counts
+          ? fmt::format("{}/{}", r.n_baseline, r.n_current)
+          : "-";
   return {r.model,      r.precision, mode_cell(r),    batch_cell(r),
           time_cell(r), n,           memory_cell(r),  accuracy_cell(r),
           loss_cell(r), r.verdict,   regress_cell(r), detail_cell(r)};

@@ -1,6 +1,7 @@
 #include "kernels/allocator.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -19,7 +20,10 @@ std::string format_bytes(size_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
   if (bytes < (size_t(1) << 20)) return fmt::format("{:.1f} KiB", b / 1024);
   if (bytes < (size_t(1) << 30)) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (bytes < (size_t(1) << 40)) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  // A --memory-limit of 2^64 - 1 read 17179869184.00 GiB.
+  if (bytes < (size_t(1) << 50)) return fmt::format("{:.2f} TiB", b / std::ldexp(1.0, 40));
+  return fmt::format("{:.2f} PiB", b / std::ldexp(1.0, 50));
 }
 
 TrackingAllocator::~TrackingAllocator() {

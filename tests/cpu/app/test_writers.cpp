@@ -202,6 +202,8 @@ TEST(Units, FormatBytes) {
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(size_t(110) << 20), "110.0 MiB");
   EXPECT_EQ(format_bytes(size_t(3) << 30), "3.00 GiB");
+  EXPECT_EQ(format_bytes(size_t(3) << 40), "3.00 TiB");
+  EXPECT_EQ(format_bytes(SIZE_MAX), "16384.00 PiB");  // a --memory-limit of 2^64 - 1
 }
 
 // Console and HTML share these; past 2^63 llround is undefined (UBSan: 1e300 samples/s once
