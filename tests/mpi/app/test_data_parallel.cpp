@@ -356,13 +356,15 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
 TEST_F(DataParallel, AnInterruptOnRankZeroEndsTheJob) {
   const std::string out = (dir_ / "out.json").string();
   // Rank 0 is the process of this test (its output path) whose environment says so; it is sent
-  // SIGINT once it trains.
+  // SIGINT a second after it appears (a fixed 3 s wait found none on a slow start, and the job
+  // trained on until CTest's timeout). Not found within 60 s: the job is ended (143, a failure).
   const auto r = mpbench::test::run_shell(
       kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
           " --device reference --quiet --epochs 10000 --json " + out +
-          " & job=$!; sleep 3; for p in $(pgrep -f '" + out +
-          "'); do tr '\\0' '\\n' < /proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=0 && "
-          "kill -INT $p; done; wait $job",
+          " & job=$!; sent=0; for i in $(seq 600); do for p in $(pgrep -f '" + out +
+          "'); do if tr '\\0' '\\n' < /proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=0; then "
+          "sleep 1; kill -INT $p; sent=1; fi; done; [ $sent = 1 ] && break; sleep 0.1; done; "
+          "[ $sent = 1 ] || kill -TERM $job; wait $job",
       dir_.string());
   EXPECT_EQ(r.code, 130) << r.err;
   // At most rank 0's line: mpirun may end the job before it forwards it.
