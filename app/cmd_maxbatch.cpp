@@ -102,6 +102,7 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
         {r.model, precision_name(r.precision),
          !r.unsupported.empty() ? "unsupported"
          : r.max_batch > 0      ? group_thousands(static_cast<double>(r.max_batch))
+         : r.probes.empty()     ? "none tried"  // no batch it may search is one a spec takes
                                 : "none fits",
          base && r.max_batch > 0
              ? fmt::format("{:.2f}x", static_cast<double>(r.max_batch) / base->max_batch)

@@ -168,10 +168,10 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   const std::string time =
       time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_repetitions);
   if (time == "slower") row.regressions.push_back("time");
+  if (time == "inconclusive") row.blocking = true;  // whatever the verdict shows: --strict fails
   if (fc == 0) {
     row.verdict = time;
     if (time == "inconclusive") {
-      row.blocking = true;
       const size_t need = static_cast<size_t>(std::max(o.min_repetitions, 1));
       row.detail = std::min(row.n_baseline, row.n_current) < need
                        ? fmt::format(
@@ -292,8 +292,9 @@ std::string summary_line(const Comparison& c) {
 std::string rule_text(const CompareOptions& o) {
   std::string s = fmt::format(
       "time: ratio of the median over repetitions of median epoch times, 95% hierarchical "
-      "bootstrap CI over repetitions and their epochs ({} resamples, at least {} repetitions a "
-      "side); threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy threshold "
+      "bootstrap CI over files, their repetitions and their epochs ({} resamples, at least {} "
+      "repetitions a side); threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy "
+      "threshold "
       "{:.4g} pt",
       o.bootstrap_resamples, o.min_repetitions, 100 * o.time_threshold, 100 * o.memory_threshold,
       o.accuracy_threshold);
@@ -307,12 +308,15 @@ std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_c
                          double threshold, int min_repetitions) {
   const size_t need = static_cast<size_t>(std::max(min_repetitions, 1));
   if (!est.valid || n_baseline < need || n_current < need) return "inconclusive";
-  if (est.lo > 1.0 && est.ratio > 1.0 + threshold) return "slower";
+  // A ratio exactly at a bound is within the band (kThresholdSlack: 3.45 / 3.0 is
+  // 1.1500000000000001).
+  const double slow = 1.0 + threshold + kThresholdSlack;
+  if (est.lo > 1.0 && est.ratio > slow) return "slower";
   // The band is symmetric in log space: 1/(1+t) is as much faster as 1+t is slower, and stays
   // positive for thresholds of 100% and more.
-  const double fast = 1.0 / (1.0 + threshold);
+  const double fast = 1.0 / (1.0 + threshold) - kThresholdSlack;
   if (est.hi < 1.0 && est.ratio < fast) return "faster";
-  if (est.lo >= fast && est.hi <= 1.0 + threshold) return "same";
+  if (est.lo >= fast && est.hi <= slow) return "same";
   return "inconclusive";
 }
 

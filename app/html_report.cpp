@@ -1020,6 +1020,7 @@ std::string text_table_html(const TextTable& t, const std::string& caption) {
 // A mode's answer: its largest batch, "none fits", or "unsupported" (no search there).
 std::string maxbatch_text(const MaxBatchInput::Entry& e) {
   if (e.status == "unsupported") return "unsupported";
+  if (e.max_batch == 0 && e.at_spec_limit) return "none tried";  // as maxbatch's table says
   return e.max_batch > 0 ? group_thousands(double(e.max_batch)) : "none fits";
 }
 

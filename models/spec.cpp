@@ -337,13 +337,15 @@ Spec parse_spec(const std::string& text, const std::string& path) {
                                           static_cast<float>(l.init)));
     l.growth_factor = r.real64("growth_factor", {1, kInf, true, false}, l.growth_factor);
     l.backoff_factor = r.real64("backoff_factor", {0, 1, true, true}, l.backoff_factor);
-    // scale * factor is rounded to fp32 once: a factor within 2^-24 of 1 leaves every scale as
-    // it was, and a step that should back off or grow does neither.
+    // scale * factor is rounded to fp32 once: within 2^-24 of 1 a factor leaves a scale whose
+    // significand is just above 1 as it was (half its spacing is 2^-24 of it), and the scale
+    // stops there, a step that should back off or grow doing neither. (Backing off from a power
+    // of two moves until 2^-25; the scale soon reaches such a significand.)
     for (const auto& [key, f] : {std::pair{"growth_factor", l.growth_factor},
                                  std::pair{"backoff_factor", l.backoff_factor}})
       if (std::fabs(f - 1.0) <= 0x1p-24)
         ctx.fail(r.sub(key), fmt::format("expected a factor more than 2^-24 from 1, got {}: an "
-                                         "fp32 scale times it rounds back to itself",
+                                         "fp32 scale times it can round back to itself",
                                          f));
     l.growth_interval = r.integer("growth_interval", {1, kMaxSteps}, l.growth_interval);
     l.enabled_fp16 = r.boolean("amp_fp16", l.enabled_fp16);

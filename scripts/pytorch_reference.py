@@ -900,7 +900,11 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         loss_sum, correct, n = evaluate()
         t1 = Timer(cuda).record()
         eval_ms = t0.elapsed(t1)
-        train_loss = series["loss"][first:g].double().mean().item()
+        # mpbench's rule (epoch_train_loss): a step the scaler skipped with a non-finite loss
+        # changed no weight and is left out; none left is NaN (diverged).
+        losses = series["loss"][first:g].double()
+        kept = losses[~((series["skip"][first:g] != 0) & ~torch.isfinite(losses))]
+        train_loss = kept.mean().item() if kept.numel() else math.nan
         e = {"time_ms": time_ms, "eval_time_ms": eval_ms, "train_loss": train_loss,
              "eval_loss": loss_sum.item() / n, "eval_accuracy": correct.item() / n,
              "steps": steps_per_epoch}

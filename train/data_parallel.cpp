@@ -133,7 +133,7 @@ void DataParallel::max_across_ranks(Backend& be, Tensor& t) {
 void DataParallel::end_step(bool timed_step) {
   if (!reduced_) return;
   reduced_ = false;
-  // Every step maxes the same histories: the last step's count is the run's.
+  // Every step maxes the same newest amaxes: the last step's count is the run's.
   stats_.fp8_amax_bytes_per_step = std::exchange(step_amax_bytes_, 0);
   steps_[cur_].pending = true;
   steps_[cur_].timed = timed_step;

@@ -848,6 +848,14 @@ TEST_F(Cli, MaxBatchMultiplePastTheSpecLimitSaysSo) {
                        "no multiple of 16,777,200 within the largest batch a spec takes "
                        "(1048576)"))
       << r.out;
+  EXPECT_TRUE(has_text(r.out, "none tried")) << r.out;  // not "none fits": nothing was
+  EXPECT_FALSE(has_text(r.out, "none fits")) << r.out;
+  const fs::path md = dir_ / "r.md";
+  ASSERT_EQ(run("report " + json.string() + " --html " + (dir_ / "r.html").string() + " --md " +
+                md.string())
+                .code,
+            0);
+  EXPECT_TRUE(has_text(read_file(md.string()), "none tried")) << read_file(md.string());
   const auto m = nlohmann::json::parse(read_file(json.string()))["max_batch"][0];
   EXPECT_EQ(m["max_batch"], 0) << m;
   EXPECT_EQ(m["multiple"], 16777200) << m;

@@ -595,9 +595,37 @@ TEST(Compare, AFailedBaselineRepetitionLeavesTheOthersJudged) {
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// A current failure must not hide an inconclusive time from --strict (the verdict shows the
+// status; the row stopped blocking).
+TEST(Compare, AnInconclusiveTimeBlocksStrictBesideAFailedRepetition) {
+  std::vector<RunResult> three = reps();
+  three.resize(3);
+  three[2].status = RunStatus::Oom;
+  three[2].epochs.clear();
+  CompareOptions strict;
+  strict.strict = true;
+  const Comparison r = cmp(make_report(three), make_report(three), strict);
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_TRUE(r.rows[0].blocking);  // 2 repetitions a side trained: too few to judge time
+  EXPECT_EQ(r.exit_code, 4);
+}
+
 // A change exactly at a threshold is within it (the division's rounding put 2% of memory at
-// 2.0000000000000018%, half a point of accuracy at 0.5000000000000004).
+// 2.0000000000000018%, half a point of accuracy at 0.5000000000000004, 3.45 / 3.0 at
+// 1.1500000000000001).
 TEST(Compare, AChangeExactlyAtAThresholdIsWithinIt) {
+  std::vector<RunResult> three_ms, more;
+  for (int i = 1; i <= 5; ++i) {
+    three_ms.push_back(make_run({3.0, 3.0, 3.0}));
+    more.push_back(make_run({3.45, 3.45, 3.45}));
+    three_ms.back().repetition = more.back().repetition = i;
+  }
+  CompareOptions t15;
+  t15.time_threshold = 0.15;
+  const Comparison t = cmp(make_report(three_ms), make_report(more), t15);
+  EXPECT_EQ(t.rows[0].verdict, "same");
+  EXPECT_EQ(t.exit_code, 0);
+
   std::vector<RunResult> base = reps(), cur = reps();
   for (RunResult& b : base) {
     b.memory.training_peak = 100000;
