@@ -236,9 +236,9 @@ With threshold t:
 Time counts the repetitions that trained on each side. Memory (training peak: every category
 but the dataset copy), accuracy and final loss are compared without an interval, over every
 repetition that trained: the largest peak, the median accuracy and loss (a loss gone non-finite
-always regresses); a change exactly at a threshold is within it. A run that fails (oom,
-diverged, failed) in a larger share of its repetitions than in the baseline (any, where every
-baseline repetition trained) is a regression; runs on one side only are listed as missing /
+always regresses); a change exactly at a threshold is within it. A run that fails in some way
+(oom, diverged, failed) in a larger share of its repetitions than it did so in the baseline (any,
+where every baseline repetition trained) is a regression; runs on one side only are listed as missing /
 new. The spec is checked against every baseline file. An environment
 difference (GPU, driver, CUDA, cuDNN, CPU, the native CPU's threads and ISA, the reference's
 BLAS threads and kernels) is named in its rows and

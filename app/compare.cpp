@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -78,9 +79,12 @@ CompareRow::Values values_of(const std::vector<const RunResult*>& runs) {
 // double, 100 (0.985 - 0.98) is 0.5000000000000004.
 constexpr double kThresholdSlack = 1e-9;
 
-size_t failed_count(const std::vector<const RunResult*>& runs) {
-  return static_cast<size_t>(std::count_if(
-      runs.begin(), runs.end(), [](const RunResult* r) { return r->status != RunStatus::Ok; }));
+// The repetitions that did not train ok; with `status`, those that ended so.
+size_t failed_count(const std::vector<const RunResult*>& runs,
+                    std::optional<RunStatus> status = std::nullopt) {
+  return static_cast<size_t>(std::count_if(runs.begin(), runs.end(), [&](const RunResult* r) {
+    return status ? r->status == *status : r->status != RunStatus::Ok;
+  }));
 }
 
 void judge_pair(CompareRow& row, const CompareOptions& o,
@@ -154,9 +158,15 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
     row.detail = nc > 1 ? fmt::format("{} of {} repetitions{}", fc, nc,
                                       c.status_detail.empty() ? "" : ": " + c.status_detail)
                         : c.status_detail;
-    // A larger share of the repetitions fails than did in the baseline (any, where every
-    // baseline repetition completed): the run no longer completes as it did.
-    if (fc * nb > fb * nc) row.regressions.push_back("status");
+    // A larger share of the repetitions fails, in some way, than did so in the baseline (any,
+    // where every baseline repetition completed; a diverging run where one ran out of memory):
+    // the run no longer completes as it did.
+    for (RunStatus s :
+         {RunStatus::Oom, RunStatus::Diverged, RunStatus::Failed, RunStatus::Unsupported})
+      if (failed_count(row.current_runs, s) * nb > failed_count(row.baseline_runs, s) * nc) {
+        row.regressions.push_back("status");
+        break;
+      }
     if (fb > 0) row.detail = fmt::format("baseline: {}; {}", failures(fb, nb, b), row.detail);
   } else if (fb == nb) {
     row.verdict = "recovered";
@@ -668,24 +678,11 @@ std::string xml_escape(const std::string& s, bool attribute) {
       ++i;
       continue;
     }
-    size_t len = 0;
-    uint32_t cp = 0, min = 0;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07, min = 0x10000;
-    }
-    bool ok = len > 0 && i + len <= s.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) && cp != 0xFFFE &&
-         cp != 0xFFFF;
-    if (ok) {
+    uint32_t cp = 0;
+    const size_t len = static_cast<size_t>(
+        utf8_sequence(reinterpret_cast<const unsigned char*>(s.data()), i, s.size(), cp));
+    // Well-formed, and a character XML 1.0 allows (not U+FFFE, U+FFFF).
+    if (len > 0 && cp != 0xFFFE && cp != 0xFFFF) {
       out.append(s, i, len);
       i += len;
     } else {

@@ -166,6 +166,8 @@ bool escaped_code_point(uint32_t cp) {
   return (std::upper_bound(std::begin(kEscapedBounds), end, cp) - std::begin(kEscapedBounds)) % 2;
 }
 
+}  // namespace
+
 // The length of the well-formed UTF-8 sequence at p[i] (no overlong forms, surrogates or code
 // points past U+10FFFF) and its code point; 0 when p[i] (>= 0x80) starts none.
 int utf8_sequence(const unsigned char* p, size_t i, size_t n, uint32_t& cp) {
@@ -180,8 +182,6 @@ int utf8_sequence(const unsigned char* p, size_t i, size_t n, uint32_t& cp) {
   static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
   return ok && cp >= kMin[len] && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff) ? len : 0;
 }
-
-}  // namespace
 
 size_t append_printable(const std::string& s, size_t max_bytes, std::string& out) {
   const auto escape = [&](unsigned char c) {

@@ -5,9 +5,15 @@
 // zero-width and format characters, line separators, private use, unassigned) as \u{202E}.
 // Everything else, box drawing and accents included, is kept as it is.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace mpbench {
+
+// The length of the well-formed UTF-8 sequence at p[i] (no overlong forms, surrogates or code
+// points past U+10FFFF), its code point in cp; 0 when p[i] (>= 0x80) starts none. The one UTF-8
+// reader of every writer's escaping.
+int utf8_sequence(const unsigned char* p, size_t i, size_t n, uint32_t& cp);
 
 // Appends s, made printable, to out, stopping before out holds max_bytes or more; returns how
 // many bytes of s it took (s.size() when all).

@@ -586,6 +586,13 @@ TEST(Compare, AFailedBaselineRepetitionLeavesTheOthersJudged) {
   EXPECT_EQ(r.rows[0].verdict, "diverged");
   EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
   EXPECT_EQ(r.exit_code, 1);
+  // As often failing, but otherwise: 1 of 10 oom, now 1 of 5 diverged.
+  std::vector<RunResult> one_div = reps();
+  one_div[2].status = RunStatus::Diverged;
+  one_div[2].epochs.clear();
+  r = cmp(make_report(base), make_report(one_div));
+  EXPECT_EQ(r.rows[0].verdict, "diverged");
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"status"});
   // No baseline repetition trained: nothing to judge, the current's recovery says so.
   std::vector<RunResult> all_oom = reps();
   for (RunResult& o : all_oom) o.status = RunStatus::Oom;
