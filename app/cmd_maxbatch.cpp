@@ -69,12 +69,16 @@ std::string baseline_mode(const std::vector<MaxBatchResult>& all, const std::str
   return baseline_among(modes);
 }
 
-// The baseline mode's result of the same model; nullptr when it has no max batch.
-const MaxBatchResult* baseline_of(const std::vector<MaxBatchResult>& all, const MaxBatchResult& r) {
+// r's max batch over its model's baseline mode's (the table's, JSON's and CSV's ratio); none
+// when either found no batch.
+std::optional<double> ratio_to_baseline(const std::vector<MaxBatchResult>& all,
+                                        const MaxBatchResult& r) {
+  if (r.max_batch <= 0) return std::nullopt;
   const std::string mode = baseline_mode(all, r.model);
   for (const MaxBatchResult& o : all)
-    if (o.model == r.model && precision_name(o.precision) == mode && o.max_batch > 0) return &o;
-  return nullptr;
+    if (o.model == r.model && precision_name(o.precision) == mode && o.max_batch > 0)
+      return static_cast<double>(r.max_batch) / static_cast<double>(o.max_batch);
+  return std::nullopt;
 }
 
 // The one baseline of every model, named in the ratio column's header; "" when they differ
@@ -97,19 +101,17 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
   t.right = {false, false, true, true, true, true, true, false};
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
-    const MaxBatchResult* base = baseline_of(results, r);
-    t.rows.push_back(
-        {r.model, precision_name(r.precision),
-         !r.unsupported.empty() ? "unsupported"
-         : r.max_batch > 0      ? group_thousands(static_cast<double>(r.max_batch))
-         : r.probes.empty()     ? "none tried"  // no batch it may search is one a spec takes
-                                : "none fits",
-         base && r.max_batch > 0
-             ? fmt::format("{:.2f}x", static_cast<double>(r.max_batch) / base->max_batch)
-             : "-",
-         best ? format_bytes(best->run.memory.training_peak) : "-",
-         best ? format_rate(best->run.samples_per_second) : "-", std::to_string(r.probes.size()),
-         bound_text(r)});
+    const std::optional<double> ratio = ratio_to_baseline(results, r);
+    t.rows.push_back({r.model, precision_name(r.precision),
+                      !r.unsupported.empty() ? "unsupported"
+                      : r.max_batch > 0      ? group_thousands(static_cast<double>(r.max_batch))
+                      : r.probes.empty()
+                          ? "none tried"  // no batch it may search is one a spec takes
+                          : "none fits",
+                      ratio ? fmt::format("{:.2f}x", *ratio) : "-",
+                      best ? format_bytes(best->run.memory.training_peak) : "-",
+                      best ? format_rate(best->run.samples_per_second) : "-",
+                      std::to_string(r.probes.size()), bound_text(r)});
   }
   return t;
 }
@@ -189,7 +191,7 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
            {"needed_bytes_at_least", p.status == RunStatus::Oom && p.run.oom_needed_bytes > 0
                                          ? json(p.run.oom_needed_bytes)
                                          : json(nullptr)}});
-    const MaxBatchResult* base = baseline_of(results, r);
+    const std::optional<double> ratio = ratio_to_baseline(results, r);
     // An unsupported mode has no search and no answer: status says why, max_batch is null.
     const bool searched = r.unsupported.empty();
     out["max_batch"].push_back(
@@ -206,9 +208,7 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
          // Where the search started: the largest batch predict_training_memory said fits.
          {"predicted_max_batch", r.predicted > 0 ? json(r.predicted) : json(nullptr)},
          // Against ratio_baseline's mode, whatever the name says (as run's speedup_vs_fp32).
-         {"vs_fp32", base && r.max_batch > 0
-                         ? json(static_cast<double>(r.max_batch) / base->max_batch)
-                         : json(nullptr)},
+         {"vs_fp32", ratio ? json(*ratio) : json(nullptr)},
          {"ratio_baseline", baseline_mode(results, r.model)},
          {"peak_memory_bytes", best ? mpbench::to_json(best->run.memory) : json(nullptr)},
          {"samples_per_second", best ? json(best->run.samples_per_second) : json(nullptr)},
@@ -223,14 +223,11 @@ std::string to_csv(const std::vector<MaxBatchResult>& results) {
       "samples_per_second,probes,status,ratio_baseline\n";
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
-    const MaxBatchResult* base = baseline_of(results, r);
+    const std::optional<double> ratio = ratio_to_baseline(results, r);
     const bool searched = r.unsupported.empty();
     out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.model),
                        precision_name(r.precision), searched ? std::to_string(r.max_batch) : "",
-                       r.at_limit ? "true" : "false",
-                       base && r.max_batch > 0
-                           ? fmt::format("{}", static_cast<double>(r.max_batch) / base->max_batch)
-                           : "",
+                       r.at_limit ? "true" : "false", ratio ? fmt::format("{}", *ratio) : "",
                        best ? std::to_string(best->run.memory.training_peak) : "",
                        best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size(),
                        searched ? "ok" : "unsupported", baseline_mode(results, r.model));
