@@ -822,7 +822,7 @@ TEST(Compare, WritersAgreeWithTheVerdicts) {
   EXPECT_NE(console.find("FAIL: 2 regression(s)"), std::string::npos) << console;
   const std::string md = format_compare_markdown(r, "base.json", "cur.json");
   EXPECT_NE(md.find("| m | fp32 | cpu |"), std::string::npos) << md;
-  EXPECT_NE(md.find("**slower**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| slower | **time** |"), std::string::npos) << md;
   EXPECT_NE(md.find("<code>base.json</code>"), std::string::npos) << md;
   const json j = compare_to_json(r);
   EXPECT_EQ(j["exit_code"], 1);
@@ -850,6 +850,20 @@ size_t count_of(const std::string& s, const std::string& what) {
   size_t n = 0;
   for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
+}
+
+// The Markdown bolds what regressed, not the verdict: a memory regression's verdict is its
+// time's, and "**same**" would read as the failure.
+TEST(CompareMarkdown, BoldsWhatRegressedNotTheTimeVerdict) {
+  std::vector<RunResult> bigger = reps();
+  for (RunResult& r : bigger) r.memory.training_peak = 1100000;  // +10%
+  const Comparison r = cmp(make_report(reps()), make_report(bigger));
+  ASSERT_EQ(r.rows.size(), 1u);
+  ASSERT_EQ(r.rows[0].verdict, "same");
+  const std::string md = format_compare_markdown(r, "b.json", "c.json");
+  EXPECT_EQ(md.find("**same**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| same | **memory +10.00%"), std::string::npos) << md;
+  EXPECT_NE(md.find("| same | **memory** |"), std::string::npos) << md;
 }
 
 // A comparison with one row of each kind: slower, oom (was ok), inconclusive (one run a side),
@@ -1014,7 +1028,7 @@ TEST(CompareMarkdown, VerdictThenRowsToLookAtThenTheFoldedTable) {
   // Only the slower, oom and two inconclusive rows above the fold; the new row below it only.
   const std::string above = md.substr(0, details);
   EXPECT_EQ(count_of(above, "\n| m | "), 3u) << above;
-  EXPECT_NE(above.find("**slower**"), std::string::npos) << above;
+  EXPECT_NE(above.find("| slower | **time ratio 1.300"), std::string::npos) << above;
   EXPECT_NE(above.find("status ok -&gt; oom: needs 3 GiB"), std::string::npos) << above;
   EXPECT_EQ(above.find("amp_bf16"), std::string::npos) << above;
   EXPECT_NE(md.find("| m | amp_bf16 | cpu |", details), std::string::npos) << md;
@@ -1056,7 +1070,7 @@ TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
   const Result r = run("compare " + b + " " + c + " --md " + md + " --json " + js);
   EXPECT_EQ(r.code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("slower"), std::string::npos) << r.out;
-  EXPECT_NE(test::read_file(md).find("**slower**"), std::string::npos);
+  EXPECT_NE(test::read_file(md).find("| slower | **time** |"), std::string::npos);
   const json j = json::parse(test::read_file(js));
   EXPECT_EQ(j["rows"][0]["verdict"], "slower");
   EXPECT_EQ(j["exit_code"], 1);
