@@ -439,9 +439,15 @@ int mpbench_main(int argc, char** argv) {
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   };
   add_warmup(run_cmd, run);
-  run_cmd->add_option("--batch-size", run.batch_size, "Override the spec's batch size")
-      ->excludes(batch_sizes_opt)
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  // --batch-size and --quiet of run, profile and explain.
+  const auto add_batch_size = [](CLI::App* cmd, RunArgs& args) {
+    return cmd->add_option("--batch-size", args.batch_size, "Override the spec's batch size")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  };
+  const auto add_quiet = [](CLI::App* cmd, RunArgs& args) {
+    cmd->add_flag("--quiet,-q", args.quiet, "No progress bar and no informational lines");
+  };
+  add_batch_size(run_cmd, run)->excludes(batch_sizes_opt);
   run_cmd
       ->add_option("--seeds", run.seeds,
                    "Train each mode N times, with training seeds 1..N (they change the "
@@ -467,7 +473,7 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
   run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here");
   run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here");
-  run_cmd->add_flag("--quiet,-q", run.quiet, "No progress bar and no informational lines");
+  add_quiet(run_cmd, run);
   std::string run_memory_limit, profile_memory_limit;
   const char* kMemoryLimitHelp =
       "Cap training memory (every category but the dataset copy, library workspaces included) "
@@ -528,16 +534,14 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   add_warmup(profile_cmd, profile.run);
-  profile_cmd->add_option("--batch-size", profile.run.batch_size, "Override the spec's batch size")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_batch_size(profile_cmd, profile.run);
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(25);
   profile_cmd->add_option("--json", profile.json_path,
                           "Write every op's time per step (and the run's env) as JSON here");
   profile_cmd->add_option("--memory-limit", profile_memory_limit, kMemoryLimitHelp);
-  profile_cmd->add_flag("--quiet,-q", profile.run.quiet,
-                        "No progress bar and no informational lines");
+  add_quiet(profile_cmd, profile.run);
   add_data_parallel_options(profile_cmd, profile.run);
 
   ExplainArgs explain;
@@ -568,8 +572,7 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->default_val(1);
   add_warmup(explain_cmd, explain.run);
-  explain_cmd->add_option("--batch-size", explain.run.batch_size, "Override the spec's batch size")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_batch_size(explain_cmd, explain.run);
   explain_cmd->add_option("--json", explain.json_path,
                           "Write the comparisons as JSON: comparisons[] with from, to, "
                           "measured_speedup, eligible_fraction, bound (from the card's datasheet "
@@ -577,8 +580,7 @@ int mpbench_main(int argc, char** argv) {
                           "reference), by_kind[] and flags[]; rounds, profiled_steps_per_round");
   explain_cmd->add_option("--md", explain.md_path, "Write the comparisons as Markdown");
   explain_cmd->add_option("--memory-limit", explain_memory_limit, kMemoryLimitHelp);
-  explain_cmd->add_flag("--quiet,-q", explain.run.quiet,
-                        "No progress bar and no informational lines");
+  add_quiet(explain_cmd, explain.run);
   add_data_parallel_options(explain_cmd, explain.run);
 
   MaxBatchArgs maxbatch;

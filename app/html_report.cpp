@@ -277,6 +277,14 @@ std::string bars_legend(const std::vector<Series>& series) {
   return legend_html(items);
 }
 
+// A bar labelled and coloured as its series.
+Bar bar_of(const Series& s) {
+  Bar b;
+  b.label = s.label;
+  b.color = s.color;
+  return b;
+}
+
 // A run that did not finish gets its status in place of a bar.
 void show_status_instead(Bar& b, const Series& s) {
   b.note = status_text(*s.run);
@@ -288,9 +296,7 @@ std::string time_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
     const RunResult& r = *s.run;
-    Bar b;
-    b.label = s.label;
-    b.color = s.color;
+    Bar b = bar_of(s);
     const TimeStats& t = r.epoch_time_ms;
     b.drawn = r.status == RunStatus::Ok && std::isfinite(t.median) && t.median > 0;
     if (b.drawn) {
@@ -324,9 +330,7 @@ std::string time_chart(const std::vector<Series>& series) {
 std::string accuracy_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
-    Bar b;
-    b.label = s.label;
-    b.color = s.color;
+    Bar b = bar_of(s);
     b.drawn = s.seeds.has_value() && s.run->status == RunStatus::Ok;
     if (!b.drawn) {
       show_status_instead(b, s);
@@ -361,9 +365,7 @@ std::string throughput_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
     const RunResult& r = *s.run;
-    Bar b;
-    b.label = s.label;
-    b.color = s.color;
+    Bar b = bar_of(s);
     b.drawn = r.status == RunStatus::Ok && std::isfinite(r.samples_per_second) &&
               r.samples_per_second > 0;
     if (b.drawn) {
@@ -400,9 +402,7 @@ std::string memory_chart(const std::vector<Series>& series) {
   std::vector<Bar> bars;
   for (const Series& s : series) {
     const RunResult& r = *s.run;
-    Bar b;
-    b.label = s.label;
-    b.color = s.color;
+    Bar b = bar_of(s);
     b.value = double(r.memory.training_peak);
     b.value_text = format_bytes(r.memory.training_peak);
     b.tooltip = s.label + ": training peak " + format_bytes(r.memory.training_peak) +
