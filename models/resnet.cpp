@@ -118,6 +118,12 @@ class ConvBnLayer : public Layer {
     li.activation_bytes = saved * static_cast<int64_t>(dtype_size(prec_.compute));
     return li;
   }
+  // The first convolution's row: it also keeps the cast copy of the input that take_input makes
+  // when the input arrives in another dtype (the input itself is counted by the layer before).
+  LayerInfo first_conv_row(const Conv& first, DType input_dtype) const {
+    const int64_t cast = input_dtype != prec_.compute ? first.in_numel() : 0;
+    return conv_row(first, first.out_numel() + cast);
+  }
   std::string relative(const std::string& full) const { return full.substr(name_.size() + 1); }
 
   void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
@@ -355,10 +361,8 @@ class Bottleneck : public ConvBnLayer {
     li.compute_dtype = prec_.compute;
     li.storage_dtype = prec_.compute;
     // What this block's buffers keep for its backward (resnet.h, "Memory"): each convolution's
-    // output (the batchnorm's input) and each batchnorm's. The input is the previous layer's
-    // output and counted there, except a cast copy made here (with conv1, which reads it).
-    const int64_t cast = input_dtype != prec_.compute ? conv1_.in_numel() : 0;
-    li.add_child(conv_row(conv1_, conv1_.out_numel() + cast));
+    // output (the batchnorm's input) and each batchnorm's; conv1 also a cast copy of the input.
+    li.add_child(first_conv_row(conv1_, input_dtype));
     li.add_child(bn_row(bn1_, "bn+relu", conv1_, conv1_.out_numel()));
     li.add_child(conv_row(conv2_, conv2_.out_numel()));
     li.add_child(bn_row(bn2_, "bn+relu", conv2_, conv2_.out_numel()));
@@ -451,8 +455,7 @@ class Stem : public ConvBnLayer {
     li.output_shape = Shape{pq_.first, pq_.second, conv_.k};
     li.compute_dtype = prec_.compute;
     li.storage_dtype = prec_.compute;
-    const int64_t cast = input_dtype != prec_.compute ? conv_.in_numel() : 0;
-    li.add_child(conv_row(conv_, conv_.out_numel() + cast));
+    li.add_child(first_conv_row(conv_, input_dtype));
     li.add_child(bn_row(bn_, "bn+relu", conv_, conv_.out_numel()));
     li.input_flops = conv_.flops();
     LayerInfo pool;

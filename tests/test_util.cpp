@@ -396,6 +396,11 @@ float round_to(DType dt, float v) {
   }
 }
 
+std::vector<float> rounded(DType dt, std::vector<float> v) {
+  for (float& e : v) e = round_to(dt, e);
+  return v;
+}
+
 std::vector<float> to_float(const std::vector<double>& v) {
   return {v.begin(), v.end()};
 }

@@ -64,6 +64,8 @@ void poison(Backend& be, Tensor& t);
 
 // v rounded to dt and decoded again (fp32: unchanged), the reference of a 16-bit output.
 float round_to(DType dt, float v);
+// Every element of v so rounded: a 16-bit output's reference, the fp32 result rounded once.
+std::vector<float> rounded(DType dt, std::vector<float> v);
 // Element-wise conversions between the double references and the fp32 results.
 std::vector<float> to_float(const std::vector<double>& v);
 std::vector<double> to_double(const std::vector<float>& v);

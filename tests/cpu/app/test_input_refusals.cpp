@@ -23,10 +23,6 @@ using mpbench::test::has_text;
 
 namespace {
 
-const char* kGood = R"({"name": "good", "model": {"type": "mlp", "input_dim": 16,
-  "hidden": [8], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
-  "train": {"batch_size": 32, "epochs": 1}})";
-
 void put_be32(std::string& s, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>((v >> shift) & 0xff));
 }
@@ -51,7 +47,7 @@ class InputRefusals : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    good_ = write("good.json", kGood);
+    good_ = write("good.json", mpbench::test::kSmallSpec);
   }
   // Refused before any work: exit 2, one line naming `needle`, no table, no file.
   void expect_refused_before_work(const Result& r, const std::string& needle) {

@@ -37,16 +37,11 @@ using mpbench::test::has_text;
 
 namespace {
 
-// 256 samples, one epoch: a run of a fraction of a second.
-const char* kSmall = R"({"name": "small", "model": {"type": "mlp", "input_dim": 16,
-  "hidden": [8], "num_classes": 4}, "data": {"train_samples": 256, "eval_samples": 64},
-  "train": {"batch_size": 32, "epochs": 1}})";
-
 class IoFailures : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    spec_ = write("small.json", kSmall);
+    spec_ = write("small.json", mpbench::test::kSmallSpec);
   }
   // `mpbench run` of the small spec, fp32 only, with `extra` options.
   Result run_small(const std::string& extra) {

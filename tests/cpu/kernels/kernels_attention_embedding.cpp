@@ -24,11 +24,7 @@ using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
 
-using test::round_to;
-std::vector<float> rounded(DType dt, std::vector<float> v) {
-  for (auto& x : v) x = round_to(dt, x);
-  return v;
-}
+using test::rounded;
 
 // softmax(scale * x) over each row of each (s, s) matrix; under the causal mask row i keeps
 // columns 0..i and the rest are 0.

@@ -21,17 +21,13 @@ namespace mpbench {
 namespace {
 
 using test::round_to;
+using test::rounded;
 using test::to_double;
 using test::to_float;
 
 using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
-
-std::vector<float> rounded(DType dt, std::vector<float> v) {
-  for (float& e : v) e = round_to(dt, e);
-  return v;
-}
 
 // ---- batchnorm --------------------------------------------------------------------------------
 

@@ -39,6 +39,15 @@ class CpuCast : public ::testing::Test {
     be->download(dst, out.data());
     return out;
   }
+  // Bit patterns of one 16-bit dtype cast to another, returned as raw bit patterns.
+  std::vector<uint16_t> cast_bits(DType from, DType to, const std::vector<uint16_t>& v) {
+    Tensor src = bits16(from, v);
+    Tensor dst = alloc.alloc(src.shape, to, MemCategory::Data);
+    be->cast(src, dst);
+    std::vector<uint16_t> out(v.size());
+    be->download(dst, out.data());
+    return out;
+  }
   std::vector<float> from_bits(DType dt, const std::vector<uint16_t>& v) {
     Tensor src = bits16(dt, v);
     Tensor dst = alloc.alloc(src.shape, DType::F32, MemCategory::Data);
@@ -122,22 +131,15 @@ TEST_F(CpuCast, SixteenBitToSixteenBitRoundsOnce) {
   // fp16 1 + 2^-10 + 2^-9 ... : fp16 -> bf16 must round the exact value, not a double-rounded one.
   // 0x3c03 = 1 + 3 * 2^-10: bf16 keeps 7 bits -> 1 + 0 * 2^-7 (3 * 2^-10 < 2^-8 half-ulp).
   // 0x3c14 = 1 + 20 * 2^-10 = 1 + 2.5 * 2^-7: a tie -> 1 + 2 * 2^-7 (even).
-  Tensor h = bits16(DType::F16, {0x3c03, 0x3c14, 0x7bff, 0x0001});
-  Tensor b = alloc.alloc(h.shape, DType::BF16, MemCategory::Data);
-  be->cast(h, b);
-  std::vector<uint16_t> got(4);
-  be->download(b, got.data());
+  const auto got = cast_bits(DType::F16, DType::BF16, {0x3c03, 0x3c14, 0x7bff, 0x0001});
   EXPECT_EQ(got[0], 0x3f80);
   EXPECT_EQ(got[1], 0x3f82);
   EXPECT_EQ(bf16_to_f32(got[2]), 65536.0f);  // 65504 rounds up in bf16
   EXPECT_EQ(bf16_to_f32(got[3]), std::ldexp(1.0f, -24));
   // bf16 -> fp16: 65536 does not fit fp16 -> inf; 2^-30 underflows to 0.
-  Tensor b2 = bits16(
-      DType::BF16, {f32_to_bf16(65536.0f), f32_to_bf16(std::ldexp(1.0f, -30)), f32_to_bf16(-1.5f)});
-  Tensor h2 = alloc.alloc(b2.shape, DType::F16, MemCategory::Data);
-  be->cast(b2, h2);
-  std::vector<uint16_t> got2(3);
-  be->download(h2, got2.data());
+  const auto got2 =
+      cast_bits(DType::BF16, DType::F16,
+                {f32_to_bf16(65536.0f), f32_to_bf16(std::ldexp(1.0f, -30)), f32_to_bf16(-1.5f)});
   EXPECT_EQ(got2[0], 0x7c00);
   EXPECT_EQ(got2[1], 0x0000);
   EXPECT_EQ(got2[2], 0xbe00);

@@ -20,7 +20,7 @@ using test::compare;
 using test::random_nonzero;
 using test::to_host_f32;
 
-using test::round_to;
+using test::rounded;
 
 struct LnRef {
   std::vector<double> y, mean, rstd;
@@ -144,9 +144,7 @@ TEST_F(CpuLayerNorm, SixteenBitTensorsRoundTheFp32ResultOnce) {
       EXPECT_EQ(to_host_f32(*be, mean), to_host_f32(*be, mean32));
       EXPECT_EQ(to_host_f32(*be, rstd), to_host_f32(*be, rstd32));
       auto got = to_host_f32(*be, y), full = to_host_f32(*be, y32);
-      std::vector<float> rounded(full.size());
-      for (size_t i = 0; i < full.size(); ++i) rounded[i] = round_to(yt, full[i]);
-      EXPECT_EQ(got, rounded);
+      EXPECT_EQ(got, rounded(yt, full));
       auto r = compare(got, full, test::tolerance_for(yt));
       EXPECT_TRUE(r.ok) << r.message;
 
@@ -158,9 +156,7 @@ TEST_F(CpuLayerNorm, SixteenBitTensorsRoundTheFp32ResultOnce) {
       be->layernorm_backward(dy, x, gamma, mean, rstd, dx, dg, db);
       be->layernorm_backward(dy32, x32, gamma, mean32, rstd32, dx32, dg32, db32);
       auto gdx = to_host_f32(*be, dx), fdx = to_host_f32(*be, dx32);
-      std::vector<float> rdx(fdx.size());
-      for (size_t i = 0; i < fdx.size(); ++i) rdx[i] = round_to(xt, fdx[i]);
-      EXPECT_EQ(gdx, rdx);
+      EXPECT_EQ(gdx, rounded(xt, fdx));
       auto rx = compare(gdx, fdx, test::tolerance_for(xt));
       EXPECT_TRUE(rx.ok) << rx.message;
       EXPECT_EQ(to_host_f32(*be, dg), to_host_f32(*be, dg32));  // fp32 sums, not rounded
