@@ -104,15 +104,17 @@ int cmd_compare(const CompareArgs& args) {
   if (baseline_paths.size() > 1)
     baseline_name += fmt::format(" (+{} more)", baseline_paths.size() - 1);
   std::cout << format_compare_console(c, !utf8_output()) << std::flush;
-  if (!args.md_path.empty())
-    write_output(args.md_path, format_compare_markdown(c, baseline_name, current_path));
+  nlohmann::json j;
   if (!args.json_path.empty()) {
-    nlohmann::json j = compare_to_json(c);
+    j = compare_to_json(c);
     j.update(json_header("compare"));
-    write_output(args.json_path, json_text(j));
   }
-  if (!args.junit_path.empty())
-    write_output(args.junit_path, format_compare_junit(c, baseline_name, current_path));
+  write_outputs(
+      {{args.md_path,
+        args.md_path.empty() ? "" : format_compare_markdown(c, baseline_name, current_path)},
+       {args.json_path, args.json_path.empty() ? "" : json_text(j)},
+       {args.junit_path,
+        args.junit_path.empty() ? "" : format_compare_junit(c, baseline_name, current_path)}});
   return c.exit_code;
 }
 

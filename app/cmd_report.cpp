@@ -30,8 +30,7 @@ int cmd_report(const ReportArgs& args) {
     const std::vector<HistoryEntry> entries = order_history(std::move(inputs));
     const std::string html = format_history_html(entries);
     const std::string md = args.md_path.empty() ? "" : format_history_markdown(entries);
-    write_output(args.html_path, html);
-    if (!args.md_path.empty()) write_output(args.md_path, md);
+    write_outputs({{args.html_path, html}, {args.md_path, md}});
     return 0;
   }
 
@@ -55,9 +54,9 @@ int cmd_report(const ReportArgs& args) {
         "report: give at least one result, explain or maxbatch JSON file (profiles go beside "
         "their model's runs)");
 
-  write_output(args.html_path, format_html(inputs, profiles, explains, maxbatches));
+  const std::string html = format_html(inputs, profiles, explains, maxbatches);
+  std::string md;
   if (!args.md_path.empty()) {
-    std::string md;
     if (inputs.size() == 1) {
       md = format_markdown(inputs.front().report);
     } else {
@@ -76,8 +75,8 @@ int cmd_report(const ReportArgs& args) {
       md += (md.empty() ? "" : "\n") +
             fmt::format("## Largest batch that fits ({})\n\n", markdown_cell(m.path)) +
             render_markdown_table(maxbatch_table(m));
-    write_output(args.md_path, md);
   }
+  write_outputs({{args.html_path, html}, {args.md_path, md}});
   return 0;
 }
 

@@ -1080,6 +1080,20 @@ TEST_F(CompareCli, RegressionExitsOneAndWritesMarkdownAndJson) {
   EXPECT_EQ(run("compare " + b + " " + c + " --time-threshold 50").code, 0);
 }
 
+// An output that cannot be written (a full disk) does not cost the others: the JUnit report
+// after it is still written for CI to read, and the command fails (exit 3).
+TEST_F(CompareCli, AFailedOutputDoesNotCostTheOthers) {
+  const std::string b = write("b.json", make_report(reps()));
+  const std::string c = write("c.json", make_report(reps(1.3)));
+  const std::string md = (dir_ / "cmp.md").string(), xml = (dir_ / "cmp.xml").string();
+  const Result r =
+      run("compare " + b + " " + c + " --md " + md + " --json /dev/full --junit " + xml);
+  EXPECT_EQ(r.code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("/dev/full"), std::string::npos) << r.err;
+  EXPECT_NE(test::read_file(md).find("slower"), std::string::npos);
+  EXPECT_NE(test::read_file(xml).find("<failure"), std::string::npos);
+}
+
 TEST_F(CompareCli, ImprovementAndStrictEnvDifference) {
   const std::string b = write("b.json", make_report(reps(), cpu_env("A")));
   const std::string faster = write("f.json", make_report(reps(0.5), cpu_env("A")));

@@ -468,6 +468,19 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
   }
 }
 
+// An output that cannot be written (a full disk) does not cost the other, in both report forms.
+TEST_F(ReportHtml, AFailedOutputDoesNotCostTheOther) {
+  const std::string good = cpu_run();  // with the provenance --history orders by
+  for (const std::string history : {"", " --history"}) {
+    const std::string md = (dir_ / ("o" + std::to_string(history.size()) + ".md")).string();
+    const Result r = mpbench("report " + good + history + " --html /dev/full --md " + md);
+    EXPECT_EQ(r.code, 3) << history << r.err;
+    EXPECT_NE(r.err.find("/dev/full"), std::string::npos) << r.err;
+    EXPECT_TRUE(fs::exists(md)) << history;
+    EXPECT_NE(read_file(md).find("tiny_mlp"), std::string::npos) << history;
+  }
+}
+
 TEST_F(ReportHtml, BadInputsExit2) {
   const std::string good =
       std::string(MPBENCH_SOURCE_DIR) + "/results/h200/2026-11-29/tiny_mlp_eager.json";
