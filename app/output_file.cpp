@@ -469,7 +469,8 @@ void check_writable(const std::string& path, const std::string& option) {
   const std::string what = option.empty() ? path : fmt::format("{} {}", option, path);
   if (path.empty())
     throw_bad_input(fmt::format("{}: empty path", option.empty() ? "output" : option));
-  if (path.back() == '/') throw_bad_input(fmt::format("{}: is a directory, expected a file", what));
+  if (path.back() == '/')  // a directory's spelling, whether or not one is there
+    throw_bad_input(fmt::format("{}: ends in '/', a directory's name; expected a file", what));
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     throw_bad_input(fmt::format("{}: is a directory, expected a file", what));

@@ -321,6 +321,16 @@ TEST_F(OutputFile, CheckWritable) {
         << e.what();
   }
   EXPECT_THROW(check_writable(dir_), Error);  // a directory, not a file
+  // A trailing '/' names a directory whatever is there: not told as "is a directory".
+  for (const std::string& slashed : {dir_ + "/new.json/", dir_ + "/r.json/"}) {
+    try {
+      check_writable(slashed, "--json");
+      ADD_FAILURE() << "expected an Error: " << slashed;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "--json " + slashed + ": ends in '/', a directory's name; expected a file");
+    }
+  }
   EXPECT_THROW(check_writable(""), Error);
   EXPECT_NO_THROW(check_writable("relative_name.json"));  // the current directory
 
