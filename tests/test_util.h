@@ -183,6 +183,13 @@ class CliTest : public ::testing::Test {
     std::ofstream(p) << text;
     return p.string();
   }
+  // Bad input refused before any work: exit 2, one line naming `needle`, nothing on stdout.
+  void expect_refused(const ShellResult& r, const std::string& needle) {
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has_text(r.err, needle)) << r.err;
+    EXPECT_EQ(r.out, "") << "work was done before the refusal";
+  }
 
   std::filesystem::path dir_;
 };

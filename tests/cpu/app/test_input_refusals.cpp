@@ -51,10 +51,7 @@ class InputRefusals : public mpbench::test::CliTest {
   }
   // Refused before any work: exit 2, one line naming `needle`, no table, no file.
   void expect_refused_before_work(const Result& r, const std::string& needle) {
-    EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-    EXPECT_TRUE(has_text(r.err, needle)) << r.err;
-    EXPECT_EQ(r.out, "") << "work was done before the refusal";
+    expect_refused(r, needle);
     EXPECT_FALSE(fs::exists(dir_ / "out.json"));
   }
   // A result file of configs/tiny_mlp.json (whose fc1 runs in FP8) in `modes`.

@@ -47,13 +47,6 @@ class IoFailures : public mpbench::test::CliTest {
   Result run_small(const std::string& extra) {
     return run("run " + spec_ + " --device reference --precisions fp32 --quiet " + extra);
   }
-  // Refused before any work: exit 2, one line naming the option, nothing on stdout.
-  void expect_refused(const Result& r, const std::string& needle) {
-    EXPECT_EQ(r.code, 2) << r.err;
-    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
-    EXPECT_TRUE(has_text(r.err, needle)) << r.err;
-    EXPECT_EQ(r.out, "") << "the run went ahead";
-  }
   std::string exe() const { return MPBENCH_EXE; }
   std::string spec_;
 };
