@@ -298,6 +298,11 @@ std::vector<std::vector<const RunResult*>> runs_by_mode(const ModelGroup& group)
 
 }  // namespace
 
+bool has_time_spread(const RunResult& run, bool collapsed) {
+  // A collapsed run's cv is NaN for fewer than two runs (collapse_runs).
+  return std::isfinite(run.epoch_time_ms.cv) && (collapsed || run.epochs.size() > 1);
+}
+
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32) {
   if (!fp32 || run.status != RunStatus::Ok) return std::nullopt;
   const double base = fp32->epoch_time_ms.median, t = run.epoch_time_ms.median;
@@ -484,8 +489,7 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
       continue;
     }
     const TimeStats& et = r->epoch_time_ms;
-    // A spread needs two samples: one epoch (or one run of a collapsed mode) has none.
-    const bool spread = std::isfinite(et.cv) && (seeded || repeated || r->epochs.size() > 1);
+    const bool spread = has_time_spread(*r, seeded || repeated);
     row.cells.push_back(spread ? fmt::format("{} {} {:.1f}%", format_ms(et.median), pm, et.cv * 100)
                                : fmt::format("{} {} n/a", format_ms(et.median), pm));
     row.cells.push_back(format_rate(r->samples_per_second));

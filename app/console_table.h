@@ -37,6 +37,10 @@ bool has_repetitions(const ModelGroup& group);
 // charts show seeded and repeated runs so.
 ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storage);
 
+// Whether a run's epoch time has a spread to show: two samples or more (its epochs, or the runs
+// a collapsed run stands for). One epoch or one run shows n/a, never a cv of 0%.
+bool has_time_spread(const RunResult& run, bool collapsed);
+
 // fp32 median epoch time / this run's; nullopt when there is no usable baseline or this run did
 // not finish ok.
 std::optional<double> speedup_vs_fp32(const RunResult& run, const RunResult* fp32);

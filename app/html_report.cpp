@@ -311,9 +311,12 @@ std::string time_chart(const std::vector<Series>& series) {
       const std::string over = s.collapsed_over.empty()
                                    ? fmt::format("over its {} epochs", r.epochs.size())
                                    : "over the " + s.collapsed_over + "' median epochs";
+      const std::string cv = has_time_spread(r, !s.collapsed_over.empty())
+                                 ? fmt::format("{:.1f}%", t.cv * 100)
+                                 : std::string("n/a");
       b.tooltip = fmt::format(
-          "{}: median epoch {} (min {}, max {}, cv {:.1f}%, {}){}", s.label,
-          format_ms_unit(t.median), format_ms_unit(t.min), format_ms_unit(t.max), t.cv * 100, over,
+          "{}: median epoch {} (min {}, max {}, cv {}, {}){}", s.label, format_ms_unit(t.median),
+          format_ms_unit(t.min), format_ms_unit(t.max), cv, over,
           b.note.empty() ? "" : ", speedup vs " + baseline_of(s) + " " + b.note + ci);
     } else {
       show_status_instead(b, s);

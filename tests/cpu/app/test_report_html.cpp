@@ -468,6 +468,22 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
   }
 }
 
+// One epoch has no spread: its tooltip says n/a, as the tables do, never a cv of 0%.
+TEST_F(ReportHtml, OneEpochShowsNoSpread) {
+  const std::string one = (dir_ / "one.json").string(), html = (dir_ / "one.html").string();
+  ASSERT_EQ(mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
+                    "/configs/tiny_mlp.json --device reference --quiet --epochs 1 "
+                    "--precisions fp32 --json " +
+                    one)
+                .code,
+            0);
+  const Result r = mpbench("report " + one + " --html " + html);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find("cv n/a, over its 1 epochs"), std::string::npos) << page.substr(0, 2000);
+  EXPECT_EQ(page.find("cv 0.0%"), std::string::npos);
+}
+
 // An output that cannot be written (a full disk) does not cost the other, in both report forms.
 TEST_F(ReportHtml, AFailedOutputDoesNotCostTheOther) {
   const std::string good = cpu_run();  // with the provenance --history orders by
