@@ -395,7 +395,8 @@ int mpbench_main(int argc, char** argv) {
         ->check(CLI::Range(1, 4096));
     cmd->add_option("--cpu-isa", device.cpu_isa,
                     "Cap the native CPU backend's instruction set (oneDNN's "
-                    "ONEDNN_MAX_CPU_ISA): avx2, avx512_core (bf16 converted in software), "
+                    "ONEDNN_MAX_CPU_ISA, which it overrides): sse41, avx, avx2 (no bf16 "
+                    "kernel), avx512_core, avx512_core_vnni (bf16 converted in software), "
                     "avx512_core_bf16 (AVX512-BF16, no AMX), avx512_core_amx, all");
   };
 

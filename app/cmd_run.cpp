@@ -33,6 +33,8 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
         fmt::format("{}: only --device cpu (or auto on a machine without a GPU) "
                     "takes it",
                     device.threads ? "--threads" : "--cpu-isa"));
+  // A bad name is refused before the device is chosen: one line, not after auto's CPU notice.
+  if (!device.cpu_isa.empty()) check_native_cpu_isa(device.cpu_isa);
   // More threads than CPUs: every parallel op waits for a thread the scheduler has not run yet
   // (seen: 3 threads on 2 CPUs took tiny_resnet's epoch from 27 ms to 6.2 s). A warning, not a
   // refusal: the run is what was asked for, and its JSON records the threads. Under a launcher

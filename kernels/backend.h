@@ -561,6 +561,9 @@ bool native_cpu_available(std::string* why_not);
 int usable_cpus();
 // The names --cpu-isa takes.
 const std::vector<std::string>& native_cpu_isa_names();
+// Refuses (bad input) a --cpu-isa the native CPU backend does not know, before any device is
+// chosen; nothing in a build without it (creating the backend is refused there).
+void check_native_cpu_isa(const std::string& name);
 // The OPENBLAS_CORETYPE to run with when OpenBLAS fell back to generic kernels on a CPU that has
 // AVX2/AVX-512 (a CPU newer than the library); nullptr when its own choice is fine.
 const char* blas_coretype_hint();

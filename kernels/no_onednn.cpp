@@ -8,6 +8,8 @@ const std::vector<std::string>& native_cpu_isa_names() {
   return none;
 }
 
+void check_native_cpu_isa(const std::string&) {}
+
 bool native_cpu_available(std::string* why_not) {
   if (why_not)
     *why_not = "this mpbench was built without oneDNN (MPBENCH_ONEDNN=OFF or no libdnnl-dev)";

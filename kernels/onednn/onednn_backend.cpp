@@ -399,6 +399,26 @@ const std::vector<std::string>& native_cpu_isa_names() {
   return names;
 }
 
+namespace {
+
+const onednn::IsaName& known_isa(const std::string& name) {
+  const auto& names = onednn::isa_names();
+  auto it = std::find_if(names.begin(), names.end(),
+                         [&](const onednn::IsaName& n) { return name == n.name; });
+  if (it == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + std::string(n.name);
+    throw_bad_input(fmt::format("--cpu-isa {}: unknown ISA (expected one of {})", name, list));
+  }
+  return *it;
+}
+
+}  // namespace
+
+void check_native_cpu_isa(const std::string& name) {
+  known_isa(name);
+}
+
 bool native_cpu_available(std::string*) {
   return true;
 }
@@ -407,15 +427,7 @@ std::unique_ptr<Backend> make_native_cpu_backend(const NativeCpuOptions& options
   if (options.threads < 0)
     throw_bad_input(fmt::format("--threads {}: must be 1 or more", options.threads));
   if (!options.max_isa.empty()) {
-    const auto& names = onednn::isa_names();
-    auto it = std::find_if(names.begin(), names.end(),
-                           [&](const onednn::IsaName& n) { return options.max_isa == n.name; });
-    if (it == names.end()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + std::string(n.name);
-      throw_bad_input(
-          fmt::format("--cpu-isa {}: unknown ISA (expected one of {})", options.max_isa, list));
-    }
+    const onednn::IsaName* it = &known_isa(options.max_isa);
     // oneDNN takes the cap once, before its first primitive: a second backend in one process
     // can only ask for what is already in force.
     if (dnnl::set_max_cpu_isa(it->isa) != dnnl::status::success &&

@@ -310,11 +310,14 @@ TEST_F(NativeCpu, SeedsSweepsAndTheMemoryLimitWorkOnIt) {
 }
 
 TEST_F(NativeCpu, BadThreadsAndIsaAreRefusedInOneLine) {
+  // Under auto too: refused before the CPU-fallback notice, which made it two lines.
   for (const std::string& args :
-       {std::string("--device cpu --threads 0"), std::string("--device cpu --cpu-isa nonsense"),
-        std::string("--device reference --threads 2"),
-        std::string("--device reference --cpu-isa avx2")}) {
-    const auto r = run("run " + tiny() + " " + args);
+       {std::string("run --device cpu --threads 0"),
+        std::string("run --device cpu --cpu-isa nonsense"),
+        std::string("run --device reference --threads 2"),
+        std::string("run --device reference --cpu-isa avx2"), std::string("run --cpu-isa nonsense"),
+        std::string("profile --cpu-isa nonsense"), std::string("maxbatch --cpu-isa nonsense")}) {
+    const auto r = run(args.substr(0, args.find(' ')) + " " + tiny() + args.substr(args.find(' ')));
     EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
     EXPECT_EQ(count_lines(r.err), 1u) << args << "\n" << r.err;
     EXPECT_TRUE(r.out.empty()) << args << "\n" << r.out;
