@@ -852,7 +852,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"strict", o.strict},
             {"method",
              "ratio of the medians over repetitions of median epoch times, 95% hierarchical "
-             "percentile bootstrap CI (repetitions, then epochs within each)"},
+             "percentile bootstrap CI (files, then their repetitions, then epochs within each)"},
             {"min_repetitions", o.min_repetitions},
             {"bootstrap_resamples", o.bootstrap_resamples},
             {"seed", o.seed}}},
