@@ -25,6 +25,9 @@ namespace {
                     kind == "validate" || kind == "data";
   if (kind == "data")
     throw_bad_input(fmt::format("a dataset index (mpbench data --out), not {}", wanted));
+  if (kind == "spec")
+    throw_bad_input(fmt::format(
+        "a model spec (what mpbench run trains; give its --json output), not {}", wanted));
   throw_bad_input(ours ? fmt::format("a{} {} file (mpbench {} --json), not {}",
                                      kind == "inspect" || kind == "explain" ? "n" : "", kind, kind,
                                      wanted)
@@ -168,6 +171,10 @@ auto read_file_as(const std::string& path, const char* what, Read&& read) {
 std::string file_kind(const json& j) {
   if (j.is_object() && j.contains("kind") && j["kind"].is_string())
     return j["kind"].get<std::string>();
+  // A model spec, the likeliest wrong file: a "model" object, and none of a result's keys.
+  if (j.is_object() && j.contains("model") && j["model"].is_object() &&
+      !j.contains("schema_version") && !j.contains("runs"))
+    return "spec";
   return j.is_object() && j.contains("profiles") ? "profile" : "run";
 }
 

@@ -65,7 +65,7 @@ struct MaxBatchInput {
 
 // The kind of a JSON file mpbench wrote: its header's "kind" ("run", "profile", "explain",
 // "inspect", "maxbatch", "compare", "devices", "validate"); files from before the header are
-// "profile" when they have "profiles", else "run".
+// "profile" when they have "profiles", "spec" for a model spec, else "run".
 std::string file_kind(const nlohmann::json& j);
 
 // A result file; a file of another kind is refused naming its kind.

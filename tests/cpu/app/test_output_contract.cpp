@@ -111,6 +111,15 @@ TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
     EXPECT_EQ(c.code, 2);
     EXPECT_TRUE(has_text(c.err, "an explain file (mpbench explain --json)")) << c.err;
   }
+  // A model spec, the likeliest mistake, is named as one by both (it read "schema_version:
+  // missing").
+  for (const std::string& cmd : {"report " + spec_ + " --html " + path("x.html"),
+                                 "compare " + spec_ + " " + path("run.json")}) {
+    const auto r = run(cmd);
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has_text(r.err, spec_ + ": a model spec (what mpbench run trains")) << r.err;
+  }
 }
 
 // report --md is pasted into step summaries and merge-request comments: a file name, a
