@@ -464,8 +464,10 @@ int mpbench_main(int argc, char** argv) {
                    "seed (identical numerics), interleaved across modes (fp32, bf16, fp32, bf16, "
                    "...) so that a drift of the machine does not land on one mode. The table "
                    "gives the median over the repetitions and the spread between them, and from 3 "
-                   "repetitions each speedup's 95% interval (compare's bootstrap); the JSON "
-                   "keeps every repetition and a repeat_summary[] with those intervals; `compare` "
+                   "repetitions each speedup's 95% interval (paired by round: a bootstrap of the "
+                   "rounds and their epochs, widened to the Student t interval of the rounds' log "
+                   "speedups where that is wider, as it is at few rounds); the JSON keeps every "
+                   "repetition and a repeat_summary[] with those intervals; `compare` "
                    "judges time by the variation between "
                    "repetitions and needs at least 3 a side (5 recommended in CI)")
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));

@@ -298,6 +298,11 @@ std::vector<std::vector<const RunResult*>> runs_by_mode(const ModelGroup& group)
 
 }  // namespace
 
+std::string format_ratio_bound(double v) {
+  if (v >= 1000) return fmt::format("{:.0f}", v);
+  return v >= 0.01 || !(v > 0) ? fmt::format("{:.2f}", v) : fmt::format("{:.3g}", v);
+}
+
 bool has_time_spread(const RunResult& run, bool collapsed) {
   // A collapsed run's cv is NaN for fewer than two runs (collapse_runs).
   return std::isfinite(run.epoch_time_ms.cv) && (collapsed || run.epochs.size() > 1);
@@ -510,10 +515,10 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     }
     row.cells.push_back(format_loss(r->final_loss));
     const auto in = intervals.find(r);
-    row.cells.push_back(in == intervals.end()
-                            ? ratio(speedup_vs_fp32(*r, group.fp32_for(*r)))
-                            : fmt::format("{:.2f}x ({:.2f}, {:.2f})", in->second.ratio,
-                                          in->second.lo, in->second.hi));
+    row.cells.push_back(in == intervals.end() ? ratio(speedup_vs_fp32(*r, group.fp32_for(*r)))
+                                              : fmt::format("{:.2f}x ({}, {})", in->second.ratio,
+                                                            format_ratio_bound(in->second.lo),
+                                                            format_ratio_bound(in->second.hi)));
     row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(std::to_string(r->skipped_steps));
     row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);

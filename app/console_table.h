@@ -56,6 +56,9 @@ std::map<const RunResult*, RatioEstimate> speedup_intervals(const ModelGroup& re
 // This run's training memory (the peak of every category but data) / fp32's (below 1: less).
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
 
+// A speedup interval's bound: two decimals, three significant digits below 0.01, whole from 1000
+// (a round far off the others can stretch a few rounds' interval to 0.0015-8012: not "0.00").
+std::string format_ratio_bound(double v);
 // Milliseconds to 3-4 significant digits, no unit: "1234", "123.4", "12.35", "1.235".
 std::string format_ms(double ms);
 // 1234567 -> "1,234,567" (rounded); past 2^63 in exponent form ("1e+300"); NaN -> "nan".

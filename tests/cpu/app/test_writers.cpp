@@ -313,8 +313,16 @@ TEST(Console, UnfinishedRepetitionsAndSeedsAreNoted) {
       << format_console(rep);
 }
 
-// run --repeat: with three repetitions a side the speedup carries its 95% interval (compare's
-// hierarchical bootstrap, turned into speedups); it holds the point and widens with the noise
+// An interval stretched by a round far off the others keeps its digits: not "(0.00, 8011.91)".
+TEST(Console, RatioBoundsKeepTheirDigits) {
+  EXPECT_EQ(format_ratio_bound(0.0014827330735798178), "0.00148");
+  EXPECT_EQ(format_ratio_bound(0.2), "0.20");
+  EXPECT_EQ(format_ratio_bound(1.2345), "1.23");
+  EXPECT_EQ(format_ratio_bound(8011.909634929129), "8012");
+}
+
+// run --repeat: with three repetitions a side the speedup carries its 95% interval (paired by
+// round: statistics.h's paired_median_ratio); it holds the point and widens with the noise
 // between the repetitions. With two it is a plain ratio: too few to say how sure.
 TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   // fp32 at 100 ms an epoch and amp_fp16 at 50, epochs 1% apart; fp32's repetitions
