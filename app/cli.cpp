@@ -364,7 +364,10 @@ uint64_t parse_memory_size(const std::string& option, const std::string& given) 
   const U128 den_left = den / a, unit_left = static_cast<U128>(unit) / a;
   if (f % den_left != 0) bad(" (whole bytes)");
   const U128 bytes = w * unit + f / den_left * unit_left;
-  if (bytes < 1 || bytes > std::numeric_limits<uint64_t>::max()) bad("");
+  if (bytes < 1)  // a number of bytes, but no size: nothing fits in it
+    throw_bad_input(
+        fmt::format("{}: expected a size above 0 bytes, got '{}'", option, clip(given)));
+  if (bytes > std::numeric_limits<uint64_t>::max()) bad("");
   return static_cast<uint64_t>(bytes);
 }
 
@@ -785,6 +788,12 @@ both kept, each its own point. Profile files are refused. --md writes the points
       const std::string repeated = ": At Most 1 required but received ";
       if (const size_t at = msg.find(repeated); at != std::string::npos)
         msg = msg.substr(0, at) + ": given more than once; give it once";
+      // compare's positionals are BASELINE CURRENT, not a list.
+      const std::string files = "files: At Most 2 required but received ";
+      if (msg.rfind(files, 0) == 0)
+        msg = "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got " +
+              msg.substr(files.size()) +
+              " files; several baseline files go each after --baseline, or as a quoted glob";
       if (others_say_it) return 2;
       // Point at the help of the subcommand the error is in.
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });

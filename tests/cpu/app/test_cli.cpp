@@ -81,7 +81,8 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
   std::vector<BadCase> cases = {
       {"empty --json", "run {spec} --json ''", kGood, "--json: expected a value, got ''"},
       {"unknown size unit", "run {spec} --memory-limit 16XB", kGood, "--memory-limit"},
-      {"zero size", "run {spec} --memory-limit 0", kGood, "--memory-limit"},
+      {"zero size", "run {spec} --memory-limit 0", kGood,
+       "--memory-limit: expected a size above 0 bytes, got '0'"},
       {"fractional bytes", "profile {spec} --memory-limit 1.5", kGood, "--memory-limit"},
       {"negative size", "run {spec} --memory-limit -3GiB", kGood, "--memory-limit"},
       {"maxbatch size unit", "maxbatch {spec} --memory-limit 2PB", kGood, "--memory-limit"},

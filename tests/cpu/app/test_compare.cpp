@@ -1217,6 +1217,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
       {"missing field", write("nm.json", no_model.dump()) + " " + good, "runs[0].model"},
       {"missing file", good + " " + (dir_ / "nope.json").string(), "nope.json"},
       {"one file only", good, "current"},
+      {"three files", good + " " + good + " " + good,
+       "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got 3 files"},
       {"bad threshold", good + " " + good + " --time-threshold fast", "--time-threshold"},
       {"negative threshold", good + " " + good + " --accuracy-threshold -1",
        "--accuracy-threshold"},
