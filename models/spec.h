@@ -1,6 +1,6 @@
 #pragma once
 // The model spec: a JSON file that says which model to build, on which data, how to train it and
-// in which precision modes. DESIGN.md "Spec (JSON)" shows the format; this header is the one
+// in which precision modes. README.md "Spec" lists every key; this header is the one
 // place that holds every default (the member initializers below, plus the per-type tables in
 // spec.cpp for fields whose default depends on the "type", such as the optimizer's lr).
 //
