@@ -477,7 +477,10 @@ int mpbench_main(int argc, char** argv) {
   run_cmd->add_option("--seed", run.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));
   run_cmd->add_option("--json", run.json_path, "Write the results JSON (schema_version 1) here");
-  run_cmd->add_option("--csv", run.csv_path, "Write one CSV row per model x precision here");
+  run_cmd->add_option(
+      "--csv", run.csv_path,
+      "Write one CSV row per run here (model x precision, and x batch, seed and repetition "
+      "where swept)");
   run_cmd->add_option("--md", run.md_path, "Write the comparison table as Markdown here");
   add_quiet(run_cmd, run);
   std::string run_memory_limit, profile_memory_limit;
@@ -624,7 +627,7 @@ int mpbench_main(int argc, char** argv) {
       "the largest multiple of K predicted to fit (inspect's prediction) and probes it and the "
       "next multiple: 2 probes when the prediction is exact. Where a probe disagrees, up to 8 "
       "guesses follow, each the largest batch whose prediction plus what the last probe took "
-      "beyond it fits (usually the answer in a probe or two). Failing that, or without a limit, "
+      "beyond it fits (usually the answer in a probe or two). Failing that, "
       "it doubles from the largest batch that trained until a probe does not fit, then bisects: "
       "about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad input.");
 

@@ -448,8 +448,10 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   if (seeded)
     t.title += dot + "over seeds: epoch ms median " + pm + " cv, accuracy mean " + pm + " std";
   else if (repeated)
-    t.title +=
-        dot + fmt::format("{} repetitions: epoch ms median {} cv between them", repetitions, pm);
+    t.title += dot + fmt::format(
+                         "{} repetitions: epoch ms median {} cv between them; speedup: the median "
+                         "of each round's (not the ratio of the medians)",
+                         repetitions, pm);
 
   auto col = [&](const std::string& header, bool right) {
     t.headers.push_back(header);

@@ -407,6 +407,12 @@ std::string memory_chart(const std::vector<Series>& series) {
   for (const Series& s : series) {
     const RunResult& r = *s.run;
     Bar b = bar_of(s);
+    if (r.status == RunStatus::Unsupported) {  // never built: no memory (null in the JSON)
+      b.drawn = false;
+      show_status_instead(b, s);
+      bars.push_back(std::move(b));
+      continue;
+    }
     b.value = double(r.memory.training_peak);
     b.value_text = format_bytes(r.memory.training_peak);
     b.tooltip = s.label + ": training peak " + format_bytes(r.memory.training_peak) +
@@ -454,7 +460,10 @@ std::string memory_breakdown_chart(const std::vector<Series>& series) {
     }
     st.total = format_bytes(static_cast<size_t>(sum)) + " + " +
                format_bytes(se.run->memory.by_category[data]) + " data";
-    if (st.bad) st.total += " · " + std::string(run_status_name(se.run->status));
+    if (se.run->status == RunStatus::Unsupported)  // never built: no memory to break down
+      st.total = run_status_name(se.run->status);
+    else if (st.bad)
+      st.total += " · " + std::string(run_status_name(se.run->status));
     max_b = std::max(max_b, sum);
     stacks.push_back(std::move(st));
   }

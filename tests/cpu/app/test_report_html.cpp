@@ -360,6 +360,28 @@ TEST_F(ReportHtml, AnUnsupportedMaxbatchModeShowsItsStatusInsteadOfABar) {
   EXPECT_EQ(count(html, "<rect"), 1u);  // fp32's bar
 }
 
+// A run's unsupported mode was never built: its status stands in the memory charts too, not a
+// "0 B" bar and "0 B + 0 B data" (its memory is null in the JSON).
+TEST_F(ReportHtml, AnUnsupportedRunHasNoMemoryBar) {
+  std::string why;
+  if (!mpbench::native_cpu_available(&why)) GTEST_SKIP() << why;  // tf32 unsupported there
+  const std::string out = (dir_ / "u.json").string();
+  ASSERT_EQ(mpbench("run " + std::string(MPBENCH_SOURCE_DIR) +
+                    "/configs/tiny_mlp.json --device cpu --precisions fp32,tf32 --epochs 1 "
+                    "--quiet --json " +
+                    out)
+                .code,
+            0);
+  const fs::path html_path = dir_ / "u.html";
+  ASSERT_EQ(mpbench("report " + out + " --html " + html_path.string()).code, 0);
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(html.find("training peak 0 B"), std::string::npos);
+  EXPECT_EQ(html.find("0 B + 0 B data"), std::string::npos);
+  const size_t memory = html.find("class=\"chart chart-memory\"");
+  ASSERT_NE(memory, std::string::npos);
+  EXPECT_NE(html.find("<title>tf32: unsupported", memory), std::string::npos);
+}
+
 TEST_F(ReportHtml, RendersInHeadlessChromium) {
   const std::string chromium = find_chromium();
   if (chromium.empty()) {

@@ -354,6 +354,8 @@ TEST(Console, RepeatedSpeedupsCarryTheirInterval) {
   };
   const std::string steady = format_console(repeated(3, 0.0));
   EXPECT_TRUE(contains(lines_of(steady)[1], "speedup (95% CI)")) << steady;
+  // The title says the speedup is not the ratio of the medians beside it.
+  EXPECT_TRUE(contains(steady, "speedup: the median of each round's")) << steady;
   const std::string amp = line_with(steady, "amp_fp16");
   EXPECT_TRUE(contains(amp, "2.00x (")) << steady;
   const auto [lo, hi] = interval(amp);
