@@ -220,17 +220,19 @@ json to_json(const std::vector<MaxBatchResult>& results, const std::vector<Spec>
 std::string to_csv(const std::vector<MaxBatchResult>& results) {
   std::string out =
       "model,precision,max_batch,at_spec_limit,vs_fp32,peak_memory_training_bytes,"
-      "samples_per_second,probes,status,ratio_baseline\n";
+      "samples_per_second,probes,status,ratio_baseline,mpbench_version\n";
   for (const MaxBatchResult& r : results) {
     const BatchProbe* best = r.best();
     const std::optional<double> ratio = ratio_to_baseline(results, r);
     const bool searched = r.unsupported.empty();
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.model),
+    // Ends with the version that made the numbers, as run's CSV does, so that a row stands alone.
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.model),
                        precision_name(r.precision), searched ? std::to_string(r.max_batch) : "",
                        r.at_limit ? "true" : "false", ratio ? fmt::format("{}", *ratio) : "",
                        best ? std::to_string(best->run.memory.training_peak) : "",
                        best ? fmt::format("{}", best->run.samples_per_second) : "", r.probes.size(),
-                       searched ? "ok" : "unsupported", baseline_mode(results, r.model));
+                       searched ? "ok" : "unsupported", baseline_mode(results, r.model),
+                       csv_field(MPBENCH_VERSION));
   }
   return out;
 }

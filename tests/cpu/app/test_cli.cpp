@@ -889,9 +889,9 @@ TEST_F(Cli, MaxBatchWithoutFp32ComparesWithTheFirstMode) {
   EXPECT_DOUBLE_EQ(fp8["vs_fp32"].get<double>(), ratio);
   EXPECT_TRUE(has_text(r.out, fmt::format("{:.2f}x", ratio))) << r.out;
   const std::string c = read_file(csv.string());
-  EXPECT_TRUE(has_text(c.substr(0, c.find('\n')), ",ratio_baseline")) << c;
+  EXPECT_TRUE(has_text(c.substr(0, c.find('\n')), ",ratio_baseline,mpbench_version")) << c;
   EXPECT_TRUE(has_text(c, fmt::format(",{},", ratio))) << c;
-  EXPECT_TRUE(has_text(c, ",ok,amp_bf16\n")) << c;
+  EXPECT_TRUE(has_text(c, ",ok,amp_bf16," + j["tool"]["version"].get<std::string>() + "\n")) << c;
 
   const Result rep = run("report " + json.string() + " --html " + (dir_ / "r.html").string() +
                          " --md " + (dir_ / "r.md").string());
