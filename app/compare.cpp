@@ -432,6 +432,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
                            const CompareOptions& options, const std::vector<std::string>& names) {
   Comparison out;
   out.options = options;
+  out.baseline_files = baselines.size();
   MPB_CHECK(!baselines.empty(), "compare: no baseline");
   Side base, cur;
   auto name = [&](size_t i, const std::string& otherwise) {
@@ -531,12 +532,23 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
   return out;
 }
 
+std::string one_baseline_note(const Comparison& c) {
+  if (c.baseline_files != 1) return "";
+  bool timed = false;  // a row whose time was judged or could have been
+  for (const CompareRow& r : c.rows) timed = timed || r.time.valid;
+  if (!timed) return "";
+  return "note: one baseline file: the time interval holds the noise between its repetitions, "
+         "not between processes, which runs made minutes apart show most of (README, 'mpbench "
+         "as a CI performance gate': three baseline files)";
+}
+
 std::string format_compare_console(const Comparison& c, bool ascii) {
   TextTable table;
   table.head = headers();
   for (const CompareRow& r : c.rows) table.rows.push_back(cells(r));
   std::string out = render_text_table(table, ascii);
   out += "\n" + rule_text(c.options) + "\n";
+  if (const std::string note = one_baseline_note(c); !note.empty()) out += note + "\n";
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
@@ -745,6 +757,8 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   out += fmt::format("<details><summary>All {} rows</summary>\n\n", c.rows.size());
   out += md_table(hs, right, all, 10, regressed);
   out += "\n</details>\n\n" + markdown_cell(rule_text(c.options)) + "\n";
+  if (const std::string note = one_baseline_note(c); !note.empty())
+    out += "\n" + markdown_cell(note) + "\n";
   return out;
 }
 
@@ -857,6 +871,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"bootstrap_resamples", o.bootstrap_resamples},
             {"seed", o.seed}}},
           {"env_differences", c.env_differences},
+          {"baseline_files", c.baseline_files},
           {"regressions", c.regressions},
           {"blocking", c.blocking},
           {"matched", c.matched},

@@ -129,6 +129,7 @@ struct Comparison {
   std::vector<CompareRow> rows;              // baseline order, then `new` rows in current order
   std::vector<std::string> env_differences;  // every difference found, for the summary
   int regressions = 0, blocking = 0, matched = 0, spec_changed = 0;
+  size_t baseline_files = 0;
   // 0 pass; 1 a regression; 4 nothing matched, a spec changed, or (--strict) blocking rows.
   int exit_code = 0;
 };
@@ -145,6 +146,9 @@ inline Comparison compare_reports(const Report& baseline, const Report& current,
   return compare_reports(std::vector<const Report*>{&baseline}, current, options);
 }
 
+// The note under the tables where the baseline is one file: its time interval holds the noise
+// between repetitions inside one process, not between processes; empty otherwise.
+std::string one_baseline_note(const Comparison& c);
 std::string format_compare_console(const Comparison& c, bool ascii = false);
 // A summary for $GITHUB_STEP_SUMMARY or a merge-request comment: the verdict line, a short
 // table of only the rows that regressed or are inconclusive, missing or spec-changed, the full

@@ -1145,6 +1145,27 @@ TEST_F(CompareCli, ImprovementAndStrictEnvDifference) {
 }
 
 // --baseline, repeated or as a quoted glob: the files are repetitions of one baseline.
+// One baseline file holds no noise between processes: the console and Markdown say so, the
+// JSON counts the files; several files (the README's recipe) need no note.
+TEST_F(CompareCli, OneBaselineFileIsNoted) {
+  const std::string b1 = write("b1.json", make_report(reps()));
+  const std::string b2 = write("b2.json", make_report(reps(1.01)));
+  const std::string c = write("c.json", make_report(reps()));
+  const std::string md = (dir_ / "c.md").string(), js = (dir_ / "c.json.out").string();
+  Result r = run("compare " + b1 + " " + c + " --md " + md + " --json " + js);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: one baseline file: the time interval holds the noise between its "
+                       "repetitions, not between processes"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(test::read_file(md).find("note: one baseline file"), std::string::npos);
+  EXPECT_EQ(json::parse(test::read_file(js))["baseline_files"], 1);
+  r = run("compare --baseline " + b1 + " --baseline " + b2 + " " + c + " --json " + js);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("note: one baseline file"), std::string::npos) << r.out;
+  EXPECT_EQ(json::parse(test::read_file(js))["baseline_files"], 2);
+}
+
 TEST_F(CompareCli, SeveralBaselineFiles) {
   std::vector<std::string> names;
   int i = 0;
