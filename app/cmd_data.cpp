@@ -70,6 +70,7 @@ InitialParams initial_params(const Spec& spec) {
 int cmd_data(const DataArgs& args) {
   Spec spec = load_spec(args.spec);
   if (args.seed >= 0) spec.data.seed = static_cast<uint64_t>(args.seed);
+  preflight(spec);  // idx files refused as run refuses them, naming the spec
   if (args.out_prefix.empty()) throw_bad_input("--out: expected a file prefix, got \"\"");
   // As every other output refuses it: not a prefix of files named "-.json", "-.train_x.f32", ...
   if (args.out_prefix == "-")

@@ -190,6 +190,15 @@ TEST_F(DataExport, BadInputIsExitTwo) {
   EXPECT_EQ(run("data " + tiny() + " --out " + dir_.string() + "/", &err), 2);
   EXPECT_NE(err.find("such as " + dir_.string() + "/tiny_mlp)"), std::string::npos) << err;
   EXPECT_EQ(run("data " + tiny(), &err), 2);  // --out missing
+
+  // An idx spec whose files are missing is refused naming the spec, as run refuses it.
+  const fs::path idx = dir_ / "idx.json";
+  std::ofstream(idx) << R"({"name": "i", "model": {"type": "mlp", "input_dim": 4, "hidden": [2],
+    "num_classes": 2}, "data": {"type": "idx", "train_images": "nope", "train_labels": "nope",
+    "eval_images": "nope", "eval_labels": "nope", "train_samples": 8, "eval_samples": 2},
+    "train": {"batch_size": 4}})";
+  EXPECT_EQ(run("data " + idx.string() + " --out " + (dir_ / "i").string(), &err), 2);
+  EXPECT_NE(err.find(idx.string() + ": data.train_images: "), std::string::npos) << err;
 }
 
 // '-' is not stdout for `data` either (it writes several files): refused, and no "-.json",
