@@ -298,6 +298,12 @@ std::vector<std::vector<const RunResult*>> runs_by_mode(const ModelGroup& group)
 
 }  // namespace
 
+std::string format_accuracy_over_seeds(const SeedSummary& s, const std::string& pm) {
+  return s.seeds >= 2 ? fmt::format("{} {} {:.2f}", format_percent(s.accuracy_mean), pm,
+                                    100 * s.accuracy_std)
+                      : fmt::format("{} {} n/a", format_percent(s.accuracy_mean), pm);
+}
+
 std::string format_ratio_bound(double v) {
   if (v >= 1000) return fmt::format("{:.0f}", v);
   return v >= 0.01 || !(v > 0) ? fmt::format("{:.2f}", v) : fmt::format("{:.3g}", v);
@@ -505,8 +511,7 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
       row.cells.push_back(r->memory.has_device ? format_bytes(r->memory.device_peak) : dash);
     }
     if (s) {
-      row.cells.push_back(
-          fmt::format("{} {} {:.2f}", format_percent(s->accuracy_mean), pm, 100 * s->accuracy_std));
+      row.cells.push_back(format_accuracy_over_seeds(*s, pm));
       const auto& d = s->accuracy_delta_vs_fp32;
       row.cells.push_back(d ? fmt::format("{:+.2f} pt ({:+.2f}, {:+.2f})", 100 * d->mean,
                                           100 * d->ci95_low, 100 * d->ci95_high)

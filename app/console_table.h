@@ -56,6 +56,9 @@ std::map<const RunResult*, RatioEstimate> speedup_intervals(const ModelGroup& re
 // This run's training memory (the peak of every category but data) / fp32's (below 1: less).
 std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32);
 
+// Accuracy over the seeds that trained: "89.00% ± 0.57" (the standard deviation, in points), or
+// "89.00% ± n/a" for one seed, which has no spread.
+std::string format_accuracy_over_seeds(const SeedSummary& s, const std::string& pm);
 // A speedup interval's bound: two decimals, three significant digits below 0.01, whole from 1000
 // (a round far off the others can stretch a few rounds' interval to 0.0015-8012: not "0.00").
 std::string format_ratio_bound(double v);

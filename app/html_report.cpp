@@ -348,15 +348,16 @@ std::string accuracy_chart(const std::vector<Series>& series) {
     }
     const SeedSummary& x = *s.seeds;
     b.value = 100 * x.accuracy_mean;
-    b.whisker = std::make_pair(100 * (x.accuracy_mean - x.accuracy_std),
-                               100 * (x.accuracy_mean + x.accuracy_std));
-    b.value_text = fmt::format("{:.2f}% ± {:.2f}", 100 * x.accuracy_mean, 100 * x.accuracy_std);
+    if (x.seeds >= 2)  // one seed has no spread
+      b.whisker = std::make_pair(100 * (x.accuracy_mean - x.accuracy_std),
+                                 100 * (x.accuracy_mean + x.accuracy_std));
+    b.value_text = format_accuracy_over_seeds(x, "±");
     if (const auto& d = x.accuracy_delta_vs_fp32)
       b.note = fmt::format("{:+.2f} [{:+.2f}, {:+.2f}]", 100 * d->mean, 100 * d->ci95_low,
                            100 * d->ci95_high);
     b.tooltip = fmt::format(
-        "{}: accuracy over {} seeds {:.2f}% ± {:.2f} (std){}", s.label, x.seeds,
-        100 * x.accuracy_mean, 100 * x.accuracy_std,
+        "{}: accuracy over {} seed{} {} (std){}", s.label, x.seeds, x.seeds == 1 ? "" : "s",
+        format_accuracy_over_seeds(x, "±"),
         b.note.empty() ? "" : "; vs " + baseline_of(s) + " " + b.note + " (95% paired t)");
     bars.push_back(std::move(b));
   }

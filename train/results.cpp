@@ -523,7 +523,7 @@ json to_json(const SeedSummary& s) {
             {"cuda_graphs", s.cuda_graphs},
             {"seeds", s.seeds},
             {"accuracy_mean", s.accuracy_mean},
-            {"accuracy_std", s.accuracy_std},
+            {"accuracy_std", s.seeds >= 2 ? json(s.accuracy_std) : json(nullptr)},  // no spread
             {"ratio_baseline", s.baseline},
             {"accuracy_delta_vs_fp32", nullptr}};
   if (const auto& d = s.accuracy_delta_vs_fp32)

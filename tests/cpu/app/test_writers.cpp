@@ -313,6 +313,18 @@ TEST(Console, UnfinishedRepetitionsAndSeedsAreNoted) {
       << format_console(rep);
 }
 
+// Accuracy over one seed has no spread: "± n/a", not a standard deviation of 0.
+TEST(Console, AccuracyOverOneSeedHasNoSpread) {
+  SeedSummary s;
+  s.seeds = 1;
+  s.accuracy_mean = 0.9;
+  EXPECT_EQ(format_accuracy_over_seeds(s, "+/-"), "90.00% +/- n/a");
+  s.seeds = 3;
+  s.accuracy_mean = 0.92;
+  s.accuracy_std = 0.02;
+  EXPECT_EQ(format_accuracy_over_seeds(s, "+/-"), "92.00% +/- 2.00");
+}
+
 // An interval stretched by a round far off the others keeps its digits: not "(0.00, 8011.91)".
 TEST(Console, RatioBoundsKeepTheirDigits) {
   EXPECT_EQ(format_ratio_bound(0.0014827330735798178), "0.00148");

@@ -149,6 +149,9 @@ TEST(SeedSummary, PerModeMeanStdAndTheDeltaPairedBySeed) {
               1e-12);
   for (const char* k : {"ci95_low", "ci95_high"})
     EXPECT_TRUE(j["seed_summary"][1]["accuracy_delta_vs_fp32"].contains(k));
+  // One seed has no spread: null, and the table's "± n/a", not a standard deviation of 0.
+  EXPECT_NEAR(j["seed_summary"][0]["accuracy_std"].get<double>(), 0.02, 1e-12);
+  EXPECT_TRUE(j["seed_summary"][2]["accuracy_std"].is_null());
   Report unseeded;
   unseeded.runs = {RunResult{}};
   EXPECT_FALSE(to_json(unseeded).contains("seed_summary"));
