@@ -307,26 +307,33 @@ double rank_test_greater_p(const std::vector<double>& baseline, const std::vecto
   }
   const double nn = static_cast<double>(n), mm = static_cast<double>(m), big = nn + mm;
   const double u = rank_sum - mm * (mm + 1) / 2;
-  if (ties == 0 && n * m <= exact_pairs) {
-    // f[j][k]: the orderings of i baseline and j current values with U = k, row by row in i.
-    // The largest of them is either a current value, which beats all i, or a baseline one.
-    std::vector<std::vector<double>> f(m + 1, std::vector<double>{1.0});  // i = 0
-    for (size_t i = 1; i <= n; ++i)
-      for (size_t j = 1; j <= m; ++j) {
-        std::vector<double> row(i * j + 1, 0.0);
-        for (size_t k = 0; k < row.size(); ++k) {
-          if (k >= i && k - i < f[j - 1].size()) row[k] += f[j - 1][k - i];
-          if (k < f[j].size()) row[k] += f[j][k];
-        }
-        f[j] = std::move(row);
+  if (n * m <= exact_pairs) {
+    // Exact, ties too (a permutation test on the midranks): of the C(n+m, k) ways to deal the
+    // pooled ranks to the smaller side's k values, the share at least as extreme as observed.
+    // Doubled ranks are whole numbers; ways[j][s]: the subsets of j ranks whose doubled sum is s.
+    std::vector<size_t> rank2;  // each value's doubled midrank
+    for (size_t a = 0, b = 0; a < all.size(); a = b) {
+      for (b = a; b < all.size() && all[b].first == all[a].first; ++b) {
       }
-    double total = 0, tail = 0;
-    const auto first = static_cast<size_t>(std::ceil(u - 1e-9));  // a half-integer U rounds up
-    for (size_t k = 0; k < f[m].size(); ++k) {
-      total += f[m][k];
-      if (k >= first) tail += f[m][k];
+      rank2.insert(rank2.end(), b - a, a + b + 1);
     }
-    return tail / total;
+    const size_t k = std::min(n, m);
+    size_t total2 = 0;
+    for (size_t r : rank2) total2 += r;
+    std::vector<std::vector<double>> ways(k + 1, std::vector<double>(total2 + 1, 0.0));
+    ways[0][0] = 1;
+    for (size_t i = 0; i < rank2.size(); ++i)
+      for (size_t j = std::min(i + 1, k); j >= 1; --j)
+        for (size_t x = total2; x >= rank2[i]; --x) ways[j][x] += ways[j - 1][x - rank2[i]];
+    // The current side's doubled rank sum at least the observed one; dealt to the baseline side
+    // (the smaller), its sum at most the rest.
+    const auto observed = static_cast<size_t>(std::llround(2 * rank_sum));
+    double all_ways = 0, tail = 0;
+    for (size_t x = 0; x <= total2; ++x) {
+      all_ways += ways[k][x];
+      if (k == m ? x >= observed : x + observed <= total2) tail += ways[k][x];
+    }
+    return tail / all_ways;
   }
   const double var = nn * mm / 12.0 * ((big + 1) - ties / (big * (big - 1)));
   if (!(var > 0)) return 1.0;  // every value equal
