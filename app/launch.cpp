@@ -21,7 +21,16 @@ DType grad_reduce_dtype(const std::string& name) {
 
 Launch::Launch() : launcher_(mpi_launcher()) {
   if (!launcher_) return;
+  const EnvRank env = rank_from_env();  // before MPI's init, which may set its own variables
   comm_ = make_mpi_collective();
+  // A launcher of another MPI (MPICH's mpiexec, srun without this MPI's PMI) starts processes
+  // that each see a world of one: each would train alone, print its own table and write the
+  // same files. Every one of them says so instead.
+  if (env.size != comm_->size())
+    throw_bad_input(fmt::format(
+        "launched by {} as rank {} of {}, but MPI sees {} rank{}: the launcher is not of the MPI "
+        "this mpbench was built with (launch it with that MPI's mpirun, or srun with its PMI)",
+        *launcher_, env.rank, env.size, comm_->size(), comm_->size() == 1 ? "" : "s"));
   // An interrupt ends the job through rank 0; the others go without a word, and so does rank 0
   // when the launcher ends the job for a rank that failed (mpbench_main quiets its signals).
   if (!speaker()) quiet_interrupts();

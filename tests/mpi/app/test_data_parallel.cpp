@@ -249,6 +249,23 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// A launcher whose ranks MPI does not see (another MPI's mpiexec, srun without this MPI's PMI):
+// each process, a world of one, trained alone and wrote the same files. Now each says so.
+TEST_F(DataParallel, ALauncherOfAnotherMpiIsRefused) {
+  const std::string out = (dir_ / "out.json").string();
+  for (const std::string env :
+       {"OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1", "PMI_RANK=1 PMI_SIZE=2",
+        "SLURM_STEP_ID=0 PMIX_RANK=1 SLURM_NTASKS=2"}) {
+    const auto r = mpbench::test::run_shell(env + " " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+                                                " --device reference --quiet --json " + out,
+                                            dir_.string());
+    EXPECT_EQ(r.code, 2) << env << ": " << r.out << r.err;
+    EXPECT_TRUE(has_text(r.err, "as rank 1 of 2, but MPI sees 1 rank")) << env << ": " << r.err;
+    EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+}
+
 // Ranks given different jobs (MPMD): before, other epochs or modes left rank 0 waiting in an
 // all-reduce forever, another --grad-reduce freed buffers in flight (heap corruption), another
 // --seed trained mixed data under rank 0's label. Now: exit 2, one line naming the difference,
