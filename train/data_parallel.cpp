@@ -190,9 +190,10 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
   return d;
 }
 
-void DataParallel::fail(const std::exception& e) {
+void DataParallel::fail(const std::exception& e, const std::string& what) {
   // One write: the ranks' lines share the terminal, and pieces of two would interleave.
-  std::cerr << fmt::format("mpbench: rank {}: {}\n", rank(), printable_text(e.what()))
+  std::cerr << fmt::format("mpbench: rank {}: {}: {}\n", rank(), printable_text(what),
+                           printable_text(e.what()))
             << std::flush;
   c_.abort(3);
   std::_Exit(3);  // abort does not return; said again for the compiler

@@ -94,9 +94,10 @@ class DataParallel {
   // The options alone (ranks, the wire's dtype, the bucket size): a mode that did not train
   // (unsupported here) is still a row of this many ranks.
   DataParallelResult setup() const;
-  // A run failed on this rank (out of memory, a runtime error): one line naming the rank and
-  // the cause, and every rank of the job ends with exit 3.
-  [[noreturn]] void fail(const std::exception& e);
+  // A run failed on this rank (out of memory, a runtime error): one line naming the rank, the
+  // run (`what`: model, mode and how it failed) and the cause, and every rank of the job ends
+  // with exit 3.
+  [[noreturn]] void fail(const std::exception& e, const std::string& what);
 
  private:
   // The fp32 gradients one all-reduce takes.

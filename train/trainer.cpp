@@ -657,7 +657,9 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     // run's buffers are freed as `run` unwinds).
     if (e.kind() == ErrorKind::BadInput) throw;
     // One rank's failure the others cannot know of: they would wait in the next all-reduce.
-    if (opts.data_parallel) opts.data_parallel->fail(e);
+    if (opts.data_parallel)
+      opts.data_parallel->fail(e, fmt::format("{} {}: {}", spec.name, precision_name(precision),
+                                              e.is_oom() ? "oom" : "failed"));
     r.status = e.is_oom() ? RunStatus::Oom : RunStatus::Failed;
     r.status_detail = e.what();
     r.oom_needed_bytes = e.needed_bytes();
