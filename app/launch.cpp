@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "app/output_file.h"
+#include "kernels/allocator.h"  // format_bytes
 #include "kernels/error.h"
 #include "models/spec.h"
 #include "train/device_specs.h"
@@ -88,11 +89,14 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
                       const std::vector<Spec>& specs, const DeviceInfo& info, Device device) {
   if (!comm_) return;
   // The native CPU's --threads and --cpu-isa too: the record holds rank 0's alone.
-  facts.insert(facts.end(), {{"--grad-reduce", run.grad_reduce},
-                             {"--bucket-mb", fmt::format("{}", run.bucket_mb)},
-                             {"--memory-limit", std::to_string(run.memory_limit)},
-                             {"--threads", std::to_string(run.device.threads)},
-                             {"--cpu-isa", run.device.cpu_isa}});
+  // Each as a message shows it: not given is "none", a size in bytes' units.
+  auto given = [](bool set, const std::string& value) { return set ? value : "none"; };
+  facts.insert(facts.end(),
+               {{"--grad-reduce", run.grad_reduce},
+                {"--bucket-mb", fmt::format("{}", run.bucket_mb)},
+                {"--memory-limit", given(run.memory_limit > 0, format_bytes(run.memory_limit))},
+                {"--threads", given(run.device.threads > 0, std::to_string(run.device.threads))},
+                {"--cpu-isa", given(!run.device.cpu_isa.empty(), run.device.cpu_isa)}});
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string at = specs.size() > 1 ? fmt::format("spec {} ", i + 1) : "spec ";
     const nlohmann::json flat = to_json(specs[i]).flatten();
@@ -117,7 +121,7 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
       }
       return out;
     };
-    auto shown = [](const std::string& v) { return v.size() > 120 ? v.substr(0, 117) + "..." : v; };
+    auto shown = [](const std::string& v) { return v.size() > 240 ? v.substr(0, 237) + "..." : v; };
     for (size_t r = 1; r < all.size(); ++r) {
       if (all[r] == all[0]) continue;
       const auto theirs = split(all[r]);
