@@ -138,10 +138,13 @@ bool trains(Precision p, const DeviceInfo& info, Device device) {
   return !unsupported_reason(p, device, info);
 }
 
-void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& info) {
+// Under data parallel the ranks share the work: each trains its steps at the same time, so the
+// time is one rank's.
+void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& info, int ranks) {
   const bool native = info.kind == "cpu";
+  const std::string each = ranks > 1 ? fmt::format(" on each of {} ranks", ranks) : "";
   for (const Spec& spec : specs) {
-    const double f = run_flops(spec, step_plan(spec.train, spec.data.train_samples).total());
+    const double f = run_flops(spec, step_plan(spec.train, spec.data.train_samples, ranks).total());
     double flops = 0, seconds = 0;
     std::vector<std::string> rates;
     int modes = 0;
@@ -158,15 +161,15 @@ void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& inf
     if (seconds <= kHeavyCpuSeconds) continue;
     if (native)
       std::cerr << fmt::format(
-          "mpbench: note: {} trains {:.3g} TFLOP over the {} mode(s) this CPU runs, {:.0f} min "
+          "mpbench: note: {} trains {:.3g} TFLOP{} over the {} mode(s) this CPU runs, {:.0f} min "
           "at its measured GEMM rates ({} TFLOP/s), likely more; configs/cpu/*.json are sized "
           "for a CPU\n",
-          spec.name, flops / 1e12, modes, seconds / 60, fmt::join(rates, ", "));
+          spec.name, flops / 1e12, each, modes, seconds / 60, fmt::join(rates, ", "));
     else
       std::cerr << fmt::format(
-          "mpbench: note: {} trains {:.3g} TFLOP over its {} mode(s), {:.0f} min at 100 GFLOP/s; "
-          "the CPU reference is meant for small specs (configs/tiny_*.json)\n",
-          spec.name, flops / 1e12, modes, seconds / 60);
+          "mpbench: note: {} trains {:.3g} TFLOP{} over its {} mode(s), {:.0f} min at 100 "
+          "GFLOP/s; the CPU reference is meant for small specs (configs/tiny_*.json)\n",
+          spec.name, flops / 1e12, each, modes, seconds / 60);
   }
 }
 
@@ -296,7 +299,7 @@ int cmd_run(const RunArgs& given) {
                    {"--repeat", std::to_string(args.repeat)},
                    {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
                   specs, info, be->device());
-  if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info);
+  if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info, nranks);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   // Said even under --quiet (by one rank): an option the user gave is being ignored.
   if (launch.speaker() && args.cuda_graphs && !be->supports_graphs())

@@ -249,6 +249,32 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// The note of a run too heavy for the CPU counts one rank's share, which the ranks train at the
+// same time: it said one process's whole time. A 1 MiB limit ends the job at its first
+// allocation, after the note.
+TEST_F(DataParallel, TheHeavyRunNoteCountsOneRanksShare) {
+  const std::string heavy = (dir_ / "heavy.json").string();
+  std::ofstream(heavy) << R"({"name": "heavy", "model": {"type": "mlp", "input_dim": 256,
+      "hidden": [8192, 8192], "num_classes": 4}, "data": {"train_samples": 100000,
+      "eval_samples": 1000}, "train": {"batch_size": 1000, "epochs": 10},
+      "precisions": ["fp32"]})";
+  const auto one = mpbench::test::run_shell(
+      std::string(MPBENCH_EXE) + " run " + heavy + " --device reference --memory-limit 1MiB",
+      dir_.string());
+  const auto two = mpbench::test::run_shell(kMpirun + " -np 2 " + MPBENCH_EXE + " run " + heavy +
+                                                " --device reference --memory-limit 1MiB",
+                                            dir_.string());
+  EXPECT_TRUE(has_text(two.err, "heavy trains ")) << two.err;
+  EXPECT_TRUE(has_text(two.err, " TFLOP on each of 2 ranks over its 1 mode(s), ")) << two.err;
+  // Half the minutes of one process's note.
+  auto minutes = [](const std::string& err) {
+    const size_t at = err.find(" min at 100 GFLOP/s");
+    const size_t from = err.rfind(", ", at);
+    return at == std::string::npos ? -1.0 : std::stod(err.substr(from + 2, at - from - 2));
+  };
+  EXPECT_NEAR(minutes(two.err), minutes(one.err) / 2, 1.0) << one.err << two.err;
+}
+
 // A launcher whose ranks MPI does not see (another MPI's mpiexec, srun without this MPI's PMI):
 // each process, a world of one, trained alone and wrote the same files. Now each says so.
 TEST_F(DataParallel, ALauncherOfAnotherMpiIsRefused) {
