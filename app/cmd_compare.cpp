@@ -41,6 +41,12 @@ double parse_threshold(const std::string& option, const std::string& text, bool 
                                 percent ? "percentage (e.g. 5 or 5%)" : "number of points",
                                 text.size() > 200 ? text.substr(0, 200) + "..." : text));
   }
+  // A fraction given for a percentage (the JSON's options hold fractions: 0.1 for 10%) makes a
+  // gate 100 times as tight: said, as it is what was asked for.
+  if (percent && text.back() != '%' && v > 0 && v < 1)
+    std::cerr << fmt::format(
+        "mpbench: warning: {} {} is {}%, a percentage; for {:.4g}% give {:.4g} or {:.4g}%\n",
+        option, text, text, v * 100, v * 100, v * 100);
   return percent ? v / 100.0 : v;
 }
 

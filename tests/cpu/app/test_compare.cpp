@@ -1166,6 +1166,20 @@ TEST_F(CompareCli, OneBaselineFileIsNoted) {
   EXPECT_EQ(json::parse(test::read_file(js))["baseline_files"], 2);
 }
 
+// A fraction where a percentage is asked for (the JSON holds 0.1 for 10%) is warned of: a gate
+// 100 times as tight as meant.
+TEST_F(CompareCli, AFractionForAPercentageIsWarnedOf) {
+  const std::string b = write("b.json", make_report(reps()));
+  Result r = run("compare " + b + " " + b + " --time-threshold 0.1");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --time-threshold 0.1 is 0.1%, a percentage; for 10% give 10 or "
+                       "10%"),
+            std::string::npos)
+      << r.err;
+  r = run("compare " + b + " " + b + " --time-threshold 0.1% --memory-threshold 5");
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+}
+
 TEST_F(CompareCli, SeveralBaselineFiles) {
   std::vector<std::string> names;
   int i = 0;
