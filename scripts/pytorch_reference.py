@@ -1059,6 +1059,11 @@ def finite(obj):
     return obj
 
 
+
+def lib_version(v):
+    """cuDNN 9's integer version as "major.minor.patch" (91900 -> "9.19.0"); None unknown."""
+    return None if not v else f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
+
 def env_json(device):
     cpu_name = "unknown"
     with contextlib.suppress(OSError):
@@ -1070,19 +1075,22 @@ def env_json(device):
     env = {"device": device.type}
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
+        # The CUDA driver API's version ("13.0"), as mpbench records it (cudaDriverGetVersion),
+        # not the kernel module's (nvidia-smi's "580.159.04"): report --md prints both side by side.
         driver = None
         with contextlib.suppress(Exception):
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
-                                  "--format=csv,noheader"], capture_output=True, text=True,
-                                 timeout=20)
-            driver = out.stdout.strip().splitlines()[0] if out.returncode == 0 else None
+            import ctypes
+            v = ctypes.c_int(0)
+            if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v)) == 0:
+                driver = f"{v.value // 1000}.{(v.value % 1000) // 10}"
         sheet = find_datasheet(p.name)
         env["gpu"] = {
             "name": p.name, "compute_capability": f"{p.major}.{p.minor}",
             "memory_bytes": p.total_memory, "sm_count": p.multi_processor_count,
             "driver_version": driver, "cuda_runtime_version": torch.version.cuda,
             "cublas_version": None,
-            "cudnn_version": str(torch.backends.cudnn.version()),
+            # "9.19.0" from 91900, as mpbench writes cuDNN 9's (major * 10000 + minor * 100 + patch).
+            "cudnn_version": lib_version(torch.backends.cudnn.version()),
             "modes": {m: {"tensor_cores": m in TENSOR_CORE_CC and
                                           (p.major, p.minor) >= TENSOR_CORE_CC[m],
                           "peak_tflops": peak_tflops(sheet, m) if sheet else None}
