@@ -558,8 +558,10 @@ int mpbench_main(int argc, char** argv) {
   auto* explain_cmd = app.add_subcommand(
       "explain",
       "Why a mode helped or didn't: each mode profiled, and every mode against fp32 (or the first "
-      "listed) by op kind, with the tensor-core-eligible share of the step, its Amdahl bound and "
-      "flags (misaligned sizes, fallback kernels, launch-bound steps, loss-scale skips, ops that "
+      "listed) by op kind, with the share of the step a faster matrix unit speeds up (GEMMs and "
+      "convolutions: the GPU's tensor cores, the CPU's bf16 units), its Amdahl bound and "
+      "flags (misaligned sizes, fallback kernels, launch- or host-overhead-bound steps, loss-scale "
+      "skips, ops that "
       "got slower)");
   explain_cmd->add_option("spec", explain.spec, "Model spec JSON file")->required();
   add_device_option(explain_cmd, explain.run.device);

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/explain.h"
+#include "train/number_text.h"
 #include "train/op_profile.h"
 #include "train/trainer.h"
 
@@ -22,7 +23,7 @@ namespace mpbench {
 namespace {
 
 std::string ratio_text(double from, double to) {
-  return from > 0 && to > 0 ? fmt::format("{:.2f}x", from / to) : "-";
+  return from > 0 && to > 0 ? format_ratio(from / to) + "x" : "-";
 }
 
 // The headline: "measured 1.23x; bound 1.9x: 41% of the fp32 step is GEMM/conv". The peaks are
@@ -60,8 +61,8 @@ TextTable kind_table(const ModeComparison& c) {
   t.right = {false, true, true, true};
   for (const KindTimes& k : c.by_kind) {
     if (k.from_ms == 0 && k.to_ms == 0) continue;
-    t.rows.push_back({op_kind_name(k.kind), fmt::format("{:.3f}", k.from_ms),
-                      fmt::format("{:.3f}", k.to_ms), ratio_text(k.from_ms, k.to_ms)});
+    t.rows.push_back({op_kind_name(k.kind), format_op_ms(k.from_ms), format_op_ms(k.to_ms),
+                      ratio_text(k.from_ms, k.to_ms)});
   }
   t.rows.push_back({"step (mean)", fmt::format("{:.3f}", c.from_step_ms),
                     fmt::format("{:.3f}", c.to_step_ms), ratio_text(c.from_step_ms, c.to_step_ms)});
@@ -160,6 +161,7 @@ int cmd_explain(const ExplainArgs& given) {
         }
         // As `run` captures graphs: where the backend can, in one process.
         ctx.cuda_graphs = be->supports_graphs() && launch.data_parallel() == nullptr;
+        ctx.gpu = be->device() == Device::CUDA;
         ctx.fallback_path = be->fallback_path();
       }
       for (const auto& [op, calls] : be->fallback_calls()) {
@@ -239,6 +241,15 @@ int cmd_explain(const ExplainArgs& given) {
     text += std::string("\n") + kCpuNote + "\n";
     md += std::string("_") + kCpuNote + "_\n";
   }
+  // On a native CPU whose bf16 is converted in software (or no faster than fp32), the bound and
+  // the speedup are true but low: said as run and profile say it.
+  const bool bf16 = std::find(spec.precisions.begin(), spec.precisions.end(),
+                              Precision::AMP_BF16) != spec.precisions.end();
+  if (dev.kind == "cpu" && bf16)
+    if (const auto limit = native_bf16_limit(native_cpu_json(dev))) {
+      text += "\nnote: " + *limit + ": a true time for this CPU\n";
+      md += "_note: " + markdown_cell(*limit) + ": a true time for this CPU_\n";
+    }
   std::cout << text;
   flush_stdout();
   std::string json;

@@ -18,6 +18,7 @@
 #include "models/model.h"
 #include "models/spec.h"
 #include "train/explain.h"
+#include "train/number_text.h"
 #include "train/op_profile.h"
 #include "train/trainer.h"
 
@@ -121,11 +122,10 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   // Achieved rates: TFLOP/s for GEMMs and convolutions, GB/s (the least bytes the op must move)
   // for the memory-bound rest; blank where the op has none.
   auto rate = [](double amount, double ms, double unit) {
-    return amount > 0 && ms > 0 ? fmt::format("{:.3g}", amount / (ms * 1e-3) / unit)
-                                : std::string("");
+    return amount > 0 && ms > 0 ? format_sig3(amount / (ms * 1e-3) / unit) : std::string("");
   };
   auto cells = [&](const Sum& v) {
-    return std::vector<std::string>{fmt::format("{:.3f}", v.ms), pct(v.ms, ops_ms),
+    return std::vector<std::string>{format_op_ms(v.ms), pct(v.ms, ops_ms),
                                     rate(v.flops, v.ms, 1e12), rate(v.bytes, v.ms, 1e9)};
   };
   // A layer's TFLOP/s is its GEMMs' and convolutions' FLOPs over all of its time, as `inspect`
@@ -179,7 +179,9 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
         if (r != MatmulRate::Mode) other_rates.insert(r);
       }
       const auto share = percent_of_ceiling(o, c);
-      rows.back().push_back(share ? fmt::format("{:.1f}%", *share) : "");
+      rows.back().push_back(!share                       ? ""
+                            : *share > 0 && *share < 0.1 ? format_sig3(*share) + "%"
+                                                         : fmt::format("{:.1f}%", *share));
       if (share && *share > 100.0) ++above;
     }
   }
@@ -205,8 +207,8 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     // A measured ceiling is no hardware limit: say why a row can pass it.
     if (above)
       std::cout << fmt::format(
-          "({} above it: the ceiling is the best of a few square oneDNN matmuls, which a "
-          "convolution kernel can beat and load on the machine lowers)\n",
+          "({} above it: the ceiling is the best of a few square oneDNN matmuls, which GEMMs "
+          "of other shapes and convolution kernels can beat, and load on the machine lowers)\n",
           above == 1 ? std::string("one op ran") : fmt::format("{} ops ran", above));
   } else if (ceil)
     std::cout << fmt::format(
@@ -303,8 +305,9 @@ int cmd_profile(const ProfileArgs& given) {
   // One that failed otherwise is a runtime failure, said in one line once the JSON is written.
   std::vector<std::string> failed;
   // The modes' runs, for the note `run` prints under its tables (device_note): on the reference
-  // the times are of the emulation. No env: the native CPU's times are true ones.
+  // the times are of the emulation, on a native CPU without bf16 hardware bf16's are converted.
   Report profiled;
+  if (dev.kind == "cpu") profiled.env = {{"native_cpu", native_cpu_json(dev)}};
   for (Precision p : spec.precisions) {
     ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
                                   launch.data_parallel());

@@ -304,11 +304,6 @@ std::string format_accuracy_over_seeds(const SeedSummary& s, const std::string& 
                       : fmt::format("{} {} n/a", format_percent(s.accuracy_mean), pm);
 }
 
-std::string format_ratio_bound(double v) {
-  if (v >= 1000) return fmt::format("{:.0f}", v);
-  return v >= 0.01 || !(v > 0) ? fmt::format("{:.2f}", v) : fmt::format("{:.3g}", v);
-}
-
 bool has_time_spread(const RunResult& run, bool collapsed) {
   // A collapsed run's cv is NaN for fewer than two runs (collapse_runs).
   return std::isfinite(run.epoch_time_ms.cv) && (collapsed || run.epochs.size() > 1);
@@ -524,8 +519,8 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     const auto in = intervals.find(r);
     row.cells.push_back(in == intervals.end() ? ratio(speedup_vs_fp32(*r, group.fp32_for(*r)))
                                               : fmt::format("{:.2f}x ({}, {})", in->second.ratio,
-                                                            format_ratio_bound(in->second.lo),
-                                                            format_ratio_bound(in->second.hi)));
+                                                            format_ratio(in->second.lo),
+                                                            format_ratio(in->second.hi)));
     row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(std::to_string(r->skipped_steps));
     row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/allocator.h"  // format_bytes
+#include "train/number_text.h"  // format_ratio, format_sig3
 #include "train/results.h"
 
 namespace mpbench {
@@ -59,9 +60,6 @@ std::optional<double> memory_vs_fp32(const RunResult& run, const RunResult* fp32
 // Accuracy over the seeds that trained: "89.00% ± 0.57" (the standard deviation, in points), or
 // "89.00% ± n/a" for one seed, which has no spread.
 std::string format_accuracy_over_seeds(const SeedSummary& s, const std::string& pm);
-// A speedup interval's bound: two decimals, three significant digits below 0.01, whole from 1000
-// (a round far off the others can stretch a few rounds' interval to 0.0015-8012: not "0.00").
-std::string format_ratio_bound(double v);
 // Milliseconds to 3-4 significant digits, no unit: "1234", "123.4", "12.35", "1.235".
 std::string format_ms(double ms);
 // 1234567 -> "1,234,567" (rounded); past 2^63 in exponent form ("1e+300"); NaN -> "nan".

@@ -305,10 +305,10 @@ std::string time_chart(const std::vector<Series>& series) {
       if (t.max > t.min && std::isfinite(t.min) && std::isfinite(t.max))
         b.whisker = std::make_pair(t.min, t.max);
       if (auto sp = shown_speedup(s)) b.note = fmt::format("{:.2f}×", *sp);
-      const std::string ci =
-          s.speedup_ci ? fmt::format(" (95% CI {}–{})", format_ratio_bound(s.speedup_ci->lo),
-                                     format_ratio_bound(s.speedup_ci->hi))
-                       : "";
+      const std::string ci = s.speedup_ci
+                                 ? fmt::format(" (95% CI {}–{})", format_ratio(s.speedup_ci->lo),
+                                               format_ratio(s.speedup_ci->hi))
+                                 : "";
       const std::string over = s.collapsed_over.empty()
                                    ? fmt::format("over its {} epochs", r.epochs.size())
                                    : "over the " + s.collapsed_over + "' median epochs";

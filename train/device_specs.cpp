@@ -1,5 +1,6 @@
 #include "train/device_specs.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -61,12 +62,18 @@ std::optional<std::string> native_cpu_unsupported_reason(Precision p, const Devi
   switch (p) {
     case Precision::FP32:
       return std::nullopt;
-    case Precision::AMP_BF16:
+    case Precision::AMP_BF16: {
       if (!info.bf16_gemm.empty()) return std::nullopt;
+      // A CPU with AVX-512 whose oneDNN is capped below it (--cpu-isa, ONEDNN_MAX_CPU_ISA): the
+      // cap, not the CPU, leaves bf16 out.
+      const bool capped =
+          std::find(info.cpu_flags.begin(), info.cpu_flags.end(), "avx512") != info.cpu_flags.end();
       return fmt::format(
-          "oneDNN {} has no bf16 kernel for this CPU's ISA ({}: bf16 needs AVX-512); "
-          "--device reference emulates its numerics",
-          info.onednn_version, info.cpu_isa);
+          "oneDNN {} has no bf16 kernel at {} ({}: bf16 needs AVX-512{}); --device reference "
+          "emulates its numerics",
+          info.onednn_version, capped ? "the ISA it is capped at" : "this CPU's ISA", info.cpu_isa,
+          capped ? ", which this CPU has: --cpu-isa or ONEDNN_MAX_CPU_ISA capped it" : "");
+    }
     default:
       return fmt::format(
           "{} has no native CPU path (oneDNN {} runs fp32 and bf16 only); --device reference "

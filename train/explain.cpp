@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "train/number_text.h"
 #include "train/statistics.h"
 
 namespace mpbench {
@@ -131,12 +132,6 @@ double matmul_bound(const ProfiledRun& from, const ModeContext& from_ctx, const 
   return best;
 }
 
-// A slower op's added time: to the µs, and below 0.01 ms in 3 significant digits, so that an op
-// named slower (by 1% of a short step, at batch 7 a few µs) never reads "+0.000 ms".
-std::string delta_ms(double ms) {
-  return ms >= 0.01 ? fmt::format("{:.3f}", ms) : fmt::format("{:.3g}", ms);
-}
-
 using OpKey = std::pair<std::string, std::string>;  // (scope, op): the dtypes in details differ
 struct SlowerOp {
   double delta = 0;        // ms per step, median against median
@@ -163,9 +158,9 @@ std::map<OpKey, SlowerOp> slower_ops(const ProfiledRun& from, const ProfiledRun&
     const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
     if (b > kSlowerRatio * a && b - a > kSlowerShareOfStep * from.step_ms)
       slower[key] = {b - a, a > 0 ? fmt::format("{} {} +{} ms ({:.2f}x slower)", key.first,
-                                                key.second, delta_ms(b - a), b / a)
+                                                key.second, format_op_ms(b - a), b / a)
                                   : fmt::format("{} {} +{} ms (new in {})", key.first, key.second,
-                                                delta_ms(b - a), to_name)};
+                                                format_op_ms(b - a), to_name)};
   }
   std::sort(ps.begin(), ps.end());
   double holm_fails = std::numeric_limits<double>::infinity();  // the first p Holm keeps
@@ -299,10 +294,9 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
        {std::tuple{&from, &tf, &from_ctx}, std::tuple{&to, &tt, &to_ctx}}) {
     if (r->step_mean_ms > 0 && (*t)[gaps] > kLaunchBoundShare * r->step_mean_ms)
       c.flags.push_back(fmt::format(
-          "{} is launch-bound: {:.0f}% of its step is host time between ops (try {}a larger "
-          "batch)",
-          r->run.precision, 100.0 * (*t)[gaps] / r->step_mean_ms,
-          ctx->cuda_graphs ? "--cuda-graphs, or " : ""));
+          "{} is {}: {:.0f}% of its step is host time between ops (try {}a larger batch)",
+          r->run.precision, ctx->gpu ? "launch-bound" : "host-overhead-bound",
+          100.0 * (*t)[gaps] / r->step_mean_ms, ctx->cuda_graphs ? "--cuda-graphs, or " : ""));
   }
   const double comm = tt[static_cast<int>(OpKind::Communication)];
   if (to.step_mean_ms > 0 && comm > kCommunicationBoundShare * to.step_mean_ms)
@@ -315,14 +309,19 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
             ? ": --grad-reduce bf16 halves them"
             : ""));
   // The comparison rests on means (what the kinds add up to); a stalled step moves them.
+  // One flag however many of the two were uneven: the medians' speedup is one figure.
+  std::string uneven;
   for (const ProfiledRun* r : {&from, &to})
     if (uneven_steps(*r))
-      c.flags.push_back(fmt::format(
-          "{}'s profiled steps were uneven: mean {:.3f} ms against a median of {:.3f} ms (a "
-          "stalled step: a busy machine?); the figures above are means: by medians the measured "
-          "speedup is {:.2f}x. Explain again with more --steps, or on a quieter machine",
-          r->run.precision, r->step_mean_ms, r->step_ms,
-          to.step_ms > 0 ? from.step_ms / to.step_ms : 0.0));
+      uneven += fmt::format(
+          "{}{}'s profiled steps were uneven: mean {:.3f} ms against a median of "
+          "{:.3f} ms",
+          uneven.empty() ? "" : "; ", r->run.precision, r->step_mean_ms, r->step_ms);
+  if (!uneven.empty())
+    c.flags.push_back(fmt::format(
+        "{} (a stalled step: a busy machine?); the figures above are means: by medians the "
+        "measured speedup is {}x. Explain again with more --steps, or on a quieter machine",
+        uneven, format_ratio(to.step_ms > 0 ? from.step_ms / to.step_ms : 0.0)));
   if (to.run.skipped_steps > 0)
     c.flags.push_back(
         fmt::format("{}: the loss scaler skipped {} steps of {}", c.to, to.run.skipped_steps,

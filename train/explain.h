@@ -95,6 +95,9 @@ struct ModeContext {
   // Whether `run --cuda-graphs` would capture the mode's steps (a GPU, one process): a
   // launch-bound step is told to try it only then.
   bool cuda_graphs = false;
+  // Whether the ops are kernel launches (a GPU): the time between them is then launch overhead;
+  // on a CPU it is the host's own time between ops.
+  bool gpu = false;
 };
 
 // The rate a GEMM or convolution of a run in mode p computes at, by its detail: StrictFp32 for

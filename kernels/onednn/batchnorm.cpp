@@ -289,7 +289,7 @@ void OnednnBackend::batchnorm_forward_train_impl(const BatchNormDesc& d, const T
                                      gamma.ptr<float>(), beta.ptr<float>(), d.relu, y, hw_bf16_);
                       });
   if (!native) {
-    ++fallback_calls_["batchnorm_forward_train"];
+    fall_back("batchnorm_forward_train");
     CpuBackend::batchnorm_forward_train_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                              save_mean, save_rstd, y);
   }
@@ -305,7 +305,7 @@ void OnednnBackend::batchnorm_forward_eval_impl(const BatchNormDesc& d, const Te
                            beta.ptr<float>(), d.relu, y, hw_bf16_);
   });
   if (!native) {
-    ++fallback_calls_["batchnorm_forward_eval"];
+    fall_back("batchnorm_forward_eval");
     CpuBackend::batchnorm_forward_eval_impl(d, x, residual, gamma, beta, running_mean, running_var,
                                             y);
   }
@@ -372,7 +372,7 @@ void OnednnBackend::batchnorm_backward_impl(const Tensor& dy, const Tensor* relu
         });
       });
   if (!native) {
-    ++fallback_calls_["batchnorm_backward"];
+    fall_back("batchnorm_backward");
     CpuBackend::batchnorm_backward_impl(dy, relu_out, x, gamma, save_mean, save_rstd, dx, dgamma,
                                         dbeta, d_pre);
   }

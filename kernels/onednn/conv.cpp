@@ -93,7 +93,7 @@ void OnednnBackend::conv(ConvOp op, const ConvGeom& g, const Tensor& src, const 
 void OnednnBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, const Tensor& x,
                                         const Tensor& w, Tensor& y) {
   if (!native_dtype(x.dtype)) {
-    ++fallback_calls_["conv2d_forward"];
+    fall_back("conv2d_forward");
     return CpuBackend::conv2d_forward_impl(d, g, x, w, y);
   }
   conv(ConvOp::Forward, g, x, w, y, nullptr);
@@ -102,7 +102,7 @@ void OnednnBackend::conv2d_forward_impl(const ConvDesc& d, const ConvGeom& g, co
 void OnednnBackend::conv2d_backward_data_impl(const ConvDesc& d, const ConvGeom& g,
                                               const Tensor& dy, const Tensor& w, Tensor& dx) {
   if (!native_dtype(dy.dtype)) {
-    ++fallback_calls_["conv2d_backward_data"];
+    fall_back("conv2d_backward_data");
     return CpuBackend::conv2d_backward_data_impl(d, g, dy, w, dx);
   }
   conv(ConvOp::BackwardData, g, dx, w, dy, nullptr);
@@ -116,7 +116,7 @@ void OnednnBackend::conv2d_backward_filter_impl(const ConvDesc& d, const ConvGeo
                                                 const Tensor& x, const Tensor& dy, Tensor& dw) {
   const bool onednn_bug_6035 = g.r == 1 && g.s == 1 && g.stride > 1 && g.c < 16;
   if (!native_dtype(x.dtype) || onednn_bug_6035) {
-    ++fallback_calls_["conv2d_backward_filter"];
+    fall_back("conv2d_backward_filter");
     return CpuBackend::conv2d_backward_filter_impl(d, g, x, dy, dw);
   }
   conv(ConvOp::BackwardFilter, g, x, dw, dy, &dw);

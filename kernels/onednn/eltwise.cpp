@@ -110,7 +110,7 @@ void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bo
 
 void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
   if (!native_dtype(a.dtype) || !native_dtype(b.dtype) || !native_dtype(out.dtype)) {
-    ++fallback_calls_["add"];
+    fall_back("add");
     CpuBackend::add_impl(a, b, out);
     return;
   }
@@ -138,7 +138,7 @@ void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, con
     });
   });
   if (!native) {  // fp16: the reference's loop
-    ++fallback_calls_["bias_act_backward"];
+    fall_back("bias_act_backward");
     CpuBackend::bias_act_backward_impl(act, dy, pre_act, dx, dbias);
     return;
   }

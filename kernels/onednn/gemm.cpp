@@ -69,7 +69,7 @@ void OnednnBackend::gemm_impl(const GemmDesc& d, const GemmGeom& g, const Tensor
                       !(a.dtype == DType::F32 && d.math == GemmMath::TF32) &&
                       (!d.bias || native_dtype(d.bias->dtype));
   if (!native) {
-    ++fallback_calls_["gemm"];
+    fall_back("gemm");
     CpuBackend::gemm_impl(d, g, a, b, c);
     return;
   }

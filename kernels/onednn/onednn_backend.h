@@ -184,6 +184,12 @@ class OnednnBackend final : public cpu::CpuBackend {
   void* own_ = nullptr;                            // without a provider: raw_alloc'd
   size_t work_bytes_ = 0;                          // of either
   std::map<std::string, int64_t> fallback_calls_;  // by op
+  // An op run on the reference's loops instead (fallback_path): counted, and named so for the
+  // profiler, where no kernel reads as one of this backend's own loops.
+  void fall_back(const char* op) {
+    ++fallback_calls_[op];
+    if (last_kernel_.empty()) last_kernel_ = "reference loops";
+  }
   bool ceilings_measured_ = false;
   // Whether the vector loops may store bf16 by the CPU's own conversion (parallel.h).
   bool hw_bf16_ = false;

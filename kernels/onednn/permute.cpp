@@ -38,7 +38,7 @@ void OnednnBackend::permute_impl(const Tensor& src, Tensor& dst, const std::arra
   using dt = dnnl::memory::data_type;
   const size_t es = dtype_size(src.dtype);
   if (es == 2 && !native_dtype(DType::BF16)) {  // no 16-bit reorder below AVX-512
-    ++fallback_calls_["permute"];
+    fall_back("permute");
     CpuBackend::permute_impl(src, dst, perm);
     return;
   }

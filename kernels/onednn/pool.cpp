@@ -174,7 +174,7 @@ void OnednnBackend::avg_pool(bool backward, const Tensor& big, const Tensor& sma
 
 void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
   if (!native_dtype(x.dtype) || x.dtype != y.dtype) {
-    ++fallback_calls_["avgpool_forward"];
+    fall_back("avgpool_forward");
     CpuBackend::avgpool_forward_impl(x, y);
     return;
   }
@@ -183,7 +183,7 @@ void OnednnBackend::avgpool_forward_impl(const Tensor& x, Tensor& y) {
 
 void OnednnBackend::avgpool_backward_impl(const Tensor& dy, Tensor& dx) {
   if (!native_dtype(dx.dtype) || dx.dtype != dy.dtype) {
-    ++fallback_calls_["avgpool_backward"];
+    fall_back("avgpool_backward");
     CpuBackend::avgpool_backward_impl(dy, dx);
     return;
   }
@@ -194,7 +194,7 @@ void OnednnBackend::maxpool2d_forward_impl(const PoolDesc& d, const Tensor& x, T
   if (one_native_dtype(
           {&x, &y}, [&](auto e) { max_pool_forward<decltype(e)>(cpu::pool_geom(d, x, y), x, y); }))
     return;
-  ++fallback_calls_["maxpool2d_forward"];
+  fall_back("maxpool2d_forward");
   CpuBackend::maxpool2d_forward_impl(d, x, y);
 }
 
@@ -204,7 +204,7 @@ void OnednnBackend::maxpool2d_backward_impl(const PoolDesc& d, const Tensor& x, 
         max_pool_backward<decltype(e)>(cpu::pool_geom(d, x, dy), x, dy, dx);
       }))
     return;
-  ++fallback_calls_["maxpool2d_backward"];
+  fall_back("maxpool2d_backward");
   CpuBackend::maxpool2d_backward_impl(d, x, dy, dx);
 }
 

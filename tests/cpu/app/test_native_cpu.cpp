@@ -118,6 +118,11 @@ TEST_F(NativeCpu, IsaCapsReachEveryCase) {
   json env_avx2 = run_json("--precisions fp32,amp_bf16", "ONEDNN_MAX_CPU_ISA=AVX2");
   EXPECT_EQ(run_of(env_avx2, "amp_bf16")->at("status"), "unsupported");
   if (!flags.count("avx512f") || !flags.count("avx512bw")) GTEST_SKIP() << "no AVX-512 here";
+  // On a CPU with AVX-512 the cap, not the CPU, leaves bf16 out, and the row says so.
+  for (const json* capped : {&avx2, &env_avx2})
+    EXPECT_TRUE(has_text(run_of(*capped, "amp_bf16")->at("status_detail").get<std::string>(),
+                         "which this CPU has: --cpu-isa or ONEDNN_MAX_CPU_ISA capped it"))
+        << run_of(*capped, "amp_bf16")->at("status_detail");
 
   json conv = run_json("--precisions fp32,amp_bf16 --cpu-isa avx512_core");
   EXPECT_EQ(conv["env"]["native_cpu"]["bf16_gemm"], "converted");
@@ -200,6 +205,18 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
         << o;  // a matmul implementation: brgemm, or oneDNN's gemm-based one
   }
   EXPECT_GT(gemms, 0);
+  // An op on the reference's loops (tiny_resnet's #6035 shortcut) is named so, not left blank
+  // as if it were one of the backend's own loops.
+  const std::string rj = (dir_ / "r.json").string();
+  ASSERT_EQ(run("profile " + tiny("tiny_resnet") +
+                " --steps 2 --precisions fp32 --quiet --device cpu --top 200 --json " + rj)
+                .code,
+            0);
+  int fallbacks = 0;
+  const json resnet = json::parse(mpbench::test::read_file(rj));
+  for (const json& o : resnet["profiles"][0]["ops"])
+    if (o["op"] == "conv2d_backward_filter" && o["kernel"] == "reference loops") ++fallbacks;
+  EXPECT_GT(fallbacks, 0);
 }
 
 // maxbatch does not search a mode that has no path here: an `unsupported` row naming why, no

@@ -327,10 +327,10 @@ TEST(Console, AccuracyOverOneSeedHasNoSpread) {
 
 // An interval stretched by a round far off the others keeps its digits: not "(0.00, 8011.91)".
 TEST(Console, RatioBoundsKeepTheirDigits) {
-  EXPECT_EQ(format_ratio_bound(0.0014827330735798178), "0.00148");
-  EXPECT_EQ(format_ratio_bound(0.2), "0.20");
-  EXPECT_EQ(format_ratio_bound(1.2345), "1.23");
-  EXPECT_EQ(format_ratio_bound(8011.909634929129), "8012");
+  EXPECT_EQ(format_ratio(0.0014827330735798178), "0.00148");
+  EXPECT_EQ(format_ratio(0.2), "0.20");
+  EXPECT_EQ(format_ratio(1.2345), "1.23");
+  EXPECT_EQ(format_ratio(8011.909634929129), "8012");
 }
 
 // run --repeat: with three repetitions a side the speedup carries its 95% interval (paired by

@@ -10,6 +10,7 @@
 #include "models/spec.h"
 #include "test_util.h"
 #include "train/explain.h"
+#include "train/number_text.h"
 
 namespace mpbench {
 namespace {
@@ -141,6 +142,7 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   gappy.step_mean_ms = 9.0;  // the ops take 6 ms
   ModeContext plain = b;
   plain.ceilings.reset();
+  plain.gpu = true;  // kernel launches: the gaps are launch overhead
   const ModeComparison g = compare_modes(f32, a, gappy, plain);
   EXPECT_FALSE(g.bound.has_value());
   EXPECT_FALSE(g.peak_ratio.has_value());
@@ -164,6 +166,22 @@ TEST(Explain, BoundEligibleShareAndFlags) {
       << sflags;
   EXPECT_NE(sflags.find("by medians the measured speedup is 0.83x"), std::string::npos) << sflags;
   EXPECT_EQ(sflags.find("amp_bf16's profiled steps were uneven"), std::string::npos) << sflags;
+  // Both uneven: one flag naming both, the medians' speedup once.
+  ProfiledRun stalled_bf16 = bf16;
+  stalled_bf16.step_ms = 3.0;
+  const ModeComparison both = compare_modes(stalled, a, stalled_bf16, b);
+  std::string bflags;
+  for (const auto& f : both.flags) bflags += f + "\n";
+  EXPECT_NE(bflags.find("fp32's profiled steps were uneven: mean 10.000 ms against a median of "
+                        "5.000 ms; amp_bf16's profiled steps were uneven: mean 6.000 ms against a "
+                        "median of 3.000 ms (a stalled step"),
+            std::string::npos)
+      << bflags;
+  size_t medians = 0;
+  for (size_t at = bflags.find("by medians"); at != std::string::npos;
+       at = bflags.find("by medians", at + 1))
+    ++medians;
+  EXPECT_EQ(medians, 1u) << bflags;
   EXPECT_EQ(sflags.find("bound, more than"), std::string::npos) << sflags;  // 1.67x of 2.94x
 
   // Every fp32 step slowed alike (mean and median 100 ms, the ops' 9 ms unchanged: 91 ms of host
@@ -486,23 +504,42 @@ TEST(Explain, MisalignedCountsGemmsNotTheirSizes) {
   EXPECT_EQ(off, 0);  // held to no multiple
 }
 
+// Small figures keep their digits: a tiny op's rate was "6.34e-05" TFLOP/s, its time "0.000" ms,
+// a stalled step's speedup "0.00x".
+TEST(NumberText, SmallFiguresKeepTheirDigits) {
+  EXPECT_EQ(format_sig3(6.34e-05), "0.0000634");
+  EXPECT_EQ(format_sig3(0.41234), "0.412");
+  EXPECT_EQ(format_sig3(12.34), "12.3");
+  EXPECT_EQ(format_sig3(1234.5), "1234");
+  EXPECT_EQ(format_op_ms(0.000412), "0.000412");
+  EXPECT_EQ(format_op_ms(0.5), "0.500");
+  EXPECT_EQ(format_op_ms(0), "0.000");
+  EXPECT_EQ(format_ratio(0.473 / 102.734), "0.00460");
+  EXPECT_EQ(format_ratio(1.2345), "1.23");
+}
+
 // A launch-bound step is told to try --cuda-graphs only where `run` would capture graphs (a GPU,
-// one process); on the CPU only a larger batch helps.
+// one process); on the CPU, which launches no kernels, the gaps are the host's own overhead and
+// only a larger batch helps.
 TEST(Explain, CudaGraphsAreAdvisedOnlyWhereTheyRun) {
   const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
   // 10 ms of ops in a 20 ms step.
   const ProfiledRun gappy = gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", 5.0));
-  auto launch_flag = [&](bool graphs) {
+  auto launch_flag = [&](bool gpu, bool graphs) {
     ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+    a.gpu = b.gpu = gpu;
     a.cuda_graphs = b.cuda_graphs = graphs;
     for (const auto& f : compare_modes(f32, a, gappy, b).flags)
-      if (f.rfind("amp_bf16 is launch-bound", 0) == 0) return f;
+      if (f.rfind("amp_bf16 is ", 0) == 0) return f;
     return std::string();
   };
-  EXPECT_EQ(launch_flag(false),
+  EXPECT_EQ(launch_flag(false, false),
+            "amp_bf16 is host-overhead-bound: 50% of its step is host time between ops (try a "
+            "larger batch)");
+  EXPECT_EQ(launch_flag(true, false),  // data parallel on GPUs: no graphs
             "amp_bf16 is launch-bound: 50% of its step is host time between ops (try a larger "
             "batch)");
-  EXPECT_EQ(launch_flag(true),
+  EXPECT_EQ(launch_flag(true, true),
             "amp_bf16 is launch-bound: 50% of its step is host time between ops (try "
             "--cuda-graphs, or a larger batch)");
 }
