@@ -270,10 +270,18 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
       opts.steps = args.steps;
       opts.on_probe = [&](const BatchProbe& probe) {
         if (args.quiet) return;
+        // Beside the prediction the search starts from: how much more training took is what
+        // the next guess adds (README, maxbatch).
+        const size_t took = probe.run.memory.training_peak,
+                     predicted = probe.run.predicted_memory.training_peak;
+        const std::string against =
+            !probe.run.has_predicted_memory ? ""
+            : took > predicted ? fmt::format(" ({} predicted, {} more)", format_bytes(predicted),
+                                             format_bytes(took - predicted))
+                               : fmt::format(" (as predicted)");
         const std::string what =
             probe.status == RunStatus::Ok
-                ? fmt::format("trains, {} of training memory",
-                              format_bytes(probe.run.memory.training_peak))
+                ? fmt::format("trains, {} of training memory{}", format_bytes(took), against)
                 : fmt::format("{}: {}", run_status_name(probe.status), probe.detail);
         std::cerr << fmt::format("mpbench: maxbatch: {} {} batch {}: {}\n", spec.name,
                                  precision_name(p), probe.batch, printable_line(what));
