@@ -722,8 +722,8 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   }
   // <code>, not backticks: escapes do not work inside a code span, and a file name is the user's.
   out += fmt::format(
-      "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed, {} "
-      "inconclusive, missing or spec-changed{}.\n\n",
+      "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed (whatever "
+      "their time's verdict), {} other(s) inconclusive, missing or spec-changed{}.\n\n",
       markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped,
       c.options.strict ? " (or, under --strict, environment-changed)" : "");
   if (!c.env_differences.empty()) {

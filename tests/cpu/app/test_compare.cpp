@@ -900,6 +900,10 @@ TEST(CompareMarkdown, BoldsWhatRegressedNotTheTimeVerdict) {
   EXPECT_EQ(md.find("**same**"), std::string::npos) << md;
   EXPECT_NE(md.find("| same | **memory +10.00%"), std::string::npos) << md;
   EXPECT_NE(md.find("| same | **memory** |"), std::string::npos) << md;
+  // The counts say a regressed row is counted as regressed whatever its time's verdict.
+  EXPECT_NE(md.find("1 row(s), 1 regressed (whatever their time's verdict), 0 other(s)"),
+            std::string::npos)
+      << md;
 }
 
 // A comparison with one row of each kind: slower, oom (was ok), inconclusive (one run a side),
