@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -151,8 +152,12 @@ std::map<OpKey, SlowerOp> slower_ops(const ProfiledRun& from, const ProfiledRun&
   std::map<OpKey, SlowerOp> slower;
   std::map<OpKey, double> p_of;
   std::vector<double> ps;
+  std::set<OpKey> new_ops;  // absent from the baseline: new by the model's structure, not noise
   for (auto& [key, t] : per_op) {
-    if (t.first.empty()) t.first.assign(static_cast<size_t>(std::max<int64_t>(from.steps, 1)), 0);
+    if (t.first.empty()) {
+      new_ops.insert(key);
+      t.first.assign(static_cast<size_t>(std::max<int64_t>(from.steps, 1)), 0);
+    }
     if (t.second.empty()) t.second.assign(static_cast<size_t>(std::max<int64_t>(to.steps, 1)), 0);
     ps.push_back(p_of[key] = rank_test_greater_p(t.first, t.second));
     const double a = compute_time_stats(t.first).median, b = compute_time_stats(t.second).median;
@@ -169,7 +174,7 @@ std::map<OpKey, SlowerOp> slower_ops(const ProfiledRun& from, const ProfiledRun&
       holm_fails = ps[k];
       break;
     }
-  for (auto& [key, s] : slower) s.confirmed = p_of[key] < holm_fails;
+  for (auto& [key, s] : slower) s.confirmed = p_of[key] < holm_fails || new_ops.count(key) > 0;
   return slower;
 }
 
