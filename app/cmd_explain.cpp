@@ -242,14 +242,17 @@ int cmd_explain(const ExplainArgs& given) {
     md += std::string("_") + kCpuNote + "_\n";
   }
   // On a native CPU whose bf16 is converted in software (or no faster than fp32), the bound and
-  // the speedup are true but low: said as run and profile say it.
-  const bool bf16 = std::find(spec.precisions.begin(), spec.precisions.end(),
-                              Precision::AMP_BF16) != spec.precisions.end();
-  if (dev.kind == "cpu" && bf16)
-    if (const auto limit = native_bf16_limit(native_cpu_json(dev))) {
-      text += "\nnote: " + *limit + ": a true time for this CPU\n";
-      md += "_note: " + markdown_cell(*limit) + ": a true time for this CPU_\n";
+  // the speedup are true but low: said as run and profile say it (device_note: where an amp_bf16
+  // run trained).
+  if (dev.kind == "cpu") {
+    Report modes;
+    modes.env = {{"native_cpu", native_cpu_json(dev)}};
+    for (const ProfiledRun& r : runs) modes.runs.push_back(r.run);
+    if (const auto note = device_note(modes)) {
+      text += "\nnote: " + *note + "\n";
+      md += "_note: " + markdown_cell(*note) + "_\n";
     }
+  }
   std::cout << text;
   flush_stdout();
   std::string json;

@@ -27,7 +27,7 @@ Launch::Launch() : launcher_(mpi_launcher()) {
   // A launcher of another MPI (MPICH's mpiexec, srun without this MPI's PMI) starts processes
   // that each see a world of one: each would train alone, print its own table and write the
   // same files. Every one of them says so instead.
-  if (env.size != comm_->size())
+  if (env.size_known && env.size != comm_->size())
     throw_bad_input(fmt::format(
         "launched by {} as rank {} of {}, but MPI sees {} rank{}: the launcher is not of the MPI "
         "this mpbench was built with (launch it with that MPI's mpirun, or srun with its PMI)",
@@ -90,13 +90,17 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
   if (!comm_) return;
   // The native CPU's --threads and --cpu-isa too: the record holds rank 0's alone.
   // Each as a message shows it: not given is "none", a size in bytes' units.
+  // The memory limit exactly (format_bytes rounds: 1000000 and 1000001 bytes read alike).
   auto given = [](bool set, const std::string& value) { return set ? value : "none"; };
-  facts.insert(facts.end(),
-               {{"--grad-reduce", run.grad_reduce},
-                {"--bucket-mb", fmt::format("{}", run.bucket_mb)},
-                {"--memory-limit", given(run.memory_limit > 0, format_bytes(run.memory_limit))},
-                {"--threads", given(run.device.threads > 0, std::to_string(run.device.threads))},
-                {"--cpu-isa", given(!run.device.cpu_isa.empty(), run.device.cpu_isa)}});
+  facts.insert(
+      facts.end(),
+      {{"--grad-reduce", run.grad_reduce},
+       {"--bucket-mb", fmt::format("{}", run.bucket_mb)},
+       {"--memory-limit",
+        given(run.memory_limit > 0,
+              fmt::format("{} ({} bytes)", format_bytes(run.memory_limit), run.memory_limit))},
+       {"--threads", given(run.device.threads > 0, std::to_string(run.device.threads))},
+       {"--cpu-isa", given(!run.device.cpu_isa.empty(), run.device.cpu_isa)}});
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string at = specs.size() > 1 ? fmt::format("spec {} ", i + 1) : "spec ";
     const nlohmann::json flat = to_json(specs[i]).flatten();

@@ -61,7 +61,9 @@ EnvRank rank_from_env() {
   EnvRank r;
   if (!mpi_launcher()) return r;
   r.rank = first_env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}, 0);
-  r.size = first_env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  r.size = first_env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 0);
+  r.size_known = r.size > 0;
+  if (!r.size_known) r.size = 1;
   r.mpmd = first_env_int({"OMPI_NUM_APP_CTX"}, 1) > 1;
   return r;
 }

@@ -34,6 +34,7 @@ int local_ranks();
 // refuse a launch of more than one rank and leave the saying of it to rank 0.
 struct EnvRank {
   int rank = 0, size = 1;
+  bool size_known = false;  // the launcher said the size (some PMIx launchers give the rank only)
   // The ranks run different command lines (mpirun's MPMD form, A : B): each must say its own
   // bad arguments. Otherwise every rank has rank 0's, and rank 0 alone says them.
   bool mpmd = false;

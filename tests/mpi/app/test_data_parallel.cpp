@@ -303,7 +303,8 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
   const std::pair<std::string, std::string> cases[] = {
       {base + "2", "rank 1's spec /train/epochs is 2, rank 0's 1"},
       {base + "1 --grad-reduce bf16", "rank 1's --grad-reduce is bf16, rank 0's fp32"},
-      {base + "1 --memory-limit 4KiB", "rank 1's --memory-limit is 4.0 KiB, rank 0's none"},
+      {base + "1 --memory-limit 4KiB",
+       "rank 1's --memory-limit is 4.0 KiB (4096 bytes), rank 0's none"},
       {base + "1 --seed 3", "rank 1's spec /data/seed is 3"},
       {std::string(MPBENCH_EXE) + " profile " + config("tiny_mlp") +
            " --device reference --quiet --precisions fp32",
