@@ -278,7 +278,9 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
             !probe.run.has_predicted_memory ? ""
             : took > predicted ? fmt::format(" ({} predicted, {} more)", format_bytes(predicted),
                                              format_bytes(took - predicted))
-                               : fmt::format(" (as predicted)");
+            : took < predicted ? fmt::format(" ({} predicted, {} less)", format_bytes(predicted),
+                                             format_bytes(predicted - took))
+                               : std::string(" (as predicted)");
         const std::string what =
             probe.status == RunStatus::Ok
                 ? fmt::format("trains, {} of training memory{}", format_bytes(took), against)

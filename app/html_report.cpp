@@ -309,9 +309,10 @@ std::string time_chart(const std::vector<Series>& series) {
                                  ? fmt::format(" (95% CI {}–{})", format_ratio(s.speedup_ci->lo),
                                                format_ratio(s.speedup_ci->hi))
                                  : "";
-      const std::string over = s.collapsed_over.empty()
-                                   ? fmt::format("over its {} epochs", r.epochs.size())
-                                   : "over the " + s.collapsed_over + "' median epochs";
+      const std::string over =
+          s.collapsed_over.empty()
+              ? fmt::format("over its {} epoch{}", r.epochs.size(), r.epochs.size() == 1 ? "" : "s")
+              : "over the " + s.collapsed_over + "' median epochs";
       const std::string cv = has_time_spread(r, !s.collapsed_over.empty())
                                  ? fmt::format("{:.1f}%", t.cv * 100)
                                  : std::string("n/a");

@@ -1059,10 +1059,10 @@ def finite(obj):
     return obj
 
 
-
 def lib_version(v):
     """cuDNN 9's integer version as "major.minor.patch" (91900 -> "9.19.0"); None unknown."""
     return None if not v else f"{v // 10000}.{(v // 100) % 100}.{v % 100}"
+
 
 def env_json(device):
     cpu_name = "unknown"

@@ -1,7 +1,7 @@
 #include "train/number_text.h"
 
-#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -9,13 +9,16 @@ namespace mpbench {
 
 std::string format_sig3(double v) {
   if (!std::isfinite(v) || v == 0) return fmt::format("{:g}", v);
-  const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(v))));
+  if (std::fabs(v) < 1e-9) return fmt::format("{:.3g}", v);  // no figure of ours is that small
+  // The magnitude of v rounded to three digits: 0.0009999 is 0.00100, not 0.0009999's 0.001000.
+  const double rounded = std::stod(fmt::format("{:.2e}", v));
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(rounded))));
   if (magnitude >= 2) return fmt::format("{:.0f}", v);
-  return fmt::format("{:.{}f}", v, std::min(2 - magnitude, 12));
+  return fmt::format("{:.{}f}", v, 2 - magnitude);
 }
 
 std::string format_ratio(double v) {
-  if (v >= 1000) return fmt::format("{:.0f}", v);
+  if (v >= 999.995) return fmt::format("{:.0f}", v);  // what {:.2f} would print as 1000.00
   return v >= 0.01 || !(v > 0) ? fmt::format("{:.2f}", v) : format_sig3(v);
 }
 

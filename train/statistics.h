@@ -91,7 +91,9 @@ PairedDelta paired_delta(const std::vector<double>& baseline, const std::vector<
 // tail is 0.05), else (as SciPy's) the normal approximation with the tie and continuity
 // corrections. 1 when a side is empty. It asks no more of the times than that they vary alike in
 // both samples, so one stalled step moves it little.
-inline constexpr size_t kExactRankTestPairs = 400;  // 20 against 20: about a million operations
+// The exact tail's work is the values x the smaller side x their summed doubled ranks: 20 against
+// 20 about a million operations, 1 against 400 (not a case explain meets) some 64 million.
+inline constexpr size_t kExactRankTestPairs = 400;
 double rank_test_greater_p(const std::vector<double>& baseline, const std::vector<double>& current,
                            size_t exact_pairs = kExactRankTestPairs);
 

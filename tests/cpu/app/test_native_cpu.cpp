@@ -190,6 +190,11 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
   const auto p =
       run("profile " + spec + " --steps 2 --precisions fp32 --quiet --device cpu --json " + pj);
   EXPECT_TRUE(has_text(p.out, "kernel")) << p.out;
+  // At batch 1 the small ops' rates and times keep their digits: no "6.34e-05" TFLOP/s.
+  const auto one = run("profile " + tiny() + " --steps 2 --precisions fp32 --batch-size 1 " +
+                       "--quiet --device cpu");
+  EXPECT_EQ(one.code, 0) << one.err;
+  EXPECT_FALSE(has_text(one.out, "e-0")) << one.out;
   const json doc = json::parse(mpbench::test::read_file(pj));
   // The measured GEMM rate is the ceiling; there is no bandwidth figure: null, not 0.
   const json& ceil = doc["profiles"][0]["ceilings"];

@@ -502,7 +502,7 @@ TEST_F(ReportHtml, OneEpochShowsNoSpread) {
   const Result r = mpbench("report " + one + " --html " + html);
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string page = read_file(html);
-  EXPECT_NE(page.find("cv n/a, over its 1 epochs"), std::string::npos) << page.substr(0, 2000);
+  EXPECT_NE(page.find("cv n/a, over its 1 epoch)"), std::string::npos) << page.substr(0, 2000);
   EXPECT_EQ(page.find("cv 0.0%"), std::string::npos);
 }
 

@@ -547,6 +547,10 @@ TEST(NumberText, SmallFiguresKeepTheirDigits) {
   EXPECT_EQ(format_op_ms(0), "0.000");
   EXPECT_EQ(format_ratio(0.473 / 102.734), "0.00460");
   EXPECT_EQ(format_ratio(1.2345), "1.23");
+  // Three digits at a decade's edge too, not four.
+  EXPECT_EQ(format_sig3(0.000999999), "0.00100");
+  EXPECT_EQ(format_sig3(99.96), "100");
+  EXPECT_EQ(format_ratio(999.999), "1000");
 }
 
 // A launch-bound step is told to try --cuda-graphs only where `run` would capture graphs (a GPU,
