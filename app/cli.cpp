@@ -520,8 +520,9 @@ int mpbench_main(int argc, char** argv) {
                           "norms and softmax; block: the layers alone");
   inspect_cmd->add_option("--json", inspect.json_path,
                           "Write the tables as JSON: {\"entries\": [one per mode: model, "
-                          "precision, batch_size, params, forward_flops (per batch), "
-                          "predicted_memory_bytes, misaligned, layers[]]}; each layer has name, "
+                          "family, precision, batch_size, params, forward_flops (per batch), "
+                          "training_flops, predicted_memory_bytes {training, by_category}, "
+                          "tensor_core_multiple, misaligned, layers[]]}; each layer has name, "
                           "kind, output_shape, params, forward_flops and activation_bytes (per "
                           "batch), compute_dtype, storage_dtype, matmul and misaligned where it "
                           "is a GEMM or convolution, and children[]");

@@ -213,10 +213,19 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
     parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", mem_category_name(cat),
                          format_bytes(m.by_category[c]));
   }
+  // The table's act bytes are what each layer keeps for its backward; the activations category
+  // holds more, which the table cannot show layer by layer: said so the two are not misread.
+  const size_t kept = static_cast<size_t>(act);
+  const size_t activations = m.by_category[static_cast<int>(MemCategory::Activations)];
   text += fmt::format(
       "predicted training memory {} ({}); the native CPU and a GPU add their libraries' "
-      "workspace\n\n",
-      format_bytes(m.training_peak), parts);
+      "workspace{}\n\n",
+      format_bytes(m.training_peak), parts,
+      activations > kept
+          ? fmt::format("; activations hold the act bytes above ({}) and {} the layers share: "
+                        "the input batch, temporaries and the gradients passed between layers",
+                        format_bytes(kept), format_bytes(activations - kept))
+          : "");
 
   nlohmann::json entry = {{"model", spec.name},
                           {"family", spec.family},
@@ -225,7 +234,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                           {"params", params},
                           {"forward_flops", flops},
                           {"training_flops", training_flops},
-                          {"predicted_memory_bytes", m.training_peak},
+                          {"predicted_memory_bytes", prediction_json(m)},
                           {"tensor_core_multiple", multiple},
                           {"misaligned", misaligned},
                           {"layers", std::move(layers)}};

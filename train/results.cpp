@@ -121,6 +121,15 @@ int64_t fp8_clipped_steps(const Fp8TensorSeries& t, bool most_recent) {
   return n;
 }
 
+json prediction_json(const MemoryReport& m) {
+  json by_cat = json::object();
+  for (int c = 0; c < kMemCategoryCount; ++c) {
+    if (static_cast<MemCategory>(c) == MemCategory::Data) continue;
+    by_cat[mem_category_name(static_cast<MemCategory>(c))] = m.by_category[c];
+  }
+  return {{"training", m.training_peak}, {"by_category", std::move(by_cat)}};
+}
+
 json to_json(const MemoryReport& m) {
   json by_cat = json::object();
   for (int c = 0; c < kMemCategoryCount; ++c) {
@@ -184,15 +193,7 @@ json to_json(const RunResult& r) {
 
   // An unsupported mode allocated nothing: null, as the CSV's empty cells, not a peak of 0 B.
   j["peak_memory_bytes"] = r.status == RunStatus::Unsupported ? json(nullptr) : to_json(r.memory);
-  if (r.has_predicted_memory) {
-    json by_cat = json::object();
-    for (int c = 0; c < kMemCategoryCount; ++c) {
-      if (static_cast<MemCategory>(c) == MemCategory::Data) continue;
-      by_cat[mem_category_name(static_cast<MemCategory>(c))] = r.predicted_memory.by_category[c];
-    }
-    j["predicted_memory_bytes"] = {{"training", r.predicted_memory.training_peak},
-                                   {"by_category", std::move(by_cat)}};
-  }
+  if (r.has_predicted_memory) j["predicted_memory_bytes"] = prediction_json(r.predicted_memory);
 
   j["final_accuracy"] = result(r.final_accuracy);
   j["final_loss"] = result(r.final_loss);

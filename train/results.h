@@ -200,6 +200,9 @@ uint64_t max_run_json_bytes(int64_t epochs, int64_t steps, int64_t fp8_tensors);
 
 // peak_memory_bytes of a run: training, data, tracked, device, device_baseline, by_category.
 nlohmann::json to_json(const MemoryReport& m);
+// A prediction of training memory (predict_training_memory) as run's and inspect's JSON write it:
+// {training, by_category}, the dataset copy apart.
+nlohmann::json prediction_json(const MemoryReport& m);
 nlohmann::json to_json(const RunResult& r);
 
 // Everything one `mpbench run` produced, for the writers.

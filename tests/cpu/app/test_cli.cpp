@@ -433,6 +433,9 @@ TEST_F(Cli, ValidateAndInspect) {
   EXPECT_EQ(i.code, 0) << i.err;
   EXPECT_NE(i.out.find("head"), std::string::npos);
   EXPECT_NE(i.out.find("fp16"), std::string::npos);
+  // The table's act bytes total is smaller than the activations category: said why.
+  EXPECT_NE(i.out.find("; activations hold the act bytes above (16.0 KiB) and "), std::string::npos)
+      << i.out;
 }
 
 // amp_fp8: inspect names the GEMMs that run in FP8 (the Linear layers whose sizes are multiples
@@ -541,7 +544,9 @@ TEST_F(Cli, InspectSublayersJsonAndAlignment) {
     EXPECT_EQ(head["matmul"]["n"], 50257);
     EXPECT_EQ(head["misaligned"].size(), (e["precision"] == "fp32" ? 0u : 1u));
     EXPECT_EQ(e["tensor_core_multiple"], sixteen ? 8 : (e["precision"] == "tf32" ? 4 : 0));
-    EXPECT_GT(e["predicted_memory_bytes"].get<double>(), 1e9);
+    // As run's JSON writes the prediction: the total and its categories.
+    EXPECT_GT(e["predicted_memory_bytes"]["training"].get<double>(), 1e9);
+    EXPECT_GT(e["predicted_memory_bytes"]["by_category"]["activations"].get<double>(), 0);
   }
 
   Result r = run("inspect " + src + "/configs/resnet50.json --precision amp_fp16");
