@@ -500,7 +500,9 @@ int mpbench_main(int argc, char** argv) {
 
   std::vector<std::string> validate_specs;
   auto* validate_cmd =
-      app.add_subcommand("validate", "Check spec files; exit 2 on the first error");
+      app.add_subcommand("validate",
+                         "Check spec files: an ok line or a one-line refusal for each; exit 2 "
+                         "when any is refused (and no --json)");
   validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
   std::string validate_json;
   validate_cmd->add_option("--json", validate_json,

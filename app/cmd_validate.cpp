@@ -16,31 +16,49 @@ namespace mpbench {
 int cmd_validate(const std::vector<std::string>& specs, const std::string& json_path) {
   if (!json_path.empty()) check_outputs({{"--json", json_path}}, specs);
   nlohmann::json checked = nlohmann::json::array();
-  std::string lines;
   std::vector<std::string> inputs;  // the specs and their data files, which --json must not be
-  std::vector<Spec> loaded;
+  std::vector<Spec> loaded;         // the specs that passed
+  // Every file gets its verdict, an ok line or its one-line refusal, so that `validate
+  // configs/*.json` names every bad file at once; exit 2 when any was refused. The verdicts are
+  // said once all are known: an output onto a spec's data file is refused before any of them.
+  std::vector<std::pair<bool, std::string>> verdicts;  // (ok, line)
   for (const auto& path : specs) {
-    loaded.push_back(load_spec(path));
-    const Spec& spec = loaded.back();
-    for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
-    refuse_shared_model_names(loaded);  // as `run`: results are matched by name
-    preflight_training(spec);  // each mode's model, fp32_layers, idx files, series: as `run`
-    int64_t params = 0;
-    for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
-    std::vector<std::string> modes;
-    for (Precision p : spec.precisions) modes.push_back(precision_name(p));
-    // Said once every spec passed: a refusal leaves stdout empty, as run's does.
-    lines += fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", path, spec.name, spec.family,
-                         params, fmt::join(modes, ", "));
-    checked.push_back({{"path", path},
-                       {"name", spec.name},
-                       {"family", spec.family},
-                       {"parameters", params},
-                       {"precisions", modes},
-                       {"spec", to_json(spec)}});
+    try {
+      loaded.push_back(load_spec(path));
+      try {
+        refuse_shared_model_names(loaded);  // as `run`: results are matched by name
+        preflight_training(loaded.back());  // each mode's model, fp32_layers, idx files, series
+      } catch (const Error&) {
+        loaded.pop_back();
+        throw;
+      }
+      const Spec& spec = loaded.back();
+      for (std::string& in : spec_inputs(spec)) inputs.push_back(std::move(in));
+      int64_t params = 0;
+      for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
+      std::vector<std::string> modes;
+      for (Precision p : spec.precisions) modes.push_back(precision_name(p));
+      verdicts.emplace_back(
+          true, fmt::format("ok: {} ({}: {}, {} parameters, modes {})", printable_line(path),
+                            spec.name, spec.family, params, fmt::join(modes, ", ")));
+      checked.push_back({{"path", path},
+                         {"name", spec.name},
+                         {"family", spec.family},
+                         {"parameters", params},
+                         {"precisions", modes},
+                         {"spec", to_json(spec)}});
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::BadInput) throw;
+      verdicts.emplace_back(false, "mpbench: " + printable_line(e.what()));
+    }
   }
-  if (!json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
-  std::cout << lines;
+  const bool all_ok = checked.size() == specs.size();
+  if (all_ok && !json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
+  for (const auto& [ok, line] : verdicts) {
+    (ok ? std::cout : std::cerr) << line << "\n";
+    (ok ? std::cout : std::cerr).flush();  // in the files' order on a shared terminal
+  }
+  if (!all_ok) return 2;  // and no --json: it describes specs that all passed
   if (!json_path.empty()) {
     nlohmann::json doc = json_header("validate");
     doc["specs"] = std::move(checked);

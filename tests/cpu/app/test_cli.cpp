@@ -16,6 +16,7 @@
 #include "test_util.h"
 
 namespace fs = std::filesystem;
+using mpbench::test::count_lines;
 using mpbench::test::has_text;
 using mpbench::test::read_file;
 using Result = mpbench::test::ShellResult;
@@ -423,6 +424,26 @@ TEST_F(Cli, VersionAndHelp) {
   Result rh = run("run --help");
   EXPECT_EQ(rh.code, 0);
   EXPECT_NE(rh.out.find("--precisions"), std::string::npos);
+}
+
+// validate gives every file its verdict: the bad ones each in a line, the good ones ok, exit 2;
+// a name the file before it took is refused for that file alone.
+TEST_F(Cli, ValidateSaysEveryFilesVerdict) {
+  const std::string good = tiny();
+  const std::string neg = write("neg.json", R"({"name": "n", "model": {"type": "mlp",
+      "input_dim": 4, "hidden": [8, -3], "num_classes": 2}})");
+  const std::string unk = write("unk.json", R"({"name": "u", "modell": {}})");
+  const std::string twin = write("twin.json", read_file(good));
+  const std::string json = (dir_ / "v.json").string();
+  Result r = run("validate " + neg + " " + good + " " + unk + " " + twin + " --json " + json);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(count_lines(r.err), 3u) << r.err;
+  EXPECT_NE(r.err.find("neg.json: model.hidden[1]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unk.json: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("twin.json"), std::string::npos) << r.err;
+  EXPECT_EQ(count_lines(r.out), 1u) << r.out;
+  EXPECT_NE(r.out.find("ok: " + good), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(json));  // it describes specs that all passed
 }
 
 TEST_F(Cli, ValidateAndInspect) {
