@@ -674,7 +674,8 @@ both kept, each its own point. Profile files are refused. --md writes the points
   data_cmd
       ->add_option("--out", data_args.out_prefix,
                    "File prefix: writes PREFIX.json, PREFIX.train_x.f32, PREFIX.train_y.i32, "
-                   "PREFIX.eval_x.f32, PREFIX.eval_y.i32")
+                   "PREFIX.eval_x.f32, PREFIX.eval_y.i32 (a transformer's token inputs: "
+                   "PREFIX.train_x.i32, PREFIX.eval_x.i32)")
       ->required();
   data_cmd->add_option("--seed", data_args.seed, "Override the spec's data seed")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 62));

@@ -741,7 +741,8 @@ std::optional<std::string> native_bf16_limit(const nlohmann::json& native_cpu) {
   if (member("bf16_gemm", type::string) == "converted")
     return fmt::format(
         "this CPU runs amp_bf16 without bf16 instructions (oneDNN's ISA {}: AVX-512 without "
-        "AVX512-BF16 or AMX, or capped by --cpu-isa), converting in software{}",
+        "AVX512-BF16 or AMX, or a cap: --cpu-isa, ONEDNN_MAX_CPU_ISA), converting in "
+        "software{}",
         isa,
         measured ? fmt::format(": bf16 GEMMs measured {:.3f} TFLOP/s against {:.3f} in fp32",
                                bf16.get<double>(), fp32.get<double>())

@@ -250,27 +250,33 @@ std::vector<std::string> read_string_list(const ObjectReader& r, const std::stri
 }
 
 void check_sizes(const Ctx& ctx, const Spec& s) {
+  // A count as a whole number where it is one exactly (4295032832 read as "4.3e+09" beside a
+  // limit of 4294967296, as if within it); beyond that, far past every limit, in exponent form.
+  auto count = [](double v) {
+    return v < 1e15 ? fmt::format("{:.0f}", v) : fmt::format("{:.4g}", v);
+  };
   const Footprint f = family_of(s.model).footprint(s.model);
   if (f.params > kMaxParams) {
-    ctx.fail("model",
-             fmt::format("expected at most {:.0f} parameters, got {:.3g}", kMaxParams, f.params));
+    ctx.fail("model", fmt::format("expected at most {:.0f} parameters, got {}", kMaxParams,
+                                  count(f.params)));
   }
   const double acts = f.activations_per_sample * static_cast<double>(s.train.batch_size);
   if (acts > kMaxActivations) {
     // At batch 1 the model alone is too large: no batch size helps.
     ctx.fail(s.train.batch_size == 1 ? "model" : "train.batch_size",
-             fmt::format("expected at most {:.0f} activation elements per step, got {:.3g} "
-                         "(batch_size {} x {:.3g} per sample)",
-                         kMaxActivations, acts, s.train.batch_size, f.activations_per_sample));
+             fmt::format("expected at most {:.0f} activation elements per step, got {} "
+                         "(batch_size {} x {} per sample)",
+                         kMaxActivations, count(acts), s.train.batch_size,
+                         count(f.activations_per_sample)));
   }
   // The dataset is held in host memory (and on the device) whole: inputs per sample are features,
   // pixels or tokens (a token is 4 bytes, like a float).
   const double floats =
       static_cast<double>(s.data.train_samples + s.data.eval_samples) * f.inputs_per_sample;
   if (floats > kMaxDataFloats) {
-    ctx.fail("data", fmt::format("expected at most {:.0f} input values in memory, got {:.3g} "
+    ctx.fail("data", fmt::format("expected at most {:.0f} input values in memory, got {} "
                                  "((train_samples + eval_samples) x {})",
-                                 kMaxDataFloats, floats, f.inputs_what));
+                                 kMaxDataFloats, count(floats), f.inputs_what));
   }
 }
 

@@ -470,6 +470,10 @@ TEST(Spec, MalformedOtherFamilies) {
   // mpbench's own output where a spec belongs is named as such.
   expect_bad(R"({"schema_version": 1, "kind": "run", "runs": []})",
              "(top level): a result file of `mpbench run` (its \"kind\"), not a model spec");
+  // A count just past its limit is said whole, not as "4.3e+09" beside 4294967296.
+  expect_bad(R"({"name": "d", "model": {"type": "mlp", "input_dim": 65536, "hidden": [],
+      "num_classes": 2}, "data": {"train_samples": 65536, "eval_samples": 1}})",
+             "data: expected at most 4294967296 input values in memory, got 4295032832 (");
   // Too many activations at batch 1: the model is named, not the batch size that cannot help.
   expect_bad(R"({"name": "t", "model": {"type": "transformer", "d_model": 32, "heads": 2,
       "ffn_dim": 64, "seq_len": 131072, "layers": 4, "vocab_size": 100},
