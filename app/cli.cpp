@@ -648,10 +648,13 @@ int mpbench_main(int argc, char** argv) {
       ->add_option(
           "results", report_args.inputs,
           "Result JSON file(s) (mpbench run --json), and mpbench profile, explain and maxbatch "
-          "--json files")
+          "--json files; a profile goes beside its model's runs (a chart in the HTML only), "
+          "not alone")
       ->required();
   report_cmd->add_option("--html", report_args.html_path, "Write the HTML report here")->required();
-  report_cmd->add_option("--md", report_args.md_path, "Also write the tables as Markdown here");
+  report_cmd->add_option("--md", report_args.md_path,
+                         "Also write the tables as Markdown here (the runs', explain's and "
+                         "maxbatch's; profiles are charts, in the HTML only)");
   report_cmd->add_flag(
       "--history", report_args.history,
       "The result files are successive commits' (one per commit): draw trends over them instead");
