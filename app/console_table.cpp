@@ -709,8 +709,8 @@ std::optional<std::string> device_note(const Report& report) {
     if (std::find(f.begin(), f.end(), "emulated") != f.end())
       return std::string(
           "on the CPU reference backend the times are of emulated tf32/16-bit/fp8 numerics "
-          "(rounding around fp32 arithmetic), not of low-precision hardware: speedups here say "
-          "nothing about a GPU");
+          "(rounding around fp32 arithmetic), not of low-precision hardware: they and the "
+          "speedups from them say nothing about a GPU");
   }
   const nlohmann::json& env = report.env;
   if (!env.is_object() || !env.contains("native_cpu")) return std::nullopt;
