@@ -501,8 +501,8 @@ int mpbench_main(int argc, char** argv) {
   std::vector<std::string> validate_specs;
   auto* validate_cmd =
       app.add_subcommand("validate",
-                         "Check spec files: an ok line or a one-line refusal for each; exit 2 "
-                         "when any is refused (and no --json)");
+                         "Check spec files: an ok line for each, or exit 2 with one line: the "
+                         "first refused file's reason and the names of the others refused");
   validate_cmd->add_option("spec", validate_specs, "Model spec JSON file(s)")->required();
   std::string validate_json;
   validate_cmd->add_option("--json", validate_json,

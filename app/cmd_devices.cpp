@@ -107,12 +107,13 @@ int cmd_devices(bool as_json) {
                              "datasheet TFLOP/s");
     for (Precision p : all_precisions()) {
       const auto& m = d["modes"][precision_name(p)];
-      std::cout << fmt::format("  {:<10} {:>12} {:>18}{}\n", precision_name(p),
-                               m["tensor_cores"].get<bool>() ? "yes" : "no",
-                               m["peak_tflops"].is_null()
-                                   ? std::string(m.contains("unsupported") ? "-" : "unknown")
-                                   : fmt::format("{:.1f}", m["peak_tflops"].get<double>()),
-                               m.contains("unsupported") ? "  (unsupported: runs say so)" : "");
+      std::cout << fmt::format(
+          "  {:<10} {:>12} {:>18}{}\n", precision_name(p),
+          m["tensor_cores"].get<bool>() ? "yes" : "no",
+          m["peak_tflops"].is_null() ? std::string(m.contains("unsupported") ? "-" : "unknown")
+                                     : fmt::format("{:.1f}", m["peak_tflops"].get<double>()),
+          m.contains("unsupported") ? "  (unsupported: " + m["unsupported"].get<std::string>() + ")"
+                                    : "");
     }
     if (!d["memory_bandwidth_gbps"].is_null())
       std::cout << fmt::format("  memory bandwidth (datasheet): {:.0f} GB/s\n",

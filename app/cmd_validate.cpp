@@ -18,10 +18,11 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
   nlohmann::json checked = nlohmann::json::array();
   std::vector<std::string> inputs;  // the specs and their data files, which --json must not be
   std::vector<Spec> loaded;         // the specs that passed
-  // Every file gets its verdict, an ok line or its one-line refusal, so that `validate
-  // configs/*.json` names every bad file at once; exit 2 when any was refused. The verdicts are
-  // said once all are known: an output onto a spec's data file is refused before any of them.
-  std::vector<std::pair<bool, std::string>> verdicts;  // (ok, line)
+  // Every file is checked, so that `validate configs/*.json` names every bad file at once; the
+  // refusal is still one line (exit 2's contract, DESIGN.md): the first file's reason, and the
+  // names of the others refused. The ok lines are said once every spec passed, as run's tables.
+  std::string lines, first_refusal;
+  std::vector<std::string> also_refused;
   for (const auto& path : specs) {
     try {
       loaded.push_back(load_spec(path));
@@ -38,9 +39,8 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
       for (const auto& li : Model(spec, spec.precisions.front()).layer_infos()) params += li.params;
       std::vector<std::string> modes;
       for (Precision p : spec.precisions) modes.push_back(precision_name(p));
-      verdicts.emplace_back(
-          true, fmt::format("ok: {} ({}: {}, {} parameters, modes {})", printable_line(path),
-                            spec.name, spec.family, params, fmt::join(modes, ", ")));
+      lines += fmt::format("ok: {} ({}: {}, {} parameters, modes {})\n", printable_line(path),
+                           spec.name, spec.family, params, fmt::join(modes, ", "));
       checked.push_back({{"path", path},
                          {"name", spec.name},
                          {"family", spec.family},
@@ -49,16 +49,26 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
                          {"spec", to_json(spec)}});
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::BadInput) throw;
-      verdicts.emplace_back(false, "mpbench: " + printable_line(e.what()));
+      if (first_refusal.empty())
+        first_refusal = e.what();
+      else
+        also_refused.push_back(path);
     }
   }
-  const bool all_ok = checked.size() == specs.size();
-  if (all_ok && !json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
-  for (const auto& [ok, line] : verdicts) {
-    (ok ? std::cout : std::cerr) << line << "\n";
-    (ok ? std::cout : std::cerr).flush();  // in the files' order on a shared terminal
+  if (!first_refusal.empty()) {
+    constexpr size_t kNamed = 8;  // the line stays short; the rest counted
+    std::string others;
+    for (size_t i = 0; i < std::min(also_refused.size(), kNamed); ++i)
+      others += (i ? ", " : "") + also_refused[i];
+    if (also_refused.size() > kNamed)
+      others += fmt::format(" and {} more", also_refused.size() - kNamed);
+    throw_bad_input(also_refused.empty()
+                        ? first_refusal
+                        : fmt::format("{} (also refused, each validated alone says why: {})",
+                                      first_refusal, others));
   }
-  if (!all_ok) return 2;  // and no --json: it describes specs that all passed
+  if (!json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
+  std::cout << lines;
   if (!json_path.empty()) {
     nlohmann::json doc = json_header("validate");
     doc["specs"] = std::move(checked);

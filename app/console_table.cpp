@@ -377,16 +377,29 @@ ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storag
     m.seed.reset();
     m.repetition.reset();
     if (!ok.empty()) {
-      std::vector<double> medians, acc, loss;
-      m.skipped_steps = 0;
+      std::vector<double> acc, loss, skipped;
+      // Each seed's median epoch times over its repetitions (one value a seed), or without
+      // seeds the repetitions': with both, the table's median and spread are the seeds' (a
+      // seed's repetitions, identical numerics, counted once), as its title says.
+      std::map<int64_t, std::vector<double>> by_seed;
       for (const RunResult* r : ok) {
-        medians.push_back(r->epoch_time_ms.median);
+        by_seed[r->seed.value_or(-1)].push_back(r->epoch_time_ms.median);
         acc.push_back(r->final_accuracy);
         loss.push_back(r->final_loss);
-        m.skipped_steps += r->skipped_steps;
+        skipped.push_back(static_cast<double>(r->skipped_steps));
         m.memory.training_peak = std::max(m.memory.training_peak, r->memory.training_peak);
         m.memory.device_peak = std::max(m.memory.device_peak, r->memory.device_peak);
       }
+      std::vector<double> medians;
+      const bool seeds = ok.front()->seed.has_value();
+      for (auto& [seed, times] : by_seed) {
+        if (seeds)
+          medians.push_back(compute_time_stats(times).median);
+        else
+          medians.insert(medians.end(), times.begin(), times.end());
+      }
+      // A run's skipped steps, not their sum: N repetitions skip the same steps N times over.
+      m.skipped_steps = static_cast<int64_t>(std::llround(compute_time_stats(skipped).median));
       m.epoch_time_ms = compute_time_stats(medians);
       // One run has no spread between runs: n/a, never a 0%.
       if (medians.size() < 2) m.epoch_time_ms.cv = std::numeric_limits<double>::quiet_NaN();

@@ -31,9 +31,10 @@ std::vector<ModelGroup> group_by_model(const Report& report);
 bool has_seeds(const ModelGroup& group);
 bool has_repetitions(const ModelGroup& group);
 // Such a group as one run per mode (and batch, graphs), made into `storage` (which must outlive
-// the result and not grow): the median over the seeds and repetitions of their median epoch times
-// (cv: the spread of those medians between the runs, NaN for fewer than two), the mean of
-// accuracy and loss, the skipped steps summed, the largest memory. Only the runs that trained ok
+// the result and not grow): the median over the seeds (each seed's repetitions first taken to
+// their median) or, without seeds, over the repetitions of their median epoch times (cv: the
+// spread of those medians, NaN for fewer than two), the mean of accuracy and loss, a run's
+// skipped steps (their median, not their sum), the largest memory. Only the runs that trained ok
 // count; a mode none of whose runs did keeps its first run (its status). Tables and the report's
 // charts show seeded and repeated runs so.
 ModelGroup collapse_runs(const ModelGroup& group, std::vector<RunResult>& storage);

@@ -9,7 +9,8 @@ namespace mpbench {
 
 std::string format_sig3(double v) {
   if (!std::isfinite(v) || v == 0) return fmt::format("{:g}", v);
-  if (std::fabs(v) < 1e-9) return fmt::format("{:.3g}", v);  // no figure of ours is that small
+  // No figure of ours is that small or large; stod below would overflow near DBL_MAX.
+  if (std::fabs(v) < 1e-9 || std::fabs(v) >= 1e15) return fmt::format("{:.3g}", v);
   // The magnitude of v rounded to three digits: 0.0009999 is 0.00100, not 0.0009999's 0.001000.
   const double rounded = std::stod(fmt::format("{:.2e}", v));
   const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(rounded))));

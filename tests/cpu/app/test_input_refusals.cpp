@@ -279,6 +279,17 @@ TEST_F(InputRefusals, LongArgumentsAreClippedInMessages) {
   }
 }
 
+// validate says "ok" only once every spec passed: a refusal leaves stdout empty, as in run.
+TEST_F(InputRefusals, ValidatePrintsNothingWhenALaterSpecIsRefused) {
+  const std::string bad = write("bad.json", R"({"name": "bad", "model": {"type": "mlp",
+      "input_dim": 16, "hidden": [8], "num_classes": 4}, "fp32_layers": ["fc9"]})");
+  const Result r = run("validate " + good_ + " " + bad);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_TRUE(has_text(r.err, "fc9")) << r.err;
+  EXPECT_TRUE(has_text(run("validate " + good_).out, "ok: "));
+}
+
 // A valid but absurd step count (warmup_steps 10^9) would hold gigabytes of per-step series:
 // refused before any work by run and validate, naming the steps, not an allocation that grows
 // until the machine gives out.

@@ -1,9 +1,11 @@
 // explain's analysis (train/explain.h) on hand-made profiles, where every figure can be worked
 // out: op kinds, the eligible share, the Amdahl bound from the peak ratio and the bytes saved,
 // and each flag; then the real thing on the CPU backend.
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
 #include "models/dataset.h"
@@ -551,6 +553,9 @@ TEST(NumberText, SmallFiguresKeepTheirDigits) {
   EXPECT_EQ(format_sig3(0.000999999), "0.00100");
   EXPECT_EQ(format_sig3(99.96), "100");
   EXPECT_EQ(format_ratio(999.999), "1000");
+  // Beyond any figure of ours: exponent form, not a throw or twelve zeros.
+  EXPECT_EQ(format_sig3(5e-10), "5e-10");
+  EXPECT_EQ(format_sig3(std::numeric_limits<double>::max()), "1.8e+308");
 }
 
 // A launch-bound step is told to try --cuda-graphs only where `run` would capture graphs (a GPU,
