@@ -459,7 +459,12 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
     const size_t n = first_ok->epochs.size();
     t.title += dot + fmt::format("{} epoch{}", n, n == 1 ? "" : "s");
   }
-  if (seeded)
+  if (seeded && repeated)
+    t.title += dot + fmt::format(
+                         "over seeds, each the median of its {} repetitions: epoch ms median {} "
+                         "cv, accuracy mean {} std; speedup: the median of each round's",
+                         repetitions, pm, pm);
+  else if (seeded)
     t.title += dot + "over seeds: epoch ms median " + pm + " cv, accuracy mean " + pm + " std";
   else if (repeated)
     t.title += dot + fmt::format(

@@ -313,6 +313,33 @@ TEST(Console, UnfinishedRepetitionsAndSeedsAreNoted) {
       << format_console(rep);
 }
 
+// Seeds x repetitions: the table's time is over the seeds, each seed's repetitions taken to their
+// median first (it pooled all six runs under "over seeds"), and the skipped steps are a run's,
+// not their sum (three identical repetitions showed three times theirs).
+TEST(Console, SeedsAndRepetitionsCollapseBySeed) {
+  Report rep = make_report();
+  rep.runs.clear();
+  const double ms[2][3] = {{1.0, 1.0, 1.6}, {2.0, 2.0, 2.0}};
+  for (int seed = 1; seed <= 2; ++seed)
+    for (int i = 1; i <= 3; ++i) {
+      RunResult r = make_run("fp32", ms[seed - 1][i - 1], size_t(200) << 20);
+      r.epoch_time_ms = compute_time_stats({ms[seed - 1][i - 1]});
+      r.seed = static_cast<uint64_t>(seed);
+      r.repetition = i;
+      r.skipped_steps = 4;
+      rep.runs.push_back(r);
+    }
+  const std::vector<ModelGroup> groups = group_by_model(rep);
+  ASSERT_EQ(groups.size(), 1u);
+  std::vector<RunResult> storage;
+  const ModelGroup c = collapse_runs(groups[0], storage);
+  ASSERT_EQ(c.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.runs[0]->epoch_time_ms.median, 1.5);  // seeds' 1.0 and 2.0; pooled: 1.8
+  EXPECT_EQ(c.runs[0]->skipped_steps, 4);
+  EXPECT_TRUE(contains(format_console(rep), "over seeds, each the median of its 3 repetitions"))
+      << format_console(rep);
+}
+
 // Accuracy over one seed has no spread: "± n/a", not a standard deviation of 0.
 TEST(Console, AccuracyOverOneSeedHasNoSpread) {
   SeedSummary s;
