@@ -475,10 +475,12 @@ std::vector<SeedSummary> seed_summaries(const std::vector<RunResult>& runs) {
   std::vector<Key> order;
   std::map<Key, std::map<uint64_t, double>> acc;
   for (const RunResult& r : runs) {
-    if (!r.seed || r.status != RunStatus::Ok) continue;
+    if (!r.seed) continue;
+    // A mode none of whose seeds trained keeps its entry, seeds 0, as repeat_summary does.
     const Key k{r.model, r.device, r.batch_size, r.cuda_graphs, r.precision};
     if (!acc.count(k)) order.push_back(k);
-    acc[k][*r.seed] = r.final_accuracy;
+    auto& by_seed = acc[k];
+    if (r.status == RunStatus::Ok) by_seed[*r.seed] = r.final_accuracy;
   }
   std::vector<SeedSummary> out;
   for (const Key& k : order) {
@@ -523,7 +525,7 @@ json to_json(const SeedSummary& s) {
             {"batch_size", s.batch_size},
             {"cuda_graphs", s.cuda_graphs},
             {"seeds", s.seeds},
-            {"accuracy_mean", s.accuracy_mean},
+            {"accuracy_mean", s.seeds > 0 ? json(s.accuracy_mean) : json(nullptr)},
             {"accuracy_std", s.seeds >= 2 ? json(s.accuracy_std) : json(nullptr)},  // no spread
             {"ratio_baseline", s.baseline},
             {"accuracy_delta_vs_fp32", nullptr}};

@@ -152,6 +152,18 @@ TEST(SeedSummary, PerModeMeanStdAndTheDeltaPairedBySeed) {
   // One seed has no spread: null, and the table's "± n/a", not a standard deviation of 0.
   EXPECT_NEAR(j["seed_summary"][0]["accuracy_std"].get<double>(), 0.02, 1e-12);
   EXPECT_TRUE(j["seed_summary"][2]["accuracy_std"].is_null());
+  // A mode none of whose seeds trained keeps its entry: seeds 0, no accuracy (it was left out,
+  // where repeat_summary keeps such a mode).
+  Report none;
+  none.runs = {seeded("fp32", 1, 0.9), seeded("fp32", 2, 0.91),
+               seeded("amp_fp16", 1, 0, RunStatus::Oom), seeded("amp_fp16", 2, 0, RunStatus::Oom)};
+  const json nj = to_json(none);
+  ASSERT_EQ(nj["seed_summary"].size(), 2u);
+  EXPECT_EQ(nj["seed_summary"][1]["precision"], "amp_fp16");
+  EXPECT_EQ(nj["seed_summary"][1]["seeds"], 0);
+  EXPECT_TRUE(nj["seed_summary"][1]["accuracy_mean"].is_null());
+  EXPECT_TRUE(nj["seed_summary"][1]["accuracy_std"].is_null());
+  EXPECT_TRUE(nj["seed_summary"][1]["accuracy_delta_vs_fp32"].is_null());
   Report unseeded;
   unseeded.runs = {RunResult{}};
   EXPECT_FALSE(to_json(unseeded).contains("seed_summary"));
