@@ -217,6 +217,8 @@ std::string pct(double x, int digits = 1) {
 
 std::string time_cell(const CompareRow& r) {
   if (!r.time.valid) return "-";
+  // Nothing varied to resample (one epoch a side): no interval, not a point that reads as sure.
+  if (r.time.lo == r.time.hi) return fmt::format("{:.3f} [n/a]", r.time.ratio);
   return fmt::format("{:.3f} [{:.3f}, {:.3f}]", r.time.ratio, r.time.lo, r.time.hi);
 }
 std::string memory_cell(const CompareRow& r) {

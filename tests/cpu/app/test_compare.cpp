@@ -888,6 +888,16 @@ size_t count_of(const std::string& s, const std::string& what) {
   return n;
 }
 
+// One epoch a side: nothing varied to resample, so no interval ("1.300 [1.300, 1.300]" read as
+// a sure ratio beside its inconclusive verdict).
+TEST(Compare, NoSpreadNoInterval) {
+  const Comparison r = cmp(make_report({make_run({1.0})}), make_report({make_run({1.3})}));
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].verdict, "inconclusive");
+  const std::string console = format_compare_console(r);
+  EXPECT_NE(console.find("1.300 [n/a]"), std::string::npos) << console;
+}
+
 // The Markdown bolds what regressed, not the verdict: a memory regression's verdict is its
 // time's, and "**same**" would read as the failure.
 TEST(CompareMarkdown, BoldsWhatRegressedNotTheTimeVerdict) {
