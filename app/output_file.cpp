@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "app/progress.h"  // stderr_is_tty
 #include "kernels/error.h"
 
 namespace mpbench {
@@ -575,7 +576,7 @@ void quiet_launcher_signals() {
 
 void install_interrupt_handlers() {
   g_main_thread = pthread_self();
-  g_stderr_tty = ::isatty(STDERR_FILENO) ? 1 : 0;
+  g_stderr_tty = Progress::stderr_is_tty() ? 1 : 0;  // where a bar may be on the line
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
     // A signal ignored when we started (nohup, a background job) stays ignored.

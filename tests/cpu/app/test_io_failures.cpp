@@ -124,6 +124,19 @@ TEST_F(IoFailures, AnInterruptOnATerminalErasesTheProgressBar) {
   EXPECT_FALSE(has_text(r.out, "\nmpbench: interrupted")) << r.out;
 }
 
+// A dumb terminal shows the bar's erase sequence as junk: it gets the lines a pipe gets, and no
+// escape at all.
+TEST_F(IoFailures, ADumbTerminalGetsNoEscapes) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
+  const Result r = mpbench::test::run_shell(
+      "TERM=dumb script -qec \"" + exe() + " run " + spec_ +
+          " --device reference --precisions fp32 --epochs 1 >/dev/null\" /dev/null",
+      dir_.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "mpbench: [1/1] small fp32: ")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "\x1b")) << r.out;
+}
+
 // Under a tight address-space limit OpenBLAS's threads could not take their buffers as the
 // library loaded and retried for ever: a run under `ulimit -v 1000000` kept a CPU busy and hung
 // at its exit, joining them. Under any such limit OpenBLAS runs on one thread (how tight a limit

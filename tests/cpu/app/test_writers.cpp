@@ -883,6 +883,18 @@ TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
 
   const std::string narrow = Progress::format_line("x", 1, 3, 1.0, "a long suffix here", 30);
   EXPECT_LE(display_width(narrow), 29u) << narrow;
+  // Narrow terminals drop whole fields, never half a number, and keep the percentage and counts
+  // ("... epoch 2 | loss 1" for 1.471 at 80 columns; no percentage at 40).
+  const std::string label = "tiny_gpt amp_fp16 (spec 1/1, mode 1/1)";
+  for (int width : {40, 50, 60, 80}) {
+    const std::string l =
+        Progress::format_line(label, 140, 258, 1.0, "epoch 2 | loss 1.471 | acc 12.5%", width);
+    EXPECT_LE(display_width(l), static_cast<size_t>(width - 1)) << l;
+    EXPECT_TRUE(contains(l, "54% ")) << width << ": " << l;
+    EXPECT_TRUE(contains(l, "140/258")) << width << ": " << l;
+    EXPECT_TRUE(!contains(l, "loss") || contains(l, "loss 1.471 | acc 12.5%")) << l;
+    EXPECT_TRUE(!contains(l, "ETA") || contains(l, "ETA 0:01")) << l;
+  }
   const std::string start = Progress::format_line("x", 0, 3, 1.0, "", 80);
   EXPECT_TRUE(contains(start, "ETA --:--")) << start;
   const std::string hours = Progress::format_line("x", 1, 3, 3600.0, "", 80);
