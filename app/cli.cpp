@@ -125,7 +125,8 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
 const char* kExitCodes =
     R"(Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
 could not judge (nothing matched, a spec changed; with --strict also inconclusive rows),
-129 / 130 / 143 interrupted by SIGHUP / SIGINT / SIGTERM.
+129 / 130 / 143 interrupted by SIGHUP / SIGINT / SIGTERM (a first Ctrl-C in `run` stops after
+the step in progress and prints the finished runs' table; a second quits at once).
 )";
 
 // The examples of `command` ("" for all of them) and the exit codes.

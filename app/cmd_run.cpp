@@ -330,92 +330,119 @@ int cmd_run(const RunArgs& given) {
       if (trains(p, info, be->device())) planned_work += static_cast<double>(per_mode) * flops;
   }
   RunPlan plan(planned_runs, planned_work, args.quiet);
+  // Ranks of a data-parallel job would stop at different steps and wait for each other.
+  if (!launch.launched()) allow_graceful_interrupt(true);
 
-  std::optional<Dataset> data;
-  std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it
-  for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
-    const Spec& spec = specs[spec_index];
-    const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
-    if (!data || key != data_key) {
-      data.reset();  // before the next is made: never two datasets in memory at once
-      data = make_dataset_with_progress(spec, show_progress);
-      data_key = key;
-    }
-    report.specs.push_back(to_json(spec));
-    const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
-    const double flops = run_flops(spec, total_steps);
-    // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
-    for (int64_t rep = 1; rep <= args.repeat; ++rep)
-      for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
-        for (const std::optional<uint64_t>& seed : seeds) {
-          const Precision p = spec.precisions[mode];
-          const std::string batch =
-              args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
-          const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
-          const std::string rep_label =
-              args.repeat > 1 ? fmt::format(" rep {}/{}", rep, args.repeat) : "";
-          const std::string what = fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch,
-                                               seed_label, rep_label);
-          Progress bar(what + " (" +
-                           RunPlan::position(int64_t(spec_index) + 1, int64_t(specs.size()),
-                                             int64_t(mode) + 1, int64_t(spec.precisions.size())) +
-                           ")",
-                       total_steps, show_progress);
-          TrainOptions opts;
-          opts.cuda_graphs = args.cuda_graphs;
-          opts.memory_limit = args.memory_limit;
-          opts.seed = seed;
-          opts.data_parallel = dp;
-          opts.on_progress = [&](const TrainProgress& tp) {
-            // The last report comes after the last epoch: not "epoch N+1".
-            const int64_t epoch = std::min<int64_t>(tp.epoch + 1, spec.train.epochs);
-            std::string suffix =
-                tp.last_eval_accuracy < 0
-                    ? fmt::format("epoch {}", epoch)
-                    : fmt::format("epoch {} | loss {} acc {:.2f}%", epoch,
-                                  format_loss(tp.last_train_loss), 100 * tp.last_eval_accuracy);
-            bar.update(tp.step, suffix);
-          };
-          // The single-rank baseline first: rank 0 alone, the others asleep meanwhile.
-          std::optional<double> single;
-          if (dp && baseline_run) {
-            if (launch.speaker()) {
-              TrainOptions alone = opts;
-              alone.data_parallel = nullptr;
-              alone.on_progress = nullptr;
-              const RunResult one = train_and_measure(spec, *data, p, *be, alone);
-              if (one.status == RunStatus::Ok) single = one.samples_per_second;
+  bool interrupted = false;
+  try {
+    std::optional<Dataset> data;
+    std::string data_key;  // the spec and data the dataset was made for; a sweep's batches share it
+    for (size_t spec_index = 0; spec_index < specs.size(); ++spec_index) {
+      const Spec& spec = specs[spec_index];
+      const std::string key = spec.source_path + "\n" + to_json(spec)["data"].dump();
+      if (!data || key != data_key) {
+        data.reset();  // before the next is made: never two datasets in memory at once
+        data = make_dataset_with_progress(spec, show_progress);
+        data_key = key;
+      }
+      report.specs.push_back(to_json(spec));
+      const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
+      const double flops = run_flops(spec, total_steps);
+      // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
+      for (int64_t rep = 1; rep <= args.repeat; ++rep)
+        for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
+          for (const std::optional<uint64_t>& seed : seeds) {
+            stop_if_interrupted();
+            const Precision p = spec.precisions[mode];
+            const std::string batch =
+                args.batch_sizes.empty() ? "" : fmt::format(" b{}", spec.train.batch_size);
+            const std::string seed_label = seed ? fmt::format(" seed {}", *seed) : "";
+            const std::string rep_label =
+                args.repeat > 1 ? fmt::format(" rep {}/{}", rep, args.repeat) : "";
+            const std::string what = fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch,
+                                                 seed_label, rep_label);
+            Progress bar(what + " (" +
+                             RunPlan::position(int64_t(spec_index) + 1, int64_t(specs.size()),
+                                               int64_t(mode) + 1, int64_t(spec.precisions.size())) +
+                             ")",
+                         total_steps, show_progress);
+            TrainOptions opts;
+            opts.cuda_graphs = args.cuda_graphs;
+            opts.memory_limit = args.memory_limit;
+            opts.seed = seed;
+            opts.data_parallel = dp;
+            opts.on_progress = [&](const TrainProgress& tp) {
+              stop_if_interrupted();
+              // The last report comes after the last epoch: not "epoch N+1".
+              const int64_t epoch = std::min<int64_t>(tp.epoch + 1, spec.train.epochs);
+              std::string suffix =
+                  tp.last_eval_accuracy < 0
+                      ? fmt::format("epoch {}", epoch)
+                      : fmt::format("epoch {} | loss {} acc {:.2f}%", epoch,
+                                    format_loss(tp.last_train_loss), 100 * tp.last_eval_accuracy);
+              bar.update(tp.step, suffix);
+            };
+            // The single-rank baseline first: rank 0 alone, the others asleep meanwhile.
+            std::optional<double> single;
+            if (dp && baseline_run) {
+              if (launch.speaker()) {
+                TrainOptions alone = opts;
+                alone.data_parallel = nullptr;
+                alone.on_progress = nullptr;
+                const RunResult one = train_and_measure(spec, *data, p, *be, alone);
+                if (one.status == RunStatus::Ok) single = one.samples_per_second;
+              }
+              launch.collective()->wait_for_all();
             }
-            launch.collective()->wait_for_all();
+            report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
+            bar.finish();  // before any line below: it would land on the bar's
+            if (args.repeat > 1) report.runs.back().repetition = rep;
+            RunResult& ran = report.runs.back();
+            // Said for each run without one, a file of data-parallel runs only (no 1-rank run in
+            // it) included.
+            if (dp && launch.speaker() && !baseline_file.empty() && ran.status == RunStatus::Ok) {
+              std::string why_not;
+              single = single_rank_rate(single_rank_file, ran, to_json(spec), report.env, &why_not);
+              if (!single)
+                std::cerr << fmt::format(
+                    "mpbench: --scaling-baseline {} {}: no scaling efficiency for it\n",
+                    baseline_file, why_not);
+            }
+            if (single && ran.data_parallel && *single > 0) {
+              ran.data_parallel->single_rank_samples_per_second = *single;
+              ran.data_parallel->scaling_efficiency = ran.samples_per_second / (nranks * *single);
+            }
+            const RunResult& done = report.runs.back();
+            plan.done(what,
+                      done.status == RunStatus::Ok
+                          ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
+                          : run_status_name(done.status),
+                      trains(p, info, be->device()) ? flops : 0.0);
           }
-          report.runs.push_back(train_and_measure(spec, *data, p, *be, opts));
-          if (args.repeat > 1) report.runs.back().repetition = rep;
-          RunResult& ran = report.runs.back();
-          // Said for each run without one, a file of data-parallel runs only (no 1-rank run in
-          // it) included.
-          if (dp && launch.speaker() && !baseline_file.empty() && ran.status == RunStatus::Ok) {
-            std::string why_not;
-            single = single_rank_rate(single_rank_file, ran, to_json(spec), report.env, &why_not);
-            if (!single)
-              std::cerr << fmt::format(
-                  "mpbench: --scaling-baseline {} {}: no scaling efficiency for it\n",
-                  baseline_file, why_not);
-          }
-          if (single && ran.data_parallel && *single > 0) {
-            ran.data_parallel->single_rank_samples_per_second = *single;
-            ran.data_parallel->scaling_efficiency = ran.samples_per_second / (nranks * *single);
-          }
-          bar.finish();
-          const RunResult& done = report.runs.back();
-          plan.done(what,
-                    done.status == RunStatus::Ok
-                        ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
-                        : run_status_name(done.status),
-                    trains(p, info, be->device()) ? flops : 0.0);
-        }
+    }
+    // Writing the files is quick and all or nothing: an interrupt there ends the process at once.
+    allow_graceful_interrupt(false);
+    stop_if_interrupted();  // one that came after the last run's last check
+  } catch (const Interrupted&) {
+    interrupted = true;  // the run in progress is dropped; those finished are shown below
   }
 
   if (!launch.speaker()) return 0;
+  if (interrupted) {
+    if (report.runs.empty()) {
+      std::cerr << "mpbench: interrupted before any run finished: nothing to show\n";
+      return 130;
+    }
+    std::cout << format_console(report, /*ascii=*/!utf8_output());
+    flush_stdout();
+    const bool files = !args.json_path.empty() || !args.csv_path.empty() || !args.md_path.empty();
+    std::cerr << fmt::format("mpbench: interrupted after {} of {} runs: the table shows those{}\n",
+                             report.runs.size(), planned_runs,
+                             files ? "; no file was written (--json, --csv and --md are a "
+                                     "whole run's)"
+                                   : "");
+    return 130;
+  }
   // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
   // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
   std::cout << format_console(report, /*ascii=*/!utf8_output());

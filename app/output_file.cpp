@@ -51,6 +51,9 @@ volatile sig_atomic_t g_launcher_pid = 0;
 pthread_t g_main_thread;
 // A signal from the launcher, forwarded to the main thread (where si_pid no longer says so).
 volatile sig_atomic_t g_forwarded_from_launcher = 0;
+// allow_graceful_interrupt() was called; a first SIGINT since has asked the work to stop.
+volatile sig_atomic_t g_graceful = 0;
+volatile sig_atomic_t g_stop_requested = 0;
 
 extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
   const bool from_launcher =
@@ -64,15 +67,21 @@ extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
     pthread_kill(g_main_thread, sig);
     return;
   }
-  for (int i = 0; i < kTempSlots; ++i)
-    if (g_tmp_active[i]) ::unlink(g_tmp_path[i]);
   // On a terminal a progress bar may be drawn on the line: erase it (an empty line stays empty).
-  static const char kMsg[] = "\r\x1b[Kmpbench: interrupted\n";
-  const char* m = g_stderr_tty ? kMsg : kMsg + 4;
-  if (!g_interrupt_quiet && !from_launcher) {
+  const auto say = [](const char* msg) {  // msg starts with the erase sequence (4 bytes)
+    const char* m = g_stderr_tty ? msg : msg + 4;
     ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
     (void)ignored;
+  };
+  if (sig == SIGINT && g_graceful && !g_stop_requested && !from_launcher) {
+    g_stop_requested = 1;
+    say("\r\x1b[Kmpbench: interrupted: stopping after this step to show the finished runs "
+        "(Ctrl-C again quits at once)\n");
+    return;
   }
+  for (int i = 0; i < kTempSlots; ++i)
+    if (g_tmp_active[i]) ::unlink(g_tmp_path[i]);
+  if (!g_interrupt_quiet && !from_launcher) say("\r\x1b[Kmpbench: interrupted\n");
   ::_exit(128 + sig);
 }
 
@@ -564,6 +573,14 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
       throw_bad_input(fmt::format("{} {}: the same file as {} {}; give each output its own path",
                                   o.option, o.path, it->second->option, it->second->path));
   }
+}
+
+void allow_graceful_interrupt(bool on) {
+  g_graceful = on ? 1 : 0;
+}
+
+void stop_if_interrupted() {
+  if (g_stop_requested) throw Interrupted{};
 }
 
 void quiet_interrupts() {

@@ -1,5 +1,7 @@
 #include "app/progress.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"  // display_width
+#include "app/output_file.h"    // stop_if_interrupted
 
 namespace mpbench {
 
@@ -19,6 +22,7 @@ namespace {
 
 constexpr double kShowAfterS = 1.0;
 constexpr double kRedrawEveryS = 0.1;
+constexpr double kTimerRedrawS = 1.0;  // the timer's, a second after the last draw
 
 int terminal_width() {
   struct winsize ws {};
@@ -51,6 +55,7 @@ Progress::Progress(std::string label, int64_t total, bool enabled)
     : label_(std::move(label)), total_(total), enabled_(enabled && total > 0) {
   start_ = Clock::now();
   last_draw_ = start_;
+  if (enabled_) timer_ = std::thread([this] { tick(); });
 }
 
 Progress::~Progress() {
@@ -95,12 +100,19 @@ std::string Progress::format_line(const std::string& label, int64_t done, int64_
 }
 
 void Progress::update(int64_t done, const std::string& suffix) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_) return;
+  done_ = done;
+  suffix_ = suffix;
   const Clock::time_point now = Clock::now();
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  if (elapsed < kShowAfterS) return;
+  if (std::chrono::duration<double>(now - start_).count() < kShowAfterS) return;
   if (drawn_ && std::chrono::duration<double>(now - last_draw_).count() < kRedrawEveryS) return;
-  const std::string line = format_line(label_, done, total_, elapsed, suffix, terminal_width());
+  draw(now);
+}
+
+void Progress::draw(Clock::time_point now) {
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const std::string line = format_line(label_, done_, total_, elapsed, suffix_, terminal_width());
   // \r back to the start, then erase to the end of the line so a shorter line leaves no residue.
   std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
   std::fflush(stderr);
@@ -108,8 +120,33 @@ void Progress::update(int64_t done, const std::string& suffix) {
   last_draw_ = now;
 }
 
+void Progress::tick() {
+  // Interrupts are the main thread's (it removes temporary files and erases the bar).
+  sigset_t block;
+  sigemptyset(&block);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&block, sig);
+  pthread_sigmask(SIG_BLOCK, &block, nullptr);
+  const auto show_at = start_ + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(kShowAfterS));
+  const auto every =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(kTimerRedrawS));
+  std::unique_lock<std::mutex> lock(mu_);
+  while (enabled_) {
+    // A second after the last draw, or after the moment the bar may first show.
+    const Clock::time_point due = std::max(show_at, last_draw_) + every;
+    if (wake_.wait_until(lock, due, [this] { return !enabled_; })) break;
+    const Clock::time_point now = Clock::now();
+    if (now >= std::max(show_at, last_draw_) + every) draw(now);
+  }
+}
+
 void Progress::finish() {
-  enabled_ = false;  // work is over: a late update() must not draw a stale bar
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    enabled_ = false;  // work is over: a late update() must not draw a stale bar
+  }
+  wake_.notify_all();
+  if (timer_.joinable()) timer_.join();
   if (!drawn_) return;
   std::fputs("\r\x1b[K", stderr);
   std::fflush(stderr);
@@ -154,7 +191,10 @@ void RunPlan::done(const std::string& what, const std::string& status, double wo
 
 Dataset make_dataset_with_progress(const Spec& spec, bool enabled) {
   Progress bar(spec.name + " data", spec.data.train_samples + spec.data.eval_samples, enabled);
-  return make_dataset(spec, [&](int64_t done, int64_t) { bar.update(done); });
+  return make_dataset(spec, [&](int64_t done, int64_t) {
+    stop_if_interrupted();
+    bar.update(done);
+  });
 }
 
 }  // namespace mpbench

@@ -3,8 +3,11 @@
 // never for work that finishes within a second, so that logs, CI output and piped stderr stay
 // clean.
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "models/dataset.h"
 
@@ -19,9 +22,12 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   // Records `done` of `total` units; redraws at most ~10 times a second and only once the work
-  // has run for a second. `suffix` is shown after the ETA, e.g. "loss 0.123".
+  // has run for a second. `suffix` is shown after the ETA, e.g. "loss 0.123". Between updates a
+  // timer redraws the last state every second, so that a long first step (or a long one later)
+  // still shows the bar and an ETA that grows while nothing finishes.
   void update(int64_t done, const std::string& suffix = "");
-  // Clears the line (if anything was drawn). Idempotent; the destructor calls it.
+  // Clears the line (if anything was drawn) and stops the timer. Idempotent; the destructor
+  // calls it.
   void finish();
 
   static bool stderr_is_tty();
@@ -33,12 +39,20 @@ class Progress {
 
  private:
   using Clock = std::chrono::steady_clock;
+  void draw(Clock::time_point now);  // with mu_ held
+  void tick();                       // the timer thread
+
   std::string label_;
   int64_t total_;
   bool enabled_;
   bool drawn_ = false;
   Clock::time_point start_;
   Clock::time_point last_draw_;
+  int64_t done_ = 0;
+  std::string suffix_;
+  std::mutex mu_;  // the state above, between update() and the timer
+  std::condition_variable wake_;
+  std::thread timer_;
 };
 
 // Where a command of many runs (specs x modes x repetitions) stands. On a terminal the bar of

@@ -120,8 +120,8 @@ TEST_F(IoFailures, AnInterruptOnATerminalErasesTheProgressBar) {
                                    " --device reference --precisions fp32 --epochs 2\" /dev/null",
                                dir_.string());
   EXPECT_EQ(r.code, 124) << r.err;  // timeout's code for a command it signalled
-  EXPECT_TRUE(has_text(r.out, "\r\x1b[Kmpbench: interrupted")) << r.out;
-  EXPECT_FALSE(has_text(r.out, "\nmpbench: interrupted")) << r.out;
+  EXPECT_TRUE(has_text(r.out, "\r\x1b[Kmpbench: interrupted: stopping after this step")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "\nmpbench: interrupted: stopping")) << r.out;
 }
 
 // A dumb terminal shows the bar's erase sequence as junk: it gets the lines a pipe gets, and no
@@ -195,9 +195,60 @@ TEST_F(IoFailures, AnInterruptOnAnotherThreadEndsTheRunLikeOneOnMain) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 130);
-  EXPECT_EQ(read_file(err), "mpbench: interrupted\n");
+  EXPECT_EQ(read_file(err),
+            "mpbench: interrupted: stopping after this step to show the finished runs (Ctrl-C "
+            "again quits at once)\nmpbench: interrupted before any run finished: nothing to "
+            "show\n");
   for (const auto& f : fs::directory_iterator(dir_))
     EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
+}
+
+// Ctrl-C in a run of many specs ended it at once and lost the finished specs' tables: a first
+// SIGINT now stops at the next step and shows the runs that finished (exit 130, no file written,
+// since a file is a whole run's); a second one quits at once.
+TEST_F(IoFailures, AnInterruptShowsTheFinishedRunsAndASecondQuitsAtOnce) {
+  const std::string tiny = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
+  const std::string mnist = std::string(MPBENCH_SOURCE_DIR) + "/configs/mnist_mlp.json";
+  const std::string json = (dir_ / "r.json").string(), err = (dir_ / "err.txt").string(),
+                    out = (dir_ / "out.txt").string();
+  for (const int interrupts : {1, 2}) {
+    fs::remove(err);  // the first run's says where the second one is
+    const pid_t pid = fork();
+    if (pid == 0) {
+      dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), STDERR_FILENO);
+      dup2(open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), STDOUT_FILENO);
+      execl(exe().c_str(), exe().c_str(), "run", tiny.c_str(), mnist.c_str(), "--device",
+            "reference", "--precisions", "fp32", "--epochs", "5", "--json", json.c_str(), nullptr);
+      _exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    // Into the second spec's run: the first one's line is out (stderr is no terminal).
+    for (int i = 0; i < 12000 && !has_text(read_file(err), "[1/2] tiny_mlp fp32: "); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_TRUE(has_text(read_file(err), "[1/2] tiny_mlp fp32: ")) << read_file(err);
+    for (int i = 0; i < interrupts; ++i) {
+      ASSERT_EQ(kill(pid, SIGINT), 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 130);
+    const std::string o = read_file(out), e = read_file(err);
+    EXPECT_TRUE(has_text(e, "mpbench: interrupted: stopping after this step")) << e;
+    if (interrupts == 1) {
+      EXPECT_TRUE(has_text(o, "tiny_mlp (mlp)")) << o;
+      EXPECT_FALSE(has_text(o, "mnist")) << o;  // the run in progress is dropped
+      EXPECT_TRUE(has_text(e,
+                           "\nmpbench: interrupted after 1 of 2 runs: the table shows those; "
+                           "no file was written"))
+          << e;
+    } else {
+      EXPECT_EQ(o, "") << o;
+      EXPECT_TRUE(has_text(e, "\nmpbench: interrupted\n")) << e;
+    }
+    EXPECT_FALSE(fs::exists(json));
+  }
 }
 
 TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {

@@ -1,9 +1,14 @@
 // The writers of the result model: console table, CSV, Markdown, ratios, units, progress line.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -933,6 +938,41 @@ TEST(Progress, DrawsAfterOneSecondAndClearsOnFinish) {
   EXPECT_FALSE(contains(err, "loss 0.1")) << err;
   EXPECT_FALSE(contains(err, "late")) << err;
   EXPECT_EQ(err.substr(err.size() - 4), "\r\x1b[K") << err;
+}
+
+// A first step longer than the wait before the bar shows (a big model on the reference) showed
+// nothing until it ended: the timer draws the bar meanwhile, its ETA unknown, and stops at
+// finish().
+TEST(Progress, ATimerDrawsTheBarWhileAStepRuns) {
+  char path[] = "/tmp/mpbench_progress_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::fflush(stderr);
+  const int saved = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  auto written = [&] { return lseek(fd, 0, SEEK_END); };
+  {
+    Progress bar("long step", 3, true);
+    bar.update(0, "epoch 1");
+    // No update follows; the timer must draw (within 20 s, however busy the machine).
+    for (int i = 0; i < 200 && written() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    bar.finish();
+  }
+  std::fflush(stderr);
+  const off_t after_finish = written();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const off_t later = written();
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  std::string err(static_cast<size_t>(later), '\0');
+  ASSERT_EQ(pread(fd, err.data(), err.size(), 0), later);
+  close(fd);
+  std::remove(path);
+  EXPECT_TRUE(contains(err, "\rlong step   0%")) << err;
+  EXPECT_TRUE(contains(err, "ETA --:--  epoch 1")) << err;
+  EXPECT_EQ(err.substr(err.size() - 4), "\r\x1b[K") << err;
+  EXPECT_EQ(later, after_finish) << "drawn after finish: " << err;
 }
 
 }  // namespace
