@@ -313,6 +313,9 @@ int cmd_run(const RunArgs& given) {
   report.provenance = provenance_json();
   report.env = env_json(info, make_reference_backend()->info());
   if (launch.launched()) report.env["launch"] = launch.env_json(report.env["device"]);
+  // What a mode out of memory ran under (compare notes a difference).
+  report.env["memory_limit_bytes"] =
+      args.memory_limit > 0 ? nlohmann::json(args.memory_limit) : nlohmann::json(nullptr);
   // Without --seeds one run per mode (no training seed); with it, seeds 1..N.
   std::vector<std::optional<uint64_t>> seeds = {std::nullopt};
   if (args.seeds > 0) {

@@ -430,6 +430,49 @@ std::string data_parallel_difference(const RunResult& baseline, const RunResult&
   return "";
 }
 
+namespace {
+
+// Where the baseline is one file: its time interval holds the noise between repetitions inside
+// one process, not between processes; empty otherwise.
+std::string one_baseline_note(const Comparison& c) {
+  if (c.baseline_files != 1) return "";
+  bool timed = false;  // a row whose time was judged or could have been
+  for (const CompareRow& r : c.rows) timed = timed || r.time.valid;
+  if (!timed) return "";
+  return "note: one baseline file: the time interval holds the noise between its repetitions, "
+         "not between processes, which runs made minutes apart show most of (README, 'mpbench "
+         "as a CI performance gate': three baseline files)";
+}
+
+// A --memory-limit that differs between the files (env.memory_limit_bytes; a file from before it
+// was recorded is left out): a mode out of memory under one may fit under the other. Nothing else
+// a run measures depends on it.
+std::string memory_limit_note(const std::vector<const Report*>& baselines,
+                              const Report& current) {
+  auto limit = [](const Report& r) -> std::optional<std::string> {
+    if (!r.env.is_object() || !r.env.contains("memory_limit_bytes")) return std::nullopt;
+    const nlohmann::json& v = r.env["memory_limit_bytes"];
+    if (!v.is_number_unsigned()) return std::string("none");
+    return format_bytes(v.get<uint64_t>());
+  };
+  const std::optional<std::string> cur = limit(current);
+  if (!cur) return "";
+  std::vector<std::string> base;
+  bool differs = false;
+  for (const Report* b : baselines)
+    if (const std::optional<std::string> l = limit(*b)) {
+      if (std::find(base.begin(), base.end(), *l) == base.end()) base.push_back(*l);
+      differs = differs || *l != *cur;
+    }
+  if (!differs) return "";
+  return fmt::format(
+      "note: --memory-limit differs: baseline {}, current {}; a mode out of memory under one "
+      "limit may fit under the other",
+      fmt::join(base, " and "), *cur);
+}
+
+}  // namespace
+
 Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
                            const CompareOptions& options, const std::vector<std::string>& names) {
   Comparison out;
@@ -527,6 +570,9 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     if (!r.regressions.empty()) ++out.regressions;
     if (r.blocking) ++out.blocking;
   }
+  if (const std::string n = one_baseline_note(out); !n.empty()) out.notes.push_back(n);
+  if (const std::string n = memory_limit_note(baselines, current); !n.empty())
+    out.notes.push_back(n);
   if (out.regressions > 0)
     out.exit_code = 1;
   else if (out.matched == 0 || out.spec_changed > 0 || (options.strict && out.blocking > 0))
@@ -534,15 +580,6 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
   return out;
 }
 
-std::string one_baseline_note(const Comparison& c) {
-  if (c.baseline_files != 1) return "";
-  bool timed = false;  // a row whose time was judged or could have been
-  for (const CompareRow& r : c.rows) timed = timed || r.time.valid;
-  if (!timed) return "";
-  return "note: one baseline file: the time interval holds the noise between its repetitions, "
-         "not between processes, which runs made minutes apart show most of (README, 'mpbench "
-         "as a CI performance gate': three baseline files)";
-}
 
 std::string format_compare_console(const Comparison& c, bool ascii) {
   TextTable table;
@@ -550,7 +587,7 @@ std::string format_compare_console(const Comparison& c, bool ascii) {
   for (const CompareRow& r : c.rows) table.rows.push_back(cells(r));
   std::string out = render_text_table(table, ascii);
   out += "\n" + rule_text(c.options) + "\n";
-  if (const std::string note = one_baseline_note(c); !note.empty()) out += note + "\n";
+  for (const std::string& note : c.notes) out += printable_text(note) + "\n";
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;
@@ -759,8 +796,7 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   out += fmt::format("<details><summary>All {} rows</summary>\n\n", c.rows.size());
   out += md_table(hs, right, all, 10, regressed);
   out += "\n</details>\n\n" + markdown_cell(rule_text(c.options)) + "\n";
-  if (const std::string note = one_baseline_note(c); !note.empty())
-    out += "\n" + markdown_cell(note) + "\n";
+  for (const std::string& note : c.notes) out += "\n" + markdown_cell(note) + "\n";
   return out;
 }
 
@@ -874,6 +910,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"seed", o.seed}}},
           {"env_differences", c.env_differences},
           {"baseline_files", c.baseline_files},
+          {"notes", c.notes},
           {"regressions", c.regressions},
           {"blocking", c.blocking},
           {"matched", c.matched},

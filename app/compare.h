@@ -130,6 +130,9 @@ struct Comparison {
   std::vector<std::string> env_differences;  // every difference found, for the summary
   int regressions = 0, blocking = 0, matched = 0, spec_changed = 0;
   size_t baseline_files = 0;
+  // Lines under the tables: one baseline file (its time interval holds no noise between
+  // processes), a --memory-limit that differs between the files.
+  std::vector<std::string> notes;
   // 0 pass; 1 a regression; 4 nothing matched, a spec changed, or (--strict) blocking rows.
   int exit_code = 0;
 };
@@ -146,9 +149,6 @@ inline Comparison compare_reports(const Report& baseline, const Report& current,
   return compare_reports(std::vector<const Report*>{&baseline}, current, options);
 }
 
-// The note under the tables where the baseline is one file: its time interval holds the noise
-// between repetitions inside one process, not between processes; empty otherwise.
-std::string one_baseline_note(const Comparison& c);
 std::string format_compare_console(const Comparison& c, bool ascii = false);
 // A summary for $GITHUB_STEP_SUMMARY or a merge-request comment: the verdict line, a short
 // table of only the rows that regressed or are inconclusive, missing or spec-changed, the full

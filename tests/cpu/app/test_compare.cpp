@@ -1180,6 +1180,50 @@ TEST_F(CompareCli, OneBaselineFileIsNoted) {
   EXPECT_EQ(json::parse(test::read_file(js))["baseline_files"], 2);
 }
 
+// A mode out of memory under one --memory-limit may fit under another: compare was silent on a
+// limit that differed (the run's JSON did not record it). A file from before it was recorded is
+// left out; equal limits need no note.
+TEST(Compare, ADifferentMemoryLimitIsNoted) {
+  auto with_limit = [](const json& limit) {
+    json env = cpu_env();
+    if (!limit.is_string()) env["memory_limit_bytes"] = limit;  // a string: not recorded
+    return make_report(reps(), env);
+  };
+  const Report none = with_limit(nullptr), gib = with_limit(uint64_t{1} << 30),
+               old = with_limit("old file"), gib2 = with_limit(uint64_t{1} << 30);
+  auto notes = [](const Comparison& c) {
+    std::string all;
+    for (const std::string& n : c.notes) all += n + "\n";
+    return all;
+  };
+  const Comparison c = compare_reports(std::vector<const Report*>{&none, &old}, gib, {});
+  EXPECT_NE(notes(c).find("note: --memory-limit differs: baseline none, current 1.00 GiB; a mode "
+                          "out of memory under one limit may fit under the other"),
+            std::string::npos)
+      << notes(c);
+  EXPECT_NE(format_compare_console(c).find("note: --memory-limit differs"), std::string::npos);
+  EXPECT_NE(format_compare_markdown(c, "b", "c").find("note: --memory-limit differs"),
+            std::string::npos);
+  for (const Report* b : {&gib2, &old})
+    EXPECT_EQ(notes(compare_reports(*b, gib, {})).find("memory-limit"), std::string::npos)
+        << notes(compare_reports(*b, gib, {}));
+}
+
+// The run's JSON records the limit it ran under, and compare reads it.
+TEST_F(CompareCli, RunRecordsItsMemoryLimit) {
+  const std::string spec = write("small.json", test::kSmallSpec);
+  const std::string a = (dir_ / "a.json").string(), b = (dir_ / "b.json").string();
+  const std::string run_cmd = "run " + spec + " --device reference --precisions fp32 --quiet ";
+  ASSERT_EQ(run(run_cmd + "--json " + a).code, 0);
+  ASSERT_EQ(run(run_cmd + "--memory-limit 512MiB --json " + b).code, 0);
+  EXPECT_TRUE(json::parse(test::read_file(a))["env"]["memory_limit_bytes"].is_null());
+  EXPECT_EQ(json::parse(test::read_file(b))["env"]["memory_limit_bytes"], 512u << 20);
+  const Result r = run("compare " + a + " " + b);
+  EXPECT_NE(r.out.find("note: --memory-limit differs: baseline none, current 512.0 MiB"),
+            std::string::npos)
+      << r.out;
+}
+
 // A fraction where a percentage is asked for (the JSON holds 0.1 for 10%) is warned of: a gate
 // 100 times as tight as meant.
 TEST_F(CompareCli, AFractionForAPercentageIsWarnedOf) {
