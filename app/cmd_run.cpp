@@ -322,17 +322,16 @@ int cmd_run(const RunArgs& given) {
     seeds.clear();
     for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
   }
+  RunPlan plan(args.quiet);
   int64_t planned_runs = 0;
-  double planned_work = 0;
   for (const Spec& spec : specs) {
     const int64_t per_mode = args.repeat * static_cast<int64_t>(seeds.size());
     const double flops =
         run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total());
-    planned_runs += per_mode * static_cast<int64_t>(spec.precisions.size());
     for (Precision p : spec.precisions)
-      if (trains(p, info, be->device())) planned_work += static_cast<double>(per_mode) * flops;
+      for (int64_t i = 0; i < per_mode; ++i, ++planned_runs)
+        plan.add(spec.name, trains(p, info, be->device()) ? flops : 0.0);
   }
-  RunPlan plan(planned_runs, planned_work, args.quiet);
   // Ranks of a data-parallel job would stop at different steps and wait for each other.
   if (!launch.launched()) allow_graceful_interrupt(true);
 
@@ -416,7 +415,7 @@ int cmd_run(const RunArgs& given) {
               ran.data_parallel->scaling_efficiency = ran.samples_per_second / (nranks * *single);
             }
             const RunResult& done = report.runs.back();
-            plan.done(what,
+            plan.done(spec.name, what,
                       done.status == RunStatus::Ok
                           ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                           : run_status_name(done.status),

@@ -188,7 +188,7 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
                              "{} vs {} repetitions; time needs {} a side (run --repeat {}, "
                              "or several --baseline files)",
                              row.n_baseline, row.n_current, need, need)
-                       : "confidence interval wider than the threshold band";
+                       : inconclusive_time(row.time, o.time_threshold);
     }
     if (fb > 0)
       row.detail = fmt::format("baseline: {}{}", failures(fb, nb, b),
@@ -316,6 +316,20 @@ std::string rule_text(const CompareOptions& o) {
 
 }  // namespace
 
+std::string inconclusive_time(const RatioEstimate& est, double threshold) {
+  const double slow = 1.0 + threshold, fast = 1.0 / (1.0 + threshold);
+  const bool past_slow = est.hi > slow + kThresholdSlack,
+             past_fast = est.lo < fast - kThresholdSlack;
+  const std::string interval = fmt::format("the interval [{:.3f}, {:.3f}]", est.lo, est.hi);
+  if (past_slow && past_fast)
+    return fmt::format("{} is wider than the band [{:.3f}, {:.3f}]", interval, fast, slow);
+  // One edge crossed: the band may hold the ratio, or it may lie past that edge.
+  return fmt::format(
+      "{} reaches past the band's {} edge {:.3f}: neither within the band nor "
+      "shown to be past it",
+      interval, past_slow ? "slower" : "faster", past_slow ? slow : fast);
+}
+
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
                          double threshold, int min_repetitions) {
   const size_t need = static_cast<size_t>(std::max(min_repetitions, 1));
@@ -388,7 +402,9 @@ std::string short_json(const nlohmann::json& j) {
 
 // Depth-first, in the baseline's key order; the path as the spec reader names it. A key on one
 // side only is not a difference: resolved specs write every default, so such a key is one the
-// other file's mpbench did not have yet (the fp8 block, say), not one its user set.
+// other file's mpbench did not have yet (the fp8 block, say), not one its user set. Keys on
+// both sides that the other lacks are: one model in two spellings (a ResNet's width, blocks, ...
+// against its stages), which passed as the same spec whatever the blocks.
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
                              const std::string& path) {
   if (a.is_object() && b.is_object()) {
@@ -398,6 +414,17 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
       std::string d = first_difference(*it, b[it.key()], p);
       if (!d.empty()) return d;
     }
+    auto only = [&](const nlohmann::json& x, const nlohmann::json& y) {
+      std::vector<std::string> keys;
+      for (auto it = x.begin(); it != x.end(); ++it)
+        if (!y.contains(it.key()) && !(path.empty() && it.key() == "precisions"))
+          keys.push_back(it.key());
+      return keys;
+    };
+    const std::vector<std::string> a_only = only(a, b), b_only = only(b, a);
+    if (!a_only.empty() && !b_only.empty())
+      return fmt::format("{}{}{} -> {}", path, path.empty() ? "" : ": ", fmt::join(a_only, ", "),
+                         fmt::join(b_only, ", "));
     return "";
   }
   if (a.is_array() && b.is_array()) {
@@ -447,8 +474,7 @@ std::string one_baseline_note(const Comparison& c) {
 // A --memory-limit that differs between the files (env.memory_limit_bytes; a file from before it
 // was recorded is left out): a mode out of memory under one may fit under the other. Nothing else
 // a run measures depends on it.
-std::string memory_limit_note(const std::vector<const Report*>& baselines,
-                              const Report& current) {
+std::string memory_limit_note(const std::vector<const Report*>& baselines, const Report& current) {
   auto limit = [](const Report& r) -> std::optional<std::string> {
     if (!r.env.is_object() || !r.env.contains("memory_limit_bytes")) return std::nullopt;
     const nlohmann::json& v = r.env["memory_limit_bytes"];
@@ -579,7 +605,6 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     out.exit_code = 4;
   return out;
 }
-
 
 std::string format_compare_console(const Comparison& c, bool ascii) {
   TextTable table;

@@ -67,6 +67,9 @@ struct CompareOptions {
 // file: "faster", "slower", "same" or "inconclusive".
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
                          double threshold, int min_repetitions = kMinRepetitions);
+// Why a time with enough repetitions is inconclusive: which edge of the threshold band its
+// interval crosses (or both).
+std::string inconclusive_time(const RatioEstimate& est, double threshold);
 
 // Differences between the two environments that bear on the numbers of `device` ("cuda":
 // env.gpu.{name, driver_version, cuda_runtime_version, cudnn_version}; "cpu" and "reference":

@@ -793,6 +793,22 @@ bool utf8_output() {
   return false;  // the C locale
 }
 
+namespace {
+
+// The notes and statuses are the HTML's and Markdown's too: a terminal without UTF-8 gets their
+// typography spelled in ASCII, as the table's own.
+std::string console_text(std::string s, bool ascii) {
+  if (!ascii) return s;
+  static const std::pair<const char*, const char*> kAscii[] = {
+      {"±", "+/-"}, {"—", "-"}, {"–", "-"}, {"×", "x"}, {"·", "|"}, {"…", "..."}, {"→", "->"}};
+  for (const auto& [from, to] : kAscii)
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + strlen(to)))
+      s.replace(at, strlen(from), to);
+  return s;
+}
+
+}  // namespace
+
 std::string format_console(const Report& report, bool ascii) {
   const TableStyle st = table_style(ascii);
   std::string out;
@@ -826,19 +842,20 @@ std::string format_console(const Report& report, bool ascii) {
       right.push_back(false);
       std::vector<std::string> cells = row.cells;
       cells.resize(lead);
-      for (const std::string& part : wrap(row.status, span)) {
+      for (const std::string& part : wrap(console_text(row.status, ascii), span)) {
         cells.push_back(part);
         out += table_line(cells, widths, right, st);
         cells.assign(lead, "");  // the wrapped lines under the status only
       }
     }
-    for (const std::string& n : table_notes(group, report)) out += " note: " + n + "\n";
+    for (const std::string& n : table_notes(group, report))
+      out += " note: " + console_text(n, ascii) + "\n";
   }
   if (out.empty()) return "no runs\n";
   // Once, under every table: a newcomer's first run is on the CPU, where amp_fp16 is slower.
   // Wrapped narrower than any table (their rules are 100 columns and more).
   if (const auto note = device_note(report))
-    for (const std::string& l : wrap("note: " + *note, 90))
+    for (const std::string& l : wrap("note: " + console_text(*note, ascii), 90))
       out += (l.rfind("note:", 0) == 0 ? "\n " : "       ") + l + "\n";
   return out;
 }

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
+#include "app/compare.h"  // first_spec_difference
 #include "app/console_table.h"
 #include "app/report_writers.h"
 #include "app/svg.h"
@@ -1418,6 +1419,9 @@ struct TrendSeries {
 struct TrendModel {
   std::string model, family, id;
   std::vector<TrendSeries> series;
+  // "at 2222222 (2026-01-02 10:00 UTC): model.hidden[0]: 32 -> 512": a commit whose file trained
+  // the model from another spec than the file before it that has the model did.
+  std::vector<std::string> spec_changes;
 };
 
 // A file's runs of one series as one point: several runs (`run --repeat`, `run --seeds`) give the
@@ -1456,11 +1460,17 @@ void summarise(TrendValue& v) {
   } else {
     const TimeStats& t = ok.front()->epoch_time_ms;
     v.median = t.median;
-    if (std::isfinite(t.min) && std::isfinite(t.max) && t.min <= t.max) {
+    // One epoch has no spread to show ("0.729–0.729" was drawn as one).
+    if (ok.front()->epochs.size() >= 2 && std::isfinite(t.min) && std::isfinite(t.max) &&
+        t.min <= t.max) {
       v.lo = t.min;
       v.hi = t.max;
     }
   }
+}
+
+std::string at_commit(const HistoryEntry& e) {
+  return e.label + " (" + format_utc(e.unix_time, "%Y-%m-%d %H:%M UTC") + ")";
 }
 
 std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
@@ -1472,7 +1482,7 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
                        r.device, r.batch_size,      r.cuda_graphs};
       auto m = std::find_if(models.begin(), models.end(),
                             [&](const TrendModel& x) { return x.model == r.model; });
-      if (m == models.end()) m = models.insert(models.end(), TrendModel{r.model, "", "", {}});
+      if (m == models.end()) m = models.insert(models.end(), TrendModel{r.model, "", "", {}, {}});
       if (m->family.empty()) m->family = r.family;
       auto s = std::find_if(m->series.begin(), m->series.end(),
                             [&](const TrendSeries& x) { return x.key == k; });
@@ -1481,6 +1491,20 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
         s->at.resize(entries.size());
       }
       s->at[i].runs.push_back(&r);
+    }
+  }
+  for (TrendModel& m : models) {
+    const nlohmann::json* before = nullptr;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const Report& report = entries[i].input.report;
+      const auto r = std::find_if(report.runs.begin(), report.runs.end(),
+                                  [&](const RunResult& x) { return x.model == m.model; });
+      const nlohmann::json* spec = r == report.runs.end() ? nullptr : spec_of(report, *r);
+      if (!spec) continue;
+      if (before)
+        if (const std::string d = first_spec_difference(*before, *spec); !d.empty())
+          m.spec_changes.push_back(fmt::format("at {}: {}", at_commit(entries[i]), d));
+      before = spec;
     }
   }
   std::set<std::string> used;
@@ -1505,10 +1529,6 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
     }
   }
   return models;
-}
-
-std::string at_commit(const HistoryEntry& e) {
-  return e.label + " (" + format_utc(e.unix_time, "%Y-%m-%d %H:%M UTC") + ")";
 }
 
 std::string time_tooltip(const TrendSeries& s, const TrendValue& v, const HistoryEntry& e) {
@@ -1628,14 +1648,16 @@ std::string format_history_html(const std::vector<HistoryEntry>& entries) {
   h += "<a href=\"#commits\">commits</a></nav></header>\n";
   {
     // A commit measured twice is two points: the rerun shows the noise between runs.
-    std::map<std::string, std::vector<std::string>> by_commit;
+    std::map<std::string, std::vector<const HistoryEntry*>> by_commit;
     for (const HistoryEntry& e : entries)
-      if (!e.commit.empty()) by_commit[e.commit].push_back(e.input.path);
-    for (const auto& [commit, paths] : by_commit) {
-      if (paths.size() < 2) continue;
+      if (!e.commit.empty()) by_commit[e.commit].push_back(&e);
+    for (const auto& [commit, of] : by_commit) {
+      if (of.size() < 2) continue;
+      std::vector<std::string> paths;
+      for (const HistoryEntry* e : of) paths.push_back(e->input.path);
       h += "<p class=\"note\">" +
            esc(fmt::format("Commit {} has {} result files ({}): each is its own point.",
-                           commit.substr(0, 7), paths.size(), fmt::join(paths, ", "))) +
+                           of.front()->label, paths.size(), fmt::join(paths, ", "))) +
            "</p>\n";
     }
   }
@@ -1661,6 +1683,11 @@ std::string format_history_html(const std::vector<HistoryEntry>& entries) {
     const Axis time_axis{"median epoch time (ms)", [](double v) { return format_general(v); }, 1};
     const Axis memory_axis{std::string("training memory (") + u.name + ")",
                            [](double v) { return format_general(v); }, u.scale};
+    for (const std::string& c : m.spec_changes)
+      h += "<p class=\"note\">" +
+           esc("The spec changed " + c +
+               ": the points before and after it are of different models.") +
+           "</p>\n";
     h += "<div class=\"charts\">\n";
     std::vector<std::string> notes;
     for (const TrendSeries& s : m.series) {
@@ -1732,6 +1759,11 @@ std::string format_history_markdown(const std::vector<HistoryEntry>& entries) {
   md += render_markdown_table(files);
   for (const TrendModel& m : build_trends(entries)) {
     md += "\n## " + markdown_cell(m.model) + "\n";
+    for (const std::string& c : m.spec_changes)
+      md += "\n" +
+            markdown_cell("The spec changed " + c +
+                          ": the points before and after it are of different models.") +
+            "\n";
     for (const TrendSeries& s : m.series) {
       md += "\n### " + markdown_cell(s.label + " · " + s.sub) + "\n\n";
       TextTable t;

@@ -153,9 +153,15 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-RunPlan::RunPlan(int64_t runs, double total_work, bool quiet)
-    : runs_(runs), total_work_(total_work), lines_(!quiet && !Progress::stderr_is_tty()) {
-  start_ = last_ = Clock::now();
+RunPlan::RunPlan(bool quiet) : lines_(!quiet && !Progress::stderr_is_tty()) {
+  last_ = Clock::now();
+}
+
+void RunPlan::add(const std::string& spec, double work) {
+  Spec& s = specs_[spec];
+  s.work += work;
+  ++s.runs;
+  ++runs_;
 }
 
 std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t modes) {
@@ -163,29 +169,47 @@ std::string RunPlan::position(int64_t spec, int64_t specs, int64_t mode, int64_t
 }
 
 std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string& what,
-                                 const std::string& status, double run_s, double left_s) {
+                                 const std::string& status, double run_s, Left left) {
   std::string s =
       fmt::format("mpbench: [{}/{}] {}: {} in {:.1f} s", index, runs, what, status, run_s);
-  if (index < runs) s += "; about " + format_duration(left_s) + " left";
-  return s;
+  if (index >= runs) return s;
+  const std::string untimed = left.untimed_specs == 0
+                                  ? ""
+                                  : fmt::format("{} spec{} not timed yet", left.untimed_specs,
+                                                left.untimed_specs == 1 ? "" : "s");
+  if (std::isnan(left.seconds)) return s + (untimed.empty() ? "" : "; " + untimed);
+  s += "; about " + format_duration(left.seconds) + " left";
+  return untimed.empty() ? s : s + ", besides " + untimed;
 }
 
-double RunPlan::time_left(double elapsed_s, double done_work, double total_work) {
-  return done_work > 0 ? elapsed_s * std::max(0.0, total_work - done_work) / done_work : NAN;
+RunPlan::Left RunPlan::left() const {
+  Left l{done_runs_ >= runs_ ? 0.0 : NAN, 0};
+  for (const auto& [name, s] : specs_) {
+    const double work_left = std::max(0.0, s.work - s.done_work);
+    if (s.done_runs == s.runs) continue;
+    if (s.done_work > 0) {
+      l.seconds = (std::isnan(l.seconds) ? 0.0 : l.seconds) + s.done_s * work_left / s.done_work;
+    } else if (work_left > 0) {
+      ++l.untimed_specs;
+    } else if (std::isnan(l.seconds)) {
+      l.seconds = 0;  // only runs of no work left there: done at once
+    }
+  }
+  return l;
 }
 
-void RunPlan::done(const std::string& what, const std::string& status, double work) {
-  ++done_runs_;
-  done_work_ += work;
+void RunPlan::done(const std::string& spec, const std::string& what, const std::string& status,
+                   double work) {
   const Clock::time_point now = Clock::now();
   const double run_s = std::chrono::duration<double>(now - last_).count();
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
   last_ = now;
+  Spec& s = specs_[spec];
+  ++s.done_runs;
+  ++done_runs_;
+  s.done_work += work;
+  s.done_s += run_s;
   if (!lines_) return;
-  std::fprintf(stderr, "%s\n",
-               format_done(done_runs_, runs_, what, status, run_s,
-                           time_left(elapsed, done_work_, total_work_))
-                   .c_str());
+  std::fprintf(stderr, "%s\n", format_done(done_runs_, runs_, what, status, run_s, left()).c_str());
   std::fflush(stderr);
 }
 

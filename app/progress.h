@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -57,31 +58,43 @@ class Progress {
 
 // Where a command of many runs (specs x modes x repetitions) stands. On a terminal the bar of
 // each run carries its position (position()); off one (CI logs), where no bar is drawn, each
-// finished run is one plain line on stderr with the time the whole command still needs: the work
-// left at the rate of the work done, a run's work being its training FLOPs (none for a mode the
-// device cannot run), so that a spec of many small steps does not promise the next one's big
-// steps at its rate. `quiet` silences both.
+// finished run is one plain line on stderr with the time the whole command still needs. A run's
+// work is its training FLOPs (none for a mode the device cannot run); what is left of a spec goes
+// at the rate its own finished runs took (the specs of one name, a batch sweep's, share it): a
+// small spec's rate is mostly its per-step overhead and promised a big one's hours for seconds.
+// A spec none of whose runs has finished is counted, not timed. `quiet` silences both.
 class RunPlan {
  public:
-  RunPlan(int64_t runs, double total_work, bool quiet);
+  explicit RunPlan(bool quiet);
+  // A run to come, of the spec named `spec`.
+  void add(const std::string& spec, double work);
   // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
   static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes);
-  // A run of that much work finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
+  // A run added before finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
   // 1.2 s; about 0:04 left".
-  void done(const std::string& what, const std::string& status, double work);
-  // The seconds the work not done yet takes at the rate of the work done in elapsed_s; NaN before
-  // any.
-  static double time_left(double elapsed_s, double done_work, double total_work);
+  void done(const std::string& spec, const std::string& what, const std::string& status,
+            double work);
+  // The seconds the runs not done yet take (NaN when none of them is of a spec timed so far),
+  // and how many specs with work left have no finished run to time them by.
+  struct Left {
+    double seconds;
+    int untimed_specs;
+  };
+  Left left() const;
   // The line done() prints, from its numbers (tests).
   static std::string format_done(int64_t index, int64_t runs, const std::string& what,
-                                 const std::string& status, double run_s, double left_s);
+                                 const std::string& status, double run_s, Left left);
 
  private:
   using Clock = std::chrono::steady_clock;
-  int64_t runs_, done_runs_ = 0;
-  double total_work_, done_work_ = 0;
+  struct Spec {
+    double work = 0, done_work = 0, done_s = 0;
+    int64_t runs = 0, done_runs = 0;
+  };
+  std::map<std::string, Spec> specs_;
+  int64_t runs_ = 0, done_runs_ = 0;
   bool lines_;
-  Clock::time_point start_, last_;
+  Clock::time_point last_;
 };
 
 // make_dataset with a bar ("<spec name> data") while generation runs past a second.

@@ -114,6 +114,41 @@ std::string shorten_label(const std::string& s, size_t n) {
   return joined(cs.begin(), cs.begin() + keep_front) + "…" + joined(cs.end() - keep_back, cs.end());
 }
 
+std::vector<std::string> shorten_labels(const std::vector<std::string>& labels, size_t n) {
+  std::vector<std::string> out;
+  for (const std::string& l : labels) out.push_back(shorten_label(l, n));
+  std::vector<std::string> fixed = out;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    // Where another label came out the same, show the part where they differ.
+    const std::vector<std::string> ci = characters(labels[i]);
+    size_t differ = ci.size();
+    bool clash = false;
+    for (size_t j = 0; j < labels.size(); ++j) {
+      if (j == i || out[j] != out[i] || labels[j] == labels[i]) continue;
+      clash = true;
+      const std::vector<std::string> cj = characters(labels[j]);
+      size_t k = 0;
+      while (k < ci.size() && k < cj.size() && ci[k] == cj[k]) ++k;
+      differ = std::min(differ, k);
+    }
+    if (!clash || n < 8) continue;
+    // The mode before " · " whole where it leaves room, then a window from half the room
+    // before the first difference: "fp32 · …_2026_01_05_runner_a_…".
+    const size_t dot = labels[i].find(" · ");
+    size_t head = dot == std::string::npos ? 0 : characters(labels[i].substr(0, dot + 4)).size();
+    if (head + 8 > n) head = 0;
+    const size_t room = n - head - 2;  // two ellipses at most
+    size_t start = differ > room / 2 ? differ - room / 2 : 0;
+    start = std::max(start, head);
+    if (start + room > ci.size()) start = ci.size() > room ? ci.size() - room : 0;
+    start = std::max(start, head);
+    const size_t end = std::min(ci.size(), start + room);
+    fixed[i] = joined(ci.begin(), ci.begin() + head) + (start > head ? "…" : "") +
+               joined(ci.begin() + start, ci.begin() + end) + (end < ci.size() ? "…" : "");
+  }
+  return fixed;
+}
+
 // Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
 // that ends at the last tick covers every value.
 std::vector<double> nice_ticks(double lo, double hi, int target) {
@@ -222,12 +257,15 @@ std::string bar_chart(const std::string& kind, const std::vector<Bar>& bars, con
                    px(x0), px(kBarTop - 4), px(y_axis));
   s += text(x0 + pw / 2, h - 8, axis.label + (log ? " (log scale)" : ""), "axis-label", "middle");
 
+  std::vector<std::string> labels;
+  for (const Bar& b : bars) labels.push_back(b.label);
+  labels = shorten_labels(labels, 30);
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
     const double y = kBarTop + i * kBarRow + 4, bh = kBarRow - 8, cy = y + bh / 2 + 4;
     s += "<g class=\"bar\">";
     s += "<title>" + html_escape(b.tooltip) + "</title>\n";
-    s += text(x0 - 8, cy, shorten_label(b.label, 30), "bar-label", "end");
+    s += text(x0 - 8, cy, labels[i], "bar-label", "end");
     if (b.drawn && std::isfinite(b.value)) {
       const double x1 = xs(b.value);
       s += fmt::format(
@@ -427,10 +465,13 @@ std::string stacked_chart(const std::string& kind, const std::string& aria,
   s += fmt::format("<line class=\"axis\" x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\"/>\n", px(left),
                    px(left), px(top - 4), px(y_axis));
   s += text(left + pw / 2, H - 8, axis_label, "axis-label", "middle");
+  std::vector<std::string> labels;
+  for (const Stack& st : stacks) labels.push_back(st.label);
+  labels = shorten_labels(labels, 30);
   for (size_t i = 0; i < stacks.size(); ++i) {
     const Stack& st = stacks[i];
     const double y = top + i * row + 4, bh = row - 8, cy = y + bh / 2 + 4;
-    s += text(left - 8, cy, shorten_label(st.label, 30), "bar-label", "end");
+    s += text(left - 8, cy, labels[i], "bar-label", "end");
     double acc = 0;
     for (size_t k = 0; k < st.parts.size() && k < keys.size(); ++k) {
       const double v = st.parts[k];

@@ -30,6 +30,9 @@ std::string shorten(const std::string& s, size_t n);
 // A bar's label in at most n characters (code points), cut inside what follows its first " · "
 // (a file's name, a device), so that both ends stay.
 std::string shorten_label(const std::string& s, size_t n);
+// shorten_label of each of a chart's labels, except that labels it would make the same keep the
+// part where they differ.
+std::vector<std::string> shorten_labels(const std::vector<std::string>& labels, size_t n);
 // Round-number ticks from the first at or above `lo` to the first at or above `hi`, so an axis
 // that ends at the last tick covers every value.
 std::vector<double> nice_ticks(double lo, double hi, int target);

@@ -391,9 +391,11 @@ std::vector<std::string> spec_inputs(const Spec& s) {
 }
 
 bool valid_model_name(const std::string& name) {
-  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-  });
+  // Not a leading '-': a spreadsheet opening the CSV takes "-A1" for a formula.
+  return !name.empty() && name.size() <= 128 && name[0] != '-' &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+         });
 }
 
 void refuse_shared_model_names(const std::vector<Spec>& specs) {

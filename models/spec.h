@@ -150,7 +150,8 @@ Spec load_spec(const std::string& path);
 std::vector<std::string> spec_inputs(const Spec& spec);
 // A spec's name: 1 to 128 letters, digits, '_', '-' or '.' (it names files and table rows).
 bool valid_model_name(const std::string& name);
-inline constexpr const char* kModelNameRule = "1 to 128 letters, digits, '_', '-' or '.'";
+inline constexpr const char* kModelNameRule =
+    "1 to 128 letters, digits, '_', '-' or '.', not starting with '-'";
 
 // Refuses (BadInput) two specs of one model name, as their files name them: results are matched
 // by name in the tables and in `compare` (run, validate and maxbatch take specs so).

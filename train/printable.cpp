@@ -246,8 +246,12 @@ size_t append_control_escape(const std::string& s, size_t i, const std::string& 
     out += backslash + fmt::format("x{:02x}", c);  // not UTF-8: byte by byte
     return 1;
   }
-  if (cp <= 0x9f) {
-    out += backslash + fmt::format("u{{{:04X}}}", cp);  // a C1 control
+  // A C1 control, or a bidi mark, embedding, override or isolate: one reorders the text shown
+  // around it, so that a file name in a step summary could read as another.
+  const bool bidi = cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+                    (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+  if (cp <= 0x9f || bidi) {
+    out += backslash + fmt::format("u{{{:04X}}}", cp);
   } else {
     out.append(s, i, static_cast<size_t>(len));  // a character, kept whole
   }

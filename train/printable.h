@@ -22,7 +22,8 @@ std::string printable_text(const std::string& s);
 
 // For writers that keep the rest of their text (HTML, Markdown): a control character at s[i] (C0
 // but tab, line feed and carriage return, which each writer treats as it must; DEL; the C1
-// controls U+0080 to U+009F, two bytes in UTF-8) appended as C writes it, "\x1b" or "\u{0085}",
+// controls U+0080 to U+009F, two bytes in UTF-8; the bidi controls, U+202E and its kin, which
+// reorder the text around them) appended as C writes it, "\x1b" or "\u{0085}",
 // and a byte that starts no well-formed UTF-8 sequence as "\xe9" (a Latin-1 file name: the page
 // and the step summary are UTF-8), its backslash written as `backslash`; any other non-ASCII
 // character appended whole. The bytes of s it took: 0 for ASCII the writer keeps or escapes.

@@ -169,6 +169,15 @@ TEST(TimeVerdict, Rule) {
   EXPECT_EQ(time_verdict(est(1.50, 1.40, 1.60), 5, 2, 0.05), "inconclusive");
   RatioEstimate invalid;
   EXPECT_EQ(time_verdict(invalid, 5, 5, 0.05), "inconclusive");
+  // Why: "wider than the band" was said of an interval narrower than it that crossed one edge.
+  EXPECT_EQ(inconclusive_time(est(0.983, 0.905, 1.049), 0.10),
+            "the interval [0.905, 1.049] reaches past the band's faster edge 0.909: neither "
+            "within the band nor shown to be past it");
+  EXPECT_EQ(inconclusive_time(est(1.04, 1.01, 1.07), 0.05),
+            "the interval [1.010, 1.070] reaches past the band's slower edge 1.050: neither "
+            "within the band nor shown to be past it");
+  EXPECT_EQ(inconclusive_time(est(1.0, 0.8, 1.2), 0.10),
+            "the interval [0.800, 1.200] is wider than the band [0.909, 1.100]");
 }
 
 // The interval holds the spread between repetitions: epochs as steady as kBase's, but
@@ -500,6 +509,29 @@ TEST(Compare, ChangedSpecIsNotComparedAndFails) {
   r = cmp(c, b);
   EXPECT_EQ(r.rows[0].verdict, "spec-changed");
   EXPECT_NE(r.rows[0].detail.find("a baseline file has no spec of m"), std::string::npos);
+}
+
+// One model in two spellings (a ResNet's single-stage keys against its stages list) passed as
+// the same spec whatever the blocks: keys each side lacks on the other are a change.
+TEST(Compare, AModelRespelledIsASpecChange) {
+  const json flat = {{"name", "m"},
+                     {"model",
+                      {{"type", "resnet_bottleneck"},
+                       {"width", 8},
+                       {"out_channels", 16},
+                       {"blocks", 2},
+                       {"stride", 2}}}};
+  json staged = flat;
+  for (const char* k : {"width", "out_channels", "blocks", "stride"}) staged["model"].erase(k);
+  staged["model"]["stages"] = {{{"width", 8}, {"out_channels", 16}, {"blocks", 1}, {"stride", 2}}};
+  Report b = make_report(reps()), c = make_report(reps());
+  b.specs = {flat};
+  c.specs = {staged};
+  Comparison r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_EQ(r.rows[0].detail,
+            "spec differs at model: blocks, out_channels, stride, width -> stages");
+  EXPECT_EQ(cmp(c, b).rows[0].verdict, "spec-changed");
 }
 
 TEST(Compare, RunsMatchOnCudaGraphsToo) {

@@ -250,15 +250,43 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
   EXPECT_TRUE(has_text(r.err, "left\nmpbench: [2/2] small amp_bf16: ")) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << "no bar off a terminal";
   EXPECT_EQ(run("run " + spec_ + " --device reference --quiet").err, "");
-  EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, 61),
+  using Left = mpbench::RunPlan::Left;
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "oom", 2.04, Left{61, 0}),
             "mpbench: [1/3] m fp32: oom in 2.0 s; about 1:01 left");
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m fp32", "ok", 2.04, Left{61, 2}),
+            "mpbench: [1/3] m fp32: ok in 2.0 s; about 1:01 left, besides 2 specs not timed yet");
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m tf32", "unsupported", 0, Left{NAN, 1}),
+            "mpbench: [1/3] m tf32: unsupported in 0.0 s; 1 spec not timed yet");
+  EXPECT_EQ(mpbench::RunPlan::format_done(3, 3, "m fp32", "ok", 2.04, Left{0, 0}),
+            "mpbench: [3/3] m fp32: ok in 2.0 s");
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3, mode 2/4");
-  // What is left goes by work (training FLOPs), not runs or steps: 1 unit in 10 s leaves 100 s
-  // for 10 more, a run of no work (an unsupported mode) changes nothing.
-  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 1, 11), 100);
-  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 10, 11), 1);
-  EXPECT_DOUBLE_EQ(mpbench::RunPlan::time_left(10, 11, 11), 0);
-  EXPECT_TRUE(std::isnan(mpbench::RunPlan::time_left(3, 0, 11)));
+}
+
+// What is left goes by each spec's own rate: a tiny spec's (mostly per-step overhead) promised
+// the next, 300 times its FLOPs, hours for seconds. A spec with no finished run is counted, not
+// timed; a run of no work (an unsupported mode) changes nothing.
+TEST(RunPlan, WhatIsLeftGoesBySpec) {
+  mpbench::RunPlan plan(/*quiet=*/true);
+  plan.add("tiny", 1);
+  plan.add("tiny", 0);
+  plan.add("tiny", 1);
+  plan.add("big", 300);
+  plan.add("big", 300);
+  auto left = [&] { return plan.left(); };
+  EXPECT_TRUE(std::isnan(left().seconds));
+  EXPECT_EQ(left().untimed_specs, 2);
+  plan.done("tiny", "tiny fp32", "ok", 1);
+  EXPECT_GE(left().seconds, 0);  // the second tiny run at the first one's rate
+  EXPECT_EQ(left().untimed_specs, 1);
+  plan.done("tiny", "tiny tf32", "unsupported", 0);
+  plan.done("tiny", "tiny amp_bf16", "ok", 1);
+  EXPECT_TRUE(std::isnan(left().seconds));  // nothing left of a timed spec
+  EXPECT_EQ(left().untimed_specs, 1);
+  plan.done("big", "big fp32", "ok", 300);
+  EXPECT_EQ(left().untimed_specs, 0);
+  EXPECT_FALSE(std::isnan(left().seconds));
+  plan.done("big", "big amp_bf16", "ok", 300);
+  EXPECT_EQ(left().seconds, 0);
 }
 
 // --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and

@@ -618,6 +618,9 @@ TEST(HtmlReport, EscapesEveryMarkupCharacter) {
   EXPECT_EQ(mpbench::html_escape("plain ±"), "plain ±");
   // Controls, which HTML does not allow (a file's status_detail), shown as C writes them.
   EXPECT_EQ(mpbench::html_escape("a\x1b[31m\x7f\u0085\tb\nc"), "a\\x1b[31m\\x7f\\u{0085}\tb\nc");
+  // A right-to-left override (a file name that reads as another) and the other bidi controls.
+  EXPECT_EQ(mpbench::html_escape("run\u202Enosj.exe \u2066x\u2069 \u200F"),
+            "run\\u{202E}nosj.exe \\u{2066}x\\u{2069} \\u{200F}");
   // Bytes that are not UTF-8 (a Latin-1 file name; a lead byte past 0xf7) in a page that says
   // charset utf-8: as C writes them.
   EXPECT_EQ(mpbench::html_escape("r\xe9s\xff \xf8\x90\x80\x80 caf\u00e9"),
@@ -690,12 +693,14 @@ mpbench::RunResult history_run(const std::string& precision, std::vector<double>
 
 std::string write_history_file(const fs::path& dir, const std::string& name,
                                const nlohmann::json& provenance,
-                               std::vector<mpbench::RunResult> runs) {
+                               std::vector<mpbench::RunResult> runs,
+                               std::vector<nlohmann::json> specs = {}) {
   mpbench::Report report;
   report.tool = {{"name", "mpbench"}, {"version", "test"}};
   report.provenance = provenance;
   report.env = {{"device", "cpu"}};
   report.runs = std::move(runs);
+  report.specs = std::move(specs);
   const fs::path p = dir / name;
   std::ofstream(p) << mpbench::to_json(report).dump(2);
   return p.string();
@@ -873,6 +878,39 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
 }
 
+// An edited config is another model under the same name: the trend joined its points as one
+// series without a word, so that a wider MLP looked like a 200x regression. The page and the
+// Markdown say at which commit the spec changed and where; an unchanged one says nothing.
+TEST_F(ReportHtml, HistorySaysWhereTheSpecChanged) {
+  auto spec = [](int hidden) {
+    return json{{"name", "hist_mlp"}, {"model", {{"type", "mlp"}, {"hidden", {hidden}}}}};
+  };
+  const std::string a40(40, 'a'), b40(40, 'b'), c40(40, 'c');
+  const std::string a =
+      write_history_file(dir_, "a.json", history_provenance("2025-03-01T09:00:00Z", a40),
+                         {history_run("fp32", {10, 10, 10}, 1000)}, {spec(32)});
+  const std::string b =
+      write_history_file(dir_, "b.json", history_provenance("2025-03-02T09:00:00Z", b40),
+                         {history_run("fp32", {90, 90, 90}, 9000)}, {spec(512)});
+  const std::string c =
+      write_history_file(dir_, "c.json", history_provenance("2025-03-03T09:00:00Z", c40),
+                         {history_run("fp32", {91, 91, 91}, 9000)}, {spec(512)});
+  const fs::path html = dir_ / "h.html", md = dir_ / "h.md";
+  const Result r = mpbench("report --history " + a + " " + b + " " + c + " --html " +
+                           html.string() + " --md " + md.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string note =
+      "The spec changed at bbbbbbb (2025-03-02 09:00 UTC): model.hidden[0]: 32 -&gt; 512: the "
+      "points before and after it are of different models.";
+  const std::string page = read_file(html);
+  EXPECT_NE(page.find(note), std::string::npos) << page;
+  EXPECT_EQ(page.find("The spec changed at ccccccc"), std::string::npos);
+  EXPECT_NE(read_file(md).find("The spec changed at bbbbbbb (2025-03-02 09:00 UTC): "
+                               "model.hidden\\[0\\]: 32 -&gt; 512"),
+            std::string::npos)
+      << read_file(md);
+}
+
 // A file of `run --repeat 3`: the time chart's tooltip and the table give each speedup's 95%
 // interval (amp_bf16 at half fp32's time, so about 2x).
 TEST_F(ReportHtml, RepeatedRunsShowTheSpeedupInterval) {
@@ -939,6 +977,24 @@ TEST(Svg, ShortenLabelKeepsTheModeAndBothEndsOfTheFile) {
   // Characters, not bytes: "·" and "…" count one each.
   for (const std::string& s : {a, b, shorten_label(std::string(40, 'x'), 30),
                                shorten_label("ü" + std::string(40, 'y') + "ü", 30)}) {
+    size_t chars = 0;
+    for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+    EXPECT_EQ(chars, 30u) << s;
+  }
+}
+
+// Files whose names differ only in the middle came out as one label on every bar: a chart's
+// labels that would be the same show where they differ; the others are cut as before.
+TEST(Svg, LabelsThatWouldBeTheSameShowWhereTheyDiffer) {
+  const std::vector<std::string> labels = {"fp32 · nightly_results_2026_01_05_runner_a_final",
+                                           "fp32 · nightly_results_2026_01_06_runner_a_final",
+                                           "fp32 · other"};
+  const std::vector<std::string> got = mpbench::svg::shorten_labels(labels, 30);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], "fp32 · …_2026_01_05_runner_a_…");
+  EXPECT_EQ(got[1], "fp32 · …_2026_01_06_runner_a_…");
+  EXPECT_EQ(got[2], "fp32 · other");
+  for (const std::string& s : {got[0], got[1]}) {
     size_t chars = 0;
     for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
     EXPECT_EQ(chars, 30u) << s;

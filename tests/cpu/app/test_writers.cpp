@@ -676,6 +676,25 @@ TEST(Console, SweepNotesAndFailedRowsNameTheBatch) {
       << format_console(one);
 }
 
+// Without UTF-8 the notes under a table are ASCII too: a seeded run's noise note spelled the
+// table's "±" in UTF-8 where the table itself said "+/-".
+TEST(Console, AsciiNotesUnderTheCLocale) {
+  Report rep;
+  rep.env = {{"device", "reference"}};
+  for (uint64_t seed : {1, 2}) {
+    RunResult r = make_run("fp32", 100, size_t(200) << 20);
+    r.seed = seed;
+    for (size_t e = 0; e < 3; ++e) r.epochs[e].time_ms = e == 1 ? 200 : 100;
+    r.epoch_time_ms = compute_time_stats({100, 200, 100});
+    rep.runs.push_back(r);
+  }
+  const std::string table = format_console(rep, /*ascii=*/true);
+  EXPECT_TRUE(contains(table, "(the table's +/- is the spread between the seeds' medians)"))
+      << table;
+  for (unsigned char c : table) ASSERT_LT(c, 0x80) << table;
+  EXPECT_TRUE(contains(format_console(rep), "(the table's ± is the spread")) << "UTF-8 keeps it";
+}
+
 // Once under the tables of a CPU report with a mode other than fp32: the times are of the
 // emulation. Not for a GPU report, nor for fp32 alone.
 TEST(Console, CpuRunsSayTheirTimesAreOfTheEmulation) {
@@ -861,6 +880,7 @@ TEST(Markdown, TextFromOutsideIsLiteral) {
             "a\\\\nb\\\\r\\\\tc\\\\x1b\\[1m\\\\x7f\\\\u{0085}");
   // Bytes that are not UTF-8 (a Latin-1 file name) as C writes them: a step summary is UTF-8.
   EXPECT_EQ(markdown_cell("r\xe9s\xff caf\u00e9"), "r\\\\xe9s\\\\xff caf\u00e9");
+  EXPECT_EQ(markdown_cell("a\u202Eb"), "a\\\\u{202E}b");  // a bidi override
 
   // Through run --md's writer: a hand-edited status_detail and device name stay in their cell.
   Report rep = make_report();

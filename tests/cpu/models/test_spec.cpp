@@ -287,6 +287,7 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
       {[](json& j) { j.erase("name"); }, "name: missing (expected a string)"},
       {[](json& j) { j["name"] = ""; }, "name: expected 1 to 128 letters"},
       {[](json& j) { j["name"] = "a b/c"; }, "name: expected 1 to 128 letters"},
+      {[](json& j) { j["name"] = "-A1"; }, "name: expected 1 to 128 letters"},
       {[](json& j) { j["name"] = 5; }, "name: expected a string, got 5"},
       {[](json& j) { j.erase("model"); }, "model: missing"},
       {[](json& j) { j["model"] = "mlp"; }, "model: expected a JSON object, got \"mlp\""},
