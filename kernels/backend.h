@@ -162,8 +162,10 @@ struct BatchNormDesc {
   bool relu = false;      // apply ReLU after the (optional) residual add
 };
 
+// The spec's values as written (doubles, as PyTorch's Python floats): adamw_scalars takes the
+// rule's fp32 constants from them as PyTorch does.
 struct AdamWParams {
-  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.0f;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
 };
 struct SgdParams {
   float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;

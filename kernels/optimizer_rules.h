@@ -14,28 +14,37 @@
 
 namespace mpbench {
 
-// AdamW's per-step scalars, PyTorch's arrangement: p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) /
-// sqrt(bc2) + eps), the bias corrections in double from the steps taken so far (a host count in
-// PyTorch; 1 - beta2^t is tiny early on).
+// AdamW's per-step scalars, PyTorch's (torch.optim.adam._single_tensor_adam): p = p (1 - lr wd)
+// - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps), each constant taken in double from the
+// hyperparameters as written and rounded to fp32 once, as a Python float scalar is when it meets
+// an fp32 tensor: 1 - beta2 is fp32(0.001), not 1 - fp32(0.999) (1.3e-5 smaller, a bias in v of
+// every step). The bias corrections from the steps taken so far (a host count in PyTorch; 1 -
+// beta2^t is tiny early on).
 struct AdamWScalars {
-  float decay, b1, b2, step_size, bc2_sqrt, eps;
+  float decay, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps;
 };
 static inline MPB_HOST_DEVICE AdamWScalars adamw_scalars(const AdamWParams& p, float steps_taken) {
   const double t = static_cast<double>(steps_taken) + 1.0;
-  const double bc1 = 1.0 - pow(static_cast<double>(p.beta1), t);
-  const double bc2 = 1.0 - pow(static_cast<double>(p.beta2), t);
-  return {static_cast<float>(1.0 - static_cast<double>(p.lr) * p.weight_decay),
-          p.beta1,
-          p.beta2,
+  const double bc1 = 1.0 - pow(p.beta1, t);
+  const double bc2 = 1.0 - pow(p.beta2, t);
+  return {static_cast<float>(1.0 - p.lr * p.weight_decay),
+          static_cast<float>(1.0 - p.beta1),
+          static_cast<float>(p.beta2),
+          static_cast<float>(1.0 - p.beta2),
           static_cast<float>(p.lr / bc1),
           static_cast<float>(sqrt(bc2)),
-          p.eps};
+          static_cast<float>(p.eps)};
 }
-// One element of AdamW: m and v updated first, then p from them.
+// exp_avg.lerp_(grad, 1 - beta1): ATen's lerp, its two forms by the weight's size.
+static inline MPB_HOST_DEVICE float adamw_first_moment(float m, float g, float w) {
+  return w < 0.5f ? m + w * (g - m) : g - (g - m) * (1.0f - w);
+}
+// One element of AdamW: m and v updated first (v: exp_avg_sq.mul_(beta2).addcmul_(grad, grad,
+// value=1 - beta2)), then p from them.
 static inline MPB_HOST_DEVICE void adamw_element(float& p, float g, float& m, float& v,
                                                  const AdamWScalars& s) {
-  const float mi = s.b1 * m + (1.0f - s.b1) * g;
-  const float vi = s.b2 * v + (1.0f - s.b2) * g * g;
+  const float mi = adamw_first_moment(m, g, s.one_minus_b1);
+  const float vi = s.b2 * v + s.one_minus_b2 * g * g;
   m = mi;
   v = vi;
   p = p * s.decay - s.step_size * mi / (sqrtf(vi) / s.bc2_sqrt + s.eps);

@@ -80,7 +80,7 @@ struct OptimizerType {
   OptimizerSpec defaults;
 };
 
-OptimizerSpec optimizer_defaults(const std::string& type, float lr, float weight_decay) {
+OptimizerSpec optimizer_defaults(const std::string& type, double lr, double weight_decay) {
   OptimizerSpec o;
   o.type = type;
   o.lr = lr;
@@ -93,11 +93,11 @@ const std::vector<OptimizerType>& optimizer_types() {
   static const std::vector<OptimizerType> types = {
       {"adam",
        {"lr", "weight_decay", "beta1", "beta2", "eps"},
-       optimizer_defaults("adam", 1e-3f, 0)},
+       optimizer_defaults("adam", 1e-3, 0)},
       {"adamw",
        {"lr", "weight_decay", "beta1", "beta2", "eps"},
-       optimizer_defaults("adamw", 1e-3f, 0.01f)},
-      {"sgd", {"lr", "weight_decay", "momentum", "nesterov"}, optimizer_defaults("sgd", 0.01f, 0)},
+       optimizer_defaults("adamw", 1e-3, 0.01)},
+      {"sgd", {"lr", "weight_decay", "momentum", "nesterov"}, optimizer_defaults("sgd", 0.01, 0)},
   };
   return types;
 }
@@ -136,18 +136,16 @@ OptimizerSpec read_optimizer(const Ctx& ctx, const json& obj, const std::string&
 }
 
 json write_optimizer(const OptimizerSpec& o) {
-  json j = {{"type", o.type},
-            {"lr", shortest_float(o.lr)},
-            {"weight_decay", shortest_float(o.weight_decay)}};
+  json j = {{"type", o.type}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
   for (const auto& t : optimizer_types()) {
     if (t.type != o.type) continue;
     if (uses(t, "beta1")) {
-      j["beta1"] = shortest_float(o.beta1);
-      j["beta2"] = shortest_float(o.beta2);
-      j["eps"] = shortest_float(o.eps);
+      j["beta1"] = o.beta1;
+      j["beta2"] = o.beta2;
+      j["eps"] = o.eps;
     }
     if (uses(t, "momentum")) {
-      j["momentum"] = shortest_float(o.momentum);
+      j["momentum"] = o.momentum;
       j["nesterov"] = o.nesterov;
     }
   }
@@ -335,7 +333,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
         ctx, *ls, "loss_scale",
         {"init", "growth_factor", "backoff_factor", "growth_interval", "amp_fp16", "amp_bf16"});
     LossScaleSpec& l = s.loss_scale;
-    l.init = r.real("init", {0, kInf, true, false}, static_cast<float>(l.init));
+    // GradScaler keeps its scale in fp32.
+    l.init = static_cast<float>(r.real("init", {0, kInf, true, false}, l.init));
     // The gradients are unscaled by the scale's fp32 reciprocal: below 2^-128 it is inf.
     if (!std::isfinite(1.0f / static_cast<float>(l.init)))
       ctx.fail(r.sub("init"), fmt::format("expected more than 2^-128 (2.94e-39), got {}, whose "

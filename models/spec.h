@@ -82,13 +82,14 @@ struct DataSpec {
 
 // Per-type defaults (lr, weight_decay, ...) live in spec.cpp's optimizer table; the values here
 // are those of the default type, adam. Fields that a type does not use keep their defaults and
-// are not written by to_json.
+// are not written by to_json. Doubles, as PyTorch's hyperparameters (Python floats) are: an
+// optimizer takes its fp32 constants from them as PyTorch does (1 - beta2 in double, then fp32).
 struct OptimizerSpec {
   std::string type = "adam";  // adam | adamw | sgd
-  float lr = 1e-3f, weight_decay = 0.0f;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
-  float momentum = 0.9f;                            // sgd
-  bool nesterov = false;                            // sgd
+  double lr = 1e-3, weight_decay = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double momentum = 0.9;                          // sgd
+  bool nesterov = false;                          // sgd
 };
 
 // The largest train.batch_size a spec takes.

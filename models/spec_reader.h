@@ -101,8 +101,10 @@ class ObjectReader {
     return to_int(v, path, r);
   }
 
-  // A value the math uses as a float (learning rates, betas, the initial loss scale).
-  float real(const std::string& key, RealRange r, float def) const {
+  // A value the math uses in fp32 (learning rates, betas, the initial loss scale), checked as
+  // that float and returned as written: a double, as PyTorch's Python floats, from which the
+  // optimizers take their fp32 constants (1 - beta2 in double, then to fp32).
+  double real(const std::string& key, RealRange r, double def) const {
     const double d = real64(key, r, def);
     // The range holds for the value as the trainer uses it: one that does not survive the trip
     // to float (1e-50, 1e50), or leaves the range on it (0.99999999 rounds to 1), is as wrong as
@@ -113,7 +115,7 @@ class ObjectReader {
                                       "used as",
                                       r.text(), render(*find(key, false, "")), f));
     }
-    return f;
+    return d;
   }
   // A value used in double (the loss-scale factors, as GradScaler's Python floats).
   double real64(const std::string& key, RealRange r, double def) const {

@@ -29,7 +29,9 @@ class AdamW : public Optimizer {
 class Sgd : public Optimizer {
  public:
   Sgd(const OptimizerSpec& s, ParamStore& ps, TrackingAllocator& alloc, Backend& be) {
-    p_ = SgdParams{s.lr, s.momentum, s.weight_decay, s.nesterov};
+    // fp32, as PyTorch's Python floats become when they meet an fp32 tensor.
+    p_ = SgdParams{static_cast<float>(s.lr), static_cast<float>(s.momentum),
+                   static_cast<float>(s.weight_decay), s.nesterov};
     buf_ = alloc.alloc(Shape{ps.numel()}, DType::F32, MemCategory::OptimizerState);
     if (!alloc.counting()) be.fill(buf_, 0.0f);
   }

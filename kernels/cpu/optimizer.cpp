@@ -31,13 +31,17 @@ void adamw_block(int64_t n, float* __restrict p, const float* __restrict g, floa
 #if defined(__SSE2__)
   // The same operations in the same order, four at a time: bit-identical to the scalar loop.
   // Written out because GCC keeps a scalar sqrt (for errno) unless built with -fno-math-errno.
-  const __m128 b1 = _mm_set1_ps(s.b1), one_b1 = _mm_set1_ps(1.0f - s.b1);
-  const __m128 b2 = _mm_set1_ps(s.b2), one_b2 = _mm_set1_ps(1.0f - s.b2);
+  // adamw_first_moment's two forms: m + w (g - m), or g - (g - m) (1 - w) for w >= 0.5.
+  const bool small = s.one_minus_b1 < 0.5f;
+  const __m128 w1 = _mm_set1_ps(small ? s.one_minus_b1 : 1.0f - s.one_minus_b1);
+  const __m128 b2 = _mm_set1_ps(s.b2), one_b2 = _mm_set1_ps(s.one_minus_b2);
   const __m128 decay = _mm_set1_ps(s.decay), step = _mm_set1_ps(s.step_size);
   const __m128 bc2 = _mm_set1_ps(s.bc2_sqrt), eps = _mm_set1_ps(s.eps);
   for (; i + 4 <= n; i += 4) {
-    const __m128 gi = _mm_loadu_ps(g + i);
-    const __m128 mi = _mm_add_ps(_mm_mul_ps(b1, _mm_loadu_ps(m + i)), _mm_mul_ps(one_b1, gi));
+    const __m128 gi = _mm_loadu_ps(g + i), m0 = _mm_loadu_ps(m + i);
+    const __m128 diff = _mm_sub_ps(gi, m0);
+    const __m128 mi =
+        small ? _mm_add_ps(m0, _mm_mul_ps(w1, diff)) : _mm_sub_ps(gi, _mm_mul_ps(diff, w1));
     const __m128 vi =
         _mm_add_ps(_mm_mul_ps(b2, _mm_loadu_ps(v + i)), _mm_mul_ps(_mm_mul_ps(one_b2, gi), gi));
     _mm_storeu_ps(m + i, mi);
