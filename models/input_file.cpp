@@ -201,8 +201,7 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
   return text;
 }
 
-json parse_json_text(const std::string& text, const std::string& path,
-                     const json::parser_callback_t& callback) {
+json parse_json_text(const std::string& text, const std::string& path) {
   // nlohmann reads a NUL byte as the end of the input, so that "{...}\0{...}" would parse as its
   // first value; JSON text holds no raw NUL anywhere (in a string it is written \u0000).
   const size_t nul = text.find('\0');
@@ -216,7 +215,7 @@ json parse_json_text(const std::string& text, const std::string& path,
   }
   check_nesting(text, path);
   try {
-    return json::parse(text, callback);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     const auto [line, col] = line_col(text, e.byte);
     throw_bad_input(

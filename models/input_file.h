@@ -31,9 +31,7 @@ std::string read_input_file(const std::string& path, const std::string& what, ui
 // (at the number's first character), both BadInput; so is a NUL byte anywhere (nlohmann would
 // take it for the end of the input and accept "{...}\0 anything"), bytes after the value, and
 // more than kMaxJsonDepth levels of nesting.
-// `callback` (nlohmann's parser callback) may veto or check elements as they come.
-nlohmann::json parse_json_text(const std::string& text, const std::string& path,
-                               const nlohmann::json::parser_callback_t& callback = nullptr);
+nlohmann::json parse_json_text(const std::string& text, const std::string& path);
 
 // read_input_file + parse_json_text.
 nlohmann::json read_json_file(const std::string& path, const std::string& what,

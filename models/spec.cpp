@@ -282,8 +282,8 @@ void check_sizes(const Ctx& ctx, const Spec& s) {
 
 Spec parse_spec(const std::string& text, const std::string& path) {
   const Ctx ctx{path};
-  DuplicateKeyCheck dup{&ctx, {}};
-  const json root = parse_json_text(text, path, std::ref(dup));
+  const json root = parse_json_text(text, path);
+  DuplicateKeyCheck::run(ctx, text);
   // mpbench's own output given where a spec belongs: say so, not that "schema_version" is unknown.
   if (root.is_object() && root.contains("schema_version") && root.contains("kind") &&
       root["kind"].is_string())

@@ -2,8 +2,8 @@
 // How a spec file is read (models/spec.cpp says what it holds): every object through
 // ObjectReader, which knows the file and the JSON path, rejects unknown keys before anything
 // else (a typo is the likeliest mistake, and "unknown key hiddn" says more than "missing hidden")
-// and formats every error the same way; DuplicateKeyCheck, a parser callback, refuses a key
-// given twice, which nlohmann would silently resolve to the last.
+// and formats every error the same way; DuplicateKeyCheck, a SAX pass, refuses a key given
+// twice, which nlohmann would silently resolve to the last.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -190,8 +190,11 @@ class ObjectReader {
   std::vector<std::string> keys_;
 };
 
-// nlohmann keeps the last of duplicated keys silently; a spec with "lr" twice is a mistake.
-struct DuplicateKeyCheck {
+// nlohmann keeps the last of duplicated keys silently; a spec with "lr" twice is a mistake. A SAX
+// pass of its own over the text, before the parse: nlohmann's parser with a callback scans an
+// array's elements each time one ends (for discarded ones), and a spec of a million objects in
+// one array took 162 s to refuse.
+struct DuplicateKeyCheck : nlohmann::json_sax<json> {
   struct Frame {
     std::string path;
     bool is_array;
@@ -199,49 +202,61 @@ struct DuplicateKeyCheck {
     std::set<std::string> keys;
     std::string last_key;
   };
+  explicit DuplicateKeyCheck(const Ctx* c) : ctx(c) {}
   const Ctx* ctx;
   std::vector<Frame> stack;
 
+  // Runs the check over `text`; a syntax error stops it quietly (the parse reports it).
+  static void run(const Ctx& ctx, const std::string& text) {
+    DuplicateKeyCheck check(&ctx);
+    json::sax_parse(text, &check);
+  }
+
   std::string child_path() const { return path_below(stack.size()); }
-  // The path of the container just pushed, computed from its parent frame.
-  std::string child_path_of_parent() const { return path_below(stack.size() - 1); }
   std::string path_below(size_t depth) const {
     if (depth == 0) return "";
     const Frame& f = stack[depth - 1];
     if (f.is_array) return fmt::format("{}[{}]", f.path, f.index);
     return f.path.empty() ? f.last_key : f.path + "." + f.last_key;
   }
-  void child_done() {
-    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
-  }
-  bool operator()(int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        // Specs nest four levels; the cap keeps absurd input from costing quadratic memory
-        // in the paths kept here.
-        if (stack.size() >= 32) ctx->fail(child_path(), "expected at most 32 levels of nesting");
-        stack.emplace_back();
-        stack.back().path = child_path_of_parent();
-        stack.back().is_array = ev == json::parse_event_t::array_start;
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        stack.pop_back();
-        child_done();
-        break;
-      case json::parse_event_t::key: {
-        Frame& f = stack.back();
-        std::string key = parsed.get<std::string>();
-        f.last_key = key_text(key);  // for paths in messages
-        if (!f.keys.insert(std::move(key)).second) ctx->fail(child_path(), "duplicate key");
-        break;
-      }
-      case json::parse_event_t::value:
-        child_done();
-        break;
-    }
+  bool open(bool is_array) {
+    // Specs nest four levels; the cap keeps absurd input from costing quadratic memory in the
+    // paths kept here.
+    if (stack.size() >= 32) ctx->fail(child_path(), "expected at most 32 levels of nesting");
+    Frame f;
+    f.path = child_path();
+    f.is_array = is_array;
+    stack.push_back(std::move(f));
     return true;
+  }
+  bool close() {
+    stack.pop_back();
+    return value();
+  }
+  bool value() {  // a child of the container on top is done
+    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
+    return true;
+  }
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& key) override {
+    Frame& f = stack.back();
+    f.last_key = key_text(key);  // for paths in messages
+    if (!f.keys.insert(key).second) ctx->fail(child_path(), "duplicate key");
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
   }
 };
 
