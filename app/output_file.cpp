@@ -662,6 +662,9 @@ void prepare_standard_streams() {
   // A reader that went away (`mpbench run ... | head`) is an error on stdout to report, after the
   // files named by options are written, not a signal that kills us before them.
   ::signal(SIGPIPE, SIG_IGN);
+  // So is a file past `ulimit -f`: write() fails with EFBIG, said in one line (exit 3) and the
+  // temporary file removed, where the signal killed us and left it.
+  ::signal(SIGXFSZ, SIG_IGN);
   for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; ++fd) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
     // Lowest free number first, so the open lands on `fd` (those below it are open by now).

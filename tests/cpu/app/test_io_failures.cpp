@@ -251,6 +251,19 @@ TEST_F(IoFailures, AnInterruptShowsTheFinishedRunsAndASecondQuitsAtOnce) {
   }
 }
 
+// A file past `ulimit -f` is an I/O error like a full disk (exit 3, one line, the temporary file
+// removed): SIGXFSZ killed the process (exit 153, no word) and left out.json.tmp.PID.
+TEST_F(IoFailures, AFileSizeLimitIsAnIoErrorAndLeavesNoTemporaryFile) {
+  const std::string json = (dir_ / "out.json").string();
+  const Result r = mpbench::test::run_shell(
+      "ulimit -f 1 && " + exe() + " inspect " + spec_ + " --json " + json + " >/dev/null",
+      dir_.string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_EQ(r.err, "mpbench: cannot write " + json + ": " + std::strerror(EFBIG) + "\n");
+  for (const auto& f : fs::directory_iterator(dir_))
+    EXPECT_EQ(f.path().string().find("out.json"), std::string::npos) << f.path();
+}
+
 TEST_F(IoFailures, ARemovedWorkingDirectoryIsRefused) {
   const Result r = mpbench::test::run_shell(
       "cd " + dir_.string() + " && mkdir gone && cd gone && rmdir ../gone && " + exe() + " run " +
