@@ -793,6 +793,27 @@ both kept, each its own point. Profile files are refused. --md writes the points
       return others_say_it ? 0 : app.exit(e);
     } catch (const CLI::CallForVersion& e) {
       return others_say_it ? 0 : app.exit(e);
+    } catch (const CLI::ExtrasError&) {
+      // CLI11 lists the extras last first ("cpu --device 1 --epochs"): in the order given, with
+      // the options the subcommand does not have named.
+      if (others_say_it) return 2;
+      const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });
+      const CLI::App* sub = given.empty() ? &app : given.front();
+      std::vector<std::string> extras = sub->remaining(true);
+      if (extras.empty()) extras = app.remaining(true);
+      std::vector<std::string> options;
+      for (const std::string& x : extras)
+        if (x.size() > 1 && x[0] == '-' && !std::isdigit(static_cast<unsigned char>(x[1])) &&
+            x[1] != '.')
+          options.push_back(clip(x.substr(0, x.find('='))));
+      const std::string name = given.empty() ? "mpbench" : given.front()->get_name();
+      std::string msg = "unexpected argument" + std::string(extras.size() == 1 ? "" : "s") + ": " +
+                        clip(fmt::format("{}", fmt::join(extras, " ")));
+      if (!options.empty())
+        msg += fmt::format(" ({} has no {})", name, fmt::join(options, ", "));
+      say("mpbench: " + who + printable_line(msg) + " (see mpbench " +
+          (given.empty() ? "" : name + " ") + "--help)");
+      return 2;
     } catch (const CLI::ParseError& e) {
       std::string msg = e.what();
       if (msg.empty()) msg = "bad arguments";

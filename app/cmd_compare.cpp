@@ -23,7 +23,8 @@ namespace {
 
 // "5%", "5" and "0" are all percentages (CLI11's own number check cannot take the '%'). Plain
 // decimal only, as every numeric option: strtod alone would take "0x10" (16), "inf" or " 5".
-double parse_threshold(const std::string& option, const std::string& text, bool percent) {
+double parse_threshold(const std::string& option, const std::string& text, bool percent,
+                       std::vector<std::string>& warnings) {
   std::string s = text;
   if (percent && !s.empty() && s.back() == '%') s.pop_back();
   const size_t dot = s.find('.');
@@ -42,11 +43,12 @@ double parse_threshold(const std::string& option, const std::string& text, bool 
                                 text.size() > 200 ? text.substr(0, 200) + "..." : text));
   }
   // A fraction given for a percentage (the JSON's options hold fractions: 0.1 for 10%) makes a
-  // gate 100 times as tight: said, as it is what was asked for.
+  // gate 100 times as tight: said (once the inputs are read: bad input is its one line alone),
+  // as it is what was asked for.
   if (percent && text.back() != '%' && v > 0 && v < 1)
-    std::cerr << fmt::format(
+    warnings.push_back(fmt::format(
         "mpbench: warning: {} {} is {}%, a percentage; for {:.4g}% give {:.4g} or {:.4g}%\n",
-        option, text, text, v * 100, v * 100, v * 100);
+        option, text, text, v * 100, v * 100, v * 100));
   return percent ? v / 100.0 : v;
 }
 
@@ -70,11 +72,14 @@ std::vector<std::string> expand_glob(const std::string& option, const std::strin
 
 int cmd_compare(const CompareArgs& args) {
   CompareOptions o;
-  o.time_threshold = parse_threshold("--time-threshold", args.time_threshold, true);
-  o.memory_threshold = parse_threshold("--memory-threshold", args.memory_threshold, true);
-  o.accuracy_threshold = parse_threshold("--accuracy-threshold", args.accuracy_threshold, false);
+  std::vector<std::string> warnings;
+  o.time_threshold = parse_threshold("--time-threshold", args.time_threshold, true, warnings);
+  o.memory_threshold =
+      parse_threshold("--memory-threshold", args.memory_threshold, true, warnings);
+  o.accuracy_threshold =
+      parse_threshold("--accuracy-threshold", args.accuracy_threshold, false, warnings);
   if (!args.loss_threshold.empty())
-    o.loss_threshold = parse_threshold("--loss-threshold", args.loss_threshold, true);
+    o.loss_threshold = parse_threshold("--loss-threshold", args.loss_threshold, true, warnings);
   o.strict = args.strict;
   std::vector<std::string> baseline_paths;
   for (const std::string& b : args.baselines)
@@ -105,6 +110,7 @@ int cmd_compare(const CompareArgs& args) {
   std::vector<const Report*> base_ptrs;
   for (const Report& b : baselines) base_ptrs.push_back(&b);
   const Comparison c = compare_reports(base_ptrs, current, o, inputs);
+  for (const std::string& w : warnings) std::cerr << w;
 
   std::string baseline_name = baseline_paths.front();
   if (baseline_paths.size() > 1)

@@ -81,6 +81,10 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);  // no writer: reading it would block forever
   std::vector<BadCase> cases = {
       {"empty --json", "run {spec} --json ''", kGood, "--json: expected a value, got ''"},
+      // In the order given (CLI11 said "cpu --device 1 --epochs"), the options named.
+      {"another command's options", "inspect {spec} --epochs 1 --device cpu", kGood,
+       "unexpected arguments: --epochs 1 --device cpu (inspect has no --epochs, --device) (see "
+       "mpbench inspect --help)"},
       {"unknown size unit", "run {spec} --memory-limit 16XB", kGood, "--memory-limit"},
       {"zero size", "run {spec} --memory-limit 0", kGood,
        "--memory-limit: expected a size above 0 bytes, got '0'"},

@@ -1268,6 +1268,9 @@ TEST_F(CompareCli, AFractionForAPercentageIsWarnedOf) {
       << r.err;
   r = run("compare " + b + " " + b + " --time-threshold 0.1% --memory-threshold 5");
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  // Bad input is one line alone: the warning came before it.
+  expect_refused(run("compare " + b + " missing.json --loss-threshold 0.1"),
+                 "missing.json: cannot read result file");
 }
 
 TEST_F(CompareCli, SeveralBaselineFiles) {
