@@ -809,8 +809,7 @@ both kept, each its own point. Profile files are refused. --md writes the points
       const std::string name = given.empty() ? "mpbench" : given.front()->get_name();
       std::string msg = "unexpected argument" + std::string(extras.size() == 1 ? "" : "s") + ": " +
                         clip(fmt::format("{}", fmt::join(extras, " ")));
-      if (!options.empty())
-        msg += fmt::format(" ({} has no {})", name, fmt::join(options, ", "));
+      if (!options.empty()) msg += fmt::format(" ({} has no {})", name, fmt::join(options, ", "));
       say("mpbench: " + who + printable_line(msg) + " (see mpbench " +
           (given.empty() ? "" : name + " ") + "--help)");
       return 2;

@@ -74,8 +74,7 @@ int cmd_compare(const CompareArgs& args) {
   CompareOptions o;
   std::vector<std::string> warnings;
   o.time_threshold = parse_threshold("--time-threshold", args.time_threshold, true, warnings);
-  o.memory_threshold =
-      parse_threshold("--memory-threshold", args.memory_threshold, true, warnings);
+  o.memory_threshold = parse_threshold("--memory-threshold", args.memory_threshold, true, warnings);
   o.accuracy_threshold =
       parse_threshold("--accuracy-threshold", args.accuracy_threshold, false, warnings);
   if (!args.loss_threshold.empty())

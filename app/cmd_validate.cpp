@@ -22,12 +22,17 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
   // refusal is still one line (exit 2's contract, DESIGN.md): the first file's reason, and the
   // names of the others refused. The ok lines are said once every spec passed, as run's tables.
   std::string lines, first_refusal;
-  std::vector<std::string> also_refused;
+  // The later files refused: for a reason of their own, or for a model name an earlier file has
+  // (alone, such a file passes).
+  std::vector<std::string> also_refused, also_named;
   for (const auto& path : specs) {
+    bool clash = false;
     try {
       loaded.push_back(load_spec(path));
       try {
+        clash = true;
         refuse_shared_model_names(loaded);  // as `run`: results are matched by name
+        clash = false;
         preflight_training(loaded.back());  // each mode's model, fp32_layers, idx files, series
       } catch (const Error&) {
         loaded.pop_back();
@@ -52,20 +57,25 @@ int cmd_validate(const std::vector<std::string>& specs, const std::string& json_
       if (first_refusal.empty())
         first_refusal = e.what();
       else
-        also_refused.push_back(path);
+        (clash ? also_named : also_refused).push_back(path);
     }
   }
   if (!first_refusal.empty()) {
     constexpr size_t kNamed = 8;  // the line stays short; the rest counted
-    std::string others;
-    for (size_t i = 0; i < std::min(also_refused.size(), kNamed); ++i)
-      others += (i ? ", " : "") + also_refused[i];
-    if (also_refused.size() > kNamed)
-      others += fmt::format(" and {} more", also_refused.size() - kNamed);
-    throw_bad_input(also_refused.empty()
-                        ? first_refusal
-                        : fmt::format("{} (also refused, each validated alone says why: {})",
-                                      first_refusal, others));
+    auto listed = [&](const std::vector<std::string>& paths) {
+      std::string out;
+      for (size_t i = 0; i < std::min(paths.size(), kNamed); ++i) out += (i ? ", " : "") + paths[i];
+      if (paths.size() > kNamed) out += fmt::format(" and {} more", paths.size() - kNamed);
+      return out;
+    };
+    std::string msg = first_refusal;
+    if (!also_refused.empty())
+      msg +=
+          fmt::format(" (also refused, each validated alone says why: {})", listed(also_refused));
+    if (!also_named.empty())
+      msg += fmt::format(" (also refused, for a model name an earlier file has: {})",
+                         listed(also_named));
+    throw_bad_input(msg);
   }
   if (!json_path.empty()) check_outputs({{"--json", json_path}}, inputs);
   std::cout << lines;

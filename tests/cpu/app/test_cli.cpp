@@ -432,7 +432,8 @@ TEST_F(Cli, VersionAndHelp) {
 
 // validate checks every file: one line (exit 2's contract) with the first refused file's
 // reason and the other refused files' names, nothing on stdout; a name the file before it took
-// is refused for that file alone.
+// is refused for that file alone, and said as such ("each validated alone says why" was said of
+// a file that alone passes).
 TEST_F(Cli, ValidateNamesEveryRefusedFile) {
   const std::string good = tiny();
   const std::string neg = write("neg.json", R"({"name": "n", "model": {"type": "mlp",
@@ -444,7 +445,8 @@ TEST_F(Cli, ValidateNamesEveryRefusedFile) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
   EXPECT_NE(r.err.find("neg.json: model.hidden[1]"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("(also refused, each validated alone says why: " + unk + ", " + twin + ")"),
+  EXPECT_NE(r.err.find("(also refused, each validated alone says why: " + unk +
+                       ") (also refused, for a model name an earlier file has: " + twin + ")"),
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
