@@ -330,10 +330,10 @@ int cmd_run(const RunArgs& given) {
         run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total());
     for (Precision p : spec.precisions)
       for (int64_t i = 0; i < per_mode; ++i, ++planned_runs)
-        plan.add(spec.name, trains(p, info, be->device()) ? flops : 0.0);
+        plan.add(spec.name, spec.train.batch_size, trains(p, info, be->device()) ? flops : 0.0);
   }
   // Ranks of a data-parallel job would stop at different steps and wait for each other.
-  if (!launch.launched()) allow_graceful_interrupt(true);
+  if (!launch.launched()) set_interrupt_mode(InterruptMode::AfterStep);
 
   bool interrupted = false;
   try {
@@ -374,7 +374,8 @@ int cmd_run(const RunArgs& given) {
             opts.seed = seed;
             opts.data_parallel = dp;
             opts.on_progress = [&](const TrainProgress& tp) {
-              stop_if_interrupted();
+              // Not at the last report, after the last epoch: that run is done.
+              if (tp.step < total_steps) stop_if_interrupted();
               // The last report comes after the last epoch: not "epoch N+1".
               const int64_t epoch = std::min<int64_t>(tp.epoch + 1, spec.train.epochs);
               std::string suffix =
@@ -415,16 +416,13 @@ int cmd_run(const RunArgs& given) {
               ran.data_parallel->scaling_efficiency = ran.samples_per_second / (nranks * *single);
             }
             const RunResult& done = report.runs.back();
-            plan.done(spec.name, what,
+            plan.done(spec.name, spec.train.batch_size, what,
                       done.status == RunStatus::Ok
                           ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                           : run_status_name(done.status),
-                      trains(p, info, be->device()) ? flops : 0.0);
+                      trains(p, info, be->device()) ? flops : 0.0, done.status == RunStatus::Ok);
           }
     }
-    // Writing the files is quick and all or nothing: an interrupt there ends the process at once.
-    allow_graceful_interrupt(false);
-    stop_if_interrupted();  // one that came after the last run's last check
   } catch (const Interrupted&) {
     interrupted = true;  // the run in progress is dropped; those finished are shown below
   }
@@ -445,13 +443,22 @@ int cmd_run(const RunArgs& given) {
                                    : "");
     return 130;
   }
-  // The table first (an output on /dev/stdout follows it), then every file, whatever happened to
-  // stdout: a failed or closed stdout is reported after them (finish_stdout, exit 3).
+  // Every run finished (an interrupt after the last step included): the table first (an output
+  // on /dev/stdout follows it), then every file, whatever happened to stdout: a failed or closed
+  // stdout is reported after them (finish_stdout, exit 3). An interrupt now lets the set of
+  // files be finished: one file of three is no run's outputs.
+  if (!launch.launched()) set_interrupt_mode(InterruptMode::AfterWriting);
   std::cout << format_console(report, /*ascii=*/!utf8_output());
   flush_stdout();
   write_outputs({{args.json_path, args.json_path.empty() ? "" : json_text(to_json(report))},
                  {args.csv_path, args.csv_path.empty() ? "" : format_csv(report)},
                  {args.md_path, args.md_path.empty() ? "" : format_markdown(report)}});
+  set_interrupt_mode(InterruptMode::AtOnce);
+  if (interrupt_requested()) {
+    std::cerr << "mpbench: interrupted once every run had finished: the table and the files are "
+                 "whole\n";
+    return 130;
+  }
   return 0;
 }
 

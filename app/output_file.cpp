@@ -51,8 +51,8 @@ volatile sig_atomic_t g_launcher_pid = 0;
 pthread_t g_main_thread;
 // A signal from the launcher, forwarded to the main thread (where si_pid no longer says so).
 volatile sig_atomic_t g_forwarded_from_launcher = 0;
-// allow_graceful_interrupt() was called; a first SIGINT since has asked the work to stop.
-volatile sig_atomic_t g_graceful = 0;
+// The InterruptMode set; a first SIGINT since a graceful one has asked the work to stop.
+volatile sig_atomic_t g_interrupt_mode = 0;
 volatile sig_atomic_t g_stop_requested = 0;
 
 extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
@@ -73,10 +73,13 @@ extern "C" void on_interrupt(int sig, siginfo_t* info, void*) {
     ssize_t ignored = ::write(STDERR_FILENO, m, std::strlen(m));
     (void)ignored;
   };
-  if (sig == SIGINT && g_graceful && !g_stop_requested && !from_launcher) {
+  if (sig == SIGINT && g_interrupt_mode != 0 && !g_stop_requested && !from_launcher) {
     g_stop_requested = 1;
-    say("\r\x1b[Kmpbench: interrupted: stopping after this step to show the finished runs "
-        "(Ctrl-C again quits at once)\n");
+    say(g_interrupt_mode == 1
+            ? "\r\x1b[Kmpbench: interrupted: stopping after this step to show the finished "
+              "runs (Ctrl-C again quits at once)\n"
+            : "\r\x1b[Kmpbench: interrupted: finishing the files being written (Ctrl-C again "
+              "quits at once)\n");
     return;
   }
   for (int i = 0; i < kTempSlots; ++i)
@@ -575,8 +578,12 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
   }
 }
 
-void allow_graceful_interrupt(bool on) {
-  g_graceful = on ? 1 : 0;
+void set_interrupt_mode(InterruptMode mode) {
+  g_interrupt_mode = mode == InterruptMode::AtOnce ? 0 : mode == InterruptMode::AfterStep ? 1 : 2;
+}
+
+bool interrupt_requested() {
+  return g_stop_requested != 0;
 }
 
 void stop_if_interrupted() {

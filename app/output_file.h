@@ -73,11 +73,14 @@ void check_outputs(const std::vector<OutputArg>& outputs, const std::vector<std:
 // SIGINT, SIGTERM and SIGHUP (unless ignored when we started): remove the temporary files of the
 // writes in progress, print "mpbench: interrupted" and exit 128 + the signal (130, 143, 129).
 void install_interrupt_handlers();
-// `run` without data parallelism, while it trains: a first SIGINT only asks the work to stop,
-// and stop_if_interrupted() throws Interrupted at the next step, so that the runs finished so far
-// are still shown. A second SIGINT, SIGTERM and SIGHUP end the process at once as above, and so
-// does any SIGINT once `on` is false again.
-void allow_graceful_interrupt(bool on);
+// What a first SIGINT does (`run` without data parallelism): AfterStep, while it trains, only
+// asks the work to stop, and stop_if_interrupted() throws Interrupted at the next step, so that
+// the runs finished so far are still shown; AfterWriting, while it writes its files, lets the
+// set be finished (interrupt_requested() says it came). A second SIGINT, SIGTERM and SIGHUP end
+// the process at once as above, and so does any SIGINT under AtOnce (the default).
+enum class InterruptMode { AtOnce, AfterStep, AfterWriting };
+void set_interrupt_mode(InterruptMode mode);
+bool interrupt_requested();
 struct Interrupted {};  // not an Error: no layer that handles those may take it for a failure
 void stop_if_interrupted();
 // From now on the handlers print nothing (a data-parallel rank other than 0: the launcher ends

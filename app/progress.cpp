@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "app/console_table.h"  // display_width
-#include "app/output_file.h"    // stop_if_interrupted
+#include "app/output_file.h"    // interrupt_requested
 
 namespace mpbench {
 
@@ -112,7 +112,11 @@ void Progress::update(int64_t done, const std::string& suffix) {
 
 void Progress::draw(Clock::time_point now) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const std::string line = format_line(label_, done_, total_, elapsed, suffix_, terminal_width());
+  // Two columns short of the width: the terminal's echo of a Ctrl-C ("^C") after a bar as wide
+  // as the line wrapped, and the interrupt's erase cleared the new line, not the bar.
+  const std::string line = format_line(label_, done_, total_, elapsed,
+                                       interrupt_requested() ? "stopping after this step" : suffix_,
+                                       terminal_width() - 2);
   // \r back to the start, then erase to the end of the line so a shorter line leaves no residue.
   std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
   std::fflush(stderr);
@@ -157,9 +161,9 @@ RunPlan::RunPlan(bool quiet) : lines_(!quiet && !Progress::stderr_is_tty()) {
   last_ = Clock::now();
 }
 
-void RunPlan::add(const std::string& spec, double work) {
-  Spec& s = specs_[spec];
-  s.work += work;
+void RunPlan::add(const std::string& spec, int64_t batch, double work) {
+  Spec& s = specs_[{spec, batch}];
+  s.work_left += work;
   ++s.runs;
   ++runs_;
 }
@@ -184,12 +188,12 @@ std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string&
 
 RunPlan::Left RunPlan::left() const {
   Left l{done_runs_ >= runs_ ? 0.0 : NAN, 0};
-  for (const auto& [name, s] : specs_) {
-    const double work_left = std::max(0.0, s.work - s.done_work);
+  for (const auto& [key, s] : specs_) {
     if (s.done_runs == s.runs) continue;
-    if (s.done_work > 0) {
-      l.seconds = (std::isnan(l.seconds) ? 0.0 : l.seconds) + s.done_s * work_left / s.done_work;
-    } else if (work_left > 0) {
+    if (s.timed_work > 0) {
+      l.seconds =
+          (std::isnan(l.seconds) ? 0.0 : l.seconds) + s.timed_s * s.work_left / s.timed_work;
+    } else if (s.work_left > 0) {
       ++l.untimed_specs;
     } else if (std::isnan(l.seconds)) {
       l.seconds = 0;  // only runs of no work left there: done at once
@@ -198,16 +202,19 @@ RunPlan::Left RunPlan::left() const {
   return l;
 }
 
-void RunPlan::done(const std::string& spec, const std::string& what, const std::string& status,
-                   double work) {
+void RunPlan::done(const std::string& spec, int64_t batch, const std::string& what,
+                   const std::string& status, double work, bool timed) {
   const Clock::time_point now = Clock::now();
   const double run_s = std::chrono::duration<double>(now - last_).count();
   last_ = now;
-  Spec& s = specs_[spec];
+  Spec& s = specs_[{spec, batch}];
   ++s.done_runs;
   ++done_runs_;
-  s.done_work += work;
-  s.done_s += run_s;
+  s.work_left = std::max(0.0, s.work_left - work);
+  if (timed && work > 0) {
+    s.timed_work += work;
+    s.timed_s += run_s;
+  }
   if (!lines_) return;
   std::fprintf(stderr, "%s\n", format_done(done_runs_, runs_, what, status, run_s, left()).c_str());
   std::fflush(stderr);
@@ -215,10 +222,8 @@ void RunPlan::done(const std::string& spec, const std::string& what, const std::
 
 Dataset make_dataset_with_progress(const Spec& spec, bool enabled) {
   Progress bar(spec.name + " data", spec.data.train_samples + spec.data.eval_samples, enabled);
-  return make_dataset(spec, [&](int64_t done, int64_t) {
-    stop_if_interrupted();
-    bar.update(done);
-  });
+  // No stop here: the generators' threads are still running (the run stops after the data).
+  return make_dataset(spec, [&](int64_t done, int64_t) { bar.update(done); });
 }
 
 }  // namespace mpbench

@@ -59,23 +59,24 @@ class Progress {
 // Where a command of many runs (specs x modes x repetitions) stands. On a terminal the bar of
 // each run carries its position (position()); off one (CI logs), where no bar is drawn, each
 // finished run is one plain line on stderr with the time the whole command still needs. A run's
-// work is its training FLOPs (none for a mode the device cannot run); what is left of a spec goes
-// at the rate its own finished runs took (the specs of one name, a batch sweep's, share it): a
-// small spec's rate is mostly its per-step overhead and promised a big one's hours for seconds.
-// A spec none of whose runs has finished is counted, not timed. `quiet` silences both.
+// work is its training FLOPs (none for a mode the device cannot run); what is left of a spec at
+// a batch size goes at the rate its own finished runs took: a small spec's rate is mostly its
+// per-step overhead and promised a big one's hours for seconds. A spec none of whose runs has
+// been timed is counted, not timed; a run that did not finish (oom, failed) times nothing.
+// `quiet` silences both.
 class RunPlan {
  public:
   explicit RunPlan(bool quiet);
-  // A run to come, of the spec named `spec`.
-  void add(const std::string& spec, double work);
+  // A run to come, of the spec named `spec` at `batch`.
+  void add(const std::string& spec, int64_t batch, double work);
   // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
   static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes);
-  // A run added before finished: off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in
-  // 1.2 s; about 0:04 left".
-  void done(const std::string& spec, const std::string& what, const std::string& status,
-            double work);
+  // A run added before finished (`timed`: it trained to the end, so its time is its work's):
+  // off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in 1.2 s; about 0:04 left".
+  void done(const std::string& spec, int64_t batch, const std::string& what,
+            const std::string& status, double work, bool timed);
   // The seconds the runs not done yet take (NaN when none of them is of a spec timed so far),
-  // and how many specs with work left have no finished run to time them by.
+  // and how many specs (at a batch) with work left have no timed run to go by.
   struct Left {
     double seconds;
     int untimed_specs;
@@ -88,10 +89,10 @@ class RunPlan {
  private:
   using Clock = std::chrono::steady_clock;
   struct Spec {
-    double work = 0, done_work = 0, done_s = 0;
+    double work_left = 0, timed_work = 0, timed_s = 0;
     int64_t runs = 0, done_runs = 0;
   };
-  std::map<std::string, Spec> specs_;
+  std::map<std::pair<std::string, int64_t>, Spec> specs_;
   int64_t runs_ = 0, done_runs_ = 0;
   bool lines_;
   Clock::time_point last_;

@@ -262,31 +262,36 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3, mode 2/4");
 }
 
-// What is left goes by each spec's own rate: a tiny spec's (mostly per-step overhead) promised
-// the next, 300 times its FLOPs, hours for seconds. A spec with no finished run is counted, not
-// timed; a run of no work (an unsupported mode) changes nothing.
+// What is left goes by each spec's own rate at its batch size: a tiny spec's (mostly per-step
+// overhead) promised the next, 300 times its FLOPs, hours for seconds, and a sweep's small batch
+// its big batch's. A spec with no timed run is counted, not timed; a run of no work (an
+// unsupported mode) changes nothing, and one that did not finish (oom) times nothing.
 TEST(RunPlan, WhatIsLeftGoesBySpec) {
   mpbench::RunPlan plan(/*quiet=*/true);
-  plan.add("tiny", 1);
-  plan.add("tiny", 0);
-  plan.add("tiny", 1);
-  plan.add("big", 300);
-  plan.add("big", 300);
+  plan.add("tiny", 64, 1);
+  plan.add("tiny", 64, 0);
+  plan.add("tiny", 64, 1);
+  plan.add("big", 128, 300);
+  plan.add("big", 128, 300);
+  plan.add("big", 4096, 300);
   auto left = [&] { return plan.left(); };
   EXPECT_TRUE(std::isnan(left().seconds));
-  EXPECT_EQ(left().untimed_specs, 2);
-  plan.done("tiny", "tiny fp32", "ok", 1);
+  EXPECT_EQ(left().untimed_specs, 3);
+  plan.done("tiny", 64, "tiny fp32", "ok", 1, true);
   EXPECT_GE(left().seconds, 0);  // the second tiny run at the first one's rate
-  EXPECT_EQ(left().untimed_specs, 1);
-  plan.done("tiny", "tiny tf32", "unsupported", 0);
-  plan.done("tiny", "tiny amp_bf16", "ok", 1);
+  EXPECT_EQ(left().untimed_specs, 2);
+  plan.done("tiny", 64, "tiny tf32", "unsupported", 0, true);
+  plan.done("tiny", 64, "tiny amp_bf16", "ok", 1, true);
   EXPECT_TRUE(std::isnan(left().seconds));  // nothing left of a timed spec
-  EXPECT_EQ(left().untimed_specs, 1);
-  plan.done("big", "big fp32", "ok", 300);
-  EXPECT_EQ(left().untimed_specs, 0);
-  EXPECT_FALSE(std::isnan(left().seconds));
-  plan.done("big", "big amp_bf16", "ok", 300);
+  EXPECT_EQ(left().untimed_specs, 2);
+  plan.done("big", 128, "big fp32", "oom", 300, false);  // no rate from it
+  EXPECT_EQ(left().untimed_specs, 2);
+  plan.done("big", 128, "big amp_bf16", "ok", 300, true);
+  EXPECT_EQ(left().untimed_specs, 1);  // batch 4096: not timed by batch 128's rate
+  EXPECT_TRUE(std::isnan(left().seconds));
+  plan.done("big", 4096, "big fp32 b4096", "ok", 300, true);
   EXPECT_EQ(left().seconds, 0);
+  EXPECT_EQ(left().untimed_specs, 0);
 }
 
 // --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and

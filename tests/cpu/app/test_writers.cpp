@@ -1,5 +1,7 @@
 // The writers of the result model: console table, CSV, Markdown, ratios, units, progress line.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "app/console_table.h"
+#include "app/output_file.h"
 #include "app/progress.h"
 #include "app/report_writers.h"
 #include "kernels/error.h"
+#include "models/spec.h"
 
 namespace mpbench {
 namespace {
@@ -993,6 +997,34 @@ TEST(Progress, ATimerDrawsTheBarWhileAStepRuns) {
   EXPECT_TRUE(contains(err, "ETA --:--  epoch 1")) << err;
   EXPECT_EQ(err.substr(err.size() - 4), "\r\x1b[K") << err;
   EXPECT_EQ(later, after_finish) << "drawn after finish: " << err;
+}
+
+// A first Ctrl-C while images were generated (a resnet spec's split of 2^20 floats or more,
+// made on several threads) threw from the progress callback with the threads still joinable:
+// std::terminate, exit 134, the finished runs' tables lost. The data are made whole; the run
+// stops after them. In a child process: the handlers and the pending stop are process-wide.
+TEST(Progress, AStopAskedForWhileImagesAreMadeWaitsForThem) {
+  const Spec spec = parse_spec(
+      R"({"name": "img", "model": {"type": "resnet_bottleneck", "image_size": 32,
+          "in_channels": 16, "width": 4, "out_channels": 16, "blocks": 1, "num_classes": 4},
+          "data": {"type": "synthetic", "train_samples": 256, "eval_samples": 16}})",
+      "img.json");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDERR_FILENO);
+    install_interrupt_handlers();
+    set_interrupt_mode(InterruptMode::AfterStep);
+    raise(SIGINT);
+    if (!interrupt_requested()) _exit(3);
+    const Dataset d = make_dataset_with_progress(spec, true);
+    _exit(d.train_size() == 256 ? 0 : 4);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace
