@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -432,9 +433,20 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
   std::vector<RunResult> collapsed;
   const ModelGroup group =
       seeded || repeated ? collapse_runs(seeded_group, collapsed) : seeded_group;
-  int64_t repetitions = 0;
-  for (const RunResult* r : seeded_group.runs)
-    repetitions = std::max(repetitions, r->repetition.value_or(1));
+  // The repetitions each mode (at a batch, a seed) ran: fewer for some where the run was
+  // interrupted, then said as a range ("1-2 repetitions").
+  std::map<std::tuple<std::string, int64_t, uint64_t>, int64_t> reps_of;
+  for (const RunResult* r : seeded_group.runs) {
+    int64_t& n = reps_of[{r->precision, r->batch_size, r->seed.value_or(0)}];
+    n = std::max(n, r->repetition.value_or(1));
+  }
+  int64_t fewest = INT64_MAX, most = 0;
+  for (const auto& [key, n] : reps_of) {
+    fewest = std::min(fewest, n);
+    most = std::max(most, n);
+  }
+  const std::string repetitions =
+      fewest == most ? std::to_string(most) : fmt::format("{}-{}", fewest, most);
   const std::vector<SeedSummary> summaries =
       seeded ? seed_summaries(report.runs) : std::vector<SeedSummary>{};
 

@@ -322,6 +322,26 @@ TEST(Console, UnfinishedRepetitionsAndSeedsAreNoted) {
       << format_console(rep);
 }
 
+// A run interrupted during amp_fp16's second repetition: fp32 ran 2, amp_fp16 1. The title said
+// "2 repetitions" for both.
+TEST(Console, AnInterruptedRepeatSaysTheRangeOfRepetitions) {
+  Report rep = make_report();
+  rep.runs.clear();
+  for (int i = 1; i <= 2; ++i)
+    for (const char* mode : {"fp32", "amp_fp16"}) {
+      if (i == 2 && std::string(mode) == "amp_fp16") continue;
+      RunResult r = make_run(mode, 100, size_t(200) << 20);
+      r.repetition = i;
+      rep.runs.push_back(r);
+    }
+  const std::string text = format_console(rep);
+  EXPECT_TRUE(contains(text, " · 1-2 repetitions: epoch ms median")) << text;
+  rep.runs.push_back(rep.runs[1]);
+  rep.runs.back().repetition = 2;
+  EXPECT_TRUE(contains(format_console(rep), " · 2 repetitions: epoch ms median"))
+      << format_console(rep);
+}
+
 // Seeds x repetitions: the table's time is over the seeds, each seed's repetitions taken to their
 // median first (it pooled all six runs under "over seeds"), and the skipped steps are a run's,
 // not their sum (three identical repetitions showed three times theirs).
