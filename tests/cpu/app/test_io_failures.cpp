@@ -116,8 +116,10 @@ TEST_F(IoFailures, AnInterruptOnATerminalErasesTheProgressBar) {
   if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1)";
   const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/mnist_mlp.json";
   const Result r =
+      // Epochs enough to outlast the 3 s on a fast machine (2 ended in 2.8 s, uninterrupted);
+      // the stop comes at the next step.
       mpbench::test::run_shell("script -qec \"timeout -s INT 3 " + exe() + " run " + spec +
-                                   " --device reference --precisions fp32 --epochs 2\" /dev/null",
+                                   " --device reference --precisions fp32 --epochs 50\" /dev/null",
                                dir_.string());
   EXPECT_EQ(r.code, 124) << r.err;  // timeout's code for a command it signalled
   EXPECT_TRUE(has_text(r.out, "\r\x1b[Kmpbench: interrupted: stopping after this step")) << r.out;
