@@ -322,15 +322,20 @@ int cmd_run(const RunArgs& given) {
     seeds.clear();
     for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
   }
+  // A run's work for the time left: its training FLOPs, none for a mode the device cannot run.
+  // From the spec, before its data are made; done() takes the same figure off.
+  auto planned_work = [&](const Spec& spec, Precision p) {
+    return trains(p, info, be->device())
+               ? run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total())
+               : 0.0;
+  };
   RunPlan plan(args.quiet);
   int64_t planned_runs = 0;
   for (const Spec& spec : specs) {
     const int64_t per_mode = args.repeat * static_cast<int64_t>(seeds.size());
-    const double flops =
-        run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total());
     for (Precision p : spec.precisions)
       for (int64_t i = 0; i < per_mode; ++i, ++planned_runs)
-        plan.add(spec.name, spec.train.batch_size, trains(p, info, be->device()) ? flops : 0.0);
+        plan.add(spec.name, spec.train.batch_size, planned_work(spec, p));
   }
   // Ranks of a data-parallel job would stop at different steps and wait for each other.
   if (!launch.launched()) set_interrupt_mode(InterruptMode::AfterStep);
@@ -349,7 +354,6 @@ int cmd_run(const RunArgs& given) {
       }
       report.specs.push_back(to_json(spec));
       const int64_t total_steps = step_plan(spec.train, data->train_size(), nranks).total();
-      const double flops = run_flops(spec, total_steps);
       // Repetitions outermost, so that each mode's repetitions are spread over the whole run.
       for (int64_t rep = 1; rep <= args.repeat; ++rep)
         for (size_t mode = 0; mode < spec.precisions.size(); ++mode)
@@ -420,7 +424,7 @@ int cmd_run(const RunArgs& given) {
                       done.status == RunStatus::Ok
                           ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                           : run_status_name(done.status),
-                      trains(p, info, be->device()) ? flops : 0.0, done.status == RunStatus::Ok);
+                      planned_work(spec, p), done.status == RunStatus::Ok);
           }
     }
   } catch (const Interrupted&) {

@@ -1419,8 +1419,9 @@ struct TrendSeries {
 struct TrendModel {
   std::string model, family, id;
   std::vector<TrendSeries> series;
-  // "at 2222222 (2026-01-02 10:00 UTC): model.hidden[0]: 32 -> 512": a commit whose file trained
-  // the model from another spec than the file before it that has the model did.
+  // "The spec changed at 2222222 (2026-01-02 10:00 UTC): model.hidden[0]: 32 -> 512: ...": a
+  // commit whose file trained the model from another spec than the file before it that has the
+  // model did.
   std::vector<std::string> spec_changes;
 };
 
@@ -1503,7 +1504,10 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
       if (!spec) continue;
       if (before)
         if (const std::string d = first_spec_difference(*before, *spec); !d.empty())
-          m.spec_changes.push_back(fmt::format("at {}: {}", at_commit(entries[i]), d));
+          m.spec_changes.push_back(fmt::format(
+              "The spec changed at {}: {}: the points before and after it are of different "
+              "models.",
+              at_commit(entries[i]), d));
       before = spec;
     }
   }
@@ -1683,11 +1687,7 @@ std::string format_history_html(const std::vector<HistoryEntry>& entries) {
     const Axis time_axis{"median epoch time (ms)", [](double v) { return format_general(v); }, 1};
     const Axis memory_axis{std::string("training memory (") + u.name + ")",
                            [](double v) { return format_general(v); }, u.scale};
-    for (const std::string& c : m.spec_changes)
-      h += "<p class=\"note\">" +
-           esc("The spec changed " + c +
-               ": the points before and after it are of different models.") +
-           "</p>\n";
+    for (const std::string& c : m.spec_changes) h += "<p class=\"note\">" + esc(c) + "</p>\n";
     h += "<div class=\"charts\">\n";
     std::vector<std::string> notes;
     for (const TrendSeries& s : m.series) {
@@ -1759,11 +1759,7 @@ std::string format_history_markdown(const std::vector<HistoryEntry>& entries) {
   md += render_markdown_table(files);
   for (const TrendModel& m : build_trends(entries)) {
     md += "\n## " + markdown_cell(m.model) + "\n";
-    for (const std::string& c : m.spec_changes)
-      md += "\n" +
-            markdown_cell("The spec changed " + c +
-                          ": the points before and after it are of different models.") +
-            "\n";
+    for (const std::string& c : m.spec_changes) md += "\n" + markdown_cell(c) + "\n";
     for (const TrendSeries& s : m.series) {
       md += "\n### " + markdown_cell(s.label + " · " + s.sub) + "\n\n";
       TextTable t;
