@@ -245,10 +245,9 @@ int cmd_explain(const ExplainArgs& given) {
   // the speedup are true but low: said as run and profile say it (device_note: where an amp_bf16
   // run trained).
   if (dev.kind == "cpu") {
-    Report modes;
-    modes.env = {{"native_cpu", native_cpu_json(dev)}};
-    for (const ProfiledRun& r : runs) modes.runs.push_back(r.run);
-    if (const auto note = device_note(modes)) {
+    std::vector<RunResult> modes;
+    for (const ProfiledRun& r : runs) modes.push_back(r.run);
+    if (const auto note = device_note(std::move(modes), dev)) {
       text += "\nnote: " + *note + "\n";
       md += "_note: " + markdown_cell(*note) + "_\n";
     }

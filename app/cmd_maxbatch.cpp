@@ -120,7 +120,8 @@ TextTable build(const std::vector<MaxBatchResult>& results) {
 // batch can fit in memory and still be more than a spec's dataset holds, which `run` refuses
 // (train.batch_size at most data.train_samples): said under the table.
 std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
-                               const std::vector<Spec>& specs, int64_t multiple) {
+                               const std::vector<Spec>& specs, int64_t multiple,
+                               const DeviceInfo& device) {
   std::vector<std::string> out;
   std::set<std::string> named;  // models whose baseline a note named
   if (common_baseline(results).empty())
@@ -146,11 +147,12 @@ std::vector<std::string> notes(const std::vector<MaxBatchResult>& results,
     }
   }
   // The note `run` prints under its tables (device_note), for the samples/s column: on the
-  // reference those are times of the emulation. No env: the native CPU's times are true ones.
-  Report timed;
+  // reference those are times of the emulation, on a native CPU without bf16 hardware bf16's
+  // are converted.
+  std::vector<RunResult> timed;
   for (const MaxBatchResult& r : results)
-    if (const BatchProbe* best = r.best()) timed.runs.push_back(best->run);
-  if (const auto n = device_note(timed)) out.push_back("note: " + *n);
+    if (const BatchProbe* best = r.best()) timed.push_back(best->run);
+  if (const auto n = device_note(std::move(timed), device)) out.push_back("note: " + *n);
   return out;
 }
 
@@ -295,7 +297,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
   const TextTable table = build(results);
   // The table, then every file whatever happened to stdout (see cmd_run).
   std::string note, note_md;
-  for (const std::string& n : notes(results, specs, args.multiple)) {
+  for (const std::string& n : notes(results, specs, args.multiple, device)) {
     note += n + "\n";
     note_md += "\n" + markdown_cell(n) + "\n";
   }

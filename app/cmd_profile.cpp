@@ -306,8 +306,7 @@ int cmd_profile(const ProfileArgs& given) {
   std::vector<std::string> failed;
   // The modes' runs, for the note `run` prints under its tables (device_note): on the reference
   // the times are of the emulation, on a native CPU without bf16 hardware bf16's are converted.
-  Report profiled;
-  if (dev.kind == "cpu") profiled.env = {{"native_cpu", native_cpu_json(dev)}};
+  std::vector<RunResult> profiled;
   for (Precision p : spec.precisions) {
     ProfiledRun pr = profile_mode(spec, data, p, args.steps, *be, bar_on, args.run.memory_limit,
                                   launch.data_parallel());
@@ -316,10 +315,11 @@ int cmd_profile(const ProfileArgs& given) {
     out["profiles"].push_back(profile_json(pr, dev));
     if (pr.run.status == RunStatus::Failed)
       failed.push_back(fmt::format("{}: {}", pr.run.precision, pr.run.status_detail));
-    profiled.runs.push_back(std::move(pr.run));
+    profiled.push_back(std::move(pr.run));
   }
   if (!launch.speaker()) return 0;
-  if (const auto note = device_note(profiled)) std::cout << "note: " << *note << "\n";
+  if (const auto note = device_note(std::move(profiled), dev))
+    std::cout << "note: " << *note << "\n";
   flush_stdout();
   if (!args.json_path.empty()) write_output(args.json_path, json_text(out));
   if (!failed.empty())

@@ -98,6 +98,13 @@ nlohmann::json native_cpu_json(const DeviceInfo& d) {
            {{"fp32", rate(d.gemm_tflops_fp32)}, {"amp_bf16", rate(d.gemm_tflops_bf16)}}}};
 }
 
+std::optional<std::string> device_note(std::vector<RunResult> runs, const DeviceInfo& d) {
+  Report r;
+  if (d.kind == "cpu") r.env = {{"native_cpu", native_cpu_json(d)}};
+  r.runs = std::move(runs);
+  return device_note(r);
+}
+
 void apply_run_overrides(Spec& spec, const RunArgs& a) {
   std::vector<SpecOverride> o;
   if (!a.precisions.empty()) {
@@ -138,18 +145,26 @@ bool trains(Precision p, const DeviceInfo& info, Device device) {
   return !unsupported_reason(p, device, info);
 }
 
+// One run's planned work, from the spec before its data are made: its training FLOPs on one
+// rank (the ranks of data parallel share the steps), none for a mode the device cannot run.
+double planned_work(const Spec& spec, Precision p, const DeviceInfo& info, Device device,
+                    int ranks) {
+  if (!trains(p, info, device)) return 0;
+  return run_flops(spec, step_plan(spec.train, spec.data.train_samples, ranks).total());
+}
+
 // Under data parallel the ranks share the work: each trains its steps at the same time, so the
 // time is one rank's.
 void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& info, int ranks) {
   const bool native = info.kind == "cpu";
   const std::string each = ranks > 1 ? fmt::format(" on each of {} ranks", ranks) : "";
   for (const Spec& spec : specs) {
-    const double f = run_flops(spec, step_plan(spec.train, spec.data.train_samples, ranks).total());
     double flops = 0, seconds = 0;
     std::vector<std::string> rates;
     int modes = 0;
     for (Precision p : spec.precisions) {
-      if (!trains(p, info, Device::CPU)) continue;
+      const double f = planned_work(spec, p, info, Device::CPU, ranks);
+      if (f == 0) continue;
       const auto ceiling = native ? ceilings_for(info, p) : std::nullopt;
       const double rate = ceiling ? ceiling->peak_tflops * 1e12 : kReferenceCpuFlops;
       if (ceiling)
@@ -322,12 +337,9 @@ int cmd_run(const RunArgs& given) {
     seeds.clear();
     for (int64_t s = 1; s <= args.seeds; ++s) seeds.push_back(static_cast<uint64_t>(s));
   }
-  // A run's work for the time left: its training FLOPs, none for a mode the device cannot run.
-  // From the spec, before its data are made; done() takes the same figure off.
-  auto planned_work = [&](const Spec& spec, Precision p) {
-    return trains(p, info, be->device())
-               ? run_flops(spec, step_plan(spec.train, spec.data.train_samples, nranks).total())
-               : 0.0;
+  // A run's work for the time left; done() takes the same figure off.
+  auto work = [&](const Spec& spec, Precision p) {
+    return planned_work(spec, p, info, be->device(), nranks);
   };
   RunPlan plan(args.quiet);
   int64_t planned_runs = 0;
@@ -335,7 +347,7 @@ int cmd_run(const RunArgs& given) {
     const int64_t per_mode = args.repeat * static_cast<int64_t>(seeds.size());
     for (Precision p : spec.precisions)
       for (int64_t i = 0; i < per_mode; ++i, ++planned_runs)
-        plan.add(spec.name, spec.train.batch_size, planned_work(spec, p));
+        plan.add(spec.name, spec.train.batch_size, work(spec, p));
   }
   // Ranks of a data-parallel job would stop at different steps and wait for each other.
   if (!launch.launched()) set_interrupt_mode(InterruptMode::AfterStep);
@@ -424,7 +436,7 @@ int cmd_run(const RunArgs& given) {
                       done.status == RunStatus::Ok
                           ? fmt::format("{} ms/epoch", format_ms(done.epoch_time_ms.median))
                           : run_status_name(done.status),
-                      planned_work(spec, p), done.status == RunStatus::Ok);
+                      work(spec, p), done.status == RunStatus::Ok);
           }
     }
   } catch (const Interrupted&) {

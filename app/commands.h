@@ -1,12 +1,14 @@
 #pragma once
 // The subcommands of the mpbench executable, one file each (app/cmd_<name>.cpp). Each returns the
 // process exit code; errors are thrown as mpbench::Error and mapped to exit codes in app/cli.cpp.
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
+#include "train/results.h"
 
 namespace mpbench {
 
@@ -166,6 +168,9 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
 // What the native CPU backend runs with (env.native_cpu, and `devices`): threads, oneDNN's
 // version and ISA, the CPU's vector flags, AMX permission, how bf16 GEMMs run.
 nlohmann::json native_cpu_json(const DeviceInfo& d);
+// device_note (the note under run's tables: emulated times, bf16 converted on this CPU) of runs
+// trained here on `d`, for the commands that write no run report (profile, explain, maxbatch).
+std::optional<std::string> device_note(std::vector<RunResult> runs, const DeviceInfo& d);
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
 // The build's `git describe` (e.g. "063e057a1b2c-dirty"; "unknown" without git): written at every

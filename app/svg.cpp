@@ -101,13 +101,16 @@ std::string joined(std::vector<std::string>::const_iterator a,
 
 }  // namespace
 
+// What a label's mode and file are joined by ("fp32 · h100/run"): 3 characters, 4 bytes.
+const std::string kLabelDot = " · ";
+
 std::string shorten_label(const std::string& s, size_t n) {
   const std::vector<std::string> cs = characters(s);
   if (cs.size() <= n || n < 3) return cs.size() <= n ? s : shorten(s, n);
   // What tells a bar from its neighbours is often its end (the file of "fp32 · h100/run" beside
   // "fp32 · h200/run"): keep the part before the first " · " whole when it leaves room, and cut
   // the rest a third of the way in.
-  const size_t dot = s.find(" · ");
+  const size_t dot = s.find(kLabelDot);
   const size_t head = dot == std::string::npos ? 0 : characters(s.substr(0, dot)).size();
   const size_t keep_front = head && head + 8 <= n ? head + 3 + (n - head - 3 - 1) / 3 : (n - 1) / 2;
   const size_t keep_back = n - 1 - keep_front;
@@ -134,8 +137,10 @@ std::vector<std::string> shorten_labels(const std::vector<std::string>& labels, 
     if (!clash || n < 8) continue;
     // The mode before " · " whole where it leaves room, then a window from half the room
     // before the first difference: "fp32 · …_2026_01_05_runner_a_…".
-    const size_t dot = labels[i].find(" · ");
-    size_t head = dot == std::string::npos ? 0 : characters(labels[i].substr(0, dot + 4)).size();
+    const size_t dot = labels[i].find(kLabelDot);
+    size_t head = dot == std::string::npos
+                      ? 0
+                      : characters(labels[i].substr(0, dot + kLabelDot.size())).size();
     if (head + 8 > n) head = 0;
     const size_t room = n - head - 2;  // two ellipses at most
     size_t start = differ > room / 2 ? differ - room / 2 : 0;

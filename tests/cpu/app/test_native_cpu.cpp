@@ -156,6 +156,18 @@ TEST_F(NativeCpu, IsaCapsReachEveryCase) {
   EXPECT_FALSE(has_text(last_out_, "without bf16 instructions")) << last_out_;
 }
 
+// profile, explain and maxbatch say it as run does: maxbatch's samples/s column said nothing of
+// bf16 converted in software.
+TEST_F(NativeCpu, MaxbatchSaysBf16IsConverted) {
+  if (!cpu_flags().count("avx512f") || !cpu_flags().count("avx512bw"))
+    GTEST_SKIP() << "no AVX-512 here";
+  const auto r = run("maxbatch " + tiny() +
+                     " --device cpu --cpu-isa avx512_core --precisions fp32,amp_bf16 "
+                     "--memory-limit 1MiB --quiet");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "note: this CPU runs amp_bf16 without bf16 instructions")) << r.out;
+}
+
 TEST_F(NativeCpu, ThreadsAreRecorded) {
   const json doc = run_json("--precisions fp32 --threads 1");
   EXPECT_EQ(doc["env"]["native_cpu"]["threads"], 1);
