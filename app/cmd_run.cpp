@@ -379,6 +379,7 @@ int cmd_run(const RunArgs& given) {
                 args.repeat > 1 ? fmt::format(" rep {}/{}", rep, args.repeat) : "";
             const std::string what = fmt::format("{} {}{}{}{}", spec.name, precision_name(p), batch,
                                                  seed_label, rep_label);
+            plan.starting();
             Progress bar(what + " (" +
                              RunPlan::position(int64_t(spec_index) + 1, int64_t(specs.size()),
                                                int64_t(mode) + 1, int64_t(spec.precisions.size())) +

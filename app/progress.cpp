@@ -202,6 +202,10 @@ RunPlan::Left RunPlan::left() const {
   return l;
 }
 
+void RunPlan::starting() {
+  last_ = Clock::now();
+}
+
 void RunPlan::done(const std::string& spec, int64_t batch, const std::string& what,
                    const std::string& status, double work, bool timed) {
   const Clock::time_point now = Clock::now();

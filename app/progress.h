@@ -71,6 +71,8 @@ class RunPlan {
   void add(const std::string& spec, int64_t batch, double work);
   // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
   static std::string position(int64_t spec, int64_t specs, int64_t mode, int64_t modes);
+  // A run starts now: the time since the last done() (its spec's data being made) is not its.
+  void starting();
   // A run added before finished (`timed`: it trained to the end, so its time is its work's):
   // off a terminal, "mpbench: [3/8] tiny_mlp amp_bf16: ok in 1.2 s; about 0:04 left".
   void done(const std::string& spec, int64_t batch, const std::string& what,
