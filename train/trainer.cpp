@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "models/model.h"
@@ -646,28 +648,37 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     if (opts.data_parallel) r.data_parallel = opts.data_parallel->setup();
     return r;
   }
+  // Running out of memory or a runtime failure in one mode is that mode's row, and the other
+  // modes still get their turn (the run's buffers are freed as `run` unwinds).
+  auto failed = [&](const std::exception& e, bool oom, const std::string& detail, size_t needed) {
+    // One rank's failure the others cannot know of: they would wait in the next all-reduce.
+    if (opts.data_parallel)
+      opts.data_parallel->fail(e, fmt::format("{} {}: {}", spec.name, precision_name(precision),
+                                              oom ? "oom" : "failed"));
+    r.status = oom ? RunStatus::Oom : RunStatus::Failed;
+    r.status_detail = detail;
+    r.oom_needed_bytes = needed;
+    try {
+      be.synchronize();
+    } catch (const std::exception&) {
+      // The device may be unusable after the failure; the next mode will say so in its own row.
+    }
+  };
   try {
     r.predicted_memory = predict_training_memory(spec, precision, be);
     r.has_predicted_memory = true;
     Run run(spec, data, precision, be, opts);
     run.execute(r);
   } catch (const Error& e) {
-    // Bad input is the user's to fix and stops everything; running out of memory or a runtime
-    // failure in one mode is that mode's row, and the other modes still get their turn (the
-    // run's buffers are freed as `run` unwinds).
-    if (e.kind() == ErrorKind::BadInput) throw;
-    // One rank's failure the others cannot know of: they would wait in the next all-reduce.
-    if (opts.data_parallel)
-      opts.data_parallel->fail(e, fmt::format("{} {}: {}", spec.name, precision_name(precision),
-                                              e.is_oom() ? "oom" : "failed"));
-    r.status = e.is_oom() ? RunStatus::Oom : RunStatus::Failed;
-    r.status_detail = e.what();
-    r.oom_needed_bytes = e.needed_bytes();
-    try {
-      be.synchronize();
-    } catch (const Error&) {
-      // The device may be unusable after the failure; the next mode will say so in its own row.
-    }
+    if (e.kind() == ErrorKind::BadInput) throw;  // the user's to fix: it stops everything
+    failed(e, e.is_oom(), e.what(), e.needed_bytes());
+  } catch (const std::bad_alloc& e) {
+    // An allocation outside the tracked buffers (a library's, a container's) that the host
+    // refused: that mode did not fit.
+    failed(e, true, "the host refused an untracked allocation (std::bad_alloc)", 0);
+  } catch (const std::exception& e) {
+    // A library's own exception (oneDNN's dnnl::error) that no op turned into an Error.
+    failed(e, false, fmt::format("internal error: {}", e.what()), 0);
   }
   return r;
 }

@@ -3,7 +3,11 @@
 // growth_interval clean steps).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <new>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -57,6 +61,40 @@ INSTANTIATE_TEST_SUITE_P(AllModes, TinyLearns,
                          ::testing::Values(Precision::FP32, Precision::TF32, Precision::AMP_FP16,
                                            Precision::AMP_BF16),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
+
+// An exception that is not mpbench's own (a library's, a refused host allocation) is that mode's
+// row, as an Error is: it ended the whole command with exit 3 and lost the finished modes.
+class ThrowAtOp : public OpObserver {
+ public:
+  explicit ThrowAtOp(std::function<void()> t) : throw_(std::move(t)) {}
+  bool observing() const override { return true; }
+  void op_begin(const OpCall&) override {
+    if (++ops_ == 50) throw_();
+  }
+  void op_end() override {}
+
+ private:
+  std::function<void()> throw_;
+  int ops_ = 0;
+};
+
+TEST(Trainer, AForeignExceptionIsTheModesRow) {
+  const Spec spec = tiny_spec();
+  auto be = make_reference_backend();
+  const Dataset data = make_dataset(spec);
+  ThrowAtOp lib([] { throw std::runtime_error("a library's error"); });
+  be->set_observer(&lib);
+  RunResult r = train_and_measure(spec, data, Precision::FP32, *be);
+  EXPECT_EQ(r.status, RunStatus::Failed);
+  EXPECT_EQ(r.status_detail, "internal error: a library's error");
+  ThrowAtOp host([] { throw std::bad_alloc(); });
+  be->set_observer(&host);
+  r = train_and_measure(spec, data, Precision::FP32, *be);
+  EXPECT_EQ(r.status, RunStatus::Oom);
+  EXPECT_EQ(r.status_detail, "the host refused an untracked allocation (std::bad_alloc)");
+  be->set_observer(nullptr);
+  EXPECT_EQ(train_and_measure(spec, data, Precision::FP32, *be).status, RunStatus::Ok);
+}
 
 // A run out of memory keeps what it had: the memory it reached, and no per-step series for the
 // steps it never took (it kept its planned length of zeros, and no memory at all).
