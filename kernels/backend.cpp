@@ -300,13 +300,6 @@ std::string conv_detail(const ConvDesc& d, const Tensor& act, const Tensor& w) {
                      d.stride, dtype_name(act.dtype));
 }
 
-// 2 * N*P*Q * K * R*S*C for every pass of a convolution: y (or dy) holds N*P*Q*K values, each a
-// dot product of length R*S*C.
-double conv_flops(const ConvGeom& g) {
-  return 2.0 * static_cast<double>(g.npq()) * static_cast<double>(g.k) *
-         static_cast<double>(g.rsc());
-}
-
 // ---- the row-wise ops ------------------------------------------------------------------------
 
 // x of a normalisation: a float (rows, C) with at least one value.

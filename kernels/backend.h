@@ -146,6 +146,13 @@ struct ConvGeom {
   bool is_pointwise() const { return r == 1 && s == 1 && stride == 1 && pad == 0; }
 };
 
+// 2 * N*P*Q * K * R*S*C for every pass of a convolution: y (or dy) holds N*P*Q*K values, each a
+// dot product of length R*S*C.
+inline double conv_flops(const ConvGeom& g) {
+  return 2.0 * static_cast<double>(g.npq()) * static_cast<double>(g.k) *
+         static_cast<double>(g.rsc());
+}
+
 // Max pooling over k x k windows of an NHWC tensor: x (N, H, W, C) -> y (N, P, Q, C) with
 // P = (H + 2 pad - kernel) / stride + 1 (Q alike), as the ResNet stem's 3x3 stride-2 pad-1 pool.
 // Padding never wins a window (PyTorch pads with -inf); pad <= kernel / 2, as PyTorch requires.

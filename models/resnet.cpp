@@ -14,10 +14,6 @@
 
 namespace mpbench {
 
-double conv_flops(int64_t p, int64_t q, int64_t k, int64_t r, int64_t s, int64_t c) {
-  return 2.0 * static_cast<double>(p) * q * k * r * s * c;
-}
-
 namespace {
 
 Tensor rows2d(const Tensor& t, int64_t c) {
@@ -45,7 +41,8 @@ struct Conv {
   Shape weight_shape() const { return Shape{k, r, r, c}; }
   int64_t in_numel() const { return h * w * c; }
   int64_t out_numel() const { return p * q * k; }
-  double flops() const { return conv_flops(p, q, k, r, r, c); }
+  // Forward FLOPs per sample.
+  double flops() const { return conv_flops(ConvGeom{1, h, w, c, k, r, r, p, q, stride, pad}); }
   void declare(ParamStore& ps) {
     // PyTorch's Conv2d default (kaiming_uniform with a = sqrt(5)): U(+-1 / sqrt(fan_in)).
     const float bound = 1.0f / std::sqrt(static_cast<float>(r * r * c));

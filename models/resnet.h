@@ -48,7 +48,4 @@ namespace mpbench {
 void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
                   std::vector<std::unique_ptr<Layer>>& layers);
 
-// Forward FLOPs of one 2-D convolution per sample: 2 * P * Q * K * R * S * C.
-double conv_flops(int64_t p, int64_t q, int64_t k, int64_t r, int64_t s, int64_t c);
-
 }  // namespace mpbench

@@ -120,40 +120,6 @@ TimeStats compute_time_stats(const std::vector<double>& samples) {
   return st;
 }
 
-RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
-                                     const std::vector<double>& current, int resamples,
-                                     uint64_t seed) {
-  RatioEstimate est;
-  std::vector<double> b = positive_finite(baseline), c = positive_finite(current);
-  if (b.empty() || c.empty()) return est;
-  {
-    std::vector<double> bb = b, cc = c;
-    est.ratio = median_of(cc) / median_of(bb);
-  }
-  est.valid = true;
-  std::vector<double> ratios;
-  ratios.reserve(static_cast<size_t>(std::max(resamples, 1)));
-  if (std::max(b.size(), c.size()) > kDirectResampleMax) {
-    std::sort(b.begin(), b.end());
-    std::sort(c.begin(), c.end());
-    Rng rng(seed, 0);
-    for (int i = 0; i < resamples; ++i) {
-      const double mb = median_of_resample(b, rng);
-      ratios.push_back(median_of_resample(c, rng) / mb);
-    }
-  } else {
-    uint64_t state = seed;
-    std::vector<double> rb(b.size()), rc(c.size());
-    for (int i = 0; i < resamples; ++i) {
-      for (double& x : rb) x = b[below(state, b.size())];
-      for (double& x : rc) x = c[below(state, c.size())];
-      ratios.push_back(median_of(rc) / median_of(rb));
-    }
-  }
-  set_percentile_interval(ratios, est);
-  return est;
-}
-
 RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,
                                         uint64_t seed) {
   RatioEstimate est;

@@ -22,19 +22,13 @@ struct RatioEstimate {
   double lo = 0, hi = 0;
   bool valid = false;  // false when a side has no positive finite samples
 };
-// median(current) / median(baseline) and its 95% percentile bootstrap CI (deterministic for a
-// given seed). Non-finite and non-positive samples are ignored.
-RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
-                                     const std::vector<double>& current, int resamples,
-                                     uint64_t seed);
-
-// The same ratio over repetitions (runs), for `compare`. A side is its files (runs in separate
-// processes: baselines remade on the runner), each file its repetitions (`run --repeat`), each
-// repetition its epoch times. Each side's statistic is the median over all its repetitions of
-// each repetition's median epoch time; the 95% percentile interval comes from a hierarchical
-// bootstrap (draw the files with replacement, then the repetitions within each drawn file, then
-// each drawn repetition's epochs), so that it holds the variation between processes and between
-// runs, which is most of the noise, as well as within them. Deterministic for a given seed;
+// median(current) / median(baseline) over repetitions (runs), for `compare`. A side is its files
+// (runs in separate processes: baselines remade on the runner), each file its repetitions (`run
+// --repeat`), each repetition its epoch times. Each side's statistic is the median over all its
+// repetitions of each repetition's median epoch time; the 95% percentile interval comes from a
+// hierarchical bootstrap (draw the files with replacement, then the repetitions within each drawn
+// file, then each drawn repetition's epochs), so that it holds the variation between processes and
+// between runs, which is most of the noise, as well as within them. Deterministic for a given seed;
 // repetitions with no usable sample are left out.
 using Runs = std::vector<std::vector<std::vector<double>>>;
 RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& current, int resamples,

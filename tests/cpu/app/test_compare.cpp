@@ -95,6 +95,13 @@ std::vector<RunResult> join(std::vector<RunResult> a, const std::vector<RunResul
   return a;
 }
 
+// The hierarchical bootstrap of one file of one repetition a side: the epochs' alone.
+RatioEstimate bootstrap_median_ratio(const std::vector<double>& baseline,
+                                     const std::vector<double>& current, int resamples,
+                                     uint64_t seed) {
+  return hierarchical_median_ratio({{baseline}}, {{current}}, resamples, seed);
+}
+
 TEST(Bootstrap, RatioOfMediansAndDeterministicInterval) {
   const auto a = bootstrap_median_ratio(kBase, scaled(1.3), 2000, 42);
   ASSERT_TRUE(a.valid);

@@ -107,7 +107,8 @@ TEST(Resnet, Conv2FirstBlockFlopsAndParams) {
   EXPECT_DOUBLE_EQ(infos[0].forward_flops, expected);
   EXPECT_NEAR(infos[0].forward_flops / 1e9, 0.46, 0.005);
   EXPECT_EQ(infos[0].output_shape, (Shape{56, 56, 256}));
-  EXPECT_DOUBLE_EQ(conv_flops(56, 56, 64, 3, 3, 64), 2.0 * 56 * 56 * 64 * 9 * 64);
+  EXPECT_DOUBLE_EQ(conv_flops(ConvGeom{1, 56, 56, 64, 64, 3, 3, 56, 56, 1, 1}),
+                   2.0 * 56 * 56 * 64 * 9 * 64);
   // torchvision's resnet50.layer1 has 215,808 parameters (convs and BN affine).
   int64_t blocks = 0;
   for (size_t i = 0; i < 3; ++i) blocks += infos[i].params;
