@@ -32,6 +32,8 @@ class Sgd : public Optimizer {
     // fp32, as PyTorch's Python floats become when they meet an fp32 tensor.
     p_ = SgdParams{static_cast<float>(s.lr), static_cast<float>(s.momentum),
                    static_cast<float>(s.weight_decay), s.nesterov};
+    // Without momentum PyTorch keeps no buffer, and sgd_step reads none.
+    if (p_.momentum == 0.0f) return;
     buf_ = alloc.alloc(Shape{ps.numel()}, DType::F32, MemCategory::OptimizerState);
     if (!alloc.counting()) be.fill(buf_, 0.0f);
   }

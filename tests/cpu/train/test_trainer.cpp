@@ -96,6 +96,30 @@ TEST(Trainer, AForeignExceptionIsTheModesRow) {
   EXPECT_EQ(train_and_measure(spec, data, Precision::FP32, *be).status, RunStatus::Ok);
 }
 
+// SGD keeps a momentum buffer only with momentum, as PyTorch does (its kernels read none without):
+// momentum 0 held 4 bytes a parameter of optimizer state all the same.
+TEST(Trainer, SgdWithoutMomentumKeepsNoState) {
+  Spec spec = tiny_spec();
+  spec.train.optimizer.type = "sgd";
+  spec.train.optimizer.lr = 0.05;
+  auto be = make_reference_backend();
+  const auto state = [&](double momentum) {
+    spec.train.optimizer.momentum = momentum;
+    return predict_training_memory(spec, Precision::FP32, *be)
+        .by_category[static_cast<int>(MemCategory::OptimizerState)];
+  };
+  EXPECT_EQ(state(0.0), 0u);
+  const size_t with_momentum = state(0.9);
+  spec.train.optimizer.type = "adam";
+  EXPECT_EQ(2 * with_momentum, state(0.9));  // one fp32 buffer against Adam's two
+  spec.train.optimizer.type = "sgd";
+  spec.train.optimizer.momentum = 0.0;
+  const RunResult r = train_and_measure(spec, make_dataset(spec), Precision::FP32, *be);
+  ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+  EXPECT_EQ(r.memory.by_category[static_cast<int>(MemCategory::OptimizerState)], 0u);
+  EXPECT_LT(r.epochs.back().train_loss, r.epochs.front().train_loss);
+}
+
 // A run out of memory keeps what it had: the memory it reached, and no per-step series for the
 // steps it never took (it kept its planned length of zeros, and no memory at all).
 TEST(OutOfMemory, KeepsTheMemoryReachedAndNoMadeUpSteps) {
