@@ -1,5 +1,6 @@
 #include "models/linear.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mpbench {
@@ -35,6 +36,7 @@ void Linear::declare_params(ParamStore& ps) {
     fp8_x_ = ps.fp8().declare(name_ + ".x", DType::F8E4M3);
     fp8_w_ = ps.fp8().declare(name_ + ".w", DType::F8E4M3);
     fp8_dy_ = ps.fp8().declare(name_ + ".dy", DType::F8E5M2);
+    fp8_scratch_ = ps.fp8_scratch();
   }
   if (shared_weight_) {
     w_ = *shared_weight_;
@@ -66,12 +68,13 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
   if (need_dx) dx_ = own_or_lent(lent_dx_, Shape{batch, in_}, cd);
   if (fp32_out_ && b_ >= 0 && cd != DType::F32)
     bias_f32_ = alloc.alloc(Shape{out_}, DType::F32, MemCategory::Weights);
+  fp8_rows_ = 0;
   if (fp8_ && fp8_gemm_fits(batch, out_, in_)) {
-    auto act = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
-    x8_ = act(Shape{batch, in_}, DType::F8E4M3);
-    x8t_ = act(Shape{in_, batch}, DType::F8E4M3);
-    dy8_ = act(Shape{batch, out_}, DType::F8E5M2);
-    dy8t_ = act(Shape{out_, batch}, DType::F8E5M2);
+    fp8_rows_ = batch;
+    x8t_ = alloc.alloc(Shape{in_, batch}, DType::F8E4M3, MemCategory::Activations);
+    // One byte an element: x or dY in the first slot, dY^T in the second.
+    fp8_scratch_->reserve(alloc, kFp8Rows, batch * std::max(in_, out_));
+    fp8_scratch_->reserve(alloc, kFp8Cols, batch * out_);
     w8_ = alloc.alloc(Shape{out_, in_}, DType::F8E4M3, MemCategory::Weights);
     // W's transposed copy feeds only the dx GEMM, which the first layer never runs.
     if (need_dx) w8t_ = alloc.alloc(Shape{in_, out_}, DType::F8E4M3, MemCategory::Weights);
@@ -79,7 +82,7 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
 }
 
 bool Linear::runs_fp8(int64_t rows) const {
-  return x8_.defined() && rows <= x8_.rows() && fp8_gemm_fits(rows, out_, in_);
+  return rows <= fp8_rows_ && fp8_gemm_fits(rows, out_, in_);
 }
 
 Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
@@ -121,7 +124,8 @@ Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {
   // Training records the amaxes (evaluation must not move the scales) and writes the transposed
   // copies the backward GEMMs read.
   Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_), sw = ps.fp8().scales(fp8_w_);
-  Tensor x8 = rows_of(x8_, rows_), x8t = x8t_.slice(0, Shape{in_, rows_});
+  Tensor x8 = fp8_scratch_->view(kFp8Rows, Shape{rows_, in_}, DType::F8E4M3);
+  Tensor x8t = x8t_.slice(0, Shape{in_, rows_});
   be.cast_to_fp8(x_saved_, sx.scale, training_ ? &sx.amax : nullptr, x8,
                  training_ ? &x8t : nullptr);
   be.cast_to_fp8(ps.master(w_), sw.scale, training_ ? &sw.amax : nullptr, w8_,
@@ -183,8 +187,8 @@ Tensor Linear::backward(Backend& be, const ParamStore& ps, const Tensor& dy, boo
   Tensor dz8, dz8t;
   if (fp8) {
     sdy = ps.fp8().scales(fp8_dy_);
-    dz8 = rows_of(dy8_, rows_);
-    dz8t = dy8t_.slice(0, Shape{out_, rows_});
+    dz8 = fp8_scratch_->view(kFp8Rows, Shape{rows_, out_}, DType::F8E5M2);
+    dz8t = fp8_scratch_->view(kFp8Cols, Shape{out_, rows_}, DType::F8E5M2);
     be.cast_to_fp8(dz, sdy.scale, &sdy.amax, dz8, &dz8t);
     // As "TN" GEMMs: dW = dz^T (out, rows) x (x^T stored (in, rows))^T.
     const Fp8Scaling::Scales sx = ps.fp8().scales(fp8_x_);

@@ -72,11 +72,16 @@ class Linear : public Layer {
   // fp32 logits in an AMP mode: the bias's 16-bit copy widened for the GEMM's fp32 epilogue.
   Tensor bias_f32_;
   // amp_fp8: whether the weight's sizes let the layer run in FP8, the tensors' indices in
-  // ParamStore::fp8(), and the fp8 copies: x (rows, in) and x^T, W (out, in) and W^T, dY (rows,
-  // out) and dY^T (allocated when the batch fits too).
+  // ParamStore::fp8(), the fp8 copies it keeps, x^T (for dW), W (out, in) and W^T, and the rows
+  // they were allocated for (0: the batch does not fit). x (rows, in) for the forward GEMM and
+  // dY (rows, out) and dY^T for the backward's are the model's (ParamStore::fp8_scratch()):
+  // kFp8Rows, then kFp8Cols.
   bool fp8_ = false;
   int fp8_x_ = -1, fp8_w_ = -1, fp8_dy_ = -1;
-  Tensor x8_, x8t_, w8_, w8t_, dy8_, dy8t_;
+  int64_t fp8_rows_ = 0;
+  Tensor x8t_, w8_, w8t_;
+  std::shared_ptr<GrowingScratch> fp8_scratch_;
+  enum Fp8Slot { kFp8Rows, kFp8Cols };
 };
 
 }  // namespace mpbench

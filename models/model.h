@@ -12,6 +12,7 @@
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
 #include "models/fp8_scaling.h"
+#include "models/shared_scratch.h"
 #include "models/spec.h"
 
 namespace mpbench {
@@ -60,6 +61,10 @@ class ParamStore {
   // allocated by the Model.
   Fp8Scaling& fp8() { return fp8_; }
   const Fp8Scaling& fp8() const { return fp8_; }
+  // The FP8 copies a Linear holds only while its GEMMs run, one set for the model's layers
+  // (Linear: x in the forward; dY and dY^T in the backward). Shared, so that a layer's handle
+  // outlives a move of the store.
+  const std::shared_ptr<GrowingScratch>& fp8_scratch() const { return fp8_scratch_; }
 
   Tensor& master_flat() { return master_; }
   Tensor& grads_flat() { return grads_; }
@@ -74,6 +79,7 @@ class ParamStore {
   int64_t total_ = 0;
   Tensor master_, lowp_, grads_;
   Fp8Scaling fp8_;
+  std::shared_ptr<GrowingScratch> fp8_scratch_ = std::make_shared<GrowingScratch>(2);
 };
 
 // The GEMM a sublayer runs, for the tensor-core alignment check: M x N outputs over K. A

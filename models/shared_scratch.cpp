@@ -40,6 +40,28 @@ void SharedScratch::allocate(TrackingAllocator& alloc, int64_t batch) {
   }
 }
 
+void GrowingScratch::reserve(TrackingAllocator& alloc, int slot, int64_t bytes, MemCategory cat) {
+  MPB_CHECK(slot >= 0 && static_cast<size_t>(slot) < slots_.size() && bytes >= 0,
+            "growing scratch: slot {} of {}, {} bytes", slot, slots_.size(), bytes);
+  if (owner_ != &alloc) {
+    // The last allocator's buffers are its own to release (release_all, or its end).
+    for (Tensor& t : slots_) t = Tensor{};
+    owner_ = &alloc;
+  }
+  Tensor& buf = slots_[static_cast<size_t>(slot)];
+  if (buf.defined() && static_cast<int64_t>(buf.bytes()) >= bytes) return;
+  if (buf.defined()) alloc.release(buf);
+  buf = Tensor{};  // a refused allocation below must not leave a released buffer in the slot
+  buf = alloc.alloc(Shape{(bytes + 3) / 4}, DType::F32, cat);
+}
+
+Tensor GrowingScratch::view(int slot, Shape shape, DType dt) const {
+  MPB_CHECK(slot >= 0 && static_cast<size_t>(slot) < slots_.size() &&
+                slots_[static_cast<size_t>(slot)].defined(),
+            "growing scratch: slot {} was not reserved", slot);
+  return slots_[static_cast<size_t>(slot)].viewed_as(shape, dt);
+}
+
 const SharedScratch::Slot& SharedScratch::at(int slot) const {
   MPB_CHECK(slot >= 0 && static_cast<size_t>(slot) < slots_.size() &&
                 slots_[static_cast<size_t>(slot)].buf.defined(),

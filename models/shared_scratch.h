@@ -6,6 +6,7 @@
 // sample, times the batch; or bytes in all); the first layer to allocate with an allocator and a
 // batch allocates every slot, and each user views a slot in its own shape and dtype.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/allocator.h"
@@ -40,6 +41,23 @@ class SharedScratch {
   std::vector<Slot> slots_;
   const TrackingAllocator* owner_ = nullptr;
   int64_t batch_ = 0;
+};
+
+// The same for buffers whose size each user learns only as it allocates (its batch's rows): a
+// user's reserve() grows a slot to the largest asked so far, releasing the smaller buffer first,
+// and users take their view when they run, never across another user's reserve(). A reserve
+// with another allocator than the last (a new run, a prediction) starts every slot afresh.
+class GrowingScratch {
+ public:
+  explicit GrowingScratch(int slots) : slots_(static_cast<size_t>(slots)) {}
+  void reserve(TrackingAllocator& alloc, int slot, int64_t bytes,
+               MemCategory cat = MemCategory::Activations);
+  // The slot's memory as `shape` of `dt` (which must fit in it).
+  Tensor view(int slot, Shape shape, DType dt) const;
+
+ private:
+  std::vector<Tensor> slots_;  // untyped: fp32 words
+  const TrackingAllocator* owner_ = nullptr;
 };
 
 }  // namespace mpbench
