@@ -283,21 +283,16 @@ OnednnBackend::Cached& OnednnBackend::primitive(
 
 char* OnednnBackend::workspace(size_t bytes) {
   if (bytes <= work_bytes_) return static_cast<char*>(provider_.alloc ? work_.data : own_);
-  // Half as much again as asked, so that a run's growing asks reallocate rarely; where that
-  // extra does not fit (a --memory-limit, maxbatch's probes), exactly what was asked.
-  const size_t exact = align64(bytes), want = align64(std::max(bytes, work_bytes_ * 3 / 2));
+  // Exactly what is asked: the run's peak is then what its primitives need, and a memory limit
+  // at that peak fits (half as much again, to reallocate less, put up to half the workspace
+  // into the peak). The asks settle within the first step.
+  const size_t exact = align64(bytes);
   release_workspace();
-  if (provider_.alloc) {
-    try {
-      work_ = provider_.alloc(want);
-    } catch (const Error& e) {
-      if (!e.is_oom() || want == exact) throw;
-      work_ = provider_.alloc(exact);
-    }
-  } else {
-    own_ = raw_alloc(want);
-  }
-  work_bytes_ = work_.data ? work_.bytes() : want;
+  if (provider_.alloc)
+    work_ = provider_.alloc(exact);
+  else
+    own_ = raw_alloc(exact);
+  work_bytes_ = work_.data ? work_.bytes() : exact;
   return static_cast<char*>(provider_.alloc ? work_.data : own_);
 }
 

@@ -168,6 +168,29 @@ TEST_F(NativeCpu, MaxbatchSaysBf16IsConverted) {
   EXPECT_TRUE(has_text(r.out, "note: this CPU runs amp_bf16 without bf16 instructions")) << r.out;
 }
 
+// The measured peak is what the run needs: a memory limit at it fits and one below it does not.
+// oneDNN's workspace grew to half as much again as asked, so a run trained at 0.8 MB under its
+// "peak" (a memory QA).
+TEST_F(NativeCpu, AMemoryLimitAtThePeakFits) {
+  const std::string spec = tiny("tiny_transformer");
+  const std::string out = (dir_ / "peak.json").string();
+  const auto first =
+      run("run " + spec + " --device cpu --precisions fp32 --epochs 1 --quiet --json " + out);
+  ASSERT_EQ(first.code, 0) << first.err;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  const uint64_t peak = doc["runs"][0]["peak_memory_bytes"]["training"].get<uint64_t>();
+  EXPECT_GT(doc["runs"][0]["peak_memory_bytes"]["by_category"]["workspace"].get<uint64_t>(), 0u);
+  for (const uint64_t limit : {peak, peak - 64}) {
+    const auto r =
+        run(fmt::format("run {} --device cpu --precisions fp32 --epochs 1 --quiet "
+                        "--memory-limit {} --json {}",
+                        spec, limit, out));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const json ran = json::parse(mpbench::test::read_file(out));
+    EXPECT_EQ(ran["runs"][0]["status"], limit == peak ? "ok" : "oom") << limit << " " << peak;
+  }
+}
+
 TEST_F(NativeCpu, ThreadsAreRecorded) {
   const json doc = run_json("--precisions fp32 --threads 1");
   EXPECT_EQ(doc["env"]["native_cpu"]["threads"], 1);
