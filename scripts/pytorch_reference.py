@@ -13,7 +13,7 @@ if any differ.
 For each spec and each precision mode it builds the same model as mpbench from stock torch.nn
 modules, trains it and writes mpbench's result JSON (schema_version 1) with tool.name "pytorch",
 so that `mpbench compare` or a notebook can put the two side by side. Families (model.type):
-  * mlp: nn.Linear layers fc1..fcN (ReLU or tanh-GELU) and head.
+  * mlp: nn.Linear layers fc1..fcN (ReLU, tanh-GELU or none: the spec's activation) and head.
   * resnet_bottleneck: ResNet-50 v1.5 bottleneck blocks block1..blockN (nn.Conv2d without bias,
     nn.BatchNorm2d eps 1e-5 momentum 0.1, the stride on the 3x3 conv, a 1x1 conv + BN shortcut
     when the shape changes), then head = global average pooling + nn.Linear. Model and inputs
@@ -41,7 +41,8 @@ How it mirrors mpbench (train/trainer.cpp):
     transposed from mpbench's (K, R, S, C)), so that the two tools' losses can be compared step
     by step; --init pytorch keeps PyTorch's own default init, seeded with the data seed.
   * The whole dataset is put on the device up front. Training batches are consecutive slices, no
-    shuffling, the last partial batch dropped. warmup_steps steps (on the first batches) run
+    shuffling (as `mpbench run` without --seeds; a seeded run's shuffled batches and own
+    initial weights have no counterpart here), the last partial batch dropped. warmup_steps steps (on the first batches) run
     first, outside any timing. Each epoch is timed with events around its training steps only;
     evaluation (every eval row, last partial batch included) is timed apart. Per-step times come
     from events recorded between steps.
@@ -321,7 +322,8 @@ class Mlp(nn.Module):
         names = [f"fc{i + 1}" for i in range(len(m["hidden"]))] + ["head"]
         self.layers = nn.ModuleDict(
             {n: nn.Linear(dims[i], dims[i + 1]) for i, n in enumerate(names)})
-        self.gelu = m.get("activation", "relu") == "gelu"
+        self.activation = {"relu": F.relu, "gelu": lambda x: F.gelu(x, approximate="tanh"),
+                           "none": lambda x: x}[m.get("activation", "relu")]
         self.fp32 = set(fp32_layers)
         self.device_type = device_type
 
@@ -329,7 +331,7 @@ class Mlp(nn.Module):
         for name in self.layers:
             x = pinned(self, name, x)
             if name != "head":
-                x = F.gelu(x, approximate="tanh") if self.gelu else F.relu(x)
+                x = self.activation(x)
         return x
 
     def forward_flops_per_sample(self):
