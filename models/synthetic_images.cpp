@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -92,13 +94,26 @@ void fill_split(const ResnetSpec& r, const std::vector<float>& motifs, int m, do
     work(0, n);
     return;
   }
-  std::vector<std::thread> pool;
+  // Joined however this function ends: a thread left joinable would end the process.
+  struct Pool {
+    std::vector<std::thread> threads;
+    ~Pool() {
+      for (auto& th : threads) th.join();
+    }
+  } pool;
+  // The first share on this thread, which reports, and any share no thread could be started for
+  // (a limit on threads: std::system_error).
+  std::vector<std::pair<int64_t, int64_t>> here = {{0, std::min(n, per)}};
   for (int64_t t = 1; t < threads; ++t) {
     const int64_t b = t * per, e = std::min(n, b + per);
-    if (b < e) pool.emplace_back(work, b, e);
+    if (b >= e) continue;
+    try {
+      pool.threads.emplace_back(work, b, e);
+    } catch (const std::system_error&) {
+      here.emplace_back(b, e);
+    }
   }
-  work(0, std::min(n, per));  // the first share on this thread, which reports
-  for (auto& th : pool) th.join();
+  for (const auto& [b, e] : here) work(b, e);
 }
 
 }  // namespace
