@@ -39,24 +39,16 @@ class NcclCollective final : public Collective {
     std::memcpy(id.internal, all.data(), sizeof(id.internal));
     CUDA_CHECK(cudaSetDevice(device));
     check_nccl(ncclCommInitRank(&comm_, host_->size(), id, host_->rank()), "ncclCommInitRank");
-    CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-  }
-  ~NcclCollective() override {
-    // Teardown: errors are not checked (nothing could be done about them here).
-    for (auto& set : spans_) {
-      for (auto& [a, b] : set) {
-        cudaEventDestroy(a);
-        cudaEventDestroy(b);
-      }
+    try {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+      CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    } catch (...) {
+      release();  // no destructor runs for an object whose constructor threw
+      throw;
     }
-    if (ready_) cudaEventDestroy(ready_);
-    if (done_) cudaEventDestroy(done_);
-    if (side_) cudaStreamDestroy(side_);
-    for (auto& [p, bytes] : wires_) cudaFree(p);
-    if (comm_) ncclCommDestroy(comm_);
   }
+  ~NcclCollective() override { release(); }
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
@@ -136,6 +128,22 @@ class NcclCollective final : public Collective {
   }
 
  private:
+  // Teardown: errors are not checked (nothing could be done about them here).
+  void release() {
+    for (auto& set : spans_) {
+      for (auto& [a, b] : set) {
+        cudaEventDestroy(a);
+        cudaEventDestroy(b);
+      }
+    }
+    if (ready_) cudaEventDestroy(ready_);
+    if (done_) cudaEventDestroy(done_);
+    if (side_) cudaStreamDestroy(side_);
+    for (auto& [p, bytes] : wires_) cudaFree(p);
+    if (comm_) ncclCommDestroy(comm_);
+    comm_ = nullptr;
+  }
+
   // The timing events of the i-th bucket of a step of set g (steps alternate between two),
   // made once and reused.
   std::pair<cudaEvent_t, cudaEvent_t>& span(int g, size_t i) {
