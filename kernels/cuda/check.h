@@ -1,7 +1,9 @@
 #pragma once
-// Checking macros for the CUDA backend: every CUDA runtime, cuBLASLt and cuDNN return code goes
-// through one of these, so a failure surfaces as mpbench::Error(Runtime) naming the call, the
-// library's own message and file:line instead of a silent wrong result later.
+// Checking macros for the CUDA backend: CUDA runtime, cuBLASLt and cuDNN return codes go through
+// one of these, so a failure surfaces as mpbench::Error(Runtime) naming the call, the library's
+// own message and file:line instead of a silent wrong result later. The exceptions read a status
+// by hand where it is acted on (an algorithm refused, then the next tried) and in teardown, where
+// an error has nowhere to go; each says so.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 

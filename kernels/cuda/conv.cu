@@ -610,6 +610,7 @@ class TraceBuffers {
     ctx.set_workspace(alloc(ws_bytes), ws_bytes);
   }
   ~TraceBuffers() {
+    // cudaFree waits for the work queued on them; teardown: an error has nowhere to go.
     for (void* p : ptrs_) cudaFree(p);
   }
   TraceBuffers(const TraceBuffers&) = delete;

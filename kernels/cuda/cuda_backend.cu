@@ -35,7 +35,7 @@ class CudaEvent : public Event {
     CUDA_CHECK(cudaEventCreate(&event_));
   }
   ~CudaEvent() override {
-    if (event_) cudaEventDestroy(event_);
+    if (event_) cudaEventDestroy(event_);  // teardown: an error has nowhere to go
   }
   void record() override { CUDA_CHECK(cudaEventRecord(event_, stream_)); }
   double elapsed_ms(const Event& start) override {
@@ -154,10 +154,12 @@ class CudaBackend : public Backend {
     CUDA_CHECK(err);
     cudaGraphExec_t exec = nullptr;
     err = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
+    const cudaError_t destroyed = cudaGraphDestroy(graph);  // the instance needs it no more
     CUDA_CHECK(err);
-    if (ctx_.graph_exec) cudaGraphExecDestroy(ctx_.graph_exec);
-    ctx_.graph_exec = exec;
+    cudaGraphExec_t old = ctx_.graph_exec;
+    ctx_.graph_exec = exec;  // held before anything below can throw
+    CUDA_CHECK(destroyed);
+    if (old) CUDA_CHECK(cudaGraphExecDestroy(old));
     // Uploaded now, on the stream, so that the first launch (the first timed step) does not.
     CUDA_CHECK(cudaGraphUpload(exec, ctx_.stream()));
   }

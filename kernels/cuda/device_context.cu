@@ -369,7 +369,8 @@ void DeviceContext::set_conv_workspace_provider(ConvWorkspaceProvider provider) 
               "set_conv_workspace_provider: a provider that allocates must also release");
   // The work queued so far may still read the old buffer, and a captured graph holds its
   // address: both go before the buffer does. Errors are not reported here (detaching runs while a
-  // failed run unwinds); the next call on the stream reports them.
+  // failed run unwinds): one that is not sticky is cleared, a lost context (sticky) is reported
+  // by the next call.
   if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
   if (graph_exec && !capturing) {
     if (cudaGraphExecDestroy(graph_exec) != cudaSuccess) cudaGetLastError();
