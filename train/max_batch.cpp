@@ -79,25 +79,34 @@ BatchProbe probe(const Spec& spec, Precision p, int64_t batch, Backend& be,
   return out;
 }
 
+// The edge of a predicate over multiples of k that holds up to some batch and not past it: from
+// `good` (it holds) and `bad` (the smallest batch known where it does not, 0: none yet), the
+// batch doubles until it fails or `top` holds (then bad stays 0), and bisection in multiples of k
+// closes the gap. Every search of maxbatch, predicted or trained, is this one.
+struct Edge {
+  int64_t good = 0, bad = 0;
+};
+Edge find_edge(Edge e, int64_t k, int64_t top, const std::function<bool(int64_t)>& holds) {
+  while (e.bad == 0 && e.good < top) {
+    const int64_t next = std::min(e.good * 2, top);
+    (holds(next) ? e.good : e.bad) = next;
+  }
+  while (e.bad != 0 && e.bad - e.good > k) {
+    const int64_t mid = e.good + (e.bad - e.good) / (2 * k) * k;
+    (holds(mid) ? e.good : e.bad) = mid;
+  }
+  return e;
+}
+
 // The smallest multiple of k up to `top` that the spec's rules take (0: none), where they refuse
 // the smallest batches (a ResNet whose last feature map is 1x1 needs two samples for its batch
-// statistics): doubling and bisection on the prediction, which is nullopt for a refused batch,
-// nothing trained. k without a prediction to ask.
+// statistics): the edge of their refusal on the prediction, which is nullopt for a refused
+// batch, nothing trained. k without a prediction to ask.
 int64_t smallest_accepted(const BatchOracle& oracle, int64_t k, int64_t top) {
   if (!oracle.predicted_peak) return k;
-  auto takes = [&](int64_t batch) { return oracle.predicted_peak(batch).has_value(); };
-  if (takes(k)) return k;
-  int64_t refused = k, taken = 0;
-  while (taken == 0) {
-    if (refused >= top) return 0;
-    const int64_t next = std::min(refused * 2, top);
-    (takes(next) ? taken : refused) = next;
-  }
-  while (taken - refused > k) {
-    const int64_t mid = refused + (taken - refused) / (2 * k) * k;
-    (takes(mid) ? taken : refused) = mid;
-  }
-  return taken;
+  auto refuses = [&](int64_t batch) { return !oracle.predicted_peak(batch).has_value(); };
+  if (!refuses(k)) return k;
+  return find_edge({k, 0}, k, top, refuses).bad;
 }
 
 // The largest multiple of k from `lo` up to `top` whose predicted training peak is within `limit`
@@ -110,16 +119,7 @@ int64_t predicted_max_batch(const BatchOracle& oracle, int64_t k, int64_t lo, in
     return peak && *peak <= limit;
   };
   if (top < lo || !fits(lo)) return 0;
-  int64_t good = lo, bad = 0;
-  while (bad == 0 && good < top) {
-    const int64_t next = std::min(good * 2, top);
-    (fits(next) ? good : bad) = next;
-  }
-  while (bad - good > k) {
-    const int64_t mid = good + (bad - good) / (2 * k) * k;
-    (fits(mid) ? good : bad) = mid;
-  }
-  return good;
+  return find_edge({lo, 0}, k, top, fits).good;
 }
 
 // What training at a probed batch took beyond predict_training_memory: the workspace oneDNN and
@@ -259,27 +259,13 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
       if (bad == lo || !fits(lo)) return r;  // not even the smallest batch trains
       good = lo;
     }
-    while (bad == 0) {
-      if (good >= top) {
-        r.max_batch = good;
-        r.at_limit = true;
-        return r;
-      }
-      const int64_t next = std::min(good * 2, top);
-      if (fits(next)) {
-        good = next;
-      } else {
-        bad = next;
-      }
-    }
-    while (bad - good > k) {
-      const int64_t mid = good + (bad - good) / (2 * k) * k;
-      if (fits(mid)) {
-        good = mid;
-      } else {
-        bad = mid;
-      }
-    }
+    // What it stops at is kept as it goes: a Stopped probe ends the search with them.
+    const Edge e = find_edge({good, bad}, k, top, [&](int64_t batch) {
+      const bool ok = fits(batch);
+      (ok ? good : bad) = batch;
+      return ok;
+    });
+    r.at_limit = e.bad == 0;
   } catch (const Stopped&) {
     r.stopped = true;
   }
