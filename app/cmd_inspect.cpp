@@ -223,7 +223,8 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
       format_bytes(m.training_peak), parts,
       activations > kept
           ? fmt::format("; activations hold the act bytes above ({}) and {} the layers share: "
-                        "the input batch, temporaries and the gradients passed between layers",
+                        "temporaries, the gradients passed between layers, and the input batch "
+                        "unless the first layer keeps it as it is (an fp32 MLP's fc1 counts it)",
                         format_bytes(kept), format_bytes(activations - kept))
           : "");
 
