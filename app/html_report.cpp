@@ -419,7 +419,7 @@ std::string memory_chart(const std::vector<Series>& series) {
     b.value = double(r.memory.training_peak);
     b.value_text = format_bytes(r.memory.training_peak);
     b.tooltip = s.label + ": training peak " + format_bytes(r.memory.training_peak) +
-                " (+ dataset copy " +
+                " (+ the dataset copy and step records " +
                 format_bytes(r.memory.by_category[static_cast<int>(MemCategory::Data)]) + ")";
     if (r.memory.has_device) {
       b.marker = double(r.memory.device_peak);

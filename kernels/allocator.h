@@ -21,7 +21,7 @@ enum class MemCategory {
   OptimizerState,
   Activations,  // forward activations and their gradients
   Workspace,    // GEMM / convolution workspace
-  Data,         // the dataset on the device
+  Data,         // the harness's: the dataset on the device, the per-step records, loss scalars
   Count
 };
 constexpr int kMemCategoryCount = static_cast<int>(MemCategory::Count);
