@@ -37,11 +37,13 @@ Tensor TrackingAllocator::alloc(Shape shape, DType dtype, MemCategory cat) {
   t.device = backend_.device();
   size_t bytes = std::max<size_t>(t.bytes(), 1);
   if (limit_ && cat != MemCategory::Data && bytes > limit_ - std::min(limit_, current_training_)) {
+    // The excess exactly: at the edge, the rounded figures can add up to the limit itself.
     throw Error(ErrorKind::OutOfMemory,
                 fmt::format("over the memory limit of {}: {} asked for {} more with {} of "
-                            "training memory in use",
+                            "training memory in use ({} over)",
                             format_bytes(limit_), mem_category_name(cat), format_bytes(bytes),
-                            format_bytes(current_training_)),
+                            format_bytes(current_training_),
+                            format_bytes(current_training_ + bytes - limit_)),
                 /*oom=*/true, current_training_ + bytes);
   }
   if (counting_) {

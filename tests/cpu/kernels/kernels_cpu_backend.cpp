@@ -79,6 +79,11 @@ TEST(TrackingAllocator, ARefusalAtTheLimitSaysWhatWasNeeded) {
   } catch (const Error& e) {
     EXPECT_TRUE(e.is_oom());
     EXPECT_EQ(e.needed_bytes(), 1200u);
+    // The excess exactly, which the rounded figures cannot show at the edge ("limit of 68.8
+    // KiB: 8.6 KiB more with 60.2 KiB in use").
+    EXPECT_EQ(std::string(e.what()),
+              "over the memory limit of 1000 B: workspace asked for 800 B more with 400 B of "
+              "training memory in use (200 B over)");
   }
   EXPECT_EQ(alloc.current(MemCategory::Workspace), 0u);
   alloc.release(w);
