@@ -50,8 +50,10 @@ void GrowingScratch::reserve(TrackingAllocator& alloc, int slot, int64_t bytes, 
   }
   Tensor& buf = slots_[static_cast<size_t>(slot)];
   if (buf.defined() && static_cast<int64_t>(buf.bytes()) >= bytes) return;
-  if (buf.defined()) alloc.release(buf);
-  buf = Tensor{};  // a refused allocation below must not leave a released buffer in the slot
+  if (buf.defined()) {
+    alloc.release(buf);
+    buf = Tensor{};  // a refused allocation below must not leave a released buffer here
+  }
   buf = alloc.alloc(Shape{(bytes + 3) / 4}, DType::F32, cat);
 }
 
