@@ -271,6 +271,7 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
       opts.multiple = args.multiple;
       opts.steps = args.steps;
       opts.on_probe = [&](const BatchProbe& probe) {
+        print_warnings(probe.run);
         if (args.quiet) return;
         // Beside the prediction the search starts from: how much more training took is what
         // the next guess adds (README, maxbatch).

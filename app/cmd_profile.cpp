@@ -57,6 +57,7 @@ ProfiledRun profile_mode(const Spec& spec, const Dataset& data, Precision p, int
   opts.data_parallel = dp;
   ProfiledRun out = profile_training(spec, data, p, steps, be, opts);
   bar.finish();
+  if (!dp || dp->rank() == 0) print_warnings(out.run);
   return out;
 }
 

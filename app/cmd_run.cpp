@@ -98,6 +98,11 @@ nlohmann::json native_cpu_json(const DeviceInfo& d) {
            {{"fp32", rate(d.gemm_tflops_fp32)}, {"amp_bf16", rate(d.gemm_tflops_bf16)}}}};
 }
 
+void print_warnings(const RunResult& r) {
+  for (const std::string& w : r.warnings)
+    std::cerr << fmt::format("mpbench: warning: {} {}: {}\n", r.model, r.precision, w);
+}
+
 std::optional<std::string> device_note(std::vector<RunResult> runs, const DeviceInfo& d) {
   Report r;
   if (d.kind == "cpu") r.env = {{"native_cpu", native_cpu_json(d)}};
@@ -418,6 +423,7 @@ int cmd_run(const RunArgs& given) {
             bar.finish();  // before any line below: it would land on the bar's
             if (args.repeat > 1) report.runs.back().repetition = rep;
             RunResult& ran = report.runs.back();
+            if (launch.speaker()) print_warnings(ran);
             // Said for each run without one, a file of data-parallel runs only (no 1-rank run in
             // it) included.
             if (dp && launch.speaker() && !baseline_file.empty() && ran.status == RunStatus::Ok) {

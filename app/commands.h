@@ -171,6 +171,9 @@ nlohmann::json native_cpu_json(const DeviceInfo& d);
 // device_note (the note under run's tables: emulated times, bf16 converted on this CPU) of runs
 // trained here on `d`, for the commands that write no run report (profile, explain, maxbatch).
 std::optional<std::string> device_note(std::vector<RunResult> runs, const DeviceInfo& d);
+// The backend's warnings of a run (RunResult::warnings), one line each on stderr, naming the run:
+// printed even under --quiet, as they say its times are not the library's.
+void print_warnings(const RunResult& r);
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
 // The build's `git describe` (e.g. "063e057a1b2c-dirty"; "unknown" without git): written at every

@@ -286,6 +286,10 @@ class Backend {
   // oneDNN has no kernel for here, on the reference's loops.
   virtual std::map<std::string, int64_t> fallback_calls() const { return {}; }
   virtual std::string fallback_path() const { return ""; }
+  // What the backend has to tell the user of the work since the last call (a slow fallback
+  // taken, a refused algorithm and the next one tried), one sentence each, and forgets it: the
+  // trainer keeps them in the run's result and the commands print them (only app/ prints).
+  virtual std::vector<std::string> take_warnings() { return {}; }
 
   // Whole-step capture and replay (CUDA graphs). Without it (or with an observer attached, which
   // a captured graph would hide the ops from) the trainer runs steps eagerly.

@@ -275,6 +275,7 @@ json to_json(const RunResult& r) {
   if (!r.conv_algorithms.empty() || r.conv_workspace_bytes)
     j["conv_workspace_bytes"] = r.conv_workspace_bytes;
   if (!r.kernels.empty()) j["kernels"] = r.kernels;
+  if (!r.warnings.empty()) j["warnings"] = r.warnings;
   // A mode that did not train has the job's options and nothing measured.
   if (const auto& dp = r.data_parallel) {
     j["data_parallel"] = {
@@ -798,10 +799,12 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     }
   }
   r.conv_workspace_bytes = byte_count(j, "conv_workspace_bytes", path);
-  if (const json* k = array_at(j, "kernels", path, false)) {
-    for (size_t i = 0; i < k->size(); ++i) {
-      if (!(*k)[i].is_string()) bad(fmt::format("{}[{}]", sub(path, "kernels"), i), "a string");
-      r.kernels.push_back((*k)[i].get<std::string>());
+  for (const auto& [key, into] :
+       {std::pair{"kernels", &r.kernels}, std::pair{"warnings", &r.warnings}}) {
+    const json* k = array_at(j, key, path, false);
+    for (size_t i = 0; k && i < k->size(); ++i) {
+      if (!(*k)[i].is_string()) bad(fmt::format("{}[{}]", sub(path, key), i), "a string");
+      into->push_back((*k)[i].get<std::string>());
     }
   }
   if (j.contains("data_parallel")) {

@@ -157,6 +157,10 @@ struct RunResult {
   // "brg:avx512_core_amx_bf16", which names the ISA), sorted; conv_workspace_bytes is then the
   // workspace its scratchpads and reordered filters took. Empty elsewhere, and absent then.
   std::vector<std::string> kernels;
+  // What the backend had to say of the run (Backend::take_warnings: the naive GEMM kernel taken,
+  // a refused convolution algorithm), which the commands also print. Absent from the JSON when
+  // empty.
+  std::vector<std::string> warnings;
   std::optional<DataParallelResult> data_parallel;  // absent from a one-process run
 };
 

@@ -680,6 +680,7 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     // A library's own exception (oneDNN's dnnl::error) that no op turned into an Error.
     failed(e, false, fmt::format("internal error: {}", e.what()), 0);
   }
+  r.warnings = be.take_warnings();
   return r;
 }
 

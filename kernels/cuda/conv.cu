@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -450,7 +449,7 @@ void run_conv(DeviceContext& ctx, ConvOp op, const ConvGeom& g, DType dt, GemmMa
       if (cudaPeekAtLastError() != cudaSuccess)
         throw_runtime(fmt::format("{} ({})", what, cudaGetErrorString(launch)));
     }
-    std::cerr << "mpbench: warning: " << what << "; trying the next algorithm\n";
+    ctx.warn(what + "; trying the next algorithm");
     ctx.refuse_conv_algorithm(key, plan.algo, plan.math_type);  // plan is gone from here on
   }
 }

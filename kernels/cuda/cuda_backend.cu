@@ -62,6 +62,7 @@ class CudaBackend : public Backend {
     if (ctx_.naive_gemms() == 0) return {};
     return {{"gemm", ctx_.naive_gemms()}};
   }
+  std::vector<std::string> take_warnings() override { return ctx_.take_warnings(); }
   std::string fallback_path() const override {
     return "the naive GEMM kernel (cuBLASLt offered no algorithm)";
   }

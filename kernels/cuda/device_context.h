@@ -191,9 +191,19 @@ class DeviceContext {
   // and the plans are dropped).
   bool grow_conv_workspace(size_t bytes);
 
-  // Counts a naive-GEMM fallback launch; true for the first, as it warns once per context.
-  bool count_naive_gemm() { return naive_gemms_++ == 0; }
+  // Counts a naive-GEMM fallback launch; true for the first since the warnings were last taken
+  // (once a run).
+  bool count_naive_gemm() {
+    ++naive_gemms_;
+    return !std::exchange(naive_warned_, true);
+  }
   int64_t naive_gemms() const { return naive_gemms_; }
+  // Backend::take_warnings: what the kernels had to say since it was last called, in order.
+  std::vector<std::string> take_warnings() {
+    naive_warned_ = false;
+    return std::exchange(warnings_, {});
+  }
+  void warn(std::string w) { warnings_.push_back(std::move(w)); }
 
   // Graph state of begin_capture / end_capture / replay.
   cudaGraphExec_t graph_exec = nullptr;
@@ -225,6 +235,8 @@ class DeviceContext {
   ConvWorkspaceProvider conv_provider_;
   Tensor conv_workspace_;  // from conv_provider_, or undefined
   int64_t naive_gemms_ = 0;
+  bool naive_warned_ = false;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace mpbench::cuda

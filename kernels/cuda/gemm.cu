@@ -20,8 +20,6 @@
 // Backend::gemm's checks enforce, and there is no naive fallback for them.
 #include <algorithm>
 
-#include <iostream>
-
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 
@@ -261,14 +259,14 @@ void gemm(DeviceContext& ctx, const GemmDesc& d, const GemmGeom& g, const Tensor
     // Correct but one to two orders of magnitude slower than cuBLASLt: a benchmark that lands
     // here must say so, or its times would be read as cuBLASLt's.
     if (ctx.count_naive_gemm())
-      std::cerr << fmt::format(
-          "mpbench: warning: cuBLASLt offers no algorithm for a {}x{}x{}{} {}->{} GEMM ({} math: "
-          "{}); it runs on mpbench's naive kernel, far slower (said once per run)\n",
+      ctx.warn(fmt::format(
+          "cuBLASLt offers no algorithm for a {}x{}x{}{} {}->{} GEMM ({} math: {}); it runs on "
+          "mpbench's naive kernel, far slower (said once per run)",
           m, n, k, batch > 1 ? fmt::format(" (batch {})", batch) : std::string(),
           dtype_name(a.dtype), dtype_name(c.dtype),
           d.math == GemmMath::Strict ? "strict fp32"
                                      : (d.math == GemmMath::TF32 ? "TF32" : "16-bit"),
-          plan->why_not);
+          plan->why_not));
     const int64_t sa = m * k, sb = k * n;
     const bool tf32 = d.math == GemmMath::TF32 && a.dtype == DType::F32;
     const int grid = ctx.grid_for(batch * m * n, kThreads);

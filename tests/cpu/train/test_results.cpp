@@ -503,6 +503,21 @@ TEST(RunJson, ConvAlgorithmsRoundTripAndAreOptional) {
   EXPECT_EQ(to_json(back), j);  // every field survives
 }
 
+// The backend's warnings of a run (the naive GEMM kernel taken on a GPU) are in its result and
+// read back; a run without any writes none. Each was a line on stderr alone, printed by the
+// kernel mid-run (over the progress bar), and no result file said the times were not cuBLASLt's.
+TEST(RunJson, WarningsRoundTripAndAreOptional) {
+  RunResult r = sample_run();
+  EXPECT_FALSE(to_json(r).contains("warnings"));
+  r.warnings = {"cuBLASLt offers no algorithm for a 3x5x7 bf16->bf16 GEMM"};
+  const json j = json::parse(to_json(r).dump());
+  EXPECT_EQ(j["warnings"], json(r.warnings));
+  EXPECT_EQ(run_from_json(j).warnings, r.warnings);
+  json bad = j;
+  bad["warnings"][0] = 3;
+  EXPECT_THROW(run_from_json(bad), Error);
+}
+
 // The trainer lends every run's backend a convolution workspace provider; the CPU reference has
 // no algorithm to choose and no such workspace, so a CPU run of a convolution net records none,
 // writes none, and its workspace memory is what the prediction says (none). Two runs on one
