@@ -225,7 +225,9 @@ The runs of one key are its repetitions: `run --repeat N` in one file, and those
 each repetition's median epoch time, with a 95% hierarchical percentile bootstrap interval
 (resample the files, then the repetitions within each, then the epochs within each repetition;
 2000 resamples, fixed seed: the output is deterministic), so that it holds the noise between
-runs, not only between one run's epochs.
+runs, not only between one run's epochs; from three files in all, widened to at least the Student
+t interval of the files' log medians about the ratio (a current side of one file, a CI job's,
+puts the spread between processes into the interval only so).
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)

@@ -183,11 +183,22 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
     row.verdict = time;
     if (time == "inconclusive") {
       const size_t need = static_cast<size_t>(std::max(o.min_repetitions, 1));
-      row.detail = std::min(row.n_baseline, row.n_current) < need
-                       ? fmt::format(
-                             "{} vs {} repetitions; time needs {} a side (run --repeat {}, "
-                             "or several --baseline files)",
-                             row.n_baseline, row.n_current, need, need)
+      // What the short side needs: more baseline files serve the baseline only. --repeat as the
+      // README's recipe has it, or the minimum where that is more.
+      const size_t repeat = std::max<size_t>(need, 5);
+      const bool base_short = row.n_baseline < need, cur_short = row.n_current < need;
+      const std::string how =
+          base_short && cur_short
+              ? fmt::format("run both with --repeat {}; the baseline may also be several files",
+                            repeat)
+          : cur_short ? fmt::format("run the current with --repeat {}", repeat)
+                      : fmt::format(
+                            "run the baseline with --repeat {}, or give several "
+                            "--baseline files",
+                            repeat);
+      row.detail = base_short || cur_short
+                       ? fmt::format("{} vs {} repetitions; time needs {} a side ({})",
+                                     row.n_baseline, row.n_current, need, how)
                        : inconclusive_time(row.time, o.time_threshold);
     }
     if (fb > 0)
@@ -305,7 +316,8 @@ std::string rule_text(const CompareOptions& o) {
   std::string s = fmt::format(
       "time: ratio of the median over repetitions of median epoch times, 95% hierarchical "
       "bootstrap CI over files, their repetitions and their epochs ({} resamples, at least {} "
-      "repetitions a side); threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy "
+      "repetitions a side; from 3 files in all at least the t interval of the files' medians); "
+      "threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy "
       "threshold "
       "{:.4g} pt",
       o.bootstrap_resamples, o.min_repetitions, 100 * o.time_threshold, 100 * o.memory_threshold,
@@ -323,11 +335,13 @@ std::string inconclusive_time(const RatioEstimate& est, double threshold) {
   const std::string interval = fmt::format("the interval [{:.3f}, {:.3f}]", est.lo, est.hi);
   if (past_slow && past_fast)
     return fmt::format("{} is wider than the band [{:.3f}, {:.3f}]", interval, fast, slow);
-  // One edge crossed: the band may hold the ratio, or it may lie past that edge.
+  // One edge crossed: the band may hold the ratio, or it may lie past that edge. Past it is the
+  // rule's "slower" (faster): the interval clear of 1 and the estimate past the edge.
   return fmt::format(
-      "{} reaches past the band's {} edge {:.3f}: neither within the band nor "
-      "shown to be past it",
-      interval, past_slow ? "slower" : "faster", past_slow ? slow : fast);
+      "{} reaches past the band's {} edge {:.3f}: neither within the band nor {} (an interval "
+      "clear of 1 and an estimate past the edge)",
+      interval, past_slow ? "slower" : "faster", past_slow ? slow : fast,
+      past_slow ? "slower" : "faster");
 }
 
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,
@@ -786,8 +800,9 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   }
   // <code>, not backticks: escapes do not work inside a code span, and a file name is the user's.
   out += fmt::format(
-      "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed (whatever "
-      "their time's verdict), {} other(s) inconclusive, missing or spec-changed{}.\n\n",
+      "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed (in time, "
+      "memory, "
+      "accuracy, loss or status), {} other(s) inconclusive, missing or spec-changed{}.\n\n",
       markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped,
       c.options.strict ? " (or, under --strict, environment-changed)" : "");
   if (!c.env_differences.empty()) {
@@ -929,7 +944,9 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"strict", o.strict},
             {"method",
              "ratio of the medians over repetitions of median epoch times, 95% hierarchical "
-             "percentile bootstrap CI (files, then their repetitions, then epochs within each)"},
+             "percentile bootstrap CI (files, then their repetitions, then epochs within each), "
+             "widened from 3 files in all to at least the Student t interval of the files' log "
+             "medians"},
             {"min_repetitions", o.min_repetitions},
             {"bootstrap_resamples", o.bootstrap_resamples},
             {"seed", o.seed}}},

@@ -168,6 +168,21 @@ RatioEstimate hierarchical_median_ratio(const Runs& baseline, const Runs& curren
     ratios.push_back(resample(c) / mb);
   }
   set_percentile_interval(ratios, est);
+  // Widened to the Student t interval of the files' log medians (statistics.h): the bootstrap
+  // draws a side's files from those it has, so a current side of one file puts none of the
+  // difference between processes into the interval.
+  std::vector<double> lb, lc;
+  for (const auto& [side, logs] : {std::pair{&b, &lb}, std::pair{&c, &lc}})
+    for (const auto& file : *side) logs->push_back(std::log(median_of_medians({file})));
+  const int dof = static_cast<int>(lb.size() + lc.size()) - 2;
+  if (dof >= 1) {
+    const MeanStd mb = mean_std(lb), mc = mean_std(lc);
+    const double pooled = std::sqrt(((mb.n - 1) * mb.std * mb.std + (mc.n - 1) * mc.std * mc.std) /
+                                    static_cast<double>(dof));
+    const double half = student_t_975(dof) * pooled * std::sqrt(1.0 / mb.n + 1.0 / mc.n);
+    est.lo = std::min(est.lo, est.ratio * std::exp(-half));
+    est.hi = std::max(est.hi, est.ratio * std::exp(half));
+  }
   return est;
 }
 
