@@ -318,6 +318,32 @@ TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
   EXPECT_NEAR(r.rows[0].time.ratio, 1.30, 1e-9);
 }
 
+// A time regression whose current epochs vary past the noisy bound is noted: a busy runner
+// slows a run as a regression does, and the file says so (compare said nothing of it).
+TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
+  const Report b = make_report(reps());
+  auto noisy_notes = [](const Comparison& c) {
+    std::vector<std::string> out;
+    for (const std::string& n : c.notes)
+      if (n.find("noisy epochs") != std::string::npos) out.push_back(n);
+    return out;
+  };
+  EXPECT_TRUE(noisy_notes(cmp(b, make_report(reps(1.30)))).empty());
+  const std::vector<double> busy = {130, 160, 125, 131, 190, 129};  // cv well over 10%
+  std::vector<RunResult> noisy;
+  for (int i = 1; i <= 5; ++i) {
+    noisy.push_back(make_run(busy));
+    noisy.back().repetition = i;
+  }
+  const Comparison n = cmp(b, make_report(noisy));
+  ASSERT_EQ(n.rows[0].verdict, "slower");
+  ASSERT_EQ(noisy_notes(n).size(), 1u);
+  EXPECT_EQ(noisy_notes(n)[0],
+            "note: m fp32 slower in time with noisy epochs in the current file (their spread over "
+            "10%): a busy runner slows a run as a regression does; run the job again before "
+            "trusting it");
+}
+
 TEST(Compare, ClearImprovementIsFasterAndExitZero) {
   const Comparison r = cmp(make_report(reps()), make_report(reps(0.6)));
   EXPECT_EQ(r.rows[0].verdict, "faster");
