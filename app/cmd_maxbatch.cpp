@@ -270,8 +270,13 @@ int cmd_maxbatch(const MaxBatchArgs& args) {
       opts.memory_limit = budget.bytes;
       opts.multiple = args.multiple;
       opts.steps = args.steps;
+      // Each warning once a search, not once a probe (a GEMM on the naive kernel at every batch).
+      std::set<std::string> warned;
       opts.on_probe = [&](const BatchProbe& probe) {
-        print_warnings(probe.run);
+        std::vector<std::string> news;
+        for (const std::string& w : probe.run.warnings)
+          if (warned.insert(w).second) news.push_back(w);
+        print_warnings(probe.run, news);
         if (args.quiet) return;
         // Beside the prediction the search starts from: how much more training took is what
         // the next guess adds (README, maxbatch).

@@ -35,7 +35,9 @@ constexpr int64_t kMinWarmup = 2;
 void fit_to_steps(Spec& spec, int64_t steps, int ranks) {
   const int64_t batch = spec.train.batch_size * ranks;
   spec.train.warmup_steps = std::max(spec.train.warmup_steps, kMinWarmup);
-  int64_t per_epoch = step_plan(spec.train, spec.data.train_samples, ranks).per_epoch;
+  // Not step_plan's, which refuses a global batch past the data: synthetic data are grown below
+  // to what the ranks' global batches take, as many as `steps` needs.
+  int64_t per_epoch = std::max<int64_t>(1, spec.data.train_samples / batch);
   if (spec.data.type == "synthetic") {
     per_epoch = std::min(per_epoch, steps);
     spec.data.train_samples = batch * per_epoch;

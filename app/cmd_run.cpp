@@ -98,8 +98,8 @@ nlohmann::json native_cpu_json(const DeviceInfo& d) {
            {{"fp32", rate(d.gemm_tflops_fp32)}, {"amp_bf16", rate(d.gemm_tflops_bf16)}}}};
 }
 
-void print_warnings(const RunResult& r) {
-  for (const std::string& w : r.warnings)
+void print_warnings(const RunResult& r, const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings)
     std::cerr << fmt::format("mpbench: warning: {} {}: {}\n", r.model, r.precision, w);
 }
 
@@ -415,6 +415,7 @@ int cmd_run(const RunArgs& given) {
                 alone.data_parallel = nullptr;
                 alone.on_progress = nullptr;
                 const RunResult one = train_and_measure(spec, *data, p, *be, alone);
+                print_warnings(one);
                 if (one.status == RunStatus::Ok) single = one.samples_per_second;
               }
               launch.collective()->wait_for_all();

@@ -173,7 +173,10 @@ nlohmann::json native_cpu_json(const DeviceInfo& d);
 std::optional<std::string> device_note(std::vector<RunResult> runs, const DeviceInfo& d);
 // The backend's warnings of a run (RunResult::warnings), one line each on stderr, naming the run:
 // printed even under --quiet, as they say its times are not the library's.
-void print_warnings(const RunResult& r);
+void print_warnings(const RunResult& r, const std::vector<std::string>& warnings);
+inline void print_warnings(const RunResult& r) {
+  print_warnings(r, r.warnings);
+}
 // tool {name, version, git} and env {device..., cpu...} blocks of the result JSON.
 nlohmann::json tool_json();
 // The build's `git describe` (e.g. "063e057a1b2c-dirty"; "unknown" without git): written at every

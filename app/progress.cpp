@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -157,8 +158,9 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-RunPlan::RunPlan(bool quiet) : lines_(!quiet && !Progress::stderr_is_tty()) {
-  last_ = Clock::now();
+RunPlan::RunPlan(bool quiet, std::function<Clock::time_point()> now)
+    : lines_(!quiet && !Progress::stderr_is_tty()), now_(std::move(now)) {
+  last_ = now_();
 }
 
 void RunPlan::add(const std::string& spec, int64_t batch, double work) {
@@ -203,12 +205,12 @@ RunPlan::Left RunPlan::left() const {
 }
 
 void RunPlan::starting() {
-  last_ = Clock::now();
+  last_ = now_();
 }
 
 void RunPlan::done(const std::string& spec, int64_t batch, const std::string& what,
                    const std::string& status, double work, bool timed) {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = now_();
   const double run_s = std::chrono::duration<double>(now - last_).count();
   last_ = now;
   Spec& s = specs_[{spec, batch}];

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -66,7 +67,9 @@ class Progress {
 // `quiet` silences both.
 class RunPlan {
  public:
-  explicit RunPlan(bool quiet);
+  using Clock = std::chrono::steady_clock;
+  // `now`: the clock runs are timed by (tests give their own; default the steady clock).
+  explicit RunPlan(bool quiet, std::function<Clock::time_point()> now = Clock::now);
   // A run to come, of the spec named `spec` at `batch`.
   void add(const std::string& spec, int64_t batch, double work);
   // "spec 1/3 · mode 2/4": for the bar's label (whose run name already says the repetition).
@@ -89,7 +92,6 @@ class RunPlan {
                                  const std::string& status, double run_s, Left left);
 
  private:
-  using Clock = std::chrono::steady_clock;
   struct Spec {
     double work_left = 0, timed_work = 0, timed_s = 0;
     int64_t runs = 0, done_runs = 0;
@@ -97,6 +99,7 @@ class RunPlan {
   std::map<std::pair<std::string, int64_t>, Spec> specs_;
   int64_t runs_ = 0, done_runs_ = 0;
   bool lines_;
+  std::function<Clock::time_point()> now_;
   Clock::time_point last_;
 };
 

@@ -82,7 +82,7 @@ void Linear::allocate(TrackingAllocator& alloc, int64_t batch, DType input_dtype
 }
 
 bool Linear::runs_fp8(int64_t rows) const {
-  return rows <= fp8_rows_ && fp8_gemm_fits(rows, out_, in_);
+  return fp8_rows_ > 0 && rows <= fp8_rows_ && fp8_gemm_fits(rows, out_, in_);
 }
 
 Tensor Linear::forward(Backend& be, const ParamStore& ps, const Tensor& x) {

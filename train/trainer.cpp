@@ -648,6 +648,9 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
     if (opts.data_parallel) r.data_parallel = opts.data_parallel->setup();
     return r;
   }
+  // The run's warnings are its own: what work before it left (a run that threw bad input or was
+  // interrupted, work outside any run) is dropped.
+  be.take_warnings();
   // Running out of memory or a runtime failure in one mode is that mode's row, and the other
   // modes still get their turn (the run's buffers are freed as `run` unwinds).
   auto failed = [&](const std::exception& e, bool oom, const std::string& detail, size_t needed) {

@@ -155,12 +155,15 @@ class CudaBackend : public Backend {
     CUDA_CHECK(err);
     cudaGraphExec_t exec = nullptr;
     err = cudaGraphInstantiate(&exec, graph, 0);
-    const cudaError_t destroyed = cudaGraphDestroy(graph);  // the instance needs it no more
+    const cudaError_t graph_destroyed = cudaGraphDestroy(graph);  // the instance needs it no more
     CUDA_CHECK(err);
-    cudaGraphExec_t old = ctx_.graph_exec;
-    ctx_.graph_exec = exec;  // held before anything below can throw
-    CUDA_CHECK(destroyed);
-    if (old) CUDA_CHECK(cudaGraphExecDestroy(old));
+    // The new instance is held and the old one destroyed before either code can throw.
+    cudaGraphExec_t old = std::exchange(ctx_.graph_exec, exec);
+    const cudaError_t old_destroyed = old ? cudaGraphExecDestroy(old) : cudaSuccess;
+    if (graph_destroyed != cudaSuccess)
+      cuda::throw_cuda("cudaGraphDestroy(graph)", graph_destroyed, __FILE__, __LINE__);
+    if (old_destroyed != cudaSuccess)
+      cuda::throw_cuda("cudaGraphExecDestroy(old)", old_destroyed, __FILE__, __LINE__);
     // Uploaded now, on the stream, so that the first launch (the first timed step) does not.
     CUDA_CHECK(cudaGraphUpload(exec, ctx_.stream()));
   }

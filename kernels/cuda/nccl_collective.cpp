@@ -44,7 +44,11 @@ class NcclCollective final : public Collective {
       CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
       CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
     } catch (...) {
-      release();  // no destructor runs for an object whose constructor threw
+      // No destructor runs for an object whose constructor threw. Aborted, not destroyed: this
+      // rank failed alone, and ncclCommDestroy may wait for the others.
+      ncclCommAbort(comm_);
+      comm_ = nullptr;
+      release();
       throw;
     }
   }

@@ -568,6 +568,20 @@ TEST_F(DataParallel, CompareMatchesRunsByRankCount) {
   EXPECT_TRUE(has_text(across.out, "x2 ranks")) << across.out;
 }
 
+// profile takes synthetic data of a spec whose training set holds fewer samples than the ranks'
+// global batch, as it grows them to the steps it profiles (a refactor to step_plan refused it).
+TEST_F(DataParallel, ProfileGrowsSyntheticDataToTheGlobalBatch) {
+  json spec = json::parse(mpbench::test::read_file(config("tiny_mlp")));
+  spec["data"]["train_samples"] = spec["train"]["batch_size"];
+  const std::string path = write("one_batch.json", spec.dump());
+  const auto p = mpbench::test::run_shell(kMpirun + " -np 2 " + MPBENCH_EXE + " profile " + path +
+                                              " --device reference --precisions fp32 --steps 2 "
+                                              "--quiet",
+                                          dir_.string());
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_TRUE(has_text(p.out, "per rank, 2 ranks")) << p.out;
+}
+
 // profile and explain under a launch: every rank trains its shard; rank 0 prints and writes its
 // own ops, among them the all-reduce (explain's communication kind), with the launch in env.
 TEST_F(DataParallel, ProfileAndExplainShowTheAllReduce) {
