@@ -80,8 +80,12 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
   });
   if (be->device() == Device::CUDA)
     comm_ = make_nccl_collective(std::move(comm_), local_rank() % cuda_device_count(nullptr));
-  dp_.emplace(*comm_, DataParallelOptions{grad_reduce_dtype(args.grad_reduce),
-                                          static_cast<size_t>(args.bucket_mb * (1 << 20))});
+  DataParallelOptions o;
+  o.wire = grad_reduce_dtype(args.grad_reduce);
+  o.bucket_bytes = static_cast<size_t>(args.bucket_mb * (1 << 20));
+  // One write: the ranks' lines share the terminal, and pieces of two would interleave.
+  o.say = [](const std::string& line) { std::cerr << line + "\n" << std::flush; };
+  dp_.emplace(*comm_, std::move(o));
   return be;
 }
 

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
-#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -193,10 +192,9 @@ DataParallelResult DataParallel::result(const std::vector<EpochResult>& epochs) 
 }
 
 void DataParallel::fail(const std::exception& e, const std::string& what) {
-  // One write: the ranks' lines share the terminal, and pieces of two would interleave.
-  std::cerr << fmt::format("mpbench: rank {}: {}: {}\n", rank(), printable_text(what),
-                           printable_text(e.what()))
-            << std::flush;
+  if (opts_.say)
+    opts_.say(fmt::format("mpbench: rank {}: {}: {}", rank(), printable_text(what),
+                          printable_text(e.what())));
   c_.abort(3);
   std::_Exit(3);  // abort does not return; said again for the compiler
 }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,6 +48,8 @@ constexpr size_t kDefaultBucketBytes = size_t{25} << 20;
 struct DataParallelOptions {
   DType wire = DType::F32;  // --grad-reduce: F32, BF16 or F16
   size_t bucket_bytes = kDefaultBucketBytes;
+  // How a rank's failure is said before the job ends (fail): app/ prints, train/ does not.
+  std::function<void(const std::string& line)> say;
 };
 
 // What the all-reduces of one run took: per timed step, the time the training waited for them
@@ -96,8 +99,8 @@ class DataParallel {
   // (unsupported here) is still a row of this many ranks.
   DataParallelResult setup() const;
   // A run failed on this rank (out of memory, a runtime error): one line naming the rank, the
-  // run (`what`: model, mode and how it failed) and the cause, and every rank of the job ends
-  // with exit 3.
+  // run (`what`: model, mode and how it failed) and the cause, through options' `say`, and every
+  // rank of the job ends with exit 3.
   [[noreturn]] void fail(const std::exception& e, const std::string& what);
 
  private:
