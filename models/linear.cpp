@@ -247,9 +247,10 @@ LayerInfo Linear::info(DType input_dtype) const {
   li.compute_dtype = prec_.compute;
   li.storage_dtype = output_dtype(input_dtype);
   // Saved for backward: the input in the compute dtype, and GELU's pre-activation (ReLU's
-  // backward reads the output, which the next layer keeps as its input anyway).
+  // backward reads the output: counted by the model, see backward_reads_output).
   li.activation_bytes = in_ * static_cast<int64_t>(dtype_size(prec_.compute));
   if (keeps_pre_act()) li.activation_bytes += out_ * dtype_size(li.storage_dtype);
+  li.backward_reads_output = act_ == Activation::Relu;
   li.matmul = MatmulDims{false, 1, true, out_, in_, fp8_};
   if (fp8_) {
     li.fp8_dtypes = std::array<DType, 2>{DType::F8E4M3, DType::F8E5M2};

@@ -228,6 +228,15 @@ std::vector<LayerInfo> Model::layer_infos() const {
     out.push_back(l->info(dt));
     dt = l->output_dtype(dt);
   }
+  // An output read by the layer's own backward is kept by the next layer as its input unless that
+  // layer casts it (a layer fp32_layers pins after a 16-bit one, or the reverse): then it is this
+  // layer's to count.
+  for (size_t i = 0; i < out.size(); ++i) {
+    LayerInfo& li = out[i];
+    if (li.backward_reads_output &&
+        (i + 1 == out.size() || out[i + 1].compute_dtype != li.storage_dtype))
+      li.activation_bytes += li.output_shape.numel() * dtype_size(li.storage_dtype);
+  }
   return out;
 }
 

@@ -111,7 +111,10 @@ struct LayerInfo {
   // amp_fp8: the GEMMs' input dtypes when they run in FP8, forward (fp8_e4m3 activations and
   // weights) and backward (fp8_e5m2 gradients); absent otherwise.
   std::optional<std::array<DType, 2>> fp8_dtypes;
-  int64_t activation_bytes = 0;      // per sample, saved for backward (inputs, pre-activations)
+  int64_t activation_bytes = 0;  // per sample, saved for backward (inputs, pre-activations)
+  // ReLU's backward reads the layer's output, which the next layer keeps as its input only when it
+  // takes it in the same dtype (Model::layer_infos counts it here otherwise).
+  bool backward_reads_output = false;
   std::optional<MatmulDims> matmul;  // a GEMM or convolution without sublayers
   // The sublayers (names relative to this layer), in the order they run; a layer that has them
   // takes its params, FLOPs and activation bytes as their sums (add_child).

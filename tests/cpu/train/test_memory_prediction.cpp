@@ -225,3 +225,38 @@ TEST(MemoryPrediction, TheDataGetsNoInputGradient) {
   EXPECT_EQ(growth(Precision::AMP_FP8, MemCategory::Weights),
             growth(Precision::AMP_BF16, MemCategory::Weights) + size_t{64} * 512);
 }
+
+// ReLU's backward reads the layer's own output. When the next layer is pinned (fp32_layers) it
+// keeps a cast of that output, not the output itself, so the ReLU layer counts its output:
+// widening fc1 by one unit adds its bf16 output (2 bytes a sample) and fc2's fp32 copy (4) to
+// what inspect says the layers keep, and both are in the predicted activations.
+TEST(MemoryPrediction, AReluOutputBeforeAPinnedLayerIsKept) {
+  auto be = make_reference_backend();
+  const int64_t batch = 32;
+  struct Sizes {
+    int64_t kept;
+    size_t activations;
+  };
+  auto sizes = [&](int64_t width, const std::string& pinned) {
+    const Spec s =
+        parse_spec(R"({"name": "m", "model": {"type": "mlp", "input_dim": 64, "hidden": [)" +
+                       std::to_string(width) + R"(, 16], "num_classes": 10, "activation": "relu"},
+            "data": {"train_samples": 64, "eval_samples": 16},
+            "train": {"batch_size": 32, "epochs": 1}, "fp32_layers": [)" +
+                       pinned + "]}",
+                   "mlp.json");
+    const Model m(s, Precision::AMP_BF16);
+    int64_t kept = 0;
+    for (const LayerInfo& li : m.layer_infos()) kept += li.activation_bytes * batch;
+    return Sizes{kept, predict_training_memory(s, Precision::AMP_BF16, *be)
+                           .by_category[static_cast<int>(MemCategory::Activations)]};
+  };
+  for (const std::string pinned : {"", R"("fc2")"}) {
+    SCOPED_TRACE(pinned);
+    const Sizes narrow = sizes(64, pinned), wide = sizes(128, pinned);
+    // Unpinned, fc2 keeps fc1's bf16 output as its input, which fc1's backward reads too.
+    const int64_t per_unit = pinned.empty() ? 2 : 2 + 4;
+    EXPECT_EQ(wide.kept - narrow.kept, batch * 64 * per_unit);
+    EXPECT_LE(static_cast<size_t>(wide.kept), wide.activations);
+  }
+}
