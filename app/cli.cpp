@@ -129,11 +129,13 @@ could not judge (nothing matched, a spec changed; with --strict also inconclusiv
 the step in progress and prints the finished runs' table; a second quits at once).
 )";
 
-// The examples of `command` ("" for all of them) and the exit codes.
-std::string help_footer(const std::string& command) {
+// The examples of `command` ("" for all of them), and the exit codes unless its own text has
+// them (compare's, more of them than the list's).
+std::string help_footer(const std::string& command, const std::string& own_text) {
   std::string out = "\nExamples:\n";
   for (const auto& [name, line] : kExamples)
     if (command.empty() || command == name) out += std::string("  ") + line + "\n";
+  if (own_text.find("Exit codes:") != std::string::npos) return out;
   return out + "\n" + kExitCodes;
 }
 
@@ -250,7 +252,8 @@ fails (exit 4).
 
 Exit codes: 0 no regression, 1 a regression (time, memory, accuracy, loss or status), 2 bad
 input, 3 runtime failure, 4 nothing matched or a spec changed (unless a regression makes it 1),
-or (--strict) no regression but inconclusive, missing or environment-changed rows.
+or (--strict) no regression but inconclusive, missing or environment-changed rows, 129 / 130 /
+143 interrupted by SIGHUP / SIGINT / SIGTERM.
 )";
 
 // A message longer than this (a list of every layer) is cut, saying so, the note included.
@@ -701,8 +704,7 @@ both kept, each its own point. Profile files are refused. --md writes the points
       ->add_option("files", compare.files,
                    "BASELINE CURRENT result JSONs (mpbench run --json), or CURRENT alone with "
                    "--baseline")
-      ->required()
-      ->expected(1, 2);
+      ->required();  // how many: checked by cmd_compare, in words (CLI11's usage said "(1x)")
   compare_cmd
       ->add_option("--baseline", compare.baselines,
                    "A baseline result JSON; repeat it (or give a quoted glob such as "
@@ -736,10 +738,10 @@ both kept, each its own point. Profile files are refused. --md writes the points
   compare_cmd->footer(kCompareRule);
 
   // Footers last: a subcommand made after app.footer() would inherit the whole list.
-  app.footer(help_footer(""));
+  app.footer(help_footer("", ""));
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     const std::string own = sub->get_footer();
-    sub->footer((own.empty() ? "" : own + "\n") + help_footer(sub->get_name()));
+    sub->footer((own.empty() ? "" : own + "\n") + help_footer(sub->get_name(), own));
   }
 
   // Every option and argument that takes a value refuses an empty one (kNonEmpty), every
@@ -823,12 +825,6 @@ both kept, each its own point. Profile files are refused. --md writes the points
       const std::string repeated = ": At Most 1 required but received ";
       if (const size_t at = msg.find(repeated); at != std::string::npos)
         msg = msg.substr(0, at) + ": given more than once; give it once";
-      // compare's positionals are BASELINE CURRENT, not a list.
-      const std::string files = "files: At Most 2 required but received ";
-      if (msg.rfind(files, 0) == 0)
-        msg = "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got " +
-              msg.substr(files.size()) +
-              " files; several baseline files go each after --baseline, or as a quoted glob";
       if (others_say_it) return 2;
       // Point at the help of the subcommand the error is in.
       const auto given = app.get_subcommands([](const CLI::App* sub) { return sub->parsed(); });

@@ -86,6 +86,11 @@ int cmd_compare(const CompareArgs& args) {
   if (!args.baselines.empty() && args.files.size() != 1)
     throw_bad_input(fmt::format(
         "compare: with --baseline, give the current file alone (got {} files)", args.files.size()));
+  if (args.baselines.empty() && args.files.size() > 2)
+    throw_bad_input(fmt::format(
+        "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got {} files; several "
+        "baseline files go each after --baseline, or as a quoted glob",
+        args.files.size()));
   if (args.baselines.empty() && args.files.size() != 2)
     throw_bad_input(
         "compare: expected a baseline and a current file, or the current file with --baseline");

@@ -38,16 +38,22 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
   // More threads than CPUs: every parallel op waits for a thread the scheduler has not run yet
   // (seen: 3 threads on 2 CPUs took tiny_resnet's epoch from 27 ms to 6.2 s). A warning, not a
   // refusal: the run is what was asked for, and its JSON records the threads. Under a launcher
-  // each host's first rank says it for all (they are given the same options).
-  const int cpus = usable_cpus();
-  if (device.threads > cpus && place.local_rank == 0)
-    std::cerr << fmt::format(
-        "mpbench: warning: --threads {} is more than the {} CPU{} this process may run on: every "
-        "parallel op then waits for threads the scheduler has not run, and times grow many-fold "
-        "(use at most {})\n",
-        device.threads, cpus, cpus == 1 ? "" : "s", cpus);
+  // each host's first rank says it for all (they are given the same options). Said once the
+  // backend is made, as the auto notice is: input it refuses gets its one line alone.
+  auto native_cpu = [&](const std::string& notice) {
+    std::unique_ptr<Backend> be = make_native_cpu_backend(cpu);
+    if (!notice.empty()) std::cerr << notice;
+    const int cpus = usable_cpus();
+    if (device.threads > cpus && place.local_rank == 0)
+      std::cerr << fmt::format(
+          "mpbench: warning: --threads {} is more than the {} CPU{} this process may run on: "
+          "every parallel op then waits for threads the scheduler has not run, and times grow "
+          "many-fold (use at most {})\n",
+          device.threads, cpus, cpus == 1 ? "" : "s", cpus);
+    return be;
+  };
   if (device.name == "reference") return make_reference_backend();
-  if (device.name == "cpu") return make_native_cpu_backend(cpu);
+  if (device.name == "cpu") return native_cpu("");
   std::string why;
   int n = cuda_device_count(&why);
   if (device.name == "cuda") {
@@ -56,10 +62,8 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
   }
   if (n > 0) return make_cuda_backend(cuda_index % n);
   std::string why_cpu;
-  if (native_cpu_available(&why_cpu)) {
-    if (!quiet) std::cerr << "mpbench: " << why << "; running on the CPU (--device cpu)\n";
-    return make_native_cpu_backend(cpu);
-  }
+  if (native_cpu_available(&why_cpu))
+    return native_cpu(quiet ? "" : "mpbench: " + why + "; running on the CPU (--device cpu)\n");
   if (!quiet)
     std::cerr << "mpbench: " << why << ", and " << why_cpu
               << "; running on the CPU reference, whose times are of emulated numerics "
@@ -307,7 +311,9 @@ int cmd_run(const RunArgs& given) {
   Report single_rank_file;
   launch.agree([&] {
     specs = checked_specs(args, nranks);
-    if (launch.launched() && launch.speaker() && !baseline_file.empty())
+    // Read even by one process, which ignores it (and says so): a file that cannot serve is
+    // refused as any input is, not passed over in silence.
+    if (launch.speaker() && !baseline_file.empty())
       single_rank_file = read_result_file(baseline_file);
   });
   std::unique_ptr<Backend> be = launch.open_backend(args);

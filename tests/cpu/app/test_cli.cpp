@@ -428,6 +428,19 @@ TEST_F(Cli, VersionAndHelp) {
   Result rh = run("run --help");
   EXPECT_EQ(rh.code, 0);
   EXPECT_NE(rh.out.find("--precisions"), std::string::npos);
+  // Every page has its exit codes once: compare's own list replaces the general one (it had
+  // both), and its usage takes files, not "files(1x)".
+  for (const char* page : {"--help", "run --help", "compare --help", "report --help"}) {
+    const Result p = run(page);
+    size_t n = 0;
+    for (size_t at = p.out.find("Exit codes:"); at != std::string::npos;
+         at = p.out.find("Exit codes:", at + 1))
+      ++n;
+    EXPECT_EQ(n, 1u) << page << "\n" << p.out;
+  }
+  const Result ch = run("compare --help");
+  EXPECT_NE(ch.out.find("compare [OPTIONS] files..."), std::string::npos) << ch.out;
+  EXPECT_NE(ch.out.find("143 interrupted"), std::string::npos) << ch.out;
 }
 
 // validate checks every file: one line (exit 2's contract) with the first refused file's

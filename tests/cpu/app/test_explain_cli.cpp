@@ -47,4 +47,23 @@ TEST_F(ExplainCli, TheNativeCpuFlagsNoTensorCoreMultiple) {
   EXPECT_FALSE(has_text(r.out, "tensor-core")) << r.out;
 }
 
+// One mode has nothing to explain: the refusal names where the modes came from, the spec's list
+// when --precisions was not given (it named --precisions, which the user never typed).
+TEST_F(ExplainCli, OneModeIsRefusedWhereItCameFrom) {
+  const std::string spec = write("one.json", R"({"name": "one", "model": {"type": "mlp",
+      "input_dim": 8, "hidden": [8], "num_classes": 2}, "data": {"train_samples": 16,
+      "eval_samples": 8}, "train": {"batch_size": 8}, "precisions": ["fp32"]})");
+  const auto from_spec = run("explain " + spec + " --device reference --quiet");
+  EXPECT_EQ(from_spec.code, 2);
+  EXPECT_EQ(from_spec.err, "mpbench: " + spec +
+                               ": precisions: explain compares modes, so it needs two or more "
+                               "(got fp32); give them with --precisions\n");
+  const auto given = run("explain " + spec + " --device reference --precisions amp_bf16 --quiet");
+  EXPECT_EQ(given.code, 2);
+  EXPECT_EQ(given.err,
+            "mpbench: --precisions: explain compares modes, so it needs two or more (got "
+            "amp_bf16)\n");
+  EXPECT_EQ(from_spec.out + given.out, "");
+}
+
 }  // namespace

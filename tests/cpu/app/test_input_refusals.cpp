@@ -308,4 +308,18 @@ TEST_F(InputRefusals, StepsWhoseSeriesCannotBeHeldAreRefusedUpFront) {
   }
 }
 
+// --scaling-baseline FILE given to one process has no effect (said in a warning), but a file that
+// cannot serve is still refused: a missing one ran, said nothing of it, and exited 0.
+TEST_F(InputRefusals, AScalingBaselineIsReadWithoutALaunchToo) {
+  expect_refused_before_work(
+      run("run " + good_ + " --device reference --quiet --scaling-baseline " +
+          (dir_ / "missing.json").string() + " --json " + (dir_ / "out.json").string()),
+      "missing.json");
+  const std::string spec = write("spec_as_result.json", mpbench::test::kSmallSpec);
+  expect_refused_before_work(
+      run("run " + good_ + " --device reference --quiet --scaling-baseline " + spec +
+          " --json " + (dir_ / "out.json").string()),
+      "spec_as_result.json");
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // AVX-512 machine through --cpu-isa (and ONEDNN_MAX_CPU_ISA); bad --threads / --cpu-isa refused in
 // one line. In a build without oneDNN (the sanitizer build), --device cpu is refused instead and
 // auto falls back to the reference, saying so. No test here asserts a speed.
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -339,6 +340,8 @@ TEST_F(NativeCpu, ThreadStacksOverTheAddressSpaceLimitAreRefused) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has_text(r.err, "--threads 400: 399 more threads' stacks")) << r.err;
   EXPECT_TRUE(has_text(r.err, "address-space limit (ulimit -v")) << r.err;
+  // One line: the warning that 400 threads are more than the CPUs comes only with a backend.
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
