@@ -106,11 +106,11 @@ int cmd_explain(const ExplainArgs& given) {
     apply_run_overrides(spec, args.run);
     // Named where the modes came from: --precisions, or the spec's list when it was not given.
     if (spec.precisions.size() < 2)
-      throw_bad_input(fmt::format(
-          "{}: explain compares modes, so it needs two or more (got {}){}",
-          args.run.precisions.empty() ? args.spec + ": precisions" : "--precisions",
-          spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none",
-          args.run.precisions.empty() ? "; give them with --precisions" : ""));
+      throw_bad_input(
+          fmt::format("{}: explain compares modes, so it needs two or more (got {}){}",
+                      args.run.precisions.empty() ? args.spec + ": precisions" : "--precisions",
+                      spec.precisions.size() == 1 ? precision_name(spec.precisions[0]) : "none",
+                      args.run.precisions.empty() ? "; give them with --precisions" : ""));
     fit_to_steps(spec, args.steps, launch.ranks());
     preflight_training(spec);
     check_outputs({{"--json", args.json_path}, {"--md", args.md_path}}, spec_inputs(spec));
