@@ -96,9 +96,15 @@ int cmd_compare(const CompareArgs& args) {
         "compare: expected a baseline and a current file, or the current file with --baseline");
   if (args.baselines.empty()) baseline_paths.push_back(args.files.front());
   const std::string current_path = args.files.back();
-  // A baseline file twice would count its runs as two repetitions (a file against itself as
-  // current is fine: the noise floor of the method).
+  // A baseline file twice would count its runs as two repetitions. A file against itself as
+  // current is the method's noise floor, run on purpose, or a CI job whose two sides name one
+  // file and so can never fail on time: said.
   refuse_repeated_files("--baseline", baseline_paths);
+  if (baseline_paths.size() == 1 && same_file(baseline_paths.front(), current_path))
+    warnings.push_back(fmt::format(
+        "mpbench: warning: the baseline and the current are one file ({}): every time row is "
+        "judged against itself\n",
+        current_path));
   std::vector<std::string> inputs = baseline_paths;
   inputs.push_back(current_path);
   // Among several baseline files, though, the current file would be pooled into its own

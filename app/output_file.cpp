@@ -328,6 +328,10 @@ std::string file_key(const std::string& path) {
 
 }  // namespace
 
+bool same_file(const std::string& a, const std::string& b) {
+  return file_key(a) == file_key(b);
+}
+
 void refuse_repeated_files(const std::string& option, const std::vector<std::string>& paths) {
   std::map<std::string, const std::string*> seen;
   for (const std::string& p : paths) {

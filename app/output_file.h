@@ -60,6 +60,8 @@ void check_writable(const std::string& path, const std::string& option = "");
 // Refuses (BadInput) a file given twice among `paths` (`option`'s list), by the file the paths
 // reach (`a.json` and `./a.json`, a link and its target): its runs would count twice.
 void refuse_repeated_files(const std::string& option, const std::vector<std::string>& paths);
+// Whether two paths reach one file, by that rule.
+bool same_file(const std::string& a, const std::string& b);
 
 struct OutputArg {
   std::string option;  // "--json"
