@@ -127,6 +127,8 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
   auto rate = [](double amount, double ms, double unit) {
     return amount > 0 && ms > 0 ? format_sig3(amount / (ms * 1e-3) / unit) : std::string("");
   };
+  // Shares are of the ops' time ("of ops"), not the step's: the header line gives the ops' share
+  // of the step (explain's shares are of the step).
   auto cells = [&](const Sum& v) {
     return std::vector<std::string>{format_op_ms(v.ms), pct(v.ms, ops_ms),
                                     rate(v.flops, v.ms, 1e12), rate(v.bytes, v.ms, 1e9)};
@@ -139,7 +141,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     for (auto& c : cells(v)) rows.back().push_back(std::move(c));
     rows.back().pop_back();
   }
-  print_table({"by layer", "ms/step", "share", "TFLOP/s"}, rows);
+  print_table({"by layer", "ms/step", "of ops", "TFLOP/s"}, rows);
   std::cout << "\n";
 
   auto by_op = grouped([](const OpTotal& o) { return o.op; });
@@ -150,7 +152,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     rows.push_back({op});
     for (auto& c : cells(v)) rows.back().push_back(std::move(c));
   }
-  print_table({"by op", "ms/step", "share", "TFLOP/s", "GB/s"}, rows);
+  print_table({"by op", "ms/step", "of ops", "TFLOP/s", "GB/s"}, rows);
   std::cout << "\n";
 
   // On a card in the datasheet table, each top op's rate as a share of its ceiling (for FLOPs the
@@ -189,7 +191,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
     }
   }
   std::vector<std::string> head = {"scope",   "op",    "shape",   "calls",
-                                   "ms/step", "share", "TFLOP/s", "GB/s"};
+                                   "ms/step", "of ops", "TFLOP/s", "GB/s"};
   if (kernels) head.insert(head.begin() + 3, "kernel");
   if (ceil) head.push_back("of peak");
   print_table(head, rows, kernels ? 4 : 3);

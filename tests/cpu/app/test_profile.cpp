@@ -33,6 +33,8 @@ TEST_F(Profile, APinnedGemmIsRatedAgainstTheFp32Ceiling) {
       run("profile " + spec +
           " --device cpu --precisions amp_bf16 --steps 3 --top 100 --quiet --json " + out);
   ASSERT_EQ(r.code, 0) << r.err;
+  // The tables' shares are of the ops' time, named so (explain's are of the step).
+  EXPECT_TRUE(has_text(r.out, "│ ms/step │ of ops │")) << r.out;
   EXPECT_TRUE(has_text(r.out,
                        "fp32 for the GEMMs and convolutions it keeps in fp32 "
                        "(fp32_layers), the GEMM ceilings measured on this CPU"))

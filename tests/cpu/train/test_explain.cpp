@@ -532,9 +532,61 @@ TEST(Explain, ANewOpIsNeverCalledNoise) {
   for (const auto& f :
        compare_modes(f32, mode(Precision::FP32), bf16, mode(Precision::AMP_BF16)).flags)
     flags += f + "\n";
-  EXPECT_NE(flags.find("slower or new in amp_bf16 (per-step medians"), std::string::npos) << flags;
-  EXPECT_NE(flags.find("layer1 fwd cast +1.00"), std::string::npos) << flags;
+  // Only new ops: no rank test is claimed (two steps, or one, cannot give one).
+  EXPECT_NE(flags.find("new in amp_bf16 (ops fp32 does not run; per-step medians): layer1 fwd "
+                       "cast +1.00"),
+            std::string::npos)
+      << flags;
+  EXPECT_EQ(flags.find("rank test"), std::string::npos) << flags;
   EXPECT_EQ(flags.find("by the median only"), std::string::npos) << flags;
+}
+
+// On the native CPU the peaks are one square matmul's rates, and GEMMs of other shapes gain more
+// (or lose less): amp_bf16's GEMMs at 2 ms against the 3 ms the 2x ceiling ratio gives the
+// fp32 6 ms are said to beat it, and the measured 1.82x is held against the bound with the GEMMs
+// at their measured time (10 / (2 + 1 + 3) = 1.67x), not the 1.43x one (10 / (3 + 1 + 3)), before
+// a busy machine is blamed (it was, at 1.3 times that bound). bf16 converted in software, 0.35x
+// at the ceilings and 1.0x in these GEMMs, is the same case.
+TEST(Explain, GemmsFasterThanThePeakRatioAreSaidNotBlamedOnTheMachine) {
+  auto run = [](const char* precision, double step, double gemm_ms, double gaps) {
+    ProfiledRun r = profiled(precision, step,
+                             {op("layer1 fwd", "gemm", gemm_ms), op("step", "adamw_step", 1.0)});
+    EXPECT_NEAR(step - gemm_ms - 1.0, gaps, 1e-12);
+    return r;
+  };
+  ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+  a.ceilings = Ceilings{0.4, 0};
+  b.ceilings = Ceilings{0.8, 0};
+  const ModeComparison c =
+      compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 5.5, 2.0, 2.5), b);
+  ASSERT_TRUE(c.bound);
+  EXPECT_NEAR(*c.bound, 10.0 / 7.0, 1e-12);
+  std::string flags;
+  for (const auto& f : c.flags) flags += f + "\n";
+  EXPECT_NE(flags.find("amp_bf16's GEMMs/convolutions took 2.000 ms a step, less than the 3.000 "
+                       "ms the bound gives them at the peaks' 2.00x (the ceilings measured on "
+                       "one square matmul)"),
+            std::string::npos)
+      << flags;
+  EXPECT_EQ(flags.find("busy machine"), std::string::npos) << flags;
+  // Past the slack of that bound too, the machine is blamed, against it.
+  const ModeComparison d =
+      compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 4.0, 2.0, 1.0), b);
+  std::string dflags;
+  for (const auto& f : d.flags) dflags += f + "\n";
+  EXPECT_NE(dflags.find("the measured 2.50x is 1.5 times the 1.67x bound with the GEMMs at their "
+                        "measured time, more than the modes' work can give"),
+            std::string::npos)
+      << dflags;
+  // Software bf16: the ceilings' 0.35x, the GEMMs no slower: not a busy machine either.
+  b.ceilings = Ceilings{0.14, 0};
+  const ModeComparison e =
+      compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 10.0, 6.0, 3.0), b);
+  std::string eflags;
+  for (const auto& f : e.flags) eflags += f + "\n";
+  EXPECT_NE(eflags.find("took 6.000 ms a step, less than the 17.143 ms"), std::string::npos)
+      << eflags;
+  EXPECT_EQ(eflags.find("busy machine"), std::string::npos) << eflags;
 }
 
 // Small figures keep their digits: a tiny op's rate was "6.34e-05" TFLOP/s, its time "0.000" ms,
