@@ -12,6 +12,9 @@ Pairs of `mpbench run` on the same specs, one after the other, each pair judged 
 
   bench/gate_noise.py --mpbench build/mpbench --pairs 20 --repeat 5 [--mode identical|slowdown]
       [--label NAME] [--configs configs/tiny_mlp.json configs/tiny_resnet.json] [--epochs N]
+      [--pin]
+
+--pin runs the identical pairs pinned to core 0 as well (a slowdown's always are).
 
 --repeat 1 gives runs without `--repeat` (one run a side), as the gate took them before it judged
 time between repetitions; pass an older mpbench with --mpbench to measure that gate. Prints one
@@ -54,6 +57,9 @@ def main():
     p.add_argument("--mode", choices=("identical", "slowdown"), default="identical")
     p.add_argument("--label", default="")
     p.add_argument("--hog-nice", type=int, default=5)
+    p.add_argument("--pin", action="store_true",
+                   help="identical: pin every run to core 0 too, as README's CI recipe for a "
+                        "small shared runner (slowdown runs are always pinned)")
     p.add_argument("--baselines", type=int, default=1)
     p.add_argument("--keep", help="keep each pair's result files in this folder")
     p.add_argument("--rejudge", help="judge the pairs kept in this folder again; run nothing")
@@ -71,7 +77,7 @@ def main():
         shared = []
         for k in range(args.baselines if args.baselines > 1 and not args.rejudge else 0):
             shared.append(os.path.join(keep or d, f"{args.mode}-baseline-{k + 1}.json"))
-            run_mpbench(args, shared[-1], args.mode == "slowdown")
+            run_mpbench(args, shared[-1], args.mode == "slowdown" or args.pin)
         if args.rejudge and args.baselines > 1:
             shared = [os.path.join(keep, f"{args.mode}-baseline-{k + 1}.json")
                       for k in range(args.baselines)]
@@ -82,7 +88,7 @@ def main():
                 if not os.path.exists(cur) or not (shared or os.path.exists(base)):
                     break
             else:
-                pin = args.mode == "slowdown"
+                pin = args.mode == "slowdown" or args.pin
                 if not shared:
                     run_mpbench(args, base, pin)
                 hog = None
