@@ -190,7 +190,7 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
       if (share && *share > 100.0) ++above;
     }
   }
-  std::vector<std::string> head = {"scope",   "op",    "shape",   "calls",
+  std::vector<std::string> head = {"scope",   "op",     "shape",   "calls",
                                    "ms/step", "of ops", "TFLOP/s", "GB/s"};
   if (kernels) head.insert(head.begin() + 3, "kernel");
   if (ceil) head.push_back("of peak");

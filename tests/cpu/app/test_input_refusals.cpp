@@ -317,8 +317,8 @@ TEST_F(InputRefusals, AScalingBaselineIsReadWithoutALaunchToo) {
       "missing.json");
   const std::string spec = write("spec_as_result.json", mpbench::test::kSmallSpec);
   expect_refused_before_work(
-      run("run " + good_ + " --device reference --quiet --scaling-baseline " + spec +
-          " --json " + (dir_ / "out.json").string()),
+      run("run " + good_ + " --device reference --quiet --scaling-baseline " + spec + " --json " +
+          (dir_ / "out.json").string()),
       "spec_as_result.json");
 }
 

@@ -55,6 +55,13 @@ ModeContext mode(Precision p) {
   return m;
 }
 
+// A comparison's flags, one a line.
+std::string flag_text(const ModeComparison& c) {
+  std::string out;
+  for (const auto& f : c.flags) out += f + "\n";
+  return out;
+}
+
 // A 20 ms step of one GEMM and AdamW (the rest host gaps).
 ProfiledRun gemm_and_adamw(const char* precision, double gemm_ms, OpTotal adamw) {
   return profiled(precision, 20.0, {op("layer1 fwd", "gemm", gemm_ms), std::move(adamw)});
@@ -561,8 +568,7 @@ TEST(Explain, GemmsFasterThanThePeakRatioAreSaidNotBlamedOnTheMachine) {
       compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 5.5, 2.0, 2.5), b);
   ASSERT_TRUE(c.bound);
   EXPECT_NEAR(*c.bound, 10.0 / 7.0, 1e-12);
-  std::string flags;
-  for (const auto& f : c.flags) flags += f + "\n";
+  const std::string flags = flag_text(c);
   EXPECT_NE(flags.find("amp_bf16's GEMMs/convolutions took 2.000 ms a step, less than the 3.000 "
                        "ms the bound gives them at the peaks' 2.00x (the ceilings measured on "
                        "one square matmul)"),
@@ -572,8 +578,7 @@ TEST(Explain, GemmsFasterThanThePeakRatioAreSaidNotBlamedOnTheMachine) {
   // Past the slack of that bound too, the machine is blamed, against it.
   const ModeComparison d =
       compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 4.0, 2.0, 1.0), b);
-  std::string dflags;
-  for (const auto& f : d.flags) dflags += f + "\n";
+  const std::string dflags = flag_text(d);
   EXPECT_NE(dflags.find("the measured 2.50x is 1.5 times the 1.67x bound with the GEMMs at their "
                         "measured time, more than the modes' work can give"),
             std::string::npos)
@@ -582,8 +587,7 @@ TEST(Explain, GemmsFasterThanThePeakRatioAreSaidNotBlamedOnTheMachine) {
   b.ceilings = Ceilings{0.14, 0};
   const ModeComparison e =
       compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 10.0, 6.0, 3.0), b);
-  std::string eflags;
-  for (const auto& f : e.flags) eflags += f + "\n";
+  const std::string eflags = flag_text(e);
   EXPECT_NE(eflags.find("took 6.000 ms a step, less than the 17.143 ms"), std::string::npos)
       << eflags;
   EXPECT_EQ(eflags.find("busy machine"), std::string::npos) << eflags;
