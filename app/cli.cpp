@@ -420,7 +420,15 @@ int mpbench_main(int argc, char** argv) {
                     "Data parallel: the gradients are all-reduced in buckets of this many MiB of "
                     "fp32 gradients (default 25, as DDP; fractions allowed, down to 1 KiB), each "
                     "started as soon as the backward has made it")
-        ->check(CLI::Range(1.0 / 1024, 65536.0));
+        // CLI::Range prints a double bound as "0.000977 to 65536.000000".
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              char* end = nullptr;
+              const double x = std::strtod(v.c_str(), &end);
+              const bool in = end != v.c_str() && *end == '\0' && x >= 1.0 / 1024 && x <= 65536;
+              return in ? "" : "Value " + v + " not in range 1/1024 (1 KiB) to 65536";
+            },
+            "MiB"));
   };
 
   RunArgs run;

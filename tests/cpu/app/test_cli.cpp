@@ -239,6 +239,9 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
        "--epochs: expected a decimal integer, got 'abc'"},
       {"a fraction for epochs", "run {spec} --epochs 1.5", kGood,
        "--epochs: expected a decimal integer, got '1.5'"},
+      // A fractional bound read "0.000977 to 65536.000000".
+      {"a bucket of 0 MiB", "run {spec} --bucket-mb 0", kGood,
+       "--bucket-mb: Value 0 not in range 1/1024 (1 KiB) to 65536"},
       {"an option given twice", "run {spec} --threads 1 --threads 2", kGood,
        "--threads: given more than once; give it once"},
       // The next option is not taken as an output's file: it wrote a file named "--quiet", and
