@@ -131,6 +131,12 @@ std::string format_loss(double v) {
   return std::fabs(v) < 1e6 ? fmt::format("{:.4f}", v) : fmt::format("{:.4g}", v);
 }
 
+std::string format_loss_scale(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e12)
+    return fmt::format("{:.0f}", v);
+  return fmt::format("{:g}", v);
+}
+
 std::string env_device_name(const nlohmann::json& env, const std::string& device) {
   if (!env.is_object()) return "";
   const auto str = json_check::text;
@@ -553,7 +559,7 @@ Table build_table(const ModelGroup& seeded_group, const Report& report, bool asc
                                                             format_ratio(in->second.hi)));
     row.cells.push_back(ratio(memory_vs_fp32(*r, group.fp32_for(*r))));
     row.cells.push_back(std::to_string(r->skipped_steps));
-    row.cells.push_back(r->loss_scaling ? fmt::format("{:g}", r->final_loss_scale) : dash);
+    row.cells.push_back(r->loss_scaling ? format_loss_scale(r->final_loss_scale) : dash);
     t.rows.push_back(std::move(row));
   }
   return t;

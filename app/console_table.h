@@ -70,6 +70,9 @@ std::string format_rate(double v);
 // A loss: 4 decimals ("0.1234"), and from 1e6 on 4 significant digits in exponent form
 // ("3.927e+33", a diverging run's), so that it cannot stretch a table; "nan", "inf".
 std::string format_loss(double v);
+// A loss scale: whole numbers under 1e12 in full ("16777216", where {:g} wrote "1.67772e+07"),
+// the rest to 6 significant digits ("0.000244141", "1.15292e+18").
+std::string format_loss_scale(double v);
 
 struct TableRow {
   bool ok = true;

@@ -654,8 +654,8 @@ std::string loss_charts(const std::vector<Series>& series) {
     if (r.loss_scaling) {
       scale_markers.add(r);
       Line sl{s.label, s.color, dash, downsample(scales, 500, true, stride), ""};
-      sl.tooltip = fmt::format("{}: final loss scale {:g}, {} skipped steps", s.label,
-                               r.final_loss_scale, skipped);
+      sl.tooltip = fmt::format("{}: final loss scale {}, {} skipped steps", s.label,
+                               format_loss_scale(r.final_loss_scale), skipped);
       scale_keys.emplace_back(s.label + fmt::format(" ({} skipped)", skipped), s.color);
       scale_dash.push_back(dash.empty() ? "none" : dash);
       scale.push_back(std::move(sl));

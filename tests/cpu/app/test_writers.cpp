@@ -575,6 +575,19 @@ TEST(Console, NonFiniteLossAndAsciiStyle) {
   EXPECT_TRUE(contains(ascii, "+/-")) << ascii;
 }
 
+// A loss scale is a whole number, often a power of two past 6 digits (2^22 after growth): in
+// full, where {:g} wrote 2^22 as "4.1943e+06"; fractions and the huge keep 6 digits.
+TEST(Console, LossScaleIsExactWhileWhole) {
+  EXPECT_EQ(format_loss_scale(65536), "65536");
+  EXPECT_EQ(format_loss_scale(4194304), "4194304");
+  EXPECT_EQ(format_loss_scale(7126345.5), "7.12635e+06");
+  EXPECT_EQ(format_loss_scale(std::ldexp(1.0, -12)), "0.000244141");
+  EXPECT_EQ(format_loss_scale(std::ldexp(1.0, 60)), "1.15292e+18");
+  Report rep = make_report();
+  rep.runs[2].final_loss_scale = 16777216;
+  EXPECT_TRUE(contains(line_with(format_console(rep), "amp_fp16"), "16777216"));
+}
+
 // A diverging run's huge finite loss (SGD at lr 100: 3.9e33) in exponent form, in the console and
 // Markdown tables alike (one cell), never 34 digits that stretch them.
 TEST(Console, HugeFiniteLossIsCompact) {
