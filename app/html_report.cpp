@@ -1391,11 +1391,12 @@ bool is_hex(const std::string& s) {
 // One series of the trend: a model and mode (with its tool, device, batch and graphs) per commit.
 struct TrendKey {
   std::string model, tool, precision, device;
-  int64_t batch = 0;
+  int64_t batch = 0;  // per rank
   bool graphs = false;
+  int ranks = 1;  // a data-parallel run's: another rank count is another series, as compare keys it
   bool operator==(const TrendKey& o) const {
-    return std::tie(model, tool, precision, device, batch, graphs) ==
-           std::tie(o.model, o.tool, o.precision, o.device, o.batch, o.graphs);
+    return std::tie(model, tool, precision, device, batch, graphs, ranks) ==
+           std::tie(o.model, o.tool, o.precision, o.device, o.batch, o.graphs, o.ranks);
   }
 };
 
@@ -1479,8 +1480,13 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const Report& report = entries[i].input.report;
     for (const RunResult& r : report.runs) {
-      const TrendKey k{r.model,  tool_name(report), r.precision,
-                       r.device, r.batch_size,      r.cuda_graphs};
+      const TrendKey k{r.model,
+                       tool_name(report),
+                       r.precision,
+                       r.device,
+                       r.batch_size,
+                       r.cuda_graphs,
+                       r.data_parallel ? r.data_parallel->ranks : 1};
       auto m = std::find_if(models.begin(), models.end(),
                             [&](const TrendModel& x) { return x.model == r.model; });
       if (m == models.end()) m = models.insert(models.end(), TrendModel{r.model, "", "", {}, {}});
@@ -1524,10 +1530,12 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
       const TrendKey& k = s.key;
       const bool other_tool = k.tool != "mpbench";
       s.label = (other_tool ? k.tool + " " : "") + k.precision + (k.graphs ? " +graphs" : "");
-      s.sub = fmt::format("{} · batch {}", k.device, k.batch);
-      s.id = unique_id(fmt::format("trend-{}-{}{}-{}-b{}{}", slug(m.model),
+      s.sub = fmt::format("{} · batch {}{}", k.device, k.batch,
+                          k.ranks > 1 ? fmt::format(" per rank, {} ranks", k.ranks) : "");
+      s.id = unique_id(fmt::format("trend-{}-{}{}-{}-b{}{}{}", slug(m.model),
                                    other_tool ? slug(k.tool) + "-" : "", slug(k.precision),
-                                   slug(k.device), k.batch, k.graphs ? "-graphs" : ""));
+                                   slug(k.device), k.batch, k.graphs ? "-graphs" : "",
+                                   k.ranks > 1 ? fmt::format("-r{}", k.ranks) : ""));
       s.color = shade(precision_color(k.precision), other_tool || k.graphs ? 1 : 0);
       for (TrendValue& v : s.at) summarise(v);
     }

@@ -878,6 +878,35 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
 }
 
+// A data-parallel run is another series than one process's at the same per-rank batch (fewer
+// steps an epoch: a change of rank count read as a 35% speedup between commits), as compare keys
+// them; the caption and the Markdown say the ranks.
+TEST_F(ReportHtml, HistoryKeepsRankCountsApart) {
+  const std::string a40(40, 'a'), b40(40, 'b');
+  const std::string one =
+      write_history_file(dir_, "one.json", history_provenance("2025-03-01T09:00:00Z", a40),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
+  mpbench::RunResult dp = history_run("fp32", {6.5, 6.5, 6.5}, 1000);
+  dp.data_parallel = mpbench::DataParallelResult{};
+  dp.data_parallel->ranks = 2;
+  const std::string two =
+      write_history_file(dir_, "two.json", history_provenance("2025-03-02T09:00:00Z", b40), {dp});
+  const fs::path html_path = dir_ / "h.html", md_path = dir_ / "h.md";
+  const Result r = mpbench("report --history " + one + " " + two + " --html " + html_path.string() +
+                           " --md " + md_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  const std::vector<TrendPointRead> single = trend_points(html, "trend-hist_mlp-fp32-cpu-b32-time");
+  ASSERT_EQ(single.size(), 1u);
+  EXPECT_DOUBLE_EQ(single[0].value, 10);
+  const std::vector<TrendPointRead> ranks =
+      trend_points(html, "trend-hist_mlp-fp32-cpu-b32-r2-time");
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(ranks[0].value, 6.5);
+  EXPECT_NE(read_file(md_path).find("cpu · batch 32 per rank, 2 ranks"), std::string::npos)
+      << read_file(md_path);
+}
+
 // An edited config is another model under the same name: the trend joined its points as one
 // series without a word, so that a wider MLP looked like a 200x regression. The page and the
 // Markdown say at which commit the spec changed and where; an unchanged one says nothing.
