@@ -104,7 +104,7 @@ int cmd_compare(const CompareArgs& args) {
     warnings.push_back(fmt::format(
         "mpbench: warning: the baseline and the current are one file ({}): every time row is "
         "judged against itself\n",
-        current_path));
+        printable_line(current_path)));
   std::vector<std::string> inputs = baseline_paths;
   inputs.push_back(current_path);
   // Among several baseline files, though, the current file would be pooled into its own
