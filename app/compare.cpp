@@ -569,7 +569,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     row.device = r.device;
     row.cuda_graphs = r.cuda_graphs;
     row.batch_size = r.batch_size;
-    row.ranks = r.data_parallel ? r.data_parallel->ranks : 1;
+    row.ranks = run_ranks(r);
     row.seed = r.seed;
     return row;
   };

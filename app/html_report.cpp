@@ -1480,13 +1480,8 @@ std::vector<TrendModel> build_trends(const std::vector<HistoryEntry>& entries) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const Report& report = entries[i].input.report;
     for (const RunResult& r : report.runs) {
-      const TrendKey k{r.model,
-                       tool_name(report),
-                       r.precision,
-                       r.device,
-                       r.batch_size,
-                       r.cuda_graphs,
-                       r.data_parallel ? r.data_parallel->ranks : 1};
+      const TrendKey k{r.model,      tool_name(report), r.precision, r.device,
+                       r.batch_size, r.cuda_graphs,     run_ranks(r)};
       auto m = std::find_if(models.begin(), models.end(),
                             [&](const TrendModel& x) { return x.model == r.model; });
       if (m == models.end()) m = models.insert(models.end(), TrendModel{r.model, "", "", {}, {}});

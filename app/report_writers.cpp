@@ -106,7 +106,7 @@ std::string format_csv(const Report& report) {
           r->status_detail,
           std::to_string(r->batch_size),
           // Data parallel: batch_size is each rank's.
-          std::to_string(r->data_parallel ? r->data_parallel->ranks : 1),
+          std::to_string(run_ranks(*r)),
           std::to_string(r->epochs.size()),
           when_ok(t.median),
           when_ok(t.mean),

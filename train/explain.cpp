@@ -280,17 +280,19 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   // native CPU (its ceilings are one square matmul's): GEMMs of other shapes gain more or lose
   // less there (fc1's bf16 converted in software: 0.64x against the ceilings' 0.35x; ResNet's
   // convolutions 2.1x against 1.8x). Said as such, and the measured speedup is held against the
-  // bound with the GEMMs at their measured time before anything else is blamed.
+  // bound with the GEMMs at their measured time before anything else is blamed. A baseline whose
+  // GEMMs were slowed too (a busy machine) looks the same from the profile: the flag names both.
   const double matmul_to = tt[static_cast<int>(OpKind::Matmul)];
   const bool matmuls_beat_peaks =
       c.bound && matmul_to > 0 && matmul_to * kBeatPeaksBy < matmul_at_peaks;
   if (matmuls_beat_peaks)
     c.flags.push_back(fmt::format(
         "{}'s GEMMs/convolutions took {} ms a step, less than the {} ms the bound gives them at "
-        "the peaks' {:.2f}x ({}): GEMMs of these shapes reach another ratio, and the bound is "
-        "low by that much",
+        "the peaks' {:.2f}x ({}): either GEMMs of these shapes reach another ratio (the bound is "
+        "then low by that much) or {}'s were slowed by something else (a busy machine? explain "
+        "again)",
         c.to, format_op_ms(matmul_to), format_op_ms(matmul_at_peaks), *c.peak_ratio,
-        to_ctx.gpu ? "the datasheet's" : "the ceilings measured on one square matmul"));
+        to_ctx.gpu ? "the datasheet's" : "the ceilings measured on one square matmul", c.from));
   const double bound_at_measured_matmuls =
       c.bound && matmuls_beat_peaks
           ? from.step_mean_ms / (from.step_mean_ms / *c.bound - matmul_at_peaks + matmul_to)

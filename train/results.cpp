@@ -887,23 +887,17 @@ Report report_from_json(const json& j) {
 }
 
 RunKey run_key(const RunResult& r, bool with_repetition) {
-  return {r.model,
-          r.precision,
-          r.device,
-          r.cuda_graphs,
-          r.batch_size,
-          r.seed ? static_cast<int64_t>(*r.seed) : -1,
-          r.data_parallel ? r.data_parallel->ranks : 1,
-          with_repetition && r.repetition ? *r.repetition : 0};
+  return {r.model,      r.precision,
+          r.device,     r.cuda_graphs,
+          r.batch_size, r.seed ? static_cast<int64_t>(*r.seed) : -1,
+          run_ranks(r), with_repetition && r.repetition ? *r.repetition : 0};
 }
 
 std::string run_identity(const RunResult& r, bool with_repetition) {
   return fmt::format(
       "{} {} {} batch {}{}{}{}{}", r.model, r.precision, r.device, r.batch_size,
       r.cuda_graphs ? " (cuda graphs)" : "", r.seed ? fmt::format(" seed {}", *r.seed) : "",
-      r.data_parallel && r.data_parallel->ranks > 1
-          ? fmt::format(" x{} ranks", r.data_parallel->ranks)
-          : "",
+      run_ranks(r) > 1 ? fmt::format(" x{} ranks", run_ranks(r)) : "",
       with_repetition && r.repetition ? fmt::format(" repetition {}", *r.repetition) : "");
 }
 

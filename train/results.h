@@ -284,6 +284,10 @@ nlohmann::json to_json(const RepeatSummary& s);
 using RunKey =
     std::tuple<std::string, std::string, std::string, bool, int64_t, int64_t, int, int64_t>;
 RunKey run_key(const RunResult& r, bool with_repetition = true);
+// The ranks a run trained on: a data-parallel run's, 1 for one process.
+inline int run_ranks(const RunResult& r) {
+  return r.data_parallel ? r.data_parallel->ranks : 1;
+}
 std::string run_identity(const RunResult& r, bool with_repetition = true);
 void check_unique_runs(const std::vector<RunResult>& runs);
 
