@@ -74,7 +74,7 @@ nlohmann::json layer_json(const LayerInfo& li, Precision p, int64_t batch) {
                       {"forward_flops", li.forward_flops * static_cast<double>(batch)},
                       {"compute_dtype", dtype_name(li.compute_dtype)},
                       {"storage_dtype", dtype_name(li.storage_dtype)},
-                      {"activation_bytes", li.activation_bytes * batch}};
+                      {"activation_bytes", activation_bytes_at(li, batch)}};
   if (runs_fp8(li, batch)) {
     j["fp8_dtypes"] = {{"forward", dtype_name((*li.fp8_dtypes)[0])},
                        {"backward", dtype_name((*li.fp8_dtypes)[1])}};
@@ -110,7 +110,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
                           human_count(static_cast<double>(li.params)),
                           human_count(li.forward_flops * static_cast<double>(batch)),
                           compute_cell(li, batch), dtype_name(li.storage_dtype),
-                          format_bytes(static_cast<size_t>(li.activation_bytes * batch)),
+                          format_bytes(static_cast<size_t>(activation_bytes_at(li, batch))),
                           alignment_cell(li, p, batch, with_children)});
   };
   int64_t params = 0, act = 0;
@@ -123,7 +123,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
       for (const LayerInfo& c : li.children) add_row(c, "  " + c.name, false);
     params += li.params;
     flops += li.forward_flops * static_cast<double>(batch);
-    act += li.activation_bytes * batch;
+    act += activation_bytes_at(li, batch);
     layers.push_back(layer_json(li, p, batch));
   }
   const double training_flops = model.training_flops_per_sample() * static_cast<double>(batch);
@@ -222,10 +222,12 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
       "workspace{}\n\n",
       format_bytes(m.training_peak), parts,
       activations > kept
-          ? fmt::format("; activations hold the act bytes above ({}) and {} the layers share: "
-                        "temporaries, the gradients passed between layers, and the input batch "
-                        "unless the first layer keeps it as it is (an fp32 MLP's fc1 counts it)",
-                        format_bytes(kept), format_bytes(activations - kept))
+          ? fmt::format(
+                "; activations hold the act bytes above ({}) and {} the layers share: "
+                "temporaries, the gradients passed between layers, and the input batch "
+                "unless the first layer keeps it as it is and counts it (an fp32 MLP's fc1, a "
+                "ResNet's first block or stem in fp32)",
+                format_bytes(kept), format_bytes(activations - kept))
           : "");
 
   nlohmann::json entry = {{"model", spec.name},

@@ -254,7 +254,8 @@ LayerInfo Linear::info(DType input_dtype) const {
   li.matmul = MatmulDims{false, 1, true, out_, in_, fp8_};
   if (fp8_) {
     li.fp8_dtypes = std::array<DType, 2>{DType::F8E4M3, DType::F8E5M2};
-    li.activation_bytes += in_;  // x^T in fp8, kept for dW
+    li.activation_bytes += in_;  // x^T in fp8, kept for dW (at a batch that runs FP8)
+    li.fp8_copy_bytes = in_;
   }
   return li;
 }

@@ -178,10 +178,26 @@ bool runs_fp8(const LayerInfo& li, int64_t batch) {
   return fp8_gemm_fits(m.rows(batch), m.n, m.k);
 }
 
+namespace {
+// The FP8 copies in li's activation_bytes that this batch leaves unmade.
+int64_t unmade_fp8_bytes(const LayerInfo& li, int64_t batch) {
+  if (li.children.empty())
+    return li.fp8_copy_bytes > 0 && !runs_fp8(li, batch) ? li.fp8_copy_bytes : 0;
+  int64_t n = 0;
+  for (const LayerInfo& c : li.children) n += unmade_fp8_bytes(c, batch);
+  return n;
+}
+}  // namespace
+
+int64_t activation_bytes_at(const LayerInfo& li, int64_t batch) {
+  return (li.activation_bytes - unmade_fp8_bytes(li, batch)) * batch;
+}
+
 void LayerInfo::add_child(LayerInfo child) {
   params += child.params;
   forward_flops += child.forward_flops;
   activation_bytes += child.activation_bytes;
+  fp8_copy_bytes += child.fp8_copy_bytes;
   children.push_back(std::move(child));
 }
 
@@ -236,6 +252,14 @@ std::vector<LayerInfo> Model::layer_infos() const {
     if (li.backward_reads_output &&
         (i + 1 == out.size() || out[i + 1].compute_dtype != li.storage_dtype))
       li.activation_bytes += li.output_shape.numel() * dtype_size(li.storage_dtype);
+  }
+  // The data batch a first layer reads as it came (a ResNet's in fp32, or pinned): no layer before
+  // counts it. On the layer and its first sublayer, which reads it, so that the sublayers still
+  // add up to the layer.
+  if (!out.empty() && out.front().input_read_as_is > 0) {
+    LayerInfo& first = out.front();
+    first.activation_bytes += first.input_read_as_is;
+    if (!first.children.empty()) first.children.front().activation_bytes += first.input_read_as_is;
   }
   return out;
 }

@@ -115,6 +115,13 @@ struct LayerInfo {
   // ReLU's backward reads the layer's output, which the next layer keeps as its input only when it
   // takes it in the same dtype (Model::layer_infos counts it here otherwise).
   bool backward_reads_output = false;
+  // Per sample, of activation_bytes: the FP8 copies kept for the backward (amp_fp8's Linear: x^T),
+  // which exist only at a batch whose GEMMs run in FP8 (activation_bytes_at).
+  int64_t fp8_copy_bytes = 0;
+  // Per sample: the input as it came, which this layer's backward reads and the layer before
+  // counts as its output (a ResNet block's or stem's); Model::layer_infos counts it for the first
+  // layer, which has none before it (the data batch).
+  int64_t input_read_as_is = 0;
   std::optional<MatmulDims> matmul;  // a GEMM or convolution without sublayers
   // The sublayers (names relative to this layer), in the order they run; a layer that has them
   // takes its params, FLOPs and activation bytes as their sums (add_child).
@@ -126,6 +133,9 @@ struct LayerInfo {
 // (the batch's rows), N and K are all multiples of 16 (fp8_gemm_fits); at another batch its
 // GEMMs run in bf16.
 bool runs_fp8(const LayerInfo& li, int64_t batch);
+// What li keeps for its backward at this batch, in bytes: activation_bytes less the FP8 copies of
+// the (sub)layers whose GEMMs run in bf16 at this batch.
+int64_t activation_bytes_at(const LayerInfo& li, int64_t batch);
 
 // What of li's own GEMM or convolution is off mode p's tensor-core multiple at this batch ("N=4");
 // nothing for a layer without one, or for one fp32_layers pins to fp32 in a 16-bit mode (the

@@ -121,6 +121,12 @@ class ConvBnLayer : public Layer {
     const int64_t cast = input_dtype != prec_.compute ? first.in_numel() : 0;
     return conv_row(first, first.out_numel() + cast);
   }
+  // The input's bytes when the first convolution's weight gradient reads it as it came.
+  int64_t input_read_as_is(const Conv& first, DType input_dtype) const {
+    return input_dtype == prec_.compute
+               ? first.in_numel() * static_cast<int64_t>(dtype_size(input_dtype))
+               : 0;
+  }
   std::string relative(const std::string& full) const { return full.substr(name_.size() + 1); }
 
   void conv_forward(Backend& be, const ParamStore& ps, const Conv& c, const Tensor& x, Tensor& y) {
@@ -360,6 +366,7 @@ class Bottleneck : public ConvBnLayer {
     // What this block's buffers keep for its backward (resnet.h, "Memory"): each convolution's
     // output (the batchnorm's input) and each batchnorm's; conv1 also a cast copy of the input.
     li.add_child(first_conv_row(conv1_, input_dtype));
+    li.input_read_as_is = input_read_as_is(conv1_, input_dtype);
     li.add_child(bn_row(bn1_, "bn+relu", conv1_, conv1_.out_numel()));
     li.add_child(conv_row(conv2_, conv2_.out_numel()));
     li.add_child(bn_row(bn2_, "bn+relu", conv2_, conv2_.out_numel()));
@@ -453,6 +460,7 @@ class Stem : public ConvBnLayer {
     li.compute_dtype = prec_.compute;
     li.storage_dtype = prec_.compute;
     li.add_child(first_conv_row(conv_, input_dtype));
+    li.input_read_as_is = input_read_as_is(conv_, input_dtype);
     li.add_child(bn_row(bn_, "bn+relu", conv_, conv_.out_numel()));
     li.input_flops = conv_.flops();
     LayerInfo pool;

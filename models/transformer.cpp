@@ -36,6 +36,7 @@ LayerInfo over_tokens(const Linear& l, DType input_dtype, int64_t s, std::string
   li.forward_flops *= static_cast<double>(s);
   li.input_flops *= static_cast<double>(s);
   li.activation_bytes *= s;
+  li.fp8_copy_bytes *= s;
   li.matmul->m = s;
   return li;
 }

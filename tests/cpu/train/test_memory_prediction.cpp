@@ -260,3 +260,61 @@ TEST(MemoryPrediction, AReluOutputBeforeAPinnedLayerIsKept) {
     EXPECT_LE(static_cast<size_t>(wide.kept), wide.activations);
   }
 }
+
+// amp_fp8's Linear keeps an FP8 copy of x^T only at a batch whose rows let its GEMMs run in FP8;
+// at another (60 tokens: rows off 16) it runs them in bf16 and keeps what amp_bf16 keeps. The
+// table counted the copy whatever the batch, past the activations allocated (a 12-layer
+// transformer at 60 tokens: 835.1 KiB in the table, 786.6 KiB allocated).
+TEST(MemoryPrediction, Fp8CopiesAreCountedOnlyWhereTheGemmsRunInFp8) {
+  auto be = make_reference_backend();
+  auto kept = [&](int64_t batch, Precision p) {
+    const Spec s = parse_spec(R"({"name": "t", "model": {"type": "transformer", "d_model": 32,
+        "heads": 2, "ffn_dim": 64, "seq_len": 12, "layers": 2, "vocab_size": 16},
+        "data": {"train_samples": 64, "eval_samples": 16}, "train": {"batch_size": )" +
+                                  std::to_string(batch) + "}}",
+                              "t.json");
+    int64_t table = 0;
+    for (const LayerInfo& li : Model(s, p).layer_infos()) table += activation_bytes_at(li, batch);
+    const size_t activations =
+        predict_training_memory(s, p, *be).by_category[static_cast<int>(MemCategory::Activations)];
+    EXPECT_LE(static_cast<size_t>(table), activations) << batch << " " << precision_name(p);
+    return table;
+  };
+  EXPECT_EQ(kept(5, Precision::AMP_FP8), kept(5, Precision::AMP_BF16));  // 60 tokens
+  EXPECT_GT(kept(4, Precision::AMP_FP8), kept(4, Precision::AMP_BF16));  // 48: FP8 copies
+}
+
+// A ResNet's first block reads the data batch as it came when it computes in its dtype (fp32, or
+// pinned by fp32_layers): no layer before counts it, so it does (it was in no row: widening the
+// input by 4 channels grew the table by nothing).
+TEST(MemoryPrediction, AResnetsFirstBlockCountsTheInputItReads) {
+  auto be = make_reference_backend();
+  struct Sizes {
+    int64_t table;
+    size_t activations;
+  };
+  auto sizes = [&](int64_t in_channels, Precision p, const std::string& pinned) {
+    const Spec s = parse_spec(
+        R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8, "in_channels": )" +
+            std::to_string(in_channels) + R"(, "width": 8, "out_channels": 16, "blocks": 1,
+            "stride": 1, "num_classes": 4}, "data": {"train_samples": 64, "eval_samples": 16},
+            "train": {"batch_size": 32}, "fp32_layers": [)" +
+            pinned + "]}",
+        "r.json");
+    int64_t table = 0;
+    for (const LayerInfo& li : Model(s, p).layer_infos()) table += activation_bytes_at(li, 32);
+    return Sizes{
+        table,
+        predict_training_memory(s, p, *be).by_category[static_cast<int>(MemCategory::Activations)]};
+  };
+  for (const auto& [p, pinned] : {std::pair{Precision::FP32, std::string()},
+                                  std::pair{Precision::AMP_BF16, std::string(R"("block1")")}}) {
+    SCOPED_TRACE(precision_name(p) + pinned);
+    const Sizes narrow = sizes(4, p, pinned), wide = sizes(8, p, pinned);
+    const int64_t batch_bytes = 32 * 8 * 8 * 4 * 4;  // 4 more fp32 channels of 8x8, 32 samples
+    EXPECT_EQ(wide.table - narrow.table, batch_bytes);
+    // The allocations grow by it too (and by the gradient arena's input slot, shared).
+    EXPECT_GE(wide.activations - narrow.activations, static_cast<size_t>(batch_bytes));
+    EXPECT_LE(static_cast<size_t>(wide.table), wide.activations);
+  }
+}
