@@ -248,7 +248,8 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   c.eligible_fraction = from.step_mean_ms > 0 ? eligible / from.step_mean_ms : 0;
   c.fp32_matmul_fraction = from.step_mean_ms > 0 ? pinned / from.step_mean_ms : 0;
 
-  double matmul_at_peaks = 0;  // the baseline's GEMM/conv time per step at the peak ratio
+  // The baseline's GEMM/conv time per step at the peak ratio, and its whole step by the bound.
+  double matmul_at_peaks = 0, bound_ms = 0;
   if (from_ctx.ceilings && to_ctx.ceilings && from_ctx.ceilings->peak_tflops > 0 &&
       to_ctx.ceilings->peak_tflops > 0) {
     c.peak_ratio = to_ctx.ceilings->peak_tflops / from_ctx.ceilings->peak_tflops;
@@ -260,20 +261,20 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
         static_cast<double>(dtype_size(precision_info(to_ctx.precision).compute_dtype));
     const auto bf = per_kind(from, &OpTotal::bytes), bt = per_kind(to, &OpTotal::bytes);
     matmul_at_peaks = matmul_bound(from, from_ctx, to_ctx, *c.peak_ratio, rates);
-    double best = matmul_at_peaks;
+    bound_ms = matmul_at_peaks;
     for (int k = 0; k < kOpKindCount; ++k) {
       const auto kind = static_cast<OpKind>(k);
       if (kind == OpKind::Matmul) continue;  // counted above
       if (kind == OpKind::Optimizer || kind == OpKind::Communication || kind == OpKind::HostGaps)
-        best += tf[k];
+        bound_ms += tf[k];
       else
         // At least 1: a bound. A kind whose bytes grow (casts, the weight gradients' rounding) is
         // taken as no faster, not as slower: its ops are small, launch-bound as often as not,
         // and slowing them by the bytes put the bound under a measured speedup (tiny_mlp: 1.01x
         // against 1.07x).
-        best += tf[k] / std::max(1.0, bf[k] > 0 && bt[k] > 0 ? bf[k] / bt[k] : dtype_ratio);
+        bound_ms += tf[k] / std::max(1.0, bf[k] > 0 && bt[k] > 0 ? bf[k] / bt[k] : dtype_ratio);
     }
-    if (best > 0) c.bound = from.step_mean_ms / best;
+    if (bound_ms > 0) c.bound = from.step_mean_ms / bound_ms;
   }
 
   // The bound gives every GEMM and convolution the peaks' ratio, which is one size's on the
@@ -294,9 +295,8 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
         c.to, format_op_ms(matmul_to), format_op_ms(matmul_at_peaks), *c.peak_ratio,
         to_ctx.gpu ? "the datasheet's" : "the ceilings measured on one square matmul", c.from));
   const double bound_at_measured_matmuls =
-      c.bound && matmuls_beat_peaks
-          ? from.step_mean_ms / (from.step_mean_ms / *c.bound - matmul_at_peaks + matmul_to)
-          : c.bound.value_or(0);
+      matmuls_beat_peaks ? from.step_mean_ms / (bound_ms - matmul_at_peaks + matmul_to)
+                         : c.bound.value_or(0);
   if (c.bound && c.measured_speedup > kBoundSlack * bound_at_measured_matmuls)
     c.flags.push_back(fmt::format(
         "the measured {:.2f}x is {:.1f} times the {:.2f}x bound{}, more than the modes' work can "
