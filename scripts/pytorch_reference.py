@@ -1050,6 +1050,17 @@ def f32(v):
     return v
 
 
+# What a finished run measured. A run that did not finish (oom, diverged, failed, unsupported)
+# has none: null, as mpbench writes, not 0 or the last epoch's figures (its epochs and per-step
+# series say how far it got).
+RESULT_FIELDS = ("epoch_time_ms", "samples_per_second", "flops_per_step", "tflops", "peak_tflops",
+                 "percent_of_peak", "final_accuracy", "final_loss")
+
+
+def results_or_null(r):
+    return r if r["status"] == "ok" else dict(r, **{k: None for k in RESULT_FIELDS})
+
+
 def finite(obj):
     """JSON has no NaN or infinity: write null, as mpbench does."""
     if isinstance(obj, float):
@@ -1112,7 +1123,7 @@ def console_table(runs):
     base = {r["model"]: r["epoch_time_ms"]["median"] for r in runs
             if r["precision"] == "fp32" and r["status"] == "ok"}
     for r in runs:
-        if r["status"] not in ("ok", "diverged"):
+        if r["status"] != "ok":
             lines.append(f"{r['model']:<{w}} {r['precision']:<9} {r['status']}: "
                          f"{r['status_detail']}")
             continue
@@ -1244,8 +1255,9 @@ def main(argv):
               "tool": {"name": "pytorch", "version": torch.__version__, "git": None},
               "env": env_json(device), "specs": [], "runs": []}
     def write_report():
-        out = dict(report, runs=[dict(r, steps={k: v if k == "skipped" else [f32(x) for x in v]
-                                                  for k, v in r["steps"].items()})
+        out = dict(report, runs=[dict(results_or_null(r),
+                                      steps={k: v if k == "skipped" else [f32(x) for x in v]
+                                             for k, v in r["steps"].items()})
                                  for r in report["runs"]])
         write_output(args.out, json.dumps(finite(out), indent=2, allow_nan=False) + "\n",
                      args.specs)

@@ -184,9 +184,33 @@ TEST_F(PytorchReference, Fp8OnTheCpuIsAnUnsupportedRowWithItsReason) {
   }
   EXPECT_TRUE(run["epochs"].empty());
   EXPECT_TRUE(run["steps"]["loss"].empty());
-  EXPECT_EQ(run["epoch_time_ms"]["median"].get<double>(), 0.0);
-  EXPECT_EQ(run["samples_per_second"].get<double>(), 0.0);
-  EXPECT_EQ(run["final_accuracy"].get<double>(), 0.0);
+  // No results: null, as mpbench writes, not 0.
+  EXPECT_TRUE(run["epoch_time_ms"].is_null());
+  EXPECT_TRUE(run["samples_per_second"].is_null());
+  EXPECT_TRUE(run["final_accuracy"].is_null());
   // The console table gives the reason on the mode's line.
   EXPECT_NE(r.out.find("amp_fp8   unsupported: " + why), std::string::npos) << r.out;
+}
+
+TEST_F(PytorchReference, ADivergedRunHasNoResultsAsMpbenchsHasNone) {
+  // SGD at lr 1e6 makes the loss non-finite in the first epoch. The row is "diverged" with its
+  // epoch kept, and its results null, as in mpbench's file: the last epoch's accuracy and loss
+  // (26.56%, NaN) read as a finished run's.
+  json spec = json::parse(
+      mpbench::test::read_file(std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json"));
+  spec["train"]["optimizer"] = {{"type", "sgd"}, {"lr", 1e6}, {"momentum", 0.0}};
+  spec["train"]["epochs"] = 2;
+  const std::string path = write("div.json", spec.dump());
+  const std::string out = (dir_ / "pt.json").string();
+  const auto r = script(path + " --device cpu --precisions fp32 --quiet --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json run = json::parse(mpbench::test::read_file(out))["runs"][0];
+  ASSERT_EQ(run["status"], "diverged") << run.dump();
+  EXPECT_EQ(run["epochs"].size(), 1u);
+  for (const char* k : {"epoch_time_ms", "samples_per_second", "tflops", "final_accuracy",
+                        "final_loss"}) {
+    EXPECT_TRUE(run[k].is_null()) << k << ": " << run[k].dump();
+  }
+  EXPECT_NE(r.out.find("fp32      diverged: loss became non-finite in epoch 1"), std::string::npos)
+      << r.out;
 }
