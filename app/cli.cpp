@@ -112,6 +112,9 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
     {"inspect",
      "mpbench inspect configs/gpt2_small_layer.json --precision amp_bf16   per-layer FLOPs, "
      "memory"},
+    {"inspect",
+     "mpbench inspect configs/gpt2_small.json --memory-limit 80GiB --multiple 8   the largest "
+     "batch predicted to fit, no card needed"},
     {"devices",
      "mpbench devices --json                              the GPU(s), versions and datasheet "
      "peaks"},
@@ -527,7 +530,8 @@ int mpbench_main(int argc, char** argv) {
   auto* inspect_cmd = app.add_subcommand(
       "inspect",
       "Per-layer and sublayer table: output shape, parameters, FLOPs, dtypes, activation bytes, "
-      "tensor-core alignment, predicted training memory");
+      "tensor-core alignment, predicted training memory (and with --memory-limit the largest "
+      "batch predicted to fit)");
   inspect_cmd->add_option("spec", inspect.spec, "Model spec JSON file")->required();
   inspect_cmd->add_option("--precision", inspect.precision,
                           "One mode (default: each of the spec's modes)");
@@ -541,7 +545,29 @@ int mpbench_main(int argc, char** argv) {
                           "tensor_core_multiple, misaligned, layers[]]}; each layer has name, "
                           "kind, output_shape, params, forward_flops and activation_bytes (per "
                           "batch), compute_dtype, storage_dtype, matmul and misaligned where it "
-                          "is a GEMM or convolution, and children[]");
+                          "is a GEMM or convolution, and children[]; with --memory-limit, "
+                          "memory_limit_bytes and each entry's predicted_max_batch {batch, "
+                          "multiple, at_spec_limit}");
+  inspect_cmd
+      ->add_option("--batch-size", inspect.batch_size,
+                   "The tables and the predicted memory at this batch instead of the spec's "
+                   "(nothing trains: the spec's data need not hold it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  std::string inspect_memory_limit;
+  auto* inspect_limit = inspect_cmd->add_option(
+      "--memory-limit", inspect_memory_limit,
+      "Also give the largest batch predicted to fit SIZE (e.g. 80GiB), per mode, from the "
+      "prediction alone: what fits a card one does not have. Library workspaces are not in it "
+      "(`mpbench maxbatch` on the card trains and measures them)");
+  // --multiple of inspect and maxbatch: the batches they may answer with.
+  const auto add_multiple = [](CLI::App* cmd, int64_t& k, const char* help) {
+    return cmd->add_option("--multiple", k, help)
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+        ->default_val(1);
+  };
+  add_multiple(inspect_cmd, inspect.multiple,
+               "With --memory-limit: only batch sizes that are multiples of K (e.g. 8)")
+      ->needs(inspect_limit);
 
   ProfileArgs profile;
   std::string profile_precisions;
@@ -625,11 +651,8 @@ int mpbench_main(int argc, char** argv) {
       "--memory-limit", maxbatch_memory_limit,
       "Training memory to fit in (every category but the dataset copy, library workspaces "
       "included), e.g. 16GiB for a 16 GB card. Default: on a GPU its memory, on the CPU 4GiB");
-  maxbatch_cmd
-      ->add_option("--multiple", maxbatch.multiple,
-                   "Only try batch sizes that are multiples of K (e.g. 8 for tensor cores)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
-      ->default_val(1);
+  add_multiple(maxbatch_cmd, maxbatch.multiple,
+               "Only try batch sizes that are multiples of K (e.g. 8 for tensor cores)");
   maxbatch_cmd
       ->add_option("--steps", maxbatch.steps,
                    "Timed training steps per probe, after one warm-up step (samples/s comes "
@@ -893,7 +916,11 @@ both kept, each its own point. Profile files are refused. --md writes the points
       return cmd_maxbatch(maxbatch);
     }
     if (*validate_cmd) return cmd_validate(validate_specs, validate_json);
-    if (*inspect_cmd) return cmd_inspect(inspect);
+    if (*inspect_cmd) {
+      if (!inspect_memory_limit.empty())
+        inspect.memory_limit = parse_memory_size("--memory-limit", inspect_memory_limit);
+      return cmd_inspect(inspect);
+    }
     if (*devices_cmd) return cmd_devices(devices_json);
     if (*report_cmd) return cmd_report(report_args);
     if (*data_cmd) return cmd_data(data_args);

@@ -14,6 +14,7 @@
 #include "app/output_file.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "train/max_batch.h"
 #include "train/trainer.h"
 
 namespace mpbench {
@@ -96,6 +97,36 @@ struct Inspection {
   std::string text;
   nlohmann::json json;
 };
+
+// --memory-limit's line: the largest batch whose predicted training memory fits the limit.
+std::string fits_line(const Spec& spec, Precision p, const PredictedMaxBatch& f, size_t limit,
+                      int64_t asked_multiple) {
+  const std::string multiples =
+      f.multiple == 1 ? ""
+      : f.multiple != asked_multiple
+          ? fmt::format(" (multiples of {}: at those every FP8 GEMM takes FP8)", f.multiple)
+          : fmt::format(" (multiples of {})", f.multiple);
+  std::string answer;
+  if (f.batch == 0 && f.at_limit) {
+    answer = fmt::format("no multiple of {} is a batch a spec takes (at most {})", f.multiple,
+                         group_thousands(static_cast<double>(kMaxBatchSize)));
+  } else if (f.batch == 0) {
+    answer =
+        fmt::format("no batch: the smallest a spec takes{} is predicted to need more", multiples);
+  } else {
+    answer = fmt::format(
+        "{} {}{}, predicted without the libraries' workspace (`mpbench "
+        "maxbatch` on the card measures it)",
+        f.at_limit ? "every batch a spec takes, up to" : "up to batch",
+        group_thousands(static_cast<double>(f.batch)), multiples);
+    if (f.batch > spec.data.train_samples)
+      answer += fmt::format(
+          "; more than the spec's data.train_samples ({}): run takes it with at least that many",
+          group_thousands(static_cast<double>(spec.data.train_samples)));
+  }
+  return fmt::format("fits {} in {} (--memory-limit): {}\n", format_bytes(limit), precision_name(p),
+                     answer);
+}
 
 Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) {
   Model model(spec, p);
@@ -219,7 +250,7 @@ Inspection inspect(const Spec& spec, Precision p, bool sublayers, Backend& cpu) 
   const size_t activations = m.by_category[static_cast<int>(MemCategory::Activations)];
   text += fmt::format(
       "predicted training memory {} ({}); the native CPU and a GPU add their libraries' "
-      "workspace{}\n\n",
+      "workspace{}\n",
       format_bytes(m.training_peak), parts,
       activations > kept
           ? fmt::format(
@@ -263,13 +294,29 @@ int cmd_inspect(const InspectArgs& args) {
   auto cpu = make_reference_backend();
   nlohmann::json entries = nlohmann::json::array();
   for (Precision p : modes) {
-    Inspection in = inspect(spec, p, args.depth == "sublayer", *cpu);
-    std::cout << in.text;
+    // Another batch: the spec as a maxbatch probe has it, on synthetic data as large as the
+    // batch (nothing trains, and what the data hold is not in the prediction).
+    const Spec at = args.batch_size > 0
+                        ? probe_spec(spec, p, args.batch_size, 1,
+                                     fmt::format("--batch-size {}", args.batch_size))
+                        : spec;
+    Inspection in = inspect(at, p, args.depth == "sublayer", *cpu);
+    if (args.memory_limit > 0) {
+      const PredictedMaxBatch f =
+          predict_max_batch(spec, p, *cpu, args.memory_limit, args.multiple);
+      in.text += fits_line(spec, p, f, args.memory_limit, args.multiple);
+      in.json["predicted_max_batch"] = {
+          {"batch", f.batch > 0 ? nlohmann::json(f.batch) : nlohmann::json(nullptr)},
+          {"multiple", f.multiple},
+          {"at_spec_limit", f.at_limit}};
+    }
+    std::cout << in.text << "\n";
     entries.push_back(std::move(in.json));
   }
   if (!args.json_path.empty()) {
     nlohmann::json doc = json_header("inspect");
     doc.update({{"spec", to_json(spec)}, {"entries", entries}});
+    if (args.memory_limit > 0) doc["memory_limit_bytes"] = args.memory_limit;
     write_output(args.json_path, json_text(doc));
   }
   return 0;

@@ -98,6 +98,9 @@ struct InspectArgs {
   std::string precision;           // empty: every precision of the spec
   std::string depth = "sublayer";  // or "block": the layers without their sublayers
   std::string json_path;
+  int64_t batch_size = 0;   // --batch-size: the tables at this batch (0: the spec's)
+  size_t memory_limit = 0;  // --memory-limit: the largest batch predicted to fit it (0: none)
+  int64_t multiple = 1;     // --multiple: of the batches it may give
 };
 int cmd_inspect(const InspectArgs& args);
 

@@ -20,7 +20,8 @@ const BatchProbe* MaxBatchResult::best() const {
   return nullptr;
 }
 
-Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps) {
+Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps,
+                const std::string& what_text) {
   const int64_t samples = steps * batch;
   // The data first, large enough for the spec's own batch too, so that no step of the re-reading
   // holds a batch above train_samples.
@@ -28,7 +29,7 @@ Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps) {
                          {"train_samples", std::max(samples, spec.train.batch_size)},
                          {"eval_samples", 1},
                          {"seed", spec.data.seed}};
-  const std::string what = fmt::format("batch {}", batch);
+  const std::string what = what_text.empty() ? fmt::format("batch {}", batch) : what_text;
   return with_overrides(spec, {{what, {"data"}, data},
                                {what, {"train", "batch_size"}, batch},
                                {what, {"data", "train_samples"}, samples},
@@ -153,7 +154,44 @@ int64_t fp8_batch_multiple(const std::vector<LayerInfo>& infos) {
   return m;
 }
 
+// K as maxbatch searches it: the one asked for or, in amp_fp8, its least common multiple with
+// the batch at which every FP8 Linear's GEMMs take FP8 (MaxBatchResult::multiple).
+int64_t searched_multiple(const Spec& spec, Precision p, int64_t multiple) {
+  if (!precision_info(p).fp8_linears) return multiple;
+  return std::lcm(multiple, fp8_batch_multiple(Model(spec, p).layer_infos()));
+}
+
+// predict_training_memory's training peak of a probe at `batch`; nullopt where the spec refuses
+// the batch.
+std::function<std::optional<size_t>(int64_t)> predicted_peak(const Spec& spec, Precision p,
+                                                             Backend& be, int64_t steps) {
+  return [&spec, p, &be, steps](int64_t batch) -> std::optional<size_t> {
+    try {
+      const Spec s = probe_spec(spec, p, batch, steps);
+      return predict_training_memory(s, p, be).training_peak;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::BadInput) throw;
+      return std::nullopt;
+    }
+  };
+}
+
 }  // namespace
+
+PredictedMaxBatch predict_max_batch(const Spec& spec, Precision p, Backend& be, size_t limit,
+                                    int64_t multiple) {
+  MPB_CHECK(multiple >= 1 && limit > 0, "predict_max_batch: multiple {} and limit {} must be >= 1",
+            multiple, limit);
+  PredictedMaxBatch out;
+  out.multiple = searched_multiple(spec, p, multiple);
+  const int64_t k = out.multiple, top = kMaxBatchSize / k * k;
+  BatchOracle oracle;
+  oracle.predicted_peak = predicted_peak(spec, p, be, 1);  // the steps change only the data
+  const int64_t lo = top < k ? 0 : smallest_accepted(oracle, k, top);
+  if (lo != 0) out.batch = predicted_max_batch(oracle, k, lo, top, limit);
+  out.at_limit = top < k || (out.batch != 0 && out.batch == top);
+  return out;
+}
 
 MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
                               const MaxBatchOptions& opts) {
@@ -161,22 +199,13 @@ MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
             "maxbatch: multiple {} and steps {} must be >= 1", opts.multiple, opts.steps);
   MaxBatchResult r;
   MaxBatchOptions o = opts;
-  if (precision_info(p).fp8_linears)
-    o.multiple = std::lcm(o.multiple, fp8_batch_multiple(Model(spec, p).layer_infos()));
+  o.multiple = searched_multiple(spec, p, o.multiple);
   if (auto why = unsupported_reason(p, be.device(), be.info())) {
     r.unsupported = *why;
   } else {
     BatchOracle oracle;
     oracle.probe = [&](int64_t batch) { return probe(spec, p, batch, be, o); };
-    oracle.predicted_peak = [&](int64_t batch) -> std::optional<size_t> {
-      try {
-        const Spec s = probe_spec(spec, p, batch, o.steps);
-        return predict_training_memory(s, p, be).training_peak;
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::BadInput) throw;
-        return std::nullopt;
-      }
-    };
+    oracle.predicted_peak = predicted_peak(spec, p, be, o.steps);
     r = search_max_batch(oracle, o);
   }
   r.multiple = o.multiple;

@@ -69,8 +69,20 @@ struct BatchOracle {
 
 // The spec a probe trains: `batch`, one epoch of `steps` steps after one warm-up step, on
 // synthetic data of steps x batch training samples and one evaluation sample, in mode p only.
-// Error(BadInput) when the spec's own rules refuse that batch.
-Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps);
+// Error(BadInput) when the spec's own rules refuse that batch, naming `what` (default "batch N").
+Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps,
+                const std::string& what = "");
+
+// The largest multiple of K whose predicted training peak (predict_training_memory on `be`) is
+// within `limit`, nothing trained: where maxbatch's search starts, and inspect --memory-limit's
+// answer for a card one does not have.
+struct PredictedMaxBatch {
+  int64_t batch = 0;      // 0: not even the smallest multiple of K the spec takes is
+  int64_t multiple = 0;   // K as searched (amp_fp8's, as MaxBatchResult::multiple)
+  bool at_limit = false;  // the largest multiple of K a spec takes fits: no memory bound found
+};
+PredictedMaxBatch predict_max_batch(const Spec& spec, Precision p, Backend& be, size_t limit,
+                                    int64_t multiple);
 
 MaxBatchResult find_max_batch(const Spec& spec, Precision p, Backend& be,
                               const MaxBatchOptions& opts);

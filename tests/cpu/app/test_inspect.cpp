@@ -1,7 +1,11 @@
-// `mpbench inspect`'s lines under the table, where they count what they name.
+// `mpbench inspect`'s lines under the table, where they count what they name, and its
+// --batch-size and --memory-limit.
+#include <cstdint>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 
@@ -36,6 +40,63 @@ TEST_F(Inspect, Fp8CountsGemmsAndConvolutionsApart) {
                        "1 in fp32 (fp32_layers), the rest in bf16; 3 convolutions in bf16 "
                        "and 4 in fp32 (fp32_layers)"))
       << p.out;
+}
+
+}  // namespace
+
+namespace {
+
+// --batch-size: the tables and the prediction at that batch (past the spec's data: nothing
+// trains); --memory-limit: the largest batch predicted to fit, the line and the JSON agreeing,
+// and the prediction at that batch within the limit, at the next multiple past it.
+TEST_F(Inspect, AnotherBatchAndTheLargestPredictedToFit) {
+  const std::string spec = mpbench::test::source_dir() + "/configs/tiny_mlp.json";
+  auto predicted_at = [&](int64_t batch) {
+    const std::string out = (dir_ / ("at" + std::to_string(batch) + ".json")).string();
+    const auto r = run("inspect " + spec + " --precision amp_bf16 --batch-size " +
+                       std::to_string(batch) + " --json " + out);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(has_text(r.out, "precision amp_bf16, batch " + std::to_string(batch))) << r.out;
+    const auto entry = nlohmann::json::parse(mpbench::test::read_file(out))["entries"][0];
+    EXPECT_EQ(entry["batch_size"], batch);
+    return entry["predicted_memory_bytes"]["training"].get<int64_t>();
+  };
+  const std::string out = (dir_ / "fits.json").string();
+  const auto r = run("inspect " + spec +
+                     " --precision amp_bf16 --memory-limit 3MiB --multiple 8 --json " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(mpbench::test::read_file(out));
+  EXPECT_EQ(doc["memory_limit_bytes"], 3 << 20);
+  const auto& fit = doc["entries"][0]["predicted_max_batch"];
+  EXPECT_EQ(fit["multiple"], 8);
+  EXPECT_EQ(fit["at_spec_limit"], false);
+  const int64_t batch = fit["batch"].get<int64_t>();
+  EXPECT_EQ(batch % 8, 0);
+  EXPECT_GT(batch, 2048);  // past the spec's data, which the prediction does not need
+  EXPECT_TRUE(has_text(r.out, fmt::format("fits 3.0 MiB in amp_bf16 (--memory-limit): up to batch "
+                                          "{},{:03} (multiples of 8)",
+                                          batch / 1000, batch % 1000)))
+      << r.out;
+  EXPECT_TRUE(has_text(r.out, "more than the spec's data.train_samples (2,048)")) << r.out;
+  EXPECT_LE(predicted_at(batch), 3 << 20);
+  EXPECT_GT(predicted_at(batch + 8), 3 << 20);
+  // The spec's own batch gives the spec's table.
+  EXPECT_EQ(predicted_at(64), nlohmann::json::parse(mpbench::test::read_file(
+                                  out))["entries"][0]["predicted_memory_bytes"]["training"]
+                                  .get<int64_t>());
+}
+
+TEST_F(Inspect, ABatchTheSpecRefusesAndAMultipleAloneAreBadInput) {
+  // The last feature map is 1x1: batch statistics need two samples.
+  const std::string spec = write(
+      "r1.json",
+      R"({"name": "r1", "model": {"type": "resnet_bottleneck", "image_size": 2, "in_channels": 4,
+      "width": 4, "out_channels": 8, "blocks": 1, "stride": 2, "num_classes": 2},
+      "data": {"train_samples": 64, "eval_samples": 32}, "train": {"batch_size": 8, "epochs": 1}})");
+  expect_refused(run("inspect " + spec + " --batch-size 1"), "--batch-size 1: ");
+  expect_refused(run("inspect " + spec + " --multiple 8"), "--multiple requires --memory-limit");
+  expect_refused(run("inspect " + spec + " --memory-limit 0"),
+                 "--memory-limit: expected a size above 0");
 }
 
 }  // namespace

@@ -298,3 +298,35 @@ TEST(MaxBatch, AFailureThatIsNotMemoryStopsTheSearch) {
   EXPECT_NE(r.probes.back().detail.find("injected fault"), std::string::npos);
   EXPECT_FALSE(r.probes.back().refused);
 }
+
+// predict_max_batch (inspect --memory-limit) answers from the prediction alone what maxbatch's
+// search starts from, and on the reference, where the prediction is exact, what it ends at: the
+// same K (amp_fp8's too) and the same batch, for every tiny config and mode.
+TEST(MaxBatch, ThePredictedBatchIsTheSearchsStart) {
+  auto be = make_reference_backend();
+  for (const std::string name : {"tiny_mlp", "tiny_resnet", "tiny_resnet_stem", "tiny_transformer"})
+    for (Precision p : {Precision::FP32, Precision::AMP_BF16, Precision::AMP_FP8}) {
+      SCOPED_TRACE(name + " " + precision_name(p));
+      MaxBatchOptions opts;
+      opts.memory_limit = size_t{3} << 20;
+      opts.multiple = 2;
+      opts.steps = 1;
+      const MaxBatchResult searched = find_max_batch(config(name), p, *be, opts);
+      const PredictedMaxBatch predicted =
+          predict_max_batch(config(name), p, *be, opts.memory_limit, opts.multiple);
+      ASSERT_GT(searched.max_batch, 0);
+      EXPECT_EQ(predicted.batch, searched.predicted);
+      EXPECT_EQ(predicted.batch, searched.max_batch);
+      EXPECT_EQ(predicted.multiple, searched.multiple);
+      EXPECT_FALSE(predicted.at_limit);
+    }
+  // No limit to find: the largest batch a spec takes; nothing fits: 0.
+  const PredictedMaxBatch all =
+      predict_max_batch(config("tiny_mlp"), Precision::FP32, *be, size_t{1} << 40, 8);
+  EXPECT_EQ(all.batch, kMaxBatchSize);
+  EXPECT_TRUE(all.at_limit);
+  const PredictedMaxBatch none =
+      predict_max_batch(config("tiny_mlp"), Precision::FP32, *be, 1024, 1);
+  EXPECT_EQ(none.batch, 0);
+  EXPECT_FALSE(none.at_limit);
+}
