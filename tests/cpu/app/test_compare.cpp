@@ -171,6 +171,9 @@ TEST(TimeVerdict, Rule) {
   EXPECT_EQ(time_verdict(est(1.04, 1.01, 1.07), 5, 5, 0.05), "inconclusive");  // maybe beyond
   EXPECT_EQ(time_verdict(est(1.03, 1.01, 1.04), 5, 5, 0.05), "same");  // significant but small
   EXPECT_EQ(time_verdict(est(0.80, 0.75, 0.85), 5, 5, 0.05), "faster");
+  EXPECT_EQ(time_verdict(est(0.80, 0.70, 1.05), 5, 5, 0.05), "inconclusive");  // not clear of 1
+  // The faster edge is 1/(1 + t), 0.909 at 10%, as far below 1 as 1.1 is above it (not 0.9).
+  EXPECT_EQ(time_verdict(est(0.905, 0.900, 0.907), 5, 5, 0.10), "faster");
   EXPECT_EQ(time_verdict(est(1.00, 0.97, 1.03), 5, 5, 0.05), "same");
   EXPECT_EQ(time_verdict(est(1.00, 0.97, 1.03), 2, 5, 0.05), "inconclusive");  // too few
   EXPECT_EQ(time_verdict(est(1.50, 1.40, 1.60), 5, 2, 0.05), "inconclusive");
@@ -911,6 +914,19 @@ TEST(Compare, LossThresholdIsOffByDefaultAndTwoSided) {
   const std::string text = format_compare_console(r);
   EXPECT_NE(text.find("not finite (0.25 -> nan)"), std::string::npos) << text;
   EXPECT_EQ(text.find("+nan%"), std::string::npos) << text;
+  // The threshold is relative to the baseline's loss: 1.0 -> 1.5 is 50%, past 40% (of the
+  // current loss, 1.5, it would be within).
+  RunResult unit = make_run(kBase), half_more = make_run(kBase);
+  unit.final_loss = 1.0;
+  half_more.final_loss = 1.5;
+  CompareOptions forty;
+  forty.loss_threshold = 0.4;
+  EXPECT_EQ(cmp(make_report({unit}), make_report({half_more}), forty).rows[0].regressions,
+            std::vector<std::string>{"loss"});
+  // A baseline whose loss was not finite already is not one that went so.
+  RunResult nan_base = make_run(kBase);
+  nan_base.final_loss = NAN;
+  EXPECT_TRUE(cmp(make_report({nan_base}), make_report({other})).rows[0].regressions.empty());
   // A huge loss's change in exponent form, not three hundred digits across the table.
   other.final_loss = 1e300;
   const std::string console =
