@@ -239,6 +239,11 @@ TEST_F(CpuOptimizer, SgdMomentumAndNesterovByHand) {
   Tensor pp = make({2.0f}), none;
   be->sgd_step(plain, pp, g, none, nullptr, nullptr);
   EXPECT_EQ(value(pp), 1.75f);
+  // With weight decay: p = 2 - 0.5 (0.5 + 0.5 * 2).
+  plain.weight_decay = 0.5f;
+  Tensor pw = make({2.0f});
+  be->sgd_step(plain, pw, g, none, nullptr, nullptr);
+  EXPECT_EQ(value(pw), 1.25f);
 }
 
 TEST_F(CpuOptimizer, LossScaleBacksOffGrowsAndNeverReachesInf) {

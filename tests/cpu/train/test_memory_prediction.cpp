@@ -237,10 +237,12 @@ TEST(MemoryPrediction, AReluOutputBeforeAPinnedLayerIsKept) {
     int64_t kept;
     size_t activations;
   };
-  auto sizes = [&](int64_t width, const std::string& pinned) {
+  auto sizes = [&](int64_t width, const std::string& pinned, bool last = false) {
+    const std::string hidden =
+        last ? "16, " + std::to_string(width) : std::to_string(width) + ", 16";
     const Spec s =
         parse_spec(R"({"name": "m", "model": {"type": "mlp", "input_dim": 64, "hidden": [)" +
-                       std::to_string(width) + R"(, 16], "num_classes": 10, "activation": "relu"},
+                       hidden + R"(], "num_classes": 10, "activation": "relu"},
             "data": {"train_samples": 64, "eval_samples": 16},
             "train": {"batch_size": 32, "epochs": 1}, "fp32_layers": [)" +
                        pinned + "]}",
@@ -259,6 +261,10 @@ TEST(MemoryPrediction, AReluOutputBeforeAPinnedLayerIsKept) {
     EXPECT_EQ(wide.kept - narrow.kept, batch * 64 * per_unit);
     EXPECT_LE(static_cast<size_t>(wide.kept), wide.activations);
   }
+  // The head keeps its input in the compute dtype (bf16), though it writes fp32 logits: 2 bytes
+  // a unit of the last hidden layer, which its ReLU's backward reads too.
+  const Sizes narrow = sizes(64, "", true), wide = sizes(128, "", true);
+  EXPECT_EQ(wide.kept - narrow.kept, batch * 64 * 2);
 }
 
 // amp_fp8's Linear keeps an FP8 copy of x^T only at a batch whose rows let its GEMMs run in FP8;
