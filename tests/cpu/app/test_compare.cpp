@@ -691,6 +691,50 @@ TEST(Compare, OneFailedRepetitionIsTheSidesStatus) {
   EXPECT_EQ(r.exit_code, 0);
 }
 
+// A repetition that did not train ok is counted in its side's status, and its figures in none
+// of the checks: a diverged repetition's epochs ran 10x long, its peak was 50x and its loss
+// and accuracy are what it diverged to; the row judges the four that trained.
+TEST(Compare, AFailedRepetitionsFiguresAreLeftOut) {
+  std::vector<RunResult> base = reps(), cur = reps();
+  cur[2] = make_run(scaled(10.0));
+  cur[2].repetition = 3;
+  cur[2].memory.training_peak = 50000000;
+  cur[2].final_accuracy = 0.0;
+  cur[2].final_loss = 40.0;
+  for (RunResult* r : {&base[2], &cur[2]}) {
+    r->status = RunStatus::Diverged;
+    r->status_detail = "loss became non-finite in epoch 6";
+  }
+  CompareOptions o;
+  o.loss_threshold = 0.1;
+  const Comparison r = cmp(make_report(base), make_report(cur), o);
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].verdict, "diverged");
+  EXPECT_TRUE(r.rows[0].regressions.empty())
+      << fmt::format("{}", fmt::join(r.rows[0].regressions, ", "));
+  EXPECT_EQ(r.rows[0].n_baseline, 4u);
+  EXPECT_EQ(r.rows[0].n_current, 4u);
+  ASSERT_TRUE(r.rows[0].memory_change.has_value());
+  EXPECT_EQ(*r.rows[0].memory_change, 0.0);
+  ASSERT_TRUE(r.rows[0].time.valid);
+  EXPECT_NEAR(r.rows[0].time.ratio, 1.0, 1e-12);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+// A list that gains an element (a hidden layer more) is a changed spec, named by its length.
+TEST(Compare, AListThatGrowsIsASpecChange) {
+  const json spec = {{"name", "m"}, {"model", {{"type", "mlp"}, {"hidden", {32}}}}};
+  json deeper = spec;
+  deeper["model"]["hidden"] = {32, 16};
+  Report b = make_report(reps()), c = make_report(reps());
+  b.specs = {spec};
+  c.specs = {deeper};
+  const Comparison r = cmp(b, c);
+  EXPECT_EQ(r.rows[0].verdict, "spec-changed");
+  EXPECT_EQ(r.rows[0].detail, "spec differs at model.hidden: 1 -> 2 elements");
+  EXPECT_EQ(r.exit_code, 4);
+}
+
 // One failed repetition in the baseline switched every check off ("recovered"): a mode 2x slower,
 // 3x larger and 65 points less accurate passed, and so did one that now always diverges. The
 // repetitions that trained are judged; a larger share failing than in the baseline regresses.
