@@ -236,6 +236,35 @@ TEST(Bootstrap, PairedRoundsCancelADriftBothSidesShare) {
   EXPECT_FALSE(paired_median_ratio({}, 100, 1).valid);
 }
 
+// The t widening holds from one degree of freedom: two rounds (paired), three files in all
+// (hierarchical: one baseline file against two current ones). It started at two, and an
+// interval of two disagreeing rounds was the bootstrap's alone, about their range.
+TEST(Bootstrap, TheTIntervalWidensFromOneDegreeOfFreedom) {
+  const RatioEstimate two = paired_median_ratio({{{100.0}, {110.0}}, {{100.0}, {130.0}}}, 2000, 42);
+  const double mean = (std::log(1.1) + std::log(1.3)) / 2;
+  const double half = 12.7062 * (std::log(1.3) - std::log(1.1)) / std::sqrt(2.0) / std::sqrt(2.0);
+  EXPECT_NEAR(two.lo, std::exp(mean - half), 1e-9);
+  EXPECT_NEAR(two.hi, std::exp(mean + half), 1e-9);
+  const RatioEstimate files =
+      hierarchical_median_ratio({{kBase}}, {{scaled(1.1)}, {scaled(1.21)}}, 2000, 42);
+  // The pooled deviation is the current side's: log(1.1) / sqrt(2); sqrt(1/1 + 1/2) of it.
+  const double fh = 12.7062 * std::log(1.1) / std::sqrt(2.0) * std::sqrt(1.5);
+  EXPECT_NEAR(files.lo, files.ratio * std::exp(-fh), 1e-9);
+  EXPECT_NEAR(files.hi, files.ratio * std::exp(fh), 1e-9);
+}
+
+// An even number of repetitions has the mean of its two middle medians as its median, whatever
+// order they came in: ten repetitions of 1..10 ms, shuffled, are 5.5 ms against 11.
+TEST(Bootstrap, AnEvenNumberOfRepetitionsHasTheMiddlePairsMean) {
+  std::vector<std::vector<double>> reps;
+  for (double ms : {7.0, 2.0, 9.0, 4.0, 10.0, 1.0, 8.0, 3.0, 6.0, 5.0})
+    reps.push_back(std::vector<double>(3, ms));
+  const RatioEstimate e =
+      hierarchical_median_ratio({reps}, {{std::vector<double>(3, 11.0)}}, 200, 7);
+  ASSERT_TRUE(e.valid);
+  EXPECT_DOUBLE_EQ(e.ratio, 2.0);
+}
+
 // At 3 rounds a bootstrap of their median is about the rounds' range, which holds the true
 // median only 75% of the time; the interval is widened to the Student t interval of the rounds'
 // log ratios, so it reaches past the range (it did not: 27% of "95%" intervals missed in a

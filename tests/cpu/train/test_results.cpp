@@ -85,6 +85,20 @@ TEST(RankTest, ExactTailsTiesAndTheNormalApproximation) {
   EXPECT_GT(exact, 0.01);
   EXPECT_LT(exact, 0.03);
   EXPECT_NEAR(rank_test_greater_p(base, cur), exact, 0.1 * exact);
+  // At exactly exact_pairs pairs the tail is still the exact one.
+  EXPECT_DOUBLE_EQ(rank_test_greater_p({1, 2, 3}, {4, 5, 6}, 9), 1.0 / 20);
+  // The normal approximation by hand, sides of 5 and 4 with two ties (exact_pairs 0): midranks
+  // 1 2 3.5 3.5 5 6.5 6.5 8 9, the current side's sum 27, U = 27 - 4 * 5 / 2 = 17; the ties'
+  // sum of t^3 - t is 12, var = 5 * 4 / 12 * (10 - 12 / (9 * 8)) = 16.3889; z = (17 - 10 - 0.5)
+  // / sqrt(var) = 1.60560, and p = erfc(z / sqrt(2)) / 2.
+  EXPECT_NEAR(rank_test_greater_p({1, 2, 3, 4, 5}, {3, 5, 6, 7}, 0), 0.0541804081, 1e-9);
+}
+
+// Epoch times the statistics use: positive and finite (a zero, a negative, NaN and inf are not
+// a time).
+TEST(TimeStats, OnlyPositiveFiniteTimesAreUsed) {
+  EXPECT_EQ(positive_finite({0.0, 2.5, -1.0, NAN, INFINITY, 1e-300}),
+            (std::vector<double>{2.5, 1e-300}));
 }
 
 TEST(TimeStats, SingleAndEmpty) {
