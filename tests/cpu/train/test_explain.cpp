@@ -167,6 +167,8 @@ TEST(Explain, BoundEligibleShareAndFlags) {
   stalled.step_ms = 5.0;  // a typical step; the mean holds the stall
   const ModeComparison s = compare_modes(stalled, a, bf16, b);
   EXPECT_DOUBLE_EQ(s.measured_speedup, 10.0 / 6.0);
+  ASSERT_TRUE(s.bound);
+  EXPECT_NEAR(*s.bound, *c.bound, 1e-12);  // the bound too: the mean step over the bound's
   std::string sflags;
   for (const auto& f : s.flags) sflags += f + "\n";
   EXPECT_NE(sflags.find("fp32's profiled steps were uneven: mean 10.000 ms against a median of "
@@ -415,6 +417,13 @@ TEST(Explain, CommunicationIsAKindAndNamedWhenItHoldsTheSpeedupBack) {
   std::string bf16_flags;
   for (const auto& f : compare_modes(f32, a, bf16, b).flags) bf16_flags += f + "\n";
   EXPECT_EQ(bf16_flags.find("halves"), std::string::npos) << bf16_flags;
+  // The share is of the mode's own step: 0.6 ms is 15% of amp_bf16's 4 ms (6% of fp32's 10).
+  const ProfiledRun shorter =
+      profiled("amp_bf16", 4.0, {op("layer1 fwd", "gemm", 3.4), op("step", "all_reduce", 0.6)});
+  EXPECT_NE(flag_text(compare_modes(f32, a, shorter, b))
+                .find("amp_bf16 spends 15% of its step in the gradients' all-reduce"),
+            std::string::npos)
+      << flag_text(compare_modes(f32, a, shorter, b));
   const ProfiledRun small =
       profiled("amp_bf16", 4.0, {op("layer1 fwd", "gemm", 3.7), op("step", "all_reduce", 0.3)});
   for (const auto& f : compare_modes(f32, a, small, b).flags)
@@ -575,6 +584,11 @@ TEST(Explain, GemmsFasterThanThePeakRatioAreSaidNotBlamedOnTheMachine) {
             std::string::npos)
       << flags;
   EXPECT_EQ(flags.find("more than the modes' work can give"), std::string::npos) << flags;
+  // GEMMs under the 5% margin below it (2.9 ms against 3.0) are that bound's, not a flag's.
+  EXPECT_EQ(
+      flag_text(compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 5.5, 2.9, 1.6), b))
+          .find("less than the"),
+      std::string::npos);
   // Past the slack of that bound too, the machine is blamed, against it.
   const ModeComparison d =
       compare_modes(run("fp32", 10.0, 6.0, 3.0), a, run("amp_bf16", 4.0, 2.0, 1.0), b);
@@ -650,6 +664,64 @@ TEST(Explain, CudaGraphsAreAdvisedOnlyWhereTheyRun) {
   EXPECT_EQ(launch_flag(true, true),
             "amp_bf16 is launch-bound: 50% of its step is host time between ops (try "
             "--cuda-graphs, or a larger batch)");
+}
+
+}  // namespace
+}  // namespace mpbench
+
+namespace mpbench {
+namespace {
+
+// Each rule at its edge (a mutation QA found these untested): the host-gap share is of each
+// mode's own step; an op slower by the ratio but by less than 1% of the step is not named; Holm's
+// correction lets the larger of two p-values through at 0.05 where Bonferroni asks 0.025; and
+// where the mode ran a GEMM both in strict fp32 and in its dtype, strict fp32 is what the bound
+// gives it.
+TEST(Explain, EachRuleAtItsEdge) {
+  const ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
+  // amp_bf16's 4 ms step has 1 ms of host gaps: 25% of it (10% of fp32's 10 ms).
+  const ProfiledRun f32 =
+      profiled("fp32", 10.0, {op("layer1 fwd", "gemm", 6.0), op("step", "adamw_step", 3.0)});
+  const ProfiledRun gaps =
+      profiled("amp_bf16", 4.0, {op("layer1 fwd", "gemm", 2.0), op("step", "adamw_step", 1.0)});
+  EXPECT_NE(flag_text(compare_modes(f32, a, gaps, b)).find("amp_bf16 is host-overhead-bound: 25%"),
+            std::string::npos)
+      << flag_text(compare_modes(f32, a, gaps, b));
+
+  // adamw 1.25x slower but by 0.01 ms, 0.1% of the 10 ms step: not named, not even unsure.
+  const ProfiledRun f32_small =
+      profiled("fp32", 10.0, {op("layer1 fwd", "gemm", 6.0), op("step", "adamw_step", 0.04)});
+  const ProfiledRun tiny_slower =
+      profiled("amp_bf16", 6.0, {op("layer1 fwd", "gemm", 3.0), op("step", "adamw_step", 0.05)});
+  EXPECT_EQ(flag_text(compare_modes(f32_small, a, tiny_slower, b)).find("adamw"), std::string::npos)
+      << flag_text(compare_modes(f32_small, a, tiny_slower, b));
+
+  // Both ops slower: the GEMM at every step (p = 1 / C(20, 10)), adamw over half the steps
+  // (p = 0.03, SlowerOpsAreSlowerAcrossTheStepsNotInASpell). Holm: 0.03 <= 0.05 / 1 at the second.
+  const ProfiledRun base = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
+  OpTotal spell = op("step", "adamw_step", 5.0);
+  for (int i = 0; i < 5; ++i) spell.step_ms[i] += 6.0;
+  const ProfiledRun both = gemm_and_adamw("amp_bf16", 11.0, spell);
+  EXPECT_NE(flag_text(compare_modes(base, a, both, b))
+                .find("confirm): step adamw_step +3.000 ms (1.60x slower), layer1 fwd gemm "
+                      "+1.000 ms (1.10x slower)"),
+            std::string::npos)
+      << flag_text(compare_modes(base, a, both, b));
+
+  // The head's GEMM ran in fp32 and in bf16 in the mode (same shapes): strict fp32 wins, so its
+  // 6 ms get no speedup in the bound: 10 / (6 + 1 + 3 host gaps) = 1.
+  ModeContext ca = a, cb = b;
+  ca.ceilings = Ceilings{0.4, 0};
+  cb.ceilings = Ceilings{0.8, 0};
+  const ProfiledRun head32 = profiled(
+      "fp32", 10.0, {gemm("head fwd", "128x10x64 fp32", 6.0), op("step", "adamw_step", 1.0)});
+  const ProfiledRun mixed =
+      profiled("amp_bf16", 8.0,
+               {gemm("head fwd", "128x10x64 fp32", 3.0), gemm("head fwd", "128x10x64 bf16", 2.0),
+                op("step", "adamw_step", 1.0)});
+  const ModeComparison m = compare_modes(head32, ca, mixed, cb);
+  ASSERT_TRUE(m.bound);
+  EXPECT_NEAR(*m.bound, 1.0, 1e-12);
 }
 
 }  // namespace
