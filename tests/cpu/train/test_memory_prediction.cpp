@@ -324,3 +324,25 @@ TEST(MemoryPrediction, AResnetsFirstBlockCountsTheInputItReads) {
     EXPECT_LE(static_cast<size_t>(wide.table), wide.activations);
   }
 }
+
+// A layer's act bytes are its sublayers' sum, the input a first layer reads as it came too (on
+// its first sublayer, the one that reads it): inspect's rows add up. Every shipped config, every
+// mode.
+TEST(MemoryPrediction, SublayersAddUpToTheirLayer) {
+  for (const std::string& name : test::shipped_configs()) {
+    const Spec s = test::capped_config(name);
+    for (Precision p : all_precisions()) {
+      SCOPED_TRACE(name + " " + precision_name(p));
+      for (const LayerInfo& li : Model(s, p).layer_infos()) {
+        if (li.children.empty()) continue;
+        int64_t sum = 0, fp8 = 0;
+        for (const LayerInfo& c : li.children) {
+          sum += c.activation_bytes;
+          fp8 += c.fp8_copy_bytes;
+        }
+        EXPECT_EQ(sum, li.activation_bytes) << li.name;
+        EXPECT_EQ(fp8, li.fp8_copy_bytes) << li.name;
+      }
+    }
+  }
+}
