@@ -18,6 +18,7 @@
 #include "models/dataset.h"
 #include "models/spec.h"
 #include "test_util.h"
+#include "train/device_specs.h"
 #include "train/trainer.h"
 
 using namespace mpbench;
@@ -165,7 +166,7 @@ TEST(LossScaling, OverflowBacksOffAndSkips) {
 // the mean, and an epoch of nothing but skipped infs is NaN: both diverged.
 TEST(LossScaling, EpochLossLeavesOutSkippedStepsWithNonFiniteLosses) {
   const float inf = std::numeric_limits<float>::infinity();
-  EXPECT_DOUBLE_EQ(epoch_train_loss({1.0f, inf, 3.0f, 5.0f}, {0, 1, 1, 0}), 3.0);
+  EXPECT_DOUBLE_EQ(epoch_train_loss({1.0f, inf, 4.0f, 5.0f}, {0, 1, 1, 0}), 10.0 / 3);
   EXPECT_DOUBLE_EQ(epoch_train_loss({1.0f, std::nanf(""), 2.0f}, {0, 1, 0}), 1.5);
   EXPECT_TRUE(std::isinf(epoch_train_loss({1.0f, inf}, {0, 0})));
   EXPECT_TRUE(std::isnan(epoch_train_loss({inf, inf}, {1, 1})));
@@ -244,4 +245,39 @@ TEST(SyntheticTask, NotSolvedAfterTenSteps) {
   EXPECT_LT(r.final_accuracy, 0.6);
   EXPECT_GT(r.final_accuracy, 0.1);  // but it is learning (chance is 10%)
   for (const auto& s : r.steps) EXPECT_GT(s.time_ms, 0.0f);
+}
+
+// What a run derives from its epochs: the final accuracy and loss are the last epoch's (not the
+// first's), throughput and TFLOP/s come from the median epoch time (not the mean), and % of peak
+// is a percentage of the mode's ceiling (the native CPU's measured one).
+TEST(Trainer, DerivedMetricsAreTheLastEpochsAndTheMediansRates) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 4;
+  auto check = [&](Backend& be) {
+    const Dataset data = make_dataset(spec);
+    const RunResult r = train_and_measure(spec, data, Precision::FP32, be);
+    ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+    ASSERT_EQ(r.epochs.size(), 4u);
+    EXPECT_EQ(r.final_accuracy, r.epochs.back().eval_accuracy);
+    EXPECT_EQ(r.final_loss, r.epochs.back().eval_loss);
+    EXPECT_NE(r.epochs.front().eval_loss, r.epochs.back().eval_loss);  // it trained
+    std::vector<double> times;
+    for (const EpochResult& e : r.epochs) times.push_back(e.time_ms);
+    std::sort(times.begin(), times.end());
+    const double median_s = (times[1] + times[2]) / 2 / 1000;
+    const int64_t steps = r.epochs.back().steps;
+    EXPECT_NEAR(r.samples_per_second, static_cast<double>(steps * spec.train.batch_size) / median_s,
+                1e-9 * r.samples_per_second);
+    EXPECT_NEAR(r.tflops, r.flops_per_step * static_cast<double>(steps) / median_s / 1e12,
+                1e-9 * r.tflops);
+    if (r.peak_tflops > 0)
+      EXPECT_NEAR(r.percent_of_peak, 100.0 * r.tflops / r.peak_tflops, 1e-9 * r.percent_of_peak);
+  };
+  auto reference = make_reference_backend();
+  check(*reference);
+  std::string why;
+  if (!native_cpu_available(&why)) GTEST_SKIP() << why;
+  auto native = make_native_cpu_backend();
+  ASSERT_TRUE(ceilings_for(native->info(), Precision::FP32).has_value());
+  check(*native);
 }

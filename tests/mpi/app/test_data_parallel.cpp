@@ -446,6 +446,13 @@ TEST_F(DataParallel, TheTableSaysWhatTheAllReduceTookAndTheScaling) {
     // machine, and the report drew no compute).
     const double step =
         run["epoch_time_ms"]["median"].get<double>() / run["epochs"][0]["steps"].get<double>();
+    // Samples/s are the global batch's, TFLOP/s one rank's (README): per step, 2 x 64 samples
+    // and one rank's FLOPs.
+    EXPECT_NEAR(run["samples_per_second"].get<double>(), 2 * 64 / (step / 1000),
+                1e-9 * run["samples_per_second"].get<double>());
+    EXPECT_NEAR(run["tflops"].get<double>(),
+                run["flops_per_step"].get<double>() / (step / 1000) / 1e12,
+                1e-9 * run["tflops"].get<double>());
     EXPECT_GT(run["data_parallel"]["comm_ms_per_step"].get<double>(), 0) << run.dump();
     EXPECT_LT(run["data_parallel"]["comm_ms_per_step"].get<double>(), step) << run.dump();
   }
