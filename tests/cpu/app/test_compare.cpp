@@ -892,6 +892,31 @@ TEST(Compare, MemoryAccuracyAndLossCountEveryRepetition) {
 
 // Several baseline files: each one's spec is checked, and memory pools over all of them, so the
 // verdict does not depend on which file came first.
+// The environment is checked against every baseline file, not the first alone: a second file
+// made with another thread count is named, and --strict holds it. In the Markdown summary a pass
+// with such a row reads as a warning, not a check mark.
+TEST(Compare, EveryBaselineFilesEnvironmentIsChecked) {
+  nlohmann::json two = cpu_env("CPU A"), other = cpu_env("CPU A");
+  two["native_cpu"]["threads"] = 2;
+  other["native_cpu"]["threads"] = 1;
+  const Report first = make_report(reps(), two);
+  const Report second = make_report(reps(), other);
+  const Report cur = make_report(reps(), two);
+  CompareOptions strict;
+  strict.strict = true;
+  const Comparison r = compare_reports({&first, &second}, cur, strict);
+  ASSERT_EQ(r.rows[0].env_differences.size(), 1u);
+  EXPECT_EQ(r.rows[0].env_differences[0], "native_cpu.threads: 1 -> 2");
+  EXPECT_EQ(r.exit_code, 4);
+  const Comparison loose = compare_reports({&first, &second}, cur, {});
+  EXPECT_EQ(loose.exit_code, 0);
+  EXPECT_EQ(format_compare_markdown(loose, "b", "c").rfind(":warning: **mpbench compare", 0), 0u)
+      << format_compare_markdown(loose, "b", "c");
+  const Comparison clean = compare_reports({&first}, cur, {});
+  EXPECT_EQ(format_compare_markdown(clean, "b", "c").rfind(":white_check_mark: **mpbench", 0), 0u)
+      << format_compare_markdown(clean, "b", "c");
+}
+
 TEST(Compare, EveryBaselineFileCountsWhateverItsPlace) {
   const json spec = {{"name", "m"},
                      {"train", {{"batch_size", 32}, {"optimizer", {{"lr", 0.001}}}}}};

@@ -370,6 +370,11 @@ TEST_F(OutputFile, CollidingOutputsAndInputsAreRefused) {
   EXPECT_EQ(refusal({{"--html", a}}, {a}),
             "--html " + a + ": is the input " + a + "; refusing to overwrite it");
   EXPECT_TRUE(contains(refusal({{"--html", link}}, {a}), "is the input"));
+  // A hard link is the same file under a name no path rule tells apart: its inode does.
+  const std::string hard = dir_ + "/hard.json";
+  ASSERT_EQ(::link(a.c_str(), hard.c_str()), 0);
+  EXPECT_TRUE(contains(refusal({{"--html", hard}}, {a}), "is the input"));
+  EXPECT_TRUE(contains(refusal({{"--json", a}, {"--md", hard}}, {}), "the same file"));
   // A device may take several outputs.
   EXPECT_EQ(refusal({{"--json", "/dev/null"}, {"--csv", "/dev/null"}}, {}), "");
   EXPECT_EQ(read(a), "{}");

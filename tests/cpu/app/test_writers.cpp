@@ -840,6 +840,18 @@ TEST(Csv, HeaderRowsAndValues) {
   dp.runs[0].data_parallel->ranks = 2;
   EXPECT_EQ(split_csv_line(lines_of(format_csv(dp))[1])[col("ranks")], "2");
 
+  // Three epochs have a spread; one has none: its stddev and cv cells are empty, never 0.
+  const auto fp32 = split_csv_line(ls[1]);
+  EXPECT_NE(fp32[col("epoch_time_stddev_ms")], "");
+  EXPECT_NE(fp32[col("epoch_time_cv")], "");
+  Report one = make_report();
+  one.runs[0].epochs.resize(1);
+  one.runs[0].epoch_time_ms = compute_time_stats({100});
+  const auto single = split_csv_line(lines_of(format_csv(one))[1]);
+  EXPECT_EQ(single[col("epoch_time_stddev_ms")], "");
+  EXPECT_EQ(single[col("epoch_time_cv")], "");
+  EXPECT_DOUBLE_EQ(std::stod(single[col("epoch_time_median_ms")]), 100);
+
   const auto oom = split_csv_line(ls[4]);
   EXPECT_EQ(oom[col("status")], "oom");
   EXPECT_EQ(oom[col("speedup_vs_fp32")], "");

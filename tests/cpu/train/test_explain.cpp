@@ -631,6 +631,10 @@ TEST(NumberText, SmallFiguresKeepTheirDigits) {
   EXPECT_EQ(format_op_ms(0), "0.000");
   EXPECT_EQ(format_ratio(0.473 / 102.734), "0.00460");
   EXPECT_EQ(format_ratio(1.2345), "1.23");
+  // The edges: a ratio from 0.01 keeps two decimals, an op's time under 0.01 ms three digits.
+  EXPECT_EQ(format_ratio(0.0523), "0.05");
+  EXPECT_EQ(format_op_ms(0.00523), "0.00523");
+  EXPECT_EQ(format_op_ms(0.0123), "0.012");
   // Three digits at a decade's edge too, not four.
   EXPECT_EQ(format_sig3(0.000999999), "0.00100");
   EXPECT_EQ(format_sig3(99.96), "100");
