@@ -369,6 +369,36 @@ TEST(Console, SeedsAndRepetitionsCollapseBySeed) {
       << format_console(rep);
 }
 
+// A collapsed mode's rates follow its median time: repetitions of 100, 125 and 110 ms are 110 ms,
+// so the first run's throughput (at 100 ms) is scaled by 100 / 110, not 110 / 100. One run that
+// trained of two has no spread between runs: its cv is n/a, not 0.
+TEST(Console, CollapsedRatesFollowTheMedianAndOneRunHasNoSpread) {
+  Report rep = make_report();
+  rep.runs.clear();
+  for (double ms : {100.0, 125.0, 110.0}) {
+    RunResult r = make_run("fp32", ms, size_t(200) << 20);
+    r.epoch_time_ms = compute_time_stats({ms});
+    r.tflops = 2.0 * 100 / ms;
+    r.peak_tflops = 10;
+    r.percent_of_peak = 100 * r.tflops / r.peak_tflops;
+    r.repetition = static_cast<int64_t>(rep.runs.size() + 1);
+    rep.runs.push_back(r);
+  }
+  std::vector<RunResult> storage;
+  ModelGroup c = collapse_runs(group_by_model(rep)[0], storage);
+  ASSERT_EQ(c.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.runs[0]->epoch_time_ms.median, 110);
+  EXPECT_NEAR(c.runs[0]->samples_per_second, 60000 / 0.110, 1e-6);
+  EXPECT_NEAR(c.runs[0]->tflops, 200.0 / 110, 1e-12);
+  EXPECT_NEAR(c.runs[0]->percent_of_peak, 10 * 200.0 / 110, 1e-9);
+  EXPECT_TRUE(has_time_spread(*c.runs[0], true));
+  rep.runs[1].status = RunStatus::Oom;
+  rep.runs[2].status = RunStatus::Oom;
+  c = collapse_runs(group_by_model(rep)[0], storage);
+  EXPECT_TRUE(std::isnan(c.runs[0]->epoch_time_ms.cv));
+  EXPECT_FALSE(has_time_spread(*c.runs[0], true));
+}
+
 // Accuracy over one seed has no spread: "± n/a", not a standard deviation of 0.
 TEST(Console, AccuracyOverOneSeedHasNoSpread) {
   SeedSummary s;
