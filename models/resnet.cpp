@@ -206,8 +206,10 @@ class ConvBnLayer : public Layer {
 
 class Bottleneck : public ConvBnLayer {
  public:
-  Bottleneck(std::string name, int index, int64_t size, int64_t cin, int64_t width, int64_t cout,
-             int64_t stride, LayerPrecision prec, std::shared_ptr<SharedScratch> arena)
+  // first: the model's first layer (no stem), whose input gradient is never asked for.
+  Bottleneck(std::string name, int index, bool first, int64_t size, int64_t cin, int64_t width,
+             int64_t cout, int64_t stride, LayerPrecision prec,
+             std::shared_ptr<SharedScratch> arena)
       : ConvBnLayer(std::move(name), prec, std::move(arena)), index_(index) {
     conv1_ = Conv(name_ + ".conv1", size, size, cin, width, 1, 1);
     conv2_ = Conv(name_ + ".conv2", size, size, width, width, 3, stride);
@@ -223,9 +225,11 @@ class Bottleneck : public ConvBnLayer {
     if (proj_) proj_bn_ = Bn(name_ + ".shortcut.bn", cout);
 
     const int64_t es = static_cast<int64_t>(dtype_size(prec_.compute));
-    arena_->need_per_sample(dx_slot(index_), conv1_.in_numel() * es);
-    // The shortcut's dx goes where dy was (backward).
-    if (proj_) arena_->need_per_sample(dx_slot(index_ + 1), conv1_.in_numel() * es);
+    if (!first) {
+      arena_->need_per_sample(dx_slot(index_), conv1_.in_numel() * es);
+      // The shortcut's dx goes where dy was (backward).
+      if (proj_) arena_->need_per_sample(dx_slot(index_ + 1), conv1_.in_numel() * es);
+    }
     arena_->need_per_sample(kGradOut, conv3_.out_numel() * es);
     arena_->need_per_sample(kGradA, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
     arena_->need_per_sample(kGradB, std::max(conv2_.in_numel(), conv2_.out_numel()) * es);
@@ -564,8 +568,9 @@ void build_resnet(const Spec& spec, const ResnetSpec& r, Precision precision,
       const std::string name =
           r.stages.empty() ? fmt::format("block{}", b) : fmt::format("stage{}.block{}", s + 1, b);
       const int64_t stride = b == 1 ? st.stride : 1;
-      layers.push_back(std::make_unique<Bottleneck>(name, index, size, cin, st.width,
-                                                    st.out_channels, stride, prec(name), arena));
+      layers.push_back(std::make_unique<Bottleneck>(name, index, layers.empty(), size, cin,
+                                                    st.width, st.out_channels, stride, prec(name),
+                                                    arena));
       size = (size - 1) / stride + 1;  // the 3x3 pad-1 conv: (size + 2 - 3) / stride + 1
       cin = st.out_channels;
       last = prec(name).compute;
