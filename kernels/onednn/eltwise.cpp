@@ -85,7 +85,13 @@ void OnednnBackend::activation_forward(Activation act, const Tensor& pre, Tensor
     throw_runtime(std::string("internal: activation_forward on ") + dtype_name(pre.dtype));
 }
 
-void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu) {
+// out = a + b elementwise in fp32, rounded once to out's dtype; out may alias a or b.
+void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
+  if (!native_dtype(a.dtype) || !native_dtype(b.dtype) || !native_dtype(out.dtype)) {
+    fall_back("add");
+    CpuBackend::add_impl(a, b, out);
+    return;
+  }
   // The primitive computes in place over its first source only: with out aliasing b, the
   // operands swap (the sum is the same).
   const bool swap = out.data == b.data && out.data != a.data;
@@ -104,17 +110,6 @@ void OnednnBackend::binary_add(const Tensor& a, const Tensor& b, Tensor& out, bo
       {DNNL_ARG_SRC_1, dnnl::memory(md1, engine_, s1.data)},
       {DNNL_ARG_DST, dnnl::memory(mdo, engine_, out.data)}};
   execute(p, args);
-  // After the rounding to out's dtype, which commutes with ReLU: not oneDNN's post-op (above).
-  if (relu) activation_forward(Activation::Relu, out, out);
-}
-
-void OnednnBackend::add_impl(const Tensor& a, const Tensor& b, Tensor& out) {
-  if (!native_dtype(a.dtype) || !native_dtype(b.dtype) || !native_dtype(out.dtype)) {
-    fall_back("add");
-    CpuBackend::add_impl(a, b, out);
-    return;
-  }
-  binary_add(a, b, out, false);
 }
 
 void OnednnBackend::bias_act_backward_impl(Activation act, const Tensor& dy, const Tensor& pre_act,

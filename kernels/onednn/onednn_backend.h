@@ -164,8 +164,6 @@ class OnednnBackend final : public cpu::CpuBackend {
   void avg_pool(bool backward, const Tensor& big, const Tensor& small);
   bool weight_gradient_gemm(const GemmGeom& g, const Tensor& a, const Tensor& b, Tensor& c,
                             const std::string& matmul_impl);
-  // out = [relu](a + b) elementwise in fp32, rounded once to out's dtype; out may alias a or b.
-  void binary_add(const Tensor& a, const Tensor& b, Tensor& out, bool relu);
   // TFLOP/s of the best of up to 10 square n x n x n GEMMs per dtype (0 for one oneDNN cannot
   // run), the dtypes taking turns; see the definition.
   std::vector<double> measure_gemms(const std::vector<DType>& types, int64_t n);
