@@ -65,4 +65,36 @@ TEST_F(Profile, APinnedGemmIsRatedAgainstTheFp32Ceiling) {
   EXPECT_GE(rated, 4) << r.out;  // fc1's and the head's forward and backward GEMMs
 }
 
+// Per step, in the tables and the JSON alike: over 4 profiled steps each of tiny_mlp's ops runs
+// once a step, and the "by op" row of the GEMMs is the sum of their ops' ms per step.
+TEST_F(Profile, EveryFigureIsPerStep) {
+  const std::string out = (dir_ / "p.json").string();
+  const auto r = run("profile " + mpbench::test::source_dir() +
+                     "/configs/tiny_mlp.json --device reference --precisions fp32 --steps 4 "
+                     "--quiet --json " +
+                     out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  double gemm_ms = 0;
+  int gemms = 0;
+  for (const json& o : doc["profiles"][0]["ops"]) {
+    if (o["op"] == "gemm" || o["op"] == "adamw_step")
+      EXPECT_EQ(o["calls_per_step"].get<double>(), 1.0) << o;
+    if (o["op"] != "gemm") continue;
+    gemm_ms += o["ms_per_step"].get<double>();
+    ++gemms;
+  }
+  EXPECT_EQ(gemms, 5);  // forward, and weight gradient of both; the head's input gradient
+  std::istringstream lines(r.out);
+  bool found = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(" gemm ", 0) != 0) continue;  // the "by op" table's row
+    const std::string cell = line.substr(line.find("│") + std::string("│").size());
+    EXPECT_NEAR(std::stod(cell), gemm_ms, 0.0005 + 0.01 * gemm_ms) << line;  // 3 decimals
+    found = true;
+    break;
+  }
+  EXPECT_TRUE(found) << r.out;
+}
+
 }  // namespace

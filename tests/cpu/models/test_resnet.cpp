@@ -115,6 +115,12 @@ TEST(Resnet, Conv2FirstBlockFlopsAndParams) {
   for (size_t i = 0; i < 3; ++i) blocks += infos[i].params;
   EXPECT_EQ(blocks, 215808);
   EXPECT_EQ(infos[3].params, 0);
+  // Without a stem the first block's input gradient is the one not computed: its conv1's and
+  // its projection's (the two convolutions that read the data).
+  double forward = 0;
+  for (const auto& li : infos) forward += li.forward_flops;
+  EXPECT_DOUBLE_EQ(m.training_flops_per_sample(),
+                   3 * forward - 2.0 * 56 * 56 * (64 * 64 + 64 * 256));
 }
 
 TEST(Resnet, ParamStoreMatchesLayerInfos) {
@@ -224,6 +230,9 @@ TEST(Resnet, WholeResnet50CountsMatchTorchvision) {
   // 2 FLOPs per multiply-add, of the convolutions and the classifier only (not the pooling's,
   // batch normalisation's or bias's adds).
   EXPECT_DOUBLE_EQ(flops, 2.0 * 4089184256.0);
+  // A training step: 3x the forward pass less the input gradient of the stem's convolution,
+  // which reads the data (7x7, 3 -> 64 channels over a 112x112 output).
+  EXPECT_DOUBLE_EQ(m.training_flops_per_sample(), 3 * flops - 2.0 * 112 * 112 * 64 * 49 * 3);
   const auto names = m.layer_names();
   ASSERT_EQ(names.size(), 19u);
   EXPECT_EQ(names.front(), "stem");
