@@ -562,6 +562,10 @@ TEST_F(ReportHtml, BadInputsExit2) {
       {"report " + with("acc.json", [](json& j) { j["runs"][0]["final_accuracy"] = 1.5; }) +
            " --html " + out,
        "acc.json: runs[0].final_accuracy: expected a number in [0, 1], got 1.5"},
+      {"report " +
+           with("eacc.json", [](json& j) { j["runs"][0]["epochs"][0]["eval_accuracy"] = 1.5; }) +
+           " --html " + out,
+       "eacc.json: runs[0].epochs[0].eval_accuracy: expected a number in [0, 1], got 1.5"},
       // A run that trained without its accuracy, loss or memory would compare as 0s.
       {"report " + with("noacc.json", [](json& j) { j["runs"][0].erase("final_accuracy"); }) +
            " --html " + out,

@@ -125,7 +125,8 @@ TEST_F(CpuBatchNorm, OutputIsRoundedBeforeTheResidualAdd) {
 TEST_F(CpuBatchNorm, EvalUsesRunningStatisticsAndUpdatesNothing) {
   const auto xv = act_values(5, 0.5f), rv_ = act_values(6, 0.1f);
   const auto gv = random_nonzero(c, 7), bv = random_nonzero(c, 8);
-  const std::vector<float> rm0 = {0.25f, -0.5f, 1.0f}, rvar0 = {1.0f, 0.5f, 2.0f};
+  // A running variance of 0 (a channel that never varied) is normalised by eps alone.
+  const std::vector<float> rm0 = {0.25f, -0.5f, 1.0f}, rvar0 = {1.0f, 0.0f, 2.0f};
   Tensor x = make(Shape{rows, c}, DType::F32, xv), res = make(Shape{rows, c}, DType::F32, rv_);
   Tensor gamma = vec(gv), beta = vec(bv), rm = vec(rm0), rvar = vec(rvar0);
   for (bool relu : {false, true}) {
@@ -327,6 +328,9 @@ TEST_F(CpuBatchNorm, RejectsMismatchedArguments) {
   Tensor y1 = make(Shape{1, c}, DType::F32, {0, 0, 0});
   EXPECT_THROW(be->batchnorm_forward_train(d, one_row, nullptr, gamma, beta, rm, rvar, sm, sr, y1),
                Error);  // no variance from one value per channel, as in PyTorch
+  d.momentum = 1.5f;    // past 1 the running statistics extrapolate
+  EXPECT_THROW(be->batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rvar, sm, sr, y), Error);
+  d.momentum = BatchNormDesc{}.momentum;
 
   be->batchnorm_forward_train(d, x, nullptr, gamma, beta, rm, rvar, sm, sr, y);
   Tensor dx = out_act(DType::F32), dg = out_c(), db = out_c();
@@ -736,6 +740,10 @@ TEST_F(CpuPermute, RejectsMismatches) {
     EXPECT_NE(std::string(e.what()).find("dimension"), std::string::npos) << e.what();
   }
   EXPECT_THROW(be->permute(src, dst, {2, 2, 0}), Error);  // not a permutation
+  // Not one either, though every dimension it names matches: 3 and 3.
+  Tensor square = make(Shape{2, 3, 3}, DType::F32, random_nonzero(18, 3));
+  Tensor square_out = alloc.alloc(Shape{2, 3, 3}, DType::F32, MemCategory::Activations);
+  EXPECT_THROW(be->permute(square, square_out, {0, 1, 1}), Error);
   EXPECT_THROW(be->permute(src, dst, {3, 1, 0}), Error);  // out of range
   Tensor dst16 = alloc.alloc(Shape{4, 3, 2}, DType::F16, MemCategory::Activations);
   EXPECT_THROW(be->permute(src, dst16, {2, 1, 0}), Error);  // dtype differs
