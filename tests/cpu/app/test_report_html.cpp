@@ -172,6 +172,19 @@ TEST_F(ReportHtml, RendersH200ResultsAndAFreshCpuRun) {
   // The CPU run's warning travels with its numbers, as under the console table.
   EXPECT_NE(html.find("note: on the CPU reference backend the times are of emulated"),
             std::string::npos);
+  // The tooltips' figures are the file's: cv in percent, % of the datasheet's peak (none for
+  // the reference run, which has no peak).
+  {
+    const json doc = json::parse(read_file(files[0]));
+    const json& run = doc["runs"][0];
+    EXPECT_NE(html.find(fmt::format("cv {:.1f}%", 100 * run["epoch_time_ms"]["cv"].get<double>())),
+              std::string::npos);
+    EXPECT_NE(html.find(fmt::format(
+                  "{:.3g} TFLOP/s ({:.0f}% of {:.3g} peak)", run["tflops"].get<double>(),
+                  run["percent_of_peak"].get<double>(), run["peak_tflops"].get<double>())),
+              std::string::npos);
+    EXPECT_EQ(html.find(" of 0 peak)"), std::string::npos);
+  }
   // tiny_mlp is on two devices: the labels say which.
   EXPECT_NE(html.find(">fp32 · reference<"), std::string::npos);
   EXPECT_NE(html.find(">fp32 · cuda<"), std::string::npos);
