@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "app/commands.h"
 #include "app/output_file.h"
 #include "kernels/allocator.h"  // format_bytes
 #include "kernels/error.h"
@@ -52,8 +53,17 @@ void Launch::agree(const std::function<void()>& check) {
   comm_->min_host(&reporter, 1);
   if (code == 0) return;
   const auto kind = code == 2 ? ErrorKind::BadInput : ErrorKind::Runtime;
-  if (comm_->rank() != static_cast<int>(reporter)) throw Error(kind, "");
-  throw Error(kind, comm_->size() > 1 ? fmt::format("rank {}: {}", comm_->rank(), why) : why);
+  // The reporting rank says it before any rank leaves: the first rank to exit has the launcher
+  // end the job, which took the reporter before its line on a busy machine (rank 1's exit 2, and
+  // nothing said). Every rank then ends without a word of its own.
+  if (comm_->rank() == static_cast<int>(reporter)) {
+    const std::string line =
+        comm_->size() > 1 ? fmt::format("rank {}: {}", comm_->rank(), why) : why;
+    std::cerr << "mpbench: " + printable_line(line) + "\n" << std::flush;
+  }
+  double said = 0;
+  comm_->max_host(&said, 1);  // a barrier: the line is out
+  throw Error(kind, "");
 }
 
 std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
