@@ -60,6 +60,12 @@ TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
     ProfiledRun prof = profile(spec, Precision::AMP_BF16);
     ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
     EXPECT_EQ(prof.steps, 4) << name;
+    // The step times are the profiled steps', the ones after the warm-up.
+    ASSERT_EQ(prof.step_times_ms.size(), 4u) << name;
+    for (size_t i = 0; i < 4; ++i)
+      EXPECT_EQ(prof.step_times_ms[i],
+                prof.run.steps[static_cast<size_t>(spec.train.warmup_steps) + i].time_ms)
+          << name;
     std::set<std::string> scopes;
     std::map<std::string, int64_t> calls_by_op;
     for (const auto& o : prof.ops) {
@@ -191,6 +197,9 @@ TEST(OpProfiler, PercentOfTheCardsCeilings) {
   EXPECT_NEAR(*percent_of_ceiling(gemm, *c), 50.0, 1e-9);
   EXPECT_NEAR(*percent_of_ceiling(ln, *c), 50.0, 1e-9);
   EXPECT_FALSE(percent_of_ceiling(none, *c).has_value());
+  // The all-reduce's bytes cross the interconnect, which neither ceiling describes.
+  OpTotal all_reduce{"step", "all_reduce", "", 1, 0.5, 0, 1.2e9};
+  EXPECT_FALSE(percent_of_ceiling(all_reduce, *c).has_value());
   DeviceInfo cpu;
   cpu.kind = "cpu";
   cpu.name = "Intel(R) Xeon(R) Processor";
