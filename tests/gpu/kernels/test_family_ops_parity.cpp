@@ -520,6 +520,10 @@ TEST(FamilyOpsParity, PermuteBitExact) {
       {Shape{2, 9, 3, 4, 16}, {2, 0, 3, 1, 4}},    // (B, S, 3, H, Dh) -> (3, B, H, S, Dh)
       {Shape{3, 2, 4, 9, 16}, {1, 3, 0, 2, 4}},    // and back
       {Shape{4, 64, 3, 12, 16}, {2, 0, 3, 1, 4}},  // rows enough for a range per thread
+      // One shape in and out, two permutations: cached apart (a key without the permutation
+      // would reuse the first's reorder).
+      {Shape{4, 4, 4}, {1, 2, 0, 0, 0}},
+      {Shape{4, 4, 4}, {2, 0, 1, 0, 0}},
   };
   uint64_t seed = 5000;
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
