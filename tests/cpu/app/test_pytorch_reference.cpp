@@ -207,8 +207,8 @@ TEST_F(PytorchReference, ADivergedRunHasNoResultsAsMpbenchsHasNone) {
   const json run = json::parse(mpbench::test::read_file(out))["runs"][0];
   ASSERT_EQ(run["status"], "diverged") << run.dump();
   EXPECT_EQ(run["epochs"].size(), 1u);
-  for (const char* k : {"epoch_time_ms", "samples_per_second", "tflops", "final_accuracy",
-                        "final_loss"}) {
+  for (const char* k :
+       {"epoch_time_ms", "samples_per_second", "tflops", "final_accuracy", "final_loss"}) {
     EXPECT_TRUE(run[k].is_null()) << k << ": " << run[k].dump();
   }
   EXPECT_NE(r.out.find("fp32      diverged: loss became non-finite in epoch 1"), std::string::npos)
