@@ -607,6 +607,10 @@ TEST_F(ReportHtml, BadInputsExit2) {
            with("scale.json", [](json& j) { j["runs"][0]["steps"]["loss_scale"][0] = -1; }) +
            " --html " + out,
        "scale.json: runs[0].steps.loss_scale[0]: expected a number >= 0"},
+      // A step's series are floats: past float's largest is no loss it could hold.
+      {"report " + with("big.json", [](json& j) { j["runs"][0]["steps"]["loss"][0] = 1e39; }) +
+           " --html " + out,
+       "big.json: runs[0].steps.loss[0]: expected a number"},
       {"report " + copy + " --html " + copy, "is the input"},
       {"report " + (dir_ / "nope.json").string() + " --html " + out,
        "nope.json: cannot read result file: No such file"},
@@ -885,7 +889,7 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
                          {history_run("fp32", {11, 11, 11}, 1000)});
   const std::string nogit =
       write_history_file(dir_, "nogit.json", history_provenance("2025-03-01T09:30:00Z", nullptr),
-                         {history_run("fp32", {12, 12, 12}, 1000)});
+                         {history_run("fp32", {12}, 1000)});  // one epoch: no range
   const fs::path html_path = dir_ / "h.html";
   const Result r = mpbench("report --history " + rerun + " " + nogit + " " + first + " --html " +
                            html_path.string());
@@ -899,6 +903,8 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_DOUBLE_EQ(pts[1].value, 11);
   EXPECT_EQ(pts[2].commit, "nogit");
   EXPECT_DOUBLE_EQ(pts[2].value, 12);
+  EXPECT_DOUBLE_EQ(pts[0].lo, 10);
+  EXPECT_TRUE(std::isnan(pts[2].lo) && std::isnan(pts[2].hi));  // drawn as "12-12" it was
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
 }
 
