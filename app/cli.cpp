@@ -460,15 +460,16 @@ int mpbench_main(int argc, char** argv) {
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   };
   add_warmup(run_cmd, run);
-  // --batch-size and --quiet of run, profile and explain.
-  const auto add_batch_size = [](CLI::App* cmd, RunArgs& args) {
-    return cmd->add_option("--batch-size", args.batch_size, "Override the spec's batch size")
+  // --batch-size of run, profile, explain and inspect; --quiet of the first three.
+  const auto add_batch_size = [](CLI::App* cmd, int64_t& batch,
+                                 const char* help = "Override the spec's batch size") {
+    return cmd->add_option("--batch-size", batch, help)
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   };
   const auto add_quiet = [](CLI::App* cmd, RunArgs& args) {
     cmd->add_flag("--quiet,-q", args.quiet, "No progress bar and no informational lines");
   };
-  add_batch_size(run_cmd, run)->excludes(batch_sizes_opt);
+  add_batch_size(run_cmd, run.batch_size)->excludes(batch_sizes_opt);
   run_cmd
       ->add_option("--seeds", run.seeds,
                    "Train each mode N times, with training seeds 1..N (they change the "
@@ -548,11 +549,9 @@ int mpbench_main(int argc, char** argv) {
                           "is a GEMM or convolution, and children[]; with --memory-limit, "
                           "memory_limit_bytes and each entry's predicted_max_batch {batch, "
                           "multiple, at_spec_limit}");
-  inspect_cmd
-      ->add_option("--batch-size", inspect.batch_size,
-                   "The tables and the predicted memory at this batch instead of the spec's "
-                   "(nothing trains: the spec's data need not hold it)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  add_batch_size(inspect_cmd, inspect.batch_size,
+                 "The tables and the predicted memory at this batch instead of the spec's "
+                 "(nothing trains: the spec's data need not hold it)");
   std::string inspect_memory_limit;
   auto* inspect_limit = inspect_cmd->add_option(
       "--memory-limit", inspect_memory_limit,
@@ -586,7 +585,7 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   add_warmup(profile_cmd, profile.run);
-  add_batch_size(profile_cmd, profile.run);
+  add_batch_size(profile_cmd, profile.run.batch_size);
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(25);
@@ -626,7 +625,7 @@ int mpbench_main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->default_val(1);
   add_warmup(explain_cmd, explain.run);
-  add_batch_size(explain_cmd, explain.run);
+  add_batch_size(explain_cmd, explain.run.batch_size);
   explain_cmd->add_option("--json", explain.json_path,
                           "Write the comparisons as JSON: comparisons[] with from, to, "
                           "measured_speedup, eligible_fraction, bound (from the card's datasheet "

@@ -99,15 +99,22 @@ Edge find_edge(Edge e, int64_t k, int64_t top, const std::function<bool(int64_t)
   return e;
 }
 
-// The smallest multiple of k up to `top` that the spec's rules take (0: none), where they refuse
-// the smallest batches (a ResNet whose last feature map is 1x1 needs two samples for its batch
-// statistics): the edge of their refusal on the prediction, which is nullopt for a refused
-// batch, nothing trained. k without a prediction to ask.
-int64_t smallest_accepted(const BatchOracle& oracle, int64_t k, int64_t top) {
-  if (!oracle.predicted_peak) return k;
+// The multiples of k a spec takes, lo to top. top: the largest within kMaxBatchSize (below k
+// when there is none: amp_fp8's K, its lcm with 16, can pass it). lo: the smallest that the
+// spec's rules take (0: none), where they refuse the smallest batches (a ResNet whose last
+// feature map is 1x1 needs two samples for its batch statistics): the edge of their refusal on
+// the prediction, which is nullopt for a refused batch, nothing trained; k without a prediction
+// to ask.
+struct Accepted {
+  int64_t lo = 0, top = 0;
+};
+Accepted accepted_batches(const BatchOracle& oracle, int64_t k) {
+  const int64_t top = kMaxBatchSize / k * k;
+  if (top < k) return {0, top};
+  if (!oracle.predicted_peak) return {k, top};
   auto refuses = [&](int64_t batch) { return !oracle.predicted_peak(batch).has_value(); };
-  if (!refuses(k)) return k;
-  return find_edge({k, 0}, k, top, refuses).bad;
+  if (!refuses(k)) return {k, top};
+  return {find_edge({k, 0}, k, top, refuses).bad, top};
 }
 
 // The largest multiple of k from `lo` up to `top` whose predicted training peak is within `limit`
@@ -184,10 +191,10 @@ PredictedMaxBatch predict_max_batch(const Spec& spec, Precision p, Backend& be, 
             multiple, limit);
   PredictedMaxBatch out;
   out.multiple = searched_multiple(spec, p, multiple);
-  const int64_t k = out.multiple, top = kMaxBatchSize / k * k;
+  const int64_t k = out.multiple;
   BatchOracle oracle;
   oracle.predicted_peak = predicted_peak(spec, p, be, 1);  // the steps change only the data
-  const int64_t lo = top < k ? 0 : smallest_accepted(oracle, k, top);
+  const auto [lo, top] = accepted_batches(oracle, k);
   if (lo != 0) out.batch = predicted_max_batch(oracle, k, lo, top, limit);
   out.at_limit = top < k || (out.batch != 0 && out.batch == top);
   return out;
@@ -218,7 +225,6 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
   MPB_CHECK(opts.multiple >= 1, "maxbatch: multiple {} must be >= 1", opts.multiple);
   MaxBatchResult r;
   const int64_t k = opts.multiple;
-  const int64_t top = kMaxBatchSize / k * k;  // the largest multiple of K a spec takes
   // Every batch is probed once: each new one lies strictly between the largest that trained and
   // the smallest that did not. A probe that failed for another reason than memory (a kernel
   // fault, a library error) says nothing of the bound and may have left the device unusable
@@ -231,14 +237,14 @@ MaxBatchResult search_max_batch(const BatchOracle& oracle, const MaxBatchOptions
     if (b.status == RunStatus::Failed && !b.refused) throw Stopped{};
     return b.status == RunStatus::Ok;
   };
-  // No multiple of K is within the largest batch a spec takes (amp_fp8's K, its lcm with 16,
-  // can pass it): that limit, not memory, is the bound, and nothing is probed.
+  // The smallest batch tried: K, or the smallest multiple of it that the spec's rules take.
+  const auto [lo, top] = accepted_batches(oracle, k);
+  // No multiple of K is within the largest batch a spec takes: that limit, not memory, is the
+  // bound, and nothing is probed.
   if (top < k) {
     r.at_limit = true;
     return r;
   }
-  // The smallest batch tried: K, or the smallest multiple of it that the spec's rules take.
-  const int64_t lo = smallest_accepted(oracle, k, top);
   if (lo == 0) return r;
   int64_t good = 0, bad = 0;  // the largest batch that trained, the smallest that did not (0: none)
   try {
