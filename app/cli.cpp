@@ -300,6 +300,12 @@ void say(const std::string& line) {
 
 }  // namespace
 
+void say_error(const std::string& message) {
+  say("mpbench: " + printable_line(message));
+}
+
+namespace {}  // namespace
+
 std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::string& text) {
   std::vector<int64_t> out;
   for (const std::string& item : split_list(option, text)) {
@@ -927,7 +933,7 @@ both kept, each its own point. Profile files are refused. --md writes the points
     return 2;
   } catch (const Error& e) {
     // No message: another rank of an MPI launch has said it (app/launch.cpp).
-    if (*e.what()) say("mpbench: " + printable_line(e.what()));
+    if (*e.what()) say_error(e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
     say("mpbench: out of host memory");

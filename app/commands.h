@@ -201,6 +201,9 @@ nlohmann::json gpu_facts_json(const DeviceInfo& d);
 // `s` as one printable line (train/printable.h), its long words clipped and the whole cut at 2000
 // bytes, saying so; for error messages that echo what the user gave.
 std::string printable_line(const std::string& s);
+// "mpbench: " and the message as one printable line on stderr, in one write (the ranks of an MPI
+// launch share the terminal): an error as the command ends with it.
+void say_error(const std::string& message);
 
 int mpbench_main(int argc, char** argv);
 

@@ -56,11 +56,8 @@ void Launch::agree(const std::function<void()>& check) {
   // The reporting rank says it before any rank leaves: the first rank to exit has the launcher
   // end the job, which took the reporter before its line on a busy machine (rank 1's exit 2, and
   // nothing said). Every rank then ends without a word of its own.
-  if (comm_->rank() == static_cast<int>(reporter)) {
-    const std::string line =
-        comm_->size() > 1 ? fmt::format("rank {}: {}", comm_->rank(), why) : why;
-    std::cerr << "mpbench: " + printable_line(line) + "\n" << std::flush;
-  }
+  if (comm_->rank() == static_cast<int>(reporter))
+    say_error(comm_->size() > 1 ? fmt::format("rank {}: {}", comm_->rank(), why) : why);
   double said = 0;
   comm_->max_host(&said, 1);  // a barrier: the line is out
   throw Error(kind, "");
