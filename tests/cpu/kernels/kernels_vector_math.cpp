@@ -13,8 +13,8 @@ namespace {
 
 // Units in the last place between a and b, both finite floats of one sign.
 double ulps(float a, float b) {
-  const float spacing = std::nextafter(std::fabs(b), std::numeric_limits<float>::infinity()) -
-                        std::fabs(b);
+  const float spacing =
+      std::nextafter(std::fabs(b), std::numeric_limits<float>::infinity()) - std::fabs(b);
   return std::fabs(static_cast<double>(a) - b) / spacing;
 }
 
