@@ -442,28 +442,33 @@ TEST(FamilyOpsParity, MaxPool) {
       for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
     }
   // Ties, -inf and NaN (the rule: the first maximum, the last NaN, an all -inf window's first
-  // position) in every channel lane, over windows clipped by the padding.
+  // position) in every channel lane, over windows clipped by the padding; then every window all
+  // -inf (random picks rarely fill a whole one), whose dy goes to its first position inside the
+  // input, not to a padded one.
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
   const float picks[] = {1.0f, 2.0f, 2.0f, 2.0f, -inf, -inf, -inf, nan, 0.0f, -0.0f, -3.0f};
   std::mt19937 rng(3600);
   std::uniform_int_distribution<int> pick(0, static_cast<int>(std::size(picks)) - 1);
-  for (DType dt : kFloatTypes) {
-    const PoolDesc d{3, 2, 1};
-    const int64_t n = 2, h = 9, w = 8, c = 19, op = 5, oq = 4;
-    std::vector<float> xs(static_cast<size_t>(n * h * w * c));
-    for (float& v : xs) v = picks[pick(rng)];
-    Pair x = env.make(Shape{n, h, w, c}, dt, xs);
-    Pair y = env.poisoned(Shape{n, op, oq, c}, dt);
-    env.cpu->maxpool2d_forward(d, x.cpu, y.cpu);
-    env.dut->maxpool2d_forward(d, x.dut, y.dut);
-    EXPECT_TRUE(env.same(y)) << "forward, special values, " << dtype_name(dt);
-    Pair dy = env.random(Shape{n, op, oq, c}, dt, seed += 7);
-    Pair dx = env.poisoned(Shape{n, h, w, c}, dt);
-    env.cpu->maxpool2d_backward(d, x.cpu, dy.cpu, dx.cpu);
-    env.dut->maxpool2d_backward(d, x.dut, dy.dut, dx.dut);
-    EXPECT_TRUE(env.same(dx)) << "backward, special values, " << dtype_name(dt);
-    for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
-  }
+  for (bool all_inf : {false, true})
+    for (DType dt : kFloatTypes) {
+      const PoolDesc d{3, 2, 1};
+      const int64_t n = 2, h = 9, w = 8, c = 19, op = 5, oq = 4;
+      std::vector<float> xs(static_cast<size_t>(n * h * w * c));
+      for (float& v : xs) v = all_inf ? -inf : picks[pick(rng)];
+      Pair x = env.make(Shape{n, h, w, c}, dt, xs);
+      Pair y = env.poisoned(Shape{n, op, oq, c}, dt);
+      env.cpu->maxpool2d_forward(d, x.cpu, y.cpu);
+      env.dut->maxpool2d_forward(d, x.dut, y.dut);
+      EXPECT_TRUE(env.same(y)) << "forward, special values, " << dtype_name(dt) << " all -inf "
+                               << all_inf;
+      Pair dy = env.random(Shape{n, op, oq, c}, dt, seed += 7);
+      Pair dx = env.poisoned(Shape{n, h, w, c}, dt);
+      env.cpu->maxpool2d_backward(d, x.cpu, dy.cpu, dx.cpu);
+      env.dut->maxpool2d_backward(d, x.dut, dy.dut, dx.dut);
+      EXPECT_TRUE(env.same(dx)) << "backward, special values, " << dtype_name(dt) << " all -inf "
+                                << all_inf;
+      for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
+    }
 }
 
 TEST(FamilyOpsParity, AddMixedDtypesAndAliases) {
