@@ -20,8 +20,8 @@ namespace mpbench {
 // A spec's sizes before it is built, in doubles so that absurd specs cannot overflow before they
 // are rejected (models/spec.cpp holds them against its limits).
 struct Footprint {
-  double params = 0;
-  double activations_per_sample = 0;
+  double params = 0;                  // exactly what the built model declares
+  double activations_per_sample = 0;  // an estimate: the largest tensors a step keeps
   double inputs_per_sample = 0;  // what the dataset holds per sample (features, pixels, tokens)
   std::string inputs_what;       // how that is counted, for the error message
 };

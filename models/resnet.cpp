@@ -737,7 +737,9 @@ Footprint resnet_footprint(const ModelSpec& v) {
     const double w = static_cast<double>(st.width), out = static_cast<double>(st.out_channels);
     for (int64_t b = 0; b < st.blocks; ++b) {
       const bool proj = b == 0 && (st.stride != 1 || cin != out);
-      f.params += cin * w + 9 * w * w + w * out + (proj ? cin * out : 0) + 2 * (2 * w + out);
+      // Three convs with their batchnorms' gamma and beta, and the projection's conv and batchnorm.
+      f.params +=
+          cin * w + 9 * w * w + w * out + 2 * (2 * w + out) + (proj ? cin * out + 2 * out : 0);
       if (b == 0) side = std::floor(side / static_cast<double>(st.stride));
       // Three conv outputs with their BN and ReLU copies, and the projection.
       f.activations_per_sample += side * side * (2 * (2 * w + out) + (proj ? out : 0));

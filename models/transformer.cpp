@@ -603,8 +603,11 @@ Footprint transformer_footprint(const ModelSpec& v) {
   Footprint f;
   const double d = t.d_model, s = t.seq_len, ffn = t.ffn_dim;
   const double head = t.tie_embeddings ? 0.0 : static_cast<double>(t.vocab_size) * (d + 1);
+  // Per layer: qkv, proj, fc1 and fc2 with their biases, and two layernorms' gamma and beta; the
+  // final layernorm.
+  const double layer = 4 * d * d + 2 * d * ffn + (3 * d + d + ffn + d) + 2 * (2 * d);
   f.params = static_cast<double>(t.vocab_size) * d + head + s * d +
-             static_cast<double>(t.layers) * (4 * d * d + 2 * d * ffn);
+             static_cast<double>(t.layers) * layer + 2 * d;
   f.activations_per_sample =
       static_cast<double>(t.layers) * s * (12 * d + 2 * ffn + 2 * t.heads * s);
   f.inputs_per_sample = 2.0 * s;  // tokens and a label per position

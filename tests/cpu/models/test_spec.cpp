@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include "kernels/error.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "models/spec.h"
+#include "shipped_configs.h"
 
 namespace mpbench {
 namespace {
@@ -643,6 +645,27 @@ TEST(Spec, ShippedConfigsParse) {
   const auto& m = std::get<MlpSpec>(tiny.model);
   EXPECT_LE(m.input_dim * tiny.data.train_samples, 1 << 20);  // fast enough for unit tests
   EXPECT_LE(tiny.train.epochs, 5);
+}
+
+// The parameter count the size limit is held against (a family's footprint, before anything is
+// built) is the one the built model declares: "expected at most 68719476736 parameters, got N"
+// says N of the model the user asked for. Every shipped config (configs/cpu too: MLPs, ResNets
+// with and without the stem, encoders, tied decoders) and an untied head.
+TEST(Spec, FootprintCountsTheParametersTheModelDeclares) {
+  std::vector<Spec> specs;
+  for (const char* dir : {"/configs", "/configs/cpu"})
+    for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + dir))
+      if (entry.path().extension() == ".json") specs.push_back(load_spec(entry.path().string()));
+  specs.push_back(with_overrides(load_spec(test::source_dir() + "/configs/tiny_gpt.json"),
+                                 {{"untied", {"model", "tie_embeddings"}, false}}));
+  ASSERT_GE(specs.size(), 20u);
+  for (const Spec& spec : specs) {
+    const Model model(spec, Precision::FP32);
+    int64_t declared = 0;
+    for (const LayerInfo& li : model.layer_infos()) declared += li.params;
+    EXPECT_EQ(family_of(spec.model).footprint(spec.model).params, static_cast<double>(declared))
+        << spec.source_path << " " << to_json(spec)["model"].dump();
+  }
 }
 
 // Issue 25 class 7: a value is checked as the trainer uses it. beta1, beta2 and momentum must be
