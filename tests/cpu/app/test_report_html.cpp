@@ -481,6 +481,14 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
   EXPECT_NE(chart.find("amp_bf16: optimizer, unscale, loss scale "), std::string::npos);
   EXPECT_NE(chart.find(" ms</text>"), std::string::npos);
   expect_finite_coordinates(html);
+  // The ops add up to the mean step (their sums are over every step), not the median one.
+  json means = json::parse(read_file(prof));
+  for (json& m : means["profiles"]) m["step_mean_ms"] = 123.0, m["step_ms"] = 456.0;
+  const std::string means_path = (dir_ / "means.json").string();
+  std::ofstream(means_path) << means.dump();
+  const fs::path means_html = dir_ / "means.html";
+  ASSERT_EQ(mpbench("report " + run + " " + means_path + " --html " + means_html.string()).code, 0);
+  EXPECT_NE(read_file(means_html).find(" of 123 ms</text>"), std::string::npos);
 
   // Profiles are extras: one alone, or one of a model without runs, is bad input.
   json other = json::parse(read_file(prof));
@@ -935,6 +943,22 @@ TEST_F(ReportHtml, HistoryKeepsRankCountsApart) {
   EXPECT_DOUBLE_EQ(ranks[0].value, 6.5);
   EXPECT_NE(read_file(md_path).find("cpu · batch 32 per rank, 2 ranks"), std::string::npos)
       << read_file(md_path);
+}
+
+// A data-parallel step drawn as compute and the exposed communication, which add up to the step
+// (10 ms a step: 8 steps of an 80 ms epoch), with the share said beside the bar.
+TEST_F(ReportHtml, DataParallelStepsSplitIntoComputeAndCommunication) {
+  mpbench::RunResult dp = history_run("fp32", {80, 80, 80}, 1000);
+  dp.data_parallel = mpbench::DataParallelResult{};
+  dp.data_parallel->ranks = 2;
+  dp.data_parallel->comm_ms_per_step = 2.5;
+  const std::string html = rendered(dir_, "dp", {dp});
+  const size_t at = html.find("chart chart-data-parallel");
+  ASSERT_NE(at, std::string::npos);
+  const std::string chart = html.substr(at);
+  EXPECT_NE(chart.find("fp32 · 2 ranks: compute 7.500 ms"), std::string::npos) << chart;
+  EXPECT_NE(chart.find("fp32 · 2 ranks: exposed communication 2.500 ms"), std::string::npos);
+  EXPECT_NE(chart.find(">10 ms · 25% comm<"), std::string::npos);
 }
 
 // An edited config is another model under the same name: the trend joined its points as one
