@@ -3,6 +3,7 @@
 // against central differences of the double forward, and the argument checks.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -58,9 +59,36 @@ std::vector<double> conv_ref(const ConvCase& g, const std::vector<T>& x, const s
   return y;
 }
 
+// dx and dw of y = conv(x, w) given dy: the same sum, each product sent to its input position
+// (dx) or filter tap (dw).
+std::array<std::vector<double>, 2> conv_grads_ref(const ConvCase& g, const std::vector<float>& x,
+                                                  const std::vector<float>& w,
+                                                  const std::vector<float>& dy) {
+  std::vector<double> dx(x.size(), 0.0), dw(w.size(), 0.0);
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t p = 0; p < g.p(); ++p)
+      for (int64_t q = 0; q < g.q(); ++q)
+        for (int64_t k = 0; k < g.k; ++k) {
+          const double d = dy[((n * g.p() + p) * g.q() + q) * g.k + k];
+          for (int64_t r = 0; r < g.r; ++r)
+            for (int64_t s = 0; s < g.s; ++s) {
+              const int64_t h = p * g.stride - g.pad + r, wi = q * g.stride - g.pad + s;
+              if (h < 0 || h >= g.h || wi < 0 || wi >= g.w) continue;
+              for (int64_t c = 0; c < g.c; ++c) {
+                const int64_t xi = ((n * g.h + h) * g.w + wi) * g.c + c;
+                const int64_t wj = ((k * g.r + r) * g.s + s) * g.c + c;
+                dx[xi] += d * w[wj];
+                dw[wj] += d * x[xi];
+              }
+            }
+        }
+  return {dx, dw};
+}
+
 const ConvCase kCases[] = {
     {2, 5, 5, 3, 4, 3, 3, 1, 1},  // 3x3, same padding
     {1, 7, 5, 2, 3, 3, 3, 2, 1},  // 3x3 stride 2 on odd, non-square input
+    {2, 7, 5, 2, 3, 3, 3, 2, 1},  // the same, two images (im2col's image stride is H x W)
     {2, 6, 6, 2, 3, 3, 3, 2, 0},  // stride 2 unpadded: the last row and column are never read
     {2, 4, 3, 5, 6, 1, 1, 1, 0},  // pointwise: the GEMM on x itself
     {2, 5, 5, 3, 4, 1, 1, 2, 0},  // 1x1 projection with stride 2
@@ -128,6 +156,18 @@ TEST_F(CpuConv, Tf32MatchesDirectConvolutionOnRoundedInputs) {
     EXPECT_TRUE(
         compare(o.y, to_float(conv_ref(g, xv, wv)), test::tolerance_for(DType::F32, GemmMath::TF32))
             .ok);
+    // The backward passes' GEMMs round their inputs too: dx from dy and w, dw from dy and x.
+    std::vector<float> gt(gv);
+    for (float& v : gt) v = round_to_tf32(v);
+    const auto rounded = conv_grads_ref(g, xt, wt, gt), exact = conv_grads_ref(g, xv, wv, gv);
+    const std::pair<const std::vector<float>*, const char*> grads[] = {{&o.dx, "dx"},
+                                                                       {&o.dw, "dw"}};
+    for (int i = 0; i < 2; ++i) {
+      const std::vector<float>& got = *grads[i].first;
+      EXPECT_TRUE(compare(got, to_float(rounded[i]), 1e-5).ok) << grads[i].second;
+      EXPECT_FALSE(compare(got, to_float(exact[i]), 1e-5).ok)
+          << grads[i].second << ": TF32 result equals the fp32 one to 1e-5";
+    }
   }
 }
 
@@ -193,6 +233,22 @@ TEST_F(CpuConv, GradientsMatchFiniteDifferences) {
     auto rw = compare(o.dw, fd_w, 1e-5);
     EXPECT_TRUE(rx.ok) << "dx: " << rx.message;
     EXPECT_TRUE(rw.ok) << "dw: " << rw.message;
+  }
+}
+
+// A 16-bit column matrix of an odd length (3 x 9 here) takes half a float more than half its
+// elements: the first conv of a fresh backend sizes the scratch to it exactly, so that the
+// sanitizer build sees a write past it.
+TEST_F(CpuConv, SixteenBitColumnsOfAnOddLengthFitTheirScratch) {
+  const ConvCase g{3, 3, 3, 1, 1, 3, 3, 1, 0};
+  for (DType dt : {DType::F16, DType::BF16}) {
+    std::vector<float> xv = random_nonzero(g.x_shape().numel(), 17);
+    std::vector<float> wv = random_nonzero(g.w_shape().numel(), 18);
+    for (auto* v : {&xv, &wv})
+      for (float& e : *v) e = round_to(dt, e);
+    const Out o =
+        run(g, dt, GemmMath::LowPrecision, xv, wv, random_nonzero(g.y_shape().numel(), 19));
+    EXPECT_TRUE(compare(o.y, to_float(conv_ref(g, xv, wv)), test::tolerance_for(dt)).ok);
   }
 }
 
