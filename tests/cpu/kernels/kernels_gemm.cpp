@@ -2,6 +2,7 @@
 // epilogue, batching, argument checks, and the GEMM gradients against central differences.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -172,6 +173,9 @@ TEST_F(CpuGemm, AlphaAndBetaReadC) {
     check({3, 7, 13, 5, true, false}, dt, dt, math, -2.0f, 1.0f);
   }
   check({0, 7, 13, 5, true, true}, DType::F16, DType::F32, GemmMath::LowPrecision, 1.5f, -0.5f);
+  // A negative beta reads a 16-bit C as well.
+  for (DType dt : {DType::F16, DType::BF16})
+    check({0, 7, 13, 5, false, true}, dt, dt, GemmMath::LowPrecision, 0.5f, -0.75f);
 }
 
 TEST_F(CpuGemm, EpilogueBiasAndActivations) {
@@ -264,6 +268,26 @@ TEST_F(CpuGemm, RejectsBadArguments) {
   Tensor a3 = make(Shape{2, 4, 5}, DType::F32, random_nonzero(40, 1));
   EXPECT_THROW(be->gemm(d, a3, b32, c), Error);  // mixed ranks
   be->gemm(d, a32, b32, c);                      // and the valid call still works
+
+  // Each of A, B and C past 2^31 - 1 elements is refused before anything is read (the views'
+  // shapes are larger than their buffers, which are never touched).
+  const int64_t big = int64_t{1} << 16, wide = int64_t{1} << 15;
+  const std::array<std::array<Shape, 3>, 3> too_large = {{
+      {Shape{big, wide}, Shape{wide, 1}, Shape{big, 1}},  // A: M x K
+      {Shape{1, big}, Shape{big, wide}, Shape{1, wide}},  // B: K x N
+      {Shape{big, 1}, Shape{1, wide}, Shape{big, wide}},  // C: M x N
+  }};
+  for (const auto& shapes : too_large) {
+    Tensor va = a32, vb = b32, vc = c;
+    va.shape = shapes[0], vb.shape = shapes[1], vc.shape = shapes[2];
+    try {
+      be->gemm(d, va, vb, vc);
+      ADD_FAILURE() << "accepted A " << va.shape.str() << ", B " << vb.shape.str();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exceed the 32-bit BLAS interface"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The backward epilogue is defined as gemm() followed by bias_act_backward() on its result; the

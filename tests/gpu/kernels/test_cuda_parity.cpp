@@ -206,7 +206,11 @@ TEST(CudaParity, GemmWeightGradients) {
   ASSERT_EQ(cfg.ab, DType::BF16);
   ASSERT_EQ(cfg.c, DType::F32);
   uint64_t seed = 6000;
-  for (const Epilogue& e : {kEpilogues[0], kEpilogues[9], kEpilogues[15]}) {
+  // alpha and beta apart as well as together: the native CPU's weight-gradient path overwrites C
+  // with the plain product, and each alone must keep the GEMM off it.
+  const Epilogue beta_only{"beta", Activation::None, false, false, false, 1.0f, 0.75f};
+  const Epilogue alpha_only{"alpha", Activation::None, false, false, false, 0.5f, 0.0f};
+  for (const Epilogue& e : {kEpilogues[0], kEpilogues[9], kEpilogues[15], beta_only, alpha_only}) {
     run_gemm_case(env, cfg, 0, 1024, 1024, 96, true, false, e, seed += 10);
     run_gemm_case(env, cfg, 0, 1031, 1027, 33, true, false, e, seed += 10);
   }
