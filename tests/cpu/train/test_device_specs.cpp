@@ -56,5 +56,17 @@ TEST(DeviceSpecs, Fp8NeedsComputeCapability89) {
   EXPECT_FALSE(unsupported_reason(Precision::AMP_FP8, Device::CUDA, h200).has_value());
 }
 
+// Volta and Turing (7.x) have fp16 tensor cores, not TF32 or bf16 ones; fp32 has none anywhere.
+TEST(DeviceSpecs, TensorCoresPerModeAndComputeCapability) {
+  for (int minor : {0, 5}) {
+    EXPECT_TRUE(has_tensor_cores(7, minor, Precision::AMP_FP16)) << "7." << minor;
+    EXPECT_FALSE(has_tensor_cores(7, minor, Precision::AMP_BF16)) << "7." << minor;
+    EXPECT_FALSE(has_tensor_cores(7, minor, Precision::TF32)) << "7." << minor;
+  }
+  EXPECT_FALSE(has_tensor_cores(6, 1, Precision::AMP_FP16));
+  EXPECT_TRUE(has_tensor_cores(8, 0, Precision::TF32));
+  EXPECT_FALSE(has_tensor_cores(9, 0, Precision::FP32));
+}
+
 }  // namespace
 }  // namespace mpbench

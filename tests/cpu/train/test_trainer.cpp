@@ -121,6 +121,25 @@ TEST(Trainer, SgdWithoutMomentumKeepsNoState) {
   EXPECT_LT(r.epochs.back().train_loss, r.epochs.front().train_loss);
 }
 
+// The spec's nesterov reaches the update (the kernel's rule has its own test): SGD with momentum
+// trains another trajectory with it than without.
+TEST(Trainer, NesterovFromTheSpecChangesTheTrajectory) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 1;
+  spec.train.optimizer.type = "sgd";
+  spec.train.optimizer.lr = 0.05;
+  spec.train.optimizer.momentum = 0.9;
+  const auto final_loss = [&](bool nesterov) {
+    spec.train.optimizer.nesterov = nesterov;
+    const RunResult r = run_cpu(spec, Precision::FP32);
+    EXPECT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+    return r.epochs.empty() ? 0.0 : r.epochs.back().train_loss;
+  };
+  const double plain = final_loss(false), nesterov = final_loss(true);
+  EXPECT_TRUE(std::isfinite(plain) && std::isfinite(nesterov));
+  EXPECT_NE(plain, nesterov);
+}
+
 // A run out of memory keeps what it had: the memory it reached, and no per-step series for the
 // steps it never took (it kept its planned length of zeros, and no memory at all).
 TEST(OutOfMemory, KeepsTheMemoryReachedAndNoMadeUpSteps) {
