@@ -180,6 +180,26 @@ TEST(Synthetic, ADatasetMustFitTheHostBeforeItIsMade) {
   }
 }
 
+// What the check counts: every sample of both splits, its inputs and its labels (a transformer's
+// tokens and one label per position: 4 x (4096 + 512) x (16 + 16) bytes, 589,824), times the
+// copies; here so many copies that no host holds them.
+TEST(Synthetic, TheDatasetsBytesAreBothSplitsInputsAndLabels) {
+  const HostMemory host = host_memory_left();
+  if (host.bytes == SIZE_MAX) GTEST_SKIP() << "no host memory figure here";
+  const Spec s = load_spec(test::source_dir() + "/configs/tiny_transformer.json");
+  const int64_t bytes = 4 * (4096 + 512) * (16 + 16);
+  const int copies = static_cast<int>(std::min<double>(2.0 * double(host.bytes) / bytes + 2, 2e9));
+  try {
+    check_dataset_fits(s, copies);
+    ADD_FAILURE() << copies << " copies fitted";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom());
+    EXPECT_NE(std::string(e.what()).find(" take " + std::to_string(bytes * copies) + " bytes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Synthetic, MakeDatasetFollowsTheSpec) {
   const Spec s = parse_spec(
       R"({"name": "t", "model": {"type": "mlp", "input_dim": 12, "hidden": [8], "num_classes": 3},

@@ -751,6 +751,7 @@ TEST(Spec, SyntheticPrototypeCapIsASpecRule) {
              "x.json: model: expected model.num_classes x 4 sub-clusters x model.input_dim at "
              "most 268435456 prototype values for data.type \"synthetic\", got 128 x 4 x 1048576");
   EXPECT_EQ(error_of(spec(64, "synthetic")), "");  // exactly 2^28
+  EXPECT_NE(error_of(spec(65, "synthetic")), "");  // one class more
   EXPECT_EQ(error_of(spec(128, "idx")), "");       // idx data has no prototypes
 }
 
