@@ -13,6 +13,7 @@
 
 #include "kernels/error.h"
 #include "models/family.h"
+#include "models/input_file.h"
 #include "models/model.h"
 #include "models/spec.h"
 #include "shipped_configs.h"
@@ -326,7 +327,9 @@ TEST(Spec, MalformedSpecsNamePathAndExpectation) {
          j["train"]["batch_size"] = 1 << 19;
          j["data"]["train_samples"] = 1 << 20;
        },
-       "train.batch_size: expected at most 274877906944 activation elements per step"},
+       // Per sample: the input, and each layer's pre- and post-activation.
+       "train.batch_size: expected at most 274877906944 activation elements per step, got "
+       "1099933155328 (batch_size 524288 x 2097956 per sample)"},
       {[](json& j) {
          j["model"]["input_dim"] = 1 << 20;
          j["model"]["hidden"] = json::array();
@@ -568,6 +571,8 @@ TEST(Spec, NotAnObjectAndDuplicateKeys) {
   // Absurd nesting is refused early, before it costs memory or stack.
   expect_bad(std::string(40, '[') + std::string(40, ']'),
              "[0][0]: expected at most 32 levels of nesting");
+  expect_bad(std::string(33, '[') + std::string(33, ']'),
+             "[0][0]: expected at most 32 levels of nesting");
   // Deeper than any file mpbench reads: refused by one pass over the text, before parsing.
   expect_bad(std::string(1000000, '[') + std::string(1000000, ']'),
              "x.json:1:65: JSON error: more than 64 levels of nesting");
@@ -624,7 +629,55 @@ TEST(Spec, LoadSpecReadsFilesAndReportsMissingOnes) {
   const Spec s = load_spec(file.string());
   EXPECT_EQ(s.source_path, file.string());
   EXPECT_EQ(s.name, "t");
+  // A spec may have 16 MiB exactly (spaces after the value here), not one byte more.
+  {
+    std::ofstream out(file);
+    out << kBase << std::string(kMaxSpecFileBytes - std::string(kBase).size(), ' ');
+  }
+  ASSERT_EQ(std::filesystem::file_size(file), kMaxSpecFileBytes);
+  EXPECT_EQ(load_spec(file.string()).name, "t");
+  std::ofstream(file, std::ios::app) << ' ';
+  try {
+    load_spec(file.string());
+    ADD_FAILURE() << "a spec of 16 MiB + 1 byte was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("16777217 bytes, more than the 16 MiB a spec may have"),
+              std::string::npos)
+        << e.what();
+  }
   std::filesystem::remove(file);
+  // A pseudo-file says it has 0 bytes and has text: read to its end, not to its stated size.
+  EXPECT_NE(read_input_file("/proc/self/status", "spec", kMaxSpecFileBytes).find("Name:"),
+            std::string::npos);
+}
+
+// Whether each multi-byte UTF-8 sequence in s is whole.
+bool whole_utf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+// The nesting pre-check skips strings, escaped quotes included; a syntax error's long token is
+// cut on a character boundary.
+TEST(Spec, JsonPreChecksReadStringsAndCutWholeCharacters) {
+  const std::string deep = std::string(70, '[') + std::string(70, ']');
+  expect_bad(R"({"k": "\"", "x": )" + deep + "}", "more than 64 levels of nesting");
+  // The brackets inside a string (after an escaped quote) are no nesting.
+  EXPECT_NO_THROW(parse_json_text(R"({"k": "\")" + std::string(70, '[') + R"("})", "x.json"));
+  // The token '"' + 58 x + 20 e-acute (2 bytes each) is cut at byte 60, inside the first
+  // e-acute: the cut moves back to before it.
+  std::string e_acute;
+  for (int i = 0; i < 20; ++i) e_acute += "\xc3\xa9";
+  const std::string msg = error_of(R"({"a": ")" + std::string(58, 'x') + e_acute + "\x01\"}");
+  EXPECT_NE(msg.find(std::string(58, 'x') + "..."), std::string::npos) << msg;
+  EXPECT_TRUE(whole_utf8(msg)) << msg;
 }
 
 TEST(Spec, ShippedConfigsParse) {
@@ -690,6 +743,10 @@ TEST(Spec, FloatValuesAreCheckedAfterTheFloatConversion) {
   // As before: values that do not survive the trip to float at all.
   expect_bad(mutate([](json& j) { j["train"]["optimizer"]["lr"] = 1e-50; }),
              "train.optimizer.lr: expected a finite number > 0, got 1e-50, which is 0 as");
+  // Where 0 is in range too: 1e-50 is not the 0 it becomes.
+  expect_bad(mutate([](json& j) { j["train"]["optimizer"]["weight_decay"] = 1e-50; }),
+             "train.optimizer.weight_decay: expected a finite number >= 0, got 1e-50, which is 0 "
+             "as");
 }
 
 // Trailing bytes after the JSON value are refused, a NUL among them too: nlohmann stops at a NUL
