@@ -329,10 +329,37 @@ TEST(SyntheticImages, DeterministicFromTheSeed) {
             std::vector<float>(a.eval_x.begin(), a.eval_x.begin() + 256));
   const Dataset longer = make_synthetic_images(r, 400, 50, 7);
   EXPECT_TRUE(std::equal(a.train_x.begin(), a.train_x.end(), longer.train_x.begin()));
-  // Threaded generation (a big split) gives the bytes of the serial one for shared samples.
-  const Dataset big = make_synthetic_images(r, 5000, 50, 7);
+  // Threaded generation (a big split) gives the bytes of the serial one for shared samples; a
+  // prime count, so that no thread count splits it evenly (the sanitizer build sees a share
+  // written past the end).
+  const Dataset big = make_synthetic_images(r, 5003, 50, 7);
   EXPECT_TRUE(std::equal(a.train_x.begin(), a.train_x.end(), big.train_x.begin()));
   EXPECT_FALSE(a.description.empty());
+}
+
+// The motif copies reach every row and column: each cell's last ones (a copy's offset goes up to
+// the cell's extent less the motif), and the last cell takes the remainder of an image its cells
+// do not divide (28 = 9 + 9 + 10). At amplitude 1000 a motif pixel stands far above the noise
+// (|noise| <= 2 sqrt 3).
+TEST(SyntheticImages, MotifsReachEveryRowAndColumn) {
+  SyntheticImageTask task;
+  task.amplitude = 1000;
+  for (int64_t size : {8, 12, 28}) {
+    SCOPED_TRACE(size);
+    const ResnetSpec r = image_spec(size, 1, 4);
+    const Dataset d = make_synthetic_images(r, 1000, 1, 3, task);
+    std::vector<bool> rows(size), cols(size);
+    for (size_t i = 0; i < d.train_x.size(); ++i) {
+      if (std::fabs(d.train_x[i]) < 20) continue;
+      const int64_t pixel = static_cast<int64_t>(i) % (size * size);
+      rows[pixel / size] = true;
+      cols[pixel % size] = true;
+    }
+    for (int64_t k = 0; k < size; ++k) {
+      EXPECT_TRUE(rows[k]) << "no motif on row " << k;
+      EXPECT_TRUE(cols[k]) << "no motif on column " << k;
+    }
+  }
 }
 
 TEST(SyntheticImages, BalancedUnitScaleNoise) {
