@@ -32,6 +32,36 @@ TEST_F(SharedScratchTest, EachSlotTakesItsLargestNeedOnceForTheBatch) {
   EXPECT_EQ(s.whole(1, DType::F32).numel(), 250);
   EXPECT_THROW(s.view(0, Shape{201}, DType::F32), Error);
   EXPECT_THROW(s.view(2, Shape{1}, DType::F32), Error);
+  // Another batch with the same allocator sizes the slots again.
+  s.allocate(alloc, 16);
+  EXPECT_EQ(s.whole(0, DType::F32).numel(), 400);
+}
+
+// GrowingScratch: a reserve with another allocator starts afresh (the last one's buffers are
+// its own), and a larger reserve refused for memory leaves the slot empty, not holding the
+// buffer it released first.
+TEST_F(SharedScratchTest, GrowingSlotsFollowTheirAllocatorAndSurviveARefusal) {
+  GrowingScratch g(1);
+  g.reserve(alloc, 0, 100);
+  const void* first = g.view(0, Shape{25}, DType::F32).data;
+  TrackingAllocator other(*be);
+  g.reserve(other, 0, 50);
+  EXPECT_EQ(other.current(MemCategory::Activations), 52u);  // 13 fp32 words
+  EXPECT_NE(g.view(0, Shape{13}, DType::F32).data, first);
+
+  TrackingAllocator limited(*be);
+  limited.set_limit(200);
+  g.reserve(limited, 0, 100);
+  try {
+    g.reserve(limited, 0, 1000);
+    ADD_FAILURE() << "1000 bytes fitted a limit of 200";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom()) << e.what();
+  }
+  EXPECT_EQ(limited.current(MemCategory::Activations), 0u);
+  EXPECT_THROW(g.view(0, Shape{1}, DType::F32), Error);
+  g.reserve(limited, 0, 100);
+  EXPECT_EQ(limited.current(MemCategory::Activations), 100u);
 }
 
 TEST_F(SharedScratchTest, ASlotIsPerSampleOrInAllInOneCategory) {
