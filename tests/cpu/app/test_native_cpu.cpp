@@ -81,6 +81,11 @@ TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
   EXPECT_EQ((*fp32)["status"], "ok");
   EXPECT_EQ((*fp32)["device"], "cpu");
   EXPECT_FALSE((*fp32)["kernels"].empty());  // the oneDNN implementations that ran
+  // Its own: not the bf16 GEMMs that measured the ceilings before it (nor a later mode's).
+  for (const json& k : (*fp32)["kernels"]) {
+    EXPECT_FALSE(has_text(k.get<std::string>(), "bf16")) << (*fp32)["kernels"];
+    EXPECT_FALSE(has_text(k.get<std::string>(), "amx")) << (*fp32)["kernels"];
+  }
   // Not "emulated" (a busy machine may add "noisy").
   EXPECT_EQ((*fp32)["flags"].dump().find("emulated"), std::string::npos) << (*fp32)["flags"];
   EXPECT_GT((*fp32)["percent_of_peak"].get<double>(), 0.0);  // against the measured ceiling
@@ -94,6 +99,10 @@ TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
   const json* bf16 = run_of(doc, "amp_bf16");
   ASSERT_NE(bf16, nullptr);
   if (mpbench::test::native_bf16_available()) {
+    // A ceiling of its own, measured apart from fp32's.
+    const double bf16_rate = nc["gemm_tflops"]["amp_bf16"].get<double>();
+    EXPECT_GT(bf16_rate, 0.0);
+    EXPECT_NE(bf16_rate, nc["gemm_tflops"]["fp32"].get<double>());
     EXPECT_EQ((*bf16)["status"], "ok") << (*bf16).value("status_detail", "");
     EXPECT_FALSE((*bf16)["kernels"].empty());
     EXPECT_GT((*bf16)["final_accuracy"].get<double>(), 0.5);
@@ -343,6 +352,17 @@ TEST_F(NativeCpu, ThreadStacksOverTheAddressSpaceLimitAreRefused) {
   // One line: the warning that 400 threads are more than the CPUs comes only with a backend.
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
+  // OMP_STACKSIZE sets the stacks libgomp maps: KiB without a unit, as its manual says. 199 of
+  // 16 MiB (3.1 GiB) do not fit under 2.9 GiB; of 16 KiB they would.
+  for (const char* size : {"16384", "16M", "16384K"}) {
+    const auto s = mpbench::test::run_shell(
+        "ulimit -v 3000000 && OMP_STACKSIZE=" + std::string(size) + " " + std::string(MPBENCH_EXE) +
+            " run " + tiny() + " --device cpu --threads 200 --epochs 1 --quiet",
+        dir_.string());
+    EXPECT_EQ(s.code, 2) << size << ": " << s.err;
+    EXPECT_TRUE(has_text(s.err, "199 more threads' stacks of 16 MiB each"))
+        << size << ": " << s.err;
+  }
 }
 
 // A seeds x batch sweep trains every cell natively; under a memory cap between the two modes'
