@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -230,6 +231,20 @@ TEST_F(DataParallel, SixteenBitReductionHalvesTheBytes) {
   EXPECT_EQ(a["bytes_per_step"].get<uint64_t>(), 2 * b["bytes_per_step"].get<uint64_t>());
   EXPECT_EQ(b["grad_reduce"], "bf16");
   EXPECT_EQ(b["bucket_bytes"].get<uint64_t>(), uint64_t{1} << 20);
+  // fp16 on the wire alike; buckets that the gradients fill exactly (half of them each) are two.
+  const uint64_t elements = a["bytes_per_step"].get<uint64_t>() / 4;
+  ASSERT_EQ(elements % 2, 0u);
+  const json h16 = run_json(kMpirun + " -np 2", spec,
+                            "--device reference --precisions fp32 --epochs 1 --grad-reduce fp16 "
+                            "--bucket-mb " +
+                                fmt::format("{}", 4.0 * double(elements / 2) / (1 << 20)),
+                            "h16.json");
+  const json& h = h16["runs"][0]["data_parallel"];
+  EXPECT_EQ(h16["runs"][0]["status"], "ok");
+  EXPECT_EQ(h["grad_reduce"], "fp16");
+  EXPECT_EQ(a["bytes_per_step"].get<uint64_t>(), 2 * h["bytes_per_step"].get<uint64_t>());
+  EXPECT_EQ(h["bucket_bytes"].get<uint64_t>(), 4 * (elements / 2));
+  EXPECT_EQ(h["buckets"].get<int64_t>(), 2);
 }
 
 // Bad input seen by one rank alone (MPMD: rank 1 is given a spec that does not exist): every rank
