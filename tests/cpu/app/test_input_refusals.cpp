@@ -320,6 +320,32 @@ TEST_F(InputRefusals, AScalingBaselineIsReadWithoutALaunchToo) {
       run("run " + good_ + " --device reference --quiet --scaling-baseline " + spec + " --json " +
           (dir_ / "out.json").string()),
       "spec_as_result.json");
+  // The baseline is an input: the run's output may not write over it.
+  const std::string base = result_file("base.json", "fp32");
+  const std::string before = mpbench::test::read_file(base);
+  const Result r = run("run " + good_ +
+                       " --device reference --quiet --epochs 1 --precisions fp32 "
+                       "--scaling-baseline " +
+                       base + " --json " + base);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, "is the input")) << r.err;
+  EXPECT_EQ(mpbench::test::read_file(base), before);
+}
+
+// The data-parallel options without a launch change nothing, and each alone says so.
+TEST_F(InputRefusals, DataParallelOptionsWithoutALaunchAreSaidToDoNothing) {
+  for (const char* option : {"--grad-reduce bf16", "--bucket-mb 10"}) {
+    const Result r =
+        run("run " + good_ + " --device reference --quiet --epochs 1 --precisions fp32 " + option);
+    EXPECT_EQ(r.code, 0) << option << ": " << r.err;
+    EXPECT_TRUE(has_text(r.err,
+                         "--grad-reduce, --bucket-mb and --scaling-baseline have no effect "
+                         "without an MPI launch"))
+        << option << ": " << r.err;
+  }
+  const Result plain =
+      run("run " + good_ + " --device reference --quiet --epochs 1 --precisions fp32");
+  EXPECT_FALSE(has_text(plain.err, "no effect")) << plain.err;
 }
 
 }  // namespace
