@@ -98,6 +98,18 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
        "--batch-size"},
       {"sweep batch over the data", "run {spec} --batch-sizes 32,5000", kGood,
        "--batch-sizes 5000: "},
+      // Seven digits are a batch size (up to 2^20) the spec's rules then judge.
+      {"sweep batch of seven digits", "run {spec} --batch-sizes 1000000", kGood,
+       "--batch-sizes 1000000: "},
+      {"repeat 0", "run {spec} --repeat 0", kGood, "--repeat: Value 0 not in range 1 to 1000"},
+      // Plain decimals only: strtod would take hex and exponents, strtoll octal.
+      {"hex number", "run {spec} --bucket-mb 0x10", kGood,
+       "--bucket-mb: expected a decimal number, got '0x10'"},
+      {"exponent", "run {spec} --bucket-mb 1e1", kGood,
+       "--bucket-mb: expected a decimal number, got '1e1'"},
+      {"leading zero", "run {spec} --epochs 01", kGood,
+       "--epochs: expected a decimal integer, got '01'"},
+      {"leading zero in a size", "run {spec} --memory-limit 05GiB", kGood, "got '05GiB'"},
       {"maxbatch multiple 0", "maxbatch {spec} --multiple 0", kGood, "--multiple"},
       {"maxbatch without spec", "maxbatch", "", "specs"},
       {"maxbatch output is the spec", "maxbatch {spec} --csv {spec}", kGood, "is the input"},
@@ -358,6 +370,10 @@ TEST_F(Cli, DecimalNumbersAreStillTaken) {
           " --seed 0 --memory-limit 0.5GiB --batch-size 64");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("tf32"), std::string::npos) << r.out;
+  // --bucket-mb's upper end is in range (a warning: no launch here).
+  r = run("run " + tiny() + " --device reference --quiet --epochs 1 --precisions fp32 " +
+          "--bucket-mb 65536");
+  EXPECT_EQ(r.code, 0) << r.err;
   r = run("run " + tiny() + " --device reference --quiet --epochs -1");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--epochs"), std::string::npos) << r.err;
@@ -836,6 +852,7 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
   const auto j = nlohmann::json::parse(read_file(json.string()));
   EXPECT_EQ(j["memory_limit_bytes"], 1u << 20);
   EXPECT_EQ(j["multiple"], 8);
+  EXPECT_EQ(j["steps_per_probe"], 2);  // the default
   ASSERT_EQ(j["max_batch"].size(), 2u);
   const auto& fp32 = j["max_batch"][0];
   const auto& bf16 = j["max_batch"][1];
@@ -894,6 +911,26 @@ TEST_F(Cli, MaxBatchTableAndFiles) {
 // amp_fp8's batch multiple, lcm(K, 16), past 2^20: no batch it may try is one a spec takes.
 // The row says so and the JSON that the spec's limit, not memory, bound it (it said "none
 // fits" with an empty "bound by" and at_spec_limit false).
+// A probe trains the steps asked for, on synthetic data grown to them: the data a probe holds
+// grows with --steps at the same batch (training memory, and so the batch found, does not).
+TEST_F(Cli, MaxBatchProbesTrainTheStepsAskedFor) {
+  const auto probe = [&](int steps) {
+    const fs::path out = dir_ / ("s" + std::to_string(steps) + ".json");
+    const Result r = run("maxbatch " + tiny() +
+                         " --device reference --quiet --precisions fp32 --memory-limit 1MiB "
+                         "--steps " +
+                         std::to_string(steps) + " --json " + out.string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(read_file(out.string()));
+    EXPECT_EQ(j["steps_per_probe"], steps);
+    return j["max_batch"][0];
+  };
+  const auto one = probe(1), four = probe(4);
+  EXPECT_EQ(one["max_batch"], four["max_batch"]);
+  EXPECT_GT(four["peak_memory_bytes"]["data"].get<uint64_t>(),
+            one["peak_memory_bytes"]["data"].get<uint64_t>());
+}
+
 TEST_F(Cli, MaxBatchMultiplePastTheSpecLimitSaysSo) {
   const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv";
   const Result r = run("maxbatch " + tiny() +
