@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "kernels/backend.h"
 #include "kernels/error.h"
 #include "test_util.h"
 
@@ -1132,6 +1134,30 @@ TEST_F(Cli, AutoDeviceSaysCpuInOneLine) {
   Result q = run("run " + tiny() + " --epochs 1 --precisions fp32 --quiet");
   EXPECT_EQ(q.code, 0);
   EXPECT_TRUE(q.err.empty()) << q.err;
+  // Without a GPU, auto is the native CPU where there is one: it says so, and takes --threads.
+  if (mpbench::cuda_device_count(nullptr) > 0 || !mpbench::native_cpu_available(nullptr)) return;
+  EXPECT_NE(r.err.find("; running on the CPU (--device cpu)\n"), std::string::npos) << r.err;
+  const fs::path json = dir_ / "t.json";
+  const Result t = run("run " + tiny() +
+                       " --epochs 1 --precisions fp32 --quiet --threads 1 --json " + json.string());
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(nlohmann::json::parse(read_file(json.string()))["env"]["native_cpu"]["threads"], 1);
+}
+
+// Overrides of 0 are overrides (the spec's seed is 1, its warm-up 10), and a run without
+// --repeat has no repetition.
+TEST_F(Cli, OverridesOfZeroAreKept) {
+  const fs::path json = dir_ / "z.json";
+  const Result r = run("run " + tiny() +
+                       " --device reference --quiet --epochs 1 --precisions fp32 --seed 0 "
+                       "--warmup 0 --json " +
+                       json.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(json.string()));
+  EXPECT_EQ(j["specs"][0]["data"]["seed"], 0);
+  EXPECT_EQ(j["specs"][0]["train"]["warmup_steps"], 0);
+  EXPECT_EQ(j["runs"][0]["warmup_steps"], 0);
+  EXPECT_FALSE(j["runs"][0].contains("repetition")) << j["runs"][0]["repetition"];
 }
 
 TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
@@ -1147,6 +1173,16 @@ TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
   EXPECT_NE(r.err.find("heavy trains"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("TFLOP"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("100 GFLOP/s; the CPU reference"), std::string::npos) << r.err;
+  // The note's time is the FLOPs at the rate: 0.5 PFLOP at 100 GFLOP/s is 5e3 s, in minutes.
+  double tflop = 0, minutes = 0;
+  const size_t at = r.err.find("heavy trains ");
+  ASSERT_EQ(
+      std::sscanf(r.err.c_str() + at, "heavy trains %lf TFLOP%*[^,], %lf min", &tflop, &minutes), 2)
+      << r.err;
+  EXPECT_NEAR(minutes, tflop * 1e12 / 100e9 / 60, 1.0) << r.err;
+  Result quiet = run("run " + heavy + " --device reference --memory-limit 1MiB --quiet");
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("heavy trains"), std::string::npos) << quiet.err;
   Result small = run("run " + tiny() + " --device reference --epochs 1 --precisions fp32");
   EXPECT_EQ(small.code, 0) << small.err;
   EXPECT_EQ(small.err.find("TFLOP"), std::string::npos) << small.err;
@@ -1158,6 +1194,15 @@ TEST_F(Cli, HeavySpecOnTheCpuGetsANote) {
   EXPECT_NE(native.err.find("heavy trains"), std::string::npos) << native.err;
   EXPECT_NE(native.err.find("over the 1 mode(s) this CPU runs, "), std::string::npos) << native.err;
   EXPECT_NE(native.err.find("at its measured GEMM rates (fp32 "), std::string::npos) << native.err;
+  double rate = 0;
+  const size_t nat = native.err.find("heavy trains ");
+  ASSERT_EQ(
+      std::sscanf(native.err.c_str() + nat,
+                  "heavy trains %lf TFLOP%*[^,], %lf min at its measured GEMM rates (fp32 %lf",
+                  &tflop, &minutes, &rate),
+      3)
+      << native.err;
+  EXPECT_NEAR(minutes, tflop / rate / 60, 0.05 * minutes + 1) << native.err;
 }
 
 TEST_F(Cli, ProfileTimesEveryOpOfTheProfiledSteps) {
