@@ -1003,6 +1003,21 @@ TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
   EXPECT_TRUE(contains(start, "ETA --:--")) << start;
   const std::string hours = Progress::format_line("x", 1, 3, 3600.0, "", 80);
   EXPECT_TRUE(contains(hours, "ETA 2:00:00")) << hours;
+  // An hour exactly is already shown with hours.
+  const std::string hour = Progress::format_line("x", 1, 2, 3600.0, "", 80);
+  EXPECT_TRUE(contains(hour, "ETA 1:00:00")) << hour;
+}
+
+TEST(Progress, TheSuffixGoesFirstAndTheBarNeedsRoom) {
+  // Too narrow for the suffix: it goes, and the ETA stays.
+  const std::string l =
+      Progress::format_line("L", 5, 10, 1.0, "epoch 1 | loss 1.23 acc 50.00%", 40);
+  EXPECT_TRUE(contains(l, "ETA 0:01")) << l;
+  EXPECT_FALSE(contains(l, "epoch")) << l;
+  // Six columns left over: too few for a bar that says anything, so none is drawn.
+  const std::string cramped = Progress::format_line("L", 5, 10, 1.0, "", 30);
+  EXPECT_FALSE(contains(cramped, "[")) << cramped;
+  EXPECT_TRUE(contains(cramped, "5/10 ETA 0:01")) << cramped;
 }
 
 TEST(Progress, DisabledOrShortWorkDrawsNothing) {
