@@ -3,11 +3,13 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
 #include "test_util.h"
 
 using mpbench::test::has_text;
+using mpbench::test::read_file;
 
 namespace {
 
@@ -64,6 +66,35 @@ TEST_F(ExplainCli, OneModeIsRefusedWhereItCameFrom) {
             "mpbench: --precisions: explain compares modes, so it needs two or more (got "
             "amp_bf16)\n");
   EXPECT_EQ(from_spec.out + given.out, "");
+}
+
+// A kind's speedup is as the step's: the first mode's time over the second's (above 1 when the
+// second is faster), not its inverse.
+TEST_F(ExplainCli, EachKindsSpeedupIsFromOverTo) {
+  const std::string spec = write("small.json", mpbench::test::kSmallSpec);
+  const std::string json = (dir_ / "e.json").string();
+  const auto r =
+      run("explain " + spec +
+          " --device reference --precisions fp32,amp_bf16 --steps 2 --quiet --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(read_file(json));
+  ASSERT_EQ(doc.at("comparisons").size(), 1u);
+  int checked = 0;
+  for (const auto& k : doc["comparisons"][0].at("by_kind")) {
+    const double from = k.at("from_ms_per_step"), to = k.at("to_ms_per_step");
+    if (!(to > 0)) continue;
+    EXPECT_DOUBLE_EQ(k.at("speedup").get<double>(), from / to) << k.dump();
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << doc.dump();
+}
+
+// --md onto the spec is refused before anything is written, as --json onto it is.
+TEST_F(ExplainCli, TheMarkdownOutputMayNotBeTheSpec) {
+  const std::string spec = write("small.json", mpbench::test::kSmallSpec);
+  const auto r = run("explain " + spec + " --device reference --steps 2 --quiet --md " + spec);
+  expect_refused(r, "is the input");
+  EXPECT_EQ(read_file(spec), mpbench::test::kSmallSpec);
 }
 
 }  // namespace
