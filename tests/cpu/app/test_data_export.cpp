@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -25,7 +26,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "models/spec.h"
 #include "test_util.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -199,6 +202,59 @@ TEST_F(DataExport, BadInputIsExitTwo) {
     "train": {"batch_size": 4}})";
   EXPECT_EQ(run("data " + idx.string() + " --out " + (dir_ / "i").string(), &err), 2);
   EXPECT_NE(err.find(idx.string() + ": data.train_images: "), std::string::npos) << err;
+}
+
+// --seed 0 is a seed like any other, not "the spec's": the index says 0 and the arrays are not
+// seed 1's.
+TEST_F(DataExport, SeedZeroIsTaken) {
+  ASSERT_EQ(run("data " + tiny() + " --quiet --seed 0 --out " + (dir_ / "z").string()), 0);
+  ASSERT_EQ(run("data " + tiny() + " --quiet --seed 1 --out " + (dir_ / "o").string()), 0);
+  const auto z = nlohmann::json::parse(read_file((dir_ / "z.json").string()));
+  EXPECT_EQ(z["resolved_spec"]["data"]["seed"], 0);
+  EXPECT_NE(read_file((dir_ / "z.train_x.f32").string()),
+            read_file((dir_ / "o.train_x.f32").string()));
+}
+
+// The index names its files relative to itself (a prefix's directory would break a moved
+// dataset), and the parameters' seed is the one `run` starts from, not the data's.
+TEST_F(DataExport, TheIndexNamesFilesBesideItAndRunsInitSeed) {
+  std::string err;
+  ASSERT_EQ(run("data " + tiny() + " --quiet --params --out " + (dir_ / "x").string(), &err), 0)
+      << err;
+  const auto idx = nlohmann::json::parse(read_file((dir_ / "x.json").string()));
+  EXPECT_EQ(idx["files"]["train_x"], "x.train_x.f32");
+  EXPECT_EQ(idx["params"]["init_seed"].get<uint64_t>(),
+            mpbench::init_seed_for(mpbench::load_spec(tiny()), std::nullopt));
+}
+
+// Every output is checked against every input before anything is written: the --params file
+// onto the spec, and an array onto one of an idx spec's data files, are refused and leave them
+// as they were.
+TEST_F(DataExport, NoOutputWritesOverAnInput) {
+  const std::string text = read_file(tiny());
+  const std::string spec = write("d.params.f32", text);
+  expect_refused(CliTest::run("data " + spec + " --quiet --params --out " + (dir_ / "d").string()),
+                 "is the input");
+  EXPECT_TRUE(read_file(spec) == text) << "the spec was written over";
+
+  auto be32 = [](std::string& s, uint32_t v) {
+    for (int shift = 24; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
+  };
+  std::string images, labels;
+  for (uint32_t v : {0x803u, 8u, 2u, 2u}) be32(images, v);
+  images.append(8 * 2 * 2, '\x10');
+  for (uint32_t v : {0x801u, 8u}) be32(labels, v);
+  labels.append(8, '\x01');
+  write("ti", images);
+  const std::string tl = write("x.train_y.i32", labels);
+  const std::string idx = write("idx.json", R"({"name": "i", "model": {"type": "mlp",
+      "input_dim": 4, "hidden": [2], "num_classes": 2}, "data": {"type": "idx",
+      "train_images": "ti", "train_labels": "x.train_y.i32", "eval_images": "ti",
+      "eval_labels": "x.train_y.i32", "train_samples": 8, "eval_samples": 8},
+      "train": {"batch_size": 4}})");
+  expect_refused(CliTest::run("data " + idx + " --quiet --out " + (dir_ / "x").string()),
+                 "is the input");
+  EXPECT_TRUE(read_file(tl) == labels) << "the labels were written over";
 }
 
 // '-' is not stdout for `data` either (it writes several files): refused, and no "-.json",
