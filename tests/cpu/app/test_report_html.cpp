@@ -1086,6 +1086,28 @@ TEST(Svg, LabelsThatWouldBeTheSameShowWhereTheyDiffer) {
   }
 }
 
+// The edges: the last tick is at or above the largest value (the axis ends there), a string of
+// exactly n bytes is not cut, and two values 50x apart stay on a linear axis (two decades make
+// a log one).
+TEST(Svg, TicksCoverTheTopAndEdgesAreNotCut) {
+  using namespace mpbench::svg;
+  const std::vector<double> ticks = nice_ticks(0, 7.3, 4);
+  ASSERT_FALSE(ticks.empty());
+  EXPECT_GE(ticks.back(), 7.3);
+  EXPECT_EQ(shorten(std::string(24, 'x'), 24), std::string(24, 'x'));
+  std::vector<Bar> bars;
+  for (double v : {1.0, 50.0}) {
+    Bar b;
+    b.label = "t";
+    b.color = "#000";
+    b.value = v;
+    b.value_text = format_general(v) + " ms";
+    bars.push_back(b);
+  }
+  const std::string chart = bar_chart("chart-time", bars, {"epoch time", format_general, 1});
+  EXPECT_EQ(chart.find("(log scale)"), std::string::npos) << chart;
+}
+
 // Without fp32 the ratios are against the first mode, and the captions and tooltips name it (the
 // console and Markdown tables' headers do).
 TEST_F(ReportHtml, RatiosNameTheirBaselineWithoutFp32) {
