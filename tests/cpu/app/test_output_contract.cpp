@@ -3,6 +3,7 @@
 // explain, maxbatch) and refuses the others in one line naming the kind.
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,57 @@ TEST_F(OutputContract, ReportDrawsExplainAndMaxbatchAndRefusesOtherKinds) {
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_TRUE(has_text(r.err, spec_ + ": a model spec (what mpbench run trains")) << r.err;
   }
+}
+
+// report reads what older mpbench wrote (a maxbatch file without statuses, an explain file
+// without bounds) and refuses what none could have: an unsupported mode with a batch, an ok
+// profile without a step time or with one past any run's.
+TEST_F(OutputContract, ReportReadsOlderFilesAndRefusesImpossibleOnes) {
+  const std::string cpu = " --device reference --quiet";
+  const json maxbatch =
+      written("maxbatch " + spec_ + cpu + " --precisions fp32 --memory-limit 256KiB --json " +
+                  path("m.json"),
+              "m.json");
+  const json explain =
+      written("explain " + spec_ + cpu + " --steps 2 --json " + path("e.json"), "e.json");
+  const json profile =
+      written("profile " + spec_ + cpu + " --steps 2 --json " + path("p.json"), "p.json");
+  // A profile is drawn beside its model's runs, so those go with it.
+  ASSERT_EQ(run("run " + spec_ + cpu + " --json " + path("run.json")).code, 0);
+  auto report = [&](const std::string& name, json j, const std::function<void(json&)>& change) {
+    change(j);
+    write(name, j.dump());
+    const std::string runs = j.contains("profiles") ? path("run.json") + " " : "";
+    return run("report " + runs + path(name) + " --html " + path("r.html"));
+  };
+  auto read = [&](const std::string& name, const json& j,
+                  const std::function<void(json&)>& change) {
+    const auto r = report(name, j, change);
+    EXPECT_EQ(r.code, 0) << name << ": " << r.err;
+  };
+  read("old_m.json", maxbatch, [](json& j) {
+    for (json& e : j["max_batch"]) e.erase("status");
+  });
+  read("old_e.json", explain, [](json& j) { j["comparisons"][0].erase("bound"); });
+
+  auto refused = [&](const std::string& name, const json& j,
+                     const std::function<void(json&)>& change, const std::string& needle) {
+    const auto r = report(name, j, change);
+    EXPECT_EQ(r.code, 2) << name << ": " << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(has_text(r.err, needle)) << name << ": " << r.err;
+  };
+  refused(
+      "unsup.json", maxbatch, [](json& j) { j["max_batch"][0]["status"] = "unsupported"; },
+      "unsup.json: max_batch[0].max_batch: expected null for an unsupported mode");
+  ASSERT_EQ(profile["profiles"][0]["status"], "ok");
+  read("p.json", profile, [](json&) {});
+  refused(
+      "null.json", profile, [](json& j) { j["profiles"][0]["step_time_ms"] = nullptr; },
+      "null.json: profiles[0].step_time_ms: ");
+  refused(
+      "huge.json", profile, [](json& j) { j["profiles"][0]["step_time_ms"] = 1e300; },
+      "huge.json: profiles[0].step_time_ms: ");
 }
 
 // report --md is pasted into step summaries and merge-request comments: a file name, a
