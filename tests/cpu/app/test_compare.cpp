@@ -1454,9 +1454,27 @@ TEST_F(CompareCli, AFractionForAPercentageIsWarnedOf) {
       << r.err;
   r = run("compare " + b + " " + c + " --time-threshold 0.1% --memory-threshold 5");
   EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  r = run("compare " + b + " " + c + " --time-threshold 1");  // 1%: no fraction
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+  // Plain decimals: a leading zero is refused as in every numeric option.
+  expect_refused(run("compare " + b + " " + c + " --time-threshold 05"),
+                 "--time-threshold: expected a non-negative decimal percentage");
   // Bad input is one line alone: the warning came before it.
   expect_refused(run("compare " + b + " missing.json --loss-threshold 0.1"),
                  "missing.json: cannot read result file");
+}
+
+// --loss-threshold is a percentage like the time and memory ones: a final loss 10% higher fails
+// at 5 and passes at 20.
+TEST_F(CompareCli, TheLossThresholdIsAPercentage) {
+  std::vector<RunResult> higher = reps();
+  for (RunResult& r : higher) r.final_loss *= 1.1;
+  const std::string b = write("b.json", make_report(reps())),
+                    c = write("c.json", make_report(higher));
+  const std::string js = (dir_ / "l.json").string();
+  EXPECT_EQ(run("compare " + b + " " + c + " --loss-threshold 5 --json " + js).code, 1);
+  EXPECT_EQ(json::parse(test::read_file(js))["rows"][0]["regressions"], json::array({"loss"}));
+  EXPECT_EQ(run("compare " + b + " " + c + " --loss-threshold 20").code, 0);
 }
 
 TEST_F(CompareCli, SeveralBaselineFiles) {
@@ -1501,6 +1519,12 @@ TEST_F(CompareCli, SeveralBaselineFiles) {
                          "): every time row is judged against itself\n");
   }
   EXPECT_EQ(run("compare --baseline " + names[0] + " " + cur).err, "");
+  // A file whose name has glob characters is that file, not a pattern.
+  const std::string bracket = (dir_ / "run[1].json").string();
+  fs::copy_file(names[0], bracket);
+  r = run("compare --baseline '" + bracket + "' " + cur);
+  EXPECT_EQ(r.code, run("compare --baseline " + names[0] + " " + cur).code) << r.err;
+  EXPECT_EQ(r.err, "");
 }
 
 TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
