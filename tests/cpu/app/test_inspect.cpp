@@ -86,6 +86,31 @@ TEST_F(Inspect, AnotherBatchAndTheLargestPredictedToFit) {
                                   .get<int64_t>());
 }
 
+// The edges of what inspect says: a thousand parameters are "1.00K"; the misaligned sizes are
+// named up to six, then counted; a batch exactly the spec's data is not "more than" it; and no
+// batch that fits is null in the JSON, not 0.
+TEST_F(Inspect, CountsListsAndLimitsAtTheirEdges) {
+  const std::string spec = write("m7.json", R"({"name": "m7", "model": {"type": "mlp",
+      "input_dim": 99, "hidden": [10, 9, 9, 9, 9, 9, 9], "num_classes": 3},
+      "data": {"train_samples": 1048576, "eval_samples": 1},
+      "train": {"batch_size": 32, "epochs": 1}, "fp32_layers": []})");
+  const auto r = run("inspect " + spec + " --precision amp_bf16 --memory-limit 1TiB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "│  1.00K │")) << r.out;  // fc1: 99 x 10 + 10
+  EXPECT_TRUE(has_text(r.out,
+                       "(pad them to a multiple): fc1 N=10, fc1 K=99, fc2 N=9, fc2 K=10, "
+                       "fc3 N=9, fc3 K=9, and 10 more"))
+      << r.out;
+  EXPECT_TRUE(has_text(r.out, "every batch a spec takes, up to 1,048,576, predicted")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "more than the spec's data.train_samples")) << r.out;
+  const std::string out = (dir_ / "none.json").string();
+  ASSERT_EQ(run("inspect " + spec + " --precision amp_bf16 --memory-limit 1KiB --json " + out).code,
+            0);
+  EXPECT_TRUE(nlohmann::json::parse(
+                  mpbench::test::read_file(out))["entries"][0]["predicted_max_batch"]["batch"]
+                  .is_null());
+}
+
 TEST_F(Inspect, ABatchTheSpecRefusesAndAMultipleAloneAreBadInput) {
   // The last feature map is 1x1: batch statistics need two samples.
   const std::string spec = write(
