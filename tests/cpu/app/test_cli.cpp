@@ -995,6 +995,37 @@ TEST_F(Cli, MaxBatchWithoutFp32ComparesWithTheFirstMode) {
   EXPECT_TRUE(has_text(read_file((dir_ / "r.html").string()), "ratio to amp_bf16"));
 }
 
+// Models of different baselines: the header says "vs baseline" and a note names each model's
+// that is not fp32, once, and none for the model that has fp32.
+TEST_F(Cli, MaxBatchNotesEachModelsBaselineWhereTheyDiffer) {
+  auto spec = nlohmann::json::parse(read_file(tiny()));
+  spec["name"] = "nofp32";
+  spec["precisions"] = {"amp_bf16", "amp_fp16"};
+  const std::string other = spec_file("nofp32.json", spec.dump());
+  const Result r = run("maxbatch " + tiny() + " " + other +
+                       " --device reference --memory-limit 256KiB --quiet");  // each spec's modes
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "vs baseline")) << r.out;
+  EXPECT_EQ(r.out.find("ratios against"), r.out.rfind("ratios against")) << r.out;  // once
+  EXPECT_TRUE(has_text(r.out,
+                       "note: nofp32: ratios against amp_bf16, the first of its modes (no "
+                       "fp32)"))
+      << r.out;
+}
+
+// A baseline that fits nothing gives no ratio (not "infx").
+TEST_F(Cli, MaxBatchHasNoRatioToABaselineThatFitsNothing) {
+  const fs::path csv = dir_ / "n.csv";
+  const Result r = run("maxbatch " + std::string(MPBENCH_SOURCE_DIR) +
+                       "/configs/tiny_resnet.json --device reference --precisions fp32,amp_bf16 "
+                       "--memory-limit 43000B --quiet --csv " +
+                       csv.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has_text(r.out, "none fits")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "inf")) << r.out;
+  EXPECT_FALSE(has_text(read_file(csv.string()), "inf")) << read_file(csv.string());
+}
+
 // A sweep trains every mode at every batch size; each run's ratios are against fp32 at its own
 // batch, and the report draws speedup against batch.
 TEST_F(Cli, BatchSizesSweep) {
