@@ -1547,6 +1547,9 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
   batch0["runs"][0]["batch_size"] = 0;
   json no_batch = to_json(make_report({make_run(kBase)}));
   no_batch["runs"][0].erase("batch_size");
+  // Past int64: an integer mpbench cannot hold, not the negative number it would wrap to.
+  json huge_batch = to_json(make_report({make_run(kBase)}));
+  huge_batch["runs"][0]["batch_size"] = uint64_t{18446744073709551615u};
   json gpu = to_json(make_report({make_run(kBase)}));
   gpu["runs"][0]["device"] = "gpu";
   // Two specs of one model and batch: which one its runs trained from is not known.
@@ -1583,6 +1586,8 @@ TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
        "b0.json: runs[0].batch_size: expected the batch size of a run that trained (1 or more)"},
       {"no batch", good + " " + write("nb.json", no_batch.dump()),
        "nb.json: runs[0].batch_size: expected the batch size"},
+      {"batch past int64", good + " " + write("hb.json", huge_batch.dump()),
+       "hb.json: runs[0].batch_size: expected an integer\n"},
       {"a device no run trains on", good + " " + write("gpu.json", gpu.dump()),
        "gpu.json: runs[0].device: expected \"cuda\", \"cpu\" or \"reference\""},
       {"two specs of one model and batch", good + " " + write("ts.json", two_specs.dump()),
