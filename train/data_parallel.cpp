@@ -20,9 +20,8 @@ int first_env_int(std::initializer_list<const char*> names, int fallback) {
   return fallback;
 }
 
-// Per step, the mean of `per_step` (one entry per timed step, epoch after epoch) over the
-// median epoch by time: the middle one, or the two middle ones' average, as TimeStats' median.
-// 0 when the entries do not cover the epochs.
+}  // namespace
+
 double median_epoch_mean(const std::vector<double>& per_step,
                          const std::vector<EpochResult>& epochs) {
   std::vector<std::pair<double, double>> by_time;  // (epoch time, mean per step)
@@ -41,8 +40,6 @@ double median_epoch_mean(const std::vector<double>& per_step,
   return m % 2 == 1 ? by_time[m / 2].second
                     : 0.5 * (by_time[m / 2 - 1].second + by_time[m / 2].second);
 }
-
-}  // namespace
 
 int local_rank() {
   return first_env_int(

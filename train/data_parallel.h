@@ -20,6 +20,12 @@
 
 namespace mpbench {
 
+// Per step, the mean of `per_step` (one entry per timed step, epoch after epoch) over the
+// median epoch by time: the middle one, or the two middle ones' average, as TimeStats' median.
+// 0 when the entries do not cover the epochs.
+double median_epoch_mean(const std::vector<double>& per_step,
+                         const std::vector<EpochResult>& epochs);
+
 // The launcher this process was started by, read from its environment (no MPI call): "mpirun"
 // (OpenMPI's), "srun" (Slurm), "pmix" or "pmi" (another launcher of those interfaces); none when
 // it was started alone.
