@@ -27,12 +27,15 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
                                         const RankPlacement& place) {
   const NativeCpuOptions cpu{device.threads, device.cpu_isa, place.local_ranks};
   const int cuda_index = place.local_rank;
-  // --threads and --cpu-isa are refused where nothing would take them.
-  if ((device.threads || !device.cpu_isa.empty()) && device.name != "cpu" && device.name != "auto")
-    throw_bad_input(
-        fmt::format("{}: only --device cpu (or auto on a machine without a GPU) "
-                    "takes it",
-                    device.threads ? "--threads" : "--cpu-isa"));
+  // --threads and --cpu-isa are refused where nothing would take them: another device, or auto
+  // on a machine with a GPU (below, once that is known).
+  auto refuse_cpu_options = [&] {
+    if (device.threads || !device.cpu_isa.empty())
+      throw_bad_input(
+          fmt::format("{}: only --device cpu (or auto on a machine without a GPU) takes it",
+                      device.threads ? "--threads" : "--cpu-isa"));
+  };
+  if (device.name != "cpu" && device.name != "auto") refuse_cpu_options();
   // A bad name is refused before the device is chosen: one line, not after auto's CPU notice.
   if (!device.cpu_isa.empty()) check_native_cpu_isa(device.cpu_isa);
   // More threads than CPUs: every parallel op waits for a thread the scheduler has not run yet
@@ -60,7 +63,10 @@ std::unique_ptr<Backend> select_backend(const DeviceChoice& device, bool quiet,
     if (n == 0) throw_bad_input("--device cuda: " + why);
     return make_cuda_backend(cuda_index % n);
   }
-  if (n > 0) return make_cuda_backend(cuda_index % n);
+  if (n > 0) {
+    refuse_cpu_options();
+    return make_cuda_backend(cuda_index % n);
+  }
   std::string why_cpu;
   if (native_cpu_available(&why_cpu))
     return native_cpu(quiet ? "" : "mpbench: " + why + "; running on the CPU (--device cpu)\n");

@@ -104,6 +104,8 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"sweep batch of seven digits", "run {spec} --batch-sizes 1000000", kGood,
        "--batch-sizes 1000000: "},
       {"repeat 0", "run {spec} --repeat 0", kGood, "--repeat: Value 0 not in range 1 to 1000"},
+      {"threads on the reference", "run {spec} --device reference --threads 2", kGood,
+       "--threads: only --device cpu (or auto on a machine without a GPU) takes it"},
       // Plain decimals only: strtod would take hex and exponents, strtoll octal.
       {"hex number", "run {spec} --bucket-mb 0x10", kGood,
        "--bucket-mb: expected a decimal number, got '0x10'"},
