@@ -50,6 +50,7 @@ struct ConvShape {
 const ConvShape kShapes[] = {
     {"1x1", 2, 8, 8, 16, 32, 1, 1, 1, 0},
     {"3x3_pad1", 2, 9, 9, 8, 16, 3, 3, 1, 1},
+    {"3x3_pad0", 2, 9, 9, 8, 16, 3, 3, 1, 0},  // the same but the padding: another plan
     {"3x3_stride2_pad1", 3, 11, 11, 16, 8, 3, 3, 2, 1},
     {"1x1_stride2_odd", 2, 7, 7, 8, 16, 1, 1, 2, 0},
     {"3x3_odd_channels", 1, 5, 7, 3, 5, 3, 3, 1, 1},
