@@ -2,6 +2,7 @@
 # The one prepared script for a GPU machine (DESIGN.md "Working with a GPU"):
 #   scripts/device_check.sh OUTDIR
 #   scripts/device_check.sh --source-hash   prints the source hash a carried build is held to
+#   scripts/device_check.sh --gpu-tests     prints the GPU test binaries a build must have
 # 1. Picks the build to test: the portable one carried in .devcarry/ (made by
 #    scripts/prepare_device_carry.sh) if its recorded source hash is this tree's and it runs here,
 #    else MPBENCH_CHECK_BIN, else a build for the card found (with .deps/ for the header-only and
@@ -82,8 +83,15 @@ source_hash() {
     find "${parts[@]}" -type f -print0 2>/dev/null
   fi | LC_ALL=C sort -zu | xargs -0 -r sha256sum -- 2>/dev/null | sha256sum | cut -d' ' -f1
 }
-if [ "${1:-}" = --source-hash ]; then
-  cd "$(dirname "$0")/.." && source_hash
+# The GPU test binaries (tests/CMakeLists.txt names them gpu_<file>): what a build for the card
+# must hold, and the carry too.
+gpu_tests() {
+  local f
+  for f in tests/gpu/*/test_*.cpp; do echo "gpu_$(basename "$f" .cpp)"; done
+}
+if [ "${1:-}" = --source-hash ] || [ "${1:-}" = --gpu-tests ]; then
+  cd "$(dirname "$0")/.." || exit 2
+  if [ "$1" = --source-hash ]; then source_hash; else gpu_tests; fi
   exit
 fi
 
@@ -213,9 +221,9 @@ if [ -z "$bin" ]; then
     fi
   fi
   command -v ninja >/dev/null && args+=(-G Ninja)
-  # mpbench and the GPU test binaries only (tests/CMakeLists.txt names them gpu_<file>).
-  targets=(mpbench)
-  for f in tests/gpu/*/test_*.cpp; do targets+=("gpu_$(basename "$f" .cpp)"); done
+  # mpbench and the GPU test binaries only.
+  mapfile -t targets < <(gpu_tests)
+  targets=(mpbench "${targets[@]}")
   if cmake -S . -B "$build" "${args[@]}" >>"$log" 2>&1 &&
      timeout "$(( $(left) > 1 ? $(left) : 1 ))" cmake --build "$build" -j"$(nproc)" \
        --target "${targets[@]}" >>"$log" 2>&1; then
@@ -311,6 +319,13 @@ if [ "${MPBENCH_CHECK_TESTS:-1}" != 0 ]; then
   for t in "$bin"/gpu_test_* "$bin"/tests/gpu_test_*; do
     [ -f "$t" ] && [ -x "$t" ] && add test "$t" "test $(basename "$t")" 200 20
   done
+  # A build without some of them (a carry or MPBENCH_CHECK_BIN made before they existed) would
+  # leave them out in silence.
+  missing=""
+  for name in $(gpu_tests); do
+    [ -x "$bin/$name" ] || [ -x "$bin/tests/$name" ] || missing+=" $name"
+  done
+  [ -n "$missing" ] && off+=" GPU tests not in $bin:$missing;"
   # The kernel parity tests again under compute-sanitizer's memcheck (out-of-bounds and
   # misaligned accesses in kernels that ran clean).
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)

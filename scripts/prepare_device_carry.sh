@@ -18,12 +18,23 @@ src=$(scripts/device_check.sh --source-hash)
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMPBENCH_CUDA=ON -DMPBENCH_PORTABLE=ON \
   -DMPBENCH_BUILD_BENCH=OFF -DMPBENCH_MPI=OFF -DMPBENCH_ONEDNN=OFF \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target mpbench $(cd "$build" && \
-  make help 2>/dev/null | awk '/gpu_test_/{print $2}' | tr '\n' ' ')
+# The GPU tests by their sources (any generator), each of which must come out of the build: a
+# binary left over from an older build would be carried under the fresh source hash.
+mapfile -t tests < <(scripts/device_check.sh --gpu-tests)
+[ "${#tests[@]}" -gt 0 ] || { echo "prepare_device_carry: no GPU tests found" >&2; exit 1; }
+for t in "${tests[@]}"; do rm -f "$build/tests/$t"; done
+cmake --build "$build" -j"$(nproc)" --target mpbench "${tests[@]}"
 # Static OpenBLAS makes each binary ~30 MB; xz brings the three to ~7 MB (the carry limit is 64 MiB).
 stage=$(mktemp -d)
 cp "$build"/mpbench "$stage"/
-find "$build"/tests -maxdepth 1 -type f -name 'gpu_test_*' -perm -u+x -exec cp {} "$stage"/ \;
+for t in "${tests[@]}"; do
+  if [ ! -x "$build/tests/$t" ]; then
+    rm -rf "$stage"
+    echo "prepare_device_carry: the build made no $build/tests/$t" >&2
+    exit 1
+  fi
+  cp "$build/tests/$t" "$stage"/
+done
 strip "$stage"/* 2>/dev/null || true
 # Each binary may need only what a GPU machine has: the CUDA libraries (the toolkit's or PyTorch's
 # pip packages) and glibc. Anything else (libdnnl, libgomp, libfmt, libopenblas) would make the

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -162,6 +163,40 @@ void make_carry(const fs::path& dir, const std::string& hash) {
 }
 
 }  // namespace
+
+// The GPU tests a build holds run first, each into gpu_tests.log and a "GPU tests:" line; the
+// ones it lacks (a carry or MPBENCH_CHECK_BIN made before they existed) are said, not left out in
+// silence. Whatever runs, OUTDIR holds only the eight files the device tool returns.
+TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  fs::create_symlink(MPBENCH_EXE, bin / "mpbench");
+  {
+    std::ofstream f(bin / "gpu_test_cuda_parity");
+    f << "#!/bin/sh\necho '[       OK ] CudaParity.Fake (1 ms)'\necho '[  PASSED  ] 1 test.'\n";
+  }
+  fs::permissions(bin / "gpu_test_cuda_parity", fs::perms::owner_all);
+  const Result r = check(env({{"MPBENCH_CHECK_BIN", bin.string()},
+                              {"MPBENCH_CHECK_TESTS", "1"},
+                              {"MPBENCH_CHECK_GRAPHS", "0"},
+                              {"MPBENCH_CHECK_PROFILE", "0"}}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_NE(step_line(summary, "test gpu_test_cuda_parity").find("ok"), std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("GPU tests:\ngpu_test_cuda_parity"), std::string::npos) << summary;
+  EXPECT_NE(read_file(dir_ / "out" / "gpu_tests.log").find("CudaParity.Fake"), std::string::npos);
+  const size_t missing = summary.find("GPU tests not in " + bin.string() + ":");
+  ASSERT_NE(missing, std::string::npos) << summary;
+  const std::string named = summary.substr(missing, summary.find(';', missing) - missing);
+  EXPECT_NE(named.find(" gpu_test_training_parity"), std::string::npos) << named;
+  EXPECT_EQ(named.find("gpu_test_cuda_parity"), std::string::npos) << named;
+  const std::set<std::string> returned = {
+      "device_check.log",     "summary.txt",  "gpu_tests.log", "runs.txt",
+      "mpbench_results.json", "pytorch.json", "profiles.json", "side_by_side.md"};
+  for (const auto& entry : fs::directory_iterator(dir_ / "out"))
+    EXPECT_TRUE(returned.count(entry.path().filename().string())) << entry.path();
+}
 
 TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
   // A 45 s budget (10 s of it kept for the end) and a step that would sleep 120 s: the step is
