@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "shipped_configs.h"
 #include "test_util.h"
 
 namespace fs = std::filesystem;
@@ -196,6 +197,37 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
       "mpbench_results.json", "pytorch.json", "profiles.json", "side_by_side.md"};
   for (const auto& entry : fs::directory_iterator(dir_ / "out"))
     EXPECT_TRUE(returned.count(entry.path().filename().string())) << entry.path();
+  // Every step done: no config is left for another call.
+  EXPECT_EQ(summary.find("Configs with steps left"), std::string::npos) << summary;
+}
+
+// The plan over the shipped configs, in order of value (no step fits 12 s: nothing runs): one
+// config per family first, each run once, maxbatch and explain after them, then the rest, and a
+// --cuda-graphs rerun of every config; what the knobs leave out is said.
+TEST_F(DeviceCheck, ThePlanPutsOneConfigPerFamilyFirstAndEachStepOnce) {
+  const Result r = check(env({{"MPBENCH_CHECK_CONFIGS", ""}, {"MPBENCH_CHECK_BUDGET", "12"}}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string log = read_file(dir_ / "out" / "device_check.log");
+  EXPECT_NE(log.find("the first configs/mnist_mlp.json configs/resnet50_conv2.json "
+                     "configs/gpt2_small_layer.json\n"),
+            std::string::npos)
+      << log;
+  const size_t at = log.find("the steps: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string steps = log.substr(at, log.find('\n', at) - at);
+  const auto pos = [&](const std::string& label) { return steps.find(" " + label + ","); };
+  for (const std::string& spec : mpbench::test::shipped_configs()) {
+    const std::string run = "run " + spec + " eager";
+    EXPECT_NE(pos(run), std::string::npos) << run << " in " << steps;
+    EXPECT_EQ(pos(run), steps.rfind(" " + run + ",")) << run << " twice in " << steps;
+    EXPECT_NE(pos("run " + spec + " graphs"), std::string::npos) << spec << " in " << steps;
+  }
+  EXPECT_LT(pos("run gpt2_small_layer eager"), pos("maxbatch resnet50_conv2"));
+  EXPECT_LT(pos("explain gpt2_small_layer"), pos("run tiny_mlp eager"));
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_NE(summary.find("Left out: PyTorch reference"), std::string::npos) << summary;
+  EXPECT_EQ(steps.find("pytorch"), std::string::npos) << steps;
+  EXPECT_NE(summary.find("Configs with steps left: "), std::string::npos) << summary;
 }
 
 TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
