@@ -144,14 +144,15 @@ class DeviceCheck : public mpbench::test::CliTest {
 };
 
 // Makes a carried build in dir/carry: an mpbench that notes each call in dir/carried_calls and
-// runs this build's, and source.txt with the given hash (none: no source.txt, an old carry).
-void make_carry(const fs::path& dir, const std::string& hash) {
+// runs this build's (or, with runs false, fails as a binary missing a library does), and
+// source.txt with the given hash (none: no source.txt, an old carry).
+void make_carry(const fs::path& dir, const std::string& hash, bool runs = true) {
   fs::create_directories(dir / "stage");
   fs::create_directories(dir / "carry");
   {
     std::ofstream f(dir / "stage" / "mpbench");
-    f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\nexec " << MPBENCH_EXE
-      << " \"$@\"\n";
+    f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\n"
+      << (runs ? "exec " + std::string(MPBENCH_EXE) + " \"$@\"\n" : "exit 127\n");
   }
   fs::permissions(dir / "stage" / "mpbench", fs::perms::owner_all);
   ASSERT_EQ(mpbench::test::run_shell("tar -cJf " + (dir / "carry" / "bins.tar.xz").string() +
@@ -351,4 +352,11 @@ TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
   ASSERT_EQ(fresh.code, 0) << fresh.out << fresh.err;
   EXPECT_NE(fresh.out.find("testing the carried build of abc123"), std::string::npos) << fresh.out;
   EXPECT_NE(read_file(dir_ / "fresh" / "carried_calls").find("run "), std::string::npos);
+  // Of this tree but not running here (a library the machine lacks): MPBENCH_CHECK_BIN instead.
+  make_carry(dir_ / "broken", hash.out.substr(0, 64), false);
+  Result broken = check(with_carry("broken", {}), "out_broken");
+  ASSERT_EQ(broken.code, 0) << broken.out << broken.err;
+  EXPECT_NE(broken.out.find("carried build does not run here"), std::string::npos) << broken.out;
+  EXPECT_NE(read_file(dir_ / "out_broken" / "summary.txt").find("build: MPBENCH_CHECK_BIN="),
+            std::string::npos);
 }
