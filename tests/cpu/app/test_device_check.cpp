@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -244,6 +245,13 @@ TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
   EXPECT_EQ(step_line(summary, "run tiny_mlp eager").rfind("  ok", 0), 0u) << summary;
   EXPECT_NE(step_line(summary, "fake step (sleep 120 s)").find("CUT at"), std::string::npos)
       << summary;
+  // Its limit was what was left of the budget less the reserve and the kill's grace: at most
+  // 45 - 10 - 5 s.
+  int limit = 0;
+  const std::string cut = step_line(summary, "fake step (sleep 120 s)");
+  ASSERT_EQ(std::sscanf(cut.c_str() + cut.find("CUT at its "), "CUT at its %d s limit", &limit), 1)
+      << cut;
+  EXPECT_LE(limit, 30) << cut;
   // A first config's profile runs right after its run (and PyTorch's), before the rest.
   EXPECT_EQ(step_line(summary, "profile tiny_mlp").rfind("  ok", 0), 0u) << summary;
   EXPECT_LT(summary.find("profile tiny_mlp"), summary.find("fake step")) << summary;
