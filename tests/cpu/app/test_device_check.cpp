@@ -103,13 +103,12 @@ class DeviceCheck : public mpbench::test::CliTest {
       ::_exit(127);
     }
   }
-  // Waits (up to 90 s) until summary.txt says the fake step is running.
-  bool wait_for_fake_step(const std::string& out = "out") {
+  // Waits (up to 90 s) until summary.txt says the step is running (by default the fake one).
+  bool wait_for_fake_step(const std::string& out = "out", const std::string& step = "fake step") {
     const auto until = Clock::now() + std::chrono::seconds(90);
     while (Clock::now() < until) {
       for (const std::string& line : lines(read_file(dir_ / out / "summary.txt")))
-        if (line.find("fake step") != std::string::npos &&
-            line.find("running") != std::string::npos)
+        if (line.find(step) != std::string::npos && line.find("running") != std::string::npos)
           return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
@@ -322,6 +321,27 @@ TEST_F(DeviceCheck, SigtermStopsTheStepAndPrintsTheSummary) {
   EXPECT_NE(read_file(dir_ / "out" / "summary.txt").find("summary: interrupted by SIGTERM"),
             std::string::npos);
   EXPECT_LE(files_in("out"), 8u);
+}
+
+// SIGTERM during an mpbench run: the run ends (143) and what it printed is merged and said, as a
+// step that ended by itself is.
+TEST_F(DeviceCheck, SigtermDuringARunMergesWhatItPrinted) {
+  start(env({{"MPBENCH_CHECK_BUDGET", "300"},
+             {"MPBENCH_CHECK_CONFIGS", kRoot + "/configs/tiny_resnet.json"},
+             {"MPBENCH_CHECK_EPOCHS", "500"}}));
+  ASSERT_TRUE(wait_for_fake_step("out", "run tiny_resnet eager")) << read_file(path("bg.txt"));
+  ASSERT_EQ(::kill(sid_, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
+  sid_ = -1;
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  EXPECT_NE(read_file(dir_ / "out" / "runs.txt").find("== mpbench run tiny_resnet (eager): rc=143"),
+            std::string::npos)
+      << read_file(dir_ / "out" / "runs.txt");
+  EXPECT_NE(step_line(read_file(dir_ / "out" / "summary.txt"), "run tiny_resnet eager")
+                .find("INTERRUPTED by SIGTERM"),
+            std::string::npos);
 }
 
 TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
