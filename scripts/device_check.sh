@@ -68,7 +68,8 @@
 #                          on a machine without a GPU
 #   MPBENCH_CHECK_BUILD    0 never builds here: without a fitting carry or MPBENCH_CHECK_BIN, exit 3
 #   MPBENCH_CHECK_FAKE_STEP_S  N, for tests of this script: a step that sleeps N s right after the
-#                          first configs, to try the budget and a kill on a machine without a GPU
+#                          first configs, deaf to SIGTERM, to try the budget and a kill on a
+#                          machine without a GPU
 set -uo pipefail
 
 # The hash of what goes into the build, path and content of each file, so that a carried build
@@ -553,8 +554,9 @@ prepare() {
       cmd=("$bin/mpbench" explain "$a" --device "$mdev" --precisions fp32,tf32,amp_bf16 --steps 5
            --quiet --json "$scratch/explain_$name.json") ;;
     fake)
+      # Deaf to SIGTERM, as a hung CUDA call can be: only the limit's SIGKILL ends it.
       o="$scratch/fake.txt"
-      cmd=(sleep "$a") ;;
+      cmd=(bash -c 'trap "" TERM; exec sleep "$0"' "$a") ;;
   esac
 }
 # Merges what step i left (its JSON first: the most valuable) and says how it ended.
