@@ -648,6 +648,7 @@ for i in "${!s_kind[@]}"; do
   timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null &
   step_pid=$! cur=$i
   s_status[i]="running (limit $lim s)"
+  echo "[device_check] started ${s_label[i]}, limit $lim s" >>"$log"
   # Only now: a signal that follows the summary's "running" finds the step's pid to stop.
   write_summary
   wait "$step_pid"

@@ -344,6 +344,30 @@ TEST_F(DeviceCheck, SigtermDuringARunMergesWhatItPrinted) {
             std::string::npos);
 }
 
+// Where PyTorch is installed, its reference runs right after mpbench's run of the config, under
+// a limit of at least its own 120 s (3x mpbench's seconds where that is more), into pytorch.json,
+// and side_by_side.md sets the two beside each other.
+TEST_F(DeviceCheck, PytorchRunsBesideAndIsMerged) {
+  if (mpbench::test::run_shell("python3 -c 'import torch'", dir_.string()).code != 0)
+    GTEST_SKIP() << "no torch for python3 here";
+  const Result r = check(env({{"MPBENCH_CHECK_PYTORCH", "1"},
+                              {"MPBENCH_CHECK_GRAPHS", "0"},
+                              {"MPBENCH_CHECK_PROFILE", "0"}}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_EQ(step_line(summary, "pytorch tiny_mlp").rfind("  ok", 0), 0u) << summary;
+  EXPECT_TRUE(
+      json::parse(read_file(dir_ / "out" / "pytorch.json")).contains("pytorch_tiny_mlp.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "side_by_side.md"));
+  EXPECT_LE(files_in("out"), 8u);
+  const std::string log = read_file(dir_ / "out" / "device_check.log");
+  int limit = 0;
+  const size_t at = log.find("started pytorch tiny_mlp, limit ");
+  ASSERT_NE(at, std::string::npos) << log;
+  ASSERT_EQ(std::sscanf(log.c_str() + at, "started pytorch tiny_mlp, limit %d s", &limit), 1);
+  EXPECT_GE(limit, 120);
+}
+
 TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
   const Env fast = {{"MPBENCH_CHECK_BUDGET", "120"},
                     {"MPBENCH_CHECK_GRAPHS", "0"},
