@@ -140,6 +140,55 @@ TEST(Trainer, NesterovFromTheSpecChangesTheTrajectory) {
   EXPECT_NE(plain, nesterov);
 }
 
+// Without loss scaling nothing is skipped (PyTorch without a GradScaler skips nothing): a run
+// that diverges reports no skipped step, and its epoch's loss is the non-finite one it reached.
+TEST(Trainer, WithoutLossScalingADivergingStepIsAppliedNotSkipped) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 2;
+  spec.train.optimizer.type = "sgd";
+  spec.train.optimizer.lr = 1e6;
+  spec.train.optimizer.momentum = 0;
+  const RunResult r = run_cpu(spec, Precision::FP32);
+  ASSERT_EQ(r.status, RunStatus::Diverged) << r.status_detail;
+  EXPECT_EQ(r.skipped_steps, 0);
+  for (const StepRecord& s : r.steps) EXPECT_FALSE(s.skipped);
+  ASSERT_FALSE(r.epochs.empty());
+  EXPECT_FALSE(std::isfinite(r.epochs.back().train_loss));
+}
+
+// Evaluation covers every eval sample, the last partial batch too, weighted by its rows: with
+// nothing learned (lr 0) the eval loss and accuracy do not depend on the batch size.
+TEST(Trainer, EvaluationWeighsTheTailBatchByItsRows) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 1;
+  spec.train.warmup_steps = 0;
+  spec.train.optimizer.lr = 0;
+  spec.data.train_samples = 40;
+  spec.data.eval_samples = 5;
+  const auto at = [&](int64_t batch) {
+    spec.train.batch_size = batch;
+    const RunResult r = run_cpu(spec, Precision::FP32);
+    EXPECT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+    return r.epochs.empty() ? EpochResult{} : r.epochs.back();
+  };
+  const EpochResult four = at(4), five = at(5);
+  EXPECT_NEAR(four.eval_loss, five.eval_loss, 1e-5 * std::fabs(five.eval_loss));
+  EXPECT_EQ(four.eval_accuracy, five.eval_accuracy);
+}
+
+// Each step's time is its own, not the epoch's so far: they add up to no more than the epoch.
+TEST(Trainer, StepTimesAddUpToTheEpoch) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = 1;
+  const RunResult r = run_cpu(spec, Precision::FP32);
+  ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
+  double sum = 0;
+  for (const StepRecord& s : r.steps)
+    if (std::isfinite(s.time_ms)) sum += s.time_ms;  // warm-up steps have none
+  EXPECT_GT(sum, 0.0);
+  EXPECT_LE(sum, 1.5 * r.epochs[0].time_ms);
+}
+
 // A run out of memory keeps what it had: the memory it reached, and no per-step series for the
 // steps it never took (it kept its planned length of zeros, and no memory at all).
 TEST(OutOfMemory, KeepsTheMemoryReachedAndNoMadeUpSteps) {
