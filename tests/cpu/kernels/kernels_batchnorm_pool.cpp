@@ -597,6 +597,9 @@ TEST_F(CpuMaxPool, RejectsMismatchedArguments) {
   EXPECT_THROW(be->maxpool2d_forward(PoolDesc{3, 2, 2}, x, y), Error);         // pad > kernel / 2
   EXPECT_THROW(be->maxpool2d_forward(PoolDesc{3, 0, 1}, x, y), Error);
   EXPECT_THROW(be->maxpool2d_backward(d, x, y, x), Error);  // dx aliases x
+  // dx over dy's memory (dy the first of it): the backward would write dy while reading it.
+  Tensor shared = poisoned(x.shape, DType::F32);
+  EXPECT_THROW(be->maxpool2d_backward(d, x, shared.slice(0, y.shape), shared), Error);
   EXPECT_THROW(be->maxpool2d_backward(d, x, y_bad, dx), Error);
   be->maxpool2d_forward(d, x, y);  // the right shapes pass
   be->maxpool2d_backward(d, x, y, dx);

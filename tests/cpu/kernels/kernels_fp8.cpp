@@ -342,6 +342,9 @@ TEST_F(CpuFp8, GemmRefusesWhatCublasLtCannotRun) {
   GemmDesc fbias = ok;
   fbias.bias = &bias32;
   EXPECT_THROW(be->gemm(fbias, a, b, c), Error);  // an FP8 GEMM's bias is bf16
+  GemmDesc beta = ok;
+  beta.beta = 1.0f;
+  EXPECT_THROW(be->gemm(beta, a, b, c), Error);  // cuBLASLt's FP8 GEMM adds no C
   Tensor db = t(Shape{16}, DType::F32);
   GemmDesc bwd = ok;
   bwd.dbias = &db;

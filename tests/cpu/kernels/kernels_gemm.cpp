@@ -268,6 +268,23 @@ TEST_F(CpuGemm, RejectsBadArguments) {
   Tensor a3 = make(Shape{2, 4, 5}, DType::F32, random_nonzero(40, 1));
   EXPECT_THROW(be->gemm(d, a3, b32, c), Error);  // mixed ranks
   be->gemm(d, a32, b32, c);                      // and the valid call still works
+  // A batched B of another batch than A and C.
+  Tensor a2 = make(Shape{2, 4, 5}, DType::F32, random_nonzero(40, 1));
+  Tensor b1 = make(Shape{1, 5, 2}, DType::F32, random_nonzero(10, 1));
+  Tensor c2 = make(Shape{2, 4, 2}, DType::F32, random_nonzero(16, 1));
+  EXPECT_THROW(be->gemm(d, a2, b1, c2), Error);
+  // A bias of neither fp32 nor C's dtype, a pre_act of C's shape in another dtype.
+  Tensor c16 = make(Shape{4, 2}, DType::F16, random_nonzero(8, 1));
+  Tensor bias_bf16 = make(Shape{2}, DType::BF16, random_nonzero(2, 1));
+  GemmDesc lowp;
+  lowp.math = GemmMath::LowPrecision;
+  lowp.bias = &bias_bf16;
+  EXPECT_THROW(be->gemm(lowp, a16, b16, c16), Error);
+  Tensor pre_bf16 = make(Shape{4, 2}, DType::BF16, random_nonzero(8, 1));
+  GemmDesc with_pre;
+  with_pre.act = Activation::Relu;
+  with_pre.pre_act = &pre_bf16;
+  EXPECT_THROW(be->gemm(with_pre, a32, b32, c), Error);
 
   // Each of A, B and C past 2^31 - 1 elements is refused before anything is read (the views'
   // shapes are larger than their buffers, which are never touched).

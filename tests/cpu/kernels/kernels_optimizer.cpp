@@ -232,6 +232,13 @@ TEST_F(CpuOptimizer, SgdMomentumAndNesterovByHand) {
   // d = 0.5 + 0.0886 = 0.5886; buf = 0.54 + 0.5886 = 1.1286; d = 0.5886 + 1.01574 = 1.60434.
   EXPECT_NEAR(value(pn), 0.886 - 0.160434, 1e-6);
 
+  // Nesterov without momentum is no method (PyTorch refuses it too).
+  SgdParams nesterov_alone;
+  nesterov_alone.nesterov = true;
+  nesterov_alone.momentum = 0.0f;
+  Tensor px = make({1.0f}), nobuf;
+  EXPECT_THROW(be->sgd_step(nesterov_alone, px, g, nobuf, nullptr, nullptr), Error);
+
   // Plain SGD needs no momentum buffer.
   SgdParams plain;
   plain.momentum = 0.0f;
