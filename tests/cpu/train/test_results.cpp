@@ -148,6 +148,25 @@ TEST(Fp8Series, ClippedStepsFromTheirOwnNumbers) {
   Fp8TensorSeries dy{"fc1.dy", "fp8_e5m2", {0.001f, 0.002f}, {57344000.0f, 28672000.0f}};
   EXPECT_EQ(fp8_clipped_steps(dy, false), 1);  // 0.002 * 5.7344e7 > 61440
   EXPECT_EQ(fp8_clipped_steps(Fp8TensorSeries{}, false), 0);
+  // At the threshold itself a cast still rounds to the maximum: not a clip; just past it, one.
+  EXPECT_EQ(fp8_clipped_steps(Fp8TensorSeries{"x", "fp8_e4m3", {464}, {1}}, false), 0);
+  EXPECT_EQ(fp8_clipped_steps(Fp8TensorSeries{"x", "fp8_e4m3", {464.5f}, {1}}, false), 1);
+  // A non-finite amax that stays in the history clipped once, at the step that had it.
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fp8_clipped_steps(Fp8TensorSeries{"x", "fp8_e4m3", {inf, inf}, {1, 1}}, false), 1);
+}
+
+// Two repetitions have a spread between them (the noisy-repetitions flag's cv); one has none.
+TEST(RepetitionCv, FromTwoRepetitionsOn) {
+  std::vector<RunResult> all(2);
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i].model = "m", all[i].precision = "fp32", all[i].device = "cpu", all[i].batch_size = 8;
+    all[i].status = RunStatus::Ok;
+    all[i].repetition = static_cast<int64_t>(i + 1);
+    all[i].epoch_time_ms = compute_time_stats({10.0 * static_cast<double>(i + 1)});
+  }
+  EXPECT_NEAR(repetition_cv(all[0], all), compute_time_stats({10.0, 20.0}).cv, 1e-12);
+  EXPECT_TRUE(std::isnan(repetition_cv(all[0], {all[0]})));
 }
 
 RunResult sample_run() {
