@@ -99,6 +99,20 @@ TEST(OpProfiler, EveryLayerInItsScopeAndOnlyProfiledSteps) {
 
 // The GEMM FLOPs the profiler counts are the model's: per Linear 2*in*out per sample forward, as
 // `inspect` counts, and backward a dW GEMM per layer and a dX GEMM for every layer but the first.
+// Fewer steps than the run has: exactly those are profiled, the first after the warm-up.
+TEST(OpProfiler, ProfilesTheStepsAskedForAndNoMore) {
+  Spec spec = config("tiny_mlp");
+  auto cpu = make_reference_backend();
+  Dataset data = make_dataset(spec);
+  const ProfiledRun prof = profile_training(spec, data, Precision::FP32, 2, *cpu);
+  ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+  EXPECT_EQ(prof.steps, 2);
+  ASSERT_EQ(prof.step_times_ms.size(), 2u);
+  EXPECT_EQ(prof.step_times_ms[1],
+            prof.run.steps[static_cast<size_t>(spec.train.warmup_steps) + 1].time_ms);
+  for (const auto& o : prof.ops) EXPECT_LE(o.step_ms.size(), 2u) << o.op;
+}
+
 TEST(OpProfiler, GemmFlopsMatchTheModelsCount) {
   Spec spec = config("tiny_mlp");
   ProfiledRun prof = profile(spec, Precision::FP32);
