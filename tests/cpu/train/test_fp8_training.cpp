@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/allocator.h"
 #include "models/dataset.h"
+#include "models/model.h"
 #include "models/spec.h"
 #include "test_util.h"
 #include "train/trainer.h"
@@ -130,6 +132,30 @@ TEST(Fp8Training, TransientCopiesAreOneSetForTheModel) {
   ASSERT_EQ(r.status, RunStatus::Ok) << r.status_detail;
   EXPECT_EQ(r.memory.by_category[static_cast<int>(MemCategory::Activations)],
             activations(Precision::AMP_FP8));
+}
+
+// Evaluation casts to FP8 with the training's scales but records no amax: the scaling follows
+// the training steps alone (Transformer Engine's fp8_autocast records only in training).
+TEST(Fp8Training, EvaluationLeavesTheScalingHistoryAlone) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/tiny_mlp.json");
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  Model model(spec, Precision::AMP_FP8);
+  const int64_t batch = spec.train.batch_size;
+  model.allocate(alloc, *be, batch, 1);
+  const int64_t dim = model.io().input_dim;
+  std::vector<float> xs(static_cast<size_t>(batch * dim), 0.5f);
+  Tensor x = alloc.alloc(Shape{batch, dim}, DType::F32, MemCategory::Data);
+  be->upload(xs.data(), x);
+  model.set_training(false);
+  model.forward(*be, x);
+  ASSERT_FALSE(model.params().fp8().empty());
+  for (const Fp8Scaling::Group& g : model.params().fp8().groups()) {
+    if (!g.history.defined()) continue;
+    std::vector<float> h(static_cast<size_t>(g.history.numel()));
+    be->download(g.history, h.data());
+    for (float v : h) EXPECT_EQ(v, 0.0f);
+  }
 }
 
 }  // namespace
