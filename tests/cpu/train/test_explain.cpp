@@ -520,6 +520,17 @@ TEST(Explain, MisalignedCountsGemmsNotTheirSizes) {
   EXPECT_EQ(off, static_cast<int>(named.size()));
   misaligned_matmuls(convs, Precision::FP32, 2, nullptr, nullptr, &off);
   EXPECT_EQ(off, 0);  // held to no multiple
+
+  // tf32 computes in fp32 storage and is held to its multiple: its GEMMs are not "pinned".
+  int matmuls = 0, pinned = 0;
+  EXPECT_FALSE(misaligned_matmuls(infos, Precision::TF32, 5, &matmuls, &pinned, &off).empty());
+  EXPECT_EQ(pinned, 0);
+  EXPECT_EQ(matmuls, 2);
+  // An FP8 Linear is held to 16s where its GEMM runs in FP8 (M 24 is not: it runs in bf16, whose
+  // multiple 24 is), and M 20 runs in bf16 off 8.
+  const MatmulDims fp8{false, 1, true, 64, 64, true};
+  EXPECT_TRUE(fp8.misaligned(Precision::AMP_FP8, 24).empty());
+  EXPECT_EQ(fp8.misaligned(Precision::AMP_FP8, 20), std::vector<std::string>{"M=20"});
 }
 
 // An op the baseline never runs (amp_bf16's casts) is new by the model's structure: named with
