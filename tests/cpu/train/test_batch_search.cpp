@@ -212,6 +212,18 @@ TEST(BatchSearch, WithoutALimitTheSpecsRulesBoundTheSearch) {
 // A spec whose rules refuse the smallest batches (a ResNet whose last feature map is 1x1 takes
 // no batch of 1): the search starts at the smallest batch they take, found on the prediction,
 // and no batch under it is probed. Before, it probed K, was refused and answered "none fits".
+// The prediction fits the smallest batch alone, and it does not train (what the prediction
+// leaves out is past the limit by itself): none fits, after that one probe, not a second of it.
+TEST(BatchSearch, WhenTheSmallestBatchFailsItIsProbedOnce) {
+  MemoryModel m;
+  m.predicted_per_sample = 600000;  // predicted: batch 1 fits 1 MiB, 2 does not
+  m.extra_fixed = m.limit;          // real: none fits
+  const MaxBatchResult r = search(m);
+  expect_sound(m, 1, r, "nothing fits");
+  EXPECT_EQ(r.max_batch, 0);
+  EXPECT_EQ(batches(r), std::vector<int64_t>{1});
+}
+
 TEST(BatchSearch, TheSearchStartsAtTheSmallestBatchTheSpecTakes) {
   for (const bool with_limit : {true, false}) {
     MemoryModel m;
