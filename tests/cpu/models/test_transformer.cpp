@@ -274,6 +274,11 @@ TEST(Transformer, AmpGradientsFollowFp32) {
   Harness h(pinned, Precision::AMP_FP16, 4);
   const auto c = test::compare(h.gradients(), g32, 5e-3);  // measured 7e-4
   EXPECT_TRUE(c.ok) << "pinned: " << c.message << " rel error " << c.rel_error;
+  // The pinned final norm writes fp32 (the head casts it), not the head's 16 bits.
+  Spec norm_only = spec;
+  norm_only.fp32_layers = {"final_norm"};
+  for (const LayerInfo& li : Model(norm_only, Precision::AMP_BF16).layer_infos())
+    if (li.name == "final_norm") EXPECT_EQ(li.storage_dtype, DType::F32);
   // Tied: the head's GEMMs read the table's 16-bit copy, the embedding its fp32 master.
   const Spec tied = transformer_spec(16, 2, 32, 8, 2, 11, true, /*tied=*/true);
   Harness tref(tied, Precision::FP32, 4);
