@@ -251,6 +251,14 @@ TEST(Bootstrap, TheTIntervalWidensFromOneDegreeOfFreedom) {
   const double fh = 12.7062 * std::log(1.1) / std::sqrt(2.0) * std::sqrt(1.5);
   EXPECT_NEAR(files.lo, files.ratio * std::exp(-fh), 1e-9);
   EXPECT_NEAR(files.hi, files.ratio * std::exp(fh), 1e-9);
+  // Only widened: files whose medians agree (a t interval of nothing) keep the bootstrap's
+  // interval of their spread-out epochs on both sides of the ratio.
+  std::vector<double> spread;
+  for (int i = 1; i <= 100; ++i) spread.push_back(i);
+  const Runs same = {{spread}, {spread}, {spread}};
+  const RatioEstimate agree = hierarchical_median_ratio(same, same, 2000, 42);
+  EXPECT_LT(agree.lo, 0.95 * agree.ratio) << agree.lo << " " << agree.ratio;  // 0.84 here
+  EXPECT_GT(agree.hi, 1.05 * agree.ratio) << agree.hi << " " << agree.ratio;  // 1.2 here
 }
 
 // An even number of repetitions has the mean of its two middle medians as its median, whatever
