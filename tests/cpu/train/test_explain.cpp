@@ -216,6 +216,21 @@ TEST(Explain, BoundEligibleShareAndFlags) {
 // bound under a measured speedup); a kind without bytes keeps the 2x. fp32 step 10 ms at a 4x
 // peak ratio: 10 / (4/4 + 2/1.25 + 1/1 + 1/1 + 1/2 + 1 host gaps). It was 10 / 4.5, every kind
 // at 2x.
+// The shares are of the mean step (what the ops' per-step means add up to), not the median one;
+// ops that add up to more than the step (a stalled step among few) leave no negative host gaps.
+TEST(Explain, SharesAreOfTheMeanStepAndHostGapsNeverNegative) {
+  ProfiledRun f32 = profiled(
+      "fp32", 10.0, {op("layer1 fwd", "gemm", 6.0), op("layer1 fwd", "layernorm_forward", 5.0)});
+  f32.step_ms = 12.0;  // the median; the mean stays 10
+  const ProfiledRun bf16 = profiled(
+      "amp_bf16", 6.0, {op("layer1 fwd", "gemm", 2.0), op("layer1 fwd", "layernorm_forward", 5.0)});
+  const ModeComparison c =
+      compare_modes(f32, mode(Precision::FP32), bf16, mode(Precision::AMP_BF16));
+  EXPECT_NEAR(c.eligible_fraction, 0.6, 0.01);  // 6 of the 10 ms mean (0.5 of the median)
+  EXPECT_EQ(c.by_kind[static_cast<int>(OpKind::HostGaps)].from_ms, 0.0);
+  EXPECT_EQ(c.by_kind[static_cast<int>(OpKind::HostGaps)].to_ms, 0.0);
+}
+
 TEST(Explain, BoundTakesEachMemoryBoundKindByItsBytes) {
   auto moving = [](const char* scope, const char* name, double ms, double bytes_per_step) {
     OpTotal o = op(scope, name, ms);
