@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -52,6 +53,23 @@ class DeviceScripts : public mpbench::test::CliTest {
   std::string script(const std::string& name) const {
     return std::string("python3 ") + MPBENCH_SOURCE_DIR + "/scripts/" + name;
   }
+  Result unpack(const std::string& args) {
+    return mpbench::test::run_shell(script("unpack_device_results.py") + " " + args, dir_.string());
+  }
+  // The eager result as device_check.sh's graphs step writes it: every run with cuda_graphs,
+  // its median epoch time times `factor`.
+  json graphs_of(json doc, double factor) const {
+    for (auto& run : doc["runs"]) {
+      run["cuda_graphs"] = true;
+      run["epoch_time_ms"]["median"] = run["epoch_time_ms"]["median"].get<double>() * factor;
+    }
+    return doc;
+  }
+  // The table's row of `precision` (without its newline), empty when there is none.
+  static std::string table_row(const std::string& md, const std::string& precision) {
+    const size_t at = md.find("| tiny_mlp | " + precision + " |");
+    return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
+  }
 };
 
 }  // namespace
@@ -63,14 +81,22 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
   prof["profiles"][0]["ceilings"] = {{"peak_tflops", 1e-3}, {"memory_gbps", 1.0}};
   // A GEMM held to its own ceiling (profile's peak_tflops: a layer pinned to fp32, amp_fp8's
   // GEMMs not in FP8) is rated against that one.
-  std::string fc1_share;
+  std::string fc1_share, adamw_share;
   for (json& o : prof["profiles"][0]["ops"]) {
+    if (o["scope"] == "step" && o["op"] == "adamw_step") {
+      // An op without FLOPs is rated against the memory bandwidth (bytes over ms * 1e6: GB/s);
+      // 1 ms, to be among the top ops whatever this CPU's times.
+      o["ms_per_step"] = 1.0;
+      adamw_share =
+          fmt::format("{:.1f}%", 100 * o["bytes_per_step"].get<double>() / (1.0 * 1e6) / 1.0);
+    }
     if (o["scope"] != "fc1 fwd" || o["op"] != "gemm") continue;
     o["peak_tflops"] = 4e-3;
     fc1_share = fmt::format("{:.1f}%", 100 * o["flops_per_step"].get<double>() /
                                            (o["ms_per_step"].get<double>() * 1e9) / 4e-3);
   }
   ASSERT_FALSE(fc1_share.empty());
+  ASSERT_FALSE(adamw_share.empty());
   write("profile_ceil.json", prof.dump());
   Result r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " +
                                           path("tiny_mlp_eager.json") + " --pytorch " +
@@ -99,6 +125,12 @@ TEST_F(DeviceScripts, SideBySideTakesSlowerRowsApart) {
   EXPECT_EQ(fp32.substr(fp32.size() - 3), "% |") << fp32;
   EXPECT_NE(fp32.find("| " + fc1_share + " |"), std::string::npos) << fc1_share << " in " << fp32;
   EXPECT_EQ(bf16.substr(bf16.size() - 4), "|  |") << bf16;
+  const size_t adamw = md.find("| step | adamw_step |", md.find("### tiny_mlp fp32"));
+  ASSERT_NE(adamw, std::string::npos) << md;
+  const std::string adamw_row = md.substr(adamw, md.find('\n', adamw) - adamw);
+  ASSERT_GT(adamw_row.size(), adamw_share.size() + 4) << adamw_row;
+  EXPECT_EQ(adamw_row.substr(adamw_row.size() - adamw_share.size() - 4), "| " + adamw_share + " |")
+      << adamw_row;
 }
 
 // Rounds of one measurement (each tool run in turn, several times): each row takes the run of
@@ -123,6 +155,8 @@ TEST_F(DeviceScripts, SideBySideTakesTheMedianRound) {
   EXPECT_NE(r.out.find("| 4.00 |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("the median over 1 mpbench and 3 PyTorch rounds"), std::string::npos)
       << r.out;
+  // Every row is slower, but without --profiles there is nothing to take them apart with.
+  EXPECT_EQ(r.out.find("Where the time goes"), std::string::npos) << r.out;
 }
 
 TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
@@ -190,11 +224,18 @@ TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
   EXPECT_NE(read_file(path("results/side_by_side.md")).find("## Where the time goes"),
             std::string::npos);
   // Bad input is one line and exit 2: a missing source folder, one with nothing to unpack, a
-  // merged file naming a path outside --to (nothing is written there).
+  // merged file naming a path outside --to (nothing is written there): through "..", one that
+  // only climbs out after a folder (no leading "."), an absolute one; or a name not .json.
+  const std::pair<const char*, std::string> bad_names[] = {{"evil", "../escaped.json"},
+                                                           {"climbs", "a/../../escaped.json"},
+                                                           {"absolute", path("absolute.json")},
+                                                           {"text", "x.txt"}};
   fs::create_directories(dir_ / "empty");
-  fs::create_directories(dir_ / "evil");
-  write("evil/mpbench_results.json", json{{"../escaped.json", json::object()}}.dump());
-  for (const char* src : {"nope", "empty", "evil"}) {
+  for (const auto& [src, name] : bad_names) {
+    fs::create_directories(dir_ / src);
+    write(std::string(src) + "/mpbench_results.json", json{{name, json::object()}}.dump());
+  }
+  for (const char* src : {"nope", "empty", "evil", "climbs", "absolute", "text"}) {
     Result bad = mpbench::test::run_shell(
         script("unpack_device_results.py") + " " + path(src) + " --to " + path("results"),
         dir_.string());
@@ -203,6 +244,8 @@ TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
   }
   EXPECT_FALSE(fs::exists(dir_ / "escaped.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "absolute.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "x.txt"));
 }
 
 // side_by_side.py's --md never replaces an input, is written through a link (the link stays),
@@ -225,4 +268,131 @@ TEST_F(DeviceScripts, SideBySideKeepsInputsAndLinks) {
       dir_.string());
   EXPECT_EQ(list.code, 2);
   EXPECT_EQ(list.err.find("Traceback"), std::string::npos) << list.err;
+  // A missing input is bad input too (exit 2), not a failure to write (3).
+  Result missing = mpbench::test::run_shell(
+      script("side_by_side.py") + " --mpbench " + path("nope.json") + " --pytorch " + pt,
+      dir_.string());
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_EQ(std::count(missing.err.begin(), missing.err.end(), '\n'), 1) << missing.err;
+  EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
+}
+
+// A graphs call (device_check.sh's <config>_graphs.json, cuda_graphs true) beside the eager one:
+// rows of their own, "+graphs", each beside PyTorch's row of its precision (PyTorch has no
+// graphs runs) with its speedup over graphs fp32; not rounds of the eager rows, and not taken
+// apart (the second section is of eager rows).
+TEST_F(DeviceScripts, SideBySidePairsGraphsRowsWithPytorchsEager) {
+  json mp = json::parse(read_file(path("tiny_mlp_eager.json")));
+  const json pt = json::parse(read_file(path("pytorch.json")));
+  auto step = [](const json& doc, const std::string& precision) {
+    for (const auto& run : doc["runs"])
+      if (run["precision"] == precision)
+        return run["epoch_time_ms"]["median"].get<double>() /
+               run["epochs"][0]["steps"].get<double>();
+    return 0.0;
+  };
+  ASSERT_EQ(mp["runs"][0]["precision"], "fp32");
+  // amp_bf16 at 0.625 of fp32's epoch time: its speedup (1.60x) reads otherwise inverted.
+  for (auto& run : mp["runs"])
+    if (run["precision"] == "amp_bf16")
+      run["epoch_time_ms"]["median"] =
+          mp["runs"][0]["epoch_time_ms"]["median"].get<double>() * 0.625;
+  write("mp.json", mp.dump());
+  const json graphs = graphs_of(mp, 0.5);  // twice as fast: 2.00 over PyTorch, not 4.00
+  write("tiny_mlp_graphs.json", graphs.dump());
+  Result r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " + path("mp.json") +
+                                          " " + path("tiny_mlp_graphs.json") + " --pytorch " +
+                                          path("pytorch.json") + " --profiles " +
+                                          path("profile_tiny_mlp.json"),
+                                      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string speedup = fmt::format("{:.2f}x", step(mp, "fp32") / step(mp, "amp_bf16"));
+  ASSERT_EQ(speedup, "1.60x");
+  // The step column is the median epoch time over the steps of an epoch.
+  const std::string fp32 = fmt::format("| tiny_mlp | fp32 | {:.3f} | {:.3f} | 4.00 | 1.00x |",
+                                       step(mp, "fp32"), step(pt, "fp32"));
+  const std::string fp32_graphs =
+      fmt::format("| tiny_mlp | fp32+graphs | {:.3f} | {:.3f} | 2.00 | 1.00x |",
+                  step(graphs, "fp32"), step(pt, "fp32"));
+  EXPECT_EQ(table_row(r.out, "fp32").rfind(fp32, 0), 0u) << fp32 << " in:\n" << r.out;
+  EXPECT_EQ(table_row(r.out, "fp32+graphs").rfind(fp32_graphs, 0), 0u) << fp32_graphs << " in:\n"
+                                                                       << r.out;
+  for (const char* precision : {"amp_bf16", "amp_bf16+graphs"}) {
+    EXPECT_NE(table_row(r.out, precision).find(" | " + speedup + " | "), std::string::npos)
+        << precision << " in:\n"
+        << r.out;
+  }
+  EXPECT_NE(r.out.find("### tiny_mlp fp32\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("+graphs\n"), std::string::npos) << r.out;  // no "### ... +graphs"
+  EXPECT_EQ(r.out.find("median over"), std::string::npos) << r.out;
+}
+
+// What a call may bring back short of everything each unpacks, exit 0: a BUILD FAILED call only
+// its logs; one without PyTorch (no torch on the machine) no pytorch.json, and no table then;
+// one without `mpbench profile` no profiles.json, and a table without its second section.
+TEST_F(DeviceScripts, UnpackTakesWhatAPartialCallBrought) {
+  const json runs = {{"tiny_mlp_eager.json", json::parse(read_file(path("tiny_mlp_eager.json")))}};
+  const json torch = {{"pytorch_tiny_mlp.json", json::parse(read_file(path("pytorch.json")))}};
+  for (const char* src : {"build", "no_torch", "no_profile"}) {
+    fs::create_directories(dir_ / src);
+    write(std::string(src) + "/device_check.log", std::string(src) + " log\n");
+  }
+  write("build/summary.txt", "summary: BUILD FAILED\n");
+  write("no_torch/mpbench_results.json", runs.dump());
+  write("no_profile/mpbench_results.json", runs.dump());
+  write("no_profile/pytorch.json", torch.dump());
+
+  Result build = unpack(path("build") + " --to " + path("r_build"));
+  ASSERT_EQ(build.code, 0) << build.err;
+  EXPECT_EQ(read_file(path("r_build/device_check.log")), "build log\n");
+  EXPECT_EQ(read_file(path("r_build/summary.txt")), "summary: BUILD FAILED\n");
+
+  Result no_torch = unpack(path("no_torch") + " --to " + path("r_no_torch"));
+  ASSERT_EQ(no_torch.code, 0) << no_torch.err;
+  EXPECT_TRUE(fs::exists(dir_ / "r_no_torch" / "tiny_mlp_eager.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "r_no_torch" / "side_by_side.md"));
+
+  Result no_profile = unpack(path("no_profile") + " --to " + path("r_no_profile"));
+  ASSERT_EQ(no_profile.code, 0) << no_profile.err;
+  const std::string md = read_file(path("r_no_profile/side_by_side.md"));
+  EXPECT_NE(md.find("| tiny_mlp | fp32 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Where the time goes"), std::string::npos) << md;
+}
+
+// Two calls unpacked together (the second, say, for what the first's budget skipped): each
+// call's results, and each call's log, the second's as device_check_2.log.
+TEST_F(DeviceScripts, UnpackKeepsEachCallsFilesApart) {
+  fs::create_directories(dir_ / "call1");
+  fs::create_directories(dir_ / "call2");
+  write("call1/mpbench_results.json",
+        json{{"tiny_mlp_eager.json", json::parse(read_file(path("tiny_mlp_eager.json")))}}.dump());
+  write("call2/pytorch.json",
+        json{{"pytorch_tiny_mlp.json", json::parse(read_file(path("pytorch.json")))}}.dump());
+  write("call1/device_check.log", "first call\n");
+  write("call2/device_check.log", "second call\n");
+  Result r = unpack(path("call1") + " " + path("call2") + " --to " + path("results"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "results" / "tiny_mlp_eager.json")) << r.out;
+  EXPECT_TRUE(fs::exists(dir_ / "results" / "pytorch_tiny_mlp.json")) << r.out;
+  EXPECT_EQ(read_file(path("results/device_check.log")), "first call\n");
+  EXPECT_EQ(read_file(path("results/device_check_2.log")), "second call\n");
+  // The table pairs one call's mpbench runs with the other's PyTorch runs.
+  EXPECT_NE(read_file(path("results/side_by_side.md")).find("| tiny_mlp | fp32 |"),
+            std::string::npos);
+}
+
+// The graphs runs unpacked (<config>_graphs.json) are in the table too.
+TEST_F(DeviceScripts, UnpackTablesTheGraphsRuns) {
+  const json eager = json::parse(read_file(path("tiny_mlp_eager.json")));
+  fs::create_directories(dir_ / "out");
+  write(
+      "out/mpbench_results.json",
+      json{{"tiny_mlp_eager.json", eager}, {"tiny_mlp_graphs.json", graphs_of(eager, 0.5)}}.dump());
+  write("out/pytorch.json",
+        json{{"pytorch_tiny_mlp.json", json::parse(read_file(path("pytorch.json")))}}.dump());
+  Result r = unpack(path("out") + " --to " + path("results"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string md = read_file(path("results/side_by_side.md"));
+  EXPECT_NE(md.find("| tiny_mlp | fp32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| tiny_mlp | fp32+graphs |"), std::string::npos) << md;
 }
