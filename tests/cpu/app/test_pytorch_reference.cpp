@@ -3,8 +3,16 @@
 // PyTorch models of every shipped config have exactly mpbench's parameter counts (the whole
 // ResNet-50, GPT-2 small with its tied head, BERT-base) and training FLOPs, the reference trains a
 // tied tiny GPT on mpbench's exported data, from mpbench's initial weights its fp32 losses are
-// mpbench's step by step, and amp_fp8 on the CPU is an "unsupported" row with its reason.
+// mpbench's step by step, amp_fp8 on the CPU is an "unsupported" row with its reason, and a
+// SIGTERM keeps the modes that finished.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -36,6 +44,13 @@ class PytorchReference : public mpbench::test::CliTest {
     }
     GTEST_SKIP() << "no python3 with torch (python3-torch is optional in scripts/setup.sh)";
   }
+  void TearDown() override {
+    if (pid_ > 0) {  // a script the test started in the background and did not reap
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    CliTest::TearDown();
+  }
   mpbench::test::ShellResult script(const std::string& args) {
     return mpbench::test::run_shell(python_ + " " + MPBENCH_SOURCE_DIR +
                                         "/scripts/pytorch_reference.py " + args + " --mpbench " +
@@ -43,6 +58,7 @@ class PytorchReference : public mpbench::test::CliTest {
                                     dir_.string());
   }
   std::string python_;
+  pid_t pid_ = -1;
 };
 
 }  // namespace
@@ -72,14 +88,17 @@ TEST_F(PytorchReference, EveryShippedConfigHasMpbenchsParameterCount) {
 }
 
 // Bad outputs are refused in one line, exit 2, before any training: the spec itself (it was
-// replaced by the results), a directory (refused only after the training), a file as --data-dir.
+// replaced by the results), a directory (refused only after the training), a file as --data-dir;
+// and bad arguments: --epochs 0 (which read as "the spec's epochs"), a negative --profile-steps.
 TEST_F(PytorchReference, BadOutputsAreRefusedBeforeTraining) {
   const std::string spec = (dir_ / "spec.json").string();
   fs::copy_file(fs::path(MPBENCH_SOURCE_DIR) / "configs/tiny_mlp.json", spec);
   const std::string before = mpbench::test::read_file(spec);
   fs::create_directories(dir_ / "d");
-  for (const std::string& args : {"--out " + spec, "--out " + (dir_ / "d").string(),
-                                  "--out " + (dir_ / "o.json").string() + " --data-dir " + spec}) {
+  const std::string out = "--out " + (dir_ / "o.json").string();
+  for (const std::string& args :
+       {"--out " + spec, "--out " + (dir_ / "d").string(), out + " --data-dir " + spec,
+        out + " --epochs 0", out + " --profile-steps -1"}) {
     SCOPED_TRACE(args);
     const auto r = script(spec + " --device cpu --epochs 1 --precisions fp32 " + args);
     EXPECT_EQ(r.code, 2) << r.err;
@@ -213,4 +232,70 @@ TEST_F(PytorchReference, ADivergedRunHasNoResultsAsMpbenchsHasNone) {
   }
   EXPECT_NE(r.out.find("fp32      diverged: loss became non-finite in epoch 1"), std::string::npos)
       << r.out;
+}
+
+// SIGTERM (a device call cut off at its limit) while the second mode trains: one line, exit 143,
+// the --out file holds the mode that finished (written after each), and the temporary folder of
+// the exported data is removed.
+TEST_F(PytorchReference, SigtermKeepsTheFinishedModesAndRemovesTheData) {
+  const std::string out = (dir_ / "pt.json").string();
+  const std::string script = std::string(MPBENCH_SOURCE_DIR) + "/scripts/pytorch_reference.py";
+  const std::string spec = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
+  const std::string tmp = dir_.string();
+  // stderr through a pipe, so that the signal follows the progress line at once: with Debian's
+  // torch a tiny_mlp epoch takes 15 ms (3 of them, to leave it more).
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  pid_ = ::fork();
+  ASSERT_GE(pid_, 0);
+  if (pid_ == 0) {
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::setenv("TMPDIR", tmp.c_str(), 1);
+    ::execlp(python_.c_str(), python_.c_str(), script.c_str(), spec.c_str(), "--device", "cpu",
+             "--epochs", "3", "--precisions", "fp32,amp_bf16", "--out", out.c_str(), "--mpbench",
+             MPBENCH_EXE, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  std::string said;
+  // Appends what the script says until `until` is in it or it closes stderr (60 s at most).
+  auto read_until = [&](const std::string& until) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    char buf[4096];
+    while (until.empty() || said.find(until) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      pollfd p = {fds[0], POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) return;
+      const ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) return;
+      said.append(buf, static_cast<size_t>(n));
+    }
+  };
+  // The progress line of amp_bf16's start: fp32 is done and written by then.
+  read_until("tiny_mlp amp_bf16 on cpu\n");
+  const bool started = said.find("tiny_mlp amp_bf16 on cpu\n") != std::string::npos;
+  if (started) ::kill(pid_, SIGTERM);
+  read_until("");
+  ::close(fds[0]);
+  ASSERT_TRUE(started) << said;
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
+  pid_ = -1;
+  ASSERT_TRUE(WIFEXITED(status)) << said;
+  EXPECT_EQ(WEXITSTATUS(status), 143) << said;
+  EXPECT_NE(said.find("pytorch_reference: interrupted\n"), std::string::npos) << said;
+  EXPECT_EQ(said.find("Traceback"), std::string::npos) << said;
+  ASSERT_TRUE(fs::exists(out)) << said;
+  const json doc = json::parse(mpbench::test::read_file(out));
+  ASSERT_EQ(doc["runs"].size(), 1u) << doc.dump();
+  EXPECT_EQ(doc["runs"][0]["precision"], "fp32");
+  EXPECT_EQ(doc["runs"][0]["status"], "ok");
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_NE(e.path().filename().string().rfind("mpbench_data_", 0), 0u) << e.path();
 }
