@@ -246,6 +246,8 @@ if [ -z "$bin" ]; then
   fi
 fi
 say "testing the $build_note"
+# The GPU tests that run the CLI run this mpbench, not the path of the build they came from.
+export MPBENCH_TEST_EXE="$bin/mpbench"
 
 timeout 30 "$bin/mpbench" devices >"$scratch/devices.txt" 2>&1
 cat "$scratch/devices.txt" >>"$log"

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -175,8 +176,12 @@ class CliTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Under a UTF-8 locale whatever the machine's, so that tables are drawn the same everywhere.
+  // MPBENCH_TEST_EXE, where set, names the mpbench to run instead of this build's: a GPU test
+  // binary carried to another machine (scripts/device_check.sh sets it to the mpbench it tests).
   ShellResult run(const std::string& args) {
-    return run_shell("LC_ALL=C.UTF-8 " + std::string(MPBENCH_EXE) + " " + args, dir_.string());
+    const char* exe = std::getenv("MPBENCH_TEST_EXE");
+    return run_shell("LC_ALL=C.UTF-8 " + std::string(exe && *exe ? exe : MPBENCH_EXE) + " " + args,
+                     dir_.string());
   }
   std::string write(const std::string& name, const std::string& text) {
     const auto p = dir_ / name;

@@ -175,7 +175,8 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
   fs::create_symlink(MPBENCH_EXE, bin / "mpbench");
   {
     std::ofstream f(bin / "gpu_test_cuda_parity");
-    f << "#!/bin/sh\necho '[       OK ] CudaParity.Fake (1 ms)'\necho '[  PASSED  ] 1 test.'\n";
+    f << "#!/bin/sh\necho \"exe=$MPBENCH_TEST_EXE\"\necho '[       OK ] CudaParity.Fake (1 ms)'\n"
+      << "echo '[  PASSED  ] 1 test.'\n";
   }
   fs::permissions(bin / "gpu_test_cuda_parity", fs::perms::owner_all);
   const Result r = check(env({{"MPBENCH_CHECK_BIN", bin.string()},
@@ -188,6 +189,14 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
       << summary;
   EXPECT_NE(summary.find("GPU tests:\ngpu_test_cuda_parity"), std::string::npos) << summary;
   EXPECT_NE(read_file(dir_ / "out" / "gpu_tests.log").find("CudaParity.Fake"), std::string::npos);
+  // A test that runs the CLI runs the mpbench under test (CliTest::run reads MPBENCH_TEST_EXE),
+  // not the path of the build it came from, which a carried binary's machine lacks.
+  EXPECT_NE(read_file(dir_ / "out" / "gpu_tests.log").find("exe=" + (bin / "mpbench").string()),
+            std::string::npos);
+  ::setenv("MPBENCH_TEST_EXE", "/bin/echo", 1);
+  const Result echoed = run("through the variable");
+  ::unsetenv("MPBENCH_TEST_EXE");
+  EXPECT_EQ(echoed.out, "through the variable\n");
   const size_t missing = summary.find("GPU tests not in " + bin.string() + ":");
   ASSERT_NE(missing, std::string::npos) << summary;
   const std::string named = summary.substr(missing, summary.find(';', missing) - missing);

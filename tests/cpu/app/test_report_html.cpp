@@ -1086,6 +1086,20 @@ TEST(Svg, LabelsThatWouldBeTheSameShowWhereTheyDiffer) {
   }
 }
 
+// Epoch-time bars of these values (ms), as the report's time chart draws them.
+std::vector<mpbench::svg::Bar> time_bars(const std::vector<double>& ms) {
+  std::vector<mpbench::svg::Bar> bars;
+  for (double v : ms) {
+    mpbench::svg::Bar b;
+    b.label = "t";
+    b.color = "#000";
+    b.value = v;
+    b.value_text = mpbench::svg::format_general(v) + " ms";
+    bars.push_back(b);
+  }
+  return bars;
+}
+
 // The edges: the last tick is at or above the largest value (the axis ends there), a string of
 // exactly n bytes is not cut, and two values 50x apart stay on a linear axis (two decades make
 // a log one).
@@ -1095,16 +1109,8 @@ TEST(Svg, TicksCoverTheTopAndEdgesAreNotCut) {
   ASSERT_FALSE(ticks.empty());
   EXPECT_GE(ticks.back(), 7.3);
   EXPECT_EQ(shorten(std::string(24, 'x'), 24), std::string(24, 'x'));
-  std::vector<Bar> bars;
-  for (double v : {1.0, 50.0}) {
-    Bar b;
-    b.label = "t";
-    b.color = "#000";
-    b.value = v;
-    b.value_text = format_general(v) + " ms";
-    bars.push_back(b);
-  }
-  const std::string chart = bar_chart("chart-time", bars, {"epoch time", format_general, 1});
+  const std::string chart =
+      bar_chart("chart-time", time_bars({1.0, 50.0}), {"epoch time", format_general, 1});
   EXPECT_EQ(chart.find("(log scale)"), std::string::npos) << chart;
 }
 
@@ -1299,15 +1305,7 @@ TEST(BarChart, LabelsFitTheChartAndDecadesGoOnALogAxis) {
       << linear;
   EXPECT_EQ(linear.find("(log scale)"), std::string::npos);
 
-  std::vector<Bar> times;
-  for (double v : {1.1, 344.5}) {
-    Bar b;
-    b.label = "t";
-    b.color = "#000";
-    b.value = v;
-    b.value_text = format_general(v) + " ms";
-    times.push_back(b);
-  }
+  std::vector<Bar> times = time_bars({1.1, 344.5});
   const std::string log = bar_chart("chart-time", times, {"epoch time", format_general, 1});
   EXPECT_NE(log.find("epoch time (log scale)"), std::string::npos);
   // Ticks at powers of ten from 0.1 to 1000: the small bar is visible, not a sliver.

@@ -35,6 +35,16 @@ RunResult run_cpu(const Spec& spec, Precision p) {
   return train_and_measure(spec, data, p, *be);
 }
 
+// tiny_mlp with plain SGD at this rate and momentum, for `epochs`.
+Spec sgd_spec(double lr, double momentum, int64_t epochs) {
+  Spec spec = tiny_spec();
+  spec.train.epochs = epochs;
+  spec.train.optimizer.type = "sgd";
+  spec.train.optimizer.lr = lr;
+  spec.train.optimizer.momentum = momentum;
+  return spec;
+}
+
 }  // namespace
 
 class TinyLearns : public ::testing::TestWithParam<Precision> {};
@@ -124,11 +134,7 @@ TEST(Trainer, SgdWithoutMomentumKeepsNoState) {
 // The spec's nesterov reaches the update (the kernel's rule has its own test): SGD with momentum
 // trains another trajectory with it than without.
 TEST(Trainer, NesterovFromTheSpecChangesTheTrajectory) {
-  Spec spec = tiny_spec();
-  spec.train.epochs = 1;
-  spec.train.optimizer.type = "sgd";
-  spec.train.optimizer.lr = 0.05;
-  spec.train.optimizer.momentum = 0.9;
+  Spec spec = sgd_spec(0.05, 0.9, 1);
   const auto final_loss = [&](bool nesterov) {
     spec.train.optimizer.nesterov = nesterov;
     const RunResult r = run_cpu(spec, Precision::FP32);
@@ -143,11 +149,7 @@ TEST(Trainer, NesterovFromTheSpecChangesTheTrajectory) {
 // Without loss scaling nothing is skipped (PyTorch without a GradScaler skips nothing): a run
 // that diverges reports no skipped step, and its epoch's loss is the non-finite one it reached.
 TEST(Trainer, WithoutLossScalingADivergingStepIsAppliedNotSkipped) {
-  Spec spec = tiny_spec();
-  spec.train.epochs = 2;
-  spec.train.optimizer.type = "sgd";
-  spec.train.optimizer.lr = 1e6;
-  spec.train.optimizer.momentum = 0;
+  const Spec spec = sgd_spec(1e6, 0, 2);
   const RunResult r = run_cpu(spec, Precision::FP32);
   ASSERT_EQ(r.status, RunStatus::Diverged) << r.status_detail;
   EXPECT_EQ(r.skipped_steps, 0);
