@@ -24,7 +24,7 @@ mapfile -t tests < <(scripts/device_check.sh --gpu-tests)
 [ "${#tests[@]}" -gt 0 ] || { echo "prepare_device_carry: no GPU tests found" >&2; exit 1; }
 for t in "${tests[@]}"; do rm -f "$build/tests/$t"; done
 cmake --build "$build" -j"$(nproc)" --target mpbench "${tests[@]}"
-# Static OpenBLAS makes each binary ~30 MB; xz brings the three to ~7 MB (the carry limit is 64 MiB).
+# Static OpenBLAS makes each binary ~30 MB; xz brings each to ~2.5 MB (the carry limit is 64 MiB).
 stage=$(mktemp -d)
 cp "$build"/mpbench "$stage"/
 for t in "${tests[@]}"; do
