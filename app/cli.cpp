@@ -304,8 +304,6 @@ void say_error(const std::string& message) {
   say("mpbench: " + printable_line(message));
 }
 
-namespace {}  // namespace
-
 std::vector<int64_t> parse_batch_sizes(const std::string& option, const std::string& text) {
   std::vector<int64_t> out;
   for (const std::string& item : split_list(option, text)) {

@@ -104,7 +104,7 @@ class DeviceCheck : public mpbench::test::CliTest {
     }
   }
   // Waits (up to 90 s) until summary.txt says the step is running (by default the fake one).
-  bool wait_for_fake_step(const std::string& out = "out", const std::string& step = "fake step") {
+  bool wait_until_running(const std::string& out = "out", const std::string& step = "fake step") {
     const auto until = Clock::now() + std::chrono::seconds(90);
     while (Clock::now() < until) {
       for (const std::string& line : lines(read_file(dir_ / out / "summary.txt")))
@@ -287,7 +287,7 @@ TEST_F(DeviceCheck, KillDuringAStepLeavesMergedResults) {
              {"MPBENCH_CHECK_FAKE_STEP_S", "100"},
              {"MPBENCH_CHECK_CONFIGS",
               kRoot + "/configs/tiny_mlp.json " + kRoot + "/configs/tiny_resnet.json"}}));
-  ASSERT_TRUE(wait_for_fake_step()) << read_file(path("bg.txt"));
+  ASSERT_TRUE(wait_until_running()) << read_file(path("bg.txt"));
   ASSERT_EQ(::kill(-sid_, SIGKILL), 0);
   ::waitpid(sid_, nullptr, 0);
   reaped_ = true;
@@ -314,7 +314,7 @@ TEST_F(DeviceCheck, KillDuringAStepLeavesMergedResults) {
 
 TEST_F(DeviceCheck, SigtermStopsTheStepAndPrintsTheSummary) {
   start(env({{"MPBENCH_CHECK_BUDGET", "300"}, {"MPBENCH_CHECK_FAKE_STEP_S", "100"}}));
-  ASSERT_TRUE(wait_for_fake_step()) << read_file(path("bg.txt"));
+  ASSERT_TRUE(wait_until_running()) << read_file(path("bg.txt"));
   const auto t0 = Clock::now();
   ASSERT_EQ(::kill(sid_, SIGTERM), 0);
   int status = 0;
@@ -338,7 +338,7 @@ TEST_F(DeviceCheck, SigtermDuringARunMergesWhatItPrinted) {
   start(env({{"MPBENCH_CHECK_BUDGET", "300"},
              {"MPBENCH_CHECK_CONFIGS", kRoot + "/configs/tiny_resnet.json"},
              {"MPBENCH_CHECK_EPOCHS", "500"}}));
-  ASSERT_TRUE(wait_for_fake_step("out", "run tiny_resnet eager")) << read_file(path("bg.txt"));
+  ASSERT_TRUE(wait_until_running("out", "run tiny_resnet eager")) << read_file(path("bg.txt"));
   ASSERT_EQ(::kill(sid_, SIGTERM), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
