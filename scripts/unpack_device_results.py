@@ -15,7 +15,8 @@ profile_<config>.json and explain_<config>.json. device_check.sh rewrites them w
 step, so a call cut off at its limit still brings back files that parse.
 Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied, the later
 call's name suffixed with its index when two calls wrote the same file. Then side_by_side.md is
-remade over everything that was unpacked. Standard library only.
+remade over every run in --to, this unpack's and any an earlier one left there. Standard library
+only.
 """
 import argparse
 import glob
