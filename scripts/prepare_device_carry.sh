@@ -75,3 +75,15 @@ tar -cJhf .deps/openblas.tar.xz -C / usr/include/x86_64-linux-gnu/openblas-pthre
   usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a
 grep -qx '/.devcarry/' .git/info/exclude 2>/dev/null || echo '/.devcarry/' >> .git/info/exclude
 du -sh .devcarry .deps
+# A device call sends the tree (tracked files and untracked ones git does not ignore) with the
+# carried folders, 64 MiB in all, or it is refused: say how near this is (results/ grows).
+tree=$(git ls-files -z -co --exclude-standard | xargs -0 -r stat -c %s -- 2>/dev/null |
+  awk '{ s += $1 } END { print s + 0 }')
+carried=$(du -sb .devcarry .deps | awk '{ s += $1 } END { print s }')
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+echo "a device call with this carry sends $(mib $((tree + carried))) MiB of the 64 it may:" \
+  "the tree $(mib "$tree"), .devcarry and .deps $(mib "$carried")"
+if (( tree + carried > 64 * 1048576 )); then
+  echo "prepare_device_carry: over the device tool's 64 MiB: the call would be refused" >&2
+  exit 1
+fi
