@@ -49,9 +49,7 @@ std::string bound_text(const MaxBatchResult& r) {
   if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", kMaxBatchSize);
   if (r.probes.empty())
     return fmt::format("the spec's rules take no multiple of {} up to {}", k, kMaxBatchSize);
-  const BatchProbe* first_bad = nullptr;
-  for (const BatchProbe& p : r.probes)
-    if (p.status != RunStatus::Ok && (!first_bad || p.batch < first_bad->batch)) first_bad = &p;
+  const BatchProbe* first_bad = r.bound();
   if (!first_bad) return "";
   // The host's memory, not the budget, stopped it: its own figures or the probe's data.
   const bool host = first_bad->detail.find("host memory") != std::string::npos;

@@ -20,6 +20,13 @@ const BatchProbe* MaxBatchResult::best() const {
   return nullptr;
 }
 
+const BatchProbe* MaxBatchResult::bound() const {
+  const BatchProbe* out = nullptr;
+  for (const BatchProbe& p : probes)
+    if (p.status != RunStatus::Ok && (!out || p.batch < out->batch)) out = &p;
+  return out;
+}
+
 Spec probe_spec(const Spec& spec, Precision p, int64_t batch, int64_t steps,
                 const std::string& what_text) {
   const int64_t samples = steps * batch;

@@ -57,6 +57,9 @@ struct MaxBatchResult {
   std::string unsupported;
   // The probe at max_batch; nullptr when there is none.
   const BatchProbe* best() const;
+  // The smallest batch that did not train (what bounded the search, unless at_limit): past
+  // max_batch by K once the search is done, whichever order the probes ran in. nullptr: none.
+  const BatchProbe* bound() const;
 };
 
 // What the search asks of the world, as functions: find_max_batch's train and predict with a

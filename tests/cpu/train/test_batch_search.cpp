@@ -113,6 +113,13 @@ void expect_sound(const MemoryModel& m, int64_t k, const MaxBatchResult& r,
     ASSERT_NE(r.best(), nullptr) << what;
     EXPECT_LE(r.best()->run.memory.training_peak, m.limit) << what;
   }
+  // What bounded it (maxbatch's "bound by"): the next multiple of K, whichever probe failed
+  // first (from a guess far above, the first to fail is not the bound).
+  if (r.at_limit) return;
+  ASSERT_NE(r.bound(), nullptr) << what;
+  if (r.max_batch > 0) EXPECT_EQ(r.bound()->batch, r.max_batch + k) << what;
+  for (const BatchProbe& p : r.probes)
+    if (p.status != RunStatus::Ok) EXPECT_GE(p.batch, r.bound()->batch) << what;
 }
 
 std::vector<int64_t> batches(const MaxBatchResult& r) {
