@@ -417,6 +417,20 @@ TEST_F(IoFailures, ADatasetOverTheAddressSpaceLimitIsSaid) {
                                    "--epochs 1 --quiet",
                                dir_.string());
   EXPECT_EQ(r.code, 0) << r.err;
+  // A model over what is left (an 8 GiB weight): its row is an oom naming the limit, from the
+  // allocator's own check, where malloc would fail without a reason.
+  const std::string huge = write("huge.json", R"({"name": "huge",
+    "model": {"type": "mlp", "input_dim": 16, "hidden": [65536, 32768], "num_classes": 4},
+    "data": {"train_samples": 64, "eval_samples": 16}, "train": {"batch_size": 32}})");
+  const std::string json = (dir_ / "huge_out.json").string();
+  r = mpbench::test::run_shell(
+      limited + "run " + huge + " --device reference --precisions fp32 --quiet --json " + json,
+      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto run = nlohmann::json::parse(read_file(json))["runs"][0];
+  EXPECT_EQ(run["status"], "oom") << run;
+  EXPECT_TRUE(has_text(run["status_detail"].get<std::string>(), "address-space limit (ulimit -v"))
+      << run["status_detail"];
 }
 
 // A container's memory limit (a memory cgroup), which the kernel enforces with its OOM killer:

@@ -208,6 +208,11 @@ TEST(Console, Fp8ClippingNoteAndUnsupportedRow) {
 
 TEST(Units, FormatBytes) {
   EXPECT_EQ(format_bytes(512), "512 B");
+  // Each unit from exactly its first byte count on.
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(1024), "1.0 KiB");
+  EXPECT_EQ(format_bytes(size_t(1) << 20), "1.0 MiB");
+  EXPECT_EQ(format_bytes(size_t(1) << 30), "1.00 GiB");
   EXPECT_EQ(format_bytes(1536), "1.5 KiB");
   EXPECT_EQ(format_bytes(size_t(110) << 20), "110.0 MiB");
   EXPECT_EQ(format_bytes(size_t(3) << 30), "3.00 GiB");

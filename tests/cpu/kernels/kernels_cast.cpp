@@ -111,6 +111,20 @@ TEST_F(CpuCast, NaNAndInfSurviveEveryDirection) {
     EXPECT_EQ(back[2], INFINITY);
     EXPECT_EQ(back[3], -INFINITY);
   }
+  // A NaN whose payload lies only in the bits the cast drops stays a (quiet) NaN of its sign,
+  // not an infinity.
+  const std::vector<float> low_nans = {bits_f32(0x7f800001u), bits_f32(0xff800001u)};
+  EXPECT_EQ(to_bits(DType::BF16, low_nans), (std::vector<uint16_t>{0x7fc0, 0xffc0}));
+  EXPECT_EQ(to_bits(DType::F16, low_nans), (std::vector<uint16_t>{0x7e00, 0xfe00}));
+}
+
+// TF32's input rounding (the tensor cores' and the reference's): to nearest, ties to even.
+TEST(Tf32, RoundsToNearestEven) {
+  EXPECT_EQ(f32_bits(round_to_tf32(bits_f32(0x3f801000u))), 0x3f800000u);  // tie, even below
+  EXPECT_EQ(f32_bits(round_to_tf32(bits_f32(0x3f803000u))), 0x3f804000u);  // tie, even above
+  EXPECT_EQ(f32_bits(round_to_tf32(bits_f32(0x3f801001u))), 0x3f802000u);  // past the tie
+  EXPECT_EQ(f32_bits(round_to_tf32(bits_f32(0x3f800fffu))), 0x3f800000u);  // short of it
+  EXPECT_EQ(f32_bits(round_to_tf32(bits_f32(0x7f800001u))), 0x7f800001u);  // NaN as it is
 }
 
 TEST_F(CpuCast, Bf16RoundsToNearestEvenAndOverflows) {

@@ -31,6 +31,10 @@ TEST(CpuBackend, DescribesTheHost) {
   EXPECT_FALSE(be->memory_info().has_value());
   EXPECT_EQ(be->workspace_bytes(), 0u);
   EXPECT_FALSE(be->supports_graphs());
+  // OpenBLAS's threading as its build says it (Debian ships a pthreads and an OpenMP build).
+  EXPECT_EQ(info.blas_threading == "openmp",
+            info.blas_config.find("USE_OPENMP") != std::string::npos)
+      << info.blas_threading << " from " << info.blas_config;
 }
 
 TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
@@ -48,6 +52,22 @@ TEST(CpuBackend, AllocationsAre64ByteAlignedAndUsable) {
   EXPECT_EQ(alloc.current(MemCategory::Weights), 30u);
 }
 
+// A view of a buffer stays inside it: a slice from a negative offset or past the end, or a
+// reshape to another element count, is refused, not a pointer past the allocation.
+TEST(CpuBackend, ViewsStayInsideTheirBuffer) {
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  const Tensor t = alloc.alloc(Shape{4}, DType::F32, MemCategory::Activations);
+  EXPECT_THROW(t.slice(-1, Shape{2}), Error);
+  EXPECT_THROW(t.slice(3, Shape{2}), Error);
+  EXPECT_EQ(t.slice(2, Shape{2}).data, static_cast<char*>(t.data) + 8);
+  EXPECT_THROW(t.reshaped(Shape{3}), Error);
+  EXPECT_THROW(t.reshaped(Shape{5}), Error);
+  EXPECT_EQ(t.reshaped(Shape{2, 2}).shape, (Shape{2, 2}));
+  EXPECT_EQ((Shape{128, 784}).str(), "(128, 784)");  // as the errors name shapes
+  alloc.release(t);
+}
+
 // Training memory is every category but the dataset copy, peak over time, not a sum of peaks.
 TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
   auto be = make_reference_backend();
@@ -60,9 +80,44 @@ TEST(TrackingAllocator, TrainingPeakLeavesTheDataOut) {
   EXPECT_EQ(alloc.peak_training(), 600u);  // weights + activations, before those were freed
   EXPECT_EQ(alloc.peak_total(), 4600u);
   EXPECT_EQ(alloc.peak(MemCategory::Data), 4000u);
+  // A category's peak outlives its buffers and smaller ones after them (the result's
+  // by_category is of peaks).
+  Tensor a2 = alloc.alloc(Shape{10}, DType::F32, MemCategory::Activations);
+  EXPECT_EQ(alloc.peak(MemCategory::Activations), 200u);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 40u);
+  alloc.release(a2);
   alloc.release(g);
   alloc.release(w);
   alloc.release(data);
+}
+
+// Releasing the dataset copy gives back no training memory: the whole limit is still there for
+// training after it, and after release_all.
+TEST(TrackingAllocator, ReleasesKeepTheTrainingCountExact) {
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  alloc.set_limit(1000);
+  alloc.release(alloc.alloc(Shape{500}, DType::F32, MemCategory::Data));
+  Tensor w = alloc.alloc(Shape{250}, DType::F32, MemCategory::Weights);  // exactly the limit
+  EXPECT_EQ(alloc.peak_training(), 1000u);
+  alloc.release_all();
+  EXPECT_EQ(alloc.current(MemCategory::Weights), 0u);
+  alloc.alloc(Shape{250}, DType::F32, MemCategory::Weights);
+  EXPECT_EQ(alloc.current(MemCategory::Weights), 1000u);
+}
+
+// A library's scratchpad of any byte count gets at least that many bytes (whole fp32 elements).
+TEST(TrackingAllocator, AWorkspaceOfAnyByteCountIsCovered) {
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be);
+  const ConvWorkspaceProvider p = alloc.workspace_provider(1 << 20);
+  for (const size_t bytes : {size_t{1}, size_t{5}, size_t{8}, size_t{1023}}) {
+    const Tensor t = p.alloc(bytes);
+    EXPECT_GE(t.bytes(), bytes);
+    EXPECT_LT(t.bytes(), bytes + 4);
+    p.release(t);
+  }
+  EXPECT_EQ(alloc.peak(MemCategory::Workspace), 1024u);
 }
 
 // A request past the limit is an oom that says what the run needed at least: the training
@@ -193,6 +248,35 @@ TEST_F(CgroupMemoryTest, V1TakesTheTightestAncestor) {
   EXPECT_EQ(std::filesystem::path(cg.dir).filename(), "docker");
 }
 
+// What matters is what is left: an ancestor nearly full binds before a child of a lower limit.
+TEST_F(CgroupMemoryTest, TheTightestIsTheOneWithLeastLeft) {
+  file("fs/memory/docker/memory.limit_in_bytes", "4000000000\n");
+  file("fs/memory/docker/memory.usage_in_bytes", "3900000000\n");
+  file("fs/memory/docker/abc/memory.limit_in_bytes", "2000000000\n");
+  file("fs/memory/docker/abc/memory.usage_in_bytes", "500000000\n");
+  const CgroupMemory cg = read("4:memory:/docker/abc\n");
+  ASSERT_TRUE(cg.limited());
+  EXPECT_EQ(cg.left(), size_t{100000000});
+  EXPECT_EQ(std::filesystem::path(cg.dir).filename(), "docker");
+}
+
+// v1's "no limit" alone is no limit, at any level.
+TEST_F(CgroupMemoryTest, V1NoLimitAloneIsNone) {
+  file("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  file("fs/memory/memory.usage_in_bytes", "5000000000\n");
+  EXPECT_FALSE(read("4:memory:/\n").limited());
+}
+
+// The hybrid layout (systemd's): v1 controllers beside v2 mounted at unified/.
+TEST_F(CgroupMemoryTest, V2UnderUnifiedBesideV1) {
+  file("fs/unified/memory.max", "1073741824\n");
+  file("fs/unified/memory.current", "73741824\n");
+  const CgroupMemory cg = read("0::/\n");
+  ASSERT_TRUE(cg.limited());
+  EXPECT_EQ(cg.limit, size_t{1073741824});
+  EXPECT_EQ(cg.left(), size_t{1000000000});
+}
+
 // Docker on cgroup v1: /proc/self/cgroup names /docker/ID, but the mount is that cgroup alone.
 TEST_F(CgroupMemoryTest, V1MountOfTheContainersOwnCgroup) {
   file("fs/memory/memory.limit_in_bytes", "4294967296\n");
@@ -219,6 +303,7 @@ TEST(CpuBackend, EventsMeasureWallTime) {
   EXPECT_LE(ms, outer_ms);
   auto never = be->create_event();
   EXPECT_THROW(never->elapsed_ms(*start), Error);
+  EXPECT_THROW(stop->elapsed_ms(*never), Error);  // from a start never recorded
 }
 
 // The shared checks let an elementwise op write over an input only in the input's dtype: a

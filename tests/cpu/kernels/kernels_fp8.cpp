@@ -312,6 +312,31 @@ TEST_F(CpuFp8, GemmMatchesTheScaledReference) {
   }
 }
 
+// Code 0xff is a NaN in both formats (E4M3's NaNs are 0x7f and 0xff, it has no inf): an operand
+// row holding one gives a row of NaN, the other rows stay finite.
+TEST_F(CpuFp8, GemmDecodesTheNaNCode) {
+  const int64_t m = 16, n = 16, k = 16;
+  for (DType fa : kFormats) {
+    SCOPED_TRACE(dtype_name(fa));
+    Tensor a = make(Shape{m, k}, fa, test::random_nonzero(m * k, 84));
+    Tensor b = make(Shape{n, k}, DType::F8E4M3, test::random_nonzero(n * k, 85));
+    a.ptr<uint8_t>()[3] = 0xff;  // row 0
+    Tensor c = alloc.alloc(Shape{m, n}, DType::F32, MemCategory::Activations);
+    Tensor one = scalar(1.0f);
+    GemmDesc d;
+    d.trans_b = true;
+    d.math = GemmMath::LowPrecision;
+    d.a_scale_inv = &one;
+    d.b_scale_inv = &one;
+    be->gemm(d, a, b, c);
+    const std::vector<float> got = test::to_host_f32(*be, c);
+    for (int64_t j = 0; j < n; ++j) {
+      EXPECT_TRUE(std::isnan(got[j])) << "row 0, column " << j << ": " << got[j];
+      EXPECT_TRUE(std::isfinite(got[n + j])) << "row 1, column " << j << ": " << got[n + j];
+    }
+  }
+}
+
 // What cuBLASLt's FP8 kernels cannot take is refused on every backend alike.
 TEST_F(CpuFp8, GemmRefusesWhatCublasLtCannotRun) {
   auto t = [&](Shape s, DType dt) { return alloc.alloc(s, dt, MemCategory::Activations); };
