@@ -114,9 +114,9 @@ bool precision_supported(Precision p, int cc_major, int cc_minor) {
   return cc_major > i.min_cc_major || (cc_major == i.min_cc_major && cc_minor >= i.min_cc_minor);
 }
 
-std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims, bool fp8) {
+std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims) {
   std::vector<std::string> out;
-  const int multiple = fp8 ? kFp8TensorCoreMultiple : precision_info(p).tensor_core_multiple;
+  const int multiple = precision_info(p).tensor_core_multiple;
   if (multiple == 0) return out;
   for (const NamedDim& d : dims)
     if (d.value % multiple != 0) out.push_back(d.name + "=" + std::to_string(d.value));

@@ -56,10 +56,10 @@ struct NamedDim {
 // The multiple FP8 GEMMs need (16 one-byte elements: cuBLASLt's 16-byte leading dimensions).
 constexpr int kFp8TensorCoreMultiple = 16;
 // The tensor-core alignment check, the one place of the rule: the sizes among `dims` that are
-// not multiples of precision_info(p).tensor_core_multiple (kFp8TensorCoreMultiple for a GEMM that
-// runs in FP8), as "N=50257"; none for a mode without tensor cores.
-std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims,
-                                         bool fp8 = false);
+// not multiples of precision_info(p).tensor_core_multiple, as "N=50257"; none for a mode without
+// tensor cores. (A GEMM runs in FP8 only where every size is a multiple of
+// kFp8TensorCoreMultiple, else in bf16: bf16's multiple is the one an amp_fp8 GEMM can miss.)
+std::vector<std::string> misaligned_dims(Precision p, const std::vector<NamedDim>& dims);
 
 // The math a GEMM uses for a given operand dtype under a mode (fp32 operands in an AMP mode,
 // e.g. a layer pinned to fp32, run strict).
