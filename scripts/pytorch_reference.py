@@ -995,9 +995,12 @@ def profile_ops(run_step, n, cuda):
 
 
 def find_datasheet(name):
+    """The row whose name is a whole word of the device's, the longest (as device_specs.cpp):
+    "L4" is not in "NVIDIA L40", nor "A10" in "NVIDIA A10G"."""
     best = None
     for row in DATASHEETS:
-        if row[0] in name and (best is None or len(row[0]) > len(best[0])):
+        word = re.search(r"(?<![A-Za-z0-9])" + re.escape(row[0]) + r"(?![A-Za-z0-9])", name)
+        if word and (best is None or len(row[0]) > len(best[0])):
             best = row
     return best
 

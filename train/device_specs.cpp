@@ -1,6 +1,7 @@
 #include "train/device_specs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -22,15 +23,28 @@ const std::vector<GpuDatasheet>& gpu_datasheets() {
       {"H100", 67, 494.7, 989.4, 989.4, 1979, 3350},
       {"H200 NVL", 60, 418, 835, 835, 1671, 4800},
       {"H200", 67, 494.7, 989.4, 989.4, 1979, 4800},
-      {"GH200", 67, 494.7, 989.4, 989.4, 1979, 4000},  // 96 GB HBM3 part; its name holds "H200"
+      {"GH200", 67, 494.7, 989.4, 989.4, 1979, 4000},  // 96 GB HBM3 part
   };
   return table;
+}
+
+// Whether `name` occurs in `device_name` as a whole word: "L4" is not in "NVIDIA L40" (a card of
+// 3x its rates), nor "A10" in "NVIDIA A10G"; "A100" is in "NVIDIA A100-PCIE-40GB".
+static bool names_row(const std::string& device_name, const char* name) {
+  const auto word = [&](size_t i) {
+    return i < device_name.size() && std::isalnum(static_cast<unsigned char>(device_name[i]));
+  };
+  const size_t n = std::strlen(name);
+  for (size_t at = device_name.find(name); at != std::string::npos;
+       at = device_name.find(name, at + 1))
+    if (!(at > 0 && word(at - 1)) && !word(at + n)) return true;
+  return false;
 }
 
 std::optional<GpuDatasheet> find_datasheet(const std::string& device_name) {
   std::optional<GpuDatasheet> best;
   for (const auto& d : gpu_datasheets()) {
-    if (device_name.find(d.name) == std::string::npos) continue;
+    if (!names_row(device_name, d.name)) continue;
     if (!best || std::strlen(d.name) > std::strlen(best->name)) best = d;
   }
   return best;

@@ -29,12 +29,18 @@ TEST(DeviceSpecs, DriverNamesFindTheirOwnRows) {
         std::pair{"NVIDIA GH200 480GB", "GH200"},
         std::pair{"NVIDIA A100 80GB PCIe", "A100 80GB PCIe"},
         std::pair{"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"},
-        std::pair{"NVIDIA A100-PCIE-40GB", "A100"}}) {
+        std::pair{"NVIDIA A100-PCIE-40GB", "A100"}, std::pair{"NVIDIA H100 80GB HBM3", "H100"},
+        std::pair{"NVIDIA L4", "L4"}, std::pair{"NVIDIA L40S", "L40S"},
+        std::pair{"Tesla T4", "T4"}}) {
     const auto d = find_datasheet(device);
     ASSERT_TRUE(d.has_value()) << device;
     EXPECT_STREQ(d->name, row) << device;
   }
   EXPECT_EQ(find_datasheet("NVIDIA H200 NVL")->bf16_tflops, 835);
+  // A row names a whole word of the driver's name: an L40 (about 3x an L4's rates) or an A10G
+  // has no row, rather than a row of another card.
+  for (const char* device : {"NVIDIA L40", "NVIDIA A10G", "NVIDIA RTX A1000"})
+    EXPECT_FALSE(find_datasheet(device).has_value()) << device;
 }
 
 TEST(DeviceSpecs, Fp8NeedsComputeCapability89) {
