@@ -44,6 +44,35 @@ size_t count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
+// The columns a table row spans: its cells, each its colspan wide.
+size_t row_columns(const std::string& row) {
+  static const std::regex cell(R"re(<t[hd](?:\s[^>]*)?>)re"), span(R"re(colspan="(\d+)")re");
+  size_t n = 0;
+  for (auto it = std::sregex_iterator(row.begin(), row.end(), cell); it != std::sregex_iterator();
+       ++it) {
+    const std::string tag = it->str();
+    std::smatch m;
+    n += std::regex_search(tag, m, span) ? std::stoul(m[1].str()) : 1;
+  }
+  return n;
+}
+
+// Every row of every table in the page spans its header's columns: a status cell that ran past
+// them would push the table's edge out.
+void expect_rows_fill_their_tables(const std::string& html) {
+  size_t tables = 0;
+  for (size_t at = html.find("<table>"); at != std::string::npos;
+       at = html.find("<table>", at + 1), ++tables) {
+    const std::string table = html.substr(at, html.find("</table>", at) - at);
+    std::vector<size_t> widths;
+    for (size_t r = table.find("<tr>"); r != std::string::npos; r = table.find("<tr>", r + 1))
+      widths.push_back(row_columns(table.substr(r, table.find("</tr>", r) - r)));
+    ASSERT_GT(widths.size(), 1u) << table;
+    for (size_t i = 1; i < widths.size(); ++i) EXPECT_EQ(widths[i], widths[0]) << table;
+  }
+  EXPECT_GT(tables, 0u);
+}
+
 Result sh(const std::string& cmd, const fs::path& dir) {
   return mpbench::test::run_shell(cmd, dir.string());
 }
@@ -245,6 +274,20 @@ TEST_F(ReportHtml, EscapesNamesAndShowsFailedRunsAndTools) {
   expect_finite_coordinates(html);
 }
 
+// A file's path is text of the user's too: the environment card's heading escapes it.
+TEST_F(ReportHtml, EscapesTheFilesPathInItsEnvironmentCard) {
+  const fs::path odd = dir_ / "r<i>&.json";
+  fs::copy_file(fs::path(MPBENCH_SOURCE_DIR) / "results/h200/2026-11-29/tiny_mlp_eager.json", odd);
+  const fs::path html_path = dir_ / "p.html";
+  const Result r = mpbench("report '" + odd.string() + "' --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(html.find("<i>"), std::string::npos);
+  EXPECT_NE(
+      html.find("<div class=\"card env\"><h3>" + mpbench::html_escape(odd.string()) + "</h3>"),
+      std::string::npos);
+}
+
 // A real amp_fp8 run draws the FP8 amax and scale charts, one curve per representative tensor
 // (tiny_mlp's one FP8 layer, fc1: x, w and dy); a page without FP8 runs has neither.
 TEST_F(ReportHtml, Fp8RunsDrawTheirAmaxAndScale) {
@@ -399,6 +442,55 @@ TEST_F(ReportHtml, AnUnsupportedRunHasNoMemoryBar) {
   const size_t memory = html.find("class=\"chart chart-memory\"");
   ASSERT_NE(memory, std::string::npos);
   EXPECT_NE(html.find("<title>tf32: unsupported", memory), std::string::npos);
+}
+
+// The explain and maxbatch tables escape their cells as the run tables do: a mode and a flag
+// are free text in those files (a model name is held to the spec's rule).
+TEST_F(ReportHtml, ExplainAndMaxbatchTablesEscapeTheirCells) {
+  const std::string evil = "<b>m</b>";
+  const json explain = {
+      {"kind", "explain"},
+      {"spec", {{"name", "tiny_mlp"}}},
+      {"baseline", "fp32"},
+      {"emulated", false},
+      {"comparisons",
+       {{{"from", "fp32"},
+         {"to", evil},
+         {"from_step_ms", 20},
+         {"to_step_ms", 8},
+         {"measured_speedup", 2.5},
+         {"bound", 3},
+         {"by_kind",
+          {{{"kind", "gemm"}, {"from_ms_per_step", 10}, {"to_ms_per_step", 2}},
+           {{"kind", "softmax"}, {"from_ms_per_step", 5}, {"to_ms_per_step", 6}}}},
+         {"flags", {evil}}}}}};
+  const json maxbatch = {{"kind", "maxbatch"},
+                         {"max_batch",
+                          {{{"model", "tiny_mlp"},
+                            {"precision", evil},
+                            {"max_batch", 64},
+                            {"at_spec_limit", false}}}}};
+  const std::string e = (dir_ / "e.json").string(), m = (dir_ / "m.json").string();
+  std::ofstream(e) << explain.dump();
+  std::ofstream(m) << maxbatch.dump();
+  const fs::path html_path = dir_ / "em.html";
+  const Result r = mpbench("report " + e + " " + m + " --html " + html_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  EXPECT_EQ(html.find(evil), std::string::npos);
+  const size_t at_explain = html.find("Why a mode helped"),
+               at_maxbatch = html.find("Largest batch that fits");
+  ASSERT_NE(at_explain, std::string::npos);
+  ASSERT_NE(at_maxbatch, std::string::npos);
+  const std::string explain_part = html.substr(at_explain, at_maxbatch - at_explain);
+  EXPECT_NE(explain_part.find("<td>&lt;b&gt;m&lt;/b&gt; vs fp32</td>"), std::string::npos)
+      << explain_part;
+  EXPECT_NE(explain_part.find("<td>&lt;b&gt;m&lt;/b&gt;</td>"), std::string::npos);  // the flag
+  // The largest share is of the baseline's step: gemm's 10 of 20 ms, though softmax took longer
+  // in the new mode.
+  EXPECT_NE(explain_part.find("<td>gemm 50% (5.00x)</td>"), std::string::npos) << explain_part;
+  EXPECT_NE(html.find("<td>&lt;b&gt;m&lt;/b&gt;</td>", at_maxbatch), std::string::npos)
+      << html.substr(at_maxbatch);
 }
 
 TEST_F(ReportHtml, RendersInHeadlessChromium) {
@@ -662,6 +754,25 @@ TEST(HtmlReport, EscapesEveryMarkupCharacter) {
             "r\\xe9s\\xff \\xf8\\x90\\x80\\x80 caf\u00e9");
 }
 
+// The largest share is the kind that took the most of the baseline's step, not of the new mode's:
+// that is where the speedup had to come from.
+TEST(HtmlReport, ExplainsLargestShareIsOfTheBaselinesStep) {
+  mpbench::ExplainInput e;
+  mpbench::ExplainInput::Pair p;
+  p.from = "fp32";
+  p.to = "amp_bf16";
+  p.from_step_ms = 20;
+  p.to_step_ms = 8;
+  p.measured_speedup = 2.5;
+  p.bound = 3;
+  p.by_kind = {{"gemm", 10, 2}, {"softmax", 5, 6}};
+  e.comparisons.push_back(p);
+  const mpbench::TextTable t = mpbench::explain_table(e);
+  ASSERT_EQ(t.rows.size(), 1u);
+  ASSERT_EQ(t.head[4], "largest share");
+  EXPECT_EQ(t.rows[0][4], "gemm 50% (5.00x)");
+}
+
 TEST(HtmlReport, DownsamplesToAtMostMaxPointsKeepingGapsAndMinima) {
   std::vector<double> ys(2350);
   for (size_t i = 0; i < ys.size(); ++i) ys[i] = 2.0 + std::sin(double(i));
@@ -914,6 +1025,20 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_DOUBLE_EQ(pts[0].lo, 10);
   EXPECT_TRUE(std::isnan(pts[2].lo) && std::isnan(pts[2].hi));  // drawn as "12-12" it was
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
+}
+
+// A commit that is no hash (a tag, a branch name) is no 7-character prefix of one: its label keeps
+// its first 12 characters, then an ellipsis.
+TEST_F(ReportHtml, HistoryLabelsACommitThatIsNoHashByItsFirst12Characters) {
+  const std::string file = write_history_file(
+      dir_, "rc.json", history_provenance("2025-03-01T09:00:00Z", "release-candidate-7"),
+      {history_run("fp32", {10, 10, 10}, 1000)});
+  const fs::path html_path = dir_ / "rc.html";
+  ASSERT_EQ(mpbench("report --history " + file + " --html " + html_path.string()).code, 0);
+  const std::vector<TrendPointRead> pts =
+      trend_points(read_file(html_path), "trend-hist_mlp-fp32-cpu-b32-time");
+  ASSERT_EQ(pts.size(), 1u);
+  EXPECT_EQ(pts[0].commit, "release-cand…");
 }
 
 // A data-parallel run is another series than one process's at the same per-rank batch (fewer
@@ -1185,6 +1310,7 @@ TEST_F(ReportHtml, SweepTableKeepsTheBatchOfFailedRowsAndNotes) {
             std::string::npos)
       << html;
   EXPECT_NE(html.find("<li>note: amp_bf16 batch 32: epoch times vary"), std::string::npos);
+  expect_rows_fill_their_tables(html);
 }
 
 // A sweep beside a file of one batch: the speedup-by-batch chart's lines name their file where
@@ -1237,6 +1363,10 @@ TEST_F(ReportHtml, HistoryBadInputsExit2) {
   const std::string no_zone =
       write_history_file(dir_, "nozone.json", history_provenance("2025-03-01T09:00:00", "abc1234"),
                          {history_run("fp32", {10, 10, 10}, 1000)});
+  // 2100 is no leap year (a century not of 400): it has no February 29.
+  const std::string no_leap =
+      write_history_file(dir_, "noleap.json", history_provenance("2100-02-29T00:00:00Z", "abc1234"),
+                         {history_run("fp32", {10, 10, 10}, 1000)});
   const fs::path other = dir_ / "other.json";
   std::ofstream(other) << R"({"hello": "world"})";
   const fs::path profile = dir_ / "profile.json";
@@ -1251,6 +1381,7 @@ TEST_F(ReportHtml, HistoryBadInputsExit2) {
       {"report --history " + good + " " + when + " --html " + out,
        "when.json: provenance.time_utc: expected an ISO 8601 time"},
       {"report --history " + no_zone + " --html " + out, "nozone.json: provenance.time_utc"},
+      {"report --history " + no_leap + " --html " + out, "noleap.json: provenance.time_utc"},
       {"report --history " + good, "--html"},
   };
   for (const auto& [args, fragment] : cases) {
