@@ -487,6 +487,36 @@ TEST_F(Cli, ValidateNamesEveryRefusedFile) {
       << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_FALSE(fs::exists(json));
+
+  // A file refused past the name check (its per-step series over what a run may keep) is refused
+  // for its own reason, and a refused twin leaves its name free: a later file of another name
+  // passes.
+  const std::string pinned = write("pinned.json", R"({"name": "p",
+      "model": {"type": "mlp", "input_dim": 4, "hidden": [8], "num_classes": 2},
+      "data": {"train_samples": 1000000}, "train": {"batch_size": 1, "epochs": 1000}})");
+  const std::string other = write("other.json", R"({"name": "o",
+      "model": {"type": "mlp", "input_dim": 4, "hidden": [8], "num_classes": 2}})");
+  r = run("validate " + neg + " " + good + " " + pinned + " " + twin + " " + other);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, "(also refused, each validated alone says why: " + pinned +
+                                  ") (also refused, for a model name an earlier file has: " + twin +
+                                  ")\n"))
+      << r.err;
+  // Past eight names the rest are counted.
+  std::string many = neg;
+  for (int i = 0; i < 9; ++i)
+    many += " " + write("bad" + std::to_string(i) + ".json", R"({"name": "b", "modell": {}})");
+  r = run("validate " + many);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, (dir_ / "bad7.json").string() + " and 1 more)")) << r.err;
+  EXPECT_FALSE(has_text(r.err, "bad8.json")) << r.err;
+  // '-' is no file name for --json (stdout holds the ok lines): refused, nothing written.
+  r = mpbench::test::run_shell(
+      "cd " + dir_.string() + " && " + std::string(MPBENCH_EXE) + " validate " + good + " --json -",
+      dir_.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err, "--json -")) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "-"));
 }
 
 TEST_F(Cli, ValidateAndInspect) {

@@ -27,6 +27,9 @@ TEST_F(ExplainCli, TheReferenceSaysWhyThereIsNoBound) {
   const auto r = run("explain " + config("tiny_resnet") +
                      " --device reference --precisions fp32,amp_bf16 --steps 2 --quiet");
   ASSERT_EQ(r.code, 0) << r.err;
+  // One process: the spec's batch, no ranks (those are an MPI launch's).
+  EXPECT_TRUE(has_text(r.out, " · batch 32 · 2 profiled steps per mode\n")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "per rank")) << r.out;
   EXPECT_TRUE(has_text(r.out, "amp_bf16 vs fp32: measured ")) << r.out;
   EXPECT_TRUE(has_text(r.out,
                        "no bound on the reference, whose times are of the emulation, not "

@@ -297,6 +297,12 @@ TEST_F(IoFailures, AFullOrClosedStdoutIsExitThreeAndTheFilesAreWritten) {
                                             dir_.string());
   EXPECT_EQ(v.code, 3) << v.err;
   EXPECT_EQ(v.err, std::string("mpbench: cannot write stdout: ") + std::strerror(ENOSPC) + "\n");
+  // --json /dev/null with stdout closed: the /dev/null put on fd 1 (read-only) is not the file
+  // to write the JSON to; the JSON goes to /dev/null, the table fails as any closed stdout.
+  const Result n = mpbench::test::run_shell(
+      "{ " + exe() + " validate " + spec_ + " --json /dev/null >&-; }", dir_.string());
+  EXPECT_EQ(n.code, 3) << n.err;
+  EXPECT_EQ(n.err, "mpbench: cannot write stdout: it is closed\n");
   // A closed stdout with nothing to print is no error.
   const std::string prefix = (dir_ / "d").string();
   const Result d = mpbench::test::run_shell(

@@ -155,6 +155,12 @@ TEST_F(NativeCpu, IsaCapsReachEveryCase) {
     if (!std::isspace(static_cast<unsigned char>(c)) || (!words.empty() && words.back() != ' '))
       words += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
   EXPECT_EQ(words.substr(words.size() - 25), "a true time for this CPU ") << last_out_;
+  // devices says so too, with both measured rates.
+  const auto conv_dev = mpbench::test::run_shell(
+      "ONEDNN_MAX_CPU_ISA=AVX512_CORE " + std::string(MPBENCH_EXE) + " devices", dir_.string());
+  EXPECT_EQ(conv_dev.code, 0) << conv_dev.err;
+  EXPECT_TRUE(has_text(conv_dev.out, "  this CPU runs amp_bf16 without bf16 instructions"))
+      << conv_dev.out;
   if (!flags.count("avx512_bf16")) GTEST_SKIP() << "no AVX512-BF16 here";
 
   json native = run_json("--precisions fp32,amp_bf16 --cpu-isa avx512_core_bf16");

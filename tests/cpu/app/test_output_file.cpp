@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -297,6 +298,35 @@ TEST_F(OutputFile, InterruptedWriteLeavesNothingBehind) {
     EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
     std::remove(path.c_str());
   }
+}
+
+// A failure between the complete temporary file and its rename (an exception, not a signal):
+// the old file stays as it was and the temporary goes with the failure.
+TEST_F(OutputFile, AFailureBeforeTheRenameLeavesNoTempFile) {
+  const std::string path = dir_ + "/r.json";
+  write_output(path, "old");
+  EXPECT_THROW(detail::write_output(path, "new", [] { throw std::runtime_error("disk gone"); }),
+               std::runtime_error);
+  EXPECT_EQ(read(path), "old");
+  EXPECT_EQ(files(), std::vector<std::string>{"r.json"});
+}
+
+// A signal ignored when the process started (nohup, a shell's `trap '' HUP`) stays ignored: the
+// interrupt handlers are not put in its place.
+TEST_F(OutputFile, ASignalIgnoredAtTheStartStaysIgnored) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDERR_FILENO);
+    signal(SIGHUP, SIG_IGN);
+    install_interrupt_handlers();
+    raise(SIGHUP);
+    _exit(7);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 7);
 }
 
 TEST_F(OutputFile, CheckWritable) {

@@ -75,6 +75,9 @@ TEST_F(Profile, EveryFigureIsPerStep) {
                      "--warmup 0 --quiet --json " +
                      out);
   ASSERT_EQ(r.code, 0) << r.err;
+  // One process: the spec's batch, no ranks (those are an MPI launch's).
+  EXPECT_TRUE(has_text(r.out, " · batch 64\n")) << r.out;
+  EXPECT_FALSE(has_text(r.out, "per rank")) << r.out;
   const json doc = json::parse(mpbench::test::read_file(out));
   EXPECT_EQ(doc["spec"]["train"]["warmup_steps"], 2);
   double gemm_ms = 0;

@@ -877,6 +877,7 @@ TEST(Csv, HeaderRowsAndValues) {
 
   // Three epochs have a spread; one has none: its stddev and cv cells are empty, never 0.
   const auto fp32 = split_csv_line(ls[1]);
+  EXPECT_EQ(fp32[col("final_loss_scale")], "");  // no loss scaling: no scale, not 1
   EXPECT_NE(fp32[col("epoch_time_stddev_ms")], "");
   EXPECT_NE(fp32[col("epoch_time_cv")], "");
   Report one = make_report();
@@ -898,6 +899,7 @@ TEST(Csv, QuotesCommasQuotesAndNewlines) {
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
   EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("a\rb"), "\"a\rb\"");  // a lone CR ends a record for some readers too
 
   Report rep = make_report();
   rep.runs[3].status_detail = "cudaMalloc failed: \"out of memory\", 2 GiB";
@@ -949,6 +951,9 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   EXPECT_EQ(table_lines, 2u * 2 + 5) << md;  // header + rule per table, 4 + 1 runs
   EXPECT_TRUE(contains(md, "2.50x")) << md;
   EXPECT_TRUE(contains(md, "**oom**: a \\| b")) << md;
+  // The rule row aligns the number columns right, the names left.
+  EXPECT_TRUE(contains(md, "\n| --- | ---: | ---: |")) << md;
+  EXPECT_FALSE(contains(md, "| --- | --- |")) << md;
 }
 
 // One rule for text from outside in every Markdown writer: literal, whatever it holds.
@@ -978,6 +983,14 @@ TEST(Markdown, TextFromOutsideIsLiteral) {
                        "\\*\\*x\\*\\*\\\\nnext |"))
       << md;
   EXPECT_FALSE(contains(md, "\nnext")) << md;
+  // A note names its run by the file's mode text: escaped as any cell.
+  Report noisy = make_report();
+  noisy.runs[1].precision = "<b>x|y";
+  for (size_t e = 0; e < 3; ++e) noisy.runs[1].epochs[e].time_ms = e == 1 ? 120 : 80;
+  noisy.runs[1].epoch_time_ms = compute_time_stats({80, 120, 80});
+  const std::string noted = format_markdown(noisy);
+  EXPECT_TRUE(contains(noted, "- note: &lt;b&gt;x\\|y: epoch times vary")) << noted;
+  EXPECT_EQ(noted.find('<'), std::string::npos) << noted;
 }
 
 TEST(Progress, LineShowsPercentCountsEtaAndSuffix) {
