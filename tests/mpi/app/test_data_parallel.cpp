@@ -188,6 +188,12 @@ INSTANTIATE_TEST_SUITE_P(
         TrajectoryCase{"tiny_transformer", "cuda", "fp32,amp_bf16", "fp32", "--epochs 1", 5e-2},
         TrajectoryCase{"tiny_transformer", "cuda", "amp_bf16", "bf16", "--epochs 1", 5e-2},
         TrajectoryCase{"tiny_mlp", "reference", "fp32,amp_fp16", "bf16", "", 5e-2},
+        // fp16 on the wire: its own sum and cast back (SixteenBitReductionHalvesTheBytes reads
+        // only the bytes; fp16's bits summed or read back as bf16 passed it). Every gradient
+        // rounded to fp16 (2^-12 relative on average, 8x finer than bf16; those under its
+        // 6e-5 normal range keep fewer bits) each step: measured 5.0e-4 (amp_fp16's gradient
+        // norm) over 50 steps, held at 5e-3.
+        TrajectoryCase{"tiny_mlp", "reference", "fp32,amp_fp16", "fp16", "", 5e-3},
         TrajectoryCase{"tiny_mlp", "reference", "tf32", "fp32", "", 2e-3},
         // amp_fp8: the newest amaxes are maxed across the ranks each step, so that both ranks
         // scale by the global batch's amax (without it: 1e-2 apart, and other clipped steps).
@@ -305,6 +311,15 @@ TEST_F(DataParallel, ALauncherOfAnotherMpiIsRefused) {
     EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  // Rank 0 of 2 as well: a rank within MPI's world of one is no proof that the launcher is ours.
+  const auto r = mpbench::test::run_shell(
+      "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 " + std::string(MPBENCH_EXE) + " run " +
+          config("tiny_mlp") + " --device reference --quiet --json " + out,
+      dir_.string());
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_TRUE(has_text(r.err, "as rank 0 of 2, but MPI sees 1 rank")) << r.err;
+  EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // Ranks given different jobs (MPMD): before, other epochs or modes left rank 0 waiting in an
@@ -344,6 +359,28 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
                        "the ranks were given different jobs: rank 1's --threads is 2, "
                        "rank 0's 1"))
       << r.err;
+}
+
+// Ranks on different devices (MPMD: rank 1 on the native CPU): refused as such, before the jobs
+// are compared, by rank 0 in one line naming both, exit 2. Rank 1's kind is the shorter name:
+// the gather that placed each rank's string by its own length instead of the one before's
+// overlapped the two ("rank 0 runs on refcpu").
+TEST_F(DataParallel, RanksOnDifferentDevicesAreRefusedInOneLine) {
+  std::string why;
+  if (!mpbench::native_cpu_available(&why)) GTEST_SKIP() << why;
+  const std::string out = (dir_ / "out.json").string();
+  const std::string run = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
+                          " --quiet --precisions fp32 --epochs 1 --device ";
+  const auto r = mpbench::test::run_shell(
+      kMpirun + " -np 1 " + run + "reference --json " + out + " : -np 1 " + run + "cpu --threads 1",
+      dir_.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has_text(r.err,
+                       "mpbench: rank 0: rank 0 runs on reference but rank 1 on cpu: give every "
+                       "rank the same --device"))
+      << r.err;
+  EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 // Out of memory during training (a 4 KiB --memory-limit): the job ends with exit 3 and a line of
@@ -412,23 +449,31 @@ TEST_F(DataParallel, AKilledRankEndsTheJob) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
-// An interrupt on rank 0 ends the job with 130, and no output file.
+// An interrupt on rank 0 ends the job with 130, and no output file. Rank 0 says so, rank 1 (ended
+// by the launcher) nothing.
 TEST_F(DataParallel, AnInterruptOnRankZeroEndsTheJob) {
   const std::string out = (dir_ / "out.json").string();
   // Rank 0 is the process of this test (its output path) whose environment says so; it is sent
   // SIGINT a second after it appears (a fixed 3 s wait found none on a slow start, and the job
   // trained on until CTest's timeout). Not found within 60 s: the job is ended (143, a failure).
+  // Each rank's stderr goes to its own file: mpirun may end the job before it forwards a line.
   const auto r = mpbench::test::run_shell(
-      kMpirun + " -np 2 " + MPBENCH_EXE + " run " + config("tiny_mlp") +
-          " --device reference --quiet --epochs 10000 --json " + out +
-          " & job=$!; sent=0; for i in $(seq 600); do for p in $(pgrep -f '" + out +
+      kMpirun + " -np 2 sh -c 'exec " + MPBENCH_EXE + " run " + config("tiny_mlp") +
+          " --device reference --quiet --epochs 10000 --json " + out + " 2>" +
+          (dir_ / "err.").string() +
+          "$OMPI_COMM_WORLD_RANK' & job=$!; sent=0; for i in $(seq 600); do for p in $(pgrep -f '" +
+          out +
           "'); do if tr '\\0' '\\n' < /proc/$p/environ | grep -qx OMPI_COMM_WORLD_RANK=0; then "
           "sleep 1; kill -INT $p; sent=1; fi; done; [ $sent = 1 ] && break; sleep 0.1; done; "
           "[ $sent = 1 ] || kill -TERM $job; wait $job",
       dir_.string());
   EXPECT_EQ(r.code, 130) << r.err;
-  // At most rank 0's line: mpirun may end the job before it forwards it.
-  EXPECT_LE(occurrences(r.err, "mpbench: "), 1u) << r.err;
+  // Rank 0 alone said it: the quieting of the ranks other than rank 0 once quieted rank 0.
+  const std::string err0 = mpbench::test::read_file(dir_ / "err.0"),
+                    err1 = mpbench::test::read_file(dir_ / "err.1");
+  EXPECT_TRUE(has_text(err0, "mpbench: interrupted")) << err0;
+  EXPECT_EQ(occurrences(err0, "mpbench: "), 1u) << err0;
+  EXPECT_EQ(occurrences(err1, "mpbench: "), 0u) << err1;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
