@@ -127,7 +127,8 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
 
 const char* kExitCodes =
     R"(Exit codes: 0 ok, 1 regression found (compare), 2 bad input, 3 runtime failure, 4 compare
-could not judge (nothing matched, a spec changed; with --strict also inconclusive rows),
+could not judge (nothing matched, a spec changed; with --strict also inconclusive, missing or
+environment-changed rows),
 129 / 130 / 143 interrupted by SIGHUP / SIGINT / SIGTERM (a first Ctrl-C in `run` stops after
 the step in progress and prints the finished runs' table; a second quits at once).
 )";
@@ -457,12 +458,16 @@ int mpbench_main(int argc, char** argv) {
       "A sweep: train each spec at each of these batch sizes (e.g. 32,64,128,256); the table and "
       "the report give the speedup over fp32 at each");
   // --warmup on run, profile and explain: one override path with --epochs (apply_run_overrides).
-  const auto add_warmup = [](CLI::App* cmd, RunArgs& args) {
-    cmd->add_option("--warmup", args.warmup,
-                    "Override the spec's warm-up steps (train.warmup_steps): steps trained before "
-                    "the timing starts")
-        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  const auto add_warmup = [](CLI::App* cmd, RunArgs& args,
+                             const char* help =
+                                 "Override the spec's warm-up steps (train.warmup_steps): steps "
+                                 "trained before the timing starts") {
+    cmd->add_option("--warmup", args.warmup, help)->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   };
+  // profile and explain raise it to kMinWarmup (app/cmd_profile.cpp).
+  const char* const profiled_warmup =
+      "Override the spec's warm-up steps (train.warmup_steps): steps trained before the profiled "
+      "ones, at least 2 here (the first steps choose the libraries' algorithms)";
   add_warmup(run_cmd, run);
   // --batch-size of run, profile, explain and inspect; --quiet of the first three.
   const auto add_batch_size = [](CLI::App* cmd, int64_t& batch,
@@ -584,11 +589,11 @@ int mpbench_main(int argc, char** argv) {
   profile_cmd
       ->add_option(
           "--steps", profile.steps,
-          "Training steps to profile per mode, after the spec's warm-up (more steps: a median "
-          "that one stalled step does not move)")
+          "Training steps to profile per mode, after the warm-up (more steps: a median that one "
+          "stalled step does not move)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
-  add_warmup(profile_cmd, profile.run);
+  add_warmup(profile_cmd, profile.run, profiled_warmup);
   add_batch_size(profile_cmd, profile.run.batch_size);
   profile_cmd->add_option("--top", profile.top, "Rows of the top-ops table")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
@@ -616,8 +621,8 @@ int mpbench_main(int argc, char** argv) {
                           "baseline is fp32 when listed, else the first");
   explain_cmd
       ->add_option("--steps", explain.steps,
-                   "Training steps to profile per mode, after the spec's warm-up (an op is named "
-                   "slower only when it is slower across them: 10 can show it, 3 cannot)")
+                   "Training steps to profile per mode, after the warm-up (an op is named slower "
+                   "only when it is slower across them: 10 can show it, 3 cannot)")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->default_val(10);
   explain_cmd
@@ -628,11 +633,12 @@ int mpbench_main(int argc, char** argv) {
                    "names nothing")
       ->check(CLI::Range(int64_t{1}, int64_t{100}))
       ->default_val(1);
-  add_warmup(explain_cmd, explain.run);
+  add_warmup(explain_cmd, explain.run, profiled_warmup);
   add_batch_size(explain_cmd, explain.run.batch_size);
   explain_cmd->add_option("--json", explain.json_path,
                           "Write the comparisons as JSON: comparisons[] with from, to, "
-                          "measured_speedup, eligible_fraction, bound (from the card's datasheet "
+                          "measured_speedup, eligible_fraction, fp32_matmul_fraction (the GEMM "
+                          "and convolution share kept in fp32), bound (from the card's datasheet "
                           "peaks or the native CPU's measured GEMM ceilings; null on the "
                           "reference), by_kind[] and flags[]; rounds, profiled_steps_per_round");
   explain_cmd->add_option("--md", explain.md_path, "Write the comparisons as Markdown");
@@ -674,7 +680,8 @@ int mpbench_main(int argc, char** argv) {
       "guesses follow, each the largest batch whose prediction plus what the last probe took "
       "beyond it fits (usually the answer in a probe or two). Failing that, "
       "it doubles from the largest batch that trained until a probe does not fit, then bisects: "
-      "about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad input.");
+      "about 2 log2(max batch / K) probes. Exit 0 whatever the batches; 2 for bad input, 3 for a "
+      "runtime failure.");
 
   bool devices_json = false;
   auto* devices_cmd = app.add_subcommand(

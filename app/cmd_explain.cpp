@@ -184,10 +184,11 @@ int cmd_explain(const ExplainArgs& given) {
   nlohmann::json launch_env = launch.env_json(dev.kind);  // every rank gathers
   if (!launch.speaker()) return 0;
   const std::string batch = launch.batch_text(spec.train.batch_size);
+  const std::string per_mode =
+      fmt::format("{} profiled step{} per mode", args.steps, args.steps == 1 ? "" : "s");
   const std::string steps = args.repeat > 1
-                                ? fmt::format("{} interleaved rounds of {} profiled steps per mode",
-                                              args.repeat, args.steps)
-                                : fmt::format("{} profiled steps per mode", args.steps);
+                                ? fmt::format("{} interleaved rounds of {}", args.repeat, per_mode)
+                                : per_mode;
   const std::string dot = title_dot(!utf8_output());
   std::string text = fmt::format("{} ({}){}{}: {}{}{}{}{}\n", spec.name, spec.family, dot, dev.kind,
                                  dev.name, dot, batch, dot, steps);

@@ -90,6 +90,12 @@ TEST_F(ExplainCli, EachKindsSpeedupIsFromOverTo) {
     ++checked;
   }
   EXPECT_GT(checked, 0) << doc.dump();
+  // One step is one step in the header.
+  const auto one =
+      run("explain " + spec +
+          " --device reference --precisions fp32,amp_bf16 --steps 1 --repeat 2 --quiet");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_TRUE(has_text(one.out, "· 2 interleaved rounds of 1 profiled step per mode\n")) << one.out;
 }
 
 // --md onto the spec is refused before anything is written, as --json onto it is.
