@@ -201,6 +201,12 @@ class CgroupMemoryTest : public ::testing::Test {
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << text;
   }
+  // A v1 memory cgroup under the mount (dir "" for its root): its limit and usage files.
+  void v1(const std::string& dir, const std::string& limit, const std::string& usage) {
+    const std::string at = "fs/memory/" + (dir.empty() ? "" : dir + "/");
+    file(at + "memory.limit_in_bytes", limit + "\n");
+    file(at + "memory.usage_in_bytes", usage + "\n");
+  }
   CgroupMemory read(const std::string& proc_self_cgroup) {
     file("proc_self_cgroup", proc_self_cgroup);
     return cgroup_memory((root_ / "fs").string(), (root_ / "proc_self_cgroup").string());
@@ -234,13 +240,10 @@ TEST_F(CgroupMemoryTest, V2MaxAndNoFilesMeanNoLimit) {
 // Here the mount holds the whole tree, and an ancestor's limit is the tighter one; v1's "no
 // limit" (a page multiple near 2^63) at the root is none.
 TEST_F(CgroupMemoryTest, V1TakesTheTightestAncestor) {
-  file("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
-  file("fs/memory/memory.usage_in_bytes", "5000000000\n");
-  file("fs/memory/docker/memory.limit_in_bytes", "2000000000\n");
-  file("fs/memory/docker/memory.usage_in_bytes", "1500000000\n");
+  v1("", "9223372036854771712", "5000000000");
+  v1("docker", "2000000000", "1500000000");
   file("fs/memory/docker/memory.stat", "cache 9\ntotal_inactive_file 100000000\n");
-  file("fs/memory/docker/abc/memory.limit_in_bytes", "3000000000\n");
-  file("fs/memory/docker/abc/memory.usage_in_bytes", "1000000000\n");
+  v1("docker/abc", "3000000000", "1000000000");
   const CgroupMemory cg = read("5:cpuacct,cpu:/docker/abc\n4:memory:/docker/abc\n0::/\n");
   ASSERT_TRUE(cg.limited());
   EXPECT_EQ(cg.limit, size_t{2000000000});
@@ -250,10 +253,8 @@ TEST_F(CgroupMemoryTest, V1TakesTheTightestAncestor) {
 
 // What matters is what is left: an ancestor nearly full binds before a child of a lower limit.
 TEST_F(CgroupMemoryTest, TheTightestIsTheOneWithLeastLeft) {
-  file("fs/memory/docker/memory.limit_in_bytes", "4000000000\n");
-  file("fs/memory/docker/memory.usage_in_bytes", "3900000000\n");
-  file("fs/memory/docker/abc/memory.limit_in_bytes", "2000000000\n");
-  file("fs/memory/docker/abc/memory.usage_in_bytes", "500000000\n");
+  v1("docker", "4000000000", "3900000000");
+  v1("docker/abc", "2000000000", "500000000");
   const CgroupMemory cg = read("4:memory:/docker/abc\n");
   ASSERT_TRUE(cg.limited());
   EXPECT_EQ(cg.left(), size_t{100000000});
@@ -262,8 +263,7 @@ TEST_F(CgroupMemoryTest, TheTightestIsTheOneWithLeastLeft) {
 
 // v1's "no limit" alone is no limit, at any level.
 TEST_F(CgroupMemoryTest, V1NoLimitAloneIsNone) {
-  file("fs/memory/memory.limit_in_bytes", "9223372036854771712\n");
-  file("fs/memory/memory.usage_in_bytes", "5000000000\n");
+  v1("", "9223372036854771712", "5000000000");
   EXPECT_FALSE(read("4:memory:/\n").limited());
 }
 
@@ -279,8 +279,7 @@ TEST_F(CgroupMemoryTest, V2UnderUnifiedBesideV1) {
 
 // Docker on cgroup v1: /proc/self/cgroup names /docker/ID, but the mount is that cgroup alone.
 TEST_F(CgroupMemoryTest, V1MountOfTheContainersOwnCgroup) {
-  file("fs/memory/memory.limit_in_bytes", "4294967296\n");
-  file("fs/memory/memory.usage_in_bytes", "294967296\n");
+  v1("", "4294967296", "294967296");
   const CgroupMemory cg = read("12:memory,hugetlb:/docker/0123abcd\n");
   ASSERT_TRUE(cg.limited());
   EXPECT_EQ(cg.left(), size_t{4000000000});
