@@ -59,19 +59,28 @@ How it mirrors mpbench (train/trainer.cpp):
   * amp_fp8 runs only when the spec's precisions or --precisions list it, as in mpbench. It is
     amp_bf16 without GradScaler, except that the Linear layers mpbench runs in FP8 (the MLP's
     fc1..fcN and head, the transformer's qkv, proj, fc1, fc2 and head, ResNet's head; none in
-    fp32_layers) are Transformer Engine te.Linear layers (same sizes, bias, names and copied
-    initial weights) and each forward also runs under te.fp8_autocast (te.autocast in newer TE,
-    where the old name warns) with DelayedScaling: Format.HYBRID (E4M3 forward, E5M2
+    fp32_layers; in_features and out_features multiples of 16, as mpbench's fp8_gemm_fits) run
+    Transformer Engine's recipe, DelayedScaling with Format.HYBRID (E4M3 forward, E5M2
     gradients) and the spec's fp8 block (amax_history_len, amax_compute, margin; TE's defaults
-    1024, max, 0 for a resolved spec written before mpbench had it). Two kinds stay bf16
-    nn.Linear, listed in the run's pytorch.fp8.bf16_layers: the tied head (te.Linear cannot
-    share the token table's weight) and a weight TE's FP8 GEMM rejects (out_features not a
-    multiple of 8 or in_features not of 16, e.g. a 10-class head). The last partial eval batch
-    is padded to a multiple of 8 rows with copies of its last sample, their logits dropped.
-    It needs transformer_engine and a CUDA device of compute capability 8.9+. Elsewhere its row
-    has status "unsupported", every reason that holds in status_detail ("transformer_engine is
-    not installed", "FP8 needs a CUDA device", "FP8 needs compute capability 8.9+, this device
-    is 8.0"), and no numbers: the row mpbench writes on such a card.
+    1024, max, 0 for a resolved spec written before mpbench had it), in one of two ways (--fp8;
+    auto: te on CUDA where transformer_engine imports, else torch), named in the run's
+    pytorch.fp8.impl:
+    - "transformer_engine" (--fp8 te): te.Linear layers (same sizes, bias, names and copied
+      initial weights), each forward also under te.fp8_autocast (te.autocast in newer TE). The
+      tied head stays a bf16 nn.Linear (te.Linear cannot share the token table's weight), listed
+      in pytorch.fp8.bf16_layers, and the last partial eval batch is padded to a multiple of 8
+      rows with copies of its last sample, their logits dropped. CUDA only.
+    - "torch._scaled_mm" (--fp8 torch): this script's Fp8Linear, mpbench's FP8 Linear in eager
+      PyTorch (the same parameters, the tied head included: casts with saturation, one
+      torch._scaled_mm per GEMM, the scales updated after each step on the device), which also
+      runs on a CPU whose torch has _scaled_mm there (2.15 has). From mpbench's initial weights
+      its losses and scales are mpbench's reference's for the first steps. Its time is eager
+      PyTorch's, with separate amax, cast and transpose kernels where TE fuses them; the run
+      gets mpbench's fp8_scaling series (the first and last FP8 layer's x, w, dy).
+    Where the chosen way cannot run, the row has status "unsupported", every reason that holds
+    in status_detail ("transformer_engine is not installed", "FP8 needs a CUDA device ...",
+    "FP8 needs compute capability 8.9+, this device is 8.0", "torch ... has no
+    torch._scaled_mm"), and no numbers: the row mpbench writes on such a card.
   * FLOPs per step = (3 x forward FLOPs - the input gradient the first layer never computes)
     x batch, counted as mpbench's LayerInfo counts them: GEMMs and convolutions only (see the
     *_flops functions below; a Linear is 2*in*out, its bias, pooling, norms and adds nothing).
@@ -87,8 +96,8 @@ How it mirrors mpbench (train/trainer.cpp):
     These steps are outside every figure above. CUPTI is torn down after each profile
     (TEARDOWN_CUPTI=1 unless set), so that a profiled mode does not slow the modes timed after it.
 
-Needs Python 3.10+ and torch; amp_fp8 also needs transformer_engine (optional: without it that
-mode's rows are "unsupported").
+Needs Python 3.10+ and torch; amp_fp8 needs torch 2.1+ (torch._scaled_mm) or transformer_engine
+(optional: without either that mode's rows are "unsupported").
 """
 from __future__ import annotations
 
@@ -572,26 +581,69 @@ def te_version():
     return None
 
 
+def fp8_impl(device):
+    """Which amp_fp8 this run uses (--fp8): "te" (Transformer Engine's te.Linear) or "torch"
+    (Fp8Linear below, on torch._scaled_mm). auto: TE where it imports and the device is CUDA
+    (TE has no CPU path), else torch."""
+    if ARGS.fp8 != "auto":
+        return ARGS.fp8
+    return "te" if device.type == "cuda" and transformer_engine()[0] is not None else "torch"
+
+
+def scaled_mm(*args, **kw):
+    """torch._scaled_mm's product (torch 2.1-2.4 returned it with an amax, as a tuple)."""
+    out = torch._scaled_mm(*args, **kw)
+    return out[0] if isinstance(out, tuple) else out
+
+
+@functools.cache
+def scaled_mm_unsupported(device_type):
+    """Why torch._scaled_mm cannot run here (None if it can): a 16x16 product of E4M3 and E5M2
+    operands with a bf16 bias, as Fp8Linear's GEMMs take them."""
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        return f"torch {torch.__version__} has no torch._scaled_mm (FP8 GEMMs: torch 2.1+)"
+    try:
+        a = torch.ones(16, 16, device=device_type).to(torch.float8_e4m3fn)
+        g = torch.ones(16, 16, device=device_type).to(torch.float8_e5m2)
+        one = torch.ones((), device=device_type)
+        scaled_mm(g, a.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
+                  bias=torch.zeros(16, device=device_type, dtype=torch.bfloat16))
+    except Exception as e:  # noqa: BLE001 - whatever this build refuses, said in the row
+        why = f"torch {torch.__version__}'s torch._scaled_mm fails on {device_type}: {e}"
+        return why.split("\n")[0]
+    return None
+
+
 def fp8_unsupported(device):
     """Why amp_fp8 cannot run on this device with this install (every reason that holds), or
-    None: it needs transformer_engine and a CUDA device of compute capability 8.9+."""
-    te, why = transformer_engine()
-    reasons = [why] if te is None else []
-    if device.type != "cuda":
-        reasons.append("FP8 needs a CUDA device")
-    else:
+    None. With Transformer Engine it needs a CUDA device of compute capability 8.9+; with torch
+    (Fp8Linear) a torch whose _scaled_mm runs on the device, and on CUDA the same 8.9+."""
+    reasons = []
+    if fp8_impl(device) == "te":
+        te, why = transformer_engine()
+        if te is None:
+            reasons.append(why)
+        if device.type != "cuda":
+            reasons.append("FP8 needs a CUDA device (Transformer Engine has no CPU path)")
+    if device.type == "cuda":
         cc = torch.cuda.get_device_capability(device)
         need = TENSOR_CORE_CC["amp_fp8"]
         if cc < need:
             reasons.append(f"FP8 needs compute capability {need[0]}.{need[1]}+, this device is "
                            f"{cc[0]}.{cc[1]}")
+    if not reasons and fp8_impl(device) == "torch":
+        why = scaled_mm_unsupported(device.type)
+        if why:
+            reasons.append(why)
     return "; ".join(reasons) or None
 
 
-def use_te_linears(model, te, device):
-    """amp_fp8: every nn.Linear that mpbench runs in FP8 becomes a te.Linear with the same sizes,
-    bias and (copied) fp32 weights, so every mode starts from the same init and keeps its
-    parameter names. Returns (FP8 layer names, {layer kept as a bf16 nn.Linear: why})."""
+def swap_fp8_linears(model, make, tied_ok):
+    """amp_fp8: every nn.Linear that mpbench runs in FP8 becomes make(name, linear), a module
+    with the same parameters (or copies), names and sizes. mpbench's rule: a Linear not in
+    fp32_layers whose in_features and out_features are multiples of 16 (fp8_gemm_fits); a weight
+    tied to the token table too where tied_ok. Returns (FP8 layer names, {layer kept as a bf16
+    nn.Linear: why})."""
     uses = {}  # a weight registered in two modules is tied (GPT-2's head and token table)
     for m in model.modules():
         for p in m.parameters(recurse=False):
@@ -604,7 +656,7 @@ def use_te_linears(model, te, device):
             if not isinstance(lin, nn.Linear):
                 continue
             name = f"{top}.{sub}" if sub else top
-            if uses[id(lin.weight)] > 1:
+            if uses[id(lin.weight)] > 1 and not tied_ok:
                 # te.Linear owns its weight parameter and documents no way to take another
                 # module's, so the tied head stays a bf16 F.linear on the token table.
                 kept[name] = "weight tied to the token table"
@@ -615,12 +667,7 @@ def use_te_linears(model, te, device):
                 kept[name] = (f"weight {lin.out_features}x{lin.in_features}: FP8 GEMMs here need "
                               "out_features and in_features in multiples of 16")
                 continue
-            new = te.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None,
-                            params_dtype=torch.float32, device=device)
-            with torch.no_grad():
-                new.weight.copy_(lin.weight)
-                if lin.bias is not None:
-                    new.bias.copy_(lin.bias)
+            new = make(name, lin)
             parent, _, attr = sub.rpartition(".")
             if sub:
                 setattr(layer.get_submodule(parent) if parent else layer, attr, new)
@@ -630,16 +677,186 @@ def use_te_linears(model, te, device):
     return fp8, kept
 
 
-def te_fp8_autocast(te, recipe_mod, spec):
-    """(a function returning TE's FP8 autocast context for one forward, the recipe's values):
-    HYBRID (E4M3 forward, E5M2 gradients), delayed scaling with the spec's fp8 block."""
-    f = FP8_DEFAULTS | (spec.get("fp8") or {})
+def te_linear(te, device):
+    """make() for swap_fp8_linears: a te.Linear with the same sizes and bias, and copies of the
+    fp32 weights, so every mode starts from the same init."""
+    def make(name, lin):
+        new = te.Linear(lin.in_features, lin.out_features, bias=lin.bias is not None,
+                        params_dtype=torch.float32, device=device)
+        with torch.no_grad():
+            new.weight.copy_(lin.weight)
+            if lin.bias is not None:
+                new.bias.copy_(lin.bias)
+        return new
+    return make
+
+
+def te_fp8_autocast(te, recipe_mod, f):
+    """A function returning TE's FP8 autocast context for one forward: HYBRID (E4M3 forward,
+    E5M2 gradients), delayed scaling with the fp8 block's values f."""
     recipe = recipe_mod.DelayedScaling(fp8_format=recipe_mod.Format.HYBRID,
                                        amax_history_len=f["amax_history_len"],
                                        amax_compute_algo=f["amax_compute"], margin=f["margin"])
     if hasattr(te, "autocast"):  # newer TE's name for fp8_autocast (which then warns)
-        return lambda: te.autocast(enabled=True, recipe=recipe), f
-    return lambda: te.fp8_autocast(enabled=True, fp8_recipe=recipe), f
+        return lambda: te.autocast(enabled=True, recipe=recipe)
+    return lambda: te.fp8_autocast(enabled=True, fp8_recipe=recipe)
+
+
+class Fp8Scales:
+    """amp_fp8 without Transformer Engine: the delayed-scaling state of a model's FP8 tensors
+    (TE's DelayedScaling recipe, as mpbench's models/fp8_scaling.h and kernels/fp8.h hold it),
+    per format an amax history (amax_history_len, tensors) and each tensor's scale and inverse,
+    all on the device. A cast in training records max|x| (NaN passed over) into the newest slot,
+    slot 0; update(), after each optimizer step, takes the amax from the whole history ("max") or
+    slot 0 ("most_recent"), rolls the history (slot 0 to the end, slot 0 at 0 again) and sets
+    scale = fp8_max * 2^-margin / amax (at most FLT_MAX), leaving history and scale as they were
+    for a tensor whose step saw an amax of 0 and the scale for a non-finite amax. Scales sit 16
+    bytes apart, as mpbench's kSlot: cuBLASLt reads them through pointers. Each update also
+    records every tensor's amax_used (the amax it scaled by, 0 for none) and scale for the run's
+    fp8_scaling series."""
+
+    STRIDE = 4
+    DTYPES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
+    # mpbench's fp8_clip_threshold: the format's largest value plus half its step.
+    CLIP = {"e4m3": 464.0, "e5m2": 61440.0}
+
+    def __init__(self, f, device):
+        self.f, self.device = f, device
+        self.count = {fmt: 0 for fmt in self.DTYPES}
+        self.names = []  # (name, format, index in the format), in declaration order
+
+    def declare(self, name, fmt):
+        self.names.append((name, fmt, self.count[fmt]))
+        self.count[fmt] += 1
+        return self.count[fmt] - 1
+
+    def allocate(self, steps):
+        n, dev = self.count, self.device
+        self.history = {k: torch.zeros(self.f["amax_history_len"], n[k], device=dev) for k in n}
+        self.scale = {k: torch.ones(n[k] * self.STRIDE, device=dev) for k in n}
+        self.scale_inv = {k: torch.ones(n[k] * self.STRIDE, device=dev) for k in n}
+        self.series = {k: (torch.zeros(steps, n[k], device=dev),
+                           torch.zeros(steps, n[k], device=dev)) for k in n}
+
+    def inv(self, fmt, i):
+        return self.scale_inv[fmt][i * self.STRIDE]
+
+    def cast(self, t, fmt, i, record):
+        """t (any float dtype) as FP8: round(t * scale), saturated to the format's largest finite
+        value, NaN kept, as mpbench's cast_to_fp8 (torch's own cast overflows to NaN or inf); row
+        major, as _scaled_mm's first operand must be (a gradient can come strided)."""
+        t = t.float().contiguous()
+        if record:
+            a = torch.nan_to_num(t.abs().amax(), nan=0.0, posinf=math.inf)
+            slot = self.history[fmt][0, i]
+            slot.copy_(torch.maximum(slot, a))
+        dtype = getattr(torch, self.DTYPES[fmt])
+        big = torch.finfo(dtype).max
+        return (t * self.scale[fmt][i * self.STRIDE]).clamp(-big, big).to(dtype)
+
+    @torch.no_grad()
+    def update(self, step):
+        for fmt, h in self.history.items():
+            if h.shape[1] == 0:
+                continue
+            newest = h[0].clone()
+            amax = newest if self.f["amax_compute"] == "most_recent" else h.amax(dim=0)
+            seen = newest != 0
+            zero = torch.zeros_like(newest)[None]
+            rolled = torch.cat([zero, h[2:], newest[None]]) if h.shape[0] > 1 else zero
+            h.copy_(torch.where(seen, rolled, h))
+            dtype = getattr(torch, self.DTYPES[fmt])
+            top = torch.finfo(dtype).max * 2.0 ** -self.f["margin"]
+            # Tensor by tensor: torch computes a number over a tensor as the tensor's
+            # reciprocal times the number, one rounding more than mpbench's division.
+            fresh = torch.full_like(amax, top).div(amax).clamp(max=torch.finfo(torch.float32).max)
+            scale = self.scale[fmt].view(-1, self.STRIDE)[:, 0]
+            scale.copy_(torch.where(seen & torch.isfinite(amax), fresh, scale))
+            self.scale_inv[fmt].view(-1, self.STRIDE)[:, 0].copy_(torch.ones_like(scale).div(scale))
+            self.series[fmt][0][step].copy_(torch.where(seen, amax, 0.0))
+            self.series[fmt][1][step].copy_(scale)
+
+    def series_json(self, steps, most_recent):
+        """The run's fp8_scaling, as mpbench's Run::read_back_fp8_series writes it: the first and
+        the last FP8 layer's tensors (x, w, dy each), their amax_used and scale after each of
+        the first `steps` steps and the steps where the amax cast with the scale of its step
+        would have clipped (fp8_clipped_steps)."""
+        host = {k: (a[:steps].T.tolist(), sc[:steps].T.tolist())
+                for k, (a, sc) in self.series.items()}
+        out = []
+        picked = self.names if len(self.names) <= 6 else self.names[:3] + self.names[-3:]
+        for name, fmt, i in picked:
+            amax, scale = host[fmt][0][i], host[fmt][1][i]
+            clipped = sum(1 for k in range(steps)
+                          if (most_recent or k == 0 or amax[k] > amax[k - 1])
+                          and amax[k] * (1.0 if k == 0 else scale[k - 1]) > self.CLIP[fmt])
+            out.append({"tensor": name, "format": f"fp8_{fmt}", "amax": amax, "scale": scale,
+                        "clipped_steps": clipped})
+        return out
+
+
+class _Fp8LinearFn(torch.autograd.Function):
+    """y = x W^T + b as mpbench's FP8 Linear (models/linear.cpp): x (rounded to bf16 first) and
+    the fp32 master W cast to E4M3, one torch._scaled_mm with a bf16 bias and a bf16 output; the
+    backward casts dy to E5M2 and takes dW = dy^T x (bf16, as autocast's) and dx = dy W from the
+    FP8 copies, the bias gradient as fp32 column sums of dy rounded to bf16. No fast
+    accumulation (mpbench's cuBLASLt GEMMs leave CUBLASLT_MATMUL_DESC_FAST_ACCUM off)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, mod, record):
+        s = mod.scales
+        with torch.autocast(x.device.type, enabled=False):
+            x8 = s.cast(x.to(torch.bfloat16), "e4m3", mod.ix, record)
+            w8 = s.cast(w, "e4m3", mod.iw, record)
+            y = scaled_mm(x8, w8.t(), scale_a=s.inv("e4m3", mod.ix),
+                          scale_b=s.inv("e4m3", mod.iw),
+                          bias=None if b is None else b.to(torch.bfloat16),
+                          out_dtype=torch.bfloat16)
+        if record:  # the transposed copies the backward's GEMMs read, as TE keeps them
+            ctx.save_for_backward(x8.t().contiguous(), w8.t().contiguous())
+        ctx.mod, ctx.x_dtype, ctx.has_bias = mod, x.dtype, b is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        mod = ctx.mod
+        s = mod.scales
+        x8t, w8t = ctx.saved_tensors
+        with torch.autocast(dy.device.type, enabled=False):
+            dyb = dy.to(torch.bfloat16)
+            dy8 = s.cast(dyb, "e5m2", mod.idy, True)
+            dw = scaled_mm(dy8.t().contiguous(), x8t.t(), scale_a=s.inv("e5m2", mod.idy),
+                           scale_b=s.inv("e4m3", mod.ix), out_dtype=torch.bfloat16)
+            dx = None
+            if ctx.needs_input_grad[0]:
+                dx = scaled_mm(dy8, w8t.t(), scale_a=s.inv("e5m2", mod.idy),
+                               scale_b=s.inv("e4m3", mod.iw),
+                               out_dtype=torch.bfloat16).to(ctx.x_dtype)
+            db = dyb.float().sum(0).to(torch.bfloat16).float() if ctx.has_bias else None
+        return dx, dw.float(), db, None, None
+
+
+class Fp8Linear(nn.Module):
+    """An nn.Linear's parameters (the same tensors: a tied weight stays tied) run as mpbench runs
+    an FP8 Linear (_Fp8LinearFn); a call whose rows are not a multiple of 16 (an evaluation's
+    last batch) takes the bf16 GEMM instead, as mpbench's does."""
+
+    def __init__(self, name, lin, scales):
+        super().__init__()
+        self.in_features, self.out_features = lin.in_features, lin.out_features
+        self.weight, self.bias = lin.weight, lin.bias
+        self.scales = scales
+        self.ix, self.iw = scales.declare(f"{name}.x", "e4m3"), scales.declare(f"{name}.w", "e4m3")
+        self.idy = scales.declare(f"{name}.dy", "e5m2")
+
+    def forward(self, x):
+        rows = x.numel() // x.shape[-1]
+        if rows % 16:
+            return F.linear(x, self.weight, self.bias)  # under autocast: bf16
+        record = self.training and torch.is_grad_enabled()
+        y = _Fp8LinearFn.apply(x.reshape(rows, x.shape[-1]), self.weight, self.bias, self,
+                               record)
+        return y.view(*x.shape[:-1], self.out_features)
 
 
 def set_matmul_mode(mode):
@@ -775,11 +992,18 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         load_mpbench_init(model, init, spec.get("name", "spec"))
     if family is Resnet:
         model = model.to(memory_format=torch.channels_last)
-    fp8 = None  # amp_fp8: the function that opens TE's FP8 autocast
+    fp8 = None  # amp_fp8 on TE: the function that opens its FP8 autocast
+    fp8_scales = None  # amp_fp8 on torch: Fp8Linear's scales, updated after each step
     if mode == "amp_fp8":
-        te, recipe_mod = transformer_engine()[0]  # run_mode checked that it imports
-        fp8_layers, bf16_layers = use_te_linears(model, te, device)
-        fp8, fp8_values = te_fp8_autocast(te, recipe_mod, spec)
+        fp8_values = FP8_DEFAULTS | (spec.get("fp8") or {})
+        if fp8_impl(device) == "te":
+            te, recipe_mod = transformer_engine()[0]  # run_mode checked that it imports
+            fp8_layers, bf16_layers = swap_fp8_linears(model, te_linear(te, device), False)
+            fp8 = te_fp8_autocast(te, recipe_mod, fp8_values)
+        else:
+            fp8_scales = Fp8Scales(fp8_values, device)
+            fp8_layers, bf16_layers = swap_fp8_linears(
+                model, lambda name, lin: Fp8Linear(name, lin, fp8_scales), True)
     model.train()
     params = list(model.parameters())
     opt, fused = make_optimizer(tr["optimizer"], params, device.type)
@@ -801,8 +1025,10 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
                     else "sum of the categories (no allocator statistics on the CPU)"}
     if family is Transformer:
         r["pytorch"]["attention"] = ARGS.attention
-    if fp8:
-        r["pytorch"]["fp8"] = {"transformer_engine": te_version(),
+    if mode == "amp_fp8":
+        on_te = fp8_scales is None
+        r["pytorch"]["fp8"] = {"impl": "transformer_engine" if on_te else "torch._scaled_mm",
+                               "transformer_engine": te_version() if on_te else None,
                                "format": "HYBRID", **fp8_values, "fp8_layers": fp8_layers,
                                "bf16_layers": bf16_layers}
     if family is Resnet:
@@ -825,6 +1051,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         raise BadInput(f"{spec['name']}: batch size larger than the training set")
     total = warmup + epochs * steps_per_epoch
     series = {k: torch.zeros(total, device=device) for k in ("loss", "norm", "scale", "skip")}
+    if fp8_scales is not None:
+        fp8_scales.allocate(total)
     one = torch.ones((), device=device)
     r["flops_per_step"] = training_flops_per_sample(model) * batch
 
@@ -853,6 +1081,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         scale_before = scale_tensor().detach().clone()
         scaler.step(opt)
         scaler.update()
+        if fp8_scales is not None:
+            fp8_scales.update(g)
         series["loss"][g].copy_(loss.detach())
         series["norm"][g].copy_(norm)
         series["scale"][g].copy_(scale_before)
@@ -919,6 +1149,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     sample_memory()
 
     host = {k: v[:g].tolist() for k, v in series.items()}
+    if fp8_scales is not None and g:
+        r["fp8_scaling"] = fp8_scales.series_json(g, fp8_values["amax_compute"] == "most_recent")
     # Before the profiled steps, which update it; null without loss scaling, as mpbench writes.
     r["final_loss_scale"] = scale_tensor().item() if r["loss_scaling"] else None
     if ARGS.profile_steps and r["status"] == "ok":
@@ -1171,6 +1403,11 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=0, metavar="N",
                     help="CPU threads (torch.set_num_threads); default 0: PyTorch's own choice, "
                          "one per physical core, as mpbench's --device cpu")
+    ap.add_argument("--fp8", choices=("auto", "te", "torch"), default="auto",
+                    help="amp_fp8's implementation: Transformer Engine's te.Linear (te), or "
+                         "torch._scaled_mm with TE's delayed-scaling recipe in this script "
+                         "(torch: on the CPU too); default auto: te on CUDA where "
+                         "transformer_engine imports, else torch")
     ap.add_argument("--init", choices=("mpbench", "pytorch"), default="mpbench",
                     help="initial parameters: mpbench's own (`mpbench data --params`: both tools "
                          "start from the same weights; default), or PyTorch's default init "

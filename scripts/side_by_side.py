@@ -8,8 +8,10 @@ Per model and precision: step time both ways (median epoch time / steps per epoc
 (mpbench / PyTorch: below 1 means mpbench is faster), each tool's speedup over its own fp32, peak
 memory both ways (mpbench: tracked allocator peak; PyTorch: max_memory_allocated), final accuracy.
 A run without a time (oom, failed, diverged, or unsupported: amp_fp8 on a card below compute
-capability 8.9 or without Transformer Engine) shows its status in its tool's step column and
-gets no ratio or speedup.
+capability 8.9, or without Transformer Engine or torch._scaled_mm) shows its status in its tool's
+step column and gets no ratio or speedup. A line under the table names how PyTorch's timed
+amp_fp8 rows ran (pytorch.fp8.impl): on torch._scaled_mm, eager, they are not Transformer
+Engine's times.
 
 With --profiles (`mpbench profile --json` files, or device_check's merged profiles.json) a second
 section takes apart every eager row where mpbench is slower: mpbench's time per step by op and
@@ -198,6 +200,13 @@ def fmt(v, spec, none="—", suffix=""):
     return none if v is None else format(v, spec) + suffix
 
 
+def fp8_impl(run):
+    """How pytorch_reference.py ran an amp_fp8 row (its pytorch.fp8.impl), or None."""
+    fp8 = (run.get("pytorch") or {}).get("fp8") if isinstance(run.get("pytorch"), dict) else None
+    impl = fp8.get("impl") if isinstance(fp8, dict) else None
+    return impl if isinstance(impl, str) else None
+
+
 def mib(b):
     return b / 2**20 if b else None  # 0: nothing was measured (an unsupported mode)
 
@@ -238,6 +247,13 @@ def main():
             f"{fmt(msp, '.2f', suffix='x')} | {fmt(psp, '.2f', suffix='x')} | "
             f"{fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
             f"{fmt(macc and 100 * macc, '.2f')} | {fmt(pacc and 100 * pacc, '.2f')} |")
+    fp8_impls = sorted({fp8_impl(r) for (_, prec), r in pt.items()
+                        if prec == "amp_fp8" and step_ms(r)} - {None})
+    if "torch._scaled_mm" in fp8_impls:
+        lines += ["", "PyTorch's amp_fp8: torch._scaled_mm in eager PyTorch with Transformer "
+                  "Engine's delayed scaling (scripts/pytorch_reference.py's Fp8Linear), not "
+                  "Transformer Engine: its casts, amaxes and transposes are separate kernels "
+                  "where TE fuses them."]
     if max(mp_rounds, pt_rounds) > 1:
         lines += ["", f"Step times: the median over {mp_rounds} mpbench and {pt_rounds} PyTorch "
                   "rounds (each row's run of median step time; ratios and speedups from those)."]

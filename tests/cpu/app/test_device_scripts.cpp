@@ -201,6 +201,35 @@ TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
   EXPECT_EQ(r.out.find("### tiny_mlp amp_fp8"), std::string::npos) << r.out;
 }
 
+// PyTorch's amp_fp8 without Transformer Engine (pytorch_reference.py's Fp8Linear) is eager
+// PyTorch: a line under the table says so wherever such a row has a time, and only there.
+TEST_F(DeviceScripts, SideBySideNamesPytorchsFp8Implementation) {
+  json mp = json::parse(read_file(path("tiny_mlp_eager.json")));
+  json pt = json::parse(read_file(path("pytorch.json")));
+  for (json* doc : {&mp, &pt}) {
+    json fp8 = (*doc)["runs"][1];
+    fp8["precision"] = "amp_fp8";
+    (*doc)["runs"].push_back(fp8);
+  }
+  const std::string note = "PyTorch's amp_fp8: torch._scaled_mm in eager PyTorch";
+  auto side = [&](const std::string& impl, const std::string& status) {
+    pt["runs"][2]["pytorch"]["fp8"] = {{"impl", impl}};
+    pt["runs"][2]["status"] = status;
+    write("mp_fp8.json", mp.dump());
+    write("pt_fp8.json", pt.dump());
+    Result r =
+        mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " + path("mp_fp8.json") +
+                                     " --pytorch " + path("pt_fp8.json"),
+                                 dir_.string());
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(table_row(r.out, "amp_fp8").empty()) << r.out;
+    return r.out;
+  };
+  EXPECT_NE(side("torch._scaled_mm", "ok").find(note), std::string::npos);
+  EXPECT_EQ(side("transformer_engine", "ok").find(note), std::string::npos);
+  EXPECT_EQ(side("torch._scaled_mm", "failed").find(note), std::string::npos);
+}
+
 TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
   // What device_check.sh leaves in OUTDIR: the result, PyTorch and profile JSONs, each kind
   // merged by file name.
