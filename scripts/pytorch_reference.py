@@ -746,8 +746,8 @@ class Fp8Scales:
         value, NaN kept, as mpbench's cast_to_fp8 (torch's own cast overflows to NaN or inf); row
         major, as _scaled_mm's first operand must be (a gradient can come strided)."""
         t = t.float().contiguous()
-        if record:
-            a = torch.nan_to_num(t.abs().amax(), nan=0.0, posinf=math.inf)
+        if record:  # NaNs passed over element by element, as mpbench's fmaxf
+            a = t.abs().nan_to_num_(nan=0.0, posinf=math.inf).amax()
             slot = self.history[fmt][0, i]
             slot.copy_(torch.maximum(slot, a))
         dtype = getattr(torch, self.DTYPES[fmt])
@@ -838,11 +838,13 @@ class _Fp8LinearFn(torch.autograd.Function):
 
 class Fp8Linear(nn.Module):
     """An nn.Linear's parameters (the same tensors: a tied weight stays tied) run as mpbench runs
-    an FP8 Linear (_Fp8LinearFn); a call whose rows are not a multiple of 16 (an evaluation's
-    last batch) takes the bf16 GEMM instead, as mpbench's does."""
+    an FP8 Linear (_Fp8LinearFn), and take the bf16 GEMM where mpbench's does (Linear::runs_fp8):
+    in every call when the training batch's rows (train_rows) are no multiple of 16, else in a
+    call of more rows or of rows no multiple of 16 (an evaluation's last batch)."""
 
-    def __init__(self, name, lin, scales):
+    def __init__(self, name, lin, scales, train_rows):
         super().__init__()
+        self.fp8_rows = train_rows if train_rows % 16 == 0 else 0
         self.in_features, self.out_features = lin.in_features, lin.out_features
         self.weight, self.bias = lin.weight, lin.bias
         self.scales = scales
@@ -851,7 +853,7 @@ class Fp8Linear(nn.Module):
 
     def forward(self, x):
         rows = x.numel() // x.shape[-1]
-        if rows % 16:
+        if not self.fp8_rows or rows > self.fp8_rows or rows % 16:
             return F.linear(x, self.weight, self.bias)  # under autocast: bf16
         record = self.training and torch.is_grad_enabled()
         y = _Fp8LinearFn.apply(x.reshape(rows, x.shape[-1]), self.weight, self.bias, self,
@@ -1003,7 +1005,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         else:
             fp8_scales = Fp8Scales(fp8_values, device)
             fp8_layers, bf16_layers = swap_fp8_linears(
-                model, lambda name, lin: Fp8Linear(name, lin, fp8_scales), True)
+                model, lambda name, lin: Fp8Linear(name, lin, fp8_scales, batch * lps), True)
     model.train()
     params = list(model.parameters())
     opt, fused = make_optimizer(tr["optimizer"], params, device.type)
@@ -1238,8 +1240,10 @@ def find_datasheet(name):
 
 
 def peak_tflops(sheet, mode):
+    """The mode's datasheet rate, as train/device_specs.cpp's peak_tflops: fp32's for a mode the
+    card has no tensor cores for, except amp_fp8, which does not run there (0)."""
     v = sheet[1 + MODES.index(mode)]
-    return v if v > 0 else sheet[1]
+    return v if v > 0 or mode == "amp_fp8" else sheet[1]
 
 
 def run_mode(spec, data, lps, mode, device, init):
@@ -1341,7 +1345,8 @@ def env_json(device):
             "cudnn_version": lib_version(torch.backends.cudnn.version()),
             "modes": {m: {"tensor_cores": m in TENSOR_CORE_CC and
                                           (p.major, p.minor) >= TENSOR_CORE_CC[m],
-                          "peak_tflops": peak_tflops(sheet, m) if sheet else None}
+                          # null where the card has no such rate (FP8 before Ada), as mpbench
+                          "peak_tflops": (peak_tflops(sheet, m) or None) if sheet else None}
                       for m in MODES},
             "memory_bandwidth_gbps": sheet[-1] if sheet else None,
         }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -157,6 +158,63 @@ TEST_F(DeviceScripts, SideBySideTakesTheMedianRound) {
       << r.out;
   // Every row is slower, but without --profiles there is nothing to take them apart with.
   EXPECT_EQ(r.out.find("Where the time goes"), std::string::npos) << r.out;
+  // Two rounds: the lower median, the faster of the two (8x).
+  r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " +
+                                   path("tiny_mlp_eager.json") + " --pytorch " +
+                                   path("pytorch_8.json") + " " + path("pytorch_2.json"),
+                               dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(table_row(r.out, "fp32").find("| 8.00 |"), std::string::npos) << r.out;
+}
+
+// Each column is its own tool's: the speedups over each tool's own fp32, peak memory in MiB
+// (2^20 bytes) and accuracy in %, with PyTorch's fp32 and amp_bf16 sped up by different factors
+// and its memory and accuracy unlike mpbench's.
+TEST_F(DeviceScripts, SideBySideColumnsAreEachToolsOwn) {
+  const json mp = json::parse(read_file(path("tiny_mlp_eager.json")));
+  json pt = mp;
+  pt["tool"]["name"] = "pytorch";
+  for (auto& run : pt["runs"]) {
+    const bool fp32 = run["precision"] == "fp32";
+    run["epoch_time_ms"]["median"] = run["epoch_time_ms"]["median"].get<double>() / (fp32 ? 4 : 2);
+    run["peak_memory_bytes"]["tracked"] = fp32 ? 3 << 20 : 5 << 20;
+    run["final_accuracy"] = fp32 ? 0.25 : 0.5;
+  }
+  write("pt_cols.json", pt.dump());
+  Result r = mpbench::test::run_shell(script("side_by_side.py") + " --mpbench " +
+                                          path("tiny_mlp_eager.json") + " --pytorch " +
+                                          path("pt_cols.json"),
+                                      dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  // | model | precision | step | step | ratio | speedup | speedup | MiB | MiB | acc | acc |
+  auto cells = [&](const std::string& precision) {
+    std::vector<std::string> out;
+    std::string row = table_row(r.out, precision);
+    for (size_t at = row.find('|'); at != std::string::npos && at + 1 < row.size();) {
+      const size_t next = row.find('|', at + 1);
+      if (next == std::string::npos) break;
+      out.push_back(row.substr(at + 2, next - at - 3));
+      at = next;
+    }
+    return out;
+  };
+  const json &m32 = mp["runs"][0], &mbf = mp["runs"][1];
+  ASSERT_EQ(m32["precision"], "fp32");
+  ASSERT_EQ(mbf["precision"], "amp_bf16");
+  const double msp =
+      m32["epoch_time_ms"]["median"].get<double>() / mbf["epoch_time_ms"]["median"].get<double>();
+  const auto bf16 = cells("amp_bf16"), fp32 = cells("fp32");
+  ASSERT_EQ(bf16.size(), 11u) << r.out;
+  ASSERT_EQ(fp32.size(), 11u) << r.out;
+  EXPECT_EQ(bf16[5], fmt::format("{:.2f}x", msp));
+  EXPECT_EQ(bf16[6], fmt::format("{:.2f}x", msp / 2));  // PyTorch: (m32 / 4) / (mbf / 2)
+  EXPECT_EQ(fp32[7],
+            fmt::format("{:.1f}", m32["peak_memory_bytes"]["tracked"].get<double>() / (1 << 20)));
+  EXPECT_EQ(fp32[8], "3.0");
+  EXPECT_EQ(bf16[8], "5.0");
+  EXPECT_EQ(bf16[9], fmt::format("{:.2f}", 100 * mbf["final_accuracy"].get<double>()));
+  EXPECT_EQ(bf16[10], "50.00");
+  EXPECT_EQ(fp32[10], "25.00");
 }
 
 TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
