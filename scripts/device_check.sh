@@ -75,10 +75,11 @@ set -uo pipefail
 # The hash of what goes into the build, path and content of each file, so that a carried build
 # can be matched to the tree it meets. The device machine's copy of the tree may have no .git:
 # there the files are found on disk, here git lists the same ones (tracked and untracked, not
-# ignored: what the device tool copies).
+# ignored: what the device tool copies). A git that will not run on this tree (one owned by
+# another user: "dubious ownership") hashes nothing: the files on disk are taken then too.
 source_hash() {
   local parts=(app train models kernels tests CMakeLists.txt)
-  if [ -e .git ] && command -v git >/dev/null; then
+  if [ -e .git ] && command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1; then
     git ls-files -z -co --exclude-standard -- "${parts[@]}"
   else
     find "${parts[@]}" -type f -print0 2>/dev/null
@@ -257,7 +258,23 @@ mdev=$dev
 if [ "$dev" = cpu ] && grep -q "native backend: none" "$scratch/devices.txt"; then mdev=reference; fi
 
 # ---- the plan -----------------------------------------------------------------------------------
-configs=${MPBENCH_CHECK_CONFIGS:-$(ls configs/*.json)}
+name_of() { basename "$1" .json; }
+# Each config once, by its path from the tree's root (MPBENCH_CHECK_FIRST may spell it otherwise)
+# and by name: a second config of a name (configs/cpu/mnist_mlp.json beside configs/mnist_mlp.json)
+# would write the first one's result files, so it is left out, and said.
+canon() { realpath -m --relative-to=. "$1"; }
+declare -A config_of_name
+configs="" dropped=""
+for cfg in ${MPBENCH_CHECK_CONFIGS:-$(ls configs/*.json)}; do
+  cfg=$(canon "$cfg")
+  n=$(name_of "$cfg")
+  if [ -n "${config_of_name[$n]:-}" ]; then
+    [ "${config_of_name[$n]}" = "$cfg" ] || dropped+=" $cfg (${config_of_name[$n]} has its name);"
+    continue
+  fi
+  config_of_name[$n]=$cfg
+  configs+=" $cfg"
+done
 # Each config's model type and the --precisions of its runs: its own modes plus amp_fp8 for the
 # families whose Linear layers mpbench runs in FP8 (mlp, transformer), since no spec's defaults
 # include it; nothing (the spec's modes) for the others. mpbench and PyTorch both get it, so their
@@ -269,19 +286,30 @@ while IFS=$'\t' read -r cfg type m; do
 done < <(python3 - $configs <<'PY' 2>>"$log"
 import json, sys
 for path in sys.argv[1:]:
-    spec = json.load(open(path))
-    kind, modes = spec["model"]["type"], ""
+    try:  # one config that cannot be read costs its own steps only (mpbench says why)
+        spec = json.load(open(path))
+        kind, modes = spec["model"]["type"], ""
+    except Exception as e:  # noqa: BLE001
+        print(f"[device_check] {path}: cannot read: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"{path}\t?\t")
+        continue
     if kind in ("mlp", "transformer"):
         own = spec.get("precisions") or ["fp32", "tf32", "amp_fp16", "amp_bf16"]
         modes = "--precisions " + ",".join(dict.fromkeys(own + ["amp_fp8"]))
     print(f"{path}\t{kind}\t{modes}")
 PY
 )
-name_of() { basename "$1" .json; }
 # One config per family first: the preferred ones in the order of the list, then the first config
 # of each family that has none of them.
 if [ -n "${MPBENCH_CHECK_FIRST:-}" ]; then
-  first=$MPBENCH_CHECK_FIRST
+  first=""
+  for cfg in $MPBENCH_CHECK_FIRST; do  # a subset of the configs, or said
+    cfg=$(canon "$cfg")
+    case " $configs " in
+      *" $cfg "*) first+=" $cfg" ;;
+      *) dropped+=" $cfg (MPBENCH_CHECK_FIRST: not among the configs);" ;;
+    esac
+  done
 else
   first="" taken=" "
   for pref in mnist_mlp resnet50_conv2 gpt2_small_layer tiny_mlp tiny_resnet bert_base_layer \
@@ -309,6 +337,10 @@ if [ "${MPBENCH_CHECK_PYTORCH:-1}" != 0 ] && [ -f scripts/pytorch_reference.py ]
   have_torch=1
 fi
 off=""  # what the knobs or the machine leave out, for the summary
+off+=$dropped
+for cfg in $configs; do
+  [ "${family[$cfg]:-?}" = "?" ] && off+=" $cfg unreadable (device_check.log);"
+done
 [ "$have_torch" = 0 ] && off+=" PyTorch reference (no torch here, or MPBENCH_CHECK_PYTORCH=0);"
 # A step: kind, config (or test binary), label, limit and minimum in seconds. Minimums: what a
 # step needs to be worth starting.
@@ -569,8 +601,9 @@ finish_step() {
     test | memcheck)
       local passed failed skipped
       passed=$(grep -c '^\[       OK \]' "$o")
-      failed=$(grep -c '^\[  FAILED  \].*(' "$o")
-      skipped=$(grep -c '^\[  SKIPPED \]' "$o")
+      # Each test's own line, which ends in its time: not gtest's closing list of them.
+      failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$o")
+      skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$o")
       if [ "$kind" = test ]; then
         tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" \
           "$passed" "$failed" "$skipped")$'\n'

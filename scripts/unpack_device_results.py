@@ -13,8 +13,10 @@ pytorch_reference.py --out) and profiles.json (every `mpbench profile --json` an
 timing), maxbatch_<config>.json, pytorch_<config>.json,
 profile_<config>.json and explain_<config>.json. device_check.sh rewrites them whole after every
 step, so a call cut off at its limit still brings back files that parse.
-Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied, the later
-call's name suffixed with its index when two calls wrote the same file. Then side_by_side.md is
+Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied; where --to
+holds another file of that name already (another call's, from this unpack or an earlier one),
+under the name suffixed _2, _3, ... that is free, so that no call's log replaces another's.
+Then side_by_side.md is
 remade over every run in --to, this unpack's and any an earlier one left there. Standard library
 only.
 """
@@ -44,6 +46,22 @@ def documents(path):
             raise BadInput(f"{path}: {fname}: expected a JSON object, got {type(doc).__name__}")
         out.append((fname, doc))
     return out
+
+
+def free_name(to, path):
+    """Where log `path` goes in `to`: its name, else the first of name_2, name_3, ... not taken;
+    None where one of those holds the same bytes already."""
+    stem, ext = os.path.splitext(os.path.basename(path))
+    with open(path, "rb") as f:
+        content = f.read()
+    for k in range(1, 1000):
+        dest = os.path.join(to, f"{stem}{ext}" if k == 1 else f"{stem}_{k}{ext}")
+        if not os.path.exists(dest):
+            return dest
+        with open(dest, "rb") as f:
+            if f.read() == content:
+                return None
+    raise ScriptError(f"{to}: {stem}{ext} and 998 more of its name taken")
 
 
 def main():
@@ -77,11 +95,9 @@ def main():
             write_output(os.path.join(a.to, fname), json.dumps(doc, indent=2) + "\n")
             written.append(fname)
         for path in logs[i]:
-            base = os.path.basename(path)
-            dest = os.path.join(a.to, base)
-            if i > 0 and os.path.exists(dest):
-                stem, ext = os.path.splitext(base)
-                dest = os.path.join(a.to, f"{stem}_{i + 1}{ext}")
+            dest = free_name(a.to, path)
+            if dest is None:
+                continue  # there already, as it is (an unpack again, or --to the source)
             try:
                 shutil.copyfile(path, dest)
             except OSError as e:

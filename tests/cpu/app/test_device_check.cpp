@@ -175,8 +175,15 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
   fs::create_symlink(MPBENCH_EXE, bin / "mpbench");
   {
     std::ofstream f(bin / "gpu_test_cuda_parity");
+    // gtest's lines, its closing list of the skipped and failed ones included, which the
+    // counts must not take for more tests.
     f << "#!/bin/sh\necho \"exe=$MPBENCH_TEST_EXE\"\necho '[       OK ] CudaParity.Fake (1 ms)'\n"
-      << "echo '[  PASSED  ] 1 test.'\n";
+      << "echo '[  SKIPPED ] CudaParity/Fp8.Gemm/0, where GetParam() = 4-byte object <00> (0 ms)'\n"
+      << "echo '[  FAILED  ] CudaParity/Fp8.Cast/1, where GetParam() = 4-byte object <01> (2 ms)'\n"
+      << "echo '[  PASSED  ] 1 test.'\necho '[  SKIPPED ] 1 test, listed below:'\n"
+      << "echo '[  SKIPPED ] CudaParity/Fp8.Gemm/0, where GetParam() = 4-byte object <00>'\n"
+      << "echo '[  FAILED  ] 1 test, listed below:'\n"
+      << "echo '[  FAILED  ] CudaParity/Fp8.Cast/1, where GetParam() = 4-byte object <01>'\n";
   }
   fs::permissions(bin / "gpu_test_cuda_parity", fs::perms::owner_all);
   const Result r = check(env({{"MPBENCH_CHECK_BIN", bin.string()},
@@ -188,6 +195,7 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
   EXPECT_NE(step_line(summary, "test gpu_test_cuda_parity").find("ok"), std::string::npos)
       << summary;
   EXPECT_NE(summary.find("GPU tests:\ngpu_test_cuda_parity"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("passed=1    failed=1    skipped=1\n"), std::string::npos) << summary;
   EXPECT_NE(read_file(dir_ / "out" / "gpu_tests.log").find("CudaParity.Fake"), std::string::npos);
   // A test that runs the CLI runs the mpbench under test (CliTest::run reads MPBENCH_TEST_EXE),
   // not the path of the build it came from, which a carried binary's machine lacks.
@@ -240,6 +248,52 @@ TEST_F(DeviceCheck, ThePlanPutsOneConfigPerFamilyFirstAndEachStepOnce) {
   EXPECT_NE(summary.find("Configs with steps left: "), std::string::npos) << summary;
 }
 
+// The configs as given are each planned once, by their path from the tree's root: an
+// MPBENCH_CHECK_FIRST spelled otherwise (an absolute path) is the same config, not a second one
+// without amp_fp8; one outside the configs, or a second of the same name (whose results would
+// take the first one's file names), is left out and said; one that cannot be read costs its own
+// steps, not the families and modes of those after it.
+TEST_F(DeviceCheck, EachConfigIsPlannedOnceAndABadOneCostsItsOwnSteps) {
+  write("bad.json", "{ not json");
+  fs::create_directories(dir_ / "other");
+  fs::copy_file(kRoot + "/configs/tiny_resnet.json", dir_ / "other" / "tiny_resnet.json");
+  const Result r = check(env(
+      {{"MPBENCH_CHECK_CONFIGS", path("bad.json") + " configs/tiny_mlp.json " + kRoot +
+                                     "/configs/tiny_transformer.json configs/tiny_resnet.json " +
+                                     path("other/tiny_resnet.json")},
+       {"MPBENCH_CHECK_FIRST", kRoot + "/configs/tiny_mlp.json configs/tiny_gpt.json"},
+       {"MPBENCH_CHECK_PROFILE", "0"},
+       {"MPBENCH_CHECK_GRAPHS", "0"},
+       {"MPBENCH_CHECK_BUDGET", "90"}}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string log = read_file(dir_ / "out" / "device_check.log");
+  const size_t at = log.find("the steps: ");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string steps = log.substr(at, log.find('\n', at) - at);
+  for (const char* once : {"run tiny_mlp eager", "run tiny_resnet eager", "run bad eager"}) {
+    EXPECT_NE(steps.find(once), std::string::npos) << once << " in " << steps;
+    EXPECT_EQ(steps.find(once), steps.rfind(once)) << once << " twice in " << steps;
+  }
+  EXPECT_EQ(steps.find("tiny_gpt"), std::string::npos) << steps;
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_NE(summary.find("configs/tiny_gpt.json (MPBENCH_CHECK_FIRST: not among the configs)"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("other/tiny_resnet.json (configs/tiny_resnet.json has its name)"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find("bad.json unreadable (device_check.log)"), std::string::npos) << summary;
+  EXPECT_NE(log.find("bad.json: cannot read: JSONDecodeError"), std::string::npos) << log;
+  EXPECT_NE(step_line(summary, "run bad eager").find("FAILED"), std::string::npos) << summary;
+  // The configs after the bad one keep their family's modes: tiny_transformer's run has amp_fp8.
+  const json runs = json::parse(read_file(dir_ / "out" / "mpbench_results.json"));
+  ASSERT_TRUE(runs.contains("tiny_transformer_eager.json")) << runs.dump().substr(0, 300);
+  bool fp8 = false;
+  for (const json& run : runs["tiny_transformer_eager.json"]["runs"])
+    fp8 = fp8 || run["precision"] == "amp_fp8";
+  EXPECT_TRUE(fp8);
+}
+
 TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
   // A 45 s budget (10 s of it kept for the end) and a step that would sleep 120 s: the step is
   // cut at what was left, those after it are skipped, and the whole stays within the budget.
@@ -272,8 +326,8 @@ TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
   }
   // The summary is printed last, and says what a next call has left to do.
   EXPECT_NE(r.out.find("Steps, in the order planned"), std::string::npos) << r.out;
-  EXPECT_NE(summary.find("MPBENCH_CHECK_CONFIGS=\"" + kRoot + "/configs/tiny_mlp.json\""),
-            std::string::npos)
+  // From the tree's root, where the next call runs.
+  EXPECT_NE(summary.find("MPBENCH_CHECK_CONFIGS=\"configs/tiny_mlp.json\""), std::string::npos)
       << summary;
   EXPECT_LE(files_in("out"), 8u);
   const json runs = json::parse(read_file(dir_ / "out" / "mpbench_results.json"));
@@ -408,6 +462,14 @@ TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
   Result hash = mpbench::test::run_shell("bash " + kScript + " --source-hash", dir_.string());
   ASSERT_EQ(hash.code, 0) << hash.err;
   ASSERT_EQ(hash.out.size(), 65u) << hash.out;
+  // Where git will not run on the tree (one owned by another user: "dubious ownership", exit
+  // 128), the files on disk give the same hash, not that of no files.
+  fs::create_directories(dir_ / "nogit");
+  write("nogit/git", "#!/bin/sh\nexit 128\n");
+  fs::permissions(dir_ / "nogit" / "git", fs::perms::owner_all);
+  Result no_git = mpbench::test::run_shell(
+      "PATH=" + path("nogit") + ":$PATH bash " + kScript + " --source-hash", dir_.string());
+  EXPECT_EQ(no_git.out, hash.out) << no_git.err;
   make_carry(dir_ / "fresh", hash.out.substr(0, 64));
   Result fresh = check(with_carry("fresh", {}), "out_fresh");
   ASSERT_EQ(fresh.code, 0) << fresh.out << fresh.err;

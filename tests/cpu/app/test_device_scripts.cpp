@@ -466,6 +466,19 @@ TEST_F(DeviceScripts, UnpackKeepsEachCallsFilesApart) {
   // The table pairs one call's mpbench runs with the other's PyTorch runs.
   EXPECT_NE(read_file(path("results/side_by_side.md")).find("| tiny_mlp | fp32 |"),
             std::string::npos);
+  // Unpacked one call at a time into one folder: the second call's log beside the first's, not
+  // over it; an unpack again adds nothing; a call unpacked into its own folder is left as it is.
+  for (const char* call : {"call1", "call2", "call2"}) {
+    r = unpack(path(call) + " --to " + path("apart"));
+    ASSERT_EQ(r.code, 0) << r.err;
+  }
+  EXPECT_EQ(read_file(path("apart/device_check.log")), "first call\n");
+  EXPECT_EQ(read_file(path("apart/device_check_2.log")), "second call\n");
+  EXPECT_FALSE(fs::exists(dir_ / "apart" / "device_check_3.log"));
+  r = unpack(path("call1") + " --to " + path("call1"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_file(path("call1/device_check.log")), "first call\n");
+  EXPECT_FALSE(fs::exists(dir_ / "call1" / "device_check_2.log"));
 }
 
 // The graphs runs unpacked (<config>_graphs.json) are in the table too.
