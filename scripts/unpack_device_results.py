@@ -16,9 +16,8 @@ step, so a call cut off at its limit still brings back files that parse.
 Logs and text (device_check.log, summary.txt, gpu_tests.log, runs.txt) are copied; where --to
 holds another file of that name already (another call's, from this unpack or an earlier one),
 under the name suffixed _2, _3, ... that is free, so that no call's log replaces another's.
-Then side_by_side.md is
-remade over every run in --to, this unpack's and any an earlier one left there. Standard library
-only.
+Then side_by_side.md is remade over every run in --to, this unpack's and any an earlier one
+left there. Standard library only.
 """
 import argparse
 import glob
