@@ -240,6 +240,12 @@ TEST_F(DeviceCheck, ThePlanPutsOneConfigPerFamilyFirstAndEachStepOnce) {
     EXPECT_EQ(pos(run), steps.rfind(" " + run + ",")) << run << " twice in " << steps;
     EXPECT_NE(pos("run " + spec + " graphs"), std::string::npos) << spec << " in " << steps;
   }
+  // A first config's profile right after its run, before the next first config's run.
+  EXPECT_LT(pos("run mnist_mlp eager"), pos("profile mnist_mlp"));
+  EXPECT_LT(pos("profile mnist_mlp"), pos("run resnet50_conv2 eager"));
+  for (const char* step : {"maxbatch resnet50_conv2", "maxbatch bert_base_layer",
+                           "explain resnet50_conv2", "explain gpt2_small_layer"})
+    EXPECT_NE(pos(step), std::string::npos) << step << " in " << steps;
   EXPECT_LT(pos("run gpt2_small_layer eager"), pos("maxbatch resnet50_conv2"));
   EXPECT_LT(pos("explain gpt2_small_layer"), pos("run tiny_mlp eager"));
   const std::string summary = read_file(dir_ / "out" / "summary.txt");
@@ -324,6 +330,10 @@ TEST_F(DeviceCheck, StepsThatNoLongerFitAreSkippedAndNamed) {
               std::string::npos)
         << skipped;
   }
+  EXPECT_NE(summary.find("Steps: 2 ok, 1 failed, cut or interrupted, 0 running, 1 skipped for "
+                         "want of time, 0 not reached."),
+            std::string::npos)
+      << summary;
   // The summary is printed last, and says what a next call has left to do.
   EXPECT_NE(r.out.find("Steps, in the order planned"), std::string::npos) << r.out;
   // From the tree's root, where the next call runs.

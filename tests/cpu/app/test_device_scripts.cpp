@@ -312,17 +312,22 @@ TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
             std::string::npos);
   // Bad input is one line and exit 2: a missing source folder, one with nothing to unpack, a
   // merged file naming a path outside --to (nothing is written there): through "..", one that
-  // only climbs out after a folder (no leading "."), an absolute one; or a name not .json.
+  // only climbs out after a folder (no leading "."), an absolute one; or a name not .json, a
+  // hidden one, or an entry that is no result file (an array).
   const std::pair<const char*, std::string> bad_names[] = {{"evil", "../escaped.json"},
                                                            {"climbs", "a/../../escaped.json"},
                                                            {"absolute", path("absolute.json")},
-                                                           {"text", "x.txt"}};
+                                                           {"text", "x.txt"},
+                                                           {"hidden", ".x.json"},
+                                                           {"array", "array.json"}};
   fs::create_directories(dir_ / "empty");
   for (const auto& [src, name] : bad_names) {
     fs::create_directories(dir_ / src);
-    write(std::string(src) + "/mpbench_results.json", json{{name, json::object()}}.dump());
+    const json entry = std::string(src) == "array" ? json::array({1}) : json::object();
+    write(std::string(src) + "/mpbench_results.json", json{{name, entry}}.dump());
   }
-  for (const char* src : {"nope", "empty", "evil", "climbs", "absolute", "text"}) {
+  for (const char* src :
+       {"nope", "empty", "evil", "climbs", "absolute", "text", "hidden", "array"}) {
     Result bad = mpbench::test::run_shell(
         script("unpack_device_results.py") + " " + path(src) + " --to " + path("results"),
         dir_.string());
@@ -333,6 +338,8 @@ TEST_F(DeviceScripts, UnpackSplitsTheMergedFiles) {
   EXPECT_FALSE(fs::exists(dir_ / "escaped.json"));
   EXPECT_FALSE(fs::exists(dir_ / "absolute.json"));
   EXPECT_FALSE(fs::exists(dir_ / "results" / "x.txt"));
+  EXPECT_FALSE(fs::exists(dir_ / "results" / ".x.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "array.json"));
 }
 
 // side_by_side.py's --md never replaces an input, is written through a link (the link stays),
