@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -92,6 +93,10 @@ class DeviceCheck : public mpbench::test::CliTest {
     ASSERT_GE(sid_, 0);
     if (sid_ == 0) {
       ::setsid();
+      // As a device call's command gets them, whatever this process was started with (a
+      // background job ignores SIGINT, and bash cannot trap a signal ignored on entry).
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
@@ -377,23 +382,32 @@ TEST_F(DeviceCheck, KillDuringAStepLeavesMergedResults) {
 }
 
 TEST_F(DeviceCheck, SigtermStopsTheStepAndPrintsTheSummary) {
-  start(env({{"MPBENCH_CHECK_BUDGET", "300"}, {"MPBENCH_CHECK_FAKE_STEP_S", "100"}}));
-  ASSERT_TRUE(wait_until_running()) << read_file(path("bg.txt"));
-  const auto t0 = Clock::now();
-  ASSERT_EQ(::kill(sid_, SIGTERM), 0);
-  int status = 0;
-  ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
-  EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 15.0);
-  sid_ = -1;
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 143);
-  const std::string printed = read_file(path("bg.txt"));
-  EXPECT_NE(printed.find("summary: interrupted by SIGTERM"), std::string::npos) << printed;
-  EXPECT_NE(step_line(printed, "fake step (sleep 100 s)").find("INTERRUPTED"), std::string::npos)
-      << printed;
-  EXPECT_NE(read_file(dir_ / "out" / "summary.txt").find("summary: interrupted by SIGTERM"),
-            std::string::npos);
-  EXPECT_LE(files_in("out"), 8u);
+  // SIGTERM (the device tool's limit) exits 143, SIGINT (a hand) 130; each stops the step,
+  // merges what it wrote and prints the summary.
+  for (const auto& [sig, name, code] :
+       {std::tuple{SIGTERM, "SIGTERM", 143}, std::tuple{SIGINT, "SIGINT", 130}}) {
+    SCOPED_TRACE(name);
+    const std::string out = std::string("out_") + name;
+    start(env({{"MPBENCH_CHECK_BUDGET", "300"}, {"MPBENCH_CHECK_FAKE_STEP_S", "100"}}), out);
+    ASSERT_TRUE(wait_until_running(out)) << read_file(path("bg.txt"));
+    const auto t0 = Clock::now();
+    ASSERT_EQ(::kill(sid_, sig), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
+    EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 15.0);
+    sid_ = -1;
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), code);
+    const std::string printed = read_file(path("bg.txt"));
+    EXPECT_NE(printed.find(std::string("summary: interrupted by ") + name), std::string::npos)
+        << printed;
+    EXPECT_NE(step_line(printed, "fake step (sleep 100 s)").find("INTERRUPTED"), std::string::npos)
+        << printed;
+    EXPECT_NE(
+        read_file(dir_ / out / "summary.txt").find(std::string("summary: interrupted by ") + name),
+        std::string::npos);
+    EXPECT_LE(files_in(out), 8u);
+  }
 }
 
 // SIGTERM during an mpbench run: the run ends (143) and what it printed is merged and said, as a
