@@ -937,7 +937,8 @@ class Probe:
             both(f'{jpath(path)} = {json.dumps(v)}', setp(R, path, v), 'bad', names=(jpath(path),), soft=True)
         # no crash / accept
         anyv = [
-            (r0 + ('epochs', 0, 'time_ms'), -0.0, 'bad'),  # a time is > 0: -0.0 as 0 (r0 + ('final_loss_scale',), 0, 'accept'),
+            # a time is > 0: -0.0 as 0
+            (r0 + ('epochs', 0, 'time_ms'), -0.0, 'bad'), (r0 + ('final_loss_scale',), 0, 'accept'),
             (r0 + ('final_accuracy',), 0, 'accept'), (r0 + ('final_accuracy',), 1, 'accept'),
             (r0 + ('peak_memory_bytes', 'training'), 1e308, 'any'), (r0 + ('peak_memory_bytes', 'training'), 18446744073709551616, 'any'),
             (r0 + ('peak_memory_bytes', 'training'), 9.3e18, 'any'), (r0 + ('skipped_steps',), 1e20, 'any'),

@@ -776,14 +776,14 @@ class Fp8Scales:
             self.series[fmt][0][step].copy_(torch.where(seen, amax, 0.0))
             self.series[fmt][1][step].copy_(scale)
 
-    def series_json(self, steps, most_recent):
+    def series_json(self, steps):
         """The run's fp8_scaling, as mpbench's Run::read_back_fp8_series writes it: the first and
         the last FP8 layer's tensors (x, w, dy each), their amax_used and scale after each of
         the first `steps` steps and the steps where the amax cast with the scale of its step
         would have clipped (fp8_clipped_steps)."""
         host = {k: (a[:steps].T.tolist(), sc[:steps].T.tolist())
                 for k, (a, sc) in self.series.items()}
-        out = []
+        out, most_recent = [], self.f["amax_compute"] == "most_recent"
         picked = self.names if len(self.names) <= 6 else self.names[:3] + self.names[-3:]
         for name, fmt, i in picked:
             amax, scale = host[fmt][0][i], host[fmt][1][i]
@@ -1152,7 +1152,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
 
     host = {k: v[:g].tolist() for k, v in series.items()}
     if fp8_scales is not None and g:
-        r["fp8_scaling"] = fp8_scales.series_json(g, fp8_values["amax_compute"] == "most_recent")
+        r["fp8_scaling"] = fp8_scales.series_json(g)
     # Before the profiled steps, which update it; null without loss scaling, as mpbench writes.
     r["final_loss_scale"] = scale_tensor().item() if r["loss_scaling"] else None
     if ARGS.profile_steps and r["status"] == "ok":

@@ -202,7 +202,8 @@ def fmt(v, spec, none="—", suffix=""):
 
 def fp8_impl(run):
     """How pytorch_reference.py ran an amp_fp8 row (its pytorch.fp8.impl), or None."""
-    fp8 = (run.get("pytorch") or {}).get("fp8") if isinstance(run.get("pytorch"), dict) else None
+    block = run.get("pytorch")
+    fp8 = block.get("fp8") if isinstance(block, dict) else None
     impl = fp8.get("impl") if isinstance(fp8, dict) else None
     return impl if isinstance(impl, str) else None
 
@@ -247,9 +248,8 @@ def main():
             f"{fmt(msp, '.2f', suffix='x')} | {fmt(psp, '.2f', suffix='x')} | "
             f"{fmt(mmem, '.1f')} | {fmt(pmem, '.1f')} | "
             f"{fmt(macc and 100 * macc, '.2f')} | {fmt(pacc and 100 * pacc, '.2f')} |")
-    fp8_impls = sorted({fp8_impl(r) for (_, prec), r in pt.items()
-                        if prec == "amp_fp8" and step_ms(r)} - {None})
-    if "torch._scaled_mm" in fp8_impls:
+    if any(prec == "amp_fp8" and step_ms(r) and fp8_impl(r) == "torch._scaled_mm"
+           for (_, prec), r in pt.items()):
         lines += ["", "PyTorch's amp_fp8: torch._scaled_mm in eager PyTorch with Transformer "
                   "Engine's delayed scaling (scripts/pytorch_reference.py's Fp8Linear), not "
                   "Transformer Engine: its casts, amaxes and transposes are separate kernels "
