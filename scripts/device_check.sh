@@ -33,7 +33,8 @@
 #      mpbench_results.json  pytorch.json  profiles.json  (each keyed by the step's file name;
 #      scripts/unpack_device_results.py splits them)  side_by_side.md
 #    The summary says which steps ran and how they ended, which were skipped for want of time and
-#    which were not reached; it is printed last, on SIGTERM and SIGINT too.
+#    which were not reached; it is printed last, on SIGTERM and SIGINT too (also when they stop
+#    the build or the carry's check: those run in the background, so a signal is taken at once).
 # A step starts only when its minimum (a few seconds to 20 s, by kind) fits in what is left of the
 # budget minus a reserve for the merge and the summary; then it runs under min(its limit, what is
 # left). A step that does not fit is skipped, not started. The PyTorch reference's limit is at
@@ -46,6 +47,8 @@
 #                          tool allows 600 a command)
 #   MPBENCH_CHECK_RESERVE  seconds kept back for the final merge and summary (default 10)
 #   MPBENCH_CHECK_CONFIGS  the spec files to run (default: configs/*.json), space-separated
+#   MPBENCH_CHECK_DONE     summary.txt files of earlier calls: the steps they finished are not run
+#                          again (those ok; those FAILED too, unless the build's source differs)
 #   MPBENCH_CHECK_FIRST    the configs to run first (default: one per family, as in 2b), a subset
 #                          of the configs
 #   MPBENCH_CHECK_EPOCHS   N: `mpbench run` and the PyTorch reference train N epochs (default: the
@@ -109,6 +112,7 @@ root=$(pwd)
 carry=${carry:-$root/.devcarry}
 [ -n "$bin_knob" ] && bin_knob=$(abs_dir "$bin_knob")
 log="$out/device_check.log"
+exec 3>&1 4>&2  # the script's output, which on_signal restores
 : >"$log"
 say() { echo "[device_check] $*" | tee -a "$log"; }
 t0=$(date +%s)
@@ -119,14 +123,240 @@ grace=5  # a step that ignores SIGTERM at its limit gets SIGKILL this much later
 # Seconds a step may still take: the budget's rest less the reserve and the kill grace.
 left() { echo $(( deadline - $(date +%s) - reserve - grace )); }
 
-# Per-step files live outside OUTDIR. A merged file is written whole next to them and renamed
-# into OUTDIR, which is atomic only within one filesystem; otherwise the temporary goes into
-# OUTDIR itself (a dot file, there for the moment of the write).
+# Per-step files live outside OUTDIR. A merged file is written whole elsewhere and renamed into
+# OUTDIR, which is atomic only within one filesystem: where the scratch folder is on another, the
+# temporaries go into a folder beside OUTDIR, and only where none can be made there into OUTDIR
+# itself (a dot file, there for the moment of the write: a kill in that moment would leave a
+# ninth file, which could push a result out of the eight the device tool brings back).
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/device_check.XXXXXX")
 tmpd=$scratch
-[ "$(stat -c %d "$scratch")" = "$(stat -c %d "$out")" ] || tmpd=$out
-step_pid=""
-trap 'rm -rf "$scratch"' EXIT
+if [ "$(stat -c %d "$scratch")" != "$(stat -c %d "$out")" ]; then
+  tmpd=$(mktemp -d "$(dirname "$out")/.device_check_tmp.XXXXXX" 2>/dev/null) || tmpd=$out
+fi
+trap 'rm -rf "$scratch"; [ "$tmpd" = "$out" ] || rm -rf "$tmpd"' EXIT
+# What the summary reads, set before anything that a signal may interrupt.
+s_kind=() s_arg=() s_label=() s_limit=() s_need=() s_status=() s_secs=()
+off=""         # what the knobs or the machine leave out, for the summary
+build_note=""  # the build under test
+phase=" before the steps began"  # for the summary of a signal that comes before them
+step_pid=""    # the running step (or the setup's command), which a signal stops
+# A setup command (the carry's check, the build) in the background and waited for, as the steps
+# are, so that a signal stops it at once: bash runs a trap only after a foreground command ends.
+waited() {
+  "$@" 3>&- 4>&- &
+  step_pid=$!
+  wait "$step_pid"
+  local rc=$?
+  step_pid=""
+  return "$rc"
+}
+
+# ---- merging as the run goes --------------------------------------------------------------------
+# JSON files into one merged file in OUTDIR, keyed by file name: the merged file is read, the new
+# entries added, and the whole written to a temporary and renamed over it, so it is never half
+# written and no input is lost before the file holding it exists.
+merge_json() {
+  local merged=$1; shift
+  python3 - "$out/$merged" "$tmpd" "$@" <<'PY' 2>>"$log"
+import json, os, sys
+merged_path, tmpdir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    with open(merged_path) as f:
+        merged = json.load(f)
+except FileNotFoundError:
+    merged = {}
+added = 0
+for path in files:
+    if not os.path.exists(path):  # the step wrote none
+        continue
+    try:
+        with open(path) as f:
+            merged[os.path.basename(path)] = json.load(f)
+        added += 1
+    except ValueError as e:  # a step cut while writing it
+        print(f"device_check: {os.path.basename(path)} not merged: {e}", file=sys.stderr)
+if not added:
+    sys.exit(0)
+tmp = os.path.join(tmpdir, "." + os.path.basename(merged_path) + ".part")
+with open(tmp, "w") as f:
+    json.dump(merged, f)
+os.replace(tmp, merged_path)
+PY
+}
+# A text file written whole elsewhere, moved into OUTDIR in one rename.
+put() { cp "$1" "$tmpd/.$2.part" && mv -f "$tmpd/.$2.part" "$out/$2"; }
+
+# mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
+side_by_side() {
+  shopt -s nullglob
+  local mpb=("$scratch"/*_eager.json "$scratch"/*_graphs.json) pt=("$scratch"/pytorch_*.json)
+  local prof=("$scratch"/profile_*.json)
+  shopt -u nullglob
+  (( ${#pt[@]} && ${#mpb[@]} )) || return 0
+  local profs=(); (( ${#prof[@]} )) && profs=(--profiles "${prof[@]}")
+  python3 scripts/side_by_side.py --mpbench "${mpb[@]}" --pytorch "${pt[@]}" \
+    ${profs[@]+"${profs[@]}"} --md "$scratch/side_by_side.md" >/dev/null 2>>"$log" &&
+    put "$scratch/side_by_side.md" side_by_side.md
+}
+
+tests_summary=""
+state="in progress"
+write_summary() {
+  local f="$scratch/summary.txt" i n_ok=0 n_bad=0 n_run=0 n_skip=0 n_left=0 n_prev=0 todo=""
+  {
+    echo "============ device_check summary: $state, $(( $(date +%s) - t0 )) s of the" \
+      "$budget s budget ============"
+    echo "build: $build_note"
+    cat "$scratch/devices.txt" 2>/dev/null
+    if [ -n "$tests_summary" ]; then echo "GPU tests:"; printf '%s' "$tests_summary"; fi
+    echo
+    cat "$scratch/runs_summary.txt" 2>/dev/null
+    if [ -f "$scratch/side_by_side.md" ]; then
+      printf '\nmpbench vs PyTorch:\n'
+      sed '/^## Where the time goes/,$d' "$scratch/side_by_side.md"
+    fi
+    echo
+    echo "Steps, in the order planned (status, seconds, step):"
+    for i in "${!s_kind[@]}"; do
+      printf '  %-40s %5s  %s\n' "${s_status[i]}" "${s_secs[i]}" "${s_label[i]}"
+      case "${s_status[i]}" in
+        ok*) n_ok=$(( n_ok + 1 )) ;;
+        running*) n_run=$(( n_run + 1 )) ;;
+        SKIPPED*) n_skip=$(( n_skip + 1 )) ;;
+        done*) n_prev=$(( n_prev + 1 )) ;;
+        "not reached"*) n_left=$(( n_left + 1 )) ;;
+        *) n_bad=$(( n_bad + 1 )) ;;
+      esac
+      # The configs with a step still to do, for a next call.
+      case "${s_kind[i]}:${s_status[i]}" in
+        fake:* | test:* | memcheck:* | *:ok* | *:FAILED* | *:done*) ;;
+        *) case " $todo " in *" ${s_arg[i]} "*) ;; *) todo+=" ${s_arg[i]}" ;; esac ;;
+      esac
+    done
+    echo "Steps: $n_ok ok, $n_bad failed, cut or interrupted, $n_run running, $n_skip skipped for" \
+      "want of time, $n_left not reached."
+    (( n_prev > 0 )) && echo "Done in an earlier call (MPBENCH_CHECK_DONE): $n_prev steps."
+    [ -n "$off" ] && echo "Left out:$off"
+    [ -n "$todo" ] && echo "Configs with steps left: MPBENCH_CHECK_CONFIGS=\"${todo# }\""
+  } >"$f"
+  put "$f" summary.txt
+}
+
+# ---- the steps ----------------------------------------------------------------------------------
+# Sets cmd (the step's command) and o (where its output goes, in the scratch folder).
+prepare() {
+  local kind=$1 a=$2 name extra=()
+  name=$(name_of "$a")
+  local epochs=(); [ -n "${MPBENCH_CHECK_EPOCHS:-}" ] && epochs=(--epochs "$MPBENCH_CHECK_EPOCHS")
+  o="$scratch/$kind.$name.txt"
+  case $kind in
+    test)
+      o="$scratch/$name.log"
+      cmd=("$a" --gtest_color=no) ;;
+    memcheck)
+      o="$scratch/gpu_test_memcheck_$name.log"
+      # Without the cases that take long under it.
+      local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
+      cmd=("$sanitizer" --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
+           "--gtest_filter=-*OutOfMemory*:$slow") ;;
+    run | graphs | cudnn_pointwise | cudnn_find)
+      local variant=eager runner=()
+      [ "$kind" != run ] && variant=$kind
+      [ "$kind" = graphs ] && extra=(--cuda-graphs)
+      [ "$kind" = cudnn_pointwise ] && runner=(env MPBENCH_CUDNN_POINTWISE=1)
+      [ "$kind" = cudnn_find ] && runner=(env MPBENCH_CUDNN_FIND=1)
+      cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
+           ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
+    pytorch)
+      # The exported dataset (8 GB for resnet50_conv3) goes after each config.
+      cmd=(env PYTHONUNBUFFERED=1 python3 scripts/pytorch_reference.py "$a" --device "$dev"
+           --mpbench "$bin/mpbench" --data-dir "$scratch/data" ${modes[$a]:-}
+           ${epochs[@]+"${epochs[@]}"} --out "$scratch/pytorch_$name.json"
+           --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)") ;;
+    profile)
+      cmd=("$bin/mpbench" profile "$a" --device "$mdev" --quiet --steps 5 --top 15
+           --json "$scratch/profile_$name.json") ;;
+    maxbatch)
+      cmd=("$bin/mpbench" maxbatch "$a" --device "$mdev" --precisions fp32,amp_bf16
+           --memory-limit 16GiB --multiple 8 --json "$scratch/maxbatch_$name.json") ;;
+    explain)
+      cmd=("$bin/mpbench" explain "$a" --device "$mdev" --precisions fp32,tf32,amp_bf16 --steps 5
+           --quiet --json "$scratch/explain_$name.json") ;;
+    fake)
+      # Deaf to SIGTERM, as a hung CUDA call can be: only the limit's SIGKILL ends it.
+      o="$scratch/fake.txt"
+      cmd=(bash -c 'trap "" TERM; exec sleep "$0"' "$a") ;;
+  esac
+}
+# Merges what step i left (its JSON first: the most valuable) and says how it ended.
+finish_step() {
+  local i=$1 rc=$2 kind=${s_kind[$1]} a=${s_arg[$1]} name
+  name=$(name_of "$a")
+  case $kind in
+    test | memcheck)
+      local passed failed skipped
+      passed=$(grep -c '^\[       OK \]' "$o")
+      # Each test's own line, which ends in its time: not gtest's closing list of them.
+      failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$o")
+      skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$o")
+      if [ "$kind" = test ]; then
+        tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" \
+          "$passed" "$failed" "$skipped")$'\n'
+      else
+        tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
+          "$(grep -m1 'ERROR SUMMARY' "$o" || echo 'no summary')")$'\n'
+      fi
+      # And what a test prints for the log to settle (CudaParity.Fp8GemmWithScalesFourBytesApart).
+      grep -E '^\[  FAILED  \]|Failure|error|^\[ FP8 scales' "$o" | head -30 >>"$log"
+      cat "$o" >>"$out/gpu_tests.log" ;;
+    run | graphs | cudnn_pointwise | cudnn_find)
+      local variant=eager; [ "$kind" != run ] && variant=$kind
+      merge_json mpbench_results.json "$scratch/${name}_$variant.json"
+      { echo "== $name ($variant): rc=$rc, ${s_secs[i]} s"; cat "$o"; } \
+        >>"$scratch/runs_summary.txt"
+      { echo "== mpbench run $name ($variant): rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
+    pytorch)
+      merge_json pytorch.json "$scratch/pytorch_$name.json"
+      rm -rf "$scratch/data"
+      cat "$o" >>"$log"
+      side_by_side ;;
+    profile | explain)
+      merge_json profiles.json "$scratch/${kind}_$name.json"
+      { echo "== mpbench $kind $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt"
+      [ "$kind" = profile ] && side_by_side ;;
+    maxbatch)
+      merge_json mpbench_results.json "$scratch/maxbatch_$name.json"
+      { echo "== mpbench maxbatch $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
+  esac
+  return 0
+}
+
+# SIGTERM or SIGINT (the device tool's limit, or a hand): stop the step, keep what it wrote, and
+# print the summary all the same.
+cur=-1
+on_signal() {
+  trap '' TERM INT
+  # The script's own output, not that of a setup command's redirection it may interrupt.
+  exec 1>&3 2>&4
+  if [ -n "${step_pid:-}" ]; then
+    kill -TERM "$step_pid" 2>/dev/null
+    wait "$step_pid" 2>/dev/null
+    if (( cur >= 0 )); then
+      s_status[cur]="INTERRUPTED by SIG$1"
+      s_secs[cur]=$(( $(date +%s) - step_t0 ))
+      finish_step "$cur" 143
+    fi
+  fi
+  state="interrupted by SIG$1$phase"
+  say "interrupted by SIG$1"
+  side_by_side
+  write_summary
+  tee -a "$log" <"$out/summary.txt"
+  [ "$1" = INT ] && exit 130
+  exit 143
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
 
 dev=${MPBENCH_CHECK_DEVICE:-cuda}
 cc=90
@@ -162,7 +392,6 @@ export MPBENCH_SOURCE_DIR="$root"
 
 # ---- the build to test --------------------------------------------------------------------------
 bin=""
-build_note=""
 if [ -f "$carry/bins.tar.xz" ]; then
   want=$(awk '$1 == "sha256" { print $2 }' "$carry/source.txt" 2>/dev/null)
   built_from=$(awk '$1 == "commit" { $1 = ""; print substr($0, 2) }' "$carry/source.txt" \
@@ -177,7 +406,7 @@ if [ -f "$carry/bins.tar.xz" ]; then
     mkdir -p "$scratch/carried"
     tar -xJf "$carry/bins.tar.xz" -C "$scratch/carried" 2>>"$log"
     if [ -x "$scratch/carried/mpbench" ] &&
-       timeout 30 "$scratch/carried/mpbench" --version >>"$log" 2>&1; then
+       waited timeout 30 "$scratch/carried/mpbench" --version >>"$log" 2>&1; then
       bin="$scratch/carried"
       build_note="carried build of ${built_from:-?} (source ${want:0:12}, matches this tree):"
       build_note+=" $("$bin/mpbench" --version)"
@@ -226,9 +455,12 @@ if [ -z "$bin" ]; then
   # mpbench and the GPU test binaries only.
   mapfile -t targets < <(gpu_tests)
   targets=(mpbench "${targets[@]}")
-  if cmake -S . -B "$build" "${args[@]}" >>"$log" 2>&1 &&
-     timeout "$(( $(left) > 1 ? $(left) : 1 ))" cmake --build "$build" -j"$(nproc)" \
-       --target "${targets[@]}" >>"$log" 2>&1; then
+  phase=" in the build"
+  if waited timeout -k "$grace" "$(( $(left) > 1 ? $(left) : 1 ))" \
+       cmake -S . -B "$build" "${args[@]}" >>"$log" 2>&1 &&
+     waited timeout -k "$grace" "$(( $(left) > 1 ? $(left) : 1 ))" \
+       cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >>"$log" 2>&1; then
+    phase=" before the steps began"
     if grep -q '^CUDNN_LIBRARY:FILEPATH=.*NOTFOUND' "$build/CMakeCache.txt"; then
       say "WARNING: built without cuDNN (not in the toolkit nor in PyTorch's packages):" \
         "every convolution will fail"
@@ -250,7 +482,7 @@ say "testing the $build_note"
 # The GPU tests that run the CLI run this mpbench, not the path of the build they came from.
 export MPBENCH_TEST_EXE="$bin/mpbench"
 
-timeout 30 "$bin/mpbench" devices >"$scratch/devices.txt" 2>&1
+waited timeout 30 "$bin/mpbench" devices >"$scratch/devices.txt" 2>&1
 cat "$scratch/devices.txt" >>"$log"
 # mpbench's device: the GPU; on a dry run on the CPU, its native backend, or the reference where
 # this build has none (the sanitizer build). PyTorch's stays $dev.
@@ -336,7 +568,6 @@ if [ "${MPBENCH_CHECK_PYTORCH:-1}" != 0 ] && [ -f scripts/pytorch_reference.py ]
    python3 -c 'import torch' 2>/dev/null; then
   have_torch=1
 fi
-off=""  # what the knobs or the machine leave out, for the summary
 off+=$dropped
 for cfg in $configs; do
   [ "${family[$cfg]:-?}" = "?" ] && off+=" $cfg unreadable (device_check.log);"
@@ -344,7 +575,6 @@ done
 [ "$have_torch" = 0 ] && off+=" PyTorch reference (no torch here, or MPBENCH_CHECK_PYTORCH=0);"
 # A step: kind, config (or test binary), label, limit and minimum in seconds. Minimums: what a
 # step needs to be worth starting.
-s_kind=() s_arg=() s_label=() s_limit=() s_need=() s_status=() s_secs=()
 declare -A run_secs  # each config's `mpbench run` seconds, which its PyTorch step's limit follows
 add() {
   s_kind+=("$1"); s_arg+=("$2"); s_label+=("$3"); s_limit+=("$4"); s_need+=("$5")
@@ -455,212 +685,45 @@ if [ "${MPBENCH_CHECK_PROFILE:-1}" != 0 ]; then
 else
   off+=" profiles (MPBENCH_CHECK_PROFILE=0);"
 fi
+# Steps an earlier call finished (MPBENCH_CHECK_DONE: its summary.txt, or several) are not run
+# again: those that ended ok, and those that FAILED when the build is the same one (same source
+# hash; another build, a fix between the calls, runs them again). Cut, interrupted, skipped and
+# unreached steps run.
+n_done=0
+for f in ${MPBENCH_CHECK_DONE:-}; do
+  if [ ! -r "$f" ] || ! grep -q '^Steps, in the order planned' "$f"; then
+    off+=" MPBENCH_CHECK_DONE $f (no device_check summary);"
+    continue
+  fi
+  then_src=$(sed -n 's/^build: .*(source \([0-9a-f]\{12\}\).*/\1/p' "$f" | head -1)
+  now_src=$(sed -n 's/.*(source \([0-9a-f]\{12\}\).*/\1/p' <<<"$build_note" | head -1)
+  same_build=1
+  if [ -n "$then_src" ] && [ "$then_src" != "${now_src:-?}" ]; then
+    same_build=0
+    say "$f: another build (source $then_src, this one ${now_src:-not a carry}): its failed" \
+      "steps run again"
+  fi
+  re='^  (done earlier \()?(ok|FAILED rc=[0-9]+)\)? +([0-9]+)  (.+)$'
+  while IFS= read -r line; do
+    [[ $line =~ $re ]] || continue
+    how=${BASH_REMATCH[2]} secs=${BASH_REMATCH[3]} label=${BASH_REMATCH[4]}
+    [ "$how" != ok ] && [ "$same_build" = 0 ] && continue
+    for i in "${!s_label[@]}"; do
+      [ "${s_label[i]}" = "$label" ] && [ "${s_status[i]}" = "not reached" ] || continue
+      s_status[i]="done earlier ($how)" s_secs[i]=$secs n_done=$(( n_done + 1 ))
+      [ "${s_kind[i]}" = run ] && run_secs[${s_arg[i]}]=$secs
+    done
+  done <"$f"
+done
+(( n_done > 0 )) && say "$n_done steps done in an earlier call (MPBENCH_CHECK_DONE): not run again"
 say "plan: ${#s_kind[@]} steps in $budget s, the first $first"
 printf '[device_check] the steps:%s\n' "$(printf ' %s,' ${s_label[@]+"${s_label[@]}"})" >>"$log"
 
-# ---- merging as the run goes --------------------------------------------------------------------
-# JSON files into one merged file in OUTDIR, keyed by file name: the merged file is read, the new
-# entries added, and the whole written to a temporary and renamed over it, so it is never half
-# written and no input is lost before the file holding it exists.
-merge_json() {
-  local merged=$1; shift
-  python3 - "$out/$merged" "$tmpd" "$@" <<'PY' 2>>"$log"
-import json, os, sys
-merged_path, tmpdir, files = sys.argv[1], sys.argv[2], sys.argv[3:]
-try:
-    with open(merged_path) as f:
-        merged = json.load(f)
-except FileNotFoundError:
-    merged = {}
-added = 0
-for path in files:
-    if not os.path.exists(path):  # the step wrote none
-        continue
-    try:
-        with open(path) as f:
-            merged[os.path.basename(path)] = json.load(f)
-        added += 1
-    except ValueError as e:  # a step cut while writing it
-        print(f"device_check: {os.path.basename(path)} not merged: {e}", file=sys.stderr)
-if not added:
-    sys.exit(0)
-tmp = os.path.join(tmpdir, "." + os.path.basename(merged_path) + ".part")
-with open(tmp, "w") as f:
-    json.dump(merged, f)
-os.replace(tmp, merged_path)
-PY
-}
-# A text file written whole elsewhere, moved into OUTDIR in one rename.
-put() { cp "$1" "$tmpd/.$2.part" && mv -f "$tmpd/.$2.part" "$out/$2"; }
 
-# mpbench and PyTorch side by side, with where the time goes for the rows where mpbench is slower.
-side_by_side() {
-  shopt -s nullglob
-  local mpb=("$scratch"/*_eager.json "$scratch"/*_graphs.json) pt=("$scratch"/pytorch_*.json)
-  local prof=("$scratch"/profile_*.json)
-  shopt -u nullglob
-  (( ${#pt[@]} && ${#mpb[@]} )) || return 0
-  local profs=(); (( ${#prof[@]} )) && profs=(--profiles "${prof[@]}")
-  python3 scripts/side_by_side.py --mpbench "${mpb[@]}" --pytorch "${pt[@]}" \
-    ${profs[@]+"${profs[@]}"} --md "$scratch/side_by_side.md" >/dev/null 2>>"$log" &&
-    put "$scratch/side_by_side.md" side_by_side.md
-}
-
-tests_summary=""
-state="in progress"
-write_summary() {
-  local f="$scratch/summary.txt" i n_ok=0 n_bad=0 n_run=0 n_skip=0 n_left=0 todo=""
-  {
-    echo "============ device_check summary: $state, $(( $(date +%s) - t0 )) s of the" \
-      "$budget s budget ============"
-    echo "build: $build_note"
-    cat "$scratch/devices.txt" 2>/dev/null
-    if [ -n "$tests_summary" ]; then echo "GPU tests:"; printf '%s' "$tests_summary"; fi
-    echo
-    cat "$scratch/runs_summary.txt" 2>/dev/null
-    if [ -f "$scratch/side_by_side.md" ]; then
-      printf '\nmpbench vs PyTorch:\n'
-      sed '/^## Where the time goes/,$d' "$scratch/side_by_side.md"
-    fi
-    echo
-    echo "Steps, in the order planned (status, seconds, step):"
-    for i in "${!s_kind[@]}"; do
-      printf '  %-40s %5s  %s\n' "${s_status[i]}" "${s_secs[i]}" "${s_label[i]}"
-      case "${s_status[i]}" in
-        ok*) n_ok=$(( n_ok + 1 )) ;;
-        running*) n_run=$(( n_run + 1 )) ;;
-        SKIPPED*) n_skip=$(( n_skip + 1 )) ;;
-        "not reached"*) n_left=$(( n_left + 1 )) ;;
-        *) n_bad=$(( n_bad + 1 )) ;;
-      esac
-      # The configs with a step still to do, for a next call.
-      case "${s_kind[i]}:${s_status[i]}" in
-        fake:* | test:* | memcheck:* | *:ok* | *:FAILED*) ;;
-        *) case " $todo " in *" ${s_arg[i]} "*) ;; *) todo+=" ${s_arg[i]}" ;; esac ;;
-      esac
-    done
-    echo "Steps: $n_ok ok, $n_bad failed, cut or interrupted, $n_run running, $n_skip skipped for" \
-      "want of time, $n_left not reached."
-    [ -n "$off" ] && echo "Left out:$off"
-    [ -n "$todo" ] && echo "Configs with steps left: MPBENCH_CHECK_CONFIGS=\"${todo# }\""
-  } >"$f"
-  put "$f" summary.txt
-}
-
-# ---- the steps ----------------------------------------------------------------------------------
-# Sets cmd (the step's command) and o (where its output goes, in the scratch folder).
-prepare() {
-  local kind=$1 a=$2 name extra=()
-  name=$(name_of "$a")
-  local epochs=(); [ -n "${MPBENCH_CHECK_EPOCHS:-}" ] && epochs=(--epochs "$MPBENCH_CHECK_EPOCHS")
-  o="$scratch/$kind.$name.txt"
-  case $kind in
-    test)
-      o="$scratch/$name.log"
-      cmd=("$a" --gtest_color=no) ;;
-    memcheck)
-      o="$scratch/gpu_test_memcheck_$name.log"
-      # Without the cases that take long under it.
-      local slow=FamilyOpsParity.AttentionSoftmax:FamilyOpsParity.BatchNormResNetShapes
-      cmd=("$sanitizer" --tool memcheck --error-exitcode 9 "$a" --gtest_color=no
-           "--gtest_filter=-*OutOfMemory*:$slow") ;;
-    run | graphs | cudnn_pointwise | cudnn_find)
-      local variant=eager runner=()
-      [ "$kind" != run ] && variant=$kind
-      [ "$kind" = graphs ] && extra=(--cuda-graphs)
-      [ "$kind" = cudnn_pointwise ] && runner=(env MPBENCH_CUDNN_POINTWISE=1)
-      [ "$kind" = cudnn_find ] && runner=(env MPBENCH_CUDNN_FIND=1)
-      cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
-           ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
-    pytorch)
-      # The exported dataset (8 GB for resnet50_conv3) goes after each config.
-      cmd=(env PYTHONUNBUFFERED=1 python3 scripts/pytorch_reference.py "$a" --device "$dev"
-           --mpbench "$bin/mpbench" --data-dir "$scratch/data" ${modes[$a]:-}
-           ${epochs[@]+"${epochs[@]}"} --out "$scratch/pytorch_$name.json"
-           --profile-steps "$([ "${MPBENCH_CHECK_PROFILE:-1}" = 0 ] && echo 0 || echo 5)") ;;
-    profile)
-      cmd=("$bin/mpbench" profile "$a" --device "$mdev" --quiet --steps 5 --top 15
-           --json "$scratch/profile_$name.json") ;;
-    maxbatch)
-      cmd=("$bin/mpbench" maxbatch "$a" --device "$mdev" --precisions fp32,amp_bf16
-           --memory-limit 16GiB --multiple 8 --json "$scratch/maxbatch_$name.json") ;;
-    explain)
-      cmd=("$bin/mpbench" explain "$a" --device "$mdev" --precisions fp32,tf32,amp_bf16 --steps 5
-           --quiet --json "$scratch/explain_$name.json") ;;
-    fake)
-      # Deaf to SIGTERM, as a hung CUDA call can be: only the limit's SIGKILL ends it.
-      o="$scratch/fake.txt"
-      cmd=(bash -c 'trap "" TERM; exec sleep "$0"' "$a") ;;
-  esac
-}
-# Merges what step i left (its JSON first: the most valuable) and says how it ended.
-finish_step() {
-  local i=$1 rc=$2 kind=${s_kind[$1]} a=${s_arg[$1]} name
-  name=$(name_of "$a")
-  case $kind in
-    test | memcheck)
-      local passed failed skipped
-      passed=$(grep -c '^\[       OK \]' "$o")
-      # Each test's own line, which ends in its time: not gtest's closing list of them.
-      failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$o")
-      skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$o")
-      if [ "$kind" = test ]; then
-        tests_summary+=$(printf '%-28s rc=%-3s passed=%-4s failed=%-4s skipped=%s' "$name" "$rc" \
-          "$passed" "$failed" "$skipped")$'\n'
-      else
-        tests_summary+=$(printf '%-28s memcheck rc=%s: %s' "$name" "$rc" \
-          "$(grep -m1 'ERROR SUMMARY' "$o" || echo 'no summary')")$'\n'
-      fi
-      # And what a test prints for the log to settle (CudaParity.Fp8GemmWithScalesFourBytesApart).
-      grep -E '^\[  FAILED  \]|Failure|error|^\[ FP8 scales' "$o" | head -30 >>"$log"
-      cat "$o" >>"$out/gpu_tests.log" ;;
-    run | graphs | cudnn_pointwise | cudnn_find)
-      local variant=eager; [ "$kind" != run ] && variant=$kind
-      merge_json mpbench_results.json "$scratch/${name}_$variant.json"
-      { echo "== $name ($variant): rc=$rc, ${s_secs[i]} s"; cat "$o"; } \
-        >>"$scratch/runs_summary.txt"
-      { echo "== mpbench run $name ($variant): rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
-    pytorch)
-      merge_json pytorch.json "$scratch/pytorch_$name.json"
-      rm -rf "$scratch/data"
-      cat "$o" >>"$log"
-      side_by_side ;;
-    profile | explain)
-      merge_json profiles.json "$scratch/${kind}_$name.json"
-      { echo "== mpbench $kind $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt"
-      [ "$kind" = profile ] && side_by_side ;;
-    maxbatch)
-      merge_json mpbench_results.json "$scratch/maxbatch_$name.json"
-      { echo "== mpbench maxbatch $name: rc=$rc"; cat "$o"; } >>"$out/runs.txt" ;;
-  esac
-  return 0
-}
-
-# SIGTERM or SIGINT (the device tool's limit, or a hand): stop the step, keep what it wrote, and
-# print the summary all the same.
-cur=-1
-on_signal() {
-  trap '' TERM INT
-  if [ -n "${step_pid:-}" ]; then
-    kill -TERM "$step_pid" 2>/dev/null
-    wait "$step_pid" 2>/dev/null
-    s_status[cur]="INTERRUPTED by SIG$1"
-    s_secs[cur]=$(( $(date +%s) - step_t0 ))
-    finish_step "$cur" 143
-  fi
-  state="interrupted by SIG$1"
-  say "interrupted by SIG$1"
-  side_by_side
-  write_summary
-  tee -a "$log" <"$out/summary.txt"
-  [ "$1" = INT ] && exit 130
-  exit 143
-}
-trap 'on_signal TERM' TERM
-trap 'on_signal INT' INT
-
+phase=""
 write_summary
 for i in "${!s_kind[@]}"; do
+  case ${s_status[i]} in done*) continue ;; esac
   room=$(left)
   if (( room < s_need[i] )); then
     s_status[i]="SKIPPED (${room} s left, needs ${s_need[i]})"
@@ -680,7 +743,7 @@ for i in "${!s_kind[@]}"; do
   prepare "${s_kind[i]}" "${s_arg[i]}"
   step_t0=$(date +%s)
   # In the background and waited for, so that a signal is handled at once, not after the step.
-  timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null &
+  timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null 3>&- 4>&- &
   step_pid=$! cur=$i
   s_status[i]="running (limit $lim s)"
   echo "[device_check] started ${s_label[i]}, limit $lim s" >>"$log"

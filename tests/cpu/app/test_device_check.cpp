@@ -7,6 +7,7 @@
 // Needs bash and python3; skipped where there is no python3.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,13 +152,17 @@ class DeviceCheck : public mpbench::test::CliTest {
 // Makes a carried build in dir/carry: an mpbench that notes each call in dir/carried_calls and
 // runs this build's (or, with runs false, fails as a binary missing a library does), and
 // source.txt with the given hash (none: no source.txt, an old carry).
-void make_carry(const fs::path& dir, const std::string& hash, bool runs = true) {
+// With a body, the carried mpbench runs that shell code after noting its call instead.
+void make_carry(const fs::path& dir, const std::string& hash, bool runs = true,
+                const std::string& body = "") {
   fs::create_directories(dir / "stage");
   fs::create_directories(dir / "carry");
   {
     std::ofstream f(dir / "stage" / "mpbench");
     f << "#!/bin/sh\necho \"$*\" >>" << (dir / "carried_calls").string() << "\n"
-      << (runs ? "exec " + std::string(MPBENCH_EXE) + " \"$@\"\n" : "exit 127\n");
+      << (!body.empty() ? body + "\n"
+          : runs        ? "exec " + std::string(MPBENCH_EXE) + " \"$@\"\n"
+                        : "exit 127\n");
   }
   fs::permissions(dir / "stage" / "mpbench", fs::perms::owner_all);
   ASSERT_EQ(mpbench::test::run_shell("tar -cJf " + (dir / "carry" / "bins.tar.xz").string() +
@@ -506,4 +511,126 @@ TEST_F(DeviceCheck, CarriedBuildOfOtherSourcesIsNotUsed) {
   EXPECT_NE(broken.out.find("carried build does not run here"), std::string::npos) << broken.out;
   EXPECT_NE(read_file(dir_ / "out_broken" / "summary.txt").find("build: MPBENCH_CHECK_BIN="),
             std::string::npos);
+}
+
+// SIGTERM before the steps begin (here while the carried build's check hangs; on a GPU machine
+// mostly a build from source): what runs is stopped with the script, not left running, and the
+// summary is printed all the same. bash runs a trap only after a foreground command ends, so
+// without the setup's commands in the background the script would wait out the check's 30 s.
+TEST_F(DeviceCheck, SigtermBeforeTheStepsStopsTheSetupAndPrintsTheSummary) {
+  Result hash = mpbench::test::run_shell("bash " + kScript + " --source-hash", dir_.string());
+  ASSERT_EQ(hash.code, 0) << hash.err;
+  make_carry(dir_ / "hung", hash.out.substr(0, 64), true, "exec sleep 100");
+  start(env({{"MPBENCH_CHECK_CARRY", path("hung/carry")}, {"MPBENCH_CHECK_BUDGET", "300"}}));
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < until && !fs::exists(dir_ / "hung" / "carried_calls"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(fs::exists(dir_ / "hung" / "carried_calls")) << read_file(path("bg.txt"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // into its sleep
+  const auto t0 = Clock::now();
+  ASSERT_EQ(::kill(sid_, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(sid_, &status, 0), sid_);
+  reaped_ = true;
+  EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  const std::string printed = read_file(path("bg.txt"));
+  EXPECT_NE(printed.find("summary: interrupted by SIGTERM before the steps began"),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(read_file(dir_ / "out" / "summary.txt").find("interrupted by SIGTERM"),
+            std::string::npos);
+  // Nothing of the script's session is left running (the hung check included).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_NE(mpbench::test::run_shell("pgrep -s " + std::to_string(sid_), dir_.string()).code, 0)
+      << mpbench::test::run_shell("ps -o pid,args -s " + std::to_string(sid_), dir_.string()).out;
+  EXPECT_LE(files_in("out"), 8u);
+}
+
+// A second call given the first's summary (MPBENCH_CHECK_DONE) does not run again what the first
+// finished, and says so; a third given the second's finds nothing left.
+TEST_F(DeviceCheck, AnEarlierCallsFinishedStepsAreNotRunAgain) {
+  const Result first =
+      check(env({{"MPBENCH_CHECK_GRAPHS", "0"}, {"MPBENCH_CHECK_PROFILE", "0"}}), "out1");
+  ASSERT_EQ(first.code, 0) << first.out << first.err;
+  const std::string s1 = read_file(dir_ / "out1" / "summary.txt");
+  ASSERT_EQ(step_line(s1, "run tiny_mlp eager").rfind("  ok", 0), 0u) << s1;
+
+  const Result second = check(env({{"MPBENCH_CHECK_DONE", path("out1/summary.txt")}}), "out2");
+  ASSERT_EQ(second.code, 0) << second.out << second.err;
+  const std::string s2 = read_file(dir_ / "out2" / "summary.txt");
+  EXPECT_EQ(step_line(s2, "run tiny_mlp eager").rfind("  done earlier (ok)", 0), 0u) << s2;
+  EXPECT_EQ(step_line(s2, "run tiny_mlp graphs").rfind("  ok", 0), 0u) << s2;
+  EXPECT_EQ(step_line(s2, "profile tiny_mlp").rfind("  ok", 0), 0u) << s2;
+  EXPECT_NE(s2.find("Steps: 2 ok, 0 failed"), std::string::npos) << s2;
+  EXPECT_NE(s2.find("Done in an earlier call (MPBENCH_CHECK_DONE): 1 steps."), std::string::npos)
+      << s2;
+  EXPECT_EQ(s2.find("Configs with steps left"), std::string::npos) << s2;
+  const json runs = json::parse(read_file(dir_ / "out2" / "mpbench_results.json"));
+  EXPECT_FALSE(runs.contains("tiny_mlp_eager.json")) << runs.dump().substr(0, 200);
+  EXPECT_TRUE(runs.contains("tiny_mlp_graphs.json"));
+
+  const Result third = check(env({{"MPBENCH_CHECK_DONE", path("out2/summary.txt")}}), "out3");
+  ASSERT_EQ(third.code, 0) << third.out << third.err;
+  const std::string s3 = read_file(dir_ / "out3" / "summary.txt");
+  EXPECT_NE(s3.find("Steps: 0 ok, 0 failed"), std::string::npos) << s3;
+  EXPECT_NE(s3.find("Done in an earlier call (MPBENCH_CHECK_DONE): 3 steps."), std::string::npos)
+      << s3;
+  EXPECT_FALSE(fs::exists(dir_ / "out3" / "mpbench_results.json"));
+}
+
+// A step that FAILED is not run again by the same build (it would fail again) but is by another
+// (a fix between the calls); a file that is no summary is said and costs nothing.
+TEST_F(DeviceCheck, AFailedStepRunsAgainOnlyUnderAnotherBuild) {
+  const std::string steps =
+      "Steps, in the order planned (status, seconds, step):\n"
+      "  FAILED rc=3                                  7  run tiny_mlp eager\n";
+  write("same.txt", "build: MPBENCH_CHECK_BIN=x instead of building: mpbench 1\n" + steps);
+  write(
+      "other.txt",
+      "build: carried build of abc (source 0123456789ab, matches this tree): mpbench 1\n" + steps);
+  write("junk.txt", "not a summary\n");
+  const Env quick = {{"MPBENCH_CHECK_GRAPHS", "0"}, {"MPBENCH_CHECK_PROFILE", "0"}};
+  Env same = quick, other = quick;
+  same.emplace_back("MPBENCH_CHECK_DONE", path("same.txt") + " " + path("junk.txt"));
+  other.emplace_back("MPBENCH_CHECK_DONE", path("other.txt"));
+
+  ASSERT_EQ(check(env(same), "out_same").code, 0);
+  const std::string s = read_file(dir_ / "out_same" / "summary.txt");
+  EXPECT_EQ(step_line(s, "run tiny_mlp eager").rfind("  done earlier (FAILED rc=3)", 0), 0u) << s;
+  EXPECT_NE(s.find("MPBENCH_CHECK_DONE " + path("junk.txt") + " (no device_check summary);"),
+            std::string::npos)
+      << s;
+
+  const Result r = check(env(other), "out_other");
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("another build (source 0123456789ab"), std::string::npos) << r.out;
+  const std::string o = read_file(dir_ / "out_other" / "summary.txt");
+  EXPECT_EQ(step_line(o, "run tiny_mlp eager").rfind("  ok", 0), 0u) << o;
+}
+
+// Scratch on another filesystem than OUTDIR (here TMPDIR in /dev/shm): the merged files'
+// temporaries go into a folder beside OUTDIR, which is gone at the end, as is the scratch.
+TEST_F(DeviceCheck, TemporariesOnAnotherFilesystemLeaveNothingBehind) {
+  const fs::path shm = "/dev/shm";
+  struct stat a {
+  }, b{};
+  if (::stat(shm.c_str(), &a) != 0 || ::stat(dir_.c_str(), &b) != 0 || a.st_dev == b.st_dev)
+    GTEST_SKIP() << "no /dev/shm on another filesystem than " << dir_;
+  const fs::path tmp = shm / ("mpbench_dc_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const Result r = check(env(
+      {{"TMPDIR", tmp.string()}, {"MPBENCH_CHECK_GRAPHS", "0"}, {"MPBENCH_CHECK_PROFILE", "0"}}));
+  const bool scratch_left = !fs::is_empty(tmp);
+  fs::remove_all(tmp);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_FALSE(scratch_left);
+  EXPECT_TRUE(json::parse(read_file(dir_ / "out" / "mpbench_results.json"))
+                  .contains("tiny_mlp_eager.json"));
+  for (const auto& entry : fs::directory_iterator(dir_))
+    EXPECT_EQ(entry.path().filename().string().rfind(".device_check_tmp", 0), std::string::npos)
+        << entry.path();
+  for (const auto& entry : fs::directory_iterator(dir_ / "out"))
+    EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
 }
