@@ -634,3 +634,26 @@ TEST_F(DeviceCheck, TemporariesOnAnotherFilesystemLeaveNothingBehind) {
   for (const auto& entry : fs::directory_iterator(dir_ / "out"))
     EXPECT_NE(entry.path().filename().string()[0], '.') << entry.path();
 }
+
+// PyTorch's limit is three times the seconds mpbench's run of the config took where that is more
+// than its own 120 s, also when the run was done by an earlier call (its seconds from that
+// call's summary). A stub torch package stands in for PyTorch: its step fails at once, after
+// its start was logged with the limit.
+TEST_F(DeviceCheck, PytorchsLimitFollowsTheRunsSecondsFromAnEarlierCallToo) {
+  fs::create_directories(dir_ / "stub" / "torch");
+  write("stub/torch/__init__.py", "");
+  write("done.txt",
+        "Steps, in the order planned (status, seconds, step):\n"
+        "  ok                                          50  run tiny_mlp eager\n");
+  const Result r = check(env({{"MPBENCH_CHECK_PYTORCH", "1"},
+                              {"PYTHONPATH", path("stub")},
+                              {"MPBENCH_CHECK_DONE", path("done.txt")},
+                              {"MPBENCH_CHECK_GRAPHS", "0"},
+                              {"MPBENCH_CHECK_PROFILE", "0"}}));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string log = read_file(dir_ / "out" / "device_check.log");
+  EXPECT_NE(log.find("started pytorch tiny_mlp, limit 150 s"), std::string::npos) << log;
+  const std::string summary = read_file(dir_ / "out" / "summary.txt");
+  EXPECT_EQ(step_line(summary, "run tiny_mlp eager").rfind("  done earlier (ok)", 0), 0u)
+      << summary;
+}
