@@ -453,6 +453,28 @@ TEST_F(DeviceScripts, UnpackTakesWhatAPartialCallBrought) {
   EXPECT_EQ(md.find("Where the time goes"), std::string::npos) << md;
 }
 
+// A PyTorch file that side_by_side.py refuses (here one of another schema) fails the unpack with
+// side_by_side's own line and code, after the split files are written (nothing is lost), and no
+// table is made.
+TEST_F(DeviceScripts, UnpackSaysWhyTheTableCouldNotBeMade) {
+  fs::create_directories(dir_ / "out");
+  fs::create_directories(dir_ / "results");
+  write("out/mpbench_results.json",
+        json{{"tiny_mlp_eager.json", json::parse(read_file(path("tiny_mlp_eager.json")))}}.dump());
+  json torch = json::parse(read_file(path("pytorch.json")));
+  torch["schema_version"] = 99;
+  write("out/pytorch.json", json{{"pytorch_tiny_mlp.json", torch}}.dump());
+  Result r = unpack(path("out") + " --to " + path("results"));
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("side_by_side"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("pytorch_tiny_mlp.json"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "results" / "tiny_mlp_eager.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "results" / "pytorch_tiny_mlp.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "results" / "side_by_side.md"));
+}
+
 // Two calls unpacked together (the second, say, for what the first's budget skipped): each
 // call's results, and each call's log, the second's as device_check_2.log.
 TEST_F(DeviceScripts, UnpackKeepsEachCallsFilesApart) {
