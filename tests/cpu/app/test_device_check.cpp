@@ -139,6 +139,14 @@ class DeviceCheck : public mpbench::test::CliTest {
         return line;
     return "";
   }
+  // OUTDIR holds only the eight names the device tool returns, whatever ran.
+  void expect_only_returned_names(const std::string& out) const {
+    const std::set<std::string> returned = {
+        "device_check.log",     "summary.txt",  "gpu_tests.log", "runs.txt",
+        "mpbench_results.json", "pytorch.json", "profiles.json", "side_by_side.md"};
+    for (const auto& entry : fs::directory_iterator(dir_ / out))
+      EXPECT_TRUE(returned.count(entry.path().filename().string())) << entry.path();
+  }
   size_t files_in(const std::string& out) const {
     size_t n = 0;
     for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir_ / out)) ++n;
@@ -220,11 +228,7 @@ TEST_F(DeviceCheck, TheGpuTestsRunAndAMissingOneIsSaid) {
   const std::string named = summary.substr(missing, summary.find(';', missing) - missing);
   EXPECT_NE(named.find(" gpu_test_training_parity"), std::string::npos) << named;
   EXPECT_EQ(named.find("gpu_test_cuda_parity"), std::string::npos) << named;
-  const std::set<std::string> returned = {
-      "device_check.log",     "summary.txt",  "gpu_tests.log", "runs.txt",
-      "mpbench_results.json", "pytorch.json", "profiles.json", "side_by_side.md"};
-  for (const auto& entry : fs::directory_iterator(dir_ / "out"))
-    EXPECT_TRUE(returned.count(entry.path().filename().string())) << entry.path();
+  expect_only_returned_names("out");
   // Every step done: no config is left for another call.
   EXPECT_EQ(summary.find("Configs with steps left"), std::string::npos) << summary;
 }
@@ -570,6 +574,10 @@ TEST_F(DeviceCheck, AnEarlierCallsFinishedStepsAreNotRunAgain) {
   const json runs = json::parse(read_file(dir_ / "out2" / "mpbench_results.json"));
   EXPECT_FALSE(runs.contains("tiny_mlp_eager.json")) << runs.dump().substr(0, 200);
   EXPECT_TRUE(runs.contains("tiny_mlp_graphs.json"));
+  // With the profile on, its merged file too is one of the eight.
+  EXPECT_TRUE(
+      json::parse(read_file(dir_ / "out2" / "profiles.json")).contains("profile_tiny_mlp.json"));
+  expect_only_returned_names("out2");
 
   const Result third = check(env({{"MPBENCH_CHECK_DONE", path("out2/summary.txt")}}), "out3");
   ASSERT_EQ(third.code, 0) << third.out << third.err;
