@@ -125,13 +125,18 @@ left() { echo $(( deadline - $(date +%s) - reserve - grace )); }
 
 # Per-step files live outside OUTDIR. A merged file is written whole elsewhere and renamed into
 # OUTDIR, which is atomic only within one filesystem: where the scratch folder is on another, the
-# temporaries go into a folder beside OUTDIR, and only where none can be made there into OUTDIR
-# itself (a dot file, there for the moment of the write: a kill in that moment would leave a
+# temporaries go into a folder beside OUTDIR, and only where none can be made there on OUTDIR's
+# filesystem into OUTDIR itself (a dot file, there for the moment of the write: a kill in that moment would leave a
 # ninth file, which could push a result out of the eight the device tool brings back).
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/device_check.XXXXXX")
 tmpd=$scratch
 if [ "$(stat -c %d "$scratch")" != "$(stat -c %d "$out")" ]; then
   tmpd=$(mktemp -d "$(dirname "$out")/.device_check_tmp.XXXXXX" 2>/dev/null) || tmpd=$out
+  # OUTDIR may be a mount point of its own, off its parent's filesystem too.
+  if [ "$(stat -c %d "$tmpd")" != "$(stat -c %d "$out")" ]; then
+    rmdir "$tmpd"
+    tmpd=$out
+  fi
 fi
 trap 'rm -rf "$scratch"; [ "$tmpd" = "$out" ] || rm -rf "$tmpd"' EXIT
 # What the summary reads, set before anything that a signal may interrupt.
