@@ -126,8 +126,9 @@ left() { echo $(( deadline - $(date +%s) - reserve - grace )); }
 # Per-step files live outside OUTDIR. A merged file is written whole elsewhere and renamed into
 # OUTDIR, which is atomic only within one filesystem: where the scratch folder is on another, the
 # temporaries go into a folder beside OUTDIR, and only where none can be made there on OUTDIR's
-# filesystem into OUTDIR itself (a dot file, there for the moment of the write: a kill in that moment would leave a
-# ninth file, which could push a result out of the eight the device tool brings back).
+# filesystem into OUTDIR itself (a dot file, there for the moment of the write: a kill in that
+# moment would leave a ninth file, which could push a result out of the eight the device tool
+# brings back).
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/device_check.XXXXXX")
 tmpd=$scratch
 if [ "$(stat -c %d "$scratch")" != "$(stat -c %d "$out")" ]; then
@@ -240,7 +241,8 @@ write_summary() {
     done
     echo "Steps: $n_ok ok, $n_bad failed, cut or interrupted, $n_run running, $n_skip skipped for" \
       "want of time, $n_left not reached."
-    (( n_prev > 0 )) && echo "Done in an earlier call (MPBENCH_CHECK_DONE): $n_prev steps."
+    (( n_prev > 0 )) && echo "Steps done in an earlier call (MPBENCH_CHECK_DONE), not run again:" \
+      "$n_prev."
     [ -n "$off" ] && echo "Left out:$off"
     [ -n "$todo" ] && echo "Configs with steps left: MPBENCH_CHECK_CONFIGS=\"${todo# }\""
   } >"$f"

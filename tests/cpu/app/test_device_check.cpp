@@ -568,7 +568,8 @@ TEST_F(DeviceCheck, AnEarlierCallsFinishedStepsAreNotRunAgain) {
   EXPECT_EQ(step_line(s2, "run tiny_mlp graphs").rfind("  ok", 0), 0u) << s2;
   EXPECT_EQ(step_line(s2, "profile tiny_mlp").rfind("  ok", 0), 0u) << s2;
   EXPECT_NE(s2.find("Steps: 2 ok, 0 failed"), std::string::npos) << s2;
-  EXPECT_NE(s2.find("Done in an earlier call (MPBENCH_CHECK_DONE): 1 steps."), std::string::npos)
+  EXPECT_NE(s2.find("Steps done in an earlier call (MPBENCH_CHECK_DONE), not run again: 1."),
+            std::string::npos)
       << s2;
   EXPECT_EQ(s2.find("Configs with steps left"), std::string::npos) << s2;
   const json runs = json::parse(read_file(dir_ / "out2" / "mpbench_results.json"));
@@ -583,7 +584,8 @@ TEST_F(DeviceCheck, AnEarlierCallsFinishedStepsAreNotRunAgain) {
   ASSERT_EQ(third.code, 0) << third.out << third.err;
   const std::string s3 = read_file(dir_ / "out3" / "summary.txt");
   EXPECT_NE(s3.find("Steps: 0 ok, 0 failed"), std::string::npos) << s3;
-  EXPECT_NE(s3.find("Done in an earlier call (MPBENCH_CHECK_DONE): 3 steps."), std::string::npos)
+  EXPECT_NE(s3.find("Steps done in an earlier call (MPBENCH_CHECK_DONE), not run again: 3."),
+            std::string::npos)
       << s3;
   EXPECT_FALSE(fs::exists(dir_ / "out3" / "mpbench_results.json"));
 }
