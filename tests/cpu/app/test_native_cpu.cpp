@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -213,6 +214,19 @@ TEST_F(NativeCpu, ThreadsAreRecorded) {
   EXPECT_FALSE(has_text(last_err_, "warning")) << last_err_;
 }
 
+// Without --threads the threads are the physical cores shared among the host's processes (the
+// data-parallel ranks on one machine), one each at the least: two ranks take half each, not all
+// of them each.
+TEST_F(NativeCpu, AutomaticThreadsShareTheCoresAmongTheHostsProcesses) {
+  mpbench::NativeCpuOptions alone, two_ranks, many_ranks;
+  two_ranks.host_processes = 2;
+  many_ranks.host_processes = 4096;
+  const int all = mpbench::make_native_cpu_backend(alone)->info().cpu_threads;
+  ASSERT_GE(all, 1);
+  EXPECT_EQ(mpbench::make_native_cpu_backend(two_ranks)->info().cpu_threads, std::max(1, all / 2));
+  EXPECT_EQ(mpbench::make_native_cpu_backend(many_ranks)->info().cpu_threads, 1);
+}
+
 // More threads than the CPUs the process may run on: a warning naming both counts (the run
 // still goes ahead, with the threads asked for).
 TEST_F(NativeCpu, MoreThreadsThanCpusAreWarnedOf) {
@@ -361,15 +375,19 @@ TEST_F(NativeCpu, ThreadStacksOverTheAddressSpaceLimitAreRefused) {
   // One line: the warning that 400 threads are more than the CPUs comes only with a backend.
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
-  // OMP_STACKSIZE sets the stacks libgomp maps: KiB without a unit, as its manual says. 199 of
-  // 16 MiB (3.1 GiB) do not fit under 2.9 GiB; of 16 KiB they would.
-  for (const char* size : {"16384", "16M", "16384K"}) {
+  // OMP_STACKSIZE sets the stacks libgomp maps: KiB without a unit, as its manual says, B bytes
+  // and G GiB. 199 of 16 MiB (3.1 GiB) do not fit under 2.9 GiB; of 16 KiB (or 1 MiB) they would.
+  for (const auto& [size, mib] : {std::pair<const char*, int>{"16384", 16},
+                                  {"16M", 16},
+                                  {"16384K", 16},
+                                  {"16777216B", 16},
+                                  {"1G", 1024}}) {
     const auto s = mpbench::test::run_shell(
         "ulimit -v 3000000 && OMP_STACKSIZE=" + std::string(size) + " " + std::string(MPBENCH_EXE) +
             " run " + tiny() + " --device cpu --threads 200 --epochs 1 --quiet",
         dir_.string());
     EXPECT_EQ(s.code, 2) << size << ": " << s.err;
-    EXPECT_TRUE(has_text(s.err, "199 more threads' stacks of 16 MiB each"))
+    EXPECT_TRUE(has_text(s.err, fmt::format("199 more threads' stacks of {} MiB each", mib)))
         << size << ": " << s.err;
   }
 }

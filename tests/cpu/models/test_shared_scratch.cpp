@@ -35,6 +35,22 @@ TEST_F(SharedScratchTest, EachSlotTakesItsLargestNeedOnceForTheBatch) {
   // Another batch with the same allocator sizes the slots again.
   s.allocate(alloc, 16);
   EXPECT_EQ(s.whole(0, DType::F32).numel(), 400);
+  // A smaller one too: the slots are this batch's, not the largest batch's so far.
+  s.allocate(alloc, 4);
+  EXPECT_EQ(s.whole(0, DType::F32).numel(), 100);
+}
+
+// A slot's bytes round up to whole fp32 words, never down: 10 bytes a sample at batch 3 are 30
+// bytes, 8 words. A need of negative bytes is refused, in both kinds of scratch.
+TEST_F(SharedScratchTest, OddByteCountsRoundUpToWordsAndNegativeOnesAreRefused) {
+  SharedScratch s(1);
+  EXPECT_THROW(s.need_per_sample(0, -1), Error);
+  s.need_per_sample(0, 10);
+  s.allocate(alloc, 3);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 32u);
+  EXPECT_EQ(s.whole(0, DType::BF16).numel(), 16);
+  GrowingScratch g(1);
+  EXPECT_THROW(g.reserve(alloc, 0, -4), Error);
 }
 
 // GrowingScratch: a reserve with another allocator starts afresh (the last one's buffers are

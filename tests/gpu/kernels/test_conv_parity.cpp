@@ -161,6 +161,22 @@ TEST(CudaConvParity, MatchesCpuReference) {
     for (const ConvShape& g : kShapes) run_conv_case(env, cfg, g, seed += 7);
 }
 
+// Convolutions that differ only in the batch, then only in the filter's width, one after the
+// other on one backend: each is its own cached plan (the native CPU's keyed without N, or with R in
+// S's place, gave the second the first's).
+TEST(CudaConvParity, AnotherBatchOrFilterWidthIsAnotherPlan) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const ConvShape shapes[] = {
+      {"3x3_n2", 2, 6, 7, 8, 8, 3, 3, 1, 1},
+      {"3x3_n3", 3, 6, 7, 8, 8, 3, 3, 1, 1},
+      {"3x1_n3", 3, 6, 7, 8, 8, 3, 1, 1, 1},
+  };
+  uint64_t seed = 900;
+  for (const ConvConfig& cfg : kConfigs)
+    for (const ConvShape& g : shapes) run_conv_case(env, cfg, g, seed += 7);
+}
+
 // A second call with the same key must reuse the plan (the cache does not grow), whatever the
 // buffers; another stride, pad, math or op is another plan.
 TEST(CudaConvParity, PlanIsCachedPerKey) {

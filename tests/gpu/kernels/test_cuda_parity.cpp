@@ -216,6 +216,29 @@ TEST(CudaParity, GemmWeightGradients) {
   }
 }
 
+// The native CPU's weight-gradient path (an inner product that computes exactly C = A^T B into
+// one fp32 matrix) at a million outputs: one size at two K, each its own cached primitive; and
+// the rest of what must keep a GEMM off it, each alone (a bias, an activation, a bias gradient, a
+// batch, a 16-bit C), giving the reference's C.
+TEST(CudaParity, GemmWeightGradientsAtAnotherKOrWithWhatThePathCannotRun) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const GemmConfig& to_f32 = kGemmConfigs[5];  // bf16 -> fp32
+  const GemmConfig& to_bf16 = kGemmConfigs[3];
+  ASSERT_EQ(to_f32.c, DType::F32);
+  ASSERT_EQ(to_bf16.c, DType::BF16);
+  uint64_t seed = 6500;
+  for (int64_t k : {16, 24})
+    run_gemm_case(env, to_f32, 0, 1024, 1024, k, true, false, kEpilogues[0], seed += 10);
+  for (const Epilogue& e : {kEpilogues[1], kEpilogues[4], kEpilogues[17]}) {  // bias, gelu, bgrad
+    ASSERT_EQ(e.alpha, 1.0f);
+    ASSERT_EQ(e.beta, 0.0f);
+    run_gemm_case(env, to_f32, 0, 1024, 1024, 16, true, false, e, seed += 10);
+  }
+  run_gemm_case(env, to_f32, 2, 1024, 1024, 16, true, false, kEpilogues[0], seed += 10);
+  run_gemm_case(env, to_bf16, 0, 1024, 1024, 16, true, false, kEpilogues[0], seed += 10);
+}
+
 TEST(CudaParity, GemmBatched) {
   SKIP_WITHOUT_DEVICE();
   Env env;

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -363,6 +365,125 @@ TEST(FamilyOpsParity, BatchNormResNetShapes) {
     EXPECT_EQ(op.find("batchnorm"), std::string::npos) << op << ": " << calls;
 }
 
+// The fused ReLU of -0 is +0 (kernels/relu.h's select on x <= 0), bit for bit: gamma +0 and beta
+// -0 make every normalised value a signed zero, -0 where x is below its channel's mean, in the
+// vector lanes and the channel tail (C 19).
+TEST(FamilyOpsParity, BatchNormFusedReluTurnsMinusZeroIntoPlusZero) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const int64_t c = 19;
+  const Shape s{70, c};
+  for (DType dt : kFloatTypes) {
+    Pair x = env.random(s, dt, 9200);
+    Pair gamma = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+    Pair beta = env.make(Shape{c}, DType::F32, std::vector<float>(c, -0.0f));
+    Pair rmean = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+    Pair rvar = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+    Pair smean = env.poisoned(Shape{c}, DType::F32), srstd = env.poisoned(Shape{c}, DType::F32);
+    Pair y = env.poisoned(s, dt);
+    BatchNormDesc d;
+    d.relu = true;
+    env.cpu->batchnorm_forward_train(d, x.cpu, nullptr, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
+                                     smean.cpu, srstd.cpu, y.cpu);
+    env.dut->batchnorm_forward_train(d, x.dut, nullptr, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                     smean.dut, srstd.dut, y.dut);
+    EXPECT_TRUE(env.same(y)) << dtype_name(dt);
+    const std::vector<float> hy = env.host_dut(y);
+    EXPECT_TRUE(std::none_of(hy.begin(), hy.end(), [](float v) { return std::signbit(v); }))
+        << dtype_name(dt) << ": a -0 (or negative) y";
+    for (Pair* p : {&x, &gamma, &beta, &rmean, &rvar, &smean, &srstd, &y}) env.release(*p);
+  }
+}
+
+// The backward's ReLU mask without d_pre, where the second pass masks dy itself: a ReLU output of
+// exactly 0 blocks dy, a NaN one lets it through (kernels/relu.h), in the vector lanes and the
+// channel tail (C 37). The first pass's sums (dbeta, dgamma) and the second's dx alike.
+TEST(FamilyOpsParity, BatchNormBackwardMaskBlocksAZeroReluOutputNotANaN) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  const int64_t rows = 130, c = 37;
+  const Shape s{rows, c};
+  for (DType dt : kFloatTypes) {
+    std::vector<float> ro = random_nonzero(s.numel(), 9400);
+    for (size_t i = 0; i < ro.size(); ++i) {
+      if (i % 3 == 0) ro[i] = 0.0f;
+      if (i % 5 == 1) ro[i] = std::nanf("");
+    }
+    Pair x = env.random(s, dt, 9401), dy = env.random(s, dt, 9402), relu_out = env.make(s, dt, ro);
+    Pair gamma = env.random(Shape{c}, DType::F32, 9403, 2.0f);
+    // Saved statistics of 0 and 1: the mask is what is under test, not them.
+    Pair smean = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+    Pair srstd = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+    Pair dx = env.poisoned(s, dt);
+    Pair dgamma = env.poisoned(Shape{c}, DType::F32), dbeta = env.poisoned(Shape{c}, DType::F32);
+    env.cpu->batchnorm_backward(dy.cpu, &relu_out.cpu, x.cpu, gamma.cpu, smean.cpu, srstd.cpu,
+                                dx.cpu, dgamma.cpu, dbeta.cpu, nullptr);
+    env.dut->batchnorm_backward(dy.dut, &relu_out.dut, x.dut, gamma.dut, smean.dut, srstd.dut,
+                                dx.dut, dgamma.dut, dbeta.dut, nullptr);
+    const std::string what = dtype_name(dt);
+    EXPECT_TRUE(env.close(dx, tolerance_for(dt) * 10)) << "dx " << what;
+    EXPECT_TRUE(env.close(dbeta, 1e-5)) << "dbeta " << what;
+    EXPECT_TRUE(env.close(dgamma, 1e-5)) << "dgamma " << what;
+    for (Pair* p : {&x, &dy, &relu_out, &gamma, &smean, &srstd, &dx, &dgamma, &dbeta})
+      env.release(*p);
+  }
+}
+
+// Whether ONEDNN_MAX_CPU_ISA caps oneDNN below AVX512-BF16 (ctest's native_AVX2.* tests).
+bool isa_capped_below_avx512_bf16() {
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!cap) return false;
+  std::string name(cap);
+  for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  for (const char* below : {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"})
+    if (name == below) return true;
+  return false;
+}
+
+// bf16 outputs below fp32's normal range (gamma 1e-39) are kept, as the reference keeps them.
+// The CPU's own VCVTNEPS2BF16 would flush them to 0 (kernels/onednn/parallel.h): the native CPU
+// takes it only where oneDNN's ISA has AVX512-BF16, so under a cap below that (ctest runs this
+// test under ONEDNN_MAX_CPU_ISA=AVX2) no y may be 0; uncapped it may be, and this says nothing.
+TEST(FamilyOpsParity, BatchNormKeepsBf16DenormalsUnderAnIsaCapBelowAvx512Bf16) {
+  SKIP_WITHOUT_DEVICE();
+  if (!test::kNativeCpuUnderTest) GTEST_SKIP() << "a question of the native CPU's ISA cap";
+  if (!isa_capped_below_avx512_bf16())
+    GTEST_SKIP() << "uncapped, the native CPU may convert with the CPU's flushing instruction";
+  Env env;
+  const int64_t c = 21;
+  const Shape s{40, c};
+  Pair x = env.random(s, DType::BF16, 9500);
+  Pair gamma = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1e-39f));
+  Pair beta = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+  Pair rmean = env.make(Shape{c}, DType::F32, std::vector<float>(c, 0.0f));
+  Pair rvar = env.make(Shape{c}, DType::F32, std::vector<float>(c, 1.0f));
+  Pair smean = env.poisoned(Shape{c}, DType::F32), srstd = env.poisoned(Shape{c}, DType::F32);
+  for (bool train : {true, false}) {
+    Pair y = env.poisoned(s, DType::BF16);
+    BatchNormDesc d;
+    if (train) {
+      env.cpu->batchnorm_forward_train(d, x.cpu, nullptr, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
+                                       smean.cpu, srstd.cpu, y.cpu);
+      env.dut->batchnorm_forward_train(d, x.dut, nullptr, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                       smean.dut, srstd.dut, y.dut);
+    } else {
+      env.cpu->batchnorm_forward_eval(d, x.cpu, nullptr, gamma.cpu, beta.cpu, rmean.cpu, rvar.cpu,
+                                      y.cpu);
+      env.dut->batchnorm_forward_eval(d, x.dut, nullptr, gamma.dut, beta.dut, rmean.dut, rvar.dut,
+                                      y.dut);
+    }
+    const std::vector<float> want = env.host_cpu(y), got = env.host_dut(y);
+    // (A |y| under bf16's smallest denormal, 9e-41, rounds to 0 on both.)
+    int64_t kept = 0, flushed = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (want[i] != 0.0f) (got[i] == 0.0f ? flushed : kept) += 1;
+    ASSERT_GT(kept + flushed, s.numel() / 2) << "the reference flushed them";
+    EXPECT_EQ(flushed, 0) << (train ? "train" : "eval") << ": bf16 denormals flushed to 0";
+    env.release(y);
+  }
+  for (Pair* p : {&x, &gamma, &beta, &rmean, &rvar, &smean, &srstd}) env.release(*p);
+}
+
 // ---- avgpool, add, permute
 // -----------------------------------------------------------------------
 
@@ -392,6 +513,29 @@ TEST(FamilyOpsParity, AvgPool) {
       }
 }
 
+// One image size at three batch sizes, one after the other on one backend: each is its own
+// cached pooling primitive (the native CPU's keyed without N pooled the first call's images only).
+TEST(FamilyOpsParity, AvgPoolOfOneImageSizeAtAnotherBatch) {
+  SKIP_WITHOUT_DEVICE();
+  Env env;
+  uint64_t seed = 3300;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (int64_t n : {2, 5, 3}) {
+      const std::string what = fmt::format("{} N {}", dtype_name(dt), n);
+      Pair x = env.random(Shape{n, 49, 16}, dt, seed += 7);
+      Pair y = env.poisoned(Shape{n, 16}, dt);
+      env.cpu->avgpool_forward(x.cpu, y.cpu);
+      env.dut->avgpool_forward(x.dut, y.dut);
+      EXPECT_TRUE(env.close(y, tolerance_for(dt))) << "forward " << what;
+      Pair dy = env.random(Shape{n, 16}, dt, seed + 1);
+      Pair dx = env.poisoned(Shape{n, 49, 16}, dt);
+      env.cpu->avgpool_backward(dy.cpu, dx.cpu);
+      env.dut->avgpool_backward(dy.dut, dx.dut);
+      EXPECT_TRUE(env.close(dx, tolerance_for(dt))) << "backward " << what;
+      for (Pair* q : {&x, &y, &dy, &dx}) env.release(*q);
+    }
+}
+
 // Bit for bit: the forward copies the winner's element, and both backends sum each input's
 // gradients in fp32 in the same window order and round once (kernels/pool_window.h).
 TEST(FamilyOpsParity, MaxPool) {
@@ -405,7 +549,10 @@ TEST(FamilyOpsParity, MaxPool) {
   for (DType dt : kFloatTypes)
     for (const P& p :
          {P{2, 112, 112, 64, {3, 2, 1}}, P{1, 7, 5, 3, {3, 2, 1}}, P{3, 6, 6, 17, {2, 2, 0}},
-          P{2, 9, 9, 8, {3, 1, 1}}, P{2, 10, 11, 5, {2, 3, 1}}}) {  // the last: inputs in no window
+          P{2, 9, 9, 8, {3, 1, 1}}, P{2, 10, 11, 5, {2, 3, 1}},  // that one: inputs in no window
+          // Fewer window rows than the kernel's: the native backward's cached winners of one
+          // image's rows must not serve the next image's.
+          P{3, 4, 5, 3, {3, 2, 1}}}) {
       const std::string what =
           fmt::format("{} {}x{}x{}x{} {}x{}/s{} pad {}", dtype_name(dt), p.n, p.h, p.w, p.c,
                       p.d.kernel, p.d.kernel, p.d.stride, p.d.pad);
@@ -529,6 +676,9 @@ TEST(FamilyOpsParity, PermuteBitExact) {
       // would reuse the first's reorder).
       {Shape{4, 4, 4}, {1, 2, 0, 0, 0}},
       {Shape{4, 4, 4}, {2, 0, 1, 0, 0}},
+      // Nothing to move: rows of no elements, and no rows.
+      {Shape{2, 3, 0}, {1, 0, 2, 0, 0}},
+      {Shape{0, 4}, {1, 0, 0, 0, 0}},
   };
   uint64_t seed = 5000;
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I32})
@@ -728,8 +878,10 @@ TEST(FamilyOpsParity, AttentionSoftmax) {
             for (int64_t b = 0; b < p.batch; ++b)
               for (int64_t i = 0; i < p.s; ++i)
                 for (int64_t j = i + 1; j < p.s; ++j)
-                  zeros = zeros && hdx[(b * p.s + i) * p.s + j] == 0.0f;
-            EXPECT_TRUE(zeros) << "masked gradients not exactly 0: " << what;
+                  zeros = zeros && hdx[(b * p.s + i) * p.s + j] == 0.0f &&
+                          !std::signbit(hdx[(b * p.s + i) * p.s + j]);
+            // +0 whatever the scale's sign, as the reference (not scale * 0 * (dy - dot)).
+            EXPECT_TRUE(zeros) << "masked gradients not exactly +0: " << what;
           }
           for (Pair* q : {&x, &y, &yy, &dy}) env.release(*q);
           if (!alias) env.release(dx);
