@@ -272,7 +272,8 @@ prepare() {
       [ "$kind" = graphs ] && extra=(--cuda-graphs)
       [ "$kind" = cudnn_pointwise ] && runner=(env MPBENCH_CUDNN_POINTWISE=1)
       [ "$kind" = cudnn_find ] && runner=(env MPBENCH_CUDNN_FIND=1)
-      cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
+      cmd=(${runner[@]+"${runner[@]}"} "$bin/mpbench" run "$a" --device "$mdev" --quiet
+           ${extra[@]+"${extra[@]}"} ${modes[$a]:-}
            ${epochs[@]+"${epochs[@]}"} --json "$scratch/${name}_$variant.json") ;;
     pytorch)
       # The exported dataset (8 GB for resnet50_conv3) goes after each config.
@@ -494,7 +495,9 @@ cat "$scratch/devices.txt" >>"$log"
 # mpbench's device: the GPU; on a dry run on the CPU, its native backend, or the reference where
 # this build has none (the sanitizer build). PyTorch's stays $dev.
 mdev=$dev
-if [ "$dev" = cpu ] && grep -q "native backend: none" "$scratch/devices.txt"; then mdev=reference; fi
+if [ "$dev" = cpu ] && grep -q "native backend: none" "$scratch/devices.txt"; then
+  mdev=reference
+fi
 
 # ---- the plan -----------------------------------------------------------------------------------
 name_of() { basename "$1" .json; }
