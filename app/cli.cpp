@@ -357,27 +357,37 @@ uint64_t parse_memory_size(const std::string& option, const std::string& given) 
   const std::string whole = number.substr(0, dot);
   std::string frac = dot == std::string::npos ? "" : number.substr(dot + 1);
   while (!frac.empty() && frac.back() == '0') frac.pop_back();
-  // Exactly, in integers: whole x unit + (frac / 10^digits) x unit, which must be whole bytes
-  // ("1.5B" is not 1 byte). 20 digits are beyond 2^64 bytes already; a fraction of more than 30
-  // digits is finer than a byte of any unit (2^-30 has 30).
+  // Exactly, in integers: whole x unit + (frac / 10^d) x unit, which must be whole bytes ("1.5B"
+  // is not 1 byte). 20 digits are beyond 2^64 bytes already; a fraction of more than 40 digits
+  // is finer than a byte of any unit (2^-40, a byte of a TiB, has 40). 10^40 is past 128 bits,
+  // so the fraction is reduced first: with unit = 2^u2 5^u5 x rest, frac / 10^d x unit is
+  // frac / (2^e2 5^e5) x unit_left, e2 = d - min(d, u2), e5 = d - min(d, u5). Whole bytes need
+  // frac divisible by that divisor, which has no factor 10 (the fraction's last digit is not 0):
+  // one of e2, e5 is 0, and the divisor at most 5^40 < 2^94.
   using U128 = unsigned __int128;
   if (whole.size() > 20) bad("");
-  if (frac.size() > 30) bad(" (whole bytes)");
-  U128 w = 0, f = 0, den = 1;
+  if (frac.size() > 40) bad(" (whole bytes)");
+  U128 w = 0;
   for (char c : whole) w = w * 10 + static_cast<unsigned>(c - '0');
+  const int d = static_cast<int>(frac.size());
+  int u2 = 0, u5 = 0;
+  uint64_t unit_left = unit;
+  while (u2 < d && unit_left % 2 == 0) unit_left /= 2, ++u2;
+  while (u5 < d && unit_left % 5 == 0) unit_left /= 5, ++u5;
+  const int e2 = d - u2, e5 = d - u5;
+  if (e2 > 0 && e5 > 0) bad(" (whole bytes)");
+  U128 divisor = 1;
+  for (int i = 0; i < e2; ++i) divisor *= 2;
+  for (int i = 0; i < e5; ++i) divisor *= 5;
+  U128 q = 0, r = 0;  // frac / divisor, digit by digit: r < divisor, so r x 10 + 9 fits
   for (char c : frac) {
-    f = f * 10 + static_cast<unsigned>(c - '0');
-    den *= 10;
+    r = r * 10 + static_cast<unsigned>(c - '0');
+    q = q * 10 + r / divisor;
+    r %= divisor;
   }
-  U128 a = den, b = unit;  // gcd
-  while (b != 0) {
-    const U128 r = a % b;
-    a = b;
-    b = r;
-  }
-  const U128 den_left = den / a, unit_left = static_cast<U128>(unit) / a;
-  if (f % den_left != 0) bad(" (whole bytes)");
-  const U128 bytes = w * unit + f / den_left * unit_left;
+  if (r != 0) bad(" (whole bytes)");
+  // q x unit_left < unit: the fraction is under one unit.
+  const U128 bytes = w * unit + q * unit_left;
   if (bytes < 1)  // a number of bytes, but no size: nothing fits in it
     throw_bad_input(
         fmt::format("{}: expected a size above 0 bytes, got '{}'", option, clip(given)));

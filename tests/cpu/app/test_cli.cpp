@@ -309,6 +309,31 @@ TEST_F(Cli, BadInputIsOneLineAndExitTwo) {
       {"bidi override in an argument", "frobnicate\xe2\x80\xae", "", "frobnicate\\u{202E}"},
       {"unknown option before a subcommand", "--versionx", "", "unknown option '--versionx'"},
       {"unknown short option before a subcommand", "-x run", "", "unknown option '-x'"},
+      // Each option's range at the value past its end (each was taken unchecked, or went on to
+      // do nothing: --multiple without --memory-limit, 0 threads).
+      {"inspect multiple without a limit", "inspect {spec} --multiple 8", kGood,
+       "--multiple requires --memory-limit"},
+      {"a bucket under 1 KiB", "run {spec} --bucket-mb 0.0009", kGood,
+       "--bucket-mb: Value 0.0009 not in range 1/1024 (1 KiB) to 65536"},
+      {"zero threads", "run {spec} --threads 0", kGood,
+       "--threads: Value 0 not in range 1 to 4096"},
+      {"maxbatch multiple past 2^20", "maxbatch {spec} --multiple 1048577", kGood,
+       "--multiple: Value 1048577 not in range 1 to 1048576"},
+      {"profile no top rows", "profile {spec} --top 0", kGood,
+       "--top: Value 0 not in range 1 to 100000"},
+      {"explain over 100 rounds", "explain {spec} --repeat 101", kGood,
+       "--repeat: Value 101 not in range 1 to 100"},
+      // --md names a file as --json does: '-q' is the option, not a file of that name.
+      {"a short option after --md", "run {spec} --md -q", kGood,
+       "--md: expected a value, got the option '-q' (a file of that name: ./-q)"},
+      {"a short option after --html", "report {spec} --html -q", kGood,
+       "--html: expected a value, got the option '-q'"},
+      {"a short option after --junit", "compare {spec} {spec} --junit -q", kGood,
+       "--junit: expected a value, got the option '-q'"},
+      {"a short option after --baseline", "compare {spec} --baseline -q", kGood,
+       "--baseline: expected a value, got the option '-q'"},
+      {"a short option after --scaling-baseline", "run {spec} --scaling-baseline -q", kGood,
+       "--scaling-baseline: expected a value, got the option '-q'"},
   };
   for (const auto& c : cases) {
     std::string args = c.args;
@@ -806,6 +831,35 @@ TEST(MemorySize, UnitsAndRefusals) {
     EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error) << bad;
 }
 
+// Numbers of more digits than the 128-bit arithmetic holds are refused before it wraps: 2^128 + 5
+// bytes is not 5 bytes, and a fraction of 39 digits whose 10^39 wraps to itself is not 1 byte.
+TEST(MemorySize, DigitsBeyondTheArithmeticAreRefused) {
+  using mpbench::parse_memory_size;
+  EXPECT_THROW(parse_memory_size("--m", "340282366920938463463374607431768211461"), mpbench::Error);
+  EXPECT_THROW(parse_memory_size("--m", "0.319435266158123073073250785136463577088B"),
+               mpbench::Error);
+}
+
+// A sweep's batch sizes: 1 to 2^20, a number of any length refused in the same words (not
+// thrown by the conversion as an internal error).
+TEST(BatchSizes, FromOneTo2To20) {
+  using mpbench::parse_batch_sizes;
+  EXPECT_EQ(parse_batch_sizes("--b", "1,1048576"), (std::vector<int64_t>{1, 1048576}));
+  for (const char* bad : {"1048577", "99999999", "99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    try {
+      parse_batch_sizes("--batch-sizes", bad);
+      ADD_FAILURE() << "taken";
+    } catch (const mpbench::Error& e) {
+      EXPECT_EQ(e.kind(), mpbench::ErrorKind::BadInput);
+      EXPECT_EQ(std::string(e.what()),
+                std::string("--batch-sizes: expected batch sizes from 1 to 1048576 separated by "
+                            "commas, got '") +
+                    bad + "'");
+    }
+  }
+}
+
 // Sizes are computed exactly, in whole bytes: a fraction of a byte is bad input, never rounded
 // down ("1.5B" was 1 byte), and the number is plain decimal.
 TEST(MemorySize, WholeBytesExactly) {
@@ -818,9 +872,17 @@ TEST(MemorySize, WholeBytesExactly) {
   EXPECT_EQ(parse_memory_size("--m", "0.000000001GB"), 1u);
   EXPECT_EQ(parse_memory_size("--m", "18446744073709551615"), UINT64_MAX);
   EXPECT_EQ(parse_memory_size("--m", "2B"), 2u);
+  // A TiB's fractions take up to 40 digits (2^-40 TiB is a byte), past 10^38 in 128 bits: the 31
+  // digits of 2^-31 TiB were refused as '(whole bytes)'.
+  EXPECT_EQ(parse_memory_size("--m", "0.0000000004656612873077392578125TiB"), 512u);
+  EXPECT_EQ(parse_memory_size("--m", "0.0000000000009094947017729282379150390625TiB"), 1u);
+  EXPECT_EQ(parse_memory_size("--m", "1.0000000000009094947017729282379150390625TiB"),
+            (uint64_t{1} << 40) + 1);
   for (const char* bad :
        {"1.5B", "0.5B", "1.0001KB", "0.0000000001GB", "0.001KiB", "010GiB", ".5GiB", "5.GiB",
-        "0x10", "0x10MiB", "+5GiB", "18446744073709551616", "17179869184GiB", "1.5 B", "1. 5GiB"}) {
+        "0x10", "0x10MiB", "+5GiB", "18446744073709551616", "17179869184GiB", "1.5 B", "1. 5GiB",
+        "0.00000000000045474735088646411895751953125TiB",  // half a byte, 41 digits
+        "0.0000000000009094947017729282379150390624TiB", "0.0000000000001TB"}) {
     SCOPED_TRACE(bad);
     EXPECT_THROW(parse_memory_size("--m", bad), mpbench::Error);
   }

@@ -468,5 +468,42 @@ TEST_F(Idx, HugeDimsWithNoImagesDoNotOverflow) {
   expect_error(spec(), "images are 4294967295x4294967295 = 18446744065119617025 pixels");
 }
 
+// Bytes past the header's labels are trailing data, as past its images: the file is another set's.
+TEST_F(Idx, TrailingBytesAfterTheLabelsAreRefused) {
+  write("tl", idx_labels(20, 5) + "x");
+  EXPECT_EQ(error_of(spec()), "data.train_labels: " + path("tl") +
+                                  ": trailing data: the header says 20 labels (28 bytes with the "
+                                  "header), the file has 29 bytes");
+}
+
+// Each mismatch names the key of the file that is wrong: the images' size is the images' key,
+// a label count that is not the images' the labels' key, in either split.
+TEST_F(Idx, EachMismatchNamesTheKeyOfTheFileAtFault) {
+  EXPECT_EQ(error_of(spec(), 784), "data.train_images: " + path("ti") +
+                                       ": images are 3x4 = 12 pixels, but model.input_dim is 784");
+  write("el", idx_labels(7, 5));
+  EXPECT_EQ(error_of(spec()),
+            "data.eval_labels: " + path("el") + ": 7 labels, but " + path("ei") + " has 8 images");
+}
+
+// The magic is all four bytes: two zero bytes, the type (0x08, unsigned bytes) and the number of
+// dims. A file whose first two bytes are not zero is no idx file, whatever its last two say.
+TEST_F(Idx, TheMagicsFirstTwoBytesAreZero) {
+  write("ti", idx_images(20, 3, 4, 0xffff0803u));
+  expect_error(spec(), "data.train_images: " + path("ti") +
+                           ": not an idx image file: magic 0xffff0803, expected 0x00000803");
+  write("ti", idx_images(20, 3, 4));
+  write("el", idx_labels(8, 5, 0x00010801u));
+  expect_error(spec(), "data.eval_labels: " + path("el") +
+                           ": not an idx label file: magic 0x00010801, expected 0x00000801");
+}
+
+// More labels than images is a mismatch as fewer are: one of the files is another set's.
+TEST_F(Idx, MoreLabelsThanImagesIsRefused) {
+  write("tl", idx_labels(21, 5));
+  EXPECT_EQ(error_of(spec()), "data.train_labels: " + path("tl") + ": 21 labels, but " +
+                                  path("ti") + " has 20 images");
+}
+
 }  // namespace
 }  // namespace mpbench

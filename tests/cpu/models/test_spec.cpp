@@ -833,6 +833,247 @@ TEST(Spec, UserTextInMessagesIsCut) {
   EXPECT_NE(multi.find(std::string(199, 'k') + "...: unknown key"), std::string::npos) << multi;
 }
 
+// Every limit is inclusive: the value at the limit is taken and the next one refused, naming the
+// key. (A limit checked with >= where > is meant, or one off, refused a good spec or let the next
+// value through, and no case sat at a limit.)
+TEST(Spec, EachLimitTakesItsOwnValueAndRefusesTheNext) {
+  const auto at = [](const std::function<void(json&)>& edit) {
+    return mutate([&](json& j) {
+      // Small inputs, so that a large count of samples stays within the data limit.
+      j["model"] = {
+          {"type", "mlp"}, {"input_dim", 16}, {"hidden", json::array()}, {"num_classes", 10}};
+      j.erase("fp32_layers");
+      edit(j);
+    });
+  };
+  EXPECT_EQ(error_of(at([](json& j) { j["data"]["train_samples"] = 1 << 26; })), "");
+  expect_bad(at([](json& j) { j["data"]["train_samples"] = (1 << 26) + 1; }),
+             "x.json: data.train_samples: expected a positive integer <= 67108864, got 67108865");
+  EXPECT_EQ(error_of(at([](json& j) { j["data"]["eval_samples"] = 1 << 26; })), "");
+  expect_bad(at([](json& j) { j["data"]["eval_samples"] = (1 << 26) + 1; }),
+             "x.json: data.eval_samples: expected a positive integer <= 67108864, got 67108865");
+  EXPECT_EQ(error_of(at([](json& j) { j["train"]["warmup_steps"] = 1 << 30; })), "");
+  expect_bad(at([](json& j) { j["train"]["warmup_steps"] = (1 << 30) + 1; }),
+             "x.json: train.warmup_steps: expected a non-negative integer <= 1073741824, got "
+             "1073741825");
+  EXPECT_EQ(error_of(at([](json& j) { j["train"]["epochs"] = 10000; })), "");
+  EXPECT_EQ(error_of(at([](json& j) { j["loss_scale"]["growth_interval"] = 1 << 30; })), "");
+  expect_bad(at([](json& j) { j["loss_scale"]["growth_interval"] = (1 << 30) + 1; }),
+             "x.json: loss_scale.growth_interval: expected a positive integer <= 1073741824");
+  EXPECT_EQ(error_of(at([](json& j) {
+              j["fp8"] = {{"amax_history_len", 65536}, {"margin", 32}};
+            })),
+            "");
+  expect_bad(at([](json& j) {
+               j["fp8"] = {{"amax_history_len", 65537}};
+             }),
+             "x.json: fp8.amax_history_len: expected a positive integer <= 65536, got 65537");
+  expect_bad(at([](json& j) {
+               j["fp8"] = {{"margin", 33}};
+             }),
+             "x.json: fp8.margin: expected a non-negative integer <= 32, got 33");
+  // A model's name: 128 characters, not 129, of letters, digits, '_', '-' and '.'.
+  EXPECT_EQ(error_of(at([](json& j) { j["name"] = std::string(128, 'n'); })), "");
+  EXPECT_EQ(error_of(at([](json& j) { j["name"] = "resnet50.v1_5-b"; })), "");
+  expect_bad(at([](json& j) { j["name"] = std::string(129, 'n'); }),
+             "x.json: name: expected 1 to 128 letters");
+}
+
+// The size caps of check_sizes at their value exactly: 2^36 parameters, 2^38 activation elements
+// per step and 2^32 input values are each taken, one more refused naming its key. The footprint
+// is asserted first, so that the spec is known to sit at the limit.
+TEST(Spec, SizeCapsTakeTheirOwnValueExactly) {
+  const auto mlp = [](int64_t input_dim, std::vector<int64_t> hidden, int64_t classes,
+                      int64_t batch, int64_t train, int64_t eval) {
+    // idx data: no synthetic prototype table, whose own cap would come first; parsing opens no
+    // file.
+    json j = {
+        {"name", "cap"},
+        {"model",
+         {{"type", "mlp"}, {"input_dim", input_dim}, {"hidden", hidden}, {"num_classes", classes}}},
+        {"data",
+         {{"type", "idx"},
+          {"train_samples", train},
+          {"eval_samples", eval},
+          {"train_images", "a"},
+          {"train_labels", "b"},
+          {"eval_images", "c"},
+          {"eval_labels", "d"}}},
+        {"train", {{"batch_size", batch}}}};
+    return j.dump();
+  };
+  const auto footprint = [](const std::string& text) {
+    const ModelSpec m = parse_spec(text, "x.json").model;
+    return family_of(m).footprint(m);
+  };
+  // Parameters: (2^20 - 1) inputs + 1 bias, times 2^16 classes = 2^36.
+  const std::string params = mlp((1 << 20) - 1, {}, 1 << 16, 1, 1, 1);
+  ASSERT_EQ(footprint(params).params, 68719476736.0);
+  expect_bad(mlp(1 << 20, {}, 1 << 16, 1, 1, 1),
+             "x.json: model: expected at most 68719476736 parameters, got 68719542272");
+  // Activations: 2 inputs, 524285 hidden and 2 classes (each pre- and post-activation) are 2^20
+  // per sample; at batch 2^18, 2^38.
+  const std::string acts = mlp(2, {524285}, 2, 1 << 18, 1 << 18, 1);
+  ASSERT_EQ(footprint(acts).activations_per_sample * (1 << 18), 274877906944.0);
+  expect_bad(mlp(2, {524285}, 2, (1 << 18) + 1, (1 << 18) + 1, 1),
+             "x.json: train.batch_size: expected at most 274877906944 activation elements per "
+             "step, got 274878955520");
+  // Input values: 65535 + 1 samples of 65536 = 2^32.
+  EXPECT_EQ(error_of(mlp(65536, {}, 2, 1, 65535, 1)), "");
+  expect_bad(mlp(65536, {}, 2, 1, 65536, 1),
+             "x.json: data: expected at most 4294967296 input values in memory, got 4295032832");
+}
+
+// A loss-scale factor exactly 2^-24 from 1 is refused like those nearer: a power-of-two scale
+// times 1 + 2^-24 is a tie that rounds back to the scale (to even), so the scale would never
+// grow. 2^-23 away is taken.
+TEST(Spec, ALossScaleFactorTwoToTheMinus24FromOneIsRefused) {
+  expect_bad(mutate([](json& j) { j["loss_scale"]["growth_factor"] = 1.0 + 0x1p-24; }),
+             "x.json: loss_scale.growth_factor: expected a factor more than 2^-24 from 1");
+  expect_bad(mutate([](json& j) { j["loss_scale"]["backoff_factor"] = 1.0 - 0x1p-24; }),
+             "x.json: loss_scale.backoff_factor: expected a factor more than 2^-24 from 1");
+  EXPECT_EQ(error_of(mutate([](json& j) {
+              j["loss_scale"]["growth_factor"] = 1.0 + 0x1p-23;
+              j["loss_scale"]["backoff_factor"] = 1.0 - 0x1p-23;
+            })),
+            "");
+  // The tie itself, in fp32: 65536 * (1 + 2^-24) is 65536 again.
+  EXPECT_EQ(static_cast<float>(65536.0 * (1.0 + 0x1p-24)), 65536.0f);
+}
+
+// resnet_bottleneck's limits at their value: 4096x4096 images are taken, the imagenet stem takes
+// 7x7 and refuses 6x6, and a network takes 1024 stages and 1024 blocks over them, not one more.
+TEST(Spec, ResnetLimitsTakeTheirOwnValue) {
+  const auto resnet = [](int image_size, const std::string& rest) {
+    return fmt::format(R"({{"name": "r", "model": {{"type": "resnet_bottleneck",
+        "image_size": {}, "in_channels": 1, "num_classes": 2, {}}},
+        "data": {{"train_samples": 2, "eval_samples": 1}}, "train": {{"batch_size": 2}}}})",
+                       image_size, rest);
+  };
+  const std::string one_stage = R"("width": 1, "out_channels": 1, "blocks": 1)";
+  EXPECT_EQ(error_of(resnet(7, R"("stem": "imagenet", )" + one_stage)), "");
+  expect_bad(resnet(6, R"("stem": "imagenet", )" + one_stage),
+             "x.json: model.image_size: expected at least 7 with the imagenet stem");
+  EXPECT_EQ(error_of(resnet(4096, one_stage)), "");
+  expect_bad(resnet(4097, one_stage),
+             "x.json: model.image_size: expected a positive integer <= 4096, got 4097");
+  const auto stages = [](int n, int blocks_each) {
+    std::string s = R"("stages": [)";
+    for (int i = 0; i < n; ++i)
+      s += fmt::format(R"({}{{"blocks": {}, "width": 1, "out_channels": 1}})", i ? ", " : "",
+                       blocks_each);
+    return s + "]";
+  };
+  EXPECT_EQ(error_of(resnet(2, stages(1024, 1))), "");
+  expect_bad(resnet(2, stages(1025, 1)), "x.json: model.stages: expected 1 to 1024 stages");
+  EXPECT_EQ(error_of(resnet(2, stages(2, 512))), "");
+  expect_bad(resnet(2, R"("stages": [{"blocks": 512, "width": 1, "out_channels": 1},
+                                     {"blocks": 513, "width": 1, "out_channels": 1}])"),
+             "x.json: model.stages[1].blocks: expected at most 1024 blocks over all stages, got "
+             "1025 by this stage");
+}
+
+// The batchnorm rule (batch x the last stage's side^2 >= 2) counts the imagenet stem's two
+// halvings: 8x8 images are 2x2 after the stem and 1x1 after a stride-2 stage, one value per
+// channel at batch 1.
+TEST(Spec, TheBatchnormRuleCountsTheStemsHalvings) {
+  const auto spec = [](int batch) {
+    return fmt::format(R"({{"name": "r", "model": {{"type": "resnet_bottleneck", "image_size": 8,
+        "in_channels": 1, "num_classes": 2, "stem": "imagenet", "stem_channels": 1, "width": 1,
+        "out_channels": 1, "blocks": 1, "stride": 2}},
+        "data": {{"train_samples": 4, "eval_samples": 1}}, "train": {{"batch_size": {}}}}})",
+                       batch);
+  };
+  expect_bad(spec(1),
+             "x.json: train.batch_size: expected batch_size x (the last stage's image side)^2 >= "
+             "2 (batchnorm needs more than one value per channel), got 1 x 1^2");
+  EXPECT_EQ(error_of(spec(2)), "");
+}
+
+// A transformer takes 1024 heads, not 1025, and a vocabulary of 2 tokens, not 1.
+TEST(Spec, TransformerLimitsTakeTheirOwnValue) {
+  const auto spec = [](int d_model, int heads, int vocab) {
+    return fmt::format(R"({{"name": "t", "model": {{"type": "transformer", "d_model": {},
+        "heads": {}, "ffn_dim": 4, "seq_len": 2, "layers": 1, "vocab_size": {}}},
+        "data": {{"train_samples": 4, "eval_samples": 1}}, "train": {{"batch_size": 2}}}})",
+                       d_model, heads, vocab);
+  };
+  EXPECT_EQ(error_of(spec(1024, 1024, 2)), "");
+  expect_bad(spec(2050, 1025, 2),
+             "x.json: model.heads: expected a positive integer <= 1024, got 1025");
+  expect_bad(spec(8, 2, 1), "x.json: model.vocab_size: expected an integer in [2, 1048576], got 1");
+}
+
+// An mlp takes 1024 hidden layers, not 1025.
+TEST(Spec, AnMlpTakes1024HiddenLayers) {
+  EXPECT_EQ(error_of(mutate([](json& j) { j["model"]["hidden"] = std::vector<int>(1024, 1); })),
+            "");
+  expect_bad(mutate([](json& j) { j["model"]["hidden"] = std::vector<int>(1025, 1); }),
+             "x.json: model.hidden: expected a list of at most 1024 positive integers (may be "
+             "empty), got 1025 entries");
+}
+
+// A value quoted into a message is cut at 60 characters too, as a key is: a 100 KB string where a
+// number belongs is not echoed whole.
+TEST(Spec, ValuesInMessagesAreCut) {
+  const std::string msg =
+      error_of(mutate([](json& j) { j["model"]["input_dim"] = std::string(100000, 'v'); }));
+  EXPECT_NE(msg.find("x.json: model.input_dim: expected a positive integer <= 1048576, got \"" +
+                     std::string(56, 'v') + "..."),
+            std::string::npos)
+      << msg.substr(0, 300);
+  EXPECT_LT(msg.size(), 200u);
+  // 60 characters are said whole.
+  const std::string sixty = std::string(58, 'v');
+  EXPECT_NE(error_of(mutate([&](json& j) {
+              j["model"]["input_dim"] = sixty;
+            })).find("got \"" + sixty + "\""),
+            std::string::npos);
+}
+
+// A pseudo-file that says 0 bytes and has more than the limit is refused when its reading passes
+// the limit (the byte past it is read to know), never cut to the limit and taken.
+TEST(Spec, APseudoFileLongerThanTheLimitIsRefused) {
+  const std::string smaps = "/proc/self/smaps";
+  ASSERT_GT(read_input_file(smaps, "file", kMaxSpecFileBytes).size(), 8193u);
+  try {
+    const std::string got = read_input_file(smaps, "file", 8192);
+    ADD_FAILURE() << "read " << got.size() << " bytes of a file over the 8192 allowed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_NE(std::string(e.what()).find(smaps + ": cannot read file: more than the"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A value of the wrong JSON type where a name is chosen, or where a result file's "kind" would
+// be, is the spec's one-line refusal, not the JSON library's exception (an internal error).
+TEST(Spec, AValueOfAnotherTypeIsRefusedNotThrown) {
+  expect_bad(mutate([](json& j) { j["model"]["type"] = 5; }),
+             "x.json: model.type: expected one of \"mlp\", \"resnet_bottleneck\", "
+             "\"transformer\", got 5");
+  expect_bad(mutate([](json& j) { j["model"]["activation"] = json::array(); }),
+             "x.json: model.activation: expected one of \"relu\", \"gelu\", \"none\", got []");
+  expect_bad(mutate([](json& j) {
+               j["fp8"] = {{"amax_compute", false}};
+             }),
+             "x.json: fp8.amax_compute: expected one of \"max\", \"most_recent\", got false");
+  // Not a result file: its "kind" is no string, so its keys are unknown ones.
+  expect_bad(R"({"schema_version": 1, "kind": 5, "name": "t"})", "x.json: kind: unknown key");
+}
+
+// An empty path is said as such, not as a file "" that is not there.
+TEST(Spec, AnEmptyPathIsSaidToBeEmpty) {
+  try {
+    load_spec("");
+    ADD_FAILURE() << "an empty path was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+    EXPECT_EQ(std::string(e.what()), "(empty path): cannot read spec: expected a file name");
+  }
+}
+
 }  // namespace
 }  // namespace mpbench
 
