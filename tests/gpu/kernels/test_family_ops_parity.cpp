@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
-#include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <random>
@@ -429,27 +427,17 @@ TEST(FamilyOpsParity, BatchNormBackwardMaskBlocksAZeroReluOutputNotANaN) {
   }
 }
 
-// Whether ONEDNN_MAX_CPU_ISA caps oneDNN below AVX512-BF16 (ctest's native_AVX2.* tests).
-bool isa_capped_below_avx512_bf16() {
-  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
-  if (!cap) return false;
-  std::string name(cap);
-  for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  for (const char* below : {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_CORE", "AVX512_CORE_VNNI"})
-    if (name == below) return true;
-  return false;
-}
-
 // bf16 outputs below fp32's normal range (gamma 1e-39) are kept, as the reference keeps them.
 // The CPU's own VCVTNEPS2BF16 would flush them to 0 (kernels/onednn/parallel.h): the native CPU
-// takes it only where oneDNN's ISA has AVX512-BF16, so under a cap below that (ctest runs this
-// test under ONEDNN_MAX_CPU_ISA=AVX2) no y may be 0; uncapped it may be, and this says nothing.
-TEST(FamilyOpsParity, BatchNormKeepsBf16DenormalsUnderAnIsaCapBelowAvx512Bf16) {
+// takes it only where oneDNN's ISA has AVX512-BF16, its bf16 GEMMs "native". Elsewhere (a CPU
+// without it, or a cap below it: ctest runs this test under ONEDNN_MAX_CPU_ISA=AVX2) no y may be
+// 0; with it, it may be, and this says nothing.
+TEST(FamilyOpsParity, BatchNormKeepsBf16DenormalsWithoutTheCpusBf16Instructions) {
   SKIP_WITHOUT_DEVICE();
-  if (!test::kNativeCpuUnderTest) GTEST_SKIP() << "a question of the native CPU's ISA cap";
-  if (!isa_capped_below_avx512_bf16())
-    GTEST_SKIP() << "uncapped, the native CPU may convert with the CPU's flushing instruction";
+  if (!test::kNativeCpuUnderTest) GTEST_SKIP() << "a question of the native CPU's ISA";
   Env env;
+  if (env.dut->info().bf16_gemm == "native")
+    GTEST_SKIP() << "AVX512-BF16: the native CPU may convert with the CPU's flushing instruction";
   const int64_t c = 21;
   const Shape s{40, c};
   Pair x = env.random(s, DType::BF16, 9500);
