@@ -144,6 +144,7 @@ trap 'rm -rf "$scratch"; [ "$tmpd" = "$out" ] || rm -rf "$tmpd"' EXIT
 s_kind=() s_arg=() s_label=() s_limit=() s_need=() s_status=() s_secs=()
 off=""         # what the knobs or the machine leave out, for the summary
 build_note=""  # the build under test
+build_src=""   # its source hash's first 12 digits, where it is a carry that records one
 phase=" before the steps began"  # for the summary of a signal that comes before them
 step_pid=""    # the running step (or the setup's command), which a signal stops
 # A setup command (the carry's check, the build) in the background and waited for, as the steps
@@ -416,6 +417,7 @@ if [ -f "$carry/bins.tar.xz" ]; then
     if [ -x "$scratch/carried/mpbench" ] &&
        waited timeout 30 "$scratch/carried/mpbench" --version >>"$log" 2>&1; then
       bin="$scratch/carried"
+      build_src=${want:0:12}
       build_note="carried build of ${built_from:-?} (source ${want:0:12}, matches this tree):"
       build_note+=" $("$bin/mpbench" --version)"
     else
@@ -706,11 +708,10 @@ for f in ${MPBENCH_CHECK_DONE:-}; do
     continue
   fi
   then_src=$(sed -n 's/^build: .*(source \([0-9a-f]\{12\}\).*/\1/p' "$f" | head -1)
-  now_src=$(sed -n 's/.*(source \([0-9a-f]\{12\}\).*/\1/p' <<<"$build_note" | head -1)
   same_build=1
-  if [ -n "$then_src" ] && [ "$then_src" != "${now_src:-?}" ]; then
+  if [ -n "$then_src" ] && [ "$then_src" != "${build_src:-?}" ]; then
     same_build=0
-    say "$f: another build (source $then_src, this one ${now_src:-not a carry}): its failed" \
+    say "$f: another build (source $then_src, this one ${build_src:-not a carry}): its failed" \
       "steps run again"
   fi
   re='^  (done earlier \()?(ok|FAILED rc=[0-9]+)\)? +([0-9]+)  (.+)$'
