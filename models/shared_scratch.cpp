@@ -30,14 +30,19 @@ void SharedScratch::need_in_all(int slot, int64_t bytes, MemCategory cat) {
 
 void SharedScratch::allocate(TrackingAllocator& alloc, int64_t batch) {
   if (owner_ == &alloc && batch_ == batch) return;
+  // Another batch's buffers go back to their allocator first; another allocator's are its own to
+  // release (release_all, or its end).
+  const bool same = owner_ == &alloc;
   owner_ = &alloc;
-  batch_ = batch;
+  batch_ = -1;  // until every slot is there: a refusal below leaves the next call to start afresh
   for (Slot& s : slots_) {
+    if (same && s.buf.defined()) alloc.release(s.buf);
     s.buf = Tensor{};
     if (s.bytes == 0) continue;
     const int64_t bytes = s.per_sample ? s.bytes * batch : s.bytes;
     s.buf = alloc.alloc(Shape{(bytes + 3) / 4}, DType::F32, s.cat);
   }
+  batch_ = batch;
 }
 
 void GrowingScratch::reserve(TrackingAllocator& alloc, int slot, int64_t bytes, MemCategory cat) {

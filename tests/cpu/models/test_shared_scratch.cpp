@@ -32,12 +32,37 @@ TEST_F(SharedScratchTest, EachSlotTakesItsLargestNeedOnceForTheBatch) {
   EXPECT_EQ(s.whole(1, DType::F32).numel(), 250);
   EXPECT_THROW(s.view(0, Shape{201}, DType::F32), Error);
   EXPECT_THROW(s.view(2, Shape{1}, DType::F32), Error);
-  // Another batch with the same allocator sizes the slots again.
+  // Another batch with the same allocator sizes the slots again, giving the last ones back.
   s.allocate(alloc, 16);
   EXPECT_EQ(s.whole(0, DType::F32).numel(), 400);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 1600u);
+  EXPECT_EQ(alloc.current(MemCategory::Gradients), 1000u);
   // A smaller one too: the slots are this batch's, not the largest batch's so far.
   s.allocate(alloc, 4);
   EXPECT_EQ(s.whole(0, DType::F32).numel(), 100);
+  EXPECT_EQ(alloc.current(MemCategory::Activations), 400u);
+}
+
+// A refusal part way through leaves no slot of the old batch and no half-made new one: the next
+// allocation, of the same batch with room, starts afresh and holds exactly that batch's slots.
+TEST_F(SharedScratchTest, ARefusedAllocationIsMadeWholeByTheNext) {
+  SharedScratch s(2);
+  s.need_per_sample(0, 100);
+  s.need_per_sample(1, 100);
+  TrackingAllocator limited(*be);
+  limited.set_limit(1300);
+  s.allocate(limited, 4);  // 800 bytes
+  try {
+    s.allocate(limited, 8);  // slot 0's 800 fit once its 400 are back, slot 1's 800 then do not
+    ADD_FAILURE() << "1600 bytes fitted a limit of 1300";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.is_oom()) << e.what();
+  }
+  EXPECT_EQ(limited.current(MemCategory::Activations), 800u);  // slot 0's, slot 1's given back
+  limited.set_limit(2000);
+  s.allocate(limited, 8);
+  EXPECT_EQ(limited.current(MemCategory::Activations), 1600u);
+  EXPECT_EQ(s.whole(1, DType::F32).numel(), 200);
 }
 
 // A slot's bytes round up to whole fp32 words, never down: 10 bytes a sample at batch 3 are 30
