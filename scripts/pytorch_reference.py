@@ -944,6 +944,15 @@ def empty_run(spec, mode, device, train_size):
     }
 
 
+def epoch_train_loss(losses, skip):
+    """mpbench's rule (train/trainer.cpp, epoch_train_loss): the mean of an epoch's step losses,
+    leaving out a step the scaler skipped with a non-finite loss (it changed no weight); none
+    left is NaN (diverged)."""
+    losses = losses.double()
+    kept = losses[~((skip != 0) & ~torch.isfinite(losses))]
+    return kept.mean().item() if kept.numel() else math.nan
+
+
 def time_stats(xs):
     if not xs:
         return {"median": 0.0, "mean": 0.0, "stddev": 0.0, "cv": 0.0, "min": 0.0, "max": 0.0}
@@ -1134,11 +1143,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         loss_sum, correct, n = evaluate()
         t1 = Timer(cuda).record()
         eval_ms = t0.elapsed(t1)
-        # mpbench's rule (epoch_train_loss): a step the scaler skipped with a non-finite loss
-        # changed no weight and is left out; none left is NaN (diverged).
-        losses = series["loss"][first:g].double()
-        kept = losses[~((series["skip"][first:g] != 0) & ~torch.isfinite(losses))]
-        train_loss = kept.mean().item() if kept.numel() else math.nan
+        train_loss = epoch_train_loss(series["loss"][first:g], series["skip"][first:g])
         e = {"time_ms": time_ms, "eval_time_ms": eval_ms, "train_loss": train_loss,
              "eval_loss": loss_sum.item() / n, "eval_accuracy": correct.item() / n,
              "steps": steps_per_epoch}

@@ -371,7 +371,13 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "s.allocate(1)\n"
       "s.cast(torch.tensor([1.0, math.nan, -3.0]), 'e5m2', i, True)\n"
       "s.update(0)\n"
-      "print(s.series['e5m2'][0][0, i].item(), s.scale['e5m2'][i * s.STRIDE].item())\n";
+      "print(s.series['e5m2'][0][0, i].item(), s.scale['e5m2'][i * s.STRIDE].item())\n"
+      // The epoch's train loss, as tests/cpu/train/test_trainer.cpp holds mpbench's.
+      "t = lambda *v: torch.tensor(v)\n"
+      "inf = math.inf\n"
+      "print(pr.epoch_train_loss(t(1.0, inf, 4.0, 5.0), t(0, 1, 1, 0)),\n"
+      "      pr.epoch_train_loss(t(1.0, math.nan, 2.0), t(0, 1, 0)),\n"
+      "      pr.epoch_train_loss(t(1.0, inf), t(0, 0)), pr.epoch_train_loss(t(inf, inf), t(1, 1)))\n";
   write("rules.py", code);
   const auto r =
       mpbench::test::run_shell("PYTHONPATH=" + std::string(MPBENCH_SOURCE_DIR) + "/scripts " +
@@ -383,7 +389,7 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
     GTEST_SKIP() << "this torch has no FP8 dtypes: " << r.err;
   ASSERT_EQ(r.code, 0) << r.err;
   // 57344 / 3 in float32.
-  EXPECT_EQ(r.out, rates + "3.0 19114.666015625\n");
+  EXPECT_EQ(r.out, rates + "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n");
 }
 
 // amp_fp16's dynamic loss scaling is GradScaler's step by step: from a scale of 2^30 that
