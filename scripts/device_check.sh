@@ -147,16 +147,20 @@ build_note=""  # the build under test
 build_src=""   # its source hash's first 12 digits, where it is a carry that records one
 phase=" before the steps began"  # for the summary of a signal that comes before them
 step_pid=""    # the running step (or the setup's command), which a signal stops
-# A setup command (the carry's check, the build) in the background and waited for, as the steps
-# are, so that a signal stops it at once: bash runs a trap only after a foreground command ends.
-waited() {
+# Commands (the setup's, the steps) run in the background and are waited for, so that a signal
+# stops them at once: bash runs a trap only after a foreground command ends. started sets
+# step_pid, which the signal handler stops; finished waits for it and returns its code.
+started() {
   "$@" 3>&- 4>&- &
   step_pid=$!
+}
+finished() {
   wait "$step_pid"
   local rc=$?
   step_pid=""
   return "$rc"
 }
+waited() { started "$@" && finished; }
 
 # ---- merging as the run goes --------------------------------------------------------------------
 # JSON files into one merged file in OUTDIR, keyed by file name: the merged file is read, the new
@@ -753,16 +757,14 @@ for i in "${!s_kind[@]}"; do
   (( room < lim )) && lim=$room
   prepare "${s_kind[i]}" "${s_arg[i]}"
   step_t0=$(date +%s)
-  # In the background and waited for, so that a signal is handled at once, not after the step.
-  timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null 3>&- 4>&- &
-  step_pid=$! cur=$i
+  started timeout -k "$grace" "$lim" "${cmd[@]}" >"$o" 2>&1 </dev/null
+  cur=$i
   s_status[i]="running (limit $lim s)"
   echo "[device_check] started ${s_label[i]}, limit $lim s" >>"$log"
   # Only now: a signal that follows the summary's "running" finds the step's pid to stop.
   write_summary
-  wait "$step_pid"
+  finished
   rc=$?
-  step_pid=""
   s_secs[i]=$(( $(date +%s) - step_t0 ))
   case $rc in
     0) s_status[i]="ok" ;;
