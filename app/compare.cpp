@@ -485,26 +485,38 @@ std::string one_baseline_note(const Comparison& c) {
          "as a CI performance gate': three baseline files)";
 }
 
-// Rows judged slower whose current runs' own epochs varied past kNoisyCv (run_flags' "noisy"): a
-// busy runner slows a run as a regression does, and the epochs' spread is the sign of it that the
-// current file carries (an empirical QA: a busy core's runs were flagged, and compare said
-// nothing).
-std::string noisy_current_note(const Comparison& c, const Report& current) {
-  std::vector<std::string> rows;
-  for (const CompareRow& r : c.rows) {
-    if (std::find(r.regressions.begin(), r.regressions.end(), "time") == r.regressions.end())
-      continue;
-    const bool noisy = std::any_of(r.current_runs.begin(), r.current_runs.end(), [&](auto* run) {
-      const std::vector<std::string> f = run_flags(*run, current.runs);
-      return std::find(f.begin(), f.end(), "noisy") != f.end();
-    });
-    if (noisy) rows.push_back(r.model + " " + r.precision);
-  }
-  if (rows.empty()) return "";
-  return fmt::format(
-      "note: {} slower in time with noisy epochs in the current file (their spread over {:.0f}%): "
-      "a busy runner slows a run as a regression does; run the job again before trusting it",
-      fmt::join(rows, ", "), 100 * kNoisyCv);
+// Rows judged slower whose current runs carry a sign of a busy runner, which slows a run as a
+// regression does: their own epochs varied past kNoisyCv (run_flags' "noisy"; an empirical QA: a
+// busy core's runs were flagged, and compare said nothing), or other processes took CPUs their
+// threads needed ("busy"), which can slow a run steadily, its epochs as even as a quiet run's.
+std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& current) {
+  auto slower_with = [&](const char* flag) {
+    std::vector<std::string> rows;
+    for (const CompareRow& r : c.rows) {
+      if (std::find(r.regressions.begin(), r.regressions.end(), "time") == r.regressions.end())
+        continue;
+      const bool has = std::any_of(r.current_runs.begin(), r.current_runs.end(), [&](auto* run) {
+        const std::vector<std::string> f = run_flags(*run, current.runs);
+        return std::find(f.begin(), f.end(), flag) != f.end();
+      });
+      if (has) rows.push_back(r.model + " " + r.precision);
+    }
+    return rows;
+  };
+  std::vector<std::string> out;
+  const char* run_again =
+      "a busy runner slows a run as a regression does; run the job again before trusting it";
+  if (const auto rows = slower_with("noisy"); !rows.empty())
+    out.push_back(fmt::format(
+        "note: {} slower in time with noisy epochs in the current file (their spread over "
+        "{:.0f}%): {}",
+        fmt::join(rows, ", "), 100 * kNoisyCv, run_again));
+  if (const auto rows = slower_with("busy"); !rows.empty())
+    out.push_back(fmt::format(
+        "note: {} slower in time, measured while other processes kept busy CPUs that the current "
+        "run's threads needed (its host_load): {}",
+        fmt::join(rows, ", "), run_again));
+  return out;
 }
 
 // A --memory-limit that differs between the files (env.memory_limit_bytes; a file from before it
@@ -635,7 +647,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
   if (const std::string n = one_baseline_note(out); !n.empty()) out.notes.push_back(n);
   if (const std::string n = memory_limit_note(baselines, current); !n.empty())
     out.notes.push_back(n);
-  if (const std::string n = noisy_current_note(out, current); !n.empty()) out.notes.push_back(n);
+  for (std::string& n : busy_runner_notes(out, current)) out.notes.push_back(std::move(n));
   if (out.regressions > 0)
     out.exit_code = 1;
   else if (out.matched == 0 || out.spec_changed > 0 || (options.strict && out.blocking > 0))

@@ -45,7 +45,9 @@ How it mirrors mpbench (train/trainer.cpp):
     initial weights have no counterpart here), the last partial batch dropped. warmup_steps steps (on the first batches) run
     first, outside any timing. Each epoch is timed with events around its training steps only;
     evaluation (every eval row, last partial batch included) is timed apart. Per-step times come
-    from events recorded between steps.
+    from events recorded between steps. host_load records what other processes took of the
+    process's CPUs from the first epoch's timed steps to the end of the last's, as mpbench's
+    run does (a busy machine slows a run steadily; `mpbench report` notes it).
   * Per-step loss / grad norm / loss scale / skipped flag stay in device tensors and are read
     back after each epoch, so the loop adds no host synchronisation. (A non-fused optimizer
     under GradScaler does synchronise: PyTorch's GradScaler.step checks found_inf on the host.
@@ -109,6 +111,7 @@ import json
 import math
 import os
 import re
+import resource
 import statistics
 import struct
 import subprocess
@@ -953,6 +956,55 @@ def epoch_train_loss(losses, skip):
     return kept.mean().item() if kept.numel() else math.nan
 
 
+class HostLoad:
+    """What other processes took of this process's CPUs from begin() to end(), as mpbench's
+    run records it (host_load, kernels/host_load.h): /proc/stat's time not idle on the CPUs of
+    the affinity mask, a hypervisor's steal included, less this process's own CPU time, over
+    one span (no figure under a second: the counters move in 10 ms ticks)."""
+    MIN_SECONDS = 1.0
+
+    def __init__(self):
+        self.start = self.stop = None
+
+    @staticmethod
+    def read():
+        """(cpus found, their busy seconds, own CPU seconds, wall seconds), or None."""
+        try:
+            cpus, busy, found = os.sched_getaffinity(0), 0, 0
+            with open("/proc/stat", encoding="ascii") as f:
+                for line in f:
+                    w = line.split()
+                    if not (w and w[0].startswith("cpu") and w[0][3:].isdigit()):
+                        continue
+                    if int(w[0][3:]) not in cpus or len(w) < 5:
+                        continue
+                    v = [int(x) for x in w[1:9]] + [0] * 8  # user nice system idle iowait irq
+                    busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # softirq steal
+                    found += 1
+            ticks = os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError):
+            return None
+        if not found or ticks <= 0:
+            return None
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return found, busy / ticks, u.ru_utime + u.ru_stime, time.monotonic()
+
+    def begin(self):
+        if self.start is None:
+            self.start = self.read()
+
+    def end(self):
+        self.stop = self.read()
+
+    def result(self, threads):
+        a, b = self.start, self.stop
+        if a is None or b is None or a[0] != b[0] or b[3] - a[3] < self.MIN_SECONDS:
+            return None
+        wall, own = b[3] - a[3], b[2] - a[2]
+        return {"cpus": b[0], "threads": max(1, threads), "seconds": wall,
+                "others_cpus": max(0.0, (b[1] - a[1] - own) / wall), "own_cpus": own / wall}
+
+
 def time_stats(xs):
     if not xs:
         return {"median": 0.0, "mean": 0.0, "stddev": 0.0, "cv": 0.0, "min": 0.0, "max": 0.0}
@@ -1128,15 +1180,18 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         step(i % steps_per_epoch, g, g == 0)
         g += 1
     step_ms = [math.nan] * total
+    load = HostLoad()  # from the first epoch's timed steps to the end of the last's
     for ep in range(epochs):
         first = g
         marks = [Timer(cuda) for _ in range(steps_per_epoch + 1)]
+        load.begin()
         marks[0].record()
         for b in range(steps_per_epoch):
             step(b, g, g == 0)
             g += 1
             marks[b + 1].record()
         time_ms = marks[0].elapsed(marks[-1])
+        load.end()
         for b in range(steps_per_epoch):
             step_ms[first + b] = marks[b].elapsed(marks[b + 1])
         t0 = Timer(cuda).record()
@@ -1173,6 +1228,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     r["steps"] = {"loss": host["loss"], "grad_norm": host["norm"], "loss_scale": host["scale"],
                   "skipped": [scaling and s != 0 for s in host["skip"]], "time_ms": step_ms[:g]}
     r["skipped_steps"] = sum(r["steps"]["skipped"])
+    if (h := load.result(1 if cuda else torch.get_num_threads())) is not None:
+        r["host_load"] = h
     r["epoch_time_ms"] = time_stats([e["time_ms"] for e in r["epochs"]])
     if r["epochs"]:
         r["final_accuracy"] = r["epochs"][-1]["eval_accuracy"]

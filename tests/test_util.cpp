@@ -158,6 +158,20 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+PinnedToOneCpu::PinnedToOneCpu() {
+  if (sched_getaffinity(0, sizeof(old_), &old_) != 0) return;
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old_)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ok_ = cpu < CPU_SETSIZE && sched_setaffinity(0, sizeof(one), &one) == 0;
+}
+
+PinnedToOneCpu::~PinnedToOneCpu() {
+  if (ok_) sched_setaffinity(0, sizeof(old_), &old_);
+}
+
 ShellResult run_shell(const std::string& cmd, const std::string& dir) {
   const std::string out = dir + "/stdout.txt", err = dir + "/stderr.txt";
   const std::string full = cmd + " >" + out + " 2>" + err + " </dev/null";

@@ -1,6 +1,7 @@
 #pragma once
 // Shared test helpers: random non-zero inputs, poisoning, and the one comparator with per-dtype
 // tolerances that every CPU-vs-CUDA and reference check uses.
+#include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -55,6 +56,22 @@ std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);
 // Host <-> device helpers that convert through the tensor's dtype.
 std::vector<float> to_host_f32(Backend& be, const Tensor& t);
 void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
+
+// Pins the calling thread (and what it starts: threads, children) to the first CPU of its
+// affinity mask while it lives, and restores the mask after: for tests of what else runs on a
+// run's CPUs (kernels/host_load.h).
+class PinnedToOneCpu {
+ public:
+  PinnedToOneCpu();
+  ~PinnedToOneCpu();
+  PinnedToOneCpu(const PinnedToOneCpu&) = delete;
+  PinnedToOneCpu& operator=(const PinnedToOneCpu&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  cpu_set_t old_;
+  bool ok_ = false;
+};
 
 // The source tree (configs/ etc.): $MPBENCH_SOURCE_DIR when set (a build carried to another
 // machine), else the directory the tests were built from.

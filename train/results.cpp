@@ -299,6 +299,12 @@ json to_json(const RunResult& r) {
         r.data_parallel->single_rank_samples_per_second;
     j["data_parallel"]["scaling_efficiency"] = r.data_parallel->scaling_efficiency;
   }
+  if (const auto& h = r.host_load)
+    j["host_load"] = {{"cpus", h->cpus},
+                      {"threads", h->threads},
+                      {"seconds", h->seconds},
+                      {"others_cpus", h->others_cpus},
+                      {"own_cpus", h->own_cpus}};
   return j;
 }
 
@@ -337,6 +343,7 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
   if (r.epochs.size() >= 2 ? r.epoch_time_ms.cv > kNoisyCv : quarters && quarters->cv > kNoisyCv)
     f.push_back("noisy");
   if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
+  if (r.host_load && r.host_load->busy()) f.push_back("busy");
   for (const Fp8TensorSeries& t : r.fp8_scaling)
     if (t.clipped_steps > 0) {
       f.push_back("fp8-clipped");
@@ -535,6 +542,9 @@ json to_json(const SeedSummary& s) {
         {"mean", d->mean}, {"ci95_low", d->ci95_low}, {"ci95_high", d->ci95_high}, {"pairs", d->n}};
   return j;
 }
+
+// The most CPUs a host_load may count (Linux's own limit is 8192).
+constexpr int64_t kMaxCpus = int64_t{1} << 20;
 
 static RunResult run_from_json_at(const json& j, const std::string& path) {
   using namespace json_check;
@@ -828,6 +838,22 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
         number(e, "single_rank_samples_per_second", p, kNonNegative);
     dp.scaling_efficiency = number(e, "scaling_efficiency", p, kNonNegative);
     r.data_parallel = dp;
+  }
+  if (j.contains("host_load")) {
+    const std::string p = sub(path, "host_load");
+    const json& e = object_at(j, "host_load", path);
+    HostLoad h;
+    for (const auto& [key, into] : {std::pair{"cpus", &h.cpus}, std::pair{"threads", &h.threads}}) {
+      find(e, key, p, true);
+      const int64_t n = integer(e, key, p, 1);
+      if (n > kMaxCpus) bad(sub(p, key), fmt::format("a count of CPUs up to {}", kMaxCpus));
+      *into = static_cast<int>(n);
+    }
+    h.seconds = number(e, "seconds", p, kPositive, true);
+    for (const auto& [key, into] :
+         {std::pair{"others_cpus", &h.others_cpus}, std::pair{"own_cpus", &h.own_cpus}})
+      *into = number(e, key, p, Range{0, double(kMaxCpus), false}, true);
+    r.host_load = h;
   }
   return r;
 }

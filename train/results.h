@@ -12,6 +12,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "kernels/host_load.h"
 #include "train/statistics.h"
 
 namespace mpbench {
@@ -162,6 +163,10 @@ struct RunResult {
   // empty.
   std::vector<std::string> warnings;
   std::optional<DataParallelResult> data_parallel;  // absent from a one-process run
+  // What other processes took of the CPUs from the first epoch's timed steps to the end of the
+  // last's, evaluations between included (kernels/host_load.h); absent where unknown: no
+  // /proc/stat, a span under kMinLoadSeconds, files from before it.
+  std::optional<HostLoad> host_load;
 };
 
 // Epoch times (or the median epoch times of a run's repetitions) that vary by more than this
@@ -177,6 +182,8 @@ inline constexpr double kNoisyCv = 0.10;
 //                      than kNoisyCv; for a run of one epoch, its quarters' (epoch_quarters)
 //   noisy-repetitions  the median epoch times of its repetitions (`run --repeat`) vary by more
 //                      than kNoisyCv
+//   busy               other processes kept CPUs busy that its threads needed while its epochs
+//                      ran (HostLoad::busy): slower, and as steady as a quiet run
 //   fp8-clipped        at some step an FP8 tensor's amax outgrew its delayed scale
 // `all` holds the run's repetitions (the report's runs).
 std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResult>& all);

@@ -34,6 +34,14 @@ namespace {
 // The random stream of epoch e's batch order is kBatchOrderStream + e (of the training seed).
 constexpr uint64_t kBatchOrderStream = 1000;
 
+// The CPUs a run's steps keep busy: the native backend's threads, the reference's BLAS threads,
+// and a GPU's one host thread launching its work.
+int host_threads(const DeviceInfo& info) {
+  if (info.kind == "cpu") return info.cpu_threads;
+  if (info.kind == "reference") return std::max(1, info.blas_threads);
+  return 1;
+}
+
 // Everything one run allocates besides the model: the dataset on the device, the staging buffers
 // a (replayable) step reads its batch from (TrainingBuffers'), device scalars, and the per-step
 // series.
@@ -156,6 +164,7 @@ class Run {
   std::vector<float> step_ms_;  // per step, from the events between steps; NaN for warm-up
   std::unique_ptr<Event> start_, stop_;
   std::vector<std::unique_ptr<Event>> marks_;  // one per step boundary of an epoch
+  HostLoadMeter host_load_;                    // from the first epoch's timed steps to the last's
 };
 
 void Run::build(RunResult& r) {
@@ -426,6 +435,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
     for (int64_t b = n - 1; b > 0; --b)
       std::swap(order[b], order[rng.below(static_cast<uint32_t>(b + 1))]);
   }
+  host_load_.begin();
   start_->record();
   marks_[0]->record();
   timing_ = true;
@@ -439,7 +449,8 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   stop_->record();
   timing_ = false;
   if (dp_) dp_->end_epoch();
-  e.time_ms = stop_->elapsed_ms(*start_);
+  e.time_ms = stop_->elapsed_ms(*start_);  // waits for the epoch's last step
+  host_load_.end();
   for (int64_t b = 0; b < n; ++b)
     step_ms_[first + b] = static_cast<float>(marks_[b + 1]->elapsed_ms(*marks_[b]));
   phase(TrainPhase::Eval);
@@ -543,6 +554,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   if (dp_) r.data_parallel = dp_->result(r.epochs);
+  r.host_load = host_load_.result(host_threads(be_.info()));
   record_memory(r);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -1376,4 +1377,41 @@ TEST_F(Cli, AnMpiLaunchWithoutMpiIsRefusedInOneLine) {
             "(MPBENCH_MPI=OFF or no libopenmpi-dev)\n");
   EXPECT_TRUE(r.out.empty());
 #endif
+}
+
+// A run that shares its one CPU with a busy loop for over a second of epochs (4 s here) records
+// what the loop took (host_load: one CPU, about half of it the others') and is flagged and noted
+// busy, though its epochs may be as steady as a quiet run's. The loop ends on its own (timeout)
+// should the test not get to end it.
+TEST_F(Cli, ARunBesideABusyLoopOnItsCpuIsFlaggedBusy) {
+  const std::string spec = spec_file("wide.json", R"({"name": "wide", "model": {"type": "mlp",
+    "input_dim": 512, "hidden": [512, 512], "num_classes": 10}, "data": {"train_samples": 4096,
+    "eval_samples": 128}, "train": {"batch_size": 128, "epochs": 16, "warmup_steps": 2}})");
+  std::optional<mpbench::test::PinnedToOneCpu> pinned(std::in_place);  // the shell inherits it
+  ASSERT_TRUE(pinned->ok());
+  const auto beside_a_loop = [&](const std::string& args) {
+    return mpbench::test::run_shell("{ timeout 120 sh -c 'while :; do :; done' & loop=$!; " +
+                                        std::string(MPBENCH_EXE) + " " + args +
+                                        " --device reference; rc=$?; kill $loop; exit $rc; }",
+                                    dir_.string());
+  };
+  const Result r =
+      beside_a_loop("run " + spec + " --precisions fp32 --json " + (dir_ / "out.json").string());
+  // profile says so too, over its 96 steps of a larger batch (about 3 s here).
+  const Result p = beside_a_loop("profile " + spec + " --steps 96 --batch-size 512 --quiet");
+  pinned.reset();
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_TRUE(has_text(p.out, "note: a busy machine: other processes kept 0.")) << p.out;
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file((dir_ / "out.json").string()));
+  const nlohmann::json& run = j["runs"][0];
+  ASSERT_TRUE(run.contains("host_load")) << run.dump();
+  const nlohmann::json& h = run["host_load"];
+  EXPECT_EQ(h["cpus"], 1) << h;
+  EXPECT_GE(h["seconds"].get<double>(), 1.0) << h;
+  EXPECT_GE(h["others_cpus"].get<double>(), 0.25) << h;
+  EXPECT_LE(h["others_cpus"].get<double>() + h["own_cpus"].get<double>(), 1.05) << h;
+  EXPECT_NE(run["flags"].dump().find("\"busy\""), std::string::npos) << run["flags"];
+  EXPECT_TRUE(has_text(r.out, "note: fp32: other processes kept 0.")) << r.out;
+  EXPECT_TRUE(has_text(r.out, " of the 1 CPU busy while its epochs ran")) << r.out;
 }

@@ -360,14 +360,17 @@ TEST(Compare, ClearRegressionIsSlowerAndExitOne) {
 
 // A time regression whose current epochs vary past the noisy bound is noted: a busy runner
 // slows a run as a regression does, and the file says so (compare said nothing of it).
+// A comparison's notes that hold `text`.
+std::vector<std::string> notes_with(const Comparison& c, const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& n : c.notes)
+    if (n.find(text) != std::string::npos) out.push_back(n);
+  return out;
+}
+
 TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
   const Report b = make_report(reps());
-  auto noisy_notes = [](const Comparison& c) {
-    std::vector<std::string> out;
-    for (const std::string& n : c.notes)
-      if (n.find("noisy epochs") != std::string::npos) out.push_back(n);
-    return out;
-  };
+  auto noisy_notes = [](const Comparison& c) { return notes_with(c, "noisy epochs"); };
   EXPECT_TRUE(noisy_notes(cmp(b, make_report(reps(1.30)))).empty());
   const std::vector<double> busy = {130, 160, 125, 131, 190, 129};  // cv well over 10%
   std::vector<RunResult> noisy;
@@ -382,6 +385,33 @@ TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
             "note: m fp32 slower in time with noisy epochs in the current file (their spread over "
             "10%): a busy runner slows a run as a regression does; run the job again before "
             "trusting it");
+}
+
+// A time regression measured while other processes took CPUs the current run's threads needed
+// (host_load, run_flags' busy) is noted though its epochs are as steady as a quiet run's: a
+// steadily busy runner slows a run as a regression does. A busy baseline or a current run that
+// is not slower draws no note.
+TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
+  auto busy_notes = [](const Comparison& c) { return notes_with(c, "other processes"); };
+  auto loaded = [](std::vector<RunResult> runs) {
+    for (RunResult& r : runs) {
+      r.host_load = HostLoad{};
+      r.host_load->cpus = 2;
+      r.host_load->threads = 2;
+      r.host_load->seconds = 3;
+      r.host_load->others_cpus = 0.9;
+    }
+    return runs;
+  };
+  const Comparison n = cmp(make_report(reps()), make_report(loaded(reps(1.30))));
+  ASSERT_EQ(n.rows[0].verdict, "slower");
+  ASSERT_EQ(busy_notes(n).size(), 1u);
+  EXPECT_EQ(busy_notes(n)[0],
+            "note: m fp32 slower in time, measured while other processes kept busy CPUs that the "
+            "current run's threads needed (its host_load): a busy runner slows a run as a "
+            "regression does; run the job again before trusting it");
+  EXPECT_TRUE(busy_notes(cmp(make_report(loaded(reps())), make_report(reps(1.30)))).empty());
+  EXPECT_TRUE(busy_notes(cmp(make_report(reps()), make_report(loaded(reps(1.0))))).empty());
 }
 
 TEST(Compare, ClearImprovementIsFasterAndExitZero) {

@@ -377,7 +377,20 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "inf = math.inf\n"
       "print(pr.epoch_train_loss(t(1.0, inf, 4.0, 5.0), t(0, 1, 1, 0)),\n"
       "      pr.epoch_train_loss(t(1.0, math.nan, 2.0), t(0, 1, 0)),\n"
-      "      pr.epoch_train_loss(t(1.0, inf), t(0, 0)), pr.epoch_train_loss(t(inf, inf), t(1, 1)))\n";
+      "      pr.epoch_train_loss(t(1.0, inf), t(0, 0)), pr.epoch_train_loss(t(inf, inf), t(1, "
+      "1)))\n"
+      // host_load as mpbench's (kernels_host_load.cpp): a spin on one CPU is the process's own
+      // time, the others' the rest of that CPU's; nothing measured, no figure.
+      "import os, time\n"
+      "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+      "h = pr.HostLoad()\n"
+      "h.begin()\n"
+      "t0 = time.monotonic()\n"
+      "while time.monotonic() - t0 < 1.2: pass\n"
+      "h.end()\n"
+      "r = h.result(0)\n"
+      "print(r['cpus'], r['threads'], r['seconds'] >= 1.2, r['own_cpus'] > 0.1,\n"
+      "      r['others_cpus'] + r['own_cpus'] <= 1.05, pr.HostLoad().result(1))\n";
   write("rules.py", code);
   const auto r =
       mpbench::test::run_shell("PYTHONPATH=" + std::string(MPBENCH_SOURCE_DIR) + "/scripts " +
@@ -389,7 +402,9 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
     GTEST_SKIP() << "this torch has no FP8 dtypes: " << r.err;
   ASSERT_EQ(r.code, 0) << r.err;
   // 57344 / 3 in float32.
-  EXPECT_EQ(r.out, rates + "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n");
+  EXPECT_EQ(
+      r.out,
+      rates + "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True None\n");
 }
 
 // amp_fp16's dynamic loss scaling is GradScaler's step by step: from a scale of 2^30 that

@@ -704,6 +704,48 @@ TEST(Console, OneEpochIsJudgedByItsQuarters) {
   EXPECT_FALSE(mpbench::epoch_quarters(rep.runs[1]).has_value());
 }
 
+// Runs whose timed epochs other processes slowed (host_load: run_flags' busy) get one note per
+// model, over the modes and runs flagged, though their epochs are steady: what the others took,
+// of how many CPUs, beside how many threads. One whose others kept to its free CPUs gets none.
+TEST(Console, BusyRunsAreNotedThoughTheirEpochsAreSteady) {
+  Report rep = make_report();
+  const auto load = [](double others, int threads = 2) {
+    HostLoad h;
+    h.cpus = 2;
+    h.threads = threads;
+    h.seconds = 3;
+    h.others_cpus = others;
+    h.own_cpus = 1.1;
+    return h;
+  };
+  rep.runs[0].host_load = load(0.05);  // fp32: quiet
+  rep.runs[1].host_load = load(0.94);  // tf32
+  rep.runs[2].host_load = load(1.0);   // amp_fp16
+  const std::string busy =
+      " other processes kept 0.94 to 1.00 of the 2 CPUs busy while their epochs ran, beside 2 "
+      "threads of their own: the machine was busy; time and speedup are unreliable";
+  EXPECT_TRUE(contains(format_markdown(rep), "- note: tf32, amp_fp16:" + busy))
+      << format_markdown(rep);
+  EXPECT_TRUE(contains(format_console(rep), "note: tf32, amp_fp16: other processes kept 0.94"))
+      << format_console(rep);
+  // One run, and one whose one thread left a CPU free for the others' 1.0.
+  rep.runs[2].host_load = load(1.0, 1);
+  EXPECT_TRUE(contains(format_markdown(rep),
+                       "- note: tf32: other processes kept 0.94 of the 2 CPUs busy while its "
+                       "epochs ran, beside 2 threads of its own:"))
+      << format_markdown(rep);
+  // Repetitions of a mode are counted, not named one by one.
+  rep.runs[2].host_load = load(1.0);
+  RunResult again = rep.runs[1];
+  rep.runs[1].repetition = 1;
+  again.repetition = 2;
+  rep.runs.push_back(again);
+  for (RunResult& r : rep.runs)
+    if (r.precision != "tf32") r.repetition = 1;
+  EXPECT_TRUE(contains(format_markdown(rep), "- note: tf32 (2 runs), amp_fp16: other processes"))
+      << format_markdown(rep);
+}
+
 // In a sweep each note names its batch (a seed's run is at every batch), in the console and the
 // Markdown alike; a failed row keeps its batch cell, its status across the numbers after it.
 TEST(Console, SweepNotesAndFailedRowsNameTheBatch) {
