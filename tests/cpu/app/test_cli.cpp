@@ -1408,6 +1408,8 @@ TEST_F(Cli, ARunBesideABusyLoopOnItsCpuIsFlaggedBusy) {
   ASSERT_TRUE(run.contains("host_load")) << run.dump();
   const nlohmann::json& h = run["host_load"];
   EXPECT_EQ(h["cpus"], 1) << h;
+  // The reference's threads are its BLAS's.
+  EXPECT_EQ(h["threads"], std::max(1, j["env"]["cpu"]["blas_threads"].get<int>())) << j["env"];
   EXPECT_GE(h["seconds"].get<double>(), 1.0) << h;
   EXPECT_GE(h["others_cpus"].get<double>(), 0.25) << h;
   EXPECT_LE(h["others_cpus"].get<double>() + h["own_cpus"].get<double>(), 1.05) << h;

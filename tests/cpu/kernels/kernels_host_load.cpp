@@ -51,7 +51,8 @@ TEST(HostLoad, BusyWhenOthersTakeAQuarterCpuTheThreadsNeed) {
   EXPECT_FALSE(load(16, 1, 15.0).busy());
   EXPECT_TRUE(load(16, 1, 15.25).busy());
   EXPECT_FALSE(load(16, 4, 12.2).busy());
-  EXPECT_TRUE(load(2, 4, 0.3).busy());  // more threads than CPUs: none free
+  EXPECT_TRUE(load(2, 4, 0.3).busy());  // more threads than CPUs: none free, none owed either
+  EXPECT_FALSE(load(2, 4, 0.1).busy());
 }
 
 // No figure without a whole interval or under kMinLoadSeconds in all.
