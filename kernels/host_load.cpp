@@ -60,7 +60,7 @@ CpuCounters read_cpu_counters() {
 }
 
 bool HostLoad::busy() const {
-  return others_cpus - std::max(0, cpus - threads) >= kBusyCpus;
+  return others_cpus - std::max(0, cpus - threads * cpus_per_core) >= kBusyCpus;
 }
 
 void HostLoadMeter::begin() {
@@ -71,13 +71,14 @@ void HostLoadMeter::end() {
   end_ = read_cpu_counters();
 }
 
-std::optional<HostLoad> HostLoadMeter::result(int threads) const {
+std::optional<HostLoad> HostLoadMeter::result(int threads, int cpus_per_core) const {
   const double wall = end_.wall_s - start_.wall_s;
   if (!start_.valid || !end_.valid || end_.cpus != start_.cpus || !(wall >= kMinLoadSeconds))
     return std::nullopt;
   HostLoad h;
   h.cpus = end_.cpus;
   h.threads = std::max(1, threads);
+  h.cpus_per_core = std::max(1, cpus_per_core);
   h.seconds = wall;
   const double own = end_.own_s - start_.own_s;
   // The two clocks differ by a tick here and there: never below none.

@@ -25,16 +25,18 @@ CpuCounters read_cpu_counters();
 double proc_stat_busy_seconds(const std::string& text, const std::vector<int>& cpus,
                               long ticks_per_second, int* found);
 
-// What the others did over a run's timed intervals (HostLoadMeter). cpus and threads: the CPUs
-// the process may use and the threads it ran on them, so that the others may take the CPUs its
-// threads leave free (a rank beside it, another job on a big host) without making it busy.
+// What the others did over a run's epochs (HostLoadMeter). cpus and threads: the CPUs the
+// process may use and the threads it ran on them, so that the others may take the CPUs its
+// threads leave free (a rank beside it, another job on a big host) without making it busy; a
+// thread takes its core's SMT siblings too, whose units it shares (cpus_per_core).
 struct HostLoad {
   int cpus = 0;
   int threads = 0;
+  int cpus_per_core = 1;
   double seconds = 0;      // wall time measured over
   double others_cpus = 0;  // the mean number of CPUs the other processes kept busy
   double own_cpus = 0;     // and this process: its threads' CPU time over the wall time
-  // Whether they took at least kBusyCpus more than the CPUs its threads left free.
+  // Whether they took at least kBusyCpus more than the CPUs its threads' cores left free.
   bool busy() const;
 };
 // A quarter of a CPU taken from the run's threads on average: a run on a quiet machine leaves
@@ -53,7 +55,7 @@ class HostLoadMeter {
   void end();
   // Nullopt where the counters could not be read, the CPUs changed between the reads, or the
   // span is under kMinLoadSeconds.
-  std::optional<HostLoad> result(int threads) const;
+  std::optional<HostLoad> result(int threads, int cpus_per_core = 1) const;
 
  private:
   CpuCounters start_, end_;

@@ -996,13 +996,34 @@ class HostLoad:
     def end(self):
         self.stop = self.read()
 
+    @staticmethod
+    def cpus_per_core():
+        """SMT siblings per core, as mpbench's cpu_topology: /proc/cpuinfo's processors over its
+        distinct (physical id, core id) pairs; 1 where it does not say."""
+        processors, cores, phys = 0, set(), "0"
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    key, value = key.strip(), value.strip()
+                    if key == "processor":
+                        processors += 1
+                    elif key == "physical id":
+                        phys = value
+                    elif key == "core id":
+                        cores.add((phys, value))
+        except OSError:
+            return 1
+        return max(1, processors // len(cores)) if cores else 1
+
     def result(self, threads):
         a, b = self.start, self.stop
         if a is None or b is None or a[0] != b[0] or b[3] - a[3] < self.MIN_SECONDS:
             return None
         wall, own = b[3] - a[3], b[2] - a[2]
-        return {"cpus": b[0], "threads": max(1, threads), "seconds": wall,
-                "others_cpus": max(0.0, (b[1] - a[1] - own) / wall), "own_cpus": own / wall}
+        return {"cpus": b[0], "threads": max(1, threads), "cpus_per_core": self.cpus_per_core(),
+                "seconds": wall, "others_cpus": max(0.0, (b[1] - a[1] - own) / wall),
+                "own_cpus": own / wall}
 
 
 def time_stats(xs):

@@ -302,6 +302,7 @@ json to_json(const RunResult& r) {
   if (const auto& h = r.host_load)
     j["host_load"] = {{"cpus", h->cpus},
                       {"threads", h->threads},
+                      {"cpus_per_core", h->cpus_per_core},
                       {"seconds", h->seconds},
                       {"others_cpus", h->others_cpus},
                       {"own_cpus", h->own_cpus}};
@@ -843,7 +844,8 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const std::string p = sub(path, "host_load");
     const json& e = object_at(j, "host_load", path);
     HostLoad h;
-    for (const auto& [key, into] : {std::pair{"cpus", &h.cpus}, std::pair{"threads", &h.threads}}) {
+    for (const auto& [key, into] : {std::pair{"cpus", &h.cpus}, std::pair{"threads", &h.threads},
+                                    std::pair{"cpus_per_core", &h.cpus_per_core}}) {
       find(e, key, p, true);
       const int64_t n = integer(e, key, p, 1);
       if (n > kMaxCpus) bad(sub(p, key), fmt::format("a count of CPUs up to {}", kMaxCpus));

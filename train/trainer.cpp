@@ -554,7 +554,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   if (dp_) r.data_parallel = dp_->result(r.epochs);
-  r.host_load = host_load_.result(host_threads(be_.info()));
+  r.host_load = host_load_.result(host_threads(be_.info()), cpu_topology().cpus_per_core());
   record_memory(r);
 }
 

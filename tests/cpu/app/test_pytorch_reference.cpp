@@ -389,7 +389,8 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "while time.monotonic() - t0 < 1.2: pass\n"
       "h.end()\n"
       "r = h.result(0)\n"
-      "print(r['cpus'], r['threads'], r['seconds'] >= 1.2, r['own_cpus'] > 0.1,\n"
+      "print(r['cpus'], r['threads'], r['cpus_per_core'] >= 1, r['seconds'] >= 1.2,\n"
+      "      r['own_cpus'] > 0.1,\n"
       "      r['others_cpus'] + r['own_cpus'] <= 1.05, pr.HostLoad().result(1))\n";
   write("rules.py", code);
   const auto r =
@@ -404,7 +405,8 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
   // 57344 / 3 in float32.
   EXPECT_EQ(
       r.out,
-      rates + "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True None\n");
+      rates +
+          "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True True None\n");
 }
 
 // amp_fp16's dynamic loss scaling is GradScaler's step by step: from a scale of 2^30 that

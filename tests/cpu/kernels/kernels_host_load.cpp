@@ -36,12 +36,14 @@ TEST(HostLoad, ProcStatBusySecondsOfTheNamedCpus) {
 }
 
 // Busy: the others took at least a quarter of a CPU more than the CPUs the run's threads left
-// free, which are theirs to take (a GPU run's one host thread on 16 CPUs).
+// free, which are theirs to take (a GPU run's one host thread on 16 CPUs); a thread takes its
+// core's SMT siblings with it.
 TEST(HostLoad, BusyWhenOthersTakeAQuarterCpuTheThreadsNeed) {
-  auto load = [](int cpus, int threads, double others) {
+  auto load = [](int cpus, int threads, double others, int cpus_per_core = 1) {
     HostLoad h;
     h.cpus = cpus;
     h.threads = threads;
+    h.cpus_per_core = cpus_per_core;
     h.seconds = 5;
     h.others_cpus = others;
     return h;
@@ -53,6 +55,11 @@ TEST(HostLoad, BusyWhenOthersTakeAQuarterCpuTheThreadsNeed) {
   EXPECT_FALSE(load(16, 4, 12.2).busy());
   EXPECT_TRUE(load(2, 4, 0.3).busy());  // more threads than CPUs: none free, none owed either
   EXPECT_FALSE(load(2, 4, 0.1).busy());
+  // One thread on a core of two siblings: the other sibling is not free.
+  EXPECT_TRUE(load(2, 1, 0.3, 2).busy());
+  EXPECT_FALSE(load(2, 1, 0.3).busy());
+  EXPECT_FALSE(load(8, 2, 4.2, 2).busy());
+  EXPECT_TRUE(load(8, 2, 4.25, 2).busy());
 }
 
 // No figure without a whole interval or under kMinLoadSeconds in all.

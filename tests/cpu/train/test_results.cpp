@@ -797,17 +797,20 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   HostLoad h;
   h.cpus = 16;
   h.threads = 4;
+  h.cpus_per_core = 1;
   h.seconds = 12.5;
   h.others_cpus = 12.2;
   h.own_cpus = 3.75;
   r.host_load = h;
   const json j = json::parse(to_json(r).dump());
-  EXPECT_EQ(j["host_load"], json::parse(R"({"cpus": 16, "threads": 4, "seconds": 12.5,
-                                             "others_cpus": 12.2, "own_cpus": 3.75})"));
+  EXPECT_EQ(j["host_load"], json::parse(R"({"cpus": 16, "threads": 4, "cpus_per_core": 1,
+                                             "seconds": 12.5, "others_cpus": 12.2,
+                                             "own_cpus": 3.75})"));
   const RunResult back = run_from_json(j);
   ASSERT_TRUE(back.host_load);
   EXPECT_EQ(back.host_load->cpus, 16);
   EXPECT_EQ(back.host_load->threads, 4);
+  EXPECT_EQ(back.host_load->cpus_per_core, 1);
   EXPECT_EQ(back.host_load->seconds, 12.5);
   EXPECT_EQ(back.host_load->others_cpus, 12.2);
   EXPECT_EQ(back.host_load->own_cpus, 3.75);
@@ -815,6 +818,12 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   EXPECT_EQ(flags(back), std::vector<std::string>{});  // 12 CPUs free, 12.2 taken
   r.host_load->others_cpus = 12.25;
   EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{"busy"});
+  // Four threads on cores of two siblings leave 8 CPUs free: 12.25 is busy, 8.2 not.
+  r.host_load->cpus_per_core = 2;
+  EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{"busy"});
+  r.host_load->others_cpus = 8.2;
+  EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{});
+  r.host_load->others_cpus = 12.25;
   r.status = RunStatus::Failed;  // a run that did not finish has no time to doubt
   EXPECT_EQ(flags(r), std::vector<std::string>{});
 
@@ -830,10 +839,11 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
     return bad_input_message(bad);
   };
   const std::string at = "runs[1].host_load.";
-  for (const char* key : {"cpus", "threads", "seconds", "others_cpus", "own_cpus"})
+  for (const char* key : {"cpus", "threads", "cpus_per_core", "seconds", "others_cpus", "own_cpus"})
     EXPECT_NE(message(key, nullptr).find(at + key), std::string::npos) << key;  // missing
   EXPECT_NE(message("cpus", 0).find(at + "cpus"), std::string::npos);
   EXPECT_NE(message("threads", 1.5).find(at + "threads"), std::string::npos);
+  EXPECT_NE(message("cpus_per_core", 0).find(at + "cpus_per_core"), std::string::npos);
   EXPECT_NE(message("cpus", int64_t{1} << 21).find(at + "cpus"), std::string::npos);
   EXPECT_NE(message("seconds", 0).find(at + "seconds"), std::string::npos);
   EXPECT_NE(message("others_cpus", -0.5).find(at + "others_cpus"), std::string::npos);
