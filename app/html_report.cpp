@@ -1409,6 +1409,19 @@ struct TrendValue {
   double memory = NAN;                      // training peak (bytes), the largest of the runs
   std::string status;                       // the first run that did not finish: "oom: why"
   std::string status_name;                  // "oom"
+  // Finished runs measured while other processes took CPUs their threads needed (HostLoad::busy),
+  // and the most CPUs the others kept busy in one.
+  size_t busy_runs = 0;
+  double busy_others = 0;
+  // "measured on a busy machine (...)" when some were; empty otherwise.
+  std::string busy_text() const {
+    if (busy_runs == 0) return "";
+    return fmt::format(
+        "measured on a busy machine (other processes kept {}{:.2f} CPUs busy that the threads "
+        "needed{})",
+        ok_runs > 1 ? "up to " : "", busy_others,
+        ok_runs > 1 ? fmt::format(", in {} of {} runs", busy_runs, ok_runs) : "");
+  }
 };
 
 struct TrendSeries {
@@ -1449,7 +1462,13 @@ void summarise(TrendValue& v) {
   }
   if (ok.empty()) return;
   double memory = 0;
-  for (const RunResult* r : ok) memory = std::max(memory, double(r->memory.training_peak));
+  for (const RunResult* r : ok) {
+    memory = std::max(memory, double(r->memory.training_peak));
+    if (r->host_load && r->host_load->busy()) {
+      ++v.busy_runs;
+      v.busy_others = std::max(v.busy_others, r->host_load->others_cpus);
+    }
+  }
   v.memory = memory;
   if (ok.size() >= 2) {
     std::vector<double> medians;
@@ -1550,6 +1569,7 @@ std::string time_tooltip(const TrendSeries& s, const TrendValue& v, const Histor
   }
   if (v.ok_runs < v.runs.size())
     t += fmt::format("; {} of {} runs finished ({})", v.ok_runs, v.runs.size(), v.status);
+  if (v.busy_runs) t += "; " + v.busy_text() + ": unreliable";
   return t;
 }
 
@@ -1583,6 +1603,9 @@ std::vector<std::string> trend_notes(const TrendSeries& s,
                                   s.label, s.sub, at_commit(entries[i]), v.ok_runs, v.runs.size(),
                                   v.status));
     }
+    if (v.busy_runs)
+      notes.push_back(fmt::format("{} · {} at {}: {}: its time, a hollow point, is unreliable",
+                                  s.label, s.sub, at_commit(entries[i]), v.busy_text()));
   }
   if (!absent.empty())
     notes.push_back(fmt::format("{} · {}: not in the results of {} (a gap)", s.label, s.sub,
@@ -1702,6 +1725,7 @@ std::string format_history_html(const std::vector<HistoryEntry>& entries) {
           t.value = v.median;
           t.lo = v.lo;
           t.hi = v.hi;
+          t.busy = v.busy_runs > 0;
           mem.value = v.memory;
           if (!std::isfinite(v.median)) t.status = mem.status = v.status_name;
           t.tooltip = time_tooltip(s, v, entries[i]);
@@ -1781,9 +1805,11 @@ std::string format_history_markdown(const std::vector<HistoryEntry>& entries) {
           row.push_back(spread ? format_ms(v.lo) + "–" + format_ms(v.hi) : "—");
           row.push_back(v.between_runs ? fmt::format("{} runs", v.ok_runs) : "epochs");
           row.push_back(format_bytes(static_cast<size_t>(v.memory)));
-          row.push_back(v.ok_runs < v.runs.size()
-                            ? fmt::format("{} of {} ok; {}", v.ok_runs, v.runs.size(), v.status)
-                            : "ok");
+          std::string status = v.ok_runs < v.runs.size() ? fmt::format("{} of {} ok; {}", v.ok_runs,
+                                                                       v.runs.size(), v.status)
+                                                         : "ok";
+          if (v.busy_runs) status += "; " + v.busy_text();
+          row.push_back(status);
         }
         t.rows.push_back(std::move(row));
       }

@@ -597,10 +597,11 @@ std::string trend_chart(const std::string& kind, const std::string& aria,
         spread = fmt::format(" data-lo=\"{}\" data-hi=\"{}\"", exact(p.lo), exact(p.hi));
       }
       s += fmt::format(
-          "<circle class=\"trend-point\" cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" data-x=\"{}\" "
-          "data-commit=\"{}\" data-value=\"{}\"{}><title>{}</title></circle>\n",
-          px(X(i)), px(Y(p.value)), color, i, commit, exact(p.value), spread,
-          html_escape(p.tooltip));
+          "<circle class=\"trend-point\" cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\"{} data-x=\"{}\" "
+          "data-commit=\"{}\" data-value=\"{}\"{}{}><title>{}</title></circle>\n",
+          px(X(i)), px(Y(p.value)), p.busy ? "#fff" : color,
+          p.busy ? fmt::format(" stroke=\"{}\" stroke-width=\"1.5\"", color) : "", i, commit,
+          exact(p.value), spread, p.busy ? " data-busy=\"true\"" : "", html_escape(p.tooltip));
     } else if (!p.status.empty()) {
       // A cross on the x axis: this commit has a result, but not a number.
       const double x = X(i), y = T + ph - 7;

@@ -111,6 +111,8 @@ struct TrendPoint {
   double hi = std::numeric_limits<double>::quiet_NaN();  // across neighbouring points; NaN: none
   std::string status;                                    // with a NaN value: "oom", "diverged"
   std::string tooltip;
+  // Measured on a busy machine: drawn hollow, with data-busy="true".
+  bool busy = false;
 };
 
 // A trend over commits: x = the points' positions, evenly spaced, labelled by (commit, date)

@@ -1027,6 +1027,65 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
   EXPECT_NE(html.find("Commit aaaaaaa has 2 result files"), std::string::npos);
 }
 
+// A commit whose run was measured on a busy machine (host_load: busy) is a hollow time point,
+// data-busy="true", with a note and the Markdown row saying so; a quiet run's point and every
+// memory point stay as they are (memory does not depend on the machine's load). Of repetitions,
+// how many were busy and the most the others took.
+TEST_F(ReportHtml, HistoryDrawsABusyMachinesPointHollow) {
+  const auto loaded = [](mpbench::RunResult r, double others) {
+    r.host_load = mpbench::HostLoad{};
+    r.host_load->cpus = 2;
+    r.host_load->threads = 2;
+    r.host_load->seconds = 4;
+    r.host_load->others_cpus = others;
+    return r;
+  };
+  const std::string a40(40, 'a'), b40(40, 'b'), c40(40, 'c');
+  const std::string a =
+      write_history_file(dir_, "a.json", history_provenance("2025-03-01T09:00:00Z", a40),
+                         {loaded(history_run("fp32", {10, 10, 10}, 1000), 0.05)});
+  const std::string b =
+      write_history_file(dir_, "b.json", history_provenance("2025-03-02T09:00:00Z", b40),
+                         {loaded(history_run("fp32", {14, 14, 14}, 1000), 0.9)});
+  const std::string c =
+      write_history_file(dir_, "c.json", history_provenance("2025-03-03T09:00:00Z", c40),
+                         {loaded(history_run("fp32", {10, 10, 10}, 1000, 1), 0.5),
+                          loaded(history_run("fp32", {10, 10, 10}, 1000, 2), 0.1),
+                          loaded(history_run("fp32", {10, 10, 10}, 1000, 3), 0.75)});
+  const fs::path html_path = dir_ / "h.html", md_path = dir_ / "h.md";
+  const Result r = mpbench("report --history " + a + " " + b + " " + c + " --html " +
+                           html_path.string() + " --md " + md_path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = read_file(html_path);
+  ASSERT_EQ(trend_points(html, "trend-hist_mlp-fp32-cpu-b32-time").size(), 3u);
+  EXPECT_EQ(count(html, "data-busy=\"true\""), 2u);
+  const std::regex busy_point(
+      R"re(<circle class="trend-point"[^>]* fill="#fff" stroke="[^"]+" stroke-width="1.5" data-x="(\d)"[^>]* data-busy="true")re");
+  std::vector<std::string> xs;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), busy_point);
+       it != std::sregex_iterator(); ++it)
+    xs.push_back((*it)[1].str());
+  EXPECT_EQ(xs, (std::vector<std::string>{"1", "2"}));
+  EXPECT_NE(html.find("fp32 · cpu · batch 32 at bbbbbbb (2025-03-02 09:00 UTC): measured on a busy "
+                      "machine (other processes kept 0.90 CPUs busy that the threads needed): its "
+                      "time, a hollow point, is unreliable"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("at ccccccc (2025-03-03 09:00 UTC): measured on a busy machine (other "
+                      "processes kept up to 0.75 CPUs busy that the threads needed, in 2 of 3 "
+                      "runs)"),
+            std::string::npos);
+  const std::string md = read_file(md_path);
+  EXPECT_NE(
+      md.find("| bbbbbbb | 2025-03-02 | 14.00 | 14.00–14.00 | epochs | 1000 B | ok; measured on a "
+              "busy machine (other processes kept 0.90 CPUs busy that the threads needed) |"),
+      std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| aaaaaaa | 2025-03-01 | 10.00 | 10.00–10.00 | epochs | 1000 B | ok |"),
+            std::string::npos)
+      << md;
+}
+
 // A commit that is no hash (a tag, a branch name) is no 7-character prefix of one: its label keeps
 // its first 12 characters, then an ellipsis.
 TEST_F(ReportHtml, HistoryLabelsACommitThatIsNoHashByItsFirst12Characters) {
