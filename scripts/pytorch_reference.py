@@ -941,7 +941,7 @@ def empty_run(spec, mode, device, train_size):
         "peak_memory_bytes": {"tracked": 0, "device": None, "device_baseline": None,
                               "by_category": {c: None for c in MEM_CATEGORIES}},
         "final_accuracy": 0.0, "final_loss": 0.0, "skipped_steps": 0, "final_loss_scale": None,
-        "loss_scaling": False,
+        "loss_scaling": False, "flags": [],
         "steps": {"loss": [], "grad_norm": [], "loss_scale": [], "skipped": [], "time_ms": []},
         "pytorch": {},
     }
@@ -1015,6 +1015,13 @@ class HostLoad:
         except OSError:
             return 1
         return max(1, processors // len(cores)) if cores else 1
+
+    @staticmethod
+    def busy(h):
+        """mpbench's HostLoad::busy: the others took at least a quarter of a CPU more than the
+        CPUs the threads' cores left free."""
+        free = max(0, h["cpus"] - h["threads"] * h["cpus_per_core"])
+        return h["others_cpus"] - free >= 0.25
 
     def result(self, threads):
         a, b = self.start, self.stop
@@ -1251,6 +1258,8 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
     r["skipped_steps"] = sum(r["steps"]["skipped"])
     if (h := load.result(1 if cuda else torch.get_num_threads())) is not None:
         r["host_load"] = h
+        if HostLoad.busy(h):  # as mpbench's flags say it (side_by_side.py reads them)
+            r["flags"].append("busy")
     r["epoch_time_ms"] = time_stats([e["time_ms"] for e in r["epochs"]])
     if r["epochs"]:
         r["final_accuracy"] = r["epochs"][-1]["eval_accuracy"]

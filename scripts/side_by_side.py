@@ -7,6 +7,9 @@
 Per model and precision: step time both ways (median epoch time / steps per epoch), their ratio
 (mpbench / PyTorch: below 1 means mpbench is faster), each tool's speedup over its own fp32, peak
 memory both ways (mpbench: tracked allocator peak; PyTorch: max_memory_allocated), final accuracy.
+A step time measured on a busy machine (the run's flags hold "busy": other processes kept CPUs
+busy that its threads needed, host_load) reads "(busy)" after it, and a line under the table
+says it is unreliable.
 A run without a time (oom, failed, diverged, or unsupported: amp_fp8 on a card below compute
 capability 8.9, or without Transformer Engine or torch._scaled_mm) shows its status in its tool's
 step column and gets no ratio or speedup. A line under the table names how PyTorch's timed
@@ -54,7 +57,7 @@ def check_run(r, where):
                      ("status", (str,), False), ("cuda_graphs", (bool,), False),
                      ("epochs", (list,), False), ("epoch_time_ms", (dict,), False),
                      ("peak_memory_bytes", (dict,), False), ("final_accuracy", NUM, False),
-                     ("profile", (dict,), False)])
+                     ("profile", (dict,), False), ("flags", (list,), False)])
     for i, e in enumerate(r.get("epochs") or []):
         check(e, f"{where}.epochs[{i}]", [("steps", NUM, False)])
     check(r.get("epoch_time_ms") or {}, f"{where}.epoch_time_ms", [("median", NUM, False)])
@@ -187,13 +190,18 @@ def step_ms(run):
     return median / steps if steps and median else None
 
 
+def busy(run):
+    return bool(run) and "busy" in (run.get("flags") or [])
+
+
 def step_cell(run):
     """The step time, or why there is none: the run's status (oom, failed, diverged, or
-    unsupported: a mode the device cannot run); — when that tool has no such row."""
+    unsupported: a mode the device cannot run); — when that tool has no such row. A time
+    measured on a busy machine says so."""
     ms = step_ms(run) if run else None
     if ms is None and run and run.get("status") != "ok":
         return run.get("status", "—")
-    return fmt(ms, ".3f")
+    return fmt(ms, ".3f") + (" (busy)" if ms is not None and busy(run) else "")
 
 
 def fmt(v, spec, none="—", suffix=""):
@@ -254,6 +262,10 @@ def main():
                   "Engine's delayed scaling (scripts/pytorch_reference.py's Fp8Linear), not "
                   "Transformer Engine: its casts, amaxes and transposes are separate kernels "
                   "where TE fuses them."]
+    if any(busy(r) and step_ms(r) for runs in (mp, pt) for r in runs.values()):
+        lines += ["", "(busy): measured while other processes kept CPUs busy that the run's "
+                  "threads needed (its host_load): that time, and the ratio and speedups from "
+                  "it, are unreliable."]
     if max(mp_rounds, pt_rounds) > 1:
         lines += ["", f"Step times: the median over {mp_rounds} mpbench and {pt_rounds} PyTorch "
                   "rounds (each row's run of median step time; ratios and speedups from those)."]

@@ -217,6 +217,33 @@ TEST_F(DeviceScripts, SideBySideColumnsAreEachToolsOwn) {
   EXPECT_EQ(fp32[10], "25.00");
 }
 
+// A time measured on a busy machine (a run flagged busy, as mpbench and pytorch_reference.py
+// write it) reads "(busy)" in its tool's step column, with a line under the table; the other
+// rows and a table without such a run say nothing of it.
+TEST_F(DeviceScripts, SideBySideMarksATimeMeasuredOnABusyMachine) {
+  const std::string base = script("side_by_side.py") + " --mpbench " + path("tiny_mlp_eager.json");
+  Result r = mpbench::test::run_shell(base + " --pytorch " + path("pytorch.json"), dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("busy"), std::string::npos) << r.out;
+  json pt = json::parse(read_file(path("pytorch.json")));
+  ASSERT_EQ(pt["runs"][1]["precision"], "amp_bf16");
+  pt["runs"][1]["flags"] = {"busy"};
+  write("pt_busy.json", pt.dump());
+  r = mpbench::test::run_shell(base + " --pytorch " + path("pt_busy.json"), dir_.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(table_row(r.out, "amp_bf16").find(" (busy) |"), std::string::npos) << r.out;
+  EXPECT_EQ(table_row(r.out, "fp32").find("busy"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n(busy): measured while other processes kept CPUs busy that the run's "
+                       "threads needed (its host_load)"),
+            std::string::npos)
+      << r.out;
+  pt["runs"][1]["flags"] = "busy";  // not a list
+  write("pt_bad.json", pt.dump());
+  r = mpbench::test::run_shell(base + " --pytorch " + path("pt_bad.json"), dir_.string());
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("runs[1].flags: expected list"), std::string::npos) << r.err;
+}
+
 TEST_F(DeviceScripts, SideBySideShowsUnsupportedRowsWithoutARatio) {
   // amp_fp8 below compute capability 8.9 (mpbench) or without Transformer Engine (PyTorch): a
   // row with status "unsupported" and no numbers, on both sides or on one.

@@ -391,7 +391,12 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "r = h.result(0)\n"
       "print(r['cpus'], r['threads'], r['cpus_per_core'] >= 1, r['seconds'] >= 1.2,\n"
       "      r['own_cpus'] > 0.1,\n"
-      "      r['others_cpus'] + r['own_cpus'] <= 1.05, pr.HostLoad().result(1))\n";
+      "      r['others_cpus'] + r['own_cpus'] <= 1.05, pr.HostLoad().result(1))\n"
+      // busy as mpbench's HostLoad::busy (kernels_host_load.cpp's cases).
+      "b = lambda cpus, threads, others, smt=1: pr.HostLoad.busy(\n"
+      "    {'cpus': cpus, 'threads': threads, 'cpus_per_core': smt, 'others_cpus': others})\n"
+      "print(b(2, 2, 0.24), b(2, 2, 0.25), b(16, 1, 15.0), b(16, 1, 15.25), b(2, 4, 0.1),\n"
+      "      b(2, 1, 0.3, 2), b(8, 2, 4.2, 2))\n";
   write("rules.py", code);
   const auto r =
       mpbench::test::run_shell("PYTHONPATH=" + std::string(MPBENCH_SOURCE_DIR) + "/scripts " +
@@ -406,7 +411,8 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
   EXPECT_EQ(
       r.out,
       rates +
-          "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True True None\n");
+          "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True True None\n"
+          "False True False True False True False\n");
 }
 
 // amp_fp16's dynamic loss scaling is GradScaler's step by step: from a scale of 2^30 that
