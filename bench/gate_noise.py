@@ -24,6 +24,10 @@ line per pair and the rate at the end; a speed is never asserted. Needs Linux (t
 baseline remade K times on the runner, README's recipe) and given as --baseline each; every
 pair is then one current run judged against them.
 
+Each pair's line and the summary also count the current runs flagged busy (run_flags' busy:
+other processes took CPUs their threads needed, from host_load), the flag that tells a steady
+neighbour from a regression where the verdict cannot.
+
 --keep DIR keeps each pair's files (DIR/<mode>-<i>-base.json, -cur.json); --rejudge DIR judges
 such kept pairs again without running anything (another mpbench, other compare options given
 after --, e.g. -- --time-threshold 10%), so that two gates are compared on the same runs.
@@ -48,6 +52,17 @@ def run_mpbench(args, out, pin, extra_env=None):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
 
 
+def busy_runs(path):
+    """(runs flagged busy, runs, the most CPUs the others kept busy in one) of a result file."""
+    try:
+        runs = json.load(open(path)).get("runs", [])
+    except (OSError, ValueError):
+        return 0, 0, 0.0
+    flagged = [r for r in runs if "busy" in (r.get("flags") or [])]
+    most = max(((r.get("host_load") or {}).get("others_cpus") or 0.0 for r in runs), default=0.0)
+    return len(flagged), len(runs), most
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--mpbench", required=True)
@@ -70,6 +85,7 @@ def main():
 
     fails = 0
     verdicts = {}
+    busy_total = [0, 0]
     keep = args.keep or args.rejudge
     if keep:
         os.makedirs(keep, exist_ok=True)
@@ -112,14 +128,19 @@ def main():
                 verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
             ratios = [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")]
             fails += rc == 1
+            flagged, runs, most = busy_runs(cur)
+            busy_total[0] += flagged
+            busy_total[1] += runs
             print(f"pair {i + 1:2d}: exit {rc}, time ratios "
-                  + " ".join(f"{x:.3f}" for x in ratios), flush=True)
+                  + " ".join(f"{x:.3f}" for x in ratios)
+                  + f"; busy {flagged}/{runs} (others up to {most:.2f} CPUs)", flush=True)
             if os.path.exists(cmp):
                 os.remove(cmp)
     what = "false alarms" if args.mode == "identical" else "detections"
     print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat} "
           f"baselines {max(args.baselines, 1)}: {what} "
-          f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}")
+          f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}; current runs flagged "
+          f"busy {busy_total[0]}/{busy_total[1]}")
 
 
 if __name__ == "__main__":
