@@ -105,10 +105,9 @@ void print_profile(const Spec& spec, const DeviceInfo& dev, const ProfiledRun& p
         pr.step_mean_ms / pr.step_ms);
   if (const auto& h = pr.run.host_load; h && h->busy())
     std::cout << fmt::format(
-        "note: a busy machine: other processes kept {:.2f} of the {} CPU{} busy while the steps "
-        "ran, beside {} thread{} of its own: the times below are unreliable; profile again on a "
-        "quieter machine\n",
-        h->others_cpus, h->cpus, h->cpus == 1 ? "" : "s", h->threads, h->threads == 1 ? "" : "s");
+        "note: a busy machine: {} while the steps ran: the times below are unreliable; profile "
+        "again on a quieter machine\n",
+        h->describe());
   std::cout << "\n";
 
   // By layer and by op: sums over the (scope, op, detail) totals, in first-seen order.

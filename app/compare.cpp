@@ -487,8 +487,9 @@ std::string one_baseline_note(const Comparison& c) {
 
 // Rows judged slower whose current runs carry a sign of a busy runner, which slows a run as a
 // regression does: their own epochs varied past kNoisyCv (run_flags' "noisy"; an empirical QA: a
-// busy core's runs were flagged, and compare said nothing), or other processes took CPUs their
-// threads needed ("busy"), which can slow a run steadily, its epochs as even as a quiet run's.
+// busy core's runs were flagged, and compare said nothing), or their threads waited for CPUs that
+// something else held ("busy"), which can slow a run steadily, its epochs as even as a quiet
+// run's.
 std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& current) {
   auto slower_with = [&](const char* flag) {
     std::vector<std::string> rows;
@@ -513,8 +514,8 @@ std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& cu
         fmt::join(rows, ", "), 100 * kNoisyCv, run_again));
   if (const auto rows = slower_with("busy"); !rows.empty())
     out.push_back(fmt::format(
-        "note: {} slower in time, measured while other processes kept busy CPUs that the current "
-        "run's threads needed (its host_load): {}",
+        "note: {} slower in time, measured while the current run's threads waited for CPUs that "
+        "something else held (its host_load): {}",
         fmt::join(rows, ", "), run_again));
   return out;
 }

@@ -620,34 +620,29 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
   return out;
 }
 
-// One line for the finished runs whose epochs other processes' CPU use slowed (run_flags'
-// busy): their epochs can be as steady as a quiet run's, so that the noisy notes miss them.
+// One line for the finished runs whose epochs waited for CPUs that something else held
+// (run_flags' busy): their epochs can be as steady as a quiet run's, so that the noisy notes
+// miss them. Of several runs, the worst one's figures.
 std::vector<std::string> busy_notes(const ModelGroup& group, const Report& report) {
   std::vector<std::string> subjects;  // each mode (and batch) once, in the table's order
   std::map<std::string, int> runs;
-  const HostLoad* first = nullptr;
-  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  const HostLoad* worst = nullptr;
   for (const RunResult* r : group.runs) {
     const std::vector<std::string> f = run_flags(*r, report.runs);
     if (std::find(f.begin(), f.end(), "busy") == f.end()) continue;
     const std::string s = r->precision + (r->cuda_graphs ? " +graphs" : "") +
                           (group.batches.size() > 1 ? fmt::format(" batch {}", r->batch_size) : "");
     if (runs[s]++ == 0) subjects.push_back(s);
-    if (!first) first = &*r->host_load;
-    lo = std::min(lo, r->host_load->others_cpus);
-    hi = std::max(hi, r->host_load->others_cpus);
+    if (!worst || r->host_load->waited_cpus > worst->waited_cpus) worst = &*r->host_load;
   }
   if (subjects.empty()) return {};
   for (std::string& s : subjects)
     if (runs[s] > 1) s += fmt::format(" ({} runs)", runs[s]);
   const bool one = subjects.size() == 1 && runs.begin()->second == 1;
-  const std::string low = fmt::format("{:.2f}", lo), high = fmt::format("{:.2f}", hi);
   return {fmt::format(
-      "{}: other processes kept {} of the {} CPU{} busy while {} epochs ran, beside {} thread{} "
-      "of {} own: the machine was busy; time and speedup are unreliable",
-      fmt::join(subjects, ", "), low == high ? high : low + " to " + high, first->cpus,
-      first->cpus == 1 ? "" : "s", one ? "its" : "their", first->threads,
-      first->threads == 1 ? "" : "s", one ? "its" : "their")};
+      "{}: {}{} while {} epochs ran: the machine was busy; time and speedup are unreliable",
+      fmt::join(subjects, ", "), one ? "" : "at worst, ", worst->describe(one ? "its" : "their"),
+      one ? "its" : "their")};
 }
 
 // Seeds and repetitions that did not finish, one line per mode with some that did: its row is

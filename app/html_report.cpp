@@ -1409,18 +1409,16 @@ struct TrendValue {
   double memory = NAN;                      // training peak (bytes), the largest of the runs
   std::string status;                       // the first run that did not finish: "oom: why"
   std::string status_name;                  // "oom"
-  // Finished runs measured while other processes took CPUs their threads needed (HostLoad::busy),
-  // and the most CPUs the others kept busy in one.
+  // Finished runs whose threads waited for CPUs that something else held (HostLoad::busy), and
+  // the worst of them.
   size_t busy_runs = 0;
-  double busy_others = 0;
+  const HostLoad* worst = nullptr;
   // "measured on a busy machine (...)" when some were; empty otherwise.
   std::string busy_text() const {
     if (busy_runs == 0) return "";
-    return fmt::format(
-        "measured on a busy machine (other processes kept {}{:.2f} CPUs busy that the threads "
-        "needed{})",
-        ok_runs > 1 ? "up to " : "", busy_others,
-        ok_runs > 1 ? fmt::format(", in {} of {} runs", busy_runs, ok_runs) : "");
+    return fmt::format("measured on a busy machine ({}{}{})", ok_runs > 1 ? "at worst, " : "",
+                       worst->describe(),
+                       ok_runs > 1 ? fmt::format("; {} of {} runs", busy_runs, ok_runs) : "");
   }
 };
 
@@ -1466,7 +1464,7 @@ void summarise(TrendValue& v) {
     memory = std::max(memory, double(r->memory.training_peak));
     if (r->host_load && r->host_load->busy()) {
       ++v.busy_runs;
-      v.busy_others = std::max(v.busy_others, r->host_load->others_cpus);
+      if (!v.worst || r->host_load->waited_cpus > v.worst->waited_cpus) v.worst = &*r->host_load;
     }
   }
   v.memory = memory;

@@ -25,8 +25,8 @@ baseline remade K times on the runner, README's recipe) and given as --baseline 
 pair is then one current run judged against them.
 
 Each pair's line and the summary also count the current runs flagged busy (run_flags' busy:
-other processes took CPUs their threads needed, from host_load), the flag that tells a steady
-neighbour from a regression where the verdict cannot.
+their threads waited for CPUs that something else held, from host_load), the flag that tells a
+steady neighbour from a regression where the verdict cannot.
 
 --keep DIR keeps each pair's files (DIR/<mode>-<i>-base.json, -cur.json); --rejudge DIR judges
 such kept pairs again without running anything (another mpbench, other compare options given
@@ -53,13 +53,13 @@ def run_mpbench(args, out, pin, extra_env=None):
 
 
 def busy_runs(path):
-    """(runs flagged busy, runs, the most CPUs the others kept busy in one) of a result file."""
+    """(runs flagged busy, runs, the most CPU time one's threads waited for) of a result file."""
     try:
         runs = json.load(open(path)).get("runs", [])
     except (OSError, ValueError):
         return 0, 0, 0.0
     flagged = [r for r in runs if "busy" in (r.get("flags") or [])]
-    most = max(((r.get("host_load") or {}).get("others_cpus") or 0.0 for r in runs), default=0.0)
+    most = max(((r.get("host_load") or {}).get("waited_cpus") or 0.0 for r in runs), default=0.0)
     return len(flagged), len(runs), most
 
 
@@ -133,7 +133,7 @@ def main():
             busy_total[1] += runs
             print(f"pair {i + 1:2d}: exit {rc}, time ratios "
                   + " ".join(f"{x:.3f}" for x in ratios)
-                  + f"; busy {flagged}/{runs} (others up to {most:.2f} CPUs)", flush=True)
+                  + f"; busy {flagged}/{runs} (waited up to {most:.2f} CPUs)", flush=True)
             if os.path.exists(cmp):
                 os.remove(cmp)
     what = "false alarms" if args.mode == "identical" else "detections"

@@ -9,7 +9,6 @@
 //  - Parameters, gradients and optimizer state live in flat fp32 buffers; the ops that touch
 //    all parameters (unscale/check/norm, optimizer steps) take the whole flat buffer at once.
 //  - Ops enqueue work in order; only download(), synchronize() and Event::elapsed_ms block.
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
@@ -578,8 +577,6 @@ int usable_cpus();
 struct CpuTopology {
   int processors = 0;
   int cores = 0;
-  // SMT siblings per core, which share its units; 1 where unknown.
-  int cpus_per_core() const { return cores > 0 ? std::max(1, processors / cores) : 1; }
 };
 CpuTopology cpu_topology();
 // The names --cpu-isa takes.

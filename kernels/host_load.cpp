@@ -1,27 +1,48 @@
 #include "kernels/host_load.h"
 
+#include <dirent.h>
 #include <sched.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
-namespace mpbench {
+#include <fmt/format.h>
 
-double proc_stat_busy_seconds(const std::string& text, const std::vector<int>& cpus,
-                              long ticks_per_second, int* found) {
+namespace mpbench {
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::optional<ThreadTimes> parse_schedstat(const std::string& text) {
+  std::istringstream in(text);
+  unsigned long long run = 0, wait = 0, slices = 0;
+  if (!(in >> run >> wait >> slices)) return std::nullopt;
+  return ThreadTimes{1e-9 * static_cast<double>(run), 1e-9 * static_cast<double>(wait)};
+}
+
+double proc_stat_steal_seconds(const std::string& text, const std::vector<int>& cpus,
+                               long ticks_per_second, int* found) {
   *found = 0;
   if (ticks_per_second <= 0) return 0;
   double ticks = 0;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
-    // "cpuN user nice system idle iowait irq softirq steal guest guest_nice": guest time is
-    // inside user and nice already, and idle and iowait are the CPU's own rest.
+    // "cpuN user nice system idle iowait irq softirq steal guest guest_nice"
     if (line.size() < 4 || line.compare(0, 3, "cpu") != 0 ||
         !std::isdigit(static_cast<unsigned char>(line[3])))
       continue;
@@ -32,58 +53,85 @@ double proc_stat_busy_seconds(const std::string& text, const std::vector<int>& c
     unsigned long long v[8] = {};
     int got = 0;
     while (got < 8 && words >> v[got]) ++got;
-    if (got < 4) continue;  // not the format this reads
+    if (got < 8) continue;  // a kernel without steal time
     ++*found;
-    ticks += static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+    ticks += static_cast<double>(v[7]);
   }
   return ticks / static_cast<double>(ticks_per_second);
 }
 
 CpuCounters read_cpu_counters() {
   CpuCounters c;
-  c.wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d)) {
+      if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      const std::string name = e->d_name;
+      if (auto t = parse_schedstat(read_text("/proc/self/task/" + name + "/schedstat")))
+        c.threads[std::stol(name)] = *t;
+    }
+    closedir(d);
+  }
+  c.valid = !c.threads.empty();
   cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return c;
-  std::vector<int> cpus;
-  for (int i = 0; i < CPU_SETSIZE; ++i)
-    if (CPU_ISSET(i, &set)) cpus.push_back(i);
-  std::ifstream f("/proc/stat");
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  c.busy_s = proc_stat_busy_seconds(text, cpus, sysconf(_SC_CLK_TCK), &c.cpus);
-  rusage u{};
-  if (c.cpus == 0 || getrusage(RUSAGE_SELF, &u) != 0) return c;
-  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * t.tv_usec; };
-  c.own_s = secs(u.ru_utime) + secs(u.ru_stime);
-  c.valid = true;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    std::vector<int> cpus;
+    for (int i = 0; i < CPU_SETSIZE; ++i)
+      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+    c.steal_s =
+        proc_stat_steal_seconds(read_text("/proc/stat"), cpus, sysconf(_SC_CLK_TCK), &c.cpus);
+  }
+  c.wall_s = steady_seconds();
   return c;
 }
 
 bool HostLoad::busy() const {
-  return others_cpus - std::max(0, cpus - threads * cpus_per_core) >= kBusyCpus;
+  return waited_cpus >= kBusyCpus || (std::isfinite(steal_cpus) && steal_cpus >= kBusyCpus);
 }
 
+std::string HostLoad::describe(const std::string& its) const {
+  std::vector<std::string> parts;
+  if (waited_cpus >= kBusyCpus || !(steal_cpus >= kBusyCpus))
+    parts.push_back(fmt::format("{} {} thread{} waited for a CPU {:.0f}% of the time", its, threads,
+                                threads == 1 ? "" : "s", 100 * waited_cpus / std::max(1, threads)));
+  if (std::isfinite(steal_cpus) && steal_cpus >= kBusyCpus)
+    parts.push_back(fmt::format("the hypervisor took {:.2f} of {} {} CPU{}", steal_cpus, its, cpus,
+                                cpus == 1 ? "" : "s"));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// The span's clock starts before the counters are read and stops after: a thread switched out
+// between the two reads (a busy CPU) then lengthens the span, never the times in it.
 void HostLoadMeter::begin() {
-  if (!start_.valid) start_ = read_cpu_counters();
+  if (start_.valid) return;
+  const double wall = steady_seconds();
+  start_ = read_cpu_counters();
+  start_.wall_s = wall;
 }
 
 void HostLoadMeter::end() {
   end_ = read_cpu_counters();
 }
 
-std::optional<HostLoad> HostLoadMeter::result(int threads, int cpus_per_core) const {
+std::optional<HostLoad> HostLoadMeter::result(int threads) const {
   const double wall = end_.wall_s - start_.wall_s;
-  if (!start_.valid || !end_.valid || end_.cpus != start_.cpus || !(wall >= kMinLoadSeconds))
-    return std::nullopt;
+  if (!start_.valid || !end_.valid || !(wall >= kMinLoadSeconds)) return std::nullopt;
   HostLoad h;
   h.cpus = end_.cpus;
   h.threads = std::max(1, threads);
-  h.cpus_per_core = std::max(1, cpus_per_core);
   h.seconds = wall;
-  const double own = end_.own_s - start_.own_s;
-  // The two clocks differ by a tick here and there: never below none.
-  h.others_cpus = std::max(0.0, (end_.busy_s - start_.busy_s - own) / wall);
-  h.own_cpus = own / wall;
+  // A thread started after begin() counts from its start; one gone by end() is not counted.
+  double run = 0, wait = 0;
+  for (const auto& [tid, t] : end_.threads) {
+    const auto before = start_.threads.find(tid);
+    const ThreadTimes from = before == start_.threads.end() ? ThreadTimes{} : before->second;
+    run += std::max(0.0, t.run_s - from.run_s);
+    wait += std::max(0.0, t.wait_s - from.wait_s);
+  }
+  h.own_cpus = run / wall;
+  h.waited_cpus = wait / wall;
+  h.steal_cpus = end_.cpus > 0 && end_.cpus == start_.cpus && wall >= kMinStealSeconds
+                     ? (end_.steal_s - start_.steal_s) / wall
+                     : NAN;
   return h;
 }
 

@@ -1,61 +1,69 @@
 #pragma once
-// What else ran on the CPUs this process may use while it measured. A run beside another busy
+// Whether something else took this process's CPUs while it measured. A run beside another busy
 // process is slower, as a regression is, and as steady as a quiet run: its epochs' spread does
-// not show it, so the run records how many CPUs the others kept busy (results' "busy" flag).
-// Read from /proc/stat's per-CPU lines (time not idle, a hypervisor's steal included) less this
-// process's own CPU time (getrusage), over the wall time between two reads.
+// not show it. So a run records how long its threads waited for a CPU: each thread's run delay
+// (/proc/self/task/*/schedstat: the scheduler's time runnable but not running, in ns), over the
+// span of its epochs; and a hypervisor's steal of its CPUs (/proc/stat), which the guest's
+// scheduler does not see as waiting. results' "busy" flag is read from them.
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace mpbench {
 
+// One thread's cumulative times on a CPU and waiting for one, from its schedstat text ("run_ns
+// wait_ns timeslices"); nullopt for another text.
+struct ThreadTimes {
+  double run_s = 0, wait_s = 0;
+};
+std::optional<ThreadTimes> parse_schedstat(const std::string& text);
+
+// The steal seconds of the CPUs numbered in `cpus` in /proc/stat's text (its "cpuN" lines' 8th
+// field; ticks of ticks_per_second), and in *found how many of them it lists.
+double proc_stat_steal_seconds(const std::string& text, const std::vector<int>& cpus,
+                               long ticks_per_second, int* found);
+
 // Cumulative counters at one moment.
 struct CpuCounters {
-  bool valid = false;  // /proc/stat listed some of the CPUs this process may use
-  int cpus = 0;        // those CPUs
-  double busy_s = 0;   // their time not idle: user, nice, system, irq, softirq, steal
-  double own_s = 0;    // this process's CPU time, all threads, user and system
-  double wall_s = 0;   // a steady clock
+  bool valid = false;                   // some thread's schedstat was read
+  std::map<long, ThreadTimes> threads;  // by thread id
+  int cpus = 0;                         // the CPUs this process may use that /proc/stat lists
+  double steal_s = 0;                   // theirs
+  double wall_s = 0;                    // a steady clock, after the reads
 };
 CpuCounters read_cpu_counters();
 
-// The busy seconds of the CPUs numbered in `cpus` in /proc/stat's text (its "cpuN" lines; ticks
-// of ticks_per_second), and in *found how many of them it lists.
-double proc_stat_busy_seconds(const std::string& text, const std::vector<int>& cpus,
-                              long ticks_per_second, int* found);
-
-// What the others did over a run's epochs (HostLoadMeter). cpus and threads: the CPUs the
-// process may use and the threads it ran on them, so that the others may take the CPUs its
-// threads leave free (a rank beside it, another job on a big host) without making it busy; a
-// thread takes its core's SMT siblings too, whose units it shares (cpus_per_core).
+// What took the CPUs over a run's epochs (HostLoadMeter).
 struct HostLoad {
-  int cpus = 0;
-  int threads = 0;
-  int cpus_per_core = 1;
-  double seconds = 0;      // wall time measured over
-  double others_cpus = 0;  // the mean number of CPUs the other processes kept busy
-  double own_cpus = 0;     // and this process: its threads' CPU time over the wall time
-  // Whether they took at least kBusyCpus more than the CPUs its threads' cores left free.
+  int cpus = 0;     // the CPUs the process may use (its affinity mask)
+  int threads = 0;  // the threads it ran its work on
+  double seconds = 0;
+  double own_cpus = 0;     // its threads' time on a CPU over the wall time
+  double waited_cpus = 0;  // their time waiting for one over the wall time
+  // A hypervisor's steal of the process's CPUs over the wall time; NaN where unknown (no
+  // /proc/stat, or a span under kMinStealSeconds: it counts in 10 ms ticks).
+  double steal_cpus = 0;
+  // Whether the threads waited, or the hypervisor took, at least kBusyCpus.
   bool busy() const;
+  // "its 2 threads waited for a CPU 50% of the time", "the hypervisor took 0.30 of its 2 CPUs",
+  // or both, for the notes (`its`: the possessive the sentence takes, "its" or "their").
+  std::string describe(const std::string& its = "its") const;
 };
-// A quarter of a CPU taken from the run's threads on average: a run on a quiet machine leaves
-// the others a few hundredths; one beside a busy loop on one of its CPUs, close to 1.
+// A quarter of a CPU's time, waited for in all or stolen: a thread on a quiet machine waits a
+// hundredth of its time or less, one beside a busy loop on its CPU about half.
 inline constexpr double kBusyCpus = 0.25;
-// /proc/stat counts in ticks (10 ms): shorter intervals in all give no figure.
-inline constexpr double kMinLoadSeconds = 1.0;
+// Shorter spans give no figure at all; steal's ticks need a second.
+inline constexpr double kMinLoadSeconds = 0.1;
+inline constexpr double kMinStealSeconds = 1.0;
 
-// Over the span from the first begin() to the last end(): one span, not a sum of intervals,
-// since /proc/stat's counters move at the scheduler's ticks, where the process is also switched
-// out, and short intervals between switches missed most of the ticks they held (epochs of 0.5
-// ms beside a busy loop on their CPU summed to none of it for the others, where 1 s said 0.5).
+// Over the span from the first begin() to the end() after it.
 class HostLoadMeter {
  public:
   void begin();  // the start of the first call only
   void end();
-  // Nullopt where the counters could not be read, the CPUs changed between the reads, or the
-  // span is under kMinLoadSeconds.
-  std::optional<HostLoad> result(int threads, int cpus_per_core = 1) const;
+  // Nullopt where the counters could not be read or the span is under kMinLoadSeconds.
+  std::optional<HostLoad> result(int threads) const;
 
  private:
   CpuCounters start_, end_;

@@ -45,9 +45,9 @@ How it mirrors mpbench (train/trainer.cpp):
     initial weights have no counterpart here), the last partial batch dropped. warmup_steps steps (on the first batches) run
     first, outside any timing. Each epoch is timed with events around its training steps only;
     evaluation (every eval row, last partial batch included) is timed apart. Per-step times come
-    from events recorded between steps. host_load records what other processes took of the
-    process's CPUs from the first epoch's timed steps to the end of the last's, as mpbench's
-    run does (a busy machine slows a run steadily; `mpbench report` notes it).
+    from events recorded between steps. host_load records whether something else took the
+    process's CPUs over the epochs (its threads' time waiting for a CPU, a hypervisor's steal),
+    as mpbench's run does (a busy machine slows a run steadily; `mpbench report` notes it).
   * Per-step loss / grad norm / loss scale / skipped flag stay in device tensors and are read
     back after each epoch, so the loop adds no host synchronisation. (A non-fused optimizer
     under GradScaler does synchronise: PyTorch's GradScaler.step checks found_inf on the host.
@@ -957,80 +957,69 @@ def epoch_train_loss(losses, skip):
 
 
 class HostLoad:
-    """What other processes took of this process's CPUs from begin() to end(), as mpbench's
-    run records it (host_load, kernels/host_load.h): /proc/stat's time not idle on the CPUs of
-    the affinity mask, a hypervisor's steal included, less this process's own CPU time, over
-    one span (no figure under a second: the counters move in 10 ms ticks)."""
-    MIN_SECONDS = 1.0
+    """Whether something else took this process's CPUs from begin() to end(), as mpbench's run
+    records it (host_load, kernels/host_load.h): each thread's time waiting for a CPU (the
+    scheduler's run delay, /proc/self/task/*/schedstat) and a hypervisor's steal of the CPUs of
+    the affinity mask (/proc/stat; a second at least, its counters move in 10 ms ticks)."""
+    MIN_SECONDS, MIN_STEAL_SECONDS, BUSY_CPUS = 0.1, 1.0, 0.25
 
     def __init__(self):
         self.start = self.stop = None
 
     @staticmethod
     def read():
-        """(cpus found, their busy seconds, own CPU seconds, wall seconds), or None."""
+        """({thread: (run s, wait s)}, CPUs found, their steal seconds), or None."""
+        threads = {}
         try:
-            cpus, busy, found = os.sched_getaffinity(0), 0, 0
+            for t in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError, ValueError):
+                    with open(f"/proc/self/task/{t}/schedstat", encoding="ascii") as f:
+                        run, wait, _ = (int(x) for x in f.read().split()[:3])
+                    threads[t] = (run * 1e-9, wait * 1e-9)
+        except OSError:
+            return None
+        if not threads:
+            return None
+        steal, found = 0, 0
+        with contextlib.suppress(OSError, ValueError):
+            cpus = os.sched_getaffinity(0)
             with open("/proc/stat", encoding="ascii") as f:
                 for line in f:
                     w = line.split()
-                    if not (w and w[0].startswith("cpu") and w[0][3:].isdigit()):
-                        continue
-                    if int(w[0][3:]) not in cpus or len(w) < 5:
-                        continue
-                    v = [int(x) for x in w[1:9]] + [0] * 8  # user nice system idle iowait irq
-                    busy += v[0] + v[1] + v[2] + v[5] + v[6] + v[7]  # softirq steal
-                    found += 1
-            ticks = os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError):
-            return None
-        if not found or ticks <= 0:
-            return None
-        u = resource.getrusage(resource.RUSAGE_SELF)
-        return found, busy / ticks, u.ru_utime + u.ru_stime, time.monotonic()
+                    if (w and w[0].startswith("cpu") and w[0][3:].isdigit()
+                            and int(w[0][3:]) in cpus and len(w) >= 9):
+                        steal += int(w[8])
+                        found += 1
+            steal /= os.sysconf("SC_CLK_TCK")
+        return threads, found, steal
 
     def begin(self):
         if self.start is None:
-            self.start = self.read()
+            t0 = time.monotonic()  # before the reads, as mpbench's: a switch lengthens the span
+            if (r := self.read()) is not None:
+                self.start = (*r, t0)
 
     def end(self):
-        self.stop = self.read()
+        if (r := self.read()) is not None:
+            self.stop = (*r, time.monotonic())
 
-    @staticmethod
-    def cpus_per_core():
-        """SMT siblings per core, as mpbench's cpu_topology: /proc/cpuinfo's processors over its
-        distinct (physical id, core id) pairs; 1 where it does not say."""
-        processors, cores, phys = 0, set(), "0"
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    key, _, value = line.partition(":")
-                    key, value = key.strip(), value.strip()
-                    if key == "processor":
-                        processors += 1
-                    elif key == "physical id":
-                        phys = value
-                    elif key == "core id":
-                        cores.add((phys, value))
-        except OSError:
-            return 1
-        return max(1, processors // len(cores)) if cores else 1
-
-    @staticmethod
-    def busy(h):
-        """mpbench's HostLoad::busy: the others took at least a quarter of a CPU more than the
-        CPUs the threads' cores left free."""
-        free = max(0, h["cpus"] - h["threads"] * h["cpus_per_core"])
-        return h["others_cpus"] - free >= 0.25
+    @classmethod
+    def busy(cls, h):
+        """mpbench's HostLoad::busy: a quarter of a CPU waited for, or stolen where known."""
+        steal = h.get("steal_cpus")
+        return h["waited_cpus"] >= cls.BUSY_CPUS or (steal is not None and steal >= cls.BUSY_CPUS)
 
     def result(self, threads):
         a, b = self.start, self.stop
-        if a is None or b is None or a[0] != b[0] or b[3] - a[3] < self.MIN_SECONDS:
+        if a is None or b is None or b[3] - a[3] < self.MIN_SECONDS:
             return None
-        wall, own = b[3] - a[3], b[2] - a[2]
-        return {"cpus": b[0], "threads": max(1, threads), "cpus_per_core": self.cpus_per_core(),
-                "seconds": wall, "others_cpus": max(0.0, (b[1] - a[1] - own) / wall),
-                "own_cpus": own / wall}
+        wall = b[3] - a[3]
+        run = sum(max(0.0, r - a[0].get(t, (0.0, 0.0))[0]) for t, (r, _) in b[0].items())
+        wait = sum(max(0.0, w - a[0].get(t, (0.0, 0.0))[1]) for t, (_, w) in b[0].items())
+        steal = ((b[2] - a[2]) / wall if b[1] and b[1] == a[1] and wall >= self.MIN_STEAL_SECONDS
+                 else None)
+        return {"cpus": b[1], "threads": max(1, threads), "seconds": wall, "own_cpus": run / wall,
+                "waited_cpus": wait / wall, "steal_cpus": steal}
 
 
 def time_stats(xs):
@@ -1208,18 +1197,17 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         step(i % steps_per_epoch, g, g == 0)
         g += 1
     step_ms = [math.nan] * total
-    load = HostLoad()  # from the first epoch's timed steps to the end of the last's
+    load = HostLoad()  # over the epochs, their evaluations included, as mpbench's
+    load.begin()
     for ep in range(epochs):
         first = g
         marks = [Timer(cuda) for _ in range(steps_per_epoch + 1)]
-        load.begin()
         marks[0].record()
         for b in range(steps_per_epoch):
             step(b, g, g == 0)
             g += 1
             marks[b + 1].record()
         time_ms = marks[0].elapsed(marks[-1])
-        load.end()
         for b in range(steps_per_epoch):
             step_ms[first + b] = marks[b].elapsed(marks[b + 1])
         t0 = Timer(cuda).record()
@@ -1236,6 +1224,7 @@ def train_mode(spec, host_data, lps, mode, device, r, init):
         if not (math.isfinite(train_loss) and math.isfinite(e["eval_loss"])):
             r["status"], r["status_detail"] = "diverged", f"loss became non-finite in epoch {ep + 1}"
             break
+    load.end()
     sample_memory()
 
     host = {k: v[:g].tolist() for k, v in series.items()}

@@ -7,9 +7,9 @@
 Per model and precision: step time both ways (median epoch time / steps per epoch), their ratio
 (mpbench / PyTorch: below 1 means mpbench is faster), each tool's speedup over its own fp32, peak
 memory both ways (mpbench: tracked allocator peak; PyTorch: max_memory_allocated), final accuracy.
-A step time measured on a busy machine (the run's flags hold "busy": other processes kept CPUs
-busy that its threads needed, host_load) reads "(busy)" after it, and a line under the table
-says it is unreliable.
+A step time measured on a busy machine (the run's flags hold "busy": its threads waited for CPUs
+that something else held, host_load) reads "(busy)" after it, and a line under the table says
+it is unreliable.
 A run without a time (oom, failed, diverged, or unsupported: amp_fp8 on a card below compute
 capability 8.9, or without Transformer Engine or torch._scaled_mm) shows its status in its tool's
 step column and gets no ratio or speedup. A line under the table names how PyTorch's timed
@@ -263,9 +263,9 @@ def main():
                   "Transformer Engine: its casts, amaxes and transposes are separate kernels "
                   "where TE fuses them."]
     if any(busy(r) and step_ms(r) for runs in (mp, pt) for r in runs.values()):
-        lines += ["", "(busy): measured while other processes kept CPUs busy that the run's "
-                  "threads needed (its host_load): that time, and the ratio and speedups from "
-                  "it, are unreliable."]
+        lines += ["", "(busy): measured while the run's threads waited for CPUs that something "
+                  "else held (its host_load): that time, and the ratio and speedups from it, are "
+                  "unreliable."]
     if max(mp_rounds, pt_rounds) > 1:
         lines += ["", f"Step times: the median over {mp_rounds} mpbench and {pt_rounds} PyTorch "
                   "rounds (each row's run of median step time; ratios and speedups from those)."]

@@ -344,8 +344,8 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
         to_ctx.grad_reduce == "fp32" || to_ctx.grad_reduce.empty()
             ? ": --grad-reduce bf16 halves them"
             : ""));
-  // Other processes that took CPUs a mode's threads needed (its runs' host_load, any round's)
-  // slow it as steadily as its own work would: the profile cannot tell them apart.
+  // A mode whose threads waited for CPUs that something else held (its runs' host_load, any
+  // round's) is slowed as steadily as by its own work: the profile cannot tell them apart.
   std::vector<std::string> busy;
   for (const auto& [mine, pick] :
        {std::pair{&from, &RoundPair::first}, std::pair{&to, &RoundPair::second}}) {
@@ -354,18 +354,14 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
     const HostLoad* worst = nullptr;
     for (const ProfiledRun* r : runs)
       if (const auto& h = r->run.host_load;
-          h && h->busy() && (!worst || h->others_cpus > worst->others_cpus))
+          h && h->busy() && (!worst || h->waited_cpus > worst->waited_cpus))
         worst = &*h;
-    if (worst)
-      busy.push_back(fmt::format("{} ({:.2f} of {} CPU{} beside its {} thread{})",
-                                 mine->run.precision, worst->others_cpus, worst->cpus,
-                                 worst->cpus == 1 ? "" : "s", worst->threads,
-                                 worst->threads == 1 ? "" : "s"));
+    if (worst) busy.push_back(fmt::format("{} ({})", mine->run.precision, worst->describe()));
   }
   if (!busy.empty())
     c.flags.push_back(fmt::format(
-        "a busy machine: other processes kept CPUs busy that the threads needed while {} ran: "
-        "the times and the speedup from them are unreliable. Explain again on a quieter machine",
+        "a busy machine: {}: the times and the speedup from them are unreliable. Explain again "
+        "on a quieter machine",
         fmt::join(busy, " and ")));
   // The comparison rests on means (what the kinds add up to); a stalled step moves them.
   // One flag however many of the two were uneven: the medians' speedup is one figure.

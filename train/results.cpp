@@ -302,10 +302,10 @@ json to_json(const RunResult& r) {
   if (const auto& h = r.host_load)
     j["host_load"] = {{"cpus", h->cpus},
                       {"threads", h->threads},
-                      {"cpus_per_core", h->cpus_per_core},
                       {"seconds", h->seconds},
-                      {"others_cpus", h->others_cpus},
-                      {"own_cpus", h->own_cpus}};
+                      {"own_cpus", h->own_cpus},
+                      {"waited_cpus", h->waited_cpus},
+                      {"steal_cpus", num(h->steal_cpus)}};
   return j;
 }
 
@@ -844,17 +844,18 @@ static RunResult run_from_json_at(const json& j, const std::string& path) {
     const std::string p = sub(path, "host_load");
     const json& e = object_at(j, "host_load", path);
     HostLoad h;
-    for (const auto& [key, into] : {std::pair{"cpus", &h.cpus}, std::pair{"threads", &h.threads},
-                                    std::pair{"cpus_per_core", &h.cpus_per_core}}) {
+    for (const auto& [key, into] : {std::pair{"cpus", &h.cpus}, std::pair{"threads", &h.threads}}) {
       find(e, key, p, true);
-      const int64_t n = integer(e, key, p, 1);
+      const int64_t n = integer(e, key, p, key == std::string("cpus") ? 0 : 1);
       if (n > kMaxCpus) bad(sub(p, key), fmt::format("a count of CPUs up to {}", kMaxCpus));
       *into = static_cast<int>(n);
     }
     h.seconds = number(e, "seconds", p, kPositive, true);
     for (const auto& [key, into] :
-         {std::pair{"others_cpus", &h.others_cpus}, std::pair{"own_cpus", &h.own_cpus}})
+         {std::pair{"own_cpus", &h.own_cpus}, std::pair{"waited_cpus", &h.waited_cpus}})
       *into = number(e, key, p, Range{0, double(kMaxCpus), false}, true);
+    find(e, "steal_cpus", p, true);
+    h.steal_cpus = number(e, "steal_cpus", p, Range{0, double(kMaxCpus), true});
     r.host_load = h;
   }
   return r;

@@ -164,7 +164,7 @@ class Run {
   std::vector<float> step_ms_;  // per step, from the events between steps; NaN for warm-up
   std::unique_ptr<Event> start_, stop_;
   std::vector<std::unique_ptr<Event>> marks_;  // one per step boundary of an epoch
-  HostLoadMeter host_load_;                    // from the first epoch's timed steps to the last's
+  HostLoadMeter host_load_;                    // over the epochs, their evaluations included
 };
 
 void Run::build(RunResult& r) {
@@ -373,9 +373,11 @@ void Run::train_all(RunResult& r) {
   start_ = be_.create_event();
   stop_ = be_.create_event();
   for (int64_t b = 0; b <= plan.per_epoch; ++b) marks_.push_back(be_.create_event());
+  host_load_.begin();
   for (int64_t ep = 0; ep < plan.epochs; ++ep) {
     if (!run_epoch(plan, ep, r)) break;
   }
+  host_load_.end();  // each epoch waited for its steps (its time) and its evaluation
   sample_device_memory(be_, r.memory);
 
   read_back_series(r);
@@ -435,7 +437,6 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
     for (int64_t b = n - 1; b > 0; --b)
       std::swap(order[b], order[rng.below(static_cast<uint32_t>(b + 1))]);
   }
-  host_load_.begin();
   start_->record();
   marks_[0]->record();
   timing_ = true;
@@ -449,8 +450,7 @@ bool Run::run_epoch(const StepPlan& plan, int64_t epoch, RunResult& r) {
   stop_->record();
   timing_ = false;
   if (dp_) dp_->end_epoch();
-  e.time_ms = stop_->elapsed_ms(*start_);  // waits for the epoch's last step
-  host_load_.end();
+  e.time_ms = stop_->elapsed_ms(*start_);
   for (int64_t b = 0; b < n; ++b)
     step_ms_[first + b] = static_cast<float>(marks_[b + 1]->elapsed_ms(*marks_[b]));
   phase(TrainPhase::Eval);
@@ -554,7 +554,7 @@ void Run::derive_metrics(const StepPlan& plan, RunResult& r) {
     if (r.peak_tflops > 0) r.percent_of_peak = 100.0 * r.tflops / r.peak_tflops;
   }
   if (dp_) r.data_parallel = dp_->result(r.epochs);
-  r.host_load = host_load_.result(host_threads(be_.info()), cpu_topology().cpus_per_core());
+  r.host_load = host_load_.result(host_threads(be_.info()));
   record_memory(r);
 }
 

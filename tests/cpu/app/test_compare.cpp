@@ -387,19 +387,19 @@ TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
             "trusting it");
 }
 
-// A time regression measured while other processes took CPUs the current run's threads needed
-// (host_load, run_flags' busy) is noted though its epochs are as steady as a quiet run's: a
+// A time regression measured while the current run's threads waited for CPUs that something else
+// held (host_load, run_flags' busy) is noted though its epochs are as steady as a quiet run's: a
 // steadily busy runner slows a run as a regression does. A busy baseline or a current run that
 // is not slower draws no note.
 TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
-  auto busy_notes = [](const Comparison& c) { return notes_with(c, "other processes"); };
+  auto busy_notes = [](const Comparison& c) { return notes_with(c, "waited for CPUs"); };
   auto loaded = [](std::vector<RunResult> runs) {
     for (RunResult& r : runs) {
       r.host_load = HostLoad{};
       r.host_load->cpus = 2;
       r.host_load->threads = 2;
       r.host_load->seconds = 3;
-      r.host_load->others_cpus = 0.9;
+      r.host_load->waited_cpus = 0.9;
     }
     return runs;
   };
@@ -407,9 +407,9 @@ TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
   ASSERT_EQ(n.rows[0].verdict, "slower");
   ASSERT_EQ(busy_notes(n).size(), 1u);
   EXPECT_EQ(busy_notes(n)[0],
-            "note: m fp32 slower in time, measured while other processes kept busy CPUs that the "
-            "current run's threads needed (its host_load): a busy runner slows a run as a "
-            "regression does; run the job again before trusting it");
+            "note: m fp32 slower in time, measured while the current run's threads waited for CPUs "
+            "that something else held (its host_load): a busy runner slows a run as a regression "
+            "does; run the job again before trusting it");
   EXPECT_TRUE(busy_notes(cmp(make_report(loaded(reps())), make_report(reps(1.30)))).empty());
   EXPECT_TRUE(busy_notes(cmp(make_report(reps()), make_report(loaded(reps(1.0))))).empty());
 }

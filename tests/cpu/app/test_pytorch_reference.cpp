@@ -379,24 +379,27 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "      pr.epoch_train_loss(t(1.0, math.nan, 2.0), t(0, 1, 0)),\n"
       "      pr.epoch_train_loss(t(1.0, inf), t(0, 0)), pr.epoch_train_loss(t(inf, inf), t(1, "
       "1)))\n"
-      // host_load as mpbench's (kernels_host_load.cpp): a spin on one CPU is the process's own
-      // time, the others' the rest of that CPU's; nothing measured, no figure.
-      "import os, time\n"
+      // host_load as mpbench's (kernels_host_load.cpp): a thread spinning beside a busy process
+      // on its one CPU waits for it about half of the time; nothing measured, no figure; busy
+      // at its edges.
+      "import os, signal, time\n"
       "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
       "h = pr.HostLoad()\n"
+      "child = os.fork()\n"
+      "if child == 0:\n"
+      "    while True: pass\n"
       "h.begin()\n"
       "t0 = time.monotonic()\n"
-      "while time.monotonic() - t0 < 1.2: pass\n"
+      "while time.monotonic() - t0 < 0.6: pass\n"
       "h.end()\n"
+      "os.kill(child, signal.SIGKILL)\n"
+      "os.waitpid(child, 0)\n"
       "r = h.result(0)\n"
-      "print(r['cpus'], r['threads'], r['cpus_per_core'] >= 1, r['seconds'] >= 1.2,\n"
-      "      r['own_cpus'] > 0.1,\n"
-      "      r['others_cpus'] + r['own_cpus'] <= 1.05, pr.HostLoad().result(1))\n"
-      // busy as mpbench's HostLoad::busy (kernels_host_load.cpp's cases).
-      "b = lambda cpus, threads, others, smt=1: pr.HostLoad.busy(\n"
-      "    {'cpus': cpus, 'threads': threads, 'cpus_per_core': smt, 'others_cpus': others})\n"
-      "print(b(2, 2, 0.24), b(2, 2, 0.25), b(16, 1, 15.0), b(16, 1, 15.25), b(2, 4, 0.1),\n"
-      "      b(2, 1, 0.3, 2), b(8, 2, 4.2, 2))\n";
+      "print(r['threads'], r['seconds'] >= 0.6, r['waited_cpus'] >= 0.25, r['own_cpus'] <= 1.02,\n"
+      "      r['steal_cpus'], pr.HostLoad().result(1))\n"
+      "b = lambda waited, steal=None: pr.HostLoad.busy({'waited_cpus': waited, 'steal_cpus': "
+      "steal})\n"
+      "print(b(0.24), b(0.25), b(0.1, 0.24), b(0.1, 0.25), b(0.1))\n";
   write("rules.py", code);
   const auto r =
       mpbench::test::run_shell("PYTHONPATH=" + std::string(MPBENCH_SOURCE_DIR) + "/scripts " +
@@ -408,11 +411,10 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
     GTEST_SKIP() << "this torch has no FP8 dtypes: " << r.err;
   ASSERT_EQ(r.code, 0) << r.err;
   // 57344 / 3 in float32.
-  EXPECT_EQ(
-      r.out,
-      rates +
-          "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 1 True True True True None\n"
-          "False True False True False True False\n");
+  EXPECT_EQ(r.out,
+            rates +
+                "3.0 19114.666015625\n3.3333333333333335 1.5 inf nan\n1 True True True None None\n"
+                "False True False True False\n");
 }
 
 // amp_fp16's dynamic loss scaling is GradScaler's step by step: from a scale of 2^30 that

@@ -1030,14 +1030,14 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
 // A commit whose run was measured on a busy machine (host_load: busy) is a hollow time point,
 // data-busy="true", with a note and the Markdown row saying so; a quiet run's point and every
 // memory point stay as they are (memory does not depend on the machine's load). Of repetitions,
-// how many were busy and the most the others took.
+// how many were busy and the worst one's figures.
 TEST_F(ReportHtml, HistoryDrawsABusyMachinesPointHollow) {
-  const auto loaded = [](mpbench::RunResult r, double others) {
+  const auto loaded = [](mpbench::RunResult r, double waited) {
     r.host_load = mpbench::HostLoad{};
     r.host_load->cpus = 2;
     r.host_load->threads = 2;
     r.host_load->seconds = 4;
-    r.host_load->others_cpus = others;
+    r.host_load->waited_cpus = waited;
     return r;
   };
   const std::string a40(40, 'a'), b40(40, 'b'), c40(40, 'c');
@@ -1067,18 +1067,17 @@ TEST_F(ReportHtml, HistoryDrawsABusyMachinesPointHollow) {
     xs.push_back((*it)[1].str());
   EXPECT_EQ(xs, (std::vector<std::string>{"1", "2"}));
   EXPECT_NE(html.find("fp32 · cpu · batch 32 at bbbbbbb (2025-03-02 09:00 UTC): measured on a busy "
-                      "machine (other processes kept 0.90 CPUs busy that the threads needed): its "
-                      "time, a hollow point, is unreliable"),
+                      "machine (its 2 threads waited for a CPU 45% of the time): its time, a "
+                      "hollow point, is unreliable"),
             std::string::npos)
       << html;
-  EXPECT_NE(html.find("at ccccccc (2025-03-03 09:00 UTC): measured on a busy machine (other "
-                      "processes kept up to 0.75 CPUs busy that the threads needed, in 2 of 3 "
-                      "runs)"),
+  EXPECT_NE(html.find("at ccccccc (2025-03-03 09:00 UTC): measured on a busy machine (at worst, "
+                      "its 2 threads waited for a CPU 38% of the time; 2 of 3 runs)"),
             std::string::npos);
   const std::string md = read_file(md_path);
   EXPECT_NE(
       md.find("| bbbbbbb | 2025-03-02 | 14.00 | 14.00–14.00 | epochs | 1000 B | ok; measured on a "
-              "busy machine (other processes kept 0.90 CPUs busy that the threads needed) |"),
+              "busy machine (its 2 threads waited for a CPU 45% of the time) |"),
       std::string::npos)
       << md;
   EXPECT_NE(md.find("| aaaaaaa | 2025-03-01 | 10.00 | 10.00–10.00 | epochs | 1000 B | ok |"),

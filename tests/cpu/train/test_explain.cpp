@@ -400,36 +400,35 @@ TEST(Explain, WithRoundsAnOpIsNamedOnlyWhenSlowerInEveryRound) {
   EXPECT_NE(flags.find(fmt::format(named, 3, "1.237")), std::string::npos) << flags;
 }
 
-// A mode whose runs other processes slowed (host_load: busy), in any round, is flagged with the
-// worst round's figure: its steps are as steady as a quiet run's and its ops as they would be,
-// only slower. A quiet load or one on the CPUs the threads left free is no flag.
+// A mode whose threads waited for CPUs (host_load: busy), in any round, is flagged with the
+// worst round's figures: its steps are as steady as a quiet run's and its ops as they would be,
+// only slower. A quiet mode is no flag.
 TEST(Explain, AModeRunOnABusyMachineIsFlagged) {
   const ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
-  const auto loaded = [](ProfiledRun r, double others, int cpus = 2) {
+  const auto loaded = [](ProfiledRun r, double waited, int threads = 2) {
     r.run.host_load = HostLoad{};
-    r.run.host_load->cpus = cpus;
-    r.run.host_load->threads = 2;
+    r.run.host_load->cpus = 2;
+    r.run.host_load->threads = threads;
     r.run.host_load->seconds = 4;
-    r.run.host_load->others_cpus = others;
+    r.run.host_load->waited_cpus = waited;
     return r;
   };
   const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
   const ProfiledRun bf16 = gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", 5.0));
-  const std::string busy = "a busy machine: other processes kept CPUs busy that the threads "
-                           "needed while ";
-  EXPECT_EQ(flag_text(compare_modes(loaded(f32, 0.1), a, loaded(bf16, 1.9, 4), b)).find(busy),
+  const std::string busy = "a busy machine: ";
+  EXPECT_EQ(flag_text(compare_modes(loaded(f32, 0.1), a, loaded(bf16, 0.2), b)).find(busy),
             std::string::npos);
   std::string flags = flag_text(compare_modes(loaded(f32, 0.9), a, bf16, b));
-  EXPECT_NE(flags.find(busy + "fp32 (0.90 of 2 CPUs beside its 2 threads) ran: the times and the "
-                              "speedup from them are unreliable. Explain again on a quieter "
-                              "machine"),
+  EXPECT_NE(flags.find(busy + "fp32 (its 2 threads waited for a CPU 45% of the time): the times "
+                              "and the speedup from them are unreliable. Explain again on a "
+                              "quieter machine"),
             std::string::npos)
       << flags;
   // Rounds: the second's amp_bf16 run was busy, the pooled one (the first round's) not.
-  const std::vector<ProfiledRun> from = {f32, f32}, to = {bf16, loaded(bf16, 1.5, 1)};
+  const std::vector<ProfiledRun> from = {f32, f32}, to = {bf16, loaded(bf16, 0.6, 1)};
   const std::vector<RoundPair> pairs = {{&from[0], &to[0]}, {&from[1], &to[1]}};
   flags = flag_text(compare_modes(pool_rounds(from), a, pool_rounds(to), b, pairs));
-  EXPECT_NE(flags.find(busy + "amp_bf16 (1.50 of 1 CPU beside its 2 threads) ran"),
+  EXPECT_NE(flags.find(busy + "amp_bf16 (its 1 thread waited for a CPU 60% of the time)"),
             std::string::npos)
       << flags;
 }

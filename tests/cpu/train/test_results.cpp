@@ -787,9 +787,9 @@ TEST(ReportJson, ConvAlgorithmReaderErrorsNameThePath) {
   EXPECT_NE(bad_input_message(not_object).find("runs[1].conv_algorithms[0]"), std::string::npos);
 }
 
-// host_load (kernels/host_load.h) is written where measured and read back, absent otherwise; a
-// run whose others took a quarter of a CPU its threads needed is flagged busy, one whose others
-// kept to the CPUs its threads left free is not. A bad value names its path.
+// host_load (kernels/host_load.h) is written where measured and read back, absent otherwise,
+// its steal null where unknown; a run whose threads waited a quarter of a CPU is flagged busy.
+// A bad value names its path.
 TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   RunResult r = sample_run();
   EXPECT_FALSE(to_json(r).contains("host_load"));
@@ -797,33 +797,33 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   HostLoad h;
   h.cpus = 16;
   h.threads = 4;
-  h.cpus_per_core = 1;
   h.seconds = 12.5;
-  h.others_cpus = 12.2;
   h.own_cpus = 3.75;
+  h.waited_cpus = 0.125;
+  h.steal_cpus = NAN;
   r.host_load = h;
   const json j = json::parse(to_json(r).dump());
-  EXPECT_EQ(j["host_load"], json::parse(R"({"cpus": 16, "threads": 4, "cpus_per_core": 1,
-                                             "seconds": 12.5, "others_cpus": 12.2,
-                                             "own_cpus": 3.75})"));
+  EXPECT_EQ(j["host_load"], json::parse(R"({"cpus": 16, "threads": 4, "seconds": 12.5,
+                                             "own_cpus": 3.75, "waited_cpus": 0.125,
+                                             "steal_cpus": null})"));
   const RunResult back = run_from_json(j);
   ASSERT_TRUE(back.host_load);
   EXPECT_EQ(back.host_load->cpus, 16);
   EXPECT_EQ(back.host_load->threads, 4);
-  EXPECT_EQ(back.host_load->cpus_per_core, 1);
   EXPECT_EQ(back.host_load->seconds, 12.5);
-  EXPECT_EQ(back.host_load->others_cpus, 12.2);
   EXPECT_EQ(back.host_load->own_cpus, 3.75);
+  EXPECT_EQ(back.host_load->waited_cpus, 0.125);
+  EXPECT_TRUE(std::isnan(back.host_load->steal_cpus));
   const auto flags = [](const RunResult& run) { return run_flags(run, {run}); };
-  EXPECT_EQ(flags(back), std::vector<std::string>{});  // 12 CPUs free, 12.2 taken
-  r.host_load->others_cpus = 12.25;
-  EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{"busy"});
-  // Four threads on cores of two siblings leave 8 CPUs free: 12.25 is busy, 8.2 not.
-  r.host_load->cpus_per_core = 2;
-  EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{"busy"});
-  r.host_load->others_cpus = 8.2;
-  EXPECT_EQ(flags(run_from_json(json::parse(to_json(r).dump()))), std::vector<std::string>{});
-  r.host_load->others_cpus = 12.25;
+  const auto read_back = [](const RunResult& run) {
+    return run_from_json(json::parse(to_json(run).dump()));
+  };
+  EXPECT_EQ(flags(back), std::vector<std::string>{});
+  r.host_load->waited_cpus = 0.25;
+  EXPECT_EQ(flags(read_back(r)), std::vector<std::string>{"busy"});
+  r.host_load->waited_cpus = 0.125;
+  r.host_load->steal_cpus = 0.5;
+  EXPECT_EQ(flags(read_back(r)), std::vector<std::string>{"busy"});
   r.status = RunStatus::Failed;  // a run that did not finish has no time to doubt
   EXPECT_EQ(flags(r), std::vector<std::string>{});
 
@@ -839,15 +839,16 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
     return bad_input_message(bad);
   };
   const std::string at = "runs[1].host_load.";
-  for (const char* key : {"cpus", "threads", "cpus_per_core", "seconds", "others_cpus", "own_cpus"})
+  for (const char* key : {"cpus", "threads", "seconds", "own_cpus", "waited_cpus", "steal_cpus"})
     EXPECT_NE(message(key, nullptr).find(at + key), std::string::npos) << key;  // missing
-  EXPECT_NE(message("cpus", 0).find(at + "cpus"), std::string::npos);
+  EXPECT_NE(message("cpus", -1).find(at + "cpus"), std::string::npos);
+  EXPECT_NE(message("threads", 0).find(at + "threads"), std::string::npos);
   EXPECT_NE(message("threads", 1.5).find(at + "threads"), std::string::npos);
-  EXPECT_NE(message("cpus_per_core", 0).find(at + "cpus_per_core"), std::string::npos);
   EXPECT_NE(message("cpus", int64_t{1} << 21).find(at + "cpus"), std::string::npos);
   EXPECT_NE(message("seconds", 0).find(at + "seconds"), std::string::npos);
-  EXPECT_NE(message("others_cpus", -0.5).find(at + "others_cpus"), std::string::npos);
+  EXPECT_NE(message("waited_cpus", -0.5).find(at + "waited_cpus"), std::string::npos);
   EXPECT_NE(message("own_cpus", "2").find(at + "own_cpus"), std::string::npos);
+  EXPECT_NE(message("steal_cpus", -1).find(at + "steal_cpus"), std::string::npos);
   json not_object = good;
   not_object["runs"][1]["host_load"] = json::array();
   EXPECT_NE(bad_input_message(not_object).find("runs[1].host_load"), std::string::npos);
