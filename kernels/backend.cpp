@@ -7,12 +7,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
-#include <set>
-#include <string>
 #include <thread>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -1042,24 +1038,6 @@ void Backend::attention_softmax_backward(const Tensor& dy, const Tensor& y, floa
         return OpCall{op, shape_dtype(dy), 0, nbytes({&dy, &y, &dx})};
       },
       [&] { attention_softmax_backward_impl(dy, y, scale, dx); });
-}
-
-CpuTopology cpu_topology() {
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::pair<std::string, std::string>> cores;
-  std::string line, phys = "0";
-  auto value = [](const std::string& l) {
-    const size_t c = l.find(':');
-    return c == std::string::npos ? std::string() : l.substr(l.find_first_not_of(" \t", c + 1));
-  };
-  CpuTopology t;
-  while (std::getline(in, line)) {
-    if (line.rfind("processor", 0) == 0) ++t.processors;
-    if (line.rfind("physical id", 0) == 0) phys = value(line);
-    if (line.rfind("core id", 0) == 0) cores.insert({phys, value(line)});
-  }
-  t.cores = static_cast<int>(cores.size());
-  return t;
 }
 
 int usable_cpus() {

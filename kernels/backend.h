@@ -572,13 +572,6 @@ bool native_cpu_available(std::string* why_not);
 // The CPUs this process may run on (its affinity mask; the logical count where that is unknown):
 // more threads than these wait on each other at every parallel op.
 int usable_cpus();
-// The machine's processors and physical cores (/proc/cpuinfo: its "processor" lines and distinct
-// (physical id, core id) pairs); 0 where it does not say.
-struct CpuTopology {
-  int processors = 0;
-  int cores = 0;
-};
-CpuTopology cpu_topology();
 // The names --cpu-isa takes.
 const std::vector<std::string>& native_cpu_isa_names();
 // Refuses (bad input) a --cpu-isa the native CPU backend does not know, before any device is

@@ -28,12 +28,23 @@
 namespace mpbench::onednn {
 namespace {
 
-// Physical cores (cpu_topology), no more than the CPUs this process may run on; the logical
-// count where /proc/cpuinfo does not say.
+// Physical cores: distinct (physical id, core id) pairs of /proc/cpuinfo, no more than the CPUs
+// this process may run on; the logical count where /proc/cpuinfo does not say.
 int physical_cores() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<std::string, std::string>> cores;
+  std::string line, phys = "0";
+  auto value = [](const std::string& l) {
+    const size_t c = l.find(':');
+    return c == std::string::npos ? std::string() : l.substr(l.find_first_not_of(" \t", c + 1));
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("physical id", 0) == 0) phys = value(line);
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, value(line)});
+  }
   const int logical = usable_cpus();
-  const int physical = cpu_topology().cores;
-  return std::max(1, std::min(physical == 0 ? logical : physical, logical));
+  const int physical = cores.empty() ? logical : static_cast<int>(cores.size());
+  return std::max(1, std::min(physical, logical));
 }
 
 std::vector<std::string> cpu_flags() {
