@@ -84,16 +84,28 @@ CpuCounters read_cpu_counters() {
   return c;
 }
 
+namespace {
+
+bool waited_long(const HostLoad& h) {
+  return h.waited_cpus >= kBusyShare * std::max(1, h.threads);
+}
+
+bool stolen(const HostLoad& h) {
+  return h.cpus > 0 && std::isfinite(h.steal_cpus) && h.steal_cpus >= kBusyShare * h.cpus;
+}
+
+}  // namespace
+
 bool HostLoad::busy() const {
-  return waited_cpus >= kBusyCpus || (std::isfinite(steal_cpus) && steal_cpus >= kBusyCpus);
+  return waited_long(*this) || stolen(*this);
 }
 
 std::string HostLoad::describe(const std::string& its) const {
   std::vector<std::string> parts;
-  if (waited_cpus >= kBusyCpus || !(steal_cpus >= kBusyCpus))
+  if (waited_long(*this) || !stolen(*this))
     parts.push_back(fmt::format("{} {} thread{} waited for a CPU {:.0f}% of the time", its, threads,
                                 threads == 1 ? "" : "s", 100 * waited_cpus / std::max(1, threads)));
-  if (std::isfinite(steal_cpus) && steal_cpus >= kBusyCpus)
+  if (stolen(*this))
     parts.push_back(fmt::format("the hypervisor took {:.2f} of {} {} CPU{}", steal_cpus, its, cpus,
                                 cpus == 1 ? "" : "s"));
   return fmt::format("{}", fmt::join(parts, "; "));

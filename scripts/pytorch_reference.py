@@ -961,7 +961,7 @@ class HostLoad:
     records it (host_load, kernels/host_load.h): each thread's time waiting for a CPU (the
     scheduler's run delay, /proc/self/task/*/schedstat) and a hypervisor's steal of the CPUs of
     the affinity mask (/proc/stat; a second at least, its counters move in 10 ms ticks)."""
-    MIN_SECONDS, MIN_STEAL_SECONDS, BUSY_CPUS = 0.1, 1.0, 0.25
+    MIN_SECONDS, MIN_STEAL_SECONDS, BUSY_SHARE = 0.1, 1.0, 0.05
 
     def __init__(self):
         self.start = self.stop = None
@@ -1005,9 +1005,11 @@ class HostLoad:
 
     @classmethod
     def busy(cls, h):
-        """mpbench's HostLoad::busy: a quarter of a CPU waited for, or stolen where known."""
+        """mpbench's HostLoad::busy: the threads waited for a CPU 5% of their time, or a
+        hypervisor took 5% of the CPUs' (where known)."""
         steal = h.get("steal_cpus")
-        return h["waited_cpus"] >= cls.BUSY_CPUS or (steal is not None and steal >= cls.BUSY_CPUS)
+        return (h["waited_cpus"] >= cls.BUSY_SHARE * max(1, h["threads"])
+                or (h["cpus"] > 0 and steal is not None and steal >= cls.BUSY_SHARE * h["cpus"]))
 
     def result(self, threads):
         a, b = self.start, self.stop

@@ -397,9 +397,9 @@ TEST_F(PytorchReference, ScriptRulesAreMpbenchs) {
       "r = h.result(0)\n"
       "print(r['threads'], r['seconds'] >= 0.6, r['waited_cpus'] >= 0.25, r['own_cpus'] <= 1.02,\n"
       "      r['steal_cpus'], pr.HostLoad().result(1))\n"
-      "b = lambda waited, steal=None: pr.HostLoad.busy({'waited_cpus': waited, 'steal_cpus': "
-      "steal})\n"
-      "print(b(0.24), b(0.25), b(0.1, 0.24), b(0.1, 0.25), b(0.1))\n";
+      "b = lambda threads, waited, steal=None: pr.HostLoad.busy(\n"
+      "    {'cpus': 4, 'threads': threads, 'waited_cpus': waited, 'steal_cpus': steal})\n"
+      "print(b(2, 0.099), b(2, 0.1), b(1, 0.01, 0.199), b(1, 0.01, 0.2), b(1, 0.01))\n";
   write("rules.py", code);
   const auto r =
       mpbench::test::run_shell("PYTHONPATH=" + std::string(MPBENCH_SOURCE_DIR) + "/scripts " +

@@ -1050,7 +1050,7 @@ TEST_F(ReportHtml, HistoryDrawsABusyMachinesPointHollow) {
   const std::string c =
       write_history_file(dir_, "c.json", history_provenance("2025-03-03T09:00:00Z", c40),
                          {loaded(history_run("fp32", {10, 10, 10}, 1000, 1), 0.5),
-                          loaded(history_run("fp32", {10, 10, 10}, 1000, 2), 0.1),
+                          loaded(history_run("fp32", {10, 10, 10}, 1000, 2), 0.05),
                           loaded(history_run("fp32", {10, 10, 10}, 1000, 3), 0.75)});
   const fs::path html_path = dir_ / "h.html", md_path = dir_ / "h.md";
   const Result r = mpbench("report --history " + a + " " + b + " " + c + " --html " +

@@ -49,7 +49,7 @@ TEST(HostLoad, ProcStatStealOfTheNamedCpus) {
 
 HostLoad load(int threads, double waited, double steal = 0) {
   HostLoad h;
-  h.cpus = 2;
+  h.cpus = 4;
   h.threads = threads;
   h.seconds = 5;
   h.own_cpus = 1;
@@ -58,20 +58,22 @@ HostLoad load(int threads, double waited, double steal = 0) {
   return h;
 }
 
-// Busy: a quarter of a CPU's time waited for, or stolen by a hypervisor (where known); and what
-// the notes say of it.
-TEST(HostLoad, BusyFromAQuarterCpuWaitedOrStolen) {
-  EXPECT_FALSE(load(2, 0.24).busy());
-  EXPECT_TRUE(load(2, 0.25).busy());
-  EXPECT_FALSE(load(1, 0.1, 0.24).busy());
-  EXPECT_TRUE(load(1, 0.1, 0.25).busy());
-  EXPECT_FALSE(load(1, 0.1, NAN).busy());
+// Busy: the threads waited for a CPU 5% of their time, or a hypervisor took 5% of the CPUs'
+// (where known); and what the notes say of it.
+TEST(HostLoad, BusyFromAShareWaitedOrStolen) {
+  EXPECT_FALSE(load(2, 0.099).busy());
+  EXPECT_TRUE(load(2, 0.1).busy());
+  EXPECT_FALSE(load(1, 0.049).busy());
+  EXPECT_TRUE(load(1, 0.05).busy());
+  EXPECT_FALSE(load(1, 0.01, 0.199).busy());
+  EXPECT_TRUE(load(1, 0.01, 0.2).busy());
+  EXPECT_FALSE(load(1, 0.01, NAN).busy());
   EXPECT_EQ(load(2, 1.0).describe(), "its 2 threads waited for a CPU 50% of the time");
   EXPECT_EQ(load(1, 0.3).describe("their"), "their 1 thread waited for a CPU 30% of the time");
-  EXPECT_EQ(load(1, 0.1, 0.5).describe(), "the hypervisor took 0.50 of its 2 CPUs");
+  EXPECT_EQ(load(1, 0.01, 0.5).describe(), "the hypervisor took 0.50 of its 4 CPUs");
   EXPECT_EQ(
       load(1, 0.3, 0.5).describe(),
-      "its 1 thread waited for a CPU 30% of the time; the hypervisor took 0.50 of its 2 CPUs");
+      "its 1 thread waited for a CPU 30% of the time; the hypervisor took 0.50 of its 4 CPUs");
 }
 
 // No figure without a whole span or under kMinLoadSeconds.

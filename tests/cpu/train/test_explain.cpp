@@ -416,7 +416,7 @@ TEST(Explain, AModeRunOnABusyMachineIsFlagged) {
   const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));
   const ProfiledRun bf16 = gemm_and_adamw("amp_bf16", 5.0, op("step", "adamw_step", 5.0));
   const std::string busy = "a busy machine: ";
-  EXPECT_EQ(flag_text(compare_modes(loaded(f32, 0.1), a, loaded(bf16, 0.2), b)).find(busy),
+  EXPECT_EQ(flag_text(compare_modes(loaded(f32, 0.05), a, loaded(bf16, 0.09), b)).find(busy),
             std::string::npos);
   std::string flags = flag_text(compare_modes(loaded(f32, 0.9), a, bf16, b));
   EXPECT_NE(flags.find(busy + "fp32 (its 2 threads waited for a CPU 45% of the time): the times "

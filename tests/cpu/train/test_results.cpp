@@ -788,7 +788,7 @@ TEST(ReportJson, ConvAlgorithmReaderErrorsNameThePath) {
 }
 
 // host_load (kernels/host_load.h) is written where measured and read back, absent otherwise,
-// its steal null where unknown; a run whose threads waited a quarter of a CPU is flagged busy.
+// its steal null where unknown; a run whose threads waited 5% of their time is flagged busy.
 // A bad value names its path.
 TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   RunResult r = sample_run();
@@ -799,7 +799,7 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   h.threads = 4;
   h.seconds = 12.5;
   h.own_cpus = 3.75;
-  h.waited_cpus = 0.125;
+  h.waited_cpus = 0.125;  // 3% of 4 threads' time
   h.steal_cpus = NAN;
   r.host_load = h;
   const json j = json::parse(to_json(r).dump());
@@ -822,7 +822,9 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   r.host_load->waited_cpus = 0.25;
   EXPECT_EQ(flags(read_back(r)), std::vector<std::string>{"busy"});
   r.host_load->waited_cpus = 0.125;
-  r.host_load->steal_cpus = 0.5;
+  r.host_load->steal_cpus = 0.75;  // 4.7% of 16 CPUs
+  EXPECT_EQ(flags(read_back(r)), std::vector<std::string>{});
+  r.host_load->steal_cpus = 0.8;
   EXPECT_EQ(flags(read_back(r)), std::vector<std::string>{"busy"});
   r.status = RunStatus::Failed;  // a run that did not finish has no time to doubt
   EXPECT_EQ(flags(r), std::vector<std::string>{});
