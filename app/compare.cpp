@@ -489,7 +489,7 @@ std::string one_baseline_note(const Comparison& c) {
 // regression does: their own epochs varied past kNoisyCv (run_flags' "noisy"; an empirical QA: a
 // busy core's runs were flagged, and compare said nothing), or their threads waited for CPUs that
 // something else held ("busy"), which can slow a run steadily, its epochs as even as a quiet
-// run's.
+// run's; and rows judged faster against a busy baseline.
 std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& current) {
   auto slower_with = [&](const char* flag) {
     std::vector<std::string> rows;
@@ -517,6 +517,19 @@ std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& cu
         "note: {} slower in time, measured while the current run's threads waited for CPUs that "
         "something else held (its host_load): {}",
         fmt::join(rows, ", "), run_again));
+  // The other way round: a baseline slowed so makes the current look faster.
+  std::vector<std::string> faster;
+  for (const CompareRow& r : c.rows)
+    if (r.verdict == "faster" &&
+        std::any_of(r.baseline_runs.begin(), r.baseline_runs.end(),
+                    [](const RunResult* run) { return run->host_load && run->host_load->busy(); }))
+      faster.push_back(r.model + " " + r.precision);
+  if (!faster.empty())
+    out.push_back(fmt::format(
+        "note: {} faster in time against a baseline measured while its threads waited for CPUs "
+        "that something else held (its host_load): a busy baseline makes the current look "
+        "faster; make the baseline again on a quiet runner",
+        fmt::join(faster, ", ")));
   return out;
 }
 

@@ -390,7 +390,7 @@ TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
 // A time regression measured while the current run's threads waited for CPUs that something else
 // held (host_load, run_flags' busy) is noted though its epochs are as steady as a quiet run's: a
 // steadily busy runner slows a run as a regression does. A busy baseline or a current run that
-// is not slower draws no note.
+// is not slower draws no note; a row judged faster against a busy baseline does.
 TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
   auto busy_notes = [](const Comparison& c) { return notes_with(c, "waited for CPUs"); };
   auto loaded = [](std::vector<RunResult> runs) {
@@ -412,6 +412,15 @@ TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
             "does; run the job again before trusting it");
   EXPECT_TRUE(busy_notes(cmp(make_report(loaded(reps())), make_report(reps(1.30)))).empty());
   EXPECT_TRUE(busy_notes(cmp(make_report(reps()), make_report(loaded(reps(1.0))))).empty());
+  // The other way round: faster against a busy baseline.
+  const Comparison f = cmp(make_report(loaded(reps(1.30))), make_report(reps()));
+  ASSERT_EQ(f.rows[0].verdict, "faster");
+  ASSERT_EQ(busy_notes(f).size(), 1u);
+  EXPECT_EQ(busy_notes(f)[0],
+            "note: m fp32 faster in time against a baseline measured while its threads waited for "
+            "CPUs that something else held (its host_load): a busy baseline makes the current "
+            "look faster; make the baseline again on a quiet runner");
+  EXPECT_TRUE(busy_notes(cmp(make_report(reps(1.30)), make_report(loaded(reps())))).empty());
 }
 
 TEST(Compare, ClearImprovementIsFasterAndExitZero) {
