@@ -25,6 +25,7 @@
 #include "test_util.h"
 
 #include "app/html_report.h"
+#include "app/result_files.h"
 #include "app/svg.h"
 #include "kernels/backend.h"
 #include "train/results.h"
@@ -607,6 +608,21 @@ TEST_F(ReportHtml, ProfilesShowWhereTheTimeGoes) {
     EXPECT_NE(b.err.find(fragment), std::string::npos) << b.err;
     EXPECT_FALSE(fs::exists(out)) << args;
   }
+}
+
+// A profile file lists an op once per layer scope: the chart's part for it is their sum, in the
+// order the ops first appear.
+TEST_F(ReportHtml, AProfilesOpsAddUpOverTheirScopes) {
+  const std::string path = (dir_ / "ops.json").string();
+  std::ofstream(path) << R"({"spec": {"name": "m"}, "profiles": [{"precision": "fp32",
+      "status": "ok", "step_time_ms": 4, "ops": [{"op": "gemm", "ms_per_step": 1},
+      {"op": "cast", "ms_per_step": 0.5}, {"op": "gemm", "ms_per_step": 2}]}]})";
+  const mpbench::ReportFile file = mpbench::read_report_file(path);
+  ASSERT_TRUE(std::holds_alternative<mpbench::ProfileInput>(file));
+  const auto& p = std::get<mpbench::ProfileInput>(file);
+  ASSERT_EQ(p.modes.size(), 1u);
+  EXPECT_EQ(p.modes[0].ms_by_op,
+            (std::vector<std::pair<std::string, double>>{{"gemm", 3.0}, {"cast", 0.5}}));
 }
 
 // One epoch has no spread: its tooltip says n/a, as the tables do, never a cv of 0%.

@@ -1005,6 +1005,15 @@ TEST(Markdown, OneTablePerModelWithTheRightRows) {
   EXPECT_FALSE(contains(md, "| --- | --- |")) << md;
 }
 
+// A file from before the device was recorded names its CPU alone: that CPU was the device, said
+// as "cpu".
+TEST(Markdown, AnEnvWithoutADeviceSaysItsCpuIsTheDevice) {
+  Report rep = make_report();
+  rep.env.erase("device");
+  EXPECT_EQ(env_summary(rep), "mpbench 0.1.0 (abc123) · cpu: Test CPU (2 threads)");
+  EXPECT_TRUE(contains(lines_of(format_markdown(rep))[0], "· cpu: Test CPU (2 threads)"));
+}
+
 // One rule for text from outside in every Markdown writer: literal, whatever it holds.
 TEST(Markdown, TextFromOutsideIsLiteral) {
   EXPECT_EQ(markdown_cell("tiny_mlp amp_bf16 1.45x (1.41, 1.49) ± 2.0%"),

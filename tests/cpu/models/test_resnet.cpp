@@ -157,44 +157,10 @@ TEST(Resnet, ParamStoreMatchesLayerInfos) {
   }
 }
 
-// Model::backward against central differences of the model's own fp32 loss, for every
-// parameter of a small model with a projection block (stride 2) and an identity block. The step,
-// 0.2% of the weight, keeps both ReLU-kink and fp32 rounding errors under 0.6% per tensor; a
-// missing identity-shortcut gradient or ReLU mask gives errors of 50% and more.
-// Every parameter tensor's gradient within 2% (relative L2) of central differences.
-void expect_gradients_match_central_differences(const Spec& spec) {
-  Harness h(spec, Precision::FP32, 4);
-  const std::vector<float> grads = h.gradients();
-  ParamStore& ps = h.model.params();
-  std::vector<float> w = test::to_host_f32(*h.be, ps.master_flat());
-  ASSERT_EQ(grads.size(), w.size());
-  const double base = h.loss_value();
-  ASSERT_TRUE(std::isfinite(base));
-  std::vector<double> fd(w.size());
-  for (size_t i = 0; i < w.size(); ++i) {
-    const float w0 = w[i];
-    const float step = 2e-3f * std::max(std::fabs(w0), 0.1f);
-    w[i] = w0 + step;
-    h.be->upload(w.data(), ps.master_flat());
-    const double up = h.loss_value();
-    w[i] = w0 - step;
-    h.be->upload(w.data(), ps.master_flat());
-    const double down = h.loss_value();
-    w[i] = w0;
-    fd[i] = (up - down) / (2.0 * static_cast<double>(step));
-  }
-  h.be->upload(w.data(), ps.master_flat());
-  // Per parameter tensor: relative L2 error, so that no part of the model hides in the total.
-  for (const auto& p : ps.params()) {
-    double err = 0, ref = 0;
-    for (int64_t i = p.offset; i < p.offset + p.shape.numel(); ++i) {
-      err += (grads[i] - fd[i]) * (grads[i] - fd[i]);
-      ref += fd[i] * fd[i];
-    }
-    EXPECT_GT(ref, 0) << p.name;
-    EXPECT_LT(std::sqrt(err / ref), 0.02) << p.name << ": |g - fd| / |fd|";
-  }
-}
+// Model::backward against central differences of the model's own fp32 loss (model_harness.h),
+// for every parameter of a small model with a projection block (stride 2) and an identity block:
+// a missing identity-shortcut gradient or ReLU mask gives errors of 50% and more.
+using test::expect_gradients_match_central_differences;
 
 TEST(Resnet, GradientsMatchCentralDifferences) {
   expect_gradients_match_central_differences(resnet_spec(6, 3, 4, 8, 2, 2, 3));
@@ -293,6 +259,36 @@ TEST(Resnet, MixedPrecisionPathsMatchFp32) {
   Harness b16(bf, Precision::AMP_BF16, 8);
   const auto cmpb = test::compare(b16.gradients(), g32, 0.1);
   EXPECT_TRUE(cmpb.ok) << cmpb.message << " rel " << cmpb.rel_error;
+}
+
+// AMP modes take a convolution's weight gradient through one 16-bit buffer, sized for the largest
+// filter of any layer, a projection's included: a 32 -> 32 projection (1024 weights) around a
+// width of 2 (the block's other filters hold at most 64) gets its gradient as fp32 does.
+TEST(Resnet, AProjectionWiderThanItsBlockGetsItsWeightGradientInAmpModes) {
+  const Spec spec = resnet_spec(4, 32, 2, 32, 1, 2, 3);
+  Harness ref(spec, Precision::FP32, 8);
+  const std::vector<float> g32 = ref.gradients();
+  for (Precision p : {Precision::AMP_FP16, Precision::AMP_BF16}) {
+    Harness h(spec, p, 8);
+    const auto c = test::compare(h.gradients(), g32, 0.1);
+    EXPECT_TRUE(c.ok) << precision_name(p) << ": " << c.message << " rel " << c.rel_error;
+  }
+}
+
+// The stem keeps, per sample and in the compute dtype, its convolution's output with the pixels
+// as its convolution reads them (their cast, or the fp32 batch itself), the batchnorm + ReLU
+// output and the pooled output: half of fp32's bytes in amp_bf16, row by row.
+TEST(Resnet, TheStemKeepsItsOutputsInTheComputeDtype) {
+  const Spec spec = load_spec(test::source_dir() + "/configs/resnet50.json");
+  for (Precision p : {Precision::FP32, Precision::AMP_BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    const LayerInfo stem = Model(spec, p).layer_infos()[0];
+    const int64_t es = static_cast<int64_t>(dtype_size(precision_info(p).compute_dtype));
+    ASSERT_EQ(stem.children.size(), 3u);
+    EXPECT_EQ(stem.children[0].activation_bytes, (112 * 112 * 64 + 224 * 224 * 3) * es);
+    EXPECT_EQ(stem.children[1].activation_bytes, 112 * 112 * 64 * es);
+    EXPECT_EQ(stem.children[2].activation_bytes, 56 * 56 * 64 * es);
+  }
 }
 
 TEST(Resnet, UnknownFp32LayerIsBadInput) {

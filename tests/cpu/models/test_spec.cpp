@@ -721,6 +721,24 @@ TEST(Spec, FootprintCountsTheParametersTheModelDeclares) {
   }
 }
 
+// The activation estimate the step cap is held against counts what a ResNet's stem keeps: its
+// convolution's output with the batchnorm + ReLU copy (8 x 8 here) and its pooled output (4 x 4),
+// per stem channel.
+TEST(Spec, FootprintActivationsCountTheStemsOutputs) {
+  const auto activations = [](int stem_channels) {
+    const ModelSpec m =
+        parse_spec(R"({"name": "f", "model": {"type": "resnet_bottleneck", "image_size": 16,
+            "in_channels": 3, "stem": "imagenet", "stem_channels": )" +
+                       std::to_string(stem_channels) +
+                       R"(, "width": 4, "out_channels": 16, "blocks": 1, "num_classes": 4},
+            "train": {"batch_size": 2}})",
+                   "x.json")
+            .model;
+    return family_of(m).footprint(m).activations_per_sample;
+  };
+  EXPECT_EQ(activations(8) - activations(4), 4.0 * (8 * 8 * 2 + 4 * 4));
+}
+
 // Issue 25 class 7: a value is checked as the trainer uses it. beta1, beta2 and momentum must be
 // < 1 as the float the optimizer gets: 0.99999999 rounds to 1.0f and would be accepted only to
 // "diverge"; 0.9999999 stays below 1 as a float and is fine.

@@ -328,6 +328,49 @@ TEST(Transformer, AttentionBackwardReadsFp32Probabilities) {
     }
 }
 
+// The scores live in fc1's output and pre-activation block where they fit (2 x ffn >= heads x
+// seq per token), else in the scratch's big buffer, and the backward's dP where they were. Both
+// train to the loss's gradients: scores larger than fc1's block (2 heads x 6 positions against
+// 2 x 4), and scores filling it exactly (2 x 8 = 2 heads x 8), larger than the big buffer (3 x
+// d_model 4 per token).
+TEST(Transformer, ScoresTrainInFc1sBlockOrInTheScratch) {
+  test::expect_gradients_match_central_differences(transformer_spec(8, 2, 4, 6, 2, 7, false), 3);
+  test::expect_gradients_match_central_differences(transformer_spec(4, 2, 8, 8, 1, 7, false), 3);
+}
+
+// The embedding's backward reads the token ids it was given: int32, 4 bytes a position, whatever
+// the mode.
+TEST(Transformer, TheEmbeddingKeepsItsInt32TokenIds) {
+  const Spec spec = transformer_spec(16, 2, 32, 8, 1, 11, false);
+  for (Precision p : {Precision::FP32, Precision::AMP_BF16})
+    EXPECT_EQ(Model(spec, p).layer_infos()[0].activation_bytes, 8 * 4) << precision_name(p);
+}
+
+// What a one-layer fp32 model allocates for its activations, buffer by buffer (tokens x d_model
+// fp32 "stream" units): in fp32 the gradient entering a branch is the stream gradient itself, so
+// the scratch the layers share holds no copy of it (AMP modes keep a 16-bit one).
+TEST(Transformer, Fp32ActivationsHoldNoCopyOfTheBranchGradient) {
+  const int64_t batch = 4, s = 64, d = 32, tokens = batch * s;
+  const Spec spec = transformer_spec(d, 2, 2 * d, s, 1, 16, false);
+  auto be = make_reference_backend();
+  TrackingAllocator alloc(*be, TrackingAllocator::Mode::Count);
+  Model m(spec, Precision::FP32);
+  m.allocate(alloc, *be, batch, 1);
+  const int64_t unit = tokens * d * 4;
+  // The embedding's output; the layer's ln1, attention output, x1, ln2 and output; the final
+  // norm's output and dx; the head's dx; the scratch's LayerNorm gradient and stream gradient.
+  const int64_t stream = 11 * unit;
+  // q, k, v after the head split; the scratch's qkv output and its dq, dk, dv: 3 units each (the
+  // scores, 2 x 64 per token, live in fc1's block).
+  const int64_t attention = 3 * 3 * unit;
+  // fc1's output and pre-activation (2 x ffn: 4 units), the fp32 probabilities (batch x 2 heads x
+  // (seq, seq)), the logits and their gradient (16 classes a token).
+  const int64_t rest = 4 * unit + batch * 2 * s * s * 4 + 2 * tokens * 16 * 4;
+  const int64_t stats = 3 * 2 * tokens * 4;  // three LayerNorms' mean and rstd
+  EXPECT_EQ(alloc.current(MemCategory::Activations),
+            static_cast<size_t>(stream + attention + rest + stats));
+}
+
 // ---- synthetic sequences -----------------------------------------------------------------------
 
 TEST(SyntheticSequences, ShapesLabelsAndDeterminism) {

@@ -86,6 +86,20 @@ size_t transformer_activations(int layers, int heads, int ffn, Precision p,
   return predict_training_memory(s, p, *be).by_category[static_cast<int>(MemCategory::Activations)];
 }
 
+// The predicted activation bytes of two 8x8 bottleneck blocks of `channels` in and out (width 8,
+// stride 1, batch 4).
+size_t resnet_activations(int channels, Precision p) {
+  auto be = make_reference_backend();
+  const Spec s = parse_spec(
+      R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8, "in_channels": )" +
+          std::to_string(channels) + R"(, "width": 8, "out_channels": )" +
+          std::to_string(channels) + R"(, "blocks": 2, "stride": 1, "num_classes": 10},
+          "data": {"train_samples": 8, "eval_samples": 4}, "train": {"batch_size": 4,
+          "epochs": 1}})",
+      "r.json");
+  return predict_training_memory(s, p, *be).by_category[static_cast<int>(MemCategory::Activations)];
+}
+
 }  // namespace
 
 // The encoder layers share what each holds only while it runs (the scores, which the backward
@@ -164,21 +178,28 @@ TEST(MemoryPrediction, TheScoresLiveInFc1sBlockWhenTheyFit) {
 // over the block's incoming gradient. The pool's output and the head's dx add one each per sample,
 // and each bn3 its saved mean and rstd; the staged input batch grows with in_channels too.
 TEST(MemoryPrediction, ResnetBlocksShareThreeGradientBuffersOfTheirShape) {
-  auto be = make_reference_backend();
-  auto activations = [&](int channels) {
-    const Spec s = parse_spec(
-        R"({"name": "r", "model": {"type": "resnet_bottleneck", "image_size": 8, "in_channels": )" +
-            std::to_string(channels) + R"(, "width": 8, "out_channels": )" +
-            std::to_string(channels) + R"(, "blocks": 2, "stride": 1, "num_classes": 10},
-            "data": {"train_samples": 8, "eval_samples": 4}, "train": {"batch_size": 4,
-            "epochs": 1}})",
-        "r.json");
-    return predict_training_memory(s, Precision::FP32, *be)
-        .by_category[static_cast<int>(MemCategory::Activations)];
-  };
   const size_t batch = 4, hw = 64, more = 16;  // channels 32 -> 48, fp32
-  EXPECT_EQ(activations(48) - activations(32),
+  EXPECT_EQ(resnet_activations(48, Precision::FP32) - resnet_activations(32, Precision::FP32),
             batch * more * 4 * (hw * (2 * 2 + 3 + 1) + 2) + 2 * 2 * more * 4);
+}
+
+// In amp_bf16 the same buffers are 16-bit, the pool's input gradient among them (it takes the
+// last block's dtype); the staged fp32 batch comes with block 1's bf16 cast (4 + 2 bytes a
+// value) and the batchnorms' statistics stay fp32.
+TEST(MemoryPrediction, ResnetGradientBuffersAreSixteenBitInAmpModes) {
+  const size_t batch = 4, hw = 64, more = 16;  // channels 32 -> 48
+  EXPECT_EQ(
+      resnet_activations(48, Precision::AMP_BF16) - resnet_activations(32, Precision::AMP_BF16),
+      batch * more * (hw * ((2 * 2 + 3) * 2 + 4 + 2) + 2 * 2) + 2 * 2 * more * 4);
+}
+
+// Scores exactly as large as fc1's output and pre-activation (2 x 128 = 4 heads x 64 per token)
+// fit in its block as well: two more heads add only their fp32 probabilities.
+TEST(MemoryPrediction, ScoresAsLargeAsFc1sBlockLiveInIt) {
+  const size_t ss = size_t{4} * 2 * 64 * 64;  // batch x 2 heads x (seq, seq)
+  EXPECT_EQ(transformer_activations(1, 4, 128, Precision::FP32) -
+                transformer_activations(1, 2, 128, Precision::FP32),
+            ss * 4);
 }
 
 // The stem's backward runs last, in gradient buffers the blocks no longer use (their output

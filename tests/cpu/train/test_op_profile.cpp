@@ -271,6 +271,34 @@ TEST(OpProfiler, PoolRoundsJoinsTheSteps) {
   EXPECT_EQ(pool_rounds({r1, r2}).run.status_detail, "over the limit");
 }
 
+// In an encoder layer's backward, fc2's dX GEMM also applies fc1's GELU backward and writes its
+// bias gradient (Linear's fused protocol): bias_act_backward runs for the other Linears' biases
+// alone (fc2, proj and qkv), once a step each, in every layer.
+TEST(OpProfiler, AnEncoderLayersFc1BackwardRidesOnFc2sGemm) {
+  const Spec spec = config("tiny_transformer");
+  const ProfiledRun prof = profile(spec, Precision::FP32);
+  ASSERT_EQ(prof.run.status, RunStatus::Ok) << prof.run.status_detail;
+  std::map<std::string, int64_t> calls;
+  for (const auto& o : prof.ops)
+    if (o.op == "bias_act_backward") calls[o.scope] += o.calls;
+  EXPECT_EQ(calls["layer1 bwd"], 3 * prof.steps);
+  EXPECT_EQ(calls["layer2 bwd"], 3 * prof.steps);
+}
+
+// An op's times over a run's steps are its per-step times padded with zeros, never cut short (a
+// total recorded over more steps keeps all of its time); one recorded without them is spread
+// evenly, over one step at least.
+TEST(OpProfiler, PerStepTimesArePaddedNeverCut) {
+  OpTotal o;
+  o.ms = 6;
+  o.step_ms = {1, 2, 3};
+  EXPECT_EQ(per_step_ms(o, 5), (std::vector<double>{1, 2, 3, 0, 0}));
+  EXPECT_EQ(per_step_ms(o, 2), (std::vector<double>{1, 2, 3}));
+  o.step_ms.clear();
+  EXPECT_EQ(per_step_ms(o, 3), (std::vector<double>{2, 2, 2}));
+  EXPECT_EQ(per_step_ms(o, 0), (std::vector<double>{6}));
+}
+
 TEST(OpProfiler, DisabledRecordsNothing) {
   auto cpu = make_reference_backend();
   OpProfiler prof(*cpu);
