@@ -520,9 +520,7 @@ std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& cu
   // The other way round: a baseline slowed so makes the current look faster.
   std::vector<std::string> faster;
   for (const CompareRow& r : c.rows)
-    if (r.verdict == "faster" &&
-        std::any_of(r.baseline_runs.begin(), r.baseline_runs.end(),
-                    [](const RunResult* run) { return run->host_load && run->host_load->busy(); }))
+    if (r.verdict == "faster" && worst_busy_load(r.baseline_runs))
       faster.push_back(r.model + " " + r.precision);
   if (!faster.empty())
     out.push_back(fmt::format(

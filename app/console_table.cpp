@@ -623,19 +623,17 @@ std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& repo
 // One line for the finished runs whose epochs waited for CPUs that something else held
 // (run_flags' busy): their epochs can be as steady as a quiet run's, so that the noisy notes
 // miss them. Of several runs, the worst one's figures.
-std::vector<std::string> busy_notes(const ModelGroup& group, const Report& report) {
+std::vector<std::string> busy_notes(const ModelGroup& group) {
   std::vector<std::string> subjects;  // each mode (and batch) once, in the table's order
   std::map<std::string, int> runs;
-  const HostLoad* worst = nullptr;
   for (const RunResult* r : group.runs) {
-    const std::vector<std::string> f = run_flags(*r, report.runs);
-    if (std::find(f.begin(), f.end(), "busy") == f.end()) continue;
+    if (!ran_busy(*r)) continue;
     const std::string s = r->precision + (r->cuda_graphs ? " +graphs" : "") +
                           (group.batches.size() > 1 ? fmt::format(" batch {}", r->batch_size) : "");
     if (runs[s]++ == 0) subjects.push_back(s);
-    if (!worst || r->host_load->waited_cpus > worst->waited_cpus) worst = &*r->host_load;
   }
   if (subjects.empty()) return {};
+  const HostLoad* worst = worst_busy_load(group.runs);
   for (std::string& s : subjects)
     if (runs[s] > 1) s += fmt::format(" ({} runs)", runs[s]);
   const bool one = subjects.size() == 1 && runs.begin()->second == 1;
@@ -759,7 +757,7 @@ std::vector<std::string> data_parallel_notes(const ModelGroup& group) {
 std::vector<std::string> table_notes(const ModelGroup& group, const Report& report) {
   std::vector<std::string> out = unfinished_notes(group);
   for (std::string& n : noisy_notes(group, report)) out.push_back(std::move(n));
-  for (std::string& n : busy_notes(group, report)) out.push_back(std::move(n));
+  for (std::string& n : busy_notes(group)) out.push_back(std::move(n));
   for (std::string& n : fp8_notes(group)) out.push_back(std::move(n));
   for (std::string& n : data_parallel_notes(group)) out.push_back(std::move(n));
   return out;

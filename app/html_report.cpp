@@ -1460,13 +1460,10 @@ void summarise(TrendValue& v) {
   }
   if (ok.empty()) return;
   double memory = 0;
-  for (const RunResult* r : ok) {
-    memory = std::max(memory, double(r->memory.training_peak));
-    if (r->host_load && r->host_load->busy()) {
-      ++v.busy_runs;
-      if (!v.worst || r->host_load->waited_cpus > v.worst->waited_cpus) v.worst = &*r->host_load;
-    }
-  }
+  for (const RunResult* r : ok) memory = std::max(memory, double(r->memory.training_peak));
+  v.busy_runs = static_cast<size_t>(
+      std::count_if(ok.begin(), ok.end(), [](const RunResult* r) { return ran_busy(*r); }));
+  v.worst = worst_busy_load(ok);
   v.memory = memory;
   if (ok.size() >= 2) {
     std::vector<double> medians;

@@ -114,7 +114,6 @@ std::string HostLoad::describe(const std::string& its) const {
 // The span's clock starts before the counters are read and stops after: a thread switched out
 // between the two reads (a busy CPU) then lengthens the span, never the times in it.
 void HostLoadMeter::begin() {
-  if (start_.valid) return;
   const double wall = steady_seconds();
   start_ = read_cpu_counters();
   start_.wall_s = wall;

@@ -60,10 +60,10 @@ inline constexpr double kBusyShare = 0.05;
 inline constexpr double kMinLoadSeconds = 0.1;
 inline constexpr double kMinStealSeconds = 1.0;
 
-// Over the span from the first begin() to the end() after it.
+// Over the span from begin() to end().
 class HostLoadMeter {
  public:
-  void begin();  // the start of the first call only
+  void begin();
   void end();
   // Nullopt where the counters could not be read or the span is under kMinLoadSeconds.
   std::optional<HostLoad> result(int threads) const;

@@ -349,14 +349,10 @@ ModeComparison compare_modes(const ProfiledRun& from, const ModeContext& from_ct
   std::vector<std::string> busy;
   for (const auto& [mine, pick] :
        {std::pair{&from, &RoundPair::first}, std::pair{&to, &RoundPair::second}}) {
-    std::vector<const ProfiledRun*> runs = {mine};
-    for (const RoundPair& r : rounds) runs.push_back(r.*pick);
-    const HostLoad* worst = nullptr;
-    for (const ProfiledRun* r : runs)
-      if (const auto& h = r->run.host_load;
-          h && h->busy() && (!worst || h->waited_cpus > worst->waited_cpus))
-        worst = &*h;
-    if (worst) busy.push_back(fmt::format("{} ({})", mine->run.precision, worst->describe()));
+    std::vector<const RunResult*> runs = {&mine->run};
+    for (const RoundPair& r : rounds) runs.push_back(&(r.*pick)->run);
+    if (const HostLoad* worst = worst_busy_load(runs))
+      busy.push_back(fmt::format("{} ({})", mine->run.precision, worst->describe()));
   }
   if (!busy.empty())
     c.flags.push_back(fmt::format(

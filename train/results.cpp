@@ -344,13 +344,25 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
   if (r.epochs.size() >= 2 ? r.epoch_time_ms.cv > kNoisyCv : quarters && quarters->cv > kNoisyCv)
     f.push_back("noisy");
   if (repetition_cv(r, all) > kNoisyCv) f.push_back("noisy-repetitions");
-  if (r.host_load && r.host_load->busy()) f.push_back("busy");
+  if (ran_busy(r)) f.push_back("busy");
   for (const Fp8TensorSeries& t : r.fp8_scaling)
     if (t.clipped_steps > 0) {
       f.push_back("fp8-clipped");
       break;
     }
   return f;
+}
+
+bool ran_busy(const RunResult& r) {
+  return r.status == RunStatus::Ok && r.host_load && r.host_load->busy();
+}
+
+const HostLoad* worst_busy_load(const std::vector<const RunResult*>& runs) {
+  const HostLoad* worst = nullptr;
+  for (const RunResult* r : runs)
+    if (ran_busy(*r) && (!worst || r->host_load->waited_cpus > worst->waited_cpus))
+      worst = &*r->host_load;
+  return worst;
 }
 
 json to_json(const Report& r) {
