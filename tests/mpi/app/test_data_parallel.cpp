@@ -30,6 +30,21 @@ const std::string kMpirun = std::string(MPBENCH_MPIEXEC) +
 
 class DataParallel : public mpbench::test::CliTest {
  protected:
+  // Each test's launches keep their session folder under its own short one: two mpiruns started
+  // at once (ctest -j2) both made OpenMPI's shared /tmp/ompi.HOST.UID, and one failed orte_init
+  // with "File exists" (seen once, in a fresh clone's suite).
+  void SetUp() override {
+    CliTest::SetUp();
+    ompi_tmp_ = std::filesystem::temp_directory_path() / ("mpb_ompi_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(ompi_tmp_);
+    ::setenv("OMPI_MCA_orte_tmpdir_base", ompi_tmp_.c_str(), 1);
+  }
+  void TearDown() override {
+    ::unsetenv("OMPI_MCA_orte_tmpdir_base");
+    std::filesystem::remove_all(ompi_tmp_);
+    CliTest::TearDown();
+  }
+  std::filesystem::path ompi_tmp_;
   std::string config(const char* name) {
     return mpbench::test::source_dir() + "/configs/" + name + ".json";
   }
