@@ -242,7 +242,9 @@ With threshold t:
                 many it needs: run --repeat 5 is the CI recommendation)
   spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
   recovered     no baseline repetition trained, every current one did: nothing to compare
-Time counts the repetitions that trained on each side. Memory (training peak: every category
+Time counts the repetitions that trained on each side, less those flagged busy (their threads
+waited for CPUs that something else held, 5% of their time: host_load), which are slower as a
+regression is and as steady, and are left out on either side and counted in the row. Memory (training peak: every category
 but the dataset copy), accuracy and final loss are compared without an interval, over every
 repetition that trained: the largest peak, the median accuracy and loss (a loss gone non-finite
 always regresses); a change exactly at a threshold is within it. A run that fails in some way

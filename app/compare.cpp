@@ -87,6 +87,19 @@ size_t failed_count(const std::vector<const RunResult*>& runs,
   }));
 }
 
+// "left out of time, measured on a busy machine: 2 of 5 current repetitions".
+std::string busy_left_out(const CompareRow& r) {
+  std::vector<std::string> sides;
+  auto side = [&](size_t busy, const std::vector<const RunResult*>& runs, const char* name) {
+    if (busy > 0)
+      sides.push_back(fmt::format("{} of {} {} repetition{}", busy, runs.size(), name,
+                                  runs.size() == 1 ? "" : "s"));
+  };
+  side(r.busy_baseline, r.baseline_runs, "baseline");
+  side(r.busy_current, r.current_runs, "current");
+  return fmt::format("left out of time, measured on a busy machine: {}", fmt::join(sides, ", "));
+}
+
 void judge_pair(CompareRow& row, const CompareOptions& o,
                 const std::map<const RunResult*, const Report*>& file_of,
                 const std::map<const Report*, std::string>& file_name) {
@@ -98,12 +111,18 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   // failed repetition must not switch every check off (a 2x slower mode passed beside it).
   const bool comparable = fb < nb && fc < nc;
 
-  // Each side's runs by the file they came from (runs of one file share a process).
-  auto by_file = [&](const std::vector<const RunResult*>& runs, size_t& n) {
+  // Each side's runs by the file they came from (runs of one file share a process). A run
+  // measured while something else held its CPUs is left out, counted in `busy`: such a run is
+  // slower, as a regression is, and steady, so no interval tells it from one.
+  auto by_file = [&](const std::vector<const RunResult*>& runs, size_t& n, size_t& busy) {
     std::map<const Report*, size_t> index;
     Runs out;
     for (const RunResult* r : runs) {
       if (r->status != RunStatus::Ok || epoch_times(*r).empty()) continue;
+      if (ran_busy(*r)) {
+        ++busy;
+        continue;
+      }
       const auto [it, fresh] = index.emplace(file_of.at(r), out.size());
       if (fresh) out.emplace_back();
       out[it->second].push_back(epoch_times(*r));
@@ -111,8 +130,8 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
     }
     return out;
   };
-  const Runs tb = by_file(row.baseline_runs, row.n_baseline);
-  const Runs tc = by_file(row.current_runs, row.n_current);
+  const Runs tb = by_file(row.baseline_runs, row.n_baseline, row.busy_baseline);
+  const Runs tc = by_file(row.current_runs, row.n_current, row.busy_current);
   row.baseline_values = values_of(row.baseline_runs);
   row.current_values = values_of(row.current_runs);
   const CompareRow::Values &bv = row.baseline_values, &cv = row.current_values;
@@ -187,8 +206,11 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
       // README's recipe has it, or the minimum where that is more.
       const size_t repeat = std::max<size_t>(need, 5);
       const bool base_short = row.n_baseline < need, cur_short = row.n_current < need;
+      const bool lost_to_busy =
+          (base_short && row.busy_baseline > 0) || (cur_short && row.busy_current > 0);
       const std::string how =
-          base_short && cur_short
+          lost_to_busy ? "run again where nothing else holds the CPUs"
+          : base_short && cur_short
               ? fmt::format("run both with --repeat {}; the baseline may also be several files",
                             repeat)
           : cur_short ? fmt::format("run the current with --repeat {}", repeat)
@@ -200,6 +222,10 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
                        ? fmt::format("{} vs {} repetitions; time needs {} a side ({})",
                                      row.n_baseline, row.n_current, need, how)
                        : inconclusive_time(row.time, o.time_threshold);
+    }
+    if (row.busy_baseline + row.busy_current > 0) {
+      const std::string left_out = busy_left_out(row);
+      row.detail = row.detail.empty() ? left_out : row.detail + "; " + left_out;
     }
     if (fb > 0)
       row.detail = fmt::format("baseline: {}{}", failures(fb, nb, b),
@@ -485,49 +511,41 @@ std::string one_baseline_note(const Comparison& c) {
          "as a CI performance gate': three baseline files)";
 }
 
-// Rows judged slower whose current runs carry a sign of a busy runner, which slows a run as a
-// regression does: their own epochs varied past kNoisyCv (run_flags' "noisy"; an empirical QA: a
-// busy core's runs were flagged, and compare said nothing), or their threads waited for CPUs that
-// something else held ("busy"), which can slow a run steadily, its epochs as even as a quiet
-// run's; and rows judged faster against a busy baseline.
+// Rows judged slower whose current runs' own epochs varied past kNoisyCv (run_flags' "noisy"),
+// a sign of a busy runner, which slows a run as a regression does (an empirical QA: a busy
+// core's runs were flagged, and compare said nothing); and the rows whose time was judged
+// without the runs flagged busy, which were left out.
 std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& current) {
-  auto slower_with = [&](const char* flag) {
-    std::vector<std::string> rows;
-    for (const CompareRow& r : c.rows) {
-      if (std::find(r.regressions.begin(), r.regressions.end(), "time") == r.regressions.end())
-        continue;
-      const bool has = std::any_of(r.current_runs.begin(), r.current_runs.end(), [&](auto* run) {
-        const std::vector<std::string> f = run_flags(*run, current.runs);
-        return std::find(f.begin(), f.end(), flag) != f.end();
-      });
-      if (has) rows.push_back(r.model + " " + r.precision);
-    }
-    return rows;
-  };
   std::vector<std::string> out;
-  const char* run_again =
-      "a busy runner slows a run as a regression does; run the job again before trusting it";
-  if (const auto rows = slower_with("noisy"); !rows.empty())
+  std::vector<std::string> noisy;
+  for (const CompareRow& r : c.rows) {
+    if (std::find(r.regressions.begin(), r.regressions.end(), "time") == r.regressions.end())
+      continue;
+    if (std::any_of(r.current_runs.begin(), r.current_runs.end(), [&](auto* run) {
+          const std::vector<std::string> f = run_flags(*run, current.runs);
+          return std::find(f.begin(), f.end(), "noisy") != f.end();
+        }))
+      noisy.push_back(r.model + " " + r.precision);
+  }
+  if (!noisy.empty())
     out.push_back(fmt::format(
         "note: {} slower in time with noisy epochs in the current file (their spread over "
-        "{:.0f}%): {}",
-        fmt::join(rows, ", "), 100 * kNoisyCv, run_again));
-  if (const auto rows = slower_with("busy"); !rows.empty())
+        "{:.0f}%): a busy runner slows a run as a regression does; run the job again before "
+        "trusting it",
+        fmt::join(noisy, ", "), 100 * kNoisyCv));
+  size_t rows = 0, busy = 0, runs = 0;
+  for (const CompareRow& r : c.rows) {
+    if (r.busy_baseline + r.busy_current == 0) continue;
+    ++rows;
+    busy += r.busy_baseline + r.busy_current;
+    runs += r.baseline_runs.size() + r.current_runs.size();
+  }
+  if (rows > 0)
     out.push_back(fmt::format(
-        "note: {} slower in time, measured while the current run's threads waited for CPUs that "
-        "something else held (its host_load): {}",
-        fmt::join(rows, ", "), run_again));
-  // The other way round: a baseline slowed so makes the current look faster.
-  std::vector<std::string> faster;
-  for (const CompareRow& r : c.rows)
-    if (r.verdict == "faster" && worst_busy_load(r.baseline_runs))
-      faster.push_back(r.model + " " + r.precision);
-  if (!faster.empty())
-    out.push_back(fmt::format(
-        "note: {} faster in time against a baseline measured while its threads waited for CPUs "
-        "that something else held (its host_load): a busy baseline makes the current look "
-        "faster; make the baseline again on a quiet runner",
-        fmt::join(faster, ", ")));
+        "note: {} of {} repetitions of {} row(s) left out of time: measured while their threads "
+        "waited for CPUs that something else held (flagged busy: their host_load), they are "
+        "slower as a regression is, and as steady; the rows' details say which",
+        busy, runs, rows));
   return out;
 }
 
@@ -972,6 +990,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"baseline_status", r.baseline ? json(run_status_name(r.baseline->status)) : json(nullptr)},
         {"current_status", r.current ? json(run_status_name(r.current->status)) : json(nullptr)},
         {"repetitions", {{"baseline", r.n_baseline}, {"current", r.n_current}}},
+        {"busy_repetitions", {{"baseline", r.busy_baseline}, {"current", r.busy_current}}},
         {"memory_change", opt(r.memory_change)},
         {"accuracy_delta_points", opt(r.accuracy_delta)},
         {"loss_change", opt(r.loss_change)}};

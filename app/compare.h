@@ -12,7 +12,10 @@
 // interval is a hierarchical percentile bootstrap (resample the repetitions, then the epochs
 // within each; 2000 resamples, fixed seed, so the output is deterministic). The interval thus
 // holds the variation between runs, which is most of the noise on a shared machine, and not only
-// that between the epochs of one run. With threshold t:
+// that between the epochs of one run. A repetition measured while something else held its CPUs
+// (run_flags' busy: its threads waited for them, kernels/host_load.h) is left out on either side
+// and counted: it is slower, as a regression is, and as steady as a quiet run, so no interval
+// tells the two apart. With threshold t:
 //   fewer than min_repetitions on a side                 -> inconclusive (says how many needed)
 //   CI lower bound > 1 (significant) and ratio > 1+t     -> slower (a regression)
 //   CI upper bound < 1 (significant) and ratio < 1/(1+t) -> faster
@@ -117,6 +120,9 @@ struct CompareRow {
 
   RatioEstimate time;
   size_t n_baseline = 0, n_current = 0;  // repetitions with usable epoch times
+  // Repetitions left out of time (and of n_*): measured while something else held their CPUs
+  // (run_flags' busy).
+  size_t busy_baseline = 0, busy_current = 0;
   std::optional<double> memory_change;   // relative: current / baseline - 1
   std::optional<double> accuracy_delta;  // percentage points: current - baseline
   std::optional<double> loss_change;     // relative: current / baseline - 1

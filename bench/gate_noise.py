@@ -7,8 +7,10 @@ Pairs of `mpbench run` on the same specs, one after the other, each pair judged 
   identical  nothing changed between the two runs: exit 1 is a false alarm;
   slowdown   the current run shares core 0 with a busy process at nice --hog-nice (both runs
              are pinned to core 0, so the only difference is the neighbour; at nice 5 the
-             scheduler's weights leave mpbench 1024/(1024+335) of the core, a 1.33x slowdown):
-             exit 1 is a detection.
+             scheduler's weights leave mpbench 1024/(1024+335) of the core, a 1.33x slowdown).
+             Before compare left runs flagged busy out of time, exit 1 was a detection, this
+             neighbour standing in for a regression; now the gate leaves such runs out, and
+             exit 1 says that slowed runs went unflagged.
 
   bench/gate_noise.py --mpbench build/mpbench --pairs 20 --repeat 5 [--mode identical|slowdown]
       [--label NAME] [--configs configs/tiny_mlp.json configs/tiny_resnet.json] [--epochs N]
@@ -30,7 +32,9 @@ steady neighbour from a regression where the verdict cannot.
 
 --keep DIR keeps each pair's files (DIR/<mode>-<i>-base.json, -cur.json); --rejudge DIR judges
 such kept pairs again without running anything (another mpbench, other compare options given
-after --, e.g. -- --time-threshold 10%), so that two gates are compared on the same runs.
+after --, e.g. -- --time-threshold 10%), so that two gates are compared on the same runs;
+--without-host-load judges copies of the files without their runs' host_load and busy flags:
+the gate as it was before it left busy runs out.
 """
 import argparse
 import json
@@ -63,6 +67,21 @@ def busy_runs(path):
     return len(flagged), len(runs), most
 
 
+def strip_host_load(path, folder):
+    """A copy of a result file in `folder` without its runs' host_load and busy flags."""
+    if not os.path.exists(path) or os.path.dirname(path) == folder:
+        return path
+    doc = json.load(open(path))
+    for r in doc.get("runs", []):
+        r.pop("host_load", None)
+        if r.get("flags"):
+            r["flags"] = [f for f in r["flags"] if f != "busy"]
+    out = os.path.join(folder, os.path.basename(path))
+    with open(out, "w") as f:
+        json.dump(doc, f)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--mpbench", required=True)
@@ -78,6 +97,8 @@ def main():
     p.add_argument("--baselines", type=int, default=1)
     p.add_argument("--keep", help="keep each pair's result files in this folder")
     p.add_argument("--rejudge", help="judge the pairs kept in this folder again; run nothing")
+    p.add_argument("--without-host-load", action="store_true",
+                   help="judge copies without host_load: the gate before busy runs were left out")
     p.add_argument("compare_args", nargs="*", help="extra `mpbench compare` options, after --")
     p.add_argument("--configs", nargs="+",
                    default=["configs/tiny_mlp.json", "configs/tiny_resnet.json"])
@@ -119,6 +140,10 @@ def main():
                     if hog:
                         hog.kill()
                         hog.wait()
+            flagged, runs, most = busy_runs(cur)
+            if args.without_host_load:
+                shared, base, cur = ([strip_host_load(x, d) for x in shared],
+                                     strip_host_load(base, d), strip_host_load(cur, d))
             sides = [x for b in shared for x in ("--baseline", b)] + [cur] if shared else [base, cur]
             rc = subprocess.run([args.mpbench, "compare", *sides, "--json", cmp,
                                  *args.compare_args],
@@ -128,7 +153,6 @@ def main():
                 verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
             ratios = [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")]
             fails += rc == 1
-            flagged, runs, most = busy_runs(cur)
             busy_total[0] += flagged
             busy_total[1] += runs
             print(f"pair {i + 1:2d}: exit {rc}, time ratios "
@@ -136,7 +160,7 @@ def main():
                   + f"; busy {flagged}/{runs} (waited up to {most:.2f} CPUs)", flush=True)
             if os.path.exists(cmp):
                 os.remove(cmp)
-    what = "false alarms" if args.mode == "identical" else "detections"
+    what = "false alarms" if args.mode == "identical" else "slowdowns judged regressions"
     print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat} "
           f"baselines {max(args.baselines, 1)}: {what} "
           f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}; current runs flagged "

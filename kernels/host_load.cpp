@@ -72,11 +72,21 @@ CpuCounters read_cpu_counters() {
     closedir(d);
   }
   c.valid = !c.threads.empty();
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+  // The CPUs any of its threads may run on: OMP_PROC_BIND binds each thread, the calling one
+  // too, to a CPU of the process's mask.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  bool any = false;
+  for (const auto& [tid, times] : c.threads) {
+    cpu_set_t set;
+    if (sched_getaffinity(static_cast<pid_t>(tid), sizeof(set), &set) != 0) continue;
+    CPU_OR(&all, &all, &set);
+    any = true;
+  }
+  if (any || sched_getaffinity(0, sizeof(all), &all) == 0) {
     std::vector<int> cpus;
     for (int i = 0; i < CPU_SETSIZE; ++i)
-      if (CPU_ISSET(i, &set)) cpus.push_back(i);
+      if (CPU_ISSET(i, &all)) cpus.push_back(i);
     c.steal_s =
         proc_stat_steal_seconds(read_text("/proc/stat"), cpus, sysconf(_SC_CLK_TCK), &c.cpus);
   }
@@ -86,8 +96,13 @@ CpuCounters read_cpu_counters() {
 
 namespace {
 
+// The threads' share of CPUs the run could have had: no more than its CPUs.
+int usable_threads(const HostLoad& h) {
+  return std::max(1, h.cpus > 0 ? std::min(h.threads, h.cpus) : h.threads);
+}
+
 bool waited_long(const HostLoad& h) {
-  return h.waited_cpus >= kBusyShare * std::max(1, h.threads);
+  return h.taken_cpus() >= kBusyShare * usable_threads(h);
 }
 
 bool stolen(const HostLoad& h) {
@@ -96,15 +111,26 @@ bool stolen(const HostLoad& h) {
 
 }  // namespace
 
+double HostLoad::taken_cpus() const {
+  if (cpus <= 0) return waited_cpus;
+  return std::min(waited_cpus, std::max(0.0, cpus - own_cpus));
+}
+
 bool HostLoad::busy() const {
   return waited_long(*this) || stolen(*this);
 }
 
 std::string HostLoad::describe(const std::string& its) const {
   std::vector<std::string> parts;
-  if (waited_long(*this) || !stolen(*this))
-    parts.push_back(fmt::format("{} {} thread{} waited for a CPU {:.0f}% of the time", its, threads,
-                                threads == 1 ? "" : "s", 100 * waited_cpus / std::max(1, threads)));
+  const std::string waited =
+      fmt::format("{} {} thread{} waited for a CPU {:.0f}% of the time", its, threads,
+                  threads == 1 ? "" : "s", 100 * waited_cpus / std::max(1, threads));
+  if (cpus > 0 && threads > cpus)
+    // Some of the wait is the run's own: its threads took turns on its CPUs.
+    parts.push_back(fmt::format("{} on {} CPU{}, and something else held {:.0f}% of the CPUs' time",
+                                waited, cpus, cpus == 1 ? "" : "s", 100 * taken_cpus() / cpus));
+  else if (waited_long(*this) || !stolen(*this))
+    parts.push_back(waited);
   if (stolen(*this))
     parts.push_back(fmt::format("the hypervisor took {:.2f} of {} {} CPU{}", steal_cpus, its, cpus,
                                 cpus == 1 ? "" : "s"));

@@ -28,15 +28,15 @@ double proc_stat_steal_seconds(const std::string& text, const std::vector<int>& 
 struct CpuCounters {
   bool valid = false;                   // some thread's schedstat was read
   std::map<long, ThreadTimes> threads;  // by thread id
-  int cpus = 0;                         // the CPUs this process may use that /proc/stat lists
-  double steal_s = 0;                   // theirs
-  double wall_s = 0;                    // a steady clock, after the reads
+  int cpus = 0;        // the CPUs its threads may use (their affinity masks) that /proc/stat lists
+  double steal_s = 0;  // theirs
+  double wall_s = 0;   // a steady clock, after the reads
 };
 CpuCounters read_cpu_counters();
 
 // What took the CPUs over a run's epochs (HostLoadMeter).
 struct HostLoad {
-  int cpus = 0;     // the CPUs the process may use (its affinity mask)
+  int cpus = 0;     // the CPUs its threads may use (their affinity masks); 0 where unknown
   int threads = 0;  // the threads it ran its work on
   double seconds = 0;
   double own_cpus = 0;     // its threads' time on a CPU over the wall time
@@ -44,11 +44,18 @@ struct HostLoad {
   // A hypervisor's steal of the process's CPUs over the wall time; NaN where unknown (no
   // /proc/stat, or a span under kMinStealSeconds: it counts in 10 ms ticks).
   double steal_cpus = 0;
-  // Whether the threads waited for a CPU kBusyShare of their time, or the hypervisor took that
-  // share of the CPUs'.
+  // Of the time the threads waited, what something else held the CPUs for: all of it where the
+  // threads fit the CPUs. Threads more than the CPUs wait for each other too, and there at most
+  // the CPUs' time they did not use themselves was someone else's (min(waited, cpus - own)).
+  // The whole wait where the CPUs are unknown.
+  double taken_cpus() const;
+  // Whether something else held the CPUs for kBusyShare of the time the threads could have run
+  // (a thread each, up to the CPUs), or the hypervisor took that share of the CPUs'.
   bool busy() const;
   // "its 2 threads waited for a CPU 50% of the time", "the hypervisor took 0.30 of its 2 CPUs",
-  // or both, for the notes (`its`: the possessive the sentence takes, "its" or "their").
+  // or both, for the notes (`its`: the possessive the sentence takes, "its" or "their"); with
+  // more threads than CPUs, "its 3 threads waited for a CPU 40% of the time on 2 CPUs, and
+  // something else held 10% of the CPUs' time".
   std::string describe(const std::string& its = "its") const;
 };
 // 5%: on a quiet 2-core machine the native backend's threads waited 0.15-0.5% of their time

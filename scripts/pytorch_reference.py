@@ -959,8 +959,8 @@ def epoch_train_loss(losses, skip):
 class HostLoad:
     """Whether something else took this process's CPUs from begin() to end(), as mpbench's run
     records it (host_load, kernels/host_load.h): each thread's time waiting for a CPU (the
-    scheduler's run delay, /proc/self/task/*/schedstat) and a hypervisor's steal of the CPUs of
-    the affinity mask (/proc/stat; a second at least, its counters move in 10 ms ticks)."""
+    scheduler's run delay, /proc/self/task/*/schedstat) and a hypervisor's steal of the CPUs its
+    threads may use (/proc/stat; a second at least, its counters move in 10 ms ticks)."""
     MIN_SECONDS, MIN_STEAL_SECONDS, BUSY_SHARE = 0.1, 1.0, 0.05
 
     def __init__(self):
@@ -982,7 +982,11 @@ class HostLoad:
             return None
         steal, found = 0, 0
         with contextlib.suppress(OSError, ValueError):
-            cpus = os.sched_getaffinity(0)
+            cpus = set()  # any thread's: OMP_PROC_BIND binds each to one CPU of the process's
+            for t in threads:
+                with contextlib.suppress(OSError):
+                    cpus |= os.sched_getaffinity(int(t))
+            cpus = cpus or os.sched_getaffinity(0)
             with open("/proc/stat", encoding="ascii") as f:
                 for line in f:
                     w = line.split()
@@ -1003,12 +1007,22 @@ class HostLoad:
         if (r := self.read()) is not None:
             self.stop = (*r, time.monotonic())
 
+    @staticmethod
+    def taken_cpus(h):
+        """mpbench's HostLoad::taken_cpus: of the threads' wait, what something else held the
+        CPUs for; threads more than the CPUs wait for each other too."""
+        if h["cpus"] <= 0:
+            return h["waited_cpus"]
+        return min(h["waited_cpus"], max(0.0, h["cpus"] - h["own_cpus"]))
+
     @classmethod
     def busy(cls, h):
-        """mpbench's HostLoad::busy: the threads waited for a CPU 5% of their time, or a
-        hypervisor took 5% of the CPUs' (where known)."""
+        """mpbench's HostLoad::busy: something else held the CPUs 5% of the time the threads
+        could have run (a thread each, up to the CPUs), or a hypervisor took 5% of the CPUs'
+        (where known)."""
         steal = h.get("steal_cpus")
-        return (h["waited_cpus"] >= cls.BUSY_SHARE * max(1, h["threads"])
+        usable = max(1, min(h["threads"], h["cpus"]) if h["cpus"] > 0 else h["threads"])
+        return (cls.taken_cpus(h) >= cls.BUSY_SHARE * usable
                 or (h["cpus"] > 0 and steal is not None and steal >= cls.BUSY_SHARE * h["cpus"]))
 
     def result(self, threads):

@@ -158,18 +158,35 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
-PinnedToOneCpu::PinnedToOneCpu() {
-  if (sched_getaffinity(0, sizeof(old_), &old_) != 0) return;
+PinnedToOneCpu::PinnedToOneCpu(bool whole_process) {
+  cpu_set_t mine;
+  if (sched_getaffinity(0, sizeof(mine), &mine) != 0) return;
   int cpu = 0;
-  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &old_)) ++cpu;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &mine)) ++cpu;
+  if (cpu == CPU_SETSIZE) return;
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
-  ok_ = cpu < CPU_SETSIZE && sched_setaffinity(0, sizeof(one), &one) == 0;
+  std::vector<pid_t> tids{0};
+  if (whole_process) {
+    tids.clear();
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task"))
+      tids.push_back(static_cast<pid_t>(std::stol(e.path().filename().string())));
+  }
+  ok_ = true;
+  for (pid_t tid : tids) {
+    cpu_set_t old;
+    if (sched_getaffinity(tid, sizeof(old), &old) != 0) continue;  // a thread gone since
+    if (sched_setaffinity(tid, sizeof(one), &one) != 0) {
+      ok_ = false;
+      continue;
+    }
+    old_[tid] = old;
+  }
 }
 
 PinnedToOneCpu::~PinnedToOneCpu() {
-  if (ok_) sched_setaffinity(0, sizeof(old_), &old_);
+  for (const auto& [tid, mask] : old_) sched_setaffinity(tid, sizeof(mask), &mask);
 }
 
 ShellResult run_shell(const std::string& cmd, const std::string& dir) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -57,19 +58,20 @@ std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);
 std::vector<float> to_host_f32(Backend& be, const Tensor& t);
 void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
 
-// Pins the calling thread (and what it starts: threads, children) to the first CPU of its
-// affinity mask while it lives, and restores the mask after: for tests of what else runs on a
-// run's CPUs (kernels/host_load.h).
+// Pins the calling thread (and what it starts: threads, children), or with `whole_process` every
+// thread of the process as taskset does, to the first CPU of the calling thread's affinity mask
+// while it lives, and restores the masks after: for tests of what else runs on a run's CPUs
+// (kernels/host_load.h).
 class PinnedToOneCpu {
  public:
-  PinnedToOneCpu();
+  explicit PinnedToOneCpu(bool whole_process = false);
   ~PinnedToOneCpu();
   PinnedToOneCpu(const PinnedToOneCpu&) = delete;
   PinnedToOneCpu& operator=(const PinnedToOneCpu&) = delete;
   bool ok() const { return ok_; }
 
  private:
-  cpu_set_t old_;
+  std::map<pid_t, cpu_set_t> old_;  // by thread id; 0 for the calling thread alone
   bool ok_ = false;
 };
 

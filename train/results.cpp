@@ -360,7 +360,7 @@ bool ran_busy(const RunResult& r) {
 const HostLoad* worst_busy_load(const std::vector<const RunResult*>& runs) {
   const HostLoad* worst = nullptr;
   for (const RunResult* r : runs)
-    if (ran_busy(*r) && (!worst || r->host_load->waited_cpus > worst->waited_cpus))
+    if (ran_busy(*r) && (!worst || r->host_load->taken_cpus() > worst->taken_cpus()))
       worst = &*r->host_load;
   return worst;
 }

@@ -190,7 +190,8 @@ std::vector<std::string> run_flags(const RunResult& r, const std::vector<RunResu
 // run_flags' busy: a run that finished, measured while its threads waited for CPUs that
 // something else held (HostLoad::busy).
 bool ran_busy(const RunResult& r);
-// Of `runs`, the busy ones' host_load whose threads waited longest; nullptr when none was busy.
+// Of `runs`, the busy ones' host_load whose CPUs something else held longest (taken_cpus); nullptr
+// when none was busy.
 const HostLoad* worst_busy_load(const std::vector<const RunResult*>& runs);
 // A run of one epoch has no spread between epochs to judge its time by: the mean step time of
 // each quarter of its timed training steps stands in (ms a step; a quarter sums many steps as an

@@ -387,40 +387,74 @@ TEST(Compare, ASlowerRowWithNoisyEpochsIsNoted) {
             "trusting it");
 }
 
-// A time regression measured while the current run's threads waited for CPUs that something else
-// held (host_load, run_flags' busy) is noted though its epochs are as steady as a quiet run's: a
-// steadily busy runner slows a run as a regression does. A busy baseline or a current run that
-// is not slower draws no note; a row judged faster against a busy baseline does.
-TEST(Compare, ASlowerRowMeasuredOnABusyMachineIsNoted) {
-  auto busy_notes = [](const Comparison& c) { return notes_with(c, "waited for CPUs"); };
-  auto loaded = [](std::vector<RunResult> runs) {
-    for (RunResult& r : runs) {
+// A repetition measured while its threads waited for CPUs that something else held (host_load,
+// run_flags' busy) is left out of time on either side, counted, in the row's detail and a note:
+// a steadily busy runner slows a run as a regression does, its epochs as steady as a quiet
+// run's. The quiet repetitions are judged as ever: a real regression among them still fails.
+TEST(Compare, RepetitionsMeasuredOnABusyMachineAreLeftOutOfTime) {
+  // Repetitions `from` on (0-based) waited for their 2 CPUs most of the time, and took `slow`
+  // times as long.
+  auto loaded = [](std::vector<RunResult> runs, size_t from, double slow = 1.30) {
+    for (size_t i = from; i < runs.size(); ++i) {
+      RunResult& r = runs[i];
       r.host_load = HostLoad{};
       r.host_load->cpus = 2;
       r.host_load->threads = 2;
       r.host_load->seconds = 3;
+      r.host_load->own_cpus = 1.1;
       r.host_load->waited_cpus = 0.9;
+      for (EpochResult& e : r.epochs) e.time_ms *= slow;
+      r.epoch_time_ms = compute_time_stats(epoch_times(r));
     }
     return runs;
   };
-  const Comparison n = cmp(make_report(reps()), make_report(loaded(reps(1.30))));
-  ASSERT_EQ(n.rows[0].verdict, "slower");
-  ASSERT_EQ(busy_notes(n).size(), 1u);
-  EXPECT_EQ(busy_notes(n)[0],
-            "note: m fp32 slower in time, measured while the current run's threads waited for CPUs "
-            "that something else held (its host_load): a busy runner slows a run as a regression "
-            "does; run the job again before trusting it");
-  EXPECT_TRUE(busy_notes(cmp(make_report(loaded(reps())), make_report(reps(1.30)))).empty());
-  EXPECT_TRUE(busy_notes(cmp(make_report(reps()), make_report(loaded(reps(1.0))))).empty());
-  // The other way round: faster against a busy baseline.
-  const Comparison f = cmp(make_report(loaded(reps(1.30))), make_report(reps()));
-  ASSERT_EQ(f.rows[0].verdict, "faster");
-  ASSERT_EQ(busy_notes(f).size(), 1u);
-  EXPECT_EQ(busy_notes(f)[0],
-            "note: m fp32 faster in time against a baseline measured while its threads waited for "
-            "CPUs that something else held (its host_load): a busy baseline makes the current "
-            "look faster; make the baseline again on a quiet runner");
-  EXPECT_TRUE(busy_notes(cmp(make_report(reps(1.30)), make_report(loaded(reps())))).empty());
+  auto busy_notes = [](const Comparison& c) { return notes_with(c, "left out of time"); };
+  CompareOptions two;
+  two.min_repetitions = 2;
+  // Three of five current repetitions busy: their median would be a regression; the two quiet
+  // ones are the same as the baseline.
+  const Comparison c = cmp(make_report(reps()), make_report(loaded(reps(), 2)), two);
+  EXPECT_EQ(c.rows[0].verdict, "same");
+  EXPECT_EQ(c.exit_code, 0);
+  EXPECT_EQ(c.rows[0].n_current, 2u);
+  EXPECT_EQ(c.rows[0].busy_current, 3u);
+  EXPECT_EQ(c.rows[0].busy_baseline, 0u);
+  EXPECT_EQ(c.rows[0].detail,
+            "left out of time, measured on a busy machine: 3 of 5 current repetitions");
+  ASSERT_EQ(busy_notes(c).size(), 1u);
+  EXPECT_EQ(busy_notes(c)[0],
+            "note: 3 of 10 repetitions of 1 row(s) left out of time: measured while their threads "
+            "waited for CPUs that something else held (flagged busy: their host_load), they are "
+            "slower as a regression is, and as steady; the rows' details say which");
+  EXPECT_EQ(compare_to_json(c)["rows"][0]["busy_repetitions"],
+            (nlohmann::json{{"baseline", 0}, {"current", 3}}));
+  // Too few quiet repetitions left: inconclusive, saying why and what to do.
+  const Comparison few = cmp(make_report(reps()), make_report(loaded(reps(), 2)));
+  EXPECT_EQ(few.rows[0].verdict, "inconclusive");
+  EXPECT_TRUE(few.rows[0].regressions.empty());
+  EXPECT_EQ(few.exit_code, 0);
+  EXPECT_EQ(few.rows[0].detail,
+            "5 vs 2 repetitions; time needs 3 a side (run again where nothing else holds the "
+            "CPUs); left out of time, measured on a busy machine: 3 of 5 current repetitions");
+  // A busy baseline's slow repetitions do not make the current look faster.
+  const Comparison f = cmp(make_report(loaded(reps(), 2)), make_report(reps()), two);
+  EXPECT_EQ(f.rows[0].verdict, "same");
+  EXPECT_EQ(f.rows[0].detail,
+            "left out of time, measured on a busy machine: 3 of 5 baseline repetitions");
+  // A regression in the quiet repetitions is one, whatever the busy ones did.
+  const Comparison r = cmp(make_report(loaded(reps(), 4)), make_report(loaded(reps(1.30), 4, 1)));
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.rows[0].n_baseline, 4u);
+  EXPECT_EQ(r.rows[0].detail,
+            "left out of time, measured on a busy machine: 1 of 5 baseline repetitions, 1 of 5 "
+            "current repetitions");
+  // Memory, accuracy and loss are not times: every repetition counts.
+  EXPECT_EQ(c.rows[0].current_values.training_peak, 1000000u);
+  // Quiet files: no note, nothing counted.
+  const Comparison q = cmp(make_report(reps()), make_report(reps(1.30)));
+  EXPECT_TRUE(busy_notes(q).empty());
+  EXPECT_EQ(q.rows[0].detail, "");
 }
 
 TEST(Compare, ClearImprovementIsFasterAndExitZero) {

@@ -1,5 +1,8 @@
 // kernels/host_load.h: whether something else took this process's CPUs while it measured.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -76,6 +79,34 @@ TEST(HostLoad, BusyFromAShareWaitedOrStolen) {
       "its 1 thread waited for a CPU 30% of the time; the hypervisor took 0.50 of its 4 CPUs");
 }
 
+// More threads than CPUs wait for each other: only the CPUs' time the run did not use itself
+// can have been something else's (taken_cpus), judged against the CPUs.
+TEST(HostLoad, ThreadsMoreThanTheCpusWaitForEachOtherWithoutBeingBusy) {
+  HostLoad own = load(6, 2.0);  // 6 threads on 4 CPUs, all of them theirs
+  own.own_cpus = 4;
+  EXPECT_EQ(own.taken_cpus(), 0);
+  EXPECT_FALSE(own.busy());
+  EXPECT_EQ(own.describe(),
+            "its 6 threads waited for a CPU 33% of the time on 4 CPUs, and something else held "
+            "0% of the CPUs' time");
+  HostLoad shared = own;  // a CPU's fifth went elsewhere: 5% of the 4 CPUs
+  shared.own_cpus = 3.8;
+  EXPECT_NEAR(shared.taken_cpus(), 0.2, 1e-12);
+  EXPECT_TRUE(shared.busy());
+  shared.own_cpus = 3.81;
+  EXPECT_FALSE(shared.busy());
+  // The threads fitting their CPUs, all of the wait counts, whatever they ran.
+  HostLoad fits = load(2, 0.5);
+  fits.own_cpus = 3.9;
+  EXPECT_NEAR(fits.taken_cpus(), 0.1, 1e-12);
+  fits.own_cpus = 1.5;
+  EXPECT_DOUBLE_EQ(fits.taken_cpus(), 0.5);
+  fits.cpus = 0;  // unknown CPUs: the whole wait
+  fits.own_cpus = 9;
+  EXPECT_DOUBLE_EQ(fits.taken_cpus(), 0.5);
+  EXPECT_TRUE(fits.busy());
+}
+
 // No figure without a whole span or under kMinLoadSeconds.
 TEST(HostLoad, MeterGivesNoFigureForTooShortASpan) {
   HostLoadMeter none;
@@ -89,15 +120,21 @@ TEST(HostLoad, MeterGivesNoFigureForTooShortASpan) {
   EXPECT_FALSE(unbegun.result(1));
 }
 
-// Two threads of this process spinning on one CPU wait for it about half of the time each: the
-// meter counts the time each waited, the one started after begin() from its start (whatever
-// else runs there only lengthens the waits). Their time on the CPU is not held to the one CPU
-// here: the process's other threads (OpenBLAS's, started before the pinning) run elsewhere.
-// Steal has no figure under a second.
-TEST(HostLoad, ThreadsSharingOneCpuWaitForIt) {
+// Spins on the calling thread for `ms` milliseconds.
+void spin_for(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  volatile uint64_t n = 0;
+  while (std::chrono::steady_clock::now() < until) n = n + 1;
+}
+
+// Two threads of this process spinning on its one CPU (taskset's pinning) wait for it about half
+// of the time each: the meter counts the time each waited, the one started after begin() from
+// its start. That wait is the run's own, not a busy machine's. Steal has no figure under a
+// second.
+TEST(HostLoad, ThreadsSharingTheProcesssOneCpuWaitForEachOther) {
   std::optional<HostLoad> h;
   {
-    const test::PinnedToOneCpu pinned;  // the thread below inherits it
+    const test::PinnedToOneCpu pinned(/*whole_process=*/true);
     ASSERT_TRUE(pinned.ok());
     HostLoadMeter m;
     m.begin();
@@ -106,9 +143,7 @@ TEST(HostLoad, ThreadsSharingOneCpuWaitForIt) {
       volatile uint64_t n = 0;
       while (!stop.load(std::memory_order_relaxed)) n = n + 1;
     });
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
-    volatile uint64_t n = 0;
-    while (std::chrono::steady_clock::now() < until) n = n + 1;
+    spin_for(600);
     m.end();
     stop = true;
     other.join();
@@ -116,12 +151,43 @@ TEST(HostLoad, ThreadsSharingOneCpuWaitForIt) {
   }
   ASSERT_TRUE(h);
   EXPECT_EQ(h->threads, 2);
+  EXPECT_EQ(h->cpus, 1);
   EXPECT_GE(h->seconds, 0.6);
   EXPECT_LT(h->seconds, 10);
   EXPECT_GE(h->waited_cpus, 0.7) << h->waited_cpus;  // about 1: each thread about half
-  EXPECT_GE(h->own_cpus, 0.5) << h->own_cpus;        // about 1
-  EXPECT_TRUE(h->busy());
+  // Whenever one ran, the other waited for it: about own_cpus of the wait is the run's own, and
+  // only what something else ran on the CPU (this machine may be busy) can make it busy.
+  EXPECT_GE(h->waited_cpus - h->taken_cpus(), 0.5) << h->describe();
+  EXPECT_EQ(h->busy(), h->taken_cpus() >= 0.05) << h->describe();
+  EXPECT_NE(h->describe().find("on 1 CPU, and something else held"), std::string::npos);
   EXPECT_TRUE(std::isnan(h->steal_cpus));
+}
+
+// The same CPU shared with another process: this one thread's wait is the other's time there.
+TEST(HostLoad, AThreadSharingItsCpuWithAnotherProcessIsBusy) {
+  std::optional<HostLoad> h;
+  {
+    const test::PinnedToOneCpu pinned(/*whole_process=*/true);
+    ASSERT_TRUE(pinned.ok());
+    const pid_t child = fork();  // inherits the pinning; spins until killed
+    ASSERT_GE(child, 0);
+    if (child == 0)
+      for (volatile uint64_t n = 0;; n = n + 1) {
+      }
+    HostLoadMeter m;
+    m.begin();
+    spin_for(600);
+    m.end();
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    h = m.result(1);
+  }
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->cpus, 1);
+  EXPECT_GE(h->waited_cpus, 0.3) << h->waited_cpus;  // about a half
+  EXPECT_LE(h->own_cpus, 0.7) << h->own_cpus;
+  EXPECT_TRUE(h->busy());
+  EXPECT_NEAR(h->taken_cpus(), h->waited_cpus, 1e-12);
 }
 
 }  // namespace
