@@ -11,8 +11,13 @@ Pairs of `mpbench run` on the same specs, one after the other, each pair judged 
              Before compare left runs flagged busy out of time, exit 1 was a detection, this
              neighbour standing in for a regression; now the gate leaves such runs out, and
              exit 1 says that slowed runs went unflagged.
+  regression the current run's GEMMs take a slower kernel of the reference's OpenBLAS
+             (OPENBLAS_CORETYPE=--regress-core, Sandybridge by default: tiny_resnet's fp32
+             epochs 1.2x on a Zen 5), a regression of the code without a neighbour; compare
+             names the blas_core difference and still judges: exit 1 is a detection.
 
-  bench/gate_noise.py --mpbench build/mpbench --pairs 20 --repeat 5 [--mode identical|slowdown]
+  bench/gate_noise.py --mpbench build/mpbench --pairs 20 --repeat 5
+      [--mode identical|slowdown|regression]
       [--label NAME] [--configs configs/tiny_mlp.json configs/tiny_resnet.json] [--epochs N]
       [--pin]
 
@@ -88,7 +93,9 @@ def main():
     p.add_argument("--pairs", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--epochs", type=int, default=0, help="override the specs' epochs")
-    p.add_argument("--mode", choices=("identical", "slowdown"), default="identical")
+    p.add_argument("--mode", choices=("identical", "slowdown", "regression"), default="identical")
+    p.add_argument("--regress-core", default="Sandybridge",
+                   help="regression: the current runs' OPENBLAS_CORETYPE")
     p.add_argument("--label", default="")
     p.add_argument("--hog-nice", type=int, default=5)
     p.add_argument("--pin", action="store_true",
@@ -135,7 +142,8 @@ def main():
                                             "while True: pass"])
                     time.sleep(0.2)
                 try:
-                    run_mpbench(args, cur, pin)
+                    run_mpbench(args, cur, pin, {"OPENBLAS_CORETYPE": args.regress_core}
+                                if args.mode == "regression" else None)
                 finally:
                     if hog:
                         hog.kill()
@@ -160,7 +168,8 @@ def main():
                   + f"; busy {flagged}/{runs} (waited up to {most:.2f} CPUs)", flush=True)
             if os.path.exists(cmp):
                 os.remove(cmp)
-    what = "false alarms" if args.mode == "identical" else "slowdowns judged regressions"
+    what = {"identical": "false alarms", "slowdown": "slowdowns judged regressions",
+            "regression": "detections"}[args.mode]
     print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat} "
           f"baselines {max(args.baselines, 1)}: {what} "
           f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}; current runs flagged "
