@@ -842,8 +842,8 @@ std::string xml_escape(const std::string& s, bool attribute) {
       out.append(s, i, len);
       i += len;
     } else {
-      out += kReplacement;
-      ++i;
+      out += kReplacement;  // one for a noncharacter's whole sequence, one per malformed byte
+      i += len > 0 ? len : 1;
     }
   }
   return out;

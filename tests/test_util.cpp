@@ -158,6 +158,17 @@ std::string read_file(const std::filesystem::path& path) {
   return ss.str();
 }
 
+HostLoad host_load(int cpus, int threads, double own, double waited, double steal, double seconds) {
+  HostLoad h;
+  h.cpus = cpus;
+  h.threads = threads;
+  h.seconds = seconds;
+  h.own_cpus = own;
+  h.waited_cpus = waited;
+  h.steal_cpus = steal;
+  return h;
+}
+
 PinnedToOneCpu::PinnedToOneCpu(bool whole_process) {
   cpu_set_t mine;
   if (sched_getaffinity(0, sizeof(mine), &mine) != 0) return;

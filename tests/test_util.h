@@ -20,6 +20,7 @@
 
 #include "kernels/allocator.h"
 #include "kernels/backend.h"
+#include "kernels/host_load.h"
 
 // clang's and gcc's ways of saying ASan is on: tests that run long under it trim their cases.
 #if defined(__has_feature)
@@ -57,6 +58,11 @@ std::vector<float> random_nonzero(size_t n, uint64_t seed, float scale = 1.0f);
 // Host <-> device helpers that convert through the tensor's dtype.
 std::vector<float> to_host_f32(Backend& be, const Tensor& t);
 void from_host_f32(Backend& be, const std::vector<float>& values, Tensor& t);
+
+// A run's host_load (kernels/host_load.h): `threads` on `cpus`, their time on a CPU and waiting
+// for one, a hypervisor's steal (NaN: unknown), in CPUs over `seconds`.
+HostLoad host_load(int cpus, int threads, double own, double waited, double steal = NAN,
+                   double seconds = 3);
 
 // Pins the calling thread (and what it starts: threads, children), or with `whole_process` every
 // thread of the process as taskset does, to the first CPU of the calling thread's affinity mask

@@ -114,8 +114,10 @@ TEST(CiRecipe, TheReadmesCpuJobRunsAsWritten) {
       EXPECT_EQ(row["blocking"], false) << row.dump();
       continue;
     }
-    EXPECT_EQ(row["repetitions"]["baseline"], 9) << row.dump();
-    EXPECT_EQ(row["repetitions"]["current"], 3) << row.dump();
+    // Judged or left out (measured on a busy machine, as this one may be).
+    for (const auto& [side, n] : {std::pair<const char*, int>{"baseline", 9}, {"current", 3}})
+      EXPECT_EQ(row["repetitions"][side].get<int>() + row["busy_repetitions"][side].get<int>(), n)
+          << row.dump();
     EXPECT_TRUE(row["regressions"].empty() || row["regressions"] == nlohmann::json::array({"time"}))
         << row.dump();
   }

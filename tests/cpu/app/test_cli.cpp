@@ -1028,6 +1028,54 @@ TEST_F(Cli, MaxBatchProbesTrainTheStepsAskedFor) {
             one["peak_memory_bytes"]["data"].get<uint64_t>());
 }
 
+// The title counts the steps a probe trains, one step in the singular.
+TEST_F(Cli, MaxBatchTitleCountsTheSteps) {
+  for (const auto& [steps, text] :
+       {std::pair{1, "1 step a probe"}, std::pair{2, "2 steps a probe"}}) {
+    const Result r = run("maxbatch " + tiny() +
+                         " --device reference --quiet --precisions fp32 --memory-limit 1MiB "
+                         "--steps " +
+                         std::to_string(steps));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(has_text(r.out, text)) << r.out;
+  }
+}
+
+// The note on a batch above the spec's data is for a batch past data.train_samples, not one
+// equal to it (run takes that batch).
+TEST_F(Cli, MaxBatchNotesOnlyABatchPastTheSpecsData) {
+  const fs::path out = dir_ / "first.json";
+  const std::string args = " --device reference --precisions fp32 --memory-limit 2MiB --quiet";
+  ASSERT_EQ(run("maxbatch " + tiny() + args + " --json " + out.string()).code, 0);
+  const int64_t found =
+      nlohmann::json::parse(read_file(out.string()))["max_batch"][0]["max_batch"].get<int64_t>();
+  ASSERT_GT(found, 1);
+  auto spec = nlohmann::json::parse(read_file(tiny()));
+  for (const int64_t samples : {found, found - 1}) {
+    spec["data"]["train_samples"] = samples;
+    const std::string file = spec_file("s" + std::to_string(samples) + ".json", spec.dump());
+    const Result r = run("maxbatch " + file + args + " --json " + out.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(nlohmann::json::parse(read_file(out.string()))["max_batch"][0]["max_batch"], found);
+    EXPECT_EQ(has_text(r.out, "is more than the spec's data.train_samples"), samples < found)
+        << samples << ": " << r.out;
+  }
+}
+
+// A mode whose prediction fits no batch has no predicted batch in the JSON (null, not 0).
+TEST_F(Cli, MaxBatchWritesNoPredictionWhereNoneFits) {
+  const fs::path out = dir_ / "p.json";
+  const Result r = run("maxbatch " + std::string(MPBENCH_SOURCE_DIR) +
+                       "/configs/tiny_resnet.json --device reference --precisions fp32,amp_bf16 "
+                       "--memory-limit 43000B --quiet --json " +
+                       out.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(read_file(out.string()));
+  ASSERT_EQ(j["max_batch"][0]["max_batch"], 0) << j["max_batch"][0];
+  EXPECT_TRUE(j["max_batch"][0]["predicted_max_batch"].is_null()) << j["max_batch"][0];
+  EXPECT_GT(j["max_batch"][1]["predicted_max_batch"].get<int64_t>(), 0) << j["max_batch"][1];
+}
+
 TEST_F(Cli, MaxBatchMultiplePastTheSpecLimitSaysSo) {
   const fs::path json = dir_ / "m.json", csv = dir_ / "m.csv";
   const Result r = run("maxbatch " + tiny() +

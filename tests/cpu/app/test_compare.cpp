@@ -90,6 +90,15 @@ std::vector<RunResult> reps(double f = 1.0, const std::string& precision = "fp32
   }
   return out;
 }
+// A baseline and a current file of the same runs whose specs differ in train.epochs.
+std::pair<Report, Report> changed_spec_reports() {
+  const json spec = {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 1}}}};
+  Report b = make_report(reps()), c = make_report(reps());
+  b.specs = {spec};
+  c.specs = {spec};
+  c.specs[0]["train"]["epochs"] = 2;
+  return {b, c};
+}
 std::vector<RunResult> join(std::vector<RunResult> a, const std::vector<RunResult>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -397,12 +406,7 @@ TEST(Compare, RepetitionsMeasuredOnABusyMachineAreLeftOutOfTime) {
   auto loaded = [](std::vector<RunResult> runs, size_t from, double slow = 1.30) {
     for (size_t i = from; i < runs.size(); ++i) {
       RunResult& r = runs[i];
-      r.host_load = HostLoad{};
-      r.host_load->cpus = 2;
-      r.host_load->threads = 2;
-      r.host_load->seconds = 3;
-      r.host_load->own_cpus = 1.1;
-      r.host_load->waited_cpus = 0.9;
+      r.host_load = test::host_load(2, 2, 1.1, 0.9);
       for (EpochResult& e : r.epochs) e.time_ms *= slow;
       r.epoch_time_ms = compute_time_stats(epoch_times(r));
     }
@@ -1340,11 +1344,7 @@ TEST(CompareJunit, PassingAndSpecChangedRows) {
   const std::string md = format_compare_markdown(r, "b", "c");
   EXPECT_NE(md.find("| same | env cpu.name: A -&gt; B |"), std::string::npos) << md;
 
-  const json spec = {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 1}}}};
-  Report b = make_report(reps()), c = make_report(reps());
-  b.specs = {spec};
-  c.specs = {spec};
-  c.specs[0]["train"]["epochs"] = 2;
+  const auto [b, c] = changed_spec_reports();
   r = cmp(b, c);
   ASSERT_EQ(r.rows[0].verdict, "spec-changed");
   xml = format_compare_junit(r, "b", "c");
@@ -1397,6 +1397,512 @@ TEST(CompareMarkdown, VerdictThenRowsToLookAtThenTheFoldedTable) {
   EXPECT_EQ(pass.rfind(":white_check_mark: **mpbench compare: PASS", 0), 0u) << pass;
   EXPECT_EQ(count_of(pass, "| model |"), 1u) << pass;
   EXPECT_NE(pass.find("<details><summary>All 1 rows</summary>"), std::string::npos) << pass;
+}
+
+// The regressions of a comparison's first row, for a failure's message.
+std::string regress_names(const Comparison& c) {
+  return fmt::format("{}", fmt::join(c.rows[0].regressions, ", "));
+}
+
+// The largest training peak of a side's repetitions, wherever it is among them: the last one's
+// stood for the side, so a baseline whose first repetition peaked highest made a current at that
+// same peak a memory regression, and a current whose middle repetition grew passed.
+TEST(Compare, TheLargestPeakOfASideIsItsPeakWhereverItIs) {
+  std::vector<RunResult> base = reps(), cur = reps();
+  base[0].memory.training_peak = 1030000;  // the first repetition's the largest
+  for (RunResult& c : cur) c.memory.training_peak = 1030000;
+  Comparison r = cmp(make_report(base), make_report(cur));
+  EXPECT_TRUE(r.rows[0].regressions.empty()) << regress_names(r);
+  ASSERT_TRUE(r.rows[0].memory_change);
+  EXPECT_NEAR(*r.rows[0].memory_change, 0.0, 1e-12);
+  std::vector<RunResult> grew = reps();
+  grew[2].memory.training_peak = 1500000;  // a middle repetition
+  r = cmp(make_report(reps()), make_report(grew));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"memory"});
+  EXPECT_NEAR(*r.rows[0].memory_change, 0.5, 1e-12);
+}
+
+// A final loss that went non-finite in any repetition, not only the last, is the side's loss
+// gone non-finite: it fails without a loss threshold.
+TEST(Compare, ALossGoneNonFiniteInAnyRepetitionRegresses) {
+  std::vector<RunResult> cur = reps();
+  cur[1].final_loss = NAN;
+  const Comparison r = cmp(make_report(reps()), make_report(cur));
+  EXPECT_EQ(r.rows[0].regressions, std::vector<std::string>{"loss"});
+  EXPECT_TRUE(std::isnan(r.rows[0].current_values.loss));
+  EXPECT_EQ(r.exit_code, 1);
+}
+
+// Times whose ratio is not a finite positive number (a hand-edited file: epochs of 5e-324 ms
+// against 100 ms underflow it to 0, 1e300 ms against 1e-300 overflow it) are bad input naming
+// the files, not a verdict resting on them.
+TEST(Compare, ATimeRatioThatIsNotFinitePositiveIsBadInput) {
+  auto at = [](double ms) {
+    std::vector<RunResult> out = reps();
+    for (RunResult& r : out) {
+      for (EpochResult& e : r.epochs) e.time_ms = ms;
+      r.epoch_time_ms = compute_time_stats(std::vector<double>(r.epochs.size(), ms));
+    }
+    return make_report(out);
+  };
+  const Report base = make_report(reps()), tiny = at(std::numeric_limits<double>::denorm_min()),
+               small = at(1e-300), huge = at(1e300);
+  for (const auto& [b, c] : {std::pair{&base, &tiny}, std::pair{&small, &huge}}) {
+    try {
+      cmp(*b, *c);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find("baseline, current: runs[] of m fp32: the baseline's "
+                                           "and the current epoch times have no finite ratio"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// A baseline without a training peak (0: none measured) gives no memory change to judge; the
+// current's peak is no regression against it.
+TEST(Compare, NoBaselinePeakNoMemoryVerdict) {
+  std::vector<RunResult> base = reps();
+  for (RunResult& b : base) b.memory.training_peak = 0;
+  const Comparison r = cmp(make_report(base), make_report(reps()));
+  EXPECT_FALSE(r.rows[0].memory_change.has_value());
+  EXPECT_TRUE(r.rows[0].regressions.empty()) << regress_names(r);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(compare_to_json(r)["rows"][0]["memory_change"].is_null());
+}
+
+// A final loss of 0 in the baseline against one that is not is an infinite relative change
+// (null in the JSON), not none; both 0 is no change.
+TEST(Compare, ALossFromZeroIsAnInfiniteChange) {
+  std::vector<RunResult> zero = reps();
+  for (RunResult& z : zero) z.final_loss = 0;
+  Comparison r = cmp(make_report(zero), make_report(reps()));
+  ASSERT_TRUE(r.rows[0].loss_change);
+  EXPECT_TRUE(std::isinf(*r.rows[0].loss_change));
+  EXPECT_TRUE(compare_to_json(r)["rows"][0]["loss_change"].is_null());
+  r = cmp(make_report(zero), make_report(zero));
+  ASSERT_TRUE(r.rows[0].loss_change);
+  EXPECT_EQ(*r.rows[0].loss_change, 0.0);
+}
+
+// Both sides failing in some repetitions: the row's detail names the baseline's failures before
+// the current's, and a status without detail adds no dangling colon.
+TEST(Compare, TheDetailNamesBothSidesFailures) {
+  std::vector<RunResult> base = reps(), cur = reps();
+  for (RunResult* r : {&base[2], &cur[2]}) {
+    r->status = RunStatus::Diverged;
+    r->status_detail = "loss became non-finite in epoch 6";
+    r->epochs.clear();
+  }
+  Comparison r = cmp(make_report(base), make_report(cur));
+  EXPECT_EQ(r.rows[0].verdict, "diverged");
+  EXPECT_EQ(r.rows[0].detail,
+            "baseline: 1 of 5 repetitions diverged; 1 of 5 repetitions: loss became non-finite "
+            "in epoch 6");
+  cur[2].status_detail.clear();
+  r = cmp(make_report(reps()), make_report(cur));
+  EXPECT_EQ(r.rows[0].detail, "1 of 5 repetitions");
+}
+
+// One baseline run that failed and a current that trained: "recovered", saying how the baseline
+// ended, with no count of one.
+TEST(Compare, ARecoveredSingleRunNamesTheBaselinesStatus) {
+  RunResult oom = make_run({});
+  oom.status = RunStatus::Oom;
+  const Comparison r = cmp(make_report({oom}), make_report({make_run(kBase)}));
+  EXPECT_EQ(r.rows[0].verdict, "recovered");
+  EXPECT_EQ(r.rows[0].detail, "baseline: oom");
+}
+
+// The repetitions asked for follow --min-repetitions where it is past the README's 5; a side
+// with exactly the minimum is not short.
+TEST(Compare, TheRepetitionsAskedForFollowTheMinimum) {
+  CompareOptions eight;
+  eight.min_repetitions = 8;
+  const Comparison r = cmp(make_report(reps()), make_report(reps()), eight);
+  EXPECT_EQ(r.rows[0].verdict, "inconclusive");
+  EXPECT_EQ(r.rows[0].detail,
+            "5 vs 5 repetitions; time needs 8 a side (run both with --repeat 8; the baseline may "
+            "also be several files)");
+  // Three current repetitions of wide noise: enough to judge, too noisy to say.
+  const std::vector<double> noise = {0.6, 1.4, 1.0, 0.7, 1.3};
+  std::vector<RunResult> three = reps(1.1, "fp32", "cpu", noise);
+  three.resize(3);
+  const Comparison n = cmp(make_report(reps(1.0, "fp32", "cpu", noise)), make_report(three));
+  EXPECT_EQ(n.rows[0].verdict, "inconclusive");
+  EXPECT_EQ(n.rows[0].detail.rfind("the interval [", 0), 0u) << n.rows[0].detail;
+}
+
+// An interval whose edge is exactly 1 is not clear of it: neither slower nor faster.
+TEST(TimeVerdict, AnIntervalEndingAtOneIsNotSignificant) {
+  RatioEstimate e;
+  e.valid = true;
+  e.ratio = 1.3, e.lo = 1.0, e.hi = 1.6;
+  EXPECT_EQ(time_verdict(e, 5, 5, 0.10), "inconclusive");
+  e.ratio = 0.7, e.lo = 0.5, e.hi = 1.0;
+  EXPECT_EQ(time_verdict(e, 5, 5, 0.10), "inconclusive");
+}
+
+// A row whose spec changed is not judged: its repetitions column says so ("-"), not "0/0".
+TEST(CompareMarkdown, ASpecChangedRowHasNoRepetitionCounts) {
+  const auto [b, c] = changed_spec_reports();
+  const Comparison r = cmp(b, c);
+  ASSERT_EQ(r.rows[0].verdict, "spec-changed");
+  const std::string md = format_compare_markdown(r, "b", "c");
+  EXPECT_NE(md.find("| m | fp32 | cpu | 32 | - | - | - | - | - | spec-changed |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("0/0"), std::string::npos) << md;
+}
+
+// The summary line says why the gate failed or what --strict would do: a changed spec, rows that
+// block only --strict.
+TEST(Compare, TheSummaryLineSaysWhy) {
+  const auto [b, c] = changed_spec_reports();
+  EXPECT_NE(format_compare_console(cmp(b, c)).find(
+                "FAIL: 1 row(s) trained from a changed spec, not compared; remake the baseline if "
+                "the change is meant"),
+            std::string::npos)
+      << format_compare_console(cmp(b, c));
+  const Report on_a = make_report(reps(), cpu_env("A")), on_b = make_report(reps(), cpu_env("B"));
+  const std::string pass = format_compare_console(cmp(on_a, on_b));
+  EXPECT_NE(pass.find("PASS: no regression (1 inconclusive, missing or environment-changed "
+                      "row(s); --strict would fail)"),
+            std::string::npos)
+      << pass;
+  CompareOptions strict;
+  strict.strict = true;
+  const std::string fail = format_compare_console(cmp(on_a, on_b, strict));
+  EXPECT_NE(fail.find("FAIL (--strict): 1 inconclusive, missing or environment-changed row(s)"),
+            std::string::npos)
+      << fail;
+}
+
+// The rule printed under the table names a loss threshold where one is given, and the JUnit
+// report's properties hold it.
+TEST(Compare, ALossThresholdIsInTheRuleAndTheProperties) {
+  CompareOptions o;
+  o.loss_threshold = 0.1;
+  const Comparison r = cmp(make_report(reps()), make_report(reps()), o);
+  EXPECT_NE(format_compare_console(r).find("; final loss threshold 10%"), std::string::npos)
+      << format_compare_console(r);
+  const std::string xml = format_compare_junit(r, "b", "c");
+  EXPECT_NE(xml.find("<property name=\"loss_threshold\" value=\"10%\"/>"), std::string::npos)
+      << xml;
+  const Comparison none = cmp(make_report(reps()), make_report(reps()));
+  EXPECT_EQ(format_compare_console(none).find("final loss threshold"), std::string::npos);
+  EXPECT_EQ(format_compare_junit(none, "b", "c").find("loss_threshold"), std::string::npos);
+}
+
+// The native backend's ISA (--cpu-isa) is an environment difference of a cpu run, and a field one
+// side lacks reads "(none)".
+TEST(EnvDifferences, NativeCpuRunsLookAtTheIsaAndNameAMissingField) {
+  nlohmann::json one = cpu_env("A"), two = cpu_env("A");
+  one["native_cpu"] = {{"threads", 2}, {"isa", "avx2"}};
+  two["native_cpu"] = {{"threads", 2}, {"isa", "avx512_core"}};
+  EXPECT_EQ(env_differences(one, two, "cpu"),
+            std::vector<std::string>{"native_cpu.isa: avx2 -> avx512_core"});
+  EXPECT_TRUE(env_differences(one, two, "reference").empty());
+  one["native_cpu"].erase("threads");
+  two["native_cpu"]["isa"] = "avx2";
+  EXPECT_EQ(env_differences(one, two, "cpu"),
+            std::vector<std::string>{"native_cpu.threads: (none) -> 2"});
+}
+
+// Only the top level's `precisions` (the modes a file ran) is ignored: a key of that name inside
+// a block is part of the spec.
+TEST(Compare, OnlyTheTopLevelPrecisionsAreIgnored) {
+  const json spec = {{"name", "m"}, {"model", {{"type", "mlp"}, {"precisions", {"fp32"}}}}};
+  json other = spec;
+  other["model"]["precisions"] = {"fp32", "amp_bf16"};
+  EXPECT_EQ(first_spec_difference(spec, other), "model.precisions: 1 -> 2 elements");
+  other = spec;
+  other["precisions"] = {"fp32"};
+  json base = spec;
+  base["precisions"] = {"tf32"};
+  EXPECT_EQ(first_spec_difference(base, other), "");
+}
+
+// The one-baseline-file note is about time intervals: a comparison with no row whose time was
+// judged or could have been (every run out of memory) draws none.
+TEST(Compare, NoTimedRowNoOneBaselineNote) {
+  RunResult oom = make_run({});
+  oom.status = RunStatus::Oom;
+  const Comparison none = cmp(make_report({oom}), make_report({oom}));
+  EXPECT_TRUE(notes_with(none, "one baseline file").empty());
+  EXPECT_EQ(notes_with(cmp(make_report(reps()), make_report(reps())), "one baseline file").size(),
+            1u);
+}
+
+// A --memory-limit that differs from any baseline file's is noted, wherever that file comes,
+// each baseline limit named once.
+TEST(Compare, AMemoryLimitDifferingInAnyBaselineFileIsNoted) {
+  auto with_limit = [](const json& limit) {
+    json env = cpu_env();
+    env["memory_limit_bytes"] = limit;
+    return make_report(reps(), env);
+  };
+  const Report none = with_limit(nullptr), none2 = with_limit(nullptr),
+               gib = with_limit(uint64_t{1} << 30), gib2 = with_limit(uint64_t{1} << 30);
+  const Comparison c = compare_reports(std::vector<const Report*>{&none, &gib2}, gib, {});
+  ASSERT_EQ(notes_with(c, "memory-limit").size(), 1u);
+  EXPECT_EQ(notes_with(c, "memory-limit")[0].rfind(
+                "note: --memory-limit differs: baseline none and 1.00 GiB, current 1.00 GiB;", 0),
+            0u)
+      << notes_with(c, "memory-limit")[0];
+  const Comparison twice = compare_reports(std::vector<const Report*>{&none, &none2}, gib, {});
+  ASSERT_EQ(notes_with(twice, "memory-limit").size(), 1u);
+  EXPECT_EQ(notes_with(twice, "memory-limit")[0].rfind(
+                "note: --memory-limit differs: baseline none, current 1.00 GiB;", 0),
+            0u)
+      << notes_with(twice, "memory-limit")[0];
+}
+
+// A `new` row that did not train says how it ended.
+TEST(Compare, ANewRowThatFailedSaysHow) {
+  RunResult oom = make_run({}, "tf32");
+  oom.status = RunStatus::Oom;
+  const Comparison r = cmp(make_report(reps()), make_report(join(reps(), {oom})));
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[1].verdict, "new");
+  EXPECT_EQ(r.rows[1].detail, "in the current file only; oom");
+}
+
+// A missing row is a skipped test case in the JUnit report without --strict too: nothing was
+// judged for it.
+TEST(CompareJunit, AMissingRowIsSkipped) {
+  const Report b = make_report(join(reps(), reps(1.0, "tf32"))), c = make_report(reps());
+  const Comparison r = cmp(b, c);
+  ASSERT_EQ(r.rows[1].verdict, "missing");
+  const std::string xml = format_compare_junit(r, "b", "c");
+  EXPECT_EQ(xml_attr(xml, "testsuite", "skipped"), "1") << xml;
+  EXPECT_NE(xml.find("<skipped message=\"missing: in the baseline only\"/>"), std::string::npos)
+      << xml;
+}
+
+// A line break in an attribute is a character reference (a parser would read a space), in text
+// it stays; a seeded CUDA-graphs run's test case names its seed and graphs.
+TEST(CompareJunit, LineBreaksInAttributesAndSeededGraphsNames) {
+  RunResult oom = make_run({});
+  oom.status = RunStatus::Oom;
+  oom.status_detail = "line1\nline2";
+  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({oom}));
+  const std::string xml = format_compare_junit(r, "b", "c");
+  EXPECT_NE(xml.find("message=\"status ok -&gt; oom: line1&#10;line2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("detail: line1\nline2\n"), std::string::npos) << xml;
+
+  std::vector<RunResult> seeded = reps(1.0, "fp32", "cuda");
+  for (RunResult& s : seeded) {
+    s.seed = 7;
+    s.cuda_graphs = true;
+  }
+  const Report gb = make_report(seeded, gpu_env()), gc = make_report(seeded, gpu_env());
+  const std::string g = format_compare_junit(cmp(gb, gc), "b", "c");
+  EXPECT_EQ(xml_attr(g, "testcase", "name"), "fp32 cuda batch 32 seed 7 +graphs") << g;
+}
+
+// What regressed, in words, with the threshold it crossed: accuracy in points, a final loss
+// against its threshold.
+TEST(CompareMarkdown, AccuracyAndLossRegressionsSayByHowMuch) {
+  std::vector<RunResult> cur = reps();
+  for (RunResult& c : cur) {
+    c.final_accuracy = 0.894;
+    c.final_loss = 0.3;
+  }
+  CompareOptions o;
+  o.loss_threshold = 0.1;
+  const Comparison r = cmp(make_report(reps()), make_report(cur), o);
+  ASSERT_EQ(r.rows[0].regressions, (std::vector<std::string>{"accuracy", "loss"}));
+  const std::string md = format_compare_markdown(r, "b", "c");
+  EXPECT_NE(md.find("**accuracy -0.60 pt (90.00% -&gt; 89.40%) beyond -0.5 pt; final loss "
+                    "+20.000% (0.25 -&gt; 0.3) beyond +-10%**"),
+            std::string::npos)
+      << md;
+}
+
+// A side's repetitions are grouped by the file they came from (runs of one process): one
+// baseline file of five repetitions against one current file is the bootstrap of one file a
+// side, not of five files a side with the t interval of their medians.
+TEST(Compare, RepetitionsAreGroupedByTheirFile) {
+  const std::vector<RunResult> b = reps(),
+                               c = reps(1.05, "fp32", "cpu", {1.0, 1.03, 0.97, 1.02, 0.98});
+  const Comparison r = cmp(make_report(b), make_report(c));
+  Runs rb(1), rc(1);
+  for (const RunResult& x : b) rb[0].push_back(epoch_times(x));
+  for (const RunResult& x : c) rc[0].push_back(epoch_times(x));
+  const RatioEstimate e = hierarchical_median_ratio(rb, rc, kBootstrapResamples, kBootstrapSeed);
+  ASSERT_TRUE(r.rows[0].time.valid);
+  EXPECT_EQ(r.rows[0].time.ratio, e.ratio);
+  EXPECT_EQ(r.rows[0].time.lo, e.lo);
+  EXPECT_EQ(r.rows[0].time.hi, e.hi);
+}
+
+// Nothing matched: the summary counts the missing rows and the new ones, each its own.
+TEST(Compare, NothingMatchedCountsMissingAndNewRows) {
+  std::vector<RunResult> b = join(reps(), reps(1.0, "tf32")), c = reps();
+  for (RunResult& r : b) r.batch_size = 64;
+  const Comparison r = cmp(make_report(b), make_report(c));
+  ASSERT_EQ(r.matched, 0);
+  EXPECT_NE(format_compare_console(r).find("FAIL: nothing matched: no run of the current file has "
+                                           "a counterpart in the baseline (2 row(s) missing, 1 "
+                                           "new)"),
+            std::string::npos)
+      << format_compare_console(r);
+}
+
+// A spec's value too long for a line is cut to 60 characters in the row's detail.
+TEST(Compare, ALongSpecValueIsCutInTheDifference) {
+  const json a = {{"name", "m"}, {"note", std::string(100, 'a')}};
+  json b = a;
+  b["note"] = std::string(100, 'b');
+  EXPECT_EQ(first_spec_difference(a, b),
+            "note: \"" + std::string(56, 'a') + "... -> \"" + std::string(56, 'b') + "...");
+  // `precisions` on one side only, beside a block on the other only: no difference either.
+  const json with_precisions = {{"name", "m"}, {"precisions", {"fp32"}}};
+  const json with_block = {{"name", "m"}, {"fp8", {{"margin", 0}}}};
+  EXPECT_EQ(first_spec_difference(with_precisions, with_block), "");
+}
+
+// Without names, several baseline files are "baseline N" from 1 in a message; with names, the
+// current file is the name after the baselines'.
+TEST(Compare, MessagesNameTheFilesInOrder) {
+  std::vector<RunResult> twice = reps();
+  twice[1].repetition = 1;
+  const Report good = make_report(reps()), bad = make_report(twice);
+  try {
+    compare_reports({&good, &bad}, make_report(reps()), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("baseline 2: runs[0] and runs[1]"), std::string::npos)
+        << e.what();
+  }
+  try {
+    compare_reports({&good, &good}, bad, {}, {"a.json", "b.json", "c.json"});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: runs[0] and runs[1]"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The Markdown names the environment difference above the tables and, under --strict, says that
+// such rows are counted with the skipped ones; the JSON marks the row blocking.
+TEST(CompareMarkdown, EnvironmentDifferencesAreNamedAndStrictSaysSo) {
+  const Report on_a = make_report(reps(), cpu_env("A")), on_b = make_report(reps(), cpu_env("B"));
+  const Comparison loose = cmp(on_a, on_b);
+  const std::string md = format_compare_markdown(loose, "b", "c");
+  EXPECT_NE(md.find("\n\nEnvironment differs: cpu.name: A -&gt; B\n\n"), std::string::npos) << md;
+  EXPECT_EQ(md.find("under --strict"), std::string::npos) << md;
+  EXPECT_EQ(compare_to_json(loose)["rows"][0]["blocking"], true);
+  EXPECT_EQ(compare_to_json(cmp(on_a, on_a))["rows"][0]["blocking"], false);
+  CompareOptions strict;
+  strict.strict = true;
+  const std::string s = format_compare_markdown(cmp(on_a, on_b, strict), "b", "c");
+  EXPECT_NE(s.find("1 other(s) inconclusive, missing or spec-changed (or, under --strict, "
+                   "environment-changed)."),
+            std::string::npos)
+      << s;
+}
+
+// The console and Markdown tables show a seeded run's seed in its mode, the accuracy and final
+// loss cells the current's values, and the JSON the seed; the JUnit <system-out> holds the
+// memory's change.
+TEST(Compare, CellsShowTheCurrentsValuesAndTheSeed) {
+  std::vector<RunResult> cur = reps();
+  for (RunResult& c : cur) {
+    c.final_accuracy = 0.95;
+    c.final_loss = 0.2;
+    c.seed = 7;
+  }
+  std::vector<RunResult> base = reps();
+  for (RunResult& b : base) b.seed = 7;
+  const Comparison r = cmp(make_report(base), make_report(cur));
+  const std::string md = format_compare_markdown(r, "b", "c");
+  EXPECT_NE(md.find("| m | fp32 | cpu seed 7 | 32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| +5.00 pt (95.00%) | -20.000% (0.2) |"), std::string::npos) << md;
+  EXPECT_EQ(compare_to_json(r)["rows"][0]["seed"], 7);
+  const std::string xml = format_compare_junit(r, "b", "c");
+  EXPECT_NE(xml.find("training memory: +0.00% (976.6 KiB)\n"), std::string::npos) << xml;
+}
+
+// XML 1.0 cannot carry U+FFFE: it is replaced, as a control character is. A tab and a carriage
+// return in an attribute are character references; a status that changed with no detail says
+// no more than the statuses.
+TEST(CompareJunit, TabsReturnsAndNonCharactersAreEscaped) {
+  RunResult b = make_run(kBase, "fp32", "m\xEF\xBF\xBEx");
+  RunResult c = b;
+  c.status = RunStatus::Oom;
+  c.status_detail = "a\tb\rc";
+  std::string xml = format_compare_junit(cmp(make_report({b}), make_report({c})), "b", "c");
+  // The noncharacter is one character: one replacement.
+  EXPECT_EQ(xml_attr(xml, "testcase", "classname"), "mpbench.m\xEF\xBF\xBDx") << xml;
+  EXPECT_EQ(xml.find("\xEF\xBF\xBE"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("message=\"status ok -&gt; oom: a&#9;b&#13;c\""), std::string::npos) << xml;
+  EXPECT_EQ(xml.find('\r'), std::string::npos) << xml;
+  c.status_detail.clear();
+  xml = format_compare_junit(cmp(make_report({b}), make_report({c})), "b", "c");
+  EXPECT_NE(xml.find("message=\"status ok -&gt; oom\""), std::string::npos) << xml;
+}
+
+// Of several failed repetitions the first is the side's status and detail; three repetitions a
+// side, the fewest asked for, are judged; a change of a million percent is in exponent form.
+TEST(Compare, TheFirstFailureTheMinimumRepetitionsAndAMillionPercent) {
+  std::vector<RunResult> cur = reps();
+  cur[1].status = RunStatus::Oom;
+  cur[1].status_detail = "needs 3 GiB";
+  cur[3].status = RunStatus::Diverged;
+  cur[3].status_detail = "loss became non-finite in epoch 2";
+  for (RunResult* r : {&cur[1], &cur[3]}) r->epochs.clear();
+  Comparison r = cmp(make_report(reps()), make_report(cur));
+  EXPECT_EQ(r.rows[0].verdict, "oom");
+  EXPECT_EQ(r.rows[0].detail, "2 of 5 repetitions: needs 3 GiB");
+
+  std::vector<RunResult> three = reps();
+  three.resize(3);
+  r = cmp(make_report(three), make_report(reps(1.3)));
+  EXPECT_EQ(r.rows[0].n_baseline, 3u);
+  EXPECT_EQ(r.rows[0].verdict, "slower");
+
+  std::vector<RunResult> base = reps(), huge = reps();
+  for (RunResult& b : base) b.final_loss = 1.0;
+  for (RunResult& h : huge) h.final_loss = 10001.0;  // +1,000,000%
+  const std::string console = format_compare_console(cmp(make_report(base), make_report(huge)));
+  EXPECT_NE(console.find("+1e+06% (1e+04)"), std::string::npos) << console;
+}
+
+// Busy repetitions left out of time, at the edges of what the row and the note say: a busy
+// baseline's alone are counted in the note; a single busy repetition is named in the singular;
+// a side short only of repetitions (not of quiet ones) is told to repeat, not to find a quiet
+// runner, whatever the other side's busy repetitions.
+TEST(Compare, BusyRepetitionsLeftOutAtTheEdges) {
+  auto loaded = [](std::vector<RunResult> runs, size_t from) {
+    for (size_t i = from; i < runs.size(); ++i) {
+      RunResult& r = runs[i];
+      r.host_load = test::host_load(2, 2, 1.1, 0.9);
+    }
+    return runs;
+  };
+  const Comparison base = cmp(make_report(loaded(reps(), 4)), make_report(reps()));
+  ASSERT_EQ(base.rows[0].busy_baseline, 1u);
+  const std::vector<std::string> note = notes_with(base, "left out of time");
+  ASSERT_EQ(note.size(), 1u);
+  EXPECT_EQ(note[0].rfind("note: 1 of 10 repetitions of 1 row(s) left out of time", 0), 0u)
+      << note[0];
+
+  const Comparison one =
+      cmp(make_report({make_run(kBase)}), make_report(loaded({make_run(kBase)}, 0)));
+  EXPECT_EQ(one.rows[0].detail,
+            "1 vs 0 repetitions; time needs 3 a side (run again where nothing else holds the "
+            "CPUs); left out of time, measured on a busy machine: 1 of 1 current repetition");
+
+  const std::vector<RunResult> two = {reps()[0], reps()[1]};
+  const Comparison short_base = cmp(make_report(two), make_report(loaded(reps(), 4)));
+  EXPECT_EQ(short_base.rows[0].detail,
+            "2 vs 4 repetitions; time needs 3 a side (run the baseline with --repeat 5, or give "
+            "several --baseline files); left out of time, measured on a busy machine: 1 of 5 "
+            "current repetitions");
 }
 
 // ---- through the executable -------------------------------------------------------------------

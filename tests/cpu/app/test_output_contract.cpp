@@ -363,6 +363,39 @@ TEST(RunPlan, ARunsTimeLeavesOutItsData) {
   EXPECT_DOUBLE_EQ(plan.left().seconds, 2.0);  // the next run at the first one's rate
 }
 
+// A run of no work (an unsupported mode) times nothing, however long it took; a run that did
+// more work than was added leaves none, not less than none; a spec whose runs left are of no
+// work is done at once.
+TEST(RunPlan, RunsOfNoWorkAndTooMuchWork) {
+  using Clock = mpbench::RunPlan::Clock;
+  Clock::time_point t{};
+  mpbench::RunPlan plan(/*quiet=*/true, [&] { return t; });
+  plan.add("m", 64, 1);
+  plan.add("m", 64, 0);
+  plan.add("m", 64, 1);
+  plan.starting();
+  t += std::chrono::seconds(2);
+  plan.done("m", 64, "m fp32", "ok", 1, true);
+  plan.starting();
+  t += std::chrono::seconds(10);  // an unsupported mode that took long to say so
+  plan.done("m", 64, "m fp8", "unsupported", 0, true);
+  EXPECT_DOUBLE_EQ(plan.left().seconds, 2.0);
+
+  mpbench::RunPlan more(/*quiet=*/true, [&] { return t; });
+  more.add("m", 64, 1);
+  more.add("m", 64, 1);
+  more.starting();
+  t += std::chrono::seconds(2);
+  more.done("m", 64, "m fp32", "ok", 3, true);
+  EXPECT_EQ(more.left().seconds, 0.0);
+
+  mpbench::RunPlan none(/*quiet=*/true, [&] { return t; });
+  none.add("m", 64, 0);
+  none.add("m", 64, 0);
+  EXPECT_EQ(none.left().seconds, 0.0);
+  EXPECT_EQ(none.left().untimed_specs, 0);
+}
+
 // --warmup overrides train.warmup_steps through the path --epochs takes, in run, profile and
 // explain; the resolved spec in the file says so.
 TEST_F(OutputContract, WarmupOverridesTheSpec) {

@@ -1049,11 +1049,7 @@ TEST_F(ReportHtml, HistoryKeepsReruns) {
 // how many were busy and the worst one's figures.
 TEST_F(ReportHtml, HistoryDrawsABusyMachinesPointHollow) {
   const auto loaded = [](mpbench::RunResult r, double waited) {
-    r.host_load = mpbench::HostLoad{};
-    r.host_load->cpus = 2;
-    r.host_load->threads = 2;
-    r.host_load->seconds = 4;
-    r.host_load->waited_cpus = waited;
+    r.host_load = mpbench::test::host_load(2, 2, 0, waited, 0, 4);
     return r;
   };
   const std::string a40(40, 'a'), b40(40, 'b'), c40(40, 'c');

@@ -20,6 +20,7 @@
 #include "app/report_writers.h"
 #include "kernels/error.h"
 #include "models/spec.h"
+#include "test_util.h"
 
 namespace mpbench {
 namespace {
@@ -710,14 +711,7 @@ TEST(Console, OneEpochIsJudgedByItsQuarters) {
 TEST(Console, BusyRunsAreNotedThoughTheirEpochsAreSteady) {
   Report rep = make_report();
   const auto load = [](double waited, double steal = NAN) {
-    HostLoad h;
-    h.cpus = 2;
-    h.threads = 2;
-    h.seconds = 3;
-    h.own_cpus = 1.1;
-    h.waited_cpus = waited;
-    h.steal_cpus = steal;
-    return h;
+    return test::host_load(2, 2, 1.1, waited, steal);
   };
   rep.runs[0].host_load = load(0.02);  // fp32: quiet
   rep.runs[1].host_load = load(0.8);   // tf32
@@ -1094,6 +1088,34 @@ TEST(Progress, TheSuffixGoesFirstAndTheBarNeedsRoom) {
   const std::string cramped = Progress::format_line("L", 5, 10, 1.0, "", 30);
   EXPECT_FALSE(contains(cramped, "[")) << cramped;
   EXPECT_TRUE(contains(cramped, "5/10 ETA 0:01")) << cramped;
+}
+
+// The line's fields at their exact edges: a done count past the total is the total; under 11
+// columns the line still takes 10 (the percentage and the counts), the label going first; a
+// suffix that fits exactly stays; a bar of exactly 10 columns is drawn, and no bar is wider than
+// 30; counts without the ETA where the ETA does not fit, never half of it.
+TEST(Progress, TheLinesFieldsAtTheirEdges) {
+  EXPECT_EQ(Progress::format_line("L", 5, 3, 1.0, "", 80).find("5/3"), std::string::npos);
+  const std::string over = Progress::format_line("L", 5, 3, 1.0, "", 80);
+  EXPECT_TRUE(contains(over, "100% [##############################] 3/3")) << over;
+  EXPECT_EQ(Progress::format_line("x", 1, 3, 1.0, "", 5), "  33%  1/3");
+  const std::string long_counts = Progress::format_line("x", 100, 1000, 1.0, "", 5);
+  EXPECT_EQ(long_counts.rfind("  10%", 0), 0u) << long_counts;  // the label went first
+  EXPECT_EQ(Progress::format_line("L", 5, 10, 1.0, "s", 25), "L  50%  5/10 ETA 0:01  s");
+  EXPECT_EQ(Progress::format_line("L", 5, 10, 1.0, "", 34), "L  50% [#####.....] 5/10 ETA 0:01");
+  EXPECT_TRUE(
+      contains(Progress::format_line("x", 0, 3, 1.0, "", 200), "[" + std::string(30, '.') + "]"));
+  EXPECT_EQ(Progress::format_line("L", 5, 10, 1.0, "", 21), "L  50%  5/10");
+}
+
+// A label cut to fit is cut between characters, not inside one's UTF-8 bytes.
+TEST(Progress, ALabelIsCutBetweenCharacters) {
+  std::string label;
+  for (int i = 0; i < 40; ++i) label += "\xC3\xA9";  // é
+  const std::string l = Progress::format_line(label, 1, 3, 1.0, "", 30);
+  EXPECT_LE(display_width(l), 29u) << l;
+  EXPECT_EQ(std::count(l.begin(), l.end(), '\xC3'), std::count(l.begin(), l.end(), '\xA9')) << l;
+  EXPECT_GT(std::count(l.begin(), l.end(), '\xC3'), 0) << l;
 }
 
 TEST(Progress, DisabledOrShortWorkDrawsNothing) {

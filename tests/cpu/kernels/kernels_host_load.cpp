@@ -190,5 +190,67 @@ TEST(HostLoad, AThreadSharingItsCpuWithAnotherProcessIsBusy) {
   EXPECT_NEAR(h->taken_cpus(), h->waited_cpus, 1e-12);
 }
 
+// Only whole "cpuN" lines count: the all-CPU line's first value is no CPU number (here 1, with a
+// guest time where a CPU line's steal would be), a line of seven values is a kernel without steal
+// time, and another word ending in a digit is no CPU.
+TEST(HostLoad, ProcStatStealOnlyFromWholeCpuNLines) {
+  const std::string text =
+      "cpu  1 0 0 0 0 0 0 0 500 0\n"
+      "cpu1 10 0 0 0 0 0 0 20 0 0\n"
+      "cpu2 1 2 3 4 5 6 7\n"
+      "gpu3 0 0 0 0 0 0 0 900 0 0\n";
+  int found = -1;
+  EXPECT_DOUBLE_EQ(proc_stat_steal_seconds(text, {1, 2, 3}, 100, &found), 0.2);
+  EXPECT_EQ(found, 1);
+}
+
+// No thread counted is one thread (a hand-made or read-back figure): 1% of the time waited is not
+// busy. No CPU counted has no steal share: a steal of 0 over 0 CPUs is not busy either. One CPU
+// is named in the singular.
+TEST(HostLoad, NoThreadsOrNoCpusAreNotBusyAndOneCpuIsSingular) {
+  HostLoad none = load(0, 0.01);
+  EXPECT_FALSE(none.busy());
+  HostLoad no_cpus = load(1, 0.0, 0.0);
+  no_cpus.cpus = 0;
+  EXPECT_FALSE(no_cpus.busy());
+  HostLoad one_cpu = load(1, 0.01, 0.5);
+  one_cpu.cpus = 1;
+  EXPECT_TRUE(one_cpu.busy());
+  EXPECT_EQ(one_cpu.describe(), "the hypervisor took 0.50 of its 1 CPU");
+}
+
+// The meter counts at least one thread whatever it is told (a caller with no threads of its own).
+TEST(HostLoad, MeterCountsAtLeastOneThread) {
+  HostLoadMeter m;
+  m.begin();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  m.end();
+  const std::optional<HostLoad> h = m.result(0);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->threads, 1);
+  EXPECT_GE(h->seconds, kMinLoadSeconds);
+}
+
+// Where the CPUs are unknown (0) each thread counts: the wait is judged against all of them. The
+// run's own time past its CPUs (a measurement's rounding) leaves nothing taken, not less. With
+// more threads than CPUs, the share held by something else is of the CPUs' time.
+TEST(HostLoad, UnknownCpusOwnTimePastTheCpusAndTheSharesDenominator) {
+  HostLoad unknown = load(4, 0.15);
+  unknown.cpus = 0;
+  EXPECT_FALSE(unknown.busy());  // 0.15 of 4 threads' time is under 5%
+  unknown.waited_cpus = 0.2;
+  EXPECT_TRUE(unknown.busy());
+  HostLoad over = load(2, 0.3);
+  over.cpus = 2;
+  over.own_cpus = 2.5;
+  EXPECT_EQ(over.taken_cpus(), 0.0);
+  EXPECT_FALSE(over.busy());
+  HostLoad six = load(6, 2.0);  // 6 threads on 4 CPUs
+  six.own_cpus = 3.8;
+  EXPECT_EQ(six.describe(),
+            "its 6 threads waited for a CPU 33% of the time on 4 CPUs, and something else held "
+            "5% of the CPUs' time");
+}
+
 }  // namespace
 }  // namespace mpbench

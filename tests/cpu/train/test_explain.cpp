@@ -406,11 +406,7 @@ TEST(Explain, WithRoundsAnOpIsNamedOnlyWhenSlowerInEveryRound) {
 TEST(Explain, AModeRunOnABusyMachineIsFlagged) {
   const ModeContext a = mode(Precision::FP32), b = mode(Precision::AMP_BF16);
   const auto loaded = [](ProfiledRun r, double waited, int threads = 2) {
-    r.run.host_load = HostLoad{};
-    r.run.host_load->cpus = 2;
-    r.run.host_load->threads = threads;
-    r.run.host_load->seconds = 4;
-    r.run.host_load->waited_cpus = waited;
+    r.run.host_load = test::host_load(2, threads, 0, waited, 0, 4);
     return r;
   };
   const ProfiledRun f32 = gemm_and_adamw("fp32", 10.0, op("step", "adamw_step", 5.0));

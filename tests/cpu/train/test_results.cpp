@@ -169,6 +169,36 @@ TEST(RepetitionCv, FromTwoRepetitionsOn) {
   EXPECT_TRUE(std::isnan(repetition_cv(all[0], {all[0]})));
 }
 
+// The repetitions of a run are the runs of its key that trained: another seed's, another CUDA
+// graphs setting's or a failed run's median is not one of them; runs without a repetition number
+// (no `run --repeat`) have no spread between repetitions.
+TEST(RepetitionCv, OnlyTheRunsOfItsKeyThatTrained) {
+  std::vector<RunResult> all(2);
+  for (size_t i = 0; i < all.size(); ++i) {
+    all[i].model = "m", all[i].precision = "fp32", all[i].device = "cpu", all[i].batch_size = 8;
+    all[i].status = RunStatus::Ok;
+    all[i].seed = 1;
+    all[i].repetition = static_cast<int64_t>(i + 1);
+    all[i].epoch_time_ms = compute_time_stats({10.0});
+  }
+  EXPECT_EQ(repetition_cv(all[0], all), 0.0);
+  RunResult other = all[1];
+  other.repetition = 3;
+  other.epoch_time_ms = compute_time_stats({30.0});
+  for (int what = 0; what < 3; ++what) {
+    RunResult x = other;
+    if (what == 0) x.seed = 2;
+    if (what == 1) x.cuda_graphs = true;
+    if (what == 2) x.status = RunStatus::Failed;
+    std::vector<RunResult> with = all;
+    with.push_back(x);
+    EXPECT_EQ(repetition_cv(all[0], with), 0.0) << what;
+  }
+  std::vector<RunResult> unnumbered = {all[0], other};
+  for (RunResult& u : unnumbered) u.repetition.reset();
+  EXPECT_TRUE(std::isnan(repetition_cv(unnumbered[0], unnumbered)));
+}
+
 RunResult sample_run() {
   RunResult r;
   r.model = "mnist_mlp";
@@ -854,6 +884,82 @@ TEST(RunJson, HostLoadRoundTripsAndFlagsABusyRun) {
   json not_object = good;
   not_object["runs"][1]["host_load"] = json::array();
   EXPECT_NE(bad_input_message(not_object).find("runs[1].host_load"), std::string::npos);
+}
+
+// ran_busy (run_flags' busy) and worst_busy_load: a run that did not finish is never the busy
+// one, whatever its host_load; of several busy runs the worst is the one whose threads waited
+// longest, wherever it comes.
+TEST(RunFlags, TheWorstBusyLoadIsTheLongestWaitOfRunsThatFinished) {
+  auto with_wait = [](double waited, RunStatus status = RunStatus::Ok) {
+    RunResult r = sample_run();
+    r.status = status;
+    r.host_load = test::host_load(4, 2, 1, waited, NAN, 5);
+    return r;
+  };
+  const RunResult quiet = with_wait(0.05), busy = with_wait(0.5), busier = with_wait(0.9),
+                  failed = with_wait(1.5, RunStatus::Failed), unmeasured = sample_run();
+  EXPECT_FALSE(ran_busy(quiet));  // 2.5% of two threads' time
+  EXPECT_TRUE(ran_busy(busy));
+  EXPECT_FALSE(ran_busy(failed));
+  EXPECT_FALSE(ran_busy(unmeasured));
+  EXPECT_EQ(worst_busy_load({&quiet, &unmeasured}), nullptr);
+  EXPECT_EQ(worst_busy_load({&busy, &busier, &quiet}), &*busier.host_load);
+  EXPECT_EQ(worst_busy_load({&busier, &busy}), &*busier.host_load);
+  EXPECT_EQ(worst_busy_load({&busy, &failed}), &*busy.host_load);
+}
+
+// The worst busy run is the one whose CPUs something else held longest (taken_cpus), not the
+// one whose threads waited longest: threads more than the CPUs also wait for each other.
+TEST(RunFlags, TheWorstBusyLoadIsTheMostTakenNotTheLongestWait) {
+  RunResult crowded = sample_run(), squeezed = sample_run();
+  HostLoad h;
+  h.cpus = 4;
+  h.seconds = 5;
+  h.steal_cpus = NAN;
+  h.threads = 6;  // waited 2 CPUs' time, of which the 1 CPU it did not use was taken
+  h.own_cpus = 3;
+  h.waited_cpus = 2;
+  crowded.host_load = h;
+  h.threads = 2;  // waited 1.5 CPUs' time, all of it taken
+  h.own_cpus = 1;
+  h.waited_cpus = 1.5;
+  squeezed.host_load = h;
+  ASSERT_TRUE(ran_busy(crowded));
+  ASSERT_TRUE(ran_busy(squeezed));
+  EXPECT_EQ(worst_busy_load({&crowded, &squeezed}), &*squeezed.host_load);
+}
+
+// The reader's bounds on host_load are inclusive: no CPU listed (0) and the most a count or a
+// share may be (2^20) read back; past that, or a null share of the threads' time, is refused.
+TEST(RunJson, HostLoadBoundsAreInclusive) {
+  Report rep = sample_report();
+  HostLoad h;
+  h.cpus = 16;
+  h.threads = 4;
+  h.seconds = 12.5;
+  h.own_cpus = 3.75;
+  h.waited_cpus = 0.125;
+  h.steal_cpus = 0.5;
+  rep.runs[1].host_load = h;
+  const json good = to_json(rep);
+  const auto with = [&](const char* key, const json& value) {
+    json j = good;
+    j["runs"][1]["host_load"][key] = value;
+    return j;
+  };
+  const int64_t most = int64_t{1} << 20;
+  EXPECT_EQ(report_from_json(with("cpus", 0)).runs[1].host_load->cpus, 0);
+  EXPECT_EQ(report_from_json(with("cpus", most)).runs[1].host_load->cpus, most);
+  EXPECT_EQ(report_from_json(with("threads", most)).runs[1].host_load->threads, most);
+  const std::string at = "runs[1].host_load.";
+  for (const char* key : {"own_cpus", "waited_cpus", "steal_cpus"}) {
+    EXPECT_NO_THROW(report_from_json(with(key, static_cast<double>(most)))) << key;
+    EXPECT_NE(bad_input_message(with(key, 2.0 * static_cast<double>(most))).find(at + key),
+              std::string::npos)
+        << key;
+  }
+  for (const char* key : {"own_cpus", "waited_cpus"})
+    EXPECT_NE(bad_input_message(with(key, nullptr)).find(at + key), std::string::npos) << key;
 }
 
 }  // namespace
