@@ -417,7 +417,8 @@ TEST(Compare, RepetitionsMeasuredOnABusyMachineAreLeftOutOfTime) {
   two.min_repetitions = 2;
   // Three of five current repetitions busy: their median would be a regression; the two quiet
   // ones are the same as the baseline.
-  const Comparison c = cmp(make_report(reps()), make_report(loaded(reps(), 2)), two);
+  const Report quiet = make_report(reps()), three_busy = make_report(loaded(reps(), 2));
+  const Comparison c = cmp(quiet, three_busy, two);  // compare_to_json reads the files' runs
   EXPECT_EQ(c.rows[0].verdict, "same");
   EXPECT_EQ(c.exit_code, 0);
   EXPECT_EQ(c.rows[0].n_current, 2u);
@@ -1466,7 +1467,8 @@ TEST(Compare, ATimeRatioThatIsNotFinitePositiveIsBadInput) {
 TEST(Compare, NoBaselinePeakNoMemoryVerdict) {
   std::vector<RunResult> base = reps();
   for (RunResult& b : base) b.memory.training_peak = 0;
-  const Comparison r = cmp(make_report(base), make_report(reps()));
+  const Report b = make_report(base), c = make_report(reps());  // outlive r: its rows point in
+  const Comparison r = cmp(b, c);
   EXPECT_FALSE(r.rows[0].memory_change.has_value());
   EXPECT_TRUE(r.rows[0].regressions.empty()) << regress_names(r);
   EXPECT_EQ(r.exit_code, 0);
@@ -1478,7 +1480,8 @@ TEST(Compare, NoBaselinePeakNoMemoryVerdict) {
 TEST(Compare, ALossFromZeroIsAnInfiniteChange) {
   std::vector<RunResult> zero = reps();
   for (RunResult& z : zero) z.final_loss = 0;
-  Comparison r = cmp(make_report(zero), make_report(reps()));
+  const Report b = make_report(zero), c = make_report(reps());  // outlive r: its rows point in
+  Comparison r = cmp(b, c);
   ASSERT_TRUE(r.rows[0].loss_change);
   EXPECT_TRUE(std::isinf(*r.rows[0].loss_change));
   EXPECT_TRUE(compare_to_json(r)["rows"][0]["loss_change"].is_null());
@@ -1585,13 +1588,14 @@ TEST(Compare, TheSummaryLineSaysWhy) {
 TEST(Compare, ALossThresholdIsInTheRuleAndTheProperties) {
   CompareOptions o;
   o.loss_threshold = 0.1;
-  const Comparison r = cmp(make_report(reps()), make_report(reps()), o);
+  const Report b = make_report(reps()), c = make_report(reps());  // outlive r: its rows point in
+  const Comparison r = cmp(b, c, o);
   EXPECT_NE(format_compare_console(r).find("; final loss threshold 10%"), std::string::npos)
       << format_compare_console(r);
   const std::string xml = format_compare_junit(r, "b", "c");
   EXPECT_NE(xml.find("<property name=\"loss_threshold\" value=\"10%\"/>"), std::string::npos)
       << xml;
-  const Comparison none = cmp(make_report(reps()), make_report(reps()));
+  const Comparison none = cmp(b, c);
   EXPECT_EQ(format_compare_console(none).find("final loss threshold"), std::string::npos);
   EXPECT_EQ(format_compare_junit(none, "b", "c").find("loss_threshold"), std::string::npos);
 }
@@ -1688,7 +1692,8 @@ TEST(CompareJunit, LineBreaksInAttributesAndSeededGraphsNames) {
   RunResult oom = make_run({});
   oom.status = RunStatus::Oom;
   oom.status_detail = "line1\nline2";
-  const Comparison r = cmp(make_report({make_run(kBase)}), make_report({oom}));
+  const Report b = make_report({make_run(kBase)}), c = make_report({oom});  // outlive r
+  const Comparison r = cmp(b, c);
   const std::string xml = format_compare_junit(r, "b", "c");
   EXPECT_NE(xml.find("message=\"status ok -&gt; oom: line1&#10;line2\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("detail: line1\nline2\n"), std::string::npos) << xml;
@@ -1818,7 +1823,8 @@ TEST(Compare, CellsShowTheCurrentsValuesAndTheSeed) {
   }
   std::vector<RunResult> base = reps();
   for (RunResult& b : base) b.seed = 7;
-  const Comparison r = cmp(make_report(base), make_report(cur));
+  const Report b = make_report(base), c = make_report(cur);  // outlive r: its rows point in
+  const Comparison r = cmp(b, c);
   const std::string md = format_compare_markdown(r, "b", "c");
   EXPECT_NE(md.find("| m | fp32 | cpu seed 7 | 32 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| +5.00 pt (95.00%) | -20.000% (0.2) |"), std::string::npos) << md;
