@@ -119,6 +119,9 @@ const std::vector<std::pair<const char*, const char*>> kExamples = {
      "mpbench devices --json                              the GPU(s), versions and datasheet "
      "peaks"},
     {"compare", "mpbench compare baseline.json current.json --md summary.md   the CI gate"},
+    {"compare",
+     "mpbench compare --paired --baseline 'base-*.json' --current 'cur-*.json'   the two builds "
+     "run in turns"},
     {"report",
      "mpbench report results/h200/*.json --html report.html   charts of result files as one page"},
     {"data",
@@ -227,19 +230,24 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 const char* kCompareRule = R"(
 Runs are matched by model, precision, device, cuda_graphs, batch size and seed (`run --seeds`).
 The runs of one key are its repetitions: `run --repeat N` in one file, and those of every
---baseline file pooled. Time: the ratio (current / baseline) of the medians over repetitions of
+file of a side pooled. Time: the ratio (current / baseline) of the medians over repetitions of
 each repetition's median epoch time, with a 95% hierarchical percentile bootstrap interval
 (resample the files, then the repetitions within each, then the epochs within each repetition;
 2000 resamples, fixed seed: the output is deterministic), so that it holds the noise between
 runs, not only between one run's epochs; from three files in all, widened to at least the Student
 t interval of the files' log medians about the ratio (a current side of one file, a CI job's,
 puts the spread between processes into the interval only so).
+--paired (--baseline file i and --current file i ran one after the other: a job that runs the
+two builds in turn): the median over pairs of each pair's ratio of its files' medians, with the
+hull of a bootstrap of the pairs (and their repetitions) and the Student t interval of the
+pairs' log ratios; 3 pairs at least. What the machine did to both runs of a pair cancels in its
+ratio, which baseline files made at other moments cannot do (README: the CI gate, measured).
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)
   same          the whole CI within [1/(1+t), 1+t]
-  inconclusive  anything else (noise), or fewer than 3 repetitions on a side (the row says how
-                many it needs: run --repeat 5 is the CI recommendation)
+  inconclusive  anything else (noise), or fewer than 3 repetitions on a side (paired: pairs;
+                the row says how many it needs: run --repeat 5 is the CI recommendation)
   spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
   recovered     no baseline repetition trained, every current one did: nothing to compare
 Time counts the repetitions that trained on each side, less those flagged busy (their threads
@@ -250,7 +258,7 @@ repetition that trained: the largest peak, the median accuracy and loss (a loss 
 always regresses); a change exactly at a threshold is within it. A run that fails in some way
 (oom, diverged, failed) in a larger share of its repetitions than it did so in the baseline (any,
 where every baseline repetition trained) is a regression; runs on one side only are listed as missing /
-new. The spec is checked against every baseline file. An environment
+new. The spec is checked between every baseline file and every current file. An environment
 difference (GPU, driver, CUDA, cuDNN, CPU, the native CPU's threads and ISA, the reference's
 BLAS threads and kernels) is named in its rows and
 switches nothing off: every number is still compared, and under --strict the difference alone
@@ -753,16 +761,21 @@ both kept, each its own point. Profile files are refused. --md writes the points
   auto* compare_cmd = app.add_subcommand(
       "compare",
       "CI regression gate: compare a current result JSON against a baseline, run by run");
-  compare_cmd
-      ->add_option("files", compare.files,
-                   "BASELINE CURRENT result JSONs (mpbench run --json), or CURRENT alone with "
-                   "--baseline")
-      ->required();  // how many: checked by cmd_compare, in words (CLI11's usage said "(1x)")
+  compare_cmd->add_option(
+      "files", compare.files,
+      "BASELINE CURRENT result JSONs (mpbench run --json), or CURRENT alone with "
+      "--baseline");  // how many: checked by cmd_compare, in words
   compare_cmd
       ->add_option("--baseline", compare.baselines,
                    "A baseline result JSON; repeat it (or give a quoted glob such as "
                    "'base-*.json') to treat several files as repetitions of one baseline")
       ->allow_extra_args(false);  // one file per --baseline: the next word may be CURRENT
+  compare_cmd
+      ->add_option("--current", compare.currents,
+                   "A current result JSON, in place of CURRENT; repeat it (or give a quoted "
+                   "glob) to treat several files as repetitions of one current, or with "
+                   "--paired as the pairs of the --baseline files in their order")
+      ->allow_extra_args(false);
   compare_cmd
       ->add_option("--time-threshold", compare.time_threshold,
                    "Slowdown of the median epoch time that fails, in percent")
@@ -786,6 +799,11 @@ both kept, each its own point. Profile files are refused. --md writes the points
   compare_cmd->add_option("--junit", compare.junit_path,
                           "Write the comparison as JUnit XML here, one test case per row "
                           "(regressed: failure; inconclusive, missing, spec-changed: skipped)");
+  compare_cmd->add_flag(
+      "--paired", compare.paired,
+      "The i-th --baseline file and the i-th --current file ran one after the other (a job "
+      "that runs both builds in turn): time is judged from each pair's ratio, in which a drift "
+      "of the machine cancels; as many files a side, 3 pairs at least for a time verdict");
   compare_cmd->add_flag("--strict", compare.strict,
                         "Exit 4 when inconclusive, missing or environment-changed rows remain");
   compare_cmd->footer(kCompareRule);

@@ -80,51 +80,73 @@ int cmd_compare(const CompareArgs& args) {
   if (!args.loss_threshold.empty())
     o.loss_threshold = parse_threshold("--loss-threshold", args.loss_threshold, true, warnings);
   o.strict = args.strict;
-  std::vector<std::string> baseline_paths;
+  o.paired = args.paired;
+  std::vector<std::string> baseline_paths, current_paths;
   for (const std::string& b : args.baselines)
     for (std::string& p : expand_glob("--baseline", b)) baseline_paths.push_back(std::move(p));
-  if (!args.baselines.empty() && args.files.size() != 1)
-    throw_bad_input(fmt::format(
-        "compare: with --baseline, give the current file alone (got {} files)", args.files.size()));
-  if (args.baselines.empty() && args.files.size() > 2)
-    throw_bad_input(fmt::format(
-        "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got {} files; several "
-        "baseline files go each after --baseline, or as a quoted glob",
-        args.files.size()));
-  if (args.baselines.empty() && args.files.size() != 2)
-    throw_bad_input(
-        "compare: expected a baseline and a current file, or the current file with --baseline");
-  if (args.baselines.empty()) baseline_paths.push_back(args.files.front());
-  const std::string current_path = args.files.back();
-  // A baseline file twice would count its runs as two repetitions. A file against itself as
-  // current is the method's noise floor, run on purpose, or a CI job whose two sides name one
-  // file and so can never fail on time: said.
+  for (const std::string& c : args.currents)
+    for (std::string& p : expand_glob("--current", c)) current_paths.push_back(std::move(p));
+  // Several current files are named by --current, so that `--baseline a.json b.json c.json`
+  // (meant: two baselines) stays the mistake it was.
+  if (!args.currents.empty()) {
+    if (args.baselines.empty())
+      throw_bad_input("compare: --current needs --baseline beside it (the files of each side)");
+    if (!args.files.empty())
+      throw_bad_input(fmt::format(
+          "compare: with --current, give every current file after --current (got {} more)",
+          args.files.size()));
+  } else if (!args.baselines.empty()) {
+    if (args.files.size() != 1)
+      throw_bad_input(fmt::format(
+          "compare: with --baseline, give the current file alone (got {} files); several go "
+          "each after --current",
+          args.files.size()));
+    current_paths.push_back(args.files.front());
+  } else {
+    if (args.files.size() > 2)
+      throw_bad_input(fmt::format(
+          "compare takes BASELINE CURRENT (or CURRENT alone with --baseline), got {} files; "
+          "several baseline files go each after --baseline, or as a quoted glob",
+          args.files.size()));
+    if (args.files.size() != 2)
+      throw_bad_input(
+          "compare: expected a baseline and a current file, or the current file with --baseline");
+    baseline_paths.push_back(args.files.front());
+    current_paths.push_back(args.files.back());
+  }
+  // A file given twice would count its runs as two repetitions, and a file on both sides (a
+  // glob such as 'results/*.json' catches the current) is pooled into its own baseline, drawing
+  // every ratio towards 1. One file against itself alone is the method's noise floor, run on
+  // purpose, or a CI job whose two sides name one file and so can never fail on time: said.
   refuse_repeated_files("--baseline", baseline_paths);
-  if (baseline_paths.size() == 1 && same_file(baseline_paths.front(), current_path))
+  refuse_repeated_files("--current", current_paths);
+  std::vector<std::string> inputs = baseline_paths;
+  inputs.insert(inputs.end(), current_paths.begin(), current_paths.end());
+  if (inputs.size() == 2 && same_file(baseline_paths.front(), current_paths.front()))
     warnings.push_back(fmt::format(
         "mpbench: warning: the baseline and the current are one file ({}): every time row is "
         "judged against itself\n",
-        printable_line(current_path)));
-  std::vector<std::string> inputs = baseline_paths;
-  inputs.push_back(current_path);
-  // Among several baseline files, though, the current file would be pooled into its own
-  // baseline, drawing every ratio towards 1 (a glob such as 'results/*.json' catches it).
-  if (baseline_paths.size() > 1)
-    refuse_repeated_files("compare: the current file among the --baseline files", inputs);
+        printable_line(current_paths.front())));
+  else
+    refuse_repeated_files("compare: a current file among the --baseline files", inputs);
   check_outputs({{"--md", args.md_path}, {"--json", args.json_path}, {"--junit", args.junit_path}},
                 inputs);
 
-  std::vector<Report> baselines;
+  std::vector<Report> baselines, currents;
   for (const std::string& p : baseline_paths) baselines.push_back(read_result_file(p));
-  const Report current = read_result_file(current_path);
-  std::vector<const Report*> base_ptrs;
+  for (const std::string& p : current_paths) currents.push_back(read_result_file(p));
+  std::vector<const Report*> base_ptrs, cur_ptrs;
   for (const Report& b : baselines) base_ptrs.push_back(&b);
-  const Comparison c = compare_reports(base_ptrs, current, o, inputs);
+  for (const Report& c : currents) cur_ptrs.push_back(&c);
+  const Comparison c = compare_reports(base_ptrs, cur_ptrs, o, inputs);
   for (const std::string& w : warnings) std::cerr << w;
 
-  std::string baseline_name = baseline_paths.front();
-  if (baseline_paths.size() > 1)
-    baseline_name += fmt::format(" (+{} more)", baseline_paths.size() - 1);
+  auto side_name = [](const std::vector<std::string>& paths) {
+    return paths.size() > 1 ? fmt::format("{} (+{} more)", paths.front(), paths.size() - 1)
+                            : paths.front();
+  };
+  const std::string baseline_name = side_name(baseline_paths),
+                    current_name = side_name(current_paths);
   std::cout << format_compare_console(c, !utf8_output()) << std::flush;
   nlohmann::json j;
   if (!args.json_path.empty()) {
@@ -133,10 +155,10 @@ int cmd_compare(const CompareArgs& args) {
   }
   write_outputs(
       {{args.md_path,
-        args.md_path.empty() ? "" : format_compare_markdown(c, baseline_name, current_path)},
+        args.md_path.empty() ? "" : format_compare_markdown(c, baseline_name, current_name)},
        {args.json_path, args.json_path.empty() ? "" : json_text(j)},
        {args.junit_path,
-        args.junit_path.empty() ? "" : format_compare_junit(c, baseline_name, current_path)}});
+        args.junit_path.empty() ? "" : format_compare_junit(c, baseline_name, current_name)}});
   return c.exit_code;
 }
 

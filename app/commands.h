@@ -118,15 +118,17 @@ int cmd_data(const DataArgs& args);
 // `compare`: thresholds as given on the command line ("5%", "5"), parsed by cmd_compare so a
 // bad value is one line naming the option.
 struct CompareArgs {
-  // BASELINE CURRENT, or CURRENT alone with --baseline (repeatable, globs expanded): several
-  // baseline files are repetitions of one baseline.
+  // BASELINE CURRENT, or CURRENT alone with --baseline, or --baseline and --current alone (each
+  // repeatable, globs expanded): several files of a side are repetitions of one baseline (one
+  // current); with --paired, the i-th of each side ran one after the other.
   std::vector<std::string> files;
-  std::vector<std::string> baselines;
+  std::vector<std::string> baselines, currents;
   std::string time_threshold = "10%", memory_threshold = "2%", accuracy_threshold = "0.5";
   std::string loss_threshold;  // empty: final loss not compared
   std::string md_path, json_path;
   std::string junit_path;  // JUnit XML, one test case per row
   bool strict = false;
+  bool paired = false;
 };
 int cmd_compare(const CompareArgs& args);
 

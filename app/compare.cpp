@@ -100,9 +100,30 @@ std::string busy_left_out(const CompareRow& r) {
   return fmt::format("left out of time, measured on a busy machine: {}", fmt::join(sides, ", "));
 }
 
+// Paired: the time of each pair of files (a baseline's and the current's run one after the
+// other) from the medians of their quiet repetitions, a pair lacking either side left out.
+RatioEstimate paired_time(CompareRow& row, const CompareOptions& o,
+                          const std::map<const RunResult*, const Report*>& file_of,
+                          const std::map<const Report*, size_t>& pair_of) {
+  std::map<size_t, PairedRound> rounds;
+  for (const auto* side : {&row.baseline_runs, &row.current_runs})
+    for (const RunResult* r : *side) {
+      if (r->status != RunStatus::Ok || epoch_times(*r).empty() || ran_busy(*r)) continue;
+      PairedRound& round = rounds[pair_of.at(file_of.at(r))];
+      (side == &row.baseline_runs ? round.baseline : round.current)
+          .push_back(compute_time_stats(epoch_times(*r)).median);
+    }
+  std::vector<PairedRound> both;
+  for (auto& [pair, round] : rounds)
+    if (!round.baseline.empty() && !round.current.empty()) both.push_back(std::move(round));
+  row.pairs = both.size();
+  return paired_median_ratio(both, o.bootstrap_resamples, o.seed);
+}
+
 void judge_pair(CompareRow& row, const CompareOptions& o,
                 const std::map<const RunResult*, const Report*>& file_of,
-                const std::map<const Report*, std::string>& file_name) {
+                const std::map<const Report*, std::string>& file_name,
+                const std::map<const Report*, size_t>& pair_of) {
   const RunResult& b = *row.baseline;
   const RunResult& c = *row.current;
   const size_t nb = row.baseline_runs.size(), nc = row.current_runs.size();
@@ -136,7 +157,8 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   row.current_values = values_of(row.current_runs);
   const CompareRow::Values &bv = row.baseline_values, &cv = row.current_values;
   if (comparable) {
-    row.time = hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
+    row.time = o.paired ? paired_time(row, o, file_of, pair_of)
+                        : hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
     // Times near 0 against large ones (a hand-edited file) overflow the ratio: no verdict can
     // rest on it.
     if (row.time.valid && !(std::isfinite(row.time.ratio) && std::isfinite(row.time.lo) &&
@@ -194,8 +216,11 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   }
   if (!comparable) return;
 
+  // Paired, the unit is the pair: its two runs saw the machine alike.
   const std::string time =
-      time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold, o.min_repetitions);
+      o.paired ? time_verdict(row.time, row.pairs, row.pairs, o.time_threshold, o.min_repetitions)
+               : time_verdict(row.time, row.n_baseline, row.n_current, o.time_threshold,
+                              o.min_repetitions);
   if (time == "slower") row.regressions.push_back("time");
   if (time == "inconclusive") row.blocking = true;  // whatever the verdict shows: --strict fails
   if (fc == 0) {
@@ -205,11 +230,15 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
       // What the short side needs: more baseline files serve the baseline only. --repeat as the
       // README's recipe has it, or the minimum where that is more.
       const size_t repeat = std::max<size_t>(need, 5);
-      const bool base_short = row.n_baseline < need, cur_short = row.n_current < need;
-      const bool lost_to_busy =
-          (base_short && row.busy_baseline > 0) || (cur_short && row.busy_current > 0);
+      const bool pairs_short = o.paired && row.pairs < need;
+      const bool base_short = row.n_baseline < need && !o.paired,
+                 cur_short = row.n_current < need && !o.paired;
+      const bool lost_to_busy = (base_short && row.busy_baseline > 0) ||
+                                (cur_short && row.busy_current > 0) ||
+                                (pairs_short && row.busy_baseline + row.busy_current > 0);
       const std::string how =
-          lost_to_busy ? "run again where nothing else holds the CPUs"
+          lost_to_busy  ? "run again where nothing else holds the CPUs"
+          : pairs_short ? "run more pairs"
           : base_short && cur_short
               ? fmt::format("run both with --repeat {}; the baseline may also be several files",
                             repeat)
@@ -218,7 +247,11 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
                             "run the baseline with --repeat {}, or give several "
                             "--baseline files",
                             repeat);
-      row.detail = base_short || cur_short
+      row.detail = pairs_short ? fmt::format(
+                                     "{} pair{} with times on both sides; time needs {} "
+                                     "({})",
+                                     row.pairs, row.pairs == 1 ? "" : "s", need, how)
+                   : base_short || cur_short
                        ? fmt::format("{} vs {} repetitions; time needs {} a side ({})",
                                      row.n_baseline, row.n_current, need, how)
                        : inconclusive_time(row.time, o.time_threshold);
@@ -338,16 +371,29 @@ std::string summary_line(const Comparison& c) {
   return "PASS: no regression";
 }
 
+// How time was judged, for the rule line and the JSON's options.method.
+std::string time_method(const CompareOptions& o) {
+  if (o.paired)
+    return fmt::format(
+        "paired: the median over pairs (a baseline file and a current file run one after the "
+        "other) of "
+        "each pair's ratio of the medians over its files' repetitions of median epoch times, 95% "
+        "CI the hull of a bootstrap of the pairs and their repetitions and the t interval of the "
+        "pairs' log ratios ({} resamples, at least {} pairs)",
+        o.bootstrap_resamples, o.min_repetitions);
+  return fmt::format(
+      "ratio of the median over repetitions of median epoch times, 95% hierarchical percentile "
+      "bootstrap CI (files, then their repetitions, then epochs within each; {} resamples, at "
+      "least {} repetitions a side), from 3 files in all at least the Student t interval of the "
+      "files' log medians",
+      o.bootstrap_resamples, o.min_repetitions);
+}
+
 std::string rule_text(const CompareOptions& o) {
   std::string s = fmt::format(
-      "time: ratio of the median over repetitions of median epoch times, 95% hierarchical "
-      "bootstrap CI over files, their repetitions and their epochs ({} resamples, at least {} "
-      "repetitions a side; from 3 files in all at least the t interval of the files' medians); "
-      "threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy "
-      "threshold "
+      "time: {}; threshold {:.4g}%; memory (training peak) threshold {:.4g}%; accuracy threshold "
       "{:.4g} pt",
-      o.bootstrap_resamples, o.min_repetitions, 100 * o.time_threshold, 100 * o.memory_threshold,
-      o.accuracy_threshold);
+      time_method(o), 100 * o.time_threshold, 100 * o.memory_threshold, o.accuracy_threshold);
   if (o.loss_threshold) s += fmt::format("; final loss threshold {:.4g}%", 100 * *o.loss_threshold);
   return s;
 }
@@ -502,7 +548,7 @@ namespace {
 // Where the baseline is one file: its time interval holds the noise between repetitions inside
 // one process, not between processes; empty otherwise.
 std::string one_baseline_note(const Comparison& c) {
-  if (c.baseline_files != 1) return "";
+  if (c.baseline_files != 1 || c.options.paired) return "";
   bool timed = false;  // a row whose time was judged or could have been
   for (const CompareRow& r : c.rows) timed = timed || r.time.valid;
   if (!timed) return "";
@@ -515,14 +561,15 @@ std::string one_baseline_note(const Comparison& c) {
 // a sign of a busy runner, which slows a run as a regression does (an empirical QA: a busy
 // core's runs were flagged, and compare said nothing); and the rows whose time was judged
 // without the runs flagged busy, which were left out.
-std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& current) {
+std::vector<std::string> busy_runner_notes(
+    const Comparison& c, const std::map<const RunResult*, const Report*>& file_of) {
   std::vector<std::string> out;
   std::vector<std::string> noisy;
   for (const CompareRow& r : c.rows) {
     if (std::find(r.regressions.begin(), r.regressions.end(), "time") == r.regressions.end())
       continue;
     if (std::any_of(r.current_runs.begin(), r.current_runs.end(), [&](auto* run) {
-          const std::vector<std::string> f = run_flags(*run, current.runs);
+          const std::vector<std::string> f = run_flags(*run, file_of.at(run)->runs);
           return std::find(f.begin(), f.end(), "noisy") != f.end();
         }))
       noisy.push_back(r.model + " " + r.precision);
@@ -552,53 +599,64 @@ std::vector<std::string> busy_runner_notes(const Comparison& c, const Report& cu
 // A --memory-limit that differs between the files (env.memory_limit_bytes; a file from before it
 // was recorded is left out): a mode out of memory under one may fit under the other. Nothing else
 // a run measures depends on it.
-std::string memory_limit_note(const std::vector<const Report*>& baselines, const Report& current) {
-  auto limit = [](const Report& r) -> std::optional<std::string> {
-    if (!r.env.is_object() || !r.env.contains("memory_limit_bytes")) return std::nullopt;
-    const nlohmann::json& v = r.env["memory_limit_bytes"];
-    if (!v.is_number_unsigned()) return std::string("none");
-    return format_bytes(v.get<uint64_t>());
-  };
-  const std::optional<std::string> cur = limit(current);
-  if (!cur) return "";
-  std::vector<std::string> base;
-  bool differs = false;
-  for (const Report* b : baselines)
-    if (const std::optional<std::string> l = limit(*b)) {
-      if (std::find(base.begin(), base.end(), *l) == base.end()) base.push_back(*l);
-      differs = differs || *l != *cur;
+std::string memory_limit_note(const std::vector<const Report*>& baselines,
+                              const std::vector<const Report*>& currents) {
+  // Each side's distinct limits, in file order.
+  auto limits = [](const std::vector<const Report*>& side) {
+    std::vector<std::string> out;
+    for (const Report* r : side) {
+      if (!r->env.is_object() || !r->env.contains("memory_limit_bytes")) continue;
+      const nlohmann::json& v = r->env["memory_limit_bytes"];
+      const std::string l = v.is_number_unsigned() ? format_bytes(v.get<uint64_t>()) : "none";
+      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
     }
-  if (!differs) return "";
+    return out;
+  };
+  const std::vector<std::string> base = limits(baselines), cur = limits(currents);
+  if (base.empty() || cur.empty() || (base.size() == 1 && base == cur)) return "";
   return fmt::format(
       "note: --memory-limit differs: baseline {}, current {}; a mode out of memory under one "
       "limit may fit under the other",
-      fmt::join(base, " and "), *cur);
+      fmt::join(base, " and "), fmt::join(cur, " and "));
 }
 
 }  // namespace
 
-Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
+Comparison compare_reports(const std::vector<const Report*>& baselines,
+                           const std::vector<const Report*>& currents,
                            const CompareOptions& options, const std::vector<std::string>& names) {
   Comparison out;
   out.options = options;
   out.baseline_files = baselines.size();
-  MPB_CHECK(!baselines.empty(), "compare: no baseline");
+  out.current_files = currents.size();
+  MPB_CHECK(!baselines.empty() && !currents.empty(), "compare: no baseline or no current");
+  if (options.paired && baselines.size() != currents.size())
+    throw_bad_input(fmt::format(
+        "compare --paired: {} baseline file{} and {} current file{}; each pair is a baseline "
+        "file and the current file run beside it",
+        baselines.size(), baselines.size() == 1 ? "" : "s", currents.size(),
+        currents.size() == 1 ? "" : "s"));
   Side base, cur;
   auto name = [&](size_t i, const std::string& otherwise) {
     return i < names.size() ? names[i] : otherwise;
   };
   std::map<const Report*, std::string> file_name;  // what a message calls each file
-  for (size_t i = 0; i < baselines.size(); ++i) {
-    file_name[baselines[i]] =
-        name(i, baselines.size() > 1 ? fmt::format("baseline {}", i + 1) : "baseline");
-    add_runs(base, *baselines[i], file_name[baselines[i]]);
-  }
-  file_name[&current] = name(baselines.size(), "current");
-  add_runs(cur, current, file_name[&current]);
+  std::map<const Report*, size_t> pair_of;         // paired: the pair a file belongs to
+  auto add_side = [&](Side& side, const std::vector<const Report*>& files, size_t first,
+                      const char* what) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      file_name[files[i]] =
+          name(first + i, files.size() > 1 ? fmt::format("{} {}", what, i + 1) : what);
+      pair_of[files[i]] = i;
+      add_runs(side, *files[i], file_name[files[i]]);
+    }
+  };
+  add_side(base, baselines, 0, "baseline");
+  add_side(cur, currents, baselines.size(), "current");
   std::map<const RunResult*, const Report*> file_of = base.file;
   file_of.insert(cur.file.begin(), cur.file.end());
-  // Which baseline file a run came from, for its environment and spec.
-  auto report_of = [&](const RunResult* r) -> const Report& { return *base.file.at(r); };
+  // Which file a run came from, for its environment and spec.
+  auto report_of = [&](const RunResult* r) -> const Report& { return *file_of.at(r); };
   auto add_env = [&](std::vector<std::string>& to, const std::vector<std::string>& from) {
     for (const std::string& d : from)
       if (std::find(to.begin(), to.end(), d) == to.end()) to.push_back(d);
@@ -631,29 +689,43 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     ++out.matched;
     row.current_runs = it->second;
     row.current = representative(it->second);
-    for (const RunResult* b : runs)
-      add_env(row.env_differences, env_differences(report_of(b).env, current.env, row.device));
-    add_env(out.env_differences, row.env_differences);
-    // Against every baseline file's spec: repetitions pooled from another spec would be judged
-    // as the baseline's, and which file came first (a glob's order) would decide.
-    const nlohmann::json* sc = spec_of(current, *row.current);
+    // Every baseline file's against every current file's (the first run of each file is its
+    // file's): repetitions pooled from another spec or machine would be judged as the side's,
+    // and which file came first (a glob's order) would decide.
+    auto first_of_each_file = [&](const std::vector<const RunResult*>& side) {
+      std::vector<const RunResult*> out;
+      for (const RunResult* r : side)
+        if (std::none_of(out.begin(), out.end(),
+                         [&](const RunResult* x) { return file_of.at(x) == file_of.at(r); }))
+          out.push_back(r);
+      return out;
+    };
+    const std::vector<const RunResult*> firsts_b = first_of_each_file(runs),
+                                        firsts_c = first_of_each_file(it->second);
     std::string spec_diff;
-    for (const RunResult* b : runs) {
-      const nlohmann::json* sb = spec_of(report_of(b), *b);
-      if (sb && sc && spec_diff.empty()) spec_diff = first_spec_difference(*sb, *sc);
-      // One side's file without the spec its runs trained from: nothing says it is the same.
-      if (!sb != !sc && spec_diff.empty())
-        spec_diff = fmt::format("specs: {} file has no spec of {}",
-                                sb ? "the current" : "a baseline", row.current->model);
-      if (spec_diff.empty()) spec_diff = data_parallel_difference(*b, *row.current);
-    }
+    for (const RunResult* c : firsts_c)
+      for (const RunResult* b : firsts_b) {
+        add_env(row.env_differences,
+                env_differences(report_of(b).env, report_of(c).env, row.device));
+        const nlohmann::json* sb = spec_of(report_of(b), *b);
+        const nlohmann::json* sc = spec_of(report_of(c), *c);
+        if (sb && sc && spec_diff.empty()) spec_diff = first_spec_difference(*sb, *sc);
+        // One side's file without the spec its runs trained from: nothing says it is the same.
+        if (!sb != !sc && spec_diff.empty())
+          spec_diff =
+              fmt::format("specs: {} file has no spec of {}",
+                          sb ? (currents.size() > 1 ? "a current" : "the current") : "a baseline",
+                          row.current->model);
+        if (spec_diff.empty()) spec_diff = data_parallel_difference(*b, *c);
+      }
+    add_env(out.env_differences, row.env_differences);
     if (!spec_diff.empty()) {
       // Trained from another spec: its numbers are not the baseline's to judge.
       row.verdict = "spec-changed";
       row.detail = "spec differs at " + spec_diff;
       ++out.spec_changed;
     } else {
-      judge_pair(row, options, file_of, file_name);
+      judge_pair(row, options, file_of, file_name, pair_of);
     }
     out.rows.push_back(std::move(row));
   }
@@ -675,9 +747,9 @@ Comparison compare_reports(const std::vector<const Report*>& baselines, const Re
     if (r.blocking) ++out.blocking;
   }
   if (const std::string n = one_baseline_note(out); !n.empty()) out.notes.push_back(n);
-  if (const std::string n = memory_limit_note(baselines, current); !n.empty())
+  if (const std::string n = memory_limit_note(baselines, currents); !n.empty())
     out.notes.push_back(n);
-  for (std::string& n : busy_runner_notes(out, current)) out.notes.push_back(std::move(n));
+  for (std::string& n : busy_runner_notes(out, file_of)) out.notes.push_back(std::move(n));
   if (out.regressions > 0)
     out.exit_code = 1;
   else if (out.matched == 0 || out.spec_changed > 0 || (options.strict && out.blocking > 0))
@@ -724,9 +796,10 @@ std::string regression_text(const CompareRow& r, const CompareOptions& o) {
   auto add = [&](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
   for (const std::string& what : r.regressions) {
     if (what == "time" && r.time.valid) {
-      add(fmt::format("time ratio {:.3f} [95% CI {:.3f}, {:.3f}] beyond +{} ({}/{} repetitions)",
+      add(fmt::format("time ratio {:.3f} [95% CI {:.3f}, {:.3f}] beyond +{} ({}/{} repetitions{})",
                       r.time.ratio, r.time.lo, r.time.hi, threshold_pct(o.time_threshold),
-                      r.n_baseline, r.n_current));
+                      r.n_baseline, r.n_current,
+                      o.paired ? fmt::format(" in {} pairs", r.pairs) : std::string()));
     } else if (what == "memory" && r.memory_change && r.baseline && r.current) {
       add(fmt::format("memory {} ({} -> {}) beyond +{}", pct(*r.memory_change, 2),
                       format_bytes(r.baseline_values.training_peak),
@@ -991,6 +1064,7 @@ nlohmann::json compare_to_json(const Comparison& c) {
         {"current_status", r.current ? json(run_status_name(r.current->status)) : json(nullptr)},
         {"repetitions", {{"baseline", r.n_baseline}, {"current", r.n_current}}},
         {"busy_repetitions", {{"baseline", r.busy_baseline}, {"current", r.busy_current}}},
+        {"pairs", c.options.paired ? json(r.pairs) : json(nullptr)},
         {"memory_change", opt(r.memory_change)},
         {"accuracy_delta_points", opt(r.accuracy_delta)},
         {"loss_change", opt(r.loss_change)}};
@@ -1008,16 +1082,14 @@ nlohmann::json compare_to_json(const Comparison& c) {
             {"accuracy_threshold_points", o.accuracy_threshold},
             {"loss_threshold", o.loss_threshold ? json(*o.loss_threshold) : json(nullptr)},
             {"strict", o.strict},
-            {"method",
-             "ratio of the medians over repetitions of median epoch times, 95% hierarchical "
-             "percentile bootstrap CI (files, then their repetitions, then epochs within each), "
-             "widened from 3 files in all to at least the Student t interval of the files' log "
-             "medians"},
+            {"method", time_method(o)},
+            {"paired", o.paired},
             {"min_repetitions", o.min_repetitions},
             {"bootstrap_resamples", o.bootstrap_resamples},
             {"seed", o.seed}}},
           {"env_differences", c.env_differences},
           {"baseline_files", c.baseline_files},
+          {"current_files", c.current_files},
           {"notes", c.notes},
           {"regressions", c.regressions},
           {"blocking", c.blocking},

@@ -1,11 +1,11 @@
 #pragma once
 // `mpbench compare`: a CI performance-regression gate over result files (one or more baselines,
-// one current). The statistics and the verdicts live here, apart from the CLI, so tests can drive
-// them directly.
+// one or more currents). The statistics and the verdicts live here, apart from the CLI, so tests
+// can drive them directly.
 //
 // Runs are matched by (model, precision, device, cuda_graphs, batch, seed); the runs of one key
-// are its repetitions: those of `run --repeat N` in one file, and one more per baseline file (a
-// baseline remade a few times on the runner).
+// are its repetitions: those of `run --repeat N` in one file, and one more per file of a side (a
+// baseline remade a few times on the runner, or a side's runs interleaved with the other's).
 //
 // Time. Each repetition's sample is its epoch times. The estimate is the ratio (current /
 // baseline) of the medians over repetitions of each repetition's median epoch time; its 95%
@@ -24,6 +24,14 @@
 // "Significant and beyond the threshold" rather than "CI entirely beyond the threshold": with the
 // few repetitions a run has, the latter would wave through most real slowdowns a little beyond
 // t, whose interval straddles 1+t.
+//
+// Paired (options.paired): the i-th baseline file and the i-th current file were run one after
+// the other (a job that builds both commits and runs them in turn). Time is then the median over
+// pairs of each pair's ratio of its files' medians, with paired_median_ratio's interval over the
+// pairs, and needs min_repetitions pairs: what the machine's state does to both runs of a pair
+// (a runner that turns 1.6x slower for minutes, measured here) cancels in the pair's ratio,
+// where unpaired files put it in the interval or, from baselines made at another moment, in the
+// estimate.
 //
 // Memory (training peak), accuracy and final loss are deterministic-ish, so they are compared
 // without an interval, over every repetition of a side that trained ok: the largest training
@@ -63,7 +71,8 @@ struct CompareOptions {
   bool strict = false;                   // inconclusive / env differences / missing rows -> exit 4
   int bootstrap_resamples = kBootstrapResamples;
   uint64_t seed = kBootstrapSeed;
-  int min_repetitions = kMinRepetitions;  // per side, for a time verdict
+  int min_repetitions = kMinRepetitions;  // per side (paired: pairs), for a time verdict
+  bool paired = false;  // baseline file i and current file i ran one after the other (above)
 };
 
 // The time verdict from an estimate and the repetition counts, by the rule at the top of this
@@ -120,6 +129,7 @@ struct CompareRow {
 
   RatioEstimate time;
   size_t n_baseline = 0, n_current = 0;  // repetitions with usable epoch times
+  size_t pairs = 0;  // paired: the pairs of files with usable times on both sides
   // Repetitions left out of time (and of n_*): measured while something else held their CPUs
   // (run_flags' busy).
   size_t busy_baseline = 0, busy_current = 0;
@@ -138,7 +148,7 @@ struct Comparison {
   std::vector<CompareRow> rows;              // baseline order, then `new` rows in current order
   std::vector<std::string> env_differences;  // every difference found, for the summary
   int regressions = 0, blocking = 0, matched = 0, spec_changed = 0;
-  size_t baseline_files = 0;
+  size_t baseline_files = 0, current_files = 0;
   // Lines under the tables: one baseline file (its time interval holds no noise between
   // processes), a --memory-limit that differs between the files.
   std::vector<std::string> notes;
@@ -146,13 +156,20 @@ struct Comparison {
   int exit_code = 0;
 };
 
-// Matches runs by key (above) and judges each. `baselines` are treated as repetitions of one
-// baseline. The reports must outlive the result (rows point into them). A run that appears twice
-// in one file (same key, same repetition) is BadInput, naming the file by `names` (the
-// baselines' then the current's; "baseline N" and "current" where not given).
-Comparison compare_reports(const std::vector<const Report*>& baselines, const Report& current,
+// Matches runs by key (above) and judges each. The files of a side are treated as repetitions of
+// one baseline (one current); paired, as pairs, which takes as many files a side. The reports
+// must outlive the result (rows point into them). A run that appears twice in one file (same key,
+// same repetition) is BadInput, naming the file by `names` (the baselines' then the currents';
+// "baseline N" and "current N" where not given).
+Comparison compare_reports(const std::vector<const Report*>& baselines,
+                           const std::vector<const Report*>& currents,
                            const CompareOptions& options,
                            const std::vector<std::string>& names = {});
+inline Comparison compare_reports(const std::vector<const Report*>& baselines,
+                                  const Report& current, const CompareOptions& options,
+                                  const std::vector<std::string>& names = {}) {
+  return compare_reports(baselines, std::vector<const Report*>{&current}, options, names);
+}
 inline Comparison compare_reports(const Report& baseline, const Report& current,
                                   const CompareOptions& options) {
   return compare_reports(std::vector<const Report*>{&baseline}, current, options);

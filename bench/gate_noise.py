@@ -35,6 +35,18 @@ Each pair's line and the summary also count the current runs flagged busy (run_f
 their threads waited for CPUs that something else held, from host_load), the flag that tells a
 steady neighbour from a regression where the verdict cannot.
 
+--interleave K (K > 1): each trial is K pairs run in turn (base 1, current 1, current 2, base 2,
+base 3, ...: every other pair current first, unless --order ab), as a job that builds both
+commits and runs them alternately (README), judged twice: `compare
+--paired` (each pair's ratio) and unpaired (the same files, each side pooled). --pairs is then
+the number of trials.
+
+--scale-current F judges copies of the current files whose epoch times are F times theirs: a
+regression of known size on the noise the runs really had (1.15: 15% slower), so that one set of
+kept runs gives the false-alarm rate (F = 1) and the power at each F (with --rejudge).
+
+--device and --precisions are run's (default: the reference, every mode).
+
 --keep DIR keeps each pair's files (DIR/<mode>-<i>-base.json, -cur.json); --rejudge DIR judges
 such kept pairs again without running anything (another mpbench, other compare options given
 after --, e.g. -- --time-threshold 10%), so that two gates are compared on the same runs;
@@ -52,7 +64,9 @@ import time
 
 def run_mpbench(args, out, pin, extra_env=None):
     cmd = ["taskset", "-c", "0"] if pin else []
-    cmd += [args.mpbench, "run", *args.configs, "--device", "reference", "--quiet", "--json", out]
+    cmd += [args.mpbench, "run", *args.configs, "--device", args.device, "--quiet", "--json", out]
+    if args.precisions:
+        cmd += ["--precisions", args.precisions]
     if args.repeat > 1:
         cmd += ["--repeat", str(args.repeat)]
     if args.epochs:
@@ -87,6 +101,63 @@ def strip_host_load(path, folder):
     return out
 
 
+def scale_times(path, folder, factor):
+    """A copy of a result file in `folder` whose epoch times are `factor` times theirs."""
+    if factor == 1.0 or not os.path.exists(path):
+        return path
+    doc = json.load(open(path))
+    for r in doc.get("runs", []):
+        for e in r.get("epochs", []):
+            e["time_ms"] *= factor
+    out = os.path.join(folder, "scaled-" + os.path.basename(path))
+    with open(out, "w") as f:
+        json.dump(doc, f)
+    return out
+
+
+def interleaved_trial(args, stem, d):
+    """One trial of --interleave K: K pairs run in turn (or read back with --rejudge), judged
+    paired and unpaired; (exit codes, row verdicts of each, ratios of each) or None where the
+    trial was not kept."""
+    bases = [f"{stem}-base-{k + 1}.json" for k in range(args.interleave)]
+    curs = [f"{stem}-cur-{k + 1}.json" for k in range(args.interleave)]
+    if args.rejudge:
+        if not all(os.path.exists(x) for x in bases + curs):
+            return None
+    else:
+        if args.warmup:  # a run whose result is dropped: the machine settles under load first
+            run_mpbench(args, os.path.join(d, "warmup.json"), args.pin)
+        for k, (b, c) in enumerate(zip(bases, curs)):
+            cur_env = {"OPENBLAS_CORETYPE": args.regress_core} if args.mode == "regression" \
+                else None
+            # abba: every other pair runs its current first, so that what the second run of two
+            # meets (a warmer or a throttled machine) lands on both sides alike.
+            if args.order == "abba" and k % 2 == 1:
+                run_mpbench(args, c, args.pin, cur_env)
+                run_mpbench(args, b, args.pin)
+            else:
+                run_mpbench(args, b, args.pin)
+                run_mpbench(args, c, args.pin, cur_env)
+    if args.without_host_load:
+        bases = [strip_host_load(x, d) for x in bases]
+        curs = [strip_host_load(x, d) for x in curs]
+    curs = [scale_times(x, d, args.scale_current) for x in curs]
+    out = {}
+    for how, extra in (("paired", ["--paired"]), ("unpaired", [])):
+        cmp = os.path.join(d, "cmp.json")
+        sides = [x for b in bases for x in ("--baseline", b)] + \
+                [x for c in curs for x in ("--current", c)]
+        rc = subprocess.run([args.mpbench, "compare", *sides, *extra, "--json", cmp,
+                             *args.compare_args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+        rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
+        out[how] = (rc, [r["verdict"] for r in rows],
+                    [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")])
+        if os.path.exists(cmp):
+            os.remove(cmp)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--mpbench", required=True)
@@ -106,6 +177,17 @@ def main():
     p.add_argument("--rejudge", help="judge the pairs kept in this folder again; run nothing")
     p.add_argument("--without-host-load", action="store_true",
                    help="judge copies without host_load: the gate before busy runs were left out")
+    p.add_argument("--interleave", type=int, default=0,
+                   help="K pairs a trial, run in turn, judged paired and unpaired")
+    p.add_argument("--order", choices=("ab", "abba"), default="abba",
+                   help="interleave: each pair base first (ab), or every other pair current "
+                        "first (abba, README's recipe)")
+    p.add_argument("--warmup", action="store_true",
+                   help="interleave: one run before each trial's pairs, its result dropped")
+    p.add_argument("--scale-current", type=float, default=1.0,
+                   help="judge the current files' epoch times times this factor")
+    p.add_argument("--device", default="reference")
+    p.add_argument("--precisions", default="")
     p.add_argument("compare_args", nargs="*", help="extra `mpbench compare` options, after --")
     p.add_argument("--configs", nargs="+",
                    default=["configs/tiny_mlp.json", "configs/tiny_resnet.json"])
@@ -117,6 +199,31 @@ def main():
     keep = args.keep or args.rejudge
     if keep:
         os.makedirs(keep, exist_ok=True)
+    if args.interleave > 1:
+        with tempfile.TemporaryDirectory() as d:
+            tally = {"paired": [0, {}], "unpaired": [0, {}]}
+            trials = 0
+            for i in range(args.pairs):
+                res = interleaved_trial(args, os.path.join(keep or d, f"{args.mode}-{i + 1}"), d)
+                if res is None:
+                    break
+                trials += 1
+                line = []
+                for how, (rc, verdicts_, ratios) in res.items():
+                    tally[how][0] += rc == 1
+                    for v in verdicts_:
+                        tally[how][1][v] = tally[how][1].get(v, 0) + 1
+                    line.append(f"{how} exit {rc} " + " ".join(f"{x:.3f}" for x in ratios))
+                print(f"trial {i + 1:2d}: " + "; ".join(line), flush=True)
+        what = {"identical": "false alarms", "slowdown": "slowdowns judged regressions",
+                "regression": "detections"}[args.mode]
+        if args.scale_current != 1.0:
+            what = f"current x{args.scale_current:g}: detections"
+        for how, (fails_, verdicts_) in tally.items():
+            print(f"{args.label or args.mpbench} {args.mode} interleaved {args.interleave} pairs "
+                  f"--repeat {args.repeat}, {how}: {what} {fails_}/{trials} trials exit 1; row "
+                  f"verdicts {verdicts_}")
+        return
     with tempfile.TemporaryDirectory() as d:
         shared = []
         for k in range(args.baselines if args.baselines > 1 and not args.rejudge else 0):
@@ -152,6 +259,7 @@ def main():
             if args.without_host_load:
                 shared, base, cur = ([strip_host_load(x, d) for x in shared],
                                      strip_host_load(base, d), strip_host_load(cur, d))
+            cur = scale_times(cur, d, args.scale_current)
             sides = [x for b in shared for x in ("--baseline", b)] + [cur] if shared else [base, cur]
             rc = subprocess.run([args.mpbench, "compare", *sides, "--json", cmp,
                                  *args.compare_args],

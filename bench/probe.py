@@ -847,6 +847,16 @@ class Probe:
             self.case('roundtrip', 'compare --baseline x3 (same file) vs repeat', ['compare', '--baseline', '{s}/r_rep.json', '--baseline', '{s}/r_rep.json', '--baseline', '{s}/r_rep.json', '{s}/r_rep.json'],
                       expect='any')
             self.case('roundtrip', 'compare two different runs', ['compare', '{s}/r_mlp.json', '{s}/r_mlp2.json'], expect='accept')
+
+            def swapped_copies(d):
+                shutil.copy(os.path.join(self.S, 'r_mlp2.json'), os.path.join(d, 'c1.json'))
+                shutil.copy(os.path.join(self.S, 'r_mlp.json'), os.path.join(d, 'c2.json'))
+            self.case('roundtrip', 'compare --paired, each run file on both sides in turn',
+                      ['compare', '--paired', '--baseline', '{s}/r_mlp.json', '--baseline', '{s}/r_mlp2.json',
+                       '--current', 'c1.json', '--current', 'c2.json', '--json', 'p.json'], expect='accept',
+                      setup=swapped_copies, outputs=('{d}/p.json',))
+            self.case('roundtrip', 'compare --paired with one file short', ['compare', '--paired', '--baseline', '{s}/r_mlp.json',
+                      '--baseline', '{s}/r_mlp2.json', '--current', '{s}/r_rep.json'], expect='bad')
             self.case('roundtrip', 'report several results and profiles', ['report', '{s}/r_mlp.json', '{s}/r_tr.json', '{s}/r_rn.json', '{s}/p_mlp.json', '{s}/p_tr.json', '{s}/p_rn.json', '--html', 'x.html'],
                       expect='accept', outputs=('{d}/x.html',))
             self.case('roundtrip', 'report profile before result', ['report', '{s}/p_mlp.json', '{s}/r_mlp.json', '--html', 'x.html'],
@@ -1208,6 +1218,12 @@ class Probe:
         ]:
             self.case(cls, label, ['compare', '{s}/r_mlp.json', path], expect='bad', setup=setup, timeout=20)
             self.case(cls, label.replace('compare', 'report'), ['report', path, '--html', 'o.html'], expect='bad', setup=setup, timeout=20)
+            # the same file as the second of two --current files, paired and not
+            for paired in ([], ['--paired']):
+                self.case(cls, label + ' as a --current file' + (' (--paired)' if paired else ''),
+                          ['compare', '--baseline', '{s}/r_mlp.json', '--baseline', '{s}/r_mlp2.json',
+                           '--current', '{s}/r_mlp.json', '--current', path, *paired],
+                          expect='bad', setup=setup, timeout=20)
         # through a symlink: accepted, and the link stays
         self.case(cls, 'compare through a symlink', ['compare', 'l.json', 'l.json'], expect='accept',
                   setup=lambda d: os.symlink(os.path.join(self.S, 'r_mlp.json'), os.path.join(d, 'l.json')))

@@ -532,6 +532,170 @@ TEST(Compare, SeveralBaselineFilesAreRepetitions) {
   EXPECT_EQ(r.rows[0].verdict, "same");
 }
 
+// Files of a side, each one process's runs: `--repeat 3` in each, the machine's state (a factor
+// on every time) that process saw.
+std::vector<Report> side_files(const std::vector<double>& states, double f = 1.0) {
+  std::vector<Report> out;
+  for (double s : states) {
+    std::vector<RunResult> runs = reps(f * s, "fp32", "cpu", {1.0, 1.004, 0.996});
+    out.push_back(make_report(runs));
+  }
+  return out;
+}
+std::vector<const Report*> pointers(const std::vector<Report>& files) {
+  std::vector<const Report*> out;
+  for (const Report& f : files) out.push_back(&f);
+  return out;
+}
+
+TEST(Compare, SeveralCurrentFilesAreRepetitions) {
+  const Report base = make_report(reps());
+  const std::vector<Report> same = side_files({1.0, 1.01, 0.99}),
+                            slow = side_files({1.0, 1.01, 0.99}, 1.3);
+  Comparison c = compare_reports({&base}, pointers(same), {});
+  EXPECT_EQ(c.rows[0].n_current, 9u);
+  EXPECT_EQ(c.rows[0].verdict, "same");
+  EXPECT_EQ(c.current_files, 3u);
+  EXPECT_EQ(compare_to_json(c)["current_files"], 3);
+  EXPECT_EQ(compare_to_json(c)["rows"][0]["pairs"], nullptr);
+  EXPECT_EQ(compare_to_json(c)["options"]["paired"], false);
+  c = compare_reports({&base}, pointers(slow), {});
+  EXPECT_EQ(c.rows[0].verdict, "slower");
+  EXPECT_EQ(c.exit_code, 1);
+  // The current files' spread between processes is in the interval: three files far apart
+  // around the baseline are not `same`.
+  const std::vector<Report> spread = side_files({0.8, 1.0, 1.25});
+  c = compare_reports({&base}, pointers(spread), {});
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_LT(c.rows[0].time.lo, 0.9);
+  // Every current file's spec and environment are checked against every baseline's.
+  std::vector<Report> changed = side_files({1.0, 1.0, 1.0});
+  const json spec = {{"name", "m"}, {"train", {{"batch_size", 32}, {"epochs", 1}}}};
+  Report spec_base = make_report(reps());
+  spec_base.specs = {spec};
+  for (Report& r : changed) r.specs = {spec};
+  changed[2].specs[0]["train"]["epochs"] = 2;
+  c = compare_reports({&spec_base}, pointers(changed), {});
+  EXPECT_EQ(c.rows[0].verdict, "spec-changed");
+  EXPECT_EQ(c.rows[0].detail, "spec differs at train.epochs: 1 -> 2");
+  changed[2].specs.clear();
+  c = compare_reports({&spec_base}, pointers(changed), {});
+  EXPECT_EQ(c.rows[0].detail, "spec differs at specs: a current file has no spec of m");
+  std::vector<Report> other_cpu = side_files({1.0, 1.0, 1.0});
+  other_cpu[1].env["cpu"]["name"] = "Other CPU";
+  c = compare_reports({&base}, pointers(other_cpu), {});
+  EXPECT_EQ(c.rows[0].env_differences,
+            (std::vector<std::string>{"cpu.name: Test CPU -> Other CPU"}));
+  // A --memory-limit of any current file.
+  other_cpu[1].env["memory_limit_bytes"] = uint64_t{1} << 20;
+  Report limited = make_report(reps());
+  limited.env["memory_limit_bytes"] = uint64_t{1} << 20;
+  c = compare_reports({&limited}, pointers(other_cpu), {});
+  EXPECT_EQ(notes_with(c, "--memory-limit").size(), 0u);  // the others have none recorded
+  other_cpu[0].env["memory_limit_bytes"] = uint64_t{2} << 20;
+  c = compare_reports({&limited}, pointers(other_cpu), {});
+  ASSERT_EQ(notes_with(c, "--memory-limit").size(), 1u);
+  EXPECT_NE(
+      notes_with(c, "--memory-limit")[0].find("baseline 1.0 MiB, current 2.0 MiB and 1.0 MiB"),
+      std::string::npos)
+      << notes_with(c, "--memory-limit")[0];
+}
+
+// A runner that turns 1.6x slower for minutes (measured on this project's shared 2-core machine):
+// each pair's two runs saw the same state.
+const std::vector<double> kStates = {1.0, 1.0, 1.6, 1.6, 1.6, 1.0};
+
+TEST(Compare, PairedFilesCancelADriftOfTheMachine) {
+  CompareOptions paired;
+  paired.paired = true;
+  // Each current run a little off its baseline's state, as a pair's two processes are.
+  const std::vector<double> jitter = {1.0, 1.01, 0.99, 1.005, 0.995, 1.0};
+  std::vector<double> current_states;
+  for (size_t i = 0; i < kStates.size(); ++i) current_states.push_back(kStates[i] * jitter[i]);
+  for (const double f : {1.0, 1.15, 0.85}) {
+    const std::vector<Report> b = side_files(kStates), c = side_files(current_states, f);
+    const Comparison p = compare_reports(pointers(b), pointers(c), paired);
+    EXPECT_NEAR(p.rows[0].time.ratio, f, 0.01 * f) << f;
+    EXPECT_EQ(p.rows[0].pairs, 6u);
+    EXPECT_EQ(p.rows[0].n_baseline, 18u);
+    EXPECT_EQ(p.rows[0].verdict, f == 1.0 ? "same" : f > 1 ? "slower" : "faster") << f;
+    EXPECT_EQ(p.exit_code, f > 1 ? 1 : 0);
+    // Unpaired, the same files' states are noise that hides the 15% either way.
+    const Comparison u = compare_reports(pointers(b), pointers(c), {});
+    EXPECT_EQ(u.rows[0].verdict, "inconclusive") << f;
+  }
+  // Baselines made in the fast state, the job's runs in the slow one: unpaired, a false alarm;
+  // pairs cannot be made so.
+  const std::vector<Report> fast = side_files({1.0, 1.0, 1.0}), slow = side_files({1.6, 1.6, 1.6});
+  EXPECT_EQ(compare_reports(pointers(fast), pointers(slow), {}).rows[0].verdict, "slower");
+  // A pair whose state changed between its two runs is one pair of six: the median holds.
+  std::vector<Report> b = side_files(kStates), c = side_files(kStates);
+  c[3] = side_files({1.0})[0];  // its baseline ran slow, it fast
+  const Comparison one_off = compare_reports(pointers(b), pointers(c), paired);
+  EXPECT_NEAR(one_off.rows[0].time.ratio, 1.0, 0.01);
+  EXPECT_NE(one_off.rows[0].verdict, "faster");
+  EXPECT_EQ(one_off.exit_code, 0);
+  // The rule and the JSON say how time was judged.
+  const Comparison p = compare_reports(pointers(b), pointers(c), paired);
+  const json j = compare_to_json(p);
+  EXPECT_EQ(j["options"]["paired"], true);
+  EXPECT_EQ(j["rows"][0]["pairs"], 6);
+  EXPECT_EQ(j["options"]["method"].get<std::string>().rfind("paired: ", 0), 0u);
+  EXPECT_NE(format_compare_console(p).find("time: paired: the median over pairs"),
+            std::string::npos);
+  // A regression's text counts the pairs.
+  const std::vector<Report> slower = side_files(current_states, 1.3);
+  const Comparison r = compare_reports(pointers(b), pointers(slower), paired);
+  EXPECT_NE(format_compare_junit(r, "b", "c").find("(18/18 repetitions in 6 pairs)"),
+            std::string::npos)
+      << format_compare_junit(r, "b", "c");
+}
+
+TEST(Compare, PairedNeedsAsManyFilesASideAndEnoughPairs) {
+  CompareOptions paired;
+  paired.paired = true;
+  const std::vector<Report> three = side_files({1, 1, 1}), two = side_files({1, 1});
+  try {
+    compare_reports(pointers(three), pointers(two), paired);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_EQ(std::string(e.what()),
+              "compare --paired: 3 baseline files and 2 current files; each pair is a baseline "
+              "file and the current file run beside it");
+  }
+  // Two pairs: no time verdict, and the row says what to do.
+  Comparison c = compare_reports(pointers(two), pointers(side_files({1, 1}, 1.5)), paired);
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_EQ(c.rows[0].detail, "2 pairs with times on both sides; time needs 3 (run more pairs)");
+  EXPECT_TRUE(c.rows[0].regressions.empty());
+  // A pair whose current runs were all measured on a busy machine is no pair.
+  std::vector<Report> cur = side_files({1, 1, 1});
+  for (RunResult& r : cur[1].runs) r.host_load = test::host_load(2, 2, 1.1, 0.9);
+  c = compare_reports(pointers(three), pointers(cur), paired);
+  EXPECT_EQ(c.rows[0].pairs, 2u);
+  EXPECT_EQ(c.rows[0].busy_current, 3u);
+  EXPECT_EQ(c.rows[0].detail,
+            "2 pairs with times on both sides; time needs 3 (run again where nothing else holds "
+            "the CPUs); left out of time, measured on a busy machine: 3 of 9 current "
+            "repetitions");
+  // One busy repetition of three leaves its pair.
+  cur = side_files({1, 1, 1});
+  cur[1].runs[0].host_load = test::host_load(2, 2, 1.1, 0.9);
+  c = compare_reports(pointers(three), pointers(cur), paired);
+  EXPECT_EQ(c.rows[0].pairs, 3u);
+  EXPECT_EQ(c.rows[0].verdict, "same");
+  // A pair whose run failed on one side: the status decides, the time counts the others.
+  cur = side_files({1, 1, 1, 1}, 1.3);
+  const std::vector<Report> four = side_files({1, 1, 1, 1});
+  cur[0].runs[1].status = RunStatus::Oom;
+  c = compare_reports(pointers(four), pointers(cur), paired);
+  EXPECT_EQ(c.rows[0].pairs, 4u);
+  EXPECT_EQ(c.rows[0].verdict, "oom");
+  EXPECT_NE(std::find(c.rows[0].regressions.begin(), c.rows[0].regressions.end(), "time"),
+            c.rows[0].regressions.end());
+}
+
 // An environment difference switches nothing off: it is named in the row, everything is still
 // judged, and --strict fails on the difference alone.
 TEST(Compare, EnvDifferenceIsNamedAndChecksEverything) {
@@ -2118,6 +2282,62 @@ TEST_F(CompareCli, SeveralBaselineFiles) {
   r = run("compare --baseline '" + bracket + "' " + cur);
   EXPECT_EQ(r.code, run("compare --baseline " + names[0] + " " + cur).code) << r.err;
   EXPECT_EQ(r.err, "");
+}
+
+TEST_F(CompareCli, PairedFilesAfterBaselineAndCurrent) {
+  // A job that ran the two builds in turn: b-1, c-1, b-2, c-2, ...; its runner slowed between.
+  const std::vector<Report> b = side_files(kStates), same = side_files(kStates),
+                            slow = side_files(kStates, 1.15);
+  for (size_t i = 0; i < b.size(); ++i) {
+    write(fmt::format("b-{}.json", i + 1), b[i]);
+    write(fmt::format("c-{}.json", i + 1), same[i]);
+    write(fmt::format("s-{}.json", i + 1), slow[i]);
+  }
+  const std::string d = dir_.string() + "/", js = d + "cmp.json";
+  Result r = run("compare --paired --baseline '" + d + "b-*.json' --current '" + d +
+                 "c-*.json' --json " + js);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  const json j = json::parse(test::read_file(js));
+  EXPECT_EQ(j["rows"][0]["verdict"], "same");
+  EXPECT_EQ(j["rows"][0]["pairs"], 6);
+  EXPECT_EQ(j["current_files"], 6);
+  r = run("compare --paired --baseline '" + d + "b-*.json' --current '" + d + "s-*.json'");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  // Unpaired, the runner's two states hide the regression.
+  r = run("compare --baseline '" + d + "b-*.json' --current '" + d + "s-*.json'");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("inconclusive"), std::string::npos) << r.out;
+  // Repeated --current files, each its own.
+  r = run("compare --baseline " + d + "b-1.json --current " + d + "c-1.json --current " + d +
+          "c-2.json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  struct Case {
+    std::string args, err;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--paired --baseline '" + d + "b-*.json' --current " + d + "c-1.json",
+            "mpbench: compare --paired: 6 baseline files and 1 current file; each pair is a "
+            "baseline file and the current file run beside it\n"},
+           {"--current " + d + "c-1.json",
+            "mpbench: compare: --current needs --baseline beside it (the files of each side)\n"},
+           {"--baseline " + d + "b-1.json --current " + d + "c-1.json " + d + "c-2.json",
+            "mpbench: compare: with --current, give every current file after --current (got 1 "
+            "more)\n"},
+           {"--baseline " + d + "b-1.json " + d + "c-1.json " + d + "c-2.json",
+            "mpbench: compare: with --baseline, give the current file alone (got 2 files); "
+            "several go each after --current\n"},
+           {"--baseline " + d + "b-1.json --current " + d + "c-1.json --current " + d + "c-1.json",
+            "mpbench: --current: " + d + "c-1.json is given twice\n"},
+           {"--baseline " + d + "b-1.json --current " + d + "b-1.json --current " + d + "c-1.json",
+            "mpbench: compare: a current file among the --baseline files: " + d +
+                "b-1.json is given twice\n"},
+           {"--baseline " + d + "b-1.json --current '" + d + "none-*.json'",
+            "mpbench: --current: no file matches '" + d + "none-*.json'\n"},
+       }) {
+    r = run("compare " + c.args);
+    EXPECT_EQ(r.code, 2) << c.args << ": " << r.out;
+    EXPECT_EQ(r.err, c.err) << c.args;
+  }
 }
 
 TEST_F(CompareCli, MalformedInputIsOneLineExitTwo) {
