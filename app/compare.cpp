@@ -333,10 +333,11 @@ std::vector<std::string> headers() {
   return {"model",  "precision", "device",     "batch",   "time ratio [95% CI]", "reps",
           "memory", "accuracy",  "final loss", "verdict", "regressed",           "detail"};
 }
-std::vector<std::string> cells(const CompareRow& r) {
+std::vector<std::string> cells(const CompareRow& r, const CompareOptions& o) {
   const std::string n =
       r.baseline && r.current && r.verdict != "spec-changed"  // not judged: no counts
-          ? fmt::format("{}/{}", r.n_baseline, r.n_current)
+          ? fmt::format("{}/{}", r.n_baseline, r.n_current) +
+                (o.paired ? fmt::format(", {} pair{}", r.pairs, r.pairs == 1 ? "" : "s") : "")
           : "-";
   return {r.model,      r.precision, mode_cell(r),    batch_cell(r),
           time_cell(r), n,           memory_cell(r),  accuracy_cell(r),
@@ -760,7 +761,7 @@ Comparison compare_reports(const std::vector<const Report*>& baselines,
 std::string format_compare_console(const Comparison& c, bool ascii) {
   TextTable table;
   table.head = headers();
-  for (const CompareRow& r : c.rows) table.rows.push_back(cells(r));
+  for (const CompareRow& r : c.rows) table.rows.push_back(cells(r, c.options));
   std::string out = render_text_table(table, ascii);
   out += "\n" + rule_text(c.options) + "\n";
   for (const std::string& note : c.notes) out += printable_text(note) + "\n";
@@ -964,7 +965,7 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   std::vector<std::vector<std::string>> all;
   regressed.clear();
   for (const CompareRow& r : c.rows) {
-    all.push_back(cells(r));
+    all.push_back(cells(r, c.options));
     regressed.push_back(!r.regressions.empty());
   }
   const auto hs = headers();

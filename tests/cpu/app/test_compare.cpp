@@ -643,6 +643,9 @@ TEST(Compare, PairedFilesCancelADriftOfTheMachine) {
   EXPECT_EQ(j["options"]["method"].get<std::string>().rfind("paired: ", 0), 0u);
   EXPECT_NE(format_compare_console(p).find("time: paired: the median over pairs"),
             std::string::npos);
+  EXPECT_NE(format_compare_console(p).find("18/18, 6 pairs"), std::string::npos)
+      << format_compare_console(p);
+  EXPECT_NE(format_compare_markdown(p, "b", "c").find("| 18/18, 6 pairs |"), std::string::npos);
   // A regression's text counts the pairs.
   const std::vector<Report> slower = side_files(current_states, 1.3);
   const Comparison r = compare_reports(pointers(b), pointers(slower), paired);
