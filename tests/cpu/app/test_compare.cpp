@@ -592,6 +592,12 @@ TEST(Compare, SeveralCurrentFilesAreRepetitions) {
   limited.env["memory_limit_bytes"] = uint64_t{1} << 20;
   c = compare_reports({&limited}, pointers(other_cpu), {});
   EXPECT_EQ(notes_with(c, "--memory-limit").size(), 0u);  // the others have none recorded
+  // Two limits on each side, the same two: files of one side differ, and so may their runs.
+  std::vector<Report> two_limits = side_files({1.0, 1.0});
+  two_limits[0].env["memory_limit_bytes"] = uint64_t{1} << 20;
+  two_limits[1].env["memory_limit_bytes"] = uint64_t{2} << 20;
+  c = compare_reports(pointers(two_limits), pointers(two_limits), {});
+  EXPECT_EQ(notes_with(c, "--memory-limit").size(), 1u);
   other_cpu[0].env["memory_limit_bytes"] = uint64_t{2} << 20;
   c = compare_reports({&limited}, pointers(other_cpu), {});
   ASSERT_EQ(notes_with(c, "--memory-limit").size(), 1u);
@@ -646,6 +652,10 @@ TEST(Compare, PairedFilesCancelADriftOfTheMachine) {
   EXPECT_NE(format_compare_console(p).find("18/18, 6 pairs"), std::string::npos)
       << format_compare_console(p);
   EXPECT_NE(format_compare_markdown(p, "b", "c").find("| 18/18, 6 pairs |"), std::string::npos);
+  // One pair: no note of one baseline file (its advice, more baseline files, is not a pair's).
+  const Report b1 = make_report(reps()), c1 = make_report(reps());
+  EXPECT_TRUE(notes_with(compare_reports({&b1}, {&c1}, paired), "one baseline file").empty());
+  EXPECT_FALSE(notes_with(compare_reports({&b1}, {&c1}, {}), "one baseline file").empty());
   // A regression's text counts the pairs.
   const std::vector<Report> slower = side_files(current_states, 1.3);
   const Comparison r = compare_reports(pointers(b), pointers(slower), paired);
