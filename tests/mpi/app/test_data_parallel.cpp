@@ -29,6 +29,10 @@ namespace {
 const std::string kMpirun = std::string(MPBENCH_MPIEXEC) +
                             " --oversubscribe --allow-run-as-root --mca "
                             "btl_vader_single_copy_mechanism none";
+// For a job that must be refused before training: one that is not trains different things on
+// each rank, whose collectives never pair up, and fails here at 2 minutes instead of at CTest's
+// timeout.
+const std::string kRefusedMpirun = "timeout -k 5 120 " + kMpirun;
 
 class DataParallel : public mpbench::test::CliTest {
  protected:
@@ -136,7 +140,11 @@ TEST_P(Trajectory, TwoRanksFollowOneProcessOfTheSameGlobalBatch) {
   ASSERT_EQ(one["runs"].size(), two["runs"].size());
   ASSERT_EQ(two["env"]["launch"]["ranks"], 2);
   EXPECT_EQ(two["env"]["launch"]["launcher"], "mpirun");
-  EXPECT_EQ(two["env"]["launch"]["per_rank"].size(), 2u);
+  ASSERT_EQ(two["env"]["launch"]["per_rank"].size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(two["env"]["launch"]["per_rank"][r]["rank"], r);
+    EXPECT_EQ(two["env"]["launch"]["per_rank"][r]["device"], c.device);
+  }
   for (size_t i = 0; i < one["runs"].size(); ++i) {
     const json &r1 = one["runs"][i], &r2 = two["runs"][i];
     SCOPED_TRACE(r1["precision"].get<std::string>());
@@ -282,9 +290,9 @@ TEST_F(DataParallel, BadInputOnOneRankEndsEveryRankInOneLine) {
   const std::string out = (dir_ / "out.json").string();
   const std::string good = config("tiny_mlp");
   const auto r = mpbench::test::run_shell(
-      kMpirun + " -np 1 " + MPBENCH_EXE + " run " + good + " --device reference --quiet --json " +
-          out + " : -np 1 " + MPBENCH_EXE + " run " + (dir_ / "missing.json").string() +
-          " --device reference --quiet --json " + out,
+      kRefusedMpirun + " -np 1 " + MPBENCH_EXE + " run " + good +
+          " --device reference --quiet --json " + out + " : -np 1 " + MPBENCH_EXE + " run " +
+          (dir_ / "missing.json").string() + " --device reference --quiet --json " + out,
       dir_.string());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has_text(r.err, "mpbench: rank 1: ")) << r.err;
@@ -359,13 +367,19 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
       {base + "1 --memory-limit 4KiB",
        "rank 1's --memory-limit is 4.0 KiB (4096 bytes), rank 0's none"},
       {base + "1 --seed 3", "rank 1's spec /data/seed is 3"},
+      {base + "1 --bucket-mb 8", "rank 1's --bucket-mb is 8, rank 0's 25"},
+      // Another spec list: its facts are named otherwise from the first on.
+      {std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") + " " + config("tiny_resnet") +
+           " --device reference --quiet --precisions fp32 --epochs 1",
+       "rank 1 has spec 1 /data/eval_samples (512), rank 0 spec /data/eval_samples in its "
+       "place"},
       {std::string(MPBENCH_EXE) + " profile " + config("tiny_mlp") +
            " --device reference --quiet --precisions fp32",
        "rank 1's command is profile, rank 0's run"}};
   for (const auto& [other, said] : cases) {
     SCOPED_TRACE(other);
     const auto r = mpbench::test::run_shell(
-        kMpirun + " -np 1 " + base + "1 --json " + out + " : -np 1 " + other, dir_.string());
+        kRefusedMpirun + " -np 1 " + base + "1 --json " + out + " : -np 1 " + other, dir_.string());
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_TRUE(has_text(r.err, "the ranks were given different jobs: " + said)) << r.err;
     EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
@@ -375,13 +389,29 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
   if (!mpbench::native_cpu_available(nullptr)) return;
   const std::string cpu = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
                           " --device cpu --quiet --precisions fp32 --epochs 1 --threads ";
-  const auto r =
-      mpbench::test::run_shell(kMpirun + " -np 1 " + cpu + "1 : -np 1 " + cpu + "2", dir_.string());
+  const auto r = mpbench::test::run_shell(
+      kRefusedMpirun + " -np 1 " + cpu + "1 : -np 1 " + cpu + "2", dir_.string());
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has_text(r.err,
                        "the ranks were given different jobs: rank 1's --threads is 2, "
                        "rank 0's 1"))
       << r.err;
+  const auto isa = mpbench::test::run_shell(
+      kRefusedMpirun + " -np 1 " + cpu + "1 : -np 1 " + cpu + "1 --cpu-isa avx2", dir_.string());
+  EXPECT_EQ(isa.code, 2) << isa.err;
+  EXPECT_TRUE(has_text(isa.err, "rank 1's --cpu-isa is avx2, rank 0's none")) << isa.err;
+  // A mode one rank's CPU cannot train (its oneDNN capped by the environment, which is no
+  // option): the modes trained differ, and so would the collectives.
+  if (!mpbench::test::native_bf16_available()) return;
+  const std::string modes = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
+                            " --device cpu --quiet --precisions fp32,amp_bf16 --epochs 1 "
+                            "--threads 1";
+  const auto capped = mpbench::test::run_shell(
+      kRefusedMpirun + " -np 1 " + modes + " : -np 1 env ONEDNN_MAX_CPU_ISA=AVX2 " + modes,
+      dir_.string());
+  EXPECT_EQ(capped.code, 2) << capped.err;
+  EXPECT_TRUE(has_text(capped.err, "rank 1's spec amp_bf16 is unsupported here: ")) << capped.err;
+  EXPECT_TRUE(has_text(capped.err, ", rank 0's trains;")) << capped.err;
 }
 
 // Ranks on different devices (MPMD: rank 1 on the native CPU): refused as such, before the jobs
