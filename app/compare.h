@@ -29,9 +29,9 @@
 // the other (a job that builds both commits and runs them in turn). Time is then the median over
 // pairs of each pair's ratio of its files' medians, with paired_median_ratio's interval over the
 // pairs, and needs min_repetitions pairs: what the machine's state does to both runs of a pair
-// (a runner that turns 1.6x slower for minutes, measured here) cancels in the pair's ratio,
-// where unpaired files put it in the interval or, from baselines made at another moment, in the
-// estimate.
+// (a shared runner's speed moved 1.6x from one run to the next, for seconds to minutes: README)
+// cancels in the pair's ratio, where unpaired files put it in the interval or, from baselines
+// made at another moment, in the estimate.
 //
 // Memory (training peak), accuracy and final loss are deterministic-ish, so they are compared
 // without an interval, over every repetition of a side that trained ok: the largest training
