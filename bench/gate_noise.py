@@ -221,7 +221,7 @@ def main():
             what = f"current x{args.scale_current:g}: detections"
         for how, (fails_, verdicts_) in tally.items():
             print(f"{args.label or args.mpbench} {args.mode} interleaved {args.interleave} pairs "
-                  f"--repeat {args.repeat}, {how}: {what} {fails_}/{trials} trials exit 1; row "
+                  f"{'(rejudged)' if args.rejudge else f'--repeat {args.repeat}'}, {how}: {what} {fails_}/{trials} trials exit 1; row "
                   f"verdicts {verdicts_}")
         return
     with tempfile.TemporaryDirectory() as d:
