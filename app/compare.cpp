@@ -100,23 +100,30 @@ std::string busy_left_out(const CompareRow& r) {
   return fmt::format("left out of time, measured on a busy machine: {}", fmt::join(sides, ", "));
 }
 
+// A side's epoch times that time counts (below), by the file they came from, in the order the
+// files first appear: times[i] are the repetitions of files[i].
+struct FileTimes {
+  Runs times;
+  std::vector<const Report*> files;
+};
+
 // Paired: the time of each pair of files (a baseline's and the current's run one after the
-// other) from the medians of their quiet repetitions, a pair lacking either side left out.
-RatioEstimate paired_time(CompareRow& row, const CompareOptions& o,
-                          const std::map<const RunResult*, const Report*>& file_of,
-                          const std::map<const Report*, size_t>& pair_of) {
+// other) from the medians of their repetitions, a pair lacking either side left out.
+RatioEstimate paired_time(const FileTimes& base, const FileTimes& cur,
+                          const std::map<const Report*, size_t>& pair_of, const CompareOptions& o,
+                          size_t& pairs) {
   std::map<size_t, PairedRound> rounds;
-  for (const auto* side : {&row.baseline_runs, &row.current_runs})
-    for (const RunResult* r : *side) {
-      if (r->status != RunStatus::Ok || epoch_times(*r).empty() || ran_busy(*r)) continue;
-      PairedRound& round = rounds[pair_of.at(file_of.at(r))];
-      (side == &row.baseline_runs ? round.baseline : round.current)
-          .push_back(compute_time_stats(epoch_times(*r)).median);
+  for (const FileTimes* side : {&base, &cur})
+    for (size_t f = 0; f < side->files.size(); ++f) {
+      PairedRound& round = rounds[pair_of.at(side->files[f])];
+      for (const std::vector<double>& epochs : side->times[f])
+        (side == &base ? round.baseline : round.current)
+            .push_back(compute_time_stats(epochs).median);
     }
   std::vector<PairedRound> both;
   for (auto& [pair, round] : rounds)
     if (!round.baseline.empty() && !round.current.empty()) both.push_back(std::move(round));
-  row.pairs = both.size();
+  pairs = both.size();
   return paired_median_ratio(both, o.bootstrap_resamples, o.seed);
 }
 
@@ -137,28 +144,32 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
   // slower, as a regression is, and steady, so no interval tells it from one.
   auto by_file = [&](const std::vector<const RunResult*>& runs, size_t& n, size_t& busy) {
     std::map<const Report*, size_t> index;
-    Runs out;
+    FileTimes out;
     for (const RunResult* r : runs) {
       if (r->status != RunStatus::Ok || epoch_times(*r).empty()) continue;
       if (ran_busy(*r)) {
         ++busy;
         continue;
       }
-      const auto [it, fresh] = index.emplace(file_of.at(r), out.size());
-      if (fresh) out.emplace_back();
-      out[it->second].push_back(epoch_times(*r));
+      const auto [it, fresh] = index.emplace(file_of.at(r), out.times.size());
+      if (fresh) {
+        out.times.emplace_back();
+        out.files.push_back(file_of.at(r));
+      }
+      out.times[it->second].push_back(epoch_times(*r));
       ++n;
     }
     return out;
   };
-  const Runs tb = by_file(row.baseline_runs, row.n_baseline, row.busy_baseline);
-  const Runs tc = by_file(row.current_runs, row.n_current, row.busy_current);
+  const FileTimes tb = by_file(row.baseline_runs, row.n_baseline, row.busy_baseline);
+  const FileTimes tc = by_file(row.current_runs, row.n_current, row.busy_current);
   row.baseline_values = values_of(row.baseline_runs);
   row.current_values = values_of(row.current_runs);
   const CompareRow::Values &bv = row.baseline_values, &cv = row.current_values;
   if (comparable) {
-    row.time = o.paired ? paired_time(row, o, file_of, pair_of)
-                        : hierarchical_median_ratio(tb, tc, o.bootstrap_resamples, o.seed);
+    row.time = o.paired
+                   ? paired_time(tb, tc, pair_of, o, row.pairs)
+                   : hierarchical_median_ratio(tb.times, tc.times, o.bootstrap_resamples, o.seed);
     // Times near 0 against large ones (a hand-edited file) overflow the ratio: no verdict can
     // rest on it.
     if (row.time.valid && !(std::isfinite(row.time.ratio) && std::isfinite(row.time.lo) &&
