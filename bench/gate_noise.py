@@ -115,6 +115,27 @@ def scale_times(path, folder, factor):
     return out
 
 
+def what_counted(args):
+    """What an exit 1 is in this measurement."""
+    if args.scale_current != 1.0:
+        return f"current x{args.scale_current:g}: detections"
+    return {"identical": "false alarms", "slowdown": "slowdowns judged regressions",
+            "regression": "detections"}[args.mode]
+
+
+def judge(args, sides, d):
+    """`mpbench compare` of `sides` (its file arguments and options): (exit code, the rows'
+    verdicts, their time ratios)."""
+    cmp = os.path.join(d, "cmp.json")
+    rc = subprocess.run([args.mpbench, "compare", *sides, "--json", cmp, *args.compare_args],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
+    if os.path.exists(cmp):
+        os.remove(cmp)
+    return (rc, [r["verdict"] for r in rows],
+            [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")])
+
+
 def interleaved_trial(args, stem, d):
     """One trial of --interleave K: K pairs run in turn (or read back with --rejudge), judged
     paired and unpaired; (exit codes, row verdicts of each, ratios of each) or None where the
@@ -142,20 +163,9 @@ def interleaved_trial(args, stem, d):
         bases = [strip_host_load(x, d) for x in bases]
         curs = [strip_host_load(x, d) for x in curs]
     curs = [scale_times(x, d, args.scale_current) for x in curs]
-    out = {}
-    for how, extra in (("paired", ["--paired"]), ("unpaired", [])):
-        cmp = os.path.join(d, "cmp.json")
-        sides = [x for b in bases for x in ("--baseline", b)] + \
-                [x for c in curs for x in ("--current", c)]
-        rc = subprocess.run([args.mpbench, "compare", *sides, *extra, "--json", cmp,
-                             *args.compare_args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-        rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
-        out[how] = (rc, [r["verdict"] for r in rows],
-                    [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")])
-        if os.path.exists(cmp):
-            os.remove(cmp)
-    return out
+    sides = [x for b in bases for x in ("--baseline", b)] + \
+        [x for c in curs for x in ("--current", c)]
+    return {"paired": judge(args, sides + ["--paired"], d), "unpaired": judge(args, sides, d)}
 
 
 def main():
@@ -215,13 +225,9 @@ def main():
                         tally[how][1][v] = tally[how][1].get(v, 0) + 1
                     line.append(f"{how} exit {rc} " + " ".join(f"{x:.3f}" for x in ratios))
                 print(f"trial {i + 1:2d}: " + "; ".join(line), flush=True)
-        what = {"identical": "false alarms", "slowdown": "slowdowns judged regressions",
-                "regression": "detections"}[args.mode]
-        if args.scale_current != 1.0:
-            what = f"current x{args.scale_current:g}: detections"
         for how, (fails_, verdicts_) in tally.items():
             print(f"{args.label or args.mpbench} {args.mode} interleaved {args.interleave} pairs "
-                  f"{'(rejudged)' if args.rejudge else f'--repeat {args.repeat}'}, {how}: {what} {fails_}/{trials} trials exit 1; row "
+                  f"{'(rejudged)' if args.rejudge else f'--repeat {args.repeat}'}, {how}: {what_counted(args)} {fails_}/{trials} trials exit 1; row "
                   f"verdicts {verdicts_}")
         return
     with tempfile.TemporaryDirectory() as d:
@@ -234,7 +240,7 @@ def main():
                       for k in range(args.baselines)]
         for i in range(args.pairs):
             stem = os.path.join(keep or d, f"{args.mode}-{i + 1}")
-            base, cur, cmp = stem + "-base.json", stem + "-cur.json", os.path.join(d, "cmp.json")
+            base, cur = stem + "-base.json", stem + "-cur.json"
             if args.rejudge:
                 if not os.path.exists(cur) or not (shared or os.path.exists(base)):
                     break
@@ -261,25 +267,17 @@ def main():
                                      strip_host_load(base, d), strip_host_load(cur, d))
             cur = scale_times(cur, d, args.scale_current)
             sides = [x for b in shared for x in ("--baseline", b)] + [cur] if shared else [base, cur]
-            rc = subprocess.run([args.mpbench, "compare", *sides, "--json", cmp,
-                                 *args.compare_args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-            rows = json.load(open(cmp))["rows"] if os.path.exists(cmp) else []
-            for r in rows:
-                verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
-            ratios = [r["time_ratio"]["ratio"] for r in rows if r.get("time_ratio")]
+            rc, row_verdicts, ratios = judge(args, sides, d)
+            for v in row_verdicts:
+                verdicts[v] = verdicts.get(v, 0) + 1
             fails += rc == 1
             busy_total[0] += flagged
             busy_total[1] += runs
             print(f"pair {i + 1:2d}: exit {rc}, time ratios "
                   + " ".join(f"{x:.3f}" for x in ratios)
                   + f"; busy {flagged}/{runs} (waited up to {most:.2f} CPUs)", flush=True)
-            if os.path.exists(cmp):
-                os.remove(cmp)
-    what = {"identical": "false alarms", "slowdown": "slowdowns judged regressions",
-            "regression": "detections"}[args.mode]
     print(f"{args.label or args.mpbench} {args.mode} --repeat {args.repeat} "
-          f"baselines {max(args.baselines, 1)}: {what} "
+          f"baselines {max(args.baselines, 1)}: {what_counted(args)} "
           f"{fails}/{args.pairs} pairs exit 1; row verdicts {verdicts}; current runs flagged "
           f"busy {busy_total[0]}/{busy_total[1]}")
 
