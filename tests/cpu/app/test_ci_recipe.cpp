@@ -41,14 +41,27 @@ std::vector<std::string> recipe_commands(const std::string& readme, const std::s
     if (cmd.find("build/mpbench") == std::string::npos &&
         cmd.find("GITHUB_STEP_SUMMARY") == std::string::npos)
       continue;
-    // Past each replacement: the executable's own path ends in build/mpbench when the build
-    // folder is named build (the README's), and searching from the start never ended. The base
-    // commit's build is this one too.
+    // One pass, left to right, the longer name first: the executable's own path ends in
+    // build/mpbench when the build folder is named build (the README's), and a second search
+    // found it inside what the first had put in (/x/build/mpbench -> /x//x/build/mpbench). The
+    // base commit's build is this one too.
     const std::string exe = MPBENCH_EXE;
-    for (const std::string from : {"base/build/mpbench", "build/mpbench"})
-      for (size_t at = 0; (at = cmd.find(from, at)) != std::string::npos; at += exe.size())
-        cmd.replace(at, from.size(), exe);
-    out.push_back(cmd);
+    std::string with_exe;
+    for (size_t i = 0; i < cmd.size();) {
+      size_t matched = 0;
+      for (const std::string from : {"base/build/mpbench", "build/mpbench"})
+        if (cmd.compare(i, from.size(), from) == 0) {
+          matched = from.size();
+          break;
+        }
+      if (matched > 0) {
+        with_exe += exe;
+        i += matched;
+      } else {
+        with_exe += cmd[i++];
+      }
+    }
+    out.push_back(with_exe);
   }
   return out;
 }
