@@ -247,7 +247,8 @@ With threshold t:
   faster        CI upper bound < 1 and ratio < 1/(1+t)
   same          the whole CI within [1/(1+t), 1+t]
   inconclusive  anything else (noise), or fewer than 3 repetitions on a side (paired: pairs;
-                the row says how many it needs: run --repeat 5 is the CI recommendation)
+                the row says how many it needs: run --repeat 5 is the CI recommendation;
+                paired and too wide, how many pairs spread as these would settle it)
   spec-changed  the resolved specs differ (the first differing JSON path is named): not compared
   recovered     no baseline repetition trained, every current one did: nothing to compare
 Time counts the repetitions that trained on each side, less those flagged busy (their threads

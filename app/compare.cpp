@@ -266,6 +266,13 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
                        ? fmt::format("{} vs {} repetitions; time needs {} a side ({})",
                                      row.n_baseline, row.n_current, need, how)
                        : inconclusive_time(row.time, o.time_threshold);
+      if (o.paired && !pairs_short)
+        if (const int n = pairs_to_settle(row.time, row.pairs, o.time_threshold))
+          row.detail += fmt::format(
+              "; pairs spread as these (sd of their log ratios {:.3f}) would settle it at {}",
+              row.time.log_sd,
+              n > kMostPairs ? fmt::format("more than {}", kMostPairs)
+                             : fmt::format("about {}", n));
     }
     if (row.busy_baseline + row.busy_current > 0) {
       const std::string left_out = busy_left_out(row);
@@ -426,6 +433,14 @@ std::string inconclusive_time(const RatioEstimate& est, double threshold) {
       "clear of 1 and an estimate past the edge)",
       interval, past_slow ? "slower" : "faster", past_slow ? slow : fast,
       past_slow ? "slower" : "faster");
+}
+
+int pairs_to_settle(const RatioEstimate& est, size_t pairs, double threshold) {
+  const double edge = std::log1p(threshold), m = std::fabs(est.log_mean);
+  const double room = m <= edge ? edge - m : m;
+  if (!(est.log_sd > 0)) return 0;
+  const int n = rounds_for_half_width(est.log_sd, room, static_cast<int>(pairs), kMostPairs);
+  return n == 0 ? kMostPairs + 1 : n > static_cast<int>(pairs) ? n : 0;
 }
 
 std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_current,

@@ -226,8 +226,17 @@ RatioEstimate paired_median_ratio(const std::vector<PairedRound>& rounds, int re
     const double half = student_t_975(m.n - 1) * m.std / std::sqrt(static_cast<double>(m.n));
     est.lo = std::min(est.lo, std::exp(m.mean - half));
     est.hi = std::max(est.hi, std::exp(m.mean + half));
+    est.log_mean = m.mean;
+    est.log_sd = m.std;
   }
   return est;
+}
+
+int rounds_for_half_width(double log_sd, double half_width, int from, int most) {
+  if (!(log_sd > 0) || !(half_width > 0)) return 0;
+  for (int n = std::max(from, 2); n <= most; ++n)
+    if (student_t_975(n - 1) * log_sd / std::sqrt(static_cast<double>(n)) <= half_width) return n;
+  return 0;
 }
 
 MeanStd mean_std(const std::vector<double>& v) {

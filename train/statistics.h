@@ -21,6 +21,9 @@ struct RatioEstimate {
   double ratio = 0;  // median(current) / median(baseline)
   double lo = 0, hi = 0;
   bool valid = false;  // false when a side has no positive finite samples
+  // paired_median_ratio from 2 rounds: the mean and sd of the rounds' log ratios, its t
+  // interval's (what more rounds would narrow); 0 otherwise.
+  double log_mean = 0, log_sd = 0;
 };
 // median(current) / median(baseline) over repetitions (runs), for `compare`. A side is its files
 // (runs in separate processes: baselines remade on the runner), each file its repetitions (`run
@@ -67,6 +70,11 @@ struct MeanStd {
   int n = 0;
 };
 MeanStd mean_std(const std::vector<double>& v);
+
+// The fewest rounds n, from `from` (>= 2) to `most`, whose Student t interval of log ratios with
+// this sd, mean +- t(0.975, n-1) * sd / sqrt(n), is at most `half_width` a side; 0 where none is
+// (or sd is not positive).
+int rounds_for_half_width(double log_sd, double half_width, int from, int most);
 
 // The two-sided 97.5% quantile of Student's t with `dof` degrees of freedom (dof >= 1): 12.706
 // for 1, 2.262 for 9, 1.96 in the limit.

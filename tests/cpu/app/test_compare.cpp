@@ -709,6 +709,56 @@ TEST(Compare, PairedNeedsAsManyFilesASideAndEnoughPairs) {
             c.rows[0].regressions.end());
 }
 
+// Pairs too spread for a verdict: the row says how many pairs spread as these would give one.
+TEST(Compare, PairedSaysHowManyPairsWouldSettleAWideInterval) {
+  CompareOptions paired;
+  paired.paired = true;
+  const std::vector<Report> b = side_files({1, 1, 1, 1, 1, 1});
+  // Pairs 0.8x and 1.25x by turns: log ratios +-0.2231, mean 0, sd 0.2444; within the 10% band
+  // (+-0.0953) at t(n-1) 0.2444 / sqrt(n) <= 0.0953: 27 pairs 0.0956, 28 pairs 0.0948.
+  const std::vector<Report> wide = side_files({0.8, 1.25, 0.8, 1.25, 0.8, 1.25});
+  Comparison c = compare_reports(pointers(b), pointers(wide), paired);
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_NEAR(c.rows[0].time.log_sd, 0.2444, 1e-4);
+  const std::string settle =
+      "; pairs spread as these (sd of their log ratios 0.244) would settle it at about ";
+  EXPECT_EQ(c.rows[0].detail.substr(c.rows[0].detail.find("; ")), settle + "28")
+      << c.rows[0].detail;
+  // Mean past the band's edge (1.6x and 0.95x: log mean 0.2094, sd 0.2855): clear of 1 at
+  // t(n-1) 0.2855 / sqrt(n) < 0.2094: 9 pairs 0.2195, 10 pairs 0.2043.
+  const std::vector<Report> past = side_files({1.6, 0.95, 1.6, 0.95, 1.6, 0.95});
+  c = compare_reports(pointers(b), pointers(past), paired);
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_NE(c.rows[0].detail.find("sd of their log ratios 0.286) would settle it at about 10"),
+            std::string::npos)
+      << c.rows[0].detail;
+  // Unpaired, the same files' spread is not pairs': no such count.
+  c = compare_reports(pointers(b), pointers(wide), {});
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_EQ(c.rows[0].detail.find("pairs spread"), std::string::npos) << c.rows[0].detail;
+
+  // A mean at the band's edge: no count of pairs settles it.
+  RatioEstimate at_edge;
+  at_edge.valid = true;
+  at_edge.log_mean = std::log1p(0.10);
+  at_edge.log_sd = 0.05;
+  EXPECT_EQ(pairs_to_settle(at_edge, 6, 0.10), kMostPairs + 1);
+  // Narrow enough pairs, an interval widened by one stray pair's epochs: no count.
+  RatioEstimate narrow = at_edge;
+  narrow.log_mean = 0.0;
+  narrow.log_sd = 0.01;
+  EXPECT_EQ(pairs_to_settle(narrow, 6, 0.10), 0);
+  narrow.log_sd = 0.0;
+  EXPECT_EQ(pairs_to_settle(narrow, 6, 0.10), 0);
+  // The band is symmetric in log space: a mean as far on the faster side needs as many.
+  RatioEstimate slow = at_edge, fast = at_edge;
+  slow.log_mean = 0.05;
+  fast.log_mean = -0.05;
+  slow.log_sd = fast.log_sd = 0.08;
+  EXPECT_EQ(pairs_to_settle(slow, 6, 0.10), pairs_to_settle(fast, 6, 0.10));
+  EXPECT_GT(pairs_to_settle(slow, 6, 0.10), 6);
+}
+
 // An environment difference switches nothing off: it is named in the row, everything is still
 // judged, and --strict fails on the difference alone.
 TEST(Compare, EnvDifferenceIsNamedAndChecksEverything) {

@@ -33,6 +33,20 @@ TEST(SeedStatistics, MeanStdAndTQuantiles) {
   EXPECT_THROW(student_t_975(0), Error);
 }
 
+// sd 0.1, half-width 0.1: t(n-1) 0.1 / sqrt(n) is 0.105 at 6 rounds (t(5) 2.5706), 0.0925 at 7.
+TEST(SeedStatistics, RoundsForAHalfWidth) {
+  EXPECT_EQ(rounds_for_half_width(0.1, 0.1, 2, 200), 7);
+  EXPECT_EQ(rounds_for_half_width(0.1, 0.1, 9, 200), 9);  // already narrow enough at `from`
+  EXPECT_EQ(rounds_for_half_width(0.1, 0.1, 2, 6), 0);    // not within `most`
+  EXPECT_EQ(rounds_for_half_width(0.0, 0.1, 2, 200), 0);
+  EXPECT_EQ(rounds_for_half_width(0.1, 0.0, 2, 200), 0);
+  // Past the t table (31 rounds and more), by the expansion.
+  const int n = rounds_for_half_width(0.2, 0.07, 2, 200);
+  EXPECT_GT(n, 31);
+  EXPECT_LE(student_t_975(n - 1) * 0.2 / std::sqrt(n), 0.07);
+  EXPECT_GT(student_t_975(n - 2) * 0.2 / std::sqrt(n - 1), 0.07);
+}
+
 // Differences 0.01, 0.03, 0.02, 0.02, 0.02: mean 0.02, sd sqrt(0.0002 / 4), t(4) 2.7764.
 TEST(SeedStatistics, PairedDeltaIsATIntervalOnTheDifferences) {
   const std::vector<double> fp32 = {0.90, 0.91, 0.92, 0.93, 0.94};
