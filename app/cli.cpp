@@ -240,8 +240,9 @@ puts the spread between processes into the interval only so).
 --paired (--baseline file i and --current file i ran one after the other: a job that runs the
 two builds in turn): the median over pairs of each pair's ratio of its files' medians, with the
 hull of a bootstrap of the pairs (and their repetitions) and the Student t interval of the
-pairs' log ratios; 3 pairs at least. What the machine did to both runs of a pair cancels in its
-ratio, which baseline files made at other moments cannot do (README: the CI gate, measured).
+pairs' log ratios (from 10 pairs a fifth trimmed a side, Yuen's); 3 pairs at least. What the
+machine did to both runs of a pair cancels in its ratio, which baseline files made at other
+moments cannot do (README: the CI gate, measured).
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)

@@ -269,8 +269,8 @@ void judge_pair(CompareRow& row, const CompareOptions& o,
       if (o.paired && !pairs_short)
         if (const int n = pairs_to_settle(row.time, row.pairs, o.time_threshold))
           row.detail += fmt::format(
-              "; pairs spread as these (sd of their log ratios {:.3f}) would settle it at {}",
-              row.time.log_sd,
+              "; pairs spread as these ({}sd of their log ratios {:.3f}) would settle it at {}",
+              trimmed_rounds(static_cast<int>(row.pairs)) > 0 ? "Winsorized " : "", row.time.log_sd,
               n > kMostPairs ? fmt::format("more than {}", kMostPairs)
                              : fmt::format("about {}", n));
     }
@@ -398,7 +398,8 @@ std::string time_method(const CompareOptions& o) {
         "other) of "
         "each pair's ratio of the medians over its files' repetitions of median epoch times, 95% "
         "CI the hull of a bootstrap of the pairs and their repetitions and the t interval of the "
-        "pairs' log ratios ({} resamples, at least {} pairs)",
+        "pairs' log ratios (from 10 pairs a fifth trimmed a side; {} resamples, at least {} "
+        "pairs)",
         o.bootstrap_resamples, o.min_repetitions);
   return fmt::format(
       "ratio of the median over repetitions of median epoch times, 95% hierarchical percentile "

@@ -217,25 +217,42 @@ RatioEstimate paired_median_ratio(const std::vector<PairedRound>& rounds, int re
     medians.push_back(median_of(round_ratios));
   }
   set_percentile_interval(medians, est);
-  // Widened to the Student t interval of the rounds' log ratios (statistics.h): the bootstrap's
-  // of a median of few rounds is about their range, which holds the true median 75% of the time
-  // at 3 rounds.
+  // Widened to the (trimmed) Student t interval of the rounds' log ratios (statistics.h): the
+  // bootstrap's of a median of few rounds is about their range, which holds the true median 75%
+  // of the time at 3 rounds.
   if (ratios.size() >= 2) {
     for (double& x : ratios) x = std::log(x);
-    const MeanStd m = mean_std(ratios);
-    const double half = student_t_975(m.n - 1) * m.std / std::sqrt(static_cast<double>(m.n));
-    est.lo = std::min(est.lo, std::exp(m.mean - half));
-    est.hi = std::max(est.hi, std::exp(m.mean + half));
-    est.log_mean = m.mean;
-    est.log_sd = m.std;
+    std::sort(ratios.begin(), ratios.end());
+    const int n = static_cast<int>(ratios.size()), g = trimmed_rounds(n);
+    // Yuen's: the mean of the rounds left after trimming g a side, and the spread of all with
+    // those g Winsorized (set to the nearest kept value).
+    const std::vector<double> kept(ratios.begin() + g, ratios.end() - g);
+    std::vector<double> winsorized = ratios;
+    std::fill(winsorized.begin(), winsorized.begin() + g, kept.front());
+    std::fill(winsorized.end() - g, winsorized.end(), kept.back());
+    est.log_mean = mean_std(kept).mean;
+    est.log_sd = mean_std(winsorized).std;
+    const double half = t_half_width(est.log_sd, n);
+    est.lo = std::min(est.lo, std::exp(est.log_mean - half));
+    est.hi = std::max(est.hi, std::exp(est.log_mean + half));
   }
   return est;
+}
+
+int trimmed_rounds(int n) {
+  return n >= kTrimFromRounds ? n / 5 : 0;
+}
+
+double t_half_width(double log_sd, int n) {
+  MPB_CHECK(n >= 2, "t_half_width: {} rounds", n);
+  const double h = n - 2 * trimmed_rounds(n);
+  return student_t_975(static_cast<int>(h) - 1) * log_sd * std::sqrt((n - 1) / (h * (h - 1)));
 }
 
 int rounds_for_half_width(double log_sd, double half_width, int from, int most) {
   if (!(log_sd > 0) || !(half_width > 0)) return 0;
   for (int n = std::max(from, 2); n <= most; ++n)
-    if (student_t_975(n - 1) * log_sd / std::sqrt(static_cast<double>(n)) <= half_width) return n;
+    if (t_half_width(log_sd, n) <= half_width) return n;
   return 0;
 }
 

@@ -709,27 +709,40 @@ TEST(Compare, PairedNeedsAsManyFilesASideAndEnoughPairs) {
             c.rows[0].regressions.end());
 }
 
-// Pairs too spread for a verdict: the row says how many pairs spread as these would give one.
+// Pairs too spread for a verdict: the row says how many pairs spread as these would give one
+// (statistics.h: t_half_width, trimmed from 10 pairs).
 TEST(Compare, PairedSaysHowManyPairsWouldSettleAWideInterval) {
   CompareOptions paired;
   paired.paired = true;
   const std::vector<Report> b = side_files({1, 1, 1, 1, 1, 1});
-  // Pairs 0.8x and 1.25x by turns: log ratios +-0.2231, mean 0, sd 0.2444; within the 10% band
-  // (+-0.0953) at t(n-1) 0.2444 / sqrt(n) <= 0.0953: 27 pairs 0.0956, 28 pairs 0.0948.
-  const std::vector<Report> wide = side_files({0.8, 1.25, 0.8, 1.25, 0.8, 1.25});
-  Comparison c = compare_reports(pointers(b), pointers(wide), paired);
+  // Mean past the band's edge (1.5x and 1.0x by turns: log mean 0.2027, sd 0.2221): clear of 1
+  // at t(n-1) 0.2221 / sqrt(n) <= 0.2027: 7 pairs 0.2054, 8 pairs 0.1857.
+  const std::vector<Report> past = side_files({1.5, 1.0, 1.5, 1.0, 1.5, 1.0});
+  Comparison c = compare_reports(pointers(b), pointers(past), paired);
   EXPECT_EQ(c.rows[0].verdict, "inconclusive");
-  EXPECT_NEAR(c.rows[0].time.log_sd, 0.2444, 1e-4);
-  const std::string settle =
-      "; pairs spread as these (sd of their log ratios 0.244) would settle it at about ";
-  EXPECT_EQ(c.rows[0].detail.substr(c.rows[0].detail.find("; ")), settle + "28")
+  EXPECT_NEAR(c.rows[0].time.log_sd, 0.2221, 1e-4);
+  EXPECT_EQ(c.rows[0].detail.substr(c.rows[0].detail.find("; ")),
+            "; pairs spread as these (sd of their log ratios 0.222) would settle it at about 8")
       << c.rows[0].detail;
-  // Mean past the band's edge (1.6x and 0.95x: log mean 0.2094, sd 0.2855): clear of 1 at
-  // t(n-1) 0.2855 / sqrt(n) < 0.2094: 9 pairs 0.2195, 10 pairs 0.2043.
-  const std::vector<Report> past = side_files({1.6, 0.95, 1.6, 0.95, 1.6, 0.95});
-  c = compare_reports(pointers(b), pointers(past), paired);
+  // Mean 0 (0.8x and 1.25x by turns: log ratios +-0.2231, sd 0.2444): within the 10% band
+  // (+-0.0953) only trimmed, where these pairs' spread is all kept (two values): 72 pairs
+  // 0.0955, 73 pairs 0.0939.
+  const std::vector<Report> wide = side_files({0.8, 1.25, 0.8, 1.25, 0.8, 1.25});
+  c = compare_reports(pointers(b), pointers(wide), paired);
   EXPECT_EQ(c.rows[0].verdict, "inconclusive");
-  EXPECT_NE(c.rows[0].detail.find("sd of their log ratios 0.286) would settle it at about 10"),
+  EXPECT_NE(c.rows[0].detail.find("sd of their log ratios 0.244) would settle it at about 73"),
+            std::string::npos)
+      << c.rows[0].detail;
+  // Twelve pairs, trimmed (0.85x and 1.18x by turns: trimmed mean 0.0015, Winsorized sd
+  // 0.1713): 37 pairs 0.0948, 38 pairs 0.0917, within the 0.0938 the band leaves.
+  const std::vector<Report> twelve = side_files(std::vector<double>(12, 1.0));
+  std::vector<double> turns;
+  for (int i = 0; i < 6; ++i) turns.insert(turns.end(), {0.85, 1.18});
+  c = compare_reports(pointers(twelve), pointers(side_files(turns)), paired);
+  EXPECT_EQ(c.rows[0].verdict, "inconclusive");
+  EXPECT_NE(c.rows[0].detail.find(
+                "pairs spread as these (Winsorized sd of their log ratios 0.171) would settle it "
+                "at about 38"),
             std::string::npos)
       << c.rows[0].detail;
   // Unpaired, the same files' spread is not pairs': no such count.

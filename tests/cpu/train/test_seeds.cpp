@@ -40,11 +40,43 @@ TEST(SeedStatistics, RoundsForAHalfWidth) {
   EXPECT_EQ(rounds_for_half_width(0.1, 0.1, 2, 6), 0);    // not within `most`
   EXPECT_EQ(rounds_for_half_width(0.0, 0.1, 2, 200), 0);
   EXPECT_EQ(rounds_for_half_width(0.1, 0.0, 2, 200), 0);
-  // Past the t table (31 rounds and more), by the expansion.
+  // Trimmed from 10 rounds: 2 a side of 10, t(5) 2.5706 sqrt(9 / 30) = 1.408 sd, against
+  // untrimmed 9's t(8) 2.3060 / 3 = 0.769 sd (the Winsorized sd of the same rounds is the
+  // smaller: about 0.62 of the sd on normal noise).
+  EXPECT_EQ(trimmed_rounds(9), 0);
+  EXPECT_EQ(trimmed_rounds(10), 2);
+  EXPECT_EQ(trimmed_rounds(24), 4);
+  EXPECT_NEAR(t_half_width(1.0, 9), 0.7687, 1e-4);
+  EXPECT_NEAR(t_half_width(1.0, 10), 1.4080, 1e-4);
+  EXPECT_EQ(rounds_for_half_width(1.0, 0.8, 2, 200), 9);
+  EXPECT_EQ(rounds_for_half_width(1.0, 0.75, 2, 200), 19);  // 18: 0.790
+  // Past the t table (h - 1 > 30), by the expansion: the first n within it.
   const int n = rounds_for_half_width(0.2, 0.07, 2, 200);
-  EXPECT_GT(n, 31);
-  EXPECT_LE(student_t_975(n - 1) * 0.2 / std::sqrt(n), 0.07);
-  EXPECT_GT(student_t_975(n - 2) * 0.2 / std::sqrt(n - 1), 0.07);
+  EXPECT_GT(n, 52);
+  EXPECT_LE(t_half_width(0.2, n), 0.07);
+  EXPECT_GT(t_half_width(0.2, n - 1), 0.07);
+}
+
+// One stray round in twelve (pair ratios 1.0 but one 2.5x): trimmed, the interval keeps to the
+// others' spread; the plain t interval of the logs spans 0.912-1.277.
+TEST(SeedStatistics, PairedIntervalTrimsAStrayRoundFromTenRounds) {
+  std::vector<PairedRound> rounds;
+  const std::vector<double> spread = {1.0,  1.02, 0.98, 1.01, 0.99, 1.0,
+                                      1.03, 0.97, 1.0,  1.01, 0.99};
+  for (double f : spread) rounds.push_back({{10.0}, {10.0 * f}});
+  rounds.push_back({{10.0}, {25.0}});
+  const RatioEstimate est = paired_median_ratio(rounds, 2000, kBootstrapSeed);
+  EXPECT_NEAR(est.ratio, 1.0, 1e-12);
+  EXPECT_GT(est.lo, 0.97);
+  EXPECT_LT(est.hi, 1.04);
+  EXPECT_LT(est.log_mean, 0.01);
+  // Nine rounds, not trimmed: the stray one is in the mean and the spread.
+  rounds.erase(rounds.begin(), rounds.begin() + 3);
+  const RatioEstimate nine = paired_median_ratio(rounds, 2000, kBootstrapSeed);
+  EXPECT_GT(nine.hi, 1.2);
+  EXPECT_NEAR(nine.log_mean,
+              (std::log(25.0 / 10.0) + std::log(1.01 * 0.99 * 1.03 * 0.97 * 1.01 * 0.99)) / 9,
+              1e-9);
 }
 
 // Differences 0.01, 0.03, 0.02, 0.02, 0.02: mean 0.02, sd sqrt(0.0002 / 4), t(4) 2.7764.
