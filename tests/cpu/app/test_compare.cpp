@@ -986,6 +986,42 @@ TEST(Compare, RunsMatchOnBatchSize) {
   EXPECT_NE(r.rows[1].verdict, "new");
 }
 
+// A mode with no path on the machine (amp_bf16 on an AVX2-only CPU, amp_fp8 below sm_89) is an
+// unsupported row on both sides: no regression, nothing to block --strict, paired or not; a
+// mode that loses its path is a status regression.
+TEST(Compare, UnsupportedOnBothSidesIsNoRegressionPairedOrNot) {
+  auto unsupported = [](std::vector<Report> files) {
+    for (Report& f : files)
+      for (RunResult& r : f.runs) {
+        r.status = RunStatus::Unsupported;
+        r.status_detail = "no bf16 kernel on this CPU";
+        r.epochs.clear();
+      }
+    return files;
+  };
+  const std::vector<Report> b = unsupported(side_files({1, 1, 1})),
+                            c = unsupported(side_files({1, 1, 1}));
+  CompareOptions strict_paired;
+  strict_paired.paired = true;
+  strict_paired.strict = true;
+  for (const CompareOptions& o : {CompareOptions{}, strict_paired}) {
+    const Comparison r = compare_reports(pointers(b), pointers(c), o);
+    EXPECT_EQ(r.rows[0].verdict, "unsupported") << o.paired;
+    EXPECT_TRUE(r.rows[0].regressions.empty());
+    EXPECT_FALSE(r.rows[0].blocking);
+    EXPECT_EQ(r.rows[0].pairs, 0u);
+    EXPECT_EQ(r.rows[0].detail,
+              "baseline: 9 of 9 repetitions unsupported; 9 of 9 repetitions: no bf16 kernel on "
+              "this CPU");
+    EXPECT_EQ(r.exit_code, 0) << o.paired;
+  }
+  const std::vector<Report> ok = side_files({1, 1, 1});
+  const Comparison lost = compare_reports(pointers(ok), pointers(c), strict_paired);
+  EXPECT_EQ(lost.rows[0].verdict, "unsupported");
+  EXPECT_EQ(lost.rows[0].regressions, std::vector<std::string>{"status"});
+  EXPECT_EQ(lost.exit_code, 1);
+}
+
 TEST(Compare, OomOnOneSide) {
   RunResult oom = make_run({});
   oom.status = RunStatus::Oom;
