@@ -84,10 +84,10 @@ std::string time_verdict(const RatioEstimate& est, size_t n_baseline, size_t n_c
 std::string inconclusive_time(const RatioEstimate& est, double threshold);
 // Paired and inconclusive with `pairs` pairs: how many pairs would settle the time if further
 // pairs spread as these did and their mean held (the t interval narrowing as t_half_width,
-// statistics.h, trimmed from 10 pairs): to within the band where the mean lies inside it, clear
-// of 1 where it lies past an edge. kMostPairs + 1 where more than kMostPairs would; 0 where no more
-// than these would (the width is then a stray pair's, in the bootstrap's interval) or the pairs did
-// not spread.
+// statistics.h, trimmed where these pairs already are): to within the band where the mean lies
+// inside it, clear of 1 where it lies past an edge. kMostPairs + 1 where more than kMostPairs
+// would; 0 where no more than these would (the width is then a stray pair's, in the bootstrap's
+// interval) or the pairs did not spread.
 inline constexpr int kMostPairs = 200;
 int pairs_to_settle(const RatioEstimate& est, size_t pairs, double threshold);
 

@@ -243,16 +243,16 @@ int trimmed_rounds(int n) {
   return n >= kTrimFromRounds ? n / 5 : 0;
 }
 
-double t_half_width(double log_sd, int n) {
+double t_half_width(double log_sd, int n, bool trim) {
   MPB_CHECK(n >= 2, "t_half_width: {} rounds", n);
-  const double h = n - 2 * trimmed_rounds(n);
+  const double h = n - 2 * (trim ? trimmed_rounds(n) : 0);
   return student_t_975(static_cast<int>(h) - 1) * log_sd * std::sqrt((n - 1) / (h * (h - 1)));
 }
 
-int rounds_for_half_width(double log_sd, double half_width, int from, int most) {
+int rounds_for_half_width(double log_sd, double half_width, int from, int most, bool trim) {
   if (!(log_sd > 0) || !(half_width > 0)) return 0;
   for (int n = std::max(from, 2); n <= most; ++n)
-    if (t_half_width(log_sd, n) <= half_width) return n;
+    if (t_half_width(log_sd, n, trim) <= half_width) return n;
   return 0;
 }
 

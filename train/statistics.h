@@ -78,14 +78,14 @@ MeanStd mean_std(const std::vector<double>& v);
 
 // paired_median_ratio's t interval: from this many rounds trimmed, trimmed_rounds(n) (a fifth)
 // a side; its half-width at n rounds whose (Winsorized) log ratios have this sd,
-// t(0.975, h-1) * sd * sqrt((n-1) / (h (h-1))) with h = n - 2 trimmed_rounds(n) (Yuen's; untrimmed
-// it is t(0.975, n-1) * sd / sqrt(n)).
+// t(0.975, h-1) * sd * sqrt((n-1) / (h (h-1))) with h = n - 2 trimmed_rounds(n) (Yuen's), or
+// without `trim` h = n, t(0.975, n-1) * sd / sqrt(n).
 inline constexpr int kTrimFromRounds = 10;
 int trimmed_rounds(int n);
-double t_half_width(double log_sd, int n);
+double t_half_width(double log_sd, int n, bool trim = true);
 // The fewest rounds n, from `from` (>= 2) to `most`, at which that half-width is at most
 // `half_width`; 0 where none is (or sd is not positive).
-int rounds_for_half_width(double log_sd, double half_width, int from, int most);
+int rounds_for_half_width(double log_sd, double half_width, int from, int most, bool trim = true);
 
 // The two-sided 97.5% quantile of Student's t with `dof` degrees of freedom (dof >= 1): 12.706
 // for 1, 2.262 for 9, 1.96 in the limit.

@@ -725,16 +725,16 @@ TEST(Compare, PairedSaysHowManyPairsWouldSettleAWideInterval) {
             "; pairs spread as these (sd of their log ratios 0.222) would settle it at about 8")
       << c.rows[0].detail;
   // Mean 0 (0.8x and 1.25x by turns: log ratios +-0.2231, sd 0.2444): within the 10% band
-  // (+-0.0953) only trimmed, where these pairs' spread is all kept (two values): 72 pairs
-  // 0.0955, 73 pairs 0.0939.
+  // (+-0.0953) at t(n-1) 0.2444 / sqrt(n), untrimmed from six pairs: 27 pairs 0.0967, 28 pairs
+  // 0.0948.
   const std::vector<Report> wide = side_files({0.8, 1.25, 0.8, 1.25, 0.8, 1.25});
   c = compare_reports(pointers(b), pointers(wide), paired);
   EXPECT_EQ(c.rows[0].verdict, "inconclusive");
-  EXPECT_NE(c.rows[0].detail.find("sd of their log ratios 0.244) would settle it at about 73"),
+  EXPECT_NE(c.rows[0].detail.find("sd of their log ratios 0.244) would settle it at about 28"),
             std::string::npos)
       << c.rows[0].detail;
-  // Twelve pairs, trimmed (0.85x and 1.18x by turns: trimmed mean 0.0015, Winsorized sd
-  // 0.1713): 37 pairs 0.0948, 38 pairs 0.0917, within the 0.0938 the band leaves.
+  // Twelve pairs, trimmed, and so the count (0.85x and 1.18x by turns: trimmed mean 0.0015,
+  // Winsorized sd 0.1713): 37 pairs 0.0948, 38 pairs 0.0917, within the 0.0938 the band leaves.
   const std::vector<Report> twelve = side_files(std::vector<double>(12, 1.0));
   std::vector<double> turns;
   for (int i = 0; i < 6; ++i) turns.insert(turns.end(), {0.85, 1.18});

@@ -50,6 +50,9 @@ TEST(SeedStatistics, RoundsForAHalfWidth) {
   EXPECT_NEAR(t_half_width(1.0, 10), 1.4080, 1e-4);
   EXPECT_EQ(rounds_for_half_width(1.0, 0.8, 2, 200), 9);
   EXPECT_EQ(rounds_for_half_width(1.0, 0.75, 2, 200), 19);  // 18: 0.790
+  // Untrimmed: t(9) 2.2622 / sqrt(10) = 0.7154 at 10.
+  EXPECT_NEAR(t_half_width(1.0, 10, false), 0.7154, 1e-4);
+  EXPECT_EQ(rounds_for_half_width(1.0, 0.75, 2, 200, false), 10);
   // Past the t table (h - 1 > 30), by the expansion: the first n within it.
   const int n = rounds_for_half_width(0.2, 0.07, 2, 200);
   EXPECT_GT(n, 52);
