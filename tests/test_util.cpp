@@ -211,6 +211,10 @@ ShellResult run_shell(const std::string& cmd, const std::string& dir) {
   return r;
 }
 
+bool has_python3(const std::string& dir) {
+  return run_shell("python3 --version", dir).code == 0;
+}
+
 double activation_ref(Activation act, double x) {
   switch (act) {
     case Activation::Relu:

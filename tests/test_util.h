@@ -183,6 +183,8 @@ struct ShellResult {
 };
 // Runs `cmd` with sh, stdin from /dev/null, stdout and stderr captured through files in `dir`.
 ShellResult run_shell(const std::string& cmd, const std::string& dir);
+// Whether python3 runs here (the script tests skip where it does not); `dir` as run_shell's.
+bool has_python3(const std::string& dir);
 
 #ifdef MPBENCH_EXE
 // Fixture for tests of the mpbench executable: a fresh temporary directory per test.

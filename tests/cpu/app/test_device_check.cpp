@@ -44,8 +44,7 @@ class DeviceCheck : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
-      GTEST_SKIP() << "no python3";
+    if (!mpbench::test::has_python3(dir_.string())) GTEST_SKIP() << "no python3";
     fs::create_directories(dir_ / "tmp");
   }
   void TearDown() override {

@@ -26,8 +26,7 @@ class DeviceScripts : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
-      GTEST_SKIP() << "no python3";
+    if (!mpbench::test::has_python3(dir_.string())) GTEST_SKIP() << "no python3";
     const std::string cfg = std::string(MPBENCH_SOURCE_DIR) + "/configs/tiny_mlp.json";
     Result r =
         run("run " + cfg + " --device reference --epochs 1 --precisions fp32,amp_bf16 --quiet " +

@@ -20,8 +20,7 @@ class GateNoise : public mpbench::test::CliTest {
  protected:
   void SetUp() override {
     CliTest::SetUp();
-    if (mpbench::test::run_shell("python3 --version", dir_.string()).code != 0)
-      GTEST_SKIP() << "no python3";
+    if (!mpbench::test::has_python3(dir_.string())) GTEST_SKIP() << "no python3";
   }
   Result gate_noise(const std::string& args) {
     const std::string root = MPBENCH_SOURCE_DIR;
@@ -48,10 +47,13 @@ TEST_F(GateNoise, AnInterleavedTrialRunsAndRejudgesScaled) {
   const Result run = gate_noise("--pairs 1 --keep " + (dir_ / "kept").string());
   ASSERT_EQ(run.code, 0) << run.out << run.err;
   // Three pairs kept, in files named by trial, side and pair.
-  size_t kept = 0;
-  for (const auto& e : fs::directory_iterator(dir_ / "kept"))
-    kept += e.path().extension() == ".json";
-  EXPECT_EQ(kept, 6u);
+  const auto kept = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir_ / "kept"))
+      n += e.path().extension() == ".json";
+    return n;
+  };
+  EXPECT_EQ(kept(), 6u);
   EXPECT_TRUE(fs::exists(dir_ / "kept" / "identical-1-cur-3.json"));
   EXPECT_NE(run.out.find("paired: false alarms "), std::string::npos) << run.out;
   EXPECT_NE(run.out.find("unpaired: false alarms "), std::string::npos) << run.out;
@@ -64,10 +66,7 @@ TEST_F(GateNoise, AnInterleavedTrialRunsAndRejudgesScaled) {
   // Every current epoch 3x: each pair's ratio, and so their median, 3x (printed to 3 decimals).
   EXPECT_NEAR(paired_ratio(scaled.out), 3 * identical, 0.0025) << run.out << scaled.out;
   // The kept files are judged, not changed: the scaled copies live elsewhere.
-  kept = 0;
-  for (const auto& e : fs::directory_iterator(dir_ / "kept"))
-    kept += e.path().extension() == ".json";
-  EXPECT_EQ(kept, 6u);
+  EXPECT_EQ(kept(), 6u);
 }
 
 }  // namespace
