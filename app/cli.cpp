@@ -242,7 +242,7 @@ two builds in turn): the median over pairs of each pair's ratio of its files' me
 hull of a bootstrap of the pairs (and their repetitions) and the Student t interval of the
 pairs' log ratios (from 10 pairs a fifth trimmed a side, Yuen's); 3 pairs at least. What the
 machine did to both runs of a pair cancels in its ratio, which baseline files made at other
-moments cannot do (README: the CI gate, measured).
+moments cannot do (bench/README.md: the regression gate, measured).
 With threshold t:
   slower        CI lower bound > 1 and ratio > 1+t (significant and beyond the threshold)
   faster        CI upper bound < 1 and ratio < 1/(1+t)
