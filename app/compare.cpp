@@ -964,18 +964,25 @@ std::string format_compare_markdown(const Comparison& c, const std::string& base
   const char* icon = c.exit_code == 0 ? (c.blocking ? ":warning:" : ":white_check_mark:") : ":x:";
   std::string out =
       fmt::format("{} **mpbench compare: {}**\n\n", icon, markdown_cell(summary_line(c)));
-  size_t failed = 0, skipped = 0;
+  // Judged rows whose only fault is an environment difference block --strict too: counted apart,
+  // so that the counts add up to the verdict line's.
+  size_t failed = 0, skipped = 0, env_only = 0;
   for (const CompareRow& r : c.rows) {
     if (!r.regressions.empty()) ++failed;
-    if (unjudged(r, c.options)) ++skipped;
+    if (unjudged(r, c.options))
+      ++skipped;
+    else if (r.regressions.empty() && r.blocking)
+      ++env_only;
   }
   // <code>, not backticks: escapes do not work inside a code span, and a file name is the user's.
   out += fmt::format(
       "Baseline <code>{}</code>, current <code>{}</code>: {} row(s), {} regressed (in time, "
-      "memory, "
-      "accuracy, loss or status), {} other(s) inconclusive, missing or spec-changed{}.\n\n",
+      "memory, accuracy, loss or status), {} other(s) inconclusive, missing or spec-changed{}{}."
+      "\n\n",
       markdown_cell(baseline_name), markdown_cell(current_name), c.rows.size(), failed, skipped,
-      c.options.strict ? " (or, under --strict, environment-changed)" : "");
+      c.options.strict ? " (or, under --strict, environment-changed)" : "",
+      env_only ? fmt::format(", {} judged in a different environment (--strict fails it)", env_only)
+               : "");
   if (!c.env_differences.empty()) {
     std::string d;
     for (const auto& x : c.env_differences) d += (d.empty() ? "" : "; ") + x;

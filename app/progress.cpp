@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -179,10 +180,17 @@ std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string&
   std::string s =
       fmt::format("mpbench: [{}/{}] {}: {} in {:.1f} s", index, runs, what, status, run_s);
   if (index >= runs) return s;
-  const std::string untimed = left.untimed_specs == 0
-                                  ? ""
-                                  : fmt::format("{} spec{} not timed yet", left.untimed_specs,
-                                                left.untimed_specs == 1 ? "" : "s");
+  auto count = [](int n, const char* what) {
+    return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s");
+  };
+  // A sweep's rates are per batch size: its untimed runs are counted by batch size, not by spec.
+  std::string untimed;
+  if (left.untimed_batches > 0)
+    untimed = count(left.untimed_batches, "batch size") +
+              (left.untimed_specs > 1 ? " of " + count(left.untimed_specs, "spec") : "") +
+              " not timed yet";
+  else if (left.untimed_specs > 0)
+    untimed = count(left.untimed_specs, "spec") + " not timed yet";
   if (std::isnan(left.seconds)) return s + (untimed.empty() ? "" : "; " + untimed);
   s += "; about " + format_duration(left.seconds) + " left";
   return untimed.empty() ? s : s + ", besides " + untimed;
@@ -190,17 +198,23 @@ std::string RunPlan::format_done(int64_t index, int64_t runs, const std::string&
 
 RunPlan::Left RunPlan::left() const {
   Left l{done_runs_ >= runs_ ? 0.0 : NAN, 0};
+  std::set<std::string> names, untimed;
+  int untimed_batches = 0;
   for (const auto& [key, s] : specs_) {
+    names.insert(key.first);
     if (s.done_runs == s.runs) continue;
     if (s.timed_work > 0) {
       l.seconds =
           (std::isnan(l.seconds) ? 0.0 : l.seconds) + s.timed_s * s.work_left / s.timed_work;
     } else if (s.work_left > 0) {
-      ++l.untimed_specs;
+      untimed.insert(key.first);
+      ++untimed_batches;
     } else if (std::isnan(l.seconds)) {
       l.seconds = 0;  // only runs of no work left there: done at once
     }
   }
+  l.untimed_specs = static_cast<int>(untimed.size());
+  if (names.size() < specs_.size()) l.untimed_batches = untimed_batches;  // a sweep
   return l;
 }
 

@@ -81,10 +81,12 @@ class RunPlan {
   void done(const std::string& spec, int64_t batch, const std::string& what,
             const std::string& status, double work, bool timed);
   // The seconds the runs not done yet take (NaN when none of them is of a spec timed so far),
-  // and how many specs (at a batch) with work left have no timed run to go by.
+  // and how many specs with work left have no timed run at a batch to go by; in a sweep (a spec
+  // added at several batch sizes), also how many such batch sizes of theirs (0 otherwise).
   struct Left {
     double seconds;
     int untimed_specs;
+    int untimed_batches = 0;
   };
   Left left() const;
   // The line done() prints, from its numbers (tests).

@@ -653,13 +653,13 @@ RunResult train_and_measure(const Spec& spec, const Dataset& data, Precision pre
   r.device = be.info().kind;  // "cuda", "cpu" (native) or "reference"
   r.batch_size = spec.train.batch_size;
   r.train_samples = data.train_size();
-  r.warmup_steps = spec.train.warmup_steps;
   if (auto why = unsupported_reason(precision, be.device(), be.info())) {
-    r.status = RunStatus::Unsupported;
+    r.status = RunStatus::Unsupported;  // trains nothing: no warm-up steps either
     r.status_detail = *why;
     if (opts.data_parallel) r.data_parallel = opts.data_parallel->setup();
     return r;
   }
+  r.warmup_steps = spec.train.warmup_steps;
   // The run's warnings are its own: what work before it left (a run that threw bad input or was
   // interrupted, work outside any run) is dropped.
   be.take_warnings();

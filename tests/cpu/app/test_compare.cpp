@@ -2068,14 +2068,23 @@ TEST(Compare, MessagesNameTheFilesInOrder) {
   }
 }
 
-// The Markdown names the environment difference above the tables and, under --strict, says that
-// such rows are counted with the skipped ones; the JSON marks the row blocking.
+// The Markdown names the environment difference above the tables, counts such rows apart (they
+// block --strict) and, under --strict, with the skipped ones; the JSON marks the row blocking.
 TEST(CompareMarkdown, EnvironmentDifferencesAreNamedAndStrictSaysSo) {
   const Report on_a = make_report(reps(), cpu_env("A")), on_b = make_report(reps(), cpu_env("B"));
   const Comparison loose = cmp(on_a, on_b);
   const std::string md = format_compare_markdown(loose, "b", "c");
   EXPECT_NE(md.find("\n\nEnvironment differs: cpu.name: A -&gt; B\n\n"), std::string::npos) << md;
   EXPECT_EQ(md.find("under --strict"), std::string::npos) << md;
+  // The counts add up to the verdict line's: the row judged on B blocks --strict.
+  EXPECT_NE(md.find("(1 inconclusive, missing or environment-changed row(s); --strict would "
+                    "fail)"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("0 other(s) inconclusive, missing or spec-changed, 1 judged in a different "
+                    "environment (--strict fails it)."),
+            std::string::npos)
+      << md;
   EXPECT_EQ(compare_to_json(loose)["rows"][0]["blocking"], true);
   EXPECT_EQ(compare_to_json(cmp(on_a, on_a))["rows"][0]["blocking"], false);
   CompareOptions strict;

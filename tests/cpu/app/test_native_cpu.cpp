@@ -96,7 +96,9 @@ TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
     EXPECT_EQ((*r)["status"], "unsupported") << mode;
     EXPECT_TRUE(has_text((*r)["status_detail"].get<std::string>(), "--device reference"))
         << (*r)["status_detail"];
+    EXPECT_EQ((*r)["warmup_steps"], 0) << mode;  // trained none (fp32 the spec's)
   }
+  EXPECT_EQ((*fp32)["warmup_steps"], doc["specs"][0]["train"]["warmup_steps"]);
   const json* bf16 = run_of(doc, "amp_bf16");
   ASSERT_NE(bf16, nullptr);
   if (mpbench::test::native_bf16_available()) {

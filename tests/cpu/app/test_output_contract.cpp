@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -310,6 +311,14 @@ TEST_F(OutputContract, OffATerminalEachFinishedRunIsOneLine) {
             "mpbench: [1/3] m fp32: ok in 2.0 s; about 1:01 left, besides 2 specs not timed yet");
   EXPECT_EQ(mpbench::RunPlan::format_done(1, 3, "m tf32", "unsupported", 0, Left{NAN, 1}),
             "mpbench: [1/3] m tf32: unsupported in 0.0 s; 1 spec not timed yet");
+  // A sweep (--batch-sizes) counts its untimed runs by batch size: its rates are per batch size.
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 6, "m fp32 b16", "ok", 2.04, Left{61, 1, 2}),
+            "mpbench: [1/6] m fp32 b16: ok in 2.0 s; about 1:01 left, besides 2 batch sizes not "
+            "timed yet");
+  EXPECT_EQ(mpbench::RunPlan::format_done(1, 6, "m fp32 b16", "ok", 2.04, Left{NAN, 2, 3}),
+            "mpbench: [1/6] m fp32 b16: ok in 2.0 s; 3 batch sizes of 2 specs not timed yet");
+  EXPECT_EQ(mpbench::RunPlan::format_done(5, 6, "m fp32 b32", "ok", 2.04, Left{NAN, 1, 1}),
+            "mpbench: [5/6] m fp32 b32: ok in 2.0 s; 1 batch size not timed yet");
   EXPECT_EQ(mpbench::RunPlan::format_done(3, 3, "m fp32", "ok", 2.04, Left{0, 0}),
             "mpbench: [3/3] m fp32: ok in 2.0 s");
   EXPECT_EQ(mpbench::RunPlan::position(1, 3, 2, 4), "spec 1/3, mode 2/4");
@@ -328,23 +337,25 @@ TEST(RunPlan, WhatIsLeftGoesBySpec) {
   plan.add("big", 128, 300);
   plan.add("big", 4096, 300);
   auto left = [&] { return plan.left(); };
+  // big at two batch sizes makes a sweep: its untimed runs are counted by batch size too.
+  auto untimed = [&] { return std::make_pair(left().untimed_specs, left().untimed_batches); };
   EXPECT_TRUE(std::isnan(left().seconds));
-  EXPECT_EQ(left().untimed_specs, 3);
+  EXPECT_EQ(untimed(), std::make_pair(2, 3));
   plan.done("tiny", 64, "tiny fp32", "ok", 1, true);
   EXPECT_GE(left().seconds, 0);  // the second tiny run at the first one's rate
-  EXPECT_EQ(left().untimed_specs, 2);
+  EXPECT_EQ(untimed(), std::make_pair(1, 2));
   plan.done("tiny", 64, "tiny tf32", "unsupported", 0, true);
   plan.done("tiny", 64, "tiny amp_bf16", "ok", 1, true);
   EXPECT_TRUE(std::isnan(left().seconds));  // nothing left of a timed spec
-  EXPECT_EQ(left().untimed_specs, 2);
+  EXPECT_EQ(untimed(), std::make_pair(1, 2));
   plan.done("big", 128, "big fp32", "oom", 300, false);  // no rate from it
-  EXPECT_EQ(left().untimed_specs, 2);
+  EXPECT_EQ(untimed(), std::make_pair(1, 2));
   plan.done("big", 128, "big amp_bf16", "ok", 300, true);
-  EXPECT_EQ(left().untimed_specs, 1);  // batch 4096: not timed by batch 128's rate
+  EXPECT_EQ(untimed(), std::make_pair(1, 1));  // batch 4096: not timed by batch 128's rate
   EXPECT_TRUE(std::isnan(left().seconds));
   plan.done("big", 4096, "big fp32 b4096", "ok", 300, true);
   EXPECT_EQ(left().seconds, 0);
-  EXPECT_EQ(left().untimed_specs, 0);
+  EXPECT_EQ(untimed(), std::make_pair(0, 0));
 }
 
 // A run's time starts when it does: a spec's first run took in the time its data were made (for

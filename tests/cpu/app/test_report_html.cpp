@@ -1224,6 +1224,14 @@ TEST_F(ReportHtml, RepeatedRunsBarsNameTheirIntervalsEstimate) {
   EXPECT_NE(html.find("speedup vs fp32 2.00× (95% CI"), std::string::npos);
   EXPECT_NE(html.find(">2.00x ("), std::string::npos);  // the table's cell
   EXPECT_EQ(html.find("2.20×"), std::string::npos);
+  // The captions say which ratio that is; a run without repetitions has no such words.
+  EXPECT_NE(html.find("higher is better; bold: speedup over fp32 (of repetitions: the median of "
+                      "the rounds' own ratios, not the bars')"),
+            std::string::npos)
+      << html.substr(html.find("Throughput"), 200);
+  runs.resize(2);
+  for (auto& r : runs) r.repetition.reset();
+  EXPECT_EQ(rendered(dir_, "once", runs).find("of repetitions"), std::string::npos);
 }
 
 // Accuracy over seeds without fp32: the caption and the tooltips name the mode the differences
