@@ -42,13 +42,13 @@ std::string budget_text(const Budget& b, const DeviceInfo& d) {
 std::string bound_text(const MaxBatchResult& r) {
   if (!r.unsupported.empty()) return r.unsupported;
   const std::string k = group_thousands(static_cast<double>(r.multiple));
+  const std::string most = group_thousands(static_cast<double>(kMaxBatchSize));
   // Nothing probed: no batch the search may try (a multiple of K) is one a spec takes.
   if (r.at_limit && r.max_batch == 0)
-    return fmt::format("no multiple of {} within the largest batch a spec takes ({})", k,
-                       kMaxBatchSize);
-  if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", kMaxBatchSize);
+    return fmt::format("no multiple of {} within the largest batch a spec takes ({})", k, most);
+  if (r.at_limit) return fmt::format("the largest batch a spec takes ({})", most);
   if (r.probes.empty())
-    return fmt::format("the spec's rules take no multiple of {} up to {}", k, kMaxBatchSize);
+    return fmt::format("the spec's rules take no multiple of {} up to {}", k, most);
   const BatchProbe* first_bad = r.bound();
   if (!first_bad) return "";
   // The host's memory, not the budget, stopped it: its own figures or the probe's data.

@@ -1085,7 +1085,7 @@ TEST_F(Cli, MaxBatchMultiplePastTheSpecLimitSaysSo) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has_text(r.out,
                        "no multiple of 16,777,200 within the largest batch a spec takes "
-                       "(1048576)"))
+                       "(1,048,576)"))
       << r.out;
   EXPECT_TRUE(has_text(r.out, "none tried")) << r.out;  // not "none fits": nothing was
   EXPECT_FALSE(has_text(r.out, "none fits")) << r.out;
