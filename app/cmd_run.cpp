@@ -182,8 +182,10 @@ void warn_if_heavy_for_cpu(const std::vector<Spec>& specs, const DeviceInfo& inf
       if (f == 0) continue;
       const auto ceiling = native ? ceilings_for(info, p) : std::nullopt;
       const double rate = ceiling ? ceiling->peak_tflops * 1e12 : kReferenceCpuFlops;
+      // Three significant digits: a busy CPU's rates are hundredths of a TFLOP/s, where two
+      // decimals were 10% off the rate the minutes were worked out at.
       if (ceiling)
-        rates.push_back(fmt::format("{} {:.2f}", precision_name(p), ceiling->peak_tflops));
+        rates.push_back(fmt::format("{} {:.3g}", precision_name(p), ceiling->peak_tflops));
       flops += f;
       seconds += f / rate;
       ++modes;
