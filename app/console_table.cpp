@@ -581,17 +581,20 @@ std::string note_subject(const RunResult& r, const ModelGroup& group) {
 // the rest means the warm-up was too short).
 std::vector<std::string> noisy_notes(const ModelGroup& group, const Report& report) {
   std::vector<std::string> out;
-  // Repeated runs: the spread between the repetitions' median epoch times, the noise a
-  // comparison with another run meets; and within each repetition as for a single run.
-  if (has_repetitions(group)) {
+  // Repeated or seeded runs: the spread between their median epoch times (the seeds', of their
+  // repetitions' medians, as the table's), the noise a comparison with another run meets; the
+  // seeds train the same shapes, so theirs is the machine's too. And within each run as for a
+  // single run.
+  if (has_repetitions(group) || has_seeds(group)) {
+    const char* between = has_seeds(group) ? "seeds" : "repetitions";
     std::vector<RunResult> storage;
     for (const RunResult* r : collapse_runs(group, storage).runs) {
       const TimeStats& t = r->epoch_time_ms;
       if (r->status != RunStatus::Ok || !(t.cv > kNoisyCv)) continue;
       out.push_back(fmt::format(
-          "{}: median epoch times vary by {:.0f}% between repetitions ({} to {} ms): the "
-          "machine was busy or its clocks moved; time and speedup are unreliable",
-          note_subject(*r, group), 100 * t.cv, format_ms(t.min), format_ms(t.max)));
+          "{}: median epoch times vary by {:.0f}% between {} ({} to {} ms): the machine was "
+          "busy or its clocks moved; time and speedup are unreliable",
+          note_subject(*r, group), 100 * t.cv, between, format_ms(t.min), format_ms(t.max)));
     }
   }
   for (const RunResult* r : group.runs) {

@@ -791,6 +791,40 @@ TEST(Console, SweepNotesAndFailedRowsNameTheBatch) {
       << format_console(one);
 }
 
+// Runs of one mode that differ between themselves, each steady over its own epochs: the note
+// says the spread between the seeds' (or the repetitions') median epoch times, what the row's
+// time is the median of. The seeds train the same shapes, so it is the machine's noise too.
+TEST(Console, SpreadBetweenSeedsOrRepetitionsGetsANote) {
+  for (const bool seeds : {true, false}) {
+    Report rep;
+    rep.env = {{"device", "reference"}};
+    const double medians[] = {100, 130, 104};
+    for (int64_t i = 0; i < 3; ++i) {
+      RunResult r = make_run("fp32", medians[i], size_t(200) << 20);
+      if (seeds)
+        r.seed = static_cast<uint64_t>(i + 1);
+      else
+        r.repetition = i + 1;
+      rep.runs.push_back(r);
+    }
+    const std::string between = seeds ? "seeds" : "repetitions";
+    const std::string table = format_console(rep);
+    EXPECT_TRUE(contains(table, " note: fp32: median epoch times vary by ")) << table;
+    EXPECT_TRUE(
+        contains(table, "% between " + between + " (100.0 to 130.0 ms): the machine was busy"))
+        << table;
+    EXPECT_FALSE(contains(table, "over its own epochs")) << table;  // each run was steady
+    EXPECT_TRUE(contains(format_markdown(rep), "% between " + between + " (100.0 to 130.0 ms)"))
+        << format_markdown(rep);
+    rep.runs[1] = make_run("fp32", 108, size_t(200) << 20);  // within 10%: no note
+    if (seeds)
+      rep.runs[1].seed = 2;
+    else
+      rep.runs[1].repetition = 2;
+    EXPECT_FALSE(contains(format_console(rep), "median epoch times vary")) << format_console(rep);
+  }
+}
+
 // Without UTF-8 the notes under a table are ASCII too: a seeded run's noise note spelled the
 // table's "±" in UTF-8 where the table itself said "+/-".
 TEST(Console, AsciiNotesUnderTheCLocale) {
