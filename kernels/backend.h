@@ -270,8 +270,9 @@ class Backend {
   // while a provider is attached, so at the end of a run it is the run's peak.
   virtual size_t conv_workspace_bytes() const { return 0; }
   // The library implementations the ops ran since the choices were last dropped (as for
-  // conv_algorithms), each once, e.g. "brg:avx512_core_amx_bf16" from oneDNN; empty where the
-  // backend has none to name.
+  // conv_algorithms), each once, e.g. "brg:avx512_core_amx_bf16" from oneDNN, and "reference
+  // loops: OP" for an op the native CPU ran on the reference's loops; empty where the backend has
+  // none to name.
   virtual std::vector<std::string> kernel_implementations() const { return {}; }
 
   void fill(Tensor& t, float value);             // any dtype, value converted

@@ -308,12 +308,15 @@ void OnednnBackend::set_conv_workspace_provider(ConvWorkspaceProvider provider) 
   release_workspace();
   provider_ = std::move(provider);
   for (auto& [key, c] : cache_) c.used = false;
+  fell_back_.clear();
 }
 
 std::vector<std::string> OnednnBackend::kernel_implementations() const {
   std::set<std::string> impls;
   for (const auto& [key, c] : cache_)
     if (c.used) impls.insert(c.impl);
+  // What ran on the reference's loops is named too: part of the run's time is not oneDNN's.
+  for (const std::string& op : fell_back_) impls.insert("reference loops: " + op);
   return {impls.begin(), impls.end()};
 }
 

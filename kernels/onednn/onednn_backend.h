@@ -13,6 +13,7 @@
 #include <dnnl.hpp>
 
 #include <functional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -182,10 +183,12 @@ class OnednnBackend final : public cpu::CpuBackend {
   void* own_ = nullptr;                            // without a provider: raw_alloc'd
   size_t work_bytes_ = 0;                          // of either
   std::map<std::string, int64_t> fallback_calls_;  // by op
-  // An op run on the reference's loops instead (fallback_path): counted, and named so for the
-  // profiler, where no kernel reads as one of this backend's own loops.
+  std::set<std::string> fell_back_;  // ops on the reference's loops since the choices were dropped
+  // An op run on the reference's loops instead (fallback_path): counted, named so for the
+  // profiler, where no kernel reads as one of this backend's own loops, and in the run's kernels.
   void fall_back(const char* op) {
     ++fallback_calls_[op];
+    fell_back_.insert(op);
     if (last_kernel_.empty()) last_kernel_ = "reference loops";
   }
   bool ceilings_measured_ = false;

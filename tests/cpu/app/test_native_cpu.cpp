@@ -86,6 +86,7 @@ TEST_F(NativeCpu, Fp32AndBf16RunNativelyTheOtherModesSayWhyNot) {
   for (const json& k : (*fp32)["kernels"]) {
     EXPECT_FALSE(has_text(k.get<std::string>(), "bf16")) << (*fp32)["kernels"];
     EXPECT_FALSE(has_text(k.get<std::string>(), "amx")) << (*fp32)["kernels"];
+    EXPECT_FALSE(has_text(k.get<std::string>(), "reference loops")) << (*fp32)["kernels"];
   }
   // Not "emulated" (a busy machine may add "noisy").
   EXPECT_EQ((*fp32)["flags"].dump().find("emulated"), std::string::npos) << (*fp32)["flags"];
@@ -303,6 +304,16 @@ TEST_F(NativeCpu, EveryCommandRunsOnIt) {
   for (const json& o : resnet["profiles"][0]["ops"])
     if (o["op"] == "conv2d_backward_filter" && o["kernel"] == "reference loops") ++fallbacks;
   EXPECT_GT(fallbacks, 0);
+  // A run's kernels name it too: part of its time is not oneDNN's.
+  const std::string runj = (dir_ / "run.json").string();
+  ASSERT_EQ(run("run " + tiny("tiny_resnet") + " --epochs 1 --precisions fp32 --quiet --device " +
+                "cpu --json " + runj)
+                .code,
+            0);
+  const json kernels = json::parse(mpbench::test::read_file(runj))["runs"][0]["kernels"];
+  EXPECT_NE(std::find(kernels.begin(), kernels.end(), "reference loops: conv2d_backward_filter"),
+            kernels.end())
+      << kernels;
 }
 
 // maxbatch does not search a mode that has no path here: an `unsupported` row naming why, no
