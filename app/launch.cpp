@@ -112,6 +112,11 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
               fmt::format("{} ({} bytes)", format_bytes(run.memory_limit), run.memory_limit))},
        {"--threads", given(run.device.threads > 0, std::to_string(run.device.threads))},
        {"--cpu-isa", given(!run.device.cpu_isa.empty(), run.device.cpu_isa)}});
+  // The reference's OpenBLAS, set by the environment (OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE):
+  // its threads and kernels are what compare names as the environment, rank 0's alone recorded.
+  if (info.kind == "reference")
+    facts.insert(facts.end(), {{"OpenBLAS threads", std::to_string(info.blas_threads)},
+                               {"OpenBLAS kernels", info.blas_core}});
   for (size_t i = 0; i < specs.size(); ++i) {
     const std::string at = specs.size() > 1 ? fmt::format("spec {} ", i + 1) : "spec ";
     const nlohmann::json flat = to_json(specs[i]).flatten();

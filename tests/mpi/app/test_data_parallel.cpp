@@ -385,6 +385,15 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
     EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+  // The reference's OpenBLAS kernels, set by the environment (the record holds rank 0's alone;
+  // they were accepted). Its threads are checked alike, but mpirun binds each rank to a core
+  // here, and OpenBLAS takes no more threads than the rank's cores.
+  const auto blas = mpbench::test::run_shell(kRefusedMpirun + " -np 1 " + base + "1 : -np 1 " +
+                                                 "env OPENBLAS_CORETYPE=Sandybridge " + base + "1",
+                                             dir_.string());
+  EXPECT_EQ(blas.code, 2) << blas.err;
+  EXPECT_TRUE(has_text(blas.err, "rank 1's OpenBLAS kernels is Sandybridge, rank 0's "))
+      << blas.err;
   // The native CPU's threads (the record holds rank 0's alone; they were accepted).
   if (!mpbench::native_cpu_available(nullptr)) return;
   const std::string cpu = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
