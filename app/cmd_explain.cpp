@@ -118,7 +118,8 @@ int cmd_explain(const ExplainArgs& given) {
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
   launch.same_job(args.run, {{"command", "explain"}, {"--steps", std::to_string(args.steps)}},
-                  {spec}, be->info(), be->device());
+                  {spec}, be->info(), be->device(),
+                  {{"--json", given.json_path}, {"--md", given.md_path}});
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   const Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();

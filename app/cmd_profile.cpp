@@ -301,7 +301,7 @@ int cmd_profile(const ProfileArgs& given) {
   auto be = launch.open_backend(args.run);
   launch.warn_unused(args.run);
   launch.same_job(args.run, {{"command", "profile"}, {"--steps", std::to_string(args.steps)}},
-                  {spec}, be->info(), be->device());
+                  {spec}, be->info(), be->device(), {{"--json", given.json_path}});
   const bool bar_on = !args.run.quiet && Progress::stderr_is_tty();
   Dataset data = make_dataset_with_progress(spec, bar_on);
   const DeviceInfo dev = be->info();

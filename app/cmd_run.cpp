@@ -327,12 +327,14 @@ int cmd_run(const RunArgs& given) {
   std::unique_ptr<Backend> be = launch.open_backend(args);
   DataParallel* dp = launch.data_parallel();
   const DeviceInfo info = be->info();
-  launch.same_job(args,
-                  {{"command", "run"},
-                   {"--seeds", std::to_string(args.seeds)},
-                   {"--repeat", std::to_string(args.repeat)},
-                   {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
-                  specs, info, be->device());
+  launch.same_job(
+      args,
+      {{"command", "run"},
+       {"--seeds", std::to_string(args.seeds)},
+       {"--repeat", std::to_string(args.repeat)},
+       {"--scaling-baseline run", baseline_run ? "yes" : "no"}},
+      specs, info, be->device(),
+      {{"--json", given.json_path}, {"--csv", given.csv_path}, {"--md", given.md_path}});
   if (be->device() == Device::CPU && !args.quiet) warn_if_heavy_for_cpu(specs, info, nranks);
   const bool show_progress = !args.quiet && Progress::stderr_is_tty();
   // Said even under --quiet (by one rank): an option the user gave is being ignored.

@@ -97,7 +97,8 @@ std::unique_ptr<Backend> Launch::open_backend(const RunArgs& args) {
 }
 
 void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std::string>> facts,
-                      const std::vector<Spec>& specs, const DeviceInfo& info, Device device) {
+                      const std::vector<Spec>& specs, const DeviceInfo& info, Device device,
+                      const std::vector<std::pair<std::string, std::string>>& outputs) {
   if (!comm_) return;
   // The native CPU's --threads and --cpu-isa too: the record holds rank 0's alone.
   // Each as a message shows it: not given is "none", a size in bytes' units.
@@ -126,6 +127,8 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
       facts.emplace_back(at + precision_name(p), why ? "unsupported here: " + *why : "trains");
     }
   }
+  for (const auto& [option, path] : outputs)
+    facts.emplace_back(option, path.empty() ? "none" : path);
   // Unit and record separators: neither is in a spec's values (JSON escapes control characters).
   std::string mine;
   for (const auto& [name, value] : facts) mine += name + '\x1f' + value + '\x1e';

@@ -47,8 +47,11 @@ class Launch {
   // trains. Rank 0 names the first fact another rank differs in, as bad input on every rank.
   // The options every training command shares (--grad-reduce, --bucket-mb, --memory-limit) are
   // taken from `run`; `facts` holds the command's own.
+  // `outputs` (an output option and its path) are compared last: rank 0 alone writes the files,
+  // so a rank given other paths would lose them unsaid.
   void same_job(const RunArgs& run, std::vector<std::pair<std::string, std::string>> facts,
-                const std::vector<Spec>& specs, const DeviceInfo& info, Device device);
+                const std::vector<Spec>& specs, const DeviceInfo& info, Device device,
+                const std::vector<std::pair<std::string, std::string>>& outputs = {});
   // The data parallel of the launch (nullptr without one), once open_backend has run.
   DataParallel* data_parallel() { return dp_ ? &*dp_ : nullptr; }
   Collective* collective() { return comm_.get(); }

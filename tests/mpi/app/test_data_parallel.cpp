@@ -355,10 +355,10 @@ TEST_F(DataParallel, ALauncherOfAnotherMpiIsRefused) {
 
 // Ranks given different jobs (MPMD): before, other epochs or modes left rank 0 waiting in an
 // all-reduce forever, another --grad-reduce freed buffers in flight (heap corruption), another
-// --seed trained mixed data under rank 0's label. Now: exit 2, one line naming the difference,
-// no output file, before any training.
+// --seed trained mixed data under rank 0's label, another --json went unwritten. Now: exit 2,
+// one line naming the difference, no output file, before any training.
 TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
-  const std::string out = (dir_ / "out.json").string();
+  const std::string out = (dir_ / "out.json").string(), other_out = (dir_ / "other.json").string();
   const std::string base = std::string(MPBENCH_EXE) + " run " + config("tiny_mlp") +
                            " --device reference --quiet --precisions fp32 --epochs ";
   const std::pair<std::string, std::string> cases[] = {
@@ -375,7 +375,9 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
        "place"},
       {std::string(MPBENCH_EXE) + " profile " + config("tiny_mlp") +
            " --device reference --quiet --precisions fp32",
-       "rank 1's command is profile, rank 0's run"}};
+       "rank 1's command is profile, rank 0's run"},
+      // The same job written elsewhere: rank 0 alone writes, so rank 1's file would be lost.
+      {base + "1 --json " + other_out, "rank 1's --json is " + other_out + ", rank 0's " + out}};
   for (const auto& [other, said] : cases) {
     SCOPED_TRACE(other);
     const auto r = mpbench::test::run_shell(
@@ -384,6 +386,7 @@ TEST_F(DataParallel, RanksGivenDifferentJobsAreRefusedInOneLine) {
     EXPECT_TRUE(has_text(r.err, "the ranks were given different jobs: " + said)) << r.err;
     EXPECT_EQ(occurrences(r.err, "mpbench: "), 1u) << r.err;
     EXPECT_FALSE(std::filesystem::exists(out));
+    EXPECT_FALSE(std::filesystem::exists(other_out));
   }
   // The reference's OpenBLAS kernels, set by the environment (the record holds rank 0's alone;
   // they were accepted). Its threads are checked alike, but mpirun binds each rank to a core
