@@ -127,8 +127,7 @@ void Launch::same_job(const RunArgs& run, std::vector<std::pair<std::string, std
       facts.emplace_back(at + precision_name(p), why ? "unsupported here: " + *why : "trains");
     }
   }
-  for (const auto& [option, path] : outputs)
-    facts.emplace_back(option, path.empty() ? "none" : path);
+  for (const auto& [option, path] : outputs) facts.emplace_back(option, given(!path.empty(), path));
   // Unit and record separators: neither is in a spec's values (JSON escapes control characters).
   std::string mine;
   for (const auto& [name, value] : facts) mine += name + '\x1f' + value + '\x1e';
